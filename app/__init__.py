@@ -1,0 +1,149 @@
+"""The Gradio app: layout (:func:`build_demo`), token HTML (:mod:`app.render`), charts (:mod:`app.figures`) and
+event handlers (:mod:`app.handlers`).
+
+Set ``GRADIO_ANALYTICS_ENABLED=False`` before importing gradio (``app.py`` does). Theme and CSS are launch
+options in Gradio 6: launch with ``demo.launch(**launch_options())``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+
+from app import handlers, render  # noqa: E402
+from specviz.drafters.registry import DRAFTERS  # noqa: E402
+from specviz.engine import MAX_K  # noqa: E402
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial", "sans-serif"]
+MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "Liberation Mono", "monospace"]
+
+DEFAULTS = {
+    "prompt": "",
+    "target": "embedded",
+    "drafter": "ngram",
+    "draft_model": "",
+    "exit_layer": 0,
+    "k": 4,
+    "adaptive_k": False,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "seed": 0,
+    "max_new_tokens": 128,
+    "stop_strings": "",
+    "chat_template": True,
+}
+
+
+def load_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
+    """The example prompts ({id, category, prompt} per line), sorted by category."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sorted(rows, key=lambda r: r["category"])
+
+
+def theme() -> gr.themes.Base:
+    """A soft theme with system fonts only (nothing fetched from font services)."""
+    return gr.themes.Soft(primary_hue="violet", font=SYSTEM_FONTS, font_mono=MONO_FONTS)
+
+
+def launch_options() -> dict:
+    """Keyword arguments for ``demo.launch``: the theme and the stylesheet."""
+    return {"theme": theme(), "css_paths": [str(ASSETS / "style.css")]}
+
+
+INTRO = (
+    '<div class="intro"><h1>specviz <span>· speculative decoding, token by token</span></h1>'
+    "<p>A cheap drafter guesses the next k tokens; one forward of the target model checks them all at once. "
+    "Watch each guess be <b>accepted</b> or <b>rejected</b> next to plain one-token-at-a-time decoding of the "
+    "same model — same output, fewer target passes.</p></div>"
+)
+
+
+def build_demo(**defaults) -> gr.Blocks:
+    """Build the app. Keyword arguments override :data:`DEFAULTS` (e.g. ``target="/path/to/model"``,
+    ``drafter="early-exit"``, ``max_new_tokens=40``). Loads nothing: models load on the first Generate (or via
+    :func:`app.handlers.preload`)."""
+    unknown = set(defaults) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown defaults: {', '.join(sorted(unknown))}")
+    d = {**DEFAULTS, **defaults}
+    examples = load_examples()
+    with gr.Blocks(title="specviz · speculative decoding", fill_width=True, analytics_enabled=False) as demo:
+        history = gr.State([])
+        gr.HTML(INTRO, elem_id="intro")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300, elem_id="controls"):
+                prompt = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
+                                    placeholder="Ask something, or pick an example below…")
+                with gr.Row():
+                    generate_btn = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+                drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS], value=d["drafter"], label="Drafter",
+                                      elem_id="drafter", info="What proposes the tokens the target checks")
+                draft_model = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
+                                         placeholder="hub id (org/name) or local folder, same tokenizer",
+                                         visible=d["drafter"] == "model")
+                exit_layer = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                       precision=0, minimum=0, elem_id="exit-layer",
+                                       visible=d["drafter"] == "early-exit")
+                k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
+                              interactive=d["drafter"] != "none")
+                adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
+                                         "−1 after a rejection)", elem_id="adaptive-k",
+                                         interactive=d["drafter"] != "none")
+                max_new_tokens = gr.Slider(1, handlers.MAX_NEW_TOKENS, value=d["max_new_tokens"], step=1,
+                                           label="Max new tokens", elem_id="max-new-tokens")
+                target = gr.Textbox(d["target"], label="Target model", elem_id="target",
+                                    info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
+                with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
+                    temperature = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
+                                            label="Temperature (0 = greedy)")
+                    with gr.Row():
+                        top_p = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)",
+                                          elem_id="top-p")
+                        top_k = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, minimum=0,
+                                          elem_id="top-k")
+                    seed = gr.Number(d["seed"], label="Seed", precision=0, minimum=0, elem_id="seed")
+                    stop_strings = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
+                                              placeholder="comma- or newline-separated; \\n for a newline")
+                    chat_template = gr.Checkbox(d["chat_template"], label="Use the chat template",
+                                                elem_id="chat-template")
+                gr.Examples(
+                    examples=[[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
+                    example_labels=[f"{e['category']} · {_short(e['prompt'])}" for e in examples],
+                    examples_per_page=18, elem_id="examples",
+                )
+            with gr.Column(scale=3, min_width=600, elem_id="results"):
+                status = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"),
+                                 elem_id="status")
+                gr.HTML(render.legend_html(), elem_id="legend")
+                with gr.Row(equal_height=True, elem_id="panes"):
+                    spec_out = gr.HTML(render.placeholder_html("The speculative run appears here."),
+                                       elem_id="spec-output", elem_classes=["out-pane"])
+                    base_out = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
+                                       elem_id="baseline-output", elem_classes=["out-pane"])
+                stats = gr.HTML("", elem_id="stats")
+                charts = gr.Plot(label="Charts", elem_id="charts", show_label=False)
+                history_out = gr.HTML("", elem_id="history")
+        inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
+                  max_new_tokens, stop_strings, chat_template, history]
+        outputs = [spec_out, base_out, charts, stats, status, history_out, history]
+        run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
+                    api_name="generate", show_progress="hidden", concurrency_limit=8, concurrency_id="generate")
+        stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop")
+        drafter.change(handlers.drafter_changed, inputs=[drafter], outputs=[draft_model, exit_layer, k, adaptive_k],
+                       queue=False, api_visibility="private")
+        demo.unload(handlers.release_session)
+    demo.queue(default_concurrency_limit=2, max_size=64)
+    return demo
+
+
+def _short(prompt: str, words: int = 7) -> str:
+    first = prompt.strip().splitlines()[0].split()
+    return " ".join(first[:words]) + ("…" if len(first) > words else "")

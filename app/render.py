@@ -1,0 +1,425 @@
+"""Token HTML for the two output panes, built from engine events. Pure: no Gradio, no model.
+
+Every rendered token is ``<span class="tok tok-KIND" data-kind=KIND data-pass=N title=...>``, KIND one of
+
+- ``accepted``: a drafted token the target kept (green, solid underline);
+- ``rejected``: the first drafted token the target refused (red, struck through, left visible), and the
+  drafted tokens after it, which the target never judged (the same, faded);
+- ``recovered``: the target's own token after a rejection (amber, dotted box);
+- ``bonus``: the target's extra token when every drafted token was accepted (blue, double underline);
+- ``target``: a plain target token (the prefill's token, every baseline token, and a pass with no draft).
+
+Shape (underline, strike, box) distinguishes the kinds as well as hue. Passes are wrapped in
+``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary. A token's
+``title`` (hover text) tells its pass and, where known, the target's and the draft's probability of it and the
+uniform number drawn for its acceptance test.
+
+Token text is decoded as a continuation of the tokens before it, so byte-level pieces of a multi-byte
+character and tokenizers that drop a leading space when decoding one token alone still read right: a token
+that only starts a character shows nothing (class ``tok-partial``) and the token that completes it shows
+the whole character, so the pane's plain text equals the decoded output.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from specviz.events import PassEvent
+
+KINDS = ("accepted", "rejected", "recovered", "bonus", "target")
+_WINDOW = 6  # tokens of context to decode a piece against (a UTF-8 character spans at most 4 byte tokens)
+_REPLACEMENT = "\ufffd"
+
+KIND_LABELS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "recovered": "recovered (target's token after a rejection)",
+    "bonus": "bonus (all drafts accepted)",
+    "target": "target token",
+}
+
+
+@dataclass
+class Token:
+    """One token as rendered: its kind, pass, id, text piece and hover text."""
+
+    kind: str
+    pass_index: int
+    token_id: int
+    text: str
+    title: str
+    partial: bool = False  # starts a multi-byte character completed by a later token
+    unjudged: bool = False  # a rejected token after the first rejection: the target never judged it
+    special: bool = False  # a special token such as EOS
+
+
+class PieceDecoder:
+    """Decodes each token as the text it adds after its context (the tokens before it)."""
+
+    def __init__(self, tokenizer, window: int = _WINDOW) -> None:
+        self.tokenizer = tokenizer
+        self.window = window
+        special = getattr(tokenizer, "all_special_ids", None) or ()
+        self.special_ids = frozenset(int(i) for i in special)
+
+    def _decode(self, ids: list[int]) -> str:
+        if not ids:
+            return ""
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def pieces(self, context: list[int], new: list[int], final: bool) -> list[tuple[str, bool]]:
+        """(text, partial) per id of ``new``, decoded after ``context``.
+
+        A token whose piece ends inside a multi-byte character gets "" and partial=True (the token completing
+        the character carries it), except the last one when ``final``, which shows its raw piece.
+        """
+        window = list(context[-self.window:])
+        out: list[tuple[str, bool]] = []
+        for j, token in enumerate(new):
+            before = self._decode(window).rstrip(_REPLACEMENT)
+            window.append(int(token))
+            after = self._decode(window)
+            piece = after[len(before):] if after.startswith(before) else self._decode([int(token)])
+            last = final and j == len(new) - 1
+            if piece.endswith(_REPLACEMENT) and not last:
+                out.append(("", True))
+            else:
+                out.append((piece, False))
+            window = window[-self.window:]
+        return out
+
+
+def _fmt_prob(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _detail_title(pass_index: int, position: int, drafted: int, verdict: str, detail, top_text: str | None) -> str:
+    lines = [f"pass {pass_index} · draft {position + 1}/{drafted} · {verdict}"]
+    if detail is not None:
+        lines.append(f"target p = {_fmt_prob(detail.target_prob)} · draft q = {_fmt_prob(detail.draft_prob)}")
+        if detail.uniform is not None:
+            ratio = detail.target_prob / detail.draft_prob if detail.draft_prob > 0 else float("inf")
+            test = "accept" if detail.uniform < min(1.0, ratio) else "reject"
+            lines.append(f"uniform u = {detail.uniform:.3f} vs min(1, p/q) = {min(1.0, ratio):.3f} → {test}")
+        if top_text is not None:
+            lines.append(f"target's top token here: {top_text!r}")
+    return "\n".join(lines)
+
+
+@dataclass
+class Pane:
+    """The rendered tokens of one run, grouped by pass; feed it events with :meth:`add`."""
+
+    tokenizer: object
+    separators: bool = True  # a thin bar between passes (off for the baseline: one token per pass)
+    passes: list[list[Token]] = field(default_factory=list)
+    output_ids: list[int] = field(default_factory=list)
+    finished: bool = False
+
+    def __post_init__(self) -> None:
+        self.decoder = PieceDecoder(self.tokenizer)
+
+    # ------------------------------------------------------------------------------------------- building
+    def add(self, event: PassEvent) -> None:
+        """Render one event's tokens (speculative or baseline)."""
+        final = event.finish_reason is not None
+        tokens = self._pass_tokens(event, final)
+        self.passes.append(tokens)
+        self.output_ids.extend(int(t) for t in event.emitted_ids)
+        self.finished = self.finished or final
+
+    def _emitted(self, ids: list[int], final: bool) -> list[tuple[str, bool]]:
+        return self.decoder.pieces(self.output_ids, ids, final)
+
+    def _token(self, kind: str, event: PassEvent, token_id: int, piece: tuple[str, bool], title: str,
+               unjudged: bool = False) -> Token:
+        return Token(kind, event.index, int(token_id), piece[0], title, partial=piece[1], unjudged=unjudged,
+                     special=int(token_id) in self.decoder.special_ids)
+
+    def _pass_tokens(self, event: PassEvent, final: bool) -> list[Token]:
+        emitted = list(event.emitted_ids)
+        pieces = self._emitted(emitted, final)
+        if not event.draft_ids:  # prefill, baseline token, or a pass whose drafter proposed nothing
+            return [self._token("target", event, t, p, self._target_title(event, i)) for i, (t, p) in
+                    enumerate(zip(emitted, pieces))]
+        n, m = event.num_accepted, len(event.draft_ids)
+        out: list[Token] = []
+        for i in range(min(n, len(emitted))):
+            detail = event.details[i] if i < len(event.details) else None
+            title = _detail_title(event.index, i, m, "accepted", detail, None)
+            out.append(self._token("accepted", event, emitted[i], pieces[i], title))
+        if n < m:  # the first rejected draft token (judged) and the never-judged ones after it
+            context = self.output_ids + emitted[:n]
+            rejected = list(event.draft_ids[n:])
+            rejected_pieces = self.decoder.pieces(context, rejected, final=True)
+            for j, (token, piece) in enumerate(zip(rejected, rejected_pieces)):
+                i = n + j
+                detail = event.details[i] if i < len(event.details) else None
+                if j == 0:
+                    top = self._top_text(detail)
+                    title = _detail_title(event.index, i, m, "rejected", detail, top)
+                else:
+                    title = f"pass {event.index} · draft {i + 1}/{m} · never judged (after the first rejection)"
+                out.append(self._token("rejected", event, token, piece, title, unjudged=j > 0))
+        if len(emitted) > n:
+            kind = event.next_kind if event.next_kind in ("recovered", "bonus") else "target"
+            out.append(self._token(kind, event, emitted[n], pieces[n], self._next_title(event, kind)))
+        return out
+
+    def _top_text(self, detail) -> str | None:
+        if detail is None:
+            return None
+        return self.decoder._decode([detail.target_top_id])
+
+    @staticmethod
+    def _target_title(event: PassEvent, i: int) -> str:
+        if event.kind == "prefill":
+            title = f"prefill (pass 0): the target's first token, after {event.t_end_ms:.0f} ms"
+        elif event.run == "baseline":
+            title = f"baseline token {event.num_generated} · one target forward each"
+        else:
+            title = f"pass {event.index} · the drafter proposed nothing: a plain target token"
+        if event.near_tie_gap is not None:
+            title += f"\ntop-2 logit gap {event.near_tie_gap:.3f}"
+        return title
+
+    @staticmethod
+    def _next_title(event: PassEvent, kind: str) -> str:
+        if kind == "recovered":
+            return (f"pass {event.index} · recovered: the target's token at the first rejection\n"
+                    f"(greedy: its top choice; sampling: drawn from norm(max(0, p − q)))")
+        if kind == "bonus":
+            return (f"pass {event.index} · bonus: all {len(event.draft_ids)} drafts accepted, "
+                    f"so the same target pass gives one more token")
+        return f"pass {event.index} · target token"
+
+    # ------------------------------------------------------------------------------------------- output
+    @property
+    def text(self) -> str:
+        """The plain text of the emitted tokens (rejected ones excluded)."""
+        return "".join(t.text for p in self.passes for t in p if t.kind != "rejected")
+
+    def count(self, kind: str) -> int:
+        """How many rendered tokens have ``kind``."""
+        return sum(1 for p in self.passes for t in p if t.kind == kind)
+
+    def html(self) -> str:
+        """The tokens as HTML (one inline block per pass)."""
+        parts = [f'<div class="tokens{"" if self.separators else " no-sep"}">']
+        for tokens in self.passes:
+            if not tokens:
+                continue
+            index = tokens[0].pass_index
+            parts.append(f'<div class="pass" data-pass-index="{index}">')
+            parts.extend(token_html(t) for t in tokens)
+            parts.append("</div>")
+        if not self.finished and self.passes:
+            parts.append('<i class="cursor" aria-hidden="true"></i>')
+        parts.append("</div>")
+        return "".join(parts)
+
+
+def _text_html(text: str) -> str:
+    """Escape a token's text; mark each newline with a visible ⏎ (CSS content, so not in the plain text)."""
+    escaped = html.escape(text, quote=False)
+    return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>\n')
+
+
+def token_html(token: Token) -> str:
+    """One token's span (see the module docstring for the attributes)."""
+    classes = ["tok", f"tok-{token.kind}"]
+    if token.unjudged:
+        classes.append("tok-unjudged")
+    if token.partial:
+        classes.append("tok-partial")
+    if token.special:
+        classes.append("tok-special")
+    if token.text and not token.text.strip():
+        classes.append("tok-space")
+    title = html.escape(token.title, quote=True).replace("\n", "&#10;")
+    return (f'<span class="{" ".join(classes)}" data-kind="{token.kind}" data-pass="{token.pass_index}" '
+            f'data-id="{token.token_id}" title="{title}">{_text_html(token.text)}</span>')
+
+
+def legend_html() -> str:
+    """The colour/shape legend (samples carry classes only, no data-kind, so they never count as tokens)."""
+    items = "".join(
+        f'<span class="legend-item"><b class="tok tok-{kind}">{sample}</b> {html.escape(label)}</span>'
+        for kind, sample, label in (
+            ("accepted", "accepted", "drafted, kept by the target"),
+            ("rejected", "rejected", "drafted, refused (struck through)"),
+            ("recovered", "recovered", "target's token after a rejection"),
+            ("bonus", "bonus", "free extra token: all drafts kept"),
+            ("target", "target", "plain target token (prefill, baseline)"),
+        )
+    )
+    return f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span></div>'
+
+
+def pane_html(header: str, body: str, note: str = "") -> str:
+    """A pane: a header line (run name, live figures), an optional note, then the token body in a scroller
+    that stays at the bottom while tokens arrive (column-reverse keeps the newest text in view)."""
+    note_html = f'<div class="pane-note">{note}</div>' if note else ""
+    return (f'<div class="pane"><div class="pane-header">{header}</div>{note_html}'
+            f'<div class="pane-body">{body}</div></div>')
+
+
+def placeholder_html(message: str) -> str:
+    """An empty pane's message (escaped)."""
+    return f'<div class="pane"><div class="pane-empty">{html.escape(message)}</div></div>'
+
+
+def pane_header(title: str, subtitle: str, figures: list[tuple[str, object, str]]) -> str:
+    """A pane's header: title, subtitle and live figures (label, value or None, format)."""
+    cells = "".join(
+        f'<span class="figure"><b>{"–" if value is None else html.escape(fmt.format(value))}</b> '
+        f'{html.escape(label)}</span>'
+        for label, value, fmt in figures
+    )
+    sub = f'<span class="pane-sub">{html.escape(subtitle)}</span>' if subtitle else ""
+    return f'<span class="pane-title">{html.escape(title)}</span>{sub}<span class="pane-figures">{cells}</span>'
+
+
+# ------------------------------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Whether the speculative output's ids equal the baseline's.
+
+    ``identical``: True / False, or None while undecided (a run still going with equal ids so far).
+    ``first_diff``: 0-based position of the first differing token; ``gap``: the baseline's top-two logit gap
+    there (a small gap is a near-tie that tiny numeric differences can flip).
+    """
+
+    identical: bool | None
+    compared: int
+    first_diff: int | None = None
+    spec_token: str | None = None
+    base_token: str | None = None
+    gap: float | None = None
+    message: str = ""
+
+
+def compare_outputs(spec_ids: list[int], base_ids: list[int], base_gaps: list[float | None], tokenizer,
+                    *, greedy: bool, finished: bool) -> Comparison:
+    """Compare two outputs token by token (see :class:`Comparison`)."""
+    n = min(len(spec_ids), len(base_ids))
+    diff = next((i for i in range(n) if spec_ids[i] != base_ids[i]), None)
+    if diff is None and finished and len(spec_ids) != len(base_ids):
+        diff = n
+    if diff is None:
+        if finished:
+            what = "Identical token ids" if greedy else "Identical token ids (same seed)"
+            return Comparison(True, n, message=f"{what}: all {n} tokens match the baseline.")
+        return Comparison(None, n, message=f"Identical so far ({n} tokens).")
+
+    def piece(ids: list[int]) -> str | None:
+        return repr(tokenizer.decode([ids[diff]], skip_special_tokens=False)) if diff < len(ids) else "(ended)"
+
+    gap = base_gaps[diff] if diff < len(base_gaps) else None
+    spec_tok, base_tok = piece(spec_ids), piece(base_ids)
+    if not greedy:
+        message = (f"Sampling: the ids part at token {diff + 1} (the runs consume random numbers differently); "
+                   f"the speculative output still follows the target's distribution exactly.")
+    else:
+        message = f"Outputs differ at token {diff + 1}: speculative {spec_tok} vs baseline {base_tok}."
+        if gap is not None:
+            message += (f" The baseline's top-two logit gap there is {gap:.3f}"
+                        + (" — a near-tie, which tiny numeric differences between a (k+1)-token verify forward"
+                           " and a one-token forward can flip." if gap < 0.5 else "."))
+    return Comparison(False, n, diff, spec_tok, base_tok, gap, message)
+
+
+# ------------------------------------------------------------------------------------------- stats
+
+
+def _fmt(value, fmt: str, none: str = "–") -> str:
+    return none if value is None else fmt.format(value)
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A duration: "85 ms", or "12.3 s" from 10 s up."""
+    if ms is None:
+        return "–"
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def _card(label: str, value: str, definition: str, extra: str = "", cls: str = "") -> str:
+    return (f'<div class="card {cls}"><div class="card-label">{html.escape(label)}</div>'
+            f'<div class="card-value">{value}</div>'
+            + (f'<div class="card-extra">{extra}</div>' if extra else "")
+            + f'<div class="card-def">{html.escape(definition)}</div></div>')
+
+
+def stats_html(spec, base, comparison: Comparison, *, greedy: bool) -> str:
+    """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
+    with its definition underneath."""
+    from specviz.metrics import speedup
+
+    esc = html.escape
+    cards = []
+    if spec is not None:
+        sp = speedup(spec, base)
+        cls = "good" if sp is not None and sp >= 1.0 else ("bad" if sp is not None else "")
+        cards.append(_card("Speedup", _fmt(sp, "{:.2f}×"), "speculative tokens/s ÷ baseline tokens/s, each on "
+                           "its own clock", cls=f"hero {cls}"))
+        cards.append(_card("Tokens/s", f"{_fmt(spec.tokens_per_s, '{:.1f}')} <small>vs</small> "
+                           f"{_fmt(base.tokens_per_s, '{:.1f}')}", "speculative vs baseline: generated tokens ÷ "
+                           "own-clock time, prefill included"))
+        cards.append(_card("Acceptance rate", _fmt(spec.acceptance_rate, "{:.0%}"),
+                           "accepted ÷ drafted (bonus excluded)", f"{spec.accepted} of {spec.drafted} drafted"))
+        cards.append(_card("Per-token α", _fmt(spec.alpha, "{:.2f}"),
+                           "accepted ÷ (accepted + rejections): only positions the target judged"))
+        cards.append(_card("Tokens per pass", f"{_fmt(spec.tokens_per_pass, '{:.2f}')} <small>measured</small> · "
+                           f"{_fmt(spec.expected_tokens_per_pass, '{:.2f}')} <small>expected</small>",
+                           "emitted ÷ target passes, bonus included; expected (1 − α^(k+1)) ÷ (1 − α)",
+                           f"{spec.passes} target passes vs {base.passes} baseline steps"))
+        cards.append(_card("Time to first token", f"{fmt_ms(spec.ttft_ms)} <small>vs</small> "
+                           f"{fmt_ms(base.ttft_ms)}", "the prefill forward over the prompt (speculative vs "
+                           "baseline)"))
+        cards.append(_card("Where the time went", f"{fmt_ms(spec.verify_ms)} <small>verify</small>",
+                           "speculative run after the prefill: target forwards (verify), drafting, and other "
+                           "(acceptance, rollback, detokenization)",
+                           f"draft {fmt_ms(spec.draft_ms)} · other {fmt_ms(spec.other_ms)} · baseline forwards "
+                           f"{fmt_ms(base.verify_ms)}"))
+        cards.append(_card("Finish reason", f"{esc(spec.finish_reason or '…')} <small>/</small> "
+                           f"{esc(base.finish_reason or '…')}", "speculative / baseline: eos, stop string or "
+                           "max new tokens (length)"))
+    else:
+        cards.append(_card("Tokens/s", _fmt(base.tokens_per_s, "{:.1f}"), "generated tokens ÷ own-clock time, "
+                           "prefill included", cls="hero"))
+        cards.append(_card("Time to first token", fmt_ms(base.ttft_ms), "the prefill forward"))
+        cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
+    mark = {True: "✓", False: "✗", None: "…"}[comparison.identical]
+    cls = {True: "good", False: "warn", None: ""}[comparison.identical]
+    title = "Greedy output = baseline?" if greedy else "Output vs baseline (sampling)"
+    cards.append(_card(title, mark, "speculative decoding must not change the output: greedy ids are the "
+                       "baseline's", esc(comparison.message), cls=f"wide {cls}"))
+    return f'<div class="stats">{"".join(cards)}</div>'
+
+
+def status_html(message: str, kind: str = "info") -> str:
+    """The status line: kind is busy, wait, done, error or info."""
+    icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "⏳", "done": "✓", "error": "⚠",
+            "info": "ℹ"}.get(kind, "")
+    return f'<div class="status status-{kind}" role="status">{icon} {html.escape(message)}</div>'
+
+
+def history_html(history: list[dict]) -> str:
+    """The table of this session's runs, newest first."""
+    if not history:
+        return ""
+    head = ("<tr><th>drafter</th><th>k</th><th>T</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
+            "<th>spec tok/s</th><th>base tok/s</th><th>speedup</th><th>same ids</th></tr>")
+    rows = []
+    for row in history:
+        same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
+        rows.append(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+                row["drafter"], row["k"] or "–", f"{row['temperature']:g}", row["tokens"],
+                _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
+                _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"), _fmt(row["speedup"], "{:.2f}×"),
+                same)) + "</tr>")
+    return f'<table class="history"><caption>Runs in this session (newest first)</caption>{head}{"".join(rows)}</table>'

@@ -1,0 +1,689 @@
+"""The benchmark harness: a prompt suite x drafters x k, measured against transformers' own generate().
+
+Two benchmarks live here, both as plain functions that return JSON-able dicts (the CLI in
+:mod:`specviz.cli` only parses flags and prints):
+
+- :func:`run_bench` (end-to-end). For each prompt, after a warm-up of every method (a short run of
+  ``warmup_tokens``; ``--quick`` warms up on the first prompt only), the methods run
+  interleaved (round-robin, the order rotated each repeat) and the median wall time is kept:
+  our standard decoding, our speculative decoding per drafter and k, transformers' ``generate()`` greedy
+  (same prompt ids, ``max_new_tokens``, ``do_sample=False``, same EOS ids), and transformers'
+  ``generate()`` with the matching drafter (``prompt_lookup_num_tokens=k`` with
+  ``max_matching_ngram_size`` = our ``ngram_max`` for n-gram lookup; ``assistant_model`` with
+  ``num_assistant_tokens=k``, a constant schedule and no confidence cut-off for drafters that are models).
+- :func:`kernel_bench` (the cost side). Time of one target forward over n new tokens after a prompt, the
+  weight bytes each forward reads, the memory-copy floor, and the verify-cost curve T(k+1)/T(1).
+
+Definitions used in the results (written here once, next to the numbers):
+- tokens_per_s = generated tokens / wall seconds of the whole call (prefill included, model loading
+  excluded), the same stopwatch for our runs and for transformers' ``generate()``.
+- speedup = a method's tokens/s over the standard baseline's tokens/s of the same implementation
+  (ours over our baseline, transformers' over transformers' greedy).
+- baseline_ratio_vs_transformers = our baseline tokens/s / transformers' greedy tokens/s.
+- speedup_ratio_vs_transformers = our speedup / transformers' speedup with the same drafter and k.
+- tokens_per_pass = tokens after the prefill's / target passes after the prefill (bonus included): ours,
+  and transformers' greedy (1.0). transformers' assisted generate() has no separate prefill (its first
+  forward verifies the first draft together with the prompt), so for it only tokens_per_forward is given.
+- tokens_per_forward = generated tokens / every target forward (prefill included), for all methods;
+  transformers' forwards are counted with a forward hook on the target.
+- acceptance_rate = accepted / drafted (ours only: transformers does not report its drafts).
+- ids_identical_to_transformers = every output of ours (baseline and every drafter) has exactly the
+  token ids of transformers' greedy generate() on the same prompt.
+Aggregates pool the prompts: total tokens / total seconds, total accepted / total drafted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+
+from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.kv import Clock, forward_logits, new_cache, rollback_cache
+from specviz.metrics import RunStats
+
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
+QUICK_DRAFTERS = ("ngram", "bf16")
+QUICK_K = (4,)
+QUICK_MAX_NEW_TOKENS = 32
+QUICK_REPEATS = 1
+QUICK_WARMUP_EVERY_PROMPT = False  # --quick warms up once, on the first prompt
+KERNEL_TOKEN_COUNTS = tuple(range(1, 18)) + (32,)  # 1..17 gives T(k+1)/T(1) for k = 1..16
+
+Progress = Callable[[str], None]
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One benchmark prompt: ``{"id", "category", "prompt"}`` in the JSONL suite."""
+
+    id: str
+    category: str
+    prompt: str
+
+
+def load_prompts(path: str | os.PathLike) -> list[Prompt]:
+    """Read a JSONL prompt suite (one object a line with id, category and prompt; blank lines skipped).
+
+    Raises:
+        ValueError: the file is missing, empty, or a line is not such an object (the line is named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"prompt file not found: {path}")
+    prompts: list[Prompt] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
+        if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in ("id", "category", "prompt")):
+            raise ValueError(f"{path}:{number}: expected an object with string fields id, category and prompt")
+        if not item["prompt"].strip():
+            raise ValueError(f"{path}:{number}: the prompt is empty")
+        prompts.append(Prompt(item["id"], item["category"], item["prompt"]))
+    if not prompts:
+        raise ValueError(f"{path}: no prompts")
+    return prompts
+
+
+def one_per_category(prompts: Iterable[Prompt], max_categories: int | None = None) -> list[Prompt]:
+    """The first prompt of each category, in order of first appearance (at most ``max_categories``)."""
+    chosen: dict[str, Prompt] = {}
+    for prompt in prompts:
+        if prompt.category not in chosen and (max_categories is None or len(chosen) < max_categories):
+            chosen[prompt.category] = prompt
+    return list(chosen.values())
+
+
+# ------------------------------------------------------------------------------------------------ methods
+
+
+@dataclass(frozen=True)
+class Method:
+    """One way of generating: ``impl`` "ours" or "transformers"; ``drafter`` "none" for standard decoding.
+
+    ``k`` is the draft length (None for standard decoding); ``adaptive`` means our adaptive k (starting at
+    ``k``) and transformers' "heuristic_transient" schedule (not the same rule: +2/-1 against our +1/-1).
+    """
+
+    impl: str
+    drafter: str = "none"
+    k: int | None = None
+    adaptive: bool = False
+
+    @property
+    def variant(self) -> str:
+        """"standard" or "<drafter>@k<k>" / "<drafter>@auto": the key shared by the two implementations."""
+        if self.drafter == "none":
+            return "standard"
+        return f"{self.drafter}@auto" if self.adaptive else f"{self.drafter}@k{self.k}"
+
+    @property
+    def name(self) -> str:
+        """"ours/<variant>" or "transformers/<variant>"."""
+        return f"{self.impl}/{self.variant}"
+
+
+@dataclass
+class Measurement:
+    """One generation: its ids and wall time, and what we know of its passes (None where unknown)."""
+
+    token_ids: tuple[int, ...]
+    wall_s: float
+    target_forwards: int | None = None  # every target forward, the prefill included
+    target_passes: int | None = None  # target forwards after a prefill that emitted one token
+    drafted: int | None = None
+    accepted: int | None = None
+    near_tie_gaps: tuple[float | None, ...] = ()  # per output token (our baseline only)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Generated tokens / wall seconds (prefill included)."""
+        return len(self.token_ids) / self.wall_s if self.wall_s > 0 else None
+
+
+def run_ours(target, drafter, prompt_ids: list[int], config: GenerationConfig) -> Measurement:
+    """Generate with our engine (``drafter`` None: standard decoding) and time the whole call."""
+    clock = Clock(target.device)
+    t0 = clock.now_ms()
+    if drafter is None:
+        events = standard_generate(target, prompt_ids, config)
+    else:
+        events = speculative_generate(target, drafter, prompt_ids, config)
+    result = collect(events, target.tokenizer, prompt_ids)
+    wall_s = (clock.now_ms() - t0) / 1000.0
+    stats = RunStats()
+    for event in result.events:
+        stats.add(event)
+    gaps = tuple(g for e in result.events for g in [e.near_tie_gap] * len(e.emitted_ids)) if drafter is None else ()
+    return Measurement(result.token_ids, wall_s, stats.passes + 1, stats.passes, stats.drafted, stats.accepted, gaps)
+
+
+class ForwardCounter:
+    """Counts forward calls of exactly one module object (a context manager around a hook)."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.module = module
+        self.count = 0
+        self._handle = None
+
+    def _hook(self, module, args) -> None:
+        if module is self.module:  # early-exit views share the hook dict of the module they copy
+            self.count += 1
+
+    def __enter__(self) -> "ForwardCounter":
+        self.count = 0
+        self._handle = self.module.register_forward_pre_hook(self._hook)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handle.remove()
+
+
+@contextlib.contextmanager
+def _assistant_settings(assistant: torch.nn.Module, k: int, adaptive: bool):
+    """Give ``assistant`` a private generation config asking for exactly k drafts per pass (restored after)."""
+    original = assistant.generation_config
+    config = copy.deepcopy(original)
+    config.num_assistant_tokens = k
+    config.num_assistant_tokens_schedule = "heuristic_transient" if adaptive else "constant"
+    config.assistant_confidence_threshold = 0.0  # 0 disables the early stop on low draft confidence
+    assistant.generation_config = config
+    try:
+        yield
+    finally:
+        assistant.generation_config = original
+
+
+def run_transformers(target, prompt_ids: list[int], max_new_tokens: int, *, prompt_lookup_k: int | None = None,
+                     ngram_max: int = 3, assistant: torch.nn.Module | None = None, k: int = 4,
+                     adaptive: bool = False) -> Measurement:
+    """transformers' ``generate()`` greedy on the same ids and EOS ids, optionally with prompt lookup
+    (``prompt_lookup_k``) or an ``assistant`` model; times the whole call and counts target forwards."""
+    from transformers import GenerationConfig as HFGenerationConfig
+
+    model = target.model
+    eos = list(target.eos_token_ids)
+    gen_config = HFGenerationConfig(
+        max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, eos_token_id=eos or None,
+        pad_token_id=eos[0] if eos else None, temperature=None, top_p=None, top_k=None,
+    )
+    kwargs: dict = {}
+    if prompt_lookup_k is not None:
+        gen_config.prompt_lookup_num_tokens = prompt_lookup_k
+        gen_config.max_matching_ngram_size = ngram_max
+    ids = torch.tensor([prompt_ids], dtype=torch.long, device=target.device)
+    mask = torch.ones_like(ids)
+    count_passes = assistant is not model  # an oracle assistant is the target itself: its forwards mix in
+    settings = _assistant_settings(assistant, k, adaptive) if assistant is not None else contextlib.nullcontext()
+    if assistant is not None:
+        kwargs["assistant_model"] = assistant
+    clock = Clock(target.device)
+    with settings, ForwardCounter(model) as counter, torch.inference_mode():
+        t0 = clock.now_ms()
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=gen_config, **kwargs)
+        wall_s = (clock.now_ms() - t0) / 1000.0
+    new_ids = tuple(int(t) for t in out[0, len(prompt_ids):].tolist())
+    forwards = counter.count if count_passes and counter.count > 0 else None
+    passes = forwards - 1 if forwards and assistant is None and prompt_lookup_k is None else None
+    return Measurement(new_ids, wall_s, forwards, passes)
+
+
+def transformers_counterpart(drafter) -> str | None:
+    """How transformers' generate() drafts like ``drafter``: "prompt_lookup", "assistant" or None."""
+    from specviz.drafters.model import ModelDrafter
+    from specviz.drafters.ngram import NgramDrafter
+
+    if isinstance(drafter, NgramDrafter):
+        return "prompt_lookup"
+    if isinstance(drafter, ModelDrafter):
+        return "assistant"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- the bench
+
+
+@dataclass
+class BenchSettings:
+    """What to run. ``ks`` holds ints and/or the string "auto" (adaptive k starting at 4)."""
+
+    drafters: tuple[str, ...] = QUICK_DRAFTERS
+    ks: tuple[int | str, ...] = (2, 4, 8)
+    max_new_tokens: int = 64
+    repeats: int = 3
+    warmup_tokens: int = 8
+    warmup_every_prompt: bool = True  # False: one warm-up, before the first prompt only
+    ngram_max: int = 3
+    ngram_min: int = 1
+    draft_spec: str | None = None
+    exit_layer: int | None = None
+    use_chat_template: bool = True
+    compare_transformers: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d["drafters"], d["ks"] = list(self.drafters), list(self.ks)
+        d.update(self.extra)
+        return d
+
+
+def _methods(settings: BenchSettings, drafters: dict) -> list[Method]:
+    methods = [Method("ours")]
+    if settings.compare_transformers:
+        methods.append(Method("transformers"))
+    for key in settings.drafters:
+        for k in settings.ks:
+            adaptive = k == "auto"
+            k_value = 4 if adaptive else int(k)
+            methods.append(Method("ours", key, k_value, adaptive))
+            counterpart = transformers_counterpart(drafters[key])
+            # transformers' prompt lookup has no adaptive schedule
+            if settings.compare_transformers and counterpart and not (adaptive and counterpart == "prompt_lookup"):
+                methods.append(Method("transformers", key, k_value, adaptive))
+    return methods
+
+
+def _run_method(method: Method, target, drafters: dict, prompt_ids: list[int], max_new_tokens: int,
+                settings: BenchSettings) -> Measurement:
+    if method.impl == "ours":
+        config = GenerationConfig(max_new_tokens=max_new_tokens, k=method.k or 4, adaptive_k=method.adaptive)
+        return run_ours(target, drafters.get(method.drafter), prompt_ids, config)
+    if method.drafter == "none":
+        return run_transformers(target, prompt_ids, max_new_tokens)
+    drafter = drafters[method.drafter]
+    if transformers_counterpart(drafter) == "prompt_lookup":
+        return run_transformers(target, prompt_ids, max_new_tokens, prompt_lookup_k=method.k,
+                                ngram_max=settings.ngram_max)
+    return run_transformers(target, prompt_ids, max_new_tokens, assistant=drafter.model, k=method.k,
+                            adaptive=method.adaptive)
+
+
+def _median_measurement(runs: list[Measurement]) -> dict:
+    """The run with the median wall time (ids of the first run; whether all repeats gave the same ids)."""
+    ordered = sorted(runs, key=lambda m: m.wall_s)
+    mid = ordered[(len(ordered) - 1) // 2]
+    return {
+        "num_tokens": len(mid.token_ids),
+        "wall_s": statistics.median(m.wall_s for m in runs),
+        "wall_s_all": [round(m.wall_s, 6) for m in runs],
+        "tokens_per_s": len(mid.token_ids) / statistics.median(m.wall_s for m in runs),
+        "target_forwards": mid.target_forwards,
+        "target_passes": mid.target_passes,
+        "drafted": mid.drafted,
+        "accepted": mid.accepted,
+        "tokens_per_pass": (len(mid.token_ids) - 1) / mid.target_passes if mid.target_passes else None,
+        "tokens_per_forward": len(mid.token_ids) / mid.target_forwards if mid.target_forwards else None,
+        "acceptance_rate": mid.accepted / mid.drafted if mid.drafted else None,
+        "repeats_identical": all(m.token_ids == runs[0].token_ids for m in runs),
+        "token_ids": list(runs[0].token_ids),
+    }
+
+
+def first_difference(a: Iterable[int], b: Iterable[int]) -> int | None:
+    """The first position where two id sequences differ (a length difference counts), or None if equal."""
+    a, b = list(a), list(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], methods: list[Method],
+                 settings: BenchSettings, progress: Progress | None = None, warmup: bool = True) -> dict:
+    """Warm up every method once (``warmup_tokens``) if ``warmup``, then run them interleaved ``repeats`` times."""
+    if warmup and settings.warmup_tokens > 0:
+        for method in methods:
+            _run_method(method, target, drafters, prompt_ids, min(settings.warmup_tokens, settings.max_new_tokens),
+                        settings)
+    runs: dict[str, list[Measurement]] = {m.name: [] for m in methods}
+    baseline_gaps: tuple = ()
+    for r in range(settings.repeats):
+        shift = r % len(methods)
+        for method in methods[shift:] + methods[:shift]:  # rotate the order so no method is always first
+            m = _run_method(method, target, drafters, prompt_ids, settings.max_new_tokens, settings)
+            runs[method.name].append(m)
+            if method.name == "ours/standard":
+                baseline_gaps = m.near_tie_gaps
+        if progress:
+            progress(f"  {prompt.id}: repeat {r + 1}/{settings.repeats} done")
+    results = {name: _median_measurement(rs) for name, rs in runs.items()}
+    reference = results.get("transformers/standard")
+    for name, res in results.items():
+        if reference is None or name == "transformers/standard":
+            continue
+        diff = first_difference(res["token_ids"], reference["token_ids"])
+        res["ids_identical_to_transformers"] = diff is None
+        if diff is not None:
+            res["first_difference"] = diff
+            res["baseline_near_tie_gap"] = baseline_gaps[diff] if diff < len(baseline_gaps) else None
+    return {"id": prompt.id, "category": prompt.category, "prompt_tokens": len(prompt_ids), "results": results}
+
+
+def _pool(records: list[dict], name: str) -> dict | None:
+    rows = [rec["results"][name] for rec in records if name in rec["results"]]
+    if not rows:
+        return None
+    tokens = sum(r["num_tokens"] for r in rows)
+    seconds = sum(r["wall_s"] for r in rows)
+    passes = [r["target_passes"] for r in rows]
+    forwards = [r["target_forwards"] for r in rows]
+    after_prefill = sum(r["num_tokens"] - 1 for r in rows)
+    drafted = sum(r["drafted"] or 0 for r in rows)
+    out = {
+        "prompts": len(rows),
+        "tokens": tokens,
+        "wall_s": seconds,
+        "tokens_per_s": tokens / seconds if seconds > 0 else None,
+        "tokens_per_pass": after_prefill / sum(passes) if None not in passes and sum(passes) else None,
+        "tokens_per_forward": tokens / sum(forwards) if None not in forwards and sum(forwards) else None,
+        "acceptance_rate": sum(r["accepted"] or 0 for r in rows) / drafted if drafted else None,
+    }
+    if any("ids_identical_to_transformers" in r for r in rows):
+        out["ids_identical_to_transformers"] = all(r.get("ids_identical_to_transformers", True) for r in rows)
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
+
+
+def summarize(records: list[dict], methods: list[Method]) -> dict:
+    """Pooled figures of ``records`` per method, speedups, and the two ratios against transformers."""
+    pooled = {m.name: _pool(records, m.name) for m in methods}
+    pooled = {name: fig for name, fig in pooled.items() if fig is not None}
+    base = {impl: (pooled.get(f"{impl}/standard") or {}).get("tokens_per_s") for impl in ("ours", "transformers")}
+    for name, fig in pooled.items():
+        fig["speedup"] = _ratio(fig["tokens_per_s"], base[name.split("/")[0]])
+    out = {"methods": pooled,
+           "baseline_ratio_vs_transformers": _ratio(base["ours"], base["transformers"]),
+           "speedup_ratio_vs_transformers": {}}
+    for m in methods:
+        if m.impl == "ours" and m.drafter != "none" and f"transformers/{m.variant}" in pooled:
+            out["speedup_ratio_vs_transformers"][m.variant] = _ratio(
+                pooled[m.name]["speedup"], pooled[f"transformers/{m.variant}"]["speedup"])
+    flags = [fig["ids_identical_to_transformers"] for name, fig in pooled.items()
+             if name.startswith("ours/") and "ids_identical_to_transformers" in fig]
+    out["ids_identical_to_transformers"] = all(flags) if flags else None
+    return out
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none): other work on the machine skews timings."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_machine_warning() -> str | None:
+    """A warning line when the CPUs are already busy (load average above half the CPU count), else None."""
+    load, cpus = load_average(), os.cpu_count() or 1
+    if load is not None and load > 0.5 * cpus:
+        return (f"warning: this machine is busy (load average {load:.1f} on {cpus} CPUs): timings will be slow "
+                f"and noisy")
+    return None
+
+
+def environment(target=None) -> dict:
+    """Versions and machine facts needed to reproduce a result."""
+    import transformers
+
+    import specviz
+
+    info = {
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "transformers": transformers.__version__,
+                     "specviz": getattr(specviz, "__version__", "unknown")},
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                    "load_average_1min": load_average()},
+    }
+    if target is not None:
+        device = target.device
+        info["device"] = {"device": str(device), "dtype": str(target.dtype).removeprefix("torch."),
+                          "name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+        info["target"] = {"spec": target.spec, "label": target.label, "num_layers": target.num_layers,
+                          "param_bytes": target.param_bytes}
+    return info
+
+
+def make_drafters(target, settings: BenchSettings, progress: Progress | None = None) -> dict:
+    """One drafter instance per key (each run resets it; a draft model is loaded once)."""
+    from specviz.drafters.registry import make_drafter
+
+    drafters: dict = {}
+    for key in settings.drafters:
+        if key != "none" and key not in drafters:
+            drafters[key] = make_drafter(key, target, draft_spec=settings.draft_spec, exit_layer=settings.exit_layer,
+                                         ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
+                                         progress=progress)
+    return drafters
+
+
+def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: Progress | None = None) -> dict:
+    """Run the end-to-end benchmark (see the module docstring) and return the JSON-able result.
+
+    Args:
+        target: the :class:`specviz.models.LoadedModel` to decode with.
+        prompts: the prompts (see :func:`load_prompts`).
+        settings: drafters, k values, budget, repeats.
+        progress: optional callable(str) for progress lines.
+
+    Raises:
+        ValueError / ModelLoadError: bad settings, an empty prompt, or a draft model that cannot be loaded.
+    """
+    from specviz.models import encode_prompt
+
+    started = time.perf_counter()
+    settings = copy.copy(settings)
+    settings.drafters = tuple(d for d in settings.drafters if d != "none")
+    drafters = make_drafters(target, settings, progress)
+    methods = _methods(settings, drafters)
+    encoded = [encode_prompt(target.tokenizer, p.prompt, use_chat_template=settings.use_chat_template) for p in prompts]
+    if progress:
+        progress(f"{len(prompts)} prompt(s) x {len(methods)} methods x {settings.repeats} repeat(s), "
+                 f"{settings.max_new_tokens} new tokens each")
+    records = []
+    for i, (prompt, ids) in enumerate(zip(prompts, encoded), start=1):
+        if progress:
+            progress(f"[{i}/{len(prompts)}] {prompt.id} ({prompt.category}, {len(ids)} prompt tokens)")
+        warmup = settings.warmup_every_prompt or i == 1
+        records.append(bench_prompt(target, drafters, prompt, ids, methods, settings, progress, warmup))
+    categories = list(dict.fromkeys(p.category for p in prompts))
+    per_category = {c: summarize([r for r in records if r["category"] == c], methods) for c in categories}
+    overall = summarize(records, methods)
+    result = {
+        "benchmark": "end-to-end",
+        "settings": settings.as_dict(),
+        **environment(target),
+        "methods": [m.name for m in methods],
+        "definitions": DEFINITIONS,
+        "overall": overall,
+        "categories": per_category,
+        "baseline_ratio_vs_transformers": overall["baseline_ratio_vs_transformers"],
+        "speedup_ratio_vs_transformers": overall["speedup_ratio_vs_transformers"],
+        "ids_identical_to_transformers": overall["ids_identical_to_transformers"],
+        "prompts": records,
+        "wall_s": time.perf_counter() - started,
+    }
+    result["machine"]["load_average_1min_end"] = load_average()
+    return result
+
+
+DEFINITIONS = {
+    "tokens_per_s": "generated tokens / wall seconds of the whole call (prefill included, loading excluded)",
+    "speedup": "tokens/s over the standard decoding tokens/s of the same implementation",
+    "baseline_ratio_vs_transformers": "our standard decoding tokens/s / transformers generate() greedy tokens/s",
+    "speedup_ratio_vs_transformers": "our speedup / transformers' speedup with the same drafter and k",
+    "tokens_per_pass": "tokens after the prefill / target passes after the prefill (bonus included); not for "
+                       "transformers' assisted generate(), which has no separate prefill",
+    "tokens_per_forward": "generated tokens / every target forward, the prefill included (all methods)",
+    "acceptance_rate": "accepted / drafted (bonus excluded); ours only",
+    "ids_identical_to_transformers": "every output of ours has the ids of transformers' greedy generate()",
+    "aggregation": "pooled over prompts: total tokens / total seconds, total accepted / total drafted",
+}
+
+
+# ---------------------------------------------------------------------------------------------- the kernel
+
+
+def copy_bandwidth_gbs(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
+    """Memory bandwidth in GB/s from a large tensor copy, counting bytes read + written (median of repeats)."""
+    n = megabytes * 1024 * 1024 // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    clock = Clock(device)
+    dst.copy_(src)  # warm-up: page in both buffers
+    times = []
+    for _ in range(repeats):
+        t0 = clock.now_ms()
+        dst.copy_(src)
+        times.append((clock.now_ms() - t0) / 1000.0)
+    return 2 * src.numel() * src.element_size() / statistics.median(times) / 1e9
+
+
+def time_forward_ms(model: torch.nn.Module, device: torch.device, prompt_len: int, token_counts: Iterable[int],
+                    repeats: int = 7, warmup: int = 2, seed: int = 0) -> dict[int, float]:
+    """Median ms of one forward over n new tokens after a ``prompt_len``-token cached prompt, for each n.
+
+    Every forward computes logits for all n positions (as a verification does) and is then rolled back, so
+    each measurement starts from the same cache of ``prompt_len`` positions.
+    """
+    vocab = int(model.config.get_text_config().vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (prompt_len + max(token_counts),), generator=gen).tolist()
+    cache = new_cache(model)
+    forward_logits(model, ids[:prompt_len], cache, 1)
+    clock = Clock(device)
+    out: dict[int, float] = {}
+    for n in token_counts:
+        new = ids[prompt_len:prompt_len + n]
+        times = []
+        for i in range(warmup + repeats):
+            t0 = clock.now_ms()
+            forward_logits(model, new, cache, n)
+            t1 = clock.now_ms()
+            rollback_cache(cache, prompt_len)
+            if i >= warmup:
+                times.append(t1 - t0)
+        out[n] = statistics.median(times)
+    return out
+
+
+def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = KERNEL_TOKEN_COUNTS,
+                 repeats: int = 7, warmup: int = 2, copy_megabytes: int = 256) -> dict:
+    """The cost side of speculative decoding on ``target``: ms per forward over n new tokens, and the floor.
+
+    Returns a dict with ``curve`` (one row per n: ms, T(n)/T(1), effective GB/s), ``verify_cost`` (k ->
+    T(k+1)/T(1) for every k whose k+1 was measured), ``param_bytes`` (weights read per forward),
+    ``copy_bandwidth_gbs`` (read + written), ``floor_ms`` (param_bytes / copy bandwidth) and
+    ``fraction_of_floor`` (floor_ms / T(1): 1.0 means a one-token step runs at the memory floor).
+    """
+    token_counts = sorted(set(int(n) for n in token_counts))
+    if not token_counts or token_counts[0] < 1:
+        raise ValueError("token counts must be >= 1")
+    if 1 not in token_counts:
+        token_counts = [1] + token_counts
+    started = time.perf_counter()
+    bandwidth = copy_bandwidth_gbs(target.device, copy_megabytes)
+    times = time_forward_ms(target.model, target.device, prompt_len, token_counts, repeats, warmup)
+    t1 = times[1]
+    floor_ms = target.param_bytes / (bandwidth * 1e9) * 1000.0
+    curve = [{"new_tokens": n, "ms": ms, "ratio_vs_1": ms / t1,
+              "effective_gbs": target.param_bytes / (ms / 1000.0) / 1e9} for n, ms in times.items()]
+    return {
+        "benchmark": "kernel",
+        "settings": {"prompt_len": prompt_len, "token_counts": token_counts, "repeats": repeats, "warmup": warmup,
+                     "copy_megabytes": copy_megabytes},
+        **environment(target),
+        "param_bytes": target.param_bytes,
+        "copy_bandwidth_gbs": bandwidth,
+        "floor_ms": floor_ms,
+        "step_ms": t1,
+        "fraction_of_floor": floor_ms / t1,
+        "curve": curve,
+        "verify_cost": {k: times[k + 1] / t1 for k in range(1, 17) if k + 1 in times},
+        "definitions": {
+            "ms": "median wall time of one target forward over n new tokens after a cached prompt",
+            "effective_gbs": "param_bytes / ms: weight bytes read per second",
+            "floor_ms": "param_bytes / copy bandwidth (bytes read + written per second of a large tensor copy)",
+            "fraction_of_floor": "floor_ms / ms of a one-token step (1.0 = at the memory floor)",
+            "verify_cost": "T(k+1 new tokens) / T(1): a verification's cost in target steps",
+        },
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+# ----------------------------------------------------------------------------------------------- printing
+
+
+def _fmt(value, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_bench(result: dict) -> str:
+    """A readable table of :func:`run_bench`'s result."""
+    lines = []
+    header = (f"{'category':<15}{'method':<26}{'tok/pass':>9}{'tok/fwd':>8}{'accept':>8}{'tok/s':>8}"
+              f"{'speedup':>9}{'ids=HF':>8}")
+    sections = list(result["categories"].items()) + [("OVERALL", result["overall"])]
+    lines.append(header)
+    lines.append("-" * len(header))
+    for category, summary in sections:
+        for i, (name, fig) in enumerate(summary["methods"].items()):
+            same = fig.get("ids_identical_to_transformers")
+            lines.append(f"{category if i == 0 else '':<15}{name:<26}{_fmt(fig['tokens_per_pass']):>9}"
+                         f"{_fmt(fig['tokens_per_forward']):>8}{_fmt(fig['acceptance_rate']):>8}{_fmt(fig['tokens_per_s'], '.1f'):>8}"
+                         f"{_fmt(fig['speedup']):>9}{'-' if same is None else ('yes' if same else 'NO'):>8}")
+        ratios = ", ".join(f"{v}: {_fmt(r)}" for v, r in summary["speedup_ratio_vs_transformers"].items())
+        lines.append(f"{'':<15}baseline ours/transformers: {_fmt(summary['baseline_ratio_vs_transformers'])}; "
+                     f"speedup ours/transformers: {ratios or '-'}")
+    lines.append("")
+    lines.append(f"ids identical to transformers' greedy: {result['ids_identical_to_transformers']}")
+    for rec in result["prompts"]:
+        for name, res in rec["results"].items():
+            if res.get("ids_identical_to_transformers") is False:
+                lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
+                             f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")
+    m = result["machine"]
+    lines.append(f"{result['target']['label']} on {result['device']['device']}; {m['cpu_count']} CPUs, "
+                 f"{m['torch_threads']} torch threads; torch {result['versions']['torch']}, transformers "
+                 f"{result['versions']['transformers']}; {result['wall_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def format_kernel(result: dict) -> str:
+    """A readable table of :func:`kernel_bench`'s result."""
+    lines = [f"{result['target']['label']} on {result['device']['device']}: {result['param_bytes'] / 1e6:.0f} MB "
+             f"of weights read per forward; copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s (read + write); "
+             f"floor {result['floor_ms']:.1f} ms; one-token step {result['step_ms']:.1f} ms "
+             f"= {result['fraction_of_floor']:.2f} of the floor's speed",
+             f"{'new tokens':>10}{'ms':>9}{'T(n)/T(1)':>11}{'GB/s':>8}"]
+    for row in result["curve"]:
+        lines.append(f"{row['new_tokens']:>10}{row['ms']:>9.1f}{row['ratio_vs_1']:>11.2f}{row['effective_gbs']:>8.1f}")
+    lines.append("verify cost T(k+1)/T(1): " + ", ".join(f"k={k}: {v:.2f}" for k, v in result["verify_cost"].items()))
+    return "\n".join(lines)
+
+
+def write_json(result: dict, path: str | os.PathLike) -> None:
+    """Write ``result`` as indented JSON (creating the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,471 @@
+"""The command line: ``python -m specviz generate ...`` and ``python -m specviz bench ...``.
+
+Output contract: with ``--json`` stdout carries only JSON (``generate``: one line per run; ``bench``: one
+document). Progress, logs and warnings go to stderr. A user error (a bad flag value, an empty prompt, a
+model that cannot be loaded, a vocabulary mismatch, a missing draft model) prints one line
+``error: ...`` on stderr and exits with status 2, never a traceback. ``SPECVIZ_DEBUG=1`` shows tracebacks
+of unexpected errors (exit status 1).
+
+``generate --json`` prints, per run, one object with: token_ids (generated ids only, the EOS id included
+when the run ended on it), text (special tokens skipped, cut before a stop string), finish_reason ("eos",
+"length" or "stop"), target_passes, drafted, accepted, acceptance_rate (accepted / drafted; null when
+nothing was drafted, e.g. standard decoding), alpha, tokens_per_pass (1.0 for standard decoding),
+expected_tokens_per_pass, per_position_acceptance, wall_s (prefill start to last token; loading
+excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i), drafter, k (an int,
+"auto", or 0 for standard decoding), and with ``--compare`` a "compare" object (baseline tokens/s,
+speedup, ids_identical, first_difference and the baseline's near_tie_gap there). See
+:mod:`specviz.metrics` for the definitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shlex
+import sys
+import warnings
+from typing import Sequence
+
+MAX_K = 16  # mirrors specviz.engine.MAX_K (checked against it at run time)
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A user-facing error: printed as one ``error:`` line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors ("error: ...", exit 2) instead of the usage block."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's signature
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# --------------------------------------------------------------------------------------------- flag types
+
+
+def _int_in(name: str, low: int, high: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"in {low}..{high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {value}")
+        return value
+    return parse
+
+
+def _float(name: str, check, bound: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if value != value or not check(value):
+            raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {text}")
+        return value
+    return parse
+
+
+def _k_value(text: str) -> int | str:
+    """An int k in 1..16 or "auto" (adaptive k)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"k must be an integer in 1..{MAX_K} or 'auto', got {text!r}") from None
+    if not 1 <= value <= MAX_K:
+        raise argparse.ArgumentTypeError(f"k must be in 1..{MAX_K} or 'auto', got {value}")
+    return value
+
+
+def _k_list(text: str) -> tuple[int | str, ...]:
+    items = [t for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("k needs at least one value, e.g. 2,4,8 or auto")
+    return tuple(dict.fromkeys(_k_value(t.strip()) for t in items))
+
+
+def _drafter_keys():
+    from specviz.drafters.registry import DRAFTER_KEYS
+
+    return DRAFTER_KEYS
+
+
+def _drafter_list(text: str) -> tuple[str, ...]:
+    keys = _drafter_keys()
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("drafters needs at least one name, e.g. ngram,bf16")
+    for item in items:
+        if item not in keys:
+            raise argparse.ArgumentTypeError(f"unknown drafter {item!r}; choose from {', '.join(keys)}")
+    return tuple(dict.fromkeys(items))
+
+
+TEMPERATURE = _float("temperature", lambda v: v >= 0, ">= 0 (0 = greedy)")
+TOP_P = _float("top-p", lambda v: 0 < v <= 1, "in (0, 1]")
+
+
+# ---------------------------------------------------------------------------------------------- the parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``specviz`` argument parser with its ``generate`` and ``bench`` commands."""
+    parser = _Parser(prog="python -m specviz", description="Speculative decoding, token by token.")
+    commands = parser.add_subparsers(dest="command", metavar="{generate,bench}", parser_class=_Parser)
+    commands.required = True
+
+    gen = commands.add_parser("generate", help="generate text with a drafter and print it (or JSON)",
+                              description="Generate from a prompt with speculative decoding (or standard "
+                                          "decoding with --drafter none).")
+    gen.add_argument("--prompt", required=True, help="the prompt text ('-' reads it from stdin)")
+    _add_model_flags(gen)
+    gen.add_argument("--drafter", default="ngram", help="none|ngram|early-exit|bf16|model|oracle (default ngram)")
+    gen.add_argument("--k", type=_k_value, default=4, help="draft length 1..16, or 'auto' (adaptive, starts at 4)")
+    gen.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=128)
+    gen.add_argument("--temperature", type=TEMPERATURE, default=0.0, help="0 = greedy (default)")
+    gen.add_argument("--top-p", type=TOP_P, default=1.0)
+    gen.add_argument("--top-k", type=_int_in("top-k", 0), default=0, help="0 = off")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the first run (run i uses seed + i)")
+    gen.add_argument("--stop", action="append", default=[], metavar="STRING",
+                     help="stop after the text contains STRING (repeatable)")
+    gen.add_argument("--runs", type=_int_in("runs", 1), default=1, help="independent generations (seeds s, s+1, ...)")
+    gen.add_argument("--compare", action="store_true",
+                     help="also run standard decoding with the same settings and report the speedup and "
+                          "whether the ids match (they must when greedy)")
+    gen.add_argument("--json", action="store_true", help="one JSON line per run on stdout, nothing else")
+    gen.set_defaults(handler=cmd_generate)
+
+    bench = commands.add_parser("bench", help="benchmark drafters against standard decoding and transformers",
+                                description="Benchmark a prompt suite x drafters x k against our standard "
+                                            "decoding and transformers' generate(); or --kernel: forward cost.")
+    bench.add_argument("--prompts", help="JSONL prompt suite ({id, category, prompt} per line); default "
+                                         "assets/prompts.jsonl")
+    _add_model_flags(bench)
+    bench.add_argument("--drafters", type=_drafter_list, default=None, help="comma list (default ngram,bf16)")
+    bench.add_argument("--k", type=_k_list, default=None, help="comma list of k values or auto (default 2,4,8)")
+    bench.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 64")
+    bench.add_argument("--repeats", type=_int_in("repeats", 1), default=None, help="default 3 (median kept)")
+    bench.add_argument("--limit", type=_int_in("limit", 1), default=None, help="use only the first N prompts")
+    bench.add_argument("--quick", action="store_true",
+                       help="one prompt per category, 32 tokens, ngram + bf16, k=4, 1 repeat")
+    bench.add_argument("--no-transformers", action="store_true", help="skip transformers' generate() runs")
+    bench.add_argument("--kernel", action="store_true",
+                       help="instead: ms per target forward for 1..17 and 32 new tokens, and the memory floor")
+    bench.add_argument("--out", help="also write the JSON result to this file")
+    bench.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
+    bench.set_defaults(handler=cmd_bench)
+    return parser
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
+    p.add_argument("--draft-model", help="draft model spec for --drafter model")
+    p.add_argument("--exit-layer", type=_int_in("exit-layer", 1), help="layers run by the early-exit drafter")
+    p.add_argument("--ngram-max", type=_int_in("ngram-max", 1), default=3)
+    p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1)
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
+    p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _check_common(args) -> None:
+    if args.ngram_min > args.ngram_max:
+        raise UsageError(f"--ngram-min ({args.ngram_min}) must not exceed --ngram-max ({args.ngram_max})")
+
+
+def _load_target(args):
+    from specviz.models import load_model
+
+    return load_model(args.target, device=None if args.device == "auto" else args.device, progress=_log)
+
+
+def _check_exit_layer(args, target) -> None:
+    if args.exit_layer is not None and args.exit_layer > target.num_layers:
+        raise UsageError(f"--exit-layer must be in 1..{target.num_layers} for {target.label}, got {args.exit_layer}")
+
+
+def _make_drafter(key: str, args, target):
+    from specviz.drafters.registry import make_drafter
+
+    if key == "model" and not (args.draft_model or "").strip():
+        raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
+    _check_exit_layer(args, target)
+    return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
+                        ngram_max=args.ngram_max, ngram_min=args.ngram_min, progress=_log)
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    """Silence transformers' and Python's warnings for the duration (our own messages still go to stderr)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            yield
+        finally:
+            hf_logging.set_verbosity(level)
+            hf_logging.enable_progress_bar()
+
+
+# ----------------------------------------------------------------------------------------------- generate
+
+
+def _run_streaming(target, drafter, prompt_ids, config, on_text):
+    """One generation (``drafter`` None: standard decoding); ``on_text(delta)`` gets the text as it becomes
+    final. Returns (RunResult, RunStats)."""
+    from specviz.engine import collect, speculative_generate, standard_generate
+    from specviz.metrics import RunStats
+
+    events = (standard_generate(target, prompt_ids, config) if drafter is None
+              else speculative_generate(target, drafter, prompt_ids, config))
+    stats = RunStats()
+    kept = []
+    for event in events:
+        stats.add(event)
+        kept.append(event)
+        if on_text is not None and event.text_delta:
+            on_text(event.text_delta)
+    return collect(kept, target.tokenizer, prompt_ids), stats
+
+
+def run_record(result, stats, *, seed: int, drafter: str, k) -> dict:
+    """The JSON object of one run (keys listed in this module's docstring)."""
+    figures = stats.as_dict()
+    return {
+        "token_ids": list(result.token_ids),
+        "text": result.text,
+        "finish_reason": result.finish_reason,
+        "num_tokens": len(result.token_ids),
+        "prompt_tokens": len(result.prompt_ids),
+        "target_passes": figures["target_passes"],
+        "drafted": figures["drafted"],
+        "accepted": figures["accepted"],
+        "acceptance_rate": figures["acceptance_rate"],
+        "alpha": figures["alpha"],
+        "tokens_per_pass": figures["tokens_per_pass"],
+        "expected_tokens_per_pass": figures["expected_tokens_per_pass"],
+        "per_position_acceptance": figures["per_position_acceptance"],
+        "wall_s": result.wall_s,
+        "ttft_ms": figures["ttft_ms"],
+        "draft_ms": figures["draft_ms"],
+        "verify_ms": figures["verify_ms"],
+        "tokens_per_s": figures["tokens_per_s"],
+        "seed": seed,
+        "drafter": drafter,
+        "k": k,
+    }
+
+
+def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bool) -> dict:
+    """Speedup over standard decoding with the same settings, and where the ids first differ (greedy runs
+    must match; sampled runs draw different random numbers, so they differ in general)."""
+    from specviz.bench import first_difference
+    from specviz.metrics import speedup
+
+    diff = first_difference(spec_result.token_ids, base_result.token_ids)
+    out = {
+        "baseline_tokens_per_s": base_stats.tokens_per_s,
+        "baseline_wall_s": base_result.wall_s,
+        "speedup": speedup(spec_stats, base_stats),
+        "greedy": greedy,
+        "ids_identical": diff is None,
+        "first_difference": diff,
+        "near_tie_gap": None,
+    }
+    if diff is not None:
+        # baseline event i (0 = prefill) emitted output token i
+        gaps = [e.near_tie_gap for e in base_result.events]
+        out["near_tie_gap"] = gaps[diff] if diff < len(gaps) else None
+    return out
+
+
+def _summary(record: dict, target_label: str) -> str:
+    def f(value, spec=".2f"):
+        return "-" if value is None else format(value, spec)
+
+    lines = [f"[{record['drafter']}, k={record['k']}, seed={record['seed']}] {record['num_tokens']} tokens "
+             f"({record['finish_reason']}) in {record['wall_s']:.2f} s = {f(record['tokens_per_s'], '.1f')} tok/s; "
+             f"time to first token {record['ttft_ms']:.0f} ms; target {target_label}",
+             f"  target passes {record['target_passes']}, tokens/pass {f(record['tokens_per_pass'])} "
+             f"(expected {f(record['expected_tokens_per_pass'])}), drafted {record['drafted']}, accepted "
+             f"{record['accepted']}, acceptance rate {f(record['acceptance_rate'])}, alpha {f(record['alpha'])}"]
+    if "compare" in record:
+        c = record["compare"]
+        same = "identical ids" if c["ids_identical"] else (
+            f"ids differ from token {c['first_difference']} (baseline top-2 logit gap there "
+            f"{f(c['near_tie_gap'], '.4f')})" + ("" if c["greedy"] else "; expected when sampling"))
+        lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> speedup "
+                     f"{f(c['speedup'])}x; {same}")
+    return "\n".join(lines)
+
+
+def cmd_generate(args) -> int:
+    from specviz.engine import GenerationConfig
+    from specviz.models import encode_prompt
+    from specviz.verify import SamplingConfig
+
+    _check_common(args)
+    if args.drafter not in _drafter_keys():
+        raise UsageError(f"argument --drafter: unknown drafter {args.drafter!r}; choose from "
+                         f"{', '.join(_drafter_keys())}")
+    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    if args.drafter == "model" and not (args.draft_model or "").strip():
+        raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
+    if any(not s for s in args.stop):
+        raise UsageError("--stop needs a non-empty string")
+    adaptive = args.k == "auto"
+    base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if adaptive else args.k, adaptive_k=adaptive,
+                       stop_strings=tuple(args.stop))
+    GenerationConfig(**base_config)  # validate before loading anything
+    SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
+
+    target = _load_target(args)
+    prompt_ids = encode_prompt(target.tokenizer, prompt, use_chat_template=not args.no_chat_template)
+    drafter = _make_drafter(args.drafter, args, target)
+    k_label = 0 if drafter is None else ("auto" if adaptive else args.k)
+    _log(f"target {target.label} on {target.device}; drafter {args.drafter}"
+         f"{'' if drafter is None else ' (' + drafter.name + ')'}; {len(prompt_ids)} prompt tokens")
+    for i in range(args.runs):
+        seed = args.seed + i
+        sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed)
+        config = GenerationConfig(sampling=sampling, **base_config)
+        on_text = None
+        if not args.json:
+            if args.runs > 1:
+                print(f"--- run {i + 1}/{args.runs} (seed {seed}) ---", flush=True)
+            on_text = lambda text: print(text, end="", flush=True)  # noqa: E731
+        result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
+        record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label)
+        record["target"] = target.label
+        record["device"] = str(target.device)
+        record["temperature"] = args.temperature
+        if args.compare:
+            base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
+            record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)
+        if args.json:
+            print(json.dumps(record), flush=True)
+        else:
+            print("\n", flush=True)
+            print(_summary(record, target.label), flush=True)
+    return 0
+
+
+# -------------------------------------------------------------------------------------------------- bench
+
+
+def cmd_bench(args) -> int:
+    from specviz import bench
+
+    _check_common(args)
+    if warning := bench.busy_machine_warning():
+        _log(warning)
+    if args.kernel:
+        target = _load_target(args)
+        _log(f"kernel bench on {target.label} ({target.device})...")
+        result = bench.kernel_bench(target)
+        result["settings"]["command"] = args.command_line
+        text = bench.format_kernel(result)
+    else:
+        quick = args.quick
+        drafters = args.drafters or (bench.QUICK_DRAFTERS if quick else ("ngram", "bf16"))
+        if "model" in drafters and not (args.draft_model or "").strip():
+            raise UsageError("the 'model' drafter needs --draft-model SPEC (a local folder or a hub id)")
+        path = args.prompts or bench.DEFAULT_PROMPTS
+        try:
+            prompts = bench.load_prompts(path)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        if quick:
+            prompts = bench.one_per_category(prompts)
+        if args.limit:
+            prompts = prompts[: args.limit]
+        settings = bench.BenchSettings(
+            drafters=tuple(drafters),
+            ks=args.k or (bench.QUICK_K if quick else (2, 4, 8)),
+            max_new_tokens=args.max_new_tokens or (bench.QUICK_MAX_NEW_TOKENS if quick else 64),
+            repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
+            ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
+            exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
+            compare_transformers=not args.no_transformers,
+            warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
+            extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},
+        )
+        target = _load_target(args)
+        if "early-exit" in drafters:
+            _check_exit_layer(args, target)
+        result = bench.run_bench(target, prompts, settings, progress=_log)
+        text = bench.format_bench(result)
+    if args.out:
+        bench.write_json(result, args.out)
+        _log(f"wrote {args.out}")
+    if args.json:
+        print(json.dumps(result), flush=True)
+    else:
+        print(text, flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------- main
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 user error, 1 unexpected error, 130 interrupted)."""
+    try:
+        args = build_parser().parse_args(argv)
+        args.command_line = shlex.join(["python", "-m", "specviz", *(sys.argv[1:] if argv is None else argv)])
+    except UsageError as error:
+        _log(f"error: {error}")
+        return EXIT_USAGE
+    except SystemExit as done:  # --help
+        return int(done.code or 0)
+    try:
+        with _quiet_libraries():
+            if args.threads:
+                import torch
+
+                torch.set_num_threads(args.threads)
+            return args.handler(args)
+    except UsageError as error:
+        _log(f"error: {error}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _log("error: interrupted")
+        return 130
+    except Exception as error:  # noqa: BLE001 - the CLI's promise: one line, no traceback
+        from specviz.models import ModelLoadError
+
+        if isinstance(error, (ModelLoadError, ValueError, NotImplementedError, OSError)):
+            _log(f"error: {_one_line(error)}")
+            return EXIT_USAGE
+        if os.environ.get("SPECVIZ_DEBUG"):
+            raise
+        _log(f"error: unexpected {type(error).__name__}: {_one_line(error)} (set SPECVIZ_DEBUG=1 for a traceback)")
+        return 1
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else type(error).__name__
+

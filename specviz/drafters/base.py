@@ -1,0 +1,81 @@
+"""The drafter protocol shared by every drafting strategy.
+
+A drafter proposes up to k tokens after the committed sequence; the engine verifies them with one target
+forward and then tells the drafter what was committed, so a drafter with a KV cache can roll it back.
+
+Room for later drafters: :class:`DraftContext` carries the target's last hidden states (EAGLE-style and
+Medusa heads read them) and :class:`Draft` carries an optional parent index per node (a tree of candidates,
+verified in one forward with a tree attention mask). Today's engine verifies chains only and raises
+``NotImplementedError`` for a draft with ``parents``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from specviz.verify import SamplingConfig
+
+
+@dataclass
+class DraftContext:
+    """What a drafter may read when proposing.
+
+    Attributes:
+        committed_ids: prompt ids followed by every emitted token (list of ints, length C).
+        k: the most tokens to propose this pass (>= 1).
+        sampling: the run's sampling settings (a drafter that samples must use :func:`process_logits` with
+            these, and report the exact distribution it drew from).
+        generator: the run's seeded torch.Generator.
+        target_hidden: (n, hidden) the target's last-layer features of the newest committed positions, or
+            None (filled only for drafters whose ``needs_hidden`` is True; none today).
+    """
+
+    committed_ids: list[int]
+    k: int
+    sampling: SamplingConfig
+    generator: torch.Generator | None
+    target_hidden: torch.Tensor | None = None
+
+
+@dataclass
+class Draft:
+    """A proposal.
+
+    Attributes:
+        token_ids: m <= k proposed ids (may be empty: the pass then emits one normal target token).
+        token_probs: m floats, the draft's probability of each proposed token (1.0 for a deterministic drafter).
+        draft_probs: (m, V) float32 distributions the tokens were drawn from, or None for a deterministic
+            drafter or in greedy mode (one-hot / unused).
+        parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
+            token). Reserved for tree drafters.
+    """
+
+    token_ids: list[int]
+    token_probs: list[float] = field(default_factory=list)
+    draft_probs: torch.Tensor | None = None
+    parents: list[int] | None = None
+
+
+@runtime_checkable
+class Drafter(Protocol):
+    """What the engine needs from a drafting strategy.
+
+    ``reset`` starts a run; ``propose`` returns a :class:`Draft`; ``commit`` is called after each pass
+    with the new committed sequence and how many draft tokens were accepted, so the drafter can roll its
+    cache back; ``cache_len`` reports its KV-cache length (None without a cache).
+    """
+
+    name: str
+    needs_hidden: bool
+
+    def reset(self, prompt_ids: list[int]) -> None: ...
+
+    def propose(self, ctx: DraftContext) -> Draft: ...
+
+    def commit(self, committed_ids: list[int], num_accepted: int) -> None: ...
+
+    @property
+    def cache_len(self) -> int | None: ...

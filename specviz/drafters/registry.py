@@ -1,0 +1,87 @@
+"""Build a drafter by name: the one place the CLI, the app and the benchmark turn a choice into a Drafter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.drafters.base import Drafter
+from specviz.drafters.early_exit import EarlyExitDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+
+
+@dataclass(frozen=True)
+class DrafterChoice:
+    """A drafter the user can pick: its CLI/app key and a one-line description."""
+
+    key: str
+    label: str
+    description: str
+
+
+DRAFTERS: tuple[DrafterChoice, ...] = (
+    DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token."),
+    DrafterChoice("ngram", "N-gram prompt lookup", "Copies what followed the latest earlier match of the last few tokens; no model."),
+    DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM head; weights shared."),
+    DrafterChoice("bf16", "bfloat16 copy of the target (separate draft model)", "The target in reduced precision, with its own KV cache."),
+    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own KV cache."),
+    DrafterChoice("oracle", "Oracle (the target drafts for itself)", "Greedy acceptance is 100%: shows the cost side of the trade-off."),
+)
+DRAFTER_KEYS = tuple(c.key for c in DRAFTERS)
+
+
+def default_exit_layer(num_layers: int) -> int:
+    """The default early-exit layer: half of the target's layers (at least 1)."""
+    return max(1, num_layers // 2)
+
+
+def make_drafter(
+    key: str,
+    target,
+    *,
+    draft_spec: str | None = None,
+    exit_layer: int | None = None,
+    ngram_max: int = 3,
+    ngram_min: int = 1,
+    progress=None,
+) -> Drafter | None:
+    """Create a fresh drafter (per run: drafters hold per-run caches; loaded models are shared).
+
+    Args:
+        key: one of :data:`DRAFTER_KEYS`.
+        target: the :class:`specviz.models.LoadedModel` being drafted for.
+        draft_spec: the draft model's spec (for ``model``).
+        exit_layer: layers the early-exit drafter runs (default :func:`default_exit_layer`).
+        ngram_max / ngram_min: suffix sizes for the n-gram drafter.
+        progress: optional callable(str) for loading messages.
+
+    Returns:
+        A drafter, or None for ``none`` (standard decoding).
+
+    Raises:
+        ValueError: unknown key, or a missing/invalid option.
+        specviz.models.ModelLoadError: the draft model cannot be loaded, or its vocabulary differs.
+    """
+    from specviz.models import check_same_vocabulary, load_model
+
+    if key == "none":
+        return None
+    if key == "ngram":
+        return NgramDrafter(max_ngram=ngram_max, min_ngram=ngram_min)
+    if key == "early-exit":
+        layers = exit_layer if exit_layer is not None else default_exit_layer(target.num_layers)
+        return EarlyExitDrafter(target.model, layers)
+    if key == "oracle":
+        return ModelDrafter(target.model, "oracle (the target itself)")
+    if key == "bf16":
+        import torch
+
+        draft = load_model(target.spec, device=target.device, dtype=torch.bfloat16, progress=progress)
+        return ModelDrafter(draft.model, "bfloat16 copy of the target")
+    if key == "model":
+        if not draft_spec or not draft_spec.strip():
+            raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
+        draft = load_model(draft_spec.strip(), device=target.device, progress=progress)
+        check_same_vocabulary(target, draft)
+        return ModelDrafter(draft.model, f"draft model {draft.label}")
+    raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")

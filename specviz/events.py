@@ -1,0 +1,145 @@
+"""Frozen records that the engine yields, one per target forward.
+
+The engine (:mod:`specviz.engine`) knows token ids, never HTML; the UI knows these events, never KV caches.
+Both the speculative loop and the standard-decoding baseline yield :class:`PassEvent`; the baseline's
+events have ``k == 0`` and no draft.
+
+Timings are in milliseconds (ms) and measured on the run's own clock: ``t_end_ms`` is the sum of the
+durations of this run's forwards so far (prefill included), so time a consumer spends between events
+(rendering, or another run interleaved on the same device) is never counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+PassKind = Literal["prefill", "pass"]
+"""``prefill``: the forward over the prompt that emits the first token; ``pass``: a later target forward."""
+
+NextKind = Literal["recovered", "bonus", "target"]
+"""How the target's own token of a pass was chosen.
+
+- ``recovered``: at the first rejected position, sampled from norm(max(0, target_probs - draft_probs))
+  (greedy: the target's argmax there).
+- ``bonus``: every drafted token was accepted; sampled from the target at position k+1.
+- ``target``: nothing was drafted (prefill, standard decoding, or a drafter with no proposal).
+"""
+
+FinishReason = Literal["eos", "length", "stop"]
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Where one pass's time went, in milliseconds.
+
+    ``draft_ms``: the drafter's ``propose`` (and catch-up of its cache); ``verify_ms``: the target forward;
+    ``other_ms``: acceptance math, cache rollback, stop checks and detokenization.
+    """
+
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    other_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        """draft + verify + other (ms)."""
+        return self.draft_ms + self.verify_ms + self.other_ms
+
+
+@dataclass(frozen=True)
+class PositionDetail:
+    """What the target thought of one drafted position (for hover text and the step-through view).
+
+    ``target_prob`` / ``draft_prob``: probability of the drafted token under the target's and the draft's
+    processed distributions (after temperature, top-k, top-p); ``draft_prob`` is 1.0 for a deterministic
+    drafter (one-hot). ``uniform``: the number drawn for the acceptance test (None in greedy mode, or for
+    positions after the first rejection, which were never judged). ``target_top_id``: the target's most
+    likely token at this position.
+    """
+
+    target_prob: float
+    draft_prob: float
+    uniform: float | None
+    target_top_id: int
+    judged: bool
+
+
+@dataclass(frozen=True)
+class PassEvent:
+    """One target forward of a run.
+
+    Attributes:
+        run: "speculative" or "baseline".
+        index: 0 for the prefill, then 1, 2, ... for target passes.
+        kind: "prefill" or "pass".
+        k: draft length requested for this pass (0 for the baseline and the prefill).
+        draft_ids: the drafter's proposal, length <= k (tuple of token ids).
+        accept_mask: one bool per drafted token; True for accepted. Only a prefix can be True.
+        num_accepted: number of accepted draft tokens (== sum(accept_mask)).
+        next_id: the target's own token of this pass (recovered, bonus or plain target token).
+        next_kind: "recovered", "bonus" or "target" (see :data:`NextKind`).
+        emitted_ids: tokens this pass added to the output, in order: the accepted drafts then next_id, cut
+            at EOS, a stop string or max_new_tokens exactly where standard decoding would stop. Its length
+            can be smaller than num_accepted + 1 only on the last pass.
+        details: one :class:`PositionDetail` per drafted token.
+        text_delta: new text that this pass makes final (incremental detokenization; holds back
+            incomplete UTF-8 so no U+FFFD appears mid-stream). Concatenated over a run it equals the text.
+        timings: :class:`Timings` of this pass (ms).
+        t_end_ms: the run's own clock after this pass (ms since the prefill started).
+        num_generated: output tokens so far, this pass included.
+        target_cache_len / draft_cache_len: KV-cache lengths after rollback (None when there is no cache).
+        finish_reason: set on the last event of a run: "eos", "length" or "stop".
+        near_tie_gap: baseline only: the gap between the top two logits at the emitted token (used to show
+            that a divergence between two numerics sits at a near-tie).
+        hidden: reserved for drafters that read target features (EAGLE/Medusa); not filled today.
+    """
+
+    run: str
+    index: int
+    kind: PassKind
+    k: int
+    draft_ids: tuple[int, ...]
+    accept_mask: tuple[bool, ...]
+    num_accepted: int
+    next_id: int | None
+    next_kind: NextKind
+    emitted_ids: tuple[int, ...]
+    details: tuple[PositionDetail, ...]
+    text_delta: str
+    timings: Timings
+    t_end_ms: float
+    num_generated: int
+    target_cache_len: int | None = None
+    draft_cache_len: int | None = None
+    finish_reason: FinishReason | None = None
+    near_tie_gap: float | None = None
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def num_drafted(self) -> int:
+        """Number of drafted tokens in this pass."""
+        return len(self.draft_ids)
+
+    @property
+    def num_rejections(self) -> int:
+        """1 if the target refused a drafted token in this pass, else 0 (positions after it were never judged)."""
+        return 1 if self.num_accepted < len(self.draft_ids) else 0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run, collected from its events by :func:`specviz.engine.collect`.
+
+    ``token_ids``: generated ids only (the EOS id included when the run ended on it); ``text``: decoded with
+    special tokens skipped (cut before a stop string); ``wall_s``: from the prefill's start to the last token
+    (model loading excluded), seconds.
+    """
+
+    run: str
+    prompt_ids: tuple[int, ...]
+    token_ids: tuple[int, ...]
+    text: str
+    finish_reason: FinishReason
+    events: tuple[PassEvent, ...]
+    wall_s: float

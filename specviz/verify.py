@@ -1,0 +1,176 @@
+"""Verification math: pure functions with no model inside.
+
+Greedy acceptance keeps the longest prefix of draft tokens that equal the target's argmax. Speculative
+(rejection) sampling follows Leviathan et al. 2023 ("Fast Inference from Transformers via Speculative
+Decoding", Alg. 1) and Chen et al. 2023 ("Accelerating LLM Decoding with Speculative Sampling"): draft token
+x at position i is accepted with probability min(1, target_probs[x] / draft_probs[x]); at the first rejection
+the next token is drawn from norm(max(0, target_probs - draft_probs)); if all are accepted a bonus token is
+drawn from the target at position k+1. The emitted tokens then follow the target's distribution exactly.
+
+A deterministic drafter (n-gram lookup) has a one-hot draft distribution: draft_probs is None, and the
+acceptance probability is target_probs[x].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How tokens are chosen. ``temperature == 0`` means greedy (argmax).
+
+    The same transformation (:func:`process_logits`) is applied to the draft and to the target, so the
+    acceptance ratio compares like with like.
+
+    Attributes:
+        temperature: 0 for greedy, else the softmax temperature (> 0).
+        top_k: keep only the k most likely tokens (0 = off).
+        top_p: nucleus sampling: keep the smallest set of most likely tokens whose mass reaches top_p (1.0 = off).
+        seed: seed of the run's torch.Generator (reproducible runs).
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0.0):
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        """True when tokens are chosen by argmax (temperature 0)."""
+        return self.temperature == 0.0
+
+
+def process_logits(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
+    """Turn raw logits into the sampling distribution: temperature, then top-k, then top-p, then softmax.
+
+    Args:
+        logits: (n, V) raw logits (any float dtype).
+        sampling: the settings; in greedy mode the plain softmax (temperature 1) is returned, which the
+            engine uses only for display.
+
+    Returns:
+        (n, V) float32 probabilities; rows sum to 1; tokens outside the top-k / top-p set are exactly 0.
+    """
+    x = logits.float()
+    if sampling.greedy:
+        return torch.softmax(x, dim=-1)
+    x = x / sampling.temperature
+    if sampling.top_k and sampling.top_k < x.shape[-1]:
+        kth = torch.topk(x, sampling.top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    probs = torch.softmax(x, dim=-1)
+    if sampling.top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        drop_sorted = mass_before >= sampling.top_p  # the first token is never dropped (mass_before == 0)
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    return probs
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """Draw one token id from a (V,) probability vector with the run's generator."""
+    return int(torch.multinomial(probs.float(), 1, generator=generator).item())
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of verifying one draft.
+
+    Attributes:
+        num_accepted: how many draft tokens were accepted (a prefix), 0..m.
+        next_id: the target's own token: recovered (after a rejection) or bonus (all accepted), or the plain
+            target token when nothing was drafted.
+        next_kind: "recovered", "bonus" or "target".
+        uniforms: the uniform number drawn per judged position (sampling only; empty in greedy mode).
+    """
+
+    num_accepted: int
+    next_id: int
+    next_kind: str
+    uniforms: tuple[float, ...] = ()
+
+
+def _kind(num_accepted: int, num_drafted: int) -> str:
+    if num_drafted == 0:
+        return "target"
+    return "bonus" if num_accepted == num_drafted else "recovered"
+
+
+def verify_greedy(draft_ids: list[int], target_logits: torch.Tensor) -> Verdict:
+    """Greedy verification: accept the longest prefix equal to the target's argmax.
+
+    Args:
+        draft_ids: m drafted token ids.
+        target_logits: (m+1, V) target logits at the positions that predict each draft token and the one after.
+
+    Returns:
+        A :class:`Verdict`; next_id is the target's argmax at the first mismatch (recovered) or at m+1 (bonus).
+    """
+    top = target_logits.argmax(dim=-1).tolist()
+    n = 0
+    while n < len(draft_ids) and draft_ids[n] == top[n]:
+        n += 1
+    return Verdict(n, int(top[n]), _kind(n, len(draft_ids)))
+
+
+def residual_distribution(target_row: torch.Tensor, draft_row: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, target_probs - draft_probs)) for one position, both (V,).
+
+    A rejection implies target < draft at the drafted token, so the residual has mass in exact arithmetic;
+    if rounding leaves it empty, the target row itself is returned, so no NaN can appear.
+    """
+    residual = torch.clamp(target_row - draft_row, min=0.0)
+    total = residual.sum()
+    if not torch.isfinite(total) or total.item() <= 0.0:
+        return target_row
+    return residual / total
+
+
+def verify_sampling(
+    draft_ids: list[int],
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None,
+) -> Verdict:
+    """Speculative (rejection) sampling over a chain of drafted tokens.
+
+    Args:
+        draft_ids: m drafted token ids.
+        draft_probs: (m, V) the exact distributions the draft tokens were drawn from, or None for a
+            deterministic drafter (treated as one-hot on each drafted token).
+        target_probs: (m+1, V) the target's processed distributions (same temperature/top-k/top-p).
+        generator: the run's seeded generator (uniforms and the recovered/bonus draw come from it).
+
+    Returns:
+        A :class:`Verdict` whose emitted tokens follow ``target_probs`` exactly (Leviathan et al. 2023, Thm 1).
+    """
+    uniforms: list[float] = []
+    for i, token in enumerate(draft_ids):
+        p = float(target_probs[i, token])
+        q = 1.0 if draft_probs is None else float(draft_probs[i, token])
+        u = float(torch.rand((), generator=generator).item())
+        uniforms.append(u)
+        accept = u < (1.0 if q <= 0.0 and p > 0.0 else min(1.0, p / q) if q > 0.0 else 0.0)
+        if not accept:
+            if draft_probs is None:
+                draft_row = torch.zeros_like(target_probs[i])
+                draft_row[token] = 1.0
+            else:
+                draft_row = draft_probs[i].to(target_probs.dtype)
+            next_id = sample(residual_distribution(target_probs[i], draft_row), generator)
+            return Verdict(i, next_id, "recovered", tuple(uniforms))
+    m = len(draft_ids)
+    return Verdict(m, sample(target_probs[m], generator), _kind(m, m), tuple(uniforms))

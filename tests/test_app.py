@@ -1,0 +1,399 @@
+"""The app without a browser: token HTML, figures, input checks, and the generate handler on tiny models."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+
+from app import DEFAULTS, build_demo, figures, handlers, load_examples, render  # noqa: E402
+from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.metrics import RunStats  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------ hand-made events
+
+
+class FakeTokenizer:
+    """Maps ids to fixed strings; id 0 is a special EOS."""
+
+    def __init__(self, pieces: dict[int, str]) -> None:
+        self.pieces = pieces
+        self.all_special_ids = [0]
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(self.pieces[i] for i in ids if not (skip_special_tokens and i == 0))
+
+
+PIECES = {0: "<|eos|>", 1: "Hello", 2: " world", 3: " <b>&", 4: "\n", 5: " again", 6: " wrong", 7: " more",
+          8: " fix", 9: " yes", 10: "!"}
+
+
+def _event(run="speculative", index=1, draft=(), n=0, next_id=None, next_kind="target", emitted=None, finish=None,
+           t_end=10.0, generated=1, uniforms=None, gap=None, k=None):
+    details = tuple(
+        PositionDetail(target_prob=0.9 if i < n else 0.1, draft_prob=1.0,
+                       uniform=None if uniforms is None else uniforms[i], target_top_id=8, judged=i <= n)
+        for i in range(len(draft)))
+    if emitted is None:
+        emitted = tuple(draft[:n]) + (next_id,)
+    return PassEvent(
+        run=run, index=index, kind="prefill" if index == 0 else "pass", k=len(draft) if k is None else k,
+        draft_ids=tuple(draft), accept_mask=tuple(i < n for i in range(len(draft))), num_accepted=n, next_id=next_id,
+        next_kind=next_kind, emitted_ids=tuple(emitted), details=details, text_delta="",
+        timings=Timings(1.0, 5.0, 0.5), t_end_ms=t_end, num_generated=generated, finish_reason=finish,
+        near_tie_gap=gap, extra={"next_k": len(draft)},
+    )
+
+
+def _spec_events():
+    return [
+        _event(index=0, next_id=1, emitted=(1,), generated=1),  # prefill: "Hello"
+        # drafted " world", " <b>&", " wrong", " more": 2 accepted, " wrong" rejected, " more" never judged
+        _event(index=1, draft=(2, 3, 6, 7), n=2, next_id=8, next_kind="recovered", generated=4, t_end=20),
+        # drafted "\n", " again": both accepted, bonus " yes"
+        _event(index=2, draft=(4, 5), n=2, next_id=9, next_kind="bonus", generated=7, t_end=30),
+        # last pass: drafted "!", EOS; cut at EOS inside the accepted block
+        _event(index=3, draft=(10, 0, 5), n=3, next_id=7, next_kind="bonus", emitted=(10, 0), finish="eos",
+               generated=9, t_end=40),
+    ]
+
+
+def _spans(markup: str) -> list[dict]:
+    return [dict(re.findall(r'(data-kind|data-pass|class)="([^"]*)"', m)) | {"text": t}
+            for m, t in re.findall(r"<span (class=\"tok[^>]*)>(.*?)</span>", markup, re.S)]
+
+
+def test_token_spans_carry_kind_and_pass():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    for event in _spec_events():
+        pane.add(event)
+    spans = _spans(pane.html())
+    kinds = [(s["data-kind"], s["data-pass"]) for s in spans]
+    assert kinds == [
+        ("target", "0"),
+        ("accepted", "1"), ("accepted", "1"), ("rejected", "1"), ("rejected", "1"), ("recovered", "1"),
+        ("accepted", "2"), ("accepted", "2"), ("bonus", "2"),
+        ("accepted", "3"), ("accepted", "3"),  # cut at EOS: the third accepted draft and the bonus never emitted
+    ]
+    assert {s["data-kind"] for s in spans} <= set(render.KINDS)
+    # the first rejected token is judged; the one after it is marked as never judged (faded)
+    rejected = [s for s in spans if s["data-kind"] == "rejected"]
+    assert "tok-unjudged" not in rejected[0]["class"] and "tok-unjudged" in rejected[1]["class"]
+    # the plain text skips rejected tokens and reads as the output
+    assert pane.text == "Hello world <b>& fix\n again yes!<|eos|>"
+    assert pane.output_ids == [1, 2, 3, 8, 4, 5, 9, 10, 0]
+    assert pane.count("accepted") == 6 and pane.count("bonus") == 1 and pane.count("recovered") == 1
+
+
+def test_last_pass_cut_inside_the_accepted_block_shows_no_next_token():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    for event in _spec_events():
+        pane.add(event)
+    last = pane.passes[-1]
+    assert [t.kind for t in last] == ["accepted", "accepted"]  # "!" and EOS; the bonus was never emitted
+    assert last[-1].special and "tok-special" in render.token_html(last[-1])
+
+
+def test_html_is_escaped_and_newlines_are_marked():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    for event in _spec_events():
+        pane.add(event)
+    markup = pane.html()
+    assert "<b>" not in markup and "&lt;b&gt;&amp;" in markup
+    assert '<i class="nl" aria-hidden="true"></i>\n' in markup  # ⏎ marker via CSS, then a real line break
+    assert "&lt;|eos|&gt;" in markup
+
+
+def test_hover_titles_tell_pass_and_probabilities():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    for event in _spec_events():
+        pane.add(event)
+    spans = re.findall(r'data-kind="(\w+)" data-pass="(\d+)" data-id="\d+" title="([^"]*)"', pane.html())
+    titles = {kind: title for kind, _, title in reversed(spans)}
+    assert "pass 1" in titles["accepted"] and "target p = 0.900" in titles["accepted"]
+    assert "draft q = 1.000" in titles["accepted"]
+    assert "rejected" in titles["rejected"] and "target p = 0.100" in titles["rejected"]
+    assert "top token here: &#x27; fix&#x27;" in titles["rejected"]
+    assert "recovered" in titles["recovered"] and "bonus" in titles["bonus"]
+
+
+def test_sampling_titles_show_the_uniform():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    pane.add(_event(index=0, next_id=1, emitted=(1,)))
+    pane.add(_event(index=1, draft=(2, 6), n=1, next_id=8, next_kind="recovered", uniforms=[0.3, 0.7]))
+    markup = pane.html()
+    assert "uniform u = 0.300" in markup and "→ accept" in markup
+    assert "uniform u = 0.700" in markup and "→ reject" in markup
+
+
+def test_baseline_tokens_are_target_kind_with_gap():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    pane.add(_event(run="baseline", index=0, next_id=1, emitted=(1,), gap=2.5))
+    pane.add(_event(run="baseline", index=1, next_id=2, emitted=(2,), gap=0.01, generated=2, finish="length"))
+    spans = _spans(pane.html())
+    assert [(s["data-kind"], s["data-pass"]) for s in spans] == [("target", "0"), ("target", "1")]
+    assert "top-2 logit gap 0.010" in pane.html()
+    assert 'class="cursor"' not in pane.html()  # finished: no typing cursor
+
+
+def test_multibyte_characters_read_correctly(tiny_tokenizer):
+    text = "café 😀 naïve — ok"
+    ids = tiny_tokenizer.encode(text, add_special_tokens=False)
+    assert any("\ufffd" in tiny_tokenizer.decode([i]) for i in ids)  # the emoji spans several byte tokens
+    pane = render.Pane(tiny_tokenizer)
+    pane.add(_event(run="baseline", index=0, next_id=ids[0], emitted=(ids[0],)))
+    for i, token in enumerate(ids[1:], start=1):
+        pane.add(_event(run="baseline", index=i, next_id=token, emitted=(token,), finish="length" if i == len(ids) - 1
+                        else None))
+    assert pane.text == text
+    assert "\ufffd" not in pane.html()
+    assert any(t.partial for p in pane.passes for t in p)
+
+
+def test_legend_and_placeholder_have_no_token_spans():
+    assert "data-kind" not in render.legend_html()
+    for kind in render.KINDS:
+        assert f"tok-{kind}" in render.legend_html()
+    assert "&lt;x&gt;" in render.placeholder_html("<x>")
+
+
+def test_compare_outputs():
+    tok = FakeTokenizer(PIECES)
+    same = render.compare_outputs([1, 2, 3], [1, 2, 3], [1.0, 1.0, 1.0], tok, greedy=True, finished=True)
+    assert same.identical is True and "all 3 tokens" in same.message
+    running = render.compare_outputs([1, 2], [1, 2, 3], [1.0] * 3, tok, greedy=True, finished=False)
+    assert running.identical is None and "so far" in running.message
+    diff = render.compare_outputs([1, 2, 5], [1, 2, 3], [1.0, 1.0, 0.02], tok, greedy=True, finished=True)
+    assert diff.identical is False and diff.first_diff == 2 and diff.gap == 0.02
+    assert "token 3" in diff.message and "0.020" in diff.message and "near-tie" in diff.message
+
+
+def _stats(events) -> RunStats:
+    stats = RunStats()
+    for event in events:
+        stats.add(event)
+    return stats
+
+
+def _base_stats() -> RunStats:
+    return _stats([_event(run="baseline", index=i, next_id=1, emitted=(1,), generated=i + 1, t_end=10.0 * (i + 1))
+                   for i in range(9)])
+
+
+def test_stats_cards_show_speedup_and_definitions():
+    spec, base = _stats(_spec_events()), _base_stats()
+    comparison = render.compare_outputs([1], [1], [1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
+    markup = render.stats_html(spec, base, comparison, greedy=True)
+    assert "Speedup" in markup and re.search(r"\d+\.\d\d×", markup)
+    for words in ("accepted ÷ drafted", "bonus included", "Time to first token", "Finish reason", "eos", "✓"):
+        assert words in markup
+    none_markup = render.stats_html(None, base, comparison, greedy=True)
+    assert "Speedup" not in none_markup and "Tokens/s" in none_markup
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+
+def test_figure_functions_return_the_expected_traces():
+    spec, base = _stats(_spec_events()), _base_stats()
+    cases = {
+        figures.acceptance_figure: ["acceptance per pass", "acceptance, running"],
+        figures.tokens_per_pass_figure: ["tokens per pass", "tokens/pass, running mean", "expected from α",
+                                         "standard decoding (1)"],
+        figures.latency_figure: ["speculative", "baseline"],
+        figures.position_figure: ["acceptance by position", "α (all positions)"],
+        figures.k_figure: ["drafted", "k"],
+        figures.time_figure: ["draft", "target forwards", "other"],
+    }
+    for fn, names in cases.items():
+        fig = fn(spec, base)
+        assert isinstance(fig, go.Figure)
+        assert [t.name for t in fig.data] == names, fn.__name__
+    latency = figures.latency_figure(spec, base)
+    assert list(latency.data[0].y) == [1, 4, 7, 9] and list(latency.data[1].x)[-1] == 90.0
+    assert list(figures.position_figure(spec, base).data[0].y) == spec.per_position_acceptance
+    dash = figures.dashboard_figure(spec, base, adaptive_k=True)
+    assert len(dash.data) == sum(len(n) for n in cases.values())
+    assert any("adaptive" in a.text for a in dash.layout.annotations)
+    assert {t.xaxis for t in dash.data} == {"x", "x2", "x3", "x4", "x5", "x6"}
+    assert list(figures.tokens_per_pass_figure(spec, base).data[0].y) == [3, 3, 2]
+
+
+def test_running_acceptance_matches_the_totals():
+    spec = _stats(_spec_events())
+    running = figures.running_acceptance(spec)
+    assert running[-1] == pytest.approx(spec.acceptance_rate)
+    assert running[0] == pytest.approx(2 / 4)
+
+
+def test_figures_on_empty_stats():
+    fig = figures.dashboard_figure(RunStats(), RunStats())
+    assert isinstance(fig, go.Figure)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+GOOD = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4, adaptive_k=False,
+            temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20, stop_strings="", chat_template=True)
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"prompt": "   "}, "prompt is empty"),
+    ({"k": 17}, "Draft length k must be between 1 and 16"),
+    ({"k": 0}, "Draft length k"),
+    ({"max_new_tokens": 0}, "Max new tokens"),
+    ({"max_new_tokens": 5000}, "Max new tokens"),
+    ({"temperature": -1}, "Temperature"),
+    ({"top_p": 0}, "Top-p"),
+    ({"top_k": 2.5}, "whole number"),
+    ({"seed": "abc"}, "Seed must be a number"),
+    ({"drafter": "model"}, "needs a draft model"),
+    ({"drafter": "magic"}, "Unknown drafter"),
+])
+def test_bad_inputs_have_clear_messages(change, words):
+    with pytest.raises(handlers.InputError, match=words):
+        handlers.parse_settings(**{**GOOD, **change})
+
+
+def test_settings_and_stop_strings():
+    s = handlers.parse_settings(**{**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
+                                   "temperature": 0.7, "top_k": 40})
+    assert s.stop_strings == ("END", "\n\n", "STOP") and s.target == "embedded"
+    config = s.config()
+    assert config.sampling.temperature == 0.7 and config.sampling.top_k == 40 and config.k == 4
+    assert handlers.parse_stop_strings("") == ()
+
+
+def test_examples_cover_the_suite_and_our_own():
+    rows = load_examples()
+    cats = {r["category"] for r in rows}
+    assert {"chat", "translation", "summarization", "qa", "math", "rag", "code-edit", "repeated-text"} <= cats
+    assert all(r["prompt"].strip() for r in rows)
+
+
+def test_build_demo_has_the_stable_elem_ids():
+    demo = build_demo(max_new_tokens=40)
+    ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    for elem_id in ("prompt", "generate", "stop", "target", "drafter", "draft-length", "max-new-tokens",
+                    "temperature", "seed", "spec-output", "baseline-output", "charts", "stats", "top-p", "top-k",
+                    "stop-strings", "adaptive-k", "draft-model", "exit-layer"):
+        assert elem_id in ids, elem_id
+    with pytest.raises(TypeError):
+        build_demo(colour="red")
+
+
+# ------------------------------------------------------------------------------------------ the handler
+
+
+def _args(**change):
+    return {**GOOD, **change, "history": []}
+
+
+def drain(gen) -> dict:
+    """Run a handler generator to the end; the last real value of each output, and how many updates."""
+    last: dict = {"updates": 0}
+    for out in gen:
+        assert len(out) == len(handlers.OUTPUTS)
+        last["updates"] += 1
+        for name, value in zip(handlers.OUTPUTS, out):
+            if not (isinstance(value, dict) and value.get("__type__") == "update"):
+                last[name] = value
+                last.setdefault("all_" + name, []).append(value)
+    assert not handlers.DEVICE.locked, "the device lock must be released when a generation ends"
+    return last
+
+
+def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
+    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="model",
+                                          draft_model=str(tiny_draft_dir), max_new_tokens=40, k=4)))
+    spec, base = out["spec-output"], out["baseline-output"]
+    assert 'data-kind="accepted"' in spec and 'data-kind="rejected"' in spec
+    assert 'data-kind="recovered"' in spec and 'data-pass="0"' in spec
+    assert 'data-kind="target"' in base and 'data-kind="accepted"' not in base
+    assert "tokens/s" in spec and "Standard decoding" in base
+    assert "Speedup" in out["stats"] and "✓" in out["stats"]  # greedy: identical ids
+    assert isinstance(out["charts"], go.Figure) and len(out["charts"].data) > 5
+    assert "Done in" in out["status"]
+    assert out["history-state"][0]["drafter"] and out["history-state"][0]["identical"] is True
+    assert "<table" in out["history"]
+
+
+def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
+    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
+                                          seed=3, max_new_tokens=12)))
+    assert "standard decoding" in out["spec-output"] and 'data-kind="target"' in out["baseline-output"]
+    assert "Speedup" not in out["stats"]
+
+
+def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
+    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=2,
+                                          adaptive_k=True, max_new_tokens=30)))
+    assert "Done in" in out["status"] and "adaptive" in out["spec-output"]
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"prompt": ""}, "prompt is empty"),
+    ({"target": "/no/such/folder"}, "no such local folder"),
+    ({"drafter": "early-exit", "exit_layer": 9}, "early-exit layer must be between 1 and 3"),
+])
+def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
+    change.setdefault("target", str(tiny_model_dir))
+    with pytest.warns(UserWarning):
+        out = drain(handlers.generate(**_args(**change)))
+    assert words in out["status"] and "status-error" in out["status"]
+    assert "Traceback" not in out["status"]
+    again = drain(handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    assert "Done in" in again["status"]
+
+
+def test_vocabulary_mismatch_is_reported(tiny_model_dir, tiny_other_vocab_dir):
+    with pytest.warns(UserWarning):
+        out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="model",
+                                              draft_model=str(tiny_other_vocab_dir))))
+    assert "different vocabularies" in out["status"]
+
+
+def test_stop_cancels_and_releases_the_device(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    seen = 0
+    for out in gen:
+        if isinstance(out[0], str) and "data-kind" in out[0]:
+            seen += 1
+            if seen == 2:
+                break
+    assert handlers.DEVICE.locked
+    assert "Stopped" in handlers.stop()
+    rest = list(gen)
+    assert len(rest) <= 1 and not handlers.DEVICE.locked
+    # closing a generator (what Gradio does on cancel) releases the device too
+    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    for out in gen:
+        if isinstance(out[0], str) and "data-kind" in out[0]:
+            break
+    gen.close()
+    assert not handlers.DEVICE.locked
+
+
+def test_a_second_session_waits_for_the_device(tiny_model_dir):
+    assert handlers.DEVICE.acquire("someone-else", "a test run", timeout=1)
+    releaser = threading.Timer(1.2, lambda: handlers.DEVICE.release("someone-else"))
+    releaser.start()
+    t0 = time.monotonic()
+    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    assert time.monotonic() - t0 >= 1.0
+    assert any("Waiting for the device" in s and "a test run" in s for s in out["all_status"])
+    assert "Done in" in out["status"]
+
+
+def test_defaults_are_valid():
+    d = {k: v for k, v in DEFAULTS.items()}
+    d["prompt"] = "x"
+    handlers.parse_settings(**d)

@@ -1,0 +1,141 @@
+"""The benchmark harness (specviz.bench and ``python -m specviz bench``) on the tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz import bench
+from specviz.cli import main
+
+SUITE = [
+    {"id": "story-1", "category": "story", "prompt": "The quick brown fox jumps over the lazy dog while the cat"},
+    {"id": "facts-1", "category": "facts", "prompt": "The old library keeps thousands of books about history"},
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: the tiny models gain nothing from two, and on a shared 2-core machine two threads
+    spin against other processes (tens of times slower)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def suite_file(tmp_path):
+    path = tmp_path / "suite.jsonl"
+    path.write_text("\n".join(json.dumps(item) for item in SUITE) + "\n\n")
+    return path
+
+
+def test_load_prompts_reads_the_suite_and_names_bad_lines(tmp_path, suite_file):
+    prompts = bench.load_prompts(suite_file)
+    assert [p.id for p in prompts] == ["story-1", "facts-1"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(SUITE[0]) + "\n{\"id\": \"x\"}\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
+        bench.load_prompts(bad)
+    with pytest.raises(ValueError, match="not found"):
+        bench.load_prompts(tmp_path / "missing.jsonl")
+
+
+def test_one_per_category_keeps_the_first_of_each():
+    prompts = [bench.Prompt("a1", "a", "x"), bench.Prompt("a2", "a", "y"), bench.Prompt("b1", "b", "z")]
+    assert [p.id for p in bench.one_per_category(prompts)] == ["a1", "b1"]
+    assert [p.id for p in bench.one_per_category(prompts, max_categories=1)] == ["a1"]
+
+
+def test_first_difference():
+    assert bench.first_difference([1, 2, 3], [1, 2, 3]) is None
+    assert bench.first_difference([1, 2, 3], [1, 5, 3]) == 1
+    assert bench.first_difference([1, 2], [1, 2, 3]) == 2
+
+
+def test_bench_on_tiny_models_reports_ratios_categories_and_identical_ids(tiny_target, tiny_draft_dir, suite_file):
+    settings = bench.BenchSettings(drafters=("ngram", "model"), ks=(2, "auto"), max_new_tokens=10, repeats=2,
+                                   warmup_tokens=2, draft_spec=str(tiny_draft_dir))
+    result = bench.run_bench(tiny_target, bench.load_prompts(suite_file), settings)
+    json.dumps(result)  # JSON-able
+    assert set(result["categories"]) == {"story", "facts"}
+    assert result["ids_identical_to_transformers"] is True
+    assert result["baseline_ratio_vs_transformers"] > 0
+    # transformers' prompt lookup has no adaptive schedule: no ngram@auto ratio
+    assert set(result["speedup_ratio_vs_transformers"]) == {"ngram@k2", "model@k2", "model@auto"}
+    assert all(r > 0 for r in result["speedup_ratio_vs_transformers"].values())
+    for summary in [result["overall"], *result["categories"].values()]:
+        methods = summary["methods"]
+        assert methods["ours/standard"]["tokens_per_pass"] == 1.0
+        assert methods["ours/standard"]["acceptance_rate"] is None
+        assert methods["ours/standard"]["speedup"] == pytest.approx(1.0)
+        assert methods["transformers/standard"]["tokens_per_pass"] == 1.0  # counted with a forward hook
+        for name in ("ours/ngram@k2", "ours/model@k2", "ours/model@auto"):
+            assert 1.0 <= methods[name]["tokens_per_pass"] <= 17.0
+            rate = methods[name]["acceptance_rate"]
+            assert rate is None or 0.0 <= rate <= 1.0
+            assert methods[name]["speedup"] > 0
+        assert methods["transformers/standard"]["tokens_per_forward"] == 1.0
+        # transformers' assisted generate() has no separate prefill: only tokens per forward
+        assert methods["transformers/model@k2"]["tokens_per_pass"] is None
+        assert 1.0 <= methods["transformers/model@k2"]["tokens_per_forward"] <= 3.0
+        assert methods["ours/model@k2"]["tokens_per_forward"] <= 3.0
+    for record in result["prompts"]:
+        assert all(res["repeats_identical"] for res in record["results"].values())
+        assert len(record["results"]["ours/standard"]["wall_s_all"]) == 2
+    assert result["versions"]["torch"] and result["versions"]["transformers"] and result["versions"]["specviz"]
+    assert result["machine"]["cpu_count"] >= 1 and result["device"]["device"] == "cpu"
+    assert result["settings"]["ks"] == [2, "auto"]
+    assert "tokens_per_s" in result["definitions"]
+    assert "OVERALL" in bench.format_bench(result)
+
+
+def test_bench_command_quick_json_and_out_file(capsys, tiny_model_dir, suite_file, tmp_path):
+    out_file = tmp_path / "res" / "bench.json"
+    code = main(["bench", "--target", str(tiny_model_dir), "--prompts", str(suite_file), "--quick",
+                 "--drafters", "ngram,bf16", "--max-new-tokens", "6", "--device", "cpu", "--json", "--out",
+                 str(out_file)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)  # stdout is only the JSON document
+    assert result == json.loads(out_file.read_text())
+    assert result["settings"]["quick"] is True and result["settings"]["ks"] == [4]
+    assert result["settings"]["repeats"] == 1 and result["settings"]["max_new_tokens"] == 6
+    assert set(result["speedup_ratio_vs_transformers"]) == {"ngram@k4", "bf16@k4"}
+    assert result["ids_identical_to_transformers"] is True
+    assert "story-1" in err  # progress on stderr
+
+
+def test_bench_command_errors(capsys, tiny_model_dir, tmp_path):
+    assert main(["bench", "--target", str(tiny_model_dir), "--prompts", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if line.startswith("error:")] == [
+        f"error: prompt file not found: {tmp_path / 'none.jsonl'}"]
+    assert main(["bench", "--k", "0"]) == 2
+    assert main(["bench", "--drafters", "ngram,model", "--prompts", str(tmp_path / "x.jsonl")]) == 2
+    assert "--draft-model" in capsys.readouterr().err
+
+
+def test_kernel_bench_curve(tiny_target):
+    result = bench.kernel_bench(tiny_target, repeats=2, warmup=1, copy_megabytes=8)
+    assert [row["new_tokens"] for row in result["curve"]] == list(range(1, 18)) + [32]
+    assert list(result["verify_cost"]) == list(range(1, 17))
+    assert result["curve"][0]["ratio_vs_1"] == 1.0
+    assert all(row["ms"] > 0 and row["effective_gbs"] > 0 for row in result["curve"])
+    assert result["param_bytes"] == tiny_target.param_bytes
+    assert result["copy_bandwidth_gbs"] > 0 and result["floor_ms"] > 0 and result["fraction_of_floor"] > 0
+    small = bench.kernel_bench(tiny_target, token_counts=(2, 5), repeats=1, warmup=0, copy_megabytes=4)
+    assert [row["new_tokens"] for row in small["curve"]] == [1, 2, 5]  # T(1) is always measured
+    assert list(small["verify_cost"]) == [1, 4]
+    assert "verify cost" in bench.format_kernel(result)
+
+
+def test_kernel_command_json(capsys, tiny_model_dir):
+    code = main(["bench", "--kernel", "--target", str(tiny_model_dir), "--device", "cpu", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert len(json.loads(out)["curve"]) == len(bench.KERNEL_TOKEN_COUNTS)

@@ -1,0 +1,163 @@
+"""The real app in a real browser: Debian's chromium driven by playwright, the embedded model, loopback only.
+
+Starts ``build_demo`` on a free 127.0.0.1 port in this process, types a grounded prompt (one where n-gram drafting
+gets both accepts and rejects), presses Generate and checks the streamed panes, the charts and the stats; checks
+that no request leaves 127.0.0.1; saves ``assets/screenshot.png`` (shown in the README). Also: Stop cancels a
+run and frees the device, and an empty prompt gives a message, not a stack trace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parent.parent
+SCREENSHOT = ROOT / "assets" / "screenshot.png"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+GENERATION_TIMEOUT_MS = 300_000  # 40 tokens twice on a busy 2-core CPU, with margin
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _prompt(prompt_id: str) -> str:
+    from app import load_examples
+
+    return next(e["prompt"] for e in load_examples() if e["id"] == prompt_id)
+
+
+@pytest.fixture(scope="module")
+def app_url(embedded):
+    """The app on a free loopback port, embedded model already loaded (the ``embedded`` fixture)."""
+    from app import build_demo, launch_options
+
+    demo = build_demo(max_new_tokens=40)
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    """A fresh page on the app; ``page.requests`` lists every URL it asked for."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    page.requests = []
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.goto(app_url)
+    page.wait_for_selector("#generate")
+    yield page
+    context.close()
+
+
+def _non_loopback(urls: list[str]) -> list[str]:
+    out = []
+    for url in urls:
+        parsed = urlparse(url)
+        if parsed.scheme in ("data", "blob", "about"):
+            continue
+        if parsed.hostname not in ("127.0.0.1", "localhost"):
+            out.append(url)
+    return out
+
+
+def _wait_done(page) -> str:
+    page.wait_for_selector("#status .status-done, #status .status-error", timeout=GENERATION_TIMEOUT_MS)
+    return page.inner_text("#status")
+
+
+def test_generate_streams_both_runs_with_charts_and_stats(page):
+    page.fill("#prompt textarea", _prompt("repeat-1"))
+    assert page.input_value("#max-new-tokens input[type=number]") == "40"
+    page.click("#generate")
+    page.wait_for_selector("#spec-output span[data-kind]", timeout=GENERATION_TIMEOUT_MS)
+    status = _wait_done(page)
+    assert "Done in" in status, status
+
+    spec = page.locator("#spec-output")
+    assert spec.locator("span[data-kind=accepted]").count() > 0
+    assert spec.locator("span[data-kind=rejected]").count() > 0
+    assert spec.locator("span[data-kind=target][data-pass='0']").count() == 1  # the prefill's token
+    kinds = set(page.eval_on_selector_all("#spec-output span[data-kind]", "els => els.map(e => e.dataset.kind)"))
+    assert kinds <= {"accepted", "rejected", "recovered", "bonus", "target"}
+    rejected_style = page.eval_on_selector("#spec-output span[data-kind=rejected]",
+                                           "e => getComputedStyle(e).textDecorationLine")
+    assert "line-through" in rejected_style
+    title = page.get_attribute("#spec-output span[data-kind=accepted]", "title")
+    assert re.search(r"pass \d+", title) and "target p =" in title
+
+    base = page.locator("#baseline-output")
+    assert base.locator("span[data-kind=target]").count() >= 40
+    assert base.locator("span[data-kind=accepted]").count() == 0
+    assert "tokens/s" in page.inner_text("#baseline-output")
+
+    assert page.locator("#charts .js-plotly-plot, #charts svg").count() > 0
+    stats = page.inner_text("#stats")
+    assert re.search(r"\d+\.\d\d×", stats), stats
+    assert "identical token ids" in stats.lower()  # greedy: same ids as the baseline
+    assert "n-gram" in page.inner_text("#history")
+
+    outside = _non_loopback(page.requests)
+    assert not outside, f"requests left 127.0.0.1: {outside}"
+
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(SCREENSHOT))
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_stop_cancels_and_frees_the_device(page):
+    from app import handlers
+
+    page.fill("#prompt textarea", _prompt("chat-1"))
+    page.fill("#max-new-tokens input[type=number]", "400")
+    page.press("#max-new-tokens input[type=number]", "Enter")
+    page.click("#generate")
+    page.wait_for_selector("#spec-output span[data-kind=target]", timeout=GENERATION_TIMEOUT_MS)
+    page.click("#stop")
+    page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=10_000)
+    deadline = time.monotonic() + 15
+    while handlers.DEVICE.locked and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not handlers.DEVICE.locked, "Stop must release the device lock"
+    count = page.locator("#baseline-output span[data-kind]").count()
+    time.sleep(1.0)
+    assert page.locator("#baseline-output span[data-kind]").count() == count  # nothing streams after Stop
+    assert not _non_loopback(page.requests)
+
+
+def test_empty_prompt_shows_a_message(page):
+    page.fill("#prompt textarea", "   ")
+    page.click("#generate")
+    page.wait_for_selector("#status .status-error", timeout=30_000)
+    assert "prompt is empty" in page.inner_text("#status")
+    assert "Traceback" not in page.content()

