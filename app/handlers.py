@@ -356,11 +356,11 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
         _CANCEL[session] = cancel
     owner = f"{session}:{uuid.uuid4().hex}"
     try:
-        while not DEVICE.acquire(owner, "a generation", timeout=0.5):
+        while not DEVICE.acquire(owner, "another session is generating", timeout=0.5):
             if cancel.is_set():
                 return
-            holder = DEVICE.holder or "another run"
-            yield _outputs(status=render.status_html(f"Waiting for the device… ({holder} is using it)", "wait"))
+            holder = DEVICE.holder or "another run holds it"
+            yield _outputs(status=render.status_html(f"Waiting for the device… ({holder})", "wait"))
         yield from _generate_locked(settings, history, cancel)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         if not isinstance(error, (InputError, ValueError)):
@@ -478,7 +478,7 @@ def preload(spec: str = "embedded") -> threading.Thread:
         from specviz.models import ModelLoadError, load_model
 
         owner = f"preload:{uuid.uuid4().hex}"
-        DEVICE.acquire(owner, f"loading the model '{spec}'", timeout=3600)
+        DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
         try:
             log.info("pre-loading %s", spec)
             load_model(spec, progress=lambda message: log.info("%s", message))

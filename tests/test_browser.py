@@ -161,3 +161,20 @@ def test_empty_prompt_shows_a_message(page):
     page.wait_for_selector("#status .status-error", timeout=30_000)
     assert "prompt is empty" in page.inner_text("#status")
     assert "Traceback" not in page.content()
+
+
+def _choose_drafter(page, label: str) -> None:
+    page.click("#drafter input")
+    page.click(f"ul.options li:has-text('{label}')")
+
+
+def test_drafter_choice_shows_its_options(page):
+    assert not page.is_visible("#draft-model") and not page.is_visible("#exit-layer")
+    _choose_drafter(page, "Self-speculation (early exit)")
+    page.wait_for_selector("#exit-layer", state="visible", timeout=10_000)
+    assert not page.is_visible("#draft-model")
+    _choose_drafter(page, "Draft model (hub id or folder)")
+    page.wait_for_selector("#draft-model", state="visible", timeout=10_000)
+    page.wait_for_selector("#exit-layer", state="hidden", timeout=10_000)
+    _choose_drafter(page, "None (standard decoding)")
+    page.wait_for_selector("#draft-length input[type=range]:disabled", timeout=10_000)
