@@ -129,14 +129,16 @@ def build_demo(**defaults) -> gr.Blocks:
                     base_out = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
                                        elem_id="baseline-output", elem_classes=["out-pane"])
                 stats = gr.HTML("", elem_id="stats")
-                charts = gr.Plot(label="Charts", elem_id="charts", show_label=False)
+                charts = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
                 history_out = gr.HTML("", elem_id="history")
         inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
                   max_new_tokens, stop_strings, chat_template, history]
         outputs = [spec_out, base_out, charts, stats, status, history_out, history]
         run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
                     api_name="generate", show_progress="hidden", concurrency_limit=8, concurrency_id="generate")
-        stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop")
+        # the status is set again one round trip later, after any update the cancelled run had in flight
+        stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop").then(
+            handlers.stopped_status, outputs=[status], queue=False, api_visibility="private")
         drafter.change(handlers.drafter_changed, inputs=[drafter], outputs=[draft_model, exit_layer, k, adaptive_k],
                        queue=False, api_visibility="private")
         demo.unload(handlers.release_session)

@@ -276,7 +276,7 @@ class RunView:
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
             "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,
             "speedup": speedup(s, b) if self.spec is not None else None,
-            "identical": self.comparison().identical,
+            "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
         }
 
 
@@ -330,8 +330,11 @@ def history_html(history: list[dict]) -> str:
 
 
 def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=None, history=None, state=None):
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is. The charts stay hidden until
+    the first figure arrives."""
     skip = gr.skip()
-    return tuple(skip if v is None else v for v in (spec_html, base_html, figure, stats, status, history, state))
+    chart = gr.update(value=figure, visible=True) if figure is not None else None
+    return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state))
 
 
 # ------------------------------------------------------------------------------------------------- handlers
@@ -441,9 +444,10 @@ def _stream(view: RunView, events: Iterator[PassEvent], cancel: threading.Event)
             return
         view.add(event)
         now = time.monotonic()
-        if now - last_update >= UPDATE_INTERVAL_S:
+        slower = min(4.0, max(1.0, view.base_stats.generated / 256))  # long outputs: big HTML, fewer refreshes
+        if now - last_update >= UPDATE_INTERVAL_S * slower:
             chart = None
-            if now - last_chart >= CHART_INTERVAL_S:
+            if now - last_chart >= CHART_INTERVAL_S * slower:
                 chart, last_chart = view.figure(), now
             last_update = now
             yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status())
@@ -458,6 +462,11 @@ def stop(request: gr.Request = None):
         flags = [_CANCEL[key]] if key in _CANCEL else ([] if key else list(_CANCEL.values()))
     for flag in flags:
         flag.set()
+    return stopped_status()
+
+
+def stopped_status() -> str:
+    """The status line after a Stop."""
     return render.status_html("Stopped.", "info")
 
 

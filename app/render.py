@@ -393,6 +393,8 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool) -> str:
         cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
     mark = {True: "✓", False: "✗", None: "…"}[comparison.identical]
     cls = {True: "good", False: "warn", None: ""}[comparison.identical]
+    if not greedy and comparison.identical is False:  # expected when sampling: same distribution, other draws
+        mark, cls = "≠ ids, same distribution", ""
     title = "Greedy output = baseline?" if greedy else "Output vs baseline (sampling)"
     cards.append(_card(title, mark, "speculative decoding must not change the output: greedy ids are the "
                        "baseline's", esc(comparison.message), cls=f"wide {cls}"))

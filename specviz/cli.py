@@ -396,7 +396,8 @@ def cmd_bench(args) -> int:
         try:
             prompts = bench.load_prompts(path)
         except ValueError as error:
-            raise UsageError(str(error)) from None
+            hint = "" if args.prompts else " (give a suite with --prompts FILE.jsonl)"
+            raise UsageError(f"{error}{hint}") from None
         if quick:
             prompts = bench.one_per_category(prompts)
         if args.limit:

@@ -30,6 +30,8 @@ from urllib.parse import urlparse
 
 import torch
 
+from specviz.speed import SpeedReport, prepare_for_decoding
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -74,6 +76,7 @@ class LoadedModel:
     num_layers: int
     vocab_size: int  # the LM head's output size (may exceed len(tokenizer) when padded)
     param_bytes: int  # bytes of all parameters, tied weights counted once
+    speed: SpeedReport | None = None  # the eager speed-ups applied at load time (specviz.speed)
 
 
 # ----------------------------------------------------------------------------------------------- locations
@@ -294,6 +297,9 @@ def _resolve_spec(spec: str | os.PathLike) -> tuple[str, str]:
     if not text:
         raise ModelLoadError("No model was given: pick 'embedded', a local folder or a Hugging Face Hub id.")
     if text.lower() == EMBEDDED:
+        if importlib.util.find_spec(EMBEDDED_PACKAGE) is None and not _hub_offline():
+            # e.g. on a Hugging Face Space, where the same model comes from the hub instead of the GGUF file
+            return HUB_ID_OF_EMBEDDED, "hub"
         return EMBEDDED, "embedded"
     path = Path(text).expanduser()
     if path.is_dir():
@@ -326,6 +332,8 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
     model.to(device)
     model.eval()
     model.requires_grad_(False)
+    param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # parameters() dedups ties
+    speed = prepare_for_decoding(model)  # after param_bytes: fused projections re-point weights to views
     where = {"embedded": "embedded, ", "local": "local, "}.get(kind, "")
     copy = " copy" if stored is not None and stored != dtype else ""
     label = f"{name} ({where}{str(dtype).removeprefix('torch.')}{copy})"
@@ -336,7 +344,7 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
         eos_token_ids=_eos_token_ids(model, tokenizer),
         num_layers=int(getattr(text_config, "num_hidden_layers", 0) or getattr(text_config, "n_layer", 0)),
         vocab_size=int(head.weight.shape[0]) if head is not None else int(text_config.vocab_size),
-        param_bytes=sum(p.numel() * p.element_size() for p in model.parameters()),  # parameters() dedups ties
+        param_bytes=param_bytes, speed=speed,
     )
 
 

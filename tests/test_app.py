@@ -303,16 +303,24 @@ def drain(gen) -> dict:
         assert len(out) == len(handlers.OUTPUTS)
         last["updates"] += 1
         for name, value in zip(handlers.OUTPUTS, out):
-            if not (isinstance(value, dict) and value.get("__type__") == "update"):
-                last[name] = value
-                last.setdefault("all_" + name, []).append(value)
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                if "value" not in value:
+                    continue  # skipped: the component keeps its value
+                assert value.get("visible") is True
+                value = value["value"]
+            last[name] = value
+            last.setdefault("all_" + name, []).append(value)
     assert not handlers.DEVICE.locked, "the device lock must be released when a generation ends"
     return last
 
 
 def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
+    t0 = time.monotonic()
     out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="model",
                                           draft_model=str(tiny_draft_dir), max_new_tokens=40, k=4)))
+    elapsed = time.monotonic() - t0
+    # the panes refresh at a bounded rate (plus the first event and the final state)
+    assert len(out["all_spec-output"]) <= elapsed / handlers.UPDATE_INTERVAL_S + 2
     spec, base = out["spec-output"], out["baseline-output"]
     assert 'data-kind="accepted"' in spec and 'data-kind="rejected"' in spec
     assert 'data-kind="recovered"' in spec and 'data-pass="0"' in spec
@@ -397,3 +405,27 @@ def test_defaults_are_valid():
     d = {k: v for k, v in DEFAULTS.items()}
     d["prompt"] = "x"
     handlers.parse_settings(**d)
+
+
+class FakeRequest:
+    def __init__(self, session_hash: str) -> None:
+        self.session_hash = session_hash
+
+
+def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
+    for out in gen:
+        if isinstance(out[0], str) and "data-kind" in out[0]:
+            break
+    handlers.stop(FakeRequest("someone-else"))
+    assert isinstance(next(gen)[0], str)  # still streaming
+    handlers.release_session(FakeRequest("mine"))  # the tab closed
+    rest = list(gen)
+    assert len(rest) <= 1 and not handlers.DEVICE.locked
+
+
+def test_preload_holds_the_device_while_loading(tiny_model_dir):
+    thread = handlers.preload(str(tiny_model_dir))
+    thread.join(timeout=120)
+    assert not thread.is_alive() and not handlers.DEVICE.locked

@@ -1,0 +1,291 @@
+"""Eager speed-ups for decoding on the CPU, applied once to a loaded model (no compilation, no new numerics split).
+
+Why: on the project's 2-core AVX2/AVX-512 machine the default float32 ``nn.Linear`` (MKL sgemm through
+``aten::mm``) re-reads its weight per row for 2..16 rows, so a verification forward over k+1 tokens cost about
+1.7x a one-token step, and the 49152 x 576 LM head alone took 9-25 ms instead of the ~4 ms one read of its
+113 MB needs. oneDNN's linear (``torch.ops.mkldnn._linear_pointwise``) on the *plain* weight (no reordered copy)
+reads it about once for 1..16 rows. Measurements and conditions: docs/performance.md.
+
+What :func:`prepare_for_decoding` does (each step only where it applies, and only after a self-test):
+1. ``onednn-linear``: every exact ``torch.nn.Linear`` of a float32 model on the CPU (the tied LM head
+   included) computes with oneDNN instead of ``aten::mm``. Same weights, same memory, no copy.
+2. ``fused-projections``: the q/k/v projections of each attention block and the gate/up projections of each
+   MLP are computed as one wider linear over their weights laid end to end in one buffer (the parameters
+   become views of that buffer, so memory does not grow and ``state_dict`` is unchanged). The first
+   projection's call computes all of them for that input; the others return their slice when called with
+   the same input tensor (and compute on their own otherwise).
+
+Exactness: the model object is changed in place, so everything that runs it (the standard baseline, every
+verification, early-exit drafters that share its layers, transformers' own ``generate()`` in the benchmark)
+uses the same kernels and sees the same numerics. The fast logits differ from the default kernels' only by
+float32 rounding (about 1e-5 relative), so greedy outputs can differ from an unprepared model only at
+near-ties; within one prepared model the baseline and the speculative run agree as before.
+
+Opt out with ``SPECVIZ_FAST=0`` (checked at load time), or compare within one process with
+:func:`plain_path`, which switches a prepared model back to the default kernels temporarily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+ENV_FAST = "SPECVIZ_FAST"
+_ATTENTION_GROUP = ("q_proj", "k_proj", "v_proj")
+_MLP_GROUP = ("gate_proj", "up_proj")
+
+
+@dataclass(frozen=True)
+class SpeedReport:
+    """What :func:`prepare_for_decoding` did to a model.
+
+    Attributes:
+        applied: names of the speed-ups in use ("onednn-linear", "fused-projections").
+        skipped: one short reason per speed-up not in use (e.g. "onednn-linear: not float32").
+        linears: linear layers switched to the fast kernel (the tied LM head counts once).
+        fused_groups: groups of projections computed as one linear (q/k/v and gate/up per layer).
+    """
+
+    applied: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    linears: int = 0
+    fused_groups: int = 0
+
+    @property
+    def active(self) -> bool:
+        """True when any speed-up is in use."""
+        return bool(self.applied)
+
+    def summary(self) -> str:
+        """One line, e.g. "onednn-linear (211 linears), fused-projections (60 groups)"."""
+        parts = []
+        for name in self.applied:
+            if name == "onednn-linear":
+                parts.append(f"{name} ({self.linears} linears)")
+            elif name == "fused-projections":
+                parts.append(f"{name} ({self.fused_groups} groups)")
+            else:
+                parts.append(name)
+        return ", ".join(parts) if parts else "default kernels (" + "; ".join(self.skipped) + ")"
+
+
+def fast_path_enabled() -> bool:
+    """False when the environment variable ``SPECVIZ_FAST`` is 0/false/no/off."""
+    return os.environ.get(ENV_FAST, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def report_of(model: torch.nn.Module) -> SpeedReport | None:
+    """The report of the last :func:`prepare_for_decoding` on ``model``, or None if it was never prepared."""
+    return getattr(model, "_specviz_speed_report", None)
+
+
+def prepare_for_decoding(model: torch.nn.Module, *, enabled: bool | None = None,
+                         fuse: bool = True) -> SpeedReport:
+    """Apply the eager CPU speed-ups to ``model`` in place (idempotent) and say what was applied.
+
+    Args:
+        model: a loaded causal LM in eval mode (gradients off).
+        enabled: False applies nothing; None follows :func:`fast_path_enabled`.
+        fuse: also compute q/k/v and gate/up as one linear each.
+
+    A self-test runs one tiny forward with and without the speed-ups; if it fails or the logits differ beyond
+    float32 rounding, everything is undone and the report says why.
+    """
+    previous = report_of(model)
+    if previous is not None:
+        return previous
+    report = _prepare(model, fast_path_enabled() if enabled is None else enabled, fuse)
+    model._specviz_speed_report = report
+    return report
+
+
+@contextlib.contextmanager
+def plain_path(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, ``model``'s prepared linears use the default kernels (``F.linear``, one per layer)."""
+    modules = [m for m in model.modules() if isinstance(m, _FastLinear)]
+    saved = [m._specviz_fast for m in modules]
+    for m in modules:
+        m._specviz_fast = False
+    try:
+        yield
+    finally:
+        for m, was in zip(modules, saved):
+            m._specviz_fast = was
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+
+
+def _onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x (..., K) @ weight (N, K).T + bias (N) with oneDNN, reading the plain weight (no reordered copy)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _Group:
+    """Projections that read the same input, computed as one linear over a shared weight buffer.
+
+    ``weight`` is (sum of N_i, K); member i's parameter is rows [offset_i, offset_i + N_i) of it.
+    """
+
+    def __init__(self, members: list[torch.nn.Linear]) -> None:
+        self.members = members
+        self.sizes = [m.out_features for m in members]
+        with torch.no_grad():
+            self.weight = torch.cat([m.weight for m in members]).contiguous()
+            has_bias = members[0].bias is not None
+            self.bias = torch.cat([m.bias for m in members]).contiguous() if has_bias else None
+            offset = 0
+            for member, size in zip(members, self.sizes):
+                member.weight = torch.nn.Parameter(self.weight[offset:offset + size], requires_grad=False)
+                if has_bias:
+                    member.bias = torch.nn.Parameter(self.bias[offset:offset + size], requires_grad=False)
+                offset += size
+        self._pointers = [m.weight.data_ptr() for m in members]
+        self._local = threading.local()
+
+    def intact(self) -> bool:
+        """Whether every member still reads its slice of the buffer (false after ``.to()`` or a re-assignment)."""
+        return all(m.weight.data_ptr() == p for m, p in zip(self.members, self._pointers))
+
+    def output(self, member: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        state = self._local
+        index = self.members.index(member)
+        if index == 0:
+            if not self.intact():
+                return _onednn_linear(x, member.weight, member.bias)
+            parts = _onednn_linear(x, self.weight, self.bias).split(self.sizes, dim=-1)
+            state.x, state.parts, state.next = x, parts, 1
+            return parts[0]
+        if getattr(state, "x", None) is x and state.next == index:
+            part = state.parts[index]
+            state.next += 1
+            if state.next == len(self.members):
+                state.x = state.parts = None
+            return part
+        return _onednn_linear(x, member.weight, member.bias)
+
+
+class _FastLinear(torch.nn.Linear):
+    """An ``nn.Linear`` whose forward uses oneDNN (and its projection group, if any) under inference."""
+
+    _specviz_fast = True
+    _specviz_group: _Group | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if (not self._specviz_fast or x.device.type != "cpu" or x.dtype != self.weight.dtype
+                or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
+            return F.linear(x, self.weight, self.bias)
+        if self._specviz_group is not None:
+            return self._specviz_group.output(self, x)
+        return _onednn_linear(x, self.weight, self.bias)
+
+
+# ------------------------------------------------------------------------------------------------ applying
+
+
+def _prepare(model: torch.nn.Module, enabled: bool, fuse: bool) -> SpeedReport:
+    if not enabled:
+        return SpeedReport(skipped=(f"disabled ({ENV_FAST}=0 or enabled=False)",))
+    reason = _onednn_unusable(model)
+    if reason is not None:
+        return SpeedReport(skipped=(f"onednn-linear: {reason}",))
+    try:
+        reference = _probe_logits(model)
+    except Exception as error:  # noqa: BLE001 - a model this probe cannot run keeps the default kernels
+        return SpeedReport(skipped=(f"onednn-linear: self-test forward failed ({type(error).__name__})",))
+    linears = _switch_linears(model)
+    groups = _fuse_projections(model) if fuse else 0
+    applied = ("onednn-linear",) + (("fused-projections",) if groups else ())
+    skipped = () if groups else (("fused-projections: off",) if not fuse else
+                                 ("fused-projections: no q/k/v or gate/up projections found",))
+    try:
+        problem = _compare(reference, _probe_logits(model))
+    except Exception as error:  # noqa: BLE001 - any failure means: do not use the fast path
+        problem = f"self-test raised {type(error).__name__}: {error}"
+    if problem is not None:
+        _undo(model)
+        return SpeedReport(skipped=(f"onednn-linear: {problem}",))
+    return SpeedReport(applied=applied, skipped=skipped, linears=linears, fused_groups=groups)
+
+
+def _onednn_unusable(model: torch.nn.Module) -> str | None:
+    """Why the oneDNN linear cannot be used for ``model`` (None when it can)."""
+    try:
+        weight = next(model.parameters())
+    except StopIteration:
+        return "the model has no parameters"
+    if weight.device.type != "cpu":
+        return f"not on the CPU ({weight.device})"
+    if weight.dtype != torch.float32:
+        return f"{str(weight.dtype).removeprefix('torch.')} already uses oneDNN by default (float32 only)"
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return "oneDNN is not available in this torch build"
+    try:
+        x, w = torch.randn(3, 2, 8), torch.randn(5, 8)
+        if not torch.allclose(_onednn_linear(x, w, None), F.linear(x, w), rtol=1e-4, atol=1e-5):
+            return "oneDNN's linear disagrees with torch's on a small check"
+    except Exception as error:  # noqa: BLE001
+        return f"oneDNN's linear failed ({type(error).__name__})"
+    return None
+
+
+def _switch_linears(model: torch.nn.Module) -> int:
+    count = 0
+    for module in {id(m): m for m in model.modules()}.values():
+        if type(module) is torch.nn.Linear:
+            module.__class__ = _FastLinear
+            count += 1
+    return count
+
+
+def _fuse_projections(model: torch.nn.Module) -> int:
+    groups = 0
+    for module in list(model.modules()):
+        for names in (_ATTENTION_GROUP, _MLP_GROUP):
+            members = [getattr(module, name, None) for name in names]
+            if not all(isinstance(m, _FastLinear) and m._specviz_group is None for m in members):
+                continue
+            if len({m.in_features for m in members}) != 1 or len({m.bias is None for m in members}) != 1:
+                continue
+            if len({m.weight.dtype for m in members}) != 1:
+                continue
+            group = _Group(members)
+            for member in members:
+                member._specviz_group = group
+            groups += 1
+    return groups
+
+
+def _undo(model: torch.nn.Module) -> None:
+    for module in model.modules():
+        if isinstance(module, _FastLinear):
+            module._specviz_group = None  # the weights stay views of the group's buffer: same values
+            module.__class__ = torch.nn.Linear
+
+
+@torch.inference_mode()
+def _probe_logits(model: torch.nn.Module) -> torch.Tensor:
+    """Logits of a short fixed input (3 tokens, then 2 more over the cache), for the self-test."""
+    from transformers import DynamicCache
+
+    config = model.config.get_text_config()
+    vocab = int(getattr(config, "vocab_size", 2) or 2)
+    ids = torch.arange(5, dtype=torch.long).mul_(7919).remainder_(vocab).view(1, 5)
+    cache = DynamicCache(config=model.config)
+    first = model(input_ids=ids[:, :3], cache=cache, use_cache=True).logits
+    second = model(input_ids=ids[:, 3:], cache=cache, use_cache=True).logits
+    return torch.cat([first, second], dim=1).float()
+
+
+def _compare(reference: torch.Tensor, fast: torch.Tensor) -> str | None:
+    scale = float(reference.abs().max().clamp_min(1.0))
+    error = float((reference - fast).abs().max())
+    if not error <= 1e-3 * scale:  # float32 rounding gives ~1e-5 of the scale; NaN fails too
+        return f"self-test logits differ by {error:.3g} (scale {scale:.3g})"
+    return None
