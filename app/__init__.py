@@ -16,6 +16,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr  # noqa: E402
 
 from app import handlers, render  # noqa: E402
+from app import arena, why  # noqa: E402
+from app import classroom  # noqa: E402
 from specviz.drafters.registry import DRAFTERS  # noqa: E402
 from specviz.engine import MAX_K  # noqa: E402
 
@@ -77,70 +79,77 @@ def build_demo(**defaults) -> gr.Blocks:
     with gr.Blocks(title="specviz · speculative decoding", fill_width=True, analytics_enabled=False) as demo:
         history = gr.State([])
         gr.HTML(INTRO, elem_id="intro")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=300, elem_id="controls"):
-                prompt = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
-                                    placeholder="Ask something, or pick an example below…")
-                with gr.Row():
-                    generate_btn = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
-                drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS], value=d["drafter"], label="Drafter",
-                                      elem_id="drafter", info="What proposes the tokens the target checks")
-                draft_model = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
-                                         placeholder="hub id (org/name) or local folder, same tokenizer",
-                                         visible=d["drafter"] == "model")
-                exit_layer = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                       precision=0, minimum=0, elem_id="exit-layer",
-                                       visible=d["drafter"] == "early-exit")
-                k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
-                              interactive=d["drafter"] != "none")
-                adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
-                                         "−1 after a rejection)", elem_id="adaptive-k",
-                                         interactive=d["drafter"] != "none")
-                max_new_tokens = gr.Slider(1, handlers.MAX_NEW_TOKENS, value=d["max_new_tokens"], step=1,
-                                           label="Max new tokens", elem_id="max-new-tokens")
-                target = gr.Textbox(d["target"], label="Target model", elem_id="target",
-                                    info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
-                with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
-                    temperature = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
-                                            label="Temperature (0 = greedy)")
-                    with gr.Row():
-                        top_p = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)",
-                                          elem_id="top-p")
-                        top_k = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, minimum=0,
-                                          elem_id="top-k")
-                    seed = gr.Number(d["seed"], label="Seed", precision=0, minimum=0, elem_id="seed")
-                    stop_strings = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
-                                              placeholder="comma- or newline-separated; \\n for a newline")
-                    chat_template = gr.Checkbox(d["chat_template"], label="Use the chat template",
-                                                elem_id="chat-template")
-                gr.Examples(
-                    examples=[[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
-                    example_labels=[f"{e['category']} · {_short(e['prompt'])}" for e in examples],
-                    examples_per_page=18, elem_id="examples",
-                )
-            with gr.Column(scale=3, min_width=600, elem_id="results"):
-                status = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"),
-                                 elem_id="status")
-                gr.HTML(render.legend_html(), elem_id="legend")
-                with gr.Row(equal_height=True, elem_id="panes"):
-                    spec_out = gr.HTML(render.placeholder_html("The speculative run appears here."),
-                                       elem_id="spec-output", elem_classes=["out-pane"])
-                    base_out = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
-                                       elem_id="baseline-output", elem_classes=["out-pane"])
-                stats = gr.HTML("", elem_id="stats")
-                charts = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
-                history_out = gr.HTML("", elem_id="history")
-        inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-                  max_new_tokens, stop_strings, chat_template, history]
-        outputs = [spec_out, base_out, charts, stats, status, history_out, history]
-        run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
-                    api_name="generate", show_progress="hidden", concurrency_limit=8, concurrency_id="generate")
-        # the status is set again one round trip later, after any update the cancelled run had in flight
-        stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop").then(
-            handlers.stopped_status, outputs=[status], queue=False, api_visibility="private")
-        drafter.change(handlers.drafter_changed, inputs=[drafter], outputs=[draft_model, exit_layer, k, adaptive_k],
-                       queue=False, api_visibility="private")
+        with gr.Tabs(elem_id="tabs"):
+            with gr.Tab("Live", id="live", elem_id="tab-live"):
+                with gr.Row(equal_height=False):
+                    with gr.Column(scale=1, min_width=300, elem_id="controls"):
+                        prompt = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
+                                            placeholder="Ask something, or pick an example below…")
+                        with gr.Row():
+                            generate_btn = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
+                            stop_btn = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+                        drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS], value=d["drafter"], label="Drafter",
+                                              elem_id="drafter", info="What proposes the tokens the target checks")
+                        draft_model = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
+                                                 placeholder="hub id (org/name) or local folder, same tokenizer",
+                                                 visible=d["drafter"] == "model")
+                        exit_layer = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                               precision=0, minimum=0, elem_id="exit-layer",
+                                               visible=d["drafter"] == "early-exit")
+                        k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
+                                      interactive=d["drafter"] != "none")
+                        adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
+                                                 "−1 after a rejection)", elem_id="adaptive-k",
+                                                 interactive=d["drafter"] != "none")
+                        max_new_tokens = gr.Slider(1, handlers.MAX_NEW_TOKENS, value=d["max_new_tokens"], step=1,
+                                                   label="Max new tokens", elem_id="max-new-tokens")
+                        target = gr.Textbox(d["target"], label="Target model", elem_id="target",
+                                            info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
+                        with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
+                            temperature = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
+                                                    label="Temperature (0 = greedy)")
+                            with gr.Row():
+                                top_p = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)",
+                                                  elem_id="top-p")
+                                top_k = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, minimum=0,
+                                                  elem_id="top-k")
+                            seed = gr.Number(d["seed"], label="Seed", precision=0, minimum=0, elem_id="seed")
+                            stop_strings = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
+                                                      placeholder="comma- or newline-separated; \\n for a newline")
+                            chat_template = gr.Checkbox(d["chat_template"], label="Use the chat template",
+                                                        elem_id="chat-template")
+                        gr.Examples(
+                            examples=[[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
+                            example_labels=[f"{e['category']} · {_short(e['prompt'])}" for e in examples],
+                            examples_per_page=18, elem_id="examples",
+                        )
+                    with gr.Column(scale=3, min_width=600, elem_id="results"):
+                        status = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"),
+                                         elem_id="status")
+                        gr.HTML(render.legend_html(), elem_id="legend")
+                        with gr.Row(equal_height=True, elem_id="panes"):
+                            spec_out = gr.HTML(render.placeholder_html("The speculative run appears here."),
+                                               elem_id="spec-output", elem_classes=["out-pane"])
+                            base_out = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
+                                               elem_id="baseline-output", elem_classes=["out-pane"])
+                        stats = gr.HTML("", elem_id="stats")
+                        charts = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
+                        history_out = gr.HTML("", elem_id="history")
+                inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
+                          max_new_tokens, stop_strings, chat_template, history]
+                outputs = [spec_out, base_out, charts, stats, status, history_out, history]
+                run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
+                            api_name="generate", show_progress="minimal", show_progress_on=[status],
+                            concurrency_limit=8, concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+                # the status is set again one round trip later, after any update the cancelled run had in flight
+                stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop").then(
+                    handlers.stopped_status, outputs=[status], queue=False, api_visibility="private")
+                drafter.change(handlers.drafter_changed, inputs=[drafter], outputs=[draft_model, exit_layer, k, adaptive_k],
+                               queue=False, api_visibility="private")
+            # other tabs: each module builds its own tab and wires its own events, one line each here
+            with gr.Tab("Arena", id="arena", elem_id="tab-arena"): arena.build_tab(target=d["target"])  # noqa: E701
+            with gr.Tab("Why it works", id="why", elem_id="tab-why"): why.build_tab(history, target=d["target"])  # noqa: E701
+            with gr.Tab("Classroom", id="classroom", elem_id="tab-classroom"): classroom.build_tab(target=d["target"])  # noqa: E701
         demo.unload(handlers.release_session)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo

@@ -3,8 +3,15 @@
 :func:`generate` validates the inputs, waits for the device, loads the target (and the drafter), then runs the
 speculative stream and its baseline through :func:`specviz.race.race` (one thread, interleaved by each run's own
 clock, so neither is timed while the other computes) and yields rendered panes, stats and charts at a bounded
-rate. A process-wide :class:`DeviceLock` makes two browser sessions' generations take turns. :func:`stop` cancels
-a session's generation at once and releases the lock.
+rate. A process-wide :class:`DeviceLock` makes browser sessions' generations take turns, first come first served,
+and tells each waiting visitor how many runs are ahead. :func:`stop` cancels a session's generation at once and
+releases the lock.
+
+Robustness: every input is checked (:func:`parse_settings`, one sentence per problem); control characters and
+invalid surrogates are removed from the prompt; a prompt longer than the target's context window (or than
+``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left with the chat template kept whole, and the status says so;
+the operator's :class:`specviz.policy.Policy` decides which models a visitor may load (checked in one place,
+:func:`check_models`); any exception in a run becomes a message for that session only.
 
 Every output tuple has the order of :data:`OUTPUTS`.
 """
@@ -29,6 +36,7 @@ from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.events import PassEvent
 from specviz.metrics import RunStats, speedup
+from specviz.policy import Policy, current_policy
 from specviz.race import race
 from specviz.verify import SamplingConfig
 
@@ -39,10 +47,19 @@ OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "histo
 
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
 CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
-MAX_NEW_TOKENS = 1024
-MAX_PROMPT_CHARS = 20_000
+MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokenizing: a pasted book stays cheap)
+MAX_STOP_STRINGS = 16
+MAX_STOP_STRING_CHARS = 200
 HISTORY_ROWS = 12
 DRAFTER_LABELS = {c.key: c.label for c in DRAFTERS}
+
+
+def __getattr__(name: str):
+    """``MAX_NEW_TOKENS``: the operator's cap on new tokens (``SPECVIZ_MAX_NEW_TOKENS``), read when asked for,
+    so the slider built by :func:`app.build_demo` follows the environment of the process that builds it."""
+    if name == "MAX_NEW_TOKENS":
+        return current_policy().max_new_tokens
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class InputError(ValueError):
@@ -53,29 +70,80 @@ class InputError(ValueError):
 
 
 class DeviceLock:
-    """A process-wide lock around whole generations, with an owner so a Stop can release only its own run."""
+    """A process-wide lock around whole generations, first come first served, with an owner so a Stop can
+    release only its own run.
 
-    def __init__(self) -> None:
+    Waiters stand in a line: :meth:`acquire` joins it (or refreshes the caller's place), and the lock goes to the
+    head of the line. :meth:`ahead` tells a waiter how many runs are before it. A waiter that stops calling
+    :meth:`acquire` for ``stale_s`` seconds (a run whose generator was dropped without cleanup) loses its place,
+    so an abandoned visitor never blocks the line; :meth:`leave` gives up a place at once.
+    """
+
+    def __init__(self, stale_s: float = 10.0) -> None:
         self._cond = threading.Condition()
         self._owner: str | None = None
         self._what = ""
+        self._line: dict[str, float] = {}  # waiting owner -> when it last asked (insertion order = arrival)
+        self.stale_s = stale_s
+
+    def _prune(self, now: float) -> None:
+        for owner in [o for o, seen in self._line.items() if now - seen > self.stale_s]:
+            del self._line[owner]
 
     def acquire(self, owner: str, what: str, timeout: float) -> bool:
-        """Take the lock for ``owner`` (doing ``what``) within ``timeout`` seconds; True on success."""
+        """Take the lock for ``owner`` (doing ``what``) within ``timeout`` seconds; True on success. On a
+        timeout the caller keeps its place in the line (call again, or :meth:`leave`)."""
+        deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
-            if self._owner is not None and not self._cond.wait_for(lambda: self._owner is None, timeout):
-                return False
-            self._owner, self._what = owner, what
-            return True
+            while True:
+                now = time.monotonic()
+                self._line[owner] = now
+                self._prune(now)
+                if self._owner is None and next(iter(self._line)) == owner:
+                    del self._line[owner]
+                    self._owner, self._what = owner, what
+                    return True
+                if now >= deadline:
+                    return False
+                self._cond.wait(min(deadline - now, 0.25))
 
     def release(self, owner: str) -> bool:
-        """Release the lock if ``owner`` holds it; True when released."""
+        """Release the lock if ``owner`` holds it (and drop any place it has in the line); True when released."""
         with self._cond:
+            self._line.pop(owner, None)
             if self._owner != owner:
+                self._cond.notify_all()
                 return False
             self._owner, self._what = None, ""
             self._cond.notify_all()
             return True
+
+    def leave(self, owner: str) -> None:
+        """Give up ``owner``'s place in the line (a no-op when it has none)."""
+        with self._cond:
+            if self._line.pop(owner, None) is not None:
+                self._cond.notify_all()
+
+    def relabel(self, owner: str, what: str) -> None:
+        """Change what the holder ``owner`` is said to be doing."""
+        with self._cond:
+            if self._owner == owner:
+                self._what = what
+
+    def ahead(self, owner: str) -> int:
+        """How many runs are before ``owner``: the holder (if any) and the waiters that came earlier."""
+        with self._cond:
+            self._prune(time.monotonic())
+            waiting = list(self._line)
+            before = waiting.index(owner) if owner in waiting else len(waiting)
+            return before + (self._owner is not None and self._owner != owner)
+
+    @property
+    def waiting(self) -> int:
+        """How many runs wait in line."""
+        with self._cond:
+            self._prune(time.monotonic())
+            return len(self._line)
 
     @property
     def holder(self) -> str:
@@ -119,6 +187,8 @@ class Settings:
     max_new_tokens: int
     stop_strings: tuple[str, ...]
     chat_template: bool
+    notes: tuple[str, ...] = ()  # what was changed in the input (cleaned, cut), said in the status
+    max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
 
     def config(self) -> GenerationConfig:
         """The engine's configuration for these settings."""
@@ -132,13 +202,17 @@ class Settings:
         return self.temperature == 0
 
 
-def _number(value, name: str, low: float, high: float, integer: bool) -> float | int:
+def _number(value, name: str, low: float, high: float, integer: bool, hint: str = "") -> float | int:
+    if isinstance(value, bool):
+        value = int(value)
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"{name} must be a number.") from None
     if number != number or not low <= number <= high:
-        raise InputError(f"{name} must be between {low:g} and {high:g} (got {value}).")
+        shown = value if len(str(value)) <= 20 else str(value)[:20] + "…"
+        above = f"; {hint}" if hint and number == number and number > high else ""
+        raise InputError(f"{name} must be between {low:g} and {high:g} (got {shown}{above}).")
     if integer:
         if number != int(number):
             raise InputError(f"{name} must be a whole number (got {value}).")
@@ -147,38 +221,84 @@ def _number(value, name: str, low: float, high: float, integer: bool) -> float |
 
 
 def parse_stop_strings(text: str | None) -> tuple[str, ...]:
-    """Stop strings from a comma- or newline-separated box; ``\\n`` written out means a newline."""
+    """Stop strings from a comma- or newline-separated box; ``\\n`` written out means a newline. Control
+    characters are removed; at most :data:`MAX_STOP_STRINGS` strings of :data:`MAX_STOP_STRING_CHARS` characters."""
     if not text:
         return ()
+    from specviz.models import sanitize_prompt
+
+    text = sanitize_prompt(_text(text, "The stop strings")).text
     items = [part.strip() for line in text.splitlines() for part in line.split(",")]
-    return tuple(dict.fromkeys(s.replace("\\n", "\n") for s in items if s))
+    stops = tuple(dict.fromkeys(s.replace("\\n", "\n") for s in items if s))
+    if len(stops) > MAX_STOP_STRINGS:
+        raise InputError(f"Too many stop strings ({len(stops)}; at most {MAX_STOP_STRINGS}).")
+    if any(len(s) > MAX_STOP_STRING_CHARS for s in stops):
+        raise InputError(f"A stop string is too long (at most {MAX_STOP_STRING_CHARS} characters).")
+    return stops
+
+
+def _text(value, name: str) -> str:
+    """A text input as str (None is ""); anything else that is not text is an InputError."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be text.")
+    return value
+
+
+def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
+    """The one place the operator's model policy is enforced for visitors (raises PolicyError, naming the
+    setting): the target, and the draft model of the 'model' drafter. The other drafters load only the target
+    (its bfloat16 copy, its own layers) or nothing."""
+    policy.check_model(target, "target")
+    if draft_model is not None:
+        policy.check_model(draft_model, "draft model")
 
 
 def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k,
-                   seed, max_new_tokens, stop_strings, chat_template) -> Settings:
-    """Check every input; raises :class:`InputError` with a message for the user."""
-    if prompt is None or not str(prompt).strip():
-        raise InputError("The prompt is empty: type something (or pick an example) first.")
+                   seed, max_new_tokens, stop_strings, chat_template, policy: Policy | None = None) -> Settings:
+    """Check every input; raises :class:`InputError` (or :class:`specviz.policy.PolicyError`) with a message
+    for the user. ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`)."""
+    from specviz.models import sanitize_prompt
+
+    policy = policy or current_policy()
+    prompt = _text(prompt, "The prompt")
+    notes: list[str] = []
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise InputError(f"The prompt is too long ({len(prompt)} characters; at most {MAX_PROMPT_CHARS}).")
-    target = (target or "").strip() or "embedded"
+        notes.append(f"The prompt had {len(prompt):,} characters: only its last {MAX_PROMPT_CHARS:,} were read.")
+        prompt = prompt[-MAX_PROMPT_CHARS:]
+    clean = sanitize_prompt(prompt)
+    prompt = clean.text
+    if not prompt.strip():
+        raise InputError("The prompt is empty: type something (or pick an example) first.")
+    if clean.note:
+        notes.append(clean.note)
+    target = _text(target, "The target model").strip() or "embedded"
+    drafter = _text(drafter, "The drafter")
     if drafter not in DRAFTER_KEYS:
         raise InputError(f"Unknown drafter {drafter!r}: choose one of {', '.join(DRAFTER_KEYS)}.")
-    draft_model = (draft_model or "").strip() or None
-    if drafter == "model" and draft_model is None:
+    draft_model = _text(draft_model, "The draft model").strip() or None
+    if drafter != "model":
+        draft_model = None
+    elif draft_model is None:
         raise InputError("The 'model' drafter needs a draft model: a hub id or a local folder.")
+    check_models(target, draft_model, policy)
     layer = None
     if drafter == "early-exit" and exit_layer not in (None, "", 0):
         layer = int(_number(exit_layer, "The early-exit layer", 0, 10_000, True)) or None
     temperature = float(_number(temperature, "Temperature", 0, 5, False))
+    new_tokens = _number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
+                         hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
     return Settings(
-        prompt=str(prompt), target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
+        prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
         k=int(_number(k, "Draft length k", 1, MAX_K, True)), adaptive_k=bool(adaptive_k), temperature=temperature,
         top_p=float(_number(top_p if top_p not in (None, "") else 1.0, "Top-p", 0.01, 1, False)),
         top_k=int(_number(top_k if top_k not in (None, "") else 0, "Top-k", 0, 1_000_000, True)),
         seed=int(_number(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1, True)),
-        max_new_tokens=int(_number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, True)),
-        stop_strings=parse_stop_strings(stop_strings), chat_template=bool(chat_template),
+        max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
+        chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
     )
 
 
@@ -199,6 +319,7 @@ class RunView:
     base_gaps: list[float | None] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     cancelled: bool = False
+    notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
 
     def add(self, event: PassEvent) -> None:
         """Fold one engine event into its pane and statistics."""
@@ -256,15 +377,15 @@ class RunView:
         """One line: what is happening."""
         seconds = time.monotonic() - self.started
         if self.cancelled:
-            return render.status_html("Stopped.", "info")
+            return render.status_html("Stopped.", "info", notes=self.notes)
         if self.finished:
             reason = self.base_stats.finish_reason
             return render.status_html(
                 f"Done in {seconds:.1f} s ({self.base_stats.generated} tokens, finish reason: {reason}) · "
-                f"{self.target_label}", "done")
+                f"{self.target_label}", "done", notes=self.notes)
         n = self.spec_stats.passes if self.spec is not None else self.base_stats.passes
         return render.status_html(f"Generating… pass {n} · both runs take turns on one device, each timed on "
-                                  f"its own clock", "busy")
+                                  f"its own clock", "busy", notes=self.notes)
 
     def summary(self) -> dict:
         """A row of the run history."""
@@ -289,9 +410,10 @@ def _k_label(settings: Settings) -> str:
 # ------------------------------------------------------------------------------------------------- helpers
 
 
-def _in_background(fn: Callable, on_message: Callable[[str], None]) -> Iterator[None]:
-    """Run ``fn(progress)`` in a thread; yield every 0.25 s until it ends; re-raise its error. The result is
-    the generator's return value (use ``result = yield from _in_background(...)``)."""
+def _in_background(fn: Callable, on_message: Callable[[str], None], threads: list[threading.Thread]
+                   ) -> Iterator[None]:
+    """Run ``fn(progress)`` in a thread (appended to ``threads``); yield every 0.25 s until it ends; re-raise its
+    error. The result is the generator's return value (use ``result = yield from _in_background(...)``)."""
     box: dict = {}
 
     def work() -> None:
@@ -301,6 +423,7 @@ def _in_background(fn: Callable, on_message: Callable[[str], None]) -> Iterator[
             box["error"] = error
 
     thread = threading.Thread(target=work, name="specviz-load", daemon=True)
+    threads.append(thread)
     thread.start()
     while thread.is_alive():
         thread.join(0.25)
@@ -343,11 +466,13 @@ def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=Non
 def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
              max_new_tokens, stop_strings, chat_template, history, request: gr.Request = None):
     """The Generate button: validate, wait for the device, load, then stream both runs (see module doc)."""
-    history = list(history or [])
+    history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template)
-    except InputError as error:
+    except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
+        if not isinstance(error, ValueError):
+            log.error("checking the inputs failed:\n%s", traceback.format_exc())
         yield from _fail(error)
         return
     session = _session_key(request)
@@ -358,22 +483,51 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
             previous.set()
         _CANCEL[session] = cancel
     owner = f"{session}:{uuid.uuid4().hex}"
+    loaders: list[threading.Thread] = []  # background loads of this run (they cannot be interrupted)
     try:
-        while not DEVICE.acquire(owner, "another session is generating", timeout=0.5):
+        timeout = 0.0  # the first try does not wait: a visitor in line sees their place at once
+        while not DEVICE.acquire(owner, "another session is generating", timeout=timeout):
+            timeout = 0.5
             if cancel.is_set():
                 return
-            holder = DEVICE.holder or "another run holds it"
-            yield _outputs(status=render.status_html(f"Waiting for the device… ({holder})", "wait"))
-        yield from _generate_locked(settings, history, cancel)
+            yield _outputs(status=waiting_status(DEVICE.ahead(owner), DEVICE.holder, settings.notes))
+        yield from _generate_locked(settings, history, cancel, loaders)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         if not isinstance(error, (InputError, ValueError)):
             log.error("generation failed:\n%s", traceback.format_exc())
         yield from _fail(error)
     finally:
-        DEVICE.release(owner)
+        _release(owner, loaders)
         with _CANCEL_LOCK:
             if _CANCEL.get(session) is cancel:
                 del _CANCEL[session]
+
+
+def waiting_status(ahead: int, holder: str, notes=()) -> str:
+    """The status of a run waiting in line for the device."""
+    runs = "1 run is" if ahead == 1 else f"{ahead} runs are"
+    what = f" ({holder})" if holder else ""
+    return render.status_html(f"Waiting for the device… {runs} ahead of yours{what}. Runs take turns so that "
+                              f"each one's timing is undisturbed.", "wait", notes=notes)
+
+
+def _release(owner: str, loaders: list[threading.Thread]) -> None:
+    """Free the device at once, or, when a model load this run started is still going (it was stopped while
+    loading), as soon as that load ends, so two loads never overlap in memory. Either way the run's worker
+    is free now."""
+    DEVICE.leave(owner)
+    alive = [thread for thread in loaders if thread.is_alive()]
+    if not alive:
+        DEVICE.release(owner)
+        return
+    DEVICE.relabel(owner, "finishing a model load for a stopped run")
+
+    def wait_then_release() -> None:
+        for thread in alive:
+            thread.join()
+        DEVICE.release(owner)
+
+    threading.Thread(target=wait_then_release, name="specviz-release", daemon=True).start()
 
 
 def _fail(error: BaseException):
@@ -382,8 +536,9 @@ def _fail(error: BaseException):
     yield _outputs(status=render.status_html(message, "error"))
 
 
-def _generate_locked(settings: Settings, history: list[dict], cancel: threading.Event):
-    from specviz.models import encode_prompt, load_model
+def _generate_locked(settings: Settings, history: list[dict], cancel: threading.Event,
+                     loaders: list[threading.Thread]):
+    from specviz.models import load_model
 
     messages: queue.SimpleQueue[str] = queue.SimpleQueue()
     latest = [f"Loading the target {settings.target}…"]
@@ -393,14 +548,13 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         while not messages.empty():
             latest[0] = messages.get()
         seconds = time.monotonic() - started
-        return _outputs(status=render.status_html(f"{latest[0]} ({seconds:.0f} s)", "busy"))
+        return _outputs(status=render.status_html(f"{latest[0]} ({seconds:.0f} s)", "busy", notes=settings.notes))
 
     yield loading_status()
-    target = yield from _each(_in_background(lambda say: load_model(settings.target, progress=say), messages.put),
-                              loading_status)
+    target = yield from _each(_in_background(lambda say: load_model(settings.target, progress=say), messages.put,
+                                             loaders), loading_status, cancel)
     if cancel.is_set():
         return
-    prompt_ids = encode_prompt(target.tokenizer, settings.prompt, use_chat_template=settings.chat_template)
     if settings.exit_layer is not None and not 1 <= settings.exit_layer < target.num_layers:
         raise InputError(f"The early-exit layer must be between 1 and {target.num_layers - 1} for "
                          f"{target.label} ({target.num_layers} layers); got {settings.exit_layer}.")
@@ -410,12 +564,17 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         latest[0] = f"Preparing the drafter ({DRAFTER_LABELS[settings.drafter]})…"
         drafter = yield from _each(_in_background(
             lambda say: make_drafter(settings.drafter, target, draft_spec=settings.draft_model,
-                                     exit_layer=settings.exit_layer, progress=say), messages.put), loading_status)
+                                     exit_layer=settings.exit_layer, progress=say), messages.put, loaders),
+            loading_status, cancel)
     if cancel.is_set():
         return
+    prompt_ids, note = fit_prompt_for(settings, target, drafter)
+    notes = [*settings.notes, *([note] if note else [])]
+    if note:
+        gr.Info(html.escape(note))
     view = RunView(settings, target.label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
-                   render.Pane(target.tokenizer, separators=False))
+                   render.Pane(target.tokenizer, separators=False), notes=notes)
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
     yield from _stream(view, events, cancel)
@@ -425,9 +584,42 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         yield _outputs(status=view.status(), history=history_html(history), state=history)
 
 
-def _each(inner: Iterator[None], status: Callable[[], tuple]):
-    """Drive ``inner`` (a background task), yielding ``status()`` while it runs; returns its result."""
+def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int], str]:
+    """The prompt's ids within what fits: the context window of the target (and of a draft model), less the new
+    tokens and the draft tokens a pass may add, and the operator's ``SPECVIZ_MAX_PROMPT_TOKENS``. A longer prompt
+    loses its start (the chat template stays whole); the second value says so ("" when it is whole). Raises
+    InputError when max new tokens alone do not fit the window."""
+    from specviz.models import PromptTooLongError, context_window, fit_prompt
+
+    window = context_window(target, *([drafter.model] if hasattr(drafter, "model") else []))
+    budget, limits = None, []
+    if window is not None:
+        reserve = settings.max_new_tokens + (MAX_K if settings.adaptive_k else settings.k) + 1
+        budget = window - reserve
+        limits.append(f"the context window of {window:,} tokens less {reserve:,} for the new and drafted tokens")
+        if budget < 1:
+            most = max(1, window - (MAX_K if settings.adaptive_k else settings.k) - 1 - 64)
+            raise InputError(f"Max new tokens ({settings.max_new_tokens}) does not fit the target's context window "
+                             f"({window:,} tokens, drafts and prompt included): choose at most {most:,}.")
+    if settings.max_prompt_tokens is not None and (budget is None or settings.max_prompt_tokens < budget):
+        budget = settings.max_prompt_tokens
+        limits = [f"the server's limit of {budget:,} prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)"]
+    try:
+        fit = fit_prompt(target.tokenizer, settings.prompt, budget, use_chat_template=settings.chat_template)
+    except PromptTooLongError as error:
+        raise InputError(f"{error} Lower max new tokens.") from None
+    if not fit.truncated:
+        return fit.ids, ""
+    return fit.ids, (f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
+                     f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}.")
+
+
+def _each(inner: Iterator[None], status: Callable[[], tuple], cancel: threading.Event | None = None):
+    """Drive ``inner`` (a background task), yielding ``status()`` while it runs; returns its result, or None
+    at once when ``cancel`` is set (the task goes on in its thread; see :func:`_release`)."""
     while True:
+        if cancel is not None and cancel.is_set():
+            return None
         try:
             next(inner)
         except StopIteration as done:
@@ -456,10 +648,17 @@ def _stream(view: RunView, events: Iterator[PassEvent], cancel: threading.Event)
 
 def stop(request: gr.Request = None):
     """The Stop button: flag the session's run as cancelled (the generator ends at its next event and releases
-    the device; Gradio also cancels the event). Returns the status line."""
-    key = getattr(request, "session_hash", None) if request is not None else None
+    the device; Gradio also cancels the event). Returns the status line. Only the caller's own session is
+    stopped: a request without a session stops nothing, and a call with no request at all (Python code in this
+    process) stops the runs started without a request."""
+    if request is not None:
+        key = getattr(request, "session_hash", None)
+        keys = [key] if key else []
+    else:
+        with _CANCEL_LOCK:
+            keys = [key for key in _CANCEL if key.startswith("local-")]
     with _CANCEL_LOCK:
-        flags = [_CANCEL[key]] if key in _CANCEL else ([] if key else list(_CANCEL.values()))
+        flags = [_CANCEL[key] for key in keys if key in _CANCEL]
     for flag in flags:
         flag.set()
     return stopped_status()
@@ -481,7 +680,8 @@ def release_session(request: gr.Request = None):
 
 def preload(spec: str = "embedded") -> threading.Thread:
     """Load ``spec`` in a background thread under the device lock, so the first Generate does not wait for it.
-    Returns the thread (already started)."""
+    Returns the thread (already started). Logs the operator policy in force."""
+    log.info("%s", current_policy().describe())
 
     def work() -> None:
         from specviz.models import ModelLoadError, load_model

@@ -401,11 +401,13 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool) -> str:
     return f'<div class="stats">{"".join(cards)}</div>'
 
 
-def status_html(message: str, kind: str = "info") -> str:
-    """The status line: kind is busy, wait, done, error or info."""
+def status_html(message: str, kind: str = "info", notes=()) -> str:
+    """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
+    a prompt cut to fit) follow it, one per line. Everything is escaped: a message may quote user input."""
     icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "⏳", "done": "✓", "error": "⚠",
             "info": "ℹ"}.get(kind, "")
-    return f'<div class="status status-{kind}" role="status">{icon} {html.escape(message)}</div>'
+    extra = "".join(f'<br><small class="status-note">ℹ {html.escape(note)}</small>' for note in notes if note)
+    return f'<div class="status status-{kind}" role="status">{icon} {html.escape(message)}{extra}</div>'
 
 
 def history_html(history: list[dict]) -> str:

@@ -178,6 +178,18 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
 # ------------------------------------------------------------------------------------------------ helpers
 
 
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def set_torch_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -225,6 +237,53 @@ def _quiet_libraries():
         finally:
             hf_logging.set_verbosity(level)
             hf_logging.enable_progress_bar()
+
+
+# ----------------------------------------------------------------------------------------------- the prompt
+
+
+def _read_prompt(flag: str) -> str:
+    """The prompt text ('-': stdin, decoded as UTF-8 with undecodable bytes replaced), cleaned of control
+    characters and unpaired surrogates (from undecodable argv bytes), with a note on stderr when changed."""
+    from specviz.models import sanitize_prompt
+
+    if flag == "-":
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "replace")
+        text = data.decode("utf-8", errors="replace")
+        if "\ufffd" in text and b"\xef\xbf\xbd" not in data:
+            _log("note: the prompt on stdin is not valid UTF-8: undecodable bytes were replaced with \ufffd")
+    else:
+        text = flag
+    clean = sanitize_prompt(text)
+    if clean.note:
+        _log(f"note: {clean.note}")
+    return clean.text
+
+
+def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
+    """The prompt's ids, cut from the left (chat template kept) when the prompt, the new tokens and a pass's
+    drafts would not fit the context window of the target (and of the draft model); a note on stderr says so."""
+    from specviz.engine import MAX_K as engine_max_k
+    from specviz.models import PromptTooLongError, context_window, fit_prompt
+
+    window = context_window(target, *([drafter.model] if hasattr(drafter, "model") else []))
+    budget = None
+    if window is not None:
+        k = engine_max_k if args.k == "auto" else args.k
+        reserve = args.max_new_tokens + k + 1
+        budget = window - reserve
+        if budget < 1:
+            raise UsageError(f"--max-new-tokens {args.max_new_tokens} does not fit the context window of "
+                             f"{target.label} ({window} tokens, prompt and {k} draft tokens included)")
+    try:
+        fit = fit_prompt(target.tokenizer, prompt, budget, use_chat_template=not args.no_chat_template)
+    except PromptTooLongError as error:
+        raise UsageError(f"{error} Lower --max-new-tokens.") from None
+    if fit.truncated:
+        _log(f"note: the prompt has {fit.original_tokens} tokens, more than fit the context window of {window} "
+             f"tokens with {args.max_new_tokens} new tokens: its start was cut, keeping the last "
+             f"{len(fit.ids)} tokens (chat template included)")
+    return fit.ids
 
 
 # ----------------------------------------------------------------------------------------------- generate
@@ -321,14 +380,13 @@ def _summary(record: dict, target_label: str) -> str:
 
 def cmd_generate(args) -> int:
     from specviz.engine import GenerationConfig
-    from specviz.models import encode_prompt
     from specviz.verify import SamplingConfig
 
     _check_common(args)
     if args.drafter not in _drafter_keys():
         raise UsageError(f"argument --drafter: unknown drafter {args.drafter!r}; choose from "
                          f"{', '.join(_drafter_keys())}")
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    prompt = _read_prompt(args.prompt)
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     if args.drafter == "model" and not (args.draft_model or "").strip():
@@ -342,8 +400,8 @@ def cmd_generate(args) -> int:
     SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
 
     target = _load_target(args)
-    prompt_ids = encode_prompt(target.tokenizer, prompt, use_chat_template=not args.no_chat_template)
     drafter = _make_drafter(args.drafter, args, target)
+    prompt_ids = _fit_prompt(prompt, target, drafter, args)
     k_label = 0 if drafter is None else ("auto" if adaptive else args.k)
     _log(f"target {target.label} on {target.device}; drafter {args.drafter}"
          f"{'' if drafter is None else ' (' + drafter.name + ')'}; {len(prompt_ids)} prompt tokens")
@@ -379,8 +437,14 @@ def cmd_bench(args) -> int:
     from specviz import bench
 
     _check_common(args)
-    if warning := bench.busy_machine_warning():
-        _log(warning)
+    busy = bench.busy_machine_warning()
+    if busy:
+        _log(busy)
+    if busy and not args.kernel and args.threads is None and torch_threads() > 1:
+        # two OpenMP threads stall when another process holds a core (5-55x slower, docs/performance.md);
+        # one thread only slows down ~2x, and every method of the run gets the same setting
+        set_torch_threads(1)
+        _log("note: using 1 torch thread on this busy machine (pass --threads N to choose)")
     if args.kernel:
         target = _load_target(args)
         _log(f"kernel bench on {target.label} ({target.device})...")
@@ -444,9 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _quiet_libraries():
             if args.threads:
-                import torch
-
-                torch.set_num_threads(args.threads)
+                set_torch_threads(args.threads)
             return args.handler(args)
     except UsageError as error:
         _log(f"error: {error}")

@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from specviz.policy import remote_code_allowed
 from specviz.speed import SpeedReport, prepare_for_decoding
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ DEFAULT_MAX_MODELS = 3
 _CONVERSION_FORMAT = 1  # bump when the converted folder's layout changes: old folders are then ignored
 _MARKER = "specviz-conversion.json"  # written last into a converted folder: its presence means "complete"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_UNSAFE_IN_NAME = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")  # control characters, lone surrogates
 _DTYPES = {
     "float32": torch.float32, "fp32": torch.float32,
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -228,7 +230,7 @@ _KEY_LOCKS: dict[_CacheKey, threading.Lock] = {}
 
 
 def load_model(spec: str = EMBEDDED, *, device: str | torch.device | None = None,
-               dtype: torch.dtype | str | None = None, trust_remote_code: bool = False,
+               dtype: torch.dtype | str | None = None, trust_remote_code: bool | None = None,
                progress: Progress | None = None) -> LoadedModel:
     """Load the causal LM named by ``spec`` (see the module docstring) onto ``device`` in ``dtype``.
 
@@ -236,8 +238,12 @@ def load_model(spec: str = EMBEDDED, *, device: str | torch.device | None = None
     "float32", "bfloat16" and "float16" are accepted too. Results are cached per process by (canonical spec,
     device, dtype): concurrent callers asking for the same model load it once and share it, and at most
     ``$SPECVIZ_MAX_MODELS`` (default 3) models are kept, the least recently used dropped first.
+    ``trust_remote_code`` None (the default) follows the operator setting ``SPECVIZ_ALLOW_REMOTE_CODE`` (off unless
+    set, see :mod:`specviz.policy`): a model repository's own Python code never runs unless the operator allows it.
     Raises ModelLoadError (one clear sentence) when the model cannot be found or loaded, ValueError for a bad dtype.
     """
+    if trust_remote_code is None:
+        trust_remote_code = remote_code_allowed()
     device = resolve_device(device)
     dtype = _resolve_dtype(dtype, device)
     canonical, kind = _resolve_spec(spec)
@@ -296,6 +302,9 @@ def _resolve_spec(spec: str | os.PathLike) -> tuple[str, str]:
     text = os.fspath(spec).strip()
     if not text:
         raise ModelLoadError("No model was given: pick 'embedded', a local folder or a Hugging Face Hub id.")
+    if _UNSAFE_IN_NAME.search(text):
+        raise ModelLoadError("The model name contains control or invalid characters: type a hub id (org/name), "
+                             "'embedded' or a folder path.")
     if text.lower() == EMBEDDED:
         if importlib.util.find_spec(EMBEDDED_PACKAGE) is None and not _hub_offline():
             # e.g. on a Hugging Face Space, where the same model comes from the hub instead of the GGUF file
@@ -420,9 +429,10 @@ def _explain(spec: str, kind: str, error: Exception) -> ModelLoadError:
                           or type(error).__name__ in ("RepositoryNotFoundError", "GatedRepoError")):
         return ModelLoadError(f"Could not load {spec!r}: no such model on the Hugging Face Hub, or it is "
                               f"private or gated.")
-    if "trust_remote_code" in lowered:
-        return ModelLoadError(f"{spec!r} needs its own code from the Hub: load it with trust_remote_code=True "
-                              f"if you trust it.")
+    if "trust_remote_code" in lowered or "custom code" in lowered:
+        return ModelLoadError(f"{spec!r} needs to run its own Python code from the model repository, and running "
+                              f"a repository's code is off (operator setting SPECVIZ_ALLOW_REMOTE_CODE=1 turns it "
+                              f"on, for models you trust).")
     return ModelLoadError(f"Could not load {spec!r}: {_first_line(error)}")
 
 
@@ -442,10 +452,52 @@ def _eos_token_ids(model, tokenizer) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------------- prompts and vocabularies
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (but \t \n \r), DEL, C1
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class CleanText:
+    """Text made safe for a tokenizer, and what was changed (``note`` is "" when nothing was)."""
+
+    text: str
+    removed_controls: int = 0
+    replaced_invalid: int = 0
+
+    @property
+    def note(self) -> str:
+        """One sentence for the user, or ""."""
+        parts = []
+        if self.removed_controls:
+            parts.append(f"removed {self.removed_controls} control character{'s' if self.removed_controls > 1 else ''}")
+        if self.replaced_invalid:
+            parts.append(f"replaced {self.replaced_invalid} invalid character{'s' if self.replaced_invalid > 1 else ''}"
+                         " (unpaired surrogates) with \ufffd")
+        return ("The prompt was cleaned: " + " and ".join(parts) + ".") if parts else ""
+
+
+def sanitize_prompt(text: str) -> CleanText:
+    """Remove control characters (C0 except tab and newline, DEL, C1; \\r\\n and \\r become \\n) and replace
+    unpaired UTF-16 surrogates (which no tokenizer can encode, e.g. from JSON "\\ud800" or undecodable argv
+    bytes) with U+FFFD. Valid surrogate pairs that arrived as two code points are joined first."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    replaced = 0
+    if _SURROGATE.search(text):
+        before = text.count("\ufffd")
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")  # pairs -> one code point
+        text = _SURROGATE.sub("\ufffd", text)
+        replaced = text.count("\ufffd") - before
+    cleaned, removed = _CONTROL.subn("", text)
+    return CleanText(cleaned, removed, replaced)
+
+
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, *, use_chat_template: bool = True) -> list[int]:
     """Token ids for ``prompt``: as one user message with the tokenizer's chat template (and the assistant's
     generation prompt) when it has one and ``use_chat_template``; else plain tokenization with the tokenizer's
-    own special tokens. Raises ValueError("The prompt is empty.") for an empty or whitespace-only prompt."""
+    own special tokens. Raises ValueError("The prompt is empty.") for an empty or whitespace-only prompt.
+    The prompt is passed through :func:`sanitize_prompt` first (silently: callers that want to tell the user
+    call it themselves), so no input makes the tokenizer fail."""
+    prompt = sanitize_prompt(prompt).text if isinstance(prompt, str) else prompt
     if not prompt or not prompt.strip():
         raise ValueError("The prompt is empty.")
     if use_chat_template and getattr(tokenizer, "chat_template", None):
@@ -455,6 +507,79 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, *, use_chat_t
     else:
         ids = tokenizer(prompt)["input_ids"]
     return [int(token_id) for token_id in ids]
+
+
+class PromptTooLongError(ValueError):
+    """Even an empty prompt would not leave room for the requested new tokens; the message says what fits."""
+
+
+def context_window(*models) -> int | None:
+    """The smallest context window (``max_position_embeddings``) of the given LoadedModels or torch models;
+    None when none of them states one."""
+    sizes = []
+    for item in models:
+        model = getattr(item, "model", item)
+        config = getattr(model, "config", None)
+        if config is None:
+            continue
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            value = getattr(text_config, name, None)
+            if isinstance(value, int) and value > 0:
+                sizes.append(value)
+                break
+    return min(sizes) if sizes else None
+
+
+@dataclass(frozen=True)
+class PromptFit:
+    """An encoded prompt cut to a budget: ``ids`` (template and generation prompt intact), how many tokens the
+    whole prompt had, and how many were cut from the start of the user's text."""
+
+    ids: list[int]
+    original_tokens: int
+    budget: int | None
+
+    @property
+    def dropped_tokens(self) -> int:
+        """Tokens cut from the start (0: the prompt is whole)."""
+        return self.original_tokens - len(self.ids)
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the start of the prompt was cut."""
+        return self.dropped_tokens > 0
+
+
+def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | None, *,
+               use_chat_template: bool = True) -> PromptFit:
+    """Encode ``prompt`` (see :func:`encode_prompt`) in at most ``budget`` tokens (None: no limit).
+
+    A longer prompt is truncated from the left: the start of the user's text is dropped, and the chat template
+    around it (system prompt, role markers, the assistant's generation prompt) is kept whole, so the model still
+    sees a well-formed conversation and answers the end of the text. Raises :class:`PromptTooLongError` when
+    the template alone does not fit the budget.
+    """
+    ids = encode_prompt(tokenizer, prompt, use_chat_template=use_chat_template)
+    if budget is None or len(ids) <= budget:
+        return PromptFit(ids, len(ids), budget)
+    text = sanitize_prompt(prompt).text
+    content = tokenizer(text, add_special_tokens=False)["input_ids"]
+    overhead = max(0, len(ids) - len(content))  # template + special tokens around the user's text
+    keep = budget - overhead
+    for _ in range(8):  # re-tokenizing the cut text can merge differently: shrink until it fits
+        if keep < 1:
+            break
+        tail = tokenizer.decode(content[-keep:], skip_special_tokens=False).lstrip("\ufffd")
+        if tail.strip():
+            cut = encode_prompt(tokenizer, tail, use_chat_template=use_chat_template)
+            if len(cut) <= budget:
+                return PromptFit(cut, len(ids), budget)
+            keep -= max(1, len(cut) - budget)
+        else:
+            keep -= 1
+    raise PromptTooLongError(f"The prompt does not fit: the chat template alone takes {overhead} of the "
+                             f"{budget} tokens available for the prompt.")
 
 
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

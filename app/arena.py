@@ -1,0 +1,594 @@
+"""The Arena tab: several drafters x k on one prompt, a category or the whole suite, raced one after another
+against standard decoding of the same target (:mod:`specviz.arena` does the measuring; this module is layout,
+handlers and figures).
+
+:func:`run` validates the inputs, waits for the device (the process-wide lock of :mod:`app.handlers`, so arena
+runs take turns with live generations), loads the target and runs :func:`specviz.arena.iter_arena` in a
+background thread; it yields the table and charts after every prompt, and the CSV and JSON downloads at the end
+(also after a Stop: they then hold the prompts that finished). Every output tuple has the order of
+:data:`OUTPUTS`. Figures are pure functions of the pooled rows.
+
+:func:`device_job` (also used by :mod:`app.why`) runs a function in a thread under the device lock and hands its
+progress messages to the handler's generator, which calls ``gr.Progress`` (that only works in the handler's
+own thread).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import logging
+import queue
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Callable, Iterator
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app import render
+from app.figures import COLORS, FONT
+from app.handlers import DEVICE, InputError
+from specviz.arena import AUTO, BASELINE, ArenaResult, iter_arena, to_csv, to_json
+from specviz.bench import DEFAULT_PROMPTS, busy_machine_warning, load_prompts
+from specviz.drafters.registry import DRAFTERS
+from specviz.engine import GenerationConfig
+from specviz.verify import SamplingConfig
+
+log = logging.getLogger("specviz.app.arena")
+
+OUTPUTS = ("arena-status", "arena-table", "arena-prompts", "arena-charts", "arena-predictions", "arena-csv",
+           "arena-json")
+"""What :func:`run` yields, in order (the components' elem_ids)."""
+
+K_CHOICES = ("1", "2", "4", "8", AUTO)
+DEFAULT_DRAFTERS = ("ngram", "early-exit")
+DEFAULT_KS = ("4", AUTO)
+DEFAULT_MAX_NEW_TOKENS = 48
+MAX_NEW_TOKENS = 256
+SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite", "category"),
+           ("The whole suite", "suite"))
+STATUS_INTERVAL_S = 1.0  # a "still running" refresh at most this often between prompts
+
+SHADES = {  # per drafter, dark to light: one shade per k
+    "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
+    "early-exit": ("#3e1f79", "#6f42c1", "#8250df", "#a475f9", "#c297ff", "#d8b9ff"),
+    "bf16": ("#0a3069", "#0550ae", "#0969da", "#218bff", "#54aeff", "#80ccff"),
+    "model": ("#762c00", "#953800", "#bc4c00", "#e16f24", "#fb8f44", "#ffb77c"),
+    "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
+}
+
+_CANCEL: dict[str, threading.Event] = {}  # session -> the cancel flag of its arena run
+_CANCEL_LOCK = threading.Lock()
+
+
+# ------------------------------------------------------------------------------------------ device job
+
+
+def device_job(work: Callable, what: str, cancel: threading.Event) -> Iterator[tuple[str, object]]:
+    """Run ``work(emit, should_stop)`` in a thread while holding the device lock; yield what it emits.
+
+    Yields ``("wait", holder)`` while another run holds the device, then every ``(kind, payload)`` that ``work``
+    passes to ``emit``, and ``("tick", None)`` about five times a second. The thread releases the lock when
+    ``work`` ends, so a handler closed early (Stop, a closed tab) never frees the device under a running job:
+    set ``cancel`` and ``work`` should return soon (``should_stop`` is ``cancel.is_set``). Returns ``work``'s
+    return value (``result = yield from device_job(...)``), None when cancelled while waiting; re-raises its
+    error.
+    """
+    owner = f"{what}:{uuid.uuid4().hex}"
+    while not DEVICE.acquire(owner, what, timeout=0.5):
+        if cancel.is_set():
+            return None
+        yield "wait", DEVICE.holder or "another run holds it"
+    messages: queue.SimpleQueue = queue.SimpleQueue()
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work(lambda kind, payload=None: messages.put((kind, payload)), cancel.is_set)
+        except BaseException as error:  # handed to the handler's thread
+            box["error"] = error
+        finally:
+            DEVICE.release(owner)
+
+    thread = threading.Thread(target=target, name="specviz-job", daemon=True)
+    try:
+        thread.start()
+    except BaseException:
+        DEVICE.release(owner)
+        raise
+    while thread.is_alive() or not messages.empty():
+        thread.join(0.2)
+        while not messages.empty():
+            yield messages.get()
+        yield "tick", None
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def register_cancel(request) -> tuple[str, threading.Event]:
+    """A fresh cancel flag for this session's run (a previous run of the session is cancelled)."""
+    key = getattr(request, "session_hash", None) if request is not None else None
+    key = key or f"local-{uuid.uuid4().hex}"
+    flag = threading.Event()
+    with _CANCEL_LOCK:
+        previous = _CANCEL.get(key)
+        if previous is not None:
+            previous.set()
+        _CANCEL[key] = flag
+    return key, flag
+
+
+def _unregister(key: str, flag: threading.Event) -> None:
+    with _CANCEL_LOCK:
+        if _CANCEL.get(key) is flag:
+            del _CANCEL[key]
+
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def suite() -> list[dict]:
+    """The prompt suite (assets/prompts.jsonl) as dicts, in file order."""
+    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(DEFAULT_PROMPTS)]
+
+
+def categories() -> list[str]:
+    """The suite's categories, in order of first appearance."""
+    return list(dict.fromkeys(p["category"] for p in suite()))
+
+
+def choose_prompts(source: str, prompt: str, category: str) -> list[dict]:
+    """The prompts for a source ("prompt", "category" or "suite"); InputError with a sentence when empty."""
+    if source == "prompt":
+        if not prompt or not prompt.strip():
+            raise InputError("The prompt is empty: type one, or pick a category or the whole suite.")
+        return [{"id": "your-prompt", "category": "your prompt", "prompt": prompt.strip()}]
+    prompts = suite()
+    if source == "suite":
+        return prompts
+    if source == "category":
+        chosen = [p for p in prompts if p["category"] == category]
+        if not chosen:
+            raise InputError(f"Pick a category of the suite ({', '.join(categories())}).")
+        return chosen
+    raise InputError("Pick where the prompts come from: one prompt, a category or the whole suite.")
+
+
+def _int(value, name: str, low: int, high: int) -> int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number.") from None
+    if number != number or not low <= number <= high or number != int(number):
+        raise InputError(f"{name} must be a whole number between {low} and {high}.")
+    return int(number)
+
+
+def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
+                 temperature, seed) -> dict:
+    """Validated arena settings, or InputError with one sentence for the user."""
+    drafters = [d for d in (drafters or []) if d != BASELINE]
+    if not drafters:
+        raise InputError("Pick at least one drafter.")
+    if not ks:
+        raise InputError("Pick at least one draft length k.")
+    if "model" in drafters and not (draft_model or "").strip():
+        raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
+    if not (target or "").strip():
+        raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+    try:
+        temperature = float(temperature or 0.0)
+    except (TypeError, ValueError):
+        raise InputError("Temperature must be a number.") from None
+    if not 0.0 <= temperature <= 2.0:
+        raise InputError("Temperature must be between 0 and 2.")
+    layer = _int(exit_layer or 0, "The early-exit layer", 0, 1000)
+    return {
+        "prompts": choose_prompts(source, prompt, category), "drafters": drafters, "ks": list(ks),
+        "max_new_tokens": _int(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS), "target": target.strip(),
+        "draft_spec": (draft_model or "").strip() or None, "exit_layer": layer or None,
+        "temperature": temperature, "seed": _int(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ tables
+
+SUMMARY_COLUMNS = (  # (header, key, decimals or None for text)
+    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0),
+    ("Tokens", "tokens", 0), ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2),
+    ("α", "alpha", 2), ("Tokens/s", "tokens_per_s", 1), ("Speedup", "speedup", 2),
+    ("Speedup, decode", "decode_speedup", 2), ("Predicted, paper", "predicted_speedup_paper", 2),
+    ("Predicted, measured costs", "predicted_speedup_measured", 2), ("T_step ms", "t_step_ms", 1),
+    ("T_verify ms", "t_verify_ms", 1), ("T_draft ms", "t_draft_ms", 1), ("c", "c", 3),
+    ("Same ids", "ids_identical", None),
+)
+PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(c for c in SUMMARY_COLUMNS if c[1] != "prompts")
+
+
+def _cell(value, decimals: int | None) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "✓" if value else "✗ differs"
+    if decimals is None:
+        return str(value)
+    return f"{value:.{decimals}f}"
+
+
+def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
+    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text."""
+    return {"headers": [c[0] for c in columns],
+            "data": [[_cell(r.get(key), decimals) for _, key, decimals in columns] for r in rows]}
+
+
+def empty_table(columns=SUMMARY_COLUMNS) -> dict:
+    """A table with headers only."""
+    return {"headers": [c[0] for c in columns], "data": [["" for _ in columns]]}
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+
+def variant_colors(rows: list[dict]) -> dict[str, str]:
+    """A colour per method label: the baseline grey, each drafter its hue, each k a shade of it."""
+    colors, seen = {}, {}
+    for r in rows:
+        label = r["variant"]
+        if label in colors:
+            continue
+        if r["drafter"] == BASELINE:
+            colors[label] = COLORS["baseline"]
+            continue
+        shades = SHADES.get(r["drafter"], SHADES["oracle"])
+        i = seen.get(r["drafter"], 0)
+        seen[r["drafter"]] = i + 1
+        colors[label] = shades[min(1 + i, len(shades) - 1)]
+    return colors
+
+
+def _layout(height: int) -> dict:
+    return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
+            "margin": {"l": 60, "r": 20, "t": 70, "b": 50}, "barmode": "group", "bargap": 0.25,
+            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12},
+                       "title": {"text": "method "}}}
+
+
+ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
+    ("Tokens per target pass (bonus included)", "tokens_per_pass", "tokens / pass", True, None),
+    ("Acceptance rate (accepted ÷ drafted)", "acceptance_rate", "acceptance", False, [0, 1.05]),
+    ("Tokens per second (own clock, prefill included)", "tokens_per_s", "tokens / s", True, None),
+    ("Speedup over standard decoding", "speedup", "× standard", False, None),
+)
+
+
+def shown_rows(summary: list[dict]) -> list[dict]:
+    """The pooled rows worth showing: per category, and "all" only when there is more than one category."""
+    several = len({r["category"] for r in summary if r["level"] == "category"}) > 1
+    return [r for r in summary if r["level"] == "category" or (r["level"] == "overall" and several)]
+
+
+def arena_figure(summary: list[dict]) -> go.Figure:
+    """Four grouped bar charts of the pooled rows: x = category (then "all"), one bar per method."""
+    rows = shown_rows(summary)
+    cats = list(dict.fromkeys(r["category"] for r in rows))
+    colors = variant_colors(rows)
+    labels = list(colors)
+    columns, gap_x, gap_y = 2, 0.08, 0.2
+    width, height = (1 - gap_x) / 2, (1 - gap_y) / 2
+    layout = _layout(760)
+    data, notes = [], []
+    for i, (title, key, ytitle, with_base, yrange) in enumerate(ARENA_PANELS):
+        row, col = divmod(i, columns)
+        n = "" if i == 0 else str(i + 1)
+        x0 = col * (width + gap_x)
+        y1 = 1 - row * (height + gap_y)
+        layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "type": "category",
+                               "categoryorder": "array", "categoryarray": cats, "automargin": True}
+        layout[f"yaxis{n}"] = {"domain": [max(0.0, y1 - height), y1], "anchor": f"x{n}", "automargin": True,
+                               "title": {"text": ytitle, "font": {"size": 12}}, "rangemode": "tozero",
+                               **({"range": yrange} if yrange else {})}
+        for label in labels:
+            mine = [r for r in rows if r["variant"] == label]
+            if not with_base and mine and mine[0]["drafter"] == BASELINE:
+                continue
+            data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
+                         "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
+                         "marker": {"color": colors[label]}, "xaxis": f"x{n}", "yaxis": f"y{n}",
+                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}}<extra>{title}</extra>"})
+        if key == "speedup":
+            layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
+                                 "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
+        notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
+                      "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
+                      "font": {"size": 14}})
+    layout["annotations"] = notes
+    layout["legend"]["y"] = 1.06
+    layout["margin"]["t"] = 90
+    return go.Figure({"data": data, "layout": layout})
+
+
+def predictions_figure(summary: list[dict]) -> go.Figure:
+    """Measured speedup after the prefill (bars) beside the two predictions from the measured α (markers), per
+    category and method; the gap between the markers is the verification overhead."""
+    rows = [r for r in shown_rows(summary) if r["drafter"] != BASELINE]
+    colors = variant_colors(rows)
+    x = [[r["category"] for r in rows], [r["variant"] for r in rows]]
+    data = [
+        {"type": "bar", "x": x, "y": [r["decode_speedup"] for r in rows], "name": "measured (after the prefill)",
+         "marker": {"color": [colors[r["variant"]] for r in rows]}, "opacity": 0.85,
+         "hovertemplate": "%{x}<br>measured %{y:.2f}×<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
+         "name": "predicted, paper (verification = 1 step)",
+         "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},
+         "hovertemplate": "%{x}<br>paper %{y:.2f}×<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_measured"] for r in rows],
+         "name": "predicted with measured costs",
+         "marker": {"symbol": "x-thin", "size": 12, "color": COLORS["rejected"], "line": {"color": COLORS["rejected"],
+                                                                                      "width": 3}},
+         "hovertemplate": "%{x}<br>measured costs %{y:.2f}×<extra></extra>"},
+    ]
+    layout = _layout(440) | {
+        "title": {"text": "Speedup: measured vs predicted from the measured α", "font": {"size": 15}},
+        "xaxis": {"type": "multicategory", "automargin": True, "tickfont": {"size": 11}},
+        "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                    "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}],
+    }
+    layout["legend"] = {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12}}
+    layout["margin"]["t"] = 80
+    return go.Figure({"data": data, "layout": layout})
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+
+def write_files(result: ArenaResult, folder: str | None = None) -> tuple[str, str]:
+    """Write the result as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths."""
+    out = Path(folder or tempfile.mkdtemp(prefix="specviz-arena-"))
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    csv_path, json_path = out / f"specviz-arena-{stamp}.csv", out / f"specviz-arena-{stamp}.json"
+    csv_path.write_text(to_csv(result), encoding="utf-8")
+    json_path.write_text(json.dumps(to_json(result), indent=2, default=str) + "\n", encoding="utf-8")
+    return str(csv_path), str(json_path)
+
+
+# ------------------------------------------------------------------------------------------------ handlers
+
+
+def _outputs(status=None, summary=None, prompts=None, charts=None, predictions=None, csv=None, json_file=None):
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is."""
+    skip = gr.skip()
+
+    def shown(figure):
+        return None if figure is None else gr.update(value=figure, visible=True)
+
+    values = (status, summary, prompts, shown(charts), shown(predictions), csv, json_file)
+    return tuple(skip if v is None else v for v in values)
+
+
+def message_for(error: BaseException) -> str:
+    """A sentence for the user (never a stack trace)."""
+    from specviz.models import ModelLoadError
+
+    if isinstance(error, (ValueError, ModelLoadError)):
+        return str(error) or "Invalid input."
+    if isinstance(error, NotImplementedError):
+        return f"Not supported yet: {error}"
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"Something went wrong ({type(error).__name__}: {first}). The details are in the server log."
+
+
+def _fail(error: BaseException):
+    message = message_for(error)
+    gr.Warning(html.escape(message))
+    yield _outputs(status=render.status_html(message, "error"))
+
+
+def _result_outputs(result: ArenaResult, status: str):
+    return _outputs(status=status, summary=table(shown_rows(result.summary)),
+                    prompts=table(result.rows, PROMPT_COLUMNS),
+                    charts=arena_figure(result.summary), predictions=predictions_figure(result.summary))
+
+
+def _done_status(result: ArenaResult, seconds: float) -> str:
+    same = result.ids_identical
+    check = {True: " · greedy outputs identical to standard decoding ✓",
+             False: " · some greedy outputs differ from standard decoding (see “Same ids”)",
+             None: ""}[same]
+    n = len({r["prompt_id"] for r in result.rows})
+    if result.stopped:
+        return render.status_html(f"Stopped after {n} prompt(s) in {seconds:.0f} s; the downloads hold those.",
+                                  "info")
+    target = result.environment.get("target", {}).get("label", "")
+    busy = busy_machine_warning()
+    return render.status_html(f"Done: {n} prompt(s) × {len(result.variants)} methods in {seconds:.0f} s{check}"
+                              f" · {target}" + (f" · {busy}" if busy else ""), "done" if same is not False else "info")
+
+
+def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
+        seed, chat_template, progress=gr.Progress(), request: gr.Request = None):
+    """The Run button: validate, wait for the device, load, race every method on every prompt; yields
+    :data:`OUTPUTS` tuples (the table and charts after each prompt, the files at the end)."""
+    try:
+        s = parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
+                         temperature, seed)
+    except InputError as error:
+        yield from _fail(error)
+        return
+    key, cancel = register_cancel(request)
+    config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
+                              sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
+    methods = len(s["drafters"]) * len(s["ks"]) + 1
+    started = time.monotonic()
+
+    def work(emit, should_stop) -> ArenaResult | None:
+        from specviz.models import load_model
+
+        emit("progress", (0.0, f"Loading the target {s['target']}…"))
+        loaded = load_model(s["target"], progress=lambda message: emit("progress", (0.0, message)))
+        if s["exit_layer"] is not None and not 1 <= s["exit_layer"] < loaded.num_layers:
+            raise InputError(f"The early-exit layer must be between 1 and {loaded.num_layers - 1} for "
+                             f"{loaded.label} ({loaded.num_layers} layers); got {s['exit_layer']}.")
+        if "model" in s["drafters"] or "bf16" in s["drafters"]:
+            emit("progress", (0.0, "Loading the draft model…"))
+        result = None
+        for result in iter_arena(loaded, s["prompts"], s["drafters"], s["ks"], config,
+                                 lambda fraction, message: emit("progress", (fraction, message)), should_stop,
+                                 draft_spec=s["draft_spec"], exit_layer=s["exit_layer"],
+                                 use_chat_template=bool(chat_template)):
+            # a snapshot: the worker extends the rows again while the handler renders these
+            emit("partial", dataclasses.replace(result, rows=list(result.rows), summary=list(result.summary)))
+        return result
+
+    what = f"the arena is running ({len(s['prompts'])} prompt(s) × {methods} methods)"
+    finished = False
+    try:
+        yield _outputs(status=render.status_html(
+            f"Starting: {len(s['prompts'])} prompt(s) × {methods} methods (standard decoding + "
+            f"{methods - 1}), {s['max_new_tokens']} new tokens each…", "busy"))
+        jobs = device_job(work, what, cancel)
+        last_yield, message, fraction = 0.0, "", 0.0
+        result: ArenaResult | None = None
+        while True:
+            try:
+                kind, payload = next(jobs)
+            except StopIteration as done:
+                result = done.value or result
+                break
+            now = time.monotonic()
+            if kind == "wait":
+                yield _outputs(status=render.status_html(f"Waiting for the device… ({payload})", "wait"))
+                last_yield = now
+            elif kind == "progress":
+                fraction, message = payload
+                progress(fraction, desc=message)
+            elif kind == "partial" and payload.rows:
+                result = payload
+                status = render.status_html(f"Running… {message} ({now - started:.0f} s)", "busy")
+                yield _result_outputs(result, status)
+                last_yield = now
+            elif now - last_yield >= STATUS_INTERVAL_S:
+                progress(fraction, desc=message or "Working…")
+                yield _outputs(status=render.status_html(
+                    f"Running… {message} ({now - started:.0f} s)", "busy"))
+                last_yield = now
+        finished = True
+        if result is None:
+            if cancel.is_set():
+                yield _outputs(status=render.status_html("Stopped.", "info"))
+            return
+        if not result.rows:
+            yield _outputs(status=render.status_html("Stopped before the first prompt finished: nothing to show.",
+                                                     "info"))
+            return
+        csv_path, json_path = write_files(result)
+        final = _result_outputs(result, _done_status(result, time.monotonic() - started))
+        yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
+        finished = True
+        if not isinstance(error, ValueError):
+            log.error("arena failed:\n%s", traceback.format_exc())
+        yield from _fail(error)
+    finally:
+        if not finished:
+            cancel.set()  # the handler was closed (Stop, tab closed): end the job, which frees the device
+        _unregister(key, cancel)
+
+
+def stop(request: gr.Request = None) -> str:
+    """The Stop button: flag this session's arena run (it ends before its next target pass and shows what
+    finished)."""
+    key = getattr(request, "session_hash", None) if request is not None else None
+    with _CANCEL_LOCK:
+        flags = [_CANCEL[key]] if key in _CANCEL else ([] if key else list(_CANCEL.values()))
+    for flag in flags:
+        flag.set()
+    return render.status_html("Stopping…", "info")
+
+
+def source_changed(source: str):
+    """Show the prompt box for one prompt, the category menu for a category."""
+    return gr.update(visible=source == "prompt"), gr.update(visible=source == "category")
+
+
+# ------------------------------------------------------------------------------------------------ layout
+
+NOTE = (
+    "<div class='arena-note'><b>How to read it.</b> Per prompt, standard decoding and each drafter × k run once, one "
+    "after another on the same device (the order rotates from prompt to prompt), each timed on its own clock. "
+    "<b>Tokens/pass</b> counts the bonus token; <b>acceptance</b> = accepted ÷ drafted; <b>α</b> = accepted ÷ "
+    "(accepted + rejections), the per-token acceptance of the formulas. <b>Predicted, paper</b> = "
+    "(1 − α<sup>m+1</sup>) / ((1 − α)(c·m + 1)), which assumes a verification costs one target step; "
+    "<b>predicted, measured costs</b> = E[tokens/pass] × T_step / (T_verify + T_draft). m = drafted tokens per pass, "
+    "c = drafting ms per drafted token ÷ T_step. The gap between the two predictions is the verification overhead. "
+    "The predictions model decoding after the prefill, so they sit beside <b>speedup, decode</b>. Category and "
+    "“all” rows pool their prompts' counts and times; the CSV and JSON hold every prompt and the definitions.</div>"
+)
+
+
+def build_tab(target: str = "embedded") -> None:
+    """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
+    cats = categories()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
+            drafters = gr.CheckboxGroup([(c.label, c.key) for c in DRAFTERS if c.key != BASELINE],
+                                        value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
+                                        info="Each runs against the same standard-decoding baseline")
+            ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
+                                  elem_id="arena-ks", info="auto = adaptive k, starting at 4")
+            source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
+                              elem_id="arena-source")
+            prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
+                                placeholder="Type a prompt…")
+            category = gr.Dropdown(cats, value="code-edit" if "code-edit" in cats else cats[0], label="Category",
+                                   elem_id="arena-category")
+            max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
+                                       label="Max new tokens per run", elem_id="arena-max-new-tokens",
+                                       info="Small keeps the whole suite to a few minutes on a CPU")
+            with gr.Row():
+                run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2)
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="arena-stop", scale=1)
+            with gr.Accordion("Target, draft model and sampling", open=False, elem_id="arena-settings"):
+                target_box = gr.Textbox(target, label="Target model", elem_id="arena-target",
+                                        info="'embedded', a hub id or a local folder")
+                draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
+                                         elem_id="arena-draft-model", placeholder="hub id or local folder")
+                exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
+                                       minimum=0, elem_id="arena-exit-layer")
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
+                                        "checked identical)", elem_id="arena-temperature")
+                seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="arena-seed")
+                chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
+        with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
+            status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
+                             elem_id="arena-status")
+            summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
+                                   elem_id="arena-table", max_height=420, wrap=False)
+            charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
+            predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
+            with gr.Row(elem_id="arena-downloads"):
+                csv_file = gr.File(label="Results (CSV)", elem_id="arena-csv", interactive=False, visible=False)
+                json_file = gr.File(label="Results, settings, versions and device (JSON)", elem_id="arena-json",
+                                    interactive=False, visible=False)
+            with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
+                per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
+                                          max_height=480, show_label=False)
+            gr.HTML(NOTE, elem_id="arena-definitions")
+    outputs = [status, summary, per_prompt, charts, predictions, csv_file, json_file]
+    inputs = [drafters, ks, source, prompt, category, max_new_tokens, target_box, draft_model, exit_layer,
+              temperature, seed, chat_template]
+    # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
+    # the prompts that finished
+    run_btn.click(run, inputs=inputs, outputs=outputs, api_name="arena", show_progress="full",
+                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
+    stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
+    source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
+                  api_visibility="private")

@@ -1,0 +1,824 @@
+"""The Classroom tab: stop time inside speculative decoding, and ask "what if k were different?".
+
+Step mode records one short run (:class:`specviz.stepper.Recorder`) and replays it one phase of one pass at a
+time (draft -> verify -> accept/reject -> recovered or bonus token) with Previous / Play / Next buttons, keyboard
+shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u, decision; in
+greedy mode the target's top token), a caption for students, and at a rejection a bar chart of the target, draft
+and residual distributions. A presentation view (large type, high contrast) is one checkbox; the settings travel
+in the page address (:func:`share_query` / :func:`settings_from_query`, read on page load), and built-in
+walkthroughs live in ``assets/walkthroughs.json``.
+
+What-if k runs one greedy run at the largest k next to standard decoding, predicts the speedup of every smaller k
+(:mod:`specviz.whatif`), and re-runs at the recommended k to put the predicted and measured speedups side by
+side. Timed runs hold the app's device lock (:data:`app.handlers.DEVICE`), so they never share the device with
+another session's run. Errors become a one-line message in the tab's status, never a trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import logging
+import queue
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator, Mapping
+from urllib.parse import urlencode
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app import handlers, render
+from app.figures import COLORS, FONT
+from specviz.drafters.registry import DRAFTERS, make_drafter
+from specviz.engine import MAX_K, speculative_generate, standard_generate
+from specviz.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
+from specviz.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
+                            tokens_per_s_speedup)
+
+log = logging.getLogger("specviz.app.classroom")
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+WALKTHROUGHS_PATH = ASSETS / "walkthroughs.json"
+STEP_MAX_NEW_TOKENS = 64  # a step run is read pass by pass: keep it short
+WHATIF_MAX_NEW_TOKENS = 256
+PLAY_INTERVAL_S = 1.8  # Play: seconds per step
+FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", "seed", "max_new_tokens", "target")
+"""The settings a classroom run needs, in the order the handlers take them (and the share link carries them)."""
+DEFAULTS = {"prompt": "", "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 4, "temperature": 0.0,
+            "seed": 0, "max_new_tokens": 24, "target": "embedded"}
+CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
+NO_RECORDING = "Press “Record run” first: the run is recorded once, then you step through it."
+CHART_TOKENS = 10  # bars per distribution chart
+
+
+# ------------------------------------------------------------------------------------------------- presets
+
+
+def load_walkthroughs(path: Path = WALKTHROUGHS_PATH) -> list[dict]:
+    """The built-in walkthroughs: [{id, title, description, settings: {field: value}}] (settings are partial;
+    missing fields take :data:`DEFAULTS`)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def walkthrough_settings(walkthrough: dict) -> dict:
+    """A walkthrough's full settings (:data:`DEFAULTS` filled in)."""
+    return {**DEFAULTS, **walkthrough.get("settings", {})}
+
+
+_CASTS: dict[str, Callable[[str], object]] = {
+    "prompt": str, "drafter": str, "draft_model": str, "target": str,
+    "exit_layer": int, "k": int, "seed": int, "max_new_tokens": int, "temperature": float,
+}
+
+
+def share_query(values: Mapping[str, object], present: bool = False, preset: str | None = None,
+                walkthroughs: list[dict] | None = None) -> str:
+    """The query string ("?tab=classroom&...") that reopens the Classroom tab with these settings.
+
+    Without ``preset``, the prompt and the drafter are always written and other fields only where they differ from
+    :data:`DEFAULTS`; with a known walkthrough id as ``preset``, only the fields that differ from that walkthrough.
+    The exit layer is written only for the early-exit drafter, the draft model only for the model drafter.
+    """
+    by_id = {w["id"]: w for w in (load_walkthroughs() if walkthroughs is None else walkthroughs)}
+    base = walkthrough_settings(by_id[preset]) if preset in by_id else None
+    params: dict[str, object] = {"tab": "classroom"}
+    if base is not None:
+        params["preset"] = preset
+    for name in FIELDS:
+        value = values.get(name, DEFAULTS[name])
+        if name == "exit_layer" and values.get("drafter") != "early-exit":
+            continue
+        if name == "draft_model" and values.get("drafter") != "model":
+            continue
+        if value is None or (value == "" and name != "prompt"):
+            continue
+        always = base is None and name in ("prompt", "drafter")
+        if always or not _same(value, (base or DEFAULTS)[name]):
+            params[name] = _plain(value)
+    if present:
+        params["present"] = 1
+    return "?" + urlencode(params)
+
+
+def _plain(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _same(a, b) -> bool:
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def settings_from_query(params: Mapping[str, str], walkthroughs: list[dict] | None = None) -> dict | None:
+    """Settings from a page address' query parameters, or None when they hold nothing for the classroom.
+
+    ``preset=<walkthrough id>`` starts from that walkthrough; any field given explicitly overrides it; values that
+    do not parse are ignored (the field keeps its default). The result has every field of :data:`FIELDS` plus
+    ``present`` (bool) and ``preset`` (the walkthrough id, or "").
+    """
+    params = {str(k): str(v) for k, v in dict(params).items()}
+    if params.get("tab") != "classroom" and "preset" not in params:
+        return None
+    walkthroughs = load_walkthroughs() if walkthroughs is None else walkthroughs
+    by_id = {w["id"]: w for w in walkthroughs}
+    preset = params.get("preset", "")
+    values = walkthrough_settings(by_id[preset]) if preset in by_id else dict(DEFAULTS)
+    for name in FIELDS:
+        if name in params:
+            try:
+                values[name] = _CASTS[name](params[name])
+            except ValueError:
+                pass
+    values["present"] = params.get("present", "") in ("1", "true", "yes", "on")
+    values["preset"] = preset if preset in by_id else ""
+    return values
+
+
+# ------------------------------------------------------------------------------------------------- rendering
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+_BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged": "– not judged",
+           "recovered": "★ recovered", "bonus": "★ bonus", "target": "● target token"}
+
+
+def table_html(stepper: Stepper) -> str:
+    """The current pass as an HTML table (cells not revealed yet show a dot; see :meth:`Stepper.table_rows`)."""
+    rec, step, event = stepper.recording, stepper.current, stepper.event()
+    rows = stepper.table_rows()
+    greedy = rec.greedy
+    head = ["#", "draft token"] + (["target's top token"] if greedy else []) + ["q (draft)", "p (target)"]
+    head += [] if greedy else ["min(1, p/q)", "u"]
+    head.append("decision")
+    tips = {"q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
+            "min(1, p/q)": "the chance that rejection sampling keeps the guess",
+            "u": "the uniform random number drawn: accept if u < min(1, p/q)",
+            "target's top token": "greedy mode: a guess is accepted only if it is the target's top token"}
+    header = "".join(f'<th title="{html.escape(tips.get(h, ""))}">{html.escape(h)}</th>' for h in head)
+    body = []
+    shown = ("verify", "decide", "emit")
+    for row in rows:
+        pending = '<span class="cr-pending" title="revealed in a later phase">·</span>'
+        if row.kind == "next":
+            what = {"recovered": "recovered: the target's own token", "bonus": "bonus: the target's extra token",
+                    "target": "the target's token"}[row.decision or "target"]
+            cells = [f'<td data-col="position">{row.position}</td>',
+                     f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code> '
+                     f'<small>{html.escape(what)}</small></td>']
+            cells += ['<td></td>'] if greedy else []
+            cells += ['<td data-col="q"></td>', f'<td data-col="p">{_fmt(row.p)}</td>']
+            cells += [] if greedy else ['<td data-col="ratio"></td>', '<td data-col="u"></td>']
+        else:
+            cells = [f'<td data-col="position">{row.position}</td>',
+                     f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code></td>']
+            if greedy:
+                if row.target_top is None:
+                    cells.append(f'<td data-col="top">{pending}</td>')
+                else:
+                    mark = "=" if row.target_top == row.token else "≠"
+                    cells.append(f'<td data-col="top"><span class="cr-eq">{mark}</span> '
+                                 f'<code class="cr-tok">{html.escape(row.target_top)}</code></td>')
+            cells.append(f'<td data-col="q">{_fmt(row.q) or pending}</td>')
+            cells.append(f'<td data-col="p">{_fmt(row.p) or pending}</td>')
+            if not greedy:
+                blank = "" if row.decision is not None else pending  # decided but not judged: nothing to show
+                cells.append(f'<td data-col="ratio">{_fmt(row.ratio) or blank}</td>')
+                test = ""
+                if row.uniform is not None and row.ratio is not None:
+                    test = f' <span class="cr-test">{"<" if row.uniform < row.ratio else "≥"} ratio</span>'
+                cells.append(f'<td data-col="u">{_fmt(row.uniform) + test if row.uniform is not None else blank}</td>')
+        decision = row.decision
+        badge = (f'<span class="cr-badge cr-badge-{decision.replace(" ", "-")}">{_BADGES[decision]}</span>'
+                 if decision else '<span class="cr-pending" title="decided in phase 3">·</span>')
+        cells.append(f'<td data-col="decision">{badge}</td>')
+        cls = f"cr-row cr-{(decision or 'pending').replace(' ', '-')}" + (" cr-next" if row.kind == "next" else "")
+        body.append(f'<tr class="{cls}" data-decision="{html.escape(decision or "")}">{"".join(cells)}</tr>')
+    if step.phase == "prefill":
+        title = "Prefill: the prompt goes through the target once"
+    elif not event.draft_ids:
+        title = f"Pass {event.index}: the drafter proposed nothing"
+    else:
+        title = f"Pass {event.index}: {len(event.draft_ids)} guesses (k = {event.k})"
+        if step.phase in ("decide", "emit"):
+            title += f" · {event.num_accepted} of {len(event.draft_ids)} accepted"
+    if not rows:
+        body.append(f'<tr><td colspan="{len(head)}" class="cr-none">No drafted tokens in this pass.</td></tr>')
+    mode = "greedy: accept = draft matches the target's top token" if greedy else \
+        "sampling: accept if u < min(1, p/q)"
+    return (f'<table class="cr-table" data-phase="{step.phase}"><caption>{html.escape(title)} '
+            f'<small>· {html.escape(mode)}</small></caption><thead><tr>{header}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def progress_html(stepper: Stepper) -> str:
+    """Where we are: the pass, the phase pills (the current one highlighted) and the step count."""
+    step = stepper.current
+    no_decision = step.phase != "prefill" and not stepper.event().draft_ids  # a pass without a draft
+    pills = []
+    for phase in ("draft", "verify", "decide", "emit"):
+        cls = "cr-phase" + (" cr-phase-on" if phase == step.phase else "")
+        cls += " cr-phase-skip" if no_decision and phase == "decide" else ""
+        pills.append(f'<span class="{cls}">{html.escape(PHASE_LABELS[phase])}</span>')
+    pills = "".join(pills)
+    if step.phase == "prefill":
+        pills = '<span class="cr-phase cr-phase-on">prefill</span>' + pills
+    return (f'<div class="cr-progress"><b>{html.escape(stepper.progress())}</b><span class="cr-pills">{pills}</span>'
+            f'<span class="cr-count">step {stepper.index + 1} / {len(stepper.steps)}</span></div>')
+
+
+def caption_html(stepper: Stepper) -> str:
+    """The caption for students."""
+    return f'<div class="cr-caption" data-phase="{stepper.current.phase}">{html.escape(stepper.caption())}</div>'
+
+
+def output_html(stepper: Stepper) -> str:
+    """The output so far, one span per token coloured by how it was made (the current pass framed)."""
+    rec, step = stepper.recording, stepper.current
+    parts = []
+    for i, event in enumerate(rec.events[: step.pass_index + 1]):
+        if i == step.pass_index and step.phase not in ("emit", "prefill"):
+            break
+        spans = []
+        n = event.num_accepted
+        for j, token in enumerate(event.emitted_ids):
+            kind = "accepted" if j < n and event.draft_ids else (
+                event.next_kind if event.draft_ids and event.next_kind in ("recovered", "bonus") else "target")
+            text = rec.text(token)
+            spans.append(f'<span class="tok tok-{kind}" data-kind="{kind}">{html.escape(text)}</span>')
+        current = " cr-current" if i == step.pass_index else ""
+        parts.append(f'<span class="pass{current}" data-pass-index="{event.index}">{"".join(spans)}</span>')
+    body = "".join(parts) or '<span class="cr-none">(nothing yet)</span>'
+    return (f'<div class="cr-output"><div class="cr-output-label">Output so far</div>'
+            f'<div class="tokens">{body}</div></div>')
+
+
+def _labels(ids, rec: Recording) -> list[str]:
+    labels, seen = [], {}
+    for t in ids:
+        text = display_text(rec.text(t))
+        label = f"“{text if len(text) <= 14 else text[:13] + '…'}”"
+        seen[label] = seen.get(label, 0) + 1
+        labels.append(label if seen[label] == 1 else f"{label} #{t}")
+    return labels
+
+
+def rejection_figure(dist: Distributions, rec: Recording) -> go.Figure:
+    """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
+    with the rejected draft token and the recovered token marked."""
+    keep = list(range(min(CHART_TOKENS, len(dist.token_ids))))
+    for must in (dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)):
+        if must not in keep:
+            keep[-1 if keep[-1] not in (dist.token_ids.index(dist.drafted_id),) else -2] = must
+    keep = sorted(set(keep))
+    ids = [dist.token_ids[i] for i in keep]
+    x = _labels(ids, rec)
+    traces = [
+        {"type": "bar", "x": x, "y": [dist.target[i] for i in keep], "name": "target p",
+         "marker": {"color": COLORS["verify"]}},
+        {"type": "bar", "x": x, "y": [dist.draft[i] for i in keep],
+         "name": "draft q" + ("" if dist.draft_known else " (only the guess is known)"),
+         "marker": {"color": COLORS["draft"]}},
+    ]
+    if dist.residual is not None:
+        traces.append({"type": "bar", "x": x, "y": [dist.residual[i] for i in keep],
+                       "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
+    heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
+    notes = []
+    for token, text, color in ((dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"]),
+                               (dist.chosen_id, "★ recovered", COLORS["recovered"])):
+        j = ids.index(token)
+        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id else 0
+        notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
+                      "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
+    title = ("At the rejection: the target's top choice replaces the guess" if dist.residual is None else
+             "At the rejection: the recovered token is drawn from the residual")
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 360, "barmode": "group",
+              "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
+              "margin": {"l": 55, "r": 20, "t": 90, "b": 20},
+              "xaxis": {"automargin": True, "tickangle": -30 if len(x) > 6 else 0},
+              "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero",
+                        "range": [0, max(heights + [0.05]) * 1.3]},
+              "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"}}
+    return go.Figure({"data": traces, "layout": layout})
+
+
+def view(stepper: Stepper | None) -> tuple:
+    """(progress, caption, table, chart update, output) for the stepper's current step."""
+    if stepper is None:
+        return ("", f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>', "", gr.update(visible=False), "")
+    dist = stepper.distributions()
+    chart = gr.update(value=rejection_figure(dist, stepper.recording), visible=True) if dist else \
+        gr.update(visible=False)
+    return progress_html(stepper), caption_html(stepper), table_html(stepper), chart, output_html(stepper)
+
+
+def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> go.Figure:
+    """Predicted speedup against k (the recommended k starred), the paper's prediction, 1× (standard decoding),
+    the speedup measured at k_max in the what-if run, and any re-run measurements ``checks`` {k: speedup}."""
+    ks = [p.k for p in result.predictions]
+    rec = result.recommended
+    hover = [f"k = {p.k}<br>E[tokens/pass] = {p.expected_tokens:.2f}<br>pass {p.pass_ms:.1f} ms vs step "
+             f"{result.costs.step_ms:.1f} ms<br>predicted {p.speedup:.2f}×" for p in result.predictions]
+    traces = [
+        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": [p.speedup for p in result.predictions],
+         "name": "predicted (measured costs)", "line": {"color": COLORS["speculative"], "width": 3},
+         "hovertext": hover, "hoverinfo": "text"},
+        {"type": "scatter", "mode": "lines", "x": ks, "y": [p.paper_speedup for p in result.predictions],
+         "name": "paper (a verify costs one step)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}},
+        {"type": "scatter", "mode": "markers", "x": [rec.k], "y": [rec.speedup],
+         "name": f"recommended k = {rec.k}", "marker": {"symbol": "star", "size": 20, "color": COLORS["recovered"]}},
+    ]
+    if result.measured_speedup is not None:
+        traces.append({"type": "scatter", "mode": "markers", "x": [result.k_max], "y": [result.measured_speedup],
+                       "name": f"measured in this run (k = {result.k_max})",
+                       "marker": {"symbol": "diamond-open", "size": 13, "color": COLORS["bonus"],
+                                  "line": {"width": 2}}})
+    if checks:
+        traces.append({"type": "scatter", "mode": "markers", "x": list(checks), "y": list(checks.values()),
+                       "name": "measured by the re-run",
+                       "marker": {"symbol": "diamond", "size": 14, "color": COLORS["accepted"]}})
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380,
+              "title": {"text": "What if k were different? Predicted decoding speedup", "font": {"size": 15}},
+              "xaxis": {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else None},
+              "yaxis": {"title": {"text": "speedup over standard decoding (×)"}, "rangemode": "tozero"},
+              "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                          "line": {"color": "#8c959f", "dash": "dash", "width": 1}}],
+              "annotations": [{"x": rec.k, "y": rec.speedup, "text": f"<b>k = {rec.k}: {rec.speedup:.2f}×</b>",
+                               "showarrow": True, "ay": -34, "ax": 0, "font": {"color": COLORS["recovered"]}}],
+              "margin": {"l": 60, "r": 20, "t": 60, "b": 50}, "legend": {"orientation": "h", "y": -0.2, "x": 0}}
+    return go.Figure({"data": traces, "layout": layout})
+
+
+def whatif_html(result: WhatIf, check: dict | None = None) -> str:
+    """The what-if summary: the recommended k, and after a re-run its predicted and measured figures side by side;
+    then the per-k table."""
+    rec, costs = result.recommended, result.costs
+    lines = [f'<div class="wi-head">Recommended <b>k = {rec.k}</b>: predicted <b>{rec.speedup:.2f}×</b> '
+             f'({rec.expected_tokens:.2f} tokens per pass; a pass costs {rec.pass_ms:.1f} ms, a standard step '
+             f'{costs.step_ms:.1f} ms).</div>']
+    if rec.speedup < 1:
+        lines.append('<div class="wi-note">No k beats standard decoding here: drafting and verifying cost more '
+                     'than the accepted tokens save on this machine.</div>')
+    if result.measured_speedup is not None:
+        at_max = result.at(result.k_max)
+        lines.append(f'<div class="wi-note">Check inside this run (k = {result.k_max}): predicted '
+                     f'{at_max.speedup:.2f}×, measured {result.measured_speedup:.2f}×; tokens per pass predicted '
+                     f'{at_max.expected_tokens:.2f}, measured {_fmt(result.measured_tokens_per_pass, 2)}.</div>')
+    if check is not None:
+        rows = [(f"tokens per pass (passes drafting k = {check['k']})", f"{check['predicted_tau']:.2f}",
+                 _fmt(check["measured_tau"], 2) or "–"),
+                ("decoding speedup (prefill excluded)", f"{check['predicted']:.2f}×",
+                 f"{check['measured']:.2f}×" if check["measured"] is not None else "–"),
+                ("tokens/s ratio (prefill included)", f"{check['predicted_e2e']:.2f}×",
+                 f"{check['measured_e2e']:.2f}×" if check["measured_e2e"] is not None else "–")]
+        body = "".join(f"<tr><th>{html.escape(a)}</th><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
+        lines.append(f'<table class="wi-check" id="whatif-check"><caption>Re-run at k = {check["k"]} '
+                     f'({check["tokens"]} tokens, new baseline run)</caption><thead><tr><th></th><th>predicted</th>'
+                     f'<th>measured</th></tr></thead><tbody>{body}</tbody></table>')
+    cells = "".join(
+        f'<tr{" class=wi-best" if p.k == rec.k else ""}><td>{p.k}</td><td>{result.rates[p.k - 1]:.2f}</td>'
+        f'<td>{p.expected_tokens:.2f}</td><td>{p.pass_ms:.1f}</td><td>{p.speedup:.2f}×</td></tr>'
+        for p in result.predictions)
+    lines.append('<details class="wi-details"><summary>Per-k numbers</summary><table class="wi-table"><thead><tr>'
+                 '<th>k</th><th>a_k (accept k | k−1 accepted)</th><th>E[tokens/pass]</th><th>pass ms</th>'
+                 f'<th>predicted</th></tr></thead><tbody>{cells}</tbody></table>'
+                 f'<p>Draft {costs.draft_ms_per_token:.2f} ms per token; other work {costs.pass_overhead_ms:.2f} ms '
+                 f'per pass; verify time interpolated between the one-token forward ({costs.step_forward_ms:.1f} ms)'
+                 f' and the measured passes. Greedy decoding, {result.tokens} tokens. Tokens per pass are measured '
+                 f'over the passes that drafted the full k: near the token limit a pass drafts fewer.</p></details>')
+    return f'<div class="wi-result">{"".join(lines)}</div>'
+
+
+# ------------------------------------------------------------------------------------------------- running
+
+
+def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target, *,
+          limit: int = STEP_MAX_NEW_TOKENS):
+    """Validate the classroom's settings through :func:`app.handlers.parse_settings`; a classroom run needs a
+    drafter and at most ``limit`` new tokens. Raises :class:`app.handlers.InputError`."""
+    if drafter == "none" or not drafter:
+        raise handlers.InputError("The classroom needs a drafter: pick one (n-gram lookup needs no model).")
+    try:
+        tokens = int(float(max_new_tokens))
+    except (TypeError, ValueError):
+        raise handlers.InputError("Max new tokens must be a whole number.") from None
+    if tokens > limit:
+        raise handlers.InputError(f"Keep it short in the classroom: at most {limit} new tokens (got {tokens}).")
+    return handlers.parse_settings(prompt, target, drafter, draft_model, exit_layer, k, False, temperature, 1.0, 0,
+                                   seed, max_new_tokens, "", True)
+
+
+def _prepare(settings, say: Callable[[str], None]):
+    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note)."""
+    from specviz.models import load_model
+
+    say(f"Loading the target {settings.target}…")
+    target = load_model(settings.target, progress=say)
+    if settings.exit_layer is not None and not 1 <= settings.exit_layer < target.num_layers:
+        raise handlers.InputError(f"The early-exit layer must be between 1 and {target.num_layers - 1} for "
+                                  f"{target.label} ({target.num_layers} layers); got {settings.exit_layer}.")
+    say("Preparing the drafter…")
+    drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
+                           progress=say)
+    prompt_ids, note = handlers.fit_prompt_for(settings, target, drafter)
+    return target, drafter, prompt_ids, note
+
+
+def _device_job(work: Callable[[Callable[[str], None]], object], what: str) -> Iterator[str]:
+    """Run ``work(say)`` in a thread while holding the device lock; yield status HTML while waiting and while it
+    runs (every 0.25 s); return its result (``result = yield from _device_job(...)``) or raise its error. If the
+    caller goes away mid-run, the lock is released when the work ends."""
+    owner = f"classroom:{uuid.uuid4().hex}"
+    messages: queue.SimpleQueue[str] = queue.SimpleQueue()
+    box: dict = {}
+    thread = None
+    try:
+        timeout = 0.0
+        while not handlers.DEVICE.acquire(owner, what, timeout=timeout):
+            timeout = 0.5
+            yield handlers.waiting_status(handlers.DEVICE.ahead(owner), handlers.DEVICE.holder)
+
+        def run() -> None:
+            try:
+                box["value"] = work(messages.put)
+            except BaseException as error:  # handed to the caller's thread
+                box["error"] = error
+
+        thread = threading.Thread(target=run, name="specviz-classroom", daemon=True)
+        thread.start()
+        latest, started = "Starting…", time.monotonic()
+        while thread.is_alive():
+            thread.join(0.25)
+            while not messages.empty():
+                latest = messages.get()
+            yield render.status_html(f"{latest} ({time.monotonic() - started:.0f} s)", "busy")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+    finally:
+        handlers.DEVICE.leave(owner)
+        if thread is not None and thread.is_alive():
+            threading.Thread(target=lambda: (thread.join(), handlers.DEVICE.release(owner)), daemon=True).start()
+        else:
+            handlers.DEVICE.release(owner)
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, (handlers.InputError, ValueError)):
+        return str(error) or "Invalid input."
+    try:
+        return handlers._message_for(error)
+    except Exception:  # noqa: BLE001 - the message helper itself must never break the tab
+        return f"Something went wrong ({type(error).__name__}). The details are in the server log."
+
+
+def _failed(error: BaseException) -> str:
+    from specviz.models import ModelLoadError
+
+    if not isinstance(error, (handlers.InputError, ValueError, ModelLoadError)):
+        log.error("classroom run failed:\n%s", traceback.format_exc())
+    return render.status_html(_message(error), "error")
+
+
+def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target):
+    """"Record run": validate, record a run under the device lock, then show its first step.
+    Yields (stepper state, status, progress, caption, table, chart, output)."""
+    skip = gr.skip()
+    try:
+        settings = parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target)
+
+        def work(say):
+            target_model, drafter_obj, prompt_ids, note = _prepare(settings, say)
+            say("Recording the run…")
+            recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config())
+            for event in recorder.events():
+                say(f"Recording… pass {event.index}, {event.num_generated} tokens")
+            return recorder.recording(), note
+
+        recording, note = yield from _pipe(_device_job(work, "the classroom is recording a run"), 7)
+    except Exception as error:  # noqa: BLE001 - any failure is a message, the tab stays usable
+        yield (skip, _failed(error), skip, skip, skip, skip, skip)
+        return
+    stepper = Stepper(recording)
+    passes = stepper.num_passes
+    rejections = sum(1 for e in recording.events if e.num_rejections)
+    status = render.status_html(
+        f"Recorded {len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection). "
+        "Step with Next / Previous (or → ← on the keyboard), Play with space.", "done",
+        notes=[note] if note else ())
+    yield (stepper, status, *view(stepper))
+
+
+def _pipe(job: Iterator[str], width: int):
+    """Forward a job's status lines as output tuples of ``width`` (status second, the rest skipped)."""
+    skip = gr.skip()
+    while True:
+        try:
+            status = next(job)
+        except StopIteration as done:
+            return done.value
+        yield (skip, status) + (skip,) * (width - 2)
+
+
+def _step(move: Callable[[Stepper], object]):
+    def handler(stepper):
+        if stepper is None:
+            return (None, *view(None))
+        move(stepper)
+        return (stepper, *view(stepper))
+    return handler
+
+
+step_next = _step(Stepper.next)
+step_prev = _step(Stepper.prev)
+step_rejection = _step(Stepper.next_rejection)
+step_first = _step(lambda s: s.goto(0))
+
+
+def play_toggle(stepper, playing):
+    """Play / Pause: (playing, timer, play button, stepper, *view). Play at the last step starts over."""
+    playing = bool(not playing and stepper is not None)
+    if playing and stepper.at_end:
+        stepper.goto(0)
+    label = "‖ Pause" if playing else "▶ Play"
+    views = view(stepper) if playing else (gr.skip(),) * 5
+    return (playing, gr.Timer(active=playing), gr.Button(value=label), stepper, *views)
+
+
+def play_tick(stepper, playing):
+    """A timer tick while playing: advance one step; stop at the end."""
+    if stepper is None or not playing or stepper.at_end:
+        return (False, gr.Timer(active=False), gr.Button(value="▶ Play"), stepper, *(gr.skip(),) * 5)
+    stepper.next()
+    still = not stepper.at_end
+    return (still, gr.Timer(active=still), gr.Button(value="‖ Pause" if still else "▶ Play"), stepper,
+            *view(stepper))
+
+
+def _run_pair(target, drafter, prompt_ids, config) -> tuple[list, list]:
+    """The speculative run and its baseline, interleaved by their own clocks (:func:`specviz.race.race`)."""
+    from specviz.race import race
+
+    spec, base = [], []
+    for event in race(speculative_generate(target, drafter, prompt_ids, config),
+                      standard_generate(target, prompt_ids, config)):
+        (spec if event.run == "speculative" else base).append(event)
+    return spec, base
+
+
+def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, tokens):
+    """"Run what-if": one greedy run at ``k_max`` and its baseline, then the prediction for every k.
+    Yields (what-if state, status, chart, result, re-run button)."""
+    skip = gr.skip()
+    try:
+        k_max = int(float(k_max))
+        settings = parse(prompt, drafter, exit_layer, draft_model, k_max, 0.0, seed, tokens, target,
+                         limit=WHATIF_MAX_NEW_TOKENS)
+
+        def work(say):
+            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, say)
+            say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
+            spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config())
+            return analyze(spec, base, k_max)
+
+        result = yield from _pipe(_device_job(work, "the classroom is measuring what-if k"), 5)
+    except Exception as error:  # noqa: BLE001
+        yield (skip, _failed(error), skip, skip, skip)
+        return
+    state = {"result": result, "settings": settings, "checks": {}}
+    status = render.status_html(f"Predicted from one greedy run at k = {k_max} ({result.tokens} tokens). "
+                                f"Re-run at k = {result.recommended.k} to check the prediction.", "done")
+    yield (state, status, gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
+           gr.Button(value=f"Re-run at k = {result.recommended.k} to check", interactive=True))
+
+
+def whatif_rerun(state):
+    """"Re-run at the recommended k": a new speculative run at k* and a new baseline, measured side by side with
+    the prediction. Yields (what-if state, status, chart, result, re-run button)."""
+    skip = gr.skip()
+    if not state:
+        yield (skip, render.status_html("Run the what-if first.", "error"), skip, skip, skip)
+        return
+    result: WhatIf = state["result"]
+    k = result.recommended.k
+    settings = dataclasses.replace(state["settings"], k=k)
+    try:
+        def work(say):
+            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, say)
+            say(f"Re-running at k = {k} and standard decoding…")
+            return _run_pair(target_model, drafter_obj, prompt_ids, settings.config())
+
+        spec, base = yield from _pipe(_device_job(work, "the classroom is checking a prediction"), 5)
+    except Exception as error:  # noqa: BLE001
+        yield (skip, _failed(error), skip, skip, skip)
+        return
+    predicted = result.at(k)
+    tokens = spec[-1].num_generated
+    check = {
+        "k": k, "tokens": tokens, "predicted": predicted.speedup, "measured": decode_speedup(spec, base),
+        "predicted_tau": predicted.expected_tokens,
+        "measured_tau": tokens_per_pass(spec, k),
+        "predicted_e2e": end_to_end_speedup(predicted.expected_tokens, result.costs, k, tokens),
+        "measured_e2e": tokens_per_s_speedup(spec, base),
+    }
+    checks = dict(state.get("checks", {}))
+    if check["measured"] is not None:
+        checks[k] = check["measured"]
+    state = {**state, "checks": checks}
+    measured = f"{check['measured']:.2f}×" if check["measured"] is not None else "–"
+    status = render.status_html(f"k = {k}: predicted {predicted.speedup:.2f}×, measured {measured} "
+                                "(decoding, prefill excluded).", "done")
+    yield (state, status, gr.update(value=whatif_figure(result, checks), visible=True), whatif_html(result, check),
+           skip)
+
+
+def apply_walkthrough(walkthrough_id: str):
+    """The settings fields (in :data:`FIELDS` order) and the note of a walkthrough; skips for an unknown id."""
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    if walkthrough_id not in by_id:
+        return (gr.skip(),) * (len(FIELDS) + 1)
+    values = walkthrough_settings(by_id[walkthrough_id])
+    return (_note_html(by_id[walkthrough_id]), *(values[f] for f in FIELDS))
+
+
+def _note_html(walkthrough: dict | None) -> str:
+    if not walkthrough:
+        return ""
+    return (f'<div class="cr-note"><b>{html.escape(walkthrough["title"])}.</b> '
+            f'{html.escape(walkthrough["description"])}</div>')
+
+
+def share_link(*values):
+    """The share box's value: a query string (made absolute in the browser by the next step). Takes the
+    :data:`FIELDS`, the presentation flag and the walkthrough id."""
+    *fields, present, preset = values
+    return share_query(dict(zip(FIELDS, fields)), bool(present), preset or None)
+
+
+def on_load(request: gr.Request = None):
+    """Page load: apply the classroom settings in the address, if any (and open the tab)."""
+    params = dict(getattr(request, "query_params", None) or {}) if request is not None else {}
+    values = settings_from_query(params)
+    if values is None:
+        return (gr.skip(),) * (len(FIELDS) + 4)
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    preset = values["preset"]
+    return (gr.update(value=preset or CUSTOM), _note_html(by_id.get(preset)),
+            *(values[f] for f in FIELDS), values["present"], gr.Tabs(selected="classroom"))
+
+
+def drafter_changed(drafter: str):
+    """Show the exit layer for early exit, the draft model box for 'model'."""
+    return gr.update(visible=drafter == "early-exit"), gr.update(visible=drafter == "model")
+
+
+# ------------------------------------------------------------------------------------------------- layout
+
+KEYS_JS = """
+if (!window.__specvizClassroomKeys) {
+  window.__specvizClassroomKeys = true;
+  document.addEventListener('keydown', (ev) => {
+    const next = document.getElementById('classroom-next');
+    if (!next || next.offsetParent === null || ev.altKey || ev.ctrlKey || ev.metaKey) return;  // tab not shown
+    const t = ev.target;
+    const tag = t && t.tagName ? t.tagName.toUpperCase() : '';
+    if (t && (t.isContentEditable || tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT')) return;
+    const press = (id) => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
+    if (ev.key === 'ArrowRight') { ev.preventDefault(); press('classroom-next'); }
+    else if (ev.key === 'ArrowLeft') { ev.preventDefault(); press('classroom-prev'); }
+    else if ((ev.key === ' ' || ev.code === 'Space') && tag !== 'BUTTON') {  // a focused button clicks itself
+      ev.preventDefault(); press('classroom-play');
+    }
+  });
+}
+"""
+PRESENT_JS = "(on) => { document.body.classList.toggle('sv-present', !!on); }"
+ABSOLUTE_JS = ("(q) => (typeof q === 'string' && q.startsWith('?')) ? "
+               "window.location.origin + window.location.pathname + q : q")
+INTRO = ('<div class="cr-intro"><b>Classroom.</b> Record a short run, then step through it: what the drafter '
+         'proposed, what the target thought of each guess, why each was accepted or rejected, and where the next '
+         'token came from. Keys: <kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
+
+
+def build_tab(target: str = "embedded") -> None:
+    """Build the Classroom tab's contents inside the current ``gr.Tab`` and wire its events (including a page-load
+    event that applies settings from the address)."""
+    walkthroughs = load_walkthroughs()
+    first = walkthrough_settings(walkthroughs[0]) if walkthroughs else dict(DEFAULTS)
+    first["target"] = target
+    tab = gr.context.Context.block
+    tabs = getattr(tab, "parent", None)
+    tabs = tabs if isinstance(tabs, gr.Tabs) else None
+    with gr.Column(elem_id="classroom-root", elem_classes=["classroom"]):
+        gr.HTML(INTRO, elem_id="classroom-intro")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300, elem_id="classroom-controls"):
+                walkthrough = gr.Dropdown([(w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)],
+                                          value=walkthroughs[0]["id"] if walkthroughs else None,
+                                          label="Walkthrough", elem_id="classroom-walkthrough")
+                note = gr.HTML(_note_html(walkthroughs[0] if walkthroughs else None), elem_id="classroom-note")
+                prompt = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
+                drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS if c.key != "none"], value=first["drafter"],
+                                      label="Drafter", elem_id="classroom-drafter")
+                exit_layer = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                       precision=0, minimum=0, elem_id="classroom-exit-layer",
+                                       visible=first["drafter"] == "early-exit")
+                draft_model = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
+                                         placeholder="hub id or local folder, same tokenizer",
+                                         visible=first["drafter"] == "model")
+                k = gr.Slider(1, MAX_K, value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
+                with gr.Row():
+                    temperature = gr.Slider(0, 2, value=first["temperature"], step=0.05,
+                                            label="Temperature (0 = greedy)", elem_id="classroom-temperature")
+                    seed = gr.Number(first["seed"], label="Seed", precision=0, minimum=0, elem_id="classroom-seed")
+                max_new_tokens = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
+                                           label="Max new tokens", elem_id="classroom-max-new-tokens")
+                target_box = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")
+                record_btn = gr.Button("Record run", variant="primary", elem_id="classroom-record")
+                present = gr.Checkbox(False, label="Presentation view (large type, high contrast)",
+                                      elem_id="classroom-present")
+                share_btn = gr.Button("Share link to these settings", size="sm", elem_id="classroom-share-btn")
+                share = gr.Textbox("", show_label=False, placeholder="a link with this prompt and settings",
+                                   buttons=["copy"], lines=1, max_lines=3, elem_id="classroom-share")
+            with gr.Column(scale=3, min_width=600, elem_id="classroom-stage"):
+                status = gr.HTML(render.status_html("Pick a walkthrough (or type a prompt) and press Record run.",
+                                                    "info"), elem_id="classroom-status")
+                progress = gr.HTML("", elem_id="classroom-progress")
+                with gr.Row(elem_id="classroom-nav"):
+                    first_btn = gr.Button("« Start", size="sm", elem_id="classroom-first", min_width=80)
+                    prev_btn = gr.Button("◀ Previous", elem_id="classroom-prev", min_width=110)
+                    play_btn = gr.Button("▶ Play", elem_id="classroom-play", min_width=110)
+                    next_btn = gr.Button("Next ▶", variant="primary", elem_id="classroom-next", min_width=110)
+                    reject_btn = gr.Button("Next rejection »", size="sm", elem_id="classroom-next-rejection",
+                                           min_width=140)
+                caption = gr.HTML(f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>',
+                                  elem_id="classroom-caption")
+                table = gr.HTML("", elem_id="classroom-table")
+                chart = gr.Plot(elem_id="classroom-chart", show_label=False, visible=False)
+                output = gr.HTML("", elem_id="classroom-output")
+                gr.HTML("", js_on_load=KEYS_JS, elem_id="classroom-keys")
+        with gr.Accordion("What if k were different?", open=True, elem_id="whatif"):
+            gr.HTML('<div class="cr-intro">One greedy run at the largest k (with the prompt and drafter above) '
+                    'measures how often each draft position is accepted and what drafting and verifying cost; '
+                    'that predicts the speedup of every smaller k. Then re-run at the recommended k to check.</div>')
+            with gr.Row(equal_height=True):
+                k_max = gr.Slider(2, MAX_K, value=8, step=1, label="Largest k", elem_id="whatif-kmax", scale=2)
+                tokens = gr.Slider(8, WHATIF_MAX_NEW_TOKENS, value=48, step=1, label="Tokens per run",
+                                   elem_id="whatif-tokens", scale=2)
+                whatif_btn = gr.Button("Run what-if", variant="primary", elem_id="whatif-run", scale=1)
+                rerun_btn = gr.Button("Re-run at the recommended k", elem_id="whatif-rerun", interactive=False,
+                                      scale=1)
+            whatif_status = gr.HTML("", elem_id="whatif-status")
+            whatif_chart = gr.Plot(elem_id="whatif-chart", show_label=False, visible=False)
+            whatif_result = gr.HTML("", elem_id="whatif-result")
+    stepper = gr.State(None)
+    playing = gr.State(False)
+    whatif_state = gr.State(None)
+    timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+
+    settings = [prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target_box]
+    views = [progress, caption, table, chart, output]
+    quiet = {"show_progress": "hidden", "api_visibility": "private"}
+    record_btn.click(record, inputs=settings, outputs=[stepper, status, *views], concurrency_limit=4,
+                     concurrency_id="classroom-run", **quiet).then(
+        share_link, inputs=[*settings, present, walkthrough], outputs=[share], **quiet).then(
+        None, inputs=[share], outputs=[share], js=ABSOLUTE_JS, **quiet)
+    for button, handler in ((next_btn, step_next), (prev_btn, step_prev), (reject_btn, step_rejection),
+                            (first_btn, step_first)):
+        button.click(handler, inputs=[stepper], outputs=[stepper, *views], concurrency_limit=None,
+                     trigger_mode="always_last", **quiet)
+    play_btn.click(play_toggle, inputs=[stepper, playing], outputs=[playing, timer, play_btn, stepper, *views],
+                   concurrency_limit=None, **quiet)
+    timer.tick(play_tick, inputs=[stepper, playing], outputs=[playing, timer, play_btn, stepper, *views],
+               concurrency_limit=None, **quiet)
+    walkthrough.input(apply_walkthrough, inputs=[walkthrough], outputs=[note, *settings], **quiet)
+    drafter.change(drafter_changed, inputs=[drafter], outputs=[exit_layer, draft_model], queue=False, **quiet)
+    present.change(None, inputs=[present], js=PRESENT_JS, **quiet)
+    share_btn.click(share_link, inputs=[*settings, present, walkthrough], outputs=[share], **quiet).then(
+        None, inputs=[share], outputs=[share], js=ABSOLUTE_JS, **quiet)
+    whatif_inputs = [prompt, drafter, exit_layer, draft_model, seed, target_box, k_max, tokens]
+    whatif_outputs = [whatif_state, whatif_status, whatif_chart, whatif_result, rerun_btn]
+    whatif_btn.click(whatif_run, inputs=whatif_inputs, outputs=whatif_outputs, concurrency_limit=4,
+                     concurrency_id="classroom-run", **quiet)
+    rerun_btn.click(whatif_rerun, inputs=[whatif_state], outputs=whatif_outputs, concurrency_limit=4,
+                    concurrency_id="classroom-run", **quiet)
+    load_outputs = [walkthrough, note, *settings, present] + ([tabs] if tabs is not None else [])
+    root = gr.context.Context.root_block
+
+    def load(request: gr.Request = None):
+        values = on_load(request)
+        return values if tabs is not None else values[:-1]
+
+    root.load(load, outputs=load_outputs, **quiet)

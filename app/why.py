@@ -1,0 +1,415 @@
+"""The "Why it works" tab: the target's forward time against the number of new tokens, measured live on this
+device for a few batch sizes, and an interactive what-if chart of tokens per pass and speedup against k.
+
+:func:`measure` (the Measure button) takes the device lock of :mod:`app.handlers` (it takes turns with live
+generations and arena runs), loads the target and runs :func:`specviz.arena.measure_forward_grid` and
+:func:`specviz.arena.measure_draft_costs` in a background thread. :func:`whatif` redraws the what-if chart from
+the sliders, the last measurement and a run to mark (filled from the Live tab's latest run by
+:func:`from_history`). Figures are pure functions.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+import time
+import traceback
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app import render
+from app.arena import device_job, message_for, register_cancel
+from app.figures import COLORS, FONT
+from app.handlers import InputError
+from specviz.arena import (
+    BATCH_SIZES,
+    TOKEN_COUNTS,
+    alpha_for_tokens_per_pass,
+    interpolate,
+    measure_draft_costs,
+    measure_forward_grid,
+    whatif_curves,
+)
+from specviz.bench import busy_machine_warning
+from specviz.engine import MAX_K
+
+log = logging.getLogger("specviz.app.why")
+
+OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "whatif-chart")
+"""What :func:`measure` yields, in order (the components' elem_ids; why-measurement is the gr.State)."""
+
+DEFAULT_ALPHA = 0.7
+DEFAULT_C = 0.05
+BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}
+STATUS_INTERVAL_S = 1.0
+
+INTRO = (
+    "<div class='why-intro'><p><b>Why verification is nearly free.</b> Generating one token with a large model "
+    "reads every weight from memory once; the arithmetic for that one token is tiny, so the step waits on memory. "
+    "Feeding the target k+1 tokens at once reads the same weights once and does k+1 times the arithmetic "
+    "<i>for free</i> while the arithmetic units are idle anyway: the flat part of the curve below. Where the curve "
+    "bends up, the arithmetic units are full, each extra token costs real time, and drafting more stops paying: "
+    "that is why k cannot grow forever.</p><p><b>Batching uses the same slack.</b> A server that already decodes 16 "
+    "requests at once has filled the arithmetic units with the batch, so its curve bends much earlier and "
+    "verification stops being free: serving stacks tune speculation and batching together.</p></div>"
+)
+
+
+# ------------------------------------------------------------------------------------------------ figures
+
+
+def _layout(height: int) -> dict:
+    return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
+            "margin": {"l": 60, "r": 20, "t": 80, "b": 50},
+            "legend": {"orientation": "h", "x": 0, "y": 1.09, "yanchor": "bottom", "font": {"size": 12}}}
+
+
+def _two_panels(layout: dict, titles: tuple[str, str], gap: float = 0.1) -> list[tuple[str, float, float]]:
+    """Put two side-by-side axes into ``layout``; returns (axis suffix, x0, x1) per panel."""
+    width = (1 - gap) / 2
+    panels, notes = [], []
+    for i, title in enumerate(titles):
+        n = "" if i == 0 else "2"
+        x0 = i * (width + gap)
+        layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "automargin": True}
+        layout[f"yaxis{n}"] = {"domain": [0, 1], "anchor": f"x{n}", "automargin": True}
+        notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": 1, "xref": "paper", "yref": "paper",
+                      "xanchor": "center", "yanchor": "bottom", "yshift": 6, "showarrow": False,
+                      "font": {"size": 14}})
+        panels.append((n, x0, x0 + width))
+    layout["annotations"] = notes
+    return panels
+
+
+def forward_figure(grid: dict) -> go.Figure:
+    """Left: ms of one target forward against new tokens n, one line per batch size. Right: T(n)/T(1) of each
+    batch size on log-log axes beside the diagonal of n separate steps (flat = free, diagonal = no gain)."""
+    layout = _layout(440)
+    (a, _, _), (b, _, _) = _two_panels(layout, ("Target forward time vs new tokens",
+                                                "Cost of n tokens in one forward, in one-token steps"))
+    counts = grid["token_counts"]
+    ticks = {"tickvals": counts, "ticktext": [str(n) for n in counts]}
+    layout[f"xaxis{a}"] |= {"type": "log", "title": {"text": "new tokens in the forward (k+1 for a verification)"},
+                            **ticks}
+    layout[f"yaxis{a}"] |= {"title": {"text": "ms per forward"}, "rangemode": "tozero"}
+    layout[f"xaxis{b}"] |= {"type": "log", "title": {"text": "new tokens n"}, **ticks}
+    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}, "tickvals": [0.5, 1, 2, 4, 8, 16, 32],
+                            "ticktext": ["0.5", "1", "2", "4", "8", "16", "32"]}
+    data = []
+    for batch, row in grid["ms"].items():
+        ns = [n for n in counts if n in row]
+        if not ns:
+            continue
+        color = BATCH_COLORS.get(int(batch), COLORS["other"])
+        gbs = grid["gbs"][batch]
+        text = [f"batch {batch}, {n} new token{'s' if n > 1 else ''}: {row[n]:.1f} ms<br>"
+                f"{grid['param_bytes'] / 1e6:.0f} MB of weights read → {gbs[n]:.1f} GB/s effective" for n in ns]
+        name = f"batch {batch}"
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": [row[n] for n in ns], "name": name,
+                     "legendgroup": name, "line": {"color": color, "width": 3}, "marker": {"size": 7},
+                     "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{a}", "yaxis": f"y{a}"})
+        one = row.get(ns[0])
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": [row[n] / one for n in ns],
+                     "name": name, "legendgroup": name, "showlegend": False, "line": {"color": color, "width": 3},
+                     "marker": {"size": 7},
+                     "hovertemplate": f"batch {batch}, n=%{{x}}: %{{y:.2f}} steps<extra></extra>",
+                     "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    data.append({"type": "scatter", "mode": "lines", "x": counts, "y": counts, "name": "n separate one-token steps",
+                 "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
+                 "hovertemplate": "n steps: %{y}<extra></extra>"})
+    return go.Figure({"data": data, "layout": layout})
+
+
+def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.Figure:
+    """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
+    the paper's (a verification costs one step) and, when measured, with the measured verification cost
+    T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both."""
+    layout = _layout(430)
+    (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
+    ks = curves["k"]
+    for axis in (a, b):
+        layout[f"xaxis{axis}"] |= {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else 2,
+                                   "range": [0.5, ks[-1] + 0.5]}
+    layout[f"yaxis{a}"] |= {"title": {"text": "tokens / pass"}, "rangemode": "tozero"}
+    layout[f"yaxis{b}"] |= {"title": {"text": "× standard decoding"}, "rangemode": "tozero"}
+    tau = curves["tokens_per_pass"]
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": tau, "name": "expected tokens per pass",
+         "line": {"color": COLORS["expected"], "width": 3}, "marker": {"size": 6}, "xaxis": f"x{a}",
+         "yaxis": f"y{a}", "hovertemplate": "k=%{x}: %{y:.2f} tokens/pass<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "x": ks, "y": [k + 1 for k in ks], "name": "k+1 (every draft accepted)",
+         "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "xaxis": f"x{a}", "yaxis": f"y{a}",
+         "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["paper"],
+         "name": "speedup, paper (verification = 1 step)", "line": {"color": COLORS["speculative"], "width": 3},
+         "marker": {"size": 6}, "xaxis": f"x{b}", "yaxis": f"y{b}",
+         "hovertemplate": "k=%{x}: %{y:.2f}× (paper)<extra></extra>"},
+    ]
+    if curves.get("measured"):
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["measured"],
+                     "name": f"speedup with the measured T(k+1), batch {batch}",
+                     "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
+                     "xaxis": f"x{b}", "yaxis": f"y{b}",
+                     "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
+    else:
+        layout["annotations"].append({
+            "text": "Press <b>Measure</b> for the curve with measured verification costs", "x": 0.775, "y": 0.02,
+            "xref": "paper", "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+            "font": {"size": 12, "color": COLORS["baseline"]}})
+    best = [f"{name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
+            for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
+    layout["annotations"].append({
+        "text": "best " + "<br>best ".join(best), "x": 0.98, "y": 0.98, "xref": f"x{b} domain",
+        "yref": f"y{b} domain", "xanchor": "right", "yanchor": "top", "align": "right", "showarrow": False,
+        "font": {"size": 12}, "bgcolor": "rgba(255,255,255,0.8)"})
+    ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else []))
+    layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
+    data.append({"type": "scatter", "mode": "lines", "x": [ks[0], ks[-1]], "y": [1, 1], "xaxis": f"x{b}",
+                 "yaxis": f"y{b}", "name": "standard decoding (1×)",
+                 "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})
+    if run and run.get("k") and run.get("tokens_per_pass"):
+        label = run.get("label") or "your run"
+        marker = {"symbol": "star", "size": 18, "color": COLORS["accepted"], "line": {"color": "#ffffff", "width": 1}}
+        data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["tokens_per_pass"]],
+                     "name": label, "legendgroup": "run", "marker": marker, "xaxis": f"x{a}", "yaxis": f"y{a}",
+                     "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}} tokens/pass<extra></extra>"})
+        if run.get("speedup"):
+            data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["speedup"]], "name": label,
+                         "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
+                         "yaxis": f"y{b}",
+                         "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
+    layout["legend"] |= {"y": 1.1, "entrywidth": 0.33, "entrywidthmode": "fraction"}
+    layout["title"] = {"text": f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}", "x": 0.5, "xanchor": "center",
+                       "y": 0.995, "yanchor": "top", "font": {"size": 13}}
+    layout["margin"]["t"] = 100
+    return go.Figure({"data": data, "layout": layout})
+
+
+def summary_html(grid: dict, costs: dict | None) -> str:
+    """Cards: weights read per forward, the one-token step and its GB/s, the copy bandwidth, the cost of a
+    k=4 verification at batch 1 and the largest batch, and the measured c of the drafters."""
+    ms = grid["ms"]
+    first, last = min(ms), max(ms)
+    step = ms[first].get(1)
+    cards = [("Weights read per forward", f"{grid['param_bytes'] / 1e6:,.0f} <small>MB</small>",
+              "every parameter once, whatever the number of tokens")]
+    if step:
+        cards.append(("One-token step (batch 1)", f"{step:.1f} <small>ms</small>",
+                      f"= {grid['param_bytes'] / (step / 1000) / 1e9:.1f} GB/s of weights (effective)"))
+    if grid.get("copy_bandwidth_gbs"):
+        cards.append(("Memory copy bandwidth", f"{grid['copy_bandwidth_gbs']:.1f} <small>GB/s</small>",
+                      "read + written by a large tensor copy: the ceiling for reading weights"))
+    for batch in dict.fromkeys((first, last)):
+        row = ms[batch]
+        if 1 in row and len(row) > 1:
+            cost = interpolate(row, 5) / row[1]
+            cards.append((f"Verifying k=4 (batch {batch})", f"{cost:.2f} <small>steps</small>",
+                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}"))
+    if costs:
+        layer = int(costs.get("early_exit_layer", 0))
+        cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit</small>",
+                      f"first {layer} layers, 1 token ÷ a target step; n-gram lookup: {costs['ngram']:.4f}"))
+    body = "".join(f"<div class='card'><div class='card-label'>{html.escape(label)}</div>"
+                   f"<div class='card-value'>{value}</div><div class='card-def'>{html.escape(note)}</div></div>"
+                   for label, value, note in cards)
+    return f"<div class='stats why-cards'>{body}</div>"
+
+
+# ------------------------------------------------------------------------------------------------ handlers
+
+
+def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:
+    """The run to mark, or None when k or tokens per pass is missing."""
+    try:
+        k, tau = float(k or 0), float(tokens_per_pass or 0)
+        sp = float(speedup or 0)
+    except (TypeError, ValueError):
+        return None
+    if k < 1 or tau <= 0:
+        return None
+    return {"k": k, "tokens_per_pass": tau, "speedup": sp if sp > 0 else None, "label": label}
+
+
+def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figure:
+    """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark."""
+    alpha = min(max(float(alpha or 0.0), 0.0), 1.0)
+    c = max(float(c or 0.0), 0.0)
+    curve = None
+    if measurement:
+        ms = measurement["grid"]["ms"]
+        batch = int(batch) if batch and int(batch) in ms else min(ms)
+        curve = ms[batch] if len(ms[batch]) > 1 else None
+    curves = whatif_curves(alpha, c, curve, MAX_K)
+    return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
+
+
+def latest_run(history: list[dict] | None) -> dict | None:
+    """The newest Live-tab run with a drafter: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
+    for row in history or []:
+        match = re.search(r"k\s*=\s*(\d+)", str(row.get("k") or ""))
+        if match and row.get("tokens_per_pass"):
+            return {"k": int(match.group(1)), "tokens_per_pass": float(row["tokens_per_pass"]),
+                    "speedup": row.get("speedup"), "adaptive": "adaptive" in str(row.get("k")),
+                    "drafter": row.get("drafter")}
+    return None
+
+
+def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
+    """When the Live tab's history changes: mark its newest run, set α to the value that gives that run's tokens
+    per pass at its k, and redraw. Returns (run k, tokens/pass, speedup, α, what-if figure)."""
+    run = latest_run(history)
+    if run is None:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    alpha = round(alpha_for_tokens_per_pass(run["tokens_per_pass"], run["k"]), 2)
+    k, tpp, speedup = run["k"], round(run["tokens_per_pass"], 3), round(run["speedup"] or 0, 3)
+    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)
+
+
+def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.Progress(),
+            request: gr.Request = None):
+    """The Measure button: the forward-time grid (batch sizes x new tokens) and the drafters' c on the target,
+    under the device lock; yields :data:`OUTPUTS` tuples."""
+    skip = gr.skip()
+
+    def out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None):
+        chart = None if chart is None else gr.update(value=chart, visible=True)
+        return tuple(skip if v is None else v for v in (status, chart, summary, state, c, batch, whatif_fig))
+
+    spec = (target or "").strip()
+    try:
+        if not spec:
+            raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+        layer = int(float(exit_layer or 0))
+    except (InputError, TypeError, ValueError) as error:
+        message = str(error) if isinstance(error, InputError) else "The early-exit layer must be a whole number."
+        gr.Warning(html.escape(message))
+        yield out(status=render.status_html(message, "error"))
+        return
+    key, cancel = register_cancel(request)
+    started = time.monotonic()
+
+    def work(emit, should_stop):
+        from specviz.models import load_model
+
+        emit("progress", (0.0, f"Loading the target {spec}…"))
+        loaded = load_model(spec, progress=lambda message: emit("progress", (0.0, message)))
+        if layer and not 1 <= layer < loaded.num_layers:
+            raise InputError(f"The early-exit layer must be between 1 and {loaded.num_layers - 1} for "
+                             f"{loaded.label}; got {layer}.")
+        grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
+                                    progress=lambda f, m: emit("progress", (0.9 * f, m)), should_stop=should_stop)
+        costs = None
+        if not grid["stopped"] and grid["step_ms"]:
+            emit("progress", (0.92, "Timing the drafters (c)…"))
+            costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer or None)
+        return {"grid": grid, "costs": costs, "label": loaded.label}
+
+    finished = False
+    try:
+        yield out(status=render.status_html("Measuring…", "busy"))
+        jobs = device_job(work, f"the forward-time curve is being measured on '{spec}'", cancel)
+        last, message, fraction = 0.0, "", 0.0
+        measurement = None
+        while True:
+            try:
+                kind, payload = next(jobs)
+            except StopIteration as done:
+                measurement = done.value
+                break
+            now = time.monotonic()
+            if kind == "wait":
+                yield out(status=render.status_html(f"Waiting for the device… ({payload})", "wait"))
+            elif kind == "progress":
+                fraction, message = payload
+                progress(fraction, desc=message)
+            elif now - last >= STATUS_INTERVAL_S:
+                last = now
+                yield out(status=render.status_html(f"Measuring… {message} ({now - started:.0f} s)", "busy"))
+        finished = True
+        if measurement is None:
+            yield out(status=render.status_html("Stopped.", "info"))
+            return
+        grid, costs = measurement["grid"], measurement["costs"]
+        c = round(costs["early-exit"], 3) if costs else None
+        busy = busy_machine_warning()
+        status = render.status_html(
+            f"Measured in {time.monotonic() - started:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
+            f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
+            f"uses these costs; c is set to the early-exit drafter's." + (f" · {busy}" if busy else ""), "done")
+        figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
+        yield out(status, forward_figure(grid), summary_html(grid, costs), measurement,
+                  gr.update(value=c) if c is not None else None,
+                  gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
+                  figure)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message
+        finished = True
+        if not isinstance(error, ValueError):
+            log.error("measurement failed:\n%s", traceback.format_exc())
+        message = message_for(error)
+        gr.Warning(html.escape(message))
+        yield out(status=render.status_html(message, "error"))
+    finally:
+        if not finished:
+            cancel.set()
+
+
+# ------------------------------------------------------------------------------------------------ layout
+
+
+def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
+    """Lay out the "Why it works" tab inside the current ``gr.Tab`` and wire its events. ``history`` is the Live
+    tab's run history (gr.State); its newest run is marked on the what-if chart."""
+    gr.HTML(INTRO, elem_id="why-intro")
+    measurement = gr.State(None)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
+            target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
+                                    info="'embedded', a hub id or a local folder")
+            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0, minimum=0,
+                                   elem_id="why-exit-layer")
+            measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure")
+            gr.HTML(f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new "
+                    f"tokens after a 64-token prompt, for batch sizes {', '.join(map(str, BATCH_SIZES))} (median of "
+                    "3, after a warm-up), on this device, now. About half a minute on a small CPU.</div>")
+        with gr.Column(scale=3, min_width=600, elem_id="why-results"):
+            status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
+                             elem_id="why-status")
+            chart = gr.Plot(elem_id="why-chart", show_label=False, visible=False)
+            summary = gr.HTML("", elem_id="why-summary")
+    gr.HTML("<h3 class='why-heading'>What if: tokens per pass and speedup against k</h3>"
+            "<div class='why-note'>E[tokens per pass] = (1 − α<sup>k+1</sup>) / (1 − α). Speedup, paper: "
+            "E[tokens/pass] / (c·k + 1). Speedup with measured costs: E[tokens/pass] × T(1) / (T(k+1) + c·k·T(1)), "
+            "T from the measurement above (interpolated between measured n). The star is your latest Live run "
+            "(α is set to the value that gives its tokens per pass), or any run you type in.</div>",
+            elem_id="why-whatif-note")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="whatif-controls"):
+            alpha = gr.Slider(0, 1, value=DEFAULT_ALPHA, step=0.01, label="Per-token acceptance α",
+                              elem_id="why-alpha")
+            c = gr.Slider(0, 2, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
+                          elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
+            batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
+                             interactive=False)
+            with gr.Row(elem_id="why-run"):
+                run_k = gr.Number(0, label="Run: k", precision=0, minimum=0, elem_id="why-run-k", min_width=70)
+                run_tpp = gr.Number(0, label="tokens/pass", minimum=0, elem_id="why-run-tpp", min_width=70)
+                run_speedup = gr.Number(0, label="speedup", minimum=0, elem_id="why-run-speedup", min_width=70)
+        with gr.Column(scale=3, min_width=600):
+            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, 0, 0, 0, None), elem_id="whatif-chart",
+                                   show_label=False)
+    whatif_inputs = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement]
+    measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup],
+                      outputs=[status, chart, summary, measurement, c, batch, whatif_chart], api_name="why_measure",
+                      show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
+    # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
+    # themselves, so no chain of change events can race them with stale values; always_last drops the
+    # intermediate values of a slider drag
+    gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input], whatif,
+          inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
+          api_visibility="private")
+    if history is not None:
+        history.change(from_history, inputs=[history, c, batch, measurement],
+                       outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], show_progress="hidden",
+                       api_visibility="private")

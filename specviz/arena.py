@@ -1,0 +1,638 @@
+"""The arena and the cost side of speculative decoding, as plain functions (no Gradio: the app's Arena and
+"Why it works" tabs call these).
+
+Arena (:func:`run_arena`). Per prompt, standard decoding (the baseline) and every drafter x k run once, one
+after another, with the same target and :class:`~specviz.engine.GenerationConfig` (only k / adaptive k change).
+Every run is timed on its own clock (:class:`~specviz.events.PassEvent` timings). One short warm-up of each method
+runs first, and an untimed prefill of each prompt before its runs, so that no measured run pays for first-call
+initialisation; the order of the methods rotates from prompt to prompt, so none always runs first.
+
+Definitions of the figures (one row per prompt x method, and pooled per category and overall):
+- tokens_per_pass = tokens after the prefill / target passes after it (bonus included; 1.0 for the baseline).
+- acceptance_rate = accepted / drafted (bonus excluded). alpha = accepted / (accepted + rejections), the
+  per-token acceptance of the formulas (only positions the target judged count).
+- m = drafted tokens / pass (the mean draft length: k for a fixed k unless the drafter proposed fewer).
+- tokens_per_s = generated tokens / seconds on the run's own clock (prefill included); speedup = a run's
+  tokens_per_s / the baseline's (as in the Live tab); decode_speedup = the same without the prefill (what the
+  predictions model).
+- T_step = the baseline's target forward ms per token after the prefill; T_verify = the speculative run's
+  target forward ms per pass; T_draft = its drafting ms per pass; c = T_draft / drafted token / T_step.
+- predicted_speedup_paper = (1 - alpha^(m+1)) / ((1 - alpha)(c m + 1)) (Leviathan et al. 2023, Thm 3.8;
+  a verification is assumed to cost one target step).
+- predicted_speedup_measured = E[tokens per pass] x T_step / (T_verify + T_draft). The gap between the two
+  predictions is the verification overhead (T_verify against T_step).
+- ids_identical (greedy only, None when sampling) = the run's ids equal the baseline's.
+Pooled figures add the counts and the times of their rows first, then divide.
+
+Cost side (:func:`measure_forward_grid`, :func:`whatif_curves`): the target's forward time over n new tokens after
+a cached prompt, for several batch sizes, and what-if curves of tokens per pass and speedup against k.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from specviz.bench import Prompt, copy_bandwidth_gbs, environment
+from specviz.drafters.registry import DRAFTER_KEYS, make_drafter
+from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
+from specviz.kv import Clock, new_cache, rollback_cache
+from specviz.metrics import (
+    RunStats,
+    expected_tokens_per_pass,
+    predicted_speedup_measured,
+    predicted_speedup_paper,
+)
+
+AUTO = "auto"
+AUTO_K_START = 4  # adaptive k starts here (as in the CLI bench)
+BASELINE = "none"
+WARMUP_TOKENS = 8
+ArenaProgress = Callable[[float, str], None]
+"""progress(fraction done in [0, 1], message)."""
+ShouldStop = Callable[[], bool]
+
+DEFINITIONS = {
+    "tokens_per_pass": "tokens after the prefill / target passes after it (bonus included; 1.0 = standard decoding)",
+    "acceptance_rate": "accepted / drafted (bonus excluded)",
+    "alpha": "per-token acceptance: accepted / (accepted + rejections); only judged positions count",
+    "m": "mean drafted tokens per pass (k in the formulas)",
+    "tokens_per_s": "generated tokens / seconds on the run's own clock, prefill included",
+    "speedup": "tokens_per_s / the baseline's tokens_per_s (same prompt, target and settings)",
+    "decode_speedup": "the same after the prefill (tokens after the first / time after the prefill)",
+    "t_step_ms": "baseline: target forward ms per token after the prefill",
+    "t_verify_ms": "speculative run: target forward ms per pass (k+1 tokens)",
+    "t_draft_ms": "speculative run: drafting ms per pass",
+    "c": "draft cost per drafted token / T_step",
+    "predicted_speedup_paper": "(1 - alpha^(m+1)) / ((1 - alpha)(c m + 1)); a verification costs one step",
+    "predicted_speedup_measured": "E[tokens per pass] x T_step / (T_verify + T_draft)",
+    "ids_identical": "greedy: the run's token ids equal the baseline's; empty when sampling (and for the baseline)",
+    "pooling": "category and overall rows add their rows' counts and times, then divide",
+}
+
+CSV_COLUMNS = (
+    "level", "category", "prompt_id", "drafter", "k", "prompts", "tokens", "passes", "drafted", "accepted",
+    "rejections", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
+    "baseline_tokens_per_s", "speedup", "decode_speedup", "predicted_speedup_paper", "predicted_speedup_measured",
+    "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
+    "verify_ms", "baseline_elapsed_ms", "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes",
+)
+
+
+# ----------------------------------------------------------------------------------------------- methods
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One method of the arena: a drafter key and a draft length (``k`` None for the baseline)."""
+
+    drafter: str
+    k: int | None = None
+    adaptive: bool = False
+
+    @property
+    def k_label(self) -> str:
+        """"4", "auto" or "" (baseline)."""
+        if self.drafter == BASELINE:
+            return ""
+        return AUTO if self.adaptive else str(self.k)
+
+    @property
+    def label(self) -> str:
+        """"standard" or "<drafter> k=<k>"."""
+        return "standard" if self.drafter == BASELINE else f"{self.drafter} k={self.k_label}"
+
+    def config(self, base: GenerationConfig) -> GenerationConfig:
+        """``base`` with this variant's k (adaptive k starts at :data:`AUTO_K_START`)."""
+        if self.drafter == BASELINE:
+            return base
+        return dataclasses.replace(base, k=self.k or AUTO_K_START, adaptive_k=self.adaptive)
+
+
+def parse_ks(ks: Iterable[int | str]) -> list[int | str]:
+    """Validate draft lengths: ints in 1..MAX_K (also as strings) and "auto"; duplicates dropped, order kept.
+
+    Raises:
+        ValueError: an entry that is neither.
+    """
+    out: list[int | str] = []
+    for k in ks:
+        text = str(k).strip().lower()
+        value: int | str
+        if text == AUTO:
+            value = AUTO
+        else:
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"k must be a whole number in 1..{MAX_K} or 'auto', got {k!r}") from None
+            if not 1 <= value <= MAX_K:
+                raise ValueError(f"k must be in 1..{MAX_K} or 'auto', got {value}")
+        if value not in out:
+            out.append(value)
+    return out
+
+
+def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
+    """The baseline, then every drafter x k (drafters in the given order, "none" skipped).
+
+    Raises:
+        ValueError: no drafter or no k, an unknown drafter key, or a bad k.
+    """
+    keys = [d for d in dict.fromkeys(drafters) if d != BASELINE]
+    unknown = [d for d in keys if d not in DRAFTER_KEYS]
+    if unknown:
+        raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(DRAFTER_KEYS[1:])}")
+    if not keys:
+        raise ValueError("Pick at least one drafter.")
+    parsed = parse_ks(ks)
+    if not parsed:
+        raise ValueError("Pick at least one draft length k.")
+    return [Variant(BASELINE)] + [Variant(d, AUTO_K_START if k == AUTO else int(k), k == AUTO)
+                                  for d in keys for k in parsed]
+
+
+def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:
+    """Prompts from ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.bench.Prompt`).
+
+    Raises:
+        ValueError: no prompts, or an empty prompt.
+    """
+    out = []
+    for i, p in enumerate(prompts, start=1):
+        if isinstance(p, Prompt):
+            out.append(p)
+            continue
+        text = str(p.get("prompt") or "")
+        if not text.strip():
+            raise ValueError("The prompt is empty.")
+        out.append(Prompt(str(p.get("id") or f"prompt-{i}"), str(p.get("category") or "custom"), text))
+    if not out:
+        raise ValueError("There are no prompts to run.")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Measured:
+    """One finished run: its statistics and output ids."""
+
+    stats: RunStats
+    token_ids: tuple[int, ...]
+
+
+def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig,
+                should_stop: ShouldStop | None = None) -> Measured | None:
+    """Run standard decoding (``drafter`` None) or speculative decoding to the end; None if stopped midway."""
+    if drafter is None:
+        events = standard_generate(target, prompt_ids, config)
+    else:
+        events = speculative_generate(target, drafter, prompt_ids, config)
+    stats, ids = RunStats(), []
+    for event in events:
+        if should_stop is not None and should_stop():
+            events.close()
+            return None
+        stats.add(event)
+        ids.extend(event.emitted_ids)
+    return Measured(stats, tuple(ids))
+
+
+def _counts(run: Measured, base: Measured, greedy: bool) -> dict:
+    """The additive quantities of one run and its baseline (what pooling sums)."""
+    s, b = run.stats, base.stats
+    return {
+        "prompts": 1, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted_after_prefill,
+        "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections,
+        "elapsed_ms": s.elapsed_ms, "ttft_ms": s.ttft_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
+        "baseline_tokens": b.generated, "baseline_elapsed_ms": b.elapsed_ms, "baseline_ttft_ms": b.ttft_ms,
+        "baseline_verify_ms": b.verify_ms, "baseline_passes": b.passes,
+        "baseline_emitted_after_prefill": b.emitted_after_prefill,
+        "ids_identical": (run.token_ids == base.token_ids) if greedy and run is not base else None,
+    }
+
+
+_ADDITIVE = ("prompts", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted", "rejections",
+             "elapsed_ms", "ttft_ms", "draft_ms", "verify_ms", "baseline_tokens", "baseline_elapsed_ms",
+             "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes", "baseline_emitted_after_prefill")
+
+
+def _div(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def derive(counts: dict, baseline: bool) -> dict:
+    """The figures of :data:`DEFINITIONS` from additive counts (one run, or pooled rows)."""
+    c = counts
+    tps = _div(c["tokens"] * 1000.0, c["elapsed_ms"])
+    base_tps = _div(c["baseline_tokens"] * 1000.0, c["baseline_elapsed_ms"])
+    decode = _div(c["emitted_after_prefill"] * 1000.0, c["elapsed_ms"] - c["ttft_ms"])
+    base_decode = _div(c["baseline_emitted_after_prefill"] * 1000.0, c["baseline_elapsed_ms"] - c["baseline_ttft_ms"])
+    out = {
+        "tokens_per_pass": _div(c["emitted_after_prefill"], c["passes"]),
+        "acceptance_rate": None, "alpha": None, "m": None, "expected_tokens_per_pass": None,
+        "tokens_per_s": tps, "baseline_tokens_per_s": base_tps,
+        "speedup": _div(tps, base_tps) if tps and base_tps else None,
+        "decode_speedup": _div(decode, base_decode) if decode and base_decode else None,
+        "t_step_ms": _div(c["baseline_verify_ms"], c["baseline_passes"]),
+        "t_verify_ms": None, "t_draft_ms": None, "c": None,
+        "predicted_speedup_paper": None, "predicted_speedup_measured": None,
+    }
+    if baseline:
+        return out
+    t_step = out["t_step_ms"]
+    out["acceptance_rate"] = _div(c["accepted"], c["drafted"])
+    out["alpha"] = alpha = _div(c["accepted"], c["accepted"] + c["rejections"])
+    out["m"] = m = _div(c["drafted"], c["passes"])
+    out["t_verify_ms"] = _div(c["verify_ms"], c["passes"])
+    out["t_draft_ms"] = _div(c["draft_ms"], c["passes"])
+    if c["drafted"] and t_step:
+        out["c"] = c["draft_ms"] / c["drafted"] / t_step
+    if alpha is not None and m is not None:
+        out["expected_tokens_per_pass"] = expected_tokens_per_pass(alpha, m)
+        if out["c"] is not None:
+            out["predicted_speedup_paper"] = predicted_speedup_paper(alpha, m, out["c"])
+        if t_step and out["t_verify_ms"] is not None:
+            out["predicted_speedup_measured"] = predicted_speedup_measured(
+                alpha, m, t_step, out["t_verify_ms"], out["t_draft_ms"] or 0.0)
+    return out
+
+
+def make_row(level: str, category: str, prompt_id: str, variant: Variant, counts: dict) -> dict:
+    """A result row: identity, additive counts and derived figures."""
+    return {"level": level, "category": category, "prompt_id": prompt_id, "drafter": variant.drafter,
+            "k": variant.k_label, "variant": variant.label, **counts,
+            **derive(counts, variant.drafter == BASELINE)}
+
+
+def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
+    """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived."""
+    counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE}
+    flags = [r["ids_identical"] for r in rows]
+    counts["ids_identical"] = None if any(f is None for f in flags) else all(flags)
+    return make_row(level, category, "", variant, counts)
+
+
+# ----------------------------------------------------------------------------------------------- the arena
+
+
+@dataclass
+class ArenaResult:
+    """What :func:`run_arena` returns.
+
+    ``rows``: one per prompt x method (the baseline included, drafter "none"); ``summary``: pooled rows per
+    category then "all" (level "category" / "overall"); ``stopped``: True when ``should_stop`` ended it early
+    (rows hold the prompts that finished).
+    """
+
+    rows: list[dict] = field(default_factory=list)
+    summary: list[dict] = field(default_factory=list)
+    prompts: list[Prompt] = field(default_factory=list)
+    variants: list[Variant] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)
+    stopped: bool = False
+    wall_s: float = 0.0
+
+    @property
+    def categories(self) -> list[str]:
+        """Categories in order of first appearance among the finished rows."""
+        return list(dict.fromkeys(r["category"] for r in self.rows))
+
+    @property
+    def ids_identical(self) -> bool | None:
+        """Greedy: every run's ids equal its baseline's; None when sampling or nothing ran."""
+        flags = [r["ids_identical"] for r in self.rows if r["drafter"] != BASELINE]
+        return None if not flags or any(f is None for f in flags) else all(flags)
+
+
+def summarize(rows: list[dict], variants_: list[Variant]) -> list[dict]:
+    """Pooled rows per category (in order of appearance) and overall ("all"), per variant."""
+    out = []
+    names = dict.fromkeys(r["category"] for r in rows)
+    groups = [("category", c, [r for r in rows if r["category"] == c]) for c in names]
+    groups.append(("overall", "all", rows))
+    for level, category, members in groups:
+        for v in variants_:
+            mine = [r for r in members if r["drafter"] == v.drafter and r["k"] == v.k_label]
+            if mine:
+                out.append(pool(level, category, mine, v))
+    return out
+
+
+def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str], ks: Sequence[int | str],
+               config: GenerationConfig, progress: ArenaProgress | None = None, should_stop: ShouldStop | None = None,
+               *, draft_spec: str | None = None, exit_layer: int | None = None, use_chat_template: bool = True,
+               warmup_tokens: int = WARMUP_TOKENS) -> Iterator[ArenaResult]:
+    """:func:`run_arena` step by step: yields the growing result after each prompt (the last one is final)."""
+    from specviz.models import encode_prompt
+
+    started = time.perf_counter()
+    prompts = as_prompts(prompts)
+    methods = variants(drafters, ks)
+    encoded = [encode_prompt(target.tokenizer, p.prompt, use_chat_template=use_chat_template) for p in prompts]
+    result = ArenaResult(prompts=prompts, variants=methods, environment=environment(target), settings={
+        "target": target.spec, "drafters": list(dict.fromkeys(v.drafter for v in methods[1:])),
+        "ks": list(dict.fromkeys(v.k_label for v in methods[1:])),
+        "auto_k_start": AUTO_K_START, "max_new_tokens": config.max_new_tokens,
+        "sampling": dataclasses.asdict(config.sampling), "stop_strings": list(config.stop_strings),
+        "k_max": config.k_max, "draft_spec": draft_spec, "exit_layer": exit_layer,
+        "use_chat_template": use_chat_template, "warmup_tokens": warmup_tokens,
+        "prompts": [dataclasses.asdict(p) for p in prompts],
+    })
+    stop = should_stop or (lambda: False)
+
+    def drafter_for(v: Variant):
+        return None if v.drafter == BASELINE else make_drafter(v.drafter, target, draft_spec=draft_spec,
+                                                               exit_layer=exit_layer)
+
+    for v in methods[1:]:  # fail on a bad drafter (and load a draft model) before measuring anything
+        drafter_for(v)
+    total = len(prompts) * len(methods)
+    say = progress or (lambda fraction, message: None)
+    if warmup_tokens > 0:
+        say(0.0, "Warming up (one short run of each method)…")
+        warm = dataclasses.replace(config, max_new_tokens=min(warmup_tokens, config.max_new_tokens))
+        for v in methods:
+            if stop() or measure_run(target, drafter_for(v), encoded[0], v.config(warm), stop) is None:
+                result.stopped = True
+                break
+    done = 0
+    for number, (prompt, ids) in enumerate(zip(prompts, encoded)):
+        if result.stopped:
+            break
+        if warmup_tokens > 0:  # an untimed prefill of this prompt, so no method pays for its first shape
+            measure_run(target, None, ids, dataclasses.replace(config, max_new_tokens=1), stop)
+        runs: dict[Variant, Measured] = {}
+        shift = number % len(methods)
+        for v in methods[shift:] + methods[:shift]:  # rotated per prompt: no method always runs first
+            say(done / total, f"{prompt.id} ({prompt.category}): {v.label}")
+            run = measure_run(target, drafter_for(v), ids, v.config(config), stop)
+            if run is None:
+                result.stopped = True
+                break
+            runs[v] = run
+            done += 1
+        if result.stopped:
+            break
+        base = runs[methods[0]]
+        result.rows.extend(make_row("prompt", prompt.category, prompt.id, v,
+                                    _counts(runs[v], base, config.sampling.greedy)) for v in methods)
+        result.summary = summarize(result.rows, methods)
+        result.wall_s = time.perf_counter() - started
+        say(done / total, f"{prompt.id} done")
+        yield result
+    result.wall_s = time.perf_counter() - started
+    say(1.0, "Stopped." if result.stopped else "Done.")
+    yield result
+
+
+def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str], ks: Sequence[int | str],
+              config: GenerationConfig, progress: ArenaProgress | None = None, should_stop: ShouldStop | None = None,
+              **options) -> ArenaResult:
+    """Race drafters x k against standard decoding of ``target`` on each prompt (see the module docstring).
+
+    Args:
+        target: a :class:`specviz.models.LoadedModel`.
+        prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.bench.Prompt`).
+        drafters: drafter keys (:data:`~specviz.drafters.registry.DRAFTER_KEYS`; "none" is ignored: the baseline
+            always runs).
+        ks: draft lengths, ints in 1..16 and/or "auto" (adaptive k starting at :data:`AUTO_K_START`).
+        config: the settings every run shares (its k and adaptive_k are replaced per method).
+        progress: optional ``progress(fraction, message)``.
+        should_stop: optional callable checked before every target pass; True ends the arena (``stopped``).
+        **options: ``draft_spec``, ``exit_layer``, ``use_chat_template``, ``warmup_tokens``.
+
+    Raises:
+        ValueError: no drafter or k, a bad k or drafter, an empty prompt.
+        specviz.models.ModelLoadError: a draft model that cannot be loaded.
+    """
+    result = ArenaResult()
+    for result in iter_arena(target, prompts, drafters, ks, config, progress, should_stop, **options):
+        pass
+    return result
+
+
+# ----------------------------------------------------------------------------------------------- exports
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return format(value, ".6g")
+    return str(value)
+
+
+def to_csv(result: ArenaResult) -> str:
+    """Per-prompt rows then pooled rows, columns :data:`CSV_COLUMNS` (empty cell = not applicable)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for row in result.rows + result.summary:
+        writer.writerow([_cell(row.get(col)) for col in CSV_COLUMNS])
+    return buffer.getvalue()
+
+
+def to_json(result: ArenaResult) -> dict:
+    """Everything needed to read and reproduce a run: settings, versions, machine, device, definitions, rows."""
+    env = result.environment
+    return {
+        "benchmark": "arena",
+        "settings": result.settings,
+        "versions": env.get("versions", {}),
+        "machine": env.get("machine", {}),
+        "device": env.get("device", {}),
+        "target": env.get("target", {}),
+        "methods": [v.label for v in result.variants],
+        "definitions": DEFINITIONS,
+        "stopped": result.stopped,
+        "ids_identical": result.ids_identical,
+        "wall_s": result.wall_s,
+        "summary": result.summary,
+        "rows": result.rows,
+    }
+
+
+# ----------------------------------------------------------------------------------------------- cost side
+
+TOKEN_COUNTS = (1, 2, 4, 8, 16, 32)
+BATCH_SIZES = (1, 4, 16)
+
+
+@torch.inference_mode()
+def _forward(model: torch.nn.Module, ids: torch.Tensor, cache) -> None:
+    model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=ids.shape[1])
+
+
+def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence[int] = TOKEN_COUNTS,
+                         batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, warmup: int = 2,
+                         bandwidth: bool = False, progress: ArenaProgress | None = None,
+                         should_stop: ShouldStop | None = None, seed: int = 0) -> dict:
+    """Median ms of one target forward over n new tokens (logits for all n, as a verification) after a cached
+    ``prompt_len``-token prompt, for each batch size (the same prompt repeated) and n.
+
+    The cache is prefilled once per batch size and rolled back after every forward (:func:`rollback_cache`), so
+    every measurement starts from the same ``prompt_len`` positions. Each batch size runs ``warmup`` rounds (not
+    kept) then ``repeats`` rounds over every n, and keeps the median per n.
+
+    Returns:
+        ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "param_bytes", "gbs": {batch: {n: GB/s}},
+        "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (or None),
+        "settings", "wall_s", "stopped"}``; GB/s = weight bytes read per forward / its time.
+
+    Raises:
+        ValueError: empty or non-positive token counts or batch sizes.
+    """
+    token_counts = sorted({int(n) for n in token_counts})
+    batch_sizes = sorted({int(b) for b in batch_sizes})
+    if not token_counts or token_counts[0] < 1 or not batch_sizes or batch_sizes[0] < 1:
+        raise ValueError("token counts and batch sizes must be >= 1")
+    started = time.perf_counter()
+    model, device = target.model, target.device
+    vocab = int(target.vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (1, prompt_len + max(token_counts)), generator=gen).to(device)
+    clock = Clock(device)
+    say = progress or (lambda fraction, message: None)
+    stop = should_stop or (lambda: False)
+    ms: dict[int, dict[int, float]] = {}
+    total = sum(b * (prompt_len + sum(token_counts) * (warmup + repeats)) for b in batch_sizes)  # tokens to run
+    done = 0
+    stopped = False
+    for b in batch_sizes:
+        say(done / total, f"batch {b}: prefilling {prompt_len} tokens")
+        cache = new_cache(model)
+        _forward(model, ids[:, :prompt_len].expand(b, -1).contiguous(), cache)
+        done += b * prompt_len
+        times: dict[int, list[float]] = {n: [] for n in token_counts}
+        # rounds over every n (warm-up rounds first, not kept): a burst of other work on the machine then
+        # spreads over all n instead of bending the curve at one of them
+        for i in range(warmup + repeats):
+            phase = "warming up" if i < warmup else f"round {i - warmup + 1}/{repeats}"
+            say(done / total, f"batch {b}: {phase}")
+            for n in token_counts:
+                if stop():
+                    stopped = True
+                    break
+                new = ids[:, prompt_len:prompt_len + n].expand(b, -1).contiguous()
+                t0 = clock.now_ms()
+                _forward(model, new, cache)
+                t1 = clock.now_ms()
+                rollback_cache(cache, prompt_len)
+                if i >= warmup:
+                    times[n].append(t1 - t0)
+                done += b * n
+            if stopped:
+                break
+        ms[b] = {n: statistics.median(t) for n, t in times.items() if len(t) == repeats}
+        if stopped:
+            break
+    one = ms.get(batch_sizes[0], {})
+    step = one.get(1)
+    result = {
+        "token_counts": token_counts, "batch_sizes": batch_sizes, "ms": ms, "param_bytes": target.param_bytes,
+        "gbs": {b: {n: target.param_bytes / (t / 1000.0) / 1e9 for n, t in row.items()} for b, row in ms.items()},
+        "step_ms": step,
+        "verify_cost": {n - 1: t / step for n, t in one.items() if step and n > 1} if batch_sizes[0] == 1 else {},
+        "copy_bandwidth_gbs": copy_bandwidth_gbs(device) if bandwidth and not stopped else None,
+        "settings": {"prompt_len": prompt_len, "repeats": repeats, "warmup": warmup, "seed": seed},
+        "stopped": stopped,
+    }
+    result["wall_s"] = time.perf_counter() - started
+    say(1.0, "Stopped." if stopped else "Done.")
+    return result
+
+
+def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None, prompt_len: int = 64,
+                        repeats: int = 5) -> dict[str, float]:
+    """c (one drafted token's cost / one target step ``step_ms``) of the drafters that need no extra model:
+    "early-exit" (a 1-token forward of the target's first layers) and "ngram" (one lookup over a context of
+    ``prompt_len`` + 32 tokens)."""
+    from specviz.bench import time_forward_ms
+    from specviz.drafters.base import DraftContext
+    from specviz.drafters.early_exit import early_exit_view
+    from specviz.drafters.ngram import NgramDrafter
+    from specviz.drafters.registry import default_exit_layer
+    from specviz.verify import SamplingConfig
+
+    layers = exit_layer or default_exit_layer(target.num_layers)
+    view = early_exit_view(target.model, layers)
+    early = time_forward_ms(view, target.device, prompt_len, [1], repeats=repeats, warmup=1)[1]
+    gen = torch.Generator().manual_seed(0)
+    context = torch.randint(0, int(target.vocab_size), (prompt_len + 32,), generator=gen).tolist()
+    drafter, times = NgramDrafter(), []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        drafter.propose(DraftContext(context, 4, SamplingConfig(), None))
+        times.append((time.perf_counter() - t0) * 1000.0)
+    return {"early-exit": early / step_ms, "ngram": statistics.median(times) / step_ms,
+            "early_exit_layer": float(layers)}
+
+
+def interpolate(curve: dict[int, float], n: float) -> float:
+    """Linear interpolation of ``curve`` (n -> ms) at ``n``, extrapolating from the two nearest end points."""
+    xs = sorted(curve)
+    if len(xs) == 1:
+        return curve[xs[0]]
+    if n <= xs[0]:
+        lo, hi = xs[0], xs[1]
+    elif n >= xs[-1]:
+        lo, hi = xs[-2], xs[-1]
+    else:
+        hi = next(x for x in xs if x >= n)
+        lo = max(x for x in xs if x <= n)
+        if lo == hi:
+            return curve[lo]
+    return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
+
+
+def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None = None,
+                  k_max: int = MAX_K) -> dict:
+    """Expected tokens per pass and predicted speedups for k = 1..k_max at per-token acceptance ``alpha`` and draft
+    cost ratio ``c``.
+
+    ``verify_curve`` (n new tokens -> ms, batch 1, from :func:`measure_forward_grid`) gives the measured-cost
+    prediction E[tau] x T(1) / (T(k+1) + c k T(1)), with T interpolated between measured n; without it that
+    series is None.
+    """
+    ks = list(range(1, k_max + 1))
+    tau = [expected_tokens_per_pass(alpha, k) for k in ks]
+    paper = [predicted_speedup_paper(alpha, k, c) for k in ks]
+    measured = None
+    if verify_curve:
+        step = interpolate(verify_curve, 1)
+        measured = [predicted_speedup_measured(alpha, k, step, interpolate(verify_curve, k + 1), c * k * step)
+                    for k in ks]
+    return {"k": ks, "tokens_per_pass": tau, "paper": paper, "measured": measured, "alpha": alpha, "c": c}
+
+
+def alpha_for_tokens_per_pass(tokens_per_pass: float, k: float) -> float:
+    """The per-token acceptance alpha whose expected tokens per pass at draft length ``k`` is ``tokens_per_pass``
+    (clamped to [1, k+1]); the inverse of :func:`~specviz.metrics.expected_tokens_per_pass` in alpha, by bisection.
+    """
+    if k <= 0:
+        return 0.0
+    if tokens_per_pass >= k + 1.0:
+        return 1.0
+    if tokens_per_pass <= 1.0:
+        return 0.0
+    goal, lo, hi = tokens_per_pass, 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if expected_tokens_per_pass(mid, k) < goal:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

@@ -1,0 +1,312 @@
+"""What-if k: predict the speedup of every draft length k from one greedy run at the largest k.
+
+Why one run is enough. In greedy mode a drafter's first j proposals with k = j are the first j of its proposals
+with a larger k (the same context gives the same guesses: n-gram lookup copies a prefix of the same follow-up,
+a greedy draft model takes the same argmaxes), and the target keeps the longest prefix that equals its argmax. So
+a pass that accepted n tokens at k_max would have accepted min(n, k) at k, and from the run's passes:
+
+- per-position acceptance a_i = P(draft i accepted | drafts 1..i-1 accepted), i = 1..k_max. A position is
+  *reached* in a pass when the pass asked for k >= i tokens and drafts 1..i-1 were all accepted; it counts as
+  accepted when draft i was accepted. A drafter that proposed fewer than i tokens (n-gram with a short match)
+  counts as not accepted at i: a run with any k >= i would have seen the same short proposal.
+- E[tokens per pass](k) = 1 + sum_{j=1..k} prod_{i<=j} a_i (the 1 is the recovered or bonus token). At k_max it
+  equals the run's measured tokens per pass over its passes at k_max (:func:`tokens_per_pass`; near the token
+  limit the engine drafts fewer tokens, and an EOS can cut a pass).
+
+The prediction is an estimate: at a smaller k the passes start at other positions of the same greedy output, so
+they see other contexts; the per-position rates assume the same mix.
+
+Costs (ms, each run on its own clock, :class:`Costs`): T_step is the baseline's time per token (its forward plus
+its bookkeeping); a speculative pass at k costs T_verify(k) + k * T_draft + T_other. Only the largest k was run, so
+T_verify(k) is interpolated linearly through (0, the baseline's one-token forward) and the measured median verify
+time per number of drafted tokens m (passes at k_max usually draft m = k_max; an n-gram drafter gives several m).
+
+    predicted speedup(k) = E[tau](k) * T_step / (T_verify(k) + k * T_draft + T_other)
+
+The recommended k is the argmax (the smaller k on a tie). :func:`paper_speedups` adds the paper's prediction
+(Leviathan et al. 2023, Thm 3.8: E[tau] / (c k + 1), verification costs one step) for comparison: the gap between
+the two is the verification overhead. Pure functions, no model and no clock inside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import median
+from typing import Iterable, Sequence
+
+from specviz.events import PassEvent
+from specviz.metrics import expected_tokens_per_pass as paper_expected_tokens
+
+
+@dataclass(frozen=True)
+class PositionCounts:
+    """Per drafted position i = 1..k_max: passes that reached it and passes that accepted it (see module doc)."""
+
+    reached: tuple[int, ...]
+    accepted: tuple[int, ...]
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """a_i = accepted_i / reached_i; 0.0 where no pass reached position i (nothing beyond it can count)."""
+        return tuple(a / r if r else 0.0 for a, r in zip(self.accepted, self.reached))
+
+    @property
+    def k_max(self) -> int:
+        """The largest position counted."""
+        return len(self.reached)
+
+
+def _passes(events: Iterable[PassEvent]) -> list[PassEvent]:
+    return [e for e in events if e.kind == "pass"]
+
+
+def position_counts(events: Iterable[PassEvent], k_max: int | None = None) -> PositionCounts:
+    """Count, per position, the passes of a speculative run that reached and accepted it.
+
+    Args:
+        events: the run's events (the prefill and baseline-like events with k == 0 are ignored).
+        k_max: positions to count (default: the largest k asked for in the run).
+
+    Returns:
+        :class:`PositionCounts` of length ``k_max``.
+    """
+    passes = _passes(events)
+    if k_max is None:
+        k_max = max((e.k for e in passes), default=0)
+    reached = [0] * k_max
+    accepted = [0] * k_max
+    for e in passes:
+        n = e.num_accepted
+        for i in range(1, min(e.k, k_max) + 1):  # position i (1-based) is reached iff drafts 1..i-1 were accepted
+            if n < i - 1:
+                break
+            reached[i - 1] += 1
+            if n >= i:
+                accepted[i - 1] += 1
+    return PositionCounts(tuple(reached), tuple(accepted))
+
+
+def expected_tokens(rates: Sequence[float], k: int) -> float:
+    """E[tokens per pass](k) = 1 + sum_{j=1..k} prod_{i<=j} a_i.
+
+    Args:
+        rates: per-position acceptance a_1..a_K, each in [0, 1].
+        k: draft length, 0..K (0 is standard decoding: 1 token per pass).
+
+    Raises:
+        ValueError: k outside 0..len(rates), or a rate outside [0, 1].
+    """
+    if not 0 <= k <= len(rates):
+        raise ValueError(f"k must be in 0..{len(rates)}, got {k}")
+    total, survive = 1.0, 1.0
+    for a in rates[:k]:
+        if not 0.0 <= a <= 1.0:
+            raise ValueError(f"acceptance rates must be in [0, 1], got {a}")
+        survive *= a
+        total += survive
+    return total
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Measured costs in ms.
+
+    Attributes:
+        step_ms: the baseline's time per generated token (forward + bookkeeping): the cost of one standard step.
+        step_forward_ms: the baseline's one-token forward alone: T_verify(0), the anchor of the verify curve.
+        draft_ms_per_token: the drafter's time per drafted token.
+        verify_points: (m drafted tokens, median verify ms) measured points, m >= 1, sorted by m.
+        pass_overhead_ms: a speculative pass's time outside draft and verify (acceptance, rollback, detokenizing).
+        prefill_ms: the prefill (time to first token); only :func:`end_to_end_speedup` uses it.
+    """
+
+    step_ms: float
+    step_forward_ms: float
+    draft_ms_per_token: float
+    verify_points: tuple[tuple[int, float], ...]
+    pass_overhead_ms: float = 0.0
+    prefill_ms: float = 0.0
+
+    def verify_ms(self, k: float) -> float:
+        """T_verify(k): piecewise-linear through (0, step_forward_ms) and :attr:`verify_points`; past the last point
+        the last segment's slope continues (never below the last point)."""
+        points = [(0.0, self.step_forward_ms)] + [(float(m), ms) for m, ms in self.verify_points if m > 0]
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            if k <= x1:
+                return y0 + (y1 - y0) * (k - x0) / (x1 - x0)
+        if len(points) == 1:
+            return self.step_forward_ms
+        (x0, y0), (x1, y1) = points[-2], points[-1]
+        return max(y1, y1 + (y1 - y0) * (k - x1) / (x1 - x0))
+
+    def pass_ms(self, k: int) -> float:
+        """A speculative pass at draft length k: T_verify(k) + k * T_draft + T_other."""
+        return self.verify_ms(k) + k * self.draft_ms_per_token + self.pass_overhead_ms
+
+
+def predicted_speedup(expected: float, step_ms: float, pass_ms: float) -> float:
+    """E[tau] * T_step / T_pass: tokens per pass over the cost of a pass counted in standard steps."""
+    if pass_ms <= 0:
+        raise ValueError(f"a pass must take some time, got {pass_ms} ms")
+    return expected * step_ms / pass_ms
+
+
+def end_to_end_speedup(expected: float, costs: Costs, k: int, tokens: int) -> float:
+    """The tokens/s ratio of whole runs of ``tokens`` tokens, prefill included (both runs pay the same prefill):
+    (T_prefill + (N-1) T_step) / (T_prefill + (N-1) / E[tau] * T_pass(k))."""
+    rest = max(tokens - 1, 0)
+    base = costs.prefill_ms + rest * costs.step_ms
+    spec = costs.prefill_ms + rest / expected * costs.pass_ms(k)
+    return base / spec if spec > 0 else float("nan")
+
+
+def measure_costs(spec_events: Iterable[PassEvent], base_events: Iterable[PassEvent]) -> Costs:
+    """:class:`Costs` from a speculative run and a standard-decoding run of the same target and prompt.
+
+    Medians, not means, for per-pass times (a busy machine gives a few slow outliers); draft time is total draft
+    ms over total drafted tokens.
+
+    Raises:
+        ValueError: if the baseline has no pass after its prefill.
+    """
+    spec_events, base_events = list(spec_events), list(base_events)
+    base = _passes(base_events)
+    if not base:
+        raise ValueError("the baseline run needs at least two tokens to measure a decoding step")
+    spec = _passes(spec_events)
+    drafted = sum(e.num_drafted for e in spec)
+    by_m: dict[int, list[float]] = {}
+    for e in spec:
+        if e.num_drafted:
+            by_m.setdefault(e.num_drafted, []).append(e.timings.verify_ms)
+    prefill = [e.t_end_ms for e in base_events if e.kind == "prefill"]
+    return Costs(
+        step_ms=median(e.timings.verify_ms + e.timings.other_ms for e in base),
+        step_forward_ms=median(e.timings.verify_ms for e in base),
+        draft_ms_per_token=sum(e.timings.draft_ms for e in spec) / drafted if drafted else 0.0,
+        verify_points=tuple((m, median(v)) for m, v in sorted(by_m.items())),
+        pass_overhead_ms=median(e.timings.other_ms for e in spec) if spec else 0.0,
+        prefill_ms=prefill[0] if prefill else 0.0,
+    )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One k of the what-if: expected tokens per pass, the cost of a pass (ms), the predicted decoding speedup
+    (prefill excluded) and the paper's prediction (verification costs one step)."""
+
+    k: int
+    expected_tokens: float
+    pass_ms: float
+    speedup: float
+    paper_speedup: float
+
+
+def tokens_per_pass(events: Iterable[PassEvent], k: int | None = None) -> float | None:
+    """Measured tokens per pass over the passes that asked for the full draft length ``k`` (default: the run's
+    largest k). Near the token limit the engine asks for fewer tokens, so those last passes are left out: this is
+    the figure :func:`expected_tokens` predicts (None when no pass asked for k)."""
+    passes = _passes(events)
+    if k is None:
+        k = max((e.k for e in passes), default=0)
+    full = [e for e in passes if e.k == k]
+    return sum(len(e.emitted_ids) for e in full) / len(full) if full else None
+
+
+def alpha(events: Iterable[PassEvent]) -> float | None:
+    """Per-token acceptance accepted / (accepted + rejections) of a run (None when nothing was judged)."""
+    passes = _passes(events)
+    accepted = sum(e.num_accepted for e in passes)
+    judged = accepted + sum(e.num_rejections for e in passes)
+    return accepted / judged if judged else None
+
+
+def predict(rates: Sequence[float], costs: Costs, k_values: Iterable[int], alpha_value: float | None = None
+            ) -> list[Prediction]:
+    """A :class:`Prediction` for each k (1..len(rates)); the paper's figure uses ``alpha_value`` (NaN if None)."""
+    c = costs.draft_ms_per_token / costs.step_ms if costs.step_ms > 0 else 0.0
+    out = []
+    for k in k_values:
+        expected = expected_tokens(rates, k)
+        pass_ms = costs.pass_ms(k)
+        paper = paper_expected_tokens(alpha_value, k) / (c * k + 1.0) if alpha_value is not None else float("nan")
+        out.append(Prediction(k, expected, pass_ms, predicted_speedup(expected, costs.step_ms, pass_ms), paper))
+    return out
+
+
+def recommend(predictions: Sequence[Prediction]) -> Prediction:
+    """The prediction with the largest speedup (the smallest k among equals).
+
+    Raises:
+        ValueError: for an empty list.
+    """
+    if not predictions:
+        raise ValueError("nothing to recommend from: no predictions")
+    return max(predictions, key=lambda p: (p.speedup, -p.k))
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The full what-if from one run at k_max (see :func:`analyze`)."""
+
+    k_max: int
+    counts: PositionCounts
+    costs: Costs
+    predictions: tuple[Prediction, ...]
+    recommended: Prediction
+    measured_tokens_per_pass: float | None  # over the passes at k_max (see :func:`tokens_per_pass`)
+    measured_speedup: float | None  # decoding tokens/s ratio at k_max (prefill excluded), when both runs are known
+    tokens: int  # tokens generated by the run
+    alpha: float | None
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """Per-position acceptance a_1..a_kmax."""
+        return self.counts.rates
+
+    def at(self, k: int) -> Prediction:
+        """The prediction for draft length k."""
+        return self.predictions[k - 1]
+
+
+def decode_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
+    """Measured decoding speedup (prefill excluded): spec tokens per ms after the prefill over the baseline's."""
+    rates = []
+    for events in (spec_events, base_events):
+        passes = _passes(events)
+        ms = sum(e.timings.total_ms for e in passes)
+        tokens = sum(len(e.emitted_ids) for e in passes)
+        rates.append(tokens / ms if ms > 0 and tokens else None)
+    return rates[0] / rates[1] if rates[0] and rates[1] else None
+
+
+def tokens_per_s_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
+    """Measured end-to-end speedup: generated tokens / own-clock seconds (prefill included), spec over baseline."""
+    rates = []
+    for events in (spec_events, base_events):
+        last = events[-1] if events else None
+        rates.append(last.num_generated / last.t_end_ms if last is not None and last.t_end_ms > 0 else None)
+    return rates[0] / rates[1] if rates[0] and rates[1] else None
+
+
+def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None) -> WhatIf:
+    """The what-if of a greedy speculative run at k_max and its standard-decoding baseline.
+
+    Raises:
+        ValueError: if the speculative run has no pass, or its drafter proposed nothing at all.
+    """
+    spec_events, base_events = list(spec_events), list(base_events)
+    passes = _passes(spec_events)
+    if not passes:
+        raise ValueError("The run ended at its first token, so there is no pass to learn from: allow more tokens.")
+    if not any(e.num_drafted for e in passes):
+        raise ValueError("The drafter proposed nothing in this run, so there is no acceptance to learn from.")
+    counts = position_counts(spec_events, k_max)
+    costs = measure_costs(spec_events, base_events)
+    a = alpha(spec_events)
+    predictions = tuple(predict(counts.rates, costs, range(1, counts.k_max + 1), a))
+    return WhatIf(
+        k_max=counts.k_max, counts=counts, costs=costs, predictions=predictions,
+        recommended=recommend(predictions), measured_tokens_per_pass=tokens_per_pass(spec_events, counts.k_max),
+        measured_speedup=decode_speedup(spec_events, base_events), tokens=spec_events[-1].num_generated, alpha=a,
+    )

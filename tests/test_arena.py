@@ -1,0 +1,250 @@
+"""The arena: run_arena on tiny models (greedy identity, metric ranges, pooling, CSV/JSON), its figures, and the
+Arena tab's handler called directly as a generator (a table and both files; clear messages for bad input)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+
+from app import arena as arena_tab  # noqa: E402
+from app import handlers  # noqa: E402
+from specviz.arena import (  # noqa: E402
+    CSV_COLUMNS,
+    Variant,
+    run_arena,
+    to_csv,
+    to_json,
+    variants,
+)
+from specviz.engine import GenerationConfig  # noqa: E402
+from specviz.metrics import expected_tokens_per_pass, predicted_speedup_measured, predicted_speedup_paper  # noqa: E402
+from specviz.verify import SamplingConfig  # noqa: E402
+
+PROMPTS = [
+    {"id": "fox", "category": "story", "prompt": "The quick brown fox jumps over the lazy dog while the cat sleeps"},
+    {"id": "spec", "category": "tech", "prompt": "Speculative decoding lets a small draft model propose tokens"},
+]
+
+
+@pytest.fixture(scope="module")
+def result(tiny_model_dir, tiny_draft_dir):
+    import torch
+
+    from specviz.models import load_model
+
+    torch.set_num_threads(1)  # module-scoped: the autouse per-test fixture has not run yet
+    target = load_model(str(tiny_model_dir), device="cpu")
+    seen = []
+    out = run_arena(target, PROMPTS, ["ngram", "model"], [2, "auto"], GenerationConfig(max_new_tokens=24),
+                    progress=lambda fraction, message: seen.append((fraction, message)),
+                    draft_spec=str(tiny_draft_dir))
+    out.progress_seen = seen
+    return out
+
+
+def test_every_method_runs_on_every_prompt_with_the_baseline_first(result):
+    labels = [v.label for v in result.variants]
+    assert labels == ["standard", "ngram k=2", "ngram k=auto", "model k=2", "model k=auto"]
+    assert [(r["prompt_id"], r["variant"]) for r in result.rows] == [(p["id"], v) for p in PROMPTS for v in labels]
+    assert not result.stopped and result.wall_s > 0
+    fractions = [f for f, _ in result.progress_seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+    assert any("fox (story): model k=auto" in m for _, m in result.progress_seen)
+
+
+def test_greedy_outputs_are_identical_to_the_baseline(result):
+    spec_rows = [r for r in result.rows if r["drafter"] != "none"]
+    assert all(r["ids_identical"] is True for r in spec_rows)
+    assert all(r["ids_identical"] is None for r in result.rows if r["drafter"] == "none")
+    assert result.ids_identical is True
+
+
+def test_row_metrics_are_in_range_and_follow_the_formulas(result):
+    for r in result.rows:
+        assert r["tokens"] == 24 and r["tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
+        assert r["speedup"] > 0 and r["decode_speedup"] > 0 and r["t_step_ms"] > 0
+        if r["drafter"] == "none":
+            assert r["tokens_per_pass"] == 1.0 and r["speedup"] == pytest.approx(1.0)
+            assert r["alpha"] is None and r["predicted_speedup_paper"] is None
+            continue
+        k_max = 16 if r["k"] == "auto" else int(r["k"])
+        assert 1.0 <= r["tokens_per_pass"] <= k_max + 1
+        assert 0.0 <= r["acceptance_rate"] <= 1.0
+        assert r["t_verify_ms"] > 0 and r["t_draft_ms"] >= 0
+        if r["drafter"] == "model":  # the tiny draft agrees with the target often, but not always
+            assert 0.0 < r["alpha"] < 1.0 and r["acceptance_rate"] <= r["alpha"]
+            assert r["m"] > 0 and r["c"] > 0
+            assert r["expected_tokens_per_pass"] == pytest.approx(expected_tokens_per_pass(r["alpha"], r["m"]))
+            assert r["predicted_speedup_paper"] == pytest.approx(predicted_speedup_paper(r["alpha"], r["m"], r["c"]))
+            assert r["predicted_speedup_measured"] == pytest.approx(predicted_speedup_measured(
+                r["alpha"], r["m"], r["t_step_ms"], r["t_verify_ms"], r["t_draft_ms"]))
+            # c m T_step is the drafting time per pass, so the two predictions differ only in T_verify vs T_step
+            assert r["c"] * r["m"] * r["t_step_ms"] == pytest.approx(r["t_draft_ms"])
+        if r["k"] == "2":
+            assert r["m"] <= 2
+
+
+def test_pooled_rows_per_category_and_overall(result):
+    levels = [(r["level"], r["category"]) for r in result.summary]
+    assert levels == [("category", "story")] * 5 + [("category", "tech")] * 5 + [("overall", "all")] * 5
+    by = {(r["category"], r["variant"]): r for r in result.summary}
+    rows = {(r["category"], r["variant"]): r for r in result.rows}
+    assert by[("story", "model k=2")]["tokens_per_pass"] == rows[("story", "model k=2")]["tokens_per_pass"]
+    overall = by[("all", "model k=2")]
+    parts = [rows[(c, "model k=2")] for c in ("story", "tech")]
+    assert overall["prompts"] == 2 and overall["tokens"] == 48
+    assert overall["accepted"] == sum(p["accepted"] for p in parts)
+    drafted = sum(p["drafted"] for p in parts)
+    assert overall["acceptance_rate"] == pytest.approx(overall["accepted"] / drafted)
+    seconds = sum(p["elapsed_ms"] for p in parts) / 1000
+    assert overall["tokens_per_s"] == pytest.approx(48 / seconds)
+    assert overall["ids_identical"] is True and by[("all", "standard")]["ids_identical"] is None
+
+
+def test_csv_has_a_header_and_every_row(result):
+    text = to_csv(result)
+    table = list(csv.reader(io.StringIO(text)))
+    assert tuple(table[0]) == CSV_COLUMNS
+    assert len(table) == 1 + len(result.rows) + len(result.summary)
+    first = dict(zip(table[0], table[1]))
+    assert first["level"] == "prompt" and first["prompt_id"] == "fox" and first["drafter"] == "none"
+    assert first["ids_identical"] == "" and first["alpha"] == ""
+    model = next(dict(zip(table[0], row)) for row in table[1:] if row[3] == "model")
+    assert model["ids_identical"] == "true" and 0 < float(model["alpha"]) < 1
+
+
+def test_json_has_settings_versions_and_device(result):
+    data = json.loads(json.dumps(to_json(result)))
+    assert data["benchmark"] == "arena"
+    s = data["settings"]
+    assert s["drafters"] == ["ngram", "model"] and s["ks"] == ["2", "auto"] and s["max_new_tokens"] == 24
+    assert s["sampling"]["temperature"] == 0.0 and [p["id"] for p in s["prompts"]] == ["fox", "spec"]
+    assert {"torch", "transformers", "specviz", "python"} <= set(data["versions"])
+    assert data["device"]["device"] == "cpu" and data["machine"]["cpu_count"] >= 1 and data["machine"]["platform"]
+    assert data["target"]["param_bytes"] > 0
+    assert len(data["rows"]) == 10 and data["ids_identical"] is True and "alpha" in data["definitions"]
+
+
+def test_figures_group_by_category(result):
+    fig = arena_tab.arena_figure(result.summary)
+    assert isinstance(fig, go.Figure)
+    bars = [t for t in fig.data if t.type == "bar"]
+    # 4 panels: tokens/pass and tokens/s include the baseline (5 methods), acceptance and speedup do not (4)
+    assert len(bars) == 5 + 4 + 5 + 4
+    assert list(bars[0].x) == ["story", "tech", "all"]
+    pred = arena_tab.predictions_figure(result.summary)
+    assert [t.type for t in pred.data] == ["bar", "scatter", "scatter"]
+    assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
+
+
+def test_variants_and_bad_settings():
+    assert variants(["ngram", "none", "ngram"], ["4", "auto", 4]) == [
+        Variant("none"), Variant("ngram", 4), Variant("ngram", 4, adaptive=True)]
+    for drafters, ks, words in ((["none"], [4], "at least one drafter"), (["ngram"], [], "at least one draft"),
+                                (["ngram"], [17], "1..16"), (["ngram"], ["x"], "whole number"),
+                                (["nope"], [4], "unknown drafter")):
+        with pytest.raises(ValueError, match=words):
+            variants(drafters, ks)
+
+
+def test_stop_ends_the_arena_with_the_finished_prompts(tiny_target):
+    flag = {"stop": False}
+
+    def progress(fraction: float, message: str) -> None:  # stop once the second prompt's n-gram run starts
+        flag["stop"] = flag["stop"] or message.startswith("spec (tech): ngram")
+
+    out = run_arena(tiny_target, PROMPTS, ["ngram"], [2], GenerationConfig(max_new_tokens=12), progress=progress,
+                    should_stop=lambda: flag["stop"])
+    assert out.stopped
+    assert {r["prompt_id"] for r in out.rows} == {"fox"} and len(out.rows) == 2
+
+
+def test_sampling_leaves_identity_unchecked(tiny_target):
+    config = GenerationConfig(max_new_tokens=10, sampling=SamplingConfig(temperature=0.8, seed=1))
+    out = run_arena(tiny_target, PROMPTS[:1], ["early-exit"], [2], config, exit_layer=2, warmup_tokens=0)
+    assert all(r["ids_identical"] is None for r in out.rows) and out.ids_identical is None
+    assert out.settings["sampling"]["temperature"] == 0.8
+
+
+# ------------------------------------------------------------------------------------------ the handler
+
+GOOD = dict(drafters=["ngram", "early-exit"], ks=["2", "auto"], source="prompt",
+            prompt="The quick brown fox jumps over the lazy dog", category="qa", max_new_tokens=16,
+            target="embedded", draft_model="", exit_layer=0, temperature=0.0, seed=0, chat_template=True)
+
+
+def drain(gen) -> dict:
+    """Run the arena handler to the end: the last real value of each output."""
+    last: dict = {"updates": 0}
+    for out in gen:
+        assert len(out) == len(arena_tab.OUTPUTS)
+        last["updates"] += 1
+        for name, value in zip(arena_tab.OUTPUTS, out):
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                if "value" not in value:
+                    continue
+                value = value["value"]
+            last[name] = value
+    assert not handlers.DEVICE.locked, "the device lock must be released when the arena ends"
+    return last
+
+
+def test_handler_yields_a_table_charts_and_files(tiny_model_dir):
+    out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir)})))
+    table = out["arena-table"]
+    assert table["headers"][:2] == ["Category", "Method"]
+    methods = [row[1] for row in table["data"]]
+    # one category: its rows only (the pooled "all" rows would repeat them; they stay in the CSV)
+    assert methods == ["standard", "ngram k=2", "ngram k=auto", "early-exit k=2", "early-exit k=auto"]
+    assert all(row[-1] == "✓" for row in table["data"] if row[1] != "standard")
+    assert len(out["arena-prompts"]["data"]) == 5
+    assert isinstance(out["arena-charts"], go.Figure) and isinstance(out["arena-predictions"], go.Figure)
+    assert "Done" in out["arena-status"] and "identical" in out["arena-status"]
+    with open(out["arena-csv"], encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 5 + 10 and rows[0]["prompt_id"] == "your-prompt"
+    with open(out["arena-json"], encoding="utf-8") as f:
+        data = json.load(f)
+    assert data["settings"]["target"] == str(tiny_model_dir.resolve()) and data["versions"]["torch"]
+
+
+def test_handler_runs_a_suite_category(tiny_model_dir):
+    out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "source": "category", "category": "math",
+                                         "drafters": ["ngram"], "ks": ["4"], "max_new_tokens": 8})))
+    assert {row[0] for row in out["arena-table"]["data"]} == {"math"}
+    assert [row[0] for row in out["arena-prompts"]["data"]] == ["math-1", "math-1", "math-2", "math-2"]
+    assert out["arena-csv"].endswith(".csv")
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"drafters": []}, "at least one drafter"),
+    ({"ks": []}, "at least one draft length"),
+    ({"prompt": "   "}, "prompt is empty"),
+    ({"source": "category", "category": "nope"}, "Pick a category"),
+    ({"drafters": ["model"]}, "needs a draft model"),
+    ({"max_new_tokens": 0}, "Max new tokens"),
+    ({"target": "/no/such/folder"}, "no such local folder"),
+    ({"exit_layer": 9}, "early-exit layer"),
+])
+def test_bad_input_gives_a_message(tiny_model_dir, change, words):
+    args = GOOD | {"target": str(tiny_model_dir), "max_new_tokens": 4} | change
+    out = drain(arena_tab.run(**args))
+    assert "status-error" in out["arena-status"] and re.search(words, out["arena-status"], re.I)
+    assert "Traceback" not in out["arena-status"] and "arena-csv" not in out
+
+
+def test_stop_button_flags_the_running_arena(tiny_model_dir, monkeypatch):
+    gen = arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "max_new_tokens": 64}))
+    first = next(gen)
+    assert "Starting" in first[0]
+    arena_tab.stop()  # no request: flags every running arena
+    out = drain(gen)
+    assert "Stopped" in out["arena-status"]

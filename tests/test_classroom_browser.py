@@ -1,0 +1,278 @@
+"""The Classroom tab (app/classroom.py): its pure helpers, then the real tab in a real browser (Debian's chromium via
+playwright, the embedded model, loopback only).
+
+In the browser a new user opens a shared link to the "poorly matched drafter" walkthrough (sampling at temperature
+1, fixed seed, a few tokens), records the run, steps with Next until a rejection and sees q, p, min(1, p/q), u and the
+decision, the caption and the rejection chart; uses the keyboard, the presentation view, Play and the share link;
+then runs what-if k and re-runs at the recommended k, with predicted and measured speedups side by side.
+Screenshots go to /tmp/classroom-*.png.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import classroom  # noqa: E402
+from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.stepper import Distributions, Recording, Step, Stepper  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run"]
+RUN_TIMEOUT_MS = 240_000  # a few tokens on a busy 2-core CPU, with a wide margin
+browser_only = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
+
+
+# ------------------------------------------------------------------------------------------------- no browser
+
+
+def _recording() -> Recording:
+    prefill = PassEvent(run="speculative", index=0, kind="prefill", k=0, draft_ids=(), accept_mask=(),
+                        num_accepted=0, next_id=1, next_kind="target", emitted_ids=(1,), details=(), text_delta="",
+                        timings=Timings(), t_end_ms=5.0, num_generated=1)
+    details = (PositionDetail(0.8, 0.4, 0.9, 2, True), PositionDetail(0.1, 0.5, 0.7, 4, True),
+               PositionDetail(0.2, 0.3, None, 5, False))
+    one = PassEvent(run="speculative", index=1, kind="pass", k=3, draft_ids=(2, 3, 4), accept_mask=(True, False, False),
+                    num_accepted=1, next_id=6, next_kind="recovered", emitted_ids=(2, 6), details=details,
+                    text_delta="", timings=Timings(), t_end_ms=9.0, num_generated=3, finish_reason="length")
+    dist = Distributions(1, (6, 3, 5), (0.5, 0.1, 0.2), (0.1, 0.5, 0.1), (0.8, 0.0, 0.2), drafted_id=3, chosen_id=6)
+    texts = {1: "Hi", 2: " there", 3: " <b>", 4: " you", 5: " all", 6: " friend"}
+    return Recording((prefill, one), greedy=False, drafter_name="draft", token_texts=texts, rejections={1: dist})
+
+
+def test_share_link_round_trips_through_the_address():
+    values = {"prompt": "Tell me & more\nplease", "drafter": "early-exit", "exit_layer": 7, "draft_model": "x/y",
+              "k": 6, "temperature": 0.7, "seed": 3, "max_new_tokens": 20, "target": "embedded"}
+    query = classroom.share_query(values, present=True)
+    params = {k: v[0] for k, v in parse_qs(query[1:]).items()}
+    assert params["tab"] == "classroom" and "draft_model" not in params and "target" not in params  # default
+    back = classroom.settings_from_query(params)
+    assert {f: back[f] for f in classroom.FIELDS if f != "draft_model"} == {
+        f: values[f] for f in classroom.FIELDS if f != "draft_model"}
+    assert back["present"] is True
+    preset = classroom.load_walkthroughs()[0]
+    short = classroom.share_query(classroom.walkthrough_settings(preset), preset=preset["id"])
+    assert short == f"?tab=classroom&preset={preset['id']}"  # an unchanged walkthrough is just its id
+    changed = classroom.settings_from_query({"preset": preset["id"], "seed": "9", "k": "not a number"})
+    assert changed["seed"] == 9 and changed["k"] == preset["settings"]["k"] and changed["preset"] == preset["id"]
+    assert classroom.settings_from_query({"foo": "bar"}) is None
+
+
+def test_table_chart_and_caption_html_from_a_recording():
+    stepper = Stepper(_recording())
+    stepper.goto(Step(1, "decide"))
+    table = classroom.table_html(stepper)
+    for header in ("q (draft)", "p (target)", "min(1, p/q)", "u", "decision"):
+        assert f">{header}</th>" in table
+    assert 'data-decision="rejected"' in table and 'data-decision="not judged"' in table
+    assert "&lt;b&gt;" in table and "<b>" not in table  # token text is escaped
+    assert '<td data-col="ratio">0.200</td>' in table and "0.700" in table
+    figure = classroom.rejection_figure(stepper.distributions(), stepper.recording)
+    assert [t.name for t in figure.data] == ["target p", "draft q", "residual norm(max(0, p − q))"]
+    assert any("recovered" in a.text for a in figure.layout.annotations)
+    assert "rejected" in classroom.caption_html(stepper)
+    progress, caption, table2, chart, output = classroom.view(stepper)
+    assert chart["visible"] is True and "Pass 1 of 1" in progress
+    stepper.goto(0)
+    assert classroom.view(stepper)[3]["visible"] is False  # no chart at the prefill
+
+
+def test_record_with_bad_input_gives_a_message_not_a_trace():
+    out = list(classroom.record("   ", "ngram", 0, "", 4, 0.0, 0, 24, "embedded"))
+    assert len(out) == 1 and "prompt is empty" in out[0][1] and "status-error" in out[0][1]
+    out = list(classroom.record("Hi", "none", 0, "", 4, 0.0, 0, 24, "embedded"))
+    assert "needs a drafter" in out[0][1]
+    out = list(classroom.record("Hi", "ngram", 0, "", 4, 0.0, 0, 500, "embedded"))
+    assert "at most" in out[0][1]
+
+
+# ------------------------------------------------------------------------------------------------- browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url(embedded):
+    from app import build_demo, launch_options
+
+    demo = build_demo(max_new_tokens=40)
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, app_url):
+    context = browser.new_context(viewport={"width": 1440, "height": 1000})
+    page = context.new_page()
+    page.requests = []
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.app_url = app_url
+    yield page
+    context.close()
+
+
+def _outside(urls) -> list[str]:
+    return [u for u in urls if urlparse(u).scheme not in ("data", "blob", "about")
+            and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
+
+
+def _numbers(row) -> dict[str, float]:
+    cells = {}
+    for col in ("q", "p", "ratio", "u"):
+        text = row.locator(f"td[data-col={col}]").inner_text()
+        match = re.search(r"\d\.\d{3}", text)
+        if match:
+            cells[col] = float(match.group())
+    return cells
+
+
+def _step_text(page) -> str:
+    return page.inner_text("#classroom-progress .cr-count")
+
+
+def _click_and_wait(page, selector: str) -> None:
+    before = _step_text(page)
+    page.click(selector)
+    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
+                           f"{before!r}", timeout=15_000)
+
+
+@browser_only
+def test_step_through_a_sampling_run_to_a_rejection(page):
+    page.goto(page.app_url + "?preset=poor-drafter&max_new_tokens=8")
+    page.wait_for_selector("#classroom-record", state="visible", timeout=30_000)
+    assert page.get_attribute("#tab-classroom-button", "aria-selected") == "true"  # the link opens the tab
+    assert "leaves" in page.input_value("#classroom-prompt textarea")
+    assert page.input_value("#classroom-max-new-tokens input[type=number]") == "8"
+    assert page.input_value("#classroom-temperature input[type=number]") == "1"
+
+    page.click("#classroom-record")
+    page.wait_for_selector("#classroom-status .status-done, #classroom-status .status-error", timeout=RUN_TIMEOUT_MS)
+    assert "Recorded" in page.inner_text("#classroom-status"), page.inner_text("#classroom-status")
+    assert "Prefill" in page.inner_text("#classroom-caption")
+
+    for _ in range(40):  # Next, phase by phase, until a rejection is on the table
+        if page.locator("#classroom-table tr[data-decision=rejected]").count():
+            break
+        _click_and_wait(page, "#classroom-next")
+    table = page.locator("#classroom-table table")
+    assert table.get_attribute("data-phase") == "decide"
+    headers = page.eval_on_selector_all("#classroom-table th", "ths => ths.map(th => th.textContent)")
+    assert headers == ["#", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision"]
+    row = page.locator("#classroom-table tr[data-decision=rejected]")
+    numbers = _numbers(row)
+    assert set(numbers) == {"q", "p", "ratio", "u"}, numbers
+    if numbers["q"] >= 0.05:  # shown values are rounded to 3 decimals
+        assert numbers["ratio"] == pytest.approx(min(1.0, numbers["p"] / numbers["q"]), abs=0.02)
+    assert numbers["u"] >= numbers["ratio"] - 0.001  # rejected: u was not below min(1, p/q)
+    assert "rejected" in row.inner_text()
+    caption = page.inner_text("#classroom-caption")
+    assert "min(1, p/q)" in caption and "rejected" in caption and "u =" in caption
+    page.wait_for_selector("#classroom-chart .js-plotly-plot", timeout=15_000)
+    names = page.eval_on_selector("#classroom-chart .js-plotly-plot", "gd => gd.data.map(t => t.name)")
+    assert names[:2] == ["target p", "draft q"] and names[2].startswith("residual")
+    notes = page.eval_on_selector("#classroom-chart .js-plotly-plot",
+                                  "gd => gd.layout.annotations.map(a => a.text).join(' ')")
+    assert "recovered" in notes and "drafted" in notes
+    time.sleep(0.5)  # let plotly finish drawing before the screenshot
+    page.screenshot(path="/tmp/classroom-rejection.png", full_page=True)
+
+    # keyboard: → to the recovered token, ← back (focus outside any field)
+    page.click("#classroom-caption")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#classroom-table table[data-phase=emit]", timeout=15_000)
+    assert page.locator("#classroom-table tr[data-decision=recovered]").count() == 1
+    assert "recovered" in page.inner_text("#classroom-caption")
+    assert page.locator("#classroom-output span[data-kind=recovered]").count() >= 1
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_selector("#classroom-table table[data-phase=decide]", timeout=15_000)
+
+    # presentation view: large type
+    page.check("#classroom-present input")
+    page.wait_for_function("() => document.body.classList.contains('sv-present')", timeout=10_000)
+    size = page.eval_on_selector("#classroom-caption .cr-caption", "e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 24, size
+    page.screenshot(path="/tmp/classroom-present.png")
+    page.uncheck("#classroom-present input")
+
+    # share link: an absolute address with the walkthrough and the changed setting
+    page.click("#classroom-share-btn")
+    page.wait_for_function("() => (document.querySelector('#classroom-share textarea')?.value || '')"
+                           ".startsWith('http')", timeout=15_000)
+    link = urlparse(page.input_value("#classroom-share textarea"))
+    assert link.hostname == "127.0.0.1"
+    params = parse_qs(link.query)
+    assert params["preset"] == ["poor-drafter"] and params["max_new_tokens"] == ["8"]
+
+    # Play advances on its own; space pauses it
+    before = _step_text(page)
+    page.click("#classroom-play")
+    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
+                           f"{before!r}", timeout=20_000)
+    assert "Pause" in page.inner_text("#classroom-play")
+    page.click("#classroom-caption")
+    page.keyboard.press(" ")
+    page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Play')",
+                           timeout=15_000)
+    assert "Traceback" not in page.content()
+    assert not _outside(page.requests), _outside(page.requests)
+
+
+@browser_only
+def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
+    page.goto(page.app_url + "?preset=grounded-ngram")
+    page.wait_for_selector("#whatif-run", state="visible", timeout=30_000)
+    for slider, value in (("#whatif-kmax", "4"), ("#whatif-tokens", "16")):
+        page.fill(f"{slider} input[type=number]", value)
+        page.press(f"{slider} input[type=number]", "Enter")
+    page.click("#whatif-run")
+    page.wait_for_selector("#whatif-status .status-done, #whatif-status .status-error", timeout=RUN_TIMEOUT_MS)
+    assert "Predicted" in page.inner_text("#whatif-status"), page.inner_text("#whatif-status")
+    page.wait_for_selector("#whatif-chart .js-plotly-plot", timeout=15_000)
+    names = page.eval_on_selector("#whatif-chart .js-plotly-plot", "gd => gd.data.map(t => t.name)")
+    star = next(n for n in names if n.startswith("recommended k = "))
+    k = int(star.rsplit(" ", 1)[1])
+    assert 1 <= k <= 4
+    assert f"k = {k}" in page.inner_text("#whatif-rerun")
+    assert f"Recommended k = {k}" in page.inner_text("#whatif-result")
+
+    page.click("#whatif-rerun")
+    page.wait_for_selector("#whatif-check", timeout=RUN_TIMEOUT_MS)
+    check = page.inner_text("#whatif-check")
+    assert f"Re-run at k = {k}" in check and "predicted" in check and "measured" in check
+    speedups = re.findall(r"(\d+\.\d\d)×", page.inner_text("#whatif-check tr:has-text('decoding speedup')"))
+    assert len(speedups) == 2, check  # predicted and measured, side by side
+    names = page.eval_on_selector("#whatif-chart .js-plotly-plot", "gd => gd.data.map(t => t.name)")
+    assert "measured by the re-run" in names
+    time.sleep(0.5)
+    page.locator("#whatif").screenshot(path="/tmp/classroom-whatif.png")
+    assert not _outside(page.requests)

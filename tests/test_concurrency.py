@@ -1,0 +1,203 @@
+"""Many visitors at once: runs take turns on the device in arrival order and each waiting visitor is told its
+place; Stop frees the worker at once (even while a model loads); a failure in one run leaves the others alone;
+and the bounded load test (scripts/loadtest.py, K=4 Gradio client sessions on loopback) completes with every
+session seeing its own output. Tiny models only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import handlers  # noqa: E402
+from specviz import models  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def local_policy(monkeypatch):
+    for name in ("SPACE_ID", "SPECVIZ_PUBLIC", "SPECVIZ_ALLOWED_MODELS", "SPECVIZ_ALLOW_LOCAL_PATHS",
+                 "SPECVIZ_MAX_NEW_TOKENS", "SPECVIZ_MAX_PROMPT_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+class Request:
+    def __init__(self, session_hash):
+        self.session_hash = session_hash
+
+
+def _args(model_dir, **change):
+    base = dict(prompt="The quick brown fox", target=str(model_dir), drafter="ngram", draft_model="", exit_layer=0,
+                k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=6,
+                stop_strings="", chat_template=True, history=[])
+    return {**base, **change}
+
+
+class Session(threading.Thread):
+    """Drives one visitor's generate handler in its own thread (as a Gradio worker would), recording statuses."""
+
+    def __init__(self, name: str, **kwargs) -> None:
+        super().__init__(daemon=True, name=name)
+        self.kwargs = kwargs
+        self.statuses: list[str] = []
+        self.last: dict = {}
+        self.done_at: float | None = None
+
+    def run(self) -> None:
+        for out in handlers.generate(**self.kwargs, request=Request(self.name)):
+            for key, value in zip(handlers.OUTPUTS, out):
+                if isinstance(value, dict) and value.get("__type__") == "update":
+                    if "value" not in value:
+                        continue
+                    value = value["value"]
+                self.last[key] = value
+                if key == "status":
+                    self.statuses.append(value)
+        self.done_at = time.monotonic()
+
+
+def _wait_for(condition, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+# ------------------------------------------------------------------------------------------- the device line
+
+
+def test_device_lock_is_first_come_first_served_with_positions():
+    lock = handlers.DeviceLock(stale_s=0.5)
+    assert lock.acquire("a", "running a", timeout=0)
+    assert not lock.acquire("b", "running b", timeout=0) and not lock.acquire("c", "running c", timeout=0)
+    assert lock.ahead("b") == 1 and lock.ahead("c") == 2 and lock.waiting == 2 and lock.holder == "running a"
+    assert not lock.release("someone") and lock.locked  # only the holder releases
+    assert lock.release("a")
+    assert not lock.acquire("c", "c", timeout=0)  # b came first
+    assert lock.acquire("b", "b", timeout=0) and lock.ahead("c") == 1
+    lock.leave("c")
+    assert lock.waiting == 0
+    assert not lock.acquire("d", "d", timeout=0)  # d stands in line, then is abandoned
+    time.sleep(0.6)
+    assert lock.release("b") and lock.acquire("e", "e", timeout=0)  # the stale place did not block e
+
+
+def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir):
+    assert handlers.DEVICE.acquire("test-holder", "a test holds the device", timeout=1)
+    try:
+        first = Session("first", **_args(tiny_model_dir, prompt="The river runs"))
+        first.start()
+        _wait_for(lambda: handlers.DEVICE.waiting == 1)
+        second = Session("second", **_args(tiny_model_dir, prompt="The old library"))
+        second.start()
+        _wait_for(lambda: handlers.DEVICE.waiting == 2 and any("2 runs are ahead" in s for s in second.statuses))
+    finally:
+        handlers.DEVICE.release("test-holder")
+    first.join(60)
+    second.join(60)
+    assert any("1 run is ahead of yours (a test holds the device)" in s for s in first.statuses)
+    assert any("2 runs are ahead of yours" in s for s in second.statuses)
+    assert "Done in" in first.last["status"] and "Done in" in second.last["status"]
+    assert first.done_at < second.done_at
+    assert first.last["baseline-output"] != second.last["baseline-output"]
+    assert not handlers.DEVICE.locked and handlers.DEVICE.waiting == 0
+
+
+def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypatch):
+    real = handlers.standard_generate
+
+    def sometimes_broken(target, prompt_ids, config):
+        if config.max_new_tokens == 7:
+            raise RuntimeError("simulated crash inside one run")
+        return real(target, prompt_ids, config)
+
+    monkeypatch.setattr(handlers, "standard_generate", sometimes_broken)
+    sessions = [Session(f"s{i}", **_args(tiny_model_dir, max_new_tokens=7 if i == 1 else 6,
+                                         prompt=f"The quick brown fox {i}")) for i in range(3)]
+    with pytest.warns(UserWarning):
+        for session in sessions:
+            session.start()
+        for session in sessions:
+            session.join(60)
+    assert "Something went wrong (RuntimeError: simulated crash inside one run)" in sessions[1].last["status"]
+    assert "Done in" in sessions[0].last["status"] and "Done in" in sessions[2].last["status"]
+    assert not handlers.DEVICE.locked
+    again = Session("s1", **_args(tiny_model_dir))  # the failed session itself goes on
+    again.run()
+    assert "Done in" in again.last["status"]
+
+
+def test_stop_while_loading_frees_the_worker_at_once(tiny_model_dir, monkeypatch):
+    real = models.load_model
+    loading = threading.Event()
+
+    def slow_load(*args, **kwargs):
+        loading.set()
+        time.sleep(1.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(models, "load_model", slow_load)
+    session = Session("stopper", **_args(tiny_model_dir))
+    session.start()
+    assert loading.wait(10)
+    stopped = time.monotonic()
+    handlers.stop(Request("stopper"))
+    session.join(5)
+    assert not session.is_alive() and session.done_at - stopped < 0.6, "the worker must be free at once"
+    assert handlers.DEVICE.locked  # the load cannot be interrupted: it keeps the device until it ends...
+    _wait_for(lambda: not handlers.DEVICE.locked, timeout=10)  # ...and then frees it
+
+
+def test_stop_without_a_session_stops_no_one(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    session = Session("victim", **_args(tiny_model_dir, max_new_tokens=120))
+    session.start()
+    _wait_for(lambda: any("Generating" in s for s in session.statuses))
+    handlers.stop(Request(None))  # e.g. a raw API call without a session
+    handlers.stop(Request("someone-else"))
+    handlers.stop()  # Python code in this process: stops only runs started without a request
+    session.join(60)
+    assert "Done in" in session.last["status"]
+
+
+# ------------------------------------------------------------------------------------------- the load test
+
+
+def _loadtest():
+    spec = importlib.util.spec_from_file_location("loadtest", ROOT / "scripts" / "loadtest.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["loadtest"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_load_test_four_sessions(tiny_model_dir, capsys):
+    loadtest = _loadtest()
+    started = time.monotonic()
+    code = loadtest.main(["--target", str(tiny_model_dir), "--sessions", "4", "--requests", "2",
+                          "--max-new-tokens", "12", "--timeout", "60", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    print(report)
+    assert code == 0, report
+    assert report["completions"] == 8 and report["errors"] == 0 and report["timeouts"] == 0
+    assert report["mismatches"] == 0  # every session got the output of its own prompt
+    assert report["distinct_outputs"] == 4  # four prompts, four different outputs
+    assert report["sessions_shown_queue_position"] >= 1  # runs took turns, and the waiting were told so
+    assert report["model_loads"] == 0  # the reference phase loaded it; the load phase shares it
+    assert report["latency_p50_s"] <= report["latency_p95_s"] <= 60 and report["peak_rss_mb"] > 0
+    assert time.monotonic() - started < 60
+    assert not handlers.DEVICE.locked
+
+
+def test_load_test_refuses_other_hosts():
+    with pytest.raises(SystemExit, match="only runs against loopback"):
+        _loadtest().check_loopback("http://example.com:7860/")

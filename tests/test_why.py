@@ -1,0 +1,141 @@
+"""The "Why it works" tab: the forward-time grid on the tiny model, the what-if curves and figure, the Live-run
+marker, and the Measure handler called directly."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+
+from app import handlers, why  # noqa: E402
+from specviz.arena import (  # noqa: E402
+    alpha_for_tokens_per_pass,
+    interpolate,
+    measure_draft_costs,
+    measure_forward_grid,
+    whatif_curves,
+)
+from specviz.metrics import expected_tokens_per_pass, predicted_speedup_paper  # noqa: E402
+
+
+def test_forward_grid_has_a_time_per_batch_and_token_count(tiny_target):
+    grid = measure_forward_grid(tiny_target, prompt_len=16, token_counts=(4, 1, 2, 8), batch_sizes=(4, 1),
+                                repeats=2, warmup=1)
+    assert grid["token_counts"] == [1, 2, 4, 8] and grid["batch_sizes"] == [1, 4]
+    assert set(grid["ms"]) == {1, 4}
+    for batch in (1, 4):
+        assert list(grid["ms"][batch]) == [1, 2, 4, 8]
+        assert all(ms > 0 for ms in grid["ms"][batch].values())
+        assert all(gbs > 0 for gbs in grid["gbs"][batch].values())
+    assert grid["param_bytes"] == tiny_target.param_bytes
+    assert grid["step_ms"] == grid["ms"][1][1] and set(grid["verify_cost"]) == {1, 3, 7}
+    assert grid["gbs"][1][1] == pytest.approx(tiny_target.param_bytes / (grid["step_ms"] / 1000) / 1e9)
+    assert not grid["stopped"] and grid["copy_bandwidth_gbs"] is None
+
+
+def test_forward_grid_stops_when_asked(tiny_target):
+    grid = measure_forward_grid(tiny_target, prompt_len=8, token_counts=(1, 2), batch_sizes=(1, 4), repeats=1,
+                                should_stop=lambda: True)
+    assert grid["stopped"] and grid["ms"] == {1: {}}
+
+
+def test_draft_costs(tiny_target):
+    costs = measure_draft_costs(tiny_target, step_ms=1.0, exit_layer=2, prompt_len=8, repeats=2)
+    assert costs["early-exit"] > 0 and costs["ngram"] >= 0 and costs["early_exit_layer"] == 2
+
+
+def test_whatif_curves_follow_the_formulas():
+    curve = {1: 10.0, 2: 10.5, 4: 11.0, 8: 14.0, 16: 22.0, 32: 40.0}
+    out = whatif_curves(0.8, 0.1, curve)
+    assert out["k"] == list(range(1, 17))
+    assert out["tokens_per_pass"][3] == pytest.approx(expected_tokens_per_pass(0.8, 4))
+    assert out["paper"][3] == pytest.approx(predicted_speedup_paper(0.8, 4, 0.1))
+    # k = 4: T(5) interpolated between T(4) and T(8); drafting 4 x 0.1 x T(1)
+    assert out["measured"][3] == pytest.approx(expected_tokens_per_pass(0.8, 4) * 10.0 / (11.75 + 4.0))
+    assert whatif_curves(0.5, 0.0)["measured"] is None
+    assert interpolate(curve, 40) == pytest.approx(49.0) and interpolate({3: 2.0}, 7) == 2.0
+
+
+def test_alpha_for_tokens_per_pass_inverts_the_expectation():
+    for alpha, k in ((0.3, 2), (0.75, 4), (0.95, 8)):
+        assert alpha_for_tokens_per_pass(expected_tokens_per_pass(alpha, k), k) == pytest.approx(alpha, abs=1e-6)
+    assert alpha_for_tokens_per_pass(0.5, 4) == pytest.approx(0.0, abs=1e-9)
+    assert alpha_for_tokens_per_pass(9.0, 4) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_whatif_figure_has_a_point_per_k_and_the_marked_run():
+    curves = whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 10.8, 8: 12.0, 16: 20.0, 32: 38.0})
+    fig = why.whatif_figure(curves, {"k": 4, "tokens_per_pass": 2.6, "speedup": 1.8, "label": "your run"})
+    assert isinstance(fig, go.Figure)
+    by_name = {}
+    for trace in fig.data:
+        by_name.setdefault(trace.name, []).append(trace)
+    assert list(by_name["expected tokens per pass"][0].x) == list(range(1, 17))
+    assert len(by_name["speedup, paper (verification = 1 step)"][0].y) == 16
+    measured = [t for name, ts in by_name.items() if name.startswith("speedup with the measured") for t in ts]
+    assert len(measured) == 1 and len(measured[0].y) == 16
+    run = by_name["your run"]
+    assert [(list(t.x), list(t.y)) for t in run] == [([4], [2.6]), ([4], [1.8])]
+    # no run, no measurement: no star and no measured curve, and a hint to press Measure
+    bare = why.whatif_figure(whatif_curves(0.7, 0.05))
+    assert "your run" not in {t.name for t in bare.data}
+    assert any("Measure" in a.text for a in bare.layout.annotations)
+
+
+def test_whatif_handler_uses_the_chosen_batch_curve():
+    measurement = {"grid": {"ms": {1: {1: 10.0, 2: 10.0, 4: 10.0}, 16: {1: 20.0, 2: 40.0, 4: 80.0}}}}
+    one = why.whatif(0.9, 0.0, 1, 2, 2.5, 1.5, measurement)
+    sixteen = why.whatif(0.9, 0.0, 16, 0, 0, 0, measurement)
+    measured = [next(t for t in f.data if (t.name or "").startswith("speedup with the measured"))
+                for f in (one, sixteen)]
+    assert measured[0].y[1] > 2.5 and measured[1].y[1] < 1.5  # batch 16: verification costs ~(k+1) steps
+    assert "your run" in {t.name for t in one.data} and "your run" not in {t.name for t in sixteen.data}
+
+
+def test_latest_live_run_is_read_from_the_history():
+    history = [{"drafter": "none", "k": "", "tokens_per_pass": None, "speedup": None},
+               {"drafter": "n-gram", "k": "k = 6 (adaptive)", "tokens_per_pass": 2.5, "speedup": 1.7}]
+    run = why.latest_run(history)
+    assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True, "drafter": "n-gram"}
+    k, tpp, speedup, alpha, fig = why.from_history(history)
+    assert (k, tpp, speedup) == (6, 2.5, 1.7)
+    assert expected_tokens_per_pass(alpha, 6) == pytest.approx(2.5, abs=0.02)
+    stars = [t for t in fig.data if t.name == "your run"]
+    assert [(list(t.x), list(t.y)) for t in stars] == [([6], [2.5]), ([6], [1.7])]
+    assert fig.layout.title.text.startswith(f"α = {alpha:.2f}")
+    assert why.latest_run([]) is None
+    assert all(v == {"__type__": "update"} for v in why.from_history([]))
+
+
+def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
+    import specviz.arena
+
+    monkeypatch.setattr(specviz.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    last: dict = {}
+    for out in why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5):
+        assert len(out) == len(why.OUTPUTS)
+        for name, value in zip(why.OUTPUTS, out):
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                if "value" not in value:
+                    continue
+                value = value["value"]
+            last[name] = value
+    assert not handlers.DEVICE.locked
+    assert "Measured" in last["why-status"]
+    fig = last["why-chart"]
+    assert isinstance(fig, go.Figure) and {t.name for t in fig.data} >= {"batch 1", "batch 4", "batch 16"}
+    assert "Weights read per forward" in last["why-summary"] and "12.5" in last["why-summary"]
+    grid = last["why-measurement"]["grid"]
+    assert set(grid["ms"]) == {1, 4, 16} and all(len(row) == 6 for row in grid["ms"].values())
+    assert 0 < last["why-c"] and isinstance(last["whatif-chart"], go.Figure)
+
+
+def test_measure_handler_bad_target_gives_a_message():
+    out = list(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
+    assert "status-error" in out[-1][0] and "no such local folder" in out[-1][0]
+    assert not handlers.DEVICE.locked
+    out = list(why.measure("  ", 0, 0.7, 0, 0, 0))
+    assert "status-error" in out[-1][0]
