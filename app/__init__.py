@@ -101,7 +101,7 @@ def build_demo(**defaults) -> gr.Blocks:
                         adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
                                                  "−1 after a rejection)", elem_id="adaptive-k",
                                                  interactive=d["drafter"] != "none")
-                        max_new_tokens = gr.Slider(1, handlers.MAX_NEW_TOKENS, value=d["max_new_tokens"], step=1,
+                        max_new_tokens = gr.Slider(1, handlers.MAX_NEW_TOKENS, value=min(d["max_new_tokens"], handlers.MAX_NEW_TOKENS), step=1,
                                                    label="Max new tokens", elem_id="max-new-tokens")
                         target = gr.Textbox(d["target"], label="Target model", elem_id="target",
                                             info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
@@ -151,6 +151,7 @@ def build_demo(**defaults) -> gr.Blocks:
             with gr.Tab("Why it works", id="why", elem_id="tab-why"): why.build_tab(history, target=d["target"])  # noqa: E701
             with gr.Tab("Classroom", id="classroom", elem_id="tab-classroom"): classroom.build_tab(target=d["target"])  # noqa: E701
         demo.unload(handlers.release_session)
+        demo.unload(arena.stop)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
 

@@ -34,7 +34,8 @@ import plotly.graph_objects as go
 
 from app import render
 from app.figures import COLORS, FONT
-from app.handlers import DEVICE, InputError
+from app.handlers import DEVICE, InputError, check_models
+from specviz.policy import PolicyError, current_policy
 from specviz.arena import AUTO, BASELINE, ArenaResult, iter_arena, to_csv, to_json
 from specviz.bench import DEFAULT_PROMPTS, busy_machine_warning, load_prompts
 from specviz.drafters.registry import DRAFTERS
@@ -184,6 +185,8 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
         raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
     if not (target or "").strip():
         raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+    # the operator's model policy (specviz.policy): raises PolicyError, a ValueError naming the setting
+    check_models(target.strip(), (draft_model or "").strip() if "model" in drafters else None, current_policy())
     try:
         temperature = float(temperature or 0.0)
     except (TypeError, ValueError):
@@ -420,7 +423,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     try:
         s = parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
                          temperature, seed)
-    except InputError as error:
+    except (InputError, PolicyError) as error:
         yield from _fail(error)
         return
     key, cancel = register_cancel(request)

@@ -155,7 +155,7 @@ _BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged":
 
 
 def table_html(stepper: Stepper) -> str:
-    """The current pass as an HTML table (cells not revealed yet show a dot; see :meth:`Stepper.table_rows`)."""
+    """The current pass as an HTML table (cells not revealed yet show …; see :meth:`Stepper.table_rows`)."""
     rec, step, event = stepper.recording, stepper.current, stepper.event()
     rows = stepper.table_rows()
     greedy = rec.greedy
@@ -170,7 +170,7 @@ def table_html(stepper: Stepper) -> str:
     body = []
     shown = ("verify", "decide", "emit")
     for row in rows:
-        pending = '<span class="cr-pending" title="revealed in a later phase">·</span>'
+        pending = '<span class="cr-pending" title="revealed in a later phase">…</span>'
         if row.kind == "next":
             what = {"recovered": "recovered: the target's own token", "bonus": "bonus: the target's extra token",
                     "target": "the target's token"}[row.decision or "target"]
@@ -201,9 +201,9 @@ def table_html(stepper: Stepper) -> str:
                 cells.append(f'<td data-col="u">{_fmt(row.uniform) + test if row.uniform is not None else blank}</td>')
         decision = row.decision
         badge = (f'<span class="cr-badge cr-badge-{decision.replace(" ", "-")}">{_BADGES[decision]}</span>'
-                 if decision else '<span class="cr-pending" title="decided in phase 3">·</span>')
+                 if decision else '<span class="cr-pending" title="decided in phase 3">…</span>')
         cells.append(f'<td data-col="decision">{badge}</td>')
-        cls = f"cr-row cr-{(decision or 'pending').replace(' ', '-')}" + (" cr-next" if row.kind == "next" else "")
+        cls = f"cr-row cr-{(decision or 'undecided').replace(' ', '-')}" + (" cr-next" if row.kind == "next" else "")
         body.append(f'<tr class="{cls}" data-decision="{html.escape(decision or "")}">{"".join(cells)}</tr>')
     if step.phase == "prefill":
         title = "Prefill: the prompt goes through the target once"
@@ -277,11 +277,9 @@ def _labels(ids, rec: Recording) -> list[str]:
 def rejection_figure(dist: Distributions, rec: Recording) -> go.Figure:
     """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
     with the rejected draft token and the recovered token marked."""
-    keep = list(range(min(CHART_TOKENS, len(dist.token_ids))))
-    for must in (dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)):
-        if must not in keep:
-            keep[-1 if keep[-1] not in (dist.token_ids.index(dist.drafted_id),) else -2] = must
-    keep = sorted(set(keep))
+    must = {dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)}
+    rest = [i for i in range(len(dist.token_ids)) if i not in must]  # already most probable first
+    keep = sorted(must | set(rest[:max(0, CHART_TOKENS - len(must))]))
     ids = [dist.token_ids[i] for i in keep]
     x = _labels(ids, rec)
     traces = [

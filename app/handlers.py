@@ -392,7 +392,8 @@ class RunView:
         s, b = self.spec_stats, self.base_stats
         return {
             "drafter": self.drafter_name if self.spec is not None else "none",
-            "k": _k_label(self.settings), "temperature": self.settings.temperature,
+            "k": _k_label(self.settings), "k_value": self.settings.k if self.spec is not None else None,
+            "alpha": s.alpha if self.spec is not None else None, "temperature": self.settings.temperature,
             "tokens": b.generated, "acceptance": s.acceptance_rate if self.spec is not None else None,
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
             "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,

@@ -21,6 +21,8 @@ import plotly.graph_objects as go
 
 from app import render
 from app.arena import device_job, message_for, register_cancel
+from app.handlers import check_models
+from specviz.policy import PolicyError, current_policy
 from app.figures import COLORS, FONT
 from app.handlers import InputError
 from specviz.arena import (
@@ -281,9 +283,11 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.
     try:
         if not spec:
             raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+        check_models(spec, None, current_policy())  # the operator's model policy (specviz.policy)
         layer = int(float(exit_layer or 0))
-    except (InputError, TypeError, ValueError) as error:
-        message = str(error) if isinstance(error, InputError) else "The early-exit layer must be a whole number."
+    except (InputError, PolicyError, TypeError, ValueError) as error:
+        message = (str(error) if isinstance(error, (InputError, PolicyError))
+                   else "The early-exit layer must be a whole number.")
         gr.Warning(html.escape(message))
         yield out(status=render.status_html(message, "error"))
         return

@@ -101,8 +101,8 @@ class Recording:
 
 
 def display_text(text: str) -> str:
-    """Make a token's text visible on a slide: ⏎ for a newline, ⇥ for a tab, ⟨0x..⟩ for a control character; in an
-    all-blank token ␣ for a space and ⟨U+....⟩ for another blank (e.g. a no-break space)."""
+    """Make a token's text visible on a slide: ⏎ for a newline, ⇥ for a tab, ⟨0x..⟩ for a control character;
+    in an all-blank token ␣ for a space and ⟨U+....⟩ for another blank (e.g. a no-break space)."""
     if text == "":
         return "∅"
     shown = text.replace("\n", "⏎").replace("\t", "⇥").replace("\r", "")
@@ -325,7 +325,7 @@ def _caption_draft(s: Stepper, e: PassEvent) -> str:
            "q = 1 for each." if rec.deterministic else
            "Each guess comes with q, the drafter's own probability for it." if not rec.greedy else
            "It picks its own most likely token each time; q is the probability it gave that token.")
-    return (f"Pass {e.index}: the drafter ({rec.drafter_name}) guessed the next {_plural(len(e.draft_ids), 'token')}: "
+    return (f"Pass {e.index}: the drafter, {rec.drafter_name}, guessed the next {_plural(len(e.draft_ids), 'token')}: "
             f"{_list(rec, e.draft_ids)}. Guessing is cheap. {how} None of these tokens is in the output yet.")
 
 

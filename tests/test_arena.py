@@ -248,3 +248,16 @@ def test_stop_button_flags_the_running_arena(tiny_model_dir, monkeypatch):
     arena_tab.stop()  # no request: flags every running arena
     out = drain(gen)
     assert "Stopped" in out["arena-status"]
+
+
+def test_arena_and_why_follow_the_operator_policy(monkeypatch, tmp_path):
+    """On a public deployment a visitor cannot point the arena or the why tab at a local folder."""
+    from app import arena as arena_tab
+    from app import why as why_tab
+
+    monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
+    folder = str(tmp_path)
+    arena_out = list(arena_tab.run(["ngram"], [4], "prompt", "Hello there", None, 8, folder, "", 0, 0.0, 0, True))
+    assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in arena_out[-1])
+    why_out = list(why_tab.measure(folder, 0, 0.8, 4, 2.0, 1.2))
+    assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in why_out[-1])
