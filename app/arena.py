@@ -517,6 +517,15 @@ def stop(request: gr.Request = None) -> str:
     return render.status_html("Stopping…", "info")
 
 
+def release_session(request: gr.Request = None) -> None:
+    """When a browser tab closes: cancel that session's arena run (and no one else's)."""
+    key = getattr(request, "session_hash", None) if request is not None else None
+    with _CANCEL_LOCK:
+        flag = _CANCEL.get(key) if key else None
+    if flag is not None:
+        flag.set()
+
+
 def source_changed(source: str):
     """Show the prompt box for one prompt, the category menu for a category."""
     return gr.update(visible=source == "prompt"), gr.update(visible=source == "category")

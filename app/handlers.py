@@ -532,9 +532,13 @@ def _release(owner: str, loaders: list[threading.Thread]) -> None:
 
 
 def _fail(error: BaseException):
+    """Say what went wrong; clear the panes, stats and charts so an earlier run's figures are not mistaken for
+    this one's (earlier runs stay listed in the history)."""
     message = _message_for(error)
     gr.Warning(html.escape(message))
-    yield _outputs(status=render.status_html(message, "error"))
+    blank = render.placeholder_html("No result: this run did not start or did not finish (see the message above).")
+    out = _outputs(spec_html=blank, base_html=blank, stats="", status=render.status_html(message, "error"))
+    yield out[:2] + (gr.update(visible=False),) + out[3:]
 
 
 def _generate_locked(settings: Settings, history: list[dict], cancel: threading.Event,

@@ -178,6 +178,9 @@ class RunStats:
 
 
 def speedup(spec: RunStats, base: RunStats) -> float | None:
-    """Speculative tokens/s over baseline tokens/s (same target and settings); None if either is unknown."""
+    """Speculative tokens/s over baseline tokens/s (same target and settings).
+
+    None if either is unknown, or if the speculative run made no target pass after its prefill (a one-token
+    run has nothing to speed up; its ratio would only compare two prefills)."""
     a, b = spec.tokens_per_s, base.tokens_per_s
-    return a / b if a and b else None
+    return a / b if a and b and spec.passes > 0 else None

@@ -20,6 +20,17 @@ def race(spec: Iterator[PassEvent], base: Iterator[PassEvent]) -> Iterator[PassE
     """
     streams = {"speculative": iter(spec), "baseline": iter(base)}
     clocks = {name: 0.0 for name in streams}
+    # Both prefills run back to back before either event is handed out: a consumer's work on the first
+    # event (rendering, sending it to a browser) may overlap the next forward, and must not always land on
+    # the second run's prefill.
+    first = []
+    for name in list(streams):
+        try:
+            first.append(next(streams[name]))
+            clocks[name] = first[-1].t_end_ms
+        except StopIteration:
+            del streams[name]
+    yield from first
     while streams:
         name = min(streams, key=lambda n: clocks[n])
         try:
