@@ -181,3 +181,38 @@ def _threads_for_model_size(request):
     torch.set_num_threads(max(1, os.cpu_count() or 1) if wide else 1)
     yield
     torch.set_num_threads(previous)
+
+
+# ------------------------------------------------------------------------------------------ real-browser fixtures
+# Used by test_browser.py, test_classroom_browser.py and test_browser_concurrent.py (helpers: browser_support.py).
+
+
+@pytest.fixture(scope="module")
+def app_url(request, embedded):
+    """The app on a free loopback port, embedded model already loaded (the ``embedded`` fixture). Its token
+    limit is the test module's ``APP_MAX_NEW_TOKENS`` (40 when the module sets none)."""
+    from app import build_demo, launch_options
+    from browser_support import free_port
+
+    demo = build_demo(max_new_tokens=getattr(request.module, "APP_MAX_NEW_TOKENS", 40))
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, through playwright (skips when playwright is missing)."""
+    from browser_support import CHROMIUM, LAUNCH_ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -10,32 +10,22 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
+from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
 # The README's screenshot is refreshed only on request (SPECVIZ_UPDATE_SCREENSHOT=1); otherwise the picture
 # goes to artifacts/ so a test run leaves the tracked tree untouched.
 SCREENSHOT = (ROOT / "assets" / "screenshot.png" if os.environ.get("SPECVIZ_UPDATE_SCREENSHOT") == "1"
               else ROOT / "artifacts" / "screenshot.png")
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]
 GENERATION_TIMEOUT_MS = 300_000  # 40 tokens twice on a busy 2-core CPU, with margin
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = requires_chromium
 
 
 def _prompt(prompt_id: str) -> str:
@@ -44,54 +34,14 @@ def _prompt(prompt_id: str) -> str:
     return next(e["prompt"] for e in load_examples() if e["id"] == prompt_id)
 
 
-@pytest.fixture(scope="module")
-def app_url(embedded):
-    """The app on a free loopback port, embedded model already loaded (the ``embedded`` fixture)."""
-    from app import build_demo, launch_options
-
-    demo = build_demo(max_new_tokens=40)
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_options())
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 @pytest.fixture
 def page(browser, app_url):
     """A fresh page on the app; ``page.requests`` lists every URL it asked for."""
-    context = browser.new_context(viewport={"width": 1440, "height": 900})
-    page = context.new_page()
-    page.requests = []
-    page.on("request", lambda request: page.requests.append(request.url))
+    page = open_page(browser, {"width": 1440, "height": 900})
     page.goto(app_url)
     page.wait_for_selector("#generate")
     yield page
-    context.close()
-
-
-def _non_loopback(urls: list[str]) -> list[str]:
-    out = []
-    for url in urls:
-        parsed = urlparse(url)
-        if parsed.scheme in ("data", "blob", "about"):
-            continue
-        if parsed.hostname not in ("127.0.0.1", "localhost"):
-            out.append(url)
-    return out
+    page.context.close()
 
 
 def _wait_done(page) -> str:
@@ -132,7 +82,7 @@ def test_generate_streams_both_runs_with_charts_and_stats(page):
     assert "identical token ids" in stats.lower()  # greedy: same ids as the baseline
     assert "n-gram" in page.inner_text("#history")
 
-    outside = _non_loopback(page.requests)
+    outside = non_loopback(page.requests)
     assert not outside, f"requests left 127.0.0.1: {outside}"
 
     page.evaluate("window.scrollTo(0, 0)")
@@ -150,7 +100,7 @@ def test_stop_cancels_and_frees_the_device(page):
     page.click("#generate")
     page.wait_for_selector("#spec-output span[data-kind=target]", timeout=GENERATION_TIMEOUT_MS)
     page.click("#stop")
-    page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=10_000)
+    page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=20_000)
     deadline = time.monotonic() + 15
     while handlers.DEVICE.locked and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -158,7 +108,7 @@ def test_stop_cancels_and_frees_the_device(page):
     count = page.locator("#baseline-output span[data-kind]").count()
     time.sleep(1.0)
     assert page.locator("#baseline-output span[data-kind]").count() == count  # nothing streams after Stop
-    assert not _non_loopback(page.requests)
+    assert not non_loopback(page.requests)
 
 
 def test_empty_prompt_shows_a_message(page):

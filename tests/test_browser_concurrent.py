@@ -8,53 +8,17 @@ of each equals standard decoding of that page's prompt, computed here directly w
 from __future__ import annotations
 
 import os
-import socket
-from pathlib import Path
-from urllib.parse import urlparse
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
-import pytest  # noqa: E402
+from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]
 MAX_NEW_TOKENS = 16
+APP_MAX_NEW_TOKENS = MAX_NEW_TOKENS  # read by conftest's app_url
 TIMEOUT_MS = 120_000
 PROMPTS = ("Name three fruits that are red.", "Write one sentence about the moon.")
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def app_url(embedded):
-    from app import build_demo, launch_options
-
-    demo = build_demo(max_new_tokens=MAX_NEW_TOKENS)
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_options())
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+pytestmark = requires_chromium
 
 
 def _reference(embedded, prompt: str) -> str:
@@ -75,12 +39,9 @@ def _pane_text(page, pane: str) -> str:
 def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_url, embedded):
     from app import handlers
 
-    contexts = [browser.new_context(viewport={"width": 1280, "height": 900}) for _ in PROMPTS]
-    pages = [context.new_page() for context in contexts]
-    requests: list[str] = []
+    pages = [open_page(browser, {"width": 1280, "height": 900}) for _ in PROMPTS]
     try:
         for page, prompt in zip(pages, PROMPTS):
-            page.on("request", lambda request: requests.append(request.url))
             page.goto(app_url)
             page.wait_for_selector("#generate")
             page.fill("#prompt textarea", prompt)
@@ -104,10 +65,9 @@ def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_u
         for page in pages:
             assert "identical token ids" in page.inner_text("#stats").lower()
             assert page.locator("#charts .js-plotly-plot").count() == 1
-        outside = [u for u in requests if urlparse(u).scheme not in ("data", "blob", "about")
-                   and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
+        outside = non_loopback([url for page in pages for url in page.requests])
         assert not outside, outside
     finally:
-        for context in contexts:
-            context.close()
+        for page in pages:
+            page.context.close()
     assert not handlers.DEVICE.locked

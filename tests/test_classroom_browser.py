@@ -12,24 +12,19 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
+from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
 
 from app import classroom  # noqa: E402
 from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.stepper import Distributions, Recording, Step, Stepper  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]
 RUN_TIMEOUT_MS = 240_000  # a few tokens on a busy 2-core CPU, with a wide margin
-browser_only = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
 
 
 # ------------------------------------------------------------------------------------------------- no browser
@@ -98,51 +93,12 @@ def test_record_with_bad_input_gives_a_message_not_a_trace():
 # ------------------------------------------------------------------------------------------------- browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def app_url(embedded):
-    from app import build_demo, launch_options
-
-    demo = build_demo(max_new_tokens=40)
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_options())
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 @pytest.fixture
 def page(browser, app_url):
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    page = context.new_page()
-    page.requests = []
-    page.on("request", lambda request: page.requests.append(request.url))
+    page = open_page(browser, {"width": 1440, "height": 1000})
     page.app_url = app_url
     yield page
-    context.close()
-
-
-def _outside(urls) -> list[str]:
-    return [u for u in urls if urlparse(u).scheme not in ("data", "blob", "about")
-            and urlparse(u).hostname not in ("127.0.0.1", "localhost")]
+    page.context.close()
 
 
 def _numbers(row) -> dict[str, float]:
@@ -166,7 +122,7 @@ def _click_and_wait(page, selector: str) -> None:
                            f"{before!r}", timeout=15_000)
 
 
-@browser_only
+@requires_chromium
 def test_step_through_a_sampling_run_to_a_rejection(page):
     page.goto(page.app_url + "?preset=poor-drafter&max_new_tokens=8")
     page.wait_for_selector("#classroom-record", state="visible", timeout=30_000)
@@ -244,10 +200,10 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
     page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Play')",
                            timeout=15_000)
     assert "Traceback" not in page.content()
-    assert not _outside(page.requests), _outside(page.requests)
+    assert not non_loopback(page.requests), non_loopback(page.requests)
 
 
-@browser_only
+@requires_chromium
 def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     page.goto(page.app_url + "?preset=grounded-ngram")
     page.wait_for_selector("#whatif-run", state="visible", timeout=30_000)
@@ -275,4 +231,4 @@ def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     assert "measured by the re-run" in names
     time.sleep(0.5)
     page.locator("#whatif").screenshot(path="/tmp/classroom-whatif.png")
-    assert not _outside(page.requests)
+    assert not non_loopback(page.requests)
