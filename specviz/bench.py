@@ -56,6 +56,7 @@ QUICK_DRAFTERS = ("ngram", "bf16")
 QUICK_K = (4,)
 QUICK_MAX_NEW_TOKENS = 32
 QUICK_REPEATS = 1
+QUICK_MAX_CATEGORIES = 6  # keeps --quick under two minutes on a 2-core CPU (one torch thread, light load)
 QUICK_WARMUP_EVERY_PROMPT = False  # --quick warms up once, on the first prompt
 KERNEL_TOKEN_COUNTS = tuple(range(1, 18)) + (32,)  # 1..17 gives T(k+1)/T(1) for k = 1..16
 

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=_int_in("repeats", 1), default=None, help="default 3 (median kept)")
     bench.add_argument("--limit", type=_int_in("limit", 1), default=None, help="use only the first N prompts")
     bench.add_argument("--quick", action="store_true",
-                       help="one prompt per category, 32 tokens, ngram + bf16, k=4, 1 repeat")
+                       help="one prompt per category (at most 6), 32 tokens, ngram + bf16, k=4, 1 repeat")
     bench.add_argument("--no-transformers", action="store_true", help="skip transformers' generate() runs")
     bench.add_argument("--kernel", action="store_true",
                        help="instead: ms per target forward for 1..17 and 32 new tokens, and the memory floor")
@@ -440,11 +440,14 @@ def cmd_bench(args) -> int:
     busy = bench.busy_machine_warning()
     if busy:
         _log(busy)
-    if busy and not args.kernel and args.threads is None and torch_threads() > 1:
-        # two OpenMP threads stall when another process holds a core (5-55x slower, docs/performance.md);
-        # one thread only slows down ~2x, and every method of the run gets the same setting
+    few_cpus = (os.cpu_count() or 1) <= 2
+    if (busy or few_cpus) and not args.kernel and args.threads is None and torch_threads() > 1:
+        # Two OpenMP threads stall whenever another process takes a core, even for a moment (5-55x slower,
+        # docs/performance.md; a --quick run that started quiet took 16 min when tests started beside it);
+        # one thread only slows down ~2x. Every method of the run gets the same setting, so ratios hold.
         set_torch_threads(1)
-        _log("note: using 1 torch thread on this busy machine (pass --threads N to choose)")
+        why = "this machine is busy" if busy else f"this machine has {os.cpu_count()} CPUs, shared"
+        _log(f"note: using 1 torch thread because {why} (pass --threads N to choose)")
     if args.kernel:
         target = _load_target(args)
         _log(f"kernel bench on {target.label} ({target.device})...")
@@ -463,7 +466,7 @@ def cmd_bench(args) -> int:
             hint = "" if args.prompts else " (give a suite with --prompts FILE.jsonl)"
             raise UsageError(f"{error}{hint}") from None
         if quick:
-            prompts = bench.one_per_category(prompts)
+            prompts = bench.one_per_category(prompts, bench.QUICK_MAX_CATEGORIES)
         if args.limit:
             prompts = prompts[: args.limit]
         settings = bench.BenchSettings(
