@@ -123,7 +123,7 @@ def build_demo(**defaults) -> gr.Blocks:
                                                         elem_id="chat-template")
                         gr.Examples(
                             examples=[[e["prompt"]] for e in examples], inputs=[prompt], label="Example prompts",
-                            example_labels=[f"{e['category']} · {_short(e['prompt'])}" for e in examples],
+                            example_labels=example_labels(examples),
                             examples_per_page=18, elem_id="examples",
                         )
                     with gr.Column(scale=3, min_width=600, elem_id="results"):
@@ -157,6 +157,17 @@ def build_demo(**defaults) -> gr.Blocks:
         demo.unload(arena.release_session)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo
+
+
+def example_labels(examples: list[dict]) -> list[str]:
+    """"category · first words" per example; where two would read the same, the start of their next line
+    is added (e.g. two questions over different contexts)."""
+    labels = [f"{e['category']} · {_short(e['prompt'])}" for e in examples]
+    for i, e in enumerate(examples):
+        lines = [line for line in e["prompt"].strip().splitlines() if line.strip()]
+        if labels.count(labels[i]) > 1 and len(lines) > 1:
+            labels[i] += f" — {_short(lines[1], 5)}"
+    return labels
 
 
 def _short(prompt: str, words: int = 7) -> str:
