@@ -21,7 +21,9 @@ import torch
 
 from specviz.drafters.base import DraftContext, Drafter
 from specviz.events import PassEvent, PositionDetail, RunResult, Timings
-from specviz.kv import Clock, cache_length, forward_logits, new_cache, rollback_cache
+from specviz.kv import (Clock, cache_length, forward_logits, forward_logits_features, keep_positions, new_cache,
+                        rollback_cache)
+from specviz.tree import tree_attention_mask, tree_positions, verify_tree_greedy
 from specviz.verify import SamplingConfig, process_logits, sample, verify_greedy, verify_sampling
 
 MAX_K = 16
@@ -172,9 +174,14 @@ def _check_prompt(prompt_ids: list[int]) -> list[int]:
     return list(prompt_ids)
 
 
-def _prefill(run, target, prompt_ids, cache, config, gen, out, clock) -> PassEvent:
+def _prefill(run, target, prompt_ids, cache, config, gen, out, clock, features: list | None = None) -> PassEvent:
     t0 = clock.now_ms()
-    logits = forward_logits(target.model, prompt_ids, cache, 1)[-1]
+    if features is None:
+        logits = forward_logits(target.model, prompt_ids, cache, 1)[-1]
+    else:  # a drafter reads the target's features: keep them (same logits computation)
+        logits, feats = forward_logits_features(target.model, prompt_ids, cache, 1)
+        logits = logits[-1]
+        features.append(feats)
     t1 = clock.now_ms()
     token = _choose(logits, config.sampling, gen)
     out.push([token])
@@ -268,7 +275,11 @@ def speculative_generate(
 
     Raises:
         ValueError: for an empty prompt.
-        NotImplementedError: for a tree-shaped draft (``Draft.parents``).
+        NotImplementedError: a tree-shaped draft (``Draft.parents``) in sampling mode.
+
+    Tree drafts (greedy): one target forward over [last committed] + all nodes with a tree attention mask
+    (:mod:`specviz.tree`); the event's ``draft_ids`` / ``accept_mask`` show the accepted path plus the first
+    rejected child, and ``extra["tree"]`` holds the whole tree (tokens, parents, accepted path).
     """
     prompt_ids = _check_prompt(prompt_ids)
     clock = Clock(target.device)
@@ -276,7 +287,10 @@ def speculative_generate(
     cache = new_cache(target.model)
     out = OutputTracker(target.tokenizer, config.max_new_tokens, target.eos_token_ids, config.stop_strings)
     drafter.reset(prompt_ids)
-    event = _prefill("speculative", target, prompt_ids, cache, config, gen, out, clock)
+    needs_hidden = bool(getattr(drafter, "needs_hidden", False))
+    features: list | None = [] if needs_hidden else None
+    event = _prefill("speculative", target, prompt_ids, cache, config, gen, out, clock, features)
+    pending = features[0] if needs_hidden else None  # features of committed positions the drafter has not seen
     elapsed = event.t_end_ms
     yield event
     k_control = KController(config)
@@ -288,13 +302,20 @@ def speculative_generate(
         k = min(k_control.k, budget - 1)  # drafting past the budget could never be emitted
         t0 = clock.now_ms()
         # 1 draft
-        draft = drafter.propose(DraftContext(committed, k, config.sampling, gen)) if k > 0 else None
-        if draft is not None and draft.parents is not None:
-            raise NotImplementedError("tree drafts are not verified by this engine yet")
+        draft = drafter.propose(DraftContext(committed, k, config.sampling, gen, pending)) if k > 0 else None
+        if draft is not None and draft.parents is not None and len(draft.token_ids) > 0:
+            pending, step = yield from _tree_pass(target, drafter, draft, committed, prompt_ids, k, cache, config,
+                                                  out, k_control, clock, t0, index, elapsed, needs_hidden)
+            elapsed = step
+            continue
         draft_ids = list(draft.token_ids[:k]) if draft is not None else []
         t1 = clock.now_ms()
         # 2 verify
-        target_logits = forward_logits(target.model, [committed[-1]] + draft_ids, cache, len(draft_ids) + 1)
+        if needs_hidden:
+            target_logits, feats = forward_logits_features(target.model, [committed[-1]] + draft_ids, cache,
+                                                           len(draft_ids) + 1)
+        else:
+            target_logits = forward_logits(target.model, [committed[-1]] + draft_ids, cache, len(draft_ids) + 1)
         t2 = clock.now_ms()
         # 3 accept
         target_probs = process_logits(target_logits, config.sampling)
@@ -306,6 +327,8 @@ def speculative_generate(
         n = verdict.num_accepted
         # 4 rollback: keep committed - 1 positions (the recovered/bonus token is fed next pass)
         rollback_cache(cache, len(committed) + n)
+        if needs_hidden:
+            pending = feats[: n + 1]  # the root and the accepted draft tokens are now committed and cached
         # 5 update
         emitted = out.push(draft_ids[:n] + [verdict.next_id])
         if draft is not None:
@@ -326,6 +349,55 @@ def speculative_generate(
             draft_cache_len=drafter.cache_len, finish_reason=out.finish_reason,
             extra={"next_k": k_control.k},
         )
+
+
+def _tree_pass(target, drafter, draft, committed, prompt_ids, k, cache, config, out, k_control, clock, t0, index,
+               elapsed, needs_hidden):
+    """One pass over a tree draft (greedy only): tree-masked verify, greedy walk, keep the accepted path's
+    cache entries. Yields its PassEvent; returns (features for the drafter, new elapsed ms)."""
+    if not config.sampling.greedy:
+        raise NotImplementedError("tree drafts are verified in greedy mode only; draft a chain when sampling")
+    t1 = clock.now_ms()
+    tokens, parents = list(draft.token_ids), list(draft.parents)
+    context = cache_length(cache)  # committed - 1
+    mask = tree_attention_mask(parents, context, device=target.device)
+    positions = tree_positions(parents, context, device=target.device)
+    target_logits, feats = forward_logits_features(target.model, [committed[-1]] + tokens, cache, len(tokens) + 1,
+                                                   attention_mask=mask, position_ids=positions)
+    t2 = clock.now_ms()
+    verdict = verify_tree_greedy(tokens, parents, target_logits)
+    path = list(verdict.path)
+    n = len(path)
+    keep_positions(cache, list(range(context + 1)) + [context + 1 + i for i in path])
+    pending = feats[[0] + [1 + i for i in path]] if needs_hidden else None
+    emitted = out.push([tokens[i] for i in path] + [verdict.next_id])
+    drafter.commit(prompt_ids + out.ids, n)
+    shown = list(verdict.shown)
+    k_control.observe(len(shown), n)
+    rows = [0] + [1 + i for i in shown[:-1]]  # the target row that judged each shown node (its parent's)
+    top = target_logits.argmax(dim=-1).tolist()
+    probs = torch.softmax(target_logits[rows], dim=-1) if rows else None
+    details = tuple(
+        PositionDetail(float(probs[j, tokens[node]]), float(draft.token_probs[node]) if draft.token_probs else 1.0,
+                       None, int(top[rows[j]]), j <= n)
+        for j, node in enumerate(shown)
+    )
+    delta = out.release()
+    t3 = clock.now_ms()
+    elapsed += t3 - t0
+    if config.check_invariants and out.finish_reason is None:
+        assert cache_length(cache) == len(prompt_ids) + len(out.ids) - 1, "target cache invariant broken"
+    tree = {"tokens": tokens, "parents": parents, "path": path, "shown": shown}
+    yield PassEvent(
+        run="speculative", index=index, kind="pass", k=k, draft_ids=tuple(tokens[i] for i in shown),
+        accept_mask=tuple(j < n for j in range(len(shown))), num_accepted=n,
+        next_id=verdict.next_id, next_kind=verdict.next_kind, emitted_ids=tuple(emitted),
+        details=details, text_delta=delta, timings=Timings(t1 - t0, t2 - t1, t3 - t2),
+        t_end_ms=elapsed, num_generated=len(out.ids), target_cache_len=cache_length(cache),
+        draft_cache_len=drafter.cache_len, finish_reason=out.finish_reason,
+        extra={"next_k": k_control.k, "tree": tree},
+    )
+    return pending, elapsed
 
 
 def collect(events: Iterable[PassEvent], tokenizer, prompt_ids: list[int]) -> RunResult:

@@ -92,7 +92,9 @@ class PassEvent:
         finish_reason: set on the last event of a run: "eos", "length" or "stop".
         near_tie_gap: baseline only: the gap between the top two logits at the emitted token (used to show
             that a divergence between two numerics sits at a near-tie).
-        hidden: reserved for drafters that read target features (EAGLE/Medusa); not filled today.
+        extra: per-pass extras: ``next_k`` (adaptive k after this pass) and, for a tree pass, ``tree``: a dict
+            with ``tokens`` (N node ids), ``parents`` (N, -1 = root), ``path`` (accepted node indices) and
+            ``shown`` (the nodes in ``draft_ids``: the accepted path plus the first rejected child).
     """
 
     run: str

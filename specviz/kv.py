@@ -44,6 +44,59 @@ def forward_logits(
     return out.logits[0, -num_logits:].float()
 
 
+@torch.inference_mode()
+def forward_logits_features(
+    model: torch.nn.Module, input_ids: list[int], cache: DynamicCache, num_logits: int, *,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`forward_logits` that also returns the final features (after the last norm) of every new position.
+
+    The logits are computed exactly as :func:`forward_logits` computes them (same call, same LM head), so runs
+    that need features (EAGLE / Medusa drafters) keep the baseline's numerics.
+
+    Args:
+        model, input_ids, cache, num_logits: as :func:`forward_logits`.
+        attention_mask: optional (1, 1, n, cache_len + n) bool mask (a tree mask, see :mod:`specviz.tree`).
+        position_ids: optional (1, n) positions (default: continuing after the cache).
+
+    Returns:
+        (num_logits, V) float32 logits and (n, H) features, on the model's device.
+    """
+    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
+    kwargs = {}
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids
+    out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
+                **kwargs)
+    return out.logits[0, -num_logits:].float(), out.hidden_states[-1][0]
+
+
+def keep_positions(cache: DynamicCache, keep: list[int]) -> None:
+    """Keep only the cached positions listed in ``keep`` (ascending), in that order; used after a tree pass to
+    keep the context plus the accepted path. In place.
+
+    Raises:
+        ValueError: an index out of range or not ascending.
+        NotImplementedError: a cache with sliding-window or other non-dynamic layers.
+    """
+    length = cache_length(cache)
+    if any(b <= a for a, b in zip(keep, keep[1:])) or (keep and not 0 <= keep[0] <= keep[-1] < length):
+        raise ValueError(f"positions to keep must be ascending and within the cache of {length}")
+    if keep == list(range(len(keep))):
+        rollback_cache(cache, len(keep))
+        return
+    index = None
+    for layer in cache.layers:
+        if type(layer).__name__ != "DynamicLayer":
+            raise NotImplementedError(f"tree passes need a plain dynamic cache, not {type(layer).__name__}")
+        if index is None:
+            index = torch.tensor(keep, dtype=torch.long, device=layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, index)
+        layer.values = layer.values.index_select(-2, index)
+
+
 def rollback_cache(cache: DynamicCache, keep_len: int) -> None:
     """Drop every cached position at or after ``keep_len`` (rejected draft tokens), in place.
 

@@ -3,10 +3,9 @@
 A drafter proposes up to k tokens after the committed sequence; the engine verifies them with one target
 forward and then tells the drafter what was committed, so a drafter with a KV cache can roll it back.
 
-Room for later drafters: :class:`DraftContext` carries the target's last hidden states (EAGLE-style and
-Medusa heads read them) and :class:`Draft` carries an optional parent index per node (a tree of candidates,
-verified in one forward with a tree attention mask). Today's engine verifies chains only and raises
-``NotImplementedError`` for a draft with ``parents``.
+:class:`DraftContext` carries the target's final features for drafters that read them (EAGLE-style and
+Medusa heads, ``needs_hidden = True``), and :class:`Draft` may carry a parent index per node: a tree of
+candidates, verified in one target forward with a tree attention mask (greedy mode; see :mod:`specviz.tree`).
 """
 
 from __future__ import annotations
@@ -29,8 +28,9 @@ class DraftContext:
         sampling: the run's sampling settings (a drafter that samples must use :func:`process_logits` with
             these, and report the exact distribution it drew from).
         generator: the run's seeded torch.Generator.
-        target_hidden: (n, hidden) the target's last-layer features of the newest committed positions, or
-            None (filled only for drafters whose ``needs_hidden`` is True; none today).
+        target_hidden: (n, H) the target's final features (after the last norm) of the committed positions the
+            drafter has not seen yet: every prompt position on the first pass, then the fed root and the accepted
+            draft tokens of the previous pass; None for drafters whose ``needs_hidden`` is False.
     """
 
     committed_ids: list[int]
@@ -50,7 +50,7 @@ class Draft:
         draft_probs: (m, V) float32 distributions the tokens were drawn from, or None for a deterministic
             drafter or in greedy mode (one-hot / unused).
         parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
-            token). Reserved for tree drafters.
+            token), topologically ordered (parents first). Trees are for greedy mode only.
     """
 
     token_ids: list[int]

@@ -25,6 +25,8 @@ DRAFTERS: tuple[DrafterChoice, ...] = (
     DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM head; weights shared. Untrained, it agrees with SmolLM2-135M on few tokens below its last layers (46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup."),
     DrafterChoice("bf16", "bfloat16 copy of the target (separate draft model)", "The target in reduced precision, with its own KV cache."),
     DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own KV cache."),
+    DrafterChoice("eagle", "EAGLE head (trained on the target's features)", "One trained decoder layer predicts the target's next feature from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
+    DrafterChoice("medusa", "Medusa heads (trained, one per future position)", "Four trained residual heads on the target's last feature each guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
     DrafterChoice("oracle", "Oracle (the target drafts for itself)", "Greedy acceptance is 100%: shows the cost side of the trade-off."),
 )
 DRAFTER_KEYS = tuple(c.key for c in DRAFTERS)
@@ -43,6 +45,8 @@ def make_drafter(
     exit_layer: int | None = None,
     ngram_max: int = 3,
     ngram_min: int = 1,
+    heads_path: str | None = None,
+    tree_nodes: int = 0,
     progress=None,
 ) -> Drafter | None:
     """Create a fresh drafter (per run: drafters hold per-run caches; loaded models are shared).
@@ -53,13 +57,16 @@ def make_drafter(
         draft_spec: the draft model's spec (for ``model``).
         exit_layer: layers the early-exit drafter runs (default :func:`default_exit_layer`).
         ngram_max / ngram_min: suffix sizes for the n-gram drafter.
+        heads_path: a head file for ``eagle`` / ``medusa`` (default: the shipped one made for this target).
+        tree_nodes: for ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 drafts a tree of N nodes in greedy mode.
         progress: optional callable(str) for loading messages.
 
     Returns:
         A drafter, or None for ``none`` (standard decoding).
 
     Raises:
-        ValueError: unknown key, or a missing/invalid option.
+        ValueError: unknown key, or a missing/invalid option (:class:`specviz.heads.HeadsError` when no
+            head file fits the target).
         specviz.models.ModelLoadError: the draft model cannot be loaded, or its vocabulary differs.
     """
     from specviz.models import check_same_vocabulary, load_model
@@ -71,6 +78,8 @@ def make_drafter(
     if key == "early-exit":
         layers = exit_layer if exit_layer is not None else default_exit_layer(target.num_layers)
         return EarlyExitDrafter(target.model, layers)
+    if key in ("eagle", "medusa"):
+        return _head_drafter(key, target, heads_path, tree_nodes)
     if key == "oracle":
         return ModelDrafter(target.model, "oracle (the target itself)")
     if key == "bf16":
@@ -85,3 +94,20 @@ def make_drafter(
         check_same_vocabulary(target, draft)
         return ModelDrafter(draft.model, f"draft model {draft.label}")
     raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")
+
+
+def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int) -> Drafter:
+    from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
+    from specviz.heads import HeadsError, load_heads, shipped_heads
+
+    if tree_nodes < 0:
+        raise ValueError(f"tree nodes must be >= 0 (0 = chain), got {tree_nodes}")
+    path = heads_path.strip() if heads_path and heads_path.strip() else shipped_heads(target.model, key)
+    if path is None:
+        raise HeadsError(f"No trained {key} heads fit {target.label}: the shipped heads are for the embedded "
+                         f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {key} --target ...`.")
+    head = load_heads(path, target.model, key)
+    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    if key == "eagle":
+        return EagleDrafter(target.model, head, tree)
+    return MedusaDrafter(target.model, head, tree)

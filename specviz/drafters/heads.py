@@ -1,0 +1,279 @@
+"""Drafters built on trained heads that read the target's features: EAGLE-style and Medusa (see :mod:`specviz.heads`).
+
+Both need the target's final features of every committed position; the engine passes the new ones in
+``DraftContext.target_hidden`` (``needs_hidden = True``): after the prefill, one row per prompt position; after a
+pass, one row for the fed root and each accepted draft token. So before every ``propose`` the drafter holds
+features f_0 .. f_{C-2} for a committed sequence of C tokens (the last committed token is not fed yet).
+
+Greedy runs may draft a *tree* (:class:`TreeSettings`); sampling runs always draft a chain with the exact
+distributions the tokens were drawn from (the engine's rejection sampling then keeps the target's distribution).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from specviz.drafters.base import Draft, DraftContext
+from specviz.heads import DraftLMHead, EagleHead, MedusaHeads
+from specviz.verify import process_logits, sample
+
+
+@dataclass(frozen=True)
+class TreeSettings:
+    """Shape of a greedy draft tree.
+
+    Attributes:
+        max_nodes: nodes kept in the final tree (the verification forward covers max_nodes + 1 tokens).
+        branch: candidates taken per expanded node (its top-``branch`` tokens).
+        width: nodes expanded per depth (the best by cumulative draft log-probability).
+    Depth is the pass's k. The final tree keeps the ``max_nodes`` nodes with the highest cumulative draft
+    log-probability (every node's ancestors are kept too), as EAGLE-2 re-ranks its dynamic tree.
+    """
+
+    max_nodes: int = 10
+    branch: int = 3
+    width: int = 3
+
+    def __post_init__(self) -> None:
+        if self.max_nodes < 1 or self.branch < 1 or self.width < 1:
+            raise ValueError("tree settings must be positive")
+
+
+@dataclass
+class _Node:
+    token: int
+    parent: int  # index into the node list, -1 = root
+    logp: float  # cumulative draft log-probability
+    depth: int
+    feat_in: torch.Tensor | None = None  # the parent's predicted feature (EAGLE input)
+
+
+def _select_tree(nodes: list[_Node], max_nodes: int) -> Draft:
+    """The best ``max_nodes`` nodes by cumulative log-prob (ancestors included), topologically ordered with the
+    better child first."""
+    order = sorted(range(len(nodes)), key=lambda i: -nodes[i].logp)
+    keep: set[int] = set()
+    for i in order:
+        chain = []
+        j = i
+        while j >= 0 and j not in keep:
+            chain.append(j)
+            j = nodes[j].parent
+        if len(keep) + len(chain) > max_nodes:
+            continue
+        keep.update(chain)
+        if len(keep) >= max_nodes:
+            break
+    kept = sorted(keep, key=lambda i: (nodes[i].depth, -nodes[i].logp))
+    new_index = {old: new for new, old in enumerate(kept)}
+    return Draft(
+        token_ids=[nodes[i].token for i in kept],
+        token_probs=[math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0 else 0.0)) for i in kept],
+        parents=[new_index[nodes[i].parent] if nodes[i].parent >= 0 else -1 for i in kept],
+    )
+
+
+class _FeatureDrafter:
+    """Shared bookkeeping: the target features received so far."""
+
+    needs_hidden = True
+
+    def __init__(self, target_model: torch.nn.Module, vocab_ids: torch.Tensor, tree: TreeSettings | None) -> None:
+        self.embed = target_model.get_input_embeddings()
+        self.lm = DraftLMHead(target_model.get_output_embeddings().weight, vocab_ids if vocab_ids.numel() else None)
+        self.tree = tree
+        self._feats: torch.Tensor | None = None
+
+    def _absorb(self, ctx: DraftContext) -> torch.Tensor:
+        if ctx.target_hidden is not None:
+            new = ctx.target_hidden.detach()
+            self._feats = new if self._feats is None else torch.cat([self._feats, new])
+        have = 0 if self._feats is None else self._feats.shape[0]
+        if have != len(ctx.committed_ids) - 1:
+            raise RuntimeError(f"{self.name} has target features for {have} positions but needs "
+                               f"{len(ctx.committed_ids) - 1}; is the engine passing target_hidden?")
+        return self._feats
+
+    def _choose(self, h: torch.Tensor, ctx: DraftContext) -> tuple[int, float, torch.Tensor | None]:
+        """One token from feature h (H,): greedy argmax over the draft vocabulary, or a sample."""
+        if ctx.sampling.greedy:
+            sub = self.lm.subset_logits(h)
+            best = int(sub.argmax())
+            prob = float(torch.softmax(sub.float(), -1)[best])
+            return int(self.lm.to_token_ids(torch.tensor(best))), prob, None
+        probs = process_logits(self.lm.full_logits(h)[None].float(), ctx.sampling)[0]
+        token = sample(probs, ctx.generator)
+        return token, float(probs[token]), probs
+
+    def commit(self, committed_ids: list[int], num_accepted: int) -> None:
+        """Nothing to roll back: draft-time state is rebuilt from committed features at the next propose."""
+
+
+class EagleDrafter(_FeatureDrafter):
+    """Drafting with an :class:`~specviz.heads.EagleHead` (EAGLE, Li et al. 2024), chain or greedy tree.
+
+    The head keeps its own KV cache of entries built from *true* target features (positions 1..C-1, entry j
+    from (f_{j-1}, x_j)); each ``propose`` first adds the newly committed positions in one head forward, then
+    drafts on its own predicted features. Draft-time entries are dropped at the next ``propose``.
+
+    Cost per drafted token: one head layer (~4M parameters for SmolLM2) plus the draft LM head (8192 rows).
+    """
+
+    def __init__(self, target_model: torch.nn.Module, head: EagleHead, tree: TreeSettings | None = None,
+                 name: str = "EAGLE head") -> None:
+        super().__init__(target_model, head.vocab_ids, tree)
+        self.head = head
+        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
+        self.reset([])
+
+    def reset(self, prompt_ids: list[int]) -> None:
+        """Start a new run (no features, empty head cache)."""
+        self._feats = None
+        self._keys: torch.Tensor | None = None
+        self._values: torch.Tensor | None = None
+        self._last: torch.Tensor | None = None
+
+    @property
+    def cache_len(self) -> int:
+        """Entries in the head's KV cache built from committed positions."""
+        return 0 if self._keys is None else int(self._keys.shape[2])
+
+    def _emb(self, tokens: list[int]) -> torch.Tensor:
+        return self.embed(torch.tensor(tokens, dtype=torch.long, device=self.embed.weight.device))
+
+    @torch.inference_mode()
+    def _catch_up(self, ctx: DraftContext) -> None:
+        feats = self._absorb(ctx)
+        committed = ctx.committed_ids
+        start = self.cache_len  # entries for positions 1..start exist
+        end = len(committed) - 1  # need entries up to position C-1
+        positions = torch.arange(start + 1, end + 1, device=feats.device)
+        past = (self._keys, self._values) if self._keys is not None else None
+        out, (k, v) = self.head(feats[start:end][None], self._emb(committed[start + 1:end + 1])[None], positions, past)
+        self._keys = k if past is None else torch.cat([past[0], k], dim=2)
+        self._values = v if past is None else torch.cat([past[1], v], dim=2)
+        self._last = out[0, -1]
+
+    @torch.inference_mode()
+    def propose(self, ctx: DraftContext) -> Draft:
+        """Draft up to ``ctx.k`` tokens: a chain, or in greedy mode with tree settings a tree of depth k."""
+        self._catch_up(ctx)
+        if self.tree is not None and ctx.sampling.greedy:
+            return self._propose_tree(ctx)
+        pos = len(ctx.committed_ids) - 1
+        keys, values, h = self._keys, self._values, self._last
+        ids, probs, rows = [], [], []
+        for i in range(ctx.k):
+            token, prob, row = self._choose(h, ctx)
+            ids.append(token)
+            probs.append(prob)
+            if row is not None:
+                rows.append(row)
+            if i + 1 < ctx.k:
+                pos += 1
+                out, (k, v) = self.head(h[None, None], self._emb([token])[None], torch.tensor([pos]), (keys, values))
+                keys, values, h = torch.cat([keys, k], 2), torch.cat([values, v], 2), out[0, 0]
+        return Draft(ids, probs, torch.stack(rows) if rows else None)
+
+    def _propose_tree(self, ctx: DraftContext) -> Draft:
+        tree = self.tree
+        root_pos = len(ctx.committed_ids) - 1
+        nodes: list[_Node] = []
+
+        def add_children(parent: int, h: torch.Tensor, base_logp: float, depth: int) -> None:
+            logp = torch.log_softmax(self.lm.subset_logits(h).float(), -1)
+            top = torch.topk(logp, tree.branch)
+            tokens = self.lm.to_token_ids(top.indices).tolist()
+            for token, lp in zip(tokens, top.values.tolist()):
+                nodes.append(_Node(int(token), parent, base_logp + lp, depth, h))
+
+        add_children(-1, self._last, 0.0, 1)
+        frontier = list(range(len(nodes)))
+        fed: list[int] = []  # node index of each draft-time head entry, in order
+        keys, values = self._keys, self._values
+        stable = keys.shape[2]
+        for depth in range(2, ctx.k + 1):
+            expand = sorted(frontier, key=lambda i: -nodes[i].logp)[: tree.width]
+            mask = torch.zeros(len(expand), stable + len(fed) + len(expand), dtype=torch.bool)
+            mask[:, :stable] = True
+            for row, i in enumerate(expand):
+                mask[row, stable + len(fed) + row] = True
+                j = nodes[i].parent
+                while j >= 0:
+                    mask[row, stable + fed.index(j)] = True
+                    j = nodes[j].parent
+            feats_in = torch.stack([nodes[i].feat_in for i in expand])[None]
+            embeds = self._emb([nodes[i].token for i in expand])[None]
+            positions = torch.full((len(expand),), root_pos + depth - 1)
+            out, (k, v) = self.head(feats_in, embeds, positions, (keys, values), mask[None, None])
+            keys, values = torch.cat([keys, k], 2), torch.cat([values, v], 2)
+            fed.extend(expand)
+            frontier = []
+            for row, i in enumerate(expand):
+                first = len(nodes)
+                add_children(i, out[0, row], nodes[i].logp, depth)
+                frontier.extend(range(first, len(nodes)))
+        return _select_tree(nodes, tree.max_nodes)
+
+
+class MedusaDrafter(_FeatureDrafter):
+    """Drafting with :class:`~specviz.heads.MedusaHeads` (Medusa, Cai et al. 2024), chain or greedy tree.
+
+    From the feature of the last position the target processed (f_{C-2}), head i proposes the token at
+    committed position C+i (the target's own token at C-1 is already committed). One forward of all heads per
+    pass; a chain has at most ``num_heads`` tokens. A tree combines each head's top candidates (a child's token
+    does not depend on its parent's, as the heads see only f_{C-2}).
+    """
+
+    def __init__(self, target_model: torch.nn.Module, heads: MedusaHeads, tree: TreeSettings | None = None,
+                 name: str = "Medusa heads") -> None:
+        super().__init__(target_model, heads.vocab_ids, tree)
+        self.heads = heads
+        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
+        self.reset([])
+
+    def reset(self, prompt_ids: list[int]) -> None:
+        """Start a new run."""
+        self._feats = None
+
+    @property
+    def cache_len(self) -> None:
+        """Medusa heads keep no cache."""
+        return None
+
+    @torch.inference_mode()
+    def propose(self, ctx: DraftContext) -> Draft:
+        """Draft min(k, num_heads) tokens (chain), or in greedy mode with tree settings a tree of that depth."""
+        feats = self._absorb(ctx)
+        outs = self.heads(feats[-1])  # (num_heads, H)
+        depth = min(ctx.k, self.heads.num_heads)
+        if self.tree is not None and ctx.sampling.greedy:
+            return self._propose_tree(outs, depth)
+        ids, probs, rows = [], [], []
+        for i in range(depth):
+            token, prob, row = self._choose(outs[i], ctx)
+            ids.append(token)
+            probs.append(prob)
+            if row is not None:
+                rows.append(row)
+        return Draft(ids, probs, torch.stack(rows) if rows else None)
+
+    def _propose_tree(self, outs: torch.Tensor, depth: int) -> Draft:
+        tree = self.tree
+        logp = torch.log_softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
+        top = torch.topk(logp, tree.branch, dim=-1)
+        tokens = self.lm.to_token_ids(top.indices).tolist()
+        values = top.values.tolist()
+        nodes: list[_Node] = [_Node(int(t), -1, lp, 1) for t, lp in zip(tokens[0], values[0])]
+        frontier = list(range(len(nodes)))
+        for d in range(1, depth):
+            expand = sorted(frontier, key=lambda i: -nodes[i].logp)[: tree.width]
+            frontier = []
+            for i in expand:
+                for t, lp in zip(tokens[d], values[d]):
+                    frontier.append(len(nodes))
+                    nodes.append(_Node(int(t), i, nodes[i].logp + lp, d + 1))
+        return _select_tree(nodes, tree.max_nodes)

@@ -1,0 +1,219 @@
+"""EAGLE / Medusa heads and tree drafting on the tiny target: tree masks, exactness, caches, files, sampling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.drafters.base import Draft
+from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
+from specviz.drafters.registry import make_drafter
+from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.heads import (EagleHead, HeadsError, MedusaHeads, load_heads, new_eagle_head, new_medusa_heads,
+                           read_metadata, save_heads)
+from specviz.kv import cache_length, forward_logits, forward_logits_features, keep_positions, new_cache
+from specviz.tree import ancestors, depths, tree_attention_mask, tree_positions, verify_tree_greedy
+from test_engine import _chi_square, _prompts
+
+
+def _run(target, prompt, cfg, drafter=None):
+    gen = standard_generate(target, prompt, cfg) if drafter is None else speculative_generate(target, drafter, prompt, cfg)
+    return collect(gen, target.tokenizer, prompt)
+
+
+def _medusa(target, seed=0, vocab=None):
+    heads = new_medusa_heads(target.model, num_heads=4, vocab_ids=vocab)
+    torch.manual_seed(seed)
+    for block in heads.blocks:  # random, not zero, so heads disagree with each other
+        torch.nn.init.normal_(block.weight, std=0.05)
+    return heads.eval().requires_grad_(False)
+
+
+def _eagle(target, vocab=None):
+    return new_eagle_head(target.model, vocab_ids=vocab).eval().requires_grad_(False)
+
+
+# ------------------------------------------------------------------------------------------------ tree helpers
+
+def test_tree_mask_positions_and_paths():
+    parents = [-1, -1, 0, 0, 2]  # two roots' children; node 4 under 2 under 0
+    assert depths(parents) == [1, 1, 2, 2, 3]
+    assert ancestors(parents, 4) == [0, 2, 4]
+    mask = tree_attention_mask(parents, context_len=3)[0, 0]
+    assert mask.shape == (6, 9)
+    assert mask[:, :4].all()  # context and root for everyone
+    assert mask[5].tolist() == [True] * 4 + [True, False, True, False, True]  # node 4 sees 0, 2, itself
+    assert mask[2].tolist() == [True] * 4 + [False, True, False, False, False]  # node 1 sees only itself
+    assert tree_positions(parents, 3).tolist() == [[3, 4, 4, 5, 5, 6]]
+    with pytest.raises(ValueError):
+        tree_attention_mask([1, -1], 0)
+
+
+def test_greedy_tree_walk_follows_target_argmax():
+    vocab = 10
+    logits = torch.zeros(6, vocab)
+    parents, tokens = [-1, -1, 0, 0, 2], [5, 7, 3, 4, 9]
+    for row, best in enumerate([7, 0, 0, 0, 0, 0]):  # root wants 7 -> node 1 (a leaf)
+        logits[row, best] = 1.0
+    v = verify_tree_greedy(tokens, parents, logits)
+    assert v.path == (1,) and v.next_kind == "bonus" and v.next_id == 0 and v.shown == (1,)
+    logits = torch.zeros(6, vocab)
+    for row, best in enumerate([5, 4, 0, 8, 0, 0]):  # 5 -> node 0, then wants 4 -> node 3 (leaf), then 0
+        logits[row, best] = 1.0
+    v = verify_tree_greedy(tokens, parents, logits)
+    assert v.path == (0, 3) and v.next_id == 0 and v.next_kind == "bonus"
+    logits = torch.zeros(6, vocab)
+    logits[0, 1] = 1.0  # nothing matches at the first level
+    v = verify_tree_greedy(tokens, parents, logits)
+    assert v.path == () and v.next_id == 1 and v.next_kind == "recovered" and v.shown == (0,)
+
+
+def test_single_path_tree_verify_equals_chain_verify(tiny_target):
+    model = tiny_target.model
+    prompt = _prompts(tiny_target.tokenizer)["normal"]
+    draft = prompt[2:7]
+    chain_cache, tree_cache = new_cache(model), new_cache(model)
+    forward_logits(model, prompt[:-1], chain_cache, 1)
+    forward_logits(model, prompt[:-1], tree_cache, 1)
+    chain = forward_logits(model, [prompt[-1]] + draft, chain_cache, len(draft) + 1)
+    parents = list(range(-1, len(draft) - 1))
+    ctx = cache_length(tree_cache)
+    tree, feats = forward_logits_features(model, [prompt[-1]] + draft, tree_cache, len(draft) + 1,
+                                          attention_mask=tree_attention_mask(parents, ctx),
+                                          position_ids=tree_positions(parents, ctx))
+    assert torch.allclose(chain, tree, atol=1e-4)
+    assert torch.equal(chain.argmax(-1), tree.argmax(-1))
+    assert feats.shape == (len(draft) + 1, model.config.hidden_size)
+    assert torch.allclose(model.lm_head(feats).float(), tree, atol=1e-4)
+    v = verify_tree_greedy(draft, parents, tree)
+    assert len(v.path) == sum(1 for _ in v.path)  # a path, in order
+    assert list(v.path) == list(range(len(v.path)))
+
+
+def test_keep_positions_matches_a_fresh_prefill(tiny_target):
+    model = tiny_target.model
+    prompt = _prompts(tiny_target.tokenizer)["normal"]
+    parents = [-1, -1, 0, 2]
+    tokens = [prompt[3], prompt[4], prompt[5], prompt[6]]
+    cache = new_cache(model)
+    forward_logits(model, prompt[:-1], cache, 1)
+    ctx = cache_length(cache)
+    forward_logits_features(model, [prompt[-1]] + tokens, cache, 5, attention_mask=tree_attention_mask(parents, ctx),
+                            position_ids=tree_positions(parents, ctx))
+    keep_positions(cache, list(range(ctx + 1)) + [ctx + 1 + 0, ctx + 1 + 2])  # root, node 0, node 2
+    fresh = new_cache(model)
+    forward_logits(model, prompt + [tokens[0], tokens[2]], fresh, 1)
+    assert cache_length(cache) == cache_length(fresh) == len(prompt) + 2
+    for a, b in zip(cache.layers, fresh.layers):
+        assert torch.allclose(a.keys, b.keys, atol=1e-4) and torch.allclose(a.values, b.values, atol=1e-4)
+    with pytest.raises(ValueError):
+        keep_positions(cache, [3, 2])
+
+
+# ------------------------------------------------------------------------------------------------ exactness
+
+class _OracleTree:
+    """Builds trees that contain the target's greedy continuation on a *second* branch, with a decoy first
+    child at every depth, and stops the true path at depth 3 (so walks reach inner nodes and leaves)."""
+
+    needs_hidden = False
+    name = "oracle tree"
+    cache_len = None
+
+    def __init__(self, target):
+        self.target = target
+
+    def reset(self, prompt_ids):
+        pass
+
+    def commit(self, committed_ids, num_accepted):
+        pass
+
+    def propose(self, ctx):
+        ids = list(ctx.committed_ids)
+        truth = []
+        for _ in range(min(ctx.k, 3)):
+            c = new_cache(self.target.model)
+            truth.append(int(forward_logits(self.target.model, ids + truth, c, 1)[-1].argmax()))
+        tokens, parents, parent = [], [], -1
+        for t in truth:
+            tokens += [(t + 1) % 50, t]
+            parents += [parent, parent]
+            parent = len(tokens) - 1
+        return Draft(tokens, [0.5] * len(tokens), None, parents)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_tree_passes_accept_paths_and_keep_greedy_output(tiny_target, k):
+    for label, prompt in _prompts(tiny_target.tokenizer).items():
+        cfg = GenerationConfig(max_new_tokens=30, k=k)
+        base = _run(tiny_target, prompt, cfg)
+        spec = _run(tiny_target, prompt, cfg, _OracleTree(tiny_target))
+        assert spec.token_ids == base.token_ids, label
+        passes = [e for e in spec.events if e.kind == "pass"]
+        assert max(e.num_accepted for e in passes) == min(k, 3)
+        tree = passes[0].extra["tree"]
+        assert len(tree["tokens"]) == 2 * min(k, 3) and tree["path"] == [1, 3, 5][: len(tree["path"])]
+
+
+@pytest.mark.parametrize("k", [1, 4, 8])
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("tree_nodes", [0, 6])
+def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)  # a draft vocabulary of half the tokens
+    for label, prompt in _prompts(tiny_target.tokenizer).items():
+        cfg = GenerationConfig(max_new_tokens=30, k=k)
+        base = _run(tiny_target, prompt, cfg)
+        tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+        drafter = (EagleDrafter(tiny_target.model, _eagle(tiny_target, vocab), tree) if kind == "eagle"
+                   else MedusaDrafter(tiny_target.model, _medusa(tiny_target, vocab=vocab), tree))
+        spec = _run(tiny_target, prompt, cfg, drafter)
+        assert spec.token_ids == base.token_ids, (kind, k, tree_nodes, label)
+        for e in spec.events[1:]:
+            assert len(e.draft_ids) <= k
+            if tree_nodes and e.draft_ids:
+                assert len(e.extra["tree"]["tokens"]) <= tree_nodes
+            assert all(t % 2 == 0 for t in e.draft_ids)  # drafts come from the draft vocabulary only
+        if kind == "eagle":  # head cache: one entry per committed position except the first and the last
+            last = spec.events[-1]
+            assert drafter.cache_len <= len(prompt) + last.num_generated - 1
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind):
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    if kind == "eagle":
+        head = _eagle(tiny_target, vocab)
+        make = lambda: EagleDrafter(tiny_target.model, head, TreeSettings(4))  # tree is ignored when sampling
+    else:
+        heads = _medusa(tiny_target, vocab=vocab)
+        make = lambda: MedusaDrafter(tiny_target.model, heads)
+    assert _chi_square(tiny_target, make, dict(temperature=1.0), n=600) > 1e-3
+
+
+# ------------------------------------------------------------------------------------------------ files
+
+def test_head_files_round_trip_and_refuse_other_targets(tiny_target, tiny_draft, tmp_path):
+    vocab = torch.arange(0, tiny_target.vocab_size, 3)
+    eagle = _eagle(tiny_target, vocab)
+    path = save_heads(eagle, tmp_path / "e.safetensors", tiny_target.model, {"epochs": 1})
+    meta = read_metadata(path)
+    assert meta["kind"] == "eagle" and meta["info"] == {"epochs": 1}
+    loaded = load_heads(path, tiny_target.model, "eagle")
+    assert isinstance(loaded, EagleHead) and torch.equal(loaded.vocab_ids, vocab)
+    assert torch.allclose(loaded.fc.weight, eagle.fc.weight.half().float())
+    with pytest.raises(HeadsError, match="another target"):
+        load_heads(path, tiny_draft.model)
+    with pytest.raises(HeadsError, match="not medusa"):
+        load_heads(path, tiny_target.model, "medusa")
+    with pytest.raises(HeadsError, match="not found"):
+        load_heads(tmp_path / "missing.safetensors", tiny_target.model)
+    (tmp_path / "junk.safetensors").write_bytes(b"not a file")
+    with pytest.raises(HeadsError):
+        load_heads(tmp_path / "junk.safetensors", tiny_target.model)
+    medusa_path = save_heads(_medusa(tiny_target), tmp_path / "m.safetensors", tiny_target.model)
+    assert isinstance(load_heads(medusa_path, tiny_target.model), MedusaHeads)
+    drafter = make_drafter("eagle", tiny_target, heads_path=str(path), tree_nodes=5)
+    assert isinstance(drafter, EagleDrafter) and drafter.tree.max_nodes == 5
+    with pytest.raises(HeadsError, match="No trained medusa heads"):
+        make_drafter("medusa", tiny_target)
