@@ -53,6 +53,7 @@ from specviz.metrics import RunStats
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
 QUICK_DRAFTERS = ("ngram", "bf16")
+DEFAULT_TREE_NODES = 10  # nodes of an "eagle:tree" / "medusa:tree" draft when --tree is not given
 QUICK_K = (4,)
 QUICK_MAX_NEW_TOKENS = 32
 QUICK_REPEATS = 1
@@ -275,6 +276,8 @@ class BenchSettings:
     draft_spec: str | None = None
     exit_layer: int | None = None
     use_chat_template: bool = True
+    heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
+    tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
     compare_transformers: bool = True
     extra: dict = field(default_factory=dict)
 
@@ -475,8 +478,11 @@ def make_drafters(target, settings: BenchSettings, progress: Progress | None = N
     drafters: dict = {}
     for key in settings.drafters:
         if key != "none" and key not in drafters:
-            drafters[key] = make_drafter(key, target, draft_spec=settings.draft_spec, exit_layer=settings.exit_layer,
+            base, _, suffix = key.partition(":")
+            drafters[key] = make_drafter(base, target, draft_spec=settings.draft_spec, exit_layer=settings.exit_layer,
                                          ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
+                                         heads_path=settings.heads_path,
+                                         tree_nodes=settings.tree_nodes if suffix == "tree" else 0,
                                          progress=progress)
     return drafters
 
@@ -613,6 +619,73 @@ def time_forward_variants(model: torch.nn.Module, device: torch.device, prompt_l
     return out
 
 
+KERNEL_DRAFTERS = ("ngram", "early-exit", "eagle", "eagle:tree", "medusa", "medusa:tree")
+
+
+def time_drafter_ms(target, drafter, prompt_len: int, ks: Iterable[int], repeats: int = 5, seed: int = 0) -> dict:
+    """Median ms of one ``propose`` of k tokens, for each k, from a caught-up state after a cached prompt.
+
+    The drafter starts a run on ``prompt_len`` random tokens (plus the target's features when it reads them),
+    proposes once (catch-up, not timed), then each timed call proposes again for the same committed sequence
+    and is followed by ``commit(committed, 0)``, so every call drafts from the same state. The per-pass
+    catch-up of 1 + accepted tokens is not included. Returns {k: {"draft_ms", "nodes"}}, where nodes is the
+    number of tokens the target verifies besides the root (k for a chain; the tree's size for a tree).
+    """
+    from specviz.drafters.base import DraftContext
+    from specviz.kv import forward_logits_features
+    from specviz.verify import SamplingConfig
+
+    vocab = int(target.model.config.get_text_config().vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, vocab, (prompt_len,), generator=gen).tolist()
+    clock = Clock(target.device)
+    sampling = SamplingConfig()
+    out = {}
+    for k in ks:
+        drafter.reset(prompt[:-1])
+        hidden = None
+        if getattr(drafter, "needs_hidden", False):
+            _, hidden = forward_logits_features(target.model, prompt[:-1], new_cache(target.model), 1)
+        draft = drafter.propose(DraftContext(prompt, k, sampling, None, hidden))
+        drafter.commit(prompt, 0)
+        times = []
+        for _ in range(repeats):
+            t0 = clock.now_ms()
+            draft = drafter.propose(DraftContext(prompt, k, sampling, None, None))
+            times.append(clock.now_ms() - t0)
+            drafter.commit(prompt, 0)
+        out[k] = {"draft_ms": statistics.median(times), "nodes": len(draft.token_ids)}
+    return out
+
+
+def drafter_costs(target, keys: Iterable[str], times: dict[int, float], prompt_len: int, ks: Iterable[int],
+                  tree_nodes: int = DEFAULT_TREE_NODES, progress: Progress | None = None) -> dict:
+    """Per drafter and k: draft ms, the verification's ms (T(nodes + 1) from ``times``), and the pass cost in
+    one-token steps: (draft + verify) / T(1). That ratio is also the break-even point: the tokens per pass a
+    drafter must reach to beat standard decoding at that k. Drafters that cannot be built here (no head file
+    for this target, for instance) are listed under ``skipped`` with the reason."""
+    from specviz.drafters.registry import make_drafter
+
+    step = times[1]
+    rows, skipped = {}, {}
+    for key in keys:
+        base, _, suffix = key.partition(":")
+        try:
+            drafter = make_drafter(base, target, tree_nodes=tree_nodes if suffix == "tree" else 0)
+        except Exception as error:  # noqa: BLE001 - report and go on with the others
+            skipped[key] = str(error).splitlines()[0]
+            continue
+        if progress:
+            progress(f"drafter cost: {key}")
+        curve = {}
+        for k, fig in time_drafter_ms(target, drafter, prompt_len, ks).items():
+            verify = times.get(fig["nodes"] + 1)
+            curve[k] = {**fig, "verify_ms": verify,
+                        "pass_cost_steps": None if verify is None else (fig["draft_ms"] + verify) / step}
+        rows[key] = curve
+    return {"drafters": rows, "skipped": skipped}
+
+
 STEP_TARGET_FRACTION = 0.5  # the issue's goal: a one-token step within 2x of the floor
 VERIFY_TARGET_RATIO = 1.25  # ... and a verification over k <= 8 tokens at most 1.25 one-token steps
 VERIFY_TARGET_MAX_K = 8
@@ -637,7 +710,9 @@ def _cost_figures(times: dict[int, float], param_bytes: int, floor_ms: float) ->
 
 
 def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = KERNEL_TOKEN_COUNTS,
-                 repeats: int = 7, warmup: int = 2, copy_megabytes: int = 256, compare_plain: bool = True) -> dict:
+                 repeats: int = 7, warmup: int = 2, copy_megabytes: int = 256, compare_plain: bool = True,
+                 drafters: Iterable[str] = (), drafter_ks: Iterable[int] = tuple(range(1, 17)),
+                 progress: Progress | None = None) -> dict:
     """The cost side of speculative decoding on ``target``: ms per forward over n new tokens, and the floor.
 
     Returns a dict with ``curve`` (one row per n: ms, T(n)/T(1), effective GB/s), ``verify_cost`` (k ->
@@ -647,6 +722,8 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     ``step_effective_gbs`` (param_bytes / T(1)). These figures are for the model as loaded (with the eager
     speed-ups of :mod:`specviz.speed`, listed under ``speed``). When those are active and ``compare_plain``,
     the same figures for the default kernels, measured interleaved in the same run, are under ``plain``.
+    With ``drafters`` (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost
+    curve for ``drafter_ks`` (see :func:`drafter_costs`).
     """
     from specviz.speed import plain_path, report_of
 
@@ -655,6 +732,9 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
         raise ValueError("token counts must be >= 1")
     if 1 not in token_counts:
         token_counts = [1] + token_counts
+    drafters = list(drafters)
+    if any(key.endswith(":tree") for key in drafters) and DEFAULT_TREE_NODES + 1 not in token_counts:
+        token_counts = sorted(token_counts + [DEFAULT_TREE_NODES + 1])  # a tree's verification forward
     started = time.perf_counter()
     bandwidth = copy_bandwidth_gbs(target.device, copy_megabytes)
     report = report_of(target.model)
@@ -686,6 +766,11 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     }
     if "plain" in timed:
         result["plain"] = _cost_figures(timed["plain"], target.param_bytes, floor_ms)
+    if drafters:
+        result["drafter_costs"] = drafter_costs(target, drafters, timed["loaded"], prompt_len, list(drafter_ks),
+                                                progress=progress)
+        result["definitions"]["pass_cost_steps"] = ("(draft ms + verify ms) / one-token step ms: a pass's cost in "
+                                                    "target steps, and the tokens per pass needed to break even")
     result["wall_s"] = time.perf_counter() - started
     return result
 
@@ -762,6 +847,18 @@ def format_kernel(result: dict) -> str:
     lines.append("verify cost T(k+1)/T(1): " + ", ".join(f"k={k}: {v:.2f}" for k, v in result["verify_cost"].items()))
     if plain:
         lines.append("  default kernels: " + ", ".join(f"k={k}: {v:.2f}" for k, v in plain["verify_cost"].items()))
+    costs = result.get("drafter_costs")
+    if costs:
+        lines.append("")
+        lines.append("pass cost in one-token steps = (draft ms + verify ms) / step ms; also the tokens per pass "
+                     "needed to break even")
+        for key, curve in costs["drafters"].items():
+            lines.append(f"  {key:<12} " + ", ".join(
+                f"k={k}: {_fmt(fig['pass_cost_steps'])} ({fig['draft_ms']:.1f} ms draft"
+                + (f", {fig['nodes']} nodes" if fig["nodes"] != int(k) else "") + ")"
+                for k, fig in curve.items()))
+        for key, why in costs["skipped"].items():
+            lines.append(f"  {key:<12} skipped: {why}")
     return "\n".join(lines)
 
 

@@ -103,8 +103,10 @@ def _drafter_list(text: str) -> tuple[str, ...]:
     if not items:
         raise argparse.ArgumentTypeError("drafters needs at least one name, e.g. ngram,bf16")
     for item in items:
-        if item not in keys:
-            raise argparse.ArgumentTypeError(f"unknown drafter {item!r}; choose from {', '.join(keys)}")
+        base, _, suffix = item.partition(":")
+        if base not in keys or (suffix and not (suffix == "tree" and base in ("eagle", "medusa"))):
+            raise argparse.ArgumentTypeError(f"unknown drafter {item!r}; choose from {', '.join(keys)} "
+                                             "(eagle:tree and medusa:tree draft trees)")
     return tuple(dict.fromkeys(items))
 
 
@@ -116,9 +118,9 @@ TOP_P = _float("top-p", lambda v: 0 < v <= 1, "in (0, 1]")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``specviz`` argument parser with its ``generate`` and ``bench`` commands."""
+    """The ``specviz`` argument parser with its ``generate``, ``bench`` and ``train`` commands."""
     parser = _Parser(prog="python -m specviz", description="Speculative decoding, token by token.")
-    commands = parser.add_subparsers(dest="command", metavar="{generate,bench}", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="{generate,bench,train}", parser_class=_Parser)
     commands.required = True
 
     gen = commands.add_parser("generate", help="generate text with a drafter and print it (or JSON)",
@@ -126,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "decoding with --drafter none).")
     gen.add_argument("--prompt", required=True, help="the prompt text ('-' reads it from stdin)")
     _add_model_flags(gen)
-    gen.add_argument("--drafter", default="ngram", help="none|ngram|early-exit|bf16|model|oracle (default ngram)")
+    gen.add_argument("--drafter", default="ngram",
+                     help="none|ngram|early-exit|bf16|model|eagle|medusa|oracle (default ngram)")
     gen.add_argument("--k", type=_k_value, default=4, help="draft length 1..16, or 'auto' (adaptive, starts at 4)")
     gen.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=128)
     gen.add_argument("--temperature", type=TEMPERATURE, default=0.0, help="0 = greedy (default)")
@@ -157,10 +160,28 @@ def build_parser() -> argparse.ArgumentParser:
                        help="one prompt per category (at most 6), 32 tokens, ngram + bf16, k=4, 1 repeat")
     bench.add_argument("--no-transformers", action="store_true", help="skip transformers' generate() runs")
     bench.add_argument("--kernel", action="store_true",
-                       help="instead: ms per target forward for 1..17 and 32 new tokens, and the memory floor")
+                       help="instead: ms per target forward for 1..17 and 32 new tokens, the memory floor, and "
+                            "each drafter's pass cost for k=1..16 (--drafters, default ngram,early-exit,eagle,"
+                            "eagle:tree,medusa,medusa:tree)")
     bench.add_argument("--out", help="also write the JSON result to this file")
     bench.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
     bench.set_defaults(handler=cmd_bench)
+
+    train = commands.add_parser("train", help="train the EAGLE head or the Medusa heads on the target's own outputs",
+                                description="Self-distillation: the target answers a fixed prompt set, its "
+                                            "features are recorded, and the head is trained on them. Data and "
+                                            "training resume after an interruption.")
+    train.add_argument("kind", choices=("eagle", "medusa"))
+    train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
+    train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
+    train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
+    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 960)")
+    train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
+    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
+    train.set_defaults(handler=cmd_train)
     return parser
 
 
@@ -170,6 +191,10 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exit-layer", type=_int_in("exit-layer", 1), help="layers run by the early-exit drafter")
     p.add_argument("--ngram-max", type=_int_in("ngram-max", 1), default=3)
     p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1)
+    p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa (default: the shipped "
+                                                   "heads for the embedded model)")
+    p.add_argument("--tree", type=_int_in("tree", 0, 64), default=0, metavar="N",
+                   help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -217,7 +242,8 @@ def _make_drafter(key: str, args, target):
         raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
     _check_exit_layer(args, target)
     return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
-                        ngram_max=args.ngram_max, ngram_min=args.ngram_min, progress=_log)
+                        ngram_max=args.ngram_max, ngram_min=args.ngram_min, heads_path=args.heads,
+                        tree_nodes=args.tree, progress=_log)
 
 
 @contextlib.contextmanager
@@ -451,7 +477,8 @@ def cmd_bench(args) -> int:
     if args.kernel:
         target = _load_target(args)
         _log(f"kernel bench on {target.label} ({target.device})...")
-        result = bench.kernel_bench(target)
+        kernel_drafters = args.drafters or bench.KERNEL_DRAFTERS
+        result = bench.kernel_bench(target, drafters=kernel_drafters, progress=_log)
         result["settings"]["command"] = args.command_line
         text = bench.format_kernel(result)
     else:
@@ -476,6 +503,7 @@ def cmd_bench(args) -> int:
             repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
             ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
             exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
+            heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES,
             compare_transformers=not args.no_transformers,
             warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
             extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},
@@ -492,6 +520,31 @@ def cmd_bench(args) -> int:
         print(json.dumps(result), flush=True)
     else:
         print(text, flush=True)
+    return 0
+
+
+def cmd_train(args) -> int:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from specviz.distill import CorpusSettings
+    from specviz.models import cache_dir
+    from specviz.train import TrainSettings, run_training
+
+    corpus = CorpusSettings(seed=args.seed)
+    if args.prompts:
+        corpus = replace(corpus, num_prompts=args.prompts)
+    if args.max_new_tokens:
+        corpus = replace(corpus, max_new_tokens=args.max_new_tokens)
+    settings = TrainSettings(seed=args.seed)
+    if args.epochs:
+        settings = replace(settings, epochs=args.epochs)
+    out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
+    target = _load_target(args)
+    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,
+                          folder=Path(args.data) if args.data else None, progress=_log)
+    print(json.dumps(report, indent=2), flush=True)
+    _log(f"use it with: python -m specviz generate --drafter {args.kind} --heads {out} --prompt ...")
     return 0
 
 

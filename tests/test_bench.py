@@ -139,3 +139,24 @@ def test_kernel_command_json(capsys, tiny_model_dir):
     out, err = capsys.readouterr()
     assert code == 0, err
     assert len(json.loads(out)["curve"]) == len(bench.KERNEL_TOKEN_COUNTS)
+
+
+def test_kernel_bench_drafter_costs(tiny_target, tmp_path, monkeypatch):
+    import specviz.heads as heads
+
+    heads.save_heads(heads.new_eagle_head(tiny_target.model), tmp_path / "tiny-eagle.safetensors", tiny_target.model)
+    monkeypatch.setattr(heads, "HEADS_DIR", tmp_path)
+    result = bench.kernel_bench(tiny_target, token_counts=range(1, 10), repeats=1, warmup=0, copy_megabytes=4,
+                                drafters=("ngram", "eagle", "eagle:tree", "medusa"), drafter_ks=(1, 4))
+    costs = result["drafter_costs"]
+    assert set(costs["drafters"]) == {"ngram", "eagle", "eagle:tree"}
+    assert "No trained medusa heads" in costs["skipped"]["medusa"]
+    for key, curve in costs["drafters"].items():
+        assert list(curve) == [1, 4]
+        for k, fig in curve.items():
+            assert fig["draft_ms"] >= 0 and fig["verify_ms"] > 0
+            assert fig["pass_cost_steps"] == pytest.approx((fig["draft_ms"] + fig["verify_ms"]) / result["step_ms"])
+    assert costs["drafters"]["eagle"][4]["nodes"] == 4
+    assert costs["drafters"]["eagle:tree"][4]["nodes"] == bench.DEFAULT_TREE_NODES
+    text = bench.format_kernel(result)
+    assert "pass cost" in text and "eagle:tree" in text and "skipped" in text

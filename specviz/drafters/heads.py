@@ -150,6 +150,8 @@ class EagleDrafter(_FeatureDrafter):
         committed = ctx.committed_ids
         start = self.cache_len  # entries for positions 1..start exist
         end = len(committed) - 1  # need entries up to position C-1
+        if start >= end:  # nothing new committed since the last propose: the last prediction still holds
+            return
         positions = torch.arange(start + 1, end + 1, device=feats.device)
         past = (self._keys, self._values) if self._keys is not None else None
         out, (k, v) = self.head(feats[start:end][None], self._emb(committed[start + 1:end + 1])[None], positions, past)

@@ -1,0 +1,353 @@
+"""Training the EAGLE-style head and the Medusa heads on self-distillation data (:mod:`specviz.distill`).
+
+``python -m specviz train eagle|medusa`` runs the whole recipe: make the data if it is missing (resumable),
+pick the draft vocabulary, train with a fixed seed (resumable from a checkpoint), report held-out accuracy and
+write a head file (float16 safetensors, :func:`specviz.heads.save_heads`).
+
+EAGLE loss (Li et al. 2024): for every position j >= 1 of a sequence, the head reads (f_{j-1}, x_j) and
+predicts f_j; loss = SmoothL1(f̂_j, f_j) + 0.1 * cross-entropy of the draft logits against the target's greedy
+token y_j (over the draft vocabulary). A second, "drafting" step feeds the head its own prediction f̂_{j-1} in
+place of f_{j-1}, attending to entries built from true features before j, exactly the situation of the second
+drafted token; its loss is added with weight 0.5 (the same idea as EAGLE-3's training-time test). Inputs get
+uniform noise (EAGLE's feature augmentation).
+
+Medusa loss (Cai et al. 2024, Medusa-1: frozen target): head i on f_t is trained with cross-entropy against
+y_{t+1+i}, the target's greedy token i+1 places after its own next token, weighted 0.8^i.
+
+Draft vocabulary: the N most frequent greedy target tokens of the data (N = 8192 by default; the coverage is
+printed). Positions whose label is outside it count as misses in the accuracy and are left out of the loss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from specviz.distill import Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus
+from specviz.heads import (DraftLMHead, EagleHead, MedusaHeads, new_eagle_head, new_medusa_heads, parameter_count,
+                           save_heads)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """Training settings (defaults are the shipped heads' recipe).
+
+    Attributes:
+        epochs: passes over the training sequences.
+        lr: peak AdamW learning rate (linear warm-up over 50 steps, cosine decay to 0).
+        batch_tokens: about this many positions per optimizer step.
+        vocab_size: draft vocabulary size N (0 = the full vocabulary).
+        medusa_heads: number of Medusa heads.
+        holdout: fraction of sequences kept out of training for the accuracy report.
+        noise: uniform input-feature noise, as a fraction of the features' standard deviation (EAGLE only).
+        seed: the seed of initialisation, shuffling and noise.
+    """
+
+    epochs: int = 4
+    lr: float = 1e-3
+    batch_tokens: int = 4096
+    vocab_size: int = 8192
+    medusa_heads: int = 4
+    holdout: float = 0.05
+    noise: float = 0.2
+    seed: int = 0
+
+
+def draft_vocabulary(corpus: Corpus, size: int) -> tuple[torch.Tensor | None, float]:
+    """The ``size`` most frequent greedy target tokens (sorted ids) and the share of labels they cover.
+
+    Returns (None, 1.0) for ``size`` 0 (the full vocabulary).
+    """
+    if size <= 0:
+        return None, 1.0
+    counts = torch.bincount(corpus.top1)
+    size = min(size, int((counts > 0).sum()))
+    top = torch.topk(counts, size).indices
+    coverage = float(counts[top].sum()) / float(counts.sum())
+    return torch.sort(top).values, coverage
+
+
+def _label_map(vocab: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
+    """Token id -> draft-vocabulary index (-100 = outside, ignored by cross-entropy)."""
+    if vocab is None:
+        return torch.arange(vocab_size)
+    table = torch.full((vocab_size,), -100, dtype=torch.long)
+    table[vocab] = torch.arange(vocab.numel())
+    return table
+
+
+def _split(corpus: Corpus, holdout: float, seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    seqs = [s for s in corpus.sequences() if s[1] - s[0] >= 3]
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(len(seqs), generator=g).tolist()
+    n_hold = max(1, int(len(seqs) * holdout))
+    return [seqs[i] for i in order[n_hold:]], [seqs[i] for i in order[:n_hold]]
+
+
+def _batches(seqs: list[tuple[int, int]], batch_tokens: int, g: torch.Generator) -> list[list[tuple[int, int]]]:
+    """Shuffle, then group sequences of similar length so that each batch pads little."""
+    order = torch.randperm(len(seqs), generator=g).tolist()
+    chunks = [sorted((seqs[i] for i in order[c:c + 64]), key=lambda s: s[1] - s[0]) for c in range(0, len(order), 64)]
+    batches = []
+    for chunk in chunks:
+        batch: list[tuple[int, int]] = []
+        for s in chunk:
+            width = max([b - a for a, b in batch + [s]])
+            if batch and width * (len(batch) + 1) > batch_tokens:
+                batches.append(batch)
+                batch = []
+            batch.append(s)
+        if batch:
+            batches.append(batch)
+    perm = torch.randperm(len(batches), generator=g).tolist()
+    return [batches[i] for i in perm]
+
+
+def _lr(step: int, total: int, peak: float) -> float:
+    if step < 50:
+        return peak * (step + 1) / 50
+    return peak * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - 50) / max(1, total - 50))))
+
+
+# ------------------------------------------------------------------------------------------------ EAGLE
+
+def _eagle_batch(corpus: Corpus, batch: list[tuple[int, int]], embed, labels: torch.Tensor):
+    """Padded tensors for one batch: inputs f_{j-1}, tokens x_j, positions j, targets f_j and label y_j."""
+    width = max(b - a for a, b in batch) - 1
+    hidden = corpus.features.shape[1]
+    f_in = torch.zeros(len(batch), width, hidden)
+    f_out = torch.zeros(len(batch), width, hidden)
+    tokens = torch.zeros(len(batch), width, dtype=torch.long)
+    y = torch.full((len(batch), width), -100, dtype=torch.long)
+    valid = torch.zeros(len(batch), width, dtype=torch.bool)
+    for row, (a, b) in enumerate(batch):
+        n = b - a - 1
+        f_in[row, :n] = corpus.features[a:b - 1].float()
+        f_out[row, :n] = corpus.features[a + 1:b].float()
+        tokens[row, :n] = corpus.ids[a + 1:b]
+        y[row, :n] = labels[corpus.top1[a + 1:b]]
+        valid[row, :n] = True
+    positions = torch.arange(1, width + 1).expand(len(batch), width)
+    with torch.no_grad():
+        embeds = embed(tokens)
+    return f_in, embeds, positions, f_out, y, valid
+
+
+def _eagle_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, f_out, y, valid, noise_std: float):
+    """(loss, step-1 correct, step-2 correct, counted) for one batch."""
+    noisy = f_in + (torch.rand_like(f_in) * 2 - 1) * noise_std if noise_std else f_in
+    out1, (k1, v1) = head(noisy, embeds, positions)
+    t = f_in.shape[1]
+    # step 2: position j reads the head's own f̂_{j-1} and attends to true-feature entries before j, and itself
+    pred_in = torch.cat([f_in[:, :1], out1[:, :-1]], dim=1)
+    causal_before = torch.ones(t, t, dtype=torch.bool).tril(-1)
+    mask = torch.cat([causal_before, torch.eye(t, dtype=torch.bool)], dim=1)[None, None]
+    out2, _ = head(pred_in, embeds, positions, (k1, v1), mask)
+    m = valid[..., None].float()
+    count = valid.sum().clamp(min=1)
+    losses, correct = [], []
+    for out, weight in ((out1, 1.0), (out2, 0.5)):
+        feat = (F.smooth_l1_loss(out, f_out, reduction="none") * m).sum() / (count * out.shape[-1])
+        logits = lm.subset_logits(out)
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
+        losses.append(weight * (feat + 0.1 * ce))
+        correct.append(int(((logits.argmax(-1) == y) & valid).sum()))
+    return losses[0] + losses[1], correct[0], correct[1], int(count)
+
+
+def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Path | None = None,
+                progress: Progress | None = None) -> tuple[EagleHead, dict]:
+    """Train an :class:`EagleHead` for ``target`` on ``corpus``; returns the head (eval mode) and a report dict
+    (draft vocabulary coverage, held-out accuracy of the first and second drafted token, minutes)."""
+    t_start = time.perf_counter()
+    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
+    labels = _label_map(vocab, target.vocab_size)
+    head = new_eagle_head(target.model, vocab, seed=settings.seed).train()
+    lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
+    embed = target.model.get_input_embeddings()
+    train, hold = _split(corpus, settings.holdout, settings.seed)
+    noise_std = settings.noise * float(corpus.features[:20000].float().std())
+    opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=0.0)
+    g = torch.Generator().manual_seed(settings.seed)
+    plans = [_batches(train, settings.batch_tokens, g) for _ in range(settings.epochs)]
+    total = sum(len(p) for p in plans)
+    step = _resume(checkpoint, head, opt)
+    torch.manual_seed(settings.seed + step)
+    bar = _bar(total, step, "train eagle")
+    for plan_step, batch in enumerate(b for plan in plans for b in plan):
+        if plan_step < step:
+            continue
+        for group in opt.param_groups:
+            group["lr"] = _lr(step, total, settings.lr)
+        loss, c1, c2, n = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), noise_std)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        step += 1
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}", acc1=f"{c1 / n:.2f}", acc2=f"{c2 / n:.2f}")
+        if checkpoint is not None and step % 100 == 0:
+            _save_checkpoint(checkpoint, head, opt, step)
+    bar.close()
+    head.eval()
+    acc1, acc2 = _eagle_accuracy(head, lm, corpus, hold, embed, labels)
+    report = {"kind": "eagle", "positions": corpus.num_positions, "train_sequences": len(train),
+              "holdout_sequences": len(hold), "vocab": 0 if vocab is None else int(vocab.numel()),
+              "vocab_coverage": round(coverage, 4), "holdout_acc_token1": round(acc1, 4),
+              "holdout_acc_token2": round(acc2, 4), "parameters": parameter_count(head),
+              "minutes": round((time.perf_counter() - t_start) / 60, 1), "settings": asdict(settings)}
+    _say(progress, f"eagle: held-out accuracy {acc1:.1%} (first drafted token), {acc2:.1%} (second)")
+    return head.requires_grad_(False), report
+
+
+@torch.no_grad()
+def _eagle_accuracy(head, lm, corpus, hold, embed, labels) -> tuple[float, float]:
+    c1 = c2 = n = 0
+    for batch in _batches(hold, 4096, torch.Generator().manual_seed(1)):
+        _, a1, a2, count = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), 0.0)
+        c1, c2, n = c1 + a1, c2 + a2, n + count
+    return c1 / max(1, n), c2 / max(1, n)
+
+
+# ------------------------------------------------------------------------------------------------ Medusa
+
+def _medusa_rows(corpus: Corpus, seqs: list[tuple[int, int]], num_heads: int, labels: torch.Tensor):
+    """Positions t with (labels (P, num_heads), inside (P, num_heads)): label i is y_{t+1+i} as a draft-vocabulary
+    index (-100 when outside the draft vocabulary or past the sequence end); inside marks t+1+i < end."""
+    starts, ys, insides = [], [], []
+    for a, b in seqs:
+        t = torch.arange(a, b - 1)
+        y = torch.full((t.numel(), num_heads), -100, dtype=torch.long)
+        inside = torch.zeros((t.numel(), num_heads), dtype=torch.bool)
+        for i in range(num_heads):
+            ok = t + 1 + i < b
+            y[ok, i] = labels[corpus.top1[t[ok] + 1 + i]]
+            inside[:, i] = ok
+        starts.append(t)
+        ys.append(y)
+        insides.append(inside)
+    return torch.cat(starts), torch.cat(ys), torch.cat(insides)
+
+
+def train_medusa(target, corpus: Corpus, settings: TrainSettings, checkpoint: Path | None = None,
+                 progress: Progress | None = None) -> tuple[MedusaHeads, dict]:
+    """Train :class:`MedusaHeads` for ``target`` on ``corpus``; returns the heads (eval mode) and a report with
+    held-out accuracy per head."""
+    t_start = time.perf_counter()
+    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
+    labels = _label_map(vocab, target.vocab_size)
+    heads = new_medusa_heads(target.model, settings.medusa_heads, vocab).train()
+    lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
+    train, hold = _split(corpus, settings.holdout, settings.seed)
+    rows, ys, _ = _medusa_rows(corpus, train, settings.medusa_heads, labels)
+    opt = torch.optim.AdamW(heads.parameters(), lr=settings.lr, weight_decay=0.0)
+    g = torch.Generator().manual_seed(settings.seed)
+    per_epoch = math.ceil(rows.numel() / settings.batch_tokens)
+    total = per_epoch * settings.epochs
+    step = _resume(checkpoint, heads, opt)
+    weights = torch.tensor([0.8 ** i for i in range(settings.medusa_heads)])
+    bar = _bar(total, step, "train medusa")
+    perms = [torch.randperm(rows.numel(), generator=g) for _ in range(settings.epochs)]
+    for s in range(step, total):
+        perm = perms[s // per_epoch]
+        idx = perm[(s % per_epoch) * settings.batch_tokens:(s % per_epoch + 1) * settings.batch_tokens]
+        for group in opt.param_groups:
+            group["lr"] = _lr(s, total, settings.lr)
+        out = heads(corpus.features[rows[idx]].float())  # (B, heads, H)
+        logits = lm.subset_logits(out)
+        y = ys[idx]
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100, reduction="none")
+        ce = ce.view(y.shape)
+        per_head = (ce * (y >= 0)).sum(0) / (y >= 0).sum(0).clamp(min=1)
+        loss = (per_head * weights).sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        bar.update(1)
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
+        if checkpoint is not None and (s + 1) % 100 == 0:
+            _save_checkpoint(checkpoint, heads, opt, s + 1)
+    bar.close()
+    heads.eval()
+    acc = _medusa_accuracy(heads, lm, corpus, hold, labels, settings.medusa_heads)
+    report = {"kind": "medusa", "positions": corpus.num_positions, "train_sequences": len(train),
+              "holdout_sequences": len(hold), "vocab": 0 if vocab is None else int(vocab.numel()),
+              "vocab_coverage": round(coverage, 4), "holdout_acc_per_head": [round(a, 4) for a in acc],
+              "parameters": parameter_count(heads), "minutes": round((time.perf_counter() - t_start) / 60, 1),
+              "settings": asdict(settings)}
+    _say(progress, "medusa: held-out accuracy per head " + ", ".join(f"{a:.1%}" for a in acc))
+    return heads.requires_grad_(False), report
+
+
+@torch.no_grad()
+def _medusa_accuracy(heads, lm, corpus, hold, labels, num_heads) -> list[float]:
+    rows, ys, inside = _medusa_rows(corpus, hold, num_heads, labels)
+    pred = lm.subset_logits(heads(corpus.features[rows].float())).argmax(-1)
+    hits = (pred == ys) & inside
+    return [float(hits[:, i].sum()) / max(1, int(inside[:, i].sum())) for i in range(num_heads)]
+
+
+# ------------------------------------------------------------------------------------------------ plumbing
+
+def _bar(total: int, initial: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc=desc, unit="step", dynamic_ncols=True)
+
+
+def _resume(checkpoint: Path | None, module: torch.nn.Module, opt) -> int:
+    if checkpoint is None or not checkpoint.exists():
+        return 0
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    module.load_state_dict(state["module"])
+    opt.load_state_dict(state["optimizer"])
+    return int(state["step"])
+
+
+def _save_checkpoint(checkpoint: Path, module, opt, step: int) -> None:
+    checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint.with_suffix(".tmp")
+    torch.save({"module": module.state_dict(), "optimizer": opt.state_dict(), "step": step}, tmp)
+    tmp.replace(checkpoint)
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
+                 corpus_settings: CorpusSettings = CorpusSettings(), folder: Path | None = None,
+                 progress: Progress | None = None) -> dict:
+    """The whole recipe for ``kind`` ("eagle" or "medusa"): data (made or resumed), training (resumed from
+    ``<data>/ckpt-<kind>.pt`` when present), held-out report, head file at ``out``. Returns the report.
+
+    Raises:
+        ValueError: unknown kind.
+    """
+    if kind not in ("eagle", "medusa"):
+        raise ValueError(f"unknown head kind {kind!r}; choose eagle or medusa")
+    folder = folder or data_dir()
+    _say(progress, f"data: {folder}")
+    generate_corpus(target, folder, corpus_settings, progress)
+    extract_features(target, folder, progress)
+    corpus = load_corpus(folder)
+    _say(progress, f"data: {corpus.num_positions} positions in {corpus.offsets.numel() - 1} sequences")
+    checkpoint = folder / f"ckpt-{kind}-seed{settings.seed}.pt"
+    trainer = train_eagle if kind == "eagle" else train_medusa
+    head, report = trainer(target, corpus, settings, checkpoint, progress)
+    report["data"] = asdict(corpus_settings)
+    save_heads(head, out, target.model, report)
+    if checkpoint.exists():
+        checkpoint.unlink()  # finished: a rerun starts a fresh training
+    _say(progress, f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return report

@@ -1,0 +1,68 @@
+"""The training recipe end to end on the tiny target: data shards, resume, vocabulary, head files."""
+
+from __future__ import annotations
+
+import torch
+from safetensors.torch import load_file
+
+from specviz.distill import CorpusSettings, distill_prompts, extract_features, generate_corpus, load_corpus
+from specviz.drafters.registry import make_drafter
+from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.heads import load_heads, read_metadata
+from specviz.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
+
+SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
+
+
+def test_prompt_set_is_fixed_and_varied():
+    a, b = distill_prompts(200), distill_prompts(200)
+    assert a == b and distill_prompts(100) == a[:100]  # a larger set extends the smaller one (resume)
+    assert len(set(a)) > 120
+    assert any("Translate" in p for p in a) and any("Python" in p for p in a) and any("Summarize" in p for p in a)
+
+
+def test_data_shards_resume_and_line_up(tiny_target, tmp_path):
+    paths = generate_corpus(tiny_target, tmp_path, SMALL)
+    assert [p.name for p in paths] == ["ids-0000.safetensors", "ids-0001.safetensors"]
+    stamp = paths[0].stat().st_mtime_ns
+    generate_corpus(tiny_target, tmp_path, SMALL)  # resume: nothing is regenerated
+    assert paths[0].stat().st_mtime_ns == stamp
+    extract_features(tiny_target, tmp_path)
+    corpus = load_corpus(tmp_path)
+    shard = load_file(str(paths[0]))
+    assert shard["offsets"].numel() == 4 and int(shard["offsets"][-1]) == shard["ids"].numel()
+    assert corpus.features.shape == (corpus.num_positions, tiny_target.model.config.hidden_size)
+    # the stored label is the target's greedy next token after each position
+    a, b = next(corpus.sequences())
+    with torch.no_grad():
+        logits = tiny_target.model(input_ids=corpus.ids[a:b][None]).logits[0]
+    assert torch.equal(logits.argmax(-1), corpus.top1[a:b])
+    vocab, coverage = draft_vocabulary(corpus, 5)
+    assert vocab.numel() == 5 and 0 < coverage <= 1 and torch.equal(vocab, vocab.sort().values)
+    rows, ys, inside = _medusa_rows(corpus, [(a, b)], 2, torch.arange(tiny_target.vocab_size))
+    assert rows.tolist() == list(range(a, b - 1))
+    assert ys[0, 0] == corpus.top1[a + 1] and ys[0, 1] == corpus.top1[a + 2]
+    assert inside[-1, 0] and not inside[-1, 1] and ys[-1, 1] == -100
+
+
+def test_training_writes_heads_that_draft_exactly(tiny_target, tmp_path):
+    settings = TrainSettings(epochs=1, batch_tokens=64, vocab_size=40, holdout=0.2)
+    prompt = tiny_target.tokenizer.encode("the cat sat on the mat", add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=20, k=3)
+    base = collect(standard_generate(tiny_target, prompt, cfg), tiny_target.tokenizer, prompt)
+    for kind in ("eagle", "medusa"):
+        out = tmp_path / f"{kind}.safetensors"
+        report = run_training(kind, tiny_target, out, settings=settings, corpus_settings=SMALL, folder=tmp_path / "d")
+        meta = read_metadata(out)
+        assert meta["kind"] == kind and meta["info"]["vocab"] == 40
+        assert 0 <= meta["info"]["vocab_coverage"] <= 1
+        if kind == "eagle":
+            assert 0 <= report["holdout_acc_token1"] <= 1 and 0 <= report["holdout_acc_token2"] <= 1
+        else:
+            assert len(report["holdout_acc_per_head"]) == settings.medusa_heads
+        head = load_heads(out, tiny_target.model, kind)
+        assert head.vocab_ids.numel() == 40
+        for tree in (0, 4):
+            drafter = make_drafter(kind, tiny_target, heads_path=str(out), tree_nodes=tree)
+            spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
+            assert spec.token_ids == base.token_ids
