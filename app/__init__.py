@@ -40,6 +40,7 @@ DEFAULTS = {
     "max_new_tokens": 128,
     "stop_strings": "",
     "chat_template": True,
+    "tree_nodes": 0,
 }
 
 
@@ -99,6 +100,13 @@ def build_demo(**defaults) -> gr.Blocks:
                                                 "(SmolLM2-135M: 46% at layer 28/30, under 15% below 20): expect a "
                                                 "low acceptance rate; the idea shows, the speedup does not.",
                                                visible=d["drafter"] == "early-exit")
+                        heads = d["drafter"] in handlers.HEAD_DRAFTERS
+                        tree_nodes = gr.Slider(0, handlers.MAX_TREE_NODES, value=d["tree_nodes"], step=1,
+                                               label="Tree nodes (0 = a chain)", elem_id="tree-nodes",
+                                               info="EAGLE / Medusa: draft a tree of candidates (depth ≤ k) and "
+                                                    "verify it in one target pass. Greedy only: at temperature > 0 "
+                                                    "the drafter drafts a chain.",
+                                               visible=heads, interactive=heads)
                         k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
                                       interactive=d["drafter"] != "none")
                         adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
@@ -135,20 +143,25 @@ def build_demo(**defaults) -> gr.Blocks:
                                                elem_id="spec-output", elem_classes=["out-pane"])
                             base_out = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
                                                elem_id="baseline-output", elem_classes=["out-pane"])
+                        with gr.Row(equal_height=False, elem_id="drafter-insight"):
+                            tree_out = gr.HTML("", elem_id="draft-tree", visible=False, scale=3)
+                            heads_out = gr.HTML("", elem_id="head-accuracy", visible=False, scale=1, min_width=280)
                         stats = gr.HTML("", elem_id="stats")
                         charts = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
                         history_out = gr.HTML("", elem_id="history")
+                # the order of handlers.generate's parameters and of handlers.OUTPUTS
                 inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-                          max_new_tokens, stop_strings, chat_template, history]
-                outputs = [spec_out, base_out, charts, stats, status, history_out, history]
+                          max_new_tokens, stop_strings, chat_template, tree_nodes, history]
+                outputs = [spec_out, base_out, charts, stats, status, history_out, history, tree_out, heads_out]
                 run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
                             api_name="generate", show_progress="minimal", show_progress_on=[status],
                             concurrency_limit=8, concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
                 # the status is set again one round trip later, after any update the cancelled run had in flight
                 stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop").then(
                     handlers.stopped_status, outputs=[status], queue=False, api_visibility="private")
-                drafter.change(handlers.drafter_changed, inputs=[drafter], outputs=[draft_model, exit_layer, k, adaptive_k],
-                               queue=False, api_visibility="private")
+                drafter.change(handlers.drafter_changed, inputs=[drafter],
+                               outputs=[draft_model, exit_layer, tree_nodes, k, adaptive_k], queue=False,
+                               api_visibility="private")
             # other tabs: each module builds its own tab and wires its own events, one line each here
             with gr.Tab("Arena", id="arena", elem_id="tab-arena"): arena.build_tab(target=d["target"])  # noqa: E701
             with gr.Tab("Why it works", id="why", elem_id="tab-why"): why.build_tab(history, target=d["target"])  # noqa: E701

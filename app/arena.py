@@ -36,7 +36,8 @@ from app import render
 from app.figures import COLORS, FONT
 from app.handlers import DEVICE, InputError, check_models
 from specviz.policy import PolicyError, current_policy
-from specviz.arena import AUTO, BASELINE, ArenaResult, iter_arena, to_csv, to_json
+from specviz.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv,
+                            to_json)
 from specviz.bench import DEFAULT_PROMPTS, busy_machine_warning, load_prompts
 from specviz.drafters.registry import DRAFTERS
 from specviz.engine import GenerationConfig
@@ -63,7 +64,25 @@ SHADES = {  # per drafter, dark to light: one shade per k
     "bf16": ("#0a3069", "#0550ae", "#0969da", "#218bff", "#54aeff", "#80ccff"),
     "model": ("#762c00", "#953800", "#bc4c00", "#e16f24", "#fb8f44", "#ffb77c"),
     "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
+    "eagle": ("#4d2d00", "#7d4e00", "#9a6700", "#bf8700", "#d4a72c", "#eac54f"),
+    "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
 }
+TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}” methods draft a chain (the same "
+             "as without “:tree”).")
+
+
+def drafter_choices() -> list[tuple[str, str]]:
+    """(label, key) for the drafters menu: every registry drafter but "none", each head drafter followed by its
+    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.arena.TREE_NODES` nodes)."""
+    choices = []
+    for c in DRAFTERS:
+        if c.key == BASELINE:
+            continue
+        choices.append((c.label, c.key))
+        if c.key in TREE_DRAFTERS:
+            short = c.label.split(" (")[0]
+            choices.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
+    return choices
 
 _CANCEL: dict[str, threading.Event] = {}  # session -> the cancel flag of its arena run
 _CANCEL_LOCK = threading.Lock()
@@ -250,9 +269,10 @@ def variant_colors(rows: list[dict]) -> dict[str, str]:
         if r["drafter"] == BASELINE:
             colors[label] = COLORS["baseline"]
             continue
-        shades = SHADES.get(r["drafter"], SHADES["oracle"])
-        i = seen.get(r["drafter"], 0)
-        seen[r["drafter"]] = i + 1
+        base = r["drafter"].partition(":")[0]  # "eagle:tree" takes the next shades of eagle
+        shades = SHADES.get(base, SHADES["oracle"])
+        i = seen.get(base, 0)
+        seen[base] = i + 1
         colors[label] = shades[min(1 + i, len(shades) - 1)]
     return colors
 
@@ -401,7 +421,7 @@ def _result_outputs(result: ArenaResult, status: str):
                     charts=arena_figure(result.summary), predictions=predictions_figure(result.summary))
 
 
-def _done_status(result: ArenaResult, seconds: float) -> str:
+def _done_status(result: ArenaResult, seconds: float, notes=()) -> str:
     same = result.ids_identical
     check = {True: " · greedy outputs identical to standard decoding ✓",
              False: " · some greedy outputs differ from standard decoding (see “Same ids”)",
@@ -409,11 +429,12 @@ def _done_status(result: ArenaResult, seconds: float) -> str:
     n = len({r["prompt_id"] for r in result.rows})
     if result.stopped:
         return render.status_html(f"Stopped after {n} prompt(s) in {seconds:.0f} s; the downloads hold those.",
-                                  "info")
+                                  "info", notes=notes)
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning()
     return render.status_html(f"Done: {n} prompt(s) × {len(result.variants)} methods in {seconds:.0f} s{check}"
-                              f" · {target}" + (f" · {busy}" if busy else ""), "done" if same is not False else "info")
+                              f" · {target}" + (f" · {busy}" if busy else ""),
+                              "done" if same is not False else "info", notes=notes)
 
 
 def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
@@ -426,6 +447,8 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     except (InputError, PolicyError) as error:
         yield from _fail(error)
         return
+    trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
+    notes = [TREE_NOTE] if trees and s["temperature"] > 0 else []
     key, cancel = register_cancel(request)
     config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
                               sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
@@ -456,7 +479,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     try:
         yield _outputs(status=render.status_html(
             f"Starting: {len(s['prompts'])} prompt(s) × {methods} methods (standard decoding + "
-            f"{methods - 1}), {s['max_new_tokens']} new tokens each…", "busy"))
+            f"{methods - 1}), {s['max_new_tokens']} new tokens each…", "busy", notes=notes))
         jobs = device_job(work, what, cancel)
         last_yield, message, fraction = 0.0, "", 0.0
         result: ArenaResult | None = None
@@ -475,13 +498,13 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
                 progress(fraction, desc=message)
             elif kind == "partial" and payload.rows:
                 result = payload
-                status = render.status_html(f"Running… {message} ({now - started:.0f} s)", "busy")
+                status = render.status_html(f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes)
                 yield _result_outputs(result, status)
                 last_yield = now
             elif now - last_yield >= STATUS_INTERVAL_S:
                 progress(fraction, desc=message or "Working…")
                 yield _outputs(status=render.status_html(
-                    f"Running… {message} ({now - started:.0f} s)", "busy"))
+                    f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes))
                 last_yield = now
         finished = True
         if result is None:
@@ -493,7 +516,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
                                                      "info"))
             return
         csv_path, json_path = write_files(result)
-        final = _result_outputs(result, _done_status(result, time.monotonic() - started))
+        final = _result_outputs(result, _done_status(result, time.monotonic() - started, notes))
         yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         finished = True
@@ -551,7 +574,7 @@ def build_tab(target: str = "embedded") -> None:
     cats = categories()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
-            drafters = gr.CheckboxGroup([(c.label, c.key) for c in DRAFTERS if c.key != BASELINE],
+            drafters = gr.CheckboxGroup(drafter_choices(),
                                         value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
                                         info="Each runs against the same standard-decoding baseline")
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",

@@ -3,9 +3,10 @@
 :func:`generate` validates the inputs, waits for the device, loads the target (and the drafter), then runs the
 speculative stream and its baseline through :func:`specviz.race.race` (one thread, interleaved by each run's own
 clock, so neither is timed while the other computes) and yields rendered panes, stats and charts at a bounded
-rate. A process-wide :class:`DeviceLock` makes browser sessions' generations take turns, first come first served,
-and tells each waiting visitor how many runs are ahead. :func:`stop` cancels a session's generation at once and
-releases the lock.
+rate; with the EAGLE / Medusa drafters also the draft tree of the latest pass and the Medusa heads' accuracy
+(:mod:`app.tree_view`), refreshed with the charts. A process-wide :class:`DeviceLock` makes browser sessions'
+generations take turns, first come first served, and tells each waiting visitor how many runs are ahead.
+:func:`stop` cancels a session's generation at once and releases the lock.
 
 Robustness: every input is checked (:func:`parse_settings`, one sentence per problem); control characters and
 invalid surrogates are removed from the prompt; a prompt longer than the target's context window (or than
@@ -32,6 +33,7 @@ import gradio as gr
 
 from app import render
 from app.figures import dashboard_figure
+from app.tree_view import HeadAccuracy, TreeView
 from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.events import PassEvent
@@ -42,7 +44,8 @@ from specviz.verify import SamplingConfig
 
 log = logging.getLogger("specviz.app")
 
-OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "history", "history-state")
+OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "history", "history-state", "draft-tree",
+           "head-accuracy")
 """What :func:`generate` yields, in order (the components' elem_ids)."""
 
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
@@ -51,6 +54,9 @@ MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokeniz
 MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_CHARS = 200
 HISTORY_ROWS = 12
+MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
+HEAD_DRAFTERS = ("eagle", "medusa")  # the drafters with trained heads: they can draft trees
+TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 DRAFTER_LABELS = {c.key: c.label for c in DRAFTERS}
 
 
@@ -189,6 +195,7 @@ class Settings:
     chat_template: bool
     notes: tuple[str, ...] = ()  # what was changed in the input (cleaned, cut), said in the status
     max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
+    tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
 
     def config(self) -> GenerationConfig:
         """The engine's configuration for these settings."""
@@ -200,6 +207,11 @@ class Settings:
     def greedy(self) -> bool:
         """Temperature 0: argmax decoding."""
         return self.temperature == 0
+
+    @property
+    def drafted_tree_nodes(self) -> int:
+        """The tree size the drafter gets: ``tree_nodes`` in greedy mode, 0 (a chain) when sampling."""
+        return self.tree_nodes if self.greedy else 0
 
 
 def _number(value, name: str, low: float, high: float, integer: bool, hint: str = "") -> float | int:
@@ -258,9 +270,11 @@ def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
 
 
 def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k,
-                   seed, max_new_tokens, stop_strings, chat_template, policy: Policy | None = None) -> Settings:
+                   seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0,
+                   policy: Policy | None = None) -> Settings:
     """Check every input; raises :class:`InputError` (or :class:`specviz.policy.PolicyError`) with a message
-    for the user. ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`)."""
+    for the user. ``tree_nodes`` counts only for the head drafters (eagle, medusa). ``policy`` defaults to the
+    environment's (:func:`specviz.policy.current_policy`)."""
     from specviz.models import sanitize_prompt
 
     policy = policy or current_policy()
@@ -289,6 +303,11 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     if drafter == "early-exit" and exit_layer not in (None, "", 0):
         layer = int(_number(exit_layer, "The early-exit layer", 0, 10_000, True)) or None
     temperature = float(_number(temperature, "Temperature", 0, 5, False))
+    nodes = 0
+    if drafter in HEAD_DRAFTERS and tree_nodes not in (None, ""):
+        nodes = int(_number(tree_nodes, "Tree nodes", 0, MAX_TREE_NODES, True))
+        if nodes and temperature > 0:
+            notes.append(TREE_SAMPLING_NOTE)
     new_tokens = _number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
                          hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
     return Settings(
@@ -299,6 +318,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         seed=int(_number(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1, True)),
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
         chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
+        tree_nodes=nodes,
     )
 
 
@@ -320,6 +340,8 @@ class RunView:
     started: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
+    heads: HeadAccuracy | None = None  # Medusa: accuracy per head
+    trees: TreeView | None = None  # made at the first tree pass
 
     def add(self, event: PassEvent) -> None:
         """Fold one engine event into its pane and statistics."""
@@ -328,6 +350,12 @@ class RunView:
             self.base_stats.add(event)
             self.base_gaps.extend([event.near_tie_gap] * len(event.emitted_ids))
         elif self.spec is not None:
+            if event.extra and event.extra.get("tree"):
+                if self.trees is None:
+                    self.trees = TreeView(self.spec.tokenizer)
+                self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
+            if self.heads is not None:
+                self.heads.add(event)
             self.spec.add(event)
             self.spec_stats.add(event)
 
@@ -368,6 +396,15 @@ class RunView:
         spec = self.spec_stats if self.spec is not None else None
         return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy)
 
+    def tree_html(self, every_pass: bool = False) -> str:
+        """The draft tree of the latest pass ("" when no pass drafted a tree); with ``every_pass`` the earlier
+        passes too (closed), for the end of the run."""
+        return self.trees.html(every_pass=every_pass) if self.trees is not None else ""
+
+    def heads_html(self) -> str:
+        """The Medusa heads' accuracy table ("" for other drafters)."""
+        return self.heads.html() if self.heads is not None else ""
+
     def figure(self):
         """The charts."""
         spec = self.spec_stats if self.spec is not None else RunStats(run="speculative")
@@ -405,7 +442,12 @@ class RunView:
 def _k_label(settings: Settings) -> str:
     if settings.drafter == "none":
         return ""
-    return f"k = {settings.k}" + (" (adaptive)" if settings.adaptive_k else "")
+    label = f"k = {settings.k}" + (" (adaptive)" if settings.adaptive_k else "")
+    if settings.drafted_tree_nodes:
+        label += f" · tree of {settings.drafted_tree_nodes} nodes, depth ≤ k"
+    elif settings.tree_nodes:
+        label += " · chain (trees are greedy-only)"
+    return label
 
 
 # ------------------------------------------------------------------------------------------------- helpers
@@ -453,24 +495,35 @@ def history_html(history: list[dict]) -> str:
     return render.history_html(history)
 
 
-def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=None, history=None, state=None):
+def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=None, history=None, state=None,
+             tree=None, heads=None):
     """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is. The charts stay hidden until
-    the first figure arrives."""
+    the first figure arrives; the draft tree and the heads' table show when given HTML and hide when given ""."""
     skip = gr.skip()
     chart = gr.update(value=figure, visible=True) if figure is not None else None
-    return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state))
+
+    def shown(markup):
+        if markup is None:
+            return None
+        return gr.update(value=markup, visible=True) if markup else gr.update(visible=False)
+
+    return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state,
+                                                     shown(tree), shown(heads)))
 
 
 # ------------------------------------------------------------------------------------------------- handlers
 
 
 def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-             max_new_tokens, stop_strings, chat_template, history, request: gr.Request = None):
-    """The Generate button: validate, wait for the device, load, then stream both runs (see module doc)."""
+             max_new_tokens, stop_strings, chat_template, tree_nodes=0, history=None, request: gr.Request = None):
+    """The Generate button: validate, wait for the device, load, then stream both runs (see module doc).
+
+    The parameters follow the order of the app's inputs; ``tree_nodes`` came last (before the session history,
+    which is server-side state), so API clients written before it still work and get a chain."""
     history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
-                                  top_p, top_k, seed, max_new_tokens, stop_strings, chat_template)
+                                  top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         if not isinstance(error, ValueError):
             log.error("checking the inputs failed:\n%s", traceback.format_exc())
@@ -537,7 +590,8 @@ def _fail(error: BaseException):
     message = _message_for(error)
     gr.Warning(html.escape(message))
     blank = render.placeholder_html("No result: this run did not start or did not finish (see the message above).")
-    out = _outputs(spec_html=blank, base_html=blank, stats="", status=render.status_html(message, "error"))
+    out = _outputs(spec_html=blank, base_html=blank, stats="", status=render.status_html(message, "error"), tree="",
+                   heads="")
     yield out[:2] + (gr.update(visible=False),) + out[3:]
 
 
@@ -549,13 +603,14 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
     latest = [f"Loading the target {settings.target}…"]
     started = time.monotonic()
 
-    def loading_status() -> tuple:
+    def loading_status(**hide) -> tuple:
         while not messages.empty():
             latest[0] = messages.get()
         seconds = time.monotonic() - started
-        return _outputs(status=render.status_html(f"{latest[0]} ({seconds:.0f} s)", "busy", notes=settings.notes))
+        return _outputs(status=render.status_html(f"{latest[0]} ({seconds:.0f} s)", "busy", notes=settings.notes),
+                        **hide)
 
-    yield loading_status()
+    yield loading_status(tree="", heads="")  # an earlier run's draft tree and heads' table go
     target = yield from _each(_in_background(lambda say: load_model(settings.target, progress=say), messages.put,
                                              loaders), loading_status, cancel)
     if cancel.is_set():
@@ -569,7 +624,8 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         latest[0] = f"Preparing the drafter ({DRAFTER_LABELS[settings.drafter]})…"
         drafter = yield from _each(_in_background(
             lambda say: make_drafter(settings.drafter, target, draft_spec=settings.draft_model,
-                                     exit_layer=settings.exit_layer, progress=say), messages.put, loaders),
+                                     exit_layer=settings.exit_layer, tree_nodes=settings.drafted_tree_nodes,
+                                     progress=say), messages.put, loaders),
             loading_status, cancel)
     if cancel.is_set():
         return
@@ -579,7 +635,7 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         gr.Info(html.escape(note))
     view = RunView(settings, target.label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
-                   render.Pane(target.tokenizer, separators=False), notes=notes)
+                   render.Pane(target.tokenizer, separators=False), notes=notes, heads=_head_accuracy(drafter))
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
     yield from _stream(view, events, cancel)
@@ -587,6 +643,13 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         history.insert(0, view.summary())
         del history[HISTORY_ROWS:]
         yield _outputs(status=view.status(), history=history_html(history), state=history)
+
+
+def _head_accuracy(drafter) -> HeadAccuracy | None:
+    """A per-head accuracy counter for a Medusa drafter (None for the others)."""
+    heads = getattr(drafter, "heads", None)
+    count = getattr(heads, "num_heads", None)
+    return HeadAccuracy(int(count)) if isinstance(count, int) and count > 0 else None
 
 
 def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int], str]:
@@ -643,12 +706,14 @@ def _stream(view: RunView, events: Iterator[PassEvent], cancel: threading.Event)
         now = time.monotonic()
         slower = min(4.0, max(1.0, view.base_stats.generated / 256))  # long outputs: big HTML, fewer refreshes
         if now - last_update >= UPDATE_INTERVAL_S * slower:
-            chart = None
-            if now - last_chart >= CHART_INTERVAL_S * slower:
-                chart, last_chart = view.figure(), now
+            chart = tree = heads = None
+            if now - last_chart >= CHART_INTERVAL_S * slower:  # the tree and the heads' table at the charts' rate
+                chart, tree, heads, last_chart = view.figure(), view.tree_html(), view.heads_html(), now
             last_update = now
-            yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status())
-    yield _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status())
+            yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status(), tree=tree,
+                           heads=heads)
+    yield _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(),
+                   tree=view.tree_html(every_pass=True), heads=view.heads_html())
 
 
 def stop(request: gr.Request = None):
@@ -708,6 +773,8 @@ def preload(spec: str = "embedded") -> threading.Thread:
 
 
 def drafter_changed(drafter: str):
-    """Show the draft-model box for 'model', the exit layer for 'early-exit'; k only matters with a drafter."""
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size for the head drafters
+    (eagle, medusa); k only matters with a drafter. Outputs: draft model, exit layer, tree nodes, k, adaptive k."""
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
+            gr.update(visible=drafter in HEAD_DRAFTERS, interactive=drafter in HEAD_DRAFTERS),
             gr.update(interactive=drafter != "none"), gr.update(interactive=drafter != "none"))

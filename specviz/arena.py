@@ -55,6 +55,9 @@ AUTO = "auto"
 AUTO_K_START = 4  # adaptive k starts here (as in the CLI bench)
 BASELINE = "none"
 WARMUP_TOKENS = 8
+TREE_SUFFIX = "tree"  # "eagle:tree" / "medusa:tree": the head drafter with a tree of TREE_NODES (as the bench)
+TREE_DRAFTERS = ("eagle", "medusa")
+TREE_NODES = 10
 ArenaProgress = Callable[[float, str], None]
 """progress(fraction done in [0, 1], message)."""
 ShouldStop = Callable[[], bool]
@@ -147,9 +150,10 @@ def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
         ValueError: no drafter or no k, an unknown drafter key, or a bad k.
     """
     keys = [d for d in dict.fromkeys(drafters) if d != BASELINE]
-    unknown = [d for d in keys if d not in DRAFTER_KEYS]
+    unknown = [d for d in keys if not is_drafter_key(d)]
     if unknown:
-        raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(DRAFTER_KEYS[1:])}")
+        raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(DRAFTER_KEYS[1:])} "
+                         f"({' and '.join(f'{d}:{TREE_SUFFIX}' for d in TREE_DRAFTERS)} draft trees)")
     if not keys:
         raise ValueError("Pick at least one drafter.")
     parsed = parse_ks(ks)
@@ -157,6 +161,25 @@ def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
         raise ValueError("Pick at least one draft length k.")
     return [Variant(BASELINE)] + [Variant(d, AUTO_K_START if k == AUTO else int(k), k == AUTO)
                                   for d in keys for k in parsed]
+
+
+def is_drafter_key(key: str) -> bool:
+    """A registry key, or "eagle:tree" / "medusa:tree" (that drafter with a tree of :data:`TREE_NODES`)."""
+    base, colon, suffix = key.partition(":")
+    if not colon:
+        return base in DRAFTER_KEYS
+    return suffix == TREE_SUFFIX and base in TREE_DRAFTERS
+
+
+def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer: int | None = None):
+    """A fresh drafter for an arena key (None for the baseline); "<key>:tree" drafts a tree of
+    :data:`TREE_NODES` nodes (greedy; a chain when sampling). Raises ValueError (e.g.
+    :class:`specviz.heads.HeadsError` when no trained heads fit the target)."""
+    if key == BASELINE:
+        return None
+    base, _, suffix = key.partition(":")
+    return make_drafter(base, target, draft_spec=draft_spec, exit_layer=exit_layer,
+                        tree_nodes=TREE_NODES if suffix == TREE_SUFFIX else 0)
 
 
 def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:
@@ -352,8 +375,7 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
     stop = should_stop or (lambda: False)
 
     def drafter_for(v: Variant):
-        return None if v.drafter == BASELINE else make_drafter(v.drafter, target, draft_spec=draft_spec,
-                                                               exit_layer=exit_layer)
+        return build_drafter(v.drafter, target, draft_spec=draft_spec, exit_layer=exit_layer)
 
     for v in methods[1:]:  # fail on a bad drafter (and load a draft model) before measuring anything
         drafter_for(v)
@@ -404,8 +426,8 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
     Args:
         target: a :class:`specviz.models.LoadedModel`.
         prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.bench.Prompt`).
-        drafters: drafter keys (:data:`~specviz.drafters.registry.DRAFTER_KEYS`; "none" is ignored: the baseline
-            always runs).
+        drafters: drafter keys (:data:`~specviz.drafters.registry.DRAFTER_KEYS`, and "eagle:tree" / "medusa:tree"
+            for a tree of :data:`TREE_NODES`; "none" is ignored: the baseline always runs).
         ks: draft lengths, ints in 1..16 and/or "auto" (adaptive k starting at :data:`AUTO_K_START`).
         config: the settings every run shares (its k and adaptive_k are replaced per method).
         progress: optional ``progress(fraction, message)``.

@@ -241,7 +241,8 @@ def test_figures_on_empty_stats():
 # ------------------------------------------------------------------------------------------ inputs
 
 GOOD = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4, adaptive_k=False,
-            temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20, stop_strings="", chat_template=True)
+            temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20, stop_strings="", chat_template=True,
+            tree_nodes=0)
 
 
 @pytest.mark.parametrize("change, words", [

@@ -1,0 +1,255 @@
+"""HTML for what the EAGLE / Medusa drafters add to a run: the draft tree of a pass and the Medusa heads' accuracy.
+Pure: no Gradio, no model (token text is decoded with the run's tokenizer).
+
+**Draft tree** (:class:`TreeView`, a pass whose event carries ``extra["tree"]``): the candidates laid out left to
+right by depth from the root (the last committed token), each node a box of fixed width so that a depth is one
+column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra boxes), ``data-parent``,
+``data-depth``, ``data-kind`` and, for drafted nodes, ``data-accepted="true|false"``. Kinds:
+
+- ``accepted``: on the accepted path (the target's greedy choice at every step);
+- ``rejected``: a candidate the target judged and refused (a child of the root or of a path node);
+- ``unjudged``: below a refused candidate, never compared;
+- ``recovered`` / ``bonus``: the target's own token after the path (``data-node="next"``), drawn as a child of the
+  path's last node;
+- ``root``: the last committed token.
+
+The accepted child is drawn first among its siblings, so the accepted path runs along the top row. Each pass is a
+``<details class="dtree-pass" data-pass=N>``; while a run streams only the latest pass is shown, at the end the
+latest (open) and the passes before it (closed, newest first).
+
+**Medusa heads** (:class:`HeadAccuracy`): head i (1-based) guesses draft position i; its accuracy is the number of
+passes where that position was accepted over the passes where the target judged it. Rows are
+``<tr data-head=i data-accepted=x data-judged=y>``.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from app.render import PieceDecoder
+from specviz.events import PassEvent
+from specviz.tree import depths as tree_depths
+
+MAX_KEPT_PASSES = 64  # tree passes kept for the end-of-run list (the newest)
+NODE_KINDS = ("root", "accepted", "rejected", "unjudged", "recovered", "bonus")
+_KIND_WORDS = {"accepted": "accepted", "rejected": "rejected by the target", "unjudged": "never judged "
+               "(below a rejected candidate)", "recovered": "the target's own token (recovered)",
+               "bonus": "the target's own token (bonus: the path ended at a leaf)", "root": "the last committed token"}
+
+
+def _show(text: str) -> str:
+    """A token's text made visible in a box: newline ⏎, tab ⇥, an all-space token as ␣, empty as ∅."""
+    if text == "":
+        return "∅"
+    if not text.strip(" "):
+        return "␣" * len(text)
+    return text.replace("\n", "⏎").replace("\t", "⇥")
+
+
+@dataclass(frozen=True)
+class TreePass:
+    """One tree pass, decoded: node tokens, parents, the accepted path, the target's own token and texts."""
+
+    index: int
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    path: tuple[int, ...]
+    next_id: int | None
+    next_kind: str
+    next_emitted: bool  # False when the run stopped inside the accepted path (EOS, stop string, length)
+    root_id: int
+    root_text: str
+    texts: tuple[str, ...]
+    next_text: str
+
+    @property
+    def depth(self) -> int:
+        """Depth of the deepest candidate."""
+        return max(tree_depths(list(self.parents)), default=0)
+
+    def kinds(self) -> list[str]:
+        """Per node: accepted, rejected or unjudged (see the module docstring)."""
+        on_path = set(self.path)
+        judged_parents = {-1, *self.path}
+        return ["accepted" if i in on_path else "rejected" if p in judged_parents else "unjudged"
+                for i, p in enumerate(self.parents)]
+
+
+def tree_pass(event: PassEvent, context: list[int], decoder: PieceDecoder) -> TreePass | None:
+    """Decode the tree of ``event`` (None when it has none). ``context``: the output ids before this pass (its
+    last one is the root)."""
+    tree = event.extra.get("tree") if event.extra else None
+    if not tree or not context:
+        return None
+    tokens, parents = [int(t) for t in tree["tokens"]], [int(p) for p in tree["parents"]]
+    path = [int(i) for i in tree["path"]]
+    root = int(context[-1])
+    root_text = decoder.pieces(context[:-1], [root], final=True)[0][0]
+
+    def piece(after: list[int], token: int) -> str:
+        return decoder.pieces(after, [token], final=True)[0][0]
+
+    texts = []
+    for i, token in enumerate(tokens):
+        chain, node = [], parents[i]
+        while node >= 0:
+            chain.append(tokens[node])
+            node = parents[node]
+        texts.append(piece(context + chain[::-1], token))
+    next_id = event.next_id
+    next_text = piece(context + [tokens[i] for i in path], next_id) if next_id is not None else ""
+    return TreePass(index=event.index, tokens=tuple(tokens), parents=tuple(parents), path=tuple(path),
+                    next_id=next_id, next_kind=event.next_kind if event.next_kind in ("recovered", "bonus") else
+                    "recovered", next_emitted=len(event.emitted_ids) > len(path), root_id=root, root_text=root_text,
+                    texts=tuple(texts), next_text=next_text)
+
+
+def _node(label: str, kind: str, node: str, depth: int, parent: str, title: str, accepted: bool | None = None,
+          token_id: int | None = None) -> str:
+    attrs = (f'class="dt-node dt-{kind}" data-node="{node}" data-kind="{kind}" data-depth="{depth}" '
+             f'data-parent="{parent}"')
+    if accepted is not None:
+        attrs += f' data-accepted="{"true" if accepted else "false"}"'
+    if token_id is not None:
+        attrs += f' data-id="{token_id}"'
+    title = html.escape(title, quote=True).replace("\n", "&#10;")
+    return f'<span {attrs} title="{title}">{html.escape(_show(label), quote=False)}</span>'
+
+
+def tree_html(tp: TreePass, *, open_: bool = True) -> str:
+    """One pass's tree as a ``<details>`` block (see the module docstring)."""
+    kinds = tp.kinds()
+    depth = tree_depths(list(tp.parents))
+    children: dict[int, list[int]] = {}
+    for i, p in enumerate(tp.parents):
+        children.setdefault(p, []).append(i)
+    on_path = set(tp.path)
+    last = tp.path[-1] if tp.path else -1
+    wanted = {p: (tp.path[j] if j < len(tp.path) else None) for j, p in enumerate([-1, *tp.path])}
+
+    def wanted_text(parent: int) -> str:
+        node = wanted.get(parent)
+        text = tp.texts[node] if node is not None else tp.next_text
+        return repr(text)
+
+    def subtree(i: int) -> str:
+        kind = kinds[i]
+        title = f"pass {tp.index} · candidate {i + 1} of {len(tp.tokens)} · depth {depth[i]} · {_KIND_WORDS[kind]}"
+        if kind == "rejected":
+            title += f"\nthe target's choice here: {wanted_text(tp.parents[i])}"
+        title += f"\ntoken {tp.texts[i]!r} (id {tp.tokens[i]})"
+        box = _node(tp.texts[i], kind, str(i), depth[i], str(tp.parents[i]), title, i in on_path, tp.tokens[i])
+        return f'<div class="dt-sub">{box}{kids(i)}</div>'
+
+    def kids(parent: int) -> str:
+        mine = sorted(children.get(parent, []), key=lambda c: c not in on_path)  # the accepted child first
+        parts = [subtree(c) for c in mine]
+        if parent == last and tp.next_id is not None:
+            kind = tp.next_kind
+            note = "" if tp.next_emitted else "\n(not emitted: the run stopped before it)"
+            title = (f"pass {tp.index} · {_KIND_WORDS[kind]}: the target's greedy token after the accepted path"
+                     f"{note}\ntoken {tp.next_text!r} (id {tp.next_id})")
+            box = _node(tp.next_text, kind, "next", len(tp.path) + 1, str(last), title, None, tp.next_id)
+            parts.insert(0, f'<div class="dt-sub">{box}</div>')  # the path goes on along the top row
+        return f'<div class="dt-kids">{"".join(parts)}</div>' if parts else ""
+
+    root = _node(tp.root_text, "root", "root", 0, "", f"the last committed token {tp.root_text!r} (id {tp.root_id}): "
+                 "every candidate continues it", None, tp.root_id)
+    columns = max(tp.depth, len(tp.path) + 1 if tp.next_id is not None else 0)
+    heads = "".join(f"<span>{'root' if d == 0 else f'depth {d}'}</span>" for d in range(columns + 1))
+    n, m = len(tp.path), len(tp.tokens)
+    own = ""
+    if tp.next_id is not None:
+        own = f" + the target's own token ({tp.next_kind})" + ("" if tp.next_emitted else ", not emitted")
+    summary = (f"<b>Pass {tp.index}</b> · {m} candidate{'s' if m != 1 else ''}, depth {tp.depth} · "
+               f"{n} accepted{own}")
+    path = ",".join(str(i) for i in tp.path)
+    return (f'<details class="dtree-pass" data-pass="{tp.index}" data-nodes="{m}" data-path="{path}" '
+            f'data-accepted-count="{n}"{" open" if open_ else ""}><summary>{summary}</summary>'
+            f'<div class="dtree-body"><div class="dtree-depths" aria-hidden="true">{heads}</div>'
+            f'<div class="dtree"><div class="dt-sub">{root}{kids(-1)}</div></div></div></details>')
+
+
+@dataclass
+class TreeView:
+    """The tree passes of one run (the newest :data:`MAX_KEPT_PASSES`); feed it events with :meth:`add` *before*
+    the pane sees them (``context`` = output ids before the pass)."""
+
+    tokenizer: object
+    passes: list[TreePass] = field(default_factory=list)
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        self.decoder = PieceDecoder(self.tokenizer)
+
+    def add(self, event: PassEvent, context: list[int]) -> None:
+        """Keep the event's tree (if it has one)."""
+        tp = tree_pass(event, context, self.decoder)
+        if tp is None:
+            return
+        self.passes.append(tp)
+        self.total += 1
+        del self.passes[:-MAX_KEPT_PASSES]
+
+    def html(self, *, every_pass: bool = False) -> str:
+        """"" without tree passes; else the latest pass's tree, and with ``every_pass`` the kept earlier ones
+        (closed, newest first)."""
+        if not self.passes:
+            return ""
+        latest = self.passes[-1]
+        parts = [tree_html(latest, open_=True)]
+        if every_pass and len(self.passes) > 1:
+            earlier = "".join(tree_html(tp, open_=False) for tp in reversed(self.passes[:-1]))
+            older = self.total - len(self.passes)
+            more = f" (the {len(self.passes) - 1} before it; {older} older not kept)" if older else ""
+            parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Earlier passes{more}: '
+                         f'click one to open it</div>{earlier}</div>')
+        head = ("<div class='dtree-title'>Draft tree <span>latest pass; the accepted path runs along the top "
+                "row, one column per depth</span></div>")
+        return f'<div class="dtree-view" data-tree-passes="{self.total}">{head}{"".join(parts)}</div>'
+
+
+@dataclass
+class HeadAccuracy:
+    """Per Medusa head: passes where its position was accepted / judged (:meth:`add` each speculative event)."""
+
+    num_heads: int
+    accepted: list[int] = field(default_factory=list)
+    judged: list[int] = field(default_factory=list)
+    tree: bool = False  # some pass drafted a tree (the note under the table says what a head's hit means then)
+
+    def __post_init__(self) -> None:
+        self.accepted = [0] * self.num_heads
+        self.judged = [0] * self.num_heads
+
+    def add(self, event: PassEvent) -> None:
+        """Count one pass (prefill and drafts-less passes count nothing)."""
+        if event.run != "speculative" or event.kind != "pass":
+            return
+        self.tree = self.tree or bool(event.extra and event.extra.get("tree"))
+        for i in range(min(self.num_heads, len(event.draft_ids), len(event.details))):
+            if event.details[i].judged:
+                self.judged[i] += 1
+                self.accepted[i] += bool(event.accept_mask[i])
+
+    def rows(self) -> list[tuple[int, int, int, float | None]]:
+        """(head number from 1, accepted, judged, accuracy or None) per head."""
+        return [(i + 1, a, j, a / j if j else None) for i, (a, j) in enumerate(zip(self.accepted, self.judged))]
+
+    def html(self) -> str:
+        """The table (one row per head, a bar and "head i: accepted x of y judged (z%)")."""
+        rows = []
+        for head, a, j, rate in self.rows():
+            pct = "–" if rate is None else f"{rate:.0%}"
+            width = 0 if rate is None else round(rate * 100, 1)
+            rows.append(f'<tr data-head="{head}" data-accepted="{a}" data-judged="{j}"><th>head {head}</th>'
+                        f'<td class="ha-bar"><span style="width:{width}%"></span></td>'
+                        f"<td>accepted {a} of {j} judged ({pct})</td></tr>")
+        tree = (" In a tree, a head scores when one of its candidates at its depth is on the accepted path."
+                if self.tree else "")
+        note = ("Head i guesses draft position i: the token i places after the target's own latest token. Judged = "
+                "the target got to that position (every guess before it was accepted)." + tree)
+        return (f'<div class="head-acc" data-heads="{self.num_heads}"><div class="dtree-title">Medusa heads '
+                f'<span>accuracy per head</span></div><table class="head-acc-table">{"".join(rows)}</table>'
+                f'<div class="head-acc-note">{html.escape(note)}</div></div>')
