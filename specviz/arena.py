@@ -41,6 +41,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import torch
 
 from specviz.bench import Prompt, copy_bandwidth_gbs, environment
+from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.drafters.registry import DRAFTER_KEYS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.kv import Clock, new_cache, rollback_cache
@@ -57,7 +58,7 @@ BASELINE = "none"
 WARMUP_TOKENS = 8
 TREE_SUFFIX = "tree"  # "eagle:tree" / "medusa:tree": the head drafter with a tree of TREE_NODES (as the bench)
 TREE_DRAFTERS = ("eagle", "medusa")
-TREE_NODES = 10
+TREE_NODES = DEFAULT_TREE_NODES
 ArenaProgress = Callable[[float, str], None]
 """progress(fraction done in [0, 1], message)."""
 ShouldStop = Callable[[], bool]

@@ -47,13 +47,13 @@ from typing import Callable, Iterable
 
 import torch
 
+from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.kv import Clock, forward_logits, new_cache, rollback_cache
 from specviz.metrics import RunStats
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
 QUICK_DRAFTERS = ("ngram", "bf16")
-DEFAULT_TREE_NODES = 10  # nodes of an "eagle:tree" / "medusa:tree" draft when --tree is not given
 QUICK_K = (4,)
 QUICK_MAX_NEW_TOKENS = 32
 QUICK_REPEATS = 1
@@ -534,9 +534,53 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
         "prompts": records,
         "wall_s": time.perf_counter() - started,
     }
+    targets = head_targets(overall, per_category)
+    if targets:
+        result["head_targets"] = targets
     result["machine"]["load_average_1min"] = load_at_start  # environment() ran at the end
     result["machine"]["load_average_1min_end"] = load_average()
     return result
+
+
+HEAD_TARGETS = {"eagle_chain_k4_tokens_per_pass": 2.5, "tree_tokens_per_pass": 3.0, "best_trained_speedup": 1.5}
+OPEN_ENDED = ("chat", "qa", "math", "translation")  # categories where the output is not copied from the prompt
+
+
+def head_targets(overall: dict, per_category: dict) -> dict | None:
+    """The trained drafters' targets (issue: EAGLE/Medusa heads) checked on a bench result, or None when no
+    eagle/medusa method ran: EAGLE chain k=4 tokens per pass >= 2.5, the best tree >= 3.0, the best trained
+    drafter's speedup >= 1.5, and per open-ended category the best trained drafter's tokens/s against n-gram's."""
+    methods = overall["methods"]
+    trained = {n: f for n, f in methods.items() if n.startswith("ours/") and n.split("/")[1].split("@")[0].split(":")[0]
+               in ("eagle", "medusa")}
+    if not trained:
+        return None
+
+    def best(figs: dict, key: str):
+        pairs = [(f.get(key), n) for n, f in figs.items() if f.get(key) is not None]
+        return max(pairs) if pairs else (None, None)
+
+    chain = methods.get("ours/eagle@k4", {}).get("tokens_per_pass")
+    tree_value, tree_name = best({n: f for n, f in trained.items() if ":tree" in n}, "tokens_per_pass")
+    speed_value, speed_name = best(trained, "speedup")
+    out = {
+        "eagle_chain_k4_tokens_per_pass": {"value": chain, "goal": HEAD_TARGETS["eagle_chain_k4_tokens_per_pass"]},
+        "tree_tokens_per_pass": {"value": tree_value, "method": tree_name, "goal": HEAD_TARGETS["tree_tokens_per_pass"]},
+        "best_trained_speedup": {"value": speed_value, "method": speed_name, "goal": HEAD_TARGETS["best_trained_speedup"]},
+        "vs_ngram_by_category": {},
+    }
+    for target in ("eagle_chain_k4_tokens_per_pass", "tree_tokens_per_pass", "best_trained_speedup"):
+        value = out[target]["value"]
+        out[target]["met"] = None if value is None else value >= out[target]["goal"]
+    for category, summary in per_category.items():
+        figs = summary["methods"]
+        ngram, _ = best({n: f for n, f in figs.items() if n.startswith("ours/ngram")}, "tokens_per_s")
+        mine, name = best({n: f for n, f in figs.items() if n in trained}, "tokens_per_s")
+        if ngram is not None and mine is not None:
+            out["vs_ngram_by_category"][category] = {"trained": name, "trained_tokens_per_s": mine,
+                                                     "ngram_tokens_per_s": ngram, "ratio": mine / ngram,
+                                                     "open_ended": category in OPEN_ENDED}
+    return out
 
 
 DEFINITIONS = {
@@ -806,6 +850,21 @@ def format_bench(result: dict) -> str:
             if res.get("ids_identical_to_transformers") is False:
                 lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
                              f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")
+    targets = result.get("head_targets")
+    if targets:
+        lines.append("")
+        lines.append("trained drafters (goals of the EAGLE/Medusa issue):")
+        for key, label in (("eagle_chain_k4_tokens_per_pass", "EAGLE chain k=4 tokens/pass"),
+                           ("tree_tokens_per_pass", "best tree tokens/pass"),
+                           ("best_trained_speedup", "best trained speedup")):
+            fig = targets[key]
+            met = "-" if fig["met"] is None else ("met" if fig["met"] else "NOT met")
+            lines.append(f"  {label:<30}{_fmt(fig['value']):>7}  (goal >= {fig['goal']}: {met})"
+                         + (f"  {fig['method']}" if fig.get("method") else ""))
+        for category, fig in targets["vs_ngram_by_category"].items():
+            lines.append(f"  {category:<15} {fig['trained']} {fig['trained_tokens_per_s']:.1f} tok/s vs n-gram "
+                         f"{fig['ngram_tokens_per_s']:.1f} tok/s = {fig['ratio']:.2f}x"
+                         + (" (open-ended)" if fig["open_ended"] else ""))
     m = result["machine"]
     lines.append(f"{result['target']['label']} on {result['device']['device']} ({result['target']['kernels']}); "
                  f"{m['cpu_count']} CPUs, "

@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
     train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
-    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 960)")
+    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 640)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
     train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4")
     train.add_argument("--seed", type=int, default=0)

@@ -121,7 +121,7 @@ def _math_prompt(rng: random.Random) -> str:
     return rng.choice(forms)
 
 
-def distill_prompts(count: int = 960, seed: int = 0) -> list[str]:
+def distill_prompts(count: int = 640, seed: int = 0) -> list[str]:
     """The fixed self-distillation prompt set: ``count`` prompts drawn with ``seed`` from the templates above.
 
     The mix: a quarter explanations, and the rest split among chat, summarization, translation, code, math,
@@ -147,7 +147,7 @@ def distill_prompts(count: int = 960, seed: int = 0) -> list[str]:
 class CorpusSettings:
     """How :func:`generate_corpus` samples (defaults are the shipped heads' recipe)."""
 
-    num_prompts: int = 960
+    num_prompts: int = 640
     batch_size: int = 32
     max_new_tokens: int = 192
     temperature: float = 0.7
@@ -164,6 +164,13 @@ def data_dir() -> Path:
 
 def _shard_path(folder: Path, index: int, kind: str) -> Path:
     return folder / f"{kind}-{index:04d}.safetensors"
+
+
+def _save(tensors: dict, path: Path) -> None:
+    """Write a shard atomically (a temporary file renamed into place), so an interrupted run leaves no half shard."""
+    tmp = path.with_suffix(".tmp")
+    save_file(tensors, str(tmp))
+    tmp.replace(path)
 
 
 def _say(progress: Progress | None, message: str) -> None:
@@ -220,11 +227,11 @@ def generate_corpus(target, folder: Path, settings: CorpusSettings = CorpusSetti
         offsets = [0]
         for s in seqs:
             offsets.append(offsets[-1] + len(s))
-        save_file({
+        _save({
             "ids": torch.tensor([t for s in seqs for t in s], dtype=torch.int32),
             "offsets": torch.tensor(offsets, dtype=torch.int64),
             "prompt_lens": torch.tensor(prompt_lens, dtype=torch.int32),
-        }, str(path))
+        }, path)
         new = offsets[-1] - sum(prompt_lens)
         _say(progress, f"shard {shard + 1}/{len(batches)}: {new} new tokens in {time.perf_counter() - t0:.0f} s")
     return paths
@@ -264,7 +271,7 @@ def extract_features(target, folder: Path, progress: Progress | None = None, bat
             for row, s in enumerate(group):
                 feats.append(hidden[row, :len(s)].to(torch.float16).cpu())
                 top1.append(best[row, :len(s)].to(torch.int32).cpu())
-        save_file({"features": torch.cat(feats), "top1": torch.cat(top1)}, str(path))
+        _save({"features": torch.cat(feats), "top1": torch.cat(top1)}, path)
         _say(progress, f"features {n + 1}/{len(ids_paths)}: {offsets[-1]} positions in {time.perf_counter() - t0:.0f} s")
     return paths
 

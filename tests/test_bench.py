@@ -160,3 +160,20 @@ def test_kernel_bench_drafter_costs(tiny_target, tmp_path, monkeypatch):
     assert costs["drafters"]["eagle:tree"][4]["nodes"] == bench.DEFAULT_TREE_NODES
     text = bench.format_kernel(result)
     assert "pass cost" in text and "eagle:tree" in text and "skipped" in text
+
+
+def test_head_targets_report():
+    def fig(tpp, tps, speedup):
+        return {"tokens_per_pass": tpp, "tokens_per_s": tps, "speedup": speedup}
+
+    methods = {"ours/standard": fig(1.0, 20.0, 1.0), "ours/ngram@k4": fig(1.3, 22.0, 1.1),
+               "ours/eagle@k4": fig(2.6, 35.0, 1.75), "ours/eagle:tree@k4": fig(2.9, 33.0, 1.65)}
+    overall = {"methods": methods}
+    per_category = {"chat": {"methods": methods}, "rag": {"methods": {**methods, "ours/ngram@k4": fig(3, 50.0, 2.5)}}}
+    t = bench.head_targets(overall, per_category)
+    assert t["eagle_chain_k4_tokens_per_pass"] == {"value": 2.6, "goal": 2.5, "met": True}
+    assert t["tree_tokens_per_pass"]["met"] is False and t["tree_tokens_per_pass"]["method"] == "ours/eagle:tree@k4"
+    assert t["best_trained_speedup"]["value"] == 1.75
+    assert t["vs_ngram_by_category"]["chat"]["ratio"] == pytest.approx(35 / 22)
+    assert t["vs_ngram_by_category"]["chat"]["open_ended"] and not t["vs_ngram_by_category"]["rag"]["open_ended"]
+    assert bench.head_targets({"methods": {"ours/standard": methods["ours/standard"]}}, {}) is None

@@ -21,6 +21,9 @@ from specviz.heads import DraftLMHead, EagleHead, MedusaHeads
 from specviz.verify import process_logits, sample
 
 
+DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
+
+
 @dataclass(frozen=True)
 class TreeSettings:
     """Shape of a greedy draft tree.
@@ -33,7 +36,7 @@ class TreeSettings:
     log-probability (every node's ancestors are kept too), as EAGLE-2 re-ranks its dynamic tree.
     """
 
-    max_nodes: int = 10
+    max_nodes: int = DEFAULT_TREE_NODES
     branch: int = 3
     width: int = 3
 
@@ -254,6 +257,10 @@ class MedusaDrafter(_FeatureDrafter):
         depth = min(ctx.k, self.heads.num_heads)
         if self.tree is not None and ctx.sampling.greedy:
             return self._propose_tree(outs, depth)
+        if ctx.sampling.greedy:  # all heads in one matrix product
+            probs_sub = torch.softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
+            best = probs_sub.max(-1)
+            return Draft(self.lm.to_token_ids(best.indices).tolist(), best.values.tolist(), None)
         ids, probs, rows = [], [], []
         for i in range(depth):
             token, prob, row = self._choose(outs[i], ctx)
