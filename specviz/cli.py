@@ -175,9 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
     train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
-    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 640)")
+    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 1280)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
-    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4")
+    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 10")
+    train.add_argument("--batch-tokens", type=_int_in("batch-tokens", 16), default=None,
+                       help="positions per optimizer step (default 1024)")
+    train.add_argument("--lr", type=_float("lr", lambda v: 0 < v < 1, "in (0, 1)"), default=None,
+                       help="peak learning rate (default 0.002)")
+    train.add_argument("--init", choices=("last-layer", "random"), default=None,
+                       help="EAGLE head start: random (default) or the target's last layer")
+    train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
+                       help="EAGLE: weight of the cross-entropy term (default 0.1)")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -539,6 +547,14 @@ def cmd_train(args) -> int:
     settings = TrainSettings(seed=args.seed)
     if args.epochs:
         settings = replace(settings, epochs=args.epochs)
+    if args.batch_tokens:
+        settings = replace(settings, batch_tokens=args.batch_tokens)
+    if args.lr:
+        settings = replace(settings, lr=args.lr)
+    if args.init:
+        settings = replace(settings, init=args.init)
+    if args.ce_weight is not None:
+        settings = replace(settings, ce_weight=args.ce_weight)
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
     report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,

@@ -121,7 +121,7 @@ def _math_prompt(rng: random.Random) -> str:
     return rng.choice(forms)
 
 
-def distill_prompts(count: int = 640, seed: int = 0) -> list[str]:
+def distill_prompts(count: int = 1280, seed: int = 0) -> list[str]:
     """The fixed self-distillation prompt set: ``count`` prompts drawn with ``seed`` from the templates above.
 
     The mix: a quarter explanations, and the rest split among chat, summarization, translation, code, math,
@@ -147,7 +147,7 @@ def distill_prompts(count: int = 640, seed: int = 0) -> list[str]:
 class CorpusSettings:
     """How :func:`generate_corpus` samples (defaults are the shipped heads' recipe)."""
 
-    num_prompts: int = 640
+    num_prompts: int = 1280
     batch_size: int = 32
     max_new_tokens: int = 192
     temperature: float = 0.7
@@ -285,12 +285,14 @@ class Corpus:
         features: (P, H) float16 target features f_t.
         top1: (P,) int64 target greedy next token after position t.
         offsets: (N+1,) int64 sequence boundaries.
+        prompt_lens: (N,) int64 prompt length of each sequence (the reply follows).
     """
 
     ids: torch.Tensor
     features: torch.Tensor
     top1: torch.Tensor
     offsets: torch.Tensor
+    prompt_lens: torch.Tensor
 
     @property
     def num_positions(self) -> int:
@@ -309,7 +311,7 @@ def load_corpus(folder: Path) -> Corpus:
     Raises:
         FileNotFoundError: if there is no complete shard pair.
     """
-    ids, feats, top1, offsets = [], [], [], [torch.zeros(1, dtype=torch.int64)]
+    ids, feats, top1, offsets, prompt_lens = [], [], [], [torch.zeros(1, dtype=torch.int64)], []
     base = 0
     for ids_path in sorted(folder.glob("ids-*.safetensors")):
         feats_path = ids_path.with_name(ids_path.name.replace("ids-", "feats-"))
@@ -320,7 +322,8 @@ def load_corpus(folder: Path) -> Corpus:
         feats.append(f["features"])
         top1.append(f["top1"].long())
         offsets.append(d["offsets"][1:] + base)
+        prompt_lens.append(d["prompt_lens"].long())
         base += int(d["offsets"][-1])
     if not ids:
         raise FileNotFoundError(f"no distillation data in {folder}; run `python -m specviz train` to make it")
-    return Corpus(torch.cat(ids), torch.cat(feats), torch.cat(top1), torch.cat(offsets))
+    return Corpus(torch.cat(ids), torch.cat(feats), torch.cat(top1), torch.cat(offsets), torch.cat(prompt_lens))

@@ -73,8 +73,11 @@ class DraftLMHead:
             self.weight = weight.detach().index_select(0, self.ids).contiguous()
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """(..., H) features -> (..., N) logits over the draft vocabulary."""
-        return F.linear(h, self.weight.to(h.dtype))
+        """(..., H) features -> (..., N) logits over the draft vocabulary (oneDNN on the CPU, see
+        :func:`specviz.speed.draft_linear`)."""
+        from specviz.speed import draft_linear
+
+        return draft_linear(h, self.weight.to(h.dtype))
 
     def to_token_ids(self, index: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary indices -> token ids (same shape)."""
@@ -184,9 +187,7 @@ class EagleHead(nn.Module):
         if mask is None and t > 1:
             s = keys.shape[2] - t
             mask = torch.ones(t, s + t, dtype=torch.bool, device=x.device).tril(s)[None, None]
-        rep = c.heads // c.kv_heads
-        attn = F.scaled_dot_product_attention(q, keys.repeat_interleave(rep, dim=1),
-                                              values.repeat_interleave(rep, dim=1), attn_mask=mask)
+        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=c.heads != c.kv_heads)
         x = x + self.o_proj(attn.transpose(1, 2).reshape(b, t, c.heads * c.head_dim))
         h = self.norm2(x)
         x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
@@ -299,7 +300,11 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     state = {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}
     head.load_state_dict(state)
     head.eval().requires_grad_(False)
-    return head.to(target_model.device)
+    head = head.to(target_model.device)
+    from specviz.speed import prepare_draft_head
+
+    prepare_draft_head(head)
+    return head
 
 
 def shipped_heads(target_model: nn.Module, kind: str) -> Path | None:

@@ -105,6 +105,25 @@ def prepare_for_decoding(model: torch.nn.Module, *, enabled: bool | None = None,
     return report
 
 
+def prepare_draft_head(module: torch.nn.Module) -> int:
+    """Switch the exact ``nn.Linear`` layers of a small float32 CPU module (an EAGLE / Medusa draft head) to
+    oneDNN's linear, as :func:`prepare_for_decoding` does for a target. No self-test is needed: a draft's
+    numerics never touch exactness (the target verifies every token). Returns the number of layers switched (0
+    when the fast path is off or not usable)."""
+    if not fast_path_enabled() or _onednn_unusable(module) is not None:
+        return 0
+    return _switch_linears(module)
+
+
+def draft_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (..., K) @ weight (N, K).T for a draft (e.g. a narrow LM head): oneDNN on a float32 CPU tensor without
+    gradients when the fast path is on, else ``F.linear``."""
+    if (x.device.type == "cpu" and x.dtype == torch.float32 and weight.dtype == torch.float32 and fast_path_enabled()
+            and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))):
+        return _onednn_linear(x, weight, None)
+    return F.linear(x, weight)
+
+
 @contextlib.contextmanager
 def plain_path(model: torch.nn.Module) -> Iterator[None]:
     """Within the block, ``model``'s prepared linears use the default kernels (``F.linear``, one per layer)."""

@@ -49,16 +49,23 @@ class TrainSettings:
         holdout: fraction of sequences kept out of training for the accuracy report.
         noise: uniform input-feature noise, as a fraction of the features' standard deviation (EAGLE only).
         seed: the seed of initialisation, shuffling and noise.
+        init: EAGLE head start: "last-layer" copies the target's last decoder layer (attention, MLP, norms) and
+            sets ``fc`` to pass the feature through (plus a small random token part); "random" is N(0, 0.02).
+        weight_decay: AdamW weight decay.
+        ce_weight: weight of the EAGLE head's cross-entropy term against its feature term.
     """
 
-    epochs: int = 4
-    lr: float = 1e-3
-    batch_tokens: int = 4096
+    epochs: int = 10
+    lr: float = 2e-3
+    batch_tokens: int = 1024
     vocab_size: int = 8192
     medusa_heads: int = 4
     holdout: float = 0.05
     noise: float = 0.2
     seed: int = 0
+    init: str = "random"
+    weight_decay: float = 0.0
+    ce_weight: float = 0.1
 
 
 def draft_vocabulary(corpus: Corpus, size: int) -> tuple[torch.Tensor | None, float]:
@@ -84,23 +91,24 @@ def _label_map(vocab: torch.Tensor | None, vocab_size: int) -> torch.Tensor:
     return table
 
 
-def _split(corpus: Corpus, holdout: float, seed: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    seqs = [s for s in corpus.sequences() if s[1] - s[0] >= 3]
+def _split(corpus: Corpus, holdout: float, seed: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
+    """Train / held-out sequences as (start, end, start of the reply)."""
+    seqs = [(a, b, a + int(p)) for (a, b), p in zip(corpus.sequences(), corpus.prompt_lens.tolist()) if b - a >= 3]
     g = torch.Generator().manual_seed(seed)
     order = torch.randperm(len(seqs), generator=g).tolist()
     n_hold = max(1, int(len(seqs) * holdout))
     return [seqs[i] for i in order[n_hold:]], [seqs[i] for i in order[:n_hold]]
 
 
-def _batches(seqs: list[tuple[int, int]], batch_tokens: int, g: torch.Generator) -> list[list[tuple[int, int]]]:
+def _batches(seqs: list[tuple[int, int, int]], batch_tokens: int, g: torch.Generator) -> list[list[tuple[int, int, int]]]:
     """Shuffle, then group sequences of similar length so that each batch pads little."""
     order = torch.randperm(len(seqs), generator=g).tolist()
     chunks = [sorted((seqs[i] for i in order[c:c + 64]), key=lambda s: s[1] - s[0]) for c in range(0, len(order), 64)]
     batches = []
     for chunk in chunks:
-        batch: list[tuple[int, int]] = []
+        batch: list[tuple[int, int, int]] = []
         for s in chunk:
-            width = max([b - a for a, b in batch + [s]])
+            width = max([q[1] - q[0] for q in batch + [s]])
             if batch and width * (len(batch) + 1) > batch_tokens:
                 batches.append(batch)
                 batch = []
@@ -119,29 +127,31 @@ def _lr(step: int, total: int, peak: float) -> float:
 
 # ------------------------------------------------------------------------------------------------ EAGLE
 
-def _eagle_batch(corpus: Corpus, batch: list[tuple[int, int]], embed, labels: torch.Tensor):
-    """Padded tensors for one batch: inputs f_{j-1}, tokens x_j, positions j, targets f_j and label y_j."""
-    width = max(b - a for a, b in batch) - 1
+def _eagle_batch(corpus: Corpus, batch: list[tuple[int, int, int]], embed, labels: torch.Tensor, reply_only: bool = False):
+    """Padded tensors for one batch: inputs f_{j-1}, tokens x_j, positions j, targets f_j and label y_j; with
+    ``reply_only`` only positions whose label is a reply token (j >= reply start - 1) are valid."""
+    width = max(b - a for a, b, _ in batch) - 1
     hidden = corpus.features.shape[1]
     f_in = torch.zeros(len(batch), width, hidden)
     f_out = torch.zeros(len(batch), width, hidden)
     tokens = torch.zeros(len(batch), width, dtype=torch.long)
     y = torch.full((len(batch), width), -100, dtype=torch.long)
     valid = torch.zeros(len(batch), width, dtype=torch.bool)
-    for row, (a, b) in enumerate(batch):
+    for row, (a, b, r) in enumerate(batch):
         n = b - a - 1
         f_in[row, :n] = corpus.features[a:b - 1].float()
         f_out[row, :n] = corpus.features[a + 1:b].float()
         tokens[row, :n] = corpus.ids[a + 1:b]
         y[row, :n] = labels[corpus.top1[a + 1:b]]
-        valid[row, :n] = True
+        valid[row, max(0, r - a - 2) if reply_only else 0:n] = True
     positions = torch.arange(1, width + 1).expand(len(batch), width)
     with torch.no_grad():
         embeds = embed(tokens)
     return f_in, embeds, positions, f_out, y, valid
 
 
-def _eagle_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, f_out, y, valid, noise_std: float):
+def _eagle_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, f_out, y, valid, noise_std: float,
+                  ce_weight: float = 0.1):
     """(loss, step-1 correct, step-2 correct, counted) for one batch."""
     noisy = f_in + (torch.rand_like(f_in) * 2 - 1) * noise_std if noise_std else f_in
     out1, (k1, v1) = head(noisy, embeds, positions)
@@ -158,9 +168,30 @@ def _eagle_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, f_o
         feat = (F.smooth_l1_loss(out, f_out, reduction="none") * m).sum() / (count * out.shape[-1])
         logits = lm.subset_logits(out)
         ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100)
-        losses.append(weight * (feat + 0.1 * ce))
+        losses.append(weight * (feat + ce_weight * ce))
         correct.append(int(((logits.argmax(-1) == y) & valid).sum()))
     return losses[0] + losses[1], correct[0], correct[1], int(count)
+
+
+@torch.no_grad()
+def init_from_last_layer(head: EagleHead, target_model: torch.nn.Module) -> None:
+    """Start the head from the target's last decoder layer (same sizes): a prior that already maps features of
+    the target's residual stream to its output. ``fc`` starts as [small random | identity]: the feature passes
+    through, the token embedding adds a little. Raises ValueError when the sizes differ."""
+    layer = target_model.model.layers[-1]
+    pairs = {"q_proj": layer.self_attn.q_proj, "k_proj": layer.self_attn.k_proj, "v_proj": layer.self_attn.v_proj,
+             "o_proj": layer.self_attn.o_proj, "gate_proj": layer.mlp.gate_proj, "up_proj": layer.mlp.up_proj,
+             "down_proj": layer.mlp.down_proj, "norm1": layer.input_layernorm, "norm2": layer.post_attention_layernorm}
+    for name, source in pairs.items():
+        mine = getattr(head, name).weight
+        if mine.shape != source.weight.shape:
+            raise ValueError(f"cannot start the head from the target's last layer: {name} is {tuple(mine.shape)}, "
+                             f"the target's {tuple(source.weight.shape)}")
+        mine.copy_(source.weight.detach())
+    hidden = head.config.hidden
+    head.fc.weight[:, hidden:] = torch.eye(hidden)
+    head.fc.weight[:, :hidden].normal_(std=0.02)
+    head.fc.bias.zero_()
 
 
 def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Path | None = None,
@@ -170,12 +201,15 @@ def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pat
     t_start = time.perf_counter()
     vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
     labels = _label_map(vocab, target.vocab_size)
-    head = new_eagle_head(target.model, vocab, seed=settings.seed).train()
+    head = new_eagle_head(target.model, vocab, seed=settings.seed)
+    if settings.init == "last-layer":
+        init_from_last_layer(head, target.model)
+    head.train()
     lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
     embed = target.model.get_input_embeddings()
     train, hold = _split(corpus, settings.holdout, settings.seed)
     noise_std = settings.noise * float(corpus.features[:20000].float().std())
-    opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     g = torch.Generator().manual_seed(settings.seed)
     plans = [_batches(train, settings.batch_tokens, g) for _ in range(settings.epochs)]
     total = sum(len(p) for p in plans)
@@ -187,7 +221,8 @@ def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pat
             continue
         for group in opt.param_groups:
             group["lr"] = _lr(step, total, settings.lr)
-        loss, c1, c2, n = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), noise_std)
+        loss, c1, c2, n = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), noise_std,
+                                        settings.ce_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -213,19 +248,20 @@ def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pat
 def _eagle_accuracy(head, lm, corpus, hold, embed, labels) -> tuple[float, float]:
     c1 = c2 = n = 0
     for batch in _batches(hold, 4096, torch.Generator().manual_seed(1)):
-        _, a1, a2, count = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), 0.0)
+        _, a1, a2, count = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels, reply_only=True), 0.0)
         c1, c2, n = c1 + a1, c2 + a2, n + count
     return c1 / max(1, n), c2 / max(1, n)
 
 
 # ------------------------------------------------------------------------------------------------ Medusa
 
-def _medusa_rows(corpus: Corpus, seqs: list[tuple[int, int]], num_heads: int, labels: torch.Tensor):
+def _medusa_rows(corpus: Corpus, seqs: list[tuple[int, int, int]], num_heads: int, labels: torch.Tensor,
+                 reply_only: bool = False):
     """Positions t with (labels (P, num_heads), inside (P, num_heads)): label i is y_{t+1+i} as a draft-vocabulary
     index (-100 when outside the draft vocabulary or past the sequence end); inside marks t+1+i < end."""
     starts, ys, insides = [], [], []
-    for a, b in seqs:
-        t = torch.arange(a, b - 1)
+    for a, b, r in seqs:
+        t = torch.arange(max(a, r - 1) if reply_only else a, b - 1)
         y = torch.full((t.numel(), num_heads), -100, dtype=torch.long)
         inside = torch.zeros((t.numel(), num_heads), dtype=torch.bool)
         for i in range(num_heads):
@@ -290,7 +326,7 @@ def train_medusa(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pa
 
 @torch.no_grad()
 def _medusa_accuracy(heads, lm, corpus, hold, labels, num_heads) -> list[float]:
-    rows, ys, inside = _medusa_rows(corpus, hold, num_heads, labels)
+    rows, ys, inside = _medusa_rows(corpus, hold, num_heads, labels, reply_only=True)
     pred = lm.subset_logits(heads(corpus.features[rows].float())).argmax(-1)
     hits = (pred == ys) & inside
     return [float(hits[:, i].sum()) / max(1, int(inside[:, i].sum())) for i in range(num_heads)]

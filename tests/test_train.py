@@ -39,7 +39,7 @@ def test_data_shards_resume_and_line_up(tiny_target, tmp_path):
     assert torch.equal(logits.argmax(-1), corpus.top1[a:b])
     vocab, coverage = draft_vocabulary(corpus, 5)
     assert vocab.numel() == 5 and 0 < coverage <= 1 and torch.equal(vocab, vocab.sort().values)
-    rows, ys, inside = _medusa_rows(corpus, [(a, b)], 2, torch.arange(tiny_target.vocab_size))
+    rows, ys, inside = _medusa_rows(corpus, [(a, b, a)], 2, torch.arange(tiny_target.vocab_size))
     assert rows.tolist() == list(range(a, b - 1))
     assert ys[0, 0] == corpus.top1[a + 1] and ys[0, 1] == corpus.top1[a + 2]
     assert inside[-1, 0] and not inside[-1, 1] and ys[-1, 1] == -100
