@@ -669,7 +669,8 @@ KERNEL_DRAFTERS = ("ngram", "early-exit", "eagle", "eagle:tree", "medusa", "medu
 def time_drafter_ms(target, drafter, prompt_len: int, ks: Iterable[int], repeats: int = 5, seed: int = 0) -> dict:
     """Median ms of one ``propose`` of k tokens, for each k, from a caught-up state after a cached prompt.
 
-    The drafter starts a run on ``prompt_len`` random tokens (plus the target's features when it reads them),
+    The drafter starts a run on ``prompt_len`` tokens, a random block written twice (plus the target's
+    features when it reads them),
     proposes once (catch-up, not timed), then each timed call proposes again for the same committed sequence
     and is followed by ``commit(committed, 0)``, so every call drafts from the same state. The per-pass
     catch-up of 1 + accepted tokens is not included. Returns {k: {"draft_ms", "nodes"}}, where nodes is the
@@ -681,7 +682,8 @@ def time_drafter_ms(target, drafter, prompt_len: int, ks: Iterable[int], repeats
 
     vocab = int(target.model.config.get_text_config().vocab_size)
     gen = torch.Generator().manual_seed(seed)
-    prompt = torch.randint(0, vocab, (prompt_len,), generator=gen).tolist()
+    block = torch.randint(0, vocab, (max(1, prompt_len // 2),), generator=gen).tolist()
+    prompt = (block * 2)[:prompt_len]  # a repeated block, so that n-gram lookup finds a match and drafts k tokens
     clock = Clock(target.device)
     sampling = SamplingConfig()
     out = {}
