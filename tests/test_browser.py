@@ -134,3 +134,45 @@ def test_drafter_choice_shows_its_options(page):
     page.wait_for_selector("#exit-layer", state="hidden", timeout=10_000)
     _choose_drafter(page, "None (standard decoding)")
     page.wait_for_selector("#draft-length input[type=range]:disabled", timeout=10_000)
+
+
+def test_eagle_tree_view_and_medusa_head_table(page):
+    """The trained heads in the browser: an EAGLE tree run draws its latest draft tree (accepted path, rejected
+    branches, the target's own token), and a Medusa run fills the per-head accuracy table."""
+    page.fill("#prompt textarea", _prompt("math-1"))
+    page.fill("#max-new-tokens input[type=number]", "24")
+    page.press("#max-new-tokens input[type=number]", "Enter")
+    _choose_drafter(page, "EAGLE head")
+    page.wait_for_selector("#tree-nodes", state="visible", timeout=10_000)
+    page.fill("#tree-nodes input[type=number]", "6")
+    page.press("#tree-nodes input[type=number]", "Enter")
+    page.click("#generate")
+    status = _wait_done(page)
+    assert "Done in" in status, status
+    tree = page.locator("#draft-tree details.dtree-pass[open]").first
+    tree.wait_for(timeout=10_000)
+    nodes = int(tree.get_attribute("data-nodes"))
+    assert 1 <= nodes <= 6
+    assert tree.locator(".dt-node[data-node=root]").count() == 1
+    assert tree.locator(".dt-node[data-node=next]").count() == 1
+    drafted = tree.locator(".dt-node[data-accepted]")
+    assert drafted.count() == nodes
+    path = [p for p in (tree.get_attribute("data-path") or "").split(",") if p]
+    assert tree.locator(".dt-node[data-accepted=true]").count() == len(path)
+    assert "identical token ids" in page.inner_text("#stats").lower()
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.locator("#draft-tree").screenshot(path=str(SCREENSHOT.with_name("draft-tree.png")))
+
+    _choose_drafter(page, "Medusa heads")
+    page.fill("#tree-nodes input[type=number]", "0")  # a chain: position i is head i's guess
+    page.press("#tree-nodes input[type=number]", "Enter")
+    page.click("#generate")
+    status = _wait_done(page)
+    assert "Done in" in status, status
+    rows = page.locator("#head-accuracy tr[data-head]")
+    assert rows.count() == 4
+    judged = [int(rows.nth(i).get_attribute("data-judged")) for i in range(4)]
+    accepted = [int(rows.nth(i).get_attribute("data-accepted")) for i in range(4)]
+    assert judged[0] > 0 and all(a <= j for a, j in zip(accepted, judged))
+    assert judged == sorted(judged, reverse=True)  # a later head is judged only when the earlier ones were accepted
+    assert not non_loopback(page.requests)
