@@ -9,36 +9,17 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
-def _early_load(spec: str) -> threading.Thread:
-    """Start loading the target before Gradio is even imported: the two take seconds each and overlap (the
-    loaded model is cached; ``preload`` then finds it). Errors are left to ``preload``, which reports them."""
-
-    def work() -> None:
-        try:
-            from specviz.models import load_model
-
-            load_model(spec)
-        except Exception:  # noqa: BLE001 - preload logs the reason
-            pass
-
-    thread = threading.Thread(target=work, name="specviz-early-load", daemon=True)
-    thread.start()
-    return thread
-
-
 def main() -> None:
-    """Start loading the target, build the demo meanwhile, and serve."""
-    target = os.environ.get("SPECVIZ_TARGET", "embedded")
-    _early_load(target)
+    """Build the demo, start pre-loading the target, and serve."""
     from app import build_demo, launch_options
     from app.handlers import preload
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    target = os.environ.get("SPECVIZ_TARGET", "embedded")
     demo = build_demo(target=target)
     preload(target)
     demo.launch(
