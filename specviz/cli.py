@@ -201,7 +201,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1)
     p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa (default: the shipped "
                                                    "heads for the embedded model)")
-    p.add_argument("--tree", type=_int_in("tree", 0, 64), default=0, metavar="N",
+    p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
                    help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
@@ -341,7 +341,7 @@ def _run_streaming(target, drafter, prompt_ids, config, on_text):
     return collect(kept, target.tokenizer, prompt_ids), stats
 
 
-def run_record(result, stats, *, seed: int, drafter: str, k) -> dict:
+def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0) -> dict:
     """The JSON object of one run (keys listed in this module's docstring)."""
     figures = stats.as_dict()
     return {
@@ -366,6 +366,7 @@ def run_record(result, stats, *, seed: int, drafter: str, k) -> dict:
         "seed": seed,
         "drafter": drafter,
         "k": k,
+        "tree_nodes": tree_nodes,
     }
 
 
@@ -427,6 +428,8 @@ def cmd_generate(args) -> int:
         raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
     if any(not s for s in args.stop):
         raise UsageError("--stop needs a non-empty string")
+    if args.tree and args.drafter not in ("eagle", "medusa"):
+        raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
     adaptive = args.k == "auto"
     base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if adaptive else args.k, adaptive_k=adaptive,
                        stop_strings=tuple(args.stop))
@@ -439,6 +442,11 @@ def cmd_generate(args) -> int:
     k_label = 0 if drafter is None else ("auto" if adaptive else args.k)
     _log(f"target {target.label} on {target.device}; drafter {args.drafter}"
          f"{'' if drafter is None else ' (' + drafter.name + ')'}; {len(prompt_ids)} prompt tokens")
+    if args.tree and args.temperature > 0:
+        _log("note: trees are greedy-only; this sampling run drafts a chain")
+    heads = getattr(getattr(drafter, "heads", None), "num_heads", None)
+    if heads is not None and not adaptive and args.k > heads:
+        _log(f"note: the Medusa heads draft at most {heads} tokens per pass (k = {args.k} asked)")
     for i in range(args.runs):
         seed = args.seed + i
         sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed)
@@ -449,7 +457,8 @@ def cmd_generate(args) -> int:
                 print(f"--- run {i + 1}/{args.runs} (seed {seed}) ---", flush=True)
             on_text = lambda text: print(text, end="", flush=True)  # noqa: E731
         result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
-        record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label)
+        tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
+        record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label, tree_nodes=tree)
         record["target"] = target.label
         record["device"] = str(target.device)
         record["temperature"] = args.temperature

@@ -254,6 +254,7 @@ def save_heads(head: EagleHead | MedusaHeads, path: str | Path, target_model: nn
     meta = {"kind": head.kind, "settings": json.dumps(settings), "target": target_signature(target_model),
             "info": json.dumps(info or {})}
     save_file(tensors, str(path), metadata=meta)
+    path.chmod(0o644)  # a shareable file (safetensors writes it private)
     return path
 
 

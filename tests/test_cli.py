@@ -173,3 +173,23 @@ def test_module_entry_point_keeps_stdout_pure_json(tiny_model_dir):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().startswith("error:") and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_path):
+    from specviz.heads import new_eagle_head, save_heads
+
+    heads = save_heads(new_eagle_head(tiny_target.model), tmp_path / "e.safetensors", tiny_target.model)
+    assert oct(heads.stat().st_mode & 0o777) == "0o644"
+    code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads), "--tree", "5",
+                                   "--compare")
+    assert code == 0, err
+    assert records[0]["tree_nodes"] == 5 and records[0]["drafter"] == "eagle"
+    code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads), "--tree", "5",
+                                   "--temperature", "0.8")
+    assert code == 0 and records[0]["tree_nodes"] == 0 and "greedy-only" in err
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--tree", "4")
+    assert code == 2 and "--tree applies to --drafter eagle or medusa" in err
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "medusa")
+    assert code == 2 and "No trained medusa heads" in err and "Traceback" not in err
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(tmp_path / "none.safetensors"))
+    assert code == 2 and "not found" in err
