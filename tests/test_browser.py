@@ -49,6 +49,15 @@ def _wait_done(page) -> str:
     return page.inner_text("#status")
 
 
+def _generate(page) -> str:
+    """Press Generate and wait for this run's end: a previous run's "Done" must go first, or a second run in the
+    same page would be read as finished before it starts."""
+    page.click("#generate")
+    page.wait_for_selector("#status .status-done, #status .status-error", state="detached",
+                           timeout=GENERATION_TIMEOUT_MS)
+    return _wait_done(page)
+
+
 def test_generate_streams_both_runs_with_charts_and_stats(page):
     page.fill("#prompt textarea", _prompt("repeat-1"))
     assert page.input_value("#max-new-tokens input[type=number]") == "40"
@@ -146,8 +155,7 @@ def test_eagle_tree_view_and_medusa_head_table(page):
     page.wait_for_selector("#tree-nodes", state="visible", timeout=10_000)
     page.fill("#tree-nodes input[type=number]", "6")
     page.press("#tree-nodes input[type=number]", "Enter")
-    page.click("#generate")
-    status = _wait_done(page)
+    status = _generate(page)
     assert "Done in" in status, status
     tree = page.locator("#draft-tree details.dtree-pass[open]").first
     tree.wait_for(timeout=10_000)
@@ -166,10 +174,10 @@ def test_eagle_tree_view_and_medusa_head_table(page):
     _choose_drafter(page, "Medusa heads")
     page.fill("#tree-nodes input[type=number]", "0")  # a chain: position i is head i's guess
     page.press("#tree-nodes input[type=number]", "Enter")
-    page.click("#generate")
-    status = _wait_done(page)
+    status = _generate(page)
     assert "Done in" in status, status
     rows = page.locator("#head-accuracy tr[data-head]")
+    rows.first.wait_for(timeout=10_000)
     assert rows.count() == 4
     judged = [int(rows.nth(i).get_attribute("data-judged")) for i in range(4)]
     accepted = [int(rows.nth(i).get_attribute("data-accepted")) for i in range(4)]
