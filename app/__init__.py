@@ -157,8 +157,9 @@ def build_demo(**defaults) -> gr.Blocks:
                             api_name="generate", show_progress="minimal", show_progress_on=[status],
                             concurrency_limit=8, concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
                 # the status is set again one round trip later, after any update the cancelled run had in flight
-                stop_btn.click(handlers.stop, outputs=[status], cancels=[run], queue=False, api_name="stop").then(
-                    handlers.stopped_status, outputs=[status], queue=False, api_visibility="private")
+                stop_btn.click(handlers.stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False,
+                               api_name="stop").then(
+                    handlers.stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
                 drafter.change(handlers.drafter_changed, inputs=[drafter],
                                outputs=[draft_model, exit_layer, tree_nodes, k, adaptive_k], queue=False,
                                api_visibility="private")

@@ -66,6 +66,8 @@ SHADES = {  # per drafter, dark to light: one shade per k
     "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
     "eagle": ("#4d2d00", "#7d4e00", "#9a6700", "#bf8700", "#d4a72c", "#eac54f"),
     "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
+    "eagle:tree": ("#00403e", "#006a67", "#008f8a", "#1fb5ad", "#5fd3cb", "#a6ece6"),
+    "medusa:tree": ("#2f3a00", "#4d5e00", "#6b8000", "#8fa61a", "#b3c94d", "#d6e89a"),
 }
 TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}” methods draft a chain (the same "
              "as without “:tree”).")
@@ -260,20 +262,23 @@ def empty_table(columns=SUMMARY_COLUMNS) -> dict:
 
 
 def variant_colors(rows: list[dict]) -> dict[str, str]:
-    """A colour per method label: the baseline grey, each drafter its hue, each k a shade of it."""
-    colors, seen = {}, {}
+    """A colour per method label: the baseline grey, each drafter its own hue (a tree variant such as
+    "eagle:tree" a hue of its own), each k a shade of it, spread from dark to light so that two k's of one
+    drafter stay apart."""
+    labels: dict[str, list[str]] = {}  # drafter -> its method labels, in order of appearance
+    colors = {}
     for r in rows:
         label = r["variant"]
-        if label in colors:
-            continue
         if r["drafter"] == BASELINE:
             colors[label] = COLORS["baseline"]
-            continue
-        base = r["drafter"].partition(":")[0]  # "eagle:tree" takes the next shades of eagle
-        shades = SHADES.get(base, SHADES["oracle"])
-        i = seen.get(base, 0)
-        seen[base] = i + 1
-        colors[label] = shades[min(1 + i, len(shades) - 1)]
+        elif label not in labels.setdefault(r["drafter"], []):
+            labels[r["drafter"]].append(label)
+    for drafter, names in labels.items():
+        shades = SHADES.get(drafter, SHADES["oracle"])
+        top = len(shades) - 1
+        for i, label in enumerate(names):  # indices 1..top (the darkest is kept for text), evenly spread
+            index = 1 + round(i * (top - 1) / (len(names) - 1)) if len(names) > 1 else 2
+            colors[label] = shades[min(index, top)]
     return colors
 
 
@@ -606,7 +611,7 @@ def build_tab(target: str = "embedded") -> None:
             status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
                              elem_id="arena-status")
             summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                                   elem_id="arena-table", max_height=420, wrap=False)
+                                   elem_id="arena-table", max_height=420, wrap=True)
             charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
             predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
             with gr.Row(elem_id="arena-downloads"):

@@ -651,6 +651,29 @@ def apply_walkthrough(walkthrough_id: str):
     return (_note_html(by_id[walkthrough_id]), *(values[f] for f in FIELDS))
 
 
+def _same_setting(a, b) -> bool:
+    """Two values of one setting are the same (numbers compared as numbers, text without outer spaces)."""
+    try:
+        return abs(float(a) - float(b)) < 1e-9
+    except (TypeError, ValueError):
+        return str(a if a is not None else "").strip() == str(b if b is not None else "").strip()
+
+
+def settings_edited(walkthrough_id: str, *fields):
+    """A setting was changed by hand (``fields`` in :data:`FIELDS` order): when they no longer match the selected
+    walkthrough, the menu switches to "Custom" and the walkthrough's note goes, so neither describes settings that
+    are not in use (the share link then carries the settings themselves). Returns (menu, note)."""
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    walkthrough = by_id.get(walkthrough_id)
+    if walkthrough is None:
+        return gr.skip(), gr.skip()
+    wanted = walkthrough_settings(walkthrough)
+    current = dict(zip(FIELDS, fields))
+    if all(_same_setting(wanted[f], current[f]) for f in FIELDS if f != "target"):
+        return gr.skip(), gr.skip()
+    return gr.update(value=CUSTOM), ""
+
+
 def _note_html(walkthrough: dict | None) -> str:
     if not walkthrough:
         return ""
@@ -802,6 +825,8 @@ def build_tab(target: str = "embedded") -> None:
     timer.tick(play_tick, inputs=[stepper, playing], outputs=[playing, timer, play_btn, stepper, *views],
                concurrency_limit=None, **quiet)
     walkthrough.input(apply_walkthrough, inputs=[walkthrough], outputs=[note, *settings], **quiet)
+    for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"
+        box.input(settings_edited, inputs=[walkthrough, *settings], outputs=[walkthrough, note], queue=False, **quiet)
     drafter.change(drafter_changed, inputs=[drafter], outputs=[exit_layer, draft_model], queue=False, **quiet)
     present.change(None, inputs=[present], js=PRESENT_JS, **quiet)
     share_btn.click(share_link, inputs=[*settings, present, walkthrough], outputs=[share], **quiet).then(

@@ -6,7 +6,9 @@ clock, so neither is timed while the other computes) and yields rendered panes, 
 rate; with the EAGLE / Medusa drafters also the draft tree of the latest pass and the Medusa heads' accuracy
 (:mod:`app.tree_view`), refreshed with the charts. A process-wide :class:`DeviceLock` makes browser sessions'
 generations take turns, first come first served, and tells each waiting visitor how many runs are ahead.
-:func:`stop` cancels a session's generation at once and releases the lock.
+:func:`stop` cancels a session's generation at once and releases the lock; :func:`stop_run` (the Stop button)
+also shows what the run made so far as its result: panes without the cursor, finish reason "stopped", the output
+check up to that point and a history row marked stopped.
 
 Robustness: every input is checked (:func:`parse_settings`, one sentence per problem); control characters and
 invalid surrogates are removed from the prompt; a prompt longer than the target's context window (or than
@@ -165,6 +167,7 @@ class DeviceLock:
 DEVICE = DeviceLock()
 _CANCEL: dict[str, threading.Event] = {}  # session -> the cancel flag of its current run
 _CANCEL_LOCK = threading.Lock()
+_VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop (guarded by _CANCEL_LOCK)
 
 
 def _session_key(request) -> str:
@@ -338,7 +341,8 @@ class RunView:
     base_stats: RunStats = field(default_factory=RunStats)
     base_gaps: list[float | None] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
-    cancelled: bool = False
+    cancelled: bool = False  # stopped by the user (see mark_stopped)
+    stopped_at: float | None = None
     notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
     heads: HeadAccuracy | None = None  # Medusa: accuracy per head
     trees: TreeView | None = None  # made at the first tree pass
@@ -359,9 +363,24 @@ class RunView:
             self.spec.add(event)
             self.spec_stats.add(event)
 
+    def mark_stopped(self) -> bool:
+        """Stop: freeze this view as the run's result (no cursor, finish reason "stopped" for an unfinished run).
+        Returns False when there is nothing to stop (the run finished, or was stopped already)."""
+        if self.cancelled or self.finished:
+            return False
+        self.cancelled, self.stopped_at = True, time.monotonic()
+        for pane, stats in ((self.spec, self.spec_stats), (self.base, self.base_stats)):
+            if pane is not None:
+                pane.finished = True
+            if stats.finish_reason is None:
+                stats.finish_reason = "stopped"
+        return True
+
     @property
     def finished(self) -> bool:
-        """Both runs reached a finish reason."""
+        """Both runs reached a finish reason (a stopped run is not finished)."""
+        if self.cancelled:
+            return False
         done = self.base_stats.finish_reason is not None
         return done and (self.spec is None or self.spec_stats.finish_reason is not None)
 
@@ -394,7 +413,8 @@ class RunView:
     def stats_html(self) -> str:
         """The stats cards."""
         spec = self.spec_stats if self.spec is not None else None
-        return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy)
+        return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
+                                 stopped=self.cancelled)
 
     def tree_html(self, every_pass: bool = False) -> str:
         """The draft tree of the latest pass ("" when no pass drafted a tree); with ``every_pass`` the earlier
@@ -412,9 +432,11 @@ class RunView:
 
     def status(self) -> str:
         """One line: what is happening."""
-        seconds = time.monotonic() - self.started
+        seconds = (self.stopped_at or time.monotonic()) - self.started
         if self.cancelled:
-            return render.status_html("Stopped.", "info", notes=self.notes)
+            return render.status_html(f"Stopped after {seconds:.1f} s ({self.base_stats.generated} baseline tokens"
+                                      + (f", {self.spec_stats.generated} speculative" if self.spec is not None
+                                         else "") + "): what was made so far is shown.", "info", notes=self.notes)
         if self.finished:
             reason = self.base_stats.finish_reason
             return render.status_html(
@@ -436,6 +458,7 @@ class RunView:
             "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,
             "speedup": speedup(s, b) if self.spec is not None else None,
             "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
+            "stopped": self.cancelled,
         }
 
 
@@ -545,7 +568,7 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
             if cancel.is_set():
                 return
             yield _outputs(status=waiting_status(DEVICE.ahead(owner), DEVICE.holder, settings.notes))
-        yield from _generate_locked(settings, history, cancel, loaders)
+        yield from _generate_locked(settings, history, cancel, loaders, session)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         if not isinstance(error, (InputError, ValueError)):
             log.error("generation failed:\n%s", traceback.format_exc())
@@ -555,6 +578,8 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
         with _CANCEL_LOCK:
             if _CANCEL.get(session) is cancel:
                 del _CANCEL[session]
+            if session.startswith("local-"):  # no browser session to press Stop later
+                _VIEWS.pop(session, None)
 
 
 def waiting_status(ahead: int, holder: str, notes=()) -> str:
@@ -596,7 +621,7 @@ def _fail(error: BaseException):
 
 
 def _generate_locked(settings: Settings, history: list[dict], cancel: threading.Event,
-                     loaders: list[threading.Thread]):
+                     loaders: list[threading.Thread], session: str = ""):
     from specviz.models import load_model
 
     messages: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -636,10 +661,12 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
     view = RunView(settings, target.label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=notes, heads=_head_accuracy(drafter))
+    with _CANCEL_LOCK:
+        _VIEWS[session] = view
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
     yield from _stream(view, events, cancel)
-    if not view.cancelled:
+    if not (cancel.is_set() or view.cancelled):
         history.insert(0, view.summary())
         del history[HISTORY_ROWS:]
         yield _outputs(status=view.status(), history=history_html(history), state=history)
@@ -699,8 +726,7 @@ def _stream(view: RunView, events: Iterator[PassEvent], cancel: threading.Event)
     """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often."""
     last_update = last_chart = 0.0
     for event in events:
-        if cancel.is_set():
-            view.cancelled = True
+        if cancel.is_set() or view.cancelled:  # Stop: stop_run shows the view as it is now
             return
         view.add(event)
         now = time.monotonic()
@@ -739,6 +765,35 @@ def stopped_status() -> str:
     return render.status_html("Stopped.", "info")
 
 
+def stop_run(history=None, request: gr.Request = None):
+    """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
+    (:func:`stopped_view`). Returns a tuple in :data:`OUTPUTS` order."""
+    status = stop(request)
+    return stopped_view(history, request, status=status)
+
+
+def stopped_view(history=None, request: gr.Request = None, status: str | None = None):
+    """The result of a stopped run, as a tuple in :data:`OUTPUTS` order: both panes without the typing cursor,
+    the stats with finish reason "stopped" and the output check up to the stop, the final charts and draft tree,
+    the status, and the run history with the run added (marked stopped). When no run was streaming (still
+    loading, or finished on its own) only the status changes. The Stop button calls it a second time, one round
+    trip later, to re-send the view after any update the cancelled run still had in flight; the history row is
+    added once."""
+    key = getattr(request, "session_hash", None) if request is not None else None
+    with _CANCEL_LOCK:
+        view = _VIEWS.get(key) if key else None
+    history = list(history) if isinstance(history, list) else []
+    if view is None:
+        return _outputs(status=status or stopped_status())
+    if view.mark_stopped():
+        history.insert(0, view.summary())
+        del history[HISTORY_ROWS:]
+    elif not view.cancelled:  # it finished on its own: its result stays as it is
+        return _outputs(status=view.status())
+    return _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(),
+                    history_html(history), history, tree=view.tree_html(every_pass=True), heads=view.heads_html())
+
+
 def release_session(request: gr.Request = None):
     """When a browser tab closes: cancel its run."""
     key = getattr(request, "session_hash", None) if request is not None else None
@@ -746,6 +801,9 @@ def release_session(request: gr.Request = None):
         flag = _CANCEL.get(key) if key else None
     if flag is not None:
         flag.set()
+    if key:
+        with _CANCEL_LOCK:
+            _VIEWS.pop(key, None)
 
 
 def preload(spec: str = "embedded") -> threading.Thread:

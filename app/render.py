@@ -353,9 +353,10 @@ def _card(label: str, value: str, definition: str, extra: str = "", cls: str = "
             + f'<div class="card-def">{html.escape(definition)}</div></div>')
 
 
-def stats_html(spec, base, comparison: Comparison, *, greedy: bool) -> str:
+def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
-    with its definition underneath."""
+    with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
+    difference reads "so far" instead of waiting for the end."""
     from specviz.metrics import speedup
 
     esc = html.escape
@@ -393,6 +394,8 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool) -> str:
         cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
     mark = {True: "✓", False: "✗", None: "…"}[comparison.identical]
     cls = {True: "good", False: "warn", None: ""}[comparison.identical]
+    if stopped and comparison.identical is None:
+        mark, cls = ("✓ so far", "good") if greedy else ("– (stopped)", "")
     if not greedy and comparison.identical is False:  # expected when sampling: same distribution, other draws
         mark, cls = "≠ ids, same distribution", ""
     title = "Greedy output = baseline?" if greedy else "Output vs baseline (sampling)"
@@ -419,9 +422,12 @@ def history_html(history: list[dict]) -> str:
     rows = []
     for row in history:
         same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
+        if row.get("stopped"):
+            same = "✓ so far" if row.get("identical") is None and row.get("temperature") == 0 else same
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-                row["drafter"], row["k"] or "–", f"{row['temperature']:g}", row["tokens"],
+                row["drafter"], row["k"] or "–", f"{row['temperature']:g}",
+                f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
                 _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
                 _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"), _fmt(row["speedup"], "{:.2f}×"),
                 same)) + "</tr>")

@@ -15,7 +15,7 @@ column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra
 
 The accepted child is drawn first among its siblings, so the accepted path runs along the top row. Each pass is a
 ``<details class="dtree-pass" data-pass=N>``; while a run streams only the latest pass is shown, at the end the
-latest (open) and the passes before it (closed, newest first).
+pass with the longest accepted path (open) and the other kept passes (closed, newest first).
 
 **Medusa heads** (:class:`HeadAccuracy`): head i (1-based) guesses draft position i; its accuracy is the number of
 passes where that position was accepted over the passes where the target judged it. Rows are
@@ -193,19 +193,27 @@ class TreeView:
         del self.passes[:-MAX_KEPT_PASSES]
 
     def html(self, *, every_pass: bool = False) -> str:
-        """"" without tree passes; else the latest pass's tree, and with ``every_pass`` the kept earlier ones
-        (closed, newest first)."""
+        """"" without tree passes. While streaming: the latest pass's tree. With ``every_pass`` (the end of the
+        run): the kept pass with the longest accepted path open (the latest among equals; the last pass is often
+        cut short by the token limit), then the other kept passes closed, newest first."""
         if not self.passes:
             return ""
-        latest = self.passes[-1]
-        parts = [tree_html(latest, open_=True)]
-        if every_pass and len(self.passes) > 1:
-            earlier = "".join(tree_html(tp, open_=False) for tp in reversed(self.passes[:-1]))
+        if not every_pass:
+            shown, what = self.passes[-1], "latest pass"
+        else:
+            best = max(range(len(self.passes)), key=lambda i: (len(self.passes[i].path), i))
+            shown = self.passes[best]
+            what = ("latest pass" if best == len(self.passes) - 1 else
+                    f"pass {shown.index}, the longest accepted path of the run's last {len(self.passes)} passes")
+        parts = [tree_html(shown, open_=True)]
+        others = [tp for tp in reversed(self.passes) if tp is not shown]
+        if every_pass and others:
+            earlier = "".join(tree_html(tp, open_=False) for tp in others)
             older = self.total - len(self.passes)
-            more = f" (the {len(self.passes) - 1} before it; {older} older not kept)" if older else ""
-            parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Earlier passes{more}: '
-                         f'click one to open it</div>{earlier}</div>')
-        head = ("<div class='dtree-title'>Draft tree <span>latest pass; the accepted path runs along the top "
+            more = f" ({older} older not kept)" if older else ""
+            parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first'
+                         f'{more}: click one to open it</div>{earlier}</div>')
+        head = (f"<div class='dtree-title'>Draft tree <span>{html.escape(what)}; the accepted path runs along the top "
                 "row, one column per depth</span></div>")
         return f'<div class="dtree-view" data-tree-passes="{self.total}">{head}{"".join(parts)}</div>'
 

@@ -168,6 +168,12 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
         "font": {"size": 12}, "bgcolor": "rgba(255,255,255,0.8)"})
     ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else []))
     layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
+    inside = [k for k in ks if k + 1 <= ceiling * 1.25]
+    if inside and inside[-1] < ks[-1]:  # say where the ceiling line goes on, above the chart
+        layout["annotations"].append({
+            "text": f"k+1 goes on up (to {ks[-1] + 1} at k = {ks[-1]})", "x": inside[-1], "y": inside[-1] + 1,
+            "xref": f"x{a}", "yref": f"y{a}", "xanchor": "left", "yanchor": "middle", "ax": 24, "ay": 0,
+            "showarrow": False, "xshift": 6, "font": {"size": 11, "color": COLORS["baseline"]}})
     data.append({"type": "scatter", "mode": "lines", "x": [ks[0], ks[-1]], "y": [1, 1], "xaxis": f"x{b}",
                  "yaxis": f"y{b}", "name": "standard decoding (1×)",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})

@@ -362,7 +362,9 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
             why = ("p ≥ q, so it is always kept" if r >= 1.0 else
                    f"min(1, p/q) = {r:.2f} and u = {d.uniform:.2f} is below it")
             parts.append(f"Guess {i + 1}, {_q(rec, e.draft_ids[i])}: {why}, accepted.")
-        if n > 2:
+        if n == 3:
+            parts.append("Guess 3 passed the same test and was accepted too.")
+        elif n > 3:
             parts.append(f"Guesses 3 to {n} passed the same test and were accepted too.")
         if n < m:
             d = e.details[n]
@@ -370,11 +372,13 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
             parts.append(f"Guess {n + 1}, {_q(rec, e.draft_ids[n])}: the target gives it p = {d.target_prob:.2f} but "
                          f"the drafter gave it q = {d.draft_prob:.2f}, so it is kept only with probability "
                          f"{r:.2f}; u = {d.uniform:.2f} is not below that, so it was rejected.")
-    if n < m - 1:
-        parts.append(f"The {_plural(m - n - 1, 'guess')} after it {'was' if m - n - 1 == 1 else 'were'} never judged: "
-                     "they were built on a rejected token, so they are thrown away.")
+    if n == m - 2:
+        parts.append("The guess after it was never judged: it was built on a rejected token, so it is thrown away.")
+    elif n < m - 2:
+        parts.append(f"The {m - n - 1} guesses after it were never judged: they were built on a rejected token, so "
+                     "they are thrown away.")
     if n == m:
-        parts.append(f"All {m} guesses were accepted.")
+        parts.append("The guess was accepted." if m == 1 else f"All {m} guesses were accepted.")
     else:
         parts.append(f"Result: {n} of {m} accepted.")
     return " ".join(parts)

@@ -426,6 +426,31 @@ def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
     assert len(rest) <= 1 and not handlers.DEVICE.locked
 
 
+def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    me = FakeRequest("stopper-view")
+    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
+    seen = 0
+    for out in gen:
+        if isinstance(out[0], str) and "data-kind" in out[0]:
+            seen += 1
+            if seen == 3:
+                break
+    assert 'class="cursor"' in out[1]  # still typing
+    out = handlers.stop_run([], me)
+    spec, base, _, stats, status, table, history = out[:7]
+    assert 'class="cursor"' not in spec and 'class="cursor"' not in base
+    assert "stopped" in stats and "…" not in stats and "✓ so far" in stats
+    assert "Stopped after" in status and "baseline tokens" in status
+    assert len(history) == 1 and history[0]["stopped"] and history[0]["tokens"] >= 1
+    assert "(stopped)" in table
+    again = handlers.stopped_view(history, me)  # the button's second round trip: same view, the row added once
+    assert again[6] == history and again[0] == spec
+    assert list(gen) == [] and not handlers.DEVICE.locked  # the run adds no row of its own
+    handlers.release_session(me)
+    assert "Stopped." in handlers.stopped_view([], me)[4]  # nothing left to show: the status only
+
+
 def test_preload_holds_the_device_while_loading(tiny_model_dir):
     thread = handlers.preload(str(tiny_model_dir))
     thread.join(timeout=120)

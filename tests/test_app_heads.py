@@ -296,12 +296,25 @@ def test_tree_view_bonus_cut_and_history():
     cut = _tree_event([10, 0], [-1, 0], [0, 1], next_id=7, next_kind="bonus", emitted=(10, 0))  # EOS in the path
     view.add(cut, [1, 2, 9])
     markup = view.html(every_pass=True)
-    assert markup.count('class="dtree-pass"') == 2 and "Earlier passes" in markup
+    assert markup.count('class="dtree-pass"') == 2 and "Other passes" in markup
     nxt = [n for n in _nodes(markup) if n["data-node"] == "next"]
     assert [n["data-kind"] for n in nxt] == ["bonus", "bonus"]
     assert "not emitted" in _first_tree(markup)
     assert view.html().count('class="dtree-pass"') == 1  # streaming: the latest only
     assert TreeView(FakeTokenizer(PIECES)).html() == ""
+
+
+def test_tree_view_opens_the_longest_path_at_the_end():
+    view = TreeView(FakeTokenizer(PIECES))
+    view.add(_tree_event([2, 6, 3], [-1, -1, 0], [0, 2], next_id=9, next_kind="bonus"), [1])
+    view.add(_tree_event([6, 5], [-1, -1], [], next_id=2, next_kind="recovered"), [1, 2, 3, 9])
+    view.add(_tree_event([3, 7], [-1, 0], [0], next_id=8, next_kind="recovered"), [1, 2, 3, 9, 2])
+    streaming = view.html()
+    assert 'data-accepted-count="1" open' in streaming and "latest pass" in streaming
+    final = view.html(every_pass=True)
+    opened = [m for m in re.findall(r'<details class="dtree-pass"[^>]*>', final) if m.endswith(" open>")]
+    assert len(opened) == 1 and 'data-accepted-count="2"' in opened[0]
+    assert "the longest accepted path of the run" in final and final.count('class="dtree-pass"') == 3
 
 
 def test_head_accuracy_counts_judged_positions():

@@ -145,6 +145,17 @@ def test_figures_group_by_category(result):
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
 
 
+def test_each_method_gets_its_own_colour():
+    rows = [{"variant": label, "drafter": drafter} for label, drafter in (
+        ("none", "none"), ("eagle k=2", "eagle"), ("eagle k=4", "eagle"), ("eagle:tree k=2", "eagle:tree"),
+        ("eagle:tree k=4", "eagle:tree"), ("medusa k=4", "medusa"), ("medusa:tree k=4", "medusa:tree"),
+        ("eagle k=2", "eagle"))]
+    colors = arena_tab.variant_colors(rows)
+    assert len(colors) == 7 and len(set(colors.values())) == 7
+    assert colors["eagle k=2"] == arena_tab.SHADES["eagle"][1] and colors["eagle k=4"] == arena_tab.SHADES["eagle"][5]
+    assert colors["eagle:tree k=2"] in arena_tab.SHADES["eagle:tree"]  # a tree is a hue of its own
+
+
 def test_variants_and_bad_settings():
     assert variants(["ngram", "none", "ngram"], ["4", "auto", 4]) == [
         Variant("none"), Variant("ngram", 4), Variant("ngram", 4, adaptive=True)]

@@ -62,6 +62,19 @@ def test_share_link_round_trips_through_the_address():
     assert classroom.settings_from_query({"foo": "bar"}) is None
 
 
+def test_a_hand_edit_turns_the_walkthrough_into_custom():
+    preset = classroom.load_walkthroughs()[0]
+    values = classroom.walkthrough_settings(preset)
+    same = [values[f] for f in classroom.FIELDS]
+    same[classroom.FIELDS.index("k")] = float(values["k"])  # a slider sends a float: still the walkthrough
+    assert classroom.settings_edited(preset["id"], *same) == (classroom.gr.skip(), classroom.gr.skip())
+    edited = [values[f] for f in classroom.FIELDS]
+    edited[classroom.FIELDS.index("prompt")] = values["prompt"] + " And why?"
+    menu, note = classroom.settings_edited(preset["id"], *edited)
+    assert menu["value"] == classroom.CUSTOM and note == ""
+    assert classroom.settings_edited(classroom.CUSTOM, *edited) == (classroom.gr.skip(), classroom.gr.skip())
+
+
 def test_table_chart_and_caption_html_from_a_recording():
     stepper = Stepper(_recording())
     stepper.goto(Step(1, "decide"))

@@ -163,7 +163,7 @@ def test_captions_explain_each_phase():
     decide = s.caption(Step(1, "decide"))
     assert "min(1, p/q)" in decide and "rejected" in decide and "2 of 4 accepted" in decide
     assert "p = 0.10" in decide and "q = 0.50" in decide and "u = 0.70" in decide
-    assert "never judged" in decide
+    assert "The guess after it was never judged: it was built on a rejected token" in decide
     emit = s.caption(Step(1, "emit"))
     assert "recovered" in emit and "“ them”" in emit and "norm(max(0, p − q))" in emit and "3 tokens" in emit
     assert "bonus" not in emit
