@@ -117,6 +117,12 @@ def test_stop_cancels_and_frees_the_device(page):
     count = page.locator("#baseline-output span[data-kind]").count()
     time.sleep(1.0)
     assert page.locator("#baseline-output span[data-kind]").count() == count  # nothing streams after Stop
+    # what was made so far is the run's result: no typing cursor, finish reason "stopped", a history row
+    assert page.locator("#spec-output i.cursor, #baseline-output i.cursor").count() == 0
+    assert "stopped" in page.inner_text("#stats") and "…" not in page.inner_text("#stats")
+    assert "(stopped)" in page.inner_text("#history")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT.with_name("stopped.png")), full_page=True)
     assert not non_loopback(page.requests)
 
 
