@@ -74,7 +74,7 @@ DEFINITIONS = {
     "t_step_ms": "baseline: target forward ms per token after the prefill",
     "t_verify_ms": "speculative run: target forward ms per pass (k+1 tokens)",
     "t_draft_ms": "speculative run: drafting ms per pass",
-    "c": "draft cost per drafted token / T_step",
+    "c": "draft cost per drafted token / T_step (chains only: empty for trees, as are the formulas' columns)",
     "predicted_speedup_paper": "(1 - alpha^(m+1)) / ((1 - alpha)(c m + 1)); a verification costs one step",
     "predicted_speedup_measured": "E[tokens per pass] x T_step / (T_verify + T_draft)",
     "ids_identical": "greedy: the run's token ids equal the baseline's; empty when sampling (and for the baseline)",
@@ -83,7 +83,7 @@ DEFINITIONS = {
 
 CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "tokens", "passes", "drafted", "accepted",
-    "rejections", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
+    "rejections", "tree_passes", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
     "baseline_tokens_per_s", "speedup", "decode_speedup", "predicted_speedup_paper", "predicted_speedup_measured",
     "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
     "verify_ms", "baseline_elapsed_ms", "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes",
@@ -212,6 +212,7 @@ class Measured:
 
     stats: RunStats
     token_ids: tuple[int, ...]
+    tree_passes: int = 0  # passes that drafted a tree (EAGLE / Medusa with tree nodes, greedy)
 
 
 def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig,
@@ -221,14 +222,15 @@ def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig
         events = standard_generate(target, prompt_ids, config)
     else:
         events = speculative_generate(target, drafter, prompt_ids, config)
-    stats, ids = RunStats(), []
+    stats, ids, trees = RunStats(), [], 0
     for event in events:
         if should_stop is not None and should_stop():
             events.close()
             return None
         stats.add(event)
         ids.extend(event.emitted_ids)
-    return Measured(stats, tuple(ids))
+        trees += bool(event.extra and event.extra.get("tree"))
+    return Measured(stats, tuple(ids), trees)
 
 
 def _counts(run: Measured, base: Measured, greedy: bool) -> dict:
@@ -236,7 +238,7 @@ def _counts(run: Measured, base: Measured, greedy: bool) -> dict:
     s, b = run.stats, base.stats
     return {
         "prompts": 1, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted_after_prefill,
-        "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections,
+        "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
         "elapsed_ms": s.elapsed_ms, "ttft_ms": s.ttft_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
         "baseline_tokens": b.generated, "baseline_elapsed_ms": b.elapsed_ms, "baseline_ttft_ms": b.ttft_ms,
         "baseline_verify_ms": b.verify_ms, "baseline_passes": b.passes,
@@ -245,7 +247,7 @@ def _counts(run: Measured, base: Measured, greedy: bool) -> dict:
     }
 
 
-_ADDITIVE = ("prompts", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted", "rejections",
+_ADDITIVE = ("prompts", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted", "rejections", "tree_passes",
              "elapsed_ms", "ttft_ms", "draft_ms", "verify_ms", "baseline_tokens", "baseline_elapsed_ms",
              "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes", "baseline_emitted_after_prefill")
 
@@ -279,6 +281,8 @@ def derive(counts: dict, baseline: bool) -> dict:
     out["m"] = m = _div(c["drafted"], c["passes"])
     out["t_verify_ms"] = _div(c["verify_ms"], c["passes"])
     out["t_draft_ms"] = _div(c["draft_ms"], c["passes"])
+    if c.get("tree_passes"):  # the chain formulas below do not describe a tree (drafted = the path shown)
+        return out
     if c["drafted"] and t_step:
         out["c"] = c["draft_ms"] / c["drafted"] / t_step
     if alpha is not None and m is not None:

@@ -347,6 +347,10 @@ def test_arena_races_eagle_chain_and_tree(tiny_model_dir, shipped):
     assert methods == ["standard", "eagle k=2", "eagle:tree k=2"]
     assert all(row[-1] == "✓" for row in out["arena-table"]["data"] if row[1] != "standard")
     assert "Done" in out["arena-status"] and "greedy-only" not in out["arena-status"]
+    headers = out["arena-table"]["headers"]
+    chain, tree = out["arena-table"]["data"][1:]
+    for column in ("c", "Predicted, paper", "Predicted, measured costs"):  # chain formulas: not for a tree
+        assert chain[headers.index(column)] != "–" and tree[headers.index(column)] == "–"
 
 
 def test_arena_without_heads_and_with_sampling(tiny_model_dir, tmp_path, monkeypatch, heads_folder):
