@@ -278,6 +278,7 @@ class BenchSettings:
     use_chat_template: bool = True
     heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
     tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
+    min_confidence: float | None = None  # eagle / medusa confidence gate (None: the drafters' default)
     compare_transformers: bool = True
     extra: dict = field(default_factory=dict)
 
@@ -483,7 +484,7 @@ def make_drafters(target, settings: BenchSettings, progress: Progress | None = N
                                          ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
                                          heads_path=settings.heads_path,
                                          tree_nodes=settings.tree_nodes if suffix == "tree" else 0,
-                                         progress=progress)
+                                         min_confidence=settings.min_confidence, progress=progress)
     return drafters
 
 

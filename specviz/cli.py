@@ -203,6 +203,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                                                    "heads for the embedded model)")
     p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
                    help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
+    p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
+                   metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
+                                     "below P (0 = always k tokens; default: the drafters' own default)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -251,7 +254,7 @@ def _make_drafter(key: str, args, target):
     _check_exit_layer(args, target)
     return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
                         ngram_max=args.ngram_max, ngram_min=args.ngram_min, heads_path=args.heads,
-                        tree_nodes=args.tree, progress=_log)
+                        tree_nodes=args.tree, min_confidence=args.confidence, progress=_log)
 
 
 @contextlib.contextmanager
@@ -430,6 +433,8 @@ def cmd_generate(args) -> int:
         raise UsageError("--stop needs a non-empty string")
     if args.tree and args.drafter not in ("eagle", "medusa"):
         raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
+    if args.confidence is not None and args.drafter not in ("eagle", "medusa"):
+        raise UsageError(f"--confidence applies to --drafter eagle or medusa, not {args.drafter}")
     adaptive = args.k == "auto"
     base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if adaptive else args.k, adaptive_k=adaptive,
                        stop_strings=tuple(args.stop))
@@ -520,7 +525,7 @@ def cmd_bench(args) -> int:
             repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
             ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
             exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
-            heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES,
+            heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
             compare_transformers=not args.no_transformers,
             warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
             extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},

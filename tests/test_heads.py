@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -180,14 +182,47 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
 
 
 @pytest.mark.parametrize("kind", ["eagle", "medusa"])
-def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind):
+@pytest.mark.parametrize("tree_nodes", [0, 6])
+def test_confidence_gate_cuts_drafts_and_keeps_greedy_output(tiny_target, kind, tree_nodes):
     vocab = torch.arange(0, tiny_target.vocab_size, 2)
-    if kind == "eagle":
+    head = _eagle(tiny_target, vocab) if kind == "eagle" else _medusa(tiny_target, vocab=vocab)
+    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+
+    def make(gate):
+        cls = EagleDrafter if kind == "eagle" else MedusaDrafter
+        return cls(tiny_target.model, head, tree, min_confidence=gate)
+
+    prompt = next(iter(_prompts(tiny_target.tokenizer).values()))
+    cfg = GenerationConfig(max_new_tokens=24, k=4)
+    base = _run(tiny_target, prompt, cfg)
+    open_run = _run(tiny_target, prompt, cfg, make(0.0))
+    firsts = sorted(e.details[0].draft_prob for e in open_run.events[1:] if e.details)
+    gate = firsts[len(firsts) // 2]  # about half the passes' first guesses fall below it
+    for threshold in (gate, 0.999):
+        spec = _run(tiny_target, prompt, cfg, make(threshold))
+        assert spec.token_ids == base.token_ids, (kind, tree_nodes, threshold)
+        passes = [e for e in spec.events[1:] if e.kind == "pass"]
+        for e in passes:
+            shown = e.extra["tree"]["path"] if e.extra and e.extra.get("tree") else range(len(e.draft_ids))
+            confidence = math.prod(e.details[i].draft_prob for i in range(len(shown)) if i < len(e.details))
+            assert confidence >= threshold * (1 - 1e-6)  # every drafted path is above the gate
+        if threshold == 0.999:
+            assert all(not e.draft_ids for e in passes) and len(passes) == spec.events[-1].num_generated - 1
+        else:
+            assert any(not e.draft_ids for e in passes) and any(e.draft_ids for e in passes)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        make(1.0)
+
+
+@pytest.mark.parametrize("kind,gate", [("eagle", 0.0), ("medusa", 0.0), ("eagle", 0.05)])
+def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind, gate):
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    if kind == "eagle":  # the tree is ignored when sampling; the gate shortens chains by the sampled tokens' q
         head = _eagle(tiny_target, vocab)
-        make = lambda: EagleDrafter(tiny_target.model, head, TreeSettings(4))  # tree is ignored when sampling
+        make = lambda: EagleDrafter(tiny_target.model, head, TreeSettings(4), min_confidence=gate)
     else:
         heads = _medusa(tiny_target, vocab=vocab)
-        make = lambda: MedusaDrafter(tiny_target.model, heads)
+        make = lambda: MedusaDrafter(tiny_target.model, heads, min_confidence=gate)
     assert _chi_square(tiny_target, make, dict(temperature=1.0), n=600) > 1e-3
 
 

@@ -7,6 +7,14 @@ features f_0 .. f_{C-2} for a committed sequence of C tokens (the last committed
 
 Greedy runs may draft a *tree* (:class:`TreeSettings`); sampling runs always draft a chain with the exact
 distributions the tokens were drawn from (the engine's rejection sampling then keeps the target's distribution).
+
+**Confidence gate** (``min_confidence``, a dynamic draft length): a chain stops before the first token whose
+cumulative draft probability (the product of the draft's probabilities of the tokens so far, its own estimate of
+the chance that the whole chain is accepted) falls below the threshold, and a tree keeps only nodes above it; so
+a pass where the head is unsure drafts fewer tokens, down to none (a plain one-token step). The draft length is
+decided by the drafter alone, before the target sees anything, so greedy output and the sampling distribution
+stay exact. The same idea as the confidence threshold of Hugging Face's assisted generation and of EAGLE-2's
+confidence-ranked trees (Li et al. 2024).
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from specviz.verify import process_logits, sample
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
+DEFAULT_MIN_CONFIDENCE = 0.0  # the confidence gate's default threshold (0 = off: always draft k tokens)
 
 
 @dataclass(frozen=True)
@@ -54,10 +63,12 @@ class _Node:
     feat_in: torch.Tensor | None = None  # the parent's predicted feature (EAGLE input)
 
 
-def _select_tree(nodes: list[_Node], max_nodes: int) -> Draft:
+def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0) -> Draft:
     """The best ``max_nodes`` nodes by cumulative log-prob (ancestors included), topologically ordered with the
-    better child first."""
-    order = sorted(range(len(nodes)), key=lambda i: -nodes[i].logp)
+    better child first; nodes whose cumulative probability is below ``min_confidence`` are left out (a child's is
+    never above its parent's, so the kept nodes still form a tree; none left is an empty draft)."""
+    floor = math.log(min_confidence) if min_confidence > 0 else -math.inf
+    order = sorted((i for i in range(len(nodes)) if nodes[i].logp >= floor), key=lambda i: -nodes[i].logp)
     keep: set[int] = set()
     for i in order:
         chain = []
@@ -70,6 +81,8 @@ def _select_tree(nodes: list[_Node], max_nodes: int) -> Draft:
         keep.update(chain)
         if len(keep) >= max_nodes:
             break
+    if not keep:
+        return Draft([], [], None)
     kept = sorted(keep, key=lambda i: (nodes[i].depth, -nodes[i].logp))
     new_index = {old: new for new, old in enumerate(kept)}
     return Draft(
@@ -84,7 +97,11 @@ class _FeatureDrafter:
 
     needs_hidden = True
 
-    def __init__(self, target_model: torch.nn.Module, vocab_ids: torch.Tensor, tree: TreeSettings | None) -> None:
+    def __init__(self, target_model: torch.nn.Module, vocab_ids: torch.Tensor, tree: TreeSettings | None,
+                 min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
+        if not 0.0 <= min_confidence < 1.0:
+            raise ValueError(f"the draft confidence threshold must be in [0, 1), got {min_confidence}")
+        self.min_confidence = float(min_confidence)
         self.embed = target_model.get_input_embeddings()
         self.lm = DraftLMHead(target_model.get_output_embeddings().weight, vocab_ids if vocab_ids.numel() else None)
         self.tree = tree
@@ -126,8 +143,8 @@ class EagleDrafter(_FeatureDrafter):
     """
 
     def __init__(self, target_model: torch.nn.Module, head: EagleHead, tree: TreeSettings | None = None,
-                 name: str = "EAGLE head") -> None:
-        super().__init__(target_model, head.vocab_ids, tree)
+                 name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
+        super().__init__(target_model, head.vocab_ids, tree, min_confidence)
         self.head = head
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
         self.reset([])
@@ -171,8 +188,12 @@ class EagleDrafter(_FeatureDrafter):
         pos = len(ctx.committed_ids) - 1
         keys, values, h = self._keys, self._values, self._last
         ids, probs, rows = [], [], []
+        confidence = 1.0
         for i in range(ctx.k):
             token, prob, row = self._choose(h, ctx)
+            confidence *= prob
+            if confidence < self.min_confidence:  # the gate: the rest of the chain is unlikely to be accepted
+                break
             ids.append(token)
             probs.append(prob)
             if row is not None:
@@ -221,7 +242,7 @@ class EagleDrafter(_FeatureDrafter):
                 first = len(nodes)
                 add_children(i, out[0, row], nodes[i].logp, depth)
                 frontier.extend(range(first, len(nodes)))
-        return _select_tree(nodes, tree.max_nodes)
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence)
 
 
 class MedusaDrafter(_FeatureDrafter):
@@ -234,8 +255,8 @@ class MedusaDrafter(_FeatureDrafter):
     """
 
     def __init__(self, target_model: torch.nn.Module, heads: MedusaHeads, tree: TreeSettings | None = None,
-                 name: str = "Medusa heads") -> None:
-        super().__init__(target_model, heads.vocab_ids, tree)
+                 name: str = "Medusa heads", min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
+        super().__init__(target_model, heads.vocab_ids, tree, min_confidence)
         self.heads = heads
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
         self.reset([])
@@ -260,10 +281,19 @@ class MedusaDrafter(_FeatureDrafter):
         if ctx.sampling.greedy:  # all heads in one matrix product
             probs_sub = torch.softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
             best = probs_sub.max(-1)
-            return Draft(self.lm.to_token_ids(best.indices).tolist(), best.values.tolist(), None)
+            tokens, probs = self.lm.to_token_ids(best.indices).tolist(), best.values.tolist()
+            keep, confidence = 0, 1.0
+            while keep < depth and confidence * probs[keep] >= self.min_confidence:
+                confidence *= probs[keep]
+                keep += 1
+            return Draft(tokens[:keep], probs[:keep], None)
         ids, probs, rows = [], [], []
+        confidence = 1.0
         for i in range(depth):
             token, prob, row = self._choose(outs[i], ctx)
+            confidence *= prob
+            if confidence < self.min_confidence:
+                break
             ids.append(token)
             probs.append(prob)
             if row is not None:
@@ -285,4 +315,4 @@ class MedusaDrafter(_FeatureDrafter):
                 for t, lp in zip(tokens[d], values[d]):
                     frontier.append(len(nodes))
                     nodes.append(_Node(int(t), i, nodes[i].logp + lp, d + 1))
-        return _select_tree(nodes, tree.max_nodes)
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence)

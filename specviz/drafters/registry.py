@@ -47,6 +47,7 @@ def make_drafter(
     ngram_min: int = 1,
     heads_path: str | None = None,
     tree_nodes: int = 0,
+    min_confidence: float | None = None,
     progress=None,
 ) -> Drafter | None:
     """Create a fresh drafter (per run: drafters hold per-run caches; loaded models are shared).
@@ -59,6 +60,9 @@ def make_drafter(
         ngram_max / ngram_min: suffix sizes for the n-gram drafter.
         heads_path: a head file for ``eagle`` / ``medusa`` (default: the shipped one made for this target).
         tree_nodes: for ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 drafts a tree of N nodes in greedy mode.
+        min_confidence: for ``eagle`` / ``medusa``: the confidence gate's threshold in [0, 1) (stop drafting where
+            the draft's cumulative probability falls below it; 0 = always k tokens); None = the default,
+            :data:`specviz.drafters.heads.DEFAULT_MIN_CONFIDENCE`.
         progress: optional callable(str) for loading messages.
 
     Returns:
@@ -79,7 +83,7 @@ def make_drafter(
         layers = exit_layer if exit_layer is not None else default_exit_layer(target.num_layers)
         return EarlyExitDrafter(target.model, layers)
     if key in ("eagle", "medusa"):
-        return _head_drafter(key, target, heads_path, tree_nodes)
+        return _head_drafter(key, target, heads_path, tree_nodes, min_confidence)
     if key == "oracle":
         return ModelDrafter(target.model, "oracle (the target itself)")
     if key == "bf16":
@@ -96,8 +100,9 @@ def make_drafter(
     raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")
 
 
-def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int) -> Drafter:
-    from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
+def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int,
+                  min_confidence: float | None = None) -> Drafter:
+    from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE, EagleDrafter, MedusaDrafter, TreeSettings
     from specviz.heads import HeadsError, load_heads, shipped_heads
 
     if tree_nodes < 0:
@@ -108,6 +113,7 @@ def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int) -> 
                          f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {key} --target ...`.")
     head = load_heads(path, target.model, key)
     tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    gate = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     if key == "eagle":
-        return EagleDrafter(target.model, head, tree)
-    return MedusaDrafter(target.model, head, tree)
+        return EagleDrafter(target.model, head, tree, min_confidence=gate)
+    return MedusaDrafter(target.model, head, tree, min_confidence=gate)
