@@ -18,6 +18,7 @@ import gradio as gr  # noqa: E402
 from app import handlers, render  # noqa: E402
 from app import arena, why  # noqa: E402
 from app import classroom  # noqa: E402
+from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE  # noqa: E402
 from specviz.drafters.registry import DRAFTERS  # noqa: E402
 from specviz.engine import MAX_K  # noqa: E402
 
@@ -41,6 +42,7 @@ DEFAULTS = {
     "stop_strings": "",
     "chat_template": True,
     "tree_nodes": 0,
+    "confidence": DEFAULT_MIN_CONFIDENCE,
 }
 
 
@@ -107,6 +109,12 @@ def build_demo(**defaults) -> gr.Blocks:
                                                     "verify it in one target pass. Greedy only: at temperature > 0 "
                                                     "the drafter drafts a chain.",
                                                visible=heads, interactive=heads)
+                        confidence = gr.Slider(0, handlers.MAX_CONFIDENCE, value=d["confidence"], step=0.05,
+                                               label="Confidence gate (0 = always k)", elem_id="confidence",
+                                               info="EAGLE / Medusa: stop drafting where the head's own probability "
+                                                    "of the whole guess so far drops below this; an unsure pass "
+                                                    "drafts fewer tokens, or none. The output stays exact.",
+                                               visible=heads, interactive=heads)
                         k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
                                       interactive=d["drafter"] != "none")
                         adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
@@ -151,7 +159,7 @@ def build_demo(**defaults) -> gr.Blocks:
                         history_out = gr.HTML("", elem_id="history")
                 # the order of handlers.generate's parameters and of handlers.OUTPUTS
                 inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-                          max_new_tokens, stop_strings, chat_template, tree_nodes, history]
+                          max_new_tokens, stop_strings, chat_template, tree_nodes, confidence, history]
                 outputs = [spec_out, base_out, charts, stats, status, history_out, history, tree_out, heads_out]
                 run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
                             api_name="generate", show_progress="minimal", show_progress_on=[status],
@@ -161,7 +169,7 @@ def build_demo(**defaults) -> gr.Blocks:
                                api_name="stop").then(
                     handlers.stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
                 drafter.change(handlers.drafter_changed, inputs=[drafter],
-                               outputs=[draft_model, exit_layer, tree_nodes, k, adaptive_k], queue=False,
+                               outputs=[draft_model, exit_layer, tree_nodes, confidence, k, adaptive_k], queue=False,
                                api_visibility="private")
             # other tabs: each module builds its own tab and wires its own events, one line each here
             with gr.Tab("Arena", id="arena", elem_id="tab-arena"): arena.build_tab(target=d["target"])  # noqa: E701

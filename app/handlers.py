@@ -36,6 +36,7 @@ import gradio as gr
 from app import render
 from app.figures import dashboard_figure
 from app.tree_view import HeadAccuracy, TreeView
+from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.events import PassEvent
@@ -57,6 +58,7 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_CHARS = 200
 HISTORY_ROWS = 12
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
+MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
 HEAD_DRAFTERS = ("eagle", "medusa")  # the drafters with trained heads: they can draft trees
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 DRAFTER_LABELS = {c.key: c.label for c in DRAFTERS}
@@ -199,6 +201,7 @@ class Settings:
     notes: tuple[str, ...] = ()  # what was changed in the input (cleaned, cut), said in the status
     max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
     tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE  # eagle / medusa: the confidence gate (0 = always k tokens)
 
     def config(self) -> GenerationConfig:
         """The engine's configuration for these settings."""
@@ -273,10 +276,11 @@ def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
 
 
 def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k,
-                   seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0,
+                   seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
                    policy: Policy | None = None) -> Settings:
     """Check every input; raises :class:`InputError` (or :class:`specviz.policy.PolicyError`) with a message
-    for the user. ``tree_nodes`` counts only for the head drafters (eagle, medusa). ``policy`` defaults to the
+    for the user. ``tree_nodes`` and ``confidence`` (the confidence gate, in [0, 0.95]; None or "" = the default)
+    count only for the head drafters (eagle, medusa). ``policy`` defaults to the
     environment's (:func:`specviz.policy.current_policy`)."""
     from specviz.models import sanitize_prompt
 
@@ -311,6 +315,9 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         nodes = int(_number(tree_nodes, "Tree nodes", 0, MAX_TREE_NODES, True))
         if nodes and temperature > 0:
             notes.append(TREE_SAMPLING_NOTE)
+    gate = DEFAULT_MIN_CONFIDENCE
+    if drafter in HEAD_DRAFTERS and confidence not in (None, ""):
+        gate = float(_number(confidence, "Confidence gate", 0, MAX_CONFIDENCE, False))
     new_tokens = _number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
                          hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
     return Settings(
@@ -321,7 +328,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         seed=int(_number(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1, True)),
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
         chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
-        tree_nodes=nodes,
+        tree_nodes=nodes, min_confidence=gate,
     )
 
 
@@ -470,6 +477,8 @@ def _k_label(settings: Settings) -> str:
         label += f" · tree of {settings.drafted_tree_nodes} nodes, depth ≤ k"
     elif settings.tree_nodes:
         label += " · chain (trees are greedy-only)"
+    if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
+        label += f" · gate {settings.min_confidence:g}"
     return label
 
 
@@ -538,15 +547,18 @@ def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=Non
 
 
 def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-             max_new_tokens, stop_strings, chat_template, tree_nodes=0, history=None, request: gr.Request = None):
+             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, history=None,
+             request: gr.Request = None):
     """The Generate button: validate, wait for the device, load, then stream both runs (see module doc).
 
-    The parameters follow the order of the app's inputs; ``tree_nodes`` came last (before the session history,
-    which is server-side state), so API clients written before it still work and get a chain."""
+    The parameters follow the order of the app's inputs; ``tree_nodes`` and ``confidence`` came last (before the
+    session history, which is server-side state), so API clients written before them still work and get a chain
+    with the default confidence gate."""
     history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
-                                  top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes)
+                                  top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
+                                  confidence)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         if not isinstance(error, ValueError):
             log.error("checking the inputs failed:\n%s", traceback.format_exc())
@@ -650,7 +662,7 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         drafter = yield from _each(_in_background(
             lambda say: make_drafter(settings.drafter, target, draft_spec=settings.draft_model,
                                      exit_layer=settings.exit_layer, tree_nodes=settings.drafted_tree_nodes,
-                                     progress=say), messages.put, loaders),
+                                     min_confidence=settings.min_confidence, progress=say), messages.put, loaders),
             loading_status, cancel)
     if cancel.is_set():
         return
@@ -832,7 +844,9 @@ def preload(spec: str = "embedded") -> threading.Thread:
 
 def drafter_changed(drafter: str):
     """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size for the head drafters
-    (eagle, medusa); k only matters with a drafter. Outputs: draft model, exit layer, tree nodes, k, adaptive k."""
+    and the confidence gate for the head drafters (eagle, medusa); k only matters with a drafter. Outputs: draft
+    model, exit layer, tree nodes, confidence gate, k, adaptive k."""
+    heads = drafter in HEAD_DRAFTERS
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
-            gr.update(visible=drafter in HEAD_DRAFTERS, interactive=drafter in HEAD_DRAFTERS),
+            gr.update(visible=heads, interactive=heads), gr.update(visible=heads, interactive=heads),
             gr.update(interactive=drafter != "none"), gr.update(interactive=drafter != "none"))

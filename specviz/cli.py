@@ -467,6 +467,8 @@ def cmd_generate(args) -> int:
         record["target"] = target.label
         record["device"] = str(target.device)
         record["temperature"] = args.temperature
+        if args.drafter in ("eagle", "medusa"):
+            record["min_confidence"] = drafter.min_confidence
         if args.compare:
             base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
             record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)

@@ -122,12 +122,15 @@ def test_eagle_tree_shows_the_tree_with_the_accepted_path(tiny_model_dir, shippe
     assert trees and all(len(e.extra["tree"]["tokens"]) <= 10 for e in trees)
     markup = out["draft-tree"]
     assert f'data-tree-passes="{len(trees)}"' in markup
-    # the latest pass is open, and every tree pass of the run is listed (newest first)
+    # the pass with the longest accepted path is open and first, then every other tree pass (newest first)
     passes = [int(p) for p in re.findall(r'<details class="dtree-pass" data-pass="(\d+)"', markup)]
-    assert passes == [e.index for e in reversed(trees)]
-    assert re.search(r'<details class="dtree-pass" data-pass="\d+"[^>]* open>', markup)
+    best = max(trees, key=lambda e: (len(e.extra["tree"]["path"]), e.index))
+    assert passes == [best.index] + [e.index for e in reversed(trees) if e is not best]
+    assert re.search(rf'<details class="dtree-pass" data-pass="{best.index}"[^>]* open>', markup)
+    by_index = {e.index: e for e in trees}
     # per pass: the path nodes (and only they) are data-accepted="true", the target's own token follows them
-    for event, block in zip(reversed(trees), re.findall(r'<details class="dtree-pass".*?</details>', markup, re.S)):
+    blocks = re.findall(r'<details class="dtree-pass".*?</details>', markup, re.S)
+    for event, block in zip((by_index[p] for p in passes), blocks):
         tree = event.extra["tree"]
         nodes = _nodes(block)
         drafted = [n for n in nodes if n["data-node"].isdigit()]
@@ -230,10 +233,25 @@ def test_tree_nodes_input_is_checked_and_ignored_for_other_drafters():
         handlers.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 2.5})
 
 
+def test_confidence_gate_input_is_checked_and_shown_in_the_k_label(tiny_model_dir, shipped):
+    args = _settings_args()
+    assert handlers.parse_settings(**{**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
+    assert handlers.parse_settings(**{**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
+        handlers.DEFAULT_MIN_CONFIDENCE
+    assert handlers.parse_settings(**{**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
+        handlers.DEFAULT_MIN_CONFIDENCE  # only the head drafters have a gate
+    for bad in (1.0, -0.1, "x"):
+        with pytest.raises(handlers.InputError, match="Confidence gate"):
+            handlers.parse_settings(**{**args, "drafter": "medusa", "confidence": bad})
+    out = _run(tiny_model_dir, drafter="eagle", k=3, confidence=0.9)
+    _greedy_identical(out)
+    assert "gate 0.9" in out["spec-output"]
+
+
 def test_drafter_menu_and_tree_control():
     demo = build_demo(max_new_tokens=40)
     components = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
-    for elem_id in ("tree-nodes", "draft-tree", "head-accuracy"):
+    for elem_id in ("tree-nodes", "confidence", "draft-tree", "head-accuracy"):
         assert elem_id in components, elem_id
     slider = components["tree-nodes"]["props"]
     assert slider["minimum"] == 0 and slider["maximum"] == 32 and slider["value"] == 0 and not slider["visible"]
@@ -241,7 +259,7 @@ def test_drafter_menu_and_tree_control():
     assert "eagle" in choices and "medusa" in choices
     for drafter, shown in (("eagle", True), ("medusa", True), ("ngram", False), ("early-exit", False)):
         updates = handlers.drafter_changed(drafter)
-        assert len(updates) == 5 and updates[2]["visible"] is shown
+        assert len(updates) == 6 and updates[2]["visible"] is shown and updates[3]["visible"] is shown
         assert updates[1]["visible"] is (drafter == "early-exit")
     arena_keys = [key for _, key in arena_tab.drafter_choices()]
     assert arena_keys.index("eagle:tree") == arena_keys.index("eagle") + 1 and "medusa:tree" in arena_keys

@@ -189,6 +189,17 @@ def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_p
     assert code == 0 and records[0]["tree_nodes"] == 0 and "greedy-only" in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--tree", "4")
     assert code == 2 and "--tree applies to --drafter eagle or medusa" in err
+    drafted = {}
+    for gate in ("0", "0.999"):
+        code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads),
+                                       "--confidence", gate, "--compare")
+        assert code == 0 and records[0]["min_confidence"] == float(gate) and records[0]["compare"]["ids_identical"]
+        drafted[gate] = records[0]["drafted"]
+    assert drafted["0.999"] < drafted["0"] / 2  # the gate leaves out the unsure guesses
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--confidence", "0.2")
+    assert code == 2 and "--confidence applies to --drafter eagle or medusa" in err
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--confidence", "1.5")
+    assert code == 2 and "confidence must be in [0, 1)" in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "medusa")
     assert code == 2 and "No trained medusa heads" in err and "Traceback" not in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(tmp_path / "none.safetensors"))

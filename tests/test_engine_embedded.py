@@ -104,15 +104,21 @@ def test_shipped_heads_draft_well_and_exactly(embedded, kind, tree):
     from specviz.metrics import RunStats
 
     cfg = GenerationConfig(max_new_tokens=40, k=4)
-    stats = RunStats()
+    gates = (0.0, None) if tree == 0 else (0.0,)  # 0: every pass drafts k (the heads' quality); None: the default
+    stats = {gate: RunStats() for gate in gates}
     for prompt in _suite({"chat-1", "qa-1"}):
         ids = encode_prompt(embedded.tokenizer, prompt)
         base = collect(standard_generate(embedded, ids, cfg), embedded.tokenizer, ids)
-        spec = collect(speculative_generate(embedded, make_drafter(kind, embedded, tree_nodes=tree), ids, cfg),
-                       embedded.tokenizer, ids)
-        pos = _first_divergence(spec.token_ids, base.token_ids)
-        if pos is not None:
-            pytest.fail(f"{kind}: ids differ at {pos}; baseline top-2 logit gap {base.events[pos].near_tie_gap:.2e}")
-        for event in spec.events:
-            stats.add(event)
-    assert stats.tokens_per_pass > MIN_TOKENS_PER_PASS[(kind, tree)], stats.tokens_per_pass
+        for gate in gates:
+            drafter = make_drafter(kind, embedded, tree_nodes=tree, min_confidence=gate)
+            spec = collect(speculative_generate(embedded, drafter, ids, cfg), embedded.tokenizer, ids)
+            pos = _first_divergence(spec.token_ids, base.token_ids)
+            if pos is not None:
+                pytest.fail(f"{kind} (gate {gate}): ids differ at {pos}; baseline top-2 logit gap "
+                            f"{base.events[pos].near_tie_gap:.2e}")
+            for event in spec.events:
+                stats[gate].add(event)
+    assert stats[0.0].tokens_per_pass > MIN_TOKENS_PER_PASS[(kind, tree)], stats[0.0].tokens_per_pass
+    if None in stats:  # the confidence gate drafts fewer tokens, and more of them are accepted
+        gated, open_ = stats[None], stats[0.0]
+        assert gated.drafted < open_.drafted and gated.acceptance_rate > open_.acceptance_rate + 0.05
