@@ -369,15 +369,21 @@ def test_vocabulary_mismatch_is_reported(tiny_model_dir, tiny_other_vocab_dir):
     assert "different vocabularies" in out["status"]
 
 
-def test_stop_cancels_and_releases_the_device(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
-    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+def _stream_until(gen, updates: int) -> tuple:
+    """Advance a generate() stream until ``updates`` updates have shown tokens; returns the last output."""
     seen = 0
     for out in gen:
         if isinstance(out[0], str) and "data-kind" in out[0]:
             seen += 1
-            if seen == 2:
-                break
+            if seen == updates:
+                return out
+    raise AssertionError(f"the run ended before {updates} token updates")
+
+
+def test_stop_cancels_and_releases_the_device(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    _stream_until(gen, 2)
     assert handlers.DEVICE.locked
     assert "Stopped" in handlers.stop()
     rest = list(gen)
@@ -430,12 +436,7 @@ def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
     me = FakeRequest("stopper-view")
     gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
-    seen = 0
-    for out in gen:
-        if isinstance(out[0], str) and "data-kind" in out[0]:
-            seen += 1
-            if seen == 3:
-                break
+    out = _stream_until(gen, 3)
     assert 'class="cursor"' in out[1]  # still typing
     out = handlers.stop_run([], me)
     spec, base, _, stats, status, table, history = out[:7]
