@@ -35,6 +35,7 @@ import plotly.graph_objects as go
 from app import render
 from app.figures import COLORS, FONT
 from app.handlers import DEVICE, InputError, check_models
+from app.sessions import CancelRegistry
 from specviz.policy import PolicyError, current_policy
 from specviz.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv,
                             to_json)
@@ -86,8 +87,7 @@ def drafter_choices() -> list[tuple[str, str]]:
             choices.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
     return choices
 
-_CANCEL: dict[str, threading.Event] = {}  # session -> the cancel flag of its arena run
-_CANCEL_LOCK = threading.Lock()
+RUNS = CancelRegistry()  # arena runs and the Why tab's measurements, one per session
 
 
 # ------------------------------------------------------------------------------------------ device job
@@ -133,25 +133,6 @@ def device_job(work: Callable, what: str, cancel: threading.Event) -> Iterator[t
     if "error" in box:
         raise box["error"]
     return box.get("value")
-
-
-def register_cancel(request) -> tuple[str, threading.Event]:
-    """A fresh cancel flag for this session's run (a previous run of the session is cancelled)."""
-    key = getattr(request, "session_hash", None) if request is not None else None
-    key = key or f"local-{uuid.uuid4().hex}"
-    flag = threading.Event()
-    with _CANCEL_LOCK:
-        previous = _CANCEL.get(key)
-        if previous is not None:
-            previous.set()
-        _CANCEL[key] = flag
-    return key, flag
-
-
-def _unregister(key: str, flag: threading.Event) -> None:
-    with _CANCEL_LOCK:
-        if _CANCEL.get(key) is flag:
-            del _CANCEL[key]
 
 
 # ------------------------------------------------------------------------------------------------ inputs
@@ -454,7 +435,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
         return
     trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
     notes = [TREE_NOTE] if trees and s["temperature"] > 0 else []
-    key, cancel = register_cancel(request)
+    key, cancel = RUNS.start(request)
     config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
                               sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
     methods = len(s["drafters"]) * len(s["ks"]) + 1
@@ -531,27 +512,19 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     finally:
         if not finished:
             cancel.set()  # the handler was closed (Stop, tab closed): end the job, which frees the device
-        _unregister(key, cancel)
+        RUNS.finish(key, cancel)
 
 
 def stop(request: gr.Request = None) -> str:
     """The Stop button: flag this session's arena run (it ends before its next target pass and shows what
     finished)."""
-    key = getattr(request, "session_hash", None) if request is not None else None
-    with _CANCEL_LOCK:
-        flags = [_CANCEL[key]] if key in _CANCEL else ([] if key else list(_CANCEL.values()))
-    for flag in flags:
-        flag.set()
+    RUNS.cancel(request)
     return render.status_html("Stopping…", "info")
 
 
 def release_session(request: gr.Request = None) -> None:
     """When a browser tab closes: cancel that session's arena run (and no one else's)."""
-    key = getattr(request, "session_hash", None) if request is not None else None
-    with _CANCEL_LOCK:
-        flag = _CANCEL.get(key) if key else None
-    if flag is not None:
-        flag.set()
+    RUNS.cancel_session(request)
 
 
 def source_changed(source: str):

@@ -35,6 +35,7 @@ import gradio as gr
 
 from app import render
 from app.figures import dashboard_figure
+from app.sessions import LOCAL_PREFIX, CancelRegistry, session_key
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, make_drafter
@@ -167,14 +168,9 @@ class DeviceLock:
 
 
 DEVICE = DeviceLock()
-_CANCEL: dict[str, threading.Event] = {}  # session -> the cancel flag of its current run
-_CANCEL_LOCK = threading.Lock()
-_VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop (guarded by _CANCEL_LOCK)
-
-
-def _session_key(request) -> str:
-    key = getattr(request, "session_hash", None) if request is not None else None
-    return key or f"local-{uuid.uuid4().hex}"
+RUNS = CancelRegistry()  # the Live tab's runs, one per session
+_VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop
+_VIEWS_LOCK = threading.Lock()
 
 
 # ------------------------------------------------------------------------------------------------- inputs
@@ -564,13 +560,7 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
             log.error("checking the inputs failed:\n%s", traceback.format_exc())
         yield from _fail(error)
         return
-    session = _session_key(request)
-    cancel = threading.Event()
-    with _CANCEL_LOCK:
-        previous = _CANCEL.get(session)
-        if previous is not None:
-            previous.set()
-        _CANCEL[session] = cancel
+    session, cancel = RUNS.start(request)
     owner = f"{session}:{uuid.uuid4().hex}"
     loaders: list[threading.Thread] = []  # background loads of this run (they cannot be interrupted)
     try:
@@ -587,10 +577,9 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
         yield from _fail(error)
     finally:
         _release(owner, loaders)
-        with _CANCEL_LOCK:
-            if _CANCEL.get(session) is cancel:
-                del _CANCEL[session]
-            if session.startswith("local-"):  # no browser session to press Stop later
+        RUNS.finish(session, cancel)
+        if session.startswith(LOCAL_PREFIX):  # no browser session to press Stop later
+            with _VIEWS_LOCK:
                 _VIEWS.pop(session, None)
 
 
@@ -673,7 +662,7 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
     view = RunView(settings, target.label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=notes, heads=_head_accuracy(drafter))
-    with _CANCEL_LOCK:
+    with _VIEWS_LOCK:
         _VIEWS[session] = view
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
@@ -759,16 +748,7 @@ def stop(request: gr.Request = None):
     the device; Gradio also cancels the event). Returns the status line. Only the caller's own session is
     stopped: a request without a session stops nothing, and a call with no request at all (Python code in this
     process) stops the runs started without a request."""
-    if request is not None:
-        key = getattr(request, "session_hash", None)
-        keys = [key] if key else []
-    else:
-        with _CANCEL_LOCK:
-            keys = [key for key in _CANCEL if key.startswith("local-")]
-    with _CANCEL_LOCK:
-        flags = [_CANCEL[key] for key in keys if key in _CANCEL]
-    for flag in flags:
-        flag.set()
+    RUNS.cancel(request)
     return stopped_status()
 
 
@@ -791,8 +771,8 @@ def stopped_view(history=None, request: gr.Request = None, status: str | None = 
     loading, or finished on its own) only the status changes. The Stop button calls it a second time, one round
     trip later, to re-send the view after any update the cancelled run still had in flight; the history row is
     added once."""
-    key = getattr(request, "session_hash", None) if request is not None else None
-    with _CANCEL_LOCK:
+    key = session_key(request)
+    with _VIEWS_LOCK:
         view = _VIEWS.get(key) if key else None
     history = list(history) if isinstance(history, list) else []
     if view is None:
@@ -807,14 +787,11 @@ def stopped_view(history=None, request: gr.Request = None, status: str | None = 
 
 
 def release_session(request: gr.Request = None):
-    """When a browser tab closes: cancel its run."""
-    key = getattr(request, "session_hash", None) if request is not None else None
-    with _CANCEL_LOCK:
-        flag = _CANCEL.get(key) if key else None
-    if flag is not None:
-        flag.set()
+    """When a browser tab closes: cancel its run and forget its last view."""
+    RUNS.cancel_session(request)
+    key = session_key(request)
     if key:
-        with _CANCEL_LOCK:
+        with _VIEWS_LOCK:
             _VIEWS.pop(key, None)
 
 

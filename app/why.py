@@ -20,7 +20,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app import render
-from app.arena import device_job, message_for, register_cancel
+from app.arena import RUNS, device_job, message_for
 from app.handlers import check_models
 from specviz.policy import PolicyError, current_policy
 from app.figures import COLORS, FONT
@@ -297,7 +297,7 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.
         gr.Warning(html.escape(message))
         yield out(status=render.status_html(message, "error"))
         return
-    key, cancel = register_cancel(request)
+    key, cancel = RUNS.start(request)
     started = time.monotonic()
 
     def work(emit, should_stop):
@@ -363,6 +363,7 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.
     finally:
         if not finished:
             cancel.set()
+        RUNS.finish(key, cancel)
 
 
 # ------------------------------------------------------------------------------------------------ layout
