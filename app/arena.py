@@ -584,7 +584,7 @@ def build_tab(target: str = "embedded") -> None:
             status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
                              elem_id="arena-status")
             summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                                   elem_id="arena-table", max_height=420, wrap=True)
+                                   elem_id="arena-table", max_height=420, wrap=False)
             charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
             predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
             with gr.Row(elem_id="arena-downloads"):
