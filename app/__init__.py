@@ -97,7 +97,7 @@ def build_demo(**defaults) -> gr.Blocks:
                                                  placeholder="hub id (org/name) or local folder, same tokenizer",
                                                  visible=d["drafter"] == "model")
                         exit_layer = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                               precision=0, minimum=0, elem_id="exit-layer",
+                                               precision=0, elem_id="exit-layer",
                                            info="Untrained, the first layers agree with the full model on few tokens "
                                                 "(SmolLM2-135M: 46% at layer 28/30, under 15% below 20): expect a "
                                                 "low acceptance rate; the idea shows, the speedup does not.",
@@ -130,9 +130,11 @@ def build_demo(**defaults) -> gr.Blocks:
                             with gr.Row():
                                 top_p = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)",
                                                   elem_id="top-p")
-                                top_k = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, minimum=0,
+                                # no minimum= on number boxes: Gradio would refuse a negative number in a popup
+                                # before the handler runs; the handler says what is wrong in the status line
+                                top_k = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0,
                                                   elem_id="top-k")
-                            seed = gr.Number(d["seed"], label="Seed", precision=0, minimum=0, elem_id="seed")
+                            seed = gr.Number(d["seed"], label="Seed", precision=0, elem_id="seed")
                             stop_strings = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
                                                       placeholder="comma- or newline-separated; \\n for a newline")
                             chat_template = gr.Checkbox(d["chat_template"], label="Use the chat template",

@@ -23,7 +23,6 @@ import queue
 import tempfile
 import threading
 import time
-import traceback
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -34,7 +33,7 @@ import plotly.graph_objects as go
 
 from app import render
 from app.figures import COLORS, FONT
-from app.handlers import DEVICE, InputError, check_models
+from app.handlers import DEVICE, InputError, check_models, log_failure
 from app.sessions import CancelRegistry
 from specviz.policy import PolicyError, current_policy
 from specviz.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv,
@@ -480,8 +479,13 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
                 yield _outputs(status=render.status_html(f"Waiting for the device… ({payload})", "wait"))
                 last_yield = now
             elif kind == "progress":
-                fraction, message = payload
-                progress(fraction, desc=message)
+                fraction, new_message = payload
+                progress(fraction, desc=new_message)
+                if new_message != message:  # the status names the same run as the progress bar
+                    message = new_message
+                    yield _outputs(status=render.status_html(
+                        f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes))
+                    last_yield = now
             elif kind == "partial" and payload.rows:
                 result = payload
                 status = render.status_html(f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes)
@@ -506,8 +510,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
         yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         finished = True
-        if not isinstance(error, ValueError):
-            log.error("arena failed:\n%s", traceback.format_exc())
+        log_failure("arena", error)
         yield from _fail(error)
     finally:
         if not finished:
@@ -575,10 +578,10 @@ def build_tab(target: str = "embedded") -> None:
                 draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
                                          elem_id="arena-draft-model", placeholder="hub id or local folder")
                 exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
-                                       minimum=0, elem_id="arena-exit-layer")
+                                       elem_id="arena-exit-layer")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
                                         "checked identical)", elem_id="arena-temperature")
-                seed = gr.Number(0, label="Seed", precision=0, minimum=0, elem_id="arena-seed")
+                seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
                 chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
         with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
             status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),

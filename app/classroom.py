@@ -23,7 +23,6 @@ import logging
 import queue
 import threading
 import time
-import traceback
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
@@ -483,10 +482,7 @@ def _message(error: BaseException) -> str:
 
 
 def _failed(error: BaseException) -> str:
-    from specviz.models import ModelLoadError
-
-    if not isinstance(error, (handlers.InputError, ValueError, ModelLoadError)):
-        log.error("classroom run failed:\n%s", traceback.format_exc())
+    handlers.log_failure("classroom run", error)
     return render.status_html(_message(error), "error")
 
 
@@ -541,7 +537,18 @@ def _step(move: Callable[[Stepper], object]):
 
 step_next = _step(Stepper.next)
 step_prev = _step(Stepper.prev)
-step_rejection = _step(Stepper.next_rejection)
+def step_rejection(stepper):
+    """"Next rejection »": jump to the next decision with a rejection; when there is none ahead, stay and say so
+    under the caption (a silent button reads as broken)."""
+    if stepper is None:
+        return (None, *view(None))
+    before = stepper.index
+    stepper.next_rejection()
+    progress, caption, table, chart, output = view(stepper)
+    if stepper.index == before:
+        left = "in this run" if before == 0 else "after this step"
+        caption = caption.replace("</div>", f'<br><small class="cr-none">No rejection {left}.</small></div>', 1)
+    return (stepper, progress, caption, table, chart, output)
 step_first = _step(lambda s: s.goto(0))
 
 
@@ -754,7 +761,7 @@ def build_tab(target: str = "embedded") -> None:
                 drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS if c.key != "none"], value=first["drafter"],
                                       label="Drafter", elem_id="classroom-drafter")
                 exit_layer = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                       precision=0, minimum=0, elem_id="classroom-exit-layer",
+                                       precision=0, elem_id="classroom-exit-layer",
                                        visible=first["drafter"] == "early-exit")
                 draft_model = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
                                          placeholder="hub id or local folder, same tokenizer",
@@ -763,7 +770,7 @@ def build_tab(target: str = "embedded") -> None:
                 with gr.Row():
                     temperature = gr.Slider(0, 2, value=first["temperature"], step=0.05,
                                             label="Temperature (0 = greedy)", elem_id="classroom-temperature")
-                    seed = gr.Number(first["seed"], label="Seed", precision=0, minimum=0, elem_id="classroom-seed")
+                    seed = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
                 max_new_tokens = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
                                            label="Max new tokens", elem_id="classroom-max-new-tokens")
                 target_box = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")

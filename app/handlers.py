@@ -226,7 +226,13 @@ def _number(value, name: str, low: float, high: float, integer: bool, hint: str 
     if number != number or not low <= number <= high:
         shown = value if len(str(value)) <= 20 else str(value)[:20] + "…"
         above = f"; {hint}" if hint and number == number and number > high else ""
-        raise InputError(f"{name} must be between {low:g} and {high:g} (got {shown}{above}).")
+
+        def bound(x: float) -> str:
+            if not (integer or x == int(x)):
+                return f"{x:g}"
+            return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
+
+        raise InputError(f"{name} must be between {bound(low)} and {bound(high)} (got {shown}{above}).")
     if integer:
         if number != int(number):
             raise InputError(f"{name} must be a whole number (got {value}).")
@@ -437,17 +443,28 @@ class RunView:
         """One line: what is happening."""
         seconds = (self.stopped_at or time.monotonic()) - self.started
         if self.cancelled:
-            return render.status_html(f"Stopped after {seconds:.1f} s ({self.base_stats.generated} baseline tokens"
-                                      + (f", {self.spec_stats.generated} speculative" if self.spec is not None
-                                         else "") + "): what was made so far is shown.", "info", notes=self.notes)
+            return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
+                                      "shown.", "info", notes=self.notes)
         if self.finished:
-            reason = self.base_stats.finish_reason
-            return render.status_html(
-                f"Done in {seconds:.1f} s ({self.base_stats.generated} tokens, finish reason: {reason}) · "
-                f"{self.target_label}", "done", notes=self.notes)
+            return render.status_html(f"Done in {seconds:.1f} s ({self._counts(reasons=True)}) · {self.target_label}",
+                                      "done", notes=self.notes)
         n = self.spec_stats.passes if self.spec is not None else self.base_stats.passes
         return render.status_html(f"Generating… pass {n} · both runs take turns on one device, each timed on "
                                   f"its own clock", "busy", notes=self.notes)
+
+    def _counts(self, reasons: bool = False) -> str:
+        """Tokens (and finish reasons) of both runs: "40 tokens, finish reason: length" when they agree, else
+        "speculative 23 tokens (eos), baseline 40 tokens (length)"."""
+        def tokens(n: int) -> str:
+            return f"{n} token{'' if n == 1 else 's'}"
+
+        s, b = self.spec_stats, self.base_stats
+        if self.spec is None or (s.generated == b.generated and s.finish_reason == b.finish_reason):
+            return tokens(b.generated) + (f", finish reason: {b.finish_reason}" if reasons else "")
+        if reasons:
+            return (f"speculative {tokens(s.generated)} ({s.finish_reason}), baseline {tokens(b.generated)} "
+                    f"({b.finish_reason})")
+        return f"speculative {tokens(s.generated)}, baseline {tokens(b.generated)}"
 
     def summary(self) -> dict:
         """A row of the run history."""
@@ -456,7 +473,8 @@ class RunView:
             "drafter": self.drafter_name if self.spec is not None else "none",
             "k": _k_label(self.settings), "k_value": self.settings.k if self.spec is not None else None,
             "alpha": s.alpha if self.spec is not None else None, "temperature": self.settings.temperature,
-            "tokens": b.generated, "acceptance": s.acceptance_rate if self.spec is not None else None,
+            "tokens": s.generated if self.spec is not None else b.generated,
+            "acceptance": s.acceptance_rate if self.spec is not None else None,
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
             "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,
             "speedup": speedup(s, b) if self.spec is not None else None,
@@ -502,6 +520,17 @@ def _in_background(fn: Callable, on_message: Callable[[str], None], threads: lis
     if "error" in box:
         raise box["error"]
     return box.get("value")
+
+
+def log_failure(what: str, error: BaseException) -> None:
+    """Log a failed run for the operator: a user's mistake (bad input, a model that cannot be found or loaded)
+    as one line, anything else with its traceback. ``what`` names the run ("generation", "arena", ...)."""
+    from specviz.models import ModelLoadError
+
+    if isinstance(error, (ValueError, ModelLoadError)):
+        log.info("%s refused: %s", what, error)
+    else:
+        log.error("%s failed:\n%s", what, "".join(traceback.format_exception(error)))
 
 
 def _message_for(error: BaseException) -> str:
@@ -556,8 +585,7 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
                                   confidence)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
-        if not isinstance(error, ValueError):
-            log.error("checking the inputs failed:\n%s", traceback.format_exc())
+        log_failure("checking the inputs", error)
         yield from _fail(error)
         return
     session, cancel = RUNS.start(request)
@@ -572,8 +600,7 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
             yield _outputs(status=waiting_status(DEVICE.ahead(owner), DEVICE.holder, settings.notes))
         yield from _generate_locked(settings, history, cancel, loaders, session)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        if not isinstance(error, (InputError, ValueError)):
-            log.error("generation failed:\n%s", traceback.format_exc())
+        log_failure("generation", error)
         yield from _fail(error)
     finally:
         _release(owner, loaders)
@@ -664,6 +691,10 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
                    render.Pane(target.tokenizer, separators=False), notes=notes, heads=_head_accuracy(drafter))
     with _VIEWS_LOCK:
         _VIEWS[session] = view
+    runs = "both runs read" if drafter is not None else "the target reads"
+    yield _outputs(status=render.status_html(
+        f"Reading the prompt: {runs} its {len(prompt_ids):,} tokens in one forward each (the prefill; a long "
+        "prompt takes a while on a CPU)…", "busy", notes=notes))
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
     yield from _stream(view, events, cancel)

@@ -14,14 +14,13 @@ import html
 import logging
 import re
 import time
-import traceback
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from app import render
 from app.arena import RUNS, device_job, message_for
-from app.handlers import check_models
+from app.handlers import check_models, log_failure
 from specviz.policy import PolicyError, current_policy
 from app.figures import COLORS, FONT
 from app.handlers import InputError
@@ -355,8 +354,7 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.
                   figure)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         finished = True
-        if not isinstance(error, ValueError):
-            log.error("measurement failed:\n%s", traceback.format_exc())
+        log_failure("measurement", error)
         message = message_for(error)
         gr.Warning(html.escape(message))
         yield out(status=render.status_html(message, "error"))
@@ -378,7 +376,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
             target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
                                     info="'embedded', a hub id or a local folder")
-            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0, minimum=0,
+            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
                                    elem_id="why-exit-layer")
             measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure")
             gr.HTML(f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new "

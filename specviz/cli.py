@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--temperature", type=TEMPERATURE, default=0.0, help="0 = greedy (default)")
     gen.add_argument("--top-p", type=TOP_P, default=1.0)
     gen.add_argument("--top-k", type=_int_in("top-k", 0), default=0, help="0 = off")
-    gen.add_argument("--seed", type=int, default=0, help="seed of the first run (run i uses seed + i)")
+    gen.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0,
+                     help="seed of the first run (run i uses seed + i)")
     gen.add_argument("--stop", action="append", default=[], metavar="STRING",
                      help="stop after the text contains STRING (repeatable)")
     gen.add_argument("--runs", type=_int_in("runs", 1), default=1, help="independent generations (seeds s, s+1, ...)")
@@ -186,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="EAGLE head start: random (default) or the target's last layer")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
     train.set_defaults(handler=cmd_train)

@@ -452,7 +452,9 @@ def _eos_token_ids(model, tokenizer) -> tuple[int, ...]:
 # ---------------------------------------------------------------------------------- prompts and vocabularies
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0 (but \t \n \r), DEL, C1
+# C0 (but \t \n \r), DEL, C1, and the bidirectional embeddings, overrides and isolates (U+202A-202E, U+2066-2069),
+# which reverse how the rest of the prompt is shown
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -477,7 +479,8 @@ class CleanText:
 
 
 def sanitize_prompt(text: str) -> CleanText:
-    """Remove control characters (C0 except tab and newline, DEL, C1; \\r\\n and \\r become \\n) and replace
+    """Remove control characters (C0 except tab and newline, DEL, C1, bidirectional overrides, embeddings and
+    isolates; \\r\\n and \\r become \\n) and replace
     unpaired UTF-16 surrogates (which no tokenizer can encode, e.g. from JSON "\\ud800" or undecodable argv
     bytes) with U+FFFD. Valid surrogate pairs that arrived as two code points are joined first."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")

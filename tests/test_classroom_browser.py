@@ -92,6 +92,10 @@ def test_table_chart_and_caption_html_from_a_recording():
     assert chart["visible"] is True and "Pass 1 of 1" in progress
     stepper.goto(0)
     assert classroom.view(stepper)[3]["visible"] is False  # no chart at the prefill
+    out = classroom.step_rejection(stepper)  # jumps to pass 1's decision (the run's only rejection)
+    assert stepper.current == Step(1, "decide") and "No rejection" not in out[2]
+    out = classroom.step_rejection(stepper)  # none left: it stays and says so
+    assert stepper.current == Step(1, "decide") and "No rejection after this step." in out[2]
 
 
 def test_record_with_bad_input_gives_a_message_not_a_trace():

@@ -126,7 +126,7 @@ def test_plain_output_prints_text_and_summary(capsys, tiny_model_dir):
 
 @pytest.mark.parametrize("bad", [
     ["--k", "17"], ["--k", "0"], ["--k", "four"], ["--temperature", "-0.5"], ["--temperature", "nan"],
-    ["--top-p", "0"], ["--top-p", "1.5"], ["--max-new-tokens", "0"], ["--runs", "0"], ["--top-k", "-1"],
+    ["--top-p", "0"], ["--top-p", "1.5"], ["--max-new-tokens", "0"], ["--runs", "0"], ["--top-k", "-1"], ["--seed", "-1"],
     ["--drafter", "bogus"], ["--drafter", "model"], ["--ngram-min", "3", "--ngram-max", "2"],
     ["--drafter", "early-exit", "--exit-layer", "99"], ["--device", "tpu"], ["--no-such-flag"],
     ["--prompt", ""], ["--prompt", "   "],

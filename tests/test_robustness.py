@@ -138,6 +138,8 @@ def test_control_characters_and_invalid_surrogates_are_removed_and_said(tiny_mod
     clean = sanitize_prompt(prompt)
     assert clean.text == "The quick brown[31m fox \ufffdjumps \ufffd over\nthe \U0001F600 lazy dog"
     assert encode_prompt(models.load_model(str(tiny_model_dir), device="cpu").tokenizer, prompt)  # never raises
+    bidi = sanitize_prompt("price \u202e01$\u202c and \u2067x\u2069 \u200f")  # overrides/isolates go, RLM stays
+    assert bidi.text == "price 01$ and x \u200f" and bidi.removed_controls == 4
 
 
 @pytest.mark.parametrize("change, words", [
@@ -166,7 +168,8 @@ def test_malformed_api_inputs(tiny_model_dir, change, words):
     ({"temperature": float("inf")}, "Temperature must be between 0 and 5"),
     ({"top_p": 0}, "Top-p must be between 0.01 and 1 (got 0)"),
     ({"top_p": 1.5}, "Top-p must be between 0.01 and 1 (got 1.5)"),
-    ({"top_k": -1}, "Top-k must be between 0 and 1e+06 (got -1)"),
+    ({"top_k": -1}, "Top-k must be between 0 and 1,000,000 (got -1)"),
+    ({"seed": -5}, "Seed must be between 0 and 9,223,372,036,854,775,807 (got -5)"),
     ({"top_k": 2.5}, "Top-k must be a whole number"),
     ({"seed": "abc"}, "Seed must be a number"),
 ])
