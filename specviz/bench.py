@@ -718,7 +718,8 @@ def drafter_costs(target, keys: Iterable[str], times: dict[int, float], prompt_l
     for key in keys:
         base, _, suffix = key.partition(":")
         try:
-            drafter = make_drafter(base, target, tree_nodes=tree_nodes if suffix == "tree" else 0)
+            # the gate off: a cost curve times the drafting of exactly k tokens (or the whole tree)
+            drafter = make_drafter(base, target, tree_nodes=tree_nodes if suffix == "tree" else 0, min_confidence=0.0)
         except Exception as error:  # noqa: BLE001 - report and go on with the others
             skipped[key] = str(error).splitlines()[0]
             continue
