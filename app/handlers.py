@@ -58,6 +58,7 @@ MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokeniz
 MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_CHARS = 200
 HISTORY_ROWS = 12
+RUN_THREAD = "specviz-run"  # the thread that drives the engine's events (see _events_in_background)
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
 HEAD_DRAFTERS = ("eagle", "medusa")  # the drafters with trained heads: they can draft trees
@@ -386,6 +387,11 @@ class RunView:
         return True
 
     @property
+    def empty(self) -> bool:
+        """No event arrived yet (the prompt is still being read)."""
+        return not self.base.passes and (self.spec is None or not self.spec.passes)
+
+    @property
     def finished(self) -> bool:
         """Both runs reached a finish reason (a stopped run is not finished)."""
         if self.cancelled:
@@ -442,6 +448,9 @@ class RunView:
     def status(self) -> str:
         """One line: what is happening."""
         seconds = (self.stopped_at or time.monotonic()) - self.started
+        if self.cancelled and self.empty:
+            return render.status_html(f"Stopped after {seconds:.1f} s, while the prompt was being read.", "info",
+                                      notes=self.notes)
         if self.cancelled:
             return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
                                       "shown.", "info", notes=self.notes)
@@ -618,16 +627,68 @@ def waiting_status(ahead: int, holder: str, notes=()) -> str:
                               f"each one's timing is undisturbed.", "wait", notes=notes)
 
 
+def _events_in_background(events: Iterator[PassEvent], cancel: threading.Event, threads: list[threading.Thread],
+                          tick_s: float = 0.25) -> Iterator[PassEvent | None]:
+    """Drive the engine's ``events`` in a thread (appended to ``threads``) and yield each event as it arrives, or
+    None every ``tick_s`` while none does, so the handler can refresh its status and notice Stop during a long
+    forward (a prefill of thousands of tokens takes many seconds on a CPU). On ``cancel`` the thread stops after
+    the forward in progress (it cannot be interrupted) and the caller returns at once; the device stays held
+    until the thread ends (:func:`_release`). An engine error is re-raised in the caller's thread."""
+    items: queue.SimpleQueue = queue.SimpleQueue()
+    done = object()
+    left = threading.Event()  # the caller stopped reading (Stop, or Gradio closed the handler)
+
+    def work() -> None:
+        try:
+            for event in events:
+                items.put(event)
+                if cancel.is_set() or left.is_set():
+                    break
+        except BaseException as error:  # handed to the caller's thread
+            items.put(_Failure(error))
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
+            items.put(done)
+
+    thread = threading.Thread(target=work, name=RUN_THREAD, daemon=True)
+    threads.append(thread)
+    thread.start()
+    try:
+        while True:
+            try:
+                item = items.get(timeout=tick_s)
+            except queue.Empty:
+                yield None
+                continue
+            if item is done:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        left.set()
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
 def _release(owner: str, loaders: list[threading.Thread]) -> None:
-    """Free the device at once, or, when a model load this run started is still going (it was stopped while
-    loading), as soon as that load ends, so two loads never overlap in memory. Either way the run's worker
-    is free now."""
+    """Free the device at once, or, when a model load or a run this run started is still going (it was stopped
+    during a load or a long forward), as soon as it ends, so two never overlap. Either way the run's worker is
+    free now."""
     DEVICE.leave(owner)
+    for thread in loaders:  # a stopped run's engine thread usually ends within one pass (a load takes longer)
+        if thread.name == RUN_THREAD:
+            thread.join(timeout=0.5)
     alive = [thread for thread in loaders if thread.is_alive()]
     if not alive:
         DEVICE.release(owner)
         return
-    DEVICE.relabel(owner, "finishing a model load for a stopped run")
+    DEVICE.relabel(owner, "finishing the model load or forward pass of a stopped run")
 
     def wait_then_release() -> None:
         for thread in alive:
@@ -692,12 +753,21 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
     with _VIEWS_LOCK:
         _VIEWS[session] = view
     runs = "both runs read" if drafter is not None else "the target reads"
-    yield _outputs(status=render.status_html(
-        f"Reading the prompt: {runs} its {len(prompt_ids):,} tokens in one forward each (the prefill; a long "
-        "prompt takes a while on a CPU)…", "busy", notes=notes))
+    reading_since = time.monotonic()
+
+    def reading_status() -> str:
+        return render.status_html(
+            f"Reading the prompt: {runs} its {len(prompt_ids):,} tokens in one forward each (the prefill; a long "
+            f"prompt takes a while on a CPU)… ({time.monotonic() - reading_since:.0f} s)", "busy", notes=notes)
+
+    yield _outputs(status=reading_status())
     base_events = standard_generate(target, prompt_ids, config)
     events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
-    yield from _stream(view, events, cancel)
+    stream = _events_in_background(events, cancel, loaders)
+    try:
+        yield from _stream(view, stream, cancel, reading_status)
+    finally:  # also when Gradio closes this handler: the engine thread stops after its current forward
+        stream.close()
     if not (cancel.is_set() or view.cancelled):
         history.insert(0, view.summary())
         del history[HISTORY_ROWS:]
@@ -754,12 +824,23 @@ def _each(inner: Iterator[None], status: Callable[[], tuple], cancel: threading.
         yield status()
 
 
-def _stream(view: RunView, events: Iterator[PassEvent], cancel: threading.Event):
-    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often."""
-    last_update = last_chart = 0.0
+def _stream(view: RunView, events: Iterator[PassEvent | None], cancel: threading.Event,
+            idle_status: Callable[[], str] | None = None):
+    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often.
+    ``events`` may yield None while the engine computes (:func:`_events_in_background`): then Stop is noticed at
+    once, and before the first event ``idle_status()`` is shown about once a second (a ticking prefill timer)."""
+    last_update = last_chart = last_idle = 0.0
+    seen = False
     for event in events:
         if cancel.is_set() or view.cancelled:  # Stop: stop_run shows the view as it is now
             return
+        if event is None:
+            now = time.monotonic()
+            if not seen and idle_status is not None and now - last_idle >= 1.0:
+                last_idle = now
+                yield _outputs(status=idle_status())
+            continue
+        seen = True
         view.add(event)
         now = time.monotonic()
         slower = min(4.0, max(1.0, view.base_stats.generated / 256))  # long outputs: big HTML, fewer refreshes
@@ -808,11 +889,15 @@ def stopped_view(history=None, request: gr.Request = None, status: str | None = 
     history = list(history) if isinstance(history, list) else []
     if view is None:
         return _outputs(status=status or stopped_status())
-    if view.mark_stopped():
+    if view.mark_stopped() and not view.empty:
         history.insert(0, view.summary())
         del history[HISTORY_ROWS:]
     elif not view.cancelled:  # it finished on its own: its result stays as it is
         return _outputs(status=view.status())
+    if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
+        blank = render.placeholder_html("Stopped before the first token: nothing was generated or measured.")
+        out = _outputs(blank, blank, None, "", view.status(), history_html(history), history, tree="", heads="")
+        return out[:2] + (gr.update(visible=False),) + out[3:]
     return _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(),
                     history_html(history), history, tree=view.tree_html(every_pass=True), heads=view.heads_html())
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -155,6 +156,35 @@ def test_stop_while_loading_frees_the_worker_at_once(tiny_model_dir, monkeypatch
     assert not session.is_alive() and session.done_at - stopped < 0.6, "the worker must be free at once"
     assert handlers.DEVICE.locked  # the load cannot be interrupted: it keeps the device until it ends...
     _wait_for(lambda: not handlers.DEVICE.locked, timeout=10)  # ...and then frees it
+
+
+def test_stop_during_a_long_prefill_frees_the_worker_and_the_next_run_starts(tiny_model_dir, monkeypatch):
+    real = handlers.standard_generate
+    gate = threading.Event()
+
+    def slow_prefill(*args, **kwargs):  # the baseline's first forward takes as long as a huge prompt's would
+        gate.wait(3.0)
+        yield from real(*args, **kwargs)
+
+    monkeypatch.setattr(handlers, "standard_generate", slow_prefill)
+    first = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))
+    first.start()
+    _wait_for(lambda: any("Reading the prompt" in s for s in first.statuses))
+    _wait_for(lambda: any(re.search(r"Reading the prompt.*\(\d+ s\)", s) for s in first.statuses[1:]))  # ticking
+    stopped = time.monotonic()
+    handlers.stop(Request("reader"))
+    first.join(5)
+    assert not first.is_alive() and first.done_at - stopped < 1.0, "Stop must not wait for the forward"
+    out = handlers.stopped_view([], Request("reader"))  # the Stop button's view of a run with no token yet
+    assert "while the prompt was being read" in out[4] and "nothing was generated" in out[0]
+    assert out[2]["visible"] is False and out[6] == []  # no charts, no history row: nothing was measured
+    gate.set()
+    monkeypatch.setattr(handlers, "standard_generate", real)
+    second = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))  # the same visitor again
+    second.start()
+    second.join(60)
+    assert "Done in" in second.last["status"], second.statuses[-3:]
+    _wait_for(lambda: not handlers.DEVICE.locked)
 
 
 def test_stop_without_a_session_stops_no_one(tiny_model_dir, monkeypatch):
