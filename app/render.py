@@ -149,7 +149,8 @@ class Pane:
             detail = event.details[i] if i < len(event.details) else None
             title = _detail_title(event.index, i, m, "accepted", detail, None)
             out.append(self._token("accepted", event, emitted[i], pieces[i], title))
-        if n < m:  # the first rejected draft token (judged) and the never-judged ones after it
+        cut = len(emitted) <= n  # the run ended inside the accepted tokens: nothing after the end is shown
+        if n < m and not cut:  # the first rejected draft token (judged) and the never-judged ones after it
             context = self.output_ids + emitted[:n]
             rejected = list(event.draft_ids[n:])
             rejected_pieces = self.decoder.pieces(context, rejected, final=True)

@@ -101,6 +101,16 @@ def test_last_pass_cut_inside_the_accepted_block_shows_no_next_token():
     assert last[-1].special and "tok-special" in render.token_html(last[-1])
 
 
+def test_a_pass_cut_before_its_rejection_shows_nothing_after_the_end():
+    pane = render.Pane(FakeTokenizer(PIECES))
+    pane.add(_event(index=0, next_id=1, emitted=(1,), generated=1))
+    # sampling: EOS and " again" accepted, " wrong" rejected; the run ends at EOS, so only EOS is emitted
+    pane.add(_event(index=1, draft=(0, 5, 6), n=2, next_id=8, next_kind="recovered", emitted=(0,), finish="eos",
+                    generated=2))
+    assert [t.kind for t in pane.passes[-1]] == ["accepted"]  # no struck-through token after the end of the run
+    assert pane.text == "Hello<|eos|>"
+
+
 def test_html_is_escaped_and_newlines_are_marked():
     pane = render.Pane(FakeTokenizer(PIECES))
     for event in _spec_events():
