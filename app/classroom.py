@@ -209,7 +209,8 @@ def table_html(stepper: Stepper) -> str:
     elif not event.draft_ids:
         title = f"Pass {event.index}: the drafter proposed nothing"
     else:
-        title = f"Pass {event.index}: {len(event.draft_ids)} guesses (k = {event.k})"
+        guesses = len(event.draft_ids)
+        title = f"Pass {event.index}: {guesses} guess{'' if guesses == 1 else 'es'} (k = {event.k})"
         if step.phase in ("decide", "emit"):
             title += f" · {event.num_accepted} of {len(event.draft_ids)} accepted"
     if not rows:

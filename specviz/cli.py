@@ -401,7 +401,8 @@ def _summary(record: dict, target_label: str) -> str:
     def f(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
 
-    lines = [f"[{record['drafter']}, k={record['k']}, seed={record['seed']}] {record['num_tokens']} tokens "
+    gate = f", gate={record['min_confidence']:g}" if "min_confidence" in record else ""
+    lines = [f"[{record['drafter']}, k={record['k']}{gate}, seed={record['seed']}] {record['num_tokens']} tokens "
              f"({record['finish_reason']}) in {record['wall_s']:.2f} s = {f(record['tokens_per_s'], '.1f')} tok/s; "
              f"time to first token {record['ttft_ms']:.0f} ms; target {target_label}",
              f"  target passes {record['target_passes']}, tokens/pass {f(record['tokens_per_pass'])} "
