@@ -43,6 +43,7 @@ DEFAULTS = {
     "chat_template": True,
     "tree_nodes": 0,
     "confidence": DEFAULT_MIN_CONFIDENCE,
+    "lookup": False,
 }
 
 
@@ -115,6 +116,12 @@ def build_demo(**defaults) -> gr.Blocks:
                                                     "of the whole guess so far drops below this; an unsure pass "
                                                     "drafts fewer tokens, or none. The output stays exact.",
                                                visible=heads, interactive=heads)
+                        lookup = gr.Checkbox(d["lookup"], label="Lookup first (copy repeated text, else the head)",
+                                             elem_id="lookup-first",
+                                             info="EAGLE / Medusa: each pass, n-gram lookup looks for the text's "
+                                                  "last 2-3 tokens earlier on and, if found, the target checks "
+                                                  "what followed them; the head drafts only otherwise.",
+                                             visible=heads, interactive=heads)
                         k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
                                       interactive=d["drafter"] != "none")
                         adaptive_k = gr.Checkbox(d["adaptive_k"], label="Adaptive k (+1 after a fully accepted pass, "
@@ -161,7 +168,7 @@ def build_demo(**defaults) -> gr.Blocks:
                         history_out = gr.HTML("", elem_id="history")
                 # the order of handlers.generate's parameters and of handlers.OUTPUTS
                 inputs = [prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-                          max_new_tokens, stop_strings, chat_template, tree_nodes, confidence, history]
+                          max_new_tokens, stop_strings, chat_template, tree_nodes, confidence, lookup, history]
                 outputs = [spec_out, base_out, charts, stats, status, history_out, history, tree_out, heads_out]
                 run = generate_btn.click(handlers.generate, inputs=inputs, outputs=outputs,
                             api_name="generate", show_progress="minimal", show_progress_on=[status],
@@ -171,7 +178,8 @@ def build_demo(**defaults) -> gr.Blocks:
                                api_name="stop").then(
                     handlers.stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
                 drafter.change(handlers.drafter_changed, inputs=[drafter],
-                               outputs=[draft_model, exit_layer, tree_nodes, confidence, k, adaptive_k], queue=False,
+                               outputs=[draft_model, exit_layer, tree_nodes, confidence, lookup, k, adaptive_k],
+                               queue=False,
                                api_visibility="private")
             # other tabs: each module builds its own tab and wires its own events, one line each here
             with gr.Tab("Arena", id="arena", elem_id="tab-arena"): arena.build_tab(target=d["target"])  # noqa: E701

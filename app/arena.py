@@ -68,6 +68,8 @@ SHADES = {  # per drafter, dark to light: one shade per k
     "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
     "eagle:tree": ("#00403e", "#006a67", "#008f8a", "#1fb5ad", "#5fd3cb", "#a6ece6"),
     "medusa:tree": ("#2f3a00", "#4d5e00", "#6b8000", "#8fa61a", "#b3c94d", "#d6e89a"),
+    "eagle:lookup": ("#1b1f5e", "#2e3a8c", "#4051b5", "#5c6bc0", "#7986cb", "#9fa8da"),
+    "medusa:lookup": ("#67060c", "#a40e26", "#cf222e", "#fa4549", "#ff8182", "#ffcecb"),
 }
 TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}” methods draft a chain (the same "
              "as without “:tree”).")
@@ -75,7 +77,8 @@ TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}�
 
 def drafter_choices() -> list[tuple[str, str]]:
     """(label, key) for the drafters menu: every registry drafter but "none", each head drafter followed by its
-    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.arena.TREE_NODES` nodes)."""
+    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.arena.TREE_NODES` nodes) and its lookup-first
+    variant ("eagle:lookup", "medusa:lookup")."""
     choices = []
     for c in DRAFTERS:
         if c.key == BASELINE:
@@ -84,6 +87,7 @@ def drafter_choices() -> list[tuple[str, str]]:
         if c.key in TREE_DRAFTERS:
             short = c.label.split(" (")[0]
             choices.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
+            choices.append((f"{short} + n-gram lookup first", f"{c.key}:lookup"))
     return choices
 
 RUNS = CancelRegistry()  # arena runs and the Why tab's measurements, one per session

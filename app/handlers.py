@@ -199,6 +199,7 @@ class Settings:
     max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
     tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
     min_confidence: float = DEFAULT_MIN_CONFIDENCE  # eagle / medusa: the confidence gate (0 = always k tokens)
+    lookup: bool = False  # eagle / medusa: n-gram lookup first, the head when nothing repeats
 
     def config(self) -> GenerationConfig:
         """The engine's configuration for these settings."""
@@ -279,12 +280,12 @@ def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
 
 
 def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k,
-                   seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
+                   seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, lookup=False,
                    policy: Policy | None = None) -> Settings:
     """Check every input; raises :class:`InputError` (or :class:`specviz.policy.PolicyError`) with a message
-    for the user. ``tree_nodes`` and ``confidence`` (the confidence gate, in [0, 0.95]; None or "" = the default)
-    count only for the head drafters (eagle, medusa). ``policy`` defaults to the
-    environment's (:func:`specviz.policy.current_policy`)."""
+    for the user. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None or "" = the default)
+    and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa). ``policy`` defaults to
+    the environment's (:func:`specviz.policy.current_policy`)."""
     from specviz.models import sanitize_prompt
 
     policy = policy or current_policy()
@@ -331,7 +332,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         seed=int(_number(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1, True)),
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
         chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
-        tree_nodes=nodes, min_confidence=gate,
+        tree_nodes=nodes, min_confidence=gate, lookup=bool(lookup) and drafter in HEAD_DRAFTERS,
     )
 
 
@@ -502,6 +503,8 @@ def _k_label(settings: Settings) -> str:
         label += " · chain (trees are greedy-only)"
     if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
         label += f" · gate {settings.min_confidence:g}"
+    if settings.lookup:
+        label += " · lookup first"
     return label
 
 
@@ -581,18 +584,18 @@ def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=Non
 
 
 def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, history=None,
+             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, lookup=False, history=None,
              request: gr.Request = None):
     """The Generate button: validate, wait for the device, load, then stream both runs (see module doc).
 
-    The parameters follow the order of the app's inputs; ``tree_nodes`` and ``confidence`` came last (before the
-    session history, which is server-side state), so API clients written before them still work and get a chain
-    with the default confidence gate."""
+    The parameters follow the order of the app's inputs; ``tree_nodes``, ``confidence`` and ``lookup`` came last
+    (before the session history, which is server-side state), so API clients written before them still work and
+    get a chain with the default confidence gate and no lookup."""
     history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
-                                  confidence)
+                                  confidence, lookup)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         log_failure("checking the inputs", error)
         yield from _fail(error)
@@ -739,7 +742,8 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
         drafter = yield from _each(_in_background(
             lambda say: make_drafter(settings.drafter, target, draft_spec=settings.draft_model,
                                      exit_layer=settings.exit_layer, tree_nodes=settings.drafted_tree_nodes,
-                                     min_confidence=settings.min_confidence, progress=say), messages.put, loaders),
+                                     min_confidence=settings.min_confidence, lookup=settings.lookup, progress=say),
+            messages.put, loaders),
             loading_status, cancel)
     if cancel.is_set():
         return
@@ -936,10 +940,11 @@ def preload(spec: str = "embedded") -> threading.Thread:
 
 
 def drafter_changed(drafter: str):
-    """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size for the head drafters
-    and the confidence gate for the head drafters (eagle, medusa); k only matters with a drafter. Outputs: draft
-    model, exit layer, tree nodes, confidence gate, k, adaptive k."""
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', and the tree size, the confidence
+    gate and lookup first for the head drafters (eagle, medusa); k only matters with a drafter. Outputs: draft
+    model, exit layer, tree nodes, confidence gate, lookup first, k, adaptive k."""
     heads = drafter in HEAD_DRAFTERS
+    head_only = gr.update(visible=heads, interactive=heads)
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
-            gr.update(visible=heads, interactive=heads), gr.update(visible=heads, interactive=heads),
+            head_only, head_only, head_only,
             gr.update(interactive=drafter != "none"), gr.update(interactive=drafter != "none"))

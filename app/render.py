@@ -166,6 +166,10 @@ class Pane:
         if len(emitted) > n:
             kind = event.next_kind if event.next_kind in ("recovered", "bonus") else "target"
             out.append(self._token(kind, event, emitted[n], pieces[n], self._next_title(event, kind)))
+        if (event.extra or {}).get("draft_source") == "lookup":  # a head drafter with lookup first copied this pass
+            for token in out:
+                if token.kind in ("accepted", "rejected"):
+                    token.title += "\ncopied by n-gram lookup: the text's last tokens occurred before"
         return out
 
     def _top_text(self, detail) -> str | None:

@@ -42,7 +42,7 @@ import torch
 
 from specviz.bench import Prompt, copy_bandwidth_gbs, environment
 from specviz.drafters.heads import DEFAULT_TREE_NODES
-from specviz.drafters.registry import DRAFTER_KEYS, make_drafter
+from specviz.drafters.registry import DRAFTER_KEYS, make_drafter, split_variant
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.kv import Clock, new_cache, rollback_cache
 from specviz.metrics import (
@@ -154,7 +154,8 @@ def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
     unknown = [d for d in keys if not is_drafter_key(d)]
     if unknown:
         raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(DRAFTER_KEYS[1:])} "
-                         f"({' and '.join(f'{d}:{TREE_SUFFIX}' for d in TREE_DRAFTERS)} draft trees)")
+                         f"({' and '.join(f'{d}:{TREE_SUFFIX}' for d in TREE_DRAFTERS)} draft trees, "
+                         f"{' and '.join(f'{d}:lookup' for d in TREE_DRAFTERS)} try n-gram lookup first)")
     if not keys:
         raise ValueError("Pick at least one drafter.")
     parsed = parse_ks(ks)
@@ -165,11 +166,14 @@ def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
 
 
 def is_drafter_key(key: str) -> bool:
-    """A registry key, or "eagle:tree" / "medusa:tree" (that drafter with a tree of :data:`TREE_NODES`)."""
-    base, colon, suffix = key.partition(":")
-    if not colon:
-        return base in DRAFTER_KEYS
-    return suffix == TREE_SUFFIX and base in TREE_DRAFTERS
+    """A registry key, or a head drafter with suffixes: "eagle:tree" / "medusa:tree" (a tree of
+    :data:`TREE_NODES`), "eagle:lookup" / "medusa:lookup" (n-gram lookup first), or both
+    (:func:`specviz.drafters.registry.split_variant`)."""
+    try:
+        split_variant(key)
+    except ValueError:
+        return False
+    return True
 
 
 def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer: int | None = None):
@@ -178,9 +182,9 @@ def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer
     :class:`specviz.heads.HeadsError` when no trained heads fit the target)."""
     if key == BASELINE:
         return None
-    base, _, suffix = key.partition(":")
-    return make_drafter(base, target, draft_spec=draft_spec, exit_layer=exit_layer,
-                        tree_nodes=TREE_NODES if suffix == TREE_SUFFIX else 0)
+    v = split_variant(key)
+    return make_drafter(v.base, target, draft_spec=draft_spec, exit_layer=exit_layer,
+                        tree_nodes=TREE_NODES if v.tree else 0, lookup=v.lookup)
 
 
 def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:

@@ -474,17 +474,17 @@ def environment(target=None) -> dict:
 
 def make_drafters(target, settings: BenchSettings, progress: Progress | None = None) -> dict:
     """One drafter instance per key (each run resets it; a draft model is loaded once)."""
-    from specviz.drafters.registry import make_drafter
+    from specviz.drafters.registry import make_drafter, split_variant
 
     drafters: dict = {}
     for key in settings.drafters:
         if key != "none" and key not in drafters:
-            base, _, suffix = key.partition(":")
-            drafters[key] = make_drafter(base, target, draft_spec=settings.draft_spec, exit_layer=settings.exit_layer,
+            v = split_variant(key)
+            drafters[key] = make_drafter(v.base, target, draft_spec=settings.draft_spec, exit_layer=settings.exit_layer,
                                          ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
                                          heads_path=settings.heads_path,
-                                         tree_nodes=settings.tree_nodes if suffix == "tree" else 0,
-                                         min_confidence=settings.min_confidence, progress=progress)
+                                         tree_nodes=settings.tree_nodes if v.tree else 0,
+                                         min_confidence=settings.min_confidence, lookup=v.lookup, progress=progress)
     return drafters
 
 
@@ -550,10 +550,11 @@ OPEN_ENDED = ("chat", "qa", "math", "translation")  # categories where the outpu
 def head_targets(overall: dict, per_category: dict) -> dict | None:
     """The trained drafters' targets (issue: EAGLE/Medusa heads) checked on a bench result, or None when no
     eagle/medusa method ran: EAGLE chain k=4 tokens per pass >= 2.5, the best tree >= 3.0, the best trained
-    drafter's speedup >= 1.5, and per open-ended category the best trained drafter's tokens/s against n-gram's."""
+    drafter's speedup >= 1.5, and per open-ended category the best trained drafter's tokens/s against n-gram's.
+    Lookup-first variants ("eagle:lookup") do not count as trained drafters here: part of their drafts are copies."""
     methods = overall["methods"]
-    trained = {n: f for n, f in methods.items() if n.startswith("ours/") and n.split("/")[1].split("@")[0].split(":")[0]
-               in ("eagle", "medusa")}
+    trained = {n: f for n, f in methods.items() if n.startswith("ours/") and ":lookup" not in n
+               and n.split("/")[1].split("@")[0].split(":")[0] in ("eagle", "medusa")}
     if not trained:
         return None
 
@@ -711,15 +712,16 @@ def drafter_costs(target, keys: Iterable[str], times: dict[int, float], prompt_l
     one-token steps: (draft + verify) / T(1). That ratio is also the break-even point: the tokens per pass a
     drafter must reach to beat standard decoding at that k. Drafters that cannot be built here (no head file
     for this target, for instance) are listed under ``skipped`` with the reason."""
-    from specviz.drafters.registry import make_drafter
+    from specviz.drafters.registry import make_drafter, split_variant
 
     step = times[1]
     rows, skipped = {}, {}
     for key in keys:
-        base, _, suffix = key.partition(":")
         try:
+            v = split_variant(key)
             # the gate off: a cost curve times the drafting of exactly k tokens (or the whole tree)
-            drafter = make_drafter(base, target, tree_nodes=tree_nodes if suffix == "tree" else 0, min_confidence=0.0)
+            drafter = make_drafter(v.base, target, tree_nodes=tree_nodes if v.tree else 0, min_confidence=0.0,
+                                   lookup=v.lookup)
         except Exception as error:  # noqa: BLE001 - report and go on with the others
             skipped[key] = str(error).splitlines()[0]
             continue

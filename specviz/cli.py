@@ -102,11 +102,15 @@ def _drafter_list(text: str) -> tuple[str, ...]:
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items:
         raise argparse.ArgumentTypeError("drafters needs at least one name, e.g. ngram,bf16")
+    from specviz.drafters.registry import split_variant
+
     for item in items:
-        base, _, suffix = item.partition(":")
-        if base not in keys or (suffix and not (suffix == "tree" and base in ("eagle", "medusa"))):
+        try:
+            split_variant(item)
+        except ValueError:
             raise argparse.ArgumentTypeError(f"unknown drafter {item!r}; choose from {', '.join(keys)} "
-                                             "(eagle:tree and medusa:tree draft trees)")
+                                             "(eagle:tree and medusa:tree draft trees; eagle:lookup and "
+                                             "medusa:lookup try n-gram lookup first)") from None
     return tuple(dict.fromkeys(items))
 
 
@@ -143,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--compare", action="store_true",
                      help="also run standard decoding with the same settings and report the speedup and "
                           "whether the ids match (they must when greedy)")
+    gen.add_argument("--lookup", action="store_true",
+                     help="eagle/medusa: try n-gram prompt lookup first each pass, and let the head draft only "
+                          "when the text's last 2-3 tokens have not occurred before (bench: eagle:lookup)")
     gen.add_argument("--json", action="store_true", help="one JSON line per run on stdout, nothing else")
     gen.set_defaults(handler=cmd_generate)
 
@@ -176,9 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
     train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
-    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 1280)")
+    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 2560: 1280 sampled, then 1280 greedy)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
-    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 6 (eagle), 3 (medusa)")
+    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4 (eagle), 2 (medusa)")
     train.add_argument("--batch-tokens", type=_int_in("batch-tokens", 16), default=None,
                        help="positions per optimizer step (default 1024)")
     train.add_argument("--lr", type=_float("lr", lambda v: 0 < v < 1, "in (0, 1)"), default=None,
@@ -255,7 +262,8 @@ def _make_drafter(key: str, args, target):
     _check_exit_layer(args, target)
     return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
                         ngram_max=args.ngram_max, ngram_min=args.ngram_min, heads_path=args.heads,
-                        tree_nodes=args.tree, min_confidence=args.confidence, progress=_log)
+                        tree_nodes=args.tree, min_confidence=args.confidence,
+                        lookup=bool(getattr(args, "lookup", False)), progress=_log)
 
 
 @contextlib.contextmanager
@@ -402,6 +410,8 @@ def _summary(record: dict, target_label: str) -> str:
         return "-" if value is None else format(value, spec)
 
     gate = f", gate={record['min_confidence']:g}" if "min_confidence" in record else ""
+    if record.get("lookup"):
+        gate += f", lookup first ({record['copied_passes']} of {record['target_passes']} passes copied)"
     lines = [f"[{record['drafter']}, k={record['k']}{gate}, seed={record['seed']}] {record['num_tokens']} tokens "
              f"({record['finish_reason']}) in {record['wall_s']:.2f} s = {f(record['tokens_per_s'], '.1f')} tok/s; "
              f"time to first token {record['ttft_ms']:.0f} ms; target {target_label}",
@@ -437,6 +447,9 @@ def cmd_generate(args) -> int:
         raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
     if args.confidence is not None and args.drafter not in ("eagle", "medusa"):
         raise UsageError(f"--confidence applies to --drafter eagle or medusa, not {args.drafter}")
+    if args.lookup and args.drafter not in ("eagle", "medusa"):
+        raise UsageError(f"--lookup applies to --drafter eagle or medusa (n-gram lookup alone is --drafter ngram), "
+                         f"not {args.drafter}")
     adaptive = args.k == "auto"
     base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if adaptive else args.k, adaptive_k=adaptive,
                        stop_strings=tuple(args.stop))
@@ -471,6 +484,8 @@ def cmd_generate(args) -> int:
         record["temperature"] = args.temperature
         if args.drafter in ("eagle", "medusa"):
             record["min_confidence"] = drafter.min_confidence
+            record["lookup"] = args.lookup
+            record["copied_passes"] = drafter.copied_passes
         if args.compare:
             base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
             record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)

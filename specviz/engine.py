@@ -347,7 +347,8 @@ def speculative_generate(
             details=details, text_delta=delta, timings=Timings(t1 - t0, t2 - t1, t3 - t2),
             t_end_ms=elapsed, num_generated=len(out.ids), target_cache_len=cache_length(cache),
             draft_cache_len=drafter.cache_len, finish_reason=out.finish_reason,
-            extra={"next_k": k_control.k},
+            extra={"next_k": k_control.k, **({"draft_source": draft.source} if draft is not None and draft.source
+                                              else {})},
         )
 
 

@@ -251,7 +251,7 @@ def test_confidence_gate_input_is_checked_and_shown_in_the_k_label(tiny_model_di
 def test_drafter_menu_and_tree_control():
     demo = build_demo(max_new_tokens=40)
     components = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
-    for elem_id in ("tree-nodes", "confidence", "draft-tree", "head-accuracy"):
+    for elem_id in ("tree-nodes", "confidence", "lookup-first", "draft-tree", "head-accuracy"):
         assert elem_id in components, elem_id
     slider = components["tree-nodes"]["props"]
     assert slider["minimum"] == 0 and slider["maximum"] == 32 and slider["value"] == 0 and not slider["visible"]
@@ -259,10 +259,11 @@ def test_drafter_menu_and_tree_control():
     assert "eagle" in choices and "medusa" in choices
     for drafter, shown in (("eagle", True), ("medusa", True), ("ngram", False), ("early-exit", False)):
         updates = handlers.drafter_changed(drafter)
-        assert len(updates) == 6 and updates[2]["visible"] is shown and updates[3]["visible"] is shown
+        assert len(updates) == 7 and all(updates[i]["visible"] is shown for i in (2, 3, 4))
         assert updates[1]["visible"] is (drafter == "early-exit")
     arena_keys = [key for _, key in arena_tab.drafter_choices()]
     assert arena_keys.index("eagle:tree") == arena_keys.index("eagle") + 1 and "medusa:tree" in arena_keys
+    assert arena_keys.index("eagle:lookup") == arena_keys.index("eagle") + 2 and "medusa:lookup" in arena_keys
 
 
 # ------------------------------------------------------------------------------------------------ tree view HTML

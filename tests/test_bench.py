@@ -118,6 +118,9 @@ def test_bench_command_errors(capsys, tiny_model_dir, tmp_path):
     assert main(["bench", "--k", "0"]) == 2
     assert main(["bench", "--drafters", "ngram,model", "--prompts", str(tmp_path / "x.jsonl")]) == 2
     assert "--draft-model" in capsys.readouterr().err
+    for bad in ("ngram:lookup", "eagle:fast"):
+        assert main(["bench", "--drafters", bad]) == 2
+        assert "eagle:lookup and medusa:lookup try n-gram lookup first" in capsys.readouterr().err
 
 
 def test_kernel_bench_curve(tiny_target):

@@ -198,6 +198,12 @@ def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_p
     assert drafted["0.999"] < drafted["0"] / 2  # the gate leaves out the unsure guesses
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--confidence", "0.2")
     assert code == 2 and "--confidence applies to --drafter eagle or medusa" in err
+    code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads), "--lookup",
+                                   "--compare")
+    assert code == 0 and records[0]["lookup"] is True and records[0]["compare"]["ids_identical"]
+    assert 0 <= records[0]["copied_passes"] <= records[0]["target_passes"]
+    code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--lookup")
+    assert code == 2 and "--lookup applies to --drafter eagle or medusa" in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--confidence", "1.5")
     assert code == 2 and "confidence must be in [0, 1)" in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "medusa")

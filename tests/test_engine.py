@@ -158,8 +158,8 @@ def _joint_first_two(target, prompt, sampling):
     return joint
 
 
-def _chi_square(target, make_drafter, sampling_kwargs, n=1200, k=3):
-    prompt = _prompts(target.tokenizer)["normal"]
+def _chi_square(target, make_drafter, sampling_kwargs, n=1200, k=3, prompt=None):
+    prompt = _prompts(target.tokenizer)["normal"] if prompt is None else prompt
     expected = _joint_first_two(target, prompt, SamplingConfig(**sampling_kwargs))
     counts: Counter = Counter()
     verified = 0

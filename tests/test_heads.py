@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from specviz.drafters.base import Draft
+from specviz.drafters.base import Draft, DraftContext
 from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
-from specviz.drafters.registry import make_drafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.registry import VariantKey, make_drafter, split_variant
 from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.heads import (EagleHead, HeadsError, MedusaHeads, load_heads, new_eagle_head, new_medusa_heads,
                            read_metadata, save_heads)
@@ -224,6 +225,80 @@ def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind, gate):
         heads = _medusa(tiny_target, vocab=vocab)
         make = lambda: MedusaDrafter(tiny_target.model, heads, min_confidence=gate)
     assert _chi_square(tiny_target, make, dict(temperature=1.0), n=600) > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("tree_nodes", [0, 6])
+def test_lookup_first_copies_repeats_and_keeps_greedy_output(tiny_target, kind, tree_nodes):
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    head = _eagle(tiny_target, vocab) if kind == "eagle" else _medusa(tiny_target, vocab=vocab)
+    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    cls = EagleDrafter if kind == "eagle" else MedusaDrafter
+    for label, prompt in _prompts(tiny_target.tokenizer).items():
+        cfg = GenerationConfig(max_new_tokens=30, k=4)
+        base = _run(tiny_target, prompt, cfg)
+        drafter = cls(tiny_target.model, head, tree, min_confidence=0.0, lookup=True)
+        spec = _run(tiny_target, prompt, cfg, drafter)
+        assert spec.token_ids == base.token_ids, (kind, tree_nodes, label)
+        committed = list(prompt) + list(spec.events[0].emitted_ids)
+        copied, before_last = 0, None
+        for e in spec.events[1:]:
+            if e.kind != "pass":
+                continue
+            before_last = len(committed)
+            # a pass copies exactly when the last 2-3 committed tokens occurred before: then it drafts a chain
+            # of what followed them (odd ids too: copies are not limited to the head's draft vocabulary)
+            match = NgramDrafter(min_ngram=2, max_ngram=3).propose(DraftContext(committed, e.k, None, None))
+            if match.token_ids:
+                copied += 1
+                assert list(e.draft_ids)[: len(match.token_ids)] == match.token_ids[: len(e.draft_ids)]
+                assert not (e.extra or {}).get("tree") and e.extra["draft_source"] == "lookup"
+            else:
+                assert "draft_source" not in (e.extra or {})
+            committed.extend(e.emitted_ids)
+        assert drafter.copied_passes == copied
+        if label == "repeated":
+            assert copied > 0
+        # every propose checks that the head holds features for all committed positions but the last (it raises
+        # otherwise), so copied passes kept it in step; the EAGLE head's cache caught up over them too
+        assert drafter._feats.shape[0] <= before_last - 1
+        if kind == "eagle" and copied < len([e for e in spec.events if e.kind == "pass"]):
+            assert 0 < drafter.cache_len <= drafter._feats.shape[0]
+
+
+def test_copied_passes_say_so_in_the_pane(tiny_target):
+    from app.render import Pane
+
+    prompt = _prompts(tiny_target.tokenizer)["repeated"]
+    drafter = EagleDrafter(tiny_target.model, _eagle(tiny_target), min_confidence=0.0, lookup=True)
+    pane = Pane(tiny_target.tokenizer)
+    copied = {}
+    for event in speculative_generate(tiny_target, drafter, prompt, GenerationConfig(max_new_tokens=16, k=4)):
+        pane.add(event)
+        copied[event.index] = (event.extra or {}).get("draft_source") == "lookup"
+    drafted = [t for tokens in pane.passes for t in tokens if t.kind in ("accepted", "rejected")]
+    assert any(copied.values()) and drafted
+    assert all(("copied by n-gram lookup" in t.title) == copied[t.pass_index] for t in drafted)
+    assert "copied by n-gram lookup" in pane.html()
+
+
+def test_lookup_first_keeps_the_sampling_distribution(tiny_target):
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    head = _eagle(tiny_target, vocab)
+    normal = next(v for k, v in _prompts(tiny_target.tokenizer).items() if k == "normal")
+    prompt = normal + normal[:2]  # the last two tokens occurred at the start: the first pass copies
+    make = lambda: EagleDrafter(tiny_target.model, head, min_confidence=0.0, lookup=True)  # noqa: E731
+    assert make().lookup.propose(DraftContext(prompt, 3, None, None)).token_ids == normal[2:5]
+    assert _chi_square(tiny_target, make, dict(temperature=1.0), n=600, prompt=prompt) > 1e-3
+
+
+def test_variant_keys():
+    assert split_variant("eagle:tree:lookup") == VariantKey("eagle", True, True)
+    assert split_variant("medusa:lookup") == VariantKey("medusa", False, True)
+    assert split_variant("ngram") == VariantKey("ngram")
+    for bad in ("ngram:lookup", "eagle:lookup:lookup", "eagle:fast", "nope"):
+        with pytest.raises(ValueError, match="unknown drafter"):
+            split_variant(bad)
 
 
 # ------------------------------------------------------------------------------------------------ files

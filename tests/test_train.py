@@ -5,10 +5,12 @@ from __future__ import annotations
 import torch
 from safetensors.torch import load_file
 
-from specviz.distill import CorpusSettings, distill_prompts, extract_features, generate_corpus, load_corpus
+from specviz.distill import (PART_ONE, CorpusSettings, distill_prompts, extract_features, generate_corpus,
+                             load_corpus)
 from specviz.drafters.registry import make_drafter
 from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.heads import load_heads, read_metadata
+from specviz.models import encode_prompt
 from specviz.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
 
 SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
@@ -19,6 +21,31 @@ def test_prompt_set_is_fixed_and_varied():
     assert a == b and distill_prompts(100) == a[:100]  # a larger set extends the smaller one (resume)
     assert len(set(a)) > 120
     assert any("Translate" in p for p in a) and any("Python" in p for p in a) and any("Summarize" in p for p in a)
+
+
+def test_part_two_prompts_are_all_different_and_cover_the_new_tasks():
+    prompts = distill_prompts(PART_ONE + 600)
+    part_two = prompts[PART_ONE:]
+    assert prompts[:PART_ONE] == distill_prompts(PART_ONE)  # part one is the original recipe, unchanged
+    assert len(set(part_two)) == 600 and not set(part_two) & set(prompts[:PART_ONE])  # greedy: no repeats
+    for marker in ("Use only the context", "def ", "Translate into", "Summarize", "Answer in"):
+        assert any(marker in p for p in part_two), marker
+    assert all("`=`" not in p for p in part_two)  # a rename names a real variable
+
+
+def test_shards_after_the_sampled_prompts_are_greedy(tiny_target, tmp_path):
+    settings = CorpusSettings(num_prompts=4, batch_size=2, max_new_tokens=10, seed=0, sampled_prompts=2)
+    paths = generate_corpus(tiny_target, tmp_path, settings)
+    shard = load_file(str(paths[1]))  # prompts 2 and 3: greedy
+    offsets, ids = shard["offsets"].tolist(), shard["ids"].tolist()
+    prompts = distill_prompts(4)[2:]
+    for row, prompt in enumerate(prompts):
+        encoded = encode_prompt(tiny_target.tokenizer, prompt)
+        seq = ids[offsets[row]:offsets[row + 1]]
+        assert seq[:len(encoded)] == encoded and int(shard["prompt_lens"][row]) == len(encoded)
+        cfg = GenerationConfig(max_new_tokens=10, k=1)
+        base = collect(standard_generate(tiny_target, encoded, cfg), tiny_target.tokenizer, encoded)
+        assert seq[len(encoded):] == list(base.token_ids)  # the target's greedy reply, token for token
 
 
 def test_data_shards_resume_and_line_up(tiny_target, tmp_path):

@@ -51,12 +51,15 @@ class Draft:
             drafter or in greedy mode (one-hot / unused).
         parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
             token), topologically ordered (parents first). Trees are for greedy mode only.
+        source: where a composite drafter's proposal came from ("lookup": copied by n-gram lookup), or None;
+            the engine passes it on as the pass event's ``extra["draft_source"]``.
     """
 
     token_ids: list[int]
     token_probs: list[float] = field(default_factory=list)
     draft_probs: torch.Tensor | None = None
     parents: list[int] | None = None
+    source: str | None = None
 
 
 @runtime_checkable

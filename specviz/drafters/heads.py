@@ -15,6 +15,12 @@ a pass where the head is unsure drafts fewer tokens, down to none (a plain one-t
 decided by the drafter alone, before the target sees anything, so greedy output and the sampling distribution
 stay exact. The same idea as the confidence threshold of Hugging Face's assisted generation and of EAGLE-2's
 confidence-ranked trees (Li et al. 2024).
+
+**Lookup first** (``lookup = True``): before the head drafts, n-gram prompt lookup (:class:`NgramDrafter`, here
+with suffixes of 2-3 tokens) looks for an earlier occurrence of the text's last tokens; when it finds one, the pass
+verifies the copied continuation (a chain) instead of the head's guess, and the head only takes in the new
+features. Copying wins where the answer repeats the prompt (summaries, questions over a context, code edits),
+the head where it does not. The choice depends on the committed text alone, so exactness is kept.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from dataclasses import dataclass
 import torch
 
 from specviz.drafters.base import Draft, DraftContext
+from specviz.drafters.ngram import NgramDrafter
 from specviz.heads import DraftLMHead, EagleHead, MedusaHeads
 from specviz.verify import process_logits, sample
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
 DEFAULT_MIN_CONFIDENCE = 0.15  # the confidence gate's default (measured best for the shipped heads; 0 = always k)
+LOOKUP_NGRAM = (2, 3)  # suffix lengths (min, max) "lookup first" matches: a one-token match is too weak to beat the head
 
 
 @dataclass(frozen=True)
@@ -98,10 +106,12 @@ class _FeatureDrafter:
     needs_hidden = True
 
     def __init__(self, target_model: torch.nn.Module, vocab_ids: torch.Tensor, tree: TreeSettings | None,
-                 min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
+                 min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
         if not 0.0 <= min_confidence < 1.0:
             raise ValueError(f"the draft confidence threshold must be in [0, 1), got {min_confidence}")
         self.min_confidence = float(min_confidence)
+        self.lookup = NgramDrafter(min_ngram=LOOKUP_NGRAM[0], max_ngram=LOOKUP_NGRAM[1]) if lookup else None
+        self.copied_passes = 0  # passes of this run that verified a copied continuation instead of the head's draft
         self.embed = target_model.get_input_embeddings()
         self.lm = DraftLMHead(target_model.get_output_embeddings().weight, vocab_ids if vocab_ids.numel() else None)
         self.tree = tree
@@ -116,6 +126,19 @@ class _FeatureDrafter:
             raise RuntimeError(f"{self.name} has target features for {have} positions but needs "
                                f"{len(ctx.committed_ids) - 1}; is the engine passing target_hidden?")
         return self._feats
+
+    def _copy(self, ctx: DraftContext) -> Draft | None:
+        """With lookup first: the continuation of the latest earlier match of the text's last 2-3 tokens (the
+        head then only takes in this pass's features), else None."""
+        if self.lookup is None:
+            return None
+        draft = self.lookup.propose(ctx)
+        if not draft.token_ids:
+            return None
+        self._absorb(ctx)
+        self.copied_passes += 1
+        draft.source = "lookup"
+        return draft
 
     def _choose(self, h: torch.Tensor, ctx: DraftContext) -> tuple[int, float, torch.Tensor | None]:
         """One token from feature h (H,): greedy argmax over the draft vocabulary, or a sample."""
@@ -143,15 +166,16 @@ class EagleDrafter(_FeatureDrafter):
     """
 
     def __init__(self, target_model: torch.nn.Module, head: EagleHead, tree: TreeSettings | None = None,
-                 name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
-        super().__init__(target_model, head.vocab_ids, tree, min_confidence)
+                 name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
+        super().__init__(target_model, head.vocab_ids, tree, min_confidence, lookup)
         self.head = head
-        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
+        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")
         self.reset([])
 
     def reset(self, prompt_ids: list[int]) -> None:
         """Start a new run (no features, empty head cache)."""
         self._feats = None
+        self.copied_passes = 0
         self._keys: torch.Tensor | None = None
         self._values: torch.Tensor | None = None
         self._last: torch.Tensor | None = None
@@ -181,7 +205,11 @@ class EagleDrafter(_FeatureDrafter):
 
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
-        """Draft up to ``ctx.k`` tokens: a chain, or in greedy mode with tree settings a tree of depth k."""
+        """Draft up to ``ctx.k`` tokens: a chain, or in greedy mode with tree settings a tree of depth k (with
+        lookup first, a copied chain when the text's last tokens occurred before)."""
+        copied = self._copy(ctx)
+        if copied is not None:
+            return copied
         self._catch_up(ctx)
         if self.tree is not None and ctx.sampling.greedy:
             return self._propose_tree(ctx)
@@ -255,15 +283,16 @@ class MedusaDrafter(_FeatureDrafter):
     """
 
     def __init__(self, target_model: torch.nn.Module, heads: MedusaHeads, tree: TreeSettings | None = None,
-                 name: str = "Medusa heads", min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> None:
-        super().__init__(target_model, heads.vocab_ids, tree, min_confidence)
+                 name: str = "Medusa heads", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
+        super().__init__(target_model, heads.vocab_ids, tree, min_confidence, lookup)
         self.heads = heads
-        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "")
+        self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")
         self.reset([])
 
     def reset(self, prompt_ids: list[int]) -> None:
         """Start a new run."""
         self._feats = None
+        self.copied_passes = 0
 
     @property
     def cache_len(self) -> None:
@@ -272,7 +301,11 @@ class MedusaDrafter(_FeatureDrafter):
 
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
-        """Draft min(k, num_heads) tokens (chain), or in greedy mode with tree settings a tree of that depth."""
+        """Draft min(k, num_heads) tokens (chain), or in greedy mode with tree settings a tree of that depth (with
+        lookup first, a copied chain of up to k tokens when the text's last tokens occurred before)."""
+        copied = self._copy(ctx)
+        if copied is not None:
+            return copied
         feats = self._absorb(ctx)
         outs = self.heads(feats[-1])  # (num_heads, H)
         depth = min(ctx.k, self.heads.num_heads)

@@ -32,6 +32,37 @@ DRAFTERS: tuple[DrafterChoice, ...] = (
 DRAFTER_KEYS = tuple(c.key for c in DRAFTERS)
 
 
+HEAD_KEYS = ("eagle", "medusa")  # the drafters with trained heads: trees, the confidence gate, lookup first
+VARIANT_SUFFIXES = ("tree", "lookup")  # "eagle:tree", "eagle:lookup", "eagle:tree:lookup" (bench, arena)
+
+
+@dataclass(frozen=True)
+class VariantKey:
+    """A drafter key of the bench and the arena, split: ``base`` (a registry key), ``tree`` (":tree", a draft
+    tree in greedy mode) and ``lookup`` (":lookup", n-gram lookup first)."""
+
+    base: str
+    tree: bool = False
+    lookup: bool = False
+
+
+def split_variant(key: str) -> VariantKey:
+    """Parse "eagle", "eagle:tree", "medusa:lookup", "eagle:tree:lookup" (suffixes in any order, once each, on the
+    head drafters only).
+
+    Raises:
+        ValueError: an unknown base key or suffix, or a suffix on a drafter without trained heads.
+    """
+    base, *suffixes = key.strip().split(":")
+    if base not in DRAFTER_KEYS:
+        raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")
+    if suffixes and (base not in HEAD_KEYS or len(set(suffixes)) != len(suffixes)
+                     or any(x not in VARIANT_SUFFIXES for x in suffixes)):
+        raise ValueError(f"unknown drafter {key!r}: only eagle and medusa take the suffixes :tree (a draft tree) "
+                         "and :lookup (n-gram lookup first), e.g. eagle:tree or eagle:lookup")
+    return VariantKey(base, "tree" in suffixes, "lookup" in suffixes)
+
+
 def default_exit_layer(num_layers: int) -> int:
     """The default early-exit layer: half of the target's layers (at least 1)."""
     return max(1, num_layers // 2)
@@ -48,6 +79,7 @@ def make_drafter(
     heads_path: str | None = None,
     tree_nodes: int = 0,
     min_confidence: float | None = None,
+    lookup: bool = False,
     progress=None,
 ) -> Drafter | None:
     """Create a fresh drafter (per run: drafters hold per-run caches; loaded models are shared).
@@ -63,6 +95,8 @@ def make_drafter(
         min_confidence: for ``eagle`` / ``medusa``: the confidence gate's threshold in [0, 1) (stop drafting where
             the draft's cumulative probability falls below it; 0 = always k tokens); None = the default,
             :data:`specviz.drafters.heads.DEFAULT_MIN_CONFIDENCE`.
+        lookup: for ``eagle`` / ``medusa``: try n-gram prompt lookup first each pass and verify its copied
+            continuation when the text's last 2-3 tokens occurred before (the head drafts otherwise).
         progress: optional callable(str) for loading messages.
 
     Returns:
@@ -83,7 +117,7 @@ def make_drafter(
         layers = exit_layer if exit_layer is not None else default_exit_layer(target.num_layers)
         return EarlyExitDrafter(target.model, layers)
     if key in ("eagle", "medusa"):
-        return _head_drafter(key, target, heads_path, tree_nodes, min_confidence)
+        return _head_drafter(key, target, heads_path, tree_nodes, min_confidence, lookup)
     if key == "oracle":
         return ModelDrafter(target.model, "oracle (the target itself)")
     if key == "bf16":
@@ -101,7 +135,7 @@ def make_drafter(
 
 
 def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int,
-                  min_confidence: float | None = None) -> Drafter:
+                  min_confidence: float | None = None, lookup: bool = False) -> Drafter:
     from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE, EagleDrafter, MedusaDrafter, TreeSettings
     from specviz.heads import HeadsError, load_heads, shipped_heads
 
@@ -115,5 +149,5 @@ def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int,
     tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
     gate = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
     if key == "eagle":
-        return EagleDrafter(target.model, head, tree, min_confidence=gate)
-    return MedusaDrafter(target.model, head, tree, min_confidence=gate)
+        return EagleDrafter(target.model, head, tree, min_confidence=gate, lookup=lookup)
+    return MedusaDrafter(target.model, head, tree, min_confidence=gate, lookup=lookup)
