@@ -312,7 +312,13 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     check_models(target, draft_model, policy)
     layer = None
     if drafter == "early-exit" and exit_layer not in (None, "", 0):
-        layer = int(_number(exit_layer, "The early-exit layer", 0, 10_000, True)) or None
+        try:
+            layer = int(_number(exit_layer, "The early-exit layer", 0, 10_000, True)) or None
+        except InputError as error:  # the model's own bound (1 .. layers - 1) is checked once it is loaded
+            if "between" not in str(error):
+                raise
+            raise InputError(f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the "
+                             f"target's layers − 1 (got {exit_layer}).") from None
     temperature = float(_number(temperature, "Temperature", 0, 5, False))
     nodes = 0
     if drafter in HEAD_DRAFTERS and tree_nodes not in (None, ""):

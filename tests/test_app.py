@@ -361,6 +361,7 @@ def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
     ({"prompt": ""}, "prompt is empty"),
     ({"target": "/no/such/folder"}, "no such local folder"),
     ({"drafter": "early-exit", "exit_layer": 9}, "early-exit layer must be between 1 and 3"),
+    ({"drafter": "early-exit", "exit_layer": -2}, "0 (half the target&#x27;s layers) or a layer from 1"),
 ])
 def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
     change.setdefault("target", str(tiny_model_dir))

@@ -189,4 +189,16 @@ def test_eagle_tree_view_and_medusa_head_table(page):
     accepted = [int(rows.nth(i).get_attribute("data-accepted")) for i in range(4)]
     assert judged[0] > 0 and all(a <= j for a, j in zip(accepted, judged))
     assert judged == sorted(judged, reverse=True)  # a later head is judged only when the earlier ones were accepted
+
+    # lookup first on a grounded prompt: passes that copy say so on hover, and the output is still exact
+    _choose_drafter(page, "EAGLE head")
+    page.wait_for_selector("#lookup-first", state="visible", timeout=10_000)
+    page.check("#lookup-first input[type=checkbox]")
+    page.fill("#prompt textarea", _prompt("rag-1"))
+    status = _generate(page)
+    assert "Done in" in status, status
+    assert page.locator("#spec-output .tok[title*='copied by n-gram lookup']").count() > 0
+    assert "identical token ids" in page.inner_text("#stats").lower()
+    _choose_drafter(page, "N-gram prompt lookup")
+    page.wait_for_selector("#lookup-first", state="hidden", timeout=10_000)
     assert not non_loopback(page.requests)
