@@ -356,6 +356,11 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
     }
     layout["legend"] = {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12}}
     layout["margin"]["t"] = 80
+    if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
+        layout["annotations"] = [{"text": "tree methods: no markers (the formulas are for chains)", "xref": "paper",
+                                  "yref": "paper", "x": 1, "y": 1, "xanchor": "right", "yanchor": "top",
+                                  "showarrow": False, "font": {"size": 11, "color": "#57606a"},
+                                  "bgcolor": "rgba(255,255,255,0.85)"}]
     return go.Figure({"data": data, "layout": layout})
 
 

@@ -195,7 +195,8 @@ class Pane:
             return (f"pass {event.index} · recovered: the target's token at the first rejection\n"
                     f"(greedy: its top choice; sampling: drawn from norm(max(0, p − q)))")
         if kind == "bonus":
-            return (f"pass {event.index} · bonus: all {len(event.draft_ids)} drafts accepted, "
+            drafts = "the one draft was" if len(event.draft_ids) == 1 else f"all {len(event.draft_ids)} drafts were"
+            return (f"pass {event.index} · bonus: {drafts} accepted, "
                     f"so the same target pass gives one more token")
         return f"pass {event.index} · target token"
 

@@ -179,12 +179,15 @@ class TreeView:
     tokenizer: object
     passes: list[TreePass] = field(default_factory=list)
     total: int = 0
+    copied: int = 0  # passes of the run that verified a copy (lookup first) instead of a tree
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
 
     def add(self, event: PassEvent, context: list[int]) -> None:
-        """Keep the event's tree (if it has one)."""
+        """Keep the event's tree (if it has one); count the passes that copied instead (lookup first)."""
+        if event.kind == "pass" and (event.extra or {}).get("draft_source") == "lookup":
+            self.copied += 1
         tp = tree_pass(event, context, self.decoder)
         if tp is None:
             return
@@ -199,12 +202,17 @@ class TreeView:
         if not self.passes:
             return ""
         if not every_pass:
-            shown, what = self.passes[-1], "latest pass"
+            shown, what = self.passes[-1], "latest tree pass"
         else:
             best = max(range(len(self.passes)), key=lambda i: (len(self.passes[i].path), i))
             shown = self.passes[best]
-            what = ("latest pass" if best == len(self.passes) - 1 else
-                    f"pass {shown.index}, the longest accepted path of the run's last {len(self.passes)} passes")
+            kept = len(self.passes)
+            what = ("latest tree pass" if best == kept - 1 else
+                    f"pass {shown.index}, the longest accepted path of the run's "
+                    f"{'last ' if self.total > kept else ''}{kept} tree pass{'es' if kept != 1 else ''}")
+        if self.copied:
+            what += (f" ({self.copied} other pass{'es' if self.copied != 1 else ''} copied by lookup: no tree, see the "
+                     "pane)")
         parts = [tree_html(shown, open_=True)]
         others = [tp for tp in reversed(self.passes) if tp is not shown]
         if every_pass and others:
@@ -226,14 +234,18 @@ class HeadAccuracy:
     accepted: list[int] = field(default_factory=list)
     judged: list[int] = field(default_factory=list)
     tree: bool = False  # some pass drafted a tree (the note under the table says what a head's hit means then)
+    copied: int = 0  # passes copied by lookup first, left out of the table
 
     def __post_init__(self) -> None:
         self.accepted = [0] * self.num_heads
         self.judged = [0] * self.num_heads
 
     def add(self, event: PassEvent) -> None:
-        """Count one pass (prefill and drafts-less passes count nothing)."""
+        """Count one pass (prefill, drafts-less passes and passes copied by lookup first count nothing)."""
         if event.run != "speculative" or event.kind != "pass":
+            return
+        if (event.extra or {}).get("draft_source") == "lookup":  # not the heads' guesses
+            self.copied += 1
             return
         self.tree = self.tree or bool(event.extra and event.extra.get("tree"))
         for i in range(min(self.num_heads, len(event.draft_ids), len(event.details))):
@@ -256,8 +268,10 @@ class HeadAccuracy:
                         f"<td>accepted {a} of {j} judged ({pct})</td></tr>")
         tree = (" In a tree, a head scores when one of its candidates at its depth is on the accepted path."
                 if self.tree else "")
+        copied = (f" The {self.copied} pass{'es' if self.copied != 1 else ''} copied by lookup first "
+                  f"{'are' if self.copied != 1 else 'is'} left out." if self.copied else "")
         note = ("Head i guesses draft position i: the token i places after the target's own latest token. Judged = "
-                "the target got to that position (every guess before it was accepted)." + tree)
+                "the target got to that position (every guess before it was accepted)." + tree + copied)
         return (f'<div class="head-acc" data-heads="{self.num_heads}"><div class="dtree-title">Medusa heads '
                 f'<span>accuracy per head</span></div><table class="head-acc-table">{"".join(rows)}</table>'
                 f'<div class="head-acc-note">{html.escape(note)}</div></div>')

@@ -850,7 +850,9 @@ def format_bench(result: dict) -> str:
         lines.append(f"{'':<15}baseline ours/transformers: {_fmt(summary['baseline_ratio_vs_transformers'])}; "
                      f"speedup ours/transformers: {ratios or '-'}")
     lines.append("")
-    lines.append(f"ids identical to transformers' greedy: {result['ids_identical_to_transformers']}")
+    same = result["ids_identical_to_transformers"]
+    lines.append("ids identical to transformers' greedy: " + ("not checked (no transformers runs)" if same is None
+                                                               else "yes" if same else "NO"))
     for rec in result["prompts"]:
         for name, res in rec["results"].items():
             if res.get("ids_identical_to_transformers") is False:

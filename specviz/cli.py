@@ -110,7 +110,8 @@ def _drafter_list(text: str) -> tuple[str, ...]:
         except ValueError:
             raise argparse.ArgumentTypeError(f"unknown drafter {item!r}; choose from {', '.join(keys)} "
                                              "(eagle:tree and medusa:tree draft trees; eagle:lookup and "
-                                             "medusa:lookup try n-gram lookup first)") from None
+                                             "medusa:lookup try n-gram lookup first; eagle:tree:lookup does both)"
+                                             ) from None
     return tuple(dict.fromkeys(items))
 
 
@@ -409,9 +410,12 @@ def _summary(record: dict, target_label: str) -> str:
     def f(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
 
-    gate = f", gate={record['min_confidence']:g}" if "min_confidence" in record else ""
+    gate = f", tree of {record['tree_nodes']}" if record.get("tree_nodes") else ""
+    gate += f", gate={record['min_confidence']:g}" if "min_confidence" in record else ""
     if record.get("lookup"):
         gate += f", lookup first ({record['copied_passes']} of {record['target_passes']} passes copied)"
+    if record.get("temperature"):
+        gate += f", temperature={record['temperature']:g}"
     lines = [f"[{record['drafter']}, k={record['k']}{gate}, seed={record['seed']}] {record['num_tokens']} tokens "
              f"({record['finish_reason']}) in {record['wall_s']:.2f} s = {f(record['tokens_per_s'], '.1f')} tok/s; "
              f"time to first token {record['ttft_ms']:.0f} ms; target {target_label}",
@@ -420,9 +424,13 @@ def _summary(record: dict, target_label: str) -> str:
              f"{record['accepted']}, acceptance rate {f(record['acceptance_rate'])}, alpha {f(record['alpha'])}"]
     if "compare" in record:
         c = record["compare"]
-        same = "identical ids" if c["ids_identical"] else (
-            f"ids differ from token {c['first_difference']} (baseline top-2 logit gap there "
-            f"{f(c['near_tie_gap'], '.4f')})" + ("" if c["greedy"] else "; expected when sampling"))
+        if c["ids_identical"]:
+            same = "identical ids"
+        elif c["greedy"]:
+            same = (f"ids differ from token {c['first_difference']} (baseline top-2 logit gap there "
+                    f"{f(c['near_tie_gap'], '.4f')})")
+        else:  # two independent samples: only the distribution is the same
+            same = f"ids differ from token {c['first_difference']}; expected when sampling (same distribution)"
         lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> speedup "
                      f"{f(c['speedup'])}x; {same}")
     return "\n".join(lines)
@@ -455,6 +463,12 @@ def cmd_generate(args) -> int:
                        stop_strings=tuple(args.stop))
     GenerationConfig(**base_config)  # validate before loading anything
     SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
+    from specviz.bench import busy_machine_warning
+
+    if args.threads is None and torch_threads() > 1 and busy_machine_warning():
+        # as in bench: OpenMP threads stall when another process holds a core; one thread degrades gently
+        set_torch_threads(1)
+        _log("note: using 1 torch thread because this machine is busy (pass --threads N to choose)")
 
     target = _load_target(args)
     drafter = _make_drafter(args.drafter, args, target)

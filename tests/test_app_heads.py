@@ -8,6 +8,8 @@ every one of them at each depth (3 candidates per node), so some passes accept a
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import re
 from collections import Counter
@@ -329,11 +331,16 @@ def test_tree_view_opens_the_longest_path_at_the_end():
     view.add(_tree_event([6, 5], [-1, -1], [], next_id=2, next_kind="recovered"), [1, 2, 3, 9])
     view.add(_tree_event([3, 7], [-1, 0], [0], next_id=8, next_kind="recovered"), [1, 2, 3, 9, 2])
     streaming = view.html()
-    assert 'data-accepted-count="1" open' in streaming and "latest pass" in streaming
+    assert 'data-accepted-count="1" open' in streaming and "latest tree pass" in streaming
     final = view.html(every_pass=True)
     opened = [m for m in re.findall(r'<details class="dtree-pass"[^>]*>', final) if m.endswith(" open>")]
     assert len(opened) == 1 and 'data-accepted-count="2"' in opened[0]
-    assert "the longest accepted path of the run" in final and final.count('class="dtree-pass"') == 3
+    assert "the longest accepted path of the run" in final and "3 tree passes" in final and final.count('class="dtree-pass"') == 3
+    # lookup first: passes that copied have no tree, and the caption says how many there were
+    copy = dataclasses.replace(_tree_event([5], [-1], [0], next_id=7, next_kind="bonus"), extra={"draft_source": "lookup"})
+    view.add(copy, [1, 2, 3, 9, 2, 3, 8])
+    assert "(1 other pass copied by lookup" in view.html(every_pass=True)
+    assert view.html(every_pass=True).count('class="dtree-pass"') == 3
 
 
 def test_head_accuracy_counts_judged_positions():
@@ -342,6 +349,10 @@ def test_head_accuracy_counts_judged_positions():
     acc.add(_tree_event([2, 6, 3], [-1, 0, 1], [0], next_id=9, next_kind="recovered"))
     assert acc.rows() == [(1, 2, 2, 1.0), (2, 1, 2, 0.5), (3, 1, 1, 1.0), (4, 0, 0, None)]
     assert "accepted 1 of 2 judged (50%)" in acc.html() and "accepted 0 of 0 judged (–)" in acc.html()
+    copied = dataclasses.replace(_tree_event([2, 6], [-1, 0], [0, 1], next_id=9, next_kind="bonus"),
+                                 extra={"draft_source": "lookup"})
+    acc.add(copied)  # a pass copied by lookup first: not the heads' guesses, so not counted
+    assert acc.rows()[0] == (1, 2, 2, 1.0) and "1 pass copied by lookup first is left out" in acc.html()
 
 
 # ------------------------------------------------------------------------------------------------ the Arena

@@ -143,6 +143,10 @@ def test_figures_group_by_category(result):
     pred = arena_tab.predictions_figure(result.summary)
     assert [t.type for t in pred.data] == ["bar", "scatter", "scatter"]
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
+    assert not pred.layout.annotations  # chains only: every method has its markers
+    tree_rows = [dict(r, predicted_speedup_paper=None, tree_passes=5) if r["drafter"] == "ngram" else r
+                 for r in result.summary]
+    assert "no markers" in arena_tab.predictions_figure(tree_rows).layout.annotations[0].text
 
 
 def test_each_method_gets_its_own_colour():

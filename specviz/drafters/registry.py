@@ -23,11 +23,11 @@ DRAFTERS: tuple[DrafterChoice, ...] = (
     DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token."),
     DrafterChoice("ngram", "N-gram prompt lookup", "Copies what followed the latest earlier match of the last few tokens; no model."),
     DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM head; weights shared. Untrained, it agrees with SmolLM2-135M on few tokens below its last layers (46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup."),
-    DrafterChoice("bf16", "bfloat16 copy of the target (separate draft model)", "The target in reduced precision, with its own KV cache."),
+    DrafterChoice("bf16", "bfloat16 copy (draft model)", "The target in reduced precision, with its own KV cache."),
     DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own KV cache."),
-    DrafterChoice("eagle", "EAGLE head (trained on the target's features)", "One trained decoder layer predicts the target's next feature from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
-    DrafterChoice("medusa", "Medusa heads (trained, one per future position)", "Four trained residual heads on the target's last feature each guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
-    DrafterChoice("oracle", "Oracle (the target drafts for itself)", "Greedy acceptance is 100%: shows the cost side of the trade-off."),
+    DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
+    DrafterChoice("medusa", "Medusa heads (trained)", "Four trained residual heads on the target's last feature each guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
+    DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the trade-off."),
 )
 DRAFTER_KEYS = tuple(c.key for c in DRAFTERS)
 
