@@ -38,7 +38,7 @@ from app.figures import dashboard_figure
 from app.sessions import LOCAL_PREFIX, CancelRegistry, session_key
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
-from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, make_drafter
+from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, HEAD_KEYS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.events import PassEvent
 from specviz.metrics import RunStats, speedup
@@ -61,7 +61,7 @@ HISTORY_ROWS = 12
 RUN_THREAD = "specviz-run"  # the thread that drives the engine's events (see _events_in_background)
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
-HEAD_DRAFTERS = ("eagle", "medusa")  # the drafters with trained heads: they can draft trees
+HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 DRAFTER_LABELS = {c.key: c.label for c in DRAFTERS}
 

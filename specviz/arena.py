@@ -42,7 +42,7 @@ import torch
 
 from specviz.bench import Prompt, copy_bandwidth_gbs, environment
 from specviz.drafters.heads import DEFAULT_TREE_NODES
-from specviz.drafters.registry import DRAFTER_KEYS, make_drafter, split_variant
+from specviz.drafters.registry import DRAFTER_KEYS, HEAD_KEYS, make_drafter, split_variant
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.kv import Clock, new_cache, rollback_cache
 from specviz.metrics import (
@@ -57,7 +57,7 @@ AUTO_K_START = 4  # adaptive k starts here (as in the CLI bench)
 BASELINE = "none"
 WARMUP_TOKENS = 8
 TREE_SUFFIX = "tree"  # "eagle:tree" / "medusa:tree": the head drafter with a tree of TREE_NODES (as the bench)
-TREE_DRAFTERS = ("eagle", "medusa")
+TREE_DRAFTERS = HEAD_KEYS
 TREE_NODES = DEFAULT_TREE_NODES
 ArenaProgress = Callable[[float, str], None]
 """progress(fraction done in [0, 1], message)."""

@@ -552,9 +552,17 @@ def head_targets(overall: dict, per_category: dict) -> dict | None:
     eagle/medusa method ran: EAGLE chain k=4 tokens per pass >= 2.5, the best tree >= 3.0, the best trained
     drafter's speedup >= 1.5, and per open-ended category the best trained drafter's tokens/s against n-gram's.
     Lookup-first variants ("eagle:lookup") do not count as trained drafters here: part of their drafts are copies."""
+    from specviz.drafters.registry import HEAD_KEYS, split_variant
+
+    def is_trained(name: str) -> bool:  # "ours/eagle:tree@k4" yes, "ours/eagle:lookup@k4" and "ours/ngram@k4" no
+        try:
+            v = split_variant(name.split("/")[1].split("@")[0])
+        except ValueError:  # "ours/standard", transformers' methods
+            return False
+        return v.base in HEAD_KEYS and not v.lookup
+
     methods = overall["methods"]
-    trained = {n: f for n, f in methods.items() if n.startswith("ours/") and ":lookup" not in n
-               and n.split("/")[1].split("@")[0].split(":")[0] in ("eagle", "medusa")}
+    trained = {n: f for n, f in methods.items() if n.startswith("ours/") and is_trained(n)}
     if not trained:
         return None
 

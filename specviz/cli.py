@@ -437,6 +437,7 @@ def _summary(record: dict, target_label: str) -> str:
 
 
 def cmd_generate(args) -> int:
+    from specviz.drafters.registry import HEAD_KEYS
     from specviz.engine import GenerationConfig
     from specviz.verify import SamplingConfig
 
@@ -451,11 +452,11 @@ def cmd_generate(args) -> int:
         raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
     if any(not s for s in args.stop):
         raise UsageError("--stop needs a non-empty string")
-    if args.tree and args.drafter not in ("eagle", "medusa"):
+    if args.tree and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
-    if args.confidence is not None and args.drafter not in ("eagle", "medusa"):
+    if args.confidence is not None and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--confidence applies to --drafter eagle or medusa, not {args.drafter}")
-    if args.lookup and args.drafter not in ("eagle", "medusa"):
+    if args.lookup and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--lookup applies to --drafter eagle or medusa (n-gram lookup alone is --drafter ngram), "
                          f"not {args.drafter}")
     adaptive = args.k == "auto"
@@ -496,7 +497,7 @@ def cmd_generate(args) -> int:
         record["target"] = target.label
         record["device"] = str(target.device)
         record["temperature"] = args.temperature
-        if args.drafter in ("eagle", "medusa"):
+        if args.drafter in HEAD_KEYS:
             record["min_confidence"] = drafter.min_confidence
             record["lookup"] = args.lookup
             record["copied_passes"] = drafter.copied_passes

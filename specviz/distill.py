@@ -261,7 +261,8 @@ def _context_question(rng: random.Random) -> str:
         f"How many hours a day is the {place} open?",
         f"Can a ten-year-old go there alone?",
     ]
-    rng.shuffle(order := list(range(5)))
+    order = list(range(5))
+    rng.shuffle(order)
     ask = rng.randrange(5)
     return ("Use only the context to answer the question.\n\nContext: " + " ".join(facts[i] for i in order)
             + f"\n\nQuestion: {questions[ask]}")
@@ -299,13 +300,9 @@ def _part_two(rng: random.Random) -> str:
         lambda: f"Translate into {rng.choice(_LANGS_2)}: {rng.choice(_SENTENCES_2 + _SENTENCES)}",
         lambda: (lambda code: rng.choice(_EDITS).format(v=_a_variable(code)) + "\n\n" + code)(rng.choice(_SNIPPETS)),
         lambda: _math_prompt_2(rng),
-        _context_question_maker(rng),
+        lambda: _context_question(rng),
     ]
     return rng.choice(makers)()
-
-
-def _context_question_maker(rng: random.Random) -> Callable[[], str]:
-    return lambda: _context_question(rng)
 
 
 PART_ONE = 1280  # prompts drawn from the first template set (the original recipe); later ones come from part two
