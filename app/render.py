@@ -10,7 +10,9 @@ Every rendered token is ``<span class="tok tok-KIND" data-kind=KIND data-pass=N 
 - ``target``: a plain target token (the prefill's token, every baseline token, and a pass with no draft).
 
 Shape (underline, strike, box) distinguishes the kinds as well as hue. Passes are wrapped in
-``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary. A token's
+``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary; a pass whose
+drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small ⧉
+mark (CSS content, so not in the plain text). A token's
 ``title`` (hover text) tells its pass and, where known, the target's and the draft's probability of it and the
 uniform number drawn for its acceptance test.
 
@@ -116,6 +118,7 @@ class Pane:
     passes: list[list[Token]] = field(default_factory=list)
     output_ids: list[int] = field(default_factory=list)
     finished: bool = False
+    copied_passes: set[int] = field(default_factory=set)  # passes whose drafts lookup first copied
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
@@ -123,6 +126,8 @@ class Pane:
     # ------------------------------------------------------------------------------------------- building
     def add(self, event: PassEvent) -> None:
         """Render one event's tokens (speculative or baseline)."""
+        if (event.extra or {}).get("draft_source") == "lookup" and event.draft_ids:
+            self.copied_passes.add(event.index)
         final = event.finish_reason is not None
         tokens = self._pass_tokens(event, final)
         self.passes.append(tokens)
@@ -217,7 +222,11 @@ class Pane:
             if not tokens:
                 continue
             index = tokens[0].pass_index
-            parts.append(f'<div class="pass" data-pass-index="{index}">')
+            if index in self.copied_passes:  # lookup first: this pass verified a copy, not the head's guess
+                parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup">'
+                             '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>')
+            else:
+                parts.append(f'<div class="pass" data-pass-index="{index}">')
             parts.extend(token_html(t) for t in tokens)
             parts.append("</div>")
         if not self.finished and self.passes:

@@ -198,6 +198,8 @@ def test_eagle_tree_view_and_medusa_head_table(page):
     status = _generate(page)
     assert "Done in" in status, status
     assert page.locator("#spec-output .tok[title*='copied by n-gram lookup']").count() > 0
+    assert page.locator("#spec-output .pass-copied .copied-mark").count() > 0
+    page.locator("#spec-output").screenshot(path=str(SCREENSHOT.with_name("lookup-first.png")))
     assert "identical token ids" in page.inner_text("#stats").lower()
     _choose_drafter(page, "N-gram prompt lookup")
     page.wait_for_selector("#lookup-first", state="hidden", timeout=10_000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -279,7 +280,10 @@ def test_copied_passes_say_so_in_the_pane(tiny_target):
     drafted = [t for tokens in pane.passes for t in tokens if t.kind in ("accepted", "rejected")]
     assert any(copied.values()) and drafted
     assert all(("copied by n-gram lookup" in t.title) == copied[t.pass_index] for t in drafted)
-    assert "copied by n-gram lookup" in pane.html()
+    markup = pane.html()
+    assert "copied by n-gram lookup" in markup
+    marked = {int(i) for i in re.findall(r'class="pass pass-copied" data-pass-index="(\d+)"', markup)}
+    assert marked == {i for i, c in copied.items() if c} and markup.count('class="copied-mark"') == len(marked)
 
 
 def test_lookup_first_keeps_the_sampling_distribution(tiny_target):
