@@ -120,7 +120,7 @@ def build_demo(**defaults) -> gr.Blocks:
                                              elem_id="lookup-first",
                                              info="EAGLE / Medusa: each pass, n-gram lookup looks for the text's "
                                                   "last 2-3 tokens earlier on and, if found, the target checks "
-                                                  "what followed them (such passes are marked ⧉); the head "
+                                                  "what followed them (such passes are marked “copy”); the head "
                                                   "drafts only otherwise.",
                                              visible=heads, interactive=heads)
                         k = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",

@@ -11,7 +11,7 @@ Every rendered token is ``<span class="tok tok-KIND" data-kind=KIND data-pass=N 
 
 Shape (underline, strike, box) distinguishes the kinds as well as hue. Passes are wrapped in
 ``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary; a pass whose
-drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small ⧉
+drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small “copy”
 mark (CSS content, so not in the plain text). A token's
 ``title`` (hover text) tells its pass and, where known, the target's and the draft's probability of it and the
 uniform number drawn for its acceptance test.
