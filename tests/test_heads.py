@@ -37,6 +37,13 @@ def _eagle(target, vocab=None):
     return new_eagle_head(target.model, vocab_ids=vocab).eval().requires_grad_(False)
 
 
+def _head_and_tree(target, kind, tree_nodes):
+    """A random head of ``kind`` over a draft vocabulary of the even ids, and tree settings (None: a chain)."""
+    vocab = torch.arange(0, target.vocab_size, 2)
+    head = _eagle(target, vocab) if kind == "eagle" else _medusa(target, vocab=vocab)
+    return head, TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+
+
 # ------------------------------------------------------------------------------------------------ tree helpers
 
 def test_tree_mask_positions_and_paths():
@@ -186,9 +193,7 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
 @pytest.mark.parametrize("kind", ["eagle", "medusa"])
 @pytest.mark.parametrize("tree_nodes", [0, 6])
 def test_confidence_gate_cuts_drafts_and_keeps_greedy_output(tiny_target, kind, tree_nodes):
-    vocab = torch.arange(0, tiny_target.vocab_size, 2)
-    head = _eagle(tiny_target, vocab) if kind == "eagle" else _medusa(tiny_target, vocab=vocab)
-    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    head, tree = _head_and_tree(tiny_target, kind, tree_nodes)
 
     def make(gate):
         cls = EagleDrafter if kind == "eagle" else MedusaDrafter
@@ -231,9 +236,7 @@ def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind, gate):
 @pytest.mark.parametrize("kind", ["eagle", "medusa"])
 @pytest.mark.parametrize("tree_nodes", [0, 6])
 def test_lookup_first_copies_repeats_and_keeps_greedy_output(tiny_target, kind, tree_nodes):
-    vocab = torch.arange(0, tiny_target.vocab_size, 2)
-    head = _eagle(tiny_target, vocab) if kind == "eagle" else _medusa(tiny_target, vocab=vocab)
-    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    head, tree = _head_and_tree(tiny_target, kind, tree_nodes)
     cls = EagleDrafter if kind == "eagle" else MedusaDrafter
     for label, prompt in _prompts(tiny_target.tokenizer).items():
         cfg = GenerationConfig(max_new_tokens=30, k=4)
