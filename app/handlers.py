@@ -40,7 +40,7 @@ from app.tree_view import HeadAccuracy, TreeView
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import DRAFTER_KEYS, DRAFTERS, HEAD_KEYS, make_drafter
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
-from specviz.events import PassEvent
+from specviz.events import NumericalError, PassEvent, RunCancelled
 from specviz.metrics import RunStats, speedup
 from specviz.policy import Policy, current_policy
 from specviz.race import race
@@ -371,7 +371,7 @@ class RunView:
             self.base_stats.add(event)
             self.base_gaps.extend([event.near_tie_gap] * len(event.emitted_ids))
         elif self.spec is not None:
-            if event.extra and event.extra.get("tree"):
+            if event.tree is not None:
                 if self.trees is None:
                     self.trees = TreeView(self.spec.tokenizer)
                 self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
@@ -379,6 +379,8 @@ class RunView:
                 self.heads.add(event)
             self.spec.add(event)
             self.spec_stats.add(event)
+        if event.notice and event.notice not in self.notes:  # e.g. the drafter was dropped mid-run
+            self.notes.append(event.notice)
 
     def mark_stopped(self) -> bool:
         """Stop: freeze this view as the run's result (no cursor, finish reason "stopped" for an unfinished run).
@@ -561,6 +563,8 @@ def _message_for(error: BaseException) -> str:
         return str(error) or "Invalid input."
     if isinstance(error, NotImplementedError):
         return f"Not supported yet: {error}"
+    if isinstance(error, NumericalError):
+        return str(error)
     first = (str(error).strip().splitlines() or [""])[0]
     return f"Something went wrong ({type(error).__name__}: {first}). The details are in the server log."
 
@@ -653,6 +657,8 @@ def _events_in_background(events: Iterator[PassEvent], cancel: threading.Event, 
                 items.put(event)
                 if cancel.is_set() or left.is_set():
                     break
+        except RunCancelled:  # Stop during a forward: the engine started no other one
+            pass
         except BaseException as error:  # handed to the caller's thread
             items.put(_Failure(error))
         finally:
@@ -771,8 +777,9 @@ def _generate_locked(settings: Settings, history: list[dict], cancel: threading.
             f"prompt takes a while on a CPU)… ({time.monotonic() - reading_since:.0f} s)", "busy", notes=notes)
 
     yield _outputs(status=reading_status())
-    base_events = standard_generate(target, prompt_ids, config)
-    events = race(speculative_generate(target, drafter, prompt_ids, config), base_events) if drafter else base_events
+    base_events = standard_generate(target, prompt_ids, config, cancel=cancel)
+    events = race(speculative_generate(target, drafter, prompt_ids, config, cancel=cancel), base_events) \
+        if drafter else base_events
     stream = _events_in_background(events, cancel, loaders)
     try:
         yield from _stream(view, stream, cancel, reading_status)
@@ -792,13 +799,21 @@ def _head_accuracy(drafter) -> HeadAccuracy | None:
 
 
 def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int], str]:
-    """The prompt's ids within what fits: the context window of the target (and of a draft model), less the new
-    tokens and the draft tokens a pass may add, and the operator's ``SPECVIZ_MAX_PROMPT_TOKENS``. A longer prompt
-    loses its start (the chat template stays whole); the second value says so ("" when it is whole). Raises
-    InputError when max new tokens alone do not fit the window."""
+    """The prompt's ids within what fits: the target's context window less the new tokens and the draft tokens a
+    pass may add, and the operator's ``SPECVIZ_MAX_PROMPT_TOKENS``. A longer prompt loses its start (the chat
+    template stays whole).
+
+    Only the target sets the budget: the drafter never changes what the target reads (the baseline reads the same
+    ids). ``drafter`` is used only to tell the user when a draft model's own, shorter window ends during the run
+    (it then stops drafting and the target decodes alone).
+
+    Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, the draft
+    model's window). Raises InputError (one sentence) when max new tokens alone do not fit the window, or for a
+    prompt that cannot be encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
+    from specviz.drafters.model import window_note
     from specviz.models import PromptTooLongError, context_window, fit_prompt
 
-    window = context_window(target, *([drafter.model] if hasattr(drafter, "model") else []))
+    window = context_window(target)
     budget, limits = None, []
     if window is not None:
         reserve = settings.max_new_tokens + (MAX_K if settings.adaptive_k else settings.k) + 1
@@ -815,10 +830,14 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
         fit = fit_prompt(target.tokenizer, settings.prompt, budget, use_chat_template=settings.chat_template)
     except PromptTooLongError as error:
         raise InputError(f"{error} Lower max new tokens.") from None
-    if not fit.truncated:
-        return fit.ids, ""
-    return fit.ids, (f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
+    except ValueError as error:  # an empty prompt, an unencodable control token: already one sentence
+        raise InputError(str(error)) from None
+    notes = []
+    if fit.truncated:
+        notes.append(f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
                      f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}.")
+    notes.append(window_note(drafter, len(fit.ids), settings.max_new_tokens))
+    return fit.ids, " ".join(note for note in notes if note)
 
 
 def _each(inner: Iterator[None], status: Callable[[], tuple], cancel: threading.Event | None = None):

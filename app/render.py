@@ -126,7 +126,7 @@ class Pane:
     # ------------------------------------------------------------------------------------------- building
     def add(self, event: PassEvent) -> None:
         """Render one event's tokens (speculative or baseline)."""
-        if (event.extra or {}).get("draft_source") == "lookup" and event.draft_ids:
+        if event.draft_source == "lookup" and event.draft_ids:
             self.copied_passes.add(event.index)
         final = event.finish_reason is not None
         tokens = self._pass_tokens(event, final)
@@ -171,7 +171,7 @@ class Pane:
         if len(emitted) > n:
             kind = event.next_kind if event.next_kind in ("recovered", "bonus") else "target"
             out.append(self._token(kind, event, emitted[n], pieces[n], self._next_title(event, kind)))
-        if (event.extra or {}).get("draft_source") == "lookup":  # a head drafter with lookup first copied this pass
+        if event.draft_source == "lookup":  # a head drafter with lookup first copied this pass
             for token in out:
                 if token.kind in ("accepted", "rejected"):
                     token.title += "\ncopied by n-gram lookup: the text's last tokens occurred before"
@@ -384,8 +384,12 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.append(_card("Tokens/s", f"{_fmt(spec.tokens_per_s, '{:.1f}')} <small>vs</small> "
                            f"{_fmt(base.tokens_per_s, '{:.1f}')}", "speculative vs baseline: generated tokens ÷ "
                            "own-clock time, prefill included"))
+        drafted_what = (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
+                        f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)" if spec.tree_passes
+                        else f"{spec.accepted} of {spec.drafted} drafted")
         cards.append(_card("Acceptance rate", _fmt(spec.acceptance_rate, "{:.0%}"),
-                           "accepted ÷ drafted (bonus excluded)", f"{spec.accepted} of {spec.drafted} drafted"))
+                           "accepted ÷ drafted (bonus excluded); only committed drafts count: drafts after the end "
+                           "(EOS, stop, max tokens) are neither", drafted_what))
         cards.append(_card("Per-token α", _fmt(spec.alpha, "{:.2f}"),
                            "accepted ÷ (accepted + rejections): only positions the target judged"))
         cards.append(_card("Tokens per pass", _fmt(spec.tokens_per_pass, "{:.2f}"),

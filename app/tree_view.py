@@ -1,7 +1,7 @@
 """HTML for what the EAGLE / Medusa drafters add to a run: the draft tree of a pass and the Medusa heads' accuracy.
 Pure: no Gradio, no model (token text is decoded with the run's tokenizer).
 
-**Draft tree** (:class:`TreeView`, a pass whose event carries ``extra["tree"]``): the candidates laid out left to
+**Draft tree** (:class:`TreeView`, a pass whose event carries ``tree`` (a :class:`~specviz.events.TreeRecord`)): the candidates laid out left to
 right by depth from the root (the last committed token), each node a box of fixed width so that a depth is one
 column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra boxes), ``data-parent``,
 ``data-depth``, ``data-kind`` and, for drafted nodes, ``data-accepted="true|false"``. Kinds:
@@ -79,11 +79,10 @@ class TreePass:
 def tree_pass(event: PassEvent, context: list[int], decoder: PieceDecoder) -> TreePass | None:
     """Decode the tree of ``event`` (None when it has none). ``context``: the output ids before this pass (its
     last one is the root)."""
-    tree = event.extra.get("tree") if event.extra else None
-    if not tree or not context:
+    tree = event.tree
+    if tree is None or not context:
         return None
-    tokens, parents = [int(t) for t in tree["tokens"]], [int(p) for p in tree["parents"]]
-    path = [int(i) for i in tree["path"]]
+    tokens, parents, path = list(tree.tokens), list(tree.parents), list(tree.path)
     root = int(context[-1])
     root_text = decoder.pieces(context[:-1], [root], final=True)[0][0]
 
@@ -186,7 +185,7 @@ class TreeView:
 
     def add(self, event: PassEvent, context: list[int]) -> None:
         """Keep the event's tree (if it has one); count the passes that copied instead (lookup first)."""
-        if event.kind == "pass" and (event.extra or {}).get("draft_source") == "lookup":
+        if event.kind == "pass" and event.draft_source == "lookup":
             self.copied += 1
         tp = tree_pass(event, context, self.decoder)
         if tp is None:
@@ -244,10 +243,10 @@ class HeadAccuracy:
         """Count one pass (prefill, drafts-less passes and passes copied by lookup first count nothing)."""
         if event.run != "speculative" or event.kind != "pass":
             return
-        if (event.extra or {}).get("draft_source") == "lookup":  # not the heads' guesses
+        if event.draft_source == "lookup":  # not the heads' guesses
             self.copied += 1
             return
-        self.tree = self.tree or bool(event.extra and event.extra.get("tree"))
+        self.tree = self.tree or event.tree is not None
         for i in range(min(self.num_heads, len(event.draft_ids), len(event.details))):
             if event.details[i].judged:
                 self.judged[i] += 1

@@ -44,6 +44,7 @@ from specviz.bench import Prompt, copy_bandwidth_gbs, environment
 from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.drafters.registry import DRAFTER_KEYS, HEAD_KEYS, make_drafter, split_variant
 from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
+from specviz.events import RunCancelled
 from specviz.kv import Clock, new_cache, rollback_cache
 from specviz.metrics import (
     RunStats,
@@ -223,17 +224,17 @@ def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig
                 should_stop: ShouldStop | None = None) -> Measured | None:
     """Run standard decoding (``drafter`` None) or speculative decoding to the end; None if stopped midway."""
     if drafter is None:
-        events = standard_generate(target, prompt_ids, config)
+        events = standard_generate(target, prompt_ids, config, cancel=should_stop)
     else:
-        events = speculative_generate(target, drafter, prompt_ids, config)
+        events = speculative_generate(target, drafter, prompt_ids, config, cancel=should_stop)
     stats, ids, trees = RunStats(), [], 0
-    for event in events:
-        if should_stop is not None and should_stop():
-            events.close()
-            return None
-        stats.add(event)
-        ids.extend(event.emitted_ids)
-        trees += bool(event.extra and event.extra.get("tree"))
+    try:
+        for event in events:
+            stats.add(event)
+            ids.extend(event.emitted_ids)
+            trees += event.tree is not None
+    except RunCancelled:  # should_stop said so before a forward: nothing more ran
+        return None
     return Measured(stats, tuple(ids), trees)
 
 

@@ -309,11 +309,16 @@ def _read_prompt(flag: str) -> str:
 
 def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     """The prompt's ids, cut from the left (chat template kept) when the prompt, the new tokens and a pass's
-    drafts would not fit the context window of the target (and of the draft model); a note on stderr says so."""
+    drafts would not fit the target's context window; a note on stderr says so.
+
+    Only the target's window sets the budget: the drafter never changes what the target reads (the baseline of
+    ``--compare`` gets the same ids). When a draft model's own window is shorter than the run, it drafts while the
+    text fits and the target then decodes alone; a note on stderr says so too."""
+    from specviz.drafters.model import window_note
     from specviz.engine import MAX_K as engine_max_k
     from specviz.models import PromptTooLongError, context_window, fit_prompt
 
-    window = context_window(target, *([drafter.model] if hasattr(drafter, "model") else []))
+    window = context_window(target)
     budget = None
     if window is not None:
         k = engine_max_k if args.k == "auto" else args.k
@@ -330,6 +335,9 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
         _log(f"note: the prompt has {fit.original_tokens} tokens, more than fit the context window of {window} "
              f"tokens with {args.max_new_tokens} new tokens: its start was cut, keeping the last "
              f"{len(fit.ids)} tokens (chat template included)")
+    note = window_note(drafter, len(fit.ids), args.max_new_tokens)
+    if note:
+        _log(f"note: {note}")
     return fit.ids
 
 
@@ -349,6 +357,8 @@ def _run_streaming(target, drafter, prompt_ids, config, on_text):
     for event in events:
         stats.add(event)
         kept.append(event)
+        if event.notice:
+            _log(f"note: {event.notice}")
         if on_text is not None and event.text_delta:
             on_text(event.text_delta)
     return collect(kept, target.tokenizer, prompt_ids), stats
@@ -637,11 +647,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log("error: interrupted")
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI's promise: one line, no traceback
+        from specviz.events import NumericalError
         from specviz.models import ModelLoadError
 
         if isinstance(error, (ModelLoadError, ValueError, NotImplementedError, OSError)):
             _log(f"error: {_one_line(error)}")
             return EXIT_USAGE
+        if isinstance(error, NumericalError):
+            _log(f"error: {_one_line(error)}")
+            return 1
         if os.environ.get("SPECVIZ_DEBUG"):
             raise
         _log(f"error: unexpected {type(error).__name__}: {_one_line(error)} (set SPECVIZ_DEBUG=1 for a traceback)")

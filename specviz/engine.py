@@ -1,30 +1,42 @@
 """The speculative decoding loop and the standard-decoding baseline, both as generators of PassEvent.
 
 Speculative loop (Leviathan et al. 2023; Chen et al. 2023), one target pass per iteration:
-  1 draft     the drafter proposes m <= k tokens after the committed sequence
-  2 verify    one target forward over [last committed token] + draft -> (m+1, V) logits
-  3 accept    greedy prefix match, or rejection sampling (:mod:`specviz.verify`)
-  4 rollback  drop rejected positions from the target's and the drafter's caches
-  5 update    emit accepted + recovered/bonus token, cut at EOS / stop string / max_new_tokens
+  1 draft     the drafter proposes m <= k tokens (a chain, or a tree) after the committed sequence
+  2 verify    one target forward over [last committed token] + draft; greedy prefix match / tree walk, or
+              rejection sampling (:mod:`specviz.verify`, :mod:`specviz.tree`) -> one :class:`Outcome`
+  3 commit    keep the accepted path in the target's cache (rollback), emit accepted + recovered/bonus token
+              under the stopping rules (EOS, stop strings, max_new_tokens)
+  4 update    tell the drafter what was committed; choose the next k
+  5 event     one :class:`PassEvent` built by the builder shared with the prefill and the baseline
+
+Standard decoding is the same loop with an empty draft, so the baseline and the speculative run make the same
+forward calls with the same shapes for the same tokens (greedy exactness does not rest on two code paths).
 
 Cache invariant (asserted after every pass when ``check_invariants`` is on): the target cache holds
 exactly committed - 1 positions, committed = prompt + emitted tokens; the last emitted token is fed at
-the start of the next pass. The prefill emits the first token and is reported on its own (index 0).
+the start of the next pass. The prefill emits the first token and is reported on its own (index 0); it reads
+the prompt in chunks of at most :data:`PREFILL_CHUNK` tokens (both runs alike), so a Stop is honoured within one
+chunk: every forward first checks the run's cancel flag and raises :class:`~specviz.events.RunCancelled`.
+
+Counters count committed work: see :class:`~specviz.events.PassEvent` (``committed_accepted``,
+``counted_drafted``) and :mod:`specviz.metrics`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Protocol
 
 import torch
 
-from specviz.drafters.base import DraftContext, Drafter
-from specviz.events import PassEvent, PositionDetail, RunResult, Timings
-from specviz.kv import (Clock, cache_length, forward_logits, forward_logits_features, keep_positions, new_cache,
+from specviz.drafters.base import Draft, DraftContext, Drafter
+from specviz.events import (NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult, Timings,
+                            TreeRecord)
+from specviz.kv import (PREFILL_CHUNK, Clock, cache_length, forward_chunked, keep_positions, new_cache,
                         rollback_cache)
 from specviz.tree import tree_attention_mask, tree_positions, verify_tree_greedy
-from specviz.verify import SamplingConfig, process_logits, sample, verify_greedy, verify_sampling
+from specviz.verify import (SamplingConfig, all_finite, fit_vocab, process_logits, restrict_vocab, sample,
+                            verify_greedy, verify_sampling)
 
 MAX_K = 16
 
@@ -130,10 +142,12 @@ class OutputTracker:
 
 
 class KController:
-    """Draft length per pass: fixed, or adaptive (+1 after a fully accepted pass, -1 after a rejection).
+    """Draft length per pass: fixed, or adaptive (+1 after a pass whose drafter filled k and had every token
+    accepted, -1 after a rejection, bounded to [1, k_max]).
 
-    The adaptive rule is the simple heuristic transformers uses for assisted generation's
-    "heuristic" schedule, with step 1 both ways, bounded to [1, k_max].
+    The adaptive rule is the simple heuristic transformers uses for assisted generation's "heuristic" schedule,
+    with step 1 both ways. A drafter that proposed fewer than k tokens (n-gram lookup with a short match, the
+    confidence gate) says nothing about whether a longer draft would pay, so k does not grow then.
     """
 
     def __init__(self, config: GenerationConfig) -> None:
@@ -141,20 +155,35 @@ class KController:
         self.adaptive = config.adaptive_k
         self.k_max = config.k_max
 
-    def observe(self, num_drafted: int, num_accepted: int) -> None:
-        """Update k after a pass."""
-        if not self.adaptive or num_drafted == 0:
+    def observe(self, requested: int, proposed: int, accepted: int) -> None:
+        """Update k after a pass that asked for ``requested`` tokens, got ``proposed`` and kept ``accepted``
+        (a tree: its depth reached is ``proposed`` when the walk ended at a leaf)."""
+        if not self.adaptive or proposed == 0:
             return
-        if num_accepted == num_drafted:
-            self.k = min(self.k + 1, self.k_max)
-        else:
+        if accepted < proposed:
             self.k = max(self.k - 1, 1)
+        elif proposed >= requested:
+            self.k = min(self.k + 1, self.k_max)
 
 
-def _choose(logits_row: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator | None) -> int:
-    if sampling.greedy:
-        return int(logits_row.argmax())
-    return sample(process_logits(logits_row[None], sampling)[0], generator)
+class Target(Protocol):
+    """What the engine needs of a loaded model (:class:`specviz.models.LoadedModel` is one).
+
+    ``vocab_size`` is the LM head's number of rows; ``num_token_ids`` (optional) the ids the tokenizer defines:
+    rows beyond it are padding and get probability 0 (:func:`specviz.verify.restrict_vocab`).
+    """
+
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    eos_token_ids: tuple[int, ...]
+    vocab_size: int
+
+
+def shared_vocab(target: Target) -> int:
+    """Ids a run's distributions cover: the LM head's rows, cut to the tokenizer's ids when the head is padded."""
+    tokens = getattr(target, "num_token_ids", None)
+    return min(target.vocab_size, tokens) if tokens else target.vocab_size
 
 
 def _top2_gap(logits_row: torch.Tensor) -> float:
@@ -162,243 +191,327 @@ def _top2_gap(logits_row: torch.Tensor) -> float:
     return float(top[0] - top[1])
 
 
-def _generator(sampling: SamplingConfig, device: torch.device) -> torch.Generator:
-    gen = torch.Generator(device=device)
-    gen.manual_seed(sampling.seed)
-    return gen
+@dataclass
+class _Run:
+    """One run's state: its target, cache, output and clock. ``forward`` is the only way to the target."""
+
+    name: RunKind
+    target: Target
+    prompt_ids: list[int]
+    config: GenerationConfig
+    cancel: object | None  # anything with is_set() (a threading.Event)
+    features: bool = False  # keep the target's final features (a drafter reads them)
+    cache: object = None
+    out: OutputTracker = None
+    gen: torch.Generator = None
+    clock: Clock = None
+    vocab: int = 0
+    elapsed_ms: float = 0.0
+    index: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.prompt_ids:
+            raise ValueError("The prompt is empty.")
+        self.prompt_ids = list(self.prompt_ids)
+        self.cache = new_cache(self.target.model)
+        self.out = OutputTracker(self.target.tokenizer, self.config.max_new_tokens, self.target.eos_token_ids,
+                                 self.config.stop_strings)
+        self.gen = torch.Generator(device=self.target.device)
+        self.gen.manual_seed(self.config.sampling.seed)
+        self.clock = Clock(self.target.device)
+        self.vocab = shared_vocab(self.target)
+
+    @property
+    def committed(self) -> list[int]:
+        """Prompt ids followed by every emitted token."""
+        return self.prompt_ids + self.out.ids
+
+    @property
+    def finished(self) -> bool:
+        """Whether a stopping rule has fired."""
+        return self.out.finish_reason is not None
+
+    def forward(self, ids: list[int], num_logits: int, **tree) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The target over ``ids`` after its cache: (num_logits, vocab) float32 logits and (n, H) features (None
+        unless the run keeps them). Raises RunCancelled before starting when cancelled, NumericalError when the
+        logits are not finite."""
+        logits, feats = forward_chunked(self.target.model, ids, self.cache, num_logits, cancel=self.cancel,
+                                        features=self.features, **tree)
+        if not all_finite(logits):
+            raise NumericalError(
+                f"The target's logits turned non-finite (NaN or inf) at output token {len(self.out.ids) + 1}, so "
+                f"no token can be chosen; the run stops. A float16 model can overflow: try float32 or bfloat16.")
+        return restrict_vocab(logits, self.vocab), feats
+
+    def choose(self, logits_row: torch.Tensor) -> int:
+        """The target's own token from one (vocab,) logits row: argmax, or a sample with the run's settings."""
+        if self.config.sampling.greedy:
+            return int(logits_row.argmax())
+        return sample(process_logits(logits_row[None], self.config.sampling)[0], self.gen)
+
+    def check_invariant(self) -> None:
+        """Assert the target cache holds committed - 1 positions (while the run goes on)."""
+        if self.config.check_invariants and not self.finished:
+            assert cache_length(self.cache) == len(self.committed) - 1, "target cache invariant broken"
 
 
-def _check_prompt(prompt_ids: list[int]) -> list[int]:
-    if not prompt_ids:
-        raise ValueError("The prompt is empty.")
-    return list(prompt_ids)
+@dataclass(frozen=True)
+class Outcome:
+    """What one verification decided (chain or tree); the commit step and the event builder read it.
+
+    Attributes:
+        shown_ids: the draft tokens the event shows (a chain: all; a tree: accepted path + first rejected child).
+        num_accepted: accepted draft tokens (a prefix of ``shown_ids``).
+        next_id / next_kind: the target's own token of the pass and how it was chosen.
+        accepted_ids: the accepted draft tokens in order (for a tree, the path's tokens).
+        keep_rows: the fed rows (0 = the root) whose cache entries and features become committed.
+        features: (n, H) target features of the fed rows, or None.
+        details: one :class:`PositionDetail` per shown token.
+        tree: the whole tree of a tree pass, else None.
+        near_tie_gap: top-2 logit gap at the emitted token when nothing was drafted (the baseline), else None.
+    """
+
+    shown_ids: tuple[int, ...]
+    num_accepted: int
+    next_id: int
+    next_kind: str
+    accepted_ids: tuple[int, ...]
+    keep_rows: tuple[int, ...]
+    features: torch.Tensor | None = None
+    details: tuple[PositionDetail, ...] = ()
+    tree: TreeRecord | None = None
+    near_tie_gap: float | None = None
 
 
-def _prefill(run, target, prompt_ids, cache, config, gen, out, clock, features: list | None = None) -> PassEvent:
-    t0 = clock.now_ms()
-    if features is None:
-        logits = forward_logits(target.model, prompt_ids, cache, 1)[-1]
-    else:  # a drafter reads the target's features: keep them (same logits computation)
-        logits, feats = forward_logits_features(target.model, prompt_ids, cache, 1)
-        logits = logits[-1]
-        features.append(feats)
-    t1 = clock.now_ms()
-    token = _choose(logits, config.sampling, gen)
-    out.push([token])
-    gap = _top2_gap(logits)
-    delta = out.release()
-    t2 = clock.now_ms()
+# -------------------------------------------------------------------------------------------- 2 verify
+
+
+def verify_chain(run: _Run, draft: Draft) -> Outcome:
+    """One target forward over [last committed] + a chain draft (possibly empty: a plain step); greedy prefix
+    match or rejection sampling. Returns the pass's :class:`Outcome`; changes only the cache (extended by the fed
+    tokens, rolled back by :func:`commit`)."""
+    ids = list(draft.token_ids)
+    logits, feats = run.forward([run.committed[-1]] + ids, len(ids) + 1)
+    if not ids:
+        token = run.choose(logits[0])
+        return Outcome((), 0, token, "target", (), (0,), feats, near_tie_gap=_top2_gap(logits[0]))
+    sampling = run.config.sampling
+    target_probs = process_logits(logits, sampling)
+    if sampling.greedy:
+        verdict = verify_greedy(ids, logits)
+    else:
+        draft_probs = fit_vocab(draft.draft_probs[: len(ids)], run.vocab) if draft.draft_probs is not None else None
+        verdict = verify_sampling(ids, draft_probs, target_probs, run.gen)
+    n = verdict.num_accepted
+    rows = torch.arange(len(ids), device=target_probs.device)
+    p = target_probs[rows, torch.tensor(ids, device=target_probs.device)].tolist()
+    top = logits[: len(ids)].argmax(dim=-1).tolist()
+    details = tuple(
+        PositionDetail(float(p[i]), float(draft.token_probs[i]) if i < len(draft.token_probs) else 1.0,
+                       verdict.uniforms[i] if i < len(verdict.uniforms) else None, int(top[i]), i <= n)
+        for i in range(len(ids)))
+    return Outcome(tuple(ids), n, verdict.next_id, verdict.next_kind, tuple(ids[:n]), tuple(range(n + 1)), feats,
+                   details)
+
+
+def verify_tree(run: _Run, draft: Draft) -> Outcome:
+    """One target forward over [last committed] + every tree node with a tree attention mask, then the greedy
+    walk (:func:`specviz.tree.verify_tree_greedy`). Greedy only.
+
+    Raises:
+        NotImplementedError: in sampling mode (a tree needs a multi-candidate acceptance rule; draft a chain).
+    """
+    if not run.config.sampling.greedy:
+        raise NotImplementedError("tree drafts are verified in greedy mode only; draft a chain when sampling")
+    tokens, parents = list(draft.token_ids), list(draft.parents)
+    context = cache_length(run.cache)  # committed - 1
+    mask = tree_attention_mask(parents, context, device=run.target.device)
+    positions = tree_positions(parents, context, device=run.target.device)
+    logits, feats = run.forward([run.committed[-1]] + tokens, len(tokens) + 1, attention_mask=mask,
+                                position_ids=positions)
+    verdict = verify_tree_greedy(tokens, parents, logits)
+    path, shown = list(verdict.path), list(verdict.shown)
+    judge_rows = [0] + [1 + i for i in shown[:-1]]  # the row that judged each shown node (its parent's)
+    top = logits.argmax(dim=-1).tolist()
+    probs = torch.softmax(logits[judge_rows], dim=-1) if shown else None
+    details = tuple(
+        PositionDetail(float(probs[j, tokens[node]]), float(draft.token_probs[node]) if draft.token_probs else 1.0,
+                       None, int(top[judge_rows[j]]), j <= len(path))
+        for j, node in enumerate(shown))
+    tree = TreeRecord(tuple(tokens), tuple(parents), tuple(path), tuple(shown))
+    return Outcome(tuple(tokens[i] for i in shown), len(path), verdict.next_id, verdict.next_kind,
+                   tuple(tokens[i] for i in path), tuple([0] + [1 + i for i in path]), feats, details, tree)
+
+
+# -------------------------------------------------------------------------------------------- 3 commit
+
+
+def commit(run: _Run, outcome: Outcome) -> tuple[list[int], torch.Tensor | None, str]:
+    """Keep the committed rows in the target's cache (drop the rejected ones), then emit the accepted tokens
+    and the target's own token under the stopping rules. Returns (emitted ids, features of the committed rows
+    or None, the text this makes final)."""
+    context = len(run.committed) - 1  # cached positions before this pass
+    rows = list(outcome.keep_rows)
+    if rows == list(range(len(rows))):
+        rollback_cache(run.cache, context + len(rows))
+    else:
+        keep_positions(run.cache, list(range(context)) + [context + r for r in rows])
+    features = outcome.features[rows] if outcome.features is not None else None
+    emitted = run.out.push(list(outcome.accepted_ids) + [outcome.next_id])
+    return emitted, features, run.out.release()
+
+
+# -------------------------------------------------------------------------------------------- 1 draft
+
+
+def _draft(drafter: Drafter, run: _Run, k: int, pending: torch.Tensor | None) -> tuple[Draft, str | None]:
+    """The drafter's proposal for this pass (at most k tokens, ids inside the run's vocabulary), or an empty
+    draft with a notice when its numbers are not finite (the run then goes on without drafts)."""
+    ctx = DraftContext(run.committed, k, run.config.sampling, run.gen, pending, vocab_size=run.vocab,
+                       cancel=run.cancel)
+    draft = drafter.propose(ctx)
+    probs_ok = all_finite(draft.token_probs) and (draft.draft_probs is None or all_finite(draft.draft_probs))
+    if not probs_ok:
+        return Draft([]), (f"The drafter ({getattr(drafter, 'name', 'drafter')}) produced non-finite numbers (NaN "
+                           f"or inf), e.g. a float16 draft that overflowed: the run goes on without drafts, as "
+                           f"standard decoding (same output).")
+    if draft.parents is None:  # a chain: at most k tokens, cut before any id outside the shared vocabulary
+        ids = draft.token_ids[:k]
+        m = next((i for i, t in enumerate(ids) if not 0 <= t < run.vocab), len(ids))
+        if m < len(draft.token_ids):
+            rows = draft.draft_probs[:m] if draft.draft_probs is not None else None
+            draft = Draft(list(ids[:m]), list(draft.token_probs[:m]), rows, None, draft.source)
+    return draft, None
+
+
+# -------------------------------------------------------------------------------------------- 5 event
+
+
+def _event(run: _Run, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *, k: int = 0,
+           drafter: Drafter | None = None, next_k: int | None = None, source: str | None = None,
+           notice: str | None = None) -> PassEvent:
+    """The event of one forward (prefill, baseline step or speculative pass); advances the run's clock."""
+    run.elapsed_ms += timings.total_ms
+    n = outcome.num_accepted
     return PassEvent(
-        run=run, index=0, kind="prefill", k=0, draft_ids=(), accept_mask=(), num_accepted=0,
-        next_id=token, next_kind="target", emitted_ids=(token,), details=(), text_delta=delta,
-        timings=Timings(0.0, t1 - t0, t2 - t1), t_end_ms=t2 - t0, num_generated=len(out.ids),
-        target_cache_len=cache_length(cache), finish_reason=out.finish_reason, near_tie_gap=gap,
+        run=run.name, index=run.index, kind="prefill" if run.index == 0 else "pass", k=k,
+        draft_ids=outcome.shown_ids, accept_mask=tuple(i < n for i in range(len(outcome.shown_ids))),
+        num_accepted=n, next_id=outcome.next_id, next_kind=outcome.next_kind, emitted_ids=tuple(emitted),
+        details=outcome.details, text_delta=delta, timings=timings, t_end_ms=run.elapsed_ms,
+        num_generated=len(run.out.ids), target_cache_len=cache_length(run.cache),
+        draft_cache_len=drafter.cache_len if drafter is not None else None, finish_reason=run.out.finish_reason,
+        near_tie_gap=outcome.near_tie_gap if run.name == "baseline" else None, next_k=next_k,
+        draft_source=source, tree=outcome.tree, notice=notice,
     )
 
 
-def standard_generate(target, prompt_ids: list[int], config: GenerationConfig) -> Iterator[PassEvent]:
+def _prefill(run: _Run) -> tuple[PassEvent, torch.Tensor | None]:
+    """Read the prompt (in chunks) and emit the first token. Returns its event and the prompt's features."""
+    t0 = run.clock.now_ms()
+    logits, feats = run.forward(run.prompt_ids, 1)
+    t1 = run.clock.now_ms()
+    token = run.choose(logits[-1])
+    outcome = Outcome((), 0, token, "target", (), (), None, near_tie_gap=_top2_gap(logits[-1]))
+    emitted = run.out.push([token])
+    delta = run.out.release()
+    t2 = run.clock.now_ms()
+    return _event(run, outcome, emitted, delta, Timings(0.0, t1 - t0, t2 - t1)), feats
+
+
+# -------------------------------------------------------------------------------------------- the loops
+
+
+def _join(pending: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tensor | None:
+    """Features the drafter has not read yet, followed by this pass's (a pass without a draft did not read)."""
+    if pending is None or new is None:
+        return new if pending is None else pending
+    return torch.cat([pending, new])
+
+
+def standard_generate(target, prompt_ids: list[int], config: GenerationConfig, *,
+                      cancel: object | None = None) -> Iterator[PassEvent]:
     """Standard (autoregressive) decoding of ``target``: one event per token, ``k == 0``.
 
     Args:
-        target: a :class:`specviz.models.LoadedModel`.
+        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
         prompt_ids: the encoded prompt (non-empty list of ids).
         config: settings; ``k`` is ignored.
+        cancel: optional flag with ``is_set()`` (a threading.Event), checked before every forward.
 
     Yields:
         :class:`PassEvent` with run="baseline": the prefill (index 0), then one per generated token.
 
     Raises:
         ValueError: for an empty prompt.
+        RunCancelled: when ``cancel`` is set (before the next forward starts).
+        NumericalError: the target's logits turned non-finite.
     """
-    prompt_ids = _check_prompt(prompt_ids)
-    clock = Clock(target.device)
-    gen = _generator(config.sampling, target.device)
-    cache = new_cache(target.model)
-    out = OutputTracker(target.tokenizer, config.max_new_tokens, target.eos_token_ids, config.stop_strings)
-    event = _prefill("baseline", target, prompt_ids, cache, config, gen, out, clock)
-    elapsed = event.t_end_ms
+    run = _Run("baseline", target, prompt_ids, config, cancel)
+    event, _ = _prefill(run)
     yield event
-    index = 0
-    while out.finish_reason is None:
-        index += 1
-        t0 = clock.now_ms()
-        logits = forward_logits(target.model, [out.ids[-1]], cache, 1)[-1]
-        t1 = clock.now_ms()
-        token = _choose(logits, config.sampling, gen)
-        out.push([token])
-        gap = _top2_gap(logits)
-        delta = out.release()
-        t2 = clock.now_ms()
-        elapsed += t2 - t0
-        if config.check_invariants:
-            assert cache_length(cache) == len(prompt_ids) + len(out.ids) - 1
-        yield PassEvent(
-            run="baseline", index=index, kind="pass", k=0, draft_ids=(), accept_mask=(), num_accepted=0,
-            next_id=token, next_kind="target", emitted_ids=(token,), details=(), text_delta=delta,
-            timings=Timings(0.0, t1 - t0, t2 - t1), t_end_ms=elapsed, num_generated=len(out.ids),
-            target_cache_len=cache_length(cache), finish_reason=out.finish_reason, near_tie_gap=gap,
-        )
+    while not run.finished:
+        run.index += 1
+        t0 = run.clock.now_ms()
+        outcome = verify_chain(run, Draft([]))
+        t1 = run.clock.now_ms()
+        emitted, _, delta = commit(run, outcome)
+        run.check_invariant()
+        yield _event(run, outcome, emitted, delta, Timings(0.0, t1 - t0, run.clock.now_ms() - t1))
 
 
-def _details(draft, verdict, target_probs, target_logits) -> tuple[PositionDetail, ...]:
-    m = len(draft.token_ids)
-    if m == 0:
-        return ()
-    rows = torch.arange(m, device=target_probs.device)
-    ids = torch.tensor(draft.token_ids, device=target_probs.device)
-    p = target_probs[rows, ids].tolist()
-    top = target_logits[:m].argmax(dim=-1).tolist()
-    out = []
-    for i in range(m):
-        judged = i <= verdict.num_accepted
-        u = verdict.uniforms[i] if i < len(verdict.uniforms) else None
-        q = draft.token_probs[i] if i < len(draft.token_probs) else 1.0
-        out.append(PositionDetail(float(p[i]), float(q), u, int(top[i]), judged))
-    return tuple(out)
-
-
-def speculative_generate(
-    target, drafter: Drafter, prompt_ids: list[int], config: GenerationConfig
-) -> Iterator[PassEvent]:
+def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config: GenerationConfig, *,
+                         cancel: object | None = None) -> Iterator[PassEvent]:
     """Speculative decoding of ``target`` with ``drafter``: one event per target pass.
 
     Args:
-        target: a :class:`specviz.models.LoadedModel`.
+        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
         drafter: any :class:`~specviz.drafters.base.Drafter` over the same vocabulary.
         prompt_ids: the encoded prompt (non-empty list of ids).
         config: settings (k, sampling, stopping).
+        cancel: optional flag with ``is_set()`` (a threading.Event), checked before every forward.
 
     Yields:
         :class:`PassEvent` with run="speculative": the prefill (index 0), then one per target pass.
         Greedy output ids equal :func:`standard_generate`'s (same numerics); sampled output follows the
-        target's distribution.
+        target's distribution. A drafter whose numbers turn non-finite is dropped for the rest of the run (the
+        event of that pass carries a ``notice``).
 
     Raises:
         ValueError: for an empty prompt.
         NotImplementedError: a tree-shaped draft (``Draft.parents``) in sampling mode.
-
-    Tree drafts (greedy): one target forward over [last committed] + all nodes with a tree attention mask
-    (:mod:`specviz.tree`); the event's ``draft_ids`` / ``accept_mask`` show the accepted path plus the first
-    rejected child, and ``extra["tree"]`` holds the whole tree (tokens, parents, accepted path).
+        RunCancelled: when ``cancel`` is set (before the next forward starts).
+        NumericalError: the target's logits turned non-finite.
     """
-    prompt_ids = _check_prompt(prompt_ids)
-    clock = Clock(target.device)
-    gen = _generator(config.sampling, target.device)
-    cache = new_cache(target.model)
-    out = OutputTracker(target.tokenizer, config.max_new_tokens, target.eos_token_ids, config.stop_strings)
-    drafter.reset(prompt_ids)
-    needs_hidden = bool(getattr(drafter, "needs_hidden", False))
-    features: list | None = [] if needs_hidden else None
-    event = _prefill("speculative", target, prompt_ids, cache, config, gen, out, clock, features)
-    pending = features[0] if needs_hidden else None  # features of committed positions the drafter has not seen
-    elapsed = event.t_end_ms
+    run = _Run("speculative", target, prompt_ids, config, cancel, features=bool(drafter.needs_hidden))
+    drafter.reset(run.prompt_ids)
+    event, pending = _prefill(run)  # pending: target features of committed positions the drafter has not seen
     yield event
     k_control = KController(config)
-    index = 0
-    while out.finish_reason is None:
-        index += 1
-        committed = prompt_ids + out.ids
-        budget = config.max_new_tokens - len(out.ids)  # tokens still allowed, >= 1
-        k = min(k_control.k, budget - 1)  # drafting past the budget could never be emitted
-        t0 = clock.now_ms()
+    active: Drafter | None = drafter
+    while not run.finished:
+        run.index += 1
+        k = min(k_control.k, config.max_new_tokens - len(run.out.ids) - 1)  # drafts past the budget never emit
+        t0 = run.clock.now_ms()
         # 1 draft
-        draft = drafter.propose(DraftContext(committed, k, config.sampling, gen, pending)) if k > 0 else None
-        if draft is not None and draft.parents is not None and len(draft.token_ids) > 0:
-            pending, step = yield from _tree_pass(target, drafter, draft, committed, prompt_ids, k, cache, config,
-                                                  out, k_control, clock, t0, index, elapsed, needs_hidden)
-            elapsed = step
-            continue
-        draft_ids = list(draft.token_ids[:k]) if draft is not None else []
-        t1 = clock.now_ms()
+        draft_read = active is not None and k > 0
+        draft, notice = _draft(active, run, k, pending) if draft_read else (Draft([]), None)
+        active = None if notice else active
+        t1 = run.clock.now_ms()
         # 2 verify
-        if needs_hidden:
-            target_logits, feats = forward_logits_features(target.model, [committed[-1]] + draft_ids, cache,
-                                                           len(draft_ids) + 1)
-        else:
-            target_logits = forward_logits(target.model, [committed[-1]] + draft_ids, cache, len(draft_ids) + 1)
-        t2 = clock.now_ms()
-        # 3 accept
-        target_probs = process_logits(target_logits, config.sampling)
-        if config.sampling.greedy:
-            verdict = verify_greedy(draft_ids, target_logits)
-        else:
-            draft_probs = draft.draft_probs[: len(draft_ids)] if draft is not None and draft.draft_probs is not None else None
-            verdict = verify_sampling(draft_ids, draft_probs, target_probs, gen)
-        n = verdict.num_accepted
-        # 4 rollback: keep committed - 1 positions (the recovered/bonus token is fed next pass)
-        rollback_cache(cache, len(committed) + n)
-        if needs_hidden:
-            pending = feats[: n + 1]  # the root and the accepted draft tokens are now committed and cached
-        # 5 update
-        emitted = out.push(draft_ids[:n] + [verdict.next_id])
-        if draft is not None:
-            drafter.commit(prompt_ids + out.ids, n)
-        k_control.observe(len(draft_ids), n)
-        details = _details(draft, verdict, target_probs, target_logits) if draft_ids else ()
-        delta = out.release()
-        t3 = clock.now_ms()
-        elapsed += t3 - t0
-        if config.check_invariants and out.finish_reason is None:
-            assert cache_length(cache) == len(prompt_ids) + len(out.ids) - 1, "target cache invariant broken"
-        yield PassEvent(
-            run="speculative", index=index, kind="pass", k=k, draft_ids=tuple(draft_ids),
-            accept_mask=tuple(i < n for i in range(len(draft_ids))), num_accepted=n,
-            next_id=verdict.next_id, next_kind=verdict.next_kind, emitted_ids=tuple(emitted),
-            details=details, text_delta=delta, timings=Timings(t1 - t0, t2 - t1, t3 - t2),
-            t_end_ms=elapsed, num_generated=len(out.ids), target_cache_len=cache_length(cache),
-            draft_cache_len=drafter.cache_len, finish_reason=out.finish_reason,
-            extra={"next_k": k_control.k, **({"draft_source": draft.source} if draft is not None and draft.source
-                                              else {})},
-        )
-
-
-def _tree_pass(target, drafter, draft, committed, prompt_ids, k, cache, config, out, k_control, clock, t0, index,
-               elapsed, needs_hidden):
-    """One pass over a tree draft (greedy only): tree-masked verify, greedy walk, keep the accepted path's
-    cache entries. Yields its PassEvent; returns (features for the drafter, new elapsed ms)."""
-    if not config.sampling.greedy:
-        raise NotImplementedError("tree drafts are verified in greedy mode only; draft a chain when sampling")
-    t1 = clock.now_ms()
-    tokens, parents = list(draft.token_ids), list(draft.parents)
-    context = cache_length(cache)  # committed - 1
-    mask = tree_attention_mask(parents, context, device=target.device)
-    positions = tree_positions(parents, context, device=target.device)
-    target_logits, feats = forward_logits_features(target.model, [committed[-1]] + tokens, cache, len(tokens) + 1,
-                                                   attention_mask=mask, position_ids=positions)
-    t2 = clock.now_ms()
-    verdict = verify_tree_greedy(tokens, parents, target_logits)
-    path = list(verdict.path)
-    n = len(path)
-    keep_positions(cache, list(range(context + 1)) + [context + 1 + i for i in path])
-    pending = feats[[0] + [1 + i for i in path]] if needs_hidden else None
-    emitted = out.push([tokens[i] for i in path] + [verdict.next_id])
-    drafter.commit(prompt_ids + out.ids, n)
-    shown = list(verdict.shown)
-    k_control.observe(len(shown), n)
-    rows = [0] + [1 + i for i in shown[:-1]]  # the target row that judged each shown node (its parent's)
-    top = target_logits.argmax(dim=-1).tolist()
-    probs = torch.softmax(target_logits[rows], dim=-1) if rows else None
-    details = tuple(
-        PositionDetail(float(probs[j, tokens[node]]), float(draft.token_probs[node]) if draft.token_probs else 1.0,
-                       None, int(top[rows[j]]), j <= n)
-        for j, node in enumerate(shown)
-    )
-    delta = out.release()
-    t3 = clock.now_ms()
-    elapsed += t3 - t0
-    if config.check_invariants and out.finish_reason is None:
-        assert cache_length(cache) == len(prompt_ids) + len(out.ids) - 1, "target cache invariant broken"
-    tree = {"tokens": tokens, "parents": parents, "path": path, "shown": shown}
-    yield PassEvent(
-        run="speculative", index=index, kind="pass", k=k, draft_ids=tuple(tokens[i] for i in shown),
-        accept_mask=tuple(j < n for j in range(len(shown))), num_accepted=n,
-        next_id=verdict.next_id, next_kind=verdict.next_kind, emitted_ids=tuple(emitted),
-        details=details, text_delta=delta, timings=Timings(t1 - t0, t2 - t1, t3 - t2),
-        t_end_ms=elapsed, num_generated=len(out.ids), target_cache_len=cache_length(cache),
-        draft_cache_len=drafter.cache_len, finish_reason=out.finish_reason,
-        extra={"next_k": k_control.k, "tree": tree},
-    )
-    return pending, elapsed
+        outcome = verify_tree(run, draft) if draft.parents is not None and draft.token_ids else \
+            verify_chain(run, draft)
+        t2 = run.clock.now_ms()
+        # 3 commit
+        emitted, features, delta = commit(run, outcome)
+        pending = features if draft_read else _join(pending, features)
+        # 4 update
+        if draft_read and active is not None:
+            active.commit(run.committed, outcome.num_accepted)
+        k_control.observe(k, len(outcome.shown_ids), outcome.num_accepted)
+        run.check_invariant()
+        # 5 event
+        yield _event(run, outcome, emitted, delta, Timings(t1 - t0, t2 - t1, run.clock.now_ms() - t2), k=k,
+                     drafter=drafter, next_k=k_control.k, source=draft.source, notice=notice)
 
 
 def collect(events: Iterable[PassEvent], tokenizer, prompt_ids: list[int]) -> RunResult:

@@ -11,7 +11,7 @@ durations of this run's forwards so far (prefill included), so time a consumer s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 PassKind = Literal["prefill", "pass"]
@@ -27,6 +27,43 @@ NextKind = Literal["recovered", "bonus", "target"]
 """
 
 FinishReason = Literal["eos", "length", "stop"]
+
+RunKind = Literal["speculative", "baseline"]
+"""``speculative``: the run with a drafter; ``baseline``: standard decoding of the same target."""
+
+DraftSource = Literal["lookup"]
+"""Where a composite drafter's proposal came from: ``lookup`` = copied by n-gram lookup (a head drafter with
+lookup first); None on an event means the drafter's own proposal."""
+
+
+class RunCancelled(Exception):
+    """A run was stopped by its caller's cancel flag; raised by the engine before the next forward would start."""
+
+
+class NumericalError(RuntimeError):
+    """The target's logits turned non-finite (NaN or inf): the run cannot go on. The message is one sentence."""
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """The whole draft tree of a tree pass (greedy only).
+
+    Attributes:
+        tokens: N node token ids.
+        parents: N parent indices (-1 = the root, the last committed token), topologically ordered.
+        path: the accepted node indices, root's child first.
+        shown: the nodes listed in the event's ``draft_ids``: the accepted path plus the first rejected child.
+    """
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    path: tuple[int, ...]
+    shown: tuple[int, ...]
+
+    @property
+    def num_nodes(self) -> int:
+        """Nodes the target verified in this pass (all of them, in one forward)."""
+        return len(self.tokens)
 
 
 @dataclass(frozen=True)
@@ -70,19 +107,22 @@ class PassEvent:
     """One target forward of a run.
 
     Attributes:
-        run: "speculative" or "baseline".
+        run: "speculative" or "baseline" (see :data:`RunKind`).
         index: 0 for the prefill, then 1, 2, ... for target passes.
         kind: "prefill" or "pass".
         k: draft length requested for this pass (0 for the baseline and the prefill).
-        draft_ids: the drafter's proposal, length <= k (tuple of token ids).
-        accept_mask: one bool per drafted token; True for accepted. Only a prefix can be True.
-        num_accepted: number of accepted draft tokens (== sum(accept_mask)).
+        draft_ids: the drafter's proposal as shown, length <= k (a tree pass: its accepted path plus the first
+            rejected child; the whole tree is in ``tree``).
+        accept_mask: one bool per shown draft token, the verifier's verdict; only a prefix can be True.
+        num_accepted: draft tokens the verifier accepted (== sum(accept_mask)). On the last pass of a run some of
+            them may lie after the end (EOS, a stop string or the budget): :attr:`committed_accepted` counts only
+            those that entered the output, and the run's counters use it.
         next_id: the target's own token of this pass (recovered, bonus or plain target token).
         next_kind: "recovered", "bonus" or "target" (see :data:`NextKind`).
         emitted_ids: tokens this pass added to the output, in order: the accepted drafts then next_id, cut
             at EOS, a stop string or max_new_tokens exactly where standard decoding would stop. Its length
             can be smaller than num_accepted + 1 only on the last pass.
-        details: one :class:`PositionDetail` per drafted token.
+        details: one :class:`PositionDetail` per shown draft token.
         text_delta: new text that this pass makes final (incremental detokenization; holds back
             incomplete UTF-8 so no U+FFFD appears mid-stream). Concatenated over a run it equals the text.
         timings: :class:`Timings` of this pass (ms).
@@ -92,12 +132,14 @@ class PassEvent:
         finish_reason: set on the last event of a run: "eos", "length" or "stop".
         near_tie_gap: baseline only: the gap between the top two logits at the emitted token (used to show
             that a divergence between two numerics sits at a near-tie).
-        extra: per-pass extras: ``next_k`` (adaptive k after this pass) and, for a tree pass, ``tree``: a dict
-            with ``tokens`` (N node ids), ``parents`` (N, -1 = root), ``path`` (accepted node indices) and
-            ``shown`` (the nodes in ``draft_ids``: the accepted path plus the first rejected child).
+        next_k: the draft length the next pass will ask for (adaptive k); None for the baseline and the prefill.
+        draft_source: "lookup" when a head drafter with lookup first copied this pass's draft, else None.
+        tree: the whole tree of a tree pass (:class:`TreeRecord`), else None.
+        notice: one sentence when something about the drafting changed at this pass (e.g. the drafter's
+            numbers turned non-finite and the run goes on without drafts), else None.
     """
 
-    run: str
+    run: RunKind
     index: int
     kind: PassKind
     k: int
@@ -116,17 +158,39 @@ class PassEvent:
     draft_cache_len: int | None = None
     finish_reason: FinishReason | None = None
     near_tie_gap: float | None = None
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
+    next_k: int | None = None
+    draft_source: DraftSource | None = None
+    tree: TreeRecord | None = None
+    notice: str | None = None
 
     @property
     def num_drafted(self) -> int:
-        """Number of drafted tokens in this pass."""
+        """Number of shown draft tokens in this pass (a chain: every proposed token)."""
         return len(self.draft_ids)
 
     @property
+    def cut_in_drafts(self) -> bool:
+        """True when the run ended inside this pass's accepted drafts (the target's own token was not emitted)."""
+        return len(self.emitted_ids) <= self.num_accepted and self.finish_reason is not None
+
+    @property
+    def committed_accepted(self) -> int:
+        """Accepted draft tokens that entered the output (the run's "accepted" counter)."""
+        return min(self.num_accepted, len(self.emitted_ids))
+
+    @property
+    def counted_drafted(self) -> int:
+        """Draft tokens this pass counts as drafted (the run's "drafted" counter): a chain's proposed tokens, every
+        node of a tree (all were verified); on a pass cut inside its accepted drafts, only the committed ones."""
+        if self.cut_in_drafts:
+            return self.committed_accepted
+        return self.tree.num_nodes if self.tree is not None else self.num_drafted
+
+    @property
     def num_rejections(self) -> int:
-        """1 if the target refused a drafted token in this pass, else 0 (positions after it were never judged)."""
-        return 1 if self.num_accepted < len(self.draft_ids) else 0
+        """1 if the target refused a draft token in this pass and its own token was emitted, else 0 (positions
+        after the first rejection were never judged)."""
+        return 1 if self.num_accepted < self.num_drafted and not self.cut_in_drafts else 0
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,12 @@ import time
 import torch
 from transformers import DynamicCache
 
+from specviz.events import RunCancelled
+
+PREFILL_CHUNK = 256
+"""Most tokens one forward reads: a long prompt is read in chunks this size, so a Stop (checked before every
+forward) is honoured within one chunk. The baseline and the speculative run chunk alike (same numerics)."""
+
 
 def new_cache(model: torch.nn.Module) -> DynamicCache:
     """An empty dynamic KV cache sized for ``model``'s config (its number of layers)."""
@@ -71,6 +77,53 @@ def forward_logits_features(
     out = model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
                 **kwargs)
     return out.logits[0, -num_logits:].float(), out.hidden_states[-1][0]
+
+
+def check_cancel(cancel: object | None) -> None:
+    """Raise :class:`~specviz.events.RunCancelled` when ``cancel`` is set: a flag with ``is_set()`` (a
+    threading.Event) or a callable returning True to stop."""
+    if cancel is not None and (cancel.is_set() if hasattr(cancel, "is_set") else cancel()):
+        raise RunCancelled("the run was stopped")
+
+
+def forward_chunked(
+    model: torch.nn.Module, input_ids: list[int], cache: DynamicCache, num_logits: int, *,
+    cancel: object | None = None, features: bool = False, chunk: int = PREFILL_CHUNK,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`forward_logits` (or :func:`forward_logits_features`) over ``input_ids`` in forwards of at most
+    ``chunk`` tokens, checking ``cancel`` before each one.
+
+    Args:
+        model, input_ids, cache, num_logits: as :func:`forward_logits`; ``num_logits`` <= the last chunk's length.
+        cancel: a flag with ``is_set()`` or a callable (see :func:`check_cancel`); checked before every forward.
+        features: also return the final features of every new position (concatenated over the chunks).
+        chunk: most tokens per forward (a tree mask or explicit positions are never split: one forward).
+        attention_mask, position_ids: as :func:`forward_logits_features`.
+
+    Returns:
+        (num_logits, V) float32 logits and (n, H) features or None.
+
+    Raises:
+        RunCancelled: ``cancel`` was set before a forward started.
+    """
+    if attention_mask is not None or position_ids is not None or len(input_ids) <= chunk:
+        pieces = [input_ids]
+    else:
+        pieces = [input_ids[i:i + chunk] for i in range(0, len(input_ids), chunk)]
+    feats: list[torch.Tensor] = []
+    for piece in pieces:
+        check_cancel(cancel)
+        wanted = num_logits if piece is pieces[-1] else 1
+        if features or attention_mask is not None or position_ids is not None:
+            logits, f = forward_logits_features(model, piece, cache, wanted, attention_mask=attention_mask,
+                                                position_ids=position_ids)
+            feats.append(f)
+        else:
+            logits = forward_logits(model, piece, cache, wanted)
+    if not features:
+        return logits, None
+    return logits, feats[0] if len(feats) == 1 else torch.cat(feats)
 
 
 def keep_positions(cache: DynamicCache, keep: list[int]) -> None:

@@ -1,11 +1,18 @@
 """Running statistics of a run, computed from its events. Every figure carries its definition.
 
-- acceptance rate = accepted / drafted, in [0, 1]; the bonus token is not a draft, so it is excluded.
+Counters count committed work: drafts the verifier accepted after the run's end (EOS, a stop string or the budget
+inside a pass) count neither as drafted nor as accepted (:attr:`PassEvent.counted_drafted`,
+:attr:`PassEvent.committed_accepted`). A tree pass counts every node it verified as drafted, and its accepted path
+as accepted.
+
+- acceptance rate = accepted / drafted, in [0, 1]; the bonus token is not a draft, so it is excluded (a tree:
+  accepted path tokens / nodes verified).
 - tokens per pass (tau, mean accepted length) = emitted tokens / target passes, bonus included, in
   [1, k+1]; the prefill and its token are not counted (they are reported as time to first token).
 - per-token acceptance alpha = accepted / (accepted + rejections): only positions the target judged count
   (tokens after a pass's first rejection were never judged).
-- per-position acceptance i = P(draft token i accepted | tokens < i accepted), i = 1..k.
+- per-position acceptance i = P(draft token i accepted | tokens < i accepted), i = 1..k (conditional); the
+  unconditional share accepted-at-position-i / passes is what vLLM exports (:attr:`RunStats.per_position_share`).
 - expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean proposed length
   (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks.
@@ -71,6 +78,8 @@ class RunStats:
     verify_ms: float = 0.0
     other_ms: float = 0.0
     max_k: int = 0
+    tree_passes: int = 0
+    tree_nodes: int = 0
     position_tried: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     finish_reason: str | None = None
@@ -95,25 +104,32 @@ class RunStats:
             self.ttft_ms = event.t_end_ms
             return
         self.passes += 1
-        self.drafted += event.num_drafted
-        self.accepted += event.num_accepted
-        self.rejections += event.num_rejections
+        accepted, rejections = event.committed_accepted, event.num_rejections
+        self.drafted += event.counted_drafted
+        self.accepted += accepted
+        self.rejections += rejections
+        if event.tree is not None:
+            self.tree_passes += 1
+            self.tree_nodes += event.tree.num_nodes
         self.emitted_after_prefill += len(event.emitted_ids)
         self.draft_ms += event.timings.draft_ms
         self.verify_ms += event.timings.verify_ms
         self.other_ms += event.timings.other_ms
         self.max_k = max(self.max_k, event.k)
-        while len(self.position_tried) < event.num_drafted:
+        judged = accepted + rejections  # positions whose verdict entered the output
+        shown = accepted if event.cut_in_drafts else event.num_drafted
+        while len(self.position_tried) < shown:
             self.position_tried.append(0)
             self.position_accepted.append(0)
-        for i in range(min(event.num_accepted + 1, event.num_drafted)):  # judged positions
+        for i in range(judged):
             self.position_tried[i] += 1
-            self.position_accepted[i] += 1 if i < event.num_accepted else 0
-        self.pass_acceptance.append(event.num_accepted / event.num_drafted if event.num_drafted else None)
+            self.position_accepted[i] += 1 if i < accepted else 0
+        drafted = event.counted_drafted
+        self.pass_acceptance.append(accepted / drafted if drafted else None)
         self.pass_tokens.append(len(event.emitted_ids))
         self.pass_k.append(event.k)
-        self.pass_drafted.append(event.num_drafted)
-        self.pass_accepted.append(event.num_accepted)
+        self.pass_drafted.append(drafted)
+        self.pass_accepted.append(accepted)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -148,6 +164,16 @@ class RunStats:
         return [a / t if t else 0.0 for a, t in zip(self.position_accepted, self.position_tried)]
 
     @property
+    def per_position_share(self) -> list[float]:
+        """Accepted at position i / target passes, i = 1..max judged (unconditional; vLLM's per-position figure)."""
+        return [a / self.passes for a in self.position_accepted] if self.passes else []
+
+    @property
+    def mean_nodes_per_tree(self) -> float | None:
+        """Nodes verified per tree pass (None without tree passes)."""
+        return self.tree_nodes / self.tree_passes if self.tree_passes else None
+
+    @property
     def tokens_per_s(self) -> float | None:
         """Generated tokens / elapsed seconds (prefill included), on the run's own clock."""
         return self.generated / (self.elapsed_ms / 1000.0) if self.elapsed_ms > 0 else None
@@ -169,6 +195,9 @@ class RunStats:
             "tokens_per_pass": self.tokens_per_pass,
             "expected_tokens_per_pass": self.expected_tokens_per_pass,
             "per_position_acceptance": self.per_position_acceptance,
+            "per_position_share": self.per_position_share,
+            "tree_passes": self.tree_passes,
+            "tree_nodes_verified": self.tree_nodes,
             "ttft_ms": self.ttft_ms,
             "draft_ms": self.draft_ms,
             "verify_ms": self.verify_ms,

@@ -79,6 +79,7 @@ class LoadedModel:
     vocab_size: int  # the LM head's output size (may exceed len(tokenizer) when padded)
     param_bytes: int  # bytes of all parameters, tied weights counted once
     speed: SpeedReport | None = None  # the eager speed-ups applied at load time (specviz.speed)
+    num_token_ids: int | None = None  # ids the tokenizer defines (max id + 1); head rows beyond it are padding
 
 
 # ----------------------------------------------------------------------------------------------- locations
@@ -353,7 +354,7 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
         eos_token_ids=_eos_token_ids(model, tokenizer),
         num_layers=int(getattr(text_config, "num_hidden_layers", 0) or getattr(text_config, "n_layer", 0)),
         vocab_size=int(head.weight.shape[0]) if head is not None else int(text_config.vocab_size),
-        param_bytes=param_bytes, speed=speed,
+        param_bytes=param_bytes, speed=speed, num_token_ids=token_id_count(tokenizer),
     )
 
 
@@ -497,19 +498,90 @@ def sanitize_prompt(text: str) -> CleanText:
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, *, use_chat_template: bool = True) -> list[int]:
     """Token ids for ``prompt``: as one user message with the tokenizer's chat template (and the assistant's
     generation prompt) when it has one and ``use_chat_template``; else plain tokenization with the tokenizer's
-    own special tokens. Raises ValueError("The prompt is empty.") for an empty or whitespace-only prompt.
+    own special tokens (its BOS, for example).
+
+    The user's text is data: control tokens typed into it (``<|im_start|>``, ``<|endoftext|>``, ...) are encoded
+    as the plain text they are, never as the special ids the template writes, so a prompt cannot forge a turn
+    (a system message, an end of text). Only the template's own markers become special ids. A prompt without
+    such markers gets exactly the ids the tokenizer's normal encoding gives.
+
     The prompt is passed through :func:`sanitize_prompt` first (silently: callers that want to tell the user
-    call it themselves), so no input makes the tokenizer fail."""
+    call it themselves), so no input makes the tokenizer fail.
+
+    Returns a list of int token ids. Raises ValueError (one sentence) for an empty or whitespace-only prompt
+    ("The prompt is empty.") and for a typed control token this tokenizer cannot encode as plain text.
+    """
     prompt = sanitize_prompt(prompt).text if isinstance(prompt, str) else prompt
     if not prompt or not prompt.strip():
         raise ValueError("The prompt is empty.")
     if use_chat_template and getattr(tokenizer, "chat_template", None):
-        encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                                tokenize=True, return_dict=True)
+        try:
+            # transformers marks the control tokens in the message and encodes them as text (its
+            # `sanitize_control_tokens`); without any there, the ids are those of the plain call
+            encoded = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                                    add_generation_prompt=True, tokenize=True, return_dict=True,
+                                                    sanitize_control_tokens=True)
+        except ValueError as error:
+            raise _unsanitizable(tokenizer, prompt, error) from None
         ids = encoded["input_ids"]
     else:
-        ids = tokenizer(prompt)["input_ids"]
+        ids = encode_text(tokenizer, prompt, add_special_tokens=True)
     return [int(token_id) for token_id in ids]
+
+
+def encode_text(tokenizer: PreTrainedTokenizerBase, text: str, *, add_special_tokens: bool = False) -> list[int]:
+    """Token ids of ``text`` as plain text: control tokens typed into it (the tokenizer's special tokens and its
+    ``chat_control_tokens``) are encoded as their characters, never as their special ids. With
+    ``add_special_tokens`` the tokenizer's own framing (its BOS / EOS post-processing) is added around the text.
+
+    Text without control tokens gets exactly ``tokenizer(text, add_special_tokens=...)["input_ids"]``. Nothing is
+    sanitized here (see :func:`sanitize_prompt`). Raises ValueError (one sentence) when this tokenizer produces a
+    typed control token from its plain characters, so it cannot be kept as text.
+    """
+    pattern = _control_tokens_re(tokenizer)
+    if pattern is None or not pattern.search(text):
+        return [int(i) for i in tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]]
+    from transformers.utils.chat_template_utils import mark_control_tokens
+
+    try:  # the same machinery apply_chat_template(..., sanitize_control_tokens=True) uses for message text
+        bare = tokenizer(mark_control_tokens(text, pattern), add_special_tokens=False,
+                         sanitize_control_tokens=True)["input_ids"]
+    except ValueError as error:
+        raise _unsanitizable(tokenizer, text, error) from None
+    head, tail = _special_framing(tokenizer) if add_special_tokens else ((), ())
+    return [int(i) for i in (*head, *bare, *tail)]
+
+
+def _control_tokens_re(tokenizer) -> re.Pattern | None:
+    """A regex matching the tokenizer's control tokens (special added tokens, and ``chat_control_tokens``),
+    longest first; None when it has none."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    extra = set(getattr(tokenizer, "chat_control_tokens", None) or ())
+    tokens = {token.content for token in added.values() if getattr(token, "special", False) or token.content in extra}
+    tokens.update(str(t) for t in (getattr(tokenizer, "all_special_tokens", None) or ()))
+    tokens = sorted((t for t in tokens if t and not t.isspace()), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, tokens))) if tokens else None
+
+
+def _special_framing(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer's post-processor puts before and after a text (e.g. ([bos], []))."""
+    probe = "a"
+    full = list(tokenizer(probe, add_special_tokens=True)["input_ids"])
+    bare = list(tokenizer(probe, add_special_tokens=False)["input_ids"])
+    for start in range(len(full) - len(bare) + 1):
+        if full[start:start + len(bare)] == bare:
+            return full[:start], full[start + len(bare):]
+    return [], []
+
+
+def _unsanitizable(tokenizer, text: str, error: ValueError) -> ValueError:
+    """The one-sentence error for a typed control token that the tokenizer cannot encode as text."""
+    pattern = _control_tokens_re(tokenizer)
+    found = pattern.search(text) if pattern is not None else None
+    if found is None or "sanitize" not in str(error).lower():  # another problem: its own message
+        return error
+    return ValueError(f"The prompt contains {found.group(0)!r}, a control token this model's tokenizer cannot keep "
+                      f"as plain text: remove it from the prompt.")
 
 
 class PromptTooLongError(ValueError):
@@ -560,14 +632,17 @@ def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | No
 
     A longer prompt is truncated from the left: the start of the user's text is dropped, and the chat template
     around it (system prompt, role markers, the assistant's generation prompt) is kept whole, so the model still
-    sees a well-formed conversation and answers the end of the text. Raises :class:`PromptTooLongError` when
-    the template alone does not fit the budget.
+    sees a well-formed conversation and answers the end of the text. Control tokens typed into the text stay text
+    in the cut prompt too. ``budget`` is in tokens, chat template included.
+
+    Raises :class:`PromptTooLongError` when the template alone does not fit the budget, and ValueError (one
+    sentence, see :func:`encode_prompt`) for an empty prompt or a typed control token that cannot be kept as text.
     """
     ids = encode_prompt(tokenizer, prompt, use_chat_template=use_chat_template)
     if budget is None or len(ids) <= budget:
         return PromptFit(ids, len(ids), budget)
     text = sanitize_prompt(prompt).text
-    content = tokenizer(text, add_special_tokens=False)["input_ids"]
+    content = encode_text(tokenizer, text)  # typed control tokens stay text, as in encode_prompt
     overhead = max(0, len(ids) - len(content))  # template + special tokens around the user's text
     keep = budget - overhead
     for _ in range(8):  # re-tokenizing the cut text can merge differently: shrink until it fits
@@ -600,12 +675,17 @@ def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
                 f"The draft {draft.label} and the target {target.label} use different vocabularies "
                 f"({len(draft_vocab)} vs {len(target_vocab)} tokens, {differing} entries differ), so their token "
                 f"ids mean different things: pick a drafter with the target's tokenizer.")
-    needed = max(target.tokenizer.get_vocab().values()) + 1
+    needed = token_id_count(target.tokenizer)
     for loaded in (target, draft):
         if loaded.vocab_size < needed:
             raise VocabularyMismatchError(
                 f"The LM head of {loaded.label} has {loaded.vocab_size} outputs but the tokenizer it shares with "
                 f"{(draft if loaded is target else target).label} has {needed} ids, so some ids have no logits.")
+
+
+def token_id_count(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The number of ids ``tokenizer`` defines (its largest id + 1, added and special tokens included)."""
+    return max(tokenizer.get_vocab().values()) + 1
 
 
 def shared_vocab_size(target: LoadedModel, draft: LoadedModel) -> int:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 from specviz.events import PassEvent
+from specviz.verify import acceptance_probability
 
 PHASES = ("prefill", "draft", "verify", "decide", "emit")
 """Phases in step order; the prefill has only ``prefill``, a pass without a draft skips ``decide``."""
@@ -32,7 +33,6 @@ PHASE_LABELS = {
     "decide": "3 · accept / reject",
     "emit": "4 · recovered / bonus token",
 }
-DECISIONS = ("accepted", "rejected", "not judged")
 
 
 # ------------------------------------------------------------------------------------------------- the record
@@ -152,13 +152,6 @@ class Row:
     kind: str = "draft"
 
 
-def acceptance_ratio(p: float, q: float) -> float:
-    """min(1, p/q): the probability that rejection sampling keeps a token (q = 0 keeps it iff p > 0)."""
-    if q <= 0.0:
-        return 1.0 if p > 0.0 else 0.0
-    return min(1.0, p / q)
-
-
 def steps_of(events: Sequence[PassEvent]) -> list[Step]:
     """The step sequence of a run (see the module docstring)."""
     steps: list[Step] = []
@@ -261,7 +254,7 @@ class Stepper:
             if decided:
                 decision = "accepted" if i < event.num_accepted else "rejected" if judged else "not judged"
                 if not rec.greedy and judged and d is not None:
-                    ratio = acceptance_ratio(d.target_prob, d.draft_prob)
+                    ratio = acceptance_probability(d.target_prob, d.draft_prob)
                     u = d.uniform
             top = rec.label(d.target_top_id) if rec.greedy and verified and d is not None else None
             rows.append(Row(i + 1, int(token), rec.label(token), q, p, ratio, u, decision, top))
@@ -358,7 +351,7 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
                      "drawn, and the guess is kept if u < min(1, p/q).")
         for i in range(min(n, 2)):
             d = e.details[i]
-            r = acceptance_ratio(d.target_prob, d.draft_prob)
+            r = acceptance_probability(d.target_prob, d.draft_prob)
             why = ("p ≥ q, so it is always kept" if r >= 1.0 else
                    f"min(1, p/q) = {r:.2f} and u = {d.uniform:.2f} is below it")
             parts.append(f"Guess {i + 1}, {_q(rec, e.draft_ids[i])}: {why}, accepted.")
@@ -368,7 +361,7 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
             parts.append(f"Guesses 3 to {n} passed the same test and were accepted too.")
         if n < m:
             d = e.details[n]
-            r = acceptance_ratio(d.target_prob, d.draft_prob)
+            r = acceptance_probability(d.target_prob, d.draft_prob)
             parts.append(f"Guess {n + 1}, {_q(rec, e.draft_ids[n])}: the target gives it p = {d.target_prob:.2f} but "
                          f"the drafter gave it q = {d.draft_prob:.2f}, so it is kept only with probability "
                          f"{r:.2f}; u = {d.uniform:.2f} is not below that, so it was rejected.")
@@ -499,7 +492,7 @@ def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | 
     """
     import torch
 
-    from specviz.verify import residual_distribution
+    from specviz.verify import one_hot_row, residual_distribution
 
     i = event.num_accepted
     drafted = int(event.draft_ids[i])
@@ -511,8 +504,7 @@ def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | 
         draft_row = draft_model.probs(prefix, sampling).to(target_row.device)
     else:  # a deterministic drafter: one-hot on its guess (q < 1 without a distribution: only that q is known)
         q = float(draft.token_probs[i]) if draft is not None and i < len(draft.token_probs) else 1.0
-        draft_row = torch.zeros_like(target_row)
-        draft_row[drafted] = q
+        draft_row = one_hot_row(drafted, target_row) * q
         known = q >= 1.0
     size = min(target_row.shape[-1], draft_row.shape[-1])
     target_row, draft_row = target_row[:size], draft_row[:size]

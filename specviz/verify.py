@@ -80,6 +80,34 @@ def process_logits(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tens
     return probs
 
 
+def restrict_vocab(logits: torch.Tensor, vocab_size: int | None) -> torch.Tensor:
+    """The first ``vocab_size`` columns of (..., V) logits or probabilities: the ids both sides of a run share.
+
+    LM heads are often padded beyond the tokenizer (Qwen2.5's heads have 152064 rows for 151665 ids, and a
+    draft's padding can differ from its target's). Padded ids have no token, so every distribution of a run is
+    cut to the same ``vocab_size`` columns before anything is chosen or compared: they get probability 0 on both
+    sides and no drafter can propose one. A view, no copy. None or a size >= V returns ``logits`` unchanged.
+    """
+    if vocab_size is None or vocab_size >= logits.shape[-1]:
+        return logits
+    return logits[..., :vocab_size]
+
+
+def fit_vocab(probs: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(m, W) draft distributions as (m, vocab_size): cut to the shared ids (:func:`restrict_vocab`; a drafter
+    never puts mass beyond them) or padded with zeros when its head has fewer rows."""
+    if probs.shape[-1] >= vocab_size:
+        return restrict_vocab(probs, vocab_size)
+    return torch.nn.functional.pad(probs, (0, vocab_size - probs.shape[-1]))
+
+
+def all_finite(values: torch.Tensor | list[float]) -> bool:
+    """True when no element is NaN or +-inf (a float16 model that overflowed produces them)."""
+    if isinstance(values, torch.Tensor):
+        return bool(torch.isfinite(values).all())
+    return all(v == v and abs(v) != float("inf") for v in values)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     """Draw one token id from a (V,) probability vector with the run's generator."""
     return int(torch.multinomial(probs.float(), 1, generator=generator).item())
@@ -126,6 +154,25 @@ def verify_greedy(draft_ids: list[int], target_logits: torch.Tensor) -> Verdict:
     return Verdict(n, int(top[n]), _kind(n, len(draft_ids)))
 
 
+def acceptance_probability(target_prob: float, draft_prob: float) -> float:
+    """min(1, target_prob / draft_prob): the chance that rejection sampling keeps a drafted token.
+
+    ``draft_prob`` is the draft's probability of the token it drafted (1.0 for a deterministic drafter). A token
+    the draft gave probability 0 (which it could only propose by rounding) is kept when the target allows it.
+    """
+    if draft_prob <= 0.0:
+        return 1.0 if target_prob > 0.0 else 0.0
+    return min(1.0, target_prob / draft_prob)
+
+
+def one_hot_row(token: int, like: torch.Tensor) -> torch.Tensor:
+    """The draft distribution of a deterministic drafter at one position: (V,) zeros with 1.0 at ``token``, in
+    the dtype and on the device of ``like`` (a (V,) target row)."""
+    row = torch.zeros_like(like)
+    row[token] = 1.0
+    return row
+
+
 def residual_distribution(target_row: torch.Tensor, draft_row: torch.Tensor) -> torch.Tensor:
     """norm(max(0, target_probs - draft_probs)) for one position, both (V,).
 
@@ -163,11 +210,9 @@ def verify_sampling(
         q = 1.0 if draft_probs is None else float(draft_probs[i, token])
         u = float(torch.rand((), generator=generator).item())
         uniforms.append(u)
-        accept = u < (1.0 if q <= 0.0 and p > 0.0 else min(1.0, p / q) if q > 0.0 else 0.0)
-        if not accept:
+        if not u < acceptance_probability(p, q):
             if draft_probs is None:
-                draft_row = torch.zeros_like(target_probs[i])
-                draft_row[token] = 1.0
+                draft_row = one_hot_row(token, target_probs[i])
             else:
                 draft_row = draft_probs[i].to(target_probs.dtype)
             next_id = sample(residual_distribution(target_probs[i], draft_row), generator)

@@ -76,8 +76,9 @@ def position_counts(events: Iterable[PassEvent], k_max: int | None = None) -> Po
     reached = [0] * k_max
     accepted = [0] * k_max
     for e in passes:
-        n = e.num_accepted
-        for i in range(1, min(e.k, k_max) + 1):  # position i (1-based) is reached iff drafts 1..i-1 were accepted
+        n = e.committed_accepted
+        last = n if e.cut_in_drafts else e.k  # a pass cut by the run's end: only its committed positions count
+        for i in range(1, min(last, k_max) + 1):  # position i (1-based) is reached iff drafts 1..i-1 were accepted
             if n < i - 1:
                 break
             reached[i - 1] += 1

@@ -48,7 +48,7 @@ def _event(run="speculative", index=1, draft=(), n=0, next_id=None, next_kind="t
         draft_ids=tuple(draft), accept_mask=tuple(i < n for i in range(len(draft))), num_accepted=n, next_id=next_id,
         next_kind=next_kind, emitted_ids=tuple(emitted), details=details, text_delta="",
         timings=Timings(1.0, 5.0, 0.5), t_end_ms=t_end, num_generated=generated, finish_reason=finish,
-        near_tie_gap=gap, extra={"next_k": len(draft)},
+        near_tie_gap=gap, next_k=len(draft),
     )
 
 

@@ -26,7 +26,7 @@ from app.render import PieceDecoder  # noqa: E402
 from app.tree_view import HeadAccuracy, TreeView, tree_html, tree_pass  # noqa: E402
 from specviz.arena import is_drafter_key, variants  # noqa: E402
 from specviz.engine import GenerationConfig, collect, standard_generate  # noqa: E402
-from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.events import PassEvent, PositionDetail, Timings, TreeRecord  # noqa: E402
 from specviz.heads import new_eagle_head, new_medusa_heads, save_heads  # noqa: E402
 from test_app import FakeTokenizer, _args, drain  # noqa: E402
 
@@ -112,7 +112,7 @@ def test_eagle_chain_matches_the_baseline_and_shows_no_tree(tiny_model_dir, ship
     out = _run(tiny_model_dir, drafter="eagle", k=3)
     _greedy_identical(out)
     assert "EAGLE head" in out["spec-output"] and "tree" not in out["history-state"][0]["drafter"]
-    assert not any(e.extra.get("tree") for e in events)
+    assert not any(e.tree for e in events)
     assert "draft-tree" not in out and "head-accuracy" not in out  # hidden (never given a value)
 
 
@@ -120,31 +120,31 @@ def test_eagle_tree_shows_the_tree_with_the_accepted_path(tiny_model_dir, shippe
     out = _run(tiny_model_dir, drafter="eagle", tree_nodes=10, k=3)
     _greedy_identical(out)
     assert "tree of 10 nodes" in out["spec-output"]
-    trees = [e for e in events if e.extra.get("tree")]
-    assert trees and all(len(e.extra["tree"]["tokens"]) <= 10 for e in trees)
+    trees = [e for e in events if e.tree]
+    assert trees and all(len(e.tree.tokens) <= 10 for e in trees)
     markup = out["draft-tree"]
     assert f'data-tree-passes="{len(trees)}"' in markup
     # the pass with the longest accepted path is open and first, then every other tree pass (newest first)
     passes = [int(p) for p in re.findall(r'<details class="dtree-pass" data-pass="(\d+)"', markup)]
-    best = max(trees, key=lambda e: (len(e.extra["tree"]["path"]), e.index))
+    best = max(trees, key=lambda e: (len(e.tree.path), e.index))
     assert passes == [best.index] + [e.index for e in reversed(trees) if e is not best]
     assert re.search(rf'<details class="dtree-pass" data-pass="{best.index}"[^>]* open>', markup)
     by_index = {e.index: e for e in trees}
     # per pass: the path nodes (and only they) are data-accepted="true", the target's own token follows them
     blocks = re.findall(r'<details class="dtree-pass".*?</details>', markup, re.S)
     for event, block in zip((by_index[p] for p in passes), blocks):
-        tree = event.extra["tree"]
+        tree = event.tree
         nodes = _nodes(block)
         drafted = [n for n in nodes if n["data-node"].isdigit()]
-        assert len(drafted) == len(tree["tokens"])
-        assert {int(n["data-node"]) for n in drafted if n["data-accepted"] == "true"} == set(tree["path"])
-        assert [int(n["data-id"]) for n in sorted(drafted, key=lambda n: int(n["data-node"]))] == tree["tokens"]
+        assert len(drafted) == len(tree.tokens)
+        assert {int(n["data-node"]) for n in drafted if n["data-accepted"] == "true"} == set(tree.path)
+        assert [int(n["data-id"]) for n in sorted(drafted, key=lambda n: int(n["data-node"]))] == list(tree.tokens)
         nxt = [n for n in nodes if n["data-node"] == "next"]
         assert len(nxt) == 1 and nxt[0]["data-kind"] == event.next_kind and int(nxt[0]["data-id"]) == event.next_id
-        assert nxt[0]["data-parent"] == str(tree["path"][-1] if tree["path"] else -1)
-        assert nxt[0]["data-depth"] == str(len(tree["path"]) + 1)
+        assert nxt[0]["data-parent"] == str(tree.path[-1] if tree.path else -1)
+        assert nxt[0]["data-depth"] == str(len(tree.path) + 1)
         assert [n["data-node"] for n in nodes].count("root") == 1
-    accepted = sum(len(e.extra["tree"]["path"]) for e in trees)
+    accepted = sum(len(e.tree.path) for e in trees)
     assert accepted > 0, "the 3-token draft vocabulary should make some paths accepted"
     assert markup.count('data-accepted="true"') == accepted
 
@@ -214,7 +214,7 @@ def test_tree_with_sampling_says_it_drafts_a_chain(tiny_model_dir, shipped, even
     assert "Done in" in out["status"]
     assert "Trees are greedy-only: this sampling run (temperature &gt; 0) drafts a chain." in out["status"]
     assert "chain (trees are greedy-only)" in out["spec-output"]
-    assert not any(e.extra.get("tree") for e in events) and "draft-tree" not in out
+    assert not any(e.tree for e in events) and "draft-tree" not in out
     greedy = _run(tiny_model_dir, drafter="eagle", tree_nodes=10, max_new_tokens=4)
     assert "greedy-only" not in greedy["status"]
 
@@ -280,7 +280,7 @@ def _tree_event(tokens, parents, path, next_id, next_kind, emitted=None) -> Pass
         emitted_ids=tuple(tokens[i] for i in path) + (next_id,) if emitted is None else emitted,
         details=tuple(PositionDetail(0.5, 1.0, None, 0, j <= n) for j in range(len(shown))), text_delta="",
         timings=Timings(), t_end_ms=1.0, num_generated=4,
-        extra={"tree": {"tokens": list(tokens), "parents": list(parents), "path": list(path), "shown": shown}})
+        tree=TreeRecord(tuple(tokens), tuple(parents), tuple(path), tuple(shown)))
 
 
 PIECES = {0: "<|eos|>", 1: "Hello", 2: " world", 3: " <b>&", 4: "\n", 5: " again", 6: " wrong", 7: " more",
@@ -337,7 +337,7 @@ def test_tree_view_opens_the_longest_path_at_the_end():
     assert len(opened) == 1 and 'data-accepted-count="2"' in opened[0]
     assert "the longest accepted path of the run" in final and "3 tree passes" in final and final.count('class="dtree-pass"') == 3
     # lookup first: passes that copied have no tree, and the caption says how many there were
-    copy = dataclasses.replace(_tree_event([5], [-1], [0], next_id=7, next_kind="bonus"), extra={"draft_source": "lookup"})
+    copy = dataclasses.replace(_tree_event([5], [-1], [0], next_id=7, next_kind="bonus"), draft_source="lookup", tree=None)
     view.add(copy, [1, 2, 3, 9, 2, 3, 8])
     assert "(1 other pass copied by lookup" in view.html(every_pass=True)
     assert view.html(every_pass=True).count('class="dtree-pass"') == 3
@@ -350,7 +350,7 @@ def test_head_accuracy_counts_judged_positions():
     assert acc.rows() == [(1, 2, 2, 1.0), (2, 1, 2, 0.5), (3, 1, 1, 1.0), (4, 0, 0, None)]
     assert "accepted 1 of 2 judged (50%)" in acc.html() and "accepted 0 of 0 judged (–)" in acc.html()
     copied = dataclasses.replace(_tree_event([2, 6], [-1, 0], [0, 1], next_id=9, next_kind="bonus"),
-                                 extra={"draft_source": "lookup"})
+                                 draft_source="lookup", tree=None)
     acc.add(copied)  # a pass copied by lookup first: not the heads' guesses, so not counted
     assert acc.rows()[0] == (1, 2, 2, 1.0) and "1 pass copied by lookup first is left out" in acc.html()
 

@@ -57,6 +57,7 @@ def test_first_difference():
     assert bench.first_difference([1, 2], [1, 2, 3]) == 2
 
 
+@pytest.mark.kernels  # our engine's greedy ids vs transformers' generate() on the same model
 def test_bench_on_tiny_models_reports_ratios_categories_and_identical_ids(tiny_target, tiny_draft_dir, suite_file):
     settings = bench.BenchSettings(drafters=("ngram", "model"), ks=(2, "auto"), max_new_tokens=10, repeats=2,
                                    warmup_tokens=2, draft_spec=str(tiny_draft_dir))

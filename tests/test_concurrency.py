@@ -116,10 +116,10 @@ def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir
 def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypatch):
     real = handlers.standard_generate
 
-    def sometimes_broken(target, prompt_ids, config):
+    def sometimes_broken(target, prompt_ids, config, **options):
         if config.max_new_tokens == 7:
             raise RuntimeError("simulated crash inside one run")
-        return real(target, prompt_ids, config)
+        return real(target, prompt_ids, config, **options)
 
     monkeypatch.setattr(handlers, "standard_generate", sometimes_broken)
     sessions = [Session(f"s{i}", **_args(tiny_model_dir, max_new_tokens=7 if i == 1 else 6,

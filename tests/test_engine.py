@@ -9,12 +9,14 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-import specviz.engine as engine_mod
+import specviz.kv as kv_mod
 from specviz.drafters import EarlyExitDrafter, ModelDrafter, NgramDrafter
 from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.kv import forward_logits, new_cache
 from specviz.metrics import RunStats, expected_tokens_per_pass
 from specviz.verify import SamplingConfig, process_logits
+
+from float_tolerance import assert_within, model_tolerance
 
 
 def _drafters(target, draft):
@@ -37,6 +39,9 @@ def _run(target, prompt, cfg, drafter=None):
     return collect(gen, target.tokenizer, prompt)
 
 
+# kernels: 1-row decoding steps vs (k+1)-row verification passes, whose float32 rounding differs with the CPU; the
+# tiny target's top-2 gaps (>= 2e-3, test_models) keep the ids equal on every instruction set
+@pytest.mark.kernels
 @pytest.mark.parametrize("k", [1, 4, 8])
 @pytest.mark.parametrize("name", ["ngram", "model", "early-exit", "oracle"])
 def test_greedy_ids_identical_to_standard_decoding(tiny_target, tiny_draft, name, k):
@@ -112,6 +117,7 @@ def test_stop_strings_cut_where_standard_decoding_does(tiny_target, tiny_draft):
         assert (spec.token_ids, spec.text, spec.finish_reason) == (base.token_ids, base.text, "stop"), name
 
 
+@pytest.mark.kernels
 def test_caches_hold_exactly_the_committed_prefix(tiny_target, tiny_draft, monkeypatch):
     """After every pass: target cache == committed - 1, the next logits equal a fresh prefill of the
     committed sequence, and the draft cache holds a committed prefix of length committed-1 or -2."""
@@ -126,11 +132,13 @@ def test_caches_hold_exactly_the_committed_prefix(tiny_target, tiny_draft, monke
             assert input_ids[0] == committed[-1]
             full = committed + list(input_ids[1:])
             fresh = forward_logits(model, full, new_cache(model), num_logits)
-            torch.testing.assert_close(got, fresh, atol=1e-4, rtol=1e-4)
+            # a (k+1)-row pass over the cache vs one long prefill: other matrix shapes, so other kernel blockings
+            # whose float32 rounding differs with the CPU (exactly equal on AVX-512, not on AVX2)
+            assert_within(got, fresh, model_tolerance(fresh, model.config.hidden_size), "cached vs fresh prefill")
             checks["n"] += 1
         return got
 
-    monkeypatch.setattr(engine_mod, "forward_logits", spy)
+    monkeypatch.setattr(kv_mod, "forward_logits", spy)  # every target forward of the engine goes through it
     drafter = ModelDrafter(tiny_draft.model, "tiny draft")
     rejections = set()
     for event in speculative_generate(tiny_target, drafter, prompt, GenerationConfig(max_new_tokens=120, k=5)):
@@ -211,7 +219,7 @@ def test_metrics_stay_in_range_and_match_definitions(tiny_target, tiny_draft):
         assert 1.0 <= s.tokens_per_pass <= k + 1
         assert s.passes == len(spec.events) - 1
         assert s.emitted_after_prefill == len(spec.token_ids) - 1
-        assert s.accepted == sum(e.num_accepted for e in spec.events)
+        assert s.accepted == sum(e.committed_accepted for e in spec.events)
         judged = s.accepted + s.rejections
         assert s.alpha == pytest.approx(s.accepted / judged)
         assert all(0.0 <= a <= 1.0 for a in s.per_position_acceptance)

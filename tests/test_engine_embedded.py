@@ -26,7 +26,11 @@ def _first_divergence(a, b):
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-@pytest.mark.parametrize("drafter", ["ngram", "early-exit", "bf16", "oracle"])
+# kernels: standard decoding runs 1-row forwards, verification (k+1)-row ones, so the logits come from other kernel
+# shapes and differ in float32 rounding (order 1e-4 for these logits); the ids stay equal because the smallest
+# top-2 gap on these prompts is 3e-3 (chat-2). The two cheapest drafters repeat under the AVX2 dispatch.
+@pytest.mark.parametrize("drafter", [pytest.param("ngram", marks=pytest.mark.kernels),
+                                     pytest.param("early-exit", marks=pytest.mark.kernels), "bf16", "oracle"])
 def test_greedy_ids_identical_on_suite_prompts(embedded, drafter):
     cfg = GenerationConfig(max_new_tokens=24, k=4)
     for prompt in _suite({"summarization-1", "code-edit-1", "chat-2"}):

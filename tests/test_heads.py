@@ -17,6 +17,7 @@ from specviz.heads import (EagleHead, HeadsError, MedusaHeads, load_heads, new_e
                            read_metadata, save_heads)
 from specviz.kv import cache_length, forward_logits, forward_logits_features, keep_positions, new_cache
 from specviz.tree import ancestors, depths, tree_attention_mask, tree_positions, verify_tree_greedy
+from float_tolerance import assert_within, model_tolerance
 from test_engine import _chi_square, _prompts
 
 
@@ -79,6 +80,7 @@ def test_greedy_tree_walk_follows_target_argmax():
     assert v.path == () and v.next_id == 1 and v.next_kind == "recovered" and v.shown == (0,)
 
 
+@pytest.mark.kernels
 def test_single_path_tree_verify_equals_chain_verify(tiny_target):
     model = tiny_target.model
     prompt = _prompts(tiny_target.tokenizer)["normal"]
@@ -92,15 +94,19 @@ def test_single_path_tree_verify_equals_chain_verify(tiny_target):
     tree, feats = forward_logits_features(model, [prompt[-1]] + draft, tree_cache, len(draft) + 1,
                                           attention_mask=tree_attention_mask(parents, ctx),
                                           position_ids=tree_positions(parents, ctx))
-    assert torch.allclose(chain, tree, atol=1e-4)
+    # the same numbers through a causal mask and through an explicit tree mask: the attention kernels may
+    # differ, so compare within float32 rounding of the logits (float_tolerance), not with a fixed atol
+    tolerance = model_tolerance(chain, model.config.hidden_size)
+    assert_within(tree, chain, tolerance, "tree mask vs causal chain")
     assert torch.equal(chain.argmax(-1), tree.argmax(-1))
     assert feats.shape == (len(draft) + 1, model.config.hidden_size)
-    assert torch.allclose(model.lm_head(feats).float(), tree, atol=1e-4)
+    assert_within(model.lm_head(feats).float(), tree, tolerance, "LM head on the returned features")
     v = verify_tree_greedy(draft, parents, tree)
     assert len(v.path) == sum(1 for _ in v.path)  # a path, in order
     assert list(v.path) == list(range(len(v.path)))
 
 
+@pytest.mark.kernels
 def test_keep_positions_matches_a_fresh_prefill(tiny_target):
     model = tiny_target.model
     prompt = _prompts(tiny_target.tokenizer)["normal"]
@@ -115,8 +121,10 @@ def test_keep_positions_matches_a_fresh_prefill(tiny_target):
     fresh = new_cache(model)
     forward_logits(model, prompt + [tokens[0], tokens[2]], fresh, 1)
     assert cache_length(cache) == cache_length(fresh) == len(prompt) + 2
-    for a, b in zip(cache.layers, fresh.layers):
-        assert torch.allclose(a.keys, b.keys, atol=1e-4) and torch.allclose(a.values, b.values, atol=1e-4)
+    hidden = model.config.hidden_size  # keys and values are projections of the hidden state: K = hidden
+    for n, (a, b) in enumerate(zip(cache.layers, fresh.layers)):  # up to 0.8 rounding units apart on AVX2
+        assert_within(a.keys, b.keys, model_tolerance(b.keys, hidden), f"layer {n} keys")
+        assert_within(a.values, b.values, model_tolerance(b.values, hidden), f"layer {n} values")
     with pytest.raises(ValueError):
         keep_positions(cache, [3, 2])
 
@@ -163,8 +171,8 @@ def test_tree_passes_accept_paths_and_keep_greedy_output(tiny_target, k):
         assert spec.token_ids == base.token_ids, label
         passes = [e for e in spec.events if e.kind == "pass"]
         assert max(e.num_accepted for e in passes) == min(k, 3)
-        tree = passes[0].extra["tree"]
-        assert len(tree["tokens"]) == 2 * min(k, 3) and tree["path"] == [1, 3, 5][: len(tree["path"])]
+        tree = passes[0].tree
+        assert len(tree.tokens) == 2 * min(k, 3) and tree.path == (1, 3, 5)[: len(tree.path)]
 
 
 @pytest.mark.parametrize("k", [1, 4, 8])
@@ -183,7 +191,7 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
         for e in spec.events[1:]:
             assert len(e.draft_ids) <= k
             if tree_nodes and e.draft_ids:
-                assert len(e.extra["tree"]["tokens"]) <= tree_nodes
+                assert len(e.tree.tokens) <= tree_nodes
             assert all(t % 2 == 0 for t in e.draft_ids)  # drafts come from the draft vocabulary only
         if kind == "eagle":  # head cache: one entry per committed position except the first and the last
             last = spec.events[-1]
@@ -210,7 +218,7 @@ def test_confidence_gate_cuts_drafts_and_keeps_greedy_output(tiny_target, kind, 
         assert spec.token_ids == base.token_ids, (kind, tree_nodes, threshold)
         passes = [e for e in spec.events[1:] if e.kind == "pass"]
         for e in passes:
-            shown = e.extra["tree"]["path"] if e.extra and e.extra.get("tree") else range(len(e.draft_ids))
+            shown = e.tree.path if e.tree else range(len(e.draft_ids))
             confidence = math.prod(e.details[i].draft_prob for i in range(len(shown)) if i < len(e.details))
             assert confidence >= threshold * (1 - 1e-6)  # every drafted path is above the gate
         if threshold == 0.999:
@@ -256,9 +264,9 @@ def test_lookup_first_copies_repeats_and_keeps_greedy_output(tiny_target, kind, 
             if match.token_ids:
                 copied += 1
                 assert list(e.draft_ids)[: len(match.token_ids)] == match.token_ids[: len(e.draft_ids)]
-                assert not (e.extra or {}).get("tree") and e.extra["draft_source"] == "lookup"
+                assert e.tree is None and e.draft_source == "lookup"
             else:
-                assert "draft_source" not in (e.extra or {})
+                assert e.draft_source is None
             committed.extend(e.emitted_ids)
         assert drafter.copied_passes == copied
         if label == "repeated":
@@ -279,7 +287,7 @@ def test_copied_passes_say_so_in_the_pane(tiny_target):
     copied = {}
     for event in speculative_generate(tiny_target, drafter, prompt, GenerationConfig(max_new_tokens=16, k=4)):
         pane.add(event)
-        copied[event.index] = (event.extra or {}).get("draft_source") == "lookup"
+        copied[event.index] = event.draft_source == "lookup"
     drafted = [t for tokens in pane.passes for t in tokens if t.kind in ("accepted", "rejected")]
     assert any(copied.values()) and drafted
     assert all(("copied by n-gram lookup" in t.title) == copied[t.pass_index] for t in drafted)

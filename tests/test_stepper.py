@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from specviz.events import PassEvent, PositionDetail, Timings
-from specviz.stepper import (Distributions, Recording, Step, Stepper, acceptance_ratio, display_text, record_run,
+from specviz.verify import acceptance_probability
+from specviz.stepper import (Distributions, Recording, Step, Stepper, display_text, record_run,
                              steps_of)
 
 TEXTS = {1: "Hello", 2: " world", 3: " and", 4: " all", 5: " of", 6: " you", 7: "!", 8: " them", 9: " friends",
@@ -143,9 +144,9 @@ def test_greedy_table_shows_the_targets_top_token_and_no_uniform():
 
 
 def test_acceptance_ratio_and_display_text():
-    assert acceptance_ratio(0.2, 0.4) == pytest.approx(0.5)
-    assert acceptance_ratio(0.9, 0.3) == 1.0
-    assert acceptance_ratio(0.2, 0.0) == 1.0 and acceptance_ratio(0.0, 0.0) == 0.0
+    assert acceptance_probability(0.2, 0.4) == pytest.approx(0.5)
+    assert acceptance_probability(0.9, 0.3) == 1.0
+    assert acceptance_probability(0.2, 0.0) == 1.0 and acceptance_probability(0.0, 0.0) == 0.0
     assert display_text("\n") == "⏎" and display_text("  ") == "␣␣" and display_text("") == "∅"
     assert display_text(" the") == " the" and display_text("\x18") == "⟨0x18⟩"
     assert display_text("\xa0") == "⟨U+00A0⟩" and display_text(" \n") == "␣⏎"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -33,6 +34,7 @@ def test_part_two_prompts_are_all_different_and_cover_the_new_tasks():
     assert all("`=`" not in p for p in part_two)  # a rename names a real variable
 
 
+@pytest.mark.kernels  # batched, left-padded generation vs one sequence at a time: other kernel shapes
 def test_shards_after_the_sampled_prompts_are_greedy(tiny_target, tmp_path):
     settings = CorpusSettings(num_prompts=4, batch_size=2, max_new_tokens=10, seed=0, sampled_prompts=2)
     paths = generate_corpus(tiny_target, tmp_path, settings)
@@ -48,6 +50,7 @@ def test_shards_after_the_sampled_prompts_are_greedy(tiny_target, tmp_path):
         assert seq[len(encoded):] == list(base.token_ids)  # the target's greedy reply, token for token
 
 
+@pytest.mark.kernels  # top1 comes from a right-padded batch, the check from one sequence: other kernel shapes
 def test_data_shards_resume_and_line_up(tiny_target, tmp_path):
     paths = generate_corpus(tiny_target, tmp_path, SMALL)
     assert [p.name for p in paths] == ["ids-0000.safetensors", "ids-0001.safetensors"]

@@ -31,6 +31,11 @@ class DraftContext:
         target_hidden: (n, H) the target's final features (after the last norm) of the committed positions the
             drafter has not seen yet: every prompt position on the first pass, then the fed root and the accepted
             draft tokens of the previous pass; None for drafters whose ``needs_hidden`` is False.
+        vocab_size: ids the run's distributions cover (:func:`specviz.verify.restrict_vocab`): a drafter proposes
+            only ids below it and reports distributions over exactly these ids (padded LM-head rows get 0); None
+            means the target's whole head.
+        cancel: the run's cancel flag (anything with ``is_set()``) or None; a drafter that runs many forwards (a
+            draft model reading a long prompt) passes it to :func:`specviz.kv.forward_chunked`.
     """
 
     committed_ids: list[int]
@@ -38,6 +43,8 @@ class DraftContext:
     sampling: SamplingConfig
     generator: torch.Generator | None
     target_hidden: torch.Tensor | None = None
+    vocab_size: int | None = None
+    cancel: object | None = None
 
 
 @dataclass
@@ -52,7 +59,7 @@ class Draft:
         parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
             token), topologically ordered (parents first). Trees are for greedy mode only.
         source: where a composite drafter's proposal came from ("lookup": copied by n-gram lookup), or None;
-            the engine passes it on as the pass event's ``extra["draft_source"]``.
+            the engine passes it on as the pass event's ``draft_source``.
     """
 
     token_ids: list[int]

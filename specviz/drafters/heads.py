@@ -33,7 +33,7 @@ import torch
 from specviz.drafters.base import Draft, DraftContext
 from specviz.drafters.ngram import NgramDrafter
 from specviz.heads import DraftLMHead, EagleHead, MedusaHeads
-from specviz.verify import process_logits, sample
+from specviz.verify import process_logits, restrict_vocab, sample
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
@@ -147,7 +147,7 @@ class _FeatureDrafter:
             best = int(sub.argmax())
             prob = float(torch.softmax(sub.float(), -1)[best])
             return int(self.lm.to_token_ids(torch.tensor(best))), prob, None
-        probs = process_logits(self.lm.full_logits(h)[None].float(), ctx.sampling)[0]
+        probs = process_logits(restrict_vocab(self.lm.full_logits(h)[None].float(), ctx.vocab_size), ctx.sampling)[0]
         token = sample(probs, ctx.generator)
         return token, float(probs[token]), probs
 

@@ -4,16 +4,27 @@ target's own first layers (see :mod:`specviz.drafters.early_exit`) or the target
 The drafter keeps its own KV cache. Invariant after ``commit``: the cache holds a prefix of the committed
 sequence, of length committed - 1 (after a pass with a rejection) or committed - 2 (after a fully accepted
 pass, whose last draft token was never fed); ``propose`` first feeds whatever committed tokens are missing
-(1 or 2, or the whole prompt on the first pass) in one forward.
+(1 or 2, or the whole prompt on the first pass, in chunks that check the run's cancel flag).
+Its logits are cut to the run's shared vocabulary (``DraftContext.vocab_size``), so it never proposes a padded id.
+
+The draft model's window: a draft model reads positions 0 .. ``draft_window`` - 1 only (its
+``max_position_embeddings``, which may be smaller than the target's). Drafting *stops* where the sequence outgrows
+it: a pass drafts at most ``draft_window`` + 1 - C tokens (C = committed tokens), so none once the committed
+sequence is longer than the window, and the engine then does a plain target step for that pass (an empty
+:class:`~specviz.drafters.base.Draft`). The target's input and output never depend on the drafter; only the speed
+does. :func:`window_note` says so in one sentence for the UI and the CLI.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from specviz.drafters.base import Draft, DraftContext
-from specviz.kv import cache_length, forward_logits, new_cache, rollback_cache
-from specviz.verify import process_logits, sample
+from specviz.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
+from specviz.models import context_window
+from specviz.verify import process_logits, restrict_vocab, sample
 
 
 class ModelDrafter:
@@ -26,6 +37,9 @@ class ModelDrafter:
 
     Each proposed token costs one forward of ``model`` (plus one to catch up with the committed tokens).
     In sampling mode ``Draft.draft_probs`` holds the exact (k, V) distributions the tokens were drawn from.
+
+    ``draft_window`` is the model's context window in tokens (None when its config states none). Past it the
+    drafter stops: it proposes fewer tokens, then none, and the target decodes alone (see the module docstring).
     """
 
     needs_hidden = False
@@ -33,6 +47,7 @@ class ModelDrafter:
     def __init__(self, model: torch.nn.Module, name: str) -> None:
         self.model = model
         self.name = name
+        self.draft_window = context_window(model)
         self._cache = new_cache(model)
         self._fed: list[int] = []  # token ids whose keys/values are in the cache, in order
         self._stable = 0  # length of the prefix of _fed known to be committed
@@ -43,15 +58,27 @@ class ModelDrafter:
         self._fed = []
         self._stable = 0
 
+    def room(self, committed: int) -> int:
+        """How many tokens this drafter can propose after ``committed`` tokens within its window (a large number
+        when it has none): feeding the committed tokens and all but the last drafted one must stay below it."""
+        return 1 << 30 if self.draft_window is None else self.draft_window + 1 - committed
+
     @property
     def cache_len(self) -> int:
         """Positions in the drafter's KV cache."""
         return cache_length(self._cache)
 
     def propose(self, ctx: DraftContext) -> Draft:
-        """Draft ``ctx.k`` tokens after ``ctx.committed_ids`` (see the module docstring for the cache)."""
+        """Draft ``ctx.k`` tokens after ``ctx.committed_ids`` (see the module docstring for the cache), fewer or
+        none where the draft model's window ends."""
+        room = self.room(len(ctx.committed_ids))
+        if room < ctx.k:  # the window ends within this pass: draft what fits, or nothing
+            if room < 1:
+                return Draft([])
+            ctx = replace(ctx, k=room)
         missing = ctx.committed_ids[len(self._fed):]
-        logits = forward_logits(self.model, missing, self._cache, 1)[-1]
+        logits = restrict_vocab(forward_chunked(self.model, missing, self._cache, 1, cancel=ctx.cancel)[0][-1],
+                                ctx.vocab_size)
         self._fed.extend(missing)
         ids: list[int] = []
         token_probs: list[float] = []
@@ -66,7 +93,7 @@ class ModelDrafter:
             ids.append(token)
             token_probs.append(float(probs[token]))
             if i + 1 < ctx.k:
-                logits = forward_logits(self.model, [token], self._cache, 1)[-1]
+                logits = restrict_vocab(forward_logits(self.model, [token], self._cache, 1)[-1], ctx.vocab_size)
                 self._fed.append(token)
         draft_probs = torch.stack(rows) if rows else None
         return Draft(ids, token_probs, draft_probs)
@@ -80,3 +107,23 @@ class ModelDrafter:
         rollback_cache(self._cache, keep)
         del self._fed[keep:]
         self._stable = keep
+
+
+def window_note(drafter, prompt_tokens: int, max_new_tokens: int) -> str:
+    """One sentence telling the user that ``drafter``'s model window ends before this run does ("" when it does
+    not, or when the drafter has no window of its own).
+
+    Args:
+        drafter: any drafter; only a :class:`ModelDrafter` (or subclass) with a ``draft_window`` can say something.
+        prompt_tokens: length of the encoded prompt the target reads, in tokens.
+        max_new_tokens: the run's budget of new tokens.
+    """
+    window = getattr(drafter, "draft_window", None)
+    if not isinstance(window, int) or prompt_tokens + max_new_tokens - 1 <= window:  # its last pass still fits
+        return ""
+    drafted = window - prompt_tokens  # new tokens after which the committed sequence outgrows the window
+    if drafted < 1:
+        return (f"The draft model's window is {window:,} tokens, no longer than the {prompt_tokens:,}-token prompt: "
+                f"it cannot draft, so the target decodes alone (same output, no speed-up).")
+    return (f"The draft model's window is {window:,} tokens: it drafts for the first {drafted:,} new tokens, then the "
+            f"target decodes alone (same output).")

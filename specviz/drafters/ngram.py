@@ -38,14 +38,28 @@ class NgramDrafter:
         """Nothing to roll back."""
 
     def propose(self, ctx: DraftContext) -> Draft:
-        """Up to ``ctx.k`` tokens that followed the latest earlier match of the longest matching suffix."""
+        """Up to ``ctx.k`` tokens that followed the latest earlier match of the longest matching suffix.
+
+        A match near the end runs into the text being predicted: the continuation is then copied on from itself
+        (as an LZ77 copy may overlap its own output), so periodic text ("ha ha ha", [1, 2, 1, 2]) fills all k
+        tokens instead of stopping at the period.
+        """
         ids = ctx.committed_ids
         for n in range(min(self.max_ngram, len(ids) - 1), self.min_ngram - 1, -1):
             suffix = ids[-n:]
             # scan right to left for the most recent earlier occurrence (not the suffix itself)
             for start in range(len(ids) - n - 1, -1, -1):
                 if ids[start:start + n] == suffix:
-                    follow = ids[start + n:start + n + ctx.k]
+                    follow = _copy_on(ids, start + n, ctx.k)
+                    if ctx.vocab_size is not None:  # never propose an id outside the run's vocabulary
+                        follow = follow[:next((i for i, t in enumerate(follow) if t >= ctx.vocab_size), len(follow))]
                     if follow:
-                        return Draft(list(follow), [1.0] * len(follow))
+                        return Draft(follow, [1.0] * len(follow))
         return Draft([], [])
+
+
+def _copy_on(ids: list[int], source: int, count: int) -> list[int]:
+    """``count`` tokens copied from ``ids[source:]``, continuing from the copy itself past the end of ``ids``
+    (``source`` < len(ids))."""
+    period = len(ids) - source
+    return [ids[source + i] if i < period else ids[source + i % period] for i in range(count)]
