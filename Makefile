@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-.PHONY: demo test test-avx2 setup setup-dev model chromium bench bench-quick clean
+.PHONY: demo test test-avx2 setup setup-dev model chromium bench bench-quick gpu-check clean
 
 demo: setup model
 	$(PY) app.py
@@ -54,6 +54,12 @@ bench-quick: setup model
 
 bench: setup model
 	$(PY) -m specviz bench
+
+# The GPU check (scripts/gpu_check.py; docs/performance.md, "GPU check"): on a machine with CUDA, random-weight models
+# of the published sizes; writes gpu_check.json + .md to $OUT or ./gpu_check_report/. Without the venv:
+# `python scripts/gpu_check.py --out DIR` (needs torch with CUDA, transformers >= 5.17, safetensors; no gradio).
+gpu-check: setup
+	$(PY) scripts/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

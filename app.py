@@ -14,19 +14,13 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
 def main() -> None:
-    """Build the demo, start pre-loading the target, and serve."""
-    from app import build_demo, launch_options
-    from app.handlers import preload
+    """Serve the demo (:func:`app.serve`: it builds it and starts pre-loading the target)."""
+    from app import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    target = os.environ.get("SPECVIZ_TARGET", "embedded")
-    demo = build_demo(target=target)
-    preload(target)
-    demo.launch(
-        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        **launch_options(),
-    )
+    serve(target=os.environ.get("SPECVIZ_TARGET", "embedded"),
+          server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+          server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")))
 
 
 if __name__ == "__main__":

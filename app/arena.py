@@ -1,47 +1,40 @@
 """The Arena tab: several drafters x k on one prompt, a category or the whole suite, raced one after another
-against standard decoding of the same target (:mod:`specviz.arena` does the measuring; this module is layout,
-handlers and figures).
+against standard decoding of the same target (:mod:`specviz.analysis.arena` does the measuring; this module is
+layout, handlers and figures).
 
-:func:`run` validates the inputs, waits for the device (the process-wide lock of :mod:`app.handlers`, so arena
-runs take turns with live generations), loads the target and runs :func:`specviz.arena.iter_arena` in a
-background thread; it yields the table and charts after every prompt, and the CSV and JSON downloads at the end
-(also after a Stop: they then hold the prompts that finished). Every output tuple has the order of
-:data:`OUTPUTS`. Figures are pure functions of the pooled rows.
-
-:func:`device_job` (also used by :mod:`app.why`) runs a function in a thread under the device lock and hands its
-progress messages to the handler's generator, which calls ``gr.Progress`` (that only works in the handler's
-own thread).
+:func:`run` validates the inputs, waits for its turn on the device (:mod:`app.device`: arena runs take turns with
+every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.iter_arena` in the job's thread
+with the job's cancel flag as ``should_stop`` (checked before every target forward); it yields the table and
+charts after every prompt, and the CSV and JSON downloads at the end (also after a Stop: they then hold the
+prompts that finished). Every output tuple has the order of :data:`OUTPUTS`. Figures are pure functions of the
+pooled rows.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import logging
-import queue
 import tempfile
-import threading
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from app import render
+from app import device, render
+from app.device import CancelRegistry, Job, relay
 from app.figures import COLORS, FONT
-from app.handlers import DEVICE, InputError, check_models, log_failure
-from app.sessions import CancelRegistry
+from app.inputs import InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer
+from app.messages import report
+from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
+                                    to_csv, to_json)
+from specviz.analysis.bench import EXAMPLE_PROMPTS, busy_machine_warning, load_prompts
+from specviz.core.engine import GenerationConfig
+from specviz.core.verify import SamplingConfig
+from specviz.drafters.registry import choices
 from specviz.policy import PolicyError, current_policy
-from specviz.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv,
-                            to_json)
-from specviz.bench import DEFAULT_PROMPTS, busy_machine_warning, load_prompts
-from specviz.drafters.registry import DRAFTERS
-from specviz.engine import GenerationConfig
-from specviz.verify import SamplingConfig
 
 log = logging.getLogger("specviz.app.arena")
 
@@ -77,73 +70,30 @@ TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}�
 
 def drafter_choices() -> list[tuple[str, str]]:
     """(label, key) for the drafters menu: every registry drafter but "none", each head drafter followed by its
-    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.arena.TREE_NODES` nodes) and its lookup-first
+    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.analysis.arena.TREE_NODES` nodes) and its lookup-first
     variant ("eagle:lookup", "medusa:lookup")."""
-    choices = []
-    for c in DRAFTERS:
+    menu = []
+    for c in choices():
         if c.key == BASELINE:
             continue
-        choices.append((c.label, c.key))
+        menu.append((c.label, c.key))
         if c.key in TREE_DRAFTERS:
             short = c.label.split(" (")[0]
-            choices.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
-            choices.append((f"{short} + n-gram lookup first", f"{c.key}:lookup"))
-    return choices
-
-RUNS = CancelRegistry()  # arena runs and the Why tab's measurements, one per session
+            menu.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
+            menu.append((f"{short} + n-gram lookup first", f"{c.key}:lookup"))
+    return menu
 
 
-# ------------------------------------------------------------------------------------------ device job
-
-
-def device_job(work: Callable, what: str, cancel: threading.Event) -> Iterator[tuple[str, object]]:
-    """Run ``work(emit, should_stop)`` in a thread while holding the device lock; yield what it emits.
-
-    Yields ``("wait", holder)`` while another run holds the device, then every ``(kind, payload)`` that ``work``
-    passes to ``emit``, and ``("tick", None)`` about five times a second. The thread releases the lock when
-    ``work`` ends, so a handler closed early (Stop, a closed tab) never frees the device under a running job:
-    set ``cancel`` and ``work`` should return soon (``should_stop`` is ``cancel.is_set``). Returns ``work``'s
-    return value (``result = yield from device_job(...)``), None when cancelled while waiting; re-raises its
-    error.
-    """
-    owner = f"{what}:{uuid.uuid4().hex}"
-    while not DEVICE.acquire(owner, what, timeout=0.5):
-        if cancel.is_set():
-            return None
-        yield "wait", DEVICE.holder or "another run holds it"
-    messages: queue.SimpleQueue = queue.SimpleQueue()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = work(lambda kind, payload=None: messages.put((kind, payload)), cancel.is_set)
-        except BaseException as error:  # handed to the handler's thread
-            box["error"] = error
-        finally:
-            DEVICE.release(owner)
-
-    thread = threading.Thread(target=target, name="specviz-job", daemon=True)
-    try:
-        thread.start()
-    except BaseException:
-        DEVICE.release(owner)
-        raise
-    while thread.is_alive() or not messages.empty():
-        thread.join(0.2)
-        while not messages.empty():
-            yield messages.get()
-        yield "tick", None
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+RUNS = CancelRegistry()  # the Arena tab's runs, one per session
 
 
 # ------------------------------------------------------------------------------------------------ inputs
 
 
 def suite() -> list[dict]:
-    """The prompt suite (assets/prompts.jsonl) as dicts, in file order."""
-    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(DEFAULT_PROMPTS)]
+    """The Arena's prompts: the short example prompts (assets/prompts.jsonl, a few per category) as dicts, in file
+    order; the benchmark's longer suite (assets/suite.jsonl) is for the CLI, where a run may take an hour."""
+    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(EXAMPLE_PROMPTS)]
 
 
 def categories() -> list[str]:
@@ -168,19 +118,10 @@ def choose_prompts(source: str, prompt: str, category: str) -> list[dict]:
     raise InputError("Pick where the prompts come from: one prompt, a category or the whole suite.")
 
 
-def _int(value, name: str, low: int, high: int) -> int:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number.") from None
-    if number != number or not low <= number <= high or number != int(number):
-        raise InputError(f"{name} must be a whole number between {low} and {high}.")
-    return int(number)
-
-
 def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
                  temperature, seed) -> dict:
-    """Validated arena settings, or InputError with one sentence for the user."""
+    """Validated arena settings: {prompts, drafters, ks, max_new_tokens, target, draft_spec, exit_layer (None: half
+    the target's layers), temperature, seed}. Raises InputError (or PolicyError) with one sentence for the user."""
     drafters = [d for d in (drafters or []) if d != BASELINE]
     if not drafters:
         raise InputError("Pick at least one drafter.")
@@ -192,18 +133,13 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
         raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
     # the operator's model policy (specviz.policy): raises PolicyError, a ValueError naming the setting
     check_models(target.strip(), (draft_model or "").strip() if "model" in drafters else None, current_policy())
-    try:
-        temperature = float(temperature or 0.0)
-    except (TypeError, ValueError):
-        raise InputError("Temperature must be a number.") from None
-    if not 0.0 <= temperature <= 2.0:
-        raise InputError("Temperature must be between 0 and 2.")
-    layer = _int(exit_layer or 0, "The early-exit layer", 0, 1000)
     return {
         "prompts": choose_prompts(source, prompt, category), "drafters": drafters, "ks": list(ks),
-        "max_new_tokens": _int(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS), "target": target.strip(),
-        "draft_spec": (draft_model or "").strip() or None, "exit_layer": layer or None,
-        "temperature": temperature, "seed": _int(seed if seed not in (None, "") else 0, "Seed", 0, 2**63 - 1),
+        "max_new_tokens": int(number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, True)),
+        "target": target.strip(), "draft_spec": (draft_model or "").strip() or None,
+        "exit_layer": parse_exit_layer(exit_layer),
+        "temperature": float(number(temperature or 0.0, "Temperature", 0, 2, False)),
+        "seed": int(number(seed if seed not in (None, "") else 0, "Seed", 0, MAX_SEED, True)),
     }
 
 
@@ -391,22 +327,9 @@ def _outputs(status=None, summary=None, prompts=None, charts=None, predictions=N
     return tuple(skip if v is None else v for v in values)
 
 
-def message_for(error: BaseException) -> str:
-    """A sentence for the user (never a stack trace)."""
-    from specviz.models import ModelLoadError
-
-    if isinstance(error, (ValueError, ModelLoadError)):
-        return str(error) or "Invalid input."
-    if isinstance(error, NotImplementedError):
-        return f"Not supported yet: {error}"
-    first = (str(error).strip().splitlines() or [""])[0]
-    return f"Something went wrong ({type(error).__name__}: {first}). The details are in the server log."
-
-
-def _fail(error: BaseException):
-    message = message_for(error)
-    gr.Warning(html.escape(message))
-    yield _outputs(status=render.status_html(message, "error"))
+def _failed(what: str, error: BaseException) -> tuple:
+    """The output tuple of a failed run: a toast, and the message in the status line (:func:`app.messages.report`)."""
+    return _outputs(status=report(what, error))
 
 
 def _result_outputs(result: ArenaResult, status: str):
@@ -439,92 +362,114 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
         s = parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
                          temperature, seed)
     except (InputError, PolicyError) as error:
-        yield from _fail(error)
+        yield _failed("checking the arena's inputs", error)
         return
     trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
     notes = [TREE_NOTE] if trees and s["temperature"] > 0 else []
-    key, cancel = RUNS.start(request)
-    config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
-                              sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
     methods = len(s["drafters"]) * len(s["ks"]) + 1
+    job = device.start(RUNS, request, f"the arena is running ({len(s['prompts'])} prompt(s) × {methods} methods)")
     started = time.monotonic()
-
-    def work(emit, should_stop) -> ArenaResult | None:
-        from specviz.models import load_model
-
-        emit("progress", (0.0, f"Loading the target {s['target']}…"))
-        loaded = load_model(s["target"], progress=lambda message: emit("progress", (0.0, message)))
-        if s["exit_layer"] is not None and not 1 <= s["exit_layer"] < loaded.num_layers:
-            raise InputError(f"The early-exit layer must be between 1 and {loaded.num_layers - 1} for "
-                             f"{loaded.label} ({loaded.num_layers} layers); got {s['exit_layer']}.")
-        if "model" in s["drafters"] or "bf16" in s["drafters"]:
-            emit("progress", (0.0, "Loading the draft model…"))
-        result = None
-        for result in iter_arena(loaded, s["prompts"], s["drafters"], s["ks"], config,
-                                 lambda fraction, message: emit("progress", (fraction, message)), should_stop,
-                                 draft_spec=s["draft_spec"], exit_layer=s["exit_layer"],
-                                 use_chat_template=bool(chat_template)):
-            # a snapshot: the worker extends the rows again while the handler renders these
-            emit("partial", dataclasses.replace(result, rows=list(result.rows), summary=list(result.summary)))
-        return result
-
-    what = f"the arena is running ({len(s['prompts'])} prompt(s) × {methods} methods)"
-    finished = False
     try:
         yield _outputs(status=render.status_html(
             f"Starting: {len(s['prompts'])} prompt(s) × {methods} methods (standard decoding + "
             f"{methods - 1}), {s['max_new_tokens']} new tokens each…", "busy", notes=notes))
-        jobs = device_job(work, what, cancel)
-        last_yield, message, fraction = 0.0, "", 0.0
-        result: ArenaResult | None = None
-        while True:
-            try:
-                kind, payload = next(jobs)
-            except StopIteration as done:
-                result = done.value or result
-                break
-            now = time.monotonic()
-            if kind == "wait":
-                yield _outputs(status=render.status_html(f"Waiting for the device… ({payload})", "wait"))
-                last_yield = now
-            elif kind == "progress":
-                fraction, new_message = payload
-                progress(fraction, desc=new_message)
-                if new_message != message:  # the status names the same run as the progress bar
-                    message = new_message
-                    yield _outputs(status=render.status_html(
-                        f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes))
-                    last_yield = now
-            elif kind == "partial" and payload.rows:
-                result = payload
-                status = render.status_html(f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes)
-                yield _result_outputs(result, status)
-                last_yield = now
-            elif now - last_yield >= STATUS_INTERVAL_S:
-                progress(fraction, desc=message or "Working…")
-                yield _outputs(status=render.status_html(
-                    f"Running… {message} ({now - started:.0f} s)", "busy", notes=notes))
-                last_yield = now
-        finished = True
-        if result is None:
-            if cancel.is_set():
-                yield _outputs(status=render.status_html("Stopped.", "info"))
-            return
-        if not result.rows:
-            yield _outputs(status=render.status_html("Stopped before the first prompt finished: nothing to show.",
-                                                     "info"))
-            return
-        csv_path, json_path = write_files(result)
-        final = _result_outputs(result, _done_status(result, time.monotonic() - started, notes))
-        yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
+        result = yield from _race_on_device(job, s, bool(chat_template), _Progress(progress, notes, started))
+        yield from _show_result(result, job, time.monotonic() - started, notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        finished = True
-        log_failure("arena", error)
-        yield from _fail(error)
+        yield _failed("arena", error)
     finally:
-        if not finished:
-            cancel.set()  # the handler was closed (Stop, tab closed): end the job, which frees the device
-        RUNS.finish(key, cancel)
+        job.release()  # also when Gradio closes this handler: the arena stops before its next target forward
+
+
+def _race_on_device(job: Job, s: dict, chat_template: bool, shown: "_Progress"):
+    """Wait for the device, then run :func:`_arena_work` in the job's thread, yielding status and partial
+    results; returns the last result (None when stopped before any)."""
+    def waiting(place) -> tuple:
+        return _outputs(status=render.status_html(
+            f"Waiting for the device… ({place.holder or 'another run holds it'})", "wait"))
+
+    if not (yield from relay(job.turn(), waiting)):
+        return None
+    result = yield from relay(job.call(_arena_work, job, s, chat_template, stoppable=True), shown.show)
+    return result or shown.result
+
+
+def _arena_work(job: Job, s: dict, chat_template: bool) -> ArenaResult | None:
+    """In the job's thread: load the target, then race every method on every prompt (stopping before the next
+    target forward once the job is cancelled). Says ("progress", (fraction, message)) and ("partial", a
+    snapshot of the result so far) through the job; returns the final result (None when nothing ran).
+    Raises InputError for an early-exit layer the target lacks."""
+    from specviz.models import load_model
+
+    def say_progress(fraction: float, message: str) -> None:
+        job.say(("progress", (fraction, message)))
+
+    say_progress(0.0, f"Loading the target {s['target']}…")
+    loaded = load_model(s["target"], progress=lambda message: say_progress(0.0, message))
+    check_exit_layer(s["exit_layer"], loaded)
+    if "model" in s["drafters"] or "bf16" in s["drafters"]:
+        say_progress(0.0, "Loading the draft model…")
+    config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
+                              sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
+    result = None
+    for result in iter_arena(loaded, s["prompts"], s["drafters"], s["ks"], config, say_progress, job.should_stop,
+                             draft_spec=s["draft_spec"], exit_layer=s["exit_layer"], use_chat_template=chat_template):
+        # a snapshot: the worker extends the rows again while the handler renders these
+        job.say(("partial", dataclasses.replace(result, rows=list(result.rows), summary=list(result.summary))))
+    return result
+
+
+class _Progress:
+    """Turns the arena job's messages into the progress bar (``gr.Progress`` works only in the handler's thread)
+    and status updates: a new message at once, the table and charts after each prompt, "still running" about
+    every :data:`STATUS_INTERVAL_S` seconds."""
+
+    def __init__(self, progress, notes: list[str], started: float) -> None:
+        self.progress, self.notes, self.started = progress, notes, started
+        self.message, self.fraction, self.last = "", 0.0, 0.0
+        self.result: ArenaResult | None = None  # the latest partial result
+
+    def show(self, item) -> tuple | None:
+        """The output tuple for one item of the job (None: nothing to show now)."""
+        now = time.monotonic()
+        kind, payload = item if item is not None else ("tick", None)
+        if kind == "progress":
+            self.fraction, message = payload
+            self.progress(self.fraction, desc=message)
+            if message == self.message:
+                return None
+            self.message = message  # the status names the same run as the progress bar
+            return self._status(now)
+        if kind == "partial" and payload.rows:
+            self.result = payload
+            return _result_outputs(payload, self._running(now))
+        if now - self.last < STATUS_INTERVAL_S:
+            return None
+        self.progress(self.fraction, desc=self.message or "Working…")
+        return self._status(now)
+
+    def _running(self, now: float) -> str:
+        """The "Running… message (seconds)" status line; counts as shown now."""
+        self.last = now
+        return render.status_html(f"Running… {self.message} ({now - self.started:.0f} s)", "busy", notes=self.notes)
+
+    def _status(self, now: float) -> tuple:
+        return _outputs(status=self._running(now))
+
+
+def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: list[str]):
+    """The final outputs: the table, charts and both downloads; or why there is nothing to show."""
+    if result is None:
+        if job.cancelled:
+            yield _outputs(status=render.status_html("Stopped.", "info"))
+        return
+    if not result.rows:
+        yield _outputs(status=render.status_html("Stopped before the first prompt finished: nothing to show.",
+                                                 "info"))
+        return
+    csv_path, json_path = write_files(result)
+    final = _result_outputs(result, _done_status(result, seconds, notes))
+    yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
 def stop(request: gr.Request = None) -> str:

@@ -1,6 +1,6 @@
 """The Classroom tab: stop time inside speculative decoding, and ask "what if k were different?".
 
-Step mode records one short run (:class:`specviz.stepper.Recorder`) and replays it one phase of one pass at a
+Step mode records one short run (:class:`specviz.analysis.stepper.Recorder`) and replays it one phase of one pass at a
 time (draft -> verify -> accept/reject -> recovered or bonus token) with Previous / Play / Next buttons, keyboard
 shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u, decision; in
 greedy mode the target's top token), a caption for students, and at a rejection a bar chart of the target, draft
@@ -9,9 +9,10 @@ in the page address (:func:`share_query` / :func:`settings_from_query`, read on 
 walkthroughs live in ``assets/walkthroughs.json``.
 
 What-if k runs one greedy run at the largest k next to standard decoding, predicts the speedup of every smaller k
-(:mod:`specviz.whatif`), and re-runs at the recommended k to put the predicted and measured speedups side by
-side. Timed runs hold the app's device lock (:data:`app.handlers.DEVICE`), so they never share the device with
-another session's run. Errors become a one-line message in the tab's status, never a trace.
+(:mod:`specviz.analysis.whatif`), and re-runs at the recommended k to put the predicted and measured speedups side by
+side. Runs go through the app's device runner (:mod:`app.device`), so they never share the device with another
+session's run, and they carry the job's cancel flag into the engine (a closed handler stops them before their next
+forward). Errors become a one-line message in the tab's status, never a trace.
 """
 
 from __future__ import annotations
@@ -20,23 +21,24 @@ import dataclasses
 import html
 import json
 import logging
-import queue
-import threading
 import time
-import uuid
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlencode
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from app import handlers, render
+from app import render
+from app.device import Job, relay, waiting_status
 from app.figures import COLORS, FONT
-from specviz.drafters.registry import DRAFTERS, make_drafter
-from specviz.engine import MAX_K, speculative_generate, standard_generate
-from specviz.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
-from specviz.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
+from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
+from app.messages import report
+from specviz.analysis.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
+from specviz.core.engine import MAX_K, speculative_generate, standard_generate
+from specviz.core.race import race
+from specviz.drafters.registry import choices, make_drafter
+from specviz.analysis.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
                             tokens_per_s_speedup)
 
 log = logging.getLogger("specviz.app.classroom")
@@ -153,73 +155,95 @@ _BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged":
            "recovered": "★ recovered", "bonus": "★ bonus", "target": "● target token"}
 
 
-def table_html(stepper: Stepper) -> str:
-    """The current pass as an HTML table (cells not revealed yet show …; see :meth:`Stepper.table_rows`)."""
-    rec, step, event = stepper.recording, stepper.current, stepper.event()
-    rows = stepper.table_rows()
-    greedy = rec.greedy
+_TIPS = {"q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
+         "min(1, p/q)": "the chance that rejection sampling keeps the guess",
+         "u": "the uniform random number drawn: accept if u < min(1, p/q)",
+         "target's top token": "greedy mode: a guess is accepted only if it is the target's top token"}
+_PENDING = '<span class="cr-pending" title="revealed in a later phase">…</span>'
+_NEXT_KIND = {"recovered": "recovered: the target's own token", "bonus": "bonus: the target's extra token",
+              "target": "the target's token"}
+
+
+def _table_head(greedy: bool) -> list[str]:
+    """The table's column headers: greedy mode shows the target's top token, sampling min(1, p/q) and u."""
     head = ["#", "draft token"] + (["target's top token"] if greedy else []) + ["q (draft)", "p (target)"]
     head += [] if greedy else ["min(1, p/q)", "u"]
-    head.append("decision")
-    tips = {"q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
-            "min(1, p/q)": "the chance that rejection sampling keeps the guess",
-            "u": "the uniform random number drawn: accept if u < min(1, p/q)",
-            "target's top token": "greedy mode: a guess is accepted only if it is the target's top token"}
-    header = "".join(f'<th title="{html.escape(tips.get(h, ""))}">{html.escape(h)}</th>' for h in head)
-    body = []
-    shown = ("verify", "decide", "emit")
-    for row in rows:
-        pending = '<span class="cr-pending" title="revealed in a later phase">…</span>'
-        if row.kind == "next":
-            what = {"recovered": "recovered: the target's own token", "bonus": "bonus: the target's extra token",
-                    "target": "the target's token"}[row.decision or "target"]
-            cells = [f'<td data-col="position">{row.position}</td>',
-                     f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code> '
-                     f'<small>{html.escape(what)}</small></td>']
-            cells += ['<td></td>'] if greedy else []
-            cells += ['<td data-col="q"></td>', f'<td data-col="p">{_fmt(row.p)}</td>']
-            cells += [] if greedy else ['<td data-col="ratio"></td>', '<td data-col="u"></td>']
+    return head + ["decision"]
+
+
+def _next_cells(row, greedy: bool) -> list[str]:
+    """The cells of the target's own token (recovered, bonus or plain), before the decision."""
+    what = _NEXT_KIND[row.decision or "target"]
+    cells = [f'<td data-col="position">{row.position}</td>',
+             f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code> '
+             f'<small>{html.escape(what)}</small></td>']
+    cells += ['<td></td>'] if greedy else []
+    cells += ['<td data-col="q"></td>', f'<td data-col="p">{_fmt(row.p)}</td>']
+    return cells + ([] if greedy else ['<td data-col="ratio"></td>', '<td data-col="u"></td>'])
+
+
+def _draft_cells(row, greedy: bool) -> list[str]:
+    """The cells of a drafted token, before the decision (… where a value is revealed in a later phase)."""
+    cells = [f'<td data-col="position">{row.position}</td>',
+             f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code></td>']
+    if greedy:
+        if row.target_top is None:
+            cells.append(f'<td data-col="top">{_PENDING}</td>')
         else:
-            cells = [f'<td data-col="position">{row.position}</td>',
-                     f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code></td>']
-            if greedy:
-                if row.target_top is None:
-                    cells.append(f'<td data-col="top">{pending}</td>')
-                else:
-                    mark = "=" if row.target_top == row.token else "≠"
-                    cells.append(f'<td data-col="top"><span class="cr-eq">{mark}</span> '
-                                 f'<code class="cr-tok">{html.escape(row.target_top)}</code></td>')
-            cells.append(f'<td data-col="q">{_fmt(row.q) or pending}</td>')
-            cells.append(f'<td data-col="p">{_fmt(row.p) or pending}</td>')
-            if not greedy:
-                blank = "" if row.decision is not None else pending  # decided but not judged: nothing to show
-                cells.append(f'<td data-col="ratio">{_fmt(row.ratio) or blank}</td>')
-                test = ""
-                if row.uniform is not None and row.ratio is not None:
-                    test = f' <span class="cr-test">{"<" if row.uniform < row.ratio else "≥"} ratio</span>'
-                cells.append(f'<td data-col="u">{_fmt(row.uniform) + test if row.uniform is not None else blank}</td>')
-        decision = row.decision
-        badge = (f'<span class="cr-badge cr-badge-{decision.replace(" ", "-")}">{_BADGES[decision]}</span>'
-                 if decision else '<span class="cr-pending" title="decided in phase 3">…</span>')
-        cells.append(f'<td data-col="decision">{badge}</td>')
-        cls = f"cr-row cr-{(decision or 'undecided').replace(' ', '-')}" + (" cr-next" if row.kind == "next" else "")
-        body.append(f'<tr class="{cls}" data-decision="{html.escape(decision or "")}">{"".join(cells)}</tr>')
+            mark = "=" if row.target_top == row.token else "≠"
+            cells.append(f'<td data-col="top"><span class="cr-eq">{mark}</span> '
+                         f'<code class="cr-tok">{html.escape(row.target_top)}</code></td>')
+    cells.append(f'<td data-col="q">{_fmt(row.q) or _PENDING}</td>')
+    cells.append(f'<td data-col="p">{_fmt(row.p) or _PENDING}</td>')
+    if not greedy:
+        blank = "" if row.decision is not None else _PENDING  # decided but not judged: nothing to show
+        cells.append(f'<td data-col="ratio">{_fmt(row.ratio) or blank}</td>')
+        test = ""
+        if row.uniform is not None and row.ratio is not None:
+            test = f' <span class="cr-test">{"<" if row.uniform < row.ratio else "≥"} ratio</span>'
+        cells.append(f'<td data-col="u">{_fmt(row.uniform) + test if row.uniform is not None else blank}</td>')
+    return cells
+
+
+def _table_row(row, greedy: bool) -> str:
+    """One ``<tr>``: the row's cells and its decision badge (… until decided)."""
+    cells = _next_cells(row, greedy) if row.kind == "next" else _draft_cells(row, greedy)
+    decision = row.decision
+    badge = (f'<span class="cr-badge cr-badge-{decision.replace(" ", "-")}">{_BADGES[decision]}</span>'
+             if decision else '<span class="cr-pending" title="decided in phase 3">…</span>')
+    cells.append(f'<td data-col="decision">{badge}</td>')
+    cls = f"cr-row cr-{(decision or 'undecided').replace(' ', '-')}" + (" cr-next" if row.kind == "next" else "")
+    return f'<tr class="{cls}" data-decision="{html.escape(decision or "")}">{"".join(cells)}</tr>'
+
+
+def _table_title(stepper: Stepper) -> str:
+    """The caption: the prefill, or the pass, its guesses and (once decided) how many were accepted."""
+    step, event = stepper.current, stepper.event()
     if step.phase == "prefill":
-        title = "Prefill: the prompt goes through the target once"
-    elif not event.draft_ids:
-        title = f"Pass {event.index}: the drafter proposed nothing"
-    else:
-        guesses = len(event.draft_ids)
-        title = f"Pass {event.index}: {guesses} guess{'' if guesses == 1 else 'es'} (k = {event.k})"
-        if step.phase in ("decide", "emit"):
-            title += f" · {event.num_accepted} of {len(event.draft_ids)} accepted"
+        return "Prefill: the prompt goes through the target once"
+    if not event.draft_ids:
+        return f"Pass {event.index}: the drafter proposed nothing"
+    guesses = len(event.draft_ids)
+    title = f"Pass {event.index}: {guesses} guess{'' if guesses == 1 else 'es'} (k = {event.k})"
+    if step.phase in ("decide", "emit"):
+        title += f" · {event.num_accepted} of {len(event.draft_ids)} accepted"
+    return title
+
+
+def table_html(stepper: Stepper) -> str:
+    """The current pass as an HTML table (cells not revealed yet show …; see :meth:`Stepper.table_rows`)."""
+    greedy = stepper.recording.greedy
+    head = _table_head(greedy)
+    header = "".join(f'<th title="{html.escape(_TIPS.get(h, ""))}">{html.escape(h)}</th>' for h in head)
+    rows = stepper.table_rows()
+    body = [_table_row(row, greedy) for row in rows]
     if not rows:
         body.append(f'<tr><td colspan="{len(head)}" class="cr-none">No drafted tokens in this pass.</td></tr>')
     mode = "greedy: accept = draft matches the target's top token" if greedy else \
         "sampling: accept if u < min(1, p/q)"
-    return (f'<table class="cr-table" data-phase="{step.phase}"><caption>{html.escape(title)} '
-            f'<small>· {html.escape(mode)}</small></caption><thead><tr>{header}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    return (f'<table class="cr-table" data-phase="{stepper.current.phase}"><caption>'
+            f'{html.escape(_table_title(stepper))} <small>· {html.escape(mode)}</small></caption><thead><tr>{header}'
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
 
 
 def progress_html(stepper: Stepper) -> str:
@@ -403,109 +427,89 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
 
 
 def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target, *,
-          limit: int = STEP_MAX_NEW_TOKENS):
-    """Validate the classroom's settings through :func:`app.handlers.parse_settings`; a classroom run needs a
-    drafter and at most ``limit`` new tokens. Raises :class:`app.handlers.InputError`."""
+          limit: int = STEP_MAX_NEW_TOKENS) -> Settings:
+    """Validate the classroom's settings through :func:`app.inputs.parse_settings`; a classroom run needs a
+    drafter and at most ``limit`` new tokens. Raises :class:`app.inputs.InputError`."""
     if drafter == "none" or not drafter:
-        raise handlers.InputError("The classroom needs a drafter: pick one (n-gram lookup needs no model).")
+        raise InputError("The classroom needs a drafter: pick one (n-gram lookup needs no model).")
     try:
         tokens = int(float(max_new_tokens))
     except (TypeError, ValueError):
-        raise handlers.InputError("Max new tokens must be a whole number.") from None
+        raise InputError("Max new tokens must be a whole number.") from None
     if tokens > limit:
-        raise handlers.InputError(f"Keep it short in the classroom: at most {limit} new tokens (got {tokens}).")
-    return handlers.parse_settings(prompt, target, drafter, draft_model, exit_layer, k, False, temperature, 1.0, 0,
-                                   seed, max_new_tokens, "", True)
+        raise InputError(f"Keep it short in the classroom: at most {limit} new tokens (got {tokens}).")
+    return parse_settings(prompt, target, drafter, draft_model, exit_layer, k, False, temperature, 1.0, 0, seed,
+                          max_new_tokens, "", True)
 
 
-def _prepare(settings, say: Callable[[str], None]):
-    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note)."""
+def _prepare(settings: Settings, say: Callable[[str], None]):
+    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note). Raises
+    InputError for an early-exit layer the target lacks, or a prompt that does not fit."""
     from specviz.models import load_model
 
     say(f"Loading the target {settings.target}…")
     target = load_model(settings.target, progress=say)
-    if settings.exit_layer is not None and not 1 <= settings.exit_layer < target.num_layers:
-        raise handlers.InputError(f"The early-exit layer must be between 1 and {target.num_layers - 1} for "
-                                  f"{target.label} ({target.num_layers} layers); got {settings.exit_layer}.")
+    check_exit_layer(settings.exit_layer, target)
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
                            progress=say)
-    prompt_ids, note = handlers.fit_prompt_for(settings, target, drafter)
+    prompt_ids, note = fit_prompt_for(settings, target, drafter)
     return target, drafter, prompt_ids, note
 
 
-def _device_job(work: Callable[[Callable[[str], None]], object], what: str) -> Iterator[str]:
-    """Run ``work(say)`` in a thread while holding the device lock; yield status HTML while waiting and while it
-    runs (every 0.25 s); return its result (``result = yield from _device_job(...)``) or raise its error. If the
-    caller goes away mid-run, the lock is released when the work ends."""
-    owner = f"classroom:{uuid.uuid4().hex}"
-    messages: queue.SimpleQueue[str] = queue.SimpleQueue()
-    box: dict = {}
-    thread = None
+def _on_device(work: Callable[[Job], object], what: str, width: int):
+    """Run ``work(job)`` on the device in a job's thread; yield output tuples of ``width`` with the status second
+    (the place in line while waiting, then the latest message ``work`` gave :meth:`Job.say`, every 0.25 s).
+    Returns ``work``'s result, or None when the run was cancelled (the handler went away: ``work`` passes the job's
+    flag to the engine, which then starts no other forward); re-raises its error."""
+    skip = gr.skip()
+    job = Job(what, session="classroom")
+    latest, started = ["Starting…"], time.monotonic()
+
+    def status(html_status: str) -> tuple:
+        return (skip, html_status) + (skip,) * (width - 2)
+
+    def show(item) -> tuple:
+        if isinstance(item, str):
+            latest[0] = item
+        return status(render.status_html(f"{latest[0]} ({time.monotonic() - started:.0f} s)", "busy"))
+
     try:
-        timeout = 0.0
-        while not handlers.DEVICE.acquire(owner, what, timeout=timeout):
-            timeout = 0.5
-            yield handlers.waiting_status(handlers.DEVICE.ahead(owner), handlers.DEVICE.holder)
-
-        def run() -> None:
-            try:
-                box["value"] = work(messages.put)
-            except BaseException as error:  # handed to the caller's thread
-                box["error"] = error
-
-        thread = threading.Thread(target=run, name="specviz-classroom", daemon=True)
-        thread.start()
-        latest, started = "Starting…", time.monotonic()
-        while thread.is_alive():
-            thread.join(0.25)
-            while not messages.empty():
-                latest = messages.get()
-            yield render.status_html(f"{latest} ({time.monotonic() - started:.0f} s)", "busy")
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        if not (yield from relay(job.turn(), lambda place: status(waiting_status(place.ahead, place.holder)))):
+            return None
+        started = time.monotonic()
+        return (yield from relay(job.call(work, job, stoppable=True), show))
     finally:
-        handlers.DEVICE.leave(owner)
-        if thread is not None and thread.is_alive():
-            threading.Thread(target=lambda: (thread.join(), handlers.DEVICE.release(owner)), daemon=True).start()
-        else:
-            handlers.DEVICE.release(owner)
-
-
-def _message(error: BaseException) -> str:
-    if isinstance(error, (handlers.InputError, ValueError)):
-        return str(error) or "Invalid input."
-    try:
-        return handlers._message_for(error)
-    except Exception:  # noqa: BLE001 - the message helper itself must never break the tab
-        return f"Something went wrong ({type(error).__name__}). The details are in the server log."
+        job.release()
 
 
 def _failed(error: BaseException) -> str:
-    handlers.log_failure("classroom run", error)
-    return render.status_html(_message(error), "error")
+    """The error status of a failed classroom run (logged; no toast: the tab's status line says it)."""
+    return report("classroom run", error, toast=False)
 
 
 def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target):
-    """"Record run": validate, record a run under the device lock, then show its first step.
+    """"Record run": validate, record a run on the device, then show its first step.
     Yields (stepper state, status, progress, caption, table, chart, output)."""
     skip = gr.skip()
     try:
         settings = parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target)
 
-        def work(say):
-            target_model, drafter_obj, prompt_ids, note = _prepare(settings, say)
-            say("Recording the run…")
-            recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config())
+        def work(job: Job):
+            target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
+            job.say("Recording the run…")
+            recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=job.cancel)
             for event in recorder.events():
-                say(f"Recording… pass {event.index}, {event.num_generated} tokens")
+                job.say(f"Recording… pass {event.index}, {event.num_generated} tokens")
             return recorder.recording(), note
 
-        recording, note = yield from _pipe(_device_job(work, "the classroom is recording a run"), 7)
+        recorded = yield from _on_device(work, "the classroom is recording a run", 7)
     except Exception as error:  # noqa: BLE001 - any failure is a message, the tab stays usable
         yield (skip, _failed(error), skip, skip, skip, skip, skip)
         return
+    if recorded is None:  # cancelled: the handler is gone
+        return
+    recording, note = recorded
     stepper = Stepper(recording)
     passes = stepper.num_passes
     rejections = sum(1 for e in recording.events if e.num_rejections)
@@ -514,17 +518,6 @@ def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_n
         "Step with Next / Previous (or → ← on the keyboard), Play with space.", "done",
         notes=[note] if note else ())
     yield (stepper, status, *view(stepper))
-
-
-def _pipe(job: Iterator[str], width: int):
-    """Forward a job's status lines as output tuples of ``width`` (status second, the rest skipped)."""
-    skip = gr.skip()
-    while True:
-        try:
-            status = next(job)
-        except StopIteration as done:
-            return done.value
-        yield (skip, status) + (skip,) * (width - 2)
 
 
 def _step(move: Callable[[Stepper], object]):
@@ -573,13 +566,12 @@ def play_tick(stepper, playing):
             *view(stepper))
 
 
-def _run_pair(target, drafter, prompt_ids, config) -> tuple[list, list]:
-    """The speculative run and its baseline, interleaved by their own clocks (:func:`specviz.race.race`)."""
-    from specviz.race import race
-
+def _run_pair(target, drafter, prompt_ids, config, cancel) -> tuple[list, list]:
+    """The speculative run and its baseline, interleaved by their own clocks (:func:`specviz.core.race.race`);
+    both check ``cancel`` before every forward (raising RunCancelled)."""
     spec, base = [], []
-    for event in race(speculative_generate(target, drafter, prompt_ids, config),
-                      standard_generate(target, prompt_ids, config)):
+    for event in race(speculative_generate(target, drafter, prompt_ids, config, cancel=cancel),
+                      standard_generate(target, prompt_ids, config, cancel=cancel)):
         (spec if event.run == "speculative" else base).append(event)
     return spec, base
 
@@ -593,15 +585,17 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
         settings = parse(prompt, drafter, exit_layer, draft_model, k_max, 0.0, seed, tokens, target,
                          limit=WHATIF_MAX_NEW_TOKENS)
 
-        def work(say):
-            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, say)
-            say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
-            spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config())
+        def work(job: Job):
+            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
+            job.say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
+            spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
             return analyze(spec, base, k_max)
 
-        result = yield from _pipe(_device_job(work, "the classroom is measuring what-if k"), 5)
+        result = yield from _on_device(work, "the classroom is measuring what-if k", 5)
     except Exception as error:  # noqa: BLE001
         yield (skip, _failed(error), skip, skip, skip)
+        return
+    if result is None:  # cancelled: the handler is gone
         return
     state = {"result": result, "settings": settings, "checks": {}}
     status = render.status_html(f"Predicted from one greedy run at k = {k_max} ({result.tokens} tokens). "
@@ -621,15 +615,22 @@ def whatif_rerun(state):
     k = result.recommended.k
     settings = dataclasses.replace(state["settings"], k=k)
     try:
-        def work(say):
-            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, say)
-            say(f"Re-running at k = {k} and standard decoding…")
-            return _run_pair(target_model, drafter_obj, prompt_ids, settings.config())
+        def work(job: Job):
+            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
+            job.say(f"Re-running at k = {k} and standard decoding…")
+            return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
-        spec, base = yield from _pipe(_device_job(work, "the classroom is checking a prediction"), 5)
+        pair = yield from _on_device(work, "the classroom is checking a prediction", 5)
     except Exception as error:  # noqa: BLE001
         yield (skip, _failed(error), skip, skip, skip)
         return
+    if pair is None:  # cancelled: the handler is gone
+        return
+    yield _checked(state, result, k, *pair)
+
+
+def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list) -> tuple:
+    """The re-run's outputs: the prediction at ``k`` beside the measured speedup of ``spec`` over ``base``."""
     predicted = result.at(k)
     tokens = spec[-1].num_generated
     check = {
@@ -646,8 +647,8 @@ def whatif_rerun(state):
     measured = f"{check['measured']:.2f}×" if check["measured"] is not None else "–"
     status = render.status_html(f"k = {k}: predicted {predicted.speedup:.2f}×, measured {measured} "
                                 "(decoding, prefill excluded).", "done")
-    yield (state, status, gr.update(value=whatif_figure(result, checks), visible=True), whatif_html(result, check),
-           skip)
+    return (state, status, gr.update(value=whatif_figure(result, checks), visible=True), whatif_html(result, check),
+            gr.skip())
 
 
 def apply_walkthrough(walkthrough_id: str):
@@ -759,7 +760,7 @@ def build_tab(target: str = "embedded") -> None:
                                           label="Walkthrough", elem_id="classroom-walkthrough")
                 note = gr.HTML(_note_html(walkthroughs[0] if walkthroughs else None), elem_id="classroom-note")
                 prompt = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
-                drafter = gr.Dropdown([(c.label, c.key) for c in DRAFTERS if c.key != "none"], value=first["drafter"],
+                drafter = gr.Dropdown([(c.label, c.key) for c in choices() if c.key != "none"], value=first["drafter"],
                                       label="Drafter", elem_id="classroom-drafter")
                 exit_layer = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
                                        precision=0, elem_id="classroom-exit-layer",

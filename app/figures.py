@@ -1,6 +1,6 @@
 """Plotly figures from run statistics. Pure functions: (spec RunStats, baseline RunStats) -> Figure.
 
-Each figure's definitions follow :mod:`specviz.metrics` (acceptance rate excludes the bonus token; tokens per
+Each figure's definitions follow :mod:`specviz.core.metrics` (acceptance rate excludes the bonus token; tokens per
 pass includes it; the prefill is not a pass). :func:`dashboard_figure` lays the single charts out as one figure,
 so the page redraws one plot per refresh.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from specviz.metrics import RunStats, expected_tokens_per_pass
+from specviz.core.metrics import RunStats, expected_tokens_per_pass
 
 COLORS = {
     "speculative": "#6f42c1",
@@ -144,13 +144,20 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
 
 
 def k_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Draft length k per pass (the adaptive-k trace; flat for a fixed k) and how many were drafted."""
+    """Draft length k per pass (flat for a fixed k; the adaptive or automatic choice otherwise), how many were
+    drafted, and, for k = auto, the gain it expected from its choice over a plain step (k = 0)."""
     x = _pass_numbers(spec)
     drafted, _ = per_pass_counts(spec)
-    return Panel("Draft length k per pass", [
-        _bar(x, drafted, "drafted", COLORS["draft"], 0.3),
-        _line(x, spec.pass_k, "k", COLORS["draft"], shape="hv", markers=True),
-    ], _axis("target pass"), _axis("tokens", rangemode="tozero"))
+    k_line = _line(x, spec.pass_k, "k", COLORS["draft"], shape="hv", markers=True)
+    traces = [_bar(x, drafted, "drafted", COLORS["draft"], 0.3), k_line]
+    gains = spec.pass_gain
+    if any(g is not None for g in gains):
+        k_line["text"] = [f"k = {k}" + (f"; expected {g:.2f}× a plain step" if g is not None else "")
+                          for k, g in zip(spec.pass_k, gains)]
+        k_line["hovertemplate"] = "pass %{x}: %{text}<extra></extra>"
+        traces.append(_line(x, gains, "expected gain (× a plain step)", COLORS["expected"], 2, "dot"))
+    return Panel("Draft length k per pass", traces, _axis("target pass"), _axis("tokens (gain: ×)",
+                                                                                  rangemode="tozero"))
 
 
 def time_panel(spec: RunStats, base: RunStats) -> Panel:
@@ -216,12 +223,16 @@ def time_figure(spec: RunStats, base: RunStats) -> go.Figure:
 PANELS = (acceptance_panel, tokens_per_pass_panel, latency_panel, position_panel, k_panel, time_panel)
 
 
-def dashboard_figure(spec: RunStats, base: RunStats, *, adaptive_k: bool = False, columns: int = 3) -> go.Figure:
-    """All charts in one figure, ``columns`` per row, each with its own legend underneath; the k chart is titled
-    adaptive when ``adaptive_k``."""
+K_TITLES = {"heuristic": "Draft length k per pass (adaptive k)",
+            "auto": "Draft length k per pass (k = auto: from measured costs)"}
+
+
+def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed", columns: int = 3) -> go.Figure:
+    """All charts in one figure, ``columns`` per row, each with its own legend underneath; the k chart's title
+    names the draft-length schedule ("fixed", "heuristic" or "auto")."""
     panels = [make(spec, base) for make in PANELS]
-    if adaptive_k:
-        panels[4].title = "Draft length k per pass (adaptive k)"
+    if k_schedule in K_TITLES:
+        panels[4].title = K_TITLES[k_schedule]
     rows = -(-len(panels) // columns)
     row_px, plot_px, top_px, bottom_px = 420, 240, 40, 10  # a row: plot, axis title, legend, next title
     total_px = row_px * (rows - 1) + plot_px + 130 + top_px + bottom_px  # the last row: plot, axis title, legend

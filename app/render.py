@@ -27,7 +27,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from specviz.events import PassEvent
+from specviz.core.events import PassEvent
 
 KINDS = ("accepted", "rejected", "recovered", "bonus", "target")
 _WINDOW = 6  # tokens of context to decode a piece against (a UTF-8 character spans at most 4 byte tokens)
@@ -372,7 +372,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
     difference reads "so far" instead of waiting for the end."""
-    from specviz.metrics import speedup
+    from specviz.core.metrics import speedup
 
     esc = html.escape
     cards = []

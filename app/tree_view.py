@@ -1,7 +1,7 @@
 """HTML for what the EAGLE / Medusa drafters add to a run: the draft tree of a pass and the Medusa heads' accuracy.
 Pure: no Gradio, no model (token text is decoded with the run's tokenizer).
 
-**Draft tree** (:class:`TreeView`, a pass whose event carries ``tree`` (a :class:`~specviz.events.TreeRecord`)): the candidates laid out left to
+**Draft tree** (:class:`TreeView`, a pass whose event carries ``tree`` (a :class:`~specviz.core.events.TreeRecord`)): the candidates laid out left to
 right by depth from the root (the last committed token), each node a box of fixed width so that a depth is one
 column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra boxes), ``data-parent``,
 ``data-depth``, ``data-kind`` and, for drafted nodes, ``data-accepted="true|false"``. Kinds:
@@ -28,8 +28,8 @@ import html
 from dataclasses import dataclass, field
 
 from app.render import PieceDecoder
-from specviz.events import PassEvent
-from specviz.tree import depths as tree_depths
+from specviz.core.events import PassEvent
+from specviz.core.tree import depths as tree_depths
 
 MAX_KEPT_PASSES = 64  # tree passes kept for the end-of-run list (the newest)
 NODE_KINDS = ("root", "accepted", "rejected", "unjudged", "recovered", "bonus")

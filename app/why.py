@@ -1,10 +1,11 @@
 """The "Why it works" tab: the target's forward time against the number of new tokens, measured live on this
 device for a few batch sizes, and an interactive what-if chart of tokens per pass and speedup against k.
 
-:func:`measure` (the Measure button) takes the device lock of :mod:`app.handlers` (it takes turns with live
-generations and arena runs), loads the target and runs :func:`specviz.arena.measure_forward_grid` and
-:func:`specviz.arena.measure_draft_costs` in a background thread. :func:`whatif` redraws the what-if chart from
-the sliders, the last measurement and a run to mark (filled from the Live tab's latest run by
+:func:`measure` (the Measure button) waits for its turn on the device (:mod:`app.device`: it takes turns with
+every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.measure_forward_grid` (with the
+job's cancel flag as ``should_stop``, so a closed handler ends it before its next forward) and
+:func:`specviz.analysis.arena.measure_draft_costs` in the job's thread. :func:`whatif` redraws the what-if chart
+from the sliders, the last measurement and a run to mark (filled from the Live tab's latest run by
 :func:`from_history`). Figures are pure functions.
 """
 
@@ -18,13 +19,12 @@ import time
 import gradio as gr
 import plotly.graph_objects as go
 
-from app import render
-from app.arena import RUNS, device_job, message_for
-from app.handlers import check_models, log_failure
-from specviz.policy import PolicyError, current_policy
+from app import device, render
+from app.device import CancelRegistry, Job, relay
 from app.figures import COLORS, FONT
-from app.handlers import InputError
-from specviz.arena import (
+from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
+from app.messages import report, warn
+from specviz.analysis.arena import (
     BATCH_SIZES,
     TOKEN_COUNTS,
     alpha_for_tokens_per_pass,
@@ -33,8 +33,9 @@ from specviz.arena import (
     measure_forward_grid,
     whatif_curves,
 )
-from specviz.bench import busy_machine_warning
-from specviz.engine import MAX_K
+from specviz.analysis.bench import busy_machine_warning
+from specviz.core.engine import MAX_K
+from specviz.policy import PolicyError, current_policy
 
 log = logging.getLogger("specviz.app.why")
 
@@ -45,6 +46,7 @@ DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05
 BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}
 STATUS_INTERVAL_S = 1.0
+RUNS = CancelRegistry()  # the tab's measurements, one per session
 
 INTRO = (
     "<div class='why-intro'><p><b>Why verification is nearly free.</b> Generating one token with a large model "
@@ -274,94 +276,114 @@ def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
     return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)
 
 
+def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None) -> tuple:
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is (the chart shows when given)."""
+    chart = None if chart is None else gr.update(value=chart, visible=True)
+    return tuple(gr.skip() if v is None else v for v in (status, chart, summary, state, c, batch, whatif_fig))
+
+
+def _measure_inputs(target, exit_layer) -> tuple[str, int | None]:
+    """(target spec, early-exit layer or None for half the layers). Raises InputError, or PolicyError for a
+    model the operator does not allow."""
+    spec = (target or "").strip()
+    if not spec:
+        raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+    check_models(spec, None, current_policy())  # the operator's model policy (specviz.policy)
+    return spec, parse_exit_layer(exit_layer)
+
+
 def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.Progress(),
             request: gr.Request = None):
     """The Measure button: the forward-time grid (batch sizes x new tokens) and the drafters' c on the target,
-    under the device lock; yields :data:`OUTPUTS` tuples."""
-    skip = gr.skip()
-
-    def out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None):
-        chart = None if chart is None else gr.update(value=chart, visible=True)
-        return tuple(skip if v is None else v for v in (status, chart, summary, state, c, batch, whatif_fig))
-
-    spec = (target or "").strip()
+    on the device; yields :data:`OUTPUTS` tuples."""
     try:
-        if not spec:
-            raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
-        check_models(spec, None, current_policy())  # the operator's model policy (specviz.policy)
-        layer = int(float(exit_layer or 0))
-    except (InputError, PolicyError, TypeError, ValueError) as error:
-        message = (str(error) if isinstance(error, (InputError, PolicyError))
-                   else "The early-exit layer must be a whole number.")
-        gr.Warning(html.escape(message))
-        yield out(status=render.status_html(message, "error"))
+        spec, layer = _measure_inputs(target, exit_layer)
+    except (InputError, PolicyError) as error:
+        warn(str(error))
+        yield _out(status=render.status_html(str(error), "error"))
         return
-    key, cancel = RUNS.start(request)
+    job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
     started = time.monotonic()
-
-    def work(emit, should_stop):
-        from specviz.models import load_model
-
-        emit("progress", (0.0, f"Loading the target {spec}…"))
-        loaded = load_model(spec, progress=lambda message: emit("progress", (0.0, message)))
-        if layer and not 1 <= layer < loaded.num_layers:
-            raise InputError(f"The early-exit layer must be between 1 and {loaded.num_layers - 1} for "
-                             f"{loaded.label}; got {layer}.")
-        grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
-                                    progress=lambda f, m: emit("progress", (0.9 * f, m)), should_stop=should_stop)
-        costs = None
-        if not grid["stopped"] and grid["step_ms"]:
-            emit("progress", (0.92, "Timing the drafters (c)…"))
-            costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer or None)
-        return {"grid": grid, "costs": costs, "label": loaded.label}
-
-    finished = False
     try:
-        yield out(status=render.status_html("Measuring…", "busy"))
-        jobs = device_job(work, f"the forward-time curve is being measured on '{spec}'", cancel)
-        last, message, fraction = 0.0, "", 0.0
-        measurement = None
-        while True:
-            try:
-                kind, payload = next(jobs)
-            except StopIteration as done:
-                measurement = done.value
-                break
-            now = time.monotonic()
-            if kind == "wait":
-                yield out(status=render.status_html(f"Waiting for the device… ({payload})", "wait"))
-            elif kind == "progress":
-                fraction, message = payload
-                progress(fraction, desc=message)
-            elif now - last >= STATUS_INTERVAL_S:
-                last = now
-                yield out(status=render.status_html(f"Measuring… {message} ({now - started:.0f} s)", "busy"))
-        finished = True
+        yield _out(status=render.status_html("Measuring…", "busy"))
+        measurement = yield from _measure_on_device(job, spec, layer, progress, started)
         if measurement is None:
-            yield out(status=render.status_html("Stopped.", "info"))
+            yield _out(status=render.status_html("Stopped.", "info"))
             return
-        grid, costs = measurement["grid"], measurement["costs"]
-        c = round(costs["early-exit"], 3) if costs else None
-        busy = busy_machine_warning()
-        status = render.status_html(
-            f"Measured in {time.monotonic() - started:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
-            f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
-            f"uses these costs; c is set to the early-exit drafter's." + (f" · {busy}" if busy else ""), "done")
-        figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
-        yield out(status, forward_figure(grid), summary_html(grid, costs), measurement,
-                  gr.update(value=c) if c is not None else None,
-                  gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
-                  figure)
+        yield _measured(measurement, time.monotonic() - started, alpha, run_k, run_tpp, run_speedup)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
-        finished = True
-        log_failure("measurement", error)
-        message = message_for(error)
-        gr.Warning(html.escape(message))
-        yield out(status=render.status_html(message, "error"))
+        yield _out(status=report("measurement", error))
     finally:
-        if not finished:
-            cancel.set()
-        RUNS.finish(key, cancel)
+        job.release()  # also when Gradio closes this handler: the grid stops before its next forward
+
+
+def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started: float):
+    """Wait for the device, then run :func:`_measure_work` in the job's thread, feeding the progress bar and a
+    "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when
+    stopped while waiting)."""
+    state = {"message": "", "last": 0.0}
+
+    def waiting(place) -> tuple:
+        return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
+                                              "wait"))
+
+    def show(item) -> tuple | None:
+        now = time.monotonic()
+        if item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
+            fraction, state["message"] = item[1]
+            progress(fraction, desc=state["message"])
+            return None
+        if now - state["last"] < STATUS_INTERVAL_S:
+            return None
+        state["last"] = now
+        return _out(status=render.status_html(f"Measuring… {state['message']} ({now - started:.0f} s)", "busy"))
+
+    if not (yield from relay(job.turn(), waiting)):
+        return None
+    return (yield from relay(job.call(_measure_work, job, spec, layer, stoppable=True), show))
+
+
+def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
+    """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
+    it completed, the drafters' c. Returns {"grid", "costs" (None when stopped), "label"}. Raises InputError for
+    an early-exit layer the target lacks."""
+    from specviz.models import load_model
+
+    def say(fraction: float, message: str) -> None:
+        job.say(("progress", (fraction, message)))
+
+    say(0.0, f"Loading the target {spec}…")
+    loaded = load_model(spec, progress=lambda message: say(0.0, message))
+    check_exit_layer(layer, loaded)
+    grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
+                                progress=lambda f, m: say(0.9 * f, m), should_stop=job.should_stop)
+    costs = None
+    if not grid["stopped"] and grid["step_ms"]:
+        say(0.92, "Timing the drafters (c)…")
+        costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer)
+    return {"grid": grid, "costs": costs, "label": loaded.label}
+
+
+def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup) -> tuple:
+    """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
+    early-exit drafter's), the batch choices and the what-if chart with the measured costs."""
+    grid, costs = measurement["grid"], measurement["costs"]
+    c = round(costs["early-exit"], 3) if costs else None
+    busy = busy_machine_warning()
+    status = render.status_html(
+        f"Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
+        f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
+        f"uses these costs; c is set to the early-exit drafter's." + (f" · {busy}" if busy else ""), "done")
+    figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
+    return _out(status, forward_figure(grid), summary_html(grid, costs), measurement,
+                gr.update(value=c) if c is not None else None,
+                gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
+                figure)
+
+
+def release_session(request: gr.Request = None) -> None:
+    """When a browser tab closes: cancel that session's measurement (and no one else's)."""
+    RUNS.cancel_session(request)
 
 
 # ------------------------------------------------------------------------------------------------ layout

@@ -146,7 +146,7 @@ def pane_text(markup) -> str:
 
 def _request_args(prompt: str, target: str, max_new_tokens: int) -> tuple:
     # the order of app.build_demo's inputs (the session history is server-side state, not an API input)
-    return (prompt, target, "ngram", "", 0, 4, False, 0.0, 1.0, 0, 0, max_new_tokens, "", True)
+    return (prompt, target, "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, max_new_tokens, "", True)
 
 
 def one_request(client, prompt: str, target: str, max_new_tokens: int, timeout: float) -> dict:

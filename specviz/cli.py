@@ -14,7 +14,7 @@ expected_tokens_per_pass, per_position_acceptance, wall_s (prefill start to last
 excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i), drafter, k (an int,
 "auto", or 0 for standard decoding), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup, ids_identical, first_difference and the baseline's near_tie_gap there). See
-:mod:`specviz.metrics` for the definitions.
+:mod:`specviz.core.metrics` for the definitions.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import warnings
 from typing import Sequence
 
-MAX_K = 16  # mirrors specviz.engine.MAX_K (checked against it at run time)
+MAX_K = 16  # mirrors specviz.core.engine.MAX_K (checked against it at run time)
 EXIT_USAGE = 2
 
 
@@ -72,7 +72,7 @@ def _float(name: str, check, bound: str):
 
 
 def _k_value(text: str) -> int | str:
-    """An int k in 1..16 or "auto" (adaptive k)."""
+    """An int k in 1..16 or "auto" (the cost-aware k, see specviz.core.draft_length)."""
     if text.strip().lower() == "auto":
         return "auto"
     try:
@@ -92,9 +92,9 @@ def _k_list(text: str) -> tuple[int | str, ...]:
 
 
 def _drafter_keys():
-    from specviz.drafters.registry import DRAFTER_KEYS
+    from specviz.drafters.registry import drafter_keys
 
-    return DRAFTER_KEYS
+    return drafter_keys()
 
 
 def _drafter_list(text: str) -> tuple[str, ...]:
@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                                           "decoding with --drafter none).")
     gen.add_argument("--prompt", required=True, help="the prompt text ('-' reads it from stdin)")
     _add_model_flags(gen)
-    gen.add_argument("--drafter", default="ngram",
-                     help="none|ngram|early-exit|bf16|model|eagle|medusa|oracle (default ngram)")
-    gen.add_argument("--k", type=_k_value, default=4, help="draft length 1..16, or 'auto' (adaptive, starts at 4)")
+    gen.add_argument("--drafter", default="ngram", help="|".join(_drafter_keys()) + " (default ngram)")
+    gen.add_argument("--k", type=_k_value, default=4,
+                     help="draft length 1..16, or 'auto' (chosen per pass from the measured pass costs and "
+                          "acceptance, 0 when no k pays; starts at 4)")
     gen.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=128)
     gen.add_argument("--temperature", type=TEMPERATURE, default=0.0, help="0 = greedy (default)")
     gen.add_argument("--top-p", type=TOP_P, default=1.0)
@@ -157,8 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="benchmark drafters against standard decoding and transformers",
                                 description="Benchmark a prompt suite x drafters x k against our standard "
                                             "decoding and transformers' generate(); or --kernel: forward cost.")
-    bench.add_argument("--prompts", help="JSONL prompt suite ({id, category, prompt} per line); default "
-                                         "assets/prompts.jsonl")
+    bench.add_argument("--prompts", metavar="FILE.jsonl",
+                       help="JSONL prompts: {id, category, prompt} per line, or Spec-Bench's question.jsonl "
+                            "({question_id, category, turns}: the first turn is the prompt); "
+                            "default assets/suite.jsonl")
     _add_model_flags(bench)
     bench.add_argument("--drafters", type=_drafter_list, default=None, help="comma list (default ngram,bf16)")
     bench.add_argument("--k", type=_k_list, default=None, help="comma list of k values or auto (default 2,4,8)")
@@ -245,9 +248,15 @@ def _check_common(args) -> None:
 
 
 def _load_target(args):
+    """Load the target, then apply the threads and kernels measured fastest on this machine
+    (:mod:`specviz.tuning`), unless ``--threads`` chose."""
     from specviz.models import load_model
+    from specviz.tuning import tune
 
-    return load_model(args.target, device=None if args.device == "auto" else args.device, progress=_log)
+    target = load_model(args.target, device=None if args.device == "auto" else args.device, progress=_log)
+    if getattr(args, "threads", None) is None:
+        _log(f"settings: {tune(target, progress=_log).summary()}")
+    return target
 
 
 def _check_exit_layer(args, target) -> None:
@@ -315,7 +324,7 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     ``--compare`` gets the same ids). When a draft model's own window is shorter than the run, it drafts while the
     text fits and the target then decodes alone; a note on stderr says so too."""
     from specviz.drafters.model import window_note
-    from specviz.engine import MAX_K as engine_max_k
+    from specviz.core.engine import MAX_K as engine_max_k
     from specviz.models import PromptTooLongError, context_window, fit_prompt
 
     window = context_window(target)
@@ -347,8 +356,8 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
 def _run_streaming(target, drafter, prompt_ids, config, on_text):
     """One generation (``drafter`` None: standard decoding); ``on_text(delta)`` gets the text as it becomes
     final. Returns (RunResult, RunStats)."""
-    from specviz.engine import collect, speculative_generate, standard_generate
-    from specviz.metrics import RunStats
+    from specviz.core.engine import collect, speculative_generate, standard_generate
+    from specviz.core.metrics import RunStats
 
     events = (standard_generate(target, prompt_ids, config) if drafter is None
               else speculative_generate(target, drafter, prompt_ids, config))
@@ -396,8 +405,8 @@ def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0
 def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bool) -> dict:
     """Speedup over standard decoding with the same settings, and where the ids first differ (greedy runs
     must match; sampled runs draw different random numbers, so they differ in general)."""
-    from specviz.bench import first_difference
-    from specviz.metrics import speedup
+    from specviz.analysis.bench import first_difference
+    from specviz.core.metrics import speedup
 
     diff = first_difference(spec_result.token_ids, base_result.token_ids)
     out = {
@@ -447,10 +456,24 @@ def _summary(record: dict, target_label: str) -> str:
 
 
 def cmd_generate(args) -> int:
-    from specviz.drafters.registry import HEAD_KEYS
-    from specviz.engine import GenerationConfig
-    from specviz.verify import SamplingConfig
+    """``generate``: check every flag before loading anything, load the target and the drafter, then run
+    ``--runs`` generations (seeds seed, seed+1, ...) and print each as text or as one JSON line."""
+    prompt = _checked_prompt(args)
+    _check_generate_flags(args)
+    base_config = _base_config(args)
+    _one_thread_if_busy(args)
+    target = _load_target(args)
+    drafter = _make_drafter(args.drafter, args, target)
+    prompt_ids = _fit_prompt(prompt, target, drafter, args)
+    _log_generate_setup(args, target, drafter, prompt_ids)
+    for index in range(args.runs):
+        record = _generate_run(args, target, drafter, prompt_ids, base_config, index)
+        _print_run(record, args, target.label)
+    return 0
 
+
+def _checked_prompt(args) -> str:
+    """The prompt text, after the checks that come before reading it (n-gram sizes, the drafter's name)."""
     _check_common(args)
     if args.drafter not in _drafter_keys():
         raise UsageError(f"argument --drafter: unknown drafter {args.drafter!r}; choose from "
@@ -458,6 +481,13 @@ def cmd_generate(args) -> int:
     prompt = _read_prompt(args.prompt)
     if not prompt.strip():
         raise UsageError("the prompt is empty")
+    return prompt
+
+
+def _check_generate_flags(args) -> None:
+    """Flags that need another flag (``--drafter model`` a draft model) or a head drafter (eagle, medusa)."""
+    from specviz.drafters.registry import HEAD_KEYS
+
     if args.drafter == "model" and not (args.draft_model or "").strip():
         raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
     if any(not s for s in args.stop):
@@ -469,116 +499,106 @@ def cmd_generate(args) -> int:
     if args.lookup and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--lookup applies to --drafter eagle or medusa (n-gram lookup alone is --drafter ngram), "
                          f"not {args.drafter}")
-    adaptive = args.k == "auto"
-    base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if adaptive else args.k, adaptive_k=adaptive,
+
+
+def _base_config(args) -> dict:
+    """The GenerationConfig fields every run shares (``--k auto`` starts at 4), validated with the sampling
+    flags before any model is loaded."""
+    from specviz.core.engine import GenerationConfig
+    from specviz.core.verify import SamplingConfig
+
+    auto = args.k == "auto"
+    base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if auto else args.k, auto_k=auto,
                        stop_strings=tuple(args.stop))
-    GenerationConfig(**base_config)  # validate before loading anything
+    GenerationConfig(**base_config)
     SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
-    from specviz.bench import busy_machine_warning
+    return base_config
+
+
+def _one_thread_if_busy(args) -> None:
+    """Drop to one torch thread on a busy machine unless ``--threads`` chose (as bench does: OpenMP threads
+    stall when another process holds a core; one thread degrades gently)."""
+    from specviz.analysis.bench import busy_machine_warning
 
     if args.threads is None and torch_threads() > 1 and busy_machine_warning():
-        # as in bench: OpenMP threads stall when another process holds a core; one thread degrades gently
         set_torch_threads(1)
+        args.threads = 1  # no tuning either: a busy machine's measurement would mislead
         _log("note: using 1 torch thread because this machine is busy (pass --threads N to choose)")
 
-    target = _load_target(args)
-    drafter = _make_drafter(args.drafter, args, target)
-    prompt_ids = _fit_prompt(prompt, target, drafter, args)
-    k_label = 0 if drafter is None else ("auto" if adaptive else args.k)
+
+def _log_generate_setup(args, target, drafter, prompt_ids: list[int]) -> None:
+    """What runs on what (stderr), and notes on flags the drafter cannot fully honour."""
     _log(f"target {target.label} on {target.device}; drafter {args.drafter}"
          f"{'' if drafter is None else ' (' + drafter.name + ')'}; {len(prompt_ids)} prompt tokens")
     if args.tree and args.temperature > 0:
         _log("note: trees are greedy-only; this sampling run drafts a chain")
     heads = getattr(getattr(drafter, "heads", None), "num_heads", None)
-    if heads is not None and not adaptive and args.k > heads:
+    if heads is not None and args.k != "auto" and args.k > heads:
         _log(f"note: the Medusa heads draft at most {heads} tokens per pass (k = {args.k} asked)")
-    for i in range(args.runs):
-        seed = args.seed + i
-        sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed)
-        config = GenerationConfig(sampling=sampling, **base_config)
-        on_text = None
-        if not args.json:
-            if args.runs > 1:
-                print(f"--- run {i + 1}/{args.runs} (seed {seed}) ---", flush=True)
-            on_text = lambda text: print(text, end="", flush=True)  # noqa: E731
-        result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
-        tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
-        record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label, tree_nodes=tree)
-        record["target"] = target.label
-        record["device"] = str(target.device)
-        record["temperature"] = args.temperature
-        if args.drafter in HEAD_KEYS:
-            record["min_confidence"] = drafter.min_confidence
-            record["lookup"] = args.lookup
-            record["copied_passes"] = drafter.copied_passes
-        if args.compare:
-            base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
-            record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)
-        if args.json:
-            print(json.dumps(record), flush=True)
-        else:
-            print("\n", flush=True)
-            print(_summary(record, target.label), flush=True)
-    return 0
+
+
+def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dict, index: int) -> dict:
+    """Run number ``index`` (seed ``args.seed + index``), streaming its text unless ``--json``, and with
+    ``--compare`` a standard-decoding run of the same settings; returns the run's record."""
+    from specviz.core.engine import GenerationConfig
+    from specviz.core.verify import SamplingConfig
+
+    seed = args.seed + index
+    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed)
+    config = GenerationConfig(sampling=sampling, **base_config)
+    on_text = None if args.json else _stdout_stream(args, index, seed)
+    result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
+    record = _generate_record(args, target, drafter, result, stats, seed)
+    if args.compare:
+        base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
+        record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)
+    return record
+
+
+def _stdout_stream(args, index: int, seed: int):
+    """Print the run's header when there are several runs; return the callback that prints its text."""
+    if args.runs > 1:
+        print(f"--- run {index + 1}/{args.runs} (seed {seed}) ---", flush=True)
+    return lambda text: print(text, end="", flush=True)
+
+
+def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
+    """:func:`run_record` plus the settings of ``generate`` (target, device, temperature, head-drafter gates)."""
+    from specviz.drafters.registry import HEAD_KEYS
+
+    k_label = 0 if drafter is None else args.k  # an int, "auto", or 0 for standard decoding
+    tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
+    record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label, tree_nodes=tree)
+    record["target"] = target.label
+    record["device"] = str(target.device)
+    record["temperature"] = args.temperature
+    if args.drafter in HEAD_KEYS:
+        record["min_confidence"] = drafter.min_confidence
+        record["lookup"] = args.lookup
+        record["copied_passes"] = drafter.copied_passes
+    return record
+
+
+def _print_run(record: dict, args, target_label: str) -> None:
+    """One JSON line with ``--json``; otherwise end the streamed text and print the summary."""
+    if args.json:
+        print(json.dumps(record), flush=True)
+    else:
+        print("\n", flush=True)
+        print(_summary(record, target_label), flush=True)
 
 
 # -------------------------------------------------------------------------------------------------- bench
 
 
 def cmd_bench(args) -> int:
-    from specviz import bench
+    """``bench``: the prompt suite x drafters x k benchmark, or with ``--kernel`` the forward-cost bench;
+    prints the text report (or the JSON with ``--json``) and writes the JSON to ``--out``."""
+    from specviz.analysis import bench
 
     _check_common(args)
-    busy = bench.busy_machine_warning()
-    if busy:
-        _log(busy)
-    few_cpus = (os.cpu_count() or 1) <= 2
-    if (busy or few_cpus) and not args.kernel and args.threads is None and torch_threads() > 1:
-        # Two OpenMP threads stall whenever another process takes a core, even for a moment (5-55x slower,
-        # docs/performance.md; a --quick run that started quiet took 16 min when tests started beside it);
-        # one thread only slows down ~2x. Every method of the run gets the same setting, so ratios hold.
-        set_torch_threads(1)
-        why = "this machine is busy" if busy else f"this machine has {os.cpu_count()} CPUs, shared"
-        _log(f"note: using 1 torch thread because {why} (pass --threads N to choose)")
-    if args.kernel:
-        target = _load_target(args)
-        _log(f"kernel bench on {target.label} ({target.device})...")
-        kernel_drafters = args.drafters or bench.KERNEL_DRAFTERS
-        result = bench.kernel_bench(target, drafters=kernel_drafters, progress=_log)
-        result["settings"]["command"] = args.command_line
-        text = bench.format_kernel(result)
-    else:
-        quick = args.quick
-        drafters = args.drafters or (bench.QUICK_DRAFTERS if quick else ("ngram", "bf16"))
-        if "model" in drafters and not (args.draft_model or "").strip():
-            raise UsageError("the 'model' drafter needs --draft-model SPEC (a local folder or a hub id)")
-        path = args.prompts or bench.DEFAULT_PROMPTS
-        try:
-            prompts = bench.load_prompts(path)
-        except ValueError as error:
-            hint = "" if args.prompts else " (give a suite with --prompts FILE.jsonl)"
-            raise UsageError(f"{error}{hint}") from None
-        if quick:
-            prompts = bench.one_per_category(prompts, bench.QUICK_MAX_CATEGORIES)
-        if args.limit:
-            prompts = prompts[: args.limit]
-        settings = bench.BenchSettings(
-            drafters=tuple(drafters),
-            ks=args.k or (bench.QUICK_K if quick else (2, 4, 8)),
-            max_new_tokens=args.max_new_tokens or (bench.QUICK_MAX_NEW_TOKENS if quick else 64),
-            repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
-            ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
-            exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
-            heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
-            compare_transformers=not args.no_transformers,
-            warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
-            extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},
-        )
-        target = _load_target(args)
-        if "early-exit" in drafters:
-            _check_exit_layer(args, target)
-        result = bench.run_bench(target, prompts, settings, progress=_log)
-        text = bench.format_bench(result)
+    _bench_threads(args)
+    result, text = _kernel_bench(args) if args.kernel else _suite_bench(args)
     if args.out:
         bench.write_json(result, args.out)
         _log(f"wrote {args.out}")
@@ -589,13 +609,92 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _bench_threads(args) -> None:
+    """Warn when the machine is busy and then drop to one torch thread unless ``--threads`` chose: two OpenMP
+    threads stall whenever another process takes a core, even for a moment (5-55x slower, docs/performance.md),
+    while one thread only slows down ~2x. On a quiet machine the threads and kernels measured fastest here are
+    used (:mod:`specviz.tuning`). Every method of the run gets the same setting, so ratios hold."""
+    from specviz.analysis.bench import busy_machine_warning
+
+    busy = busy_machine_warning()
+    if busy:
+        _log(busy)
+    if busy and not args.kernel and args.threads is None and torch_threads() > 1:
+        set_torch_threads(1)
+        args.threads = 1
+        _log("note: using 1 torch thread because this machine is busy (pass --threads N to choose)")
+
+
+def _kernel_bench(args) -> tuple[dict, str]:
+    """``bench --kernel``: the target's forward cost and each drafter's pass cost; (result, text report)."""
+    from specviz.analysis import bench
+
+    target = _load_target(args)
+    _log(f"kernel bench on {target.label} ({target.device})...")
+    result = bench.kernel_bench(target, drafters=args.drafters or bench.KERNEL_DRAFTERS, progress=_log)
+    result["settings"]["command"] = args.command_line
+    return result, bench.format_kernel(result)
+
+
+def _suite_bench(args) -> tuple[dict, str]:
+    """``bench``: every prompt x drafter x k against standard decoding (and transformers); (result, text)."""
+    from specviz.analysis import bench
+
+    drafters = args.drafters or (bench.QUICK_DRAFTERS if args.quick else ("ngram", "bf16"))
+    if "model" in drafters and not (args.draft_model or "").strip():
+        raise UsageError("the 'model' drafter needs --draft-model SPEC (a local folder or a hub id)")
+    path = args.prompts or bench.DEFAULT_PROMPTS
+    prompts = _bench_prompts(args, path)
+    settings = _bench_settings(args, drafters, path)
+    target = _load_target(args)
+    if "early-exit" in drafters:
+        _check_exit_layer(args, target)
+    result = bench.run_bench(target, prompts, settings, progress=_log)
+    return result, bench.format_bench(result)
+
+
+def _bench_prompts(args, path) -> list:
+    """The suite at ``path``, cut to one prompt per category by ``--quick`` and to ``--limit`` prompts."""
+    from specviz.analysis import bench
+
+    try:
+        prompts = bench.load_prompts(path)
+    except ValueError as error:
+        hint = "" if args.prompts else " (give a suite with --prompts FILE.jsonl)"
+        raise UsageError(f"{error}{hint}") from None
+    if args.quick:
+        prompts = bench.one_per_category(prompts, bench.QUICK_MAX_CATEGORIES)
+    if args.limit:
+        prompts = prompts[: args.limit]
+    return prompts
+
+
+def _bench_settings(args, drafters, path):
+    """The suite bench's settings: the flags given, else the ``--quick`` or full defaults."""
+    from specviz.analysis import bench
+
+    quick = args.quick
+    return bench.BenchSettings(
+        drafters=tuple(drafters),
+        ks=args.k or (bench.QUICK_K if quick else (2, 4, 8)),
+        max_new_tokens=args.max_new_tokens or (bench.QUICK_MAX_NEW_TOKENS if quick else 64),
+        repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
+        ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
+        exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
+        heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
+        compare_transformers=not args.no_transformers,
+        warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
+        extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},
+    )
+
+
 def cmd_train(args) -> int:
     from dataclasses import replace
     from pathlib import Path
 
-    from specviz.distill import CorpusSettings
+    from specviz.training.distill import CorpusSettings
     from specviz.models import cache_dir
-    from specviz.train import TrainSettings, run_training
+    from specviz.training.train import TrainSettings, run_training
 
     corpus = CorpusSettings(seed=args.seed)
     if args.prompts:
@@ -647,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _log("error: interrupted")
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI's promise: one line, no traceback
-        from specviz.events import NumericalError
+        from specviz.core.events import NumericalError
         from specviz.models import ModelLoadError
 
         if isinstance(error, (ModelLoadError, ValueError, NotImplementedError, OSError)):

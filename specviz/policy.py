@@ -21,7 +21,7 @@ user's own tool. Remote code is off everywhere unless ``SPECVIZ_ALLOW_REMOTE_COD
 logged and replaced by the restricted choice (booleans) or the default (numbers).
 
 No Gradio here: the app calls :func:`current_policy` once per request and :meth:`Policy.check_model` for each
-model a visitor names (one place: ``app.handlers``).
+model a visitor names (one place: ``app.inputs.check_models``).
 """
 
 from __future__ import annotations

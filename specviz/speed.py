@@ -14,6 +14,11 @@ What :func:`prepare_for_decoding` does (each step only where it applies, and onl
    become views of that buffer, so memory does not grow and ``state_dict`` is unchanged). The first
    projection's call computes all of them for that input; the others return their slice when called with
    the same input tensor (and compute on their own otherwise).
+3. ``sdpa-gqa``: attention over several new tokens (a verification) reads the grouped key/value heads directly
+   (SDPA's ``enable_gqa``) instead of copying them per query head (transformers' ``repeat_kv``, which it does
+   whenever a mask is needed, i.e. for every pass of k+1 tokens after a prompt): transformers' own switch
+   ``TRANSFORMERS_SDPA_FORCE_GQA=1``, set for the process when a CPU model is prepared (on CUDA the masked GQA
+   kernel is the slow math one, so it stays off there). Same values: the kernels compute the same sums.
 
 Exactness: the model object is changed in place, so everything that runs it (the standard baseline, every
 verification, early-exit drafters that share its layers, transformers' own ``generate()`` in the benchmark)
@@ -37,6 +42,7 @@ import torch
 import torch.nn.functional as F
 
 ENV_FAST = "SPECVIZ_FAST"
+ENV_FORCE_GQA = "TRANSFORMERS_SDPA_FORCE_GQA"  # transformers' switch: SDPA's grouped-query attention even with a mask
 _ATTENTION_GROUP = ("q_proj", "k_proj", "v_proj")
 _MLP_GROUP = ("gate_proj", "up_proj")
 
@@ -122,6 +128,14 @@ def draft_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
             and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))):
         return _onednn_linear(x, weight, None)
     return F.linear(x, weight)
+
+
+def set_fast_path(model: torch.nn.Module, on: bool) -> None:
+    """Switch a prepared model's linears to the fast kernels (``on``) or to the default ones, until switched
+    again (:mod:`specviz.tuning` turns the fast path off where it measured slower)."""
+    for module in model.modules():
+        if isinstance(module, _FastLinear):
+            module._specviz_fast = bool(on)
 
 
 @contextlib.contextmanager
@@ -220,7 +234,8 @@ def _prepare(model: torch.nn.Module, enabled: bool, fuse: bool) -> SpeedReport:
         return SpeedReport(skipped=(f"onednn-linear: self-test forward failed ({type(error).__name__})",))
     linears = _switch_linears(model)
     groups = _fuse_projections(model) if fuse else 0
-    applied = ("onednn-linear",) + (("fused-projections",) if groups else ())
+    gqa = _grouped_attention(model)
+    applied = ("onednn-linear",) + (("fused-projections",) if groups else ()) + (("sdpa-gqa",) if gqa else ())
     skipped = () if groups else (("fused-projections: off",) if not fuse else
                                  ("fused-projections: no q/k/v or gate/up projections found",))
     try:
@@ -231,6 +246,16 @@ def _prepare(model: torch.nn.Module, enabled: bool, fuse: bool) -> SpeedReport:
         _undo(model)
         return SpeedReport(skipped=(f"onednn-linear: {problem}",))
     return SpeedReport(applied=applied, skipped=skipped, linears=linears, fused_groups=groups)
+
+
+def _grouped_attention(model: torch.nn.Module) -> bool:
+    """Turn on SDPA's grouped-query attention with masks (CPU, sdpa attention, grouped key/value heads)."""
+    config = model.config.get_text_config()
+    heads, kv_heads = getattr(config, "num_attention_heads", 0), getattr(config, "num_key_value_heads", None)
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not kv_heads or kv_heads == heads:
+        return False
+    os.environ.setdefault(ENV_FORCE_GQA, "1")
+    return os.environ[ENV_FORCE_GQA] == "1"
 
 
 def _onednn_unusable(model: torch.nn.Module) -> str | None:

@@ -15,6 +15,9 @@ import os
 # Before anything imports huggingface_hub / transformers: tests must never touch the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# Start-up tuning of threads and kernels (specviz.tuning) would change the shared models' settings between tests;
+# tests/test_tuning.py turns it on where it is the subject.
+os.environ["SPECVIZ_TUNE"] = "0"
 # SPECVIZ_CACHE_DIR is deliberately left alone: the embedded model is converted once per machine into the
 # user's cache (~/.cache/specviz), as `make model` does, and reused by every later run.
 

@@ -12,9 +12,9 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
-from app import DEFAULTS, build_demo, figures, handlers, load_examples, render  # noqa: E402
-from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
-from specviz.metrics import RunStats  # noqa: E402
+from app import DEFAULTS, build_demo, device, figures, inputs, live, load_examples, render  # noqa: E402
+from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.core.metrics import RunStats  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ hand-made events
@@ -229,7 +229,7 @@ def test_figure_functions_return_the_expected_traces():
     latency = figures.latency_figure(spec, base)
     assert list(latency.data[0].y) == [1, 4, 7, 9] and list(latency.data[1].x)[-1] == 90.0
     assert list(figures.position_figure(spec, base).data[0].y) == spec.per_position_acceptance
-    dash = figures.dashboard_figure(spec, base, adaptive_k=True)
+    dash = figures.dashboard_figure(spec, base, k_schedule="heuristic")
     assert len(dash.data) == sum(len(n) for n in cases.values())
     assert any("adaptive" in a.text for a in dash.layout.annotations)
     assert {t.xaxis for t in dash.data} == {"x", "x2", "x3", "x4", "x5", "x6"}
@@ -269,17 +269,17 @@ GOOD = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exi
     ({"drafter": "magic"}, "Unknown drafter"),
 ])
 def test_bad_inputs_have_clear_messages(change, words):
-    with pytest.raises(handlers.InputError, match=words):
-        handlers.parse_settings(**{**GOOD, **change})
+    with pytest.raises(inputs.InputError, match=words):
+        inputs.parse_settings(**{**GOOD, **change})
 
 
 def test_settings_and_stop_strings():
-    s = handlers.parse_settings(**{**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
-                                   "temperature": 0.7, "top_k": 40})
+    s = inputs.parse_settings(**{**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
+                                 "temperature": 0.7, "top_k": 40})
     assert s.stop_strings == ("END", "\n\n", "STOP") and s.target == "embedded"
     config = s.config()
     assert config.sampling.temperature == 0.7 and config.sampling.top_k == 40 and config.k == 4
-    assert handlers.parse_stop_strings("") == ()
+    assert inputs.parse_stop_strings("") == ()
 
 
 def test_examples_cover_the_suite_and_our_own():
@@ -294,7 +294,7 @@ def test_build_demo_has_the_stable_elem_ids():
     ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
     for elem_id in ("prompt", "generate", "stop", "target", "drafter", "draft-length", "max-new-tokens",
                     "temperature", "seed", "spec-output", "baseline-output", "charts", "stats", "top-p", "top-k",
-                    "stop-strings", "adaptive-k", "draft-model", "exit-layer"):
+                    "stop-strings", "k-schedule", "draft-model", "exit-layer"):
         assert elem_id in ids, elem_id
     with pytest.raises(TypeError):
         build_demo(colour="red")
@@ -311,9 +311,9 @@ def drain(gen) -> dict:
     """Run a handler generator to the end; the last real value of each output, and how many updates."""
     last: dict = {"updates": 0}
     for out in gen:
-        assert len(out) == len(handlers.OUTPUTS)
+        assert len(out) == len(live.OUTPUTS)
         last["updates"] += 1
-        for name, value in zip(handlers.OUTPUTS, out):
+        for name, value in zip(live.OUTPUTS, out):
             if isinstance(value, dict) and value.get("__type__") == "update":
                 if "value" not in value:
                     continue  # skipped: the component keeps its value
@@ -321,17 +321,17 @@ def drain(gen) -> dict:
                 value = value["value"]
             last[name] = value
             last.setdefault("all_" + name, []).append(value)
-    assert not handlers.DEVICE.locked, "the device lock must be released when a generation ends"
+    assert not device.DEVICE.locked, "the device lock must be released when a generation ends"
     return last
 
 
 def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
     t0 = time.monotonic()
-    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="model",
-                                          draft_model=str(tiny_draft_dir), max_new_tokens=40, k=4)))
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="model",
+                                      draft_model=str(tiny_draft_dir), max_new_tokens=40, k=4)))
     elapsed = time.monotonic() - t0
     # the panes refresh at a bounded rate (plus the first event and the final state)
-    assert len(out["all_spec-output"]) <= elapsed / handlers.UPDATE_INTERVAL_S + 2
+    assert len(out["all_spec-output"]) <= elapsed / live.UPDATE_INTERVAL_S + 2
     spec, base = out["spec-output"], out["baseline-output"]
     assert 'data-kind="accepted"' in spec and 'data-kind="rejected"' in spec
     assert 'data-kind="recovered"' in spec and 'data-pass="0"' in spec
@@ -345,16 +345,37 @@ def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
 
 
 def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
-    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
-                                          seed=3, max_new_tokens=12)))
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
+                                      seed=3, max_new_tokens=12)))
     assert "standard decoding" in out["spec-output"] and 'data-kind="target"' in out["baseline-output"]
     assert "Speedup" not in out["stats"]
 
 
 def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
-    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=2,
-                                          adaptive_k=True, max_new_tokens=30)))
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=2,
+                                      adaptive_k="heuristic", max_new_tokens=30)))
     assert "Done in" in out["status"] and "adaptive" in out["spec-output"]
+
+
+def test_generate_with_k_auto_shows_its_choice_and_expected_gain(tiny_model_dir):
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="ngram", adaptive_k="auto",
+                                      max_new_tokens=30)))
+    assert "Done in" in out["status"] and "k = auto" in out["spec-output"]
+    chart = out["charts"]
+    titles = [a["text"] for a in chart["layout"]["annotations"]] if isinstance(chart, dict) else \
+        [a.text for a in chart.layout.annotations]
+    assert any("k = auto" in t for t in titles)
+    names = [t["name"] for t in chart["data"]] if isinstance(chart, dict) else [t.name for t in chart.data]
+    assert "expected gain (× a plain step)" in names
+
+
+def test_the_k_schedule_input_is_checked():
+    from app.inputs import InputError, parse_k_schedule
+
+    assert [parse_k_schedule(v) for v in (False, True, "fixed", "heuristic", "auto")] == [
+        "fixed", "heuristic", "fixed", "heuristic", "auto"]
+    with pytest.raises(InputError, match="fixed, heuristic or auto"):
+        parse_k_schedule("sometimes")
 
 
 @pytest.mark.parametrize("change, words", [
@@ -366,17 +387,17 @@ def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
 def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
     change.setdefault("target", str(tiny_model_dir))
     with pytest.warns(UserWarning):
-        out = drain(handlers.generate(**_args(**change)))
+        out = drain(live.generate(**_args(**change)))
     assert words in out["status"] and "status-error" in out["status"]
     assert "Traceback" not in out["status"]
-    again = drain(handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    again = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
     assert "Done in" in again["status"]
 
 
 def test_vocabulary_mismatch_is_reported(tiny_model_dir, tiny_other_vocab_dir):
     with pytest.warns(UserWarning):
-        out = drain(handlers.generate(**_args(target=str(tiny_model_dir), drafter="model",
-                                              draft_model=str(tiny_other_vocab_dir))))
+        out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="model",
+                                          draft_model=str(tiny_other_vocab_dir))))
     assert "different vocabularies" in out["status"]
 
 
@@ -392,28 +413,28 @@ def _stream_until(gen, updates: int) -> tuple:
 
 
 def test_stop_cancels_and_releases_the_device(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
-    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
+    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
     _stream_until(gen, 2)
-    assert handlers.DEVICE.locked
-    assert "Stopped" in handlers.stop()
+    assert device.DEVICE.locked
+    assert "Stopped" in live.stop()
     rest = list(gen)
-    assert len(rest) <= 1 and not handlers.DEVICE.locked
+    assert len(rest) <= 1 and not device.DEVICE.locked
     # closing a generator (what Gradio does on cancel) releases the device too
-    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
     for out in gen:
         if isinstance(out[0], str) and "data-kind" in out[0]:
             break
     gen.close()
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
 
 
 def test_a_second_session_waits_for_the_device(tiny_model_dir):
-    assert handlers.DEVICE.acquire("someone-else", "a test run", timeout=1)
-    releaser = threading.Timer(1.2, lambda: handlers.DEVICE.release("someone-else"))
+    assert device.DEVICE.acquire("someone-else", "a test run", timeout=1)
+    releaser = threading.Timer(1.2, lambda: device.DEVICE.release("someone-else"))
     releaser.start()
     t0 = time.monotonic()
-    out = drain(handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
     assert time.monotonic() - t0 >= 1.0
     assert any("Waiting for the device" in s and "a test run" in s for s in out["all_status"])
     assert "Done in" in out["status"]
@@ -422,7 +443,7 @@ def test_a_second_session_waits_for_the_device(tiny_model_dir):
 def test_defaults_are_valid():
     d = {k: v for k, v in DEFAULTS.items()}
     d["prompt"] = "x"
-    handlers.parse_settings(**d)
+    inputs.parse_settings(**d)
 
 
 class FakeRequest:
@@ -431,39 +452,88 @@ class FakeRequest:
 
 
 def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
-    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
+    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
+    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
     for out in gen:
         if isinstance(out[0], str) and "data-kind" in out[0]:
             break
-    handlers.stop(FakeRequest("someone-else"))
+    live.stop(FakeRequest("someone-else"))
     assert isinstance(next(gen)[0], str)  # still streaming
-    handlers.release_session(FakeRequest("mine"))  # the tab closed
+    live.release_session(FakeRequest("mine"))  # the tab closed
     rest = list(gen)
-    assert len(rest) <= 1 and not handlers.DEVICE.locked
+    assert len(rest) <= 1 and not device.DEVICE.locked
 
 
 def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
     me = FakeRequest("stopper-view")
-    gen = handlers.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
+    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
     out = _stream_until(gen, 3)
     assert 'class="cursor"' in out[1]  # still typing
-    out = handlers.stop_run([], me)
+    out = live.stop_run([], me)
     spec, base, _, stats, status, table, history = out[:7]
     assert 'class="cursor"' not in spec and 'class="cursor"' not in base
     assert "stopped" in stats and "…" not in stats and "✓ so far" in stats
     assert "Stopped after" in status and re.search(r"\((speculative )?\d+ tokens?", status)
     assert len(history) == 1 and history[0]["stopped"] and history[0]["tokens"] >= 1
     assert "(stopped)" in table
-    again = handlers.stopped_view(history, me)  # the button's second round trip: same view, the row added once
+    again = live.stopped_view(history, me)  # the button's second round trip: same view, the row added once
     assert again[6] == history and again[0] == spec
-    assert list(gen) == [] and not handlers.DEVICE.locked  # the run adds no row of its own
-    handlers.release_session(me)
-    assert "Stopped." in handlers.stopped_view([], me)[4]  # nothing left to show: the status only
+    assert list(gen) == [] and not device.DEVICE.locked  # the run adds no row of its own
+    live.release_session(me)
+    assert "Stopped." in live.stopped_view([], me)[4]  # nothing left to show: the status only
 
 
 def test_preload_holds_the_device_while_loading(tiny_model_dir):
-    thread = handlers.preload(str(tiny_model_dir))
+    thread = device.preload(str(tiny_model_dir))
     thread.join(timeout=120)
-    assert not thread.is_alive() and not handlers.DEVICE.locked
+    assert not thread.is_alive() and not device.DEVICE.locked
+
+
+@pytest.fixture(scope="module")
+def wide_model_dir(tmp_path_factory, tiny_model_dir):
+    """The tiny target with a 2,048-token window (the same weights), so a prompt takes several prefill chunks."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-wide")
+    model = LlamaForCausalLM.from_pretrained(tiny_model_dir)
+    model.config.max_position_embeddings = 2048
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
+    return folder
+
+
+def test_stop_during_a_long_prefill_starts_at_most_one_more_target_forward(wide_model_dir):
+    """Stop pressed inside the 2nd forward of a long prompt's prefill (read 256 tokens per forward, several
+    forwards per run): the engine starts at most one more target forward, and the handler ends quietly; the Stop
+    button's view says the run stopped while the prompt was read."""
+    from specviz.core.kv import PREFILL_CHUNK
+    from specviz.models import load_model
+
+    model = load_model(str(wide_model_dir)).model  # the handler's copy (loaded models are shared)
+    me = FakeRequest("long-prefill")
+    sizes: list[int] = []
+    after_stop: list[int] = []
+    stopped = threading.Event()
+
+    def count(module, args, kwargs) -> None:
+        if stopped.is_set():
+            after_stop.append(kwargs["input_ids"].shape[1])
+        sizes.append(kwargs["input_ids"].shape[1])
+        if len(sizes) == 2:
+            live.stop(me)  # pressed while this forward runs
+            stopped.set()
+
+    prompt = " ".join(["The river runs through the green valley past the old stone bridge."] * 120)
+    hook = model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        out = drain(live.generate(**_args(target=str(wide_model_dir), prompt=prompt, drafter="ngram",
+                                          max_new_tokens=8), request=me))
+    finally:
+        hook.remove()
+    assert sizes[:2] == [PREFILL_CHUNK, PREFILL_CHUNK]  # a long prompt: more than two chunks to read
+    assert len(after_stop) <= 1, f"forwards started after Stop: {after_stop}"
+    assert "status-error" not in out["status"]  # a cancelled run is not an error
+    view = live.stopped_view([], me)
+    assert "while the prompt was being read" in view[4] and "nothing was generated" in view[0]
+    live.release_session(me)

@@ -2,7 +2,7 @@
 a target without heads, tree + sampling), the tree view's HTML, and the Arena with head drafters.
 
 Heads for the tiny target are random, written to a temporary folder that stands in for ``assets/heads``
-(``specviz.heads.HEADS_DIR``). Their draft vocabulary is the 3 tokens the baseline emits most often: a tree drafts
+(``specviz.drafters.networks.HEADS_DIR``). Their draft vocabulary is the 3 tokens the baseline emits most often: a tree drafts
 every one of them at each depth (3 candidates per node), so some passes accept a path whatever the weights.
 """
 
@@ -19,15 +19,15 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import specviz.heads  # noqa: E402
+import specviz.drafters.networks  # noqa: E402
 from app import arena as arena_tab  # noqa: E402
-from app import build_demo, handlers  # noqa: E402
+from app import build_demo, device, inputs, live  # noqa: E402
 from app.render import PieceDecoder  # noqa: E402
 from app.tree_view import HeadAccuracy, TreeView, tree_html, tree_pass  # noqa: E402
-from specviz.arena import is_drafter_key, variants  # noqa: E402
-from specviz.engine import GenerationConfig, collect, standard_generate  # noqa: E402
-from specviz.events import PassEvent, PositionDetail, Timings, TreeRecord  # noqa: E402
-from specviz.heads import new_eagle_head, new_medusa_heads, save_heads  # noqa: E402
+from specviz.analysis.arena import is_drafter_key, variants  # noqa: E402
+from specviz.core.engine import GenerationConfig, collect, standard_generate  # noqa: E402
+from specviz.core.events import PassEvent, PositionDetail, Timings, TreeRecord  # noqa: E402
+from specviz.drafters.networks import new_eagle_head, new_medusa_heads, save_heads  # noqa: E402
 from test_app import FakeTokenizer, _args, drain  # noqa: E402
 
 PROMPT = "The quick brown fox"
@@ -37,7 +37,7 @@ NEW_TOKENS = 20
 @pytest.fixture(scope="module")
 def heads_folder(tmp_path_factory, tiny_target):
     """A folder with an EAGLE head and Medusa heads for the tiny target (see the module docstring)."""
-    ids, _ = handlers.fit_prompt_for(handlers.parse_settings(**_settings_args()), tiny_target)  # as the handler
+    ids, _ = inputs.fit_prompt_for(inputs.parse_settings(**_settings_args()), tiny_target)  # as the handler
     base = collect(standard_generate(tiny_target, ids, GenerationConfig(max_new_tokens=NEW_TOKENS)),
                    tiny_target.tokenizer, ids)
     common = [t for t, _ in Counter(base.token_ids).most_common(3)]
@@ -63,8 +63,8 @@ def _settings_args() -> dict:
 
 @pytest.fixture
 def shipped(heads_folder, monkeypatch):
-    """``specviz.heads.HEADS_DIR`` points at the tiny target's heads."""
-    monkeypatch.setattr(specviz.heads, "HEADS_DIR", heads_folder)
+    """``specviz.drafters.networks.HEADS_DIR`` points at the tiny target's heads."""
+    monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", heads_folder)
     return heads_folder
 
 
@@ -72,20 +72,20 @@ def shipped(heads_folder, monkeypatch):
 def events(monkeypatch):
     """The speculative events the handler streams (recorded on their way to the view)."""
     seen: list[PassEvent] = []
-    original = handlers.speculative_generate
+    original = live.speculative_generate
 
     def recording(*args, **kwargs):
         for event in original(*args, **kwargs):
             seen.append(event)
             yield event
 
-    monkeypatch.setattr(handlers, "speculative_generate", recording)
+    monkeypatch.setattr(live, "speculative_generate", recording)
     return seen
 
 
 def _run(tiny_model_dir, **change) -> dict:
-    return drain(handlers.generate(**_args(**{"target": str(tiny_model_dir), "prompt": PROMPT,
-                                              "max_new_tokens": NEW_TOKENS, **change})))
+    return drain(live.generate(**_args(**{"target": str(tiny_model_dir), "prompt": PROMPT,
+                                          "max_new_tokens": NEW_TOKENS, **change})))
 
 
 def _nodes(markup: str) -> list[dict]:
@@ -150,12 +150,12 @@ def test_eagle_tree_shows_the_tree_with_the_accepted_path(tiny_model_dir, shippe
 
 
 def test_tree_updates_stream_at_the_chart_rate(tiny_model_dir, shipped, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
-    monkeypatch.setattr(handlers, "CHART_INTERVAL_S", 0.0)
-    chart, tree = handlers.OUTPUTS.index("charts"), handlers.OUTPUTS.index("draft-tree")
+    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live, "CHART_INTERVAL_S", 0.0)
+    chart, tree = live.OUTPUTS.index("charts"), live.OUTPUTS.index("draft-tree")
     updates = []
-    for out in handlers.generate(**_args(target=str(tiny_model_dir), prompt=PROMPT, max_new_tokens=NEW_TOKENS,
-                                         drafter="eagle", tree_nodes=6, k=2)):
+    for out in live.generate(**_args(target=str(tiny_model_dir), prompt=PROMPT, max_new_tokens=NEW_TOKENS,
+                                     drafter="eagle", tree_nodes=6, k=2)):
         if isinstance(out[chart], dict) and out[chart].get("value") is not None:  # a chart refresh
             updates.append(out[tree])
         else:  # the tree is sent with the charts only
@@ -191,14 +191,14 @@ def test_medusa_tree_keeps_the_output_and_shows_both(tiny_model_dir, shipped):
 
 
 def test_a_target_without_heads_gets_a_clear_message(tiny_model_dir, tmp_path, monkeypatch):
-    monkeypatch.setattr(specviz.heads, "HEADS_DIR", tmp_path)  # no head files at all
+    monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", tmp_path)  # no head files at all
     with pytest.warns(UserWarning):
         out = _run(tiny_model_dir, drafter="eagle", tree_nodes=4)
     status = out["status"]
     assert "status-error" in status and "No trained eagle heads fit" in status
     assert "SmolLM2-135M-Instruct" in status and "specviz train eagle" in status
     assert "Traceback" not in status and "Something went wrong" not in status
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
     again = _run(tiny_model_dir, drafter="ngram", max_new_tokens=5)  # the session stays usable
     assert "Done in" in again["status"]
 
@@ -224,27 +224,27 @@ def test_tree_with_sampling_says_it_drafts_a_chain(tiny_model_dir, shipped, even
 
 def test_tree_nodes_input_is_checked_and_ignored_for_other_drafters():
     args = _settings_args()
-    assert handlers.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 12}).tree_nodes == 12
-    assert handlers.parse_settings(**{**args, "drafter": "ngram", "tree_nodes": 12}).tree_nodes == 0
-    assert handlers.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": None}).tree_nodes == 0
-    sampling = handlers.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": 5, "temperature": 0.5})
-    assert sampling.drafted_tree_nodes == 0 and handlers.TREE_SAMPLING_NOTE in sampling.notes
-    with pytest.raises(handlers.InputError, match="Tree nodes must be between 0 and 32"):
-        handlers.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 33})
-    with pytest.raises(handlers.InputError, match="Tree nodes must be a whole number"):
-        handlers.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 2.5})
+    assert inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 12}).tree_nodes == 12
+    assert inputs.parse_settings(**{**args, "drafter": "ngram", "tree_nodes": 12}).tree_nodes == 0
+    assert inputs.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": None}).tree_nodes == 0
+    sampling = inputs.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": 5, "temperature": 0.5})
+    assert sampling.drafted_tree_nodes == 0 and inputs.TREE_SAMPLING_NOTE in sampling.notes
+    with pytest.raises(inputs.InputError, match="Tree nodes must be between 0 and 32"):
+        inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 33})
+    with pytest.raises(inputs.InputError, match="Tree nodes must be a whole number"):
+        inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 2.5})
 
 
 def test_confidence_gate_input_is_checked_and_shown_in_the_k_label(tiny_model_dir, shipped):
     args = _settings_args()
-    assert handlers.parse_settings(**{**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
-    assert handlers.parse_settings(**{**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
-        handlers.DEFAULT_MIN_CONFIDENCE
-    assert handlers.parse_settings(**{**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
-        handlers.DEFAULT_MIN_CONFIDENCE  # only the head drafters have a gate
+    assert inputs.parse_settings(**{**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
+    assert inputs.parse_settings(**{**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
+        inputs.DEFAULT_MIN_CONFIDENCE
+    assert inputs.parse_settings(**{**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
+        inputs.DEFAULT_MIN_CONFIDENCE  # only the head drafters have a gate
     for bad in (1.0, -0.1, "x"):
-        with pytest.raises(handlers.InputError, match="Confidence gate"):
-            handlers.parse_settings(**{**args, "drafter": "medusa", "confidence": bad})
+        with pytest.raises(inputs.InputError, match="Confidence gate"):
+            inputs.parse_settings(**{**args, "drafter": "medusa", "confidence": bad})
     out = _run(tiny_model_dir, drafter="eagle", k=3, confidence=0.9)
     _greedy_identical(out)
     assert "gate 0.9" in out["spec-output"]
@@ -260,7 +260,7 @@ def test_drafter_menu_and_tree_control():
     choices = [key for _, key in components["drafter"]["props"]["choices"]]
     assert "eagle" in choices and "medusa" in choices
     for drafter, shown in (("eagle", True), ("medusa", True), ("ngram", False), ("early-exit", False)):
-        updates = handlers.drafter_changed(drafter)
+        updates = live.drafter_changed(drafter)
         assert len(updates) == 7 and all(updates[i]["visible"] is shown for i in (2, 3, 4))
         assert updates[1]["visible"] is (drafter == "early-exit")
     arena_keys = [key for _, key in arena_tab.drafter_choices()]
@@ -386,12 +386,12 @@ def test_arena_races_eagle_chain_and_tree(tiny_model_dir, shipped):
 def test_arena_without_heads_and_with_sampling(tiny_model_dir, tmp_path, monkeypatch, heads_folder):
     from test_arena import drain as arena_drain
 
-    monkeypatch.setattr(specviz.heads, "HEADS_DIR", tmp_path)
+    monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", tmp_path)
     with pytest.warns(UserWarning):
         out = arena_drain(arena_tab.run(**ARENA, drafters=["ngram", "medusa:tree"], target=str(tiny_model_dir)))
     assert "status-error" in out["arena-status"] and "No trained medusa heads fit" in out["arena-status"]
     assert "Traceback" not in out["arena-status"]
-    monkeypatch.setattr(specviz.heads, "HEADS_DIR", heads_folder)
+    monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", heads_folder)
     out = arena_drain(arena_tab.run(**(ARENA | {"temperature": 0.7, "max_new_tokens": 8}),
                                     drafters=["medusa:tree"], target=str(tiny_model_dir)))
     assert "Done" in out["arena-status"] and "greedy-only" in out["arena-status"]

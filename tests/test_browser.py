@@ -101,7 +101,7 @@ def test_generate_streams_both_runs_with_charts_and_stats(page):
 
 
 def test_stop_cancels_and_frees_the_device(page):
-    from app import handlers
+    from app import device
 
     page.fill("#prompt textarea", _prompt("chat-1"))
     page.fill("#max-new-tokens input[type=number]", "400")
@@ -111,9 +111,9 @@ def test_stop_cancels_and_frees_the_device(page):
     page.click("#stop")
     page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=20_000)
     deadline = time.monotonic() + 15
-    while handlers.DEVICE.locked and time.monotonic() < deadline:
+    while device.DEVICE.locked and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not handlers.DEVICE.locked, "Stop must release the device lock"
+    assert not device.DEVICE.locked, "Stop must release the device lock"
     count = page.locator("#baseline-output span[data-kind]").count()
     time.sleep(1.0)
     assert page.locator("#baseline-output span[data-kind]").count() == count  # nothing streams after Stop

@@ -23,7 +23,7 @@ pytestmark = requires_chromium
 
 def _reference(embedded, prompt: str) -> str:
     """Standard (greedy) decoding of ``prompt``, as the baseline pane must show it."""
-    from specviz.engine import GenerationConfig, collect, standard_generate
+    from specviz.core.engine import GenerationConfig, collect, standard_generate
     from specviz.models import encode_prompt
 
     prompt_ids = encode_prompt(embedded.tokenizer, prompt)
@@ -37,7 +37,7 @@ def _pane_text(page, pane: str) -> str:
 
 
 def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_url, embedded):
-    from app import handlers
+    from app import device
 
     pages = [open_page(browser, {"width": 1280, "height": 900}) for _ in PROMPTS]
     try:
@@ -45,7 +45,7 @@ def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_u
             page.goto(app_url)
             page.wait_for_selector("#generate")
             page.fill("#prompt textarea", prompt)
-        assert handlers.DEVICE.acquire("browser-test", "a test holds the device", timeout=5)
+        assert device.DEVICE.acquire("browser-test", "a test holds the device", timeout=5)
         try:
             for page in pages:  # both press Generate while the device is busy
                 page.click("#generate")
@@ -54,7 +54,7 @@ def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_u
             places = sorted(page.inner_text("#status") for page in pages)
             assert "1 run is ahead" in places[0] and "2 runs are ahead" in places[1], places
         finally:
-            handlers.DEVICE.release("browser-test")
+            device.DEVICE.release("browser-test")
         for page in pages:
             page.wait_for_selector("#status .status-done, #status .status-error", timeout=TIMEOUT_MS)
             assert "Done in" in page.inner_text("#status")
@@ -70,4 +70,4 @@ def test_two_pages_generate_at_once_and_each_shows_its_own_result(browser, app_u
     finally:
         for page in pages:
             page.context.close()
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked

@@ -21,8 +21,8 @@ import pytest  # noqa: E402
 from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
 
 from app import classroom  # noqa: E402
-from specviz.events import PassEvent, PositionDetail, Timings  # noqa: E402
-from specviz.stepper import Distributions, Recording, Step, Stepper  # noqa: E402
+from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.analysis.stepper import Distributions, Recording, Step, Stepper  # noqa: E402
 
 RUN_TIMEOUT_MS = 240_000  # a few tokens on a busy 2-core CPU, with a wide margin
 

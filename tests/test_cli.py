@@ -176,7 +176,7 @@ def test_module_entry_point_keeps_stdout_pure_json(tiny_model_dir):
 
 
 def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_path):
-    from specviz.heads import new_eagle_head, save_heads
+    from specviz.drafters.networks import new_eagle_head, save_heads
 
     heads = save_heads(new_eagle_head(tiny_target.model), tmp_path / "e.safetensors", tiny_target.model)
     assert oct(heads.stat().st_mode & 0o777) == "0o644"

@@ -18,7 +18,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
 
-from app import handlers  # noqa: E402
+from app import device, live  # noqa: E402
 from specviz import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,8 +54,8 @@ class Session(threading.Thread):
         self.done_at: float | None = None
 
     def run(self) -> None:
-        for out in handlers.generate(**self.kwargs, request=Request(self.name)):
-            for key, value in zip(handlers.OUTPUTS, out):
+        for out in live.generate(**self.kwargs, request=Request(self.name)):
+            for key, value in zip(live.OUTPUTS, out):
                 if isinstance(value, dict) and value.get("__type__") == "update":
                     if "value" not in value:
                         continue
@@ -77,7 +77,7 @@ def _wait_for(condition, timeout: float = 20.0) -> None:
 
 
 def test_device_lock_is_first_come_first_served_with_positions():
-    lock = handlers.DeviceLock(stale_s=0.5)
+    lock = device.DeviceLock(stale_s=0.5)
     assert lock.acquire("a", "running a", timeout=0)
     assert not lock.acquire("b", "running b", timeout=0) and not lock.acquire("c", "running c", timeout=0)
     assert lock.ahead("b") == 1 and lock.ahead("c") == 2 and lock.waiting == 2 and lock.holder == "running a"
@@ -93,16 +93,16 @@ def test_device_lock_is_first_come_first_served_with_positions():
 
 
 def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir):
-    assert handlers.DEVICE.acquire("test-holder", "a test holds the device", timeout=1)
+    assert device.DEVICE.acquire("test-holder", "a test holds the device", timeout=1)
     try:
         first = Session("first", **_args(tiny_model_dir, prompt="The river runs"))
         first.start()
-        _wait_for(lambda: handlers.DEVICE.waiting == 1)
+        _wait_for(lambda: device.DEVICE.waiting == 1)
         second = Session("second", **_args(tiny_model_dir, prompt="The old library"))
         second.start()
-        _wait_for(lambda: handlers.DEVICE.waiting == 2 and any("2 runs are ahead" in s for s in second.statuses))
+        _wait_for(lambda: device.DEVICE.waiting == 2 and any("2 runs are ahead" in s for s in second.statuses))
     finally:
-        handlers.DEVICE.release("test-holder")
+        device.DEVICE.release("test-holder")
     first.join(60)
     second.join(60)
     assert any("1 run is ahead of yours (a test holds the device)" in s for s in first.statuses)
@@ -110,18 +110,18 @@ def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir
     assert "Done in" in first.last["status"] and "Done in" in second.last["status"]
     assert first.done_at < second.done_at
     assert first.last["baseline-output"] != second.last["baseline-output"]
-    assert not handlers.DEVICE.locked and handlers.DEVICE.waiting == 0
+    assert not device.DEVICE.locked and device.DEVICE.waiting == 0
 
 
 def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypatch):
-    real = handlers.standard_generate
+    real = live.standard_generate
 
     def sometimes_broken(target, prompt_ids, config, **options):
         if config.max_new_tokens == 7:
             raise RuntimeError("simulated crash inside one run")
         return real(target, prompt_ids, config, **options)
 
-    monkeypatch.setattr(handlers, "standard_generate", sometimes_broken)
+    monkeypatch.setattr(live, "standard_generate", sometimes_broken)
     sessions = [Session(f"s{i}", **_args(tiny_model_dir, max_new_tokens=7 if i == 1 else 6,
                                          prompt=f"The quick brown fox {i}")) for i in range(3)]
     with pytest.warns(UserWarning):
@@ -131,7 +131,7 @@ def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypat
             session.join(60)
     assert "Something went wrong (RuntimeError: simulated crash inside one run)" in sessions[1].last["status"]
     assert "Done in" in sessions[0].last["status"] and "Done in" in sessions[2].last["status"]
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
     again = Session("s1", **_args(tiny_model_dir))  # the failed session itself goes on
     again.run()
     assert "Done in" in again.last["status"]
@@ -151,52 +151,133 @@ def test_stop_while_loading_frees_the_worker_at_once(tiny_model_dir, monkeypatch
     session.start()
     assert loading.wait(10)
     stopped = time.monotonic()
-    handlers.stop(Request("stopper"))
+    live.stop(Request("stopper"))
     session.join(5)
     assert not session.is_alive() and session.done_at - stopped < 0.6, "the worker must be free at once"
-    assert handlers.DEVICE.locked  # the load cannot be interrupted: it keeps the device until it ends...
-    _wait_for(lambda: not handlers.DEVICE.locked, timeout=10)  # ...and then frees it
+    assert device.DEVICE.locked  # the load cannot be interrupted: it keeps the device until it ends...
+    _wait_for(lambda: not device.DEVICE.locked, timeout=10)  # ...and then frees it
 
 
 def test_stop_during_a_long_prefill_frees_the_worker_and_the_next_run_starts(tiny_model_dir, monkeypatch):
-    real = handlers.standard_generate
+    real = live.standard_generate
     gate = threading.Event()
 
     def slow_prefill(*args, **kwargs):  # the baseline's first forward takes as long as a huge prompt's would
         gate.wait(3.0)
         yield from real(*args, **kwargs)
 
-    monkeypatch.setattr(handlers, "standard_generate", slow_prefill)
+    monkeypatch.setattr(live, "standard_generate", slow_prefill)
     first = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))
     first.start()
     _wait_for(lambda: any("Reading the prompt" in s for s in first.statuses))
     _wait_for(lambda: any(re.search(r"Reading the prompt.*\(\d+ s\)", s) for s in first.statuses[1:]))  # ticking
     stopped = time.monotonic()
-    handlers.stop(Request("reader"))
+    live.stop(Request("reader"))
     first.join(5)
     assert not first.is_alive() and first.done_at - stopped < 1.0, "Stop must not wait for the forward"
-    out = handlers.stopped_view([], Request("reader"))  # the Stop button's view of a run with no token yet
+    out = live.stopped_view([], Request("reader"))  # the Stop button's view of a run with no token yet
     assert "while the prompt was being read" in out[4] and "nothing was generated" in out[0]
     assert out[2]["visible"] is False and out[6] == []  # no charts, no history row: nothing was measured
     gate.set()
-    monkeypatch.setattr(handlers, "standard_generate", real)
+    monkeypatch.setattr(live, "standard_generate", real)
     second = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))  # the same visitor again
     second.start()
     second.join(60)
     assert "Done in" in second.last["status"], second.statuses[-3:]
-    _wait_for(lambda: not handlers.DEVICE.locked)
+    _wait_for(lambda: not device.DEVICE.locked)
 
 
 def test_stop_without_a_session_stops_no_one(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
     session = Session("victim", **_args(tiny_model_dir, max_new_tokens=120))
     session.start()
     _wait_for(lambda: any("Generating" in s for s in session.statuses))
-    handlers.stop(Request(None))  # e.g. a raw API call without a session
-    handlers.stop(Request("someone-else"))
-    handlers.stop()  # Python code in this process: stops only runs started without a request
+    live.stop(Request(None))  # e.g. a raw API call without a session
+    live.stop(Request("someone-else"))
+    live.stop()  # Python code in this process: stops only runs started without a request
     session.join(60)
     assert "Done in" in session.last["status"]
+
+
+# ------------------------------------------------------------------------------------------- every tab's jobs
+
+
+def test_closing_a_handler_cancels_its_job_and_frees_the_device_when_the_work_ends():
+    started, saw_flag = threading.Event(), threading.Event()
+
+    def work(job: device.Job) -> None:  # stoppable work: it checks the job's flag
+        started.set()
+        while not job.should_stop():
+            time.sleep(0.01)
+        saw_flag.set()
+
+    def handler():
+        job = device.Job("a test job")
+        try:
+            if (yield from device.relay(job.turn(), lambda place: "waiting")):
+                yield from device.relay(job.call(work, job, stoppable=True), lambda item: "working")
+        finally:
+            job.release()
+
+    gen = handler()
+    assert next(gen) == "working" and started.wait(5)
+    assert device.DEVICE.locked and device.DEVICE.holder == "a test job"
+    gen.close()  # what Gradio does when the browser tab closes
+    assert saw_flag.wait(5)
+    _wait_for(lambda: not device.DEVICE.locked)
+
+
+class _Forwards:
+    """Counts a model's forwards (a forward pre-hook; each sleeps ``delay_s``, so a tiny run lasts a while) and
+    those that start after :attr:`closed` is set."""
+
+    def __init__(self, model, delay_s: float) -> None:
+        self.count = self.after = 0
+        self.delay_s = delay_s
+        self.closed = threading.Event()
+        self.handle = model.register_forward_pre_hook(self._pre)
+
+    def _pre(self, module, args) -> None:
+        self.count += 1
+        self.after += self.closed.is_set()
+        time.sleep(self.delay_s)
+
+
+def _tab_run(tab: str, model_dir) -> tuple:
+    """(handler generator, words of its status once the engine runs) of a tab's long run on the tiny model."""
+    from app import arena, classroom, why
+
+    target = str(model_dir)
+    if tab == "classroom":
+        return classroom.record("The quick brown fox", "ngram", 0, "", 4, 0.0, 0, 60, target), "Recording… pass"
+    if tab == "arena":
+        return arena.run(["ngram"], ["2"], "prompt", "The quick brown fox", None, 64, target, "", 0, 0.0, 0,
+                         True), "your-prompt"
+    return why.measure(target, 0, 0.7, 0, 0, 0), "Measuring… batch"
+
+
+@pytest.mark.parametrize("tab", ["classroom", "arena", "why"])
+def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_dir, tab, monkeypatch):
+    import specviz.analysis.arena
+
+    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    forwards = _Forwards(models.load_model(str(tiny_model_dir)).model, delay_s=0.03)
+    try:
+        gen, running = _tab_run(tab, tiny_model_dir)
+        for out in gen:
+            if running in str(out[0]) + str(out[1]):  # the status: first (arena, why) or second (classroom)
+                break
+        else:
+            raise AssertionError(f"the {tab} run ended before its engine ran")
+        forwards.closed.set()
+        gen.close()  # the browser tab closed: Gradio closes the handler
+        _wait_for(lambda: not device.DEVICE.locked, timeout=10)
+        count = forwards.count
+        time.sleep(0.2)
+        assert forwards.count == count, "nothing runs once the device is free"
+    finally:
+        forwards.handle.remove()
+    assert count > forwards.after and forwards.after <= 1, (count, forwards.after)
 
 
 # ------------------------------------------------------------------------------------------- the load test
@@ -225,7 +306,7 @@ def test_load_test_four_sessions(tiny_model_dir, capsys):
     assert report["model_loads"] == 0  # the reference phase loaded it; the load phase shares it
     assert report["latency_p50_s"] <= report["latency_p95_s"] <= 60 and report["peak_rss_mb"] > 0
     assert time.monotonic() - started < 60
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
 
 
 def test_load_test_refuses_other_hosts():

@@ -9,12 +9,12 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-import specviz.kv as kv_mod
+import specviz.core.kv as kv_mod
 from specviz.drafters import EarlyExitDrafter, ModelDrafter, NgramDrafter
-from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.kv import forward_logits, new_cache
-from specviz.metrics import RunStats, expected_tokens_per_pass
-from specviz.verify import SamplingConfig, process_logits
+from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.core.kv import forward_logits, new_cache
+from specviz.core.metrics import RunStats, expected_tokens_per_pass
+from specviz.core.verify import SamplingConfig, process_logits
 
 from float_tolerance import assert_within, model_tolerance
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specviz.drafters.registry import make_drafter
-from specviz.engine import GenerationConfig, OutputTracker, collect, speculative_generate, standard_generate
+from specviz.core.engine import GenerationConfig, OutputTracker, collect, speculative_generate, standard_generate
 from specviz.models import encode_prompt
 
 SUITE = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
@@ -88,7 +88,7 @@ MIN_TOKENS_PER_PASS = {("eagle", 0): 1.35, ("eagle", 10): 1.5, ("medusa", 0): 1.
 
 
 def test_shipped_heads_fit_the_embedded_target_and_are_small(embedded):
-    from specviz.heads import HEADS_DIR, read_metadata, shipped_heads, target_signature
+    from specviz.drafters.networks import HEADS_DIR, read_metadata, shipped_heads, target_signature
 
     total = 0.0
     for kind in ("eagle", "medusa"):
@@ -105,7 +105,7 @@ def test_shipped_heads_fit_the_embedded_target_and_are_small(embedded):
 def test_shipped_heads_draft_well_and_exactly(embedded, kind, tree):
     """Greedy ids equal standard decoding, and the trained heads are accepted well above what an untrained head
     reaches (see MIN_TOKENS_PER_PASS; two open-ended prompts where n-gram lookup gives ~1.0)."""
-    from specviz.metrics import RunStats
+    from specviz.core.metrics import RunStats
 
     cfg = GenerationConfig(max_new_tokens=40, k=4)
     gates = (0.0, None) if tree == 0 else (0.0,)  # 0: every pass drafts k (the heads' quality); None: the default

@@ -17,13 +17,13 @@ import torch
 from scipy.stats import chisquare
 
 from specviz.drafters import ModelDrafter, NgramDrafter
-from specviz.drafters.base import Draft, DraftContext
-from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.events import NumericalError, PassEvent, PositionDetail, RunCancelled, Timings, TreeRecord
-from specviz.kv import PREFILL_CHUNK, forward_logits, new_cache
-from specviz.metrics import RunStats
-from specviz.race import race
-from specviz.verify import SamplingConfig, process_logits, restrict_vocab
+from specviz.core.drafting import Draft, DraftContext
+from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.core.events import NumericalError, PassEvent, PositionDetail, RunCancelled, Timings, TreeRecord
+from specviz.core.kv import PREFILL_CHUNK, forward_logits, new_cache
+from specviz.core.metrics import RunStats
+from specviz.core.race import race
+from specviz.core.verify import SamplingConfig, process_logits, restrict_vocab
 
 
 def _normal(tok) -> list[int]:

@@ -24,9 +24,9 @@ from conftest import CORPUS, EOS, build_tiny_model, build_tokenizer
 from specviz.cli import main
 from specviz.drafters.early_exit import EarlyExitDrafter
 from specviz.drafters.model import ModelDrafter, window_note
-from specviz.engine import GenerationConfig, speculative_generate, standard_generate
+from specviz.core.engine import GenerationConfig, speculative_generate, standard_generate
 from specviz.models import encode_prompt, encode_text, fit_prompt, load_model
-from specviz.verify import SamplingConfig
+from specviz.core.verify import SamplingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DRAFT_WINDOW = 128
@@ -41,15 +41,6 @@ CHATML = (
     "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>"
     "assistant\n' }}{% endif %}"
 )
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: the tiny models gain nothing from two on a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
@@ -142,14 +133,14 @@ def _ids(events) -> list[int]:
 
 
 def test_the_draft_model_does_not_change_the_prompt_the_target_reads(tiny_target, short_draft):
-    from app import handlers
+    from app import inputs
 
     prompt = _prompt_of(tiny_target.tokenizer, 545)
-    settings = handlers.Settings(prompt=prompt, target=tiny_target.spec, drafter="model", draft_model="x",
-                                 exit_layer=None, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-                                 max_new_tokens=16, stop_strings=(), chat_template=True)
-    alone, alone_note = handlers.fit_prompt_for(settings, tiny_target)
-    drafted, note = handlers.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
+    settings = inputs.Settings(prompt=prompt, target=tiny_target.spec, drafter="model", draft_model="x",
+                               exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                               max_new_tokens=16, stop_strings=(), chat_template=True)
+    alone, alone_note = inputs.fit_prompt_for(settings, tiny_target)
+    drafted, note = inputs.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
     assert drafted == alone and len(alone) == 512 - 16 - 4 - 1  # the target's window sets the budget: 491
     assert "cut" in alone_note and "draft model" not in alone_note
     assert note.startswith(alone_note) and "The draft model's window is 128 tokens" in note
@@ -276,13 +267,13 @@ def test_a_control_token_that_plain_text_produces_is_one_clear_error(capsys, tmp
                  "--max-new-tokens", "2", "--device", "cpu", "--threads", "1"])
     err = capsys.readouterr().err
     assert code == 2 and f"error: {message}" in err and "Traceback" not in err
-    from app import handlers
+    from app import inputs
 
-    settings = handlers.Settings(prompt="The cat", target=str(folder), drafter="none", draft_model=None,
-                                 exit_layer=None, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-                                 max_new_tokens=4, stop_strings=(), chat_template=True)
-    with pytest.raises(handlers.InputError, match="^The prompt contains 'The'"):
-        handlers.fit_prompt_for(settings, load_model(str(folder), device="cpu"))
+    settings = inputs.Settings(prompt="The cat", target=str(folder), drafter="none", draft_model=None,
+                               exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                               max_new_tokens=4, stop_strings=(), chat_template=True)
+    with pytest.raises(inputs.InputError, match="^The prompt contains 'The'"):
+        inputs.fit_prompt_for(settings, load_model(str(folder), device="cpu"))
 
 
 def test_a_cut_prompt_keeps_its_markers_as_text(chatml_tokenizer):
@@ -294,17 +285,17 @@ def test_a_cut_prompt_keeps_its_markers_as_text(chatml_tokenizer):
 
 
 def test_the_attack_through_the_cli_and_the_app(capsys, chatml_model):
-    from app import handlers
+    from app import inputs
 
     code = main(["generate", "--target", chatml_model.spec, "--prompt", ATTACK, "--max-new-tokens", "2",
                  "--drafter", "none", "--device", "cpu", "--json", "--threads", "1"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert json.loads(out)["prompt_tokens"] == len(encode_prompt(chatml_model.tokenizer, ATTACK))
-    settings = handlers.Settings(prompt=ATTACK, target=chatml_model.spec, drafter="none", draft_model=None,
-                                 exit_layer=None, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0,
-                                 max_new_tokens=4, stop_strings=(), chat_template=True)
-    ids, note = handlers.fit_prompt_for(settings, chatml_model)
+    settings = inputs.Settings(prompt=ATTACK, target=chatml_model.spec, drafter="none", draft_model=None,
+                               exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                               max_new_tokens=4, stop_strings=(), chat_template=True)
+    ids, note = inputs.fit_prompt_for(settings, chatml_model)
     assert ids == encode_prompt(chatml_model.tokenizer, ATTACK) and note == ""
     assert ids.count(_im_start(chatml_model.tokenizer)) == 3
 
@@ -312,8 +303,8 @@ def test_the_attack_through_the_cli_and_the_app(capsys, chatml_model):
 def test_every_prompt_goes_through_the_one_encoder():
     """The CLI, the app's tabs, bench, arena and the stepper encode prompts with encode_prompt / fit_prompt only:
     none renders a chat template or tokenizes a prompt itself."""
-    files = [*sorted((ROOT / "app").glob("*.py")), *(ROOT / "specviz" / name for name in
-                                                     ("cli.py", "bench.py", "arena.py", "stepper.py", "distill.py"))]
+    files = [*sorted((ROOT / "app").glob("*.py")), ROOT / "specviz" / "cli.py",
+             *sorted((ROOT / "specviz" / "analysis").glob("*.py")), *sorted((ROOT / "specviz" / "training").glob("*.py"))]
     own = re.compile(r"apply_chat_template|\.tokenizer\(|tokenizer\.encode\(|tokenizer\(|split_special_tokens")
     offenders = [f"{path.name}:{n}" for path in files for n, line in enumerate(path.read_text().splitlines(), 1)
                  if own.search(line)]

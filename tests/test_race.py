@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from specviz.race import race
+from specviz.core.race import race
 
 
 def _stream(name, times, log):

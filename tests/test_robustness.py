@@ -15,7 +15,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
 
-from app import handlers  # noqa: E402
+from app import device, inputs, live  # noqa: E402
 from specviz import models  # noqa: E402
 from specviz.cli import main  # noqa: E402
 from specviz.models import (ModelLoadError, PromptTooLongError, context_window, encode_prompt, fit_prompt,  # noqa: E402
@@ -45,8 +45,8 @@ def _args(model_dir, **change):
 def run(**kwargs) -> dict:
     """Drive the generate handler to its end (as Gradio would); the last value of each output."""
     last: dict = {"statuses": []}
-    for out in handlers.generate(**kwargs):
-        for name, value in zip(handlers.OUTPUTS, out):
+    for out in live.generate(**kwargs):
+        for name, value in zip(live.OUTPUTS, out):
             if isinstance(value, dict) and value.get("__type__") == "update":
                 if "value" not in value:
                     continue
@@ -54,7 +54,7 @@ def run(**kwargs) -> dict:
             last[name] = value
             if name == "status":
                 last["statuses"].append(value)
-    assert not handlers.DEVICE.locked, "the device must be free after every run, failed or not"
+    assert not device.DEVICE.locked, "the device must be free after every run, failed or not"
     return last
 
 
@@ -103,7 +103,7 @@ def test_operator_cap_on_prompt_tokens(tiny_model_dir, monkeypatch):
 
 
 def test_a_pasted_book_is_cut_before_tokenizing(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(handlers, "MAX_PROMPT_CHARS", 2_000)
+    monkeypatch.setattr(inputs, "MAX_PROMPT_CHARS", 2_000)
     out = run(**_args(tiny_model_dir, prompt="word " * 5_000))
     assert "only its last 2,000 were read" in out["status"] and "Done in" in out["status"], out["status"]
 
@@ -317,7 +317,7 @@ def test_public_space_refuses_local_paths_and_other_models(tiny_model_dir, monke
 
 def test_public_space_allows_the_embedded_model_to_be_chosen():
     Policy.from_env({"SPACE_ID": "x/y"}).check_model("embedded")
-    handlers.check_models("embedded", None, Policy.from_env({"SPACE_ID": "x/y"}))
+    inputs.check_models("embedded", None, Policy.from_env({"SPACE_ID": "x/y"}))
 
 
 # --------------------------------------------------------------------------------------- the command line

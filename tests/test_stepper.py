@@ -1,4 +1,4 @@
-"""Step mode (specviz.stepper): the step state machine, the table numbers and the captions on hand-made events, and
+"""Step mode (specviz.analysis.stepper): the step state machine, the table numbers and the captions on hand-made events, and
 one recorded run on the tiny models (the recorder must not change the run, and its distributions must agree with
 the engine's numbers)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.events import PassEvent, PositionDetail, Timings
-from specviz.verify import acceptance_probability
-from specviz.stepper import (Distributions, Recording, Step, Stepper, display_text, record_run,
+from specviz.core.events import PassEvent, PositionDetail, Timings
+from specviz.core.verify import acceptance_probability
+from specviz.analysis.stepper import (Distributions, Recording, Step, Stepper, display_text, record_run,
                              steps_of)
 
 TEXTS = {1: "Hello", 2: " world", 3: " and", 4: " all", 5: " of", 6: " you", 7: "!", 8: " them", 9: " friends",
@@ -198,9 +198,9 @@ def test_progress_names_the_pass_and_phase():
 
 def test_recorded_sampling_run_on_tiny_models(tiny_target, tiny_draft):
     from specviz.drafters import ModelDrafter
-    from specviz.engine import GenerationConfig, collect, speculative_generate
+    from specviz.core.engine import GenerationConfig, collect, speculative_generate
     from specviz.models import encode_prompt
-    from specviz.verify import SamplingConfig
+    from specviz.core.verify import SamplingConfig
 
     config = GenerationConfig(max_new_tokens=20, sampling=SamplingConfig(temperature=1.0, seed=3), k=4)
     ids = encode_prompt(tiny_target.tokenizer, "The quick brown fox")
@@ -238,7 +238,7 @@ def test_recorded_sampling_run_on_tiny_models(tiny_target, tiny_draft):
 
 def test_recorded_greedy_ngram_run_is_deterministic_with_one_hot_q(tiny_target):
     from specviz.drafters import NgramDrafter
-    from specviz.engine import GenerationConfig
+    from specviz.core.engine import GenerationConfig
     from specviz.models import encode_prompt
 
     ids = encode_prompt(tiny_target.tokenizer, "the cat and the dog and the cat and the dog and the",

@@ -6,13 +6,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from specviz.distill import (PART_ONE, CorpusSettings, distill_prompts, extract_features, generate_corpus,
+from specviz.training.distill import (PART_ONE, CorpusSettings, distill_prompts, extract_features, generate_corpus,
                              load_corpus)
 from specviz.drafters.registry import make_drafter
-from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.heads import load_heads, read_metadata
+from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.drafters.networks import load_heads, read_metadata
 from specviz.models import encode_prompt
-from specviz.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
+from specviz.training.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
 
 SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from specviz.verify import (
+from specviz.core.verify import (
     SamplingConfig,
     process_logits,
     residual_distribution,

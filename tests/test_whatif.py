@@ -1,13 +1,13 @@
-"""What-if k (specviz.whatif) on hand-made events: per-position acceptance, E[tokens per pass] per k, the cost model,
+"""What-if k (specviz.analysis.whatif) on hand-made events: per-position acceptance, E[tokens per pass] per k, the cost model,
 the speedup formula and the recommended k, all against numbers computed by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from specviz.events import PassEvent, Timings
-from specviz.metrics import predicted_speedup_paper
-from specviz.whatif import (Costs, alpha, analyze, decode_speedup, end_to_end_speedup, expected_tokens,
+from specviz.core.events import PassEvent, Timings
+from specviz.core.metrics import predicted_speedup_paper
+from specviz.analysis.whatif import (Costs, alpha, analyze, decode_speedup, end_to_end_speedup, expected_tokens,
                             measure_costs, position_counts, predict, predicted_speedup, recommend,
                             tokens_per_pass, tokens_per_s_speedup)
 

@@ -10,15 +10,15 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
-from app import handlers, why  # noqa: E402
-from specviz.arena import (  # noqa: E402
+from app import device, why  # noqa: E402
+from specviz.analysis.arena import (  # noqa: E402
     alpha_for_tokens_per_pass,
     interpolate,
     measure_draft_costs,
     measure_forward_grid,
     whatif_curves,
 )
-from specviz.metrics import expected_tokens_per_pass, predicted_speedup_paper  # noqa: E402
+from specviz.core.metrics import expected_tokens_per_pass, predicted_speedup_paper  # noqa: E402
 
 
 def test_forward_grid_has_a_time_per_batch_and_token_count(tiny_target):
@@ -111,9 +111,9 @@ def test_latest_live_run_is_read_from_the_history():
 
 
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
-    import specviz.arena
+    import specviz.analysis.arena
 
-    monkeypatch.setattr(specviz.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     last: dict = {}
     for out in why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5):
         assert len(out) == len(why.OUTPUTS)
@@ -123,7 +123,7 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
                     continue
                 value = value["value"]
             last[name] = value
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
     assert "Measured" in last["why-status"]
     fig = last["why-chart"]
     assert isinstance(fig, go.Figure) and {t.name for t in fig.data} >= {"batch 1", "batch 4", "batch 16"}
@@ -136,6 +136,6 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
 def test_measure_handler_bad_target_gives_a_message():
     out = list(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
     assert "status-error" in out[-1][0] and "no such local folder" in out[-1][0]
-    assert not handlers.DEVICE.locked
+    assert not device.DEVICE.locked
     out = list(why.measure("  ", 0, 0.7, 0, 0, 0))
     assert "status-error" in out[-1][0]

@@ -1,6 +1,6 @@
-"""Drafting strategies, all behind :class:`specviz.drafters.base.Drafter`."""
+"""Drafting strategies, all behind :class:`specviz.core.drafting.Drafter`."""
 
-from specviz.drafters.base import Draft, DraftContext, Drafter
+from specviz.core.drafting import Draft, DraftContext, Drafter
 from specviz.drafters.early_exit import EarlyExitDrafter, early_exit_view
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter

@@ -1,4 +1,4 @@
-"""Drafters built on trained heads that read the target's features: EAGLE-style and Medusa (see :mod:`specviz.heads`).
+"""Drafters built on trained heads that read the target's features: EAGLE-style and Medusa (see :mod:`specviz.drafters.networks`).
 
 Both need the target's final features of every committed position; the engine passes the new ones in
 ``DraftContext.target_hidden`` (``needs_hidden = True``): after the prefill, one row per prompt position; after a
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.drafters.base import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext
 from specviz.drafters.ngram import NgramDrafter
-from specviz.heads import DraftLMHead, EagleHead, MedusaHeads
-from specviz.verify import process_logits, restrict_vocab, sample
+from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads
+from specviz.core.verify import process_logits, restrict_vocab, sample
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
@@ -156,7 +156,7 @@ class _FeatureDrafter:
 
 
 class EagleDrafter(_FeatureDrafter):
-    """Drafting with an :class:`~specviz.heads.EagleHead` (EAGLE, Li et al. 2024), chain or greedy tree.
+    """Drafting with an :class:`~specviz.drafters.networks.EagleHead` (EAGLE, Li et al. 2024), chain or greedy tree.
 
     The head keeps its own KV cache of entries built from *true* target features (positions 1..C-1, entry j
     from (f_{j-1}, x_j)); each ``propose`` first adds the newly committed positions in one head forward, then
@@ -274,7 +274,7 @@ class EagleDrafter(_FeatureDrafter):
 
 
 class MedusaDrafter(_FeatureDrafter):
-    """Drafting with :class:`~specviz.heads.MedusaHeads` (Medusa, Cai et al. 2024), chain or greedy tree.
+    """Drafting with :class:`~specviz.drafters.networks.MedusaHeads` (Medusa, Cai et al. 2024), chain or greedy tree.
 
     From the feature of the last position the target processed (f_{C-2}), head i proposes the token at
     committed position C+i (the target's own token at C-1 is already committed). One forward of all heads per

@@ -11,7 +11,7 @@ The draft model's window: a draft model reads positions 0 .. ``draft_window`` - 
 ``max_position_embeddings``, which may be smaller than the target's). Drafting *stops* where the sequence outgrows
 it: a pass drafts at most ``draft_window`` + 1 - C tokens (C = committed tokens), so none once the committed
 sequence is longer than the window, and the engine then does a plain target step for that pass (an empty
-:class:`~specviz.drafters.base.Draft`). The target's input and output never depend on the drafter; only the speed
+:class:`~specviz.core.drafting.Draft`). The target's input and output never depend on the drafter; only the speed
 does. :func:`window_note` says so in one sentence for the UI and the CLI.
 """
 
@@ -21,10 +21,10 @@ from dataclasses import replace
 
 import torch
 
-from specviz.drafters.base import Draft, DraftContext
-from specviz.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
+from specviz.core.drafting import Draft, DraftContext
+from specviz.core.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
 from specviz.models import context_window
-from specviz.verify import process_logits, restrict_vocab, sample
+from specviz.core.verify import process_logits, restrict_vocab, sample
 
 
 class ModelDrafter:

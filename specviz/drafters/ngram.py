@@ -7,7 +7,7 @@ followed it. It has no model and no cache; its proposals are deterministic (one-
 
 from __future__ import annotations
 
-from specviz.drafters.base import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext
 
 
 class NgramDrafter:

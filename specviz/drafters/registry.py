@@ -1,35 +1,99 @@
-"""Build a drafter by name: the one place the CLI, the app and the benchmark turn a choice into a Drafter."""
+"""Drafters by name: the one place the CLI, the app's tabs, the arena and the benchmark turn a key into a Drafter.
+
+Every drafter is a :class:`DrafterChoice` (key, label, description) with a factory ``factory(target, options)``.
+The built-in ones are registered below; :func:`register` adds another with one call, and it then appears in the
+CLI's ``--drafter`` choices, the Live tab's drafter menu and the Arena's drafter list (they read :func:`choices`
+when they are built, not at import).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-from specviz.drafters.base import Drafter
+from specviz.core.drafting import Drafter
 from specviz.drafters.early_exit import EarlyExitDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 
 
 @dataclass(frozen=True)
+class DrafterOptions:
+    """What a factory may read besides the target; each drafter uses the options that concern it.
+
+    Attributes:
+        draft_spec: the draft model's spec (``model``).
+        exit_layer: layers the early-exit drafter runs (None: :func:`default_exit_layer`).
+        ngram_max / ngram_min: suffix sizes (tokens) for n-gram lookup.
+        heads_path: a head file for ``eagle`` / ``medusa`` (None: the shipped one made for this target).
+        tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
+        min_confidence: ``eagle`` / ``medusa``: the confidence gate in [0, 1) (None: the default).
+        lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
+        progress: optional callable(str) for loading messages.
+    """
+
+    draft_spec: str | None = None
+    exit_layer: int | None = None
+    ngram_max: int = 3
+    ngram_min: int = 1
+    heads_path: str | None = None
+    tree_nodes: int = 0
+    min_confidence: float | None = None
+    lookup: bool = False
+    progress: Callable[[str], None] | None = None
+
+
+Factory = Callable[[object, DrafterOptions], Drafter]
+
+
+@dataclass(frozen=True)
 class DrafterChoice:
-    """A drafter the user can pick: its CLI/app key and a one-line description."""
+    """A drafter the user can pick: its CLI/app key, a short label, a one-line description and its factory
+    (None only for ``none``, standard decoding)."""
 
     key: str
     label: str
     description: str
+    factory: Factory | None = None
 
 
-DRAFTERS: tuple[DrafterChoice, ...] = (
-    DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token."),
-    DrafterChoice("ngram", "N-gram prompt lookup", "Copies what followed the latest earlier match of the last few tokens; no model."),
-    DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM head; weights shared. Untrained, it agrees with SmolLM2-135M on few tokens below its last layers (46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup."),
-    DrafterChoice("bf16", "bfloat16 copy (draft model)", "The target in reduced precision, with its own KV cache."),
-    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own KV cache."),
-    DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
-    DrafterChoice("medusa", "Medusa heads (trained)", "Four trained residual heads on the target's last feature each guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the embedded SmolLM2-135M-Instruct."),
-    DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the trade-off."),
-)
-DRAFTER_KEYS = tuple(c.key for c in DRAFTERS)
+_REGISTRY: dict[str, DrafterChoice] = {}
+
+
+def register(choice: DrafterChoice) -> None:
+    """Add (or replace) a drafter: one call makes it available in the CLI, the Live tab and the Arena.
+
+    Raises:
+        ValueError: an empty key, a key with ':' or whitespace (the bench and arena use ':' for variants), or no
+            factory.
+    """
+    if not choice.key or ":" in choice.key or choice.key != choice.key.strip() or " " in choice.key:
+        raise ValueError(f"a drafter key is a non-empty word without ':' or spaces, got {choice.key!r}")
+    if choice.factory is None:
+        raise ValueError(f"drafter {choice.key!r} needs a factory(target, options) -> Drafter")
+    _REGISTRY[choice.key] = choice
+
+
+def unregister(key: str) -> None:
+    """Remove a drafter added with :func:`register` (the built-in ones stay)."""
+    if key in _BUILT_IN_KEYS:
+        raise ValueError(f"{key!r} is a built-in drafter")
+    _REGISTRY.pop(key, None)
+
+
+def choices() -> tuple[DrafterChoice, ...]:
+    """Every drafter, ``none`` (standard decoding) first, then the built-in ones, then registered ones."""
+    return (NONE, *_REGISTRY.values())
+
+
+def drafter_keys() -> tuple[str, ...]:
+    """The keys of :func:`choices`."""
+    return tuple(c.key for c in choices())
+
+
+def label_of(key: str) -> str:
+    """The label of a drafter key (the key itself when unknown)."""
+    return next((c.label for c in choices() if c.key == key), key)
 
 
 HEAD_KEYS = ("eagle", "medusa")  # the drafters with trained heads: trees, the confidence gate, lookup first
@@ -54,8 +118,8 @@ def split_variant(key: str) -> VariantKey:
         ValueError: an unknown base key or suffix, or a suffix on a drafter without trained heads.
     """
     base, *suffixes = key.strip().split(":")
-    if base not in DRAFTER_KEYS:
-        raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")
+    if base not in drafter_keys():
+        raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(drafter_keys())}")
     if suffixes and (base not in HEAD_KEYS or len(set(suffixes)) != len(suffixes)
                      or any(x not in VARIANT_SUFFIXES for x in suffixes)):
         raise ValueError(f"unknown drafter {key!r}: only eagle and medusa take the suffixes :tree (a draft tree) "
@@ -68,86 +132,103 @@ def default_exit_layer(num_layers: int) -> int:
     return max(1, num_layers // 2)
 
 
-def make_drafter(
-    key: str,
-    target,
-    *,
-    draft_spec: str | None = None,
-    exit_layer: int | None = None,
-    ngram_max: int = 3,
-    ngram_min: int = 1,
-    heads_path: str | None = None,
-    tree_nodes: int = 0,
-    min_confidence: float | None = None,
-    lookup: bool = False,
-    progress=None,
-) -> Drafter | None:
+def make_drafter(key: str, target, **options) -> Drafter | None:
     """Create a fresh drafter (per run: drafters hold per-run caches; loaded models are shared).
 
     Args:
-        key: one of :data:`DRAFTER_KEYS`.
+        key: one of :func:`drafter_keys`.
         target: the :class:`specviz.models.LoadedModel` being drafted for.
-        draft_spec: the draft model's spec (for ``model``).
-        exit_layer: layers the early-exit drafter runs (default :func:`default_exit_layer`).
-        ngram_max / ngram_min: suffix sizes for the n-gram drafter.
-        heads_path: a head file for ``eagle`` / ``medusa`` (default: the shipped one made for this target).
-        tree_nodes: for ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 drafts a tree of N nodes in greedy mode.
-        min_confidence: for ``eagle`` / ``medusa``: the confidence gate's threshold in [0, 1) (stop drafting where
-            the draft's cumulative probability falls below it; 0 = always k tokens); None = the default,
-            :data:`specviz.drafters.heads.DEFAULT_MIN_CONFIDENCE`.
-        lookup: for ``eagle`` / ``medusa``: try n-gram prompt lookup first each pass and verify its copied
-            continuation when the text's last 2-3 tokens occurred before (the head drafts otherwise).
-        progress: optional callable(str) for loading messages.
+        **options: fields of :class:`DrafterOptions`.
 
     Returns:
         A drafter, or None for ``none`` (standard decoding).
 
     Raises:
-        ValueError: unknown key, or a missing/invalid option (:class:`specviz.heads.HeadsError` when no
-            head file fits the target).
+        ValueError: unknown key, or a missing/invalid option (:class:`specviz.drafters.networks.HeadsError` when
+            no head file fits the target).
         specviz.models.ModelLoadError: the draft model cannot be loaded, or its vocabulary differs.
     """
+    if key == NONE.key:
+        return None
+    choice = next((c for c in choices() if c.key == key), None)
+    if choice is None:
+        raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(drafter_keys())}")
+    return choice.factory(target, DrafterOptions(**options))
+
+
+def _ngram(target, o: DrafterOptions) -> Drafter:
+    return NgramDrafter(max_ngram=o.ngram_max, min_ngram=o.ngram_min)
+
+
+def _early_exit(target, o: DrafterOptions) -> Drafter:
+    return EarlyExitDrafter(target.model, o.exit_layer if o.exit_layer is not None else
+                            default_exit_layer(target.num_layers))
+
+
+def _oracle(target, o: DrafterOptions) -> Drafter:
+    return ModelDrafter(target.model, "oracle (the target itself)")
+
+
+def _bf16(target, o: DrafterOptions) -> Drafter:
+    import torch
+
+    from specviz.models import load_model
+
+    draft = load_model(target.spec, device=target.device, dtype=torch.bfloat16, progress=o.progress)
+    return ModelDrafter(draft.model, "bfloat16 copy of the target")
+
+
+def _draft_model(target, o: DrafterOptions) -> Drafter:
     from specviz.models import check_same_vocabulary, load_model
 
-    if key == "none":
-        return None
-    if key == "ngram":
-        return NgramDrafter(max_ngram=ngram_max, min_ngram=ngram_min)
-    if key == "early-exit":
-        layers = exit_layer if exit_layer is not None else default_exit_layer(target.num_layers)
-        return EarlyExitDrafter(target.model, layers)
-    if key in ("eagle", "medusa"):
-        return _head_drafter(key, target, heads_path, tree_nodes, min_confidence, lookup)
-    if key == "oracle":
-        return ModelDrafter(target.model, "oracle (the target itself)")
-    if key == "bf16":
-        import torch
-
-        draft = load_model(target.spec, device=target.device, dtype=torch.bfloat16, progress=progress)
-        return ModelDrafter(draft.model, "bfloat16 copy of the target")
-    if key == "model":
-        if not draft_spec or not draft_spec.strip():
-            raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
-        draft = load_model(draft_spec.strip(), device=target.device, progress=progress)
-        check_same_vocabulary(target, draft)
-        return ModelDrafter(draft.model, f"draft model {draft.label}")
-    raise ValueError(f"unknown drafter {key!r}; choose one of: {', '.join(DRAFTER_KEYS)}")
+    if not o.draft_spec or not o.draft_spec.strip():
+        raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
+    draft = load_model(o.draft_spec.strip(), device=target.device, progress=o.progress)
+    check_same_vocabulary(target, draft)
+    return ModelDrafter(draft.model, f"draft model {draft.label}")
 
 
-def _head_drafter(key: str, target, heads_path: str | None, tree_nodes: int,
-                  min_confidence: float | None = None, lookup: bool = False) -> Drafter:
-    from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE, EagleDrafter, MedusaDrafter, TreeSettings
-    from specviz.heads import HeadsError, load_heads, shipped_heads
+def _heads(kind: str) -> Factory:
+    def factory(target, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE, EagleDrafter, MedusaDrafter, TreeSettings
+        from specviz.drafters.networks import HeadsError, load_heads, shipped_heads
 
-    if tree_nodes < 0:
-        raise ValueError(f"tree nodes must be >= 0 (0 = chain), got {tree_nodes}")
-    path = heads_path.strip() if heads_path and heads_path.strip() else shipped_heads(target.model, key)
-    if path is None:
-        raise HeadsError(f"No trained {key} heads fit {target.label}: the shipped heads are for the embedded "
-                         f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {key} --target ...`.")
-    head = load_heads(path, target.model, key)
-    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
-    gate = DEFAULT_MIN_CONFIDENCE if min_confidence is None else float(min_confidence)
-    if key == "eagle":
-        return EagleDrafter(target.model, head, tree, min_confidence=gate, lookup=lookup)
-    return MedusaDrafter(target.model, head, tree, min_confidence=gate, lookup=lookup)
+        if o.tree_nodes < 0:
+            raise ValueError(f"tree nodes must be >= 0 (0 = chain), got {o.tree_nodes}")
+        given = o.heads_path.strip() if o.heads_path and o.heads_path.strip() else None
+        path = given or shipped_heads(target.model, kind)
+        if path is None:
+            raise HeadsError(f"No trained {kind} heads fit {target.label}: the shipped heads are for the embedded "
+                             f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {kind} --target ...`.")
+        head = load_heads(path, target.model, kind)
+        tree = TreeSettings(max_nodes=o.tree_nodes) if o.tree_nodes else None
+        gate = DEFAULT_MIN_CONFIDENCE if o.min_confidence is None else float(o.min_confidence)
+        cls = EagleDrafter if kind == "eagle" else MedusaDrafter
+        return cls(target.model, head, tree, min_confidence=gate, lookup=o.lookup)
+
+    return factory
+
+
+NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.")
+_BUILT_IN = (
+    DrafterChoice("ngram", "N-gram prompt lookup", "Copies what followed the latest earlier match of the last few "
+                  "tokens; no model.", _ngram),
+    DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM "
+                  "head; weights shared. Untrained, it agrees with SmolLM2-135M on few tokens below its last layers "
+                  "(46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup.", _early_exit),
+    DrafterChoice("bf16", "bfloat16 copy (draft model)", "The target in reduced precision, with its own KV cache.",
+                  _bf16),
+    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own "
+                  "KV cache.", _draft_model),
+    DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature "
+                  "from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the "
+                  "embedded SmolLM2-135M-Instruct.", _heads("eagle")),
+    DrafterChoice("medusa", "Medusa heads (trained)", "Four trained residual heads on the target's last feature each "
+                  "guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the "
+                  "embedded SmolLM2-135M-Instruct.", _heads("medusa")),
+    DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the "
+                  "trade-off.", _oracle),
+)
+_BUILT_IN_KEYS = frozenset(c.key for c in _BUILT_IN)
+for _choice in _BUILT_IN:
+    register(_choice)

@@ -28,7 +28,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-HEADS_DIR = Path(__file__).resolve().parent.parent / "assets" / "heads"
+HEADS_DIR = Path(__file__).resolve().parents[2] / "assets" / "heads"
 
 
 class HeadsError(ValueError):
@@ -321,11 +321,6 @@ def shipped_heads(target_model: nn.Module, kind: str) -> Path | None:
         if meta["kind"] == kind and meta["target"] == signature:
             return path
     return None
-
-
-def head_megabytes(path: str | Path) -> float:
-    """Size of a head file in MB (10^6 bytes)."""
-    return Path(path).stat().st_size / 1e6
 
 
 def parameter_count(head: nn.Module) -> int:

@@ -5,7 +5,7 @@ forward and then tells the drafter what was committed, so a drafter with a KV ca
 
 :class:`DraftContext` carries the target's final features for drafters that read them (EAGLE-style and
 Medusa heads, ``needs_hidden = True``), and :class:`Draft` may carry a parent index per node: a tree of
-candidates, verified in one target forward with a tree attention mask (greedy mode; see :mod:`specviz.tree`).
+candidates, verified in one target forward with a tree attention mask (greedy mode; see :mod:`specviz.core.tree`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specviz.verify import SamplingConfig
+from specviz.core.verify import SamplingConfig
 
 
 @dataclass
@@ -31,11 +31,11 @@ class DraftContext:
         target_hidden: (n, H) the target's final features (after the last norm) of the committed positions the
             drafter has not seen yet: every prompt position on the first pass, then the fed root and the accepted
             draft tokens of the previous pass; None for drafters whose ``needs_hidden`` is False.
-        vocab_size: ids the run's distributions cover (:func:`specviz.verify.restrict_vocab`): a drafter proposes
+        vocab_size: ids the run's distributions cover (:func:`specviz.core.verify.restrict_vocab`): a drafter proposes
             only ids below it and reports distributions over exactly these ids (padded LM-head rows get 0); None
             means the target's whole head.
         cancel: the run's cancel flag (anything with ``is_set()``) or None; a drafter that runs many forwards (a
-            draft model reading a long prompt) passes it to :func:`specviz.kv.forward_chunked`.
+            draft model reading a long prompt) passes it to :func:`specviz.core.kv.forward_chunked`.
     """
 
     committed_ids: list[int]

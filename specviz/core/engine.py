@@ -3,7 +3,7 @@
 Speculative loop (Leviathan et al. 2023; Chen et al. 2023), one target pass per iteration:
   1 draft     the drafter proposes m <= k tokens (a chain, or a tree) after the committed sequence
   2 verify    one target forward over [last committed token] + draft; greedy prefix match / tree walk, or
-              rejection sampling (:mod:`specviz.verify`, :mod:`specviz.tree`) -> one :class:`Outcome`
+              rejection sampling (:mod:`specviz.core.verify`, :mod:`specviz.core.tree`) -> one :class:`Outcome`
   3 commit    keep the accepted path in the target's cache (rollback), emit accepted + recovered/bonus token
               under the stopping rules (EOS, stop strings, max_new_tokens)
   4 update    tell the drafter what was committed; choose the next k
@@ -16,10 +16,10 @@ Cache invariant (asserted after every pass when ``check_invariants`` is on): the
 exactly committed - 1 positions, committed = prompt + emitted tokens; the last emitted token is fed at
 the start of the next pass. The prefill emits the first token and is reported on its own (index 0); it reads
 the prompt in chunks of at most :data:`PREFILL_CHUNK` tokens (both runs alike), so a Stop is honoured within one
-chunk: every forward first checks the run's cancel flag and raises :class:`~specviz.events.RunCancelled`.
+chunk: every forward first checks the run's cancel flag and raises :class:`~specviz.core.events.RunCancelled`.
 
-Counters count committed work: see :class:`~specviz.events.PassEvent` (``committed_accepted``,
-``counted_drafted``) and :mod:`specviz.metrics`.
+Counters count committed work: see :class:`~specviz.core.events.PassEvent` (``committed_accepted``,
+``counted_drafted``) and :mod:`specviz.core.metrics`.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from typing import Iterable, Iterator, Protocol
 
 import torch
 
-from specviz.drafters.base import Draft, DraftContext, Drafter
-from specviz.events import (NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult, Timings,
+from specviz.core.draft_length import AutoK, HeuristicK
+from specviz.core.drafting import Draft, DraftContext, Drafter
+from specviz.core.events import (NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult, Timings,
                             TreeRecord)
-from specviz.kv import (PREFILL_CHUNK, Clock, cache_length, forward_chunked, keep_positions, new_cache,
+from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, forward_chunked, keep_positions, new_cache,
                         rollback_cache)
-from specviz.tree import tree_attention_mask, tree_positions, verify_tree_greedy
-from specviz.verify import (SamplingConfig, all_finite, fit_vocab, process_logits, restrict_vocab, sample,
+from specviz.core.tree import tree_attention_mask, tree_positions, verify_tree_greedy
+from specviz.core.verify import (SamplingConfig, all_finite, fit_vocab, process_logits, restrict_vocab, sample,
                             verify_greedy, verify_sampling)
 
 MAX_K = 16
@@ -48,9 +49,12 @@ class GenerationConfig:
     Attributes:
         max_new_tokens: most tokens to generate (>= 1).
         sampling: greedy (temperature 0) or sampling settings, see :class:`SamplingConfig`.
-        k: draft length per pass, 1..16 (the starting value when ``adaptive_k``).
-        adaptive_k: grow k by 1 after a fully accepted pass, shrink by 1 after a rejection, within [1, k_max].
-        k_max: the upper bound of adaptive k.
+        k: draft length per pass, 1..16 (the first pass's when ``adaptive_k`` or ``auto_k``).
+        adaptive_k: the heuristic schedule: grow k by 1 after a pass whose drafter filled k and had every token
+            accepted, shrink by 1 after a rejection, within [1, k_max] (:class:`~specviz.core.draft_length.HeuristicK`).
+        auto_k: k = auto, the cost-aware choice in 0..k_max from the run's measured pass costs and acceptance
+            (:class:`~specviz.core.draft_length.AutoK`); excludes ``adaptive_k``.
+        k_max: the upper bound of adaptive and automatic k.
         stop_strings: generation ends after the token that completes any of these; the text is cut before it.
         check_invariants: assert the cache invariant after each pass (cheap; on by default).
     """
@@ -59,6 +63,7 @@ class GenerationConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     k: int = 4
     adaptive_k: bool = False
+    auto_k: bool = False
     k_max: int = MAX_K
     stop_strings: tuple[str, ...] = ()
     check_invariants: bool = True
@@ -72,6 +77,14 @@ class GenerationConfig:
             raise ValueError(f"k_max must be in 1..{MAX_K}, got {self.k_max}")
         if any(not s for s in self.stop_strings):
             raise ValueError("stop strings must be non-empty")
+        if self.adaptive_k and self.auto_k:
+            raise ValueError("choose one draft-length schedule: adaptive_k (heuristic) or auto_k (cost-aware)")
+
+    def draft_length(self) -> HeuristicK | AutoK:
+        """A fresh draft-length controller for one run."""
+        if self.auto_k:
+            return AutoK(self.k_max, min(self.k, self.k_max))
+        return HeuristicK(self.k, self.k_max, self.adaptive_k)
 
 
 class OutputTracker:
@@ -141,36 +154,11 @@ class OutputTracker:
         return delta
 
 
-class KController:
-    """Draft length per pass: fixed, or adaptive (+1 after a pass whose drafter filled k and had every token
-    accepted, -1 after a rejection, bounded to [1, k_max]).
-
-    The adaptive rule is the simple heuristic transformers uses for assisted generation's "heuristic" schedule,
-    with step 1 both ways. A drafter that proposed fewer than k tokens (n-gram lookup with a short match, the
-    confidence gate) says nothing about whether a longer draft would pay, so k does not grow then.
-    """
-
-    def __init__(self, config: GenerationConfig) -> None:
-        self.k = config.k
-        self.adaptive = config.adaptive_k
-        self.k_max = config.k_max
-
-    def observe(self, requested: int, proposed: int, accepted: int) -> None:
-        """Update k after a pass that asked for ``requested`` tokens, got ``proposed`` and kept ``accepted``
-        (a tree: its depth reached is ``proposed`` when the walk ended at a leaf)."""
-        if not self.adaptive or proposed == 0:
-            return
-        if accepted < proposed:
-            self.k = max(self.k - 1, 1)
-        elif proposed >= requested:
-            self.k = min(self.k + 1, self.k_max)
-
-
 class Target(Protocol):
     """What the engine needs of a loaded model (:class:`specviz.models.LoadedModel` is one).
 
     ``vocab_size`` is the LM head's number of rows; ``num_token_ids`` (optional) the ids the tokenizer defines:
-    rows beyond it are padding and get probability 0 (:func:`specviz.verify.restrict_vocab`).
+    rows beyond it are padding and get probability 0 (:func:`specviz.core.verify.restrict_vocab`).
     """
 
     model: torch.nn.Module
@@ -316,7 +304,7 @@ def verify_chain(run: _Run, draft: Draft) -> Outcome:
 
 def verify_tree(run: _Run, draft: Draft) -> Outcome:
     """One target forward over [last committed] + every tree node with a tree attention mask, then the greedy
-    walk (:func:`specviz.tree.verify_tree_greedy`). Greedy only.
+    walk (:func:`specviz.core.tree.verify_tree_greedy`). Greedy only.
 
     Raises:
         NotImplementedError: in sampling mode (a tree needs a multi-candidate acceptance rule; draft a chain).
@@ -389,7 +377,7 @@ def _draft(drafter: Drafter, run: _Run, k: int, pending: torch.Tensor | None) ->
 
 def _event(run: _Run, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *, k: int = 0,
            drafter: Drafter | None = None, next_k: int | None = None, source: str | None = None,
-           notice: str | None = None) -> PassEvent:
+           notice: str | None = None, gain: float | None = None) -> PassEvent:
     """The event of one forward (prefill, baseline step or speculative pass); advances the run's clock."""
     run.elapsed_ms += timings.total_ms
     n = outcome.num_accepted
@@ -401,7 +389,7 @@ def _event(run: _Run, outcome: Outcome, emitted: list[int], delta: str, timings:
         num_generated=len(run.out.ids), target_cache_len=cache_length(run.cache),
         draft_cache_len=drafter.cache_len if drafter is not None else None, finish_reason=run.out.finish_reason,
         near_tie_gap=outcome.near_tie_gap if run.name == "baseline" else None, next_k=next_k,
-        draft_source=source, tree=outcome.tree, notice=notice,
+        draft_source=source, tree=outcome.tree, notice=notice, expected_gain=gain,
     )
 
 
@@ -465,7 +453,7 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
 
     Args:
         target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
-        drafter: any :class:`~specviz.drafters.base.Drafter` over the same vocabulary.
+        drafter: any :class:`~specviz.core.drafting.Drafter` over the same vocabulary.
         prompt_ids: the encoded prompt (non-empty list of ids).
         config: settings (k, sampling, stopping).
         cancel: optional flag with ``is_set()`` (a threading.Event), checked before every forward.
@@ -486,11 +474,12 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
     drafter.reset(run.prompt_ids)
     event, pending = _prefill(run)  # pending: target features of committed positions the drafter has not seen
     yield event
-    k_control = KController(config)
+    control = config.draft_length()
     active: Drafter | None = drafter
+    k_next = control.choose(config.max_new_tokens - len(run.out.ids) - 1)
     while not run.finished:
         run.index += 1
-        k = min(k_control.k, config.max_new_tokens - len(run.out.ids) - 1)  # drafts past the budget never emit
+        k, gain = min(k_next, config.max_new_tokens - len(run.out.ids) - 1), control.expected_gain
         t0 = run.clock.now_ms()
         # 1 draft
         draft_read = active is not None and k > 0
@@ -504,14 +493,17 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
         # 3 commit
         emitted, features, delta = commit(run, outcome)
         pending = features if draft_read else _join(pending, features)
+        t3 = run.clock.now_ms()
         # 4 update
         if draft_read and active is not None:
             active.commit(run.committed, outcome.num_accepted)
-        k_control.observe(k, len(outcome.shown_ids), outcome.num_accepted)
+        control.observe(k, len(outcome.shown_ids), outcome.num_accepted, verify_ms=t2 - t1, draft_ms=t1 - t0,
+                        other_ms=t3 - t2, forward_tokens=1 + len(draft.token_ids))
+        k_next = control.choose(config.max_new_tokens - len(run.out.ids) - 1) if active is not None else 0
         run.check_invariant()
         # 5 event
         yield _event(run, outcome, emitted, delta, Timings(t1 - t0, t2 - t1, run.clock.now_ms() - t2), k=k,
-                     drafter=drafter, next_k=k_control.k, source=draft.source, notice=notice)
+                     drafter=drafter, next_k=k_next, source=draft.source, notice=notice, gain=gain)
 
 
 def collect(events: Iterable[PassEvent], tokenizer, prompt_ids: list[int]) -> RunResult:

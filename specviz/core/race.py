@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from specviz.events import PassEvent
+from specviz.core.events import PassEvent
 
 
 def race(spec: Iterator[PassEvent], base: Iterator[PassEvent]) -> Iterator[PassEvent]:

@@ -48,11 +48,12 @@ from typing import Callable, Iterable
 import torch
 
 from specviz.drafters.heads import DEFAULT_TREE_NODES
-from specviz.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.kv import Clock, forward_logits, new_cache, rollback_cache
-from specviz.metrics import RunStats
+from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.core.kv import Clock, forward_logits, new_cache, rollback_cache
+from specviz.core.metrics import RunStats
 
-DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
+DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "suite.jsonl"  # the benchmark suite
+EXAMPLE_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts.jsonl"  # the app's examples
 QUICK_DRAFTERS = ("ngram", "bf16")
 QUICK_K = (4,)
 QUICK_MAX_NEW_TOKENS = 32
@@ -77,10 +78,16 @@ class Prompt:
 
 
 def load_prompts(path: str | os.PathLike) -> list[Prompt]:
-    """Read a JSONL prompt suite (one object a line with id, category and prompt; blank lines skipped).
+    """Read a JSONL prompt file, one object a line (blank lines skipped), in either of two formats, told apart
+    line by line:
+
+    - ours: ``{"id", "category", "prompt"}``, all strings (assets/suite.jsonl, assets/prompts.jsonl);
+    - Spec-Bench's question.jsonl: ``{"question_id", "category", "turns"}`` (a line with "turns"), the id an
+      integer (or a string), ``turns`` the user's turns as strings. Only the first turn is used, as the prompt;
+      the id becomes ``str(question_id)``.
 
     Raises:
-        ValueError: the file is missing, empty, or a line is not such an object (the line is named).
+        ValueError: the file is missing, empty, or a line is neither (one sentence naming the line).
     """
     path = Path(path)
     if not path.is_file():
@@ -93,14 +100,29 @@ def load_prompts(path: str | os.PathLike) -> list[Prompt]:
             item = json.loads(line)
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from None
-        if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in ("id", "category", "prompt")):
-            raise ValueError(f"{path}:{number}: expected an object with string fields id, category and prompt")
-        if not item["prompt"].strip():
+        prompt = _prompt_from_line(item, f"{path}:{number}")
+        if not prompt.prompt.strip():
             raise ValueError(f"{path}:{number}: the prompt is empty")
-        prompts.append(Prompt(item["id"], item["category"], item["prompt"]))
+        prompts.append(prompt)
     if not prompts:
         raise ValueError(f"{path}: no prompts")
     return prompts
+
+
+def _prompt_from_line(item, where: str) -> Prompt:
+    """One parsed line as a :class:`Prompt` (Spec-Bench's format when it has "turns", else ours)."""
+    if isinstance(item, dict) and "turns" in item:
+        question_id, turns = item.get("question_id"), item["turns"]
+        id_ok = isinstance(question_id, str) or (isinstance(question_id, int) and not isinstance(question_id, bool))
+        if not (id_ok and isinstance(item.get("category"), str) and isinstance(turns, list) and turns
+                and all(isinstance(turn, str) for turn in turns)):
+            raise ValueError(f"{where}: expected Spec-Bench's question_id (an integer), category (a string) and "
+                             "turns (a non-empty list of strings)")
+        return Prompt(str(question_id), item["category"], turns[0])
+    if not isinstance(item, dict) or not all(isinstance(item.get(key), str) for key in ("id", "category", "prompt")):
+        raise ValueError(f"{where}: expected an object with string fields id, category and prompt (or Spec-Bench's "
+                         "question_id, category and turns)")
+    return Prompt(item["id"], item["category"], item["prompt"])
 
 
 def one_per_category(prompts: Iterable[Prompt], max_categories: int | None = None) -> list[Prompt]:
@@ -119,8 +141,9 @@ def one_per_category(prompts: Iterable[Prompt], max_categories: int | None = Non
 class Method:
     """One way of generating: ``impl`` "ours" or "transformers"; ``drafter`` "none" for standard decoding.
 
-    ``k`` is the draft length (None for standard decoding); ``adaptive`` means our adaptive k (starting at
-    ``k``) and transformers' "heuristic_transient" schedule (not the same rule: +2/-1 against our +1/-1).
+    ``k`` is the draft length (None for standard decoding); ``adaptive`` means k = auto: ours is the cost-aware
+    choice (:class:`specviz.core.draft_length.AutoK`, starting at ``k``); transformers has none, so no transformers
+    method is run for it.
     """
 
     impl: str
@@ -299,16 +322,15 @@ def _methods(settings: BenchSettings, drafters: dict) -> list[Method]:
             k_value = 4 if adaptive else int(k)
             methods.append(Method("ours", key, k_value, adaptive))
             counterpart = transformers_counterpart(drafters[key])
-            # transformers' prompt lookup has no adaptive schedule
-            if settings.compare_transformers and counterpart and not (adaptive and counterpart == "prompt_lookup"):
-                methods.append(Method("transformers", key, k_value, adaptive))
+            if settings.compare_transformers and counterpart and not adaptive:  # transformers has no cost-aware k
+                methods.append(Method("transformers", key, k_value))
     return methods
 
 
 def _run_method(method: Method, target, drafters: dict, prompt_ids: list[int], max_new_tokens: int,
                 settings: BenchSettings) -> Measurement:
     if method.impl == "ours":
-        config = GenerationConfig(max_new_tokens=max_new_tokens, k=method.k or 4, adaptive_k=method.adaptive)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, k=method.k or 4, auto_k=method.adaptive)
         return run_ours(target, drafters.get(method.drafter), prompt_ids, config)
     if method.drafter == "none":
         return run_transformers(target, prompt_ids, max_new_tokens)
@@ -686,9 +708,9 @@ def time_drafter_ms(target, drafter, prompt_len: int, ks: Iterable[int], repeats
     catch-up of 1 + accepted tokens is not included. Returns {k: {"draft_ms", "nodes"}}, where nodes is the
     number of tokens the target verifies besides the root (k for a chain; the tree's size for a tree).
     """
-    from specviz.drafters.base import DraftContext
-    from specviz.kv import forward_logits_features
-    from specviz.verify import SamplingConfig
+    from specviz.core.drafting import DraftContext
+    from specviz.core.kv import forward_logits_features
+    from specviz.core.verify import SamplingConfig
 
     vocab = int(target.model.config.get_text_config().vocab_size)
     gen = torch.Generator().manual_seed(seed)
@@ -744,9 +766,11 @@ def drafter_costs(target, keys: Iterable[str], times: dict[int, float], prompt_l
     return {"drafters": rows, "skipped": skipped}
 
 
-STEP_TARGET_FRACTION = 0.5  # the issue's goal: a one-token step within 2x of the floor
-VERIFY_TARGET_RATIO = 1.25  # ... and a verification over k <= 8 tokens at most 1.25 one-token steps
-VERIFY_TARGET_MAX_K = 8
+STEP_TARGET_FRACTION = 0.5  # the goal: a one-token step within 2x of the floor
+VERIFY_TARGET_RATIO = 1.15  # ... and a verification over k <= 4 tokens at most 1.15 one-token steps,
+VERIFY_TARGET_MAX_K = 4  # at a short and at a long context
+LONG_CONTEXT = 1024  # the long context of the verify curve (tokens cached before the timed forward)
+LONG_TOKEN_COUNTS = (1, 2, 3, 4, 5, 9, 17)
 
 
 def _cost_figures(times: dict[int, float], param_bytes: int, floor_ms: float) -> dict:
@@ -767,32 +791,50 @@ def _cost_figures(times: dict[int, float], param_bytes: int, floor_ms: float) ->
     }
 
 
+def _kernel_token_counts(token_counts: Iterable[int], drafters: list[str]) -> list[int]:
+    """The forward sizes to time: always 1, and a tree's verification size when a tree drafter is costed."""
+    counts = sorted(set(int(n) for n in token_counts))
+    if not counts or counts[0] < 1:
+        raise ValueError("token counts must be >= 1")
+    if 1 not in counts:
+        counts = [1] + counts
+    if any(key.endswith(":tree") for key in drafters) and DEFAULT_TREE_NODES + 1 not in counts:
+        counts = sorted(counts + [DEFAULT_TREE_NODES + 1])  # a tree's verification forward
+    return counts
+
+
+KERNEL_DEFINITIONS = {
+    "ms": "median wall time of one target forward over n new tokens after a cached prompt",
+    "effective_gbs": "param_bytes / ms: weight bytes read per second",
+    "floor_ms": "param_bytes / copy bandwidth (bytes read + written per second of a large tensor copy)",
+    "fraction_of_floor": "floor_ms / ms of a one-token step (1.0 = at the memory floor)",
+    "verify_cost": "T(k+1 new tokens) / T(1): a verification's cost in target steps",
+    "long_context": "the same curve after a cached prompt of long_context tokens (a long document)",
+    "plain": "the same figures with the default kernels (specviz.speed.plain_path), timed interleaved",
+}
+
+
 def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = KERNEL_TOKEN_COUNTS,
                  repeats: int = 7, warmup: int = 2, copy_megabytes: int = 256, compare_plain: bool = True,
                  drafters: Iterable[str] = (), drafter_ks: Iterable[int] = tuple(range(1, 17)),
-                 progress: Progress | None = None) -> dict:
+                 long_context: int | None = LONG_CONTEXT, progress: Progress | None = None) -> dict:
     """The cost side of speculative decoding on ``target``: ms per forward over n new tokens, and the floor.
 
     Returns a dict with ``curve`` (one row per n: ms, T(n)/T(1), effective GB/s), ``verify_cost`` (k ->
     T(k+1)/T(1) for every k whose k+1 was measured), ``param_bytes`` (weights read per forward),
     ``copy_bandwidth_gbs`` (read + written), ``floor_ms`` (param_bytes / copy bandwidth),
     ``fraction_of_floor`` (floor_ms / T(1): 1.0 means a one-token step runs at the memory floor) and
-    ``step_effective_gbs`` (param_bytes / T(1)). These figures are for the model as loaded (with the eager
-    speed-ups of :mod:`specviz.speed`, listed under ``speed``). When those are active and ``compare_plain``,
-    the same figures for the default kernels, measured interleaved in the same run, are under ``plain``.
-    With ``drafters`` (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost
-    curve for ``drafter_ks`` (see :func:`drafter_costs`).
+    ``step_effective_gbs`` (param_bytes / T(1)), all after a ``prompt_len``-token context; ``long_context`` holds
+    the same figures after ``long_context`` cached tokens (None skips it). The figures are for the model as
+    loaded (with the eager speed-ups of :mod:`specviz.speed`, listed under ``speed``); when those are active and
+    ``compare_plain``, the default kernels' figures, timed interleaved, are under ``plain``. With ``drafters``
+    (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost curve for
+    ``drafter_ks`` (see :func:`drafter_costs`).
     """
     from specviz.speed import plain_path, report_of
 
-    token_counts = sorted(set(int(n) for n in token_counts))
-    if not token_counts or token_counts[0] < 1:
-        raise ValueError("token counts must be >= 1")
-    if 1 not in token_counts:
-        token_counts = [1] + token_counts
     drafters = list(drafters)
-    if any(key.endswith(":tree") for key in drafters) and DEFAULT_TREE_NODES + 1 not in token_counts:
-        token_counts = sorted(token_counts + [DEFAULT_TREE_NODES + 1])  # a tree's verification forward
+    token_counts = _kernel_token_counts(token_counts, drafters)
     started = time.perf_counter()
     bandwidth = copy_bandwidth_gbs(target.device, copy_megabytes)
     report = report_of(target.model)
@@ -804,26 +846,24 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     result = {
         "benchmark": "kernel",
         "settings": {"prompt_len": prompt_len, "token_counts": token_counts, "repeats": repeats, "warmup": warmup,
-                     "copy_megabytes": copy_megabytes},
-        **environment(target),
-        "speed": report.summary() if report is not None else "not prepared (default kernels)",
-        "param_bytes": target.param_bytes,
-        "copy_bandwidth_gbs": bandwidth,
-        "floor_ms": floor_ms,
+                     "copy_megabytes": copy_megabytes, "long_context": long_context},
+        **environment(target), "speed": report.summary() if report is not None else "not prepared (default kernels)",
+        "param_bytes": target.param_bytes, "copy_bandwidth_gbs": bandwidth, "floor_ms": floor_ms,
         **_cost_figures(timed["loaded"], target.param_bytes, floor_ms),
         "targets": {"fraction_of_floor_at_least": STEP_TARGET_FRACTION,
                     "verify_cost_at_most": VERIFY_TARGET_RATIO, "verify_cost_for_k_up_to": VERIFY_TARGET_MAX_K},
-        "definitions": {
-            "ms": "median wall time of one target forward over n new tokens after a cached prompt",
-            "effective_gbs": "param_bytes / ms: weight bytes read per second",
-            "floor_ms": "param_bytes / copy bandwidth (bytes read + written per second of a large tensor copy)",
-            "fraction_of_floor": "floor_ms / ms of a one-token step (1.0 = at the memory floor)",
-            "verify_cost": "T(k+1 new tokens) / T(1): a verification's cost in target steps",
-            "plain": "the same figures with the default kernels (specviz.speed.plain_path), timed interleaved",
-        },
+        "definitions": dict(KERNEL_DEFINITIONS),
     }
     if "plain" in timed:
         result["plain"] = _cost_figures(timed["plain"], target.param_bytes, floor_ms)
+    window = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
+    if long_context and window:
+        long_context = min(long_context, window - max(LONG_TOKEN_COUNTS))  # the model's window bounds it
+    if long_context:
+        if progress:
+            progress(f"verify curve after {long_context} tokens of context")
+        long = time_forward_ms(target.model, target.device, long_context, LONG_TOKEN_COUNTS, repeats, warmup)
+        result["long_context"] = {"prompt_len": long_context, **_cost_figures(long, target.param_bytes, floor_ms)}
     if drafters:
         result["drafter_costs"] = drafter_costs(target, drafters, timed["loaded"], prompt_len, list(drafter_ks),
                                                 progress=progress)
@@ -901,7 +941,9 @@ def format_kernel(result: dict) -> str:
              f"torch threads: {result['param_bytes'] / 1e6:.0f} MB of weights read per forward; copy bandwidth "
              f"{result['copy_bandwidth_gbs']:.1f} GB/s (read + write) -> floor {result['floor_ms']:.1f} ms per step",
              f"kernels: {result.get('speed', '-')}"]
-    rows = [("as loaded", result)] + ([("default kernels", plain)] if plain else [])
+    long = result.get("long_context")
+    rows = [("as loaded", result)] + ([("default kernels", plain)] if plain else []) + (
+        [(f"after {long['prompt_len']} tok", long)] if long else [])
     for name, fig in rows:
         worst = max((v for k, v in fig["verify_cost"].items() if int(k) <= VERIFY_TARGET_MAX_K), default=float("nan"))
         lines.append(f"  {name:<16} one-token step {fig['step_ms']:6.1f} ms = {fig['step_effective_gbs']:5.1f} GB/s "
@@ -922,6 +964,9 @@ def format_kernel(result: dict) -> str:
     lines.append("verify cost T(k+1)/T(1): " + ", ".join(f"k={k}: {v:.2f}" for k, v in result["verify_cost"].items()))
     if plain:
         lines.append("  default kernels: " + ", ".join(f"k={k}: {v:.2f}" for k, v in plain["verify_cost"].items()))
+    if long:
+        lines.append(f"  after {long['prompt_len']} tokens of context: "
+                     + ", ".join(f"k={k}: {v:.2f}" for k, v in long["verify_cost"].items()))
     costs = result.get("drafter_costs")
     if costs:
         lines.append("")

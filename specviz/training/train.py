@@ -1,8 +1,8 @@
-"""Training the EAGLE-style head and the Medusa heads on self-distillation data (:mod:`specviz.distill`).
+"""Training the EAGLE-style head and the Medusa heads on self-distillation data (:mod:`specviz.training.distill`).
 
 ``python -m specviz train eagle|medusa`` runs the whole recipe: make the data if it is missing (resumable),
 pick the draft vocabulary, train with a fixed seed (resumable from a checkpoint), report held-out accuracy and
-write a head file (float16 safetensors, :func:`specviz.heads.save_heads`).
+write a head file (float16 safetensors, :func:`specviz.drafters.networks.save_heads`).
 
 EAGLE loss (Li et al. 2024): for every position j >= 1 of a sequence, the head reads (f_{j-1}, x_j) and
 predicts f_j; loss = SmoothL1(f̂_j, f_j) + 0.1 * cross-entropy of the draft logits against the target's greedy
@@ -29,8 +29,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from specviz.distill import Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus
-from specviz.heads import (DraftLMHead, EagleHead, MedusaHeads, new_eagle_head, new_medusa_heads, parameter_count,
+from specviz.training.distill import Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus
+from specviz.drafters.networks import (DraftLMHead, EagleHead, MedusaHeads, new_eagle_head, new_medusa_heads, parameter_count,
                            save_heads)
 
 Progress = Callable[[str], None]

@@ -1,6 +1,6 @@
 """Frozen records that the engine yields, one per target forward.
 
-The engine (:mod:`specviz.engine`) knows token ids, never HTML; the UI knows these events, never KV caches.
+The engine (:mod:`specviz.core.engine`) knows token ids, never HTML; the UI knows these events, never KV caches.
 Both the speculative loop and the standard-decoding baseline yield :class:`PassEvent`; the baseline's
 events have ``k == 0`` and no draft.
 
@@ -137,6 +137,8 @@ class PassEvent:
         tree: the whole tree of a tree pass (:class:`TreeRecord`), else None.
         notice: one sentence when something about the drafting changed at this pass (e.g. the drafter's
             numbers turned non-finite and the run goes on without drafts), else None.
+        expected_gain: k = auto only: the expected decoding rate at this pass's k over a plain step's, from the
+            run's measured costs and acceptance (1.0 when it chose k = 0; None before anything was measured).
     """
 
     run: RunKind
@@ -162,6 +164,7 @@ class PassEvent:
     draft_source: DraftSource | None = None
     tree: TreeRecord | None = None
     notice: str | None = None
+    expected_gain: float | None = None
 
     @property
     def num_drafted(self) -> int:
@@ -195,7 +198,7 @@ class PassEvent:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished run, collected from its events by :func:`specviz.engine.collect`.
+    """A finished run, collected from its events by :func:`specviz.core.engine.collect`.
 
     ``token_ids``: generated ids only (the EOS id included when the run ended on it); ``text``: decoded with
     special tokens skipped (cut before a stop string); ``wall_s``: from the prefill's start to the last token

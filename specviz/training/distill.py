@@ -3,7 +3,7 @@
 Recipe (``python -m specviz train eagle|medusa`` runs it when the data is missing):
 1. Prompts: :func:`distill_prompts` builds a fixed, seeded set of prompts we wrote (everyday chat, explanation,
    summarization, translation, code and code editing, math, rewriting, grounded questions). None of them is in
-   the benchmark suite (``../shared/prompts`` / ``assets/prompts.jsonl``), so the benchmark measures held-out
+   the benchmark suite (``../shared/prompts`` / ``assets/prompts.jsonl``, now part of ``assets/suite.jsonl``), so the benchmark measures held-out
    prompts; part two's task forms follow the suite's categories, though, and a few of its instruction lines are
    worded as suite prompts' first lines (docs/heads.md lists them).
 2. Generation (:func:`generate_corpus`): the target answers each prompt with its chat template (at most 192 new

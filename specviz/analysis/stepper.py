@@ -20,8 +20,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
-from specviz.events import PassEvent
-from specviz.verify import acceptance_probability
+from specviz.core.events import PassEvent
+from specviz.core.verify import acceptance_probability
 
 PHASES = ("prefill", "draft", "verify", "decide", "emit")
 """Phases in step order; the prefill has only ``prefill``, a pass without a draft skips ``decide``."""
@@ -422,7 +422,7 @@ _CAPTIONS: dict[str, Callable[[Stepper, PassEvent], str]] = {
 
 
 class RecordingDrafter:
-    """Wraps a drafter and keeps its latest :class:`~specviz.drafters.base.Draft` (everything else passes through)."""
+    """Wraps a drafter and keeps its latest :class:`~specviz.core.drafting.Draft` (everything else passes through)."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -455,7 +455,7 @@ class PrefixForward:
     """
 
     def __init__(self, model) -> None:
-        from specviz.kv import new_cache
+        from specviz.core.kv import new_cache
 
         self.model = model
         self.cache = new_cache(model)
@@ -463,8 +463,8 @@ class PrefixForward:
 
     def probs(self, prefix: list[int], sampling):
         """The processed distribution (V,) of the next token after ``prefix`` (non-empty)."""
-        from specviz.kv import forward_logits, rollback_cache
-        from specviz.verify import process_logits
+        from specviz.core.kv import forward_logits, rollback_cache
+        from specviz.core.verify import process_logits
 
         keep = 0
         limit = min(len(self.fed), len(prefix) - 1)  # feed at least one token to get logits
@@ -484,15 +484,15 @@ def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | 
         target: the target's model behind a :class:`PrefixForward` (run once more over ``prefix``).
         draft_model: the draft model behind a :class:`PrefixForward` (None for a drafter without a model); run
             only when the draft carries no distributions (a draft model in greedy mode).
-        draft: the pass's :class:`~specviz.drafters.base.Draft`.
+        draft: the pass's :class:`~specviz.core.drafting.Draft`.
         prefix: prompt + tokens emitted before this pass + the pass's accepted draft tokens.
         event: the pass (with num_accepted < num_drafted).
-        sampling: the run's :class:`~specviz.verify.SamplingConfig`.
+        sampling: the run's :class:`~specviz.core.verify.SamplingConfig`.
         top: tokens kept from each distribution's top.
     """
     import torch
 
-    from specviz.verify import one_hot_row, residual_distribution
+    from specviz.core.verify import one_hot_row, residual_distribution
 
     i = event.num_accepted
     drafted = int(event.draft_ids[i])
@@ -527,29 +527,34 @@ class Recorder:
     Use ``for event in recorder.events(): ...`` (e.g. to show progress), then :meth:`recording`.
     """
 
-    def __init__(self, target, drafter, prompt_ids: list[int], config, top: int = 8) -> None:
+    def __init__(self, target, drafter, prompt_ids: list[int], config, top: int = 8, cancel=None) -> None:
         self.target = target
         self.drafter = RecordingDrafter(drafter)
         self.prompt_ids = list(prompt_ids)
         self.config = config
         self.top = top
+        self.cancel = cancel  # a threading.Event or a callable; set: RunCancelled before the next forward
         self._events: list[PassEvent] = []
         self._rejections: dict[int, Distributions] = {}
         self._proposed_probs = False
 
     def events(self) -> Iterator[PassEvent]:
-        """Run the engine; yields each event after recording it."""
-        from specviz.engine import speculative_generate
+        """Run the engine; yields each event after recording it. Raises RunCancelled when ``cancel`` is set
+        (checked before every forward, the extra ones of a rejection's distributions included)."""
+        from specviz.core.engine import speculative_generate
+        from specviz.core.kv import check_cancel
 
         output: list[int] = []
         target = PrefixForward(self.target.model)
         model = getattr(self.drafter.inner, "model", None)
         draft_model = PrefixForward(model) if model is not None else None
-        for event in speculative_generate(self.target, self.drafter, self.prompt_ids, self.config):
+        for event in speculative_generate(self.target, self.drafter, self.prompt_ids, self.config,
+                                          cancel=self.cancel):
             draft = self.drafter.last if event.kind == "pass" and event.draft_ids else None
             if draft is not None and draft.draft_probs is not None:
                 self._proposed_probs = True
             if draft is not None and event.num_rejections:
+                check_cancel(self.cancel)
                 prefix = self.prompt_ids + output + list(event.draft_ids[:event.num_accepted])
                 self._rejections[len(self._events)] = rejection_distributions(
                     target, draft_model, draft, prefix, event, self.config.sampling, self.top)

@@ -34,8 +34,14 @@ from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Sequence
 
-from specviz.events import PassEvent
-from specviz.metrics import expected_tokens_per_pass as paper_expected_tokens
+from specviz.core import metrics
+from specviz.core.events import PassEvent
+from specviz.core.metrics import (Costs, Counters, end_to_end_speedup, expected_tokens, predicted_speedup,
+                                  expected_tokens_per_pass as paper_expected_tokens)
+
+__all__ = ["Costs", "PositionCounts", "Prediction", "WhatIf", "alpha", "analyze", "decode_speedup",
+           "end_to_end_speedup", "expected_tokens", "measure_costs", "position_counts", "predict",
+           "predicted_speedup", "recommend", "tokens_per_pass", "tokens_per_s_speedup"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,8 @@ def _passes(events: Iterable[PassEvent]) -> list[PassEvent]:
 
 
 def position_counts(events: Iterable[PassEvent], k_max: int | None = None) -> PositionCounts:
-    """Count, per position, the passes of a speculative run that reached and accepted it.
+    """Count, per position, the passes of a speculative run that reached and accepted it
+    (:attr:`specviz.core.metrics.Counters.position_reached`).
 
     Args:
         events: the run's events (the prefill and baseline-like events with k == 0 are ignored).
@@ -70,95 +77,13 @@ def position_counts(events: Iterable[PassEvent], k_max: int | None = None) -> Po
     Returns:
         :class:`PositionCounts` of length ``k_max``.
     """
-    passes = _passes(events)
+    events = list(events)
+    counters = Counters.of(events)
     if k_max is None:
-        k_max = max((e.k for e in passes), default=0)
-    reached = [0] * k_max
-    accepted = [0] * k_max
-    for e in passes:
-        n = e.committed_accepted
-        last = n if e.cut_in_drafts else e.k  # a pass cut by the run's end: only its committed positions count
-        for i in range(1, min(last, k_max) + 1):  # position i (1-based) is reached iff drafts 1..i-1 were accepted
-            if n < i - 1:
-                break
-            reached[i - 1] += 1
-            if n >= i:
-                accepted[i - 1] += 1
+        k_max = max((e.k for e in _passes(events)), default=0)
+    reached = (list(counters.position_reached) + [0] * k_max)[:k_max]
+    accepted = (list(counters.position_accepted) + [0] * k_max)[:k_max]
     return PositionCounts(tuple(reached), tuple(accepted))
-
-
-def expected_tokens(rates: Sequence[float], k: int) -> float:
-    """E[tokens per pass](k) = 1 + sum_{j=1..k} prod_{i<=j} a_i.
-
-    Args:
-        rates: per-position acceptance a_1..a_K, each in [0, 1].
-        k: draft length, 0..K (0 is standard decoding: 1 token per pass).
-
-    Raises:
-        ValueError: k outside 0..len(rates), or a rate outside [0, 1].
-    """
-    if not 0 <= k <= len(rates):
-        raise ValueError(f"k must be in 0..{len(rates)}, got {k}")
-    total, survive = 1.0, 1.0
-    for a in rates[:k]:
-        if not 0.0 <= a <= 1.0:
-            raise ValueError(f"acceptance rates must be in [0, 1], got {a}")
-        survive *= a
-        total += survive
-    return total
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Measured costs in ms.
-
-    Attributes:
-        step_ms: the baseline's time per generated token (forward + bookkeeping): the cost of one standard step.
-        step_forward_ms: the baseline's one-token forward alone: T_verify(0), the anchor of the verify curve.
-        draft_ms_per_token: the drafter's time per drafted token.
-        verify_points: (m drafted tokens, median verify ms) measured points, m >= 1, sorted by m.
-        pass_overhead_ms: a speculative pass's time outside draft and verify (acceptance, rollback, detokenizing).
-        prefill_ms: the prefill (time to first token); only :func:`end_to_end_speedup` uses it.
-    """
-
-    step_ms: float
-    step_forward_ms: float
-    draft_ms_per_token: float
-    verify_points: tuple[tuple[int, float], ...]
-    pass_overhead_ms: float = 0.0
-    prefill_ms: float = 0.0
-
-    def verify_ms(self, k: float) -> float:
-        """T_verify(k): piecewise-linear through (0, step_forward_ms) and :attr:`verify_points`; past the last point
-        the last segment's slope continues (never below the last point)."""
-        points = [(0.0, self.step_forward_ms)] + [(float(m), ms) for m, ms in self.verify_points if m > 0]
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            if k <= x1:
-                return y0 + (y1 - y0) * (k - x0) / (x1 - x0)
-        if len(points) == 1:
-            return self.step_forward_ms
-        (x0, y0), (x1, y1) = points[-2], points[-1]
-        return max(y1, y1 + (y1 - y0) * (k - x1) / (x1 - x0))
-
-    def pass_ms(self, k: int) -> float:
-        """A speculative pass at draft length k: T_verify(k) + k * T_draft + T_other."""
-        return self.verify_ms(k) + k * self.draft_ms_per_token + self.pass_overhead_ms
-
-
-def predicted_speedup(expected: float, step_ms: float, pass_ms: float) -> float:
-    """E[tau] * T_step / T_pass: tokens per pass over the cost of a pass counted in standard steps."""
-    if pass_ms <= 0:
-        raise ValueError(f"a pass must take some time, got {pass_ms} ms")
-    return expected * step_ms / pass_ms
-
-
-def end_to_end_speedup(expected: float, costs: Costs, k: int, tokens: int) -> float:
-    """The tokens/s ratio of whole runs of ``tokens`` tokens, prefill included (both runs pay the same prefill):
-    (T_prefill + (N-1) T_step) / (T_prefill + (N-1) / E[tau] * T_pass(k))."""
-    rest = max(tokens - 1, 0)
-    base = costs.prefill_ms + rest * costs.step_ms
-    spec = costs.prefill_ms + rest / expected * costs.pass_ms(k)
-    return base / spec if spec > 0 else float("nan")
 
 
 def measure_costs(spec_events: Iterable[PassEvent], base_events: Iterable[PassEvent]) -> Costs:
@@ -215,11 +140,8 @@ def tokens_per_pass(events: Iterable[PassEvent], k: int | None = None) -> float 
 
 
 def alpha(events: Iterable[PassEvent]) -> float | None:
-    """Per-token acceptance accepted / (accepted + rejections) of a run (None when nothing was judged)."""
-    passes = _passes(events)
-    accepted = sum(e.num_accepted for e in passes)
-    judged = accepted + sum(e.num_rejections for e in passes)
-    return accepted / judged if judged else None
+    """Per-token acceptance of a run (:attr:`specviz.core.metrics.Counters.alpha`)."""
+    return Counters.of(events).alpha
 
 
 def predict(rates: Sequence[float], costs: Costs, k_values: Iterable[int], alpha_value: float | None = None
@@ -271,23 +193,13 @@ class WhatIf:
 
 
 def decode_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
-    """Measured decoding speedup (prefill excluded): spec tokens per ms after the prefill over the baseline's."""
-    rates = []
-    for events in (spec_events, base_events):
-        passes = _passes(events)
-        ms = sum(e.timings.total_ms for e in passes)
-        tokens = sum(len(e.emitted_ids) for e in passes)
-        rates.append(tokens / ms if ms > 0 and tokens else None)
-    return rates[0] / rates[1] if rates[0] and rates[1] else None
+    """Measured decoding speedup of two runs' events (:func:`specviz.core.metrics.decode_speedup`)."""
+    return metrics.decode_speedup(Counters.of(spec_events), Counters.of(base_events))
 
 
 def tokens_per_s_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
-    """Measured end-to-end speedup: generated tokens / own-clock seconds (prefill included), spec over baseline."""
-    rates = []
-    for events in (spec_events, base_events):
-        last = events[-1] if events else None
-        rates.append(last.num_generated / last.t_end_ms if last is not None and last.t_end_ms > 0 else None)
-    return rates[0] / rates[1] if rates[0] and rates[1] else None
+    """Measured end-to-end speedup of two runs' events, prefill included (:func:`specviz.core.metrics.speedup`)."""
+    return metrics.speedup(Counters.of(spec_events), Counters.of(base_events))
 
 
 def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None) -> WhatIf:

@@ -2,8 +2,8 @@
 "Why it works" tabs call these).
 
 Arena (:func:`run_arena`). Per prompt, standard decoding (the baseline) and every drafter x k run once, one
-after another, with the same target and :class:`~specviz.engine.GenerationConfig` (only k / adaptive k change).
-Every run is timed on its own clock (:class:`~specviz.events.PassEvent` timings). One short warm-up of each method
+after another, with the same target and :class:`~specviz.core.engine.GenerationConfig` (only k / adaptive k change).
+Every run is timed on its own clock (:class:`~specviz.core.events.PassEvent` timings). One short warm-up of each method
 runs first, and an untimed prefill of each prompt before its runs, so that no measured run pays for first-call
 initialisation; the order of the methods rotates from prompt to prompt, so none always runs first.
 
@@ -40,21 +40,17 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from specviz.bench import Prompt, copy_bandwidth_gbs, environment
+from specviz.analysis.bench import Prompt, copy_bandwidth_gbs, environment
 from specviz.drafters.heads import DEFAULT_TREE_NODES
-from specviz.drafters.registry import DRAFTER_KEYS, HEAD_KEYS, make_drafter, split_variant
-from specviz.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
-from specviz.events import RunCancelled
-from specviz.kv import Clock, new_cache, rollback_cache
-from specviz.metrics import (
-    RunStats,
-    expected_tokens_per_pass,
-    predicted_speedup_measured,
-    predicted_speedup_paper,
-)
+from specviz.drafters.registry import HEAD_KEYS, drafter_keys, make_drafter, split_variant
+from specviz.core.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
+from specviz.core.events import RunCancelled
+from specviz.core.kv import Clock, new_cache, rollback_cache
+from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass,
+                                  predicted_speedup_measured, predicted_speedup_paper, speedup)
 
 AUTO = "auto"
-AUTO_K_START = 4  # adaptive k starts here (as in the CLI bench)
+AUTO_K_START = 4  # k = auto (cost-aware) starts here (as in the CLI)
 BASELINE = "none"
 WARMUP_TOKENS = 8
 TREE_SUFFIX = "tree"  # "eagle:tree" / "medusa:tree": the head drafter with a tree of TREE_NODES (as the bench)
@@ -115,10 +111,10 @@ class Variant:
         return "standard" if self.drafter == BASELINE else f"{self.drafter} k={self.k_label}"
 
     def config(self, base: GenerationConfig) -> GenerationConfig:
-        """``base`` with this variant's k (adaptive k starts at :data:`AUTO_K_START`)."""
+        """``base`` with this variant's k (k = auto, the cost-aware choice, starts at :data:`AUTO_K_START`)."""
         if self.drafter == BASELINE:
             return base
-        return dataclasses.replace(base, k=self.k or AUTO_K_START, adaptive_k=self.adaptive)
+        return dataclasses.replace(base, k=self.k or AUTO_K_START, adaptive_k=False, auto_k=self.adaptive)
 
 
 def parse_ks(ks: Iterable[int | str]) -> list[int | str]:
@@ -154,7 +150,7 @@ def variants(drafters: Sequence[str], ks: Sequence[int | str]) -> list[Variant]:
     keys = [d for d in dict.fromkeys(drafters) if d != BASELINE]
     unknown = [d for d in keys if not is_drafter_key(d)]
     if unknown:
-        raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(DRAFTER_KEYS[1:])} "
+        raise ValueError(f"unknown drafter {unknown[0]!r}; choose from: {', '.join(drafter_keys()[1:])} "
                          f"({' and '.join(f'{d}:{TREE_SUFFIX}' for d in TREE_DRAFTERS)} draft trees, "
                          f"{' and '.join(f'{d}:lookup' for d in TREE_DRAFTERS)} try n-gram lookup first)")
     if not keys:
@@ -180,7 +176,7 @@ def is_drafter_key(key: str) -> bool:
 def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer: int | None = None):
     """A fresh drafter for an arena key (None for the baseline); "<key>:tree" drafts a tree of
     :data:`TREE_NODES` nodes (greedy; a chain when sampling). Raises ValueError (e.g.
-    :class:`specviz.heads.HeadsError` when no trained heads fit the target)."""
+    :class:`specviz.drafters.networks.HeadsError` when no trained heads fit the target)."""
     if key == BASELINE:
         return None
     v = split_variant(key)
@@ -189,7 +185,7 @@ def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer
 
 
 def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:
-    """Prompts from ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.bench.Prompt`).
+    """Prompts from ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.bench.Prompt`).
 
     Raises:
         ValueError: no prompts, or an empty prompt.
@@ -257,41 +253,44 @@ _ADDITIVE = ("prompts", "tokens", "passes", "emitted_after_prefill", "drafted", 
              "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes", "baseline_emitted_after_prefill")
 
 
-def _div(a: float, b: float) -> float | None:
-    return a / b if b else None
+def _as_counters(c: dict, prefix: str = "") -> Counters:
+    """The :class:`~specviz.core.metrics.Counters` of a row's additive counts (``prefix`` "baseline_" for its
+    baseline's); a row stores elapsed time, so "other" is what is left of it after prefill, draft and verify."""
+    def get(key: str, default=0):
+        return c.get(prefix + key, default)
+
+    draft_ms = get("draft_ms") if not prefix else 0.0
+    return Counters(
+        runs=c["prompts"], passes=get("passes"), emitted=get("emitted_after_prefill"), generated=get("tokens"),
+        drafted=get("drafted") if not prefix else 0, accepted=get("accepted") if not prefix else 0,
+        rejections=get("rejections") if not prefix else 0, tree_passes=get("tree_passes") if not prefix else 0,
+        prefill_ms=get("ttft_ms"), draft_ms=draft_ms, verify_ms=get("verify_ms"),
+        other_ms=get("elapsed_ms") - get("ttft_ms") - draft_ms - get("verify_ms"))
 
 
 def derive(counts: dict, baseline: bool) -> dict:
-    """The figures of :data:`DEFINITIONS` from additive counts (one run, or pooled rows)."""
-    c = counts
-    tps = _div(c["tokens"] * 1000.0, c["elapsed_ms"])
-    base_tps = _div(c["baseline_tokens"] * 1000.0, c["baseline_elapsed_ms"])
-    decode = _div(c["emitted_after_prefill"] * 1000.0, c["elapsed_ms"] - c["ttft_ms"])
-    base_decode = _div(c["baseline_emitted_after_prefill"] * 1000.0, c["baseline_elapsed_ms"] - c["baseline_ttft_ms"])
+    """The figures of :data:`DEFINITIONS` from additive counts (one run, or pooled rows), all computed by
+    :mod:`specviz.core.metrics` from the counters."""
+    spec, base = _as_counters(counts), _as_counters(counts, "baseline_")
+    t_step = base.forward_ms
     out = {
-        "tokens_per_pass": _div(c["emitted_after_prefill"], c["passes"]),
+        "tokens_per_pass": spec.tokens_per_pass,
         "acceptance_rate": None, "alpha": None, "m": None, "expected_tokens_per_pass": None,
-        "tokens_per_s": tps, "baseline_tokens_per_s": base_tps,
-        "speedup": _div(tps, base_tps) if tps and base_tps else None,
-        "decode_speedup": _div(decode, base_decode) if decode and base_decode else None,
-        "t_step_ms": _div(c["baseline_verify_ms"], c["baseline_passes"]),
-        "t_verify_ms": None, "t_draft_ms": None, "c": None,
+        "tokens_per_s": spec.tokens_per_s, "baseline_tokens_per_s": base.tokens_per_s,
+        "speedup": speedup(spec, base), "decode_speedup": decode_speedup(spec, base),
+        "t_step_ms": t_step, "t_verify_ms": None, "t_draft_ms": None, "c": None,
         "predicted_speedup_paper": None, "predicted_speedup_measured": None,
     }
     if baseline:
         return out
-    t_step = out["t_step_ms"]
-    out["acceptance_rate"] = _div(c["accepted"], c["drafted"])
-    out["alpha"] = alpha = _div(c["accepted"], c["accepted"] + c["rejections"])
-    out["m"] = m = _div(c["drafted"], c["passes"])
-    out["t_verify_ms"] = _div(c["verify_ms"], c["passes"])
-    out["t_draft_ms"] = _div(c["draft_ms"], c["passes"])
-    if c.get("tree_passes"):  # the chain formulas below do not describe a tree (drafted = the path shown)
+    out.update(acceptance_rate=spec.acceptance_rate, alpha=spec.alpha, m=spec.mean_proposed if spec.passes else None,
+               t_verify_ms=spec.forward_ms, t_draft_ms=spec.draft_ms_per_pass)
+    if spec.tree_passes:  # the chain formulas below do not describe a tree
         return out
-    if c["drafted"] and t_step:
-        out["c"] = c["draft_ms"] / c["drafted"] / t_step
+    out["c"] = spec.draft_cost(t_step)
+    alpha, m = out["alpha"], out["m"]
     if alpha is not None and m is not None:
-        out["expected_tokens_per_pass"] = expected_tokens_per_pass(alpha, m)
+        out["expected_tokens_per_pass"] = spec.expected_tokens_per_pass
         if out["c"] is not None:
             out["predicted_speedup_paper"] = predicted_speedup_paper(alpha, m, out["c"])
         if t_step and out["t_verify_ms"] is not None:
@@ -362,6 +361,43 @@ def summarize(rows: list[dict], variants_: list[Variant]) -> list[dict]:
     return out
 
 
+def _arena_settings(target, prompts: list[Prompt], methods: list[Variant], config: GenerationConfig, **options
+                    ) -> dict:
+    """The settings an arena result records (JSON-able)."""
+    return {
+        "target": target.spec, "drafters": list(dict.fromkeys(v.drafter for v in methods[1:])),
+        "ks": list(dict.fromkeys(v.k_label for v in methods[1:])),
+        "auto_k_start": AUTO_K_START, "max_new_tokens": config.max_new_tokens,
+        "sampling": dataclasses.asdict(config.sampling), "stop_strings": list(config.stop_strings),
+        "k_max": config.k_max, **options, "prompts": [dataclasses.asdict(p) for p in prompts],
+    }
+
+
+def _warm_up(target, methods: list[Variant], ids: list[int], config: GenerationConfig, tokens: int, drafter_for,
+             stop: ShouldStop) -> bool:
+    """One short untimed run of each method (kernels, caches and allocator warm); False when stopped."""
+    warm = dataclasses.replace(config, max_new_tokens=min(tokens, config.max_new_tokens))
+    for v in methods:
+        if stop() or measure_run(target, drafter_for(v), ids, v.config(warm), stop) is None:
+            return False
+    return True
+
+
+def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt, ids: list[int],
+                    config: GenerationConfig, drafter_for, stop: ShouldStop, tick) -> dict[Variant, Measured] | None:
+    """Every method on one prompt, in an order rotated per prompt (no method always runs first); ``tick(label)``
+    before each run. None when stopped."""
+    runs: dict[Variant, Measured] = {}
+    shift = number % len(methods)
+    for v in methods[shift:] + methods[:shift]:
+        tick(f"{prompt.id} ({prompt.category}): {v.label}")
+        run = measure_run(target, drafter_for(v), ids, v.config(config), stop)
+        if run is None:
+            return None
+        runs[v] = run
+    return runs
+
+
 def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str], ks: Sequence[int | str],
                config: GenerationConfig, progress: ArenaProgress | None = None, should_stop: ShouldStop | None = None,
                *, draft_spec: str | None = None, exit_layer: int | None = None, use_chat_template: bool = True,
@@ -373,55 +409,41 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
     prompts = as_prompts(prompts)
     methods = variants(drafters, ks)
     encoded = [encode_prompt(target.tokenizer, p.prompt, use_chat_template=use_chat_template) for p in prompts]
-    result = ArenaResult(prompts=prompts, variants=methods, environment=environment(target), settings={
-        "target": target.spec, "drafters": list(dict.fromkeys(v.drafter for v in methods[1:])),
-        "ks": list(dict.fromkeys(v.k_label for v in methods[1:])),
-        "auto_k_start": AUTO_K_START, "max_new_tokens": config.max_new_tokens,
-        "sampling": dataclasses.asdict(config.sampling), "stop_strings": list(config.stop_strings),
-        "k_max": config.k_max, "draft_spec": draft_spec, "exit_layer": exit_layer,
-        "use_chat_template": use_chat_template, "warmup_tokens": warmup_tokens,
-        "prompts": [dataclasses.asdict(p) for p in prompts],
-    })
+    result = ArenaResult(prompts=prompts, variants=methods, environment=environment(target), settings=_arena_settings(
+        target, prompts, methods, config, draft_spec=draft_spec, exit_layer=exit_layer,
+        use_chat_template=use_chat_template, warmup_tokens=warmup_tokens))
     stop = should_stop or (lambda: False)
+    say = progress or (lambda fraction, message: None)
 
     def drafter_for(v: Variant):
         return build_drafter(v.drafter, target, draft_spec=draft_spec, exit_layer=exit_layer)
 
     for v in methods[1:]:  # fail on a bad drafter (and load a draft model) before measuring anything
         drafter_for(v)
-    total = len(prompts) * len(methods)
-    say = progress or (lambda fraction, message: None)
+    total, done = len(prompts) * len(methods), [0]
+
+    def tick(label: str) -> None:
+        say(done[0] / total, label)
+        done[0] += 1
+
     if warmup_tokens > 0:
         say(0.0, "Warming up (one short run of each method)…")
-        warm = dataclasses.replace(config, max_new_tokens=min(warmup_tokens, config.max_new_tokens))
-        for v in methods:
-            if stop() or measure_run(target, drafter_for(v), encoded[0], v.config(warm), stop) is None:
-                result.stopped = True
-                break
-    done = 0
+        result.stopped = not _warm_up(target, methods, encoded[0], config, warmup_tokens, drafter_for, stop)
     for number, (prompt, ids) in enumerate(zip(prompts, encoded)):
         if result.stopped:
             break
         if warmup_tokens > 0:  # an untimed prefill of this prompt, so no method pays for its first shape
             measure_run(target, None, ids, dataclasses.replace(config, max_new_tokens=1), stop)
-        runs: dict[Variant, Measured] = {}
-        shift = number % len(methods)
-        for v in methods[shift:] + methods[:shift]:  # rotated per prompt: no method always runs first
-            say(done / total, f"{prompt.id} ({prompt.category}): {v.label}")
-            run = measure_run(target, drafter_for(v), ids, v.config(config), stop)
-            if run is None:
-                result.stopped = True
-                break
-            runs[v] = run
-            done += 1
-        if result.stopped:
+        runs = _measure_prompt(target, methods, number, prompt, ids, config, drafter_for, stop, tick)
+        if runs is None:
+            result.stopped = True
             break
         base = runs[methods[0]]
         result.rows.extend(make_row("prompt", prompt.category, prompt.id, v,
                                     _counts(runs[v], base, config.sampling.greedy)) for v in methods)
         result.summary = summarize(result.rows, methods)
         result.wall_s = time.perf_counter() - started
-        say(done / total, f"{prompt.id} done")
+        say(done[0] / total, f"{prompt.id} done")
         yield result
     result.wall_s = time.perf_counter() - started
     say(1.0, "Stopped." if result.stopped else "Done.")
@@ -435,8 +457,8 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
 
     Args:
         target: a :class:`specviz.models.LoadedModel`.
-        prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.bench.Prompt`).
-        drafters: drafter keys (:data:`~specviz.drafters.registry.DRAFTER_KEYS`, and "eagle:tree" / "medusa:tree"
+        prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.bench.Prompt`).
+        drafters: drafter keys (:func:`~specviz.drafters.registry.drafter_keys`, and "eagle:tree" / "medusa:tree"
             for a tree of :data:`TREE_NODES`; "none" is ignored: the baseline always runs).
         ks: draft lengths, ints in 1..16 and/or "auto" (adaptive k starting at :data:`AUTO_K_START`).
         config: the settings every run shares (its k and adaptive_k are replaced per method).
@@ -532,44 +554,15 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
     if not token_counts or token_counts[0] < 1 or not batch_sizes or batch_sizes[0] < 1:
         raise ValueError("token counts and batch sizes must be >= 1")
     started = time.perf_counter()
-    model, device = target.model, target.device
-    vocab = int(target.vocab_size)
     gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (1, prompt_len + max(token_counts)), generator=gen).to(device)
-    clock = Clock(device)
-    say = progress or (lambda fraction, message: None)
-    stop = should_stop or (lambda: False)
-    ms: dict[int, dict[int, float]] = {}
+    ids = torch.randint(0, int(target.vocab_size), (1, prompt_len + max(token_counts)), generator=gen).to(target.device)
     total = sum(b * (prompt_len + sum(token_counts) * (warmup + repeats)) for b in batch_sizes)  # tokens to run
-    done = 0
-    stopped = False
+    grid = _Grid(target.model, Clock(target.device), ids, prompt_len, token_counts, warmup, repeats,
+                 progress or (lambda fraction, message: None), should_stop or (lambda: False), total)
+    ms: dict[int, dict[int, float]] = {}
     for b in batch_sizes:
-        say(done / total, f"batch {b}: prefilling {prompt_len} tokens")
-        cache = new_cache(model)
-        _forward(model, ids[:, :prompt_len].expand(b, -1).contiguous(), cache)
-        done += b * prompt_len
-        times: dict[int, list[float]] = {n: [] for n in token_counts}
-        # rounds over every n (warm-up rounds first, not kept): a burst of other work on the machine then
-        # spreads over all n instead of bending the curve at one of them
-        for i in range(warmup + repeats):
-            phase = "warming up" if i < warmup else f"round {i - warmup + 1}/{repeats}"
-            say(done / total, f"batch {b}: {phase}")
-            for n in token_counts:
-                if stop():
-                    stopped = True
-                    break
-                new = ids[:, prompt_len:prompt_len + n].expand(b, -1).contiguous()
-                t0 = clock.now_ms()
-                _forward(model, new, cache)
-                t1 = clock.now_ms()
-                rollback_cache(cache, prompt_len)
-                if i >= warmup:
-                    times[n].append(t1 - t0)
-                done += b * n
-            if stopped:
-                break
-        ms[b] = {n: statistics.median(t) for n, t in times.items() if len(t) == repeats}
-        if stopped:
+        ms[b] = grid.batch(b)
+        if grid.stopped:
             break
     one = ms.get(batch_sizes[0], {})
     step = one.get(1)
@@ -578,13 +571,59 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         "gbs": {b: {n: target.param_bytes / (t / 1000.0) / 1e9 for n, t in row.items()} for b, row in ms.items()},
         "step_ms": step,
         "verify_cost": {n - 1: t / step for n, t in one.items() if step and n > 1} if batch_sizes[0] == 1 else {},
-        "copy_bandwidth_gbs": copy_bandwidth_gbs(device) if bandwidth and not stopped else None,
+        "copy_bandwidth_gbs": copy_bandwidth_gbs(target.device) if bandwidth and not grid.stopped else None,
         "settings": {"prompt_len": prompt_len, "repeats": repeats, "warmup": warmup, "seed": seed},
-        "stopped": stopped,
+        "stopped": grid.stopped,
     }
     result["wall_s"] = time.perf_counter() - started
-    say(1.0, "Stopped." if stopped else "Done.")
+    grid.say(1.0, "Stopped." if grid.stopped else "Done.")
     return result
+
+
+@dataclass
+class _Grid:
+    """The timing loop of :func:`measure_forward_grid` (one batch size at a time)."""
+
+    model: torch.nn.Module
+    clock: Clock
+    ids: torch.Tensor  # (1, prompt_len + max n) random token ids
+    prompt_len: int
+    token_counts: list[int]
+    warmup: int
+    repeats: int
+    say: ArenaProgress
+    stop: ShouldStop
+    total: int  # tokens the whole grid runs (for the progress fraction)
+    done: int = 0
+    stopped: bool = False
+
+    def batch(self, b: int) -> dict[int, float]:
+        """Median ms per n at batch ``b``: prefill once, then rounds over every n (warm-up rounds first, not kept),
+        the cache rolled back after each forward; a burst of other work then spreads over all n instead of
+        bending the curve at one of them."""
+        self.say(self.done / self.total, f"batch {b}: prefilling {self.prompt_len} tokens")
+        cache = new_cache(self.model)
+        _forward(self.model, self.ids[:, :self.prompt_len].expand(b, -1).contiguous(), cache)
+        self.done += b * self.prompt_len
+        times: dict[int, list[float]] = {n: [] for n in self.token_counts}
+        for i in range(self.warmup + self.repeats):
+            phase = "warming up" if i < self.warmup else f"round {i - self.warmup + 1}/{self.repeats}"
+            self.say(self.done / self.total, f"batch {b}: {phase}")
+            for n in self.token_counts:
+                if self.stop():
+                    self.stopped = True
+                    break
+                new = self.ids[:, self.prompt_len:self.prompt_len + n].expand(b, -1).contiguous()
+                t0 = self.clock.now_ms()
+                _forward(self.model, new, cache)
+                t1 = self.clock.now_ms()
+                rollback_cache(cache, self.prompt_len)
+                if i >= self.warmup:
+                    times[n].append(t1 - t0)
+                self.done += b * n
+            if self.stopped:
+                break
+        return {n: statistics.median(t) for n, t in times.items() if len(t) == self.repeats}
 
 
 def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None, prompt_len: int = 64,
@@ -592,12 +631,12 @@ def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None
     """c (one drafted token's cost / one target step ``step_ms``) of the drafters that need no extra model:
     "early-exit" (a 1-token forward of the target's first layers) and "ngram" (one lookup over a context of
     ``prompt_len`` + 32 tokens)."""
-    from specviz.bench import time_forward_ms
-    from specviz.drafters.base import DraftContext
+    from specviz.analysis.bench import time_forward_ms
+    from specviz.core.drafting import DraftContext
     from specviz.drafters.early_exit import early_exit_view
     from specviz.drafters.ngram import NgramDrafter
     from specviz.drafters.registry import default_exit_layer
-    from specviz.verify import SamplingConfig
+    from specviz.core.verify import SamplingConfig
 
     layers = exit_layer or default_exit_layer(target.num_layers)
     view = early_exit_view(target.model, layers)
@@ -652,7 +691,7 @@ def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None 
 
 def alpha_for_tokens_per_pass(tokens_per_pass: float, k: float) -> float:
     """The per-token acceptance alpha whose expected tokens per pass at draft length ``k`` is ``tokens_per_pass``
-    (clamped to [1, k+1]); the inverse of :func:`~specviz.metrics.expected_tokens_per_pass` in alpha, by bisection.
+    (clamped to [1, k+1]); the inverse of :func:`~specviz.core.metrics.expected_tokens_per_pass` in alpha, by bisection.
     """
     if k <= 0:
         return 0.0

@@ -1,0 +1,437 @@
+"""The one device runner: every tab's long work (model loads, generations, arena races, measurements, classroom
+recordings) goes through it.
+
+- :class:`DeviceLock` (:data:`DEVICE`): one run on the device at a time, so each run's timings are undisturbed;
+  waiters stand in a fair line (first come, first served) and are told how many runs are ahead of them.
+- :class:`CancelRegistry`: one cancel flag per browser session and tab, so a Stop button (or a closed browser tab)
+  flags only its own session's run.
+- :class:`Job`: one run's turn on the device. A tab's handler (a generator) waits for its turn with
+  :meth:`Job.turn`, runs blocking work in a thread with :meth:`Job.call` or drives an engine stream in a thread with
+  :meth:`Job.stream`, and yields status updates while the thread works (:func:`relay` turns each tick into an
+  output tuple). :meth:`Job.release` ends the run: it sets the job's cancel flag (so the engine starts no other
+  forward: it checks the flag before each one, prompts included, 256 tokens at a time), leaves the line, and
+  frees the device at once, or when the last thread of the job ends, so two runs never overlap.
+
+The cancel flag is set by Stop (through the tab's registry) or by :meth:`Job.release`, which a handler calls in
+its ``finally``: that also runs when Gradio closes the handler's generator (the browser tab closed, or the event
+was cancelled). A :class:`~specviz.core.events.RunCancelled` raised by the engine ends a job quietly.
+
+Session keys: a browser request's ``session_hash``; runs started without a request (Python code in this process,
+tests) get a private ``local-<uuid>`` key. A stop that comes with a request but no session hash (e.g. a raw API
+call) stops nothing: it cannot prove whose run it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
+
+from app import render
+from specviz.core.events import RunCancelled
+from specviz.policy import current_policy
+
+log = logging.getLogger("specviz.app")
+
+LOCAL_PREFIX = "local-"
+TICK_S = 0.25  # how often a waiting handler hears from its job (a status refresh, a check for Stop)
+LINE_POLL_S = 0.5  # how often a run in line asks again for the device (and refreshes its place)
+RELEASE_JOIN_S = 0.5  # how long release waits for a stopped job's stream to notice its flag
+RUN_THREAD = "specviz-run"  # the thread that drives an engine stream (see Job.stream)
+STOPPED_HOLDER = "finishing the model load or forward pass of a stopped run"
+
+T = TypeVar("T")
+
+
+# ------------------------------------------------------------------------------------------------- the lock
+
+
+class DeviceLock:
+    """A process-wide lock around whole runs, first come first served, with an owner so a Stop can release only
+    its own run.
+
+    Waiters stand in a line: :meth:`acquire` joins it (or refreshes the caller's place), and the lock goes to the
+    head of the line. :meth:`ahead` tells a waiter how many runs are before it. A waiter that stops calling
+    :meth:`acquire` for ``stale_s`` seconds (a run whose generator was dropped without cleanup) loses its place,
+    so an abandoned visitor never blocks the line; :meth:`leave` gives up a place at once.
+    """
+
+    def __init__(self, stale_s: float = 10.0) -> None:
+        self._cond = threading.Condition()
+        self._owner: str | None = None
+        self._what = ""
+        self._line: dict[str, float] = {}  # waiting owner -> when it last asked (insertion order = arrival)
+        self.stale_s = stale_s
+
+    def _prune(self, now: float) -> None:
+        for owner in [o for o, seen in self._line.items() if now - seen > self.stale_s]:
+            del self._line[owner]
+
+    def acquire(self, owner: str, what: str, timeout: float) -> bool:
+        """Take the lock for ``owner`` (doing ``what``) within ``timeout`` seconds; True on success. On a
+        timeout the caller keeps its place in the line (call again, or :meth:`leave`)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                self._line[owner] = now
+                self._prune(now)
+                if self._owner is None and next(iter(self._line)) == owner:
+                    del self._line[owner]
+                    self._owner, self._what = owner, what
+                    return True
+                if now >= deadline:
+                    return False
+                self._cond.wait(min(deadline - now, 0.25))
+
+    def release(self, owner: str) -> bool:
+        """Release the lock if ``owner`` holds it (and drop any place it has in the line); True when released."""
+        with self._cond:
+            self._line.pop(owner, None)
+            if self._owner != owner:
+                self._cond.notify_all()
+                return False
+            self._owner, self._what = None, ""
+            self._cond.notify_all()
+            return True
+
+    def leave(self, owner: str) -> None:
+        """Give up ``owner``'s place in the line (a no-op when it has none)."""
+        with self._cond:
+            if self._line.pop(owner, None) is not None:
+                self._cond.notify_all()
+
+    def relabel(self, owner: str, what: str) -> None:
+        """Change what the holder ``owner`` is said to be doing."""
+        with self._cond:
+            if self._owner == owner:
+                self._what = what
+
+    def ahead(self, owner: str) -> int:
+        """How many runs are before ``owner``: the holder (if any) and the waiters that came earlier."""
+        with self._cond:
+            self._prune(time.monotonic())
+            waiting = list(self._line)
+            before = waiting.index(owner) if owner in waiting else len(waiting)
+            return before + (self._owner is not None and self._owner != owner)
+
+    @property
+    def waiting(self) -> int:
+        """How many runs wait in line."""
+        with self._cond:
+            self._prune(time.monotonic())
+            return len(self._line)
+
+    @property
+    def holder(self) -> str:
+        """What the current holder is doing ("" when free)."""
+        return self._what
+
+    @property
+    def locked(self) -> bool:
+        """Whether a run holds the device."""
+        return self._owner is not None
+
+
+DEVICE = DeviceLock()
+
+
+# ------------------------------------------------------------------------------------------------- cancel flags
+
+
+def session_key(request) -> str | None:
+    """The browser session of a Gradio request (None without a request or without a session hash)."""
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+class CancelRegistry:
+    """Session key -> the cancel flag (a ``threading.Event``) of that session's current run. Thread-safe. Each tab
+    keeps its own, so one tab's Stop never stops another tab's run.
+
+    A run registers itself with :meth:`start` (which cancels the session's previous run of the same registry) and
+    unregisters with :meth:`finish` (:meth:`Job.release` does). Stop buttons call :meth:`cancel`; a closed browser
+    tab calls :meth:`cancel_session`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flags: dict[str, threading.Event] = {}
+
+    def start(self, request) -> tuple[str, threading.Event]:
+        """Register a new run of ``request``'s session: returns (key, flag). A previous run of the same session
+        in this registry is cancelled first."""
+        key = session_key(request) or f"{LOCAL_PREFIX}{uuid.uuid4().hex}"
+        flag = threading.Event()
+        with self._lock:
+            previous = self._flags.get(key)
+            if previous is not None:
+                previous.set()
+            self._flags[key] = flag
+        return key, flag
+
+    def finish(self, key: str, flag: threading.Event) -> None:
+        """Unregister a run that ended (a newer run of the session keeps its own flag)."""
+        with self._lock:
+            if self._flags.get(key) is flag:
+                del self._flags[key]
+
+    def cancel(self, request=None) -> int:
+        """The Stop button: flag the run of ``request``'s session; with no request at all (Python code in this
+        process), the runs started without a request. Returns how many runs were flagged."""
+        with self._lock:
+            if request is None:
+                flags = [f for k, f in self._flags.items() if k.startswith(LOCAL_PREFIX)]
+            else:
+                key = session_key(request)
+                flags = [self._flags[key]] if key in self._flags else []
+        for flag in flags:
+            flag.set()
+        return len(flags)
+
+    def cancel_session(self, request) -> None:
+        """A browser tab closed: flag that session's run, and no one else's."""
+        key = session_key(request)
+        with self._lock:
+            flag = self._flags.get(key) if key else None
+        if flag is not None:
+            flag.set()
+
+
+# ------------------------------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A run's place in the device's line: ``ahead`` runs come before it; the holder is doing ``holder``."""
+
+    ahead: int
+    holder: str
+
+
+@dataclass(frozen=True)
+class _Failure:
+    error: BaseException
+
+
+class Job:
+    """One run's turn on the device (see the module docstring): its cancel flag, its place in the line and the
+    threads it started.
+
+    ``what`` is what other visitors are told the holder is doing. ``cancel`` is the run's flag (a fresh one when
+    None); ``session`` names the owner (and, with ``registry``, the entry :meth:`release` removes).
+    """
+
+    def __init__(self, what: str, cancel: threading.Event | None = None, session: str = "run",
+                 registry: CancelRegistry | None = None) -> None:
+        self.what = what
+        self.cancel = cancel if cancel is not None else threading.Event()
+        self.session = session
+        self.owner = f"{session}:{uuid.uuid4().hex}"
+        self._registry = registry
+        self._threads: list[tuple[threading.Thread, bool]] = []  # (thread, stops when flagged)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    @property
+    def cancelled(self) -> bool:
+        """Stop was pressed, or the handler went away."""
+        return self.cancel.is_set()
+
+    def should_stop(self) -> bool:
+        """The cancel flag as a callable (for ``should_stop=`` and ``cancel=`` arguments)."""
+        return self.cancel.is_set()
+
+    def say(self, message: object) -> None:
+        """Hand a message from the job's thread to the handler (thread-safe); :meth:`call` yields it."""
+        self._inbox.put(message)
+
+    def turn(self) -> Iterator[Waiting]:
+        """Wait for the device. Yields a :class:`Waiting` while in line (the first one at once, then about every
+        half second); returns True once the device is held, False when the job was cancelled first
+        (``held = yield from job.turn()``)."""
+        timeout = 0.0  # the first try does not wait: a visitor in line sees their place at once
+        while not DEVICE.acquire(self.owner, self.what, timeout=timeout):
+            timeout = LINE_POLL_S
+            if self.cancelled:
+                return False
+            yield Waiting(DEVICE.ahead(self.owner), DEVICE.holder)
+        return True
+
+    def call(self, fn: Callable[..., T], *args, stoppable: bool = False, **kwargs) -> Iterator[object]:
+        """Run ``fn(*args, **kwargs)`` in a thread. Yields each message given to :meth:`say` meanwhile, and None
+        every :data:`TICK_S` seconds; returns ``fn``'s value (``value = yield from job.call(...)``) or re-raises its
+        error in the handler's thread.
+
+        On cancel: a ``stoppable`` function (one that checks :meth:`should_stop`, or passes the flag to the
+        engine) is waited for and its value returned; any other (a model load cannot be interrupted) is left to
+        finish in its thread and None is returned at once; the device stays held until it ends (see
+        :meth:`release`). A :class:`RunCancelled` from ``fn`` returns None.
+        """
+        if self.cancelled:
+            return None
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["value"] = fn(*args, **kwargs)
+            except RunCancelled:  # the engine saw the flag before a forward: nothing more ran
+                pass
+            except BaseException as error:  # handed to the handler's thread
+                box["error"] = error
+
+        thread = self._start(work, "specviz-job", stoppable)
+        while True:
+            thread.join(TICK_S)
+            yield from self._messages()
+            if not thread.is_alive():
+                break
+            if self.cancelled and not stoppable:
+                return None
+            yield None
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def stream(self, items: Iterator[T]) -> Iterator[T | None]:
+        """Drive ``items`` (an engine stream) in a thread and yield each item as it arrives, or None every
+        :data:`TICK_S` seconds while none does, so the handler refreshes its status and notices Stop during a long
+        forward. The consumer checks :attr:`cancelled` itself; when it stops reading (or the flag is set) the
+        thread stops after the item in progress, and the engine before its next forward. A
+        :class:`RunCancelled` ends the stream quietly; any other error is re-raised in the handler's thread."""
+        out: queue.SimpleQueue = queue.SimpleQueue()
+        done = object()
+        left = threading.Event()  # the consumer stopped reading (Stop, or Gradio closed the handler)
+
+        def work() -> None:
+            try:
+                for item in items:
+                    out.put(item)
+                    if self.cancelled or left.is_set():
+                        break
+            except RunCancelled:  # Stop during a forward: the engine started no other one
+                pass
+            except BaseException as error:  # handed to the handler's thread
+                out.put(_Failure(error))
+            finally:
+                close = getattr(items, "close", None)
+                if close is not None:
+                    close()
+                out.put(done)
+
+        self._start(work, RUN_THREAD, stoppable=True)
+        try:
+            yield from _drain(out, done)
+        finally:
+            left.set()
+
+    def release(self) -> None:
+        """End the run (finished, failed, stopped or closed): set the cancel flag, leave the line, unregister from
+        the registry, and free the device now, or, when a thread of this job still runs (a model load, or a
+        forward in progress at Stop), as soon as the last one ends, so two runs never overlap. The handler's
+        worker is free either way."""
+        self.cancel.set()
+        DEVICE.leave(self.owner)
+        if self._registry is not None:
+            self._registry.finish(self.session, self.cancel)
+        for thread, stoppable in self._threads:  # a flagged stream usually ends within one forward
+            if stoppable:
+                thread.join(timeout=RELEASE_JOIN_S)
+        alive = [thread for thread, _ in self._threads if thread.is_alive()]
+        if not alive:
+            DEVICE.release(self.owner)
+            return
+        DEVICE.relabel(self.owner, STOPPED_HOLDER)
+
+        def wait_then_release() -> None:
+            for thread in alive:
+                thread.join()
+            DEVICE.release(self.owner)
+
+        threading.Thread(target=wait_then_release, name="specviz-release", daemon=True).start()
+
+    def _start(self, work: Callable[[], None], name: str, stoppable: bool) -> threading.Thread:
+        thread = threading.Thread(target=work, name=name, daemon=True)
+        self._threads.append((thread, stoppable))
+        thread.start()
+        return thread
+
+    def _messages(self) -> Iterator[object]:
+        while not self._inbox.empty():
+            yield self._inbox.get()
+
+
+def _drain(out: queue.SimpleQueue, done: object) -> Iterator[object | None]:
+    """Yield the items put into ``out`` until ``done`` (None every tick while none comes); re-raise a failure."""
+    while True:
+        try:
+            item = out.get(timeout=TICK_S)
+        except queue.Empty:
+            yield None
+            continue
+        if item is done:
+            return
+        if isinstance(item, _Failure):
+            raise item.error
+        yield item
+
+
+def start(registry: CancelRegistry, request, what: str) -> Job:
+    """A job for ``request``'s session, registered in the tab's ``registry`` (which cancels that session's
+    previous run there); :meth:`Job.release` unregisters it."""
+    session, flag = registry.start(request)
+    return Job(what, flag, session=session, registry=registry)
+
+
+def relay(steps: Iterator[object], show: Callable[[object], object]):
+    """Yield ``show(item)`` for each item of ``steps`` (a job's :meth:`~Job.turn`, :meth:`~Job.call` or
+    :meth:`~Job.stream`), skipping None results, and return what ``steps`` returns:
+    ``value = yield from relay(job.call(fn), show)``. Closing the caller closes ``steps``."""
+    try:
+        while True:
+            try:
+                item = next(steps)
+            except StopIteration as done:
+                return done.value
+            shown = show(item)
+            if shown is not None:
+                yield shown
+    finally:
+        close = getattr(steps, "close", None)
+        if close is not None:
+            close()
+
+
+def waiting_status(ahead: int, holder: str, notes=()) -> str:
+    """The status of a run waiting in line for the device."""
+    runs = "1 run is" if ahead == 1 else f"{ahead} runs are"
+    what = f" ({holder})" if holder else ""
+    return render.status_html(f"Waiting for the device… {runs} ahead of yours{what}. Runs take turns so that "
+                              f"each one's timing is undisturbed.", "wait", notes=notes)
+
+
+def preload(spec: str = "embedded") -> threading.Thread:
+    """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it.
+    Returns the thread (already started). Logs the operator policy in force; a model that cannot be loaded is
+    logged as a warning, not raised."""
+    log.info("%s", current_policy().describe())
+
+    def work() -> None:
+        from specviz.models import ModelLoadError, load_model
+
+        owner = f"preload:{uuid.uuid4().hex}"
+        DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
+        try:
+            log.info("pre-loading %s", spec)
+            load_model(spec, progress=lambda message: log.info("%s", message))
+            log.info("pre-loaded %s", spec)
+        except ModelLoadError as error:
+            log.warning("could not pre-load %s: %s", spec, error)
+        finally:
+            DEVICE.release(owner)
+
+    thread = threading.Thread(target=work, name="specviz-preload", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,341 @@
+"""Parsing and validation of what visitors type, for every tab: each problem is an :class:`InputError` whose
+message is one sentence for them (a :class:`specviz.policy.PolicyError`, also a ValueError, for a model the
+operator does not allow).
+
+- :func:`number` (bounds written readably), :func:`text`, :func:`parse_stop_strings`, :func:`parse_exit_layer`
+  and :func:`check_exit_layer`: single fields;
+- :func:`check_models`: the one place the operator's model policy is enforced for visitors;
+- :class:`Settings` / :func:`parse_settings`: one generation's validated settings (the Live tab, the Classroom);
+- :func:`fit_prompt_for`: the prompt's token ids within the target's context window and the operator's cap.
+
+Control characters and invalid surrogates are removed from prompts and stop strings; a prompt longer than
+:data:`MAX_PROMPT_CHARS` keeps only its end, and the settings' notes say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specviz.core.engine import MAX_K, GenerationConfig
+from specviz.core.verify import SamplingConfig
+from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
+from specviz.drafters.registry import HEAD_KEYS, drafter_keys
+from specviz.policy import Policy, current_policy
+
+MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokenizing: a pasted book stays cheap)
+MAX_STOP_STRINGS = 16
+MAX_STOP_STRING_CHARS = 200
+MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
+MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
+MAX_SEED = 2**63 - 1
+MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound is checked once it is loaded)
+HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
+TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
+
+
+class InputError(ValueError):
+    """Bad input from the user; the message is one sentence for them."""
+
+
+# ------------------------------------------------------------------------------------------------- fields
+
+
+def _bound(x: float, integer: bool) -> str:
+    """A bound as people write it: 10,000 (thousands separated from 10,000 on), 0.05, 16."""
+    if not (integer or x == int(x)):
+        return f"{x:g}"
+    return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
+
+
+def number(value, name: str, low: float, high: float, integer: bool, hint: str = "") -> float | int:
+    """``value`` as a number in [low, high] (an int when ``integer``). ``hint`` is added to the message when the
+    value is above ``high`` (e.g. who sets that limit). Raises InputError: "{name} must be a number.", "... must
+    be between {low} and {high} (got {value})." or "... must be a whole number (got {value})."."""
+    if isinstance(value, bool):
+        value = int(value)
+    try:
+        got = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"{name} must be a number.") from None
+    if got != got or not low <= got <= high:
+        shown = value if len(str(value)) <= 20 else str(value)[:20] + "…"
+        above = f"; {hint}" if hint and got == got and got > high else ""
+        raise InputError(f"{name} must be between {_bound(low, integer)} and {_bound(high, integer)} "
+                         f"(got {shown}{above}).")
+    if integer:
+        if got != int(got):
+            raise InputError(f"{name} must be a whole number (got {value}).")
+        return int(got)
+    return got
+
+
+def _or_default(value, default):
+    """``default`` for an empty box (None or ""), else ``value``."""
+    return default if value in (None, "") else value
+
+
+def text(value, name: str) -> str:
+    """A text input as str (None is ""; a number is its digits); anything else that is not text is an
+    InputError."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise InputError(f"{name} must be text.")
+    return value
+
+
+def parse_stop_strings(value: str | None) -> tuple[str, ...]:
+    """Stop strings from a comma- or newline-separated box; ``\\n`` written out means a newline. Control
+    characters are removed; at most :data:`MAX_STOP_STRINGS` strings of :data:`MAX_STOP_STRING_CHARS` characters.
+    Raises InputError."""
+    if not value:
+        return ()
+    from specviz.models import sanitize_prompt
+
+    cleaned = sanitize_prompt(text(value, "The stop strings")).text
+    items = [part.strip() for line in cleaned.splitlines() for part in line.split(",")]
+    stops = tuple(dict.fromkeys(s.replace("\\n", "\n") for s in items if s))
+    if len(stops) > MAX_STOP_STRINGS:
+        raise InputError(f"Too many stop strings ({len(stops)}; at most {MAX_STOP_STRINGS}).")
+    if any(len(s) > MAX_STOP_STRING_CHARS for s in stops):
+        raise InputError(f"A stop string is too long (at most {MAX_STOP_STRING_CHARS} characters).")
+    return stops
+
+
+def parse_exit_layer(value) -> int | None:
+    """The early-exit layer box: None, "" or 0 mean the default (half the target's layers) and give None; else a
+    layer number (its upper bound, the model's layers − 1, is checked by :func:`check_exit_layer` once the model
+    is loaded). Raises InputError."""
+    if value in (None, "", 0):
+        return None
+    try:
+        return int(number(value, "The early-exit layer", 0, MAX_LAYER, True)) or None
+    except InputError as error:
+        if "between" not in str(error):
+            raise
+        raise InputError(f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the "
+                         f"target's layers − 1 (got {value}).") from None
+
+
+def check_exit_layer(layer: int | None, target) -> None:
+    """Raise InputError when ``layer`` (None: the default) is not a layer of the loaded ``target`` to exit
+    after (1 .. layers − 1)."""
+    if layer is not None and not 1 <= layer < target.num_layers:
+        raise InputError(f"The early-exit layer must be between 1 and {target.num_layers - 1} for "
+                         f"{target.label} ({target.num_layers} layers); got {layer}.")
+
+
+def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
+    """The one place the operator's model policy is enforced for visitors (raises PolicyError, naming the
+    setting): the target, and the draft model of the 'model' drafter. The other drafters load only the target
+    (its bfloat16 copy, its own layers) or nothing."""
+    policy.check_model(target, "target")
+    if draft_model is not None:
+        policy.check_model(draft_model, "draft model")
+
+
+# ------------------------------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Validated UI inputs for one generation."""
+
+    prompt: str
+    target: str
+    drafter: str
+    draft_model: str | None
+    exit_layer: int | None
+    k: int
+    k_schedule: str  # "fixed", "heuristic" (adaptive k) or "auto" (cost-aware), see K_SCHEDULES
+    temperature: float
+    top_p: float
+    top_k: int
+    seed: int
+    max_new_tokens: int
+    stop_strings: tuple[str, ...]
+    chat_template: bool
+    notes: tuple[str, ...] = ()  # what was changed in the input (cleaned, cut), said in the status
+    max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
+    tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE  # eagle / medusa: the confidence gate (0 = always k tokens)
+    lookup: bool = False  # eagle / medusa: n-gram lookup first, the head when nothing repeats
+
+    def config(self) -> GenerationConfig:
+        """The engine's configuration for these settings."""
+        sampling = SamplingConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed)
+        return GenerationConfig(max_new_tokens=self.max_new_tokens, sampling=sampling, k=self.k,
+                                adaptive_k=self.k_schedule == "heuristic", auto_k=self.k_schedule == "auto",
+                                stop_strings=self.stop_strings)
+
+    @property
+    def adaptive_k(self) -> bool:
+        """Whether k changes during the run (the heuristic or k = auto)."""
+        return self.k_schedule != "fixed"
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0: argmax decoding."""
+        return self.temperature == 0
+
+    @property
+    def drafted_tree_nodes(self) -> int:
+        """The tree size the drafter gets: ``tree_nodes`` in greedy mode, 0 (a chain) when sampling."""
+        return self.tree_nodes if self.greedy else 0
+
+
+def _prompt(value, notes: list[str]) -> str:
+    """The prompt, cleaned (control characters out) and cut to its last :data:`MAX_PROMPT_CHARS` characters;
+    what was changed goes to ``notes``. Raises InputError for an empty prompt."""
+    from specviz.models import sanitize_prompt
+
+    prompt = text(value, "The prompt")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        notes.append(f"The prompt had {len(prompt):,} characters: only its last {MAX_PROMPT_CHARS:,} were read.")
+        prompt = prompt[-MAX_PROMPT_CHARS:]
+    clean = sanitize_prompt(prompt)
+    if not clean.text.strip():
+        raise InputError("The prompt is empty: type something (or pick an example) first.")
+    if clean.note:
+        notes.append(clean.note)
+    return clean.text
+
+
+def _drafter(value, draft_model) -> tuple[str, str | None]:
+    """(drafter key, draft model spec or None): the key must be registered (read at call time, so a drafter
+    registered later is accepted); only the 'model' drafter keeps a draft model, and it needs one."""
+    drafter = text(value, "The drafter")
+    if drafter not in drafter_keys():
+        raise InputError(f"Unknown drafter {drafter!r}: choose one of {', '.join(drafter_keys())}.")
+    spec = text(draft_model, "The draft model").strip() or None
+    if drafter != "model":
+        return drafter, None
+    if spec is None:
+        raise InputError("The 'model' drafter needs a draft model: a hub id or a local folder.")
+    return drafter, spec
+
+
+def _head_options(drafter: str, tree_nodes, confidence, lookup, temperature: float,
+                  notes: list[str]) -> tuple[int, float, bool]:
+    """(tree nodes, confidence gate, lookup first) for the head drafters (eagle, medusa); the defaults for the
+    others. A tree with sampling adds :data:`TREE_SAMPLING_NOTE` to ``notes``."""
+    if drafter not in HEAD_DRAFTERS:
+        return 0, DEFAULT_MIN_CONFIDENCE, False
+    nodes = 0
+    if tree_nodes not in (None, ""):
+        nodes = int(number(tree_nodes, "Tree nodes", 0, MAX_TREE_NODES, True))
+        if nodes and temperature > 0:
+            notes.append(TREE_SAMPLING_NOTE)
+    gate = DEFAULT_MIN_CONFIDENCE
+    if confidence not in (None, ""):
+        gate = float(number(confidence, "Confidence gate", 0, MAX_CONFIDENCE, False))
+    return nodes, gate, bool(lookup)
+
+
+K_SCHEDULES = {
+    "fixed": "k stays as set",
+    "heuristic": "adaptive k: +1 after a fully accepted pass, −1 after a rejection",
+    "auto": "k = auto: each pass's k (0 = no draft) chosen from this run's measured pass costs and acceptance",
+}
+
+
+def parse_k_schedule(value) -> str:
+    """"fixed", "heuristic" or "auto" from the app's choice (a bool means the heuristic on or off)."""
+    if isinstance(value, bool) or value is None:
+        return "heuristic" if value else "fixed"
+    key = str(value).strip().lower().split(" ")[0]
+    if key not in K_SCHEDULES:
+        raise InputError(f"Unknown draft-length schedule {value!r}: choose fixed, heuristic or auto.")
+    return key
+
+
+def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p,
+                   top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
+                   lookup=False, policy: Policy | None = None) -> Settings:
+    """Check every input of a generation. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None
+    or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa).
+    ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`).
+
+    Raises:
+        InputError: a message for the user, one sentence.
+        specviz.policy.PolicyError: a model the operator does not allow (naming the setting).
+    """
+    policy = policy or current_policy()
+    notes: list[str] = []
+    prompt = _prompt(prompt, notes)
+    target = text(target, "The target model").strip() or "embedded"
+    drafter, draft_model = _drafter(drafter, draft_model)
+    check_models(target, draft_model, policy)
+    layer = parse_exit_layer(exit_layer) if drafter == "early-exit" else None
+    temperature = float(number(temperature, "Temperature", 0, 5, False))
+    nodes, gate, lookup = _head_options(drafter, tree_nodes, confidence, lookup, temperature, notes)
+    new_tokens = number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
+                        hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
+    return Settings(
+        prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
+        k=int(number(k, "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(adaptive_k),
+        temperature=temperature,
+        top_p=float(number(_or_default(top_p, 1.0), "Top-p", 0.01, 1, False)),
+        top_k=int(number(_or_default(top_k, 0), "Top-k", 0, 1_000_000, True)),
+        seed=int(number(_or_default(seed, 0), "Seed", 0, MAX_SEED, True)),
+        max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
+        chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
+        tree_nodes=nodes, min_confidence=gate, lookup=lookup,
+    )
+
+
+# ------------------------------------------------------------------------------------------------- the prompt
+
+
+def _prompt_budget(settings: Settings, target) -> tuple[int | None, list[str]]:
+    """The most prompt tokens that fit (None: no limit) and the limit that sets it, in words. Raises InputError
+    when max new tokens alone do not fit the target's context window."""
+    from specviz.models import context_window
+
+    window = context_window(target)
+    budget, limits = None, []
+    drafts = MAX_K if settings.adaptive_k else settings.k
+    if window is not None:
+        reserve = settings.max_new_tokens + drafts + 1
+        budget = window - reserve
+        limits.append(f"the context window of {window:,} tokens less {reserve:,} for the new and drafted tokens")
+        if budget < 1:
+            most = max(1, window - drafts - 1 - 64)
+            raise InputError(f"Max new tokens ({settings.max_new_tokens}) does not fit the target's context window "
+                             f"({window:,} tokens, drafts and prompt included): choose at most {most:,}.")
+    if settings.max_prompt_tokens is not None and (budget is None or settings.max_prompt_tokens < budget):
+        budget = settings.max_prompt_tokens
+        limits = [f"the server's limit of {budget:,} prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)"]
+    return budget, limits
+
+
+def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int], str]:
+    """The prompt's ids within what fits: the target's context window less the new tokens and the draft tokens a
+    pass may add, and the operator's ``SPECVIZ_MAX_PROMPT_TOKENS``. A longer prompt loses its start (the chat
+    template stays whole).
+
+    Only the target sets the budget: the drafter never changes what the target reads (the baseline reads the same
+    ids). ``drafter`` is used only to tell the user when a draft model's own, shorter window ends during the run
+    (it then stops drafting and the target decodes alone).
+
+    Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, the draft
+    model's window). Raises InputError (one sentence) when max new tokens alone do not fit the window, or for a
+    prompt that cannot be encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
+    from specviz.drafters.model import window_note
+    from specviz.models import PromptTooLongError, fit_prompt
+
+    budget, limits = _prompt_budget(settings, target)
+    try:
+        fit = fit_prompt(target.tokenizer, settings.prompt, budget, use_chat_template=settings.chat_template)
+    except PromptTooLongError as error:
+        raise InputError(f"{error} Lower max new tokens.") from None
+    except ValueError as error:  # an empty prompt, an unencodable control token: already one sentence
+        raise InputError(str(error)) from None
+    notes = []
+    if fit.truncated:
+        notes.append(f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
+                     f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}.")
+    notes.append(window_note(drafter, len(fit.ids), settings.max_new_tokens))
+    return fit.ids, " ".join(note for note in notes if note)

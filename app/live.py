@@ -1,0 +1,706 @@
+"""The Live tab: a prompt, a drafter and k; the speculative run and its standard-decoding baseline stream side by
+side, with stats and charts, and Stop keeps what they made as the run's result.
+
+:func:`generate` (the Generate button) validates the inputs (:func:`app.inputs.parse_settings`), waits for its
+turn on the device (:mod:`app.device`: runs of every tab take turns, first come first served, and a waiting
+visitor is told how many runs are ahead), loads the target and the drafter, then runs the speculative stream and
+its baseline through :func:`specviz.core.race.race` (one thread, interleaved by each run's own clock, so neither is
+timed while the other computes) and yields rendered panes, stats and charts at a bounded rate; with the EAGLE /
+Medusa drafters also the draft tree of the latest pass and the Medusa heads' accuracy (:mod:`app.tree_view`),
+refreshed with the charts. Both engine streams get the job's cancel flag: Stop, or a closed handler, stops them
+before their next forward (a long prompt is read 256 tokens per forward). :func:`stop` flags the session's run;
+:func:`stop_run` (the Stop button) also shows what the run made so far as its result: panes without the cursor,
+finish reason "stopped", the output check up to that point and a history row marked stopped.
+
+A prompt longer than the target's context window (or than ``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left
+with the chat template kept whole, and the status says so; any exception in a run becomes a message for that
+session only (:mod:`app.messages`). Every output tuple has the order of :data:`OUTPUTS`.
+
+:func:`build_tab` lays the tab out inside the current ``gr.Tab`` and wires its events.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gradio as gr
+
+from app import device, render
+from app.device import LOCAL_PREFIX, CancelRegistry, Job, relay, session_key, waiting_status
+from app.figures import dashboard_figure
+from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer, fit_prompt_for,
+                        parse_k_schedule, parse_settings)
+from app.messages import report
+from app.tree_view import HeadAccuracy, TreeView
+from specviz.core.engine import MAX_K, speculative_generate, standard_generate
+from specviz.core.events import PassEvent
+from specviz.core.metrics import RunStats, speedup
+from specviz.core.race import race
+from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
+from specviz.drafters.registry import choices, label_of, make_drafter
+from specviz.policy import current_policy
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "history", "history-state", "draft-tree",
+           "head-accuracy")
+"""What :func:`generate` yields, in order (the components' elem_ids)."""
+
+UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
+CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
+HISTORY_ROWS = 12
+WHAT = "another session is generating"  # what visitors in line are told a Live run is doing
+
+DEFAULTS = {
+    "prompt": "",
+    "target": "embedded",
+    "drafter": "ngram",
+    "draft_model": "",
+    "exit_layer": 0,
+    "k": 4,
+    "adaptive_k": False,
+    "temperature": 0.0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "seed": 0,
+    "max_new_tokens": 128,
+    "stop_strings": "",
+    "chat_template": True,
+    "tree_nodes": 0,
+    "confidence": DEFAULT_MIN_CONFIDENCE,
+    "lookup": False,
+}
+"""The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides)."""
+
+RUNS = CancelRegistry()  # the Live tab's runs, one per session
+_VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop
+_VIEWS_LOCK = threading.Lock()
+
+
+# ------------------------------------------------------------------------------------------------- examples
+
+
+def load_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
+    """The example prompts ({id, category, prompt} per line), sorted by category."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return sorted(rows, key=lambda r: r["category"])
+
+
+def example_labels(examples: list[dict]) -> list[str]:
+    """"category · first words" per example; where two would read the same, the start of their next line
+    is added (e.g. two questions over different contexts)."""
+    labels = [f"{e['category']} · {_short(e['prompt'])}" for e in examples]
+    for i, e in enumerate(examples):
+        lines = [line for line in e["prompt"].strip().splitlines() if line.strip()]
+        if labels.count(labels[i]) > 1 and len(lines) > 1:
+            labels[i] += f" — {_short(lines[1], 5)}"
+    return labels
+
+
+def _short(prompt: str, words: int = 7) -> str:
+    first = prompt.strip().splitlines()[0].split()
+    return " ".join(first[:words]) + ("…" if len(first) > words else "")
+
+
+# ------------------------------------------------------------------------------------------------- a run
+
+
+@dataclass
+class RunView:
+    """What one generation shows: both panes, their statistics and the output comparison."""
+
+    settings: Settings
+    target_label: str
+    drafter_name: str
+    spec: render.Pane | None
+    base: render.Pane
+    spec_stats: RunStats = field(default_factory=RunStats)
+    base_stats: RunStats = field(default_factory=RunStats)
+    base_gaps: list[float | None] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    cancelled: bool = False  # stopped by the user (see mark_stopped)
+    stopped_at: float | None = None
+    notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
+    heads: HeadAccuracy | None = None  # Medusa: accuracy per head
+    trees: TreeView | None = None  # made at the first tree pass
+
+    def add(self, event: PassEvent) -> None:
+        """Fold one engine event into its pane and statistics."""
+        if event.run == "baseline":
+            self.base.add(event)
+            self.base_stats.add(event)
+            self.base_gaps.extend([event.near_tie_gap] * len(event.emitted_ids))
+        elif self.spec is not None:
+            if event.tree is not None:
+                if self.trees is None:
+                    self.trees = TreeView(self.spec.tokenizer)
+                self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
+            if self.heads is not None:
+                self.heads.add(event)
+            self.spec.add(event)
+            self.spec_stats.add(event)
+        if event.notice and event.notice not in self.notes:  # e.g. the drafter was dropped mid-run
+            self.notes.append(event.notice)
+
+    def mark_stopped(self) -> bool:
+        """Stop: freeze this view as the run's result (no cursor, finish reason "stopped" for an unfinished run).
+        Returns False when there is nothing to stop (the run finished, or was stopped already)."""
+        if self.cancelled or self.finished:
+            return False
+        self.cancelled, self.stopped_at = True, time.monotonic()
+        for pane, stats in ((self.spec, self.spec_stats), (self.base, self.base_stats)):
+            if pane is not None:
+                pane.finished = True
+            if stats.finish_reason is None:
+                stats.finish_reason = "stopped"
+        return True
+
+    @property
+    def empty(self) -> bool:
+        """No event arrived yet (the prompt is still being read)."""
+        return not self.base.passes and (self.spec is None or not self.spec.passes)
+
+    @property
+    def finished(self) -> bool:
+        """Both runs reached a finish reason (a stopped run is not finished)."""
+        if self.cancelled:
+            return False
+        done = self.base_stats.finish_reason is not None
+        return done and (self.spec is None or self.spec_stats.finish_reason is not None)
+
+    def comparison(self) -> render.Comparison:
+        """Greedy identity check of the two outputs."""
+        spec_ids = self.spec.output_ids if self.spec is not None else self.base.output_ids
+        return render.compare_outputs(spec_ids, self.base.output_ids, self.base_gaps, self.base.tokenizer,
+                                      greedy=self.settings.greedy, finished=self.finished)
+
+    # ------------------------------------------------------------------------------------------ views
+    def spec_html(self) -> str:
+        """The speculative pane."""
+        if self.spec is None:
+            return render.placeholder_html(
+                "Drafter 'none' is standard decoding: the baseline pane on the right is the whole run. "
+                "Pick a drafter to compare.")
+        s = self.spec_stats
+        figures = [("tokens/s", s.tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}"),
+                   ("accepted", s.acceptance_rate, "{:.0%}")]
+        header = render.pane_header(f"Speculative · {self.drafter_name}", _k_label(self.settings), figures)
+        return render.pane_html(header, self.spec.html())
+
+    def base_html(self) -> str:
+        """The baseline pane."""
+        s = self.base_stats
+        figures = [("tokens/s", s.tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}")]
+        header = render.pane_header("Standard decoding (baseline)", "one target forward per token", figures)
+        return render.pane_html(header, self.base.html())
+
+    def stats_html(self) -> str:
+        """The stats cards."""
+        spec = self.spec_stats if self.spec is not None else None
+        return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
+                                 stopped=self.cancelled)
+
+    def tree_html(self, every_pass: bool = False) -> str:
+        """The draft tree of the latest pass ("" when no pass drafted a tree); with ``every_pass`` the earlier
+        passes too (closed), for the end of the run."""
+        return self.trees.html(every_pass=every_pass) if self.trees is not None else ""
+
+    def heads_html(self) -> str:
+        """The Medusa heads' accuracy table ("" for other drafters)."""
+        return self.heads.html() if self.heads is not None else ""
+
+    def figure(self):
+        """The charts."""
+        spec = self.spec_stats if self.spec is not None else RunStats(run="speculative")
+        return dashboard_figure(spec, self.base_stats, k_schedule=self.settings.k_schedule)
+
+    def status(self) -> str:
+        """One line: what is happening."""
+        seconds = (self.stopped_at or time.monotonic()) - self.started
+        if self.cancelled and self.empty:
+            return render.status_html(f"Stopped after {seconds:.1f} s, while the prompt was being read.", "info",
+                                      notes=self.notes)
+        if self.cancelled:
+            return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
+                                      "shown.", "info", notes=self.notes)
+        if self.finished:
+            return render.status_html(f"Done in {seconds:.1f} s ({self._counts(reasons=True)}) · {self.target_label}",
+                                      "done", notes=self.notes)
+        n = self.spec_stats.passes if self.spec is not None else self.base_stats.passes
+        return render.status_html(f"Generating… pass {n} · both runs take turns on one device, each timed on "
+                                  f"its own clock", "busy", notes=self.notes)
+
+    def _counts(self, reasons: bool = False) -> str:
+        """Tokens (and finish reasons) of both runs: "40 tokens, finish reason: length" when they agree, else
+        "speculative 23 tokens (eos), baseline 40 tokens (length)"."""
+        def tokens(n: int) -> str:
+            return f"{n} token{'' if n == 1 else 's'}"
+
+        s, b = self.spec_stats, self.base_stats
+        if self.spec is None or (s.generated == b.generated and s.finish_reason == b.finish_reason):
+            return tokens(b.generated) + (f", finish reason: {b.finish_reason}" if reasons else "")
+        if reasons:
+            return (f"speculative {tokens(s.generated)} ({s.finish_reason}), baseline {tokens(b.generated)} "
+                    f"({b.finish_reason})")
+        return f"speculative {tokens(s.generated)}, baseline {tokens(b.generated)}"
+
+    def summary(self) -> dict:
+        """A row of the run history."""
+        s, b = self.spec_stats, self.base_stats
+        return {
+            "drafter": self.drafter_name if self.spec is not None else "none",
+            "k": _k_label(self.settings), "k_value": self.settings.k if self.spec is not None else None,
+            "alpha": s.alpha if self.spec is not None else None, "temperature": self.settings.temperature,
+            "tokens": s.generated if self.spec is not None else b.generated,
+            "acceptance": s.acceptance_rate if self.spec is not None else None,
+            "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
+            "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,
+            "speedup": speedup(s, b) if self.spec is not None else None,
+            "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
+            "stopped": self.cancelled,
+        }
+
+
+def _k_label(settings: Settings) -> str:
+    """How the run drafts, for the pane header and the history: "k = 4 (adaptive) · tree of 10 nodes, depth ≤ k ·
+    gate 0.15 · lookup first" ("" for standard decoding)."""
+    if settings.drafter == "none":
+        return ""
+    label = {"fixed": f"k = {settings.k}", "heuristic": f"k = {settings.k} (adaptive)",
+             "auto": "k = auto"}[settings.k_schedule]
+    if settings.drafted_tree_nodes:
+        label += f" · tree of {settings.drafted_tree_nodes} nodes, depth ≤ k"
+    elif settings.tree_nodes:
+        label += " · chain (trees are greedy-only)"
+    if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
+        label += f" · gate {settings.min_confidence:g}"
+    if settings.lookup:
+        label += " · lookup first"
+    return label
+
+
+def _head_accuracy(drafter) -> HeadAccuracy | None:
+    """A per-head accuracy counter for a Medusa drafter (None for the others)."""
+    heads = getattr(drafter, "heads", None)
+    count = getattr(heads, "num_heads", None)
+    return HeadAccuracy(int(count)) if isinstance(count, int) and count > 0 else None
+
+
+# ------------------------------------------------------------------------------------------------- outputs
+
+
+def history_html(history: list[dict]) -> str:
+    """The run history table (newest first)."""
+    return render.history_html(history)
+
+
+def _add_to_history(history: list[dict], view: RunView) -> None:
+    """Put ``view``'s run first in ``history`` (at most :data:`HISTORY_ROWS` rows are kept)."""
+    history.insert(0, view.summary())
+    del history[HISTORY_ROWS:]
+
+
+def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=None, history=None, state=None,
+             tree=None, heads=None):
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is. The charts stay hidden until
+    the first figure arrives; the draft tree and the heads' table show when given HTML and hide when given ""."""
+    skip = gr.skip()
+    chart = gr.update(value=figure, visible=True) if figure is not None else None
+
+    def shown(markup):
+        if markup is None:
+            return None
+        return gr.update(value=markup, visible=True) if markup else gr.update(visible=False)
+
+    return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state,
+                                                     shown(tree), shown(heads)))
+
+
+def _blank(message: str, status: str, history=None, state=None) -> tuple:
+    """Both panes show ``message``; stats, charts, draft tree and heads' table are cleared (no figures of an
+    earlier run are mistaken for this one's; earlier runs stay listed in the history)."""
+    blank = render.placeholder_html(message)
+    out = _outputs(blank, blank, None, "", status, history, state, tree="", heads="")
+    return out[:2] + (gr.update(visible=False),) + out[3:]
+
+
+def _failed(what: str, error: BaseException) -> tuple:
+    """Say what went wrong (a toast and the status line) and clear the results (see :func:`_blank`)."""
+    return _blank("No result: this run did not start or did not finish (see the message above).",
+                  report(what, error))
+
+
+def _final(view: RunView, history=None, state=None) -> tuple:
+    """Everything a finished (or stopped) run shows: panes, charts, stats, status, the whole draft tree."""
+    return _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(), history,
+                    state, tree=view.tree_html(every_pass=True), heads=view.heads_html())
+
+
+# ------------------------------------------------------------------------------------------------- generate
+
+
+def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
+             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, lookup=False, history=None,
+             request: gr.Request = None):
+    """The Generate button: validate, wait for the device, load, then stream both runs (see the module doc).
+
+    The parameters follow the order of the tab's inputs; ``tree_nodes``, ``confidence`` and ``lookup`` came last
+    (before the session history, which is server-side state), so API clients written before them still work and
+    get a chain with the default confidence gate and no lookup."""
+    history = list(history) if isinstance(history, list) else []
+    try:
+        settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
+                                  top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
+                                  confidence, lookup)
+    except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
+        yield _failed("checking the inputs", error)
+        return
+    job = device.start(RUNS, request, WHAT)
+    try:
+        def waiting(place) -> tuple:
+            return _outputs(status=waiting_status(place.ahead, place.holder, settings.notes))
+
+        if (yield from relay(job.turn(), waiting)):
+            yield from _generate_on_device(settings, history, job)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
+        yield _failed("generation", error)
+    finally:
+        job.release()  # also when Gradio closes this handler: the engine starts no other forward
+        if job.session.startswith(LOCAL_PREFIX):  # no browser session to press Stop later
+            with _VIEWS_LOCK:
+                _VIEWS.pop(job.session, None)
+
+
+def _generate_on_device(settings: Settings, history: list[dict], job: Job):
+    """The run, once the device is held: load, open the view, stream both runs; add the run to ``history`` when
+    it finished on its own (a stopped run is added by :func:`stopped_view`)."""
+    loaded = yield from _load(settings, job)
+    if loaded is None:
+        return
+    target, drafter = loaded
+    view, prompt_ids = _open_view(settings, target, drafter, job.session)
+    reading = _reading_status(view, len(prompt_ids))
+    yield _outputs(status=reading())
+    stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
+    try:
+        yield from _stream(view, stream, job.cancel, reading)
+    finally:  # also when Gradio closes this handler
+        stream.close()
+    if not (job.cancelled or view.cancelled):
+        _add_to_history(history, view)
+        yield _outputs(status=view.status(), history=history_html(history), state=history)
+
+
+class _Loading:
+    """The status while the target and the drafter load: the latest progress message and the seconds so far."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.notes = settings.notes
+        self.latest = f"Loading the target {settings.target}…"
+        self.started = time.monotonic()
+
+    def show(self, message: object = None, **hide) -> tuple:
+        """The status tuple; a str ``message`` becomes the latest one (None: a tick)."""
+        if isinstance(message, str):
+            self.latest = message
+        seconds = time.monotonic() - self.started
+        return _outputs(status=render.status_html(f"{self.latest} ({seconds:.0f} s)", "busy", notes=self.notes),
+                        **hide)
+
+
+def _load(settings: Settings, job: Job):
+    """Load the target and make the drafter in the job's threads, yielding the loading status; returns (target,
+    drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes in
+    its thread, which keeps the device until then). Raises InputError for an early-exit layer the target lacks."""
+    from specviz.models import load_model
+
+    loading = _Loading(settings)
+    yield loading.show(tree="", heads="")  # an earlier run's draft tree and heads' table go
+    target = yield from relay(job.call(load_model, settings.target, progress=job.say), loading.show)
+    if job.cancelled:
+        return None
+    check_exit_layer(settings.exit_layer, target)
+    if settings.drafter == "none":
+        return target, None
+    loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
+    drafter = yield from relay(job.call(_new_drafter, settings, target, job.say), loading.show)
+    return None if job.cancelled else (target, drafter)
+
+
+def _new_drafter(settings: Settings, target, say):
+    """A fresh drafter for ``settings`` (registry key and options) drafting for ``target``."""
+    return make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
+                        tree_nodes=settings.drafted_tree_nodes, min_confidence=settings.min_confidence,
+                        lookup=settings.lookup, progress=say)
+
+
+def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
+    """Fit the prompt into the target's window (a note says what was cut) and make the run's view, kept for
+    Stop under ``session``. Returns (view, prompt ids)."""
+    prompt_ids, note = fit_prompt_for(settings, target, drafter)
+    if note:
+        gr.Info(html.escape(note))
+    view = RunView(settings, target.label, getattr(drafter, "name", "none"),
+                   render.Pane(target.tokenizer) if drafter is not None else None,
+                   render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
+                   heads=_head_accuracy(drafter))
+    with _VIEWS_LOCK:
+        _VIEWS[session] = view
+    return view, prompt_ids
+
+
+def _reading_status(view: RunView, prompt_tokens: int):
+    """A function giving the status while the prompt is read (the prefill), with a ticking timer."""
+    runs = "both runs read" if view.spec is not None else "the target reads"
+    since = time.monotonic()
+
+    def status() -> str:
+        return render.status_html(
+            f"Reading the prompt: {runs} its {prompt_tokens:,} tokens in one forward each (the prefill; a long "
+            f"prompt takes a while on a CPU)… ({time.monotonic() - since:.0f} s)", "busy", notes=view.notes)
+
+    return status
+
+
+def _engine_events(settings: Settings, target, drafter, prompt_ids: list[int], cancel: threading.Event):
+    """The baseline's events, raced with the speculative run's when there is a drafter; both check ``cancel``
+    before every forward."""
+    config = settings.config()
+    base = standard_generate(target, prompt_ids, config, cancel=cancel)
+    if drafter is None:
+        return base
+    return race(speculative_generate(target, drafter, prompt_ids, config, cancel=cancel), base)
+
+
+def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
+    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often.
+    ``events`` may yield None while the engine computes (:meth:`app.device.Job.stream`): then Stop is noticed at
+    once, and before the first event ``idle_status()`` is shown about once a second (a ticking prefill timer)."""
+    last_update = last_chart = last_idle = 0.0
+    seen = False
+    for event in events:
+        if cancel.is_set() or view.cancelled:  # Stop: stop_run shows the view as it is now
+            return
+        if event is None:
+            now = time.monotonic()
+            if not seen and idle_status is not None and now - last_idle >= 1.0:
+                last_idle = now
+                yield _outputs(status=idle_status())
+            continue
+        seen = True
+        view.add(event)
+        now = time.monotonic()
+        slower = min(4.0, max(1.0, view.base_stats.generated / 256))  # long outputs: big HTML, fewer refreshes
+        if now - last_update >= UPDATE_INTERVAL_S * slower:
+            chart = tree = heads = None
+            if now - last_chart >= CHART_INTERVAL_S * slower:  # the tree and the heads' table at the charts' rate
+                chart, tree, heads, last_chart = view.figure(), view.tree_html(), view.heads_html(), now
+            last_update = now
+            yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status(), tree=tree,
+                           heads=heads)
+    if not (cancel.is_set() or view.cancelled):
+        yield _final(view)
+
+
+# ------------------------------------------------------------------------------------------------- stop
+
+
+def stop(request: gr.Request = None):
+    """Flag the session's run as cancelled: its engine starts no other forward, and the handler ends at once and
+    releases the device (Gradio also cancels the event). Returns the status line. Only the caller's own session is
+    stopped: a request without a session stops nothing, and a call with no request at all (Python code in this
+    process) stops the runs started without a request."""
+    RUNS.cancel(request)
+    return stopped_status()
+
+
+def stopped_status() -> str:
+    """The status line after a Stop."""
+    return render.status_html("Stopped.", "info")
+
+
+def stop_run(history=None, request: gr.Request = None):
+    """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
+    (:func:`stopped_view`). Returns a tuple in :data:`OUTPUTS` order."""
+    status = stop(request)
+    return stopped_view(history, request, status=status)
+
+
+def stopped_view(history=None, request: gr.Request = None, status: str | None = None):
+    """The result of a stopped run, as a tuple in :data:`OUTPUTS` order: both panes without the typing cursor,
+    the stats with finish reason "stopped" and the output check up to the stop, the final charts and draft tree,
+    the status, and the run history with the run added (marked stopped). When no run was streaming (still
+    loading, or finished on its own) only the status changes. The Stop button calls it a second time, one round
+    trip later, to re-send the view after any update the cancelled run still had in flight; the history row is
+    added once."""
+    key = session_key(request)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key) if key else None
+    history = list(history) if isinstance(history, list) else []
+    if view is None:
+        return _outputs(status=status or stopped_status())
+    if view.mark_stopped() and not view.empty:
+        _add_to_history(history, view)
+    elif not view.cancelled:  # it finished on its own: its result stays as it is
+        return _outputs(status=view.status())
+    if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
+        return _blank("Stopped before the first token: nothing was generated or measured.", view.status(),
+                      history_html(history), history)
+    return _final(view, history_html(history), history)
+
+
+def release_session(request: gr.Request = None):
+    """When a browser tab closes: cancel its run and forget its last view."""
+    RUNS.cancel_session(request)
+    key = session_key(request)
+    if key:
+        with _VIEWS_LOCK:
+            _VIEWS.pop(key, None)
+
+
+def drafter_changed(drafter: str):
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', and the tree size, the confidence
+    gate and lookup first for the head drafters (eagle, medusa); k only matters with a drafter. Outputs: draft
+    model, exit layer, tree nodes, confidence gate, lookup first, k, adaptive k."""
+    heads = drafter in HEAD_DRAFTERS
+    head_only = gr.update(visible=heads, interactive=heads)
+    return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
+            head_only, head_only, head_only,
+            gr.update(interactive=drafter != "none"), gr.update(interactive=drafter != "none"))
+
+
+# ------------------------------------------------------------------------------------------------- layout
+
+
+def build_tab(history: gr.State, d: dict) -> None:
+    """Lay out the Live tab inside the current ``gr.Tab`` and wire its events. ``history`` is the session's run
+    history (gr.State, also read by the "Why it works" tab); ``d`` holds every key of :data:`DEFAULTS`. The
+    drafter menu lists the registry's drafters as they are now (:func:`specviz.drafters.registry.choices`)."""
+    ui: dict[str, gr.components.Component] = {}  # elem_id-like name -> component
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="controls"):
+            _prompt_controls(ui, d)
+            _drafter_controls(ui, d)
+            _run_controls(ui, d)
+        with gr.Column(scale=3, min_width=600, elem_id="results"):
+            _results(ui)
+    _wire(ui, history)
+
+
+def _prompt_controls(ui: dict, d: dict) -> None:
+    """The prompt box and the Generate / Stop buttons."""
+    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
+                              placeholder="Ask something, or pick an example below…")
+    with gr.Row():
+        ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
+        ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+
+
+def _drafter_controls(ui: dict, d: dict) -> None:
+    """The drafter menu (read from the registry now) and what each drafter takes: a draft model, an exit layer,
+    the head drafters' tree, confidence gate and lookup first, and k (with adaptive k)."""
+    ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
+                                elem_id="drafter", info="What proposes the tokens the target checks")
+    ui["draft_model"] = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
+                                   placeholder="hub id (org/name) or local folder, same tokenizer",
+                                   visible=d["drafter"] == "model")
+    ui["exit_layer"] = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                 precision=0, elem_id="exit-layer",
+                                 info="Untrained, the first layers agree with the full model on few tokens "
+                                      "(SmolLM2-135M: 46% at layer 28/30, under 15% below 20): expect a "
+                                      "low acceptance rate; the idea shows, the speedup does not.",
+                                 visible=d["drafter"] == "early-exit")
+    heads = d["drafter"] in HEAD_DRAFTERS
+    ui["tree_nodes"] = gr.Slider(0, MAX_TREE_NODES, value=d["tree_nodes"], step=1, label="Tree nodes (0 = a chain)",
+                                 elem_id="tree-nodes",
+                                 info="EAGLE / Medusa: draft a tree of candidates (depth ≤ k) and verify it in one "
+                                      "target pass. Greedy only: at temperature > 0 the drafter drafts a chain.",
+                                 visible=heads, interactive=heads)
+    ui["confidence"] = gr.Slider(0, MAX_CONFIDENCE, value=d["confidence"], step=0.05,
+                                 label="Confidence gate (0 = always k)", elem_id="confidence",
+                                 info="EAGLE / Medusa: stop drafting where the head's own probability of the whole "
+                                      "guess so far drops below this; an unsure pass drafts fewer tokens, or none. "
+                                      "The output stays exact.",
+                                 visible=heads, interactive=heads)
+    ui["lookup"] = gr.Checkbox(d["lookup"], label="Lookup first (copy repeated text, else the head)",
+                               elem_id="lookup-first",
+                               info="EAGLE / Medusa: each pass, n-gram lookup looks for the text's last 2-3 tokens "
+                                    "earlier on and, if found, the target checks what followed them (such passes "
+                                    "are marked “copy”); the head drafts only otherwise.",
+                               visible=heads, interactive=heads)
+    ui["k"] = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
+                        interactive=d["drafter"] != "none")
+    ui["adaptive_k"] = gr.Radio([("fixed", "fixed"), ("adaptive", "heuristic"), ("auto (cost-aware)", "auto")],
+                                value=parse_k_schedule(d["adaptive_k"]), label="Draft length schedule",
+                                elem_id="k-schedule", interactive=d["drafter"] != "none",
+                                info="adaptive: +1 after a fully accepted pass, −1 after a rejection. auto: each "
+                                     "pass's k, 0 included, chosen from this run's measured costs and acceptance.")
+
+
+def _run_controls(ui: dict, d: dict) -> None:
+    """Max new tokens (up to the operator's cap, read now), the target, sampling and stopping, and the example
+    prompts."""
+    max_tokens = current_policy().max_new_tokens  # SPECVIZ_MAX_NEW_TOKENS
+    ui["max_new_tokens"] = gr.Slider(1, max_tokens, value=min(d["max_new_tokens"], max_tokens), step=1,
+                                     label="Max new tokens", elem_id="max-new-tokens")
+    ui["target"] = gr.Textbox(d["target"], label="Target model", elem_id="target",
+                              info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
+    with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
+        ui["temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
+                                      label="Temperature (0 = greedy)")
+        with gr.Row():
+            ui["top_p"] = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)", elem_id="top-p")
+            # no minimum= on number boxes: Gradio would refuse a negative number in a popup before the handler
+            # runs; the handler says what is wrong in the status line
+            ui["top_k"] = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, elem_id="top-k")
+        ui["seed"] = gr.Number(d["seed"], label="Seed", precision=0, elem_id="seed")
+        ui["stop_strings"] = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
+                                        placeholder="comma- or newline-separated; \\n for a newline")
+        ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
+    examples = load_examples()
+    gr.Examples(examples=[[e["prompt"]] for e in examples], inputs=[ui["prompt"]], label="Example prompts",
+                example_labels=example_labels(examples), examples_per_page=18, elem_id="examples")
+
+
+def _results(ui: dict) -> None:
+    """The status line, the legend, both panes, the draft tree and heads' table, stats, charts and history."""
+    ui["status"] = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"), elem_id="status")
+    gr.HTML(render.legend_html(), elem_id="legend")
+    with gr.Row(equal_height=True, elem_id="panes"):
+        ui["spec_out"] = gr.HTML(render.placeholder_html("The speculative run appears here."),
+                                 elem_id="spec-output", elem_classes=["out-pane"])
+        ui["base_out"] = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
+                                 elem_id="baseline-output", elem_classes=["out-pane"])
+    with gr.Row(equal_height=False, elem_id="drafter-insight"):
+        ui["tree_out"] = gr.HTML("", elem_id="draft-tree", visible=False, scale=3)
+        ui["heads_out"] = gr.HTML("", elem_id="head-accuracy", visible=False, scale=1, min_width=280)
+    ui["stats"] = gr.HTML("", elem_id="stats")
+    ui["charts"] = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
+    ui["history_out"] = gr.HTML("", elem_id="history")
+
+
+INPUTS = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k", "adaptive_k", "temperature", "top_p",
+          "top_k", "seed", "max_new_tokens", "stop_strings", "chat_template", "tree_nodes", "confidence", "lookup")
+"""The controls :func:`generate` reads, in the order of its parameters (the history follows)."""
+
+
+def _wire(ui: dict, history: gr.State) -> None:
+    """Generate, Stop (which cancels the run and shows what it made, then re-sends that view one round trip
+    later, after any update the cancelled run still had in flight) and the drafter menu's dependent controls."""
+    inputs = [ui[name] for name in INPUTS] + [history]
+    outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
+               ui["tree_out"], ui["heads_out"]]  # the order of OUTPUTS
+    run = ui["generate"].click(generate, inputs=inputs, outputs=outputs, api_name="generate", show_progress="minimal",
+                               show_progress_on=[ui["status"]], concurrency_limit=8,
+                               concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+    ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
+        stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]],
+                         outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
+                                                        "lookup", "k", "adaptive_k")],
+                         queue=False, api_visibility="private")

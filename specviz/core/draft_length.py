@@ -1,0 +1,170 @@
+"""How many tokens to draft in the next pass: fixed k, the heuristic schedule, or a cost-aware choice (k = auto).
+
+**Heuristic** (:class:`HeuristicK`): +1 after a pass whose drafter filled k and had every token accepted, -1 after a
+rejection, within [1, k_max]; the rule of transformers' assisted generation ("heuristic" schedule). It ignores what
+a pass costs, so it keeps drafting where no k pays.
+
+**Cost-aware** (:class:`AutoK`): before each pass, for every k in 0..k_max, the expected decoding rate
+
+    rate(k) = E[tokens per pass](k) / E[pass ms](k),   E[tokens](k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
+    E[pass ms](k) = T_verify(k + 1) + k * T_draft + T_other,
+
+with a_i the run's recent per-position acceptance (a position the drafter did not fill counts as not accepted,
+as in the what-if of k) and the costs measured on this run's own passes: T_verify(n) of a forward over n tokens
+at the current context length (a decaying average per n, interpolated between measured n), T_draft per drafted
+token, T_other per pass. k = 0 is a plain one-token step (rate 1 / T(1)). The k with the highest rate wins, so
+the run stops drafting where no k is expected to beat standard decoding, and drafts longer where acceptance is
+high and verification is cheap. The choice and its expected gain over k = 0, rate(k) / rate(0), are reported on
+each pass event.
+
+Learning needs samples the choice alone would not give: while T(1) is unknown or stale the controller runs a k = 0
+pass now and then, and after several passes without drafting it drafts a short probe to see whether acceptance
+came back. Both cost little, and neither changes the output: the draft length never does (greedy output is the
+baseline's; sampling keeps the target's distribution). Because the choice reads the run's timings, a sampled run
+with k = auto is exact but not bit-reproducible from its seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
+PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached (weight PRIOR_WEIGHT)
+PRIOR_WEIGHT = 1.0
+PRIOR_SLOPE = 0.10  # T(n) / T(1) grows by this per extra token until two sizes were measured
+STEP_PROBE_EVERY = 24  # passes between k = 0 samples of T(1) when the choice never picks k = 0
+DRAFT_PROBE_AFTER = 6  # k = 0 passes in a row before a short draft tests acceptance again
+PROBE_K = 2
+
+
+class HeuristicK:
+    """The heuristic schedule (see the module docstring); ``adaptive=False`` keeps k fixed."""
+
+    def __init__(self, k: int, k_max: int, adaptive: bool) -> None:
+        self.k, self.k_max, self.adaptive = k, k_max, adaptive
+        self.expected_gain: float | None = None
+
+    def choose(self, budget: int) -> int:
+        """The draft length the next pass asks for (the engine cuts it to the budget)."""
+        return self.k
+
+    def observe(self, requested: int, proposed: int, accepted: int, **_costs) -> None:
+        """Update k after a pass that asked for ``requested`` tokens, got ``proposed`` and kept ``accepted``."""
+        if not self.adaptive or proposed == 0:
+            return
+        if accepted < proposed:
+            self.k = max(self.k - 1, 1)
+        elif proposed >= requested:
+            self.k = min(self.k + 1, self.k_max)
+
+
+@dataclass
+class _Decaying:
+    """A decaying sum and weight: its mean follows recent values."""
+
+    total: float = 0.0
+    weight: float = 0.0
+
+    def add(self, value: float, weight: float = 1.0) -> None:
+        self.total = self.total * DECAY + value * weight
+        self.weight = self.weight * DECAY + weight
+
+    def mean(self) -> float | None:
+        return self.total / self.weight if self.weight > 1e-9 else None
+
+
+@dataclass
+class AutoK:
+    """The cost-aware draft length (see the module docstring).
+
+    Attributes:
+        k_max: the longest draft considered.
+        k: the draft length of the first pass (before anything was measured).
+        expected_gain: rate(k) / rate(0) of the last choice (None before costs are known).
+    """
+
+    k_max: int
+    k: int = 4
+    expected_gain: float | None = None
+    _reached: list[_Decaying] = field(default_factory=list)
+    _accepted: list[_Decaying] = field(default_factory=list)
+    _verify: dict[int, _Decaying] = field(default_factory=dict)  # forward length n -> ms
+    _draft: _Decaying = field(default_factory=_Decaying)  # ms per drafted token
+    _other: _Decaying = field(default_factory=_Decaying)  # ms per pass
+    _since_step: int = 0
+    _idle: int = 0
+
+    def __post_init__(self) -> None:
+        self._reached = [_Decaying() for _ in range(self.k_max)]
+        self._accepted = [_Decaying() for _ in range(self.k_max)]
+
+    # ------------------------------------------------------------------------------------------ estimates
+    def acceptance(self) -> list[float]:
+        """a_1..a_kmax: recent P(position i accepted | positions before it accepted), with a weak prior."""
+        out = []
+        for reached, accepted in zip(self._reached, self._accepted):
+            out.append((accepted.total + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (reached.total + PRIOR_WEIGHT))
+        return out
+
+    def verify_ms(self, n: int) -> float | None:
+        """T_verify(n): the measured mean for n tokens, else interpolated or extrapolated from measured sizes
+        (with :data:`PRIOR_SLOPE` while only one size is known); None before any pass."""
+        known = sorted((size, avg.mean()) for size, avg in self._verify.items() if avg.mean() is not None)
+        if not known:
+            return None
+        for (x0, y0), (x1, y1) in zip(known, known[1:]):
+            if x0 <= n <= x1:
+                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        if len(known) == 1:
+            (x, y), slope = known[0], known[0][1] * PRIOR_SLOPE / (1 + PRIOR_SLOPE * (known[0][0] - 1))
+        else:
+            (x, y) = known[0] if n < known[0][0] else known[-1]
+            (a, ya), (b, yb) = (known[0], known[1]) if n < known[0][0] else (known[-2], known[-1])
+            slope = max(0.0, (yb - ya) / (b - a))
+        return max(1e-6, y + slope * (n - x))
+
+    def rate(self, k: int, rates: list[float]) -> float | None:
+        """Expected tokens per ms at draft length k (None before any cost is known)."""
+        verify = self.verify_ms(k + 1)
+        if verify is None:
+            return None
+        tokens, survive = 1.0, 1.0
+        for a in rates[:k]:
+            survive *= a
+            tokens += survive
+        cost = verify + k * (self._draft.mean() or 0.0) + (self._other.mean() or 0.0)
+        return tokens / cost
+
+    # ------------------------------------------------------------------------------------------ choosing
+    def choose(self, budget: int) -> int:
+        """The draft length for the next pass, in 0..min(k_max, budget)."""
+        limit = max(0, min(self.k_max, budget))
+        rates = self.acceptance()
+        values = [self.rate(k, rates) for k in range(limit + 1)]
+        if values[0] is None:  # nothing measured yet: the configured start
+            self.expected_gain = None
+            return min(self.k, limit)
+        best = max(range(limit + 1), key=lambda k: (values[k], -k))
+        self.expected_gain = values[best] / values[0]
+        if best > 0 and 1 not in self._verify or self._since_step >= STEP_PROBE_EVERY:
+            best = 0  # sample T(1): the anchor of every comparison
+        elif best == 0 and self._idle >= DRAFT_PROBE_AFTER and limit > 0:
+            best = min(PROBE_K, limit)  # has acceptance come back?
+        return best
+
+    def observe(self, requested: int, proposed: int, accepted: int, *, verify_ms: float = 0.0,
+                draft_ms: float = 0.0, other_ms: float = 0.0, forward_tokens: int = 0) -> None:
+        """Learn from a pass: ``requested`` k, ``proposed`` and ``accepted`` drafts, its times (ms) and the number
+        of tokens its target forward read (``forward_tokens``, 1 + the drafts)."""
+        if forward_tokens > 0:
+            self._verify.setdefault(forward_tokens, _Decaying()).add(verify_ms)
+            self._other.add(other_ms)
+        if proposed > 0:
+            self._draft.add(draft_ms / proposed, proposed)
+        self._since_step = 0 if forward_tokens == 1 else self._since_step + 1
+        self._idle = self._idle + 1 if requested == 0 else 0
+        for i in range(min(requested, self.k_max)):  # position i+1 was reached iff the i before it were accepted
+            if i > accepted:
+                break
+            self._reached[i].add(1.0)
+            self._accepted[i].add(1.0 if i < accepted else 0.0)

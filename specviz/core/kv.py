@@ -1,0 +1,323 @@
+"""The KV cache, model forwards over it, and the functions that roll it back.
+
+:class:`SlabCache` keeps every layer's keys and values in buffers allocated ahead (a slab per layer, grown by
+doubling when a run outlasts it), writes each forward's new positions in place, and rolls back by length: a
+rejected draft costs nothing to undo, and a step copies only its own new keys and values (a growing cache that
+concatenates copies all of them every step). Rows of a batch may hold different lengths (ragged acceptance);
+the engine then passes each row's attention mask and positions. It implements transformers' ``Cache``
+interface, so the stock model code reads and writes it.
+
+transformers 5.24 is pinned: its model forwards take ``cache=`` (the old ``past_key_values=`` still works there
+with a deprecation warning; :func:`_cache_argument` picks the name a given model's forward accepts, so the GPU
+check runs on older 5.x releases too).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+from specviz.core.events import RunCancelled
+
+PREFILL_CHUNK = 256
+"""Most tokens one forward reads: a long prompt is read in chunks this size, so a Stop (checked before every
+forward) is honoured within one chunk. The baseline and the speculative run chunk alike (same numerics)."""
+
+INITIAL_CAPACITY = 256
+"""Positions a slab holds before it first grows (it doubles when a run needs more)."""
+
+
+class SlabLayer(CacheLayerMixin):
+    """One attention layer's keys and values: (B, H_kv, capacity, D) buffers and each row's length.
+
+    ``update`` writes the n new positions of row b at ``lengths[b] .. lengths[b] + n`` and returns views of the
+    first ``max(lengths) + n`` positions (rows that are shorter hold stale entries there, hidden by the engine's
+    mask). Lengths are Python ints: reading them never waits for the device.
+    """
+
+    is_compileable = False
+    is_croppable = True
+    is_sliding = False
+
+    def __init__(self, capacity: int = INITIAL_CAPACITY) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.lengths: list[int] = []
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """Allocate the slabs from the first keys' batch, heads, head size, dtype and device."""
+        batch, heads, _, _ = key_states.shape
+        self.device = key_states.device
+        self.keys = key_states.new_zeros((batch, heads, self.capacity, key_states.shape[-1]))
+        self.values = value_states.new_zeros((batch, heads, self.capacity, value_states.shape[-1]))
+        self.lengths = [0] * batch
+        self.is_initialized = True
+
+    @torch.inference_mode()
+    def _grow(self, needed: int) -> None:
+        size = max(needed, 2 * self.capacity)
+        for name in ("keys", "values"):
+            old = getattr(self, name)
+            new = old.new_zeros((*old.shape[:2], size, old.shape[-1]))
+            new[:, :, :self.capacity] = old
+            setattr(self, name, new)
+        self.capacity = size
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write (B, H_kv, n, D) new keys and values after each row's length; return (B, H_kv, span, D) views,
+        span = the longest row's new length."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        end = max(self.lengths) + n
+        if end > self.capacity:
+            self._grow(end)
+        if min(self.lengths) == max(self.lengths):  # every row at the same length: one copy per tensor
+            start = self.lengths[0]
+            self.keys[:, :, start:start + n] = key_states
+            self.values[:, :, start:start + n] = value_states
+        else:
+            for row, start in enumerate(self.lengths):
+                self.keys[row, :, start:start + n] = key_states[row]
+                self.values[row, :, start:start + n] = value_states[row]
+        self.lengths = [length + n for length in self.lengths]
+        return self.keys[:, :, :end], self.values[:, :, :end]
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        """(kv length, offset) for transformers' mask: the longest row plus the new positions, from 0."""
+        return (max(self.lengths) if self.lengths else 0) + query_length, 0
+
+    def get_seq_length(self) -> int:
+        """The longest row's length (all rows in a single-prompt run)."""
+        return max(self.lengths) if self.lengths else 0
+
+    def get_max_length(self) -> int:
+        """No fixed maximum: a slab grows when it must."""
+        return -1
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """transformers' crop: remove ``-tokens_to_remove`` positions from every row."""
+        self.lengths = [max(0, length + min(0, tokens_to_remove)) for length in self.lengths]
+
+    @torch.inference_mode()
+    def keep(self, row: int, positions: list[int]) -> None:
+        """Keep only ``positions`` (ascending) of ``row``, moved to its front in order; its length becomes their
+        number."""
+        index = torch.tensor(positions, dtype=torch.long, device=self.keys.device)
+        for name in ("keys", "values"):
+            buffer = getattr(self, name)
+            buffer[row, :, :len(positions)] = buffer[row].index_select(1, index)
+        self.lengths[row] = len(positions)
+
+    def reset(self) -> None:
+        """Empty every row (the slabs stay allocated)."""
+        self.lengths = [0] * len(self.lengths)
+
+
+class SlabCache(Cache):
+    """A KV cache of :class:`SlabLayer` s, one per decoder layer of the model it was made for.
+
+    Invariants a run relies on: ``row_lengths()`` is the same in every layer; a forward of n tokens extends
+    every row by n; :func:`rollback_cache` and :func:`keep_positions` change lengths only (and, for a tree, move
+    the kept entries to the front), never the slabs' addresses.
+    """
+
+    def __init__(self, num_layers: int, capacity: int = INITIAL_CAPACITY) -> None:
+        super().__init__(layers=[SlabLayer(capacity) for _ in range(num_layers)])
+
+    def row_lengths(self) -> list[int]:
+        """Positions held per row (a single-prompt run has one row)."""
+        return list(self.layers[0].lengths) if self.layers and self.layers[0].is_initialized else []
+
+    def set_row_lengths(self, lengths: list[int]) -> None:
+        """Shorten rows to ``lengths`` (each <= the row's current length): a rollback per row."""
+        current = self.row_lengths()
+        if len(lengths) != len(current) or any(not 0 <= new <= old for new, old in zip(lengths, current)):
+            raise ValueError(f"cannot roll rows of {current} positions back to {lengths}")
+        for layer in self.layers:
+            layer.lengths = list(lengths)
+
+
+def _decoder_layers(model: torch.nn.Module) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
+
+
+def new_cache(model: torch.nn.Module, capacity: int = INITIAL_CAPACITY) -> SlabCache:
+    """An empty :class:`SlabCache` for ``model`` (one layer per decoder layer), ``capacity`` positions ahead."""
+    return SlabCache(_decoder_layers(model), capacity)
+
+
+def cache_length(cache: Cache) -> int:
+    """Number of positions held in ``cache`` (tokens; the longest row of a batch)."""
+    return int(cache.get_seq_length())
+
+
+def _use_threads(model: torch.nn.Module, new_tokens: int) -> None:
+    """Set torch's thread count to the one measured fastest for this forward's size, when the model carries a
+    choice (``model._specviz_threads`` = (one-token, several-token) threads, set by :mod:`specviz.tuning`)."""
+    choice = getattr(model, "_specviz_threads", None)
+    if choice:
+        wanted = choice[0] if new_tokens == 1 else choice[1]
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)
+
+
+_CACHE_ARGUMENT: dict[type, str] = {}
+
+
+def _cache_argument(model: torch.nn.Module) -> str:
+    """The keyword a model's forward takes its cache by: ``cache`` (transformers >= 5.24) or ``past_key_values``."""
+    kind = type(model)
+    if kind not in _CACHE_ARGUMENT:
+        parameters = inspect.signature(model.forward).parameters
+        _CACHE_ARGUMENT[kind] = "cache" if "cache" in parameters else "past_key_values"
+    return _CACHE_ARGUMENT[kind]
+
+
+@torch.inference_mode()
+def forward_logits(
+    model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int
+) -> torch.Tensor:
+    """Run ``model`` over ``input_ids`` appended to ``cache`` and return the last logits.
+
+    Args:
+        model: a causal LM (transformers ``*ForCausalLM``).
+        input_ids: n new token ids; positions continue after ``cache_length(cache)``.
+        cache: the KV cache, extended in place by n positions.
+        num_logits: how many final positions need logits (1 for decoding, k+1 for verification); the LM
+            head runs only on those rows.
+
+    Returns:
+        (num_logits, V) float32 logits, on the model's device.
+    """
+    _use_threads(model, len(input_ids))
+    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, **{_cache_argument(model): cache})
+    return out.logits[0, -num_logits:].float()
+
+
+@torch.inference_mode()
+def forward_logits_features(
+    model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int, *,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`forward_logits` that also returns the final features (after the last norm) of every new position.
+
+    The logits are computed exactly as :func:`forward_logits` computes them (same call, same LM head), so runs
+    that need features (EAGLE / Medusa drafters) keep the baseline's numerics.
+
+    Args:
+        model, input_ids, cache, num_logits: as :func:`forward_logits`.
+        attention_mask: optional (1, 1, n, cache_len + n) bool mask (a tree mask, see :mod:`specviz.core.tree`).
+        position_ids: optional (1, n) positions (default: continuing after the cache).
+
+    Returns:
+        (num_logits, V) float32 logits and (n, H) features, on the model's device.
+    """
+    _use_threads(model, len(input_ids))
+    ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
+    kwargs = {}
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask
+    if position_ids is not None:
+        kwargs["position_ids"] = position_ids
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
+                **{_cache_argument(model): cache}, **kwargs)
+    return out.logits[0, -num_logits:].float(), out.hidden_states[-1][0]
+
+
+def check_cancel(cancel: object | None) -> None:
+    """Raise :class:`~specviz.core.events.RunCancelled` when ``cancel`` is set: a flag with ``is_set()`` (a
+    threading.Event) or a callable returning True to stop."""
+    if cancel is not None and (cancel.is_set() if hasattr(cancel, "is_set") else cancel()):
+        raise RunCancelled("the run was stopped")
+
+
+def forward_chunked(
+    model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int, *,
+    cancel: object | None = None, features: bool = False, chunk: int = PREFILL_CHUNK,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`forward_logits` (or :func:`forward_logits_features`) over ``input_ids`` in forwards of at most
+    ``chunk`` tokens, checking ``cancel`` before each one.
+
+    Args:
+        model, input_ids, cache, num_logits: as :func:`forward_logits`; ``num_logits`` <= the last chunk's length.
+        cancel: a flag with ``is_set()`` or a callable (see :func:`check_cancel`); checked before every forward.
+        features: also return the final features of every new position (concatenated over the chunks).
+        chunk: most tokens per forward (a tree mask or explicit positions are never split: one forward).
+        attention_mask, position_ids: as :func:`forward_logits_features`.
+
+    Returns:
+        (num_logits, V) float32 logits and (n, H) features or None.
+
+    Raises:
+        RunCancelled: ``cancel`` was set before a forward started.
+    """
+    if attention_mask is not None or position_ids is not None or len(input_ids) <= chunk:
+        pieces = [input_ids]
+    else:
+        pieces = [input_ids[i:i + chunk] for i in range(0, len(input_ids), chunk)]
+    feats: list[torch.Tensor] = []
+    for piece in pieces:
+        check_cancel(cancel)
+        wanted = num_logits if piece is pieces[-1] else 1
+        if features or attention_mask is not None or position_ids is not None:
+            logits, f = forward_logits_features(model, piece, cache, wanted, attention_mask=attention_mask,
+                                                position_ids=position_ids)
+            feats.append(f)
+        else:
+            logits = forward_logits(model, piece, cache, wanted)
+    if not features:
+        return logits, None
+    return logits, feats[0] if len(feats) == 1 else torch.cat(feats)
+
+
+def keep_positions(cache: SlabCache, keep: list[int]) -> None:
+    """Keep only the cached positions listed in ``keep`` (ascending), in that order; used after a tree pass to
+    keep the context plus the accepted path. In place (single-row caches).
+
+    Raises:
+        ValueError: an index out of range or not ascending.
+    """
+    length = cache_length(cache)
+    if any(b <= a for a, b in zip(keep, keep[1:])) or (keep and not 0 <= keep[0] <= keep[-1] < length):
+        raise ValueError(f"positions to keep must be ascending and within the cache of {length}")
+    moved = next((i for i, position in enumerate(keep) if position != i), len(keep))
+    if moved == len(keep):  # a prefix: a rollback
+        rollback_cache(cache, len(keep))
+        return
+    for layer in cache.layers:
+        layer.keep(0, keep)
+
+
+def rollback_cache(cache: Cache, keep_len: int) -> None:
+    """Drop every cached position at or after ``keep_len`` (rejected draft tokens), in place (a single-row cache;
+    a batch's rows are set one by one with :meth:`SlabCache.set_row_lengths`).
+
+    Raises:
+        ValueError: if ``keep_len`` is negative or longer than the cache.
+    """
+    length = cache_length(cache)
+    if keep_len < 0 or keep_len > length:
+        raise ValueError(f"cannot roll a cache of {length} positions back to {keep_len}")
+    if keep_len < length:
+        cache.crop(keep_len - length)
+
+
+class Clock:
+    """Milliseconds on a device: synchronizes CUDA before reading ``time.perf_counter``."""
+
+    def __init__(self, device: torch.device) -> None:
+        self._cuda = device.type == "cuda"
+
+    def now_ms(self) -> float:
+        """Current time in ms (after the device has finished queued work)."""
+        if self._cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() * 1000.0

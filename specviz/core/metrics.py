@@ -1,0 +1,405 @@
+"""Running statistics of a run, computed from its events. Every figure carries its definition.
+
+Counters count committed work: drafts the verifier accepted after the run's end (EOS, a stop string or the budget
+inside a pass) count neither as drafted nor as accepted (:attr:`PassEvent.counted_drafted`,
+:attr:`PassEvent.committed_accepted`). A tree pass counts every node it verified as drafted, and its accepted path
+as accepted.
+
+- acceptance rate = accepted / drafted, in [0, 1]; the bonus token is not a draft, so it is excluded (a tree:
+  accepted path tokens / nodes verified).
+- tokens per pass (tau, mean accepted length) = emitted tokens / target passes, bonus included, in
+  [1, k+1]; the prefill and its token are not counted (they are reported as time to first token).
+- per-token acceptance alpha = accepted / (accepted + rejections): only positions the target judged count
+  (tokens after a pass's first rejection were never judged).
+- per-position acceptance i = P(draft token i accepted | tokens < i accepted), i = 1..k (conditional); the
+  unconditional share accepted-at-position-i / passes is what vLLM exports (:attr:`RunStats.per_position_share`).
+- expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean proposed length
+  (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
+- speedup = speculative tokens/s over baseline tokens/s, both on their own clocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from specviz.core.events import PassEvent
+
+
+def expected_tokens_per_pass(alpha: float, k: float) -> float:
+    """E[tokens per pass] = (1 - alpha^(k+1)) / (1 - alpha) for per-token acceptance alpha and draft length k.
+
+    Args:
+        alpha: per-token acceptance in [0, 1].
+        k: draft length (may be fractional: the mean proposed length).
+
+    Returns:
+        Expected tokens per pass, in [1, k+1] (k+1 when alpha == 1).
+
+    Raises:
+        ValueError: if alpha is outside [0, 1] or k < 0.
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1.0)) / (1.0 - alpha)
+
+
+def predicted_speedup_paper(alpha: float, k: float, c: float) -> float:
+    """Leviathan et al. 2023, Thm 3.8: E[tau] / (c k + 1); assumes a verification costs one target step.
+
+    ``c`` is the draft's cost per token over one target step (dimensionless).
+    """
+    return expected_tokens_per_pass(alpha, k) / (c * k + 1.0)
+
+
+def predicted_speedup_measured(alpha: float, k: float, t_step_ms: float, t_verify_ms: float, t_draft_ms: float) -> float:
+    """E[tau] x T_step / (T_verify(k) + T_draft(k)), with measured times in ms per pass."""
+    denom = t_verify_ms + t_draft_ms
+    return expected_tokens_per_pass(alpha, k) * t_step_ms / denom if denom > 0 else float("nan")
+
+
+# ------------------------------------------------------------------------------- the cost model of a pass
+
+
+def expected_tokens(rates: Sequence[float], k: int) -> float:
+    """E[tokens per pass](k) = 1 + sum_{j=1..k} prod_{i<=j} a_i.
+
+    Args:
+        rates: per-position acceptance a_1..a_K, each in [0, 1].
+        k: draft length, 0..K (0 is standard decoding: 1 token per pass).
+
+    Raises:
+        ValueError: k outside 0..len(rates), or a rate outside [0, 1].
+    """
+    if not 0 <= k <= len(rates):
+        raise ValueError(f"k must be in 0..{len(rates)}, got {k}")
+    total, survive = 1.0, 1.0
+    for a in rates[:k]:
+        if not 0.0 <= a <= 1.0:
+            raise ValueError(f"acceptance rates must be in [0, 1], got {a}")
+        survive *= a
+        total += survive
+    return total
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Measured costs in ms.
+
+    Attributes:
+        step_ms: the baseline's time per generated token (forward + bookkeeping): the cost of one standard step.
+        step_forward_ms: the baseline's one-token forward alone: T_verify(0), the anchor of the verify curve.
+        draft_ms_per_token: the drafter's time per drafted token.
+        verify_points: (m drafted tokens, median verify ms) measured points, m >= 1, sorted by m.
+        pass_overhead_ms: a speculative pass's time outside draft and verify (acceptance, rollback, detokenizing).
+        prefill_ms: the prefill (time to first token); only :func:`end_to_end_speedup` uses it.
+    """
+
+    step_ms: float
+    step_forward_ms: float
+    draft_ms_per_token: float
+    verify_points: tuple[tuple[int, float], ...]
+    pass_overhead_ms: float = 0.0
+    prefill_ms: float = 0.0
+
+    def verify_ms(self, k: float) -> float:
+        """T_verify(k): piecewise-linear through (0, step_forward_ms) and :attr:`verify_points`; past the last point
+        the last segment's slope continues (never below the last point)."""
+        points = [(0.0, self.step_forward_ms)] + [(float(m), ms) for m, ms in self.verify_points if m > 0]
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            if k <= x1:
+                return y0 + (y1 - y0) * (k - x0) / (x1 - x0)
+        if len(points) == 1:
+            return self.step_forward_ms
+        (x0, y0), (x1, y1) = points[-2], points[-1]
+        return max(y1, y1 + (y1 - y0) * (k - x1) / (x1 - x0))
+
+    def pass_ms(self, k: int) -> float:
+        """A speculative pass at draft length k: T_verify(k) + k * T_draft + T_other."""
+        return self.verify_ms(k) + k * self.draft_ms_per_token + self.pass_overhead_ms
+
+
+def predicted_speedup(expected: float, step_ms: float, pass_ms: float) -> float:
+    """E[tau] * T_step / T_pass: tokens per pass over the cost of a pass counted in standard steps."""
+    if pass_ms <= 0:
+        raise ValueError(f"a pass must take some time, got {pass_ms} ms")
+    return expected * step_ms / pass_ms
+
+
+def end_to_end_speedup(expected: float, costs: Costs, k: int, tokens: int) -> float:
+    """The tokens/s ratio of whole runs of ``tokens`` tokens, prefill included (both runs pay the same prefill):
+    (T_prefill + (N-1) T_step) / (T_prefill + (N-1) / E[tau] * T_pass(k))."""
+    rest = max(tokens - 1, 0)
+    base = costs.prefill_ms + rest * costs.step_ms
+    spec = costs.prefill_ms + rest / expected * costs.pass_ms(k)
+    return base / spec if spec > 0 else float("nan")
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def _add_lists(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(a), len(b))
+    return tuple((a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n))
+
+
+@dataclass
+class Counters:
+    """The additive counts of one run or many (prompts, repeats): ``a + b`` merges them, and every figure is
+    derived from the counts, so a pooled figure is the ratio of sums, never a mean of ratios. Times in ms on the
+    runs' own clocks.
+
+    Attributes:
+        runs: runs counted.
+        passes: target passes after the prefill; ``emitted``: tokens those passes emitted (bonus included);
+            ``generated``: every output token (the prefill's included).
+        drafted / accepted / rejections: committed work (see the module docstring); a tree pass counts its
+            verified nodes as drafted (``tree_passes``, ``tree_nodes``).
+        prefill_ms: time to first token; draft_ms / verify_ms / other_ms: the passes' split of their time.
+        position_tried / position_accepted: per drafted position i (index i-1): passes that judged it (drafted it
+            with positions before it accepted) and passes that accepted it.
+        position_reached: per position i: passes that *asked* for at least i tokens with positions before it
+            accepted (a position the drafter did not fill counts as reached and not accepted: the what-if of k).
+    """
+
+    runs: int = 0
+    passes: int = 0
+    emitted: int = 0
+    generated: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    rejections: int = 0
+    tree_passes: int = 0
+    tree_nodes: int = 0
+    prefill_ms: float = 0.0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    other_ms: float = 0.0
+    position_tried: tuple[int, ...] = ()
+    position_accepted: tuple[int, ...] = ()
+    position_reached: tuple[int, ...] = ()
+
+    def __add__(self, other: Counters) -> Counters:
+        sums = {name: getattr(self, name) + getattr(other, name) for name in _SCALARS}
+        lists = {name: _add_lists(getattr(self, name), getattr(other, name)) for name in _LISTS}
+        return Counters(**sums, **lists)
+
+    @classmethod
+    def of(cls, events) -> Counters:
+        """The counters of one run's events."""
+        counters = cls()
+        for event in events:
+            counters.add(event)
+        return counters
+
+    def add(self, event: PassEvent) -> None:
+        """Fold one event in (the prefill starts a run)."""
+        if event.kind == "prefill":
+            self.runs += 1
+            self.generated += len(event.emitted_ids)
+            self.prefill_ms += event.timings.total_ms
+            return
+        accepted, rejections = event.committed_accepted, event.num_rejections
+        self.passes += 1
+        self.emitted += len(event.emitted_ids)
+        self.generated += len(event.emitted_ids)
+        self.drafted += event.counted_drafted
+        self.accepted += accepted
+        self.rejections += rejections
+        if event.tree is not None:
+            self.tree_passes += 1
+            self.tree_nodes += event.tree.num_nodes
+        self.draft_ms += event.timings.draft_ms
+        self.verify_ms += event.timings.verify_ms
+        self.other_ms += event.timings.other_ms
+        shown = accepted if event.cut_in_drafts else event.num_drafted
+        asked = accepted if event.cut_in_drafts else event.k
+        tried = [1 if i < accepted + rejections else 0 for i in range(shown)]
+        self.position_tried = _add_lists(self.position_tried, tuple(tried))
+        self.position_accepted = _add_lists(self.position_accepted, tuple(1 if i < accepted else 0
+                                                                            for i in range(shown)))
+        self.position_reached = _add_lists(self.position_reached, tuple(1 if i <= accepted else 0
+                                                                          for i in range(asked)))
+
+    # ---------------------------------------------------------------------------------------- derived figures
+    @property
+    def elapsed_ms(self) -> float:
+        """Own-clock time of the runs, prefill included (ms)."""
+        return self.prefill_ms + self.draft_ms + self.verify_ms + self.other_ms
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """accepted / drafted in [0, 1]; None when nothing was drafted (standard decoding)."""
+        return _ratio(self.accepted, self.drafted)
+
+    @property
+    def alpha(self) -> float | None:
+        """Per-token acceptance accepted / (accepted + rejections); None when nothing was judged."""
+        return _ratio(self.accepted, self.accepted + self.rejections)
+
+    @property
+    def tokens_per_pass(self) -> float | None:
+        """Emitted tokens / target passes (bonus included, prefill excluded); None before the first pass."""
+        return _ratio(self.emitted, self.passes)
+
+    @property
+    def mean_proposed(self) -> float:
+        """Mean number of tokens drafted per pass (m)."""
+        return self.drafted / self.passes if self.passes else 0.0
+
+    @property
+    def expected_tokens_per_pass(self) -> float | None:
+        """(1 - alpha^(m+1)) / (1 - alpha) with m the mean proposed length; None without alpha."""
+        a = self.alpha
+        return None if a is None else expected_tokens_per_pass(a, self.mean_proposed)
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        """P(draft token i accepted | tokens before i accepted) for i = 1..max drafted (0.0 where never judged)."""
+        return [a / t if t else 0.0 for a, t in zip(self.position_accepted, self.position_tried)]
+
+    @property
+    def per_position_share(self) -> list[float]:
+        """Accepted at position i / target passes, i = 1..max drafted (unconditional; vLLM's per-position figure)."""
+        return [a / self.passes for a in self.position_accepted] if self.passes else []
+
+    @property
+    def per_position_reached(self) -> list[float]:
+        """Accepted at position i / passes that asked for i with the positions before it accepted (an unfilled
+        position counts as not accepted): the rates a_i of the what-if of k (:func:`expected_tokens`)."""
+        accepted = list(self.position_accepted) + [0] * max(0, len(self.position_reached) - len(self.position_accepted))
+        return [a / r if r else 0.0 for a, r in zip(accepted, self.position_reached)]
+
+    @property
+    def mean_nodes_per_tree(self) -> float | None:
+        """Nodes verified per tree pass (None without tree passes)."""
+        return _ratio(self.tree_nodes, self.tree_passes)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Generated tokens / elapsed seconds (prefill included), on the runs' own clocks."""
+        return _ratio(self.generated * 1000.0, self.elapsed_ms)
+
+    @property
+    def decode_tokens_per_s(self) -> float | None:
+        """Tokens after the first / time after the prefill (tokens/s): the steady decoding rate."""
+        return _ratio(self.emitted * 1000.0, self.elapsed_ms - self.prefill_ms)
+
+    @property
+    def forward_ms(self) -> float | None:
+        """Mean target forward per pass (ms): for standard decoding, one step's forward T_step."""
+        return _ratio(self.verify_ms, self.passes)
+
+    @property
+    def draft_ms_per_pass(self) -> float | None:
+        """Mean drafting time per pass (ms)."""
+        return _ratio(self.draft_ms, self.passes)
+
+    def draft_cost(self, step_ms: float | None) -> float | None:
+        """c: drafting time per drafted token over one target step ``step_ms`` (dimensionless)."""
+        per_token = _ratio(self.draft_ms, self.drafted)
+        return per_token / step_ms if per_token is not None and step_ms else None
+
+    def as_dict(self) -> dict:
+        """The figures as plain JSON-able values."""
+        return {
+            "target_passes": self.passes,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": self.acceptance_rate,
+            "alpha": self.alpha,
+            "tokens_per_pass": self.tokens_per_pass,
+            "expected_tokens_per_pass": self.expected_tokens_per_pass,
+            "per_position_acceptance": self.per_position_acceptance,
+            "per_position_share": self.per_position_share,
+            "tree_passes": self.tree_passes,
+            "tree_nodes_verified": self.tree_nodes,
+            "ttft_ms": self.prefill_ms,
+            "draft_ms": self.draft_ms,
+            "verify_ms": self.verify_ms,
+            "other_ms": self.other_ms,
+            "tokens_per_s": self.tokens_per_s,
+        }
+
+
+_SCALARS = ("runs", "passes", "emitted", "generated", "drafted", "accepted", "rejections", "tree_passes",
+            "tree_nodes", "prefill_ms", "draft_ms", "verify_ms", "other_ms")
+_LISTS = ("position_tried", "position_accepted", "position_reached")
+
+
+@dataclass
+class RunStats(Counters):
+    """One run's :class:`Counters` plus what its live charts draw (call :meth:`add` for each event in order).
+
+    Attributes (beyond the counters): ``run`` ("speculative" / "baseline"), ``finish_reason``, ``max_k``, and per
+    pass after the prefill: ``pass_acceptance`` (committed accepted / counted drafted, None without a draft),
+    ``pass_tokens``, ``pass_k``, ``pass_drafted``, ``pass_accepted``, ``pass_gain`` (k = auto's expected gain of
+    the pass's k over a plain step, else None); per event (prefill included): ``curve_ms``
+    (the run's clock, ms) and ``curve_tokens`` (tokens so far).
+    """
+
+    run: str = ""
+    finish_reason: str | None = None
+    max_k: int = 0
+    pass_acceptance: list[float | None] = field(default_factory=list)
+    pass_tokens: list[int] = field(default_factory=list)
+    pass_k: list[int] = field(default_factory=list)
+    pass_drafted: list[int] = field(default_factory=list)
+    pass_accepted: list[int] = field(default_factory=list)
+    pass_gain: list[float | None] = field(default_factory=list)
+    curve_ms: list[float] = field(default_factory=list)
+    curve_tokens: list[int] = field(default_factory=list)
+
+    def add(self, event: PassEvent) -> None:
+        """Fold one event into the counters and the chart series."""
+        super().add(event)
+        self.run = event.run
+        self.curve_ms.append(event.t_end_ms)
+        self.curve_tokens.append(event.num_generated)
+        self.finish_reason = event.finish_reason or self.finish_reason
+        if event.kind == "prefill":
+            return
+        drafted, accepted = event.counted_drafted, event.committed_accepted
+        self.max_k = max(self.max_k, event.k)
+        self.pass_acceptance.append(accepted / drafted if drafted else None)
+        self.pass_tokens.append(len(event.emitted_ids))
+        self.pass_k.append(event.k)
+        self.pass_drafted.append(drafted)
+        self.pass_accepted.append(accepted)
+        self.pass_gain.append(event.expected_gain)
+
+    @property
+    def counters(self) -> Counters:
+        """The additive part alone (for pooling with ``+``)."""
+        return Counters(**{name: getattr(self, name) for name in _SCALARS + _LISTS})
+
+    # names kept from the live view's first version
+    @property
+    def ttft_ms(self) -> float:
+        """Time to first token (ms): the prefill."""
+        return self.prefill_ms
+
+    @property
+    def emitted_after_prefill(self) -> int:
+        """Tokens emitted by the passes after the prefill (== ``emitted``)."""
+        return self.emitted
+
+
+def speedup(spec: Counters, base: Counters) -> float | None:
+    """Speculative tokens/s over baseline tokens/s (same target and settings), prefill included.
+
+    None if either is unknown, or if the speculative run made no target pass after its prefill (a one-token
+    run has nothing to speed up; its ratio would only compare two prefills)."""
+    a, b = spec.tokens_per_s, base.tokens_per_s
+    return a / b if a and b and spec.passes > 0 else None
+
+
+def decode_speedup(spec: Counters, base: Counters) -> float | None:
+    """Speculative over baseline decoding rate (tokens after the first / time after the prefill)."""
+    a, b = spec.decode_tokens_per_s, base.decode_tokens_per_s
+    return a / b if a and b and spec.passes > 0 else None

@@ -1,0 +1,102 @@
+"""Draft-length schedules (specviz.core.draft_length): the cost-aware k = auto on synthetic costs, and on the tiny
+models (exact output, k = 0 where drafting cannot pay)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.core.draft_length import DRAFT_PROBE_AFTER, PROBE_K, STEP_PROBE_EVERY, AutoK, HeuristicK
+from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.drafters import ModelDrafter, NgramDrafter
+
+
+def _feed(control: AutoK, passes: int, step_ms: float, per_token_ms: float, acceptance: float,
+          draft_ms_per_token: float = 0.0) -> list[int]:
+    """Run ``passes`` synthetic passes: verify costs step + per_token * (n - 1) ms; each drafted position is accepted
+    with the given rate (deterministically: a running fraction), the drafter always fills k. Returns the ks."""
+    ks, credit = [], 0.0
+    for _ in range(passes):
+        k = control.choose(64)
+        accepted = 0
+        for _ in range(k):
+            credit += acceptance
+            if credit >= 1.0:
+                credit -= 1.0
+                accepted += 1
+            else:
+                break
+        control.observe(k, k, accepted, verify_ms=step_ms + per_token_ms * k, draft_ms=draft_ms_per_token * k,
+                        other_ms=0.5, forward_tokens=k + 1)
+        ks.append(k)
+    return ks
+
+
+def test_auto_k_drafts_long_when_verification_is_cheap_and_acceptance_high():
+    control = AutoK(k_max=8, k=2)
+    ks = _feed(control, 60, step_ms=50.0, per_token_ms=1.0, acceptance=0.95)
+    assert ks[1] == 0  # one plain step early on measures T(1)
+    assert max(ks[5:]) == 8 and sorted(ks[10:])[len(ks[10:]) // 2] >= 6
+    assert control.expected_gain is not None and control.expected_gain > 2.0
+
+
+def test_auto_k_stops_drafting_when_no_k_can_pay():
+    control = AutoK(k_max=8, k=4)
+    ks = _feed(control, 60, step_ms=50.0, per_token_ms=20.0, acceptance=0.2, draft_ms_per_token=5.0)
+    tail = ks[20:]
+    assert tail.count(0) >= len(tail) * 0.7  # plain steps, but for the occasional probe
+    assert set(tail) <= {0, PROBE_K}
+    assert control.expected_gain == pytest.approx(1.0)
+
+
+def test_auto_k_probes_acceptance_after_idle_passes_and_samples_the_step_again():
+    control = AutoK(k_max=6, k=3)
+    _feed(control, 30, step_ms=50.0, per_token_ms=30.0, acceptance=0.1)
+    control._idle = DRAFT_PROBE_AFTER
+    assert control.choose(64) == PROBE_K
+    keen = AutoK(k_max=6, k=3)
+    _feed(keen, 10, step_ms=50.0, per_token_ms=0.5, acceptance=1.0)
+    keen._since_step = STEP_PROBE_EVERY
+    assert keen.choose(64) == 0
+
+
+def test_auto_k_estimates_unmeasured_sizes_from_measured_ones():
+    control = AutoK(k_max=8)
+    control.observe(4, 4, 4, verify_ms=60.0, forward_tokens=5)
+    assert control.verify_ms(5) == pytest.approx(60.0)
+    assert control.verify_ms(1) == pytest.approx(60.0 / 1.4)  # the prior slope, 10 % per token
+    control.observe(0, 0, 0, verify_ms=40.0, forward_tokens=1)
+    assert control.verify_ms(3) == pytest.approx(50.0)  # between the measured 1 and 5
+    assert control.verify_ms(9) == pytest.approx(80.0)  # the measured slope continues
+
+
+def test_heuristic_k_grows_only_on_full_accepted_drafts():
+    control = HeuristicK(k=3, k_max=5, adaptive=True)
+    control.observe(3, 2, 2)
+    assert control.k == 3
+    control.observe(3, 3, 3)
+    assert control.k == 4
+    control.observe(4, 4, 1)
+    assert control.k == 3
+
+
+def _prompt(tok):
+    return tok.encode("the cat sat on the mat and the dog sat on the log", add_special_tokens=False)
+
+
+@pytest.mark.parametrize("drafter", ["oracle", "draft", "ngram"])
+def test_auto_k_keeps_greedy_output(tiny_target, tiny_draft, drafter):
+    prompt = _prompt(tiny_target.tokenizer)
+    make = {"oracle": lambda: ModelDrafter(tiny_target.model, "o"), "draft": lambda: ModelDrafter(tiny_draft.model, "d"),
+            "ngram": NgramDrafter}[drafter]
+    config = GenerationConfig(max_new_tokens=60, k=4, auto_k=True, k_max=8)
+    base = collect(standard_generate(tiny_target, prompt, config), tiny_target.tokenizer, prompt)
+    spec = collect(speculative_generate(tiny_target, make(), prompt, config), tiny_target.tokenizer, prompt)
+    assert spec.token_ids == base.token_ids
+    passes = [e for e in spec.events if e.kind == "pass"]
+    assert any(e.k == 0 for e in passes)  # the step was sampled
+    assert all(e.expected_gain is None or e.expected_gain > 0 for e in passes)
+
+
+def test_auto_k_and_the_heuristic_exclude_each_other():
+    with pytest.raises(ValueError, match="one draft-length schedule"):
+        GenerationConfig(adaptive_k=True, auto_k=True)

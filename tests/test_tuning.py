@@ -1,0 +1,90 @@
+"""Threads and kernels chosen by measurement (specviz.tuning): the choice rule, the file kept per machine, and the
+per-forward thread switch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specviz import tuning
+from specviz.core.kv import forward_logits, new_cache
+
+
+@pytest.fixture()
+def tuned_on(monkeypatch):
+    monkeypatch.setenv("SPECVIZ_TUNE", "1")
+
+
+def _fake_times(table):
+    """A stand-in for the timing loop: {(threads, fast): (step ms, verify ms)}."""
+    def times(model, device, combos):
+        return {combo: {"step": [table[combo][0]] * 3, "verify": [table[combo][1]] * 3} for combo in combos}
+    return times
+
+
+def test_the_choice_follows_the_measured_medians(tiny_target, monkeypatch):
+    monkeypatch.setattr(tuning.os, "cpu_count", lambda: 2)
+    # as measured on a 2-core AVX2 machine: 2 threads win a step with the fast path, 1 thread wins a verification
+    table = {(1, True): (104.8, 150.0), (1, False): (95.3, 170.0), (2, True): (92.6, 160.0), (2, False): (112.5, 190.0)}
+    monkeypatch.setattr(tuning, "_time_combos", _fake_times(table))
+    choice = tuning.measure(tiny_target)
+    assert (choice.fast_path, choice.step_threads, choice.verify_threads) == (True, 2, 1)
+    assert choice.ms["1/plain"] == {"step": 95.3, "verify": 170.0}
+    table[(1, False)] = (60.0, 100.0)  # the default kernels now win at 1 thread
+    assert tuning.measure(tiny_target).fast_path is False
+
+
+def test_tune_measures_once_keeps_it_on_disk_and_applies_it(tiny_target, tmp_path, tuned_on, monkeypatch):
+    monkeypatch.setattr(tuning, "_busy", lambda: False)
+    before = torch.get_num_threads()
+    try:
+        first = tuning.tune(tiny_target, folder=tmp_path)
+        assert first.source == "measured" and first.kept
+        files = list(tmp_path.glob("*.json"))
+        assert [f.stem for f in files] == [tuning.machine_key(tiny_target)]
+        record = json.loads(files[0].read_text())
+        assert record["step_threads"] == first.step_threads and record["cores"] >= 1
+        second = tuning.tune(tiny_target, folder=tmp_path)
+        assert second.source == "disk" and (second.step_threads, second.fast_path) == (first.step_threads,
+                                                                                      first.fast_path)
+        assert tiny_target.model._specviz_threads == (first.step_threads, first.verify_threads)
+        assert "fast path" in second.summary() or "default kernels" in second.summary()
+    finally:
+        tuning.apply(tiny_target, tuning.Tuning(before, before, True))
+        tiny_target.model._specviz_threads = None
+        torch.set_num_threads(before)
+
+
+def test_a_busy_machine_measurement_is_not_kept(tiny_target, tmp_path, tuned_on, monkeypatch):
+    monkeypatch.setattr(tuning, "_busy", lambda: True)
+    before = torch.get_num_threads()
+    try:
+        assert tuning.tune(tiny_target, folder=tmp_path).kept is False
+        assert not list(tmp_path.glob("*.json"))
+    finally:
+        tiny_target.model._specviz_threads = None
+        torch.set_num_threads(before)
+
+
+def test_forwards_switch_threads_by_size(tiny_target):
+    seen = []
+    hook = tiny_target.model.register_forward_pre_hook(lambda m, a: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    tiny_target.model._specviz_threads = (2, 1)
+    try:
+        cache = new_cache(tiny_target.model)
+        forward_logits(tiny_target.model, [1, 2, 3], cache, 1)
+        forward_logits(tiny_target.model, [4], cache, 1)
+    finally:
+        tiny_target.model._specviz_threads = None
+        hook.remove()
+        torch.set_num_threads(before)
+    assert seen == [1, 2]
+
+
+def test_tuning_off_changes_nothing(tiny_target, tmp_path):
+    choice = tuning.tune(tiny_target, folder=tmp_path)  # SPECVIZ_TUNE=0 in the tests' environment
+    assert choice.source == "off" and not list(tmp_path.glob("*.json"))
+    assert getattr(tiny_target.model, "_specviz_threads", None) is None
