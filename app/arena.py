@@ -24,7 +24,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app import device, render
-from app.device import CancelRegistry, Job, relay
+from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT
 from app.inputs import InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer
 from app.messages import report
@@ -399,13 +399,12 @@ def _arena_work(job: Job, s: dict, chat_template: bool) -> ArenaResult | None:
     target forward once the job is cancelled). Says ("progress", (fraction, message)) and ("partial", a
     snapshot of the result so far) through the job; returns the final result (None when nothing ran).
     Raises InputError for an early-exit layer the target lacks."""
-    from specviz.models import load_model
 
     def say_progress(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
 
     say_progress(0.0, f"Loading the target {s['target']}…")
-    loaded = load_model(s["target"], progress=lambda message: say_progress(0.0, message))
+    loaded = load_target(s["target"], progress=lambda message: say_progress(0.0, message))
     check_exit_layer(s["exit_layer"], loaded)
     if "model" in s["drafters"] or "bf16" in s["drafters"]:
         say_progress(0.0, "Loading the draft model…")

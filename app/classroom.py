@@ -30,7 +30,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app import render
-from app.device import Job, relay, waiting_status
+from app.device import Job, load_target, relay, waiting_status
 from app.figures import COLORS, FONT
 from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
 from app.messages import report
@@ -445,10 +445,9 @@ def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_ne
 def _prepare(settings: Settings, say: Callable[[str], None]):
     """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note). Raises
     InputError for an early-exit layer the target lacks, or a prompt that does not fit."""
-    from specviz.models import load_model
 
     say(f"Loading the target {settings.target}…")
-    target = load_model(settings.target, progress=say)
+    target = load_target(settings.target, progress=say)
     check_exit_layer(settings.exit_layer, target)
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,

@@ -412,6 +412,19 @@ def waiting_status(ahead: int, holder: str, notes=()) -> str:
                               f"each one's timing is undisturbed.", "wait", notes=notes)
 
 
+def load_target(spec: str, progress=None):
+    """Load a target (:func:`specviz.models.load_model`, shared per process) and apply the threads and kernels
+    measured fastest for it on this machine (:func:`specviz.tuning.tune`: a few seconds the first time, then read
+    from disk). Raises what ``load_model`` raises."""
+    from specviz.models import load_model
+    from specviz.tuning import tune
+
+    loaded = load_model(spec, progress=progress)
+    choice = tune(loaded, progress=progress)
+    log.info("%s: %s", loaded.label, choice.summary())
+    return loaded
+
+
 def preload(spec: str = "embedded") -> threading.Thread:
     """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it.
     Returns the thread (already started). Logs the operator policy in force; a model that cannot be loaded is
@@ -419,13 +432,13 @@ def preload(spec: str = "embedded") -> threading.Thread:
     log.info("%s", current_policy().describe())
 
     def work() -> None:
-        from specviz.models import ModelLoadError, load_model
+        from specviz.models import ModelLoadError
 
         owner = f"preload:{uuid.uuid4().hex}"
         DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
         try:
             log.info("pre-loading %s", spec)
-            load_model(spec, progress=lambda message: log.info("%s", message))
+            load_target(spec, progress=lambda message: log.info("%s", message))
             log.info("pre-loaded %s", spec)
         except ModelLoadError as error:
             log.warning("could not pre-load %s: %s", spec, error)

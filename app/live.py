@@ -31,7 +31,7 @@ from pathlib import Path
 import gradio as gr
 
 from app import device, render
-from app.device import LOCAL_PREFIX, CancelRegistry, Job, relay, session_key, waiting_status
+from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key, waiting_status
 from app.figures import dashboard_figure
 from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer, fit_prompt_for,
                         parse_k_schedule, parse_settings)
@@ -417,11 +417,10 @@ def _load(settings: Settings, job: Job):
     """Load the target and make the drafter in the job's threads, yielding the loading status; returns (target,
     drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes in
     its thread, which keeps the device until then). Raises InputError for an early-exit layer the target lacks."""
-    from specviz.models import load_model
 
     loading = _Loading(settings)
     yield loading.show(tree="", heads="")  # an earlier run's draft tree and heads' table go
-    target = yield from relay(job.call(load_model, settings.target, progress=job.say), loading.show)
+    target = yield from relay(job.call(load_target, settings.target, progress=job.say), loading.show)
     if job.cancelled:
         return None
     check_exit_layer(settings.exit_layer, target)

@@ -20,7 +20,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from app import device, render
-from app.device import CancelRegistry, Job, relay
+from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT
 from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
 from app.messages import report, warn
@@ -347,13 +347,12 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
     it completed, the drafters' c. Returns {"grid", "costs" (None when stopped), "label"}. Raises InputError for
     an early-exit layer the target lacks."""
-    from specviz.models import load_model
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
 
     say(0.0, f"Loading the target {spec}…")
-    loaded = load_model(spec, progress=lambda message: say(0.0, message))
+    loaded = load_target(spec, progress=lambda message: say(0.0, message))
     check_exit_layer(layer, loaded)
     grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
                                 progress=lambda f, m: say(0.9 * f, m), should_stop=job.should_stop)

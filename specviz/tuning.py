@@ -11,7 +11,7 @@ thread count (1 .. min(2, cores)) and for the fast path on and off, interleaved 
 - the fast path, on or off (the lower T(1) + T(5) at the chosen threads; off keeps the default kernels).
 
 The choice is written to ``cache_dir()/tuning/<key>.json``; the key is the CPU model, its core count and
-instruction set, torch's version, the model spec, dtype and device, so a later start on the same machine reads it
+instruction set, torch's version, the model spec, dtype and device and the speed-ups applied at load, so a later start on the same machine reads it
 (in milliseconds) instead of measuring again (a few seconds). A measurement taken while the machine is busy
 (load average above the core count) is used for this process but not kept. ``SPECVIZ_TUNE=0`` turns tuning off
 (the settings then stay as loaded).
@@ -79,9 +79,12 @@ def tuning_enabled() -> bool:
 
 
 def machine_key(target) -> str:
-    """A short hash of what decides the best settings: CPU model, cores, instruction set, torch, model and dtype."""
+    """A short hash of what decides the best settings: CPU model, cores, instruction set, torch, model, dtype and
+    the speed-ups its load applied."""
+    report = report_of(target.model)
     parts = [_cpu_name(), str(os.cpu_count()), torch.backends.cpu.get_cpu_capability(), torch.__version__,
-             str(target.spec), str(target.dtype), str(target.device), str(FORMAT)]
+             str(target.spec), str(target.dtype), str(target.device), str(FORMAT),
+             report.summary() if report is not None else "unprepared"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 

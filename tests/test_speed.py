@@ -46,7 +46,7 @@ def _ids(target, prompt, cfg, drafter=None):
 def test_load_model_applies_and_reports_the_fast_path(tiny_target):
     report = tiny_target.speed
     assert report is not None and report is speed.report_of(tiny_target.model)
-    assert report.applied == ("onednn-linear", "fused-projections", "sdpa-gqa") and report.active  # 4 heads, 2 KV heads
+    assert report.applied == ("onednn-linear", "fused-projections", "packed-weights", "sdpa-gqa") and report.active
     assert report.linears == 4 * 7 + 1  # 7 linears per layer + the LM head (tied to the embedding, counted once)
     assert report.fused_groups == 4 * 2  # q/k/v and gate/up per layer
     assert "onednn-linear (29 linears)" in report.summary()
