@@ -8,13 +8,19 @@ import json
 import pytest
 import torch
 
-from specviz import tuning
+from specviz import speed, tuning
 from specviz.core.kv import forward_logits, new_cache
 
 
 @pytest.fixture()
-def tuned_on(monkeypatch):
+def tuned_on(monkeypatch, tiny_target):
+    """Tuning on for one test; the shared tiny target gets its threads and kernels back afterwards."""
     monkeypatch.setenv("SPECVIZ_TUNE", "1")
+    threads = torch.get_num_threads()
+    yield
+    tiny_target.model._specviz_threads = None
+    speed.set_fast_path(tiny_target.model, True)
+    torch.set_num_threads(threads)
 
 
 def _fake_times(table):
@@ -38,34 +44,23 @@ def test_the_choice_follows_the_measured_medians(tiny_target, monkeypatch):
 
 def test_tune_measures_once_keeps_it_on_disk_and_applies_it(tiny_target, tmp_path, tuned_on, monkeypatch):
     monkeypatch.setattr(tuning, "_busy", lambda: False)
-    before = torch.get_num_threads()
-    try:
-        first = tuning.tune(tiny_target, folder=tmp_path)
-        assert first.source == "measured" and first.kept
-        files = list(tmp_path.glob("*.json"))
-        assert [f.stem for f in files] == [tuning.machine_key(tiny_target)]
-        record = json.loads(files[0].read_text())
-        assert record["step_threads"] == first.step_threads and record["cores"] >= 1
-        second = tuning.tune(tiny_target, folder=tmp_path)
-        assert second.source == "disk" and (second.step_threads, second.fast_path) == (first.step_threads,
-                                                                                      first.fast_path)
-        assert tiny_target.model._specviz_threads == (first.step_threads, first.verify_threads)
-        assert "fast path" in second.summary() or "default kernels" in second.summary()
-    finally:
-        tuning.apply(tiny_target, tuning.Tuning(before, before, True))
-        tiny_target.model._specviz_threads = None
-        torch.set_num_threads(before)
+    first = tuning.tune(tiny_target, folder=tmp_path)
+    assert first.source == "measured" and first.kept
+    files = list(tmp_path.glob("*.json"))
+    assert [f.stem for f in files] == [tuning.machine_key(tiny_target)]
+    record = json.loads(files[0].read_text())
+    assert record["step_threads"] == first.step_threads and record["cores"] >= 1
+    second = tuning.tune(tiny_target, folder=tmp_path)
+    assert second.source == "disk" and (second.step_threads, second.fast_path) == (first.step_threads,
+                                                                                  first.fast_path)
+    assert tiny_target.model._specviz_threads == (first.step_threads, first.verify_threads)
+    assert "fast path" in second.summary() or "default kernels" in second.summary()
 
 
 def test_a_busy_machine_measurement_is_not_kept(tiny_target, tmp_path, tuned_on, monkeypatch):
     monkeypatch.setattr(tuning, "_busy", lambda: True)
-    before = torch.get_num_threads()
-    try:
-        assert tuning.tune(tiny_target, folder=tmp_path).kept is False
-        assert not list(tmp_path.glob("*.json"))
-    finally:
-        tiny_target.model._specviz_threads = None
-        torch.set_num_threads(before)
+    assert tuning.tune(tiny_target, folder=tmp_path).kept is False
+    assert not list(tmp_path.glob("*.json"))
 
 
 def test_forwards_switch_threads_by_size(tiny_target):
