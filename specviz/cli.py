@@ -91,6 +91,18 @@ def _k_list(text: str) -> tuple[int | str, ...]:
     return tuple(dict.fromkeys(_k_value(t.strip()) for t in items))
 
 
+def _int_list(name: str):
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(t) for t in text.split(",") if t.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a comma list of whole numbers, got {text!r}") from None
+        if not values or any(not 1 <= v <= 64 for v in values):
+            raise argparse.ArgumentTypeError(f"{name} values must be in 1..64, got {text!r}")
+        return tuple(dict.fromkeys(values))
+    return parse
+
+
 def _drafter_keys():
     from specviz.drafters.registry import drafter_keys
 
@@ -175,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: ms per target forward for 1..17 and 32 new tokens, the memory floor, and "
                             "each drafter's pass cost for k=1..16 (--drafters, default ngram,early-exit,eagle,"
                             "eagle:tree,medusa,medusa:tree)")
+    bench.add_argument("--batch", type=_int_list("batch"), default=None, metavar="B,B,...",
+                       help="instead: standard and speculative decoding of batches of B prompts (e.g. 1,4,16; "
+                            "first drafter of --drafters, default ngram; first k of --k, default 4): tokens/s, "
+                            "speedup, tokens per pass and pass cost per batch size")
     bench.add_argument("--out", help="also write the JSON result to this file")
     bench.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
     bench.set_defaults(handler=cmd_bench)
@@ -598,7 +614,8 @@ def cmd_bench(args) -> int:
 
     _check_common(args)
     _bench_threads(args)
-    result, text = _kernel_bench(args) if args.kernel else _suite_bench(args)
+    result, text = (_kernel_bench(args) if args.kernel else _batch_bench(args) if args.batch
+                    else _suite_bench(args))
     if args.out:
         bench.write_json(result, args.out)
         _log(f"wrote {args.out}")
@@ -634,6 +651,26 @@ def _kernel_bench(args) -> tuple[dict, str]:
     result = bench.kernel_bench(target, drafters=args.drafters or bench.KERNEL_DRAFTERS, progress=_log)
     result["settings"]["command"] = args.command_line
     return result, bench.format_kernel(result)
+
+
+def _batch_bench(args) -> tuple[dict, str]:
+    """``bench --batch``: the batch-size sweep of specviz.analysis.batching; (result, text report)."""
+    from specviz.analysis import batching, bench
+    from specviz.core.engine import GenerationConfig
+    from specviz.models import encode_prompt
+
+    key = (args.drafters or ("ngram",))[0]
+    k = next((k for k in (args.k or (4,)) if k != "auto"), 4)
+    prompts = _bench_prompts(args, args.prompts or bench.DEFAULT_PROMPTS)
+    target = _load_target(args)
+    encoded = [encode_prompt(target.tokenizer, p.prompt) for p in prompts[: max(args.batch)]]
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens or 32, k=k)
+    _log(f"batch sweep on {target.label}: B = {', '.join(map(str, args.batch))}, drafter {key}, k = {k}")
+    result = batching.batch_sweep(target, encoded, config, lambda: _make_drafter(key, args, target),
+                                  batch_sizes=args.batch, repeats=args.repeats or 3,
+                                  progress=lambda f, m: _log(f"{f:4.0%} {m}"))
+    result.update(drafter=key, target=target.label, command=args.command_line)
+    return result, batching.format_sweep(result)
 
 
 def _suite_bench(args) -> tuple[dict, str]:

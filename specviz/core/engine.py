@@ -31,13 +31,13 @@ import torch
 
 from specviz.core.draft_length import AutoK, HeuristicK
 from specviz.core.drafting import Draft, DraftContext, Drafter
-from specviz.core.events import (NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult, Timings,
-                            TreeRecord)
-from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, forward_chunked, keep_positions, new_cache,
-                        rollback_cache)
+from specviz.core.events import (BatchStep, NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult,
+                                 Timings, TreeRecord)
+from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, forward_chunked, forward_rows,
+                             keep_positions, new_cache)
 from specviz.core.tree import tree_attention_mask, tree_positions, verify_tree_greedy
-from specviz.core.verify import (SamplingConfig, all_finite, fit_vocab, process_logits, restrict_vocab, sample,
-                            verify_greedy, verify_sampling)
+from specviz.core.verify import (SamplingConfig, Verdict, all_finite, fit_vocab, process_logits, restrict_vocab,
+                                 sample, verify_greedy, verify_sampling)
 
 MAX_K = 16
 
@@ -57,6 +57,9 @@ class GenerationConfig:
         k_max: the upper bound of adaptive and automatic k.
         stop_strings: generation ends after the token that completes any of these; the text is cut before it.
         check_invariants: assert the cache invariant after each pass (cheap; on by default).
+        accept_all_drafts: a deliberately WRONG verifier for the sampling-law demonstration
+            (:func:`specviz.analysis.batching.sampling_check`): every draft token is accepted and the bonus token
+            drawn, so the output follows the draft, not the target. Never on otherwise.
     """
 
     max_new_tokens: int = 128
@@ -67,6 +70,7 @@ class GenerationConfig:
     k_max: int = MAX_K
     stop_strings: tuple[str, ...] = ()
     check_invariants: bool = True
+    accept_all_drafts: bool = False
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -180,34 +184,20 @@ def _top2_gap(logits_row: torch.Tensor) -> float:
 
 
 @dataclass
-class _Run:
-    """One run's state: its target, cache, output and clock. ``forward`` is the only way to the target."""
+class _Row:
+    """One prompt's run inside a batch: its output, generator, drafter, draft-length control and clock."""
 
     name: RunKind
-    target: Target
+    row: int
     prompt_ids: list[int]
-    config: GenerationConfig
-    cancel: object | None  # anything with is_set() (a threading.Event)
-    features: bool = False  # keep the target's final features (a drafter reads them)
-    cache: object = None
-    out: OutputTracker = None
-    gen: torch.Generator = None
-    clock: Clock = None
-    vocab: int = 0
-    elapsed_ms: float = 0.0
+    out: OutputTracker
+    gen: torch.Generator
+    drafter: Drafter | None = None  # None: standard decoding, or a drafter dropped after non-finite numbers
+    control: HeuristicK | AutoK | None = None
+    pending: torch.Tensor | None = None  # target features of committed positions the drafter has not read
     index: int = 0
-
-    def __post_init__(self) -> None:
-        if not self.prompt_ids:
-            raise ValueError("The prompt is empty.")
-        self.prompt_ids = list(self.prompt_ids)
-        self.cache = new_cache(self.target.model)
-        self.out = OutputTracker(self.target.tokenizer, self.config.max_new_tokens, self.target.eos_token_ids,
-                                 self.config.stop_strings)
-        self.gen = torch.Generator(device=self.target.device)
-        self.gen.manual_seed(self.config.sampling.seed)
-        self.clock = Clock(self.target.device)
-        self.vocab = shared_vocab(self.target)
+    elapsed_ms: float = 0.0
+    k_next: int = 0
 
     @property
     def committed(self) -> list[int]:
@@ -219,28 +209,123 @@ class _Run:
         """Whether a stopping rule has fired."""
         return self.out.finish_reason is not None
 
-    def forward(self, ids: list[int], num_logits: int, **tree) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The target over ``ids`` after its cache: (num_logits, vocab) float32 logits and (n, H) features (None
-        unless the run keeps them). Raises RunCancelled before starting when cancelled, NumericalError when the
-        logits are not finite."""
-        logits, feats = forward_chunked(self.target.model, ids, self.cache, num_logits, cancel=self.cancel,
-                                        features=self.features, **tree)
-        if not all_finite(logits):
-            raise NumericalError(
-                f"The target's logits turned non-finite (NaN or inf) at output token {len(self.out.ids) + 1}, so "
-                f"no token can be chosen; the run stops. A float16 model can overflow: try float32 or bfloat16.")
-        return restrict_vocab(logits, self.vocab), feats
+    @property
+    def budget(self) -> int:
+        """Draft tokens that could still be emitted this pass (tokens left, less the target's own)."""
+        return self.out.max_new_tokens - len(self.out.ids) - 1
 
-    def choose(self, logits_row: torch.Tensor) -> int:
-        """The target's own token from one (vocab,) logits row: argmax, or a sample with the run's settings."""
+
+class _Batch:
+    """B prompts decoded together over one cache (a single prompt is a batch of one). ``active`` lists the rows
+    still running, in cache-row order; :meth:`forward` is the only way to the target."""
+
+    def __init__(self, name: RunKind, target: Target, prompts: list[list[int]], config: GenerationConfig,
+                 cancel: object | None, drafters: list[Drafter | None] | None = None) -> None:
+        if not prompts or any(not p for p in prompts):
+            raise ValueError("The prompt is empty.")
+        self.name, self.target, self.config, self.cancel = name, target, config, cancel
+        self.cache = new_cache(target.model)
+        self.clock = Clock(target.device)
+        self.vocab = shared_vocab(target)
+        drafters = drafters if drafters is not None else [None] * len(prompts)
+        self.features = any(d is not None and d.needs_hidden for d in drafters)
+        self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
+                                                          target.eos_token_ids, config.stop_strings),
+                          self._generator(i), d, config.draft_length() if d is not None else None)
+                     for i, (p, d) in enumerate(zip(prompts, drafters))]
+        self.active = list(self.rows)
+        self.index = 0
+        self.elapsed_ms = 0.0
+
+    def _generator(self, row: int) -> torch.Generator:
+        gen = torch.Generator(device=self.target.device)
+        gen.manual_seed(self.config.sampling.seed + row)  # row r of a batch draws as a single run seeded seed + r
+        return gen
+
+    def forward(self, inputs: list[list[int]], **tree) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The target over each active row's new ids after its cache: per row, (len, vocab) float32 logits and
+        (len, H) features (or None). Raises RunCancelled before starting when cancelled, NumericalError when the
+        logits are not finite."""
+        if len(inputs) == 1:
+            logits, feats = forward_chunked(self.target.model, inputs[0], self.cache, len(inputs[0]),
+                                            cancel=self.cancel, features=self.features, **tree)
+            out = [(logits, feats)]
+        else:
+            out = self._forward_rows(inputs)
+        return self._checked(out)
+
+    def _checked(self, out: list[tuple[torch.Tensor, torch.Tensor | None]]
+                 ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The rows' logits cut to the shared vocabulary, after checking they are finite (NumericalError)."""
+        if not all(all_finite(logits) for logits, _ in out):
+            raise NumericalError(
+                f"The target's logits turned non-finite (NaN or inf) at output token "
+                f"{min(len(r.out.ids) for r in self.active) + 1}, so no token can be chosen; the run stops. A "
+                f"float16 model can overflow: try float32 or bfloat16.")
+        return [(restrict_vocab(logits, self.vocab), feats) for logits, feats in out]
+
+    def _forward_rows(self, inputs: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Rows of different lengths in one forward: padded at the end, each row's own causal mask and positions."""
+        check_cancel(self.cancel)
+        lengths, n = self.cache.row_lengths(), max(len(ids) for ids in inputs)
+        span = max(lengths) + n
+        device = self.target.device
+        starts = torch.tensor(lengths, device=device)[:, None]
+        offsets = torch.arange(n, device=device)[None, :]
+        mask = (torch.arange(span, device=device)[None, None, :] <= (starts + offsets)[:, :, None])[:, None]
+        padded = [ids + [ids[-1]] * (n - len(ids)) for ids in inputs]
+        logits, feats = forward_rows(self.target.model, padded, self.cache, n, attention_mask=mask,
+                                     position_ids=starts + offsets, features=self.features)
+        return [(logits[b, :len(ids)], feats[b, :len(ids)] if feats is not None else None)
+                for b, ids in enumerate(inputs)]
+
+    def prefill_logits(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """Read every prompt (in chunks; rows padded at the end to the longest): per row, the logits at its last
+        prompt position and the features of its prompt positions (or None)."""
+        if len(self.active) == 1:
+            row = self.active[0]
+            logits, feats = forward_chunked(self.target.model, row.prompt_ids, self.cache, 1, cancel=self.cancel,
+                                            features=self.features)
+            return self._checked([(logits[-1], feats)])
+        longest = max(len(r.prompt_ids) for r in self.active)
+        padded = [r.prompt_ids + [r.prompt_ids[-1]] * (longest - len(r.prompt_ids)) for r in self.active]
+        logits_at: list = [None] * len(padded)
+        feats: list[list[torch.Tensor]] = [[] for _ in padded]
+        for start in range(0, longest, PREFILL_CHUNK):
+            check_cancel(self.cancel)
+            piece = [ids[start:start + PREFILL_CHUNK] for ids in padded]
+            logits, f = forward_rows(self.target.model, piece, self.cache, len(piece[0]), features=self.features)
+            for b, row in enumerate(self.active):
+                last = len(row.prompt_ids) - 1 - start
+                if 0 <= last < len(piece[0]):
+                    logits_at[b] = logits[b, last]
+                if f is not None:
+                    feats[b].append(f[b])
+        self.cache.set_row_lengths([len(r.prompt_ids) for r in self.active])
+        return self._checked([(logits_at[b], torch.cat(feats[b])[:len(row.prompt_ids)] if feats[b] else None)
+                              for b, row in enumerate(self.active)])
+
+    def choose(self, row: _Row, logits_row: torch.Tensor) -> int:
+        """The target's own token from one (vocab,) logits row: argmax, or a sample with the row's generator."""
         if self.config.sampling.greedy:
             return int(logits_row.argmax())
-        return sample(process_logits(logits_row[None], self.config.sampling)[0], self.gen)
+        return sample(process_logits(logits_row[None], self.config.sampling)[0], row.gen)
+
+    def drop_finished(self) -> None:
+        """Take finished rows out of the batch (and their cache rows)."""
+        keep = [i for i, row in enumerate(self.active) if not row.finished]
+        if len(keep) < len(self.active):
+            if keep:
+                self.cache.select_rows(keep)
+            self.active = [self.active[i] for i in keep]
 
     def check_invariant(self) -> None:
-        """Assert the target cache holds committed - 1 positions (while the run goes on)."""
-        if self.config.check_invariants and not self.finished:
-            assert cache_length(self.cache) == len(self.committed) - 1, "target cache invariant broken"
+        """Assert every running row's cache holds its committed - 1 positions."""
+        if self.config.check_invariants:
+            lengths = self.cache.row_lengths()
+            for row, length in zip(self.active, lengths):
+                if not row.finished:
+                    assert length == len(row.committed) - 1, "target cache invariant broken"
 
 
 @dataclass(frozen=True)
@@ -274,49 +359,56 @@ class Outcome:
 # -------------------------------------------------------------------------------------------- 2 verify
 
 
-def verify_chain(run: _Run, draft: Draft) -> Outcome:
-    """One target forward over [last committed] + a chain draft (possibly empty: a plain step); greedy prefix
-    match or rejection sampling. Returns the pass's :class:`Outcome`; changes only the cache (extended by the fed
-    tokens, rolled back by :func:`commit`)."""
+def verify_chain(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tensor,
+                 features: torch.Tensor | None) -> Outcome:
+    """Judge a chain draft (possibly empty: a plain step) from the target's (m+1, vocab) logits over [last
+    committed] + draft: greedy prefix match or rejection sampling. Returns the pass's :class:`Outcome`."""
     ids = list(draft.token_ids)
-    logits, feats = run.forward([run.committed[-1]] + ids, len(ids) + 1)
     if not ids:
-        token = run.choose(logits[0])
-        return Outcome((), 0, token, "target", (), (0,), feats, near_tie_gap=_top2_gap(logits[0]))
-    sampling = run.config.sampling
+        token = batch.choose(row, logits[0])
+        return Outcome((), 0, token, "target", (), (0,), features, near_tie_gap=_top2_gap(logits[0]))
+    sampling = batch.config.sampling
     target_probs = process_logits(logits, sampling)
-    if sampling.greedy:
+    if batch.config.accept_all_drafts:  # the broken verifier of the sampling check: wrong on purpose
+        verdict = Verdict(len(ids), batch.choose(row, logits[len(ids)]), "bonus")
+    elif sampling.greedy:
         verdict = verify_greedy(ids, logits)
     else:
-        draft_probs = fit_vocab(draft.draft_probs[: len(ids)], run.vocab) if draft.draft_probs is not None else None
-        verdict = verify_sampling(ids, draft_probs, target_probs, run.gen)
+        draft_probs = fit_vocab(draft.draft_probs[: len(ids)], batch.vocab) if draft.draft_probs is not None \
+            else None
+        verdict = verify_sampling(ids, draft_probs, target_probs, row.gen)
     n = verdict.num_accepted
-    rows = torch.arange(len(ids), device=target_probs.device)
-    p = target_probs[rows, torch.tensor(ids, device=target_probs.device)].tolist()
+    positions = torch.arange(len(ids), device=target_probs.device)
+    p = target_probs[positions, torch.tensor(ids, device=target_probs.device)].tolist()
     top = logits[: len(ids)].argmax(dim=-1).tolist()
     details = tuple(
         PositionDetail(float(p[i]), float(draft.token_probs[i]) if i < len(draft.token_probs) else 1.0,
                        verdict.uniforms[i] if i < len(verdict.uniforms) else None, int(top[i]), i <= n)
         for i in range(len(ids)))
-    return Outcome(tuple(ids), n, verdict.next_id, verdict.next_kind, tuple(ids[:n]), tuple(range(n + 1)), feats,
-                   details)
+    return Outcome(tuple(ids), n, verdict.next_id, verdict.next_kind, tuple(ids[:n]), tuple(range(n + 1)),
+                   features, details)
 
 
-def verify_tree(run: _Run, draft: Draft) -> Outcome:
-    """One target forward over [last committed] + every tree node with a tree attention mask, then the greedy
-    walk (:func:`specviz.core.tree.verify_tree_greedy`). Greedy only.
+def tree_inputs(batch: _Batch, draft: Draft) -> dict:
+    """The tree attention mask and positions of a tree pass over a single row (see :mod:`specviz.core.tree`).
 
     Raises:
-        NotImplementedError: in sampling mode (a tree needs a multi-candidate acceptance rule; draft a chain).
+        NotImplementedError: in sampling mode (a tree needs a multi-candidate acceptance rule; draft a chain),
+            or in a batch of several prompts (trees are single-prompt).
     """
-    if not run.config.sampling.greedy:
+    if not batch.config.sampling.greedy:
         raise NotImplementedError("tree drafts are verified in greedy mode only; draft a chain when sampling")
+    if len(batch.active) != 1:
+        raise NotImplementedError("tree drafts are verified for a single prompt; draft chains in a batch")
+    context = cache_length(batch.cache)  # committed - 1
+    return {"attention_mask": tree_attention_mask(list(draft.parents), context, device=batch.target.device),
+            "position_ids": tree_positions(list(draft.parents), context, device=batch.target.device)}
+
+
+def verify_tree(draft: Draft, logits: torch.Tensor, features: torch.Tensor | None) -> Outcome:
+    """Judge a tree draft from the target's (N+1, vocab) logits over [last committed] + every node (one forward
+    with :func:`tree_inputs`): the greedy walk of :func:`specviz.core.tree.verify_tree_greedy`."""
     tokens, parents = list(draft.token_ids), list(draft.parents)
-    context = cache_length(run.cache)  # committed - 1
-    mask = tree_attention_mask(parents, context, device=run.target.device)
-    positions = tree_positions(parents, context, device=run.target.device)
-    logits, feats = run.forward([run.committed[-1]] + tokens, len(tokens) + 1, attention_mask=mask,
-                                position_ids=positions)
     verdict = verify_tree_greedy(tokens, parents, logits)
     path, shown = list(verdict.path), list(verdict.shown)
     judge_rows = [0] + [1 + i for i in shown[:-1]]  # the row that judged each shown node (its parent's)
@@ -328,82 +420,150 @@ def verify_tree(run: _Run, draft: Draft) -> Outcome:
         for j, node in enumerate(shown))
     tree = TreeRecord(tuple(tokens), tuple(parents), tuple(path), tuple(shown))
     return Outcome(tuple(tokens[i] for i in shown), len(path), verdict.next_id, verdict.next_kind,
-                   tuple(tokens[i] for i in path), tuple([0] + [1 + i for i in path]), feats, details, tree)
+                   tuple(tokens[i] for i in path), tuple([0] + [1 + i for i in path]), features, details, tree)
+
+
+def _verify_all(batch: _Batch, drafts: list[Draft]) -> list[Outcome]:
+    """2 verify: one target forward over every active row's [last committed] + draft, then each row's
+    verdict (a chain, or a tree for a single prompt)."""
+    tree = len(drafts) == 1 and drafts[0].parents is not None and bool(drafts[0].token_ids)
+    inputs = [[row.committed[-1]] + list(draft.token_ids) for row, draft in zip(batch.active, drafts)]
+    results = batch.forward(inputs, **(tree_inputs(batch, drafts[0]) if tree else {}))
+    if tree:
+        return [verify_tree(drafts[0], *results[0])]
+    return [verify_chain(batch, row, draft, logits, feats)
+            for row, draft, (logits, feats) in zip(batch.active, drafts, results)]
 
 
 # -------------------------------------------------------------------------------------------- 3 commit
 
 
-def commit(run: _Run, outcome: Outcome) -> tuple[list[int], torch.Tensor | None, str]:
-    """Keep the committed rows in the target's cache (drop the rejected ones), then emit the accepted tokens
-    and the target's own token under the stopping rules. Returns (emitted ids, features of the committed rows
-    or None, the text this makes final)."""
-    context = len(run.committed) - 1  # cached positions before this pass
-    rows = list(outcome.keep_rows)
-    if rows == list(range(len(rows))):
-        rollback_cache(run.cache, context + len(rows))
+def _commit_all(batch: _Batch, outcomes: list[Outcome]) -> list[tuple[list[int], str]]:
+    """3 commit: keep each row's committed entries in the cache (drop the rejected ones), hand the drafters the
+    committed features, emit under the stopping rules. Returns each row's (emitted ids, newly final text)."""
+    contexts = [len(row.committed) - 1 for row in batch.active]  # cached positions before this pass
+    if len(outcomes) == 1 and list(outcomes[0].keep_rows) != list(range(len(outcomes[0].keep_rows))):
+        rows = list(outcomes[0].keep_rows)  # a tree's path
+        keep_positions(batch.cache, list(range(contexts[0])) + [contexts[0] + r for r in rows])
     else:
-        keep_positions(run.cache, list(range(context)) + [context + r for r in rows])
-    features = outcome.features[rows] if outcome.features is not None else None
-    emitted = run.out.push(list(outcome.accepted_ids) + [outcome.next_id])
-    return emitted, features, run.out.release()
+        batch.cache.set_row_lengths([c + len(o.keep_rows) for c, o in zip(contexts, outcomes)])
+    out = []
+    for row, outcome in zip(batch.active, outcomes):
+        if outcome.features is not None and row.drafter is not None:
+            row.pending = _join(row.pending, outcome.features[list(outcome.keep_rows)])
+        emitted = row.out.push(list(outcome.accepted_ids) + [outcome.next_id])
+        out.append((emitted, row.out.release()))
+    return out
 
 
 # -------------------------------------------------------------------------------------------- 1 draft
 
 
-def _draft(drafter: Drafter, run: _Run, k: int, pending: torch.Tensor | None) -> tuple[Draft, str | None]:
-    """The drafter's proposal for this pass (at most k tokens, ids inside the run's vocabulary), or an empty
-    draft with a notice when its numbers are not finite (the run then goes on without drafts)."""
-    ctx = DraftContext(run.committed, k, run.config.sampling, run.gen, pending, vocab_size=run.vocab,
-                       cancel=run.cancel)
-    draft = drafter.propose(ctx)
+def _draft(batch: _Batch, row: _Row, k: int) -> tuple[Draft, str | None]:
+    """The row's drafter's proposal for this pass (at most k tokens, ids inside the run's vocabulary), or an
+    empty draft with a notice when its numbers are not finite (the row then goes on without drafts)."""
+    if row.drafter is None or k <= 0:
+        return Draft([]), None
+    ctx = DraftContext(row.committed, k, batch.config.sampling, row.gen, row.pending, vocab_size=batch.vocab,
+                       cancel=batch.cancel)
+    row.pending = None  # the drafter has read them
+    draft = row.drafter.propose(ctx)
     probs_ok = all_finite(draft.token_probs) and (draft.draft_probs is None or all_finite(draft.draft_probs))
     if not probs_ok:
-        return Draft([]), (f"The drafter ({getattr(drafter, 'name', 'drafter')}) produced non-finite numbers (NaN "
-                           f"or inf), e.g. a float16 draft that overflowed: the run goes on without drafts, as "
-                           f"standard decoding (same output).")
+        name = getattr(row.drafter, "name", "drafter")
+        row.drafter = None
+        return Draft([]), (f"The drafter ({name}) produced non-finite numbers (NaN or inf), e.g. a float16 draft "
+                           f"that overflowed: the run goes on without drafts, as standard decoding (same output).")
     if draft.parents is None:  # a chain: at most k tokens, cut before any id outside the shared vocabulary
         ids = draft.token_ids[:k]
-        m = next((i for i, t in enumerate(ids) if not 0 <= t < run.vocab), len(ids))
+        m = next((i for i, t in enumerate(ids) if not 0 <= t < batch.vocab), len(ids))
         if m < len(draft.token_ids):
-            rows = draft.draft_probs[:m] if draft.draft_probs is not None else None
-            draft = Draft(list(ids[:m]), list(draft.token_probs[:m]), rows, None, draft.source)
+            probs = draft.draft_probs[:m] if draft.draft_probs is not None else None
+            draft = Draft(list(ids[:m]), list(draft.token_probs[:m]), probs, None, draft.source)
     return draft, None
+
+
+def _draft_all(batch: _Batch) -> tuple[list[Draft], list[int], list[str | None], list[float]]:
+    """1 draft: every active row's proposal; returns the drafts, the k each asked for, notices and draft ms."""
+    drafts, ks, notices, times = [], [], [], []
+    for row in batch.active:
+        t0 = batch.clock.now_ms()
+        k = min(row.k_next, row.budget) if row.drafter is not None else 0
+        draft, notice = _draft(batch, row, k)
+        drafts.append(draft)
+        ks.append(k)
+        notices.append(notice)
+        times.append(batch.clock.now_ms() - t0)
+    return drafts, ks, notices, times
+
+
+# -------------------------------------------------------------------------------------------- 4 update
+
+
+def _update_all(batch: _Batch, drafts: list[Draft], ks: list[int], outcomes: list[Outcome],
+                times: tuple[list[float], float, float]) -> None:
+    """4 update: tell each drafter what was committed; learn from the pass's costs; choose each row's next k."""
+    draft_ms, verify_ms, other_ms = times
+    for row, draft, k, outcome, ms in zip(batch.active, drafts, ks, outcomes, draft_ms):
+        if row.drafter is None or row.control is None:
+            row.k_next = 0
+            continue
+        if k > 0:
+            row.drafter.commit(row.committed, outcome.num_accepted)
+        row.control.observe(k, len(outcome.shown_ids), outcome.num_accepted, verify_ms=verify_ms, draft_ms=ms,
+                            other_ms=other_ms, forward_tokens=1 + len(draft.token_ids))
+        row.k_next = row.control.choose(row.budget)
 
 
 # -------------------------------------------------------------------------------------------- 5 event
 
 
-def _event(run: _Run, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *, k: int = 0,
-           drafter: Drafter | None = None, next_k: int | None = None, source: str | None = None,
-           notice: str | None = None, gain: float | None = None) -> PassEvent:
-    """The event of one forward (prefill, baseline step or speculative pass); advances the run's clock."""
-    run.elapsed_ms += timings.total_ms
+def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *,
+           k: int = 0, source: str | None = None, notice: str | None = None, gain: float | None = None,
+           cache_len: int | None = None) -> PassEvent:
+    """The event of one row's forward (prefill, baseline step or speculative pass); advances the row's clock."""
+    row.elapsed_ms += timings.total_ms
     n = outcome.num_accepted
+    drafter = row.drafter
     return PassEvent(
-        run=run.name, index=run.index, kind="prefill" if run.index == 0 else "pass", k=k,
+        run=row.name, index=row.index, kind="prefill" if row.index == 0 else "pass", k=k,
         draft_ids=outcome.shown_ids, accept_mask=tuple(i < n for i in range(len(outcome.shown_ids))),
         num_accepted=n, next_id=outcome.next_id, next_kind=outcome.next_kind, emitted_ids=tuple(emitted),
-        details=outcome.details, text_delta=delta, timings=timings, t_end_ms=run.elapsed_ms,
-        num_generated=len(run.out.ids), target_cache_len=cache_length(run.cache),
-        draft_cache_len=drafter.cache_len if drafter is not None else None, finish_reason=run.out.finish_reason,
-        near_tie_gap=outcome.near_tie_gap if run.name == "baseline" else None, next_k=next_k,
-        draft_source=source, tree=outcome.tree, notice=notice, expected_gain=gain,
+        details=outcome.details, text_delta=delta, timings=timings, t_end_ms=row.elapsed_ms,
+        num_generated=len(row.out.ids), target_cache_len=cache_len,
+        draft_cache_len=drafter.cache_len if drafter is not None else None, finish_reason=row.out.finish_reason,
+        near_tie_gap=outcome.near_tie_gap if row.name == "baseline" else None,
+        next_k=row.k_next if row.control is not None and row.index > 0 else None,
+        draft_source=source, tree=outcome.tree, notice=notice, expected_gain=gain, row=row.row,
     )
 
 
-def _prefill(run: _Run) -> tuple[PassEvent, torch.Tensor | None]:
-    """Read the prompt (in chunks) and emit the first token. Returns its event and the prompt's features."""
-    t0 = run.clock.now_ms()
-    logits, feats = run.forward(run.prompt_ids, 1)
-    t1 = run.clock.now_ms()
-    token = run.choose(logits[-1])
-    outcome = Outcome((), 0, token, "target", (), (), None, near_tie_gap=_top2_gap(logits[-1]))
-    emitted = run.out.push([token])
-    delta = run.out.release()
-    t2 = run.clock.now_ms()
-    return _event(run, outcome, emitted, delta, Timings(0.0, t1 - t0, t2 - t1)), feats
+def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
+    """Read the prompts (in chunks) and emit each row's first token: a :class:`BatchStep` then one event per row."""
+    for row in batch.active:
+        if row.drafter is not None:
+            row.drafter.reset(row.prompt_ids)
+    t0 = batch.clock.now_ms()
+    results = batch.prefill_logits()
+    t1 = batch.clock.now_ms()
+    events = []
+    lengths = batch.cache.row_lengths()
+    for row, (logits, feats), length in zip(batch.active, results, lengths):
+        t2 = batch.clock.now_ms()
+        token = batch.choose(row, logits)
+        row.pending = feats
+        outcome = Outcome((), 0, token, "target", (), (), None, near_tie_gap=_top2_gap(logits))
+        emitted = row.out.push([token])
+        delta = row.out.release()
+        if row.drafter is not None:
+            row.k_next = row.control.choose(row.budget)
+        other = batch.clock.now_ms() - t2
+        events.append(_event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length))
+    batch.elapsed_ms += batch.clock.now_ms() - t0
+    yield BatchStep(batch.name, 0, len(events), max(len(r.prompt_ids) for r in batch.active), t1 - t0, 0.0,
+                    len(events), batch.elapsed_ms)
+    yield from events
+    batch.drop_finished()
 
 
 # -------------------------------------------------------------------------------------------- the loops
@@ -416,9 +576,86 @@ def _join(pending: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tenso
     return torch.cat([pending, new])
 
 
+def _decode(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
+    """The loop of a batch: prefill, then passes until every row has finished (one forward per pass)."""
+    yield from _prefill(batch)
+    while batch.active:
+        batch.index += 1
+        t0 = batch.clock.now_ms()
+        gains = [row.control.expected_gain if row.control is not None else None for row in batch.active]
+        # 1 draft
+        drafts, ks, notices, draft_ms = _draft_all(batch)
+        t1 = batch.clock.now_ms()
+        # 2 verify
+        outcomes = _verify_all(batch, drafts)
+        t2 = batch.clock.now_ms()
+        # 3 commit
+        committed = _commit_all(batch, outcomes)
+        t3 = batch.clock.now_ms()
+        # 4 update
+        _update_all(batch, drafts, ks, outcomes, (draft_ms, t2 - t1, t3 - t2))
+        batch.check_invariant()
+        # 5 event
+        yield from _pass_events(batch, (t0, t1, t2), drafts, ks, outcomes, committed, notices, gains, draft_ms)
+        batch.drop_finished()
+
+
+def _pass_events(batch: _Batch, clock: tuple[float, float, float], drafts: list[Draft], ks: list[int],
+                 outcomes: list[Outcome], committed: list[tuple[list[int], str]], notices: list[str | None],
+                 gains: list[float | None], draft_ms: list[float]) -> Iterator[PassEvent | BatchStep]:
+    """5 event: the batch's :class:`BatchStep`, then each row's :class:`PassEvent` (its draft time, the shared
+    forward, the shared bookkeeping)."""
+    t0, t1, t2 = clock
+    other = batch.clock.now_ms() - t2
+    batch.elapsed_ms += t2 - t0 + other
+    lengths = batch.cache.row_lengths()
+    yield BatchStep(batch.name, batch.index, len(batch.active), 1 + max(len(d.token_ids) for d in drafts), t2 - t1,
+                    t1 - t0, sum(len(e) for e, _ in committed), batch.elapsed_ms)
+    for i, row in enumerate(batch.active):
+        row.index = batch.index
+        emitted, delta = committed[i]
+        yield _event(batch, row, outcomes[i], emitted, delta, Timings(draft_ms[i], t2 - t1, other), k=ks[i],
+                     source=drafts[i].source, notice=notices[i], gain=gains[i], cache_len=lengths[i])
+
+
+def generate_batch(target, prompts: list[list[int]], config: GenerationConfig, *,
+                   drafters: list[Drafter | None] | None = None,
+                   cancel: object | None = None) -> Iterator[PassEvent | BatchStep]:
+    """Decode B prompts together (B >= 1; prompts of any lengths), speculatively for each row with a drafter.
+
+    Args:
+        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
+        prompts: B encoded prompts (non-empty lists of ids).
+        config: settings shared by every row (k, sampling, stopping; row r samples with seed ``seed + r``).
+        drafters: one fresh drafter per row (drafters hold per-run state), None entries or None for standard
+            decoding. Rows draft chains; a tree draft is verified only in a batch of one.
+        cancel: optional flag with ``is_set()`` or a callable, checked before every forward.
+
+    Yields:
+        Per target forward, a :class:`~specviz.core.events.BatchStep` then one :class:`PassEvent` per row in it
+        (``row`` = its index in ``prompts``). Rows finish independently (EOS, stop string, max_new_tokens) and
+        leave the batch. Rows of different cached lengths share a forward through per-row causal masks and
+        positions, so each row's greedy output equals its single-prompt decoding up to float rounding of the
+        batched kernels (a first divergence can only fall at a near-tie).
+
+    Raises:
+        ValueError: an empty prompt.
+        NotImplementedError: a tree draft in sampling mode or in a batch of several prompts.
+        RunCancelled: when ``cancel`` is set (before the next forward starts).
+        NumericalError: the target's logits turned non-finite.
+    """
+    name = "speculative" if drafters is not None and any(d is not None for d in drafters) else "baseline"
+    return _decode(_Batch(name, target, [list(p) for p in prompts], config, cancel, drafters))
+
+
+def _rows_only(events: Iterator[PassEvent | BatchStep]) -> Iterator[PassEvent]:
+    return (event for event in events if isinstance(event, PassEvent))
+
+
 def standard_generate(target, prompt_ids: list[int], config: GenerationConfig, *,
                       cancel: object | None = None) -> Iterator[PassEvent]:
-    """Standard (autoregressive) decoding of ``target``: one event per token, ``k == 0``.
+    """Standard (autoregressive) decoding of ``target``: one event per token, ``k == 0`` (a batch of one, see
+    :func:`generate_batch`).
 
     Args:
         target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
@@ -434,22 +671,13 @@ def standard_generate(target, prompt_ids: list[int], config: GenerationConfig, *
         RunCancelled: when ``cancel`` is set (before the next forward starts).
         NumericalError: the target's logits turned non-finite.
     """
-    run = _Run("baseline", target, prompt_ids, config, cancel)
-    event, _ = _prefill(run)
-    yield event
-    while not run.finished:
-        run.index += 1
-        t0 = run.clock.now_ms()
-        outcome = verify_chain(run, Draft([]))
-        t1 = run.clock.now_ms()
-        emitted, _, delta = commit(run, outcome)
-        run.check_invariant()
-        yield _event(run, outcome, emitted, delta, Timings(0.0, t1 - t0, run.clock.now_ms() - t1))
+    return _rows_only(_decode(_Batch("baseline", target, [list(prompt_ids)], config, cancel)))
 
 
 def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config: GenerationConfig, *,
                          cancel: object | None = None) -> Iterator[PassEvent]:
-    """Speculative decoding of ``target`` with ``drafter``: one event per target pass.
+    """Speculative decoding of ``target`` with ``drafter``: one event per target pass (a batch of one, see
+    :func:`generate_batch`).
 
     Args:
         target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
@@ -470,40 +698,7 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
         RunCancelled: when ``cancel`` is set (before the next forward starts).
         NumericalError: the target's logits turned non-finite.
     """
-    run = _Run("speculative", target, prompt_ids, config, cancel, features=bool(drafter.needs_hidden))
-    drafter.reset(run.prompt_ids)
-    event, pending = _prefill(run)  # pending: target features of committed positions the drafter has not seen
-    yield event
-    control = config.draft_length()
-    active: Drafter | None = drafter
-    k_next = control.choose(config.max_new_tokens - len(run.out.ids) - 1)
-    while not run.finished:
-        run.index += 1
-        k, gain = min(k_next, config.max_new_tokens - len(run.out.ids) - 1), control.expected_gain
-        t0 = run.clock.now_ms()
-        # 1 draft
-        draft_read = active is not None and k > 0
-        draft, notice = _draft(active, run, k, pending) if draft_read else (Draft([]), None)
-        active = None if notice else active
-        t1 = run.clock.now_ms()
-        # 2 verify
-        outcome = verify_tree(run, draft) if draft.parents is not None and draft.token_ids else \
-            verify_chain(run, draft)
-        t2 = run.clock.now_ms()
-        # 3 commit
-        emitted, features, delta = commit(run, outcome)
-        pending = features if draft_read else _join(pending, features)
-        t3 = run.clock.now_ms()
-        # 4 update
-        if draft_read and active is not None:
-            active.commit(run.committed, outcome.num_accepted)
-        control.observe(k, len(outcome.shown_ids), outcome.num_accepted, verify_ms=t2 - t1, draft_ms=t1 - t0,
-                        other_ms=t3 - t2, forward_tokens=1 + len(draft.token_ids))
-        k_next = control.choose(config.max_new_tokens - len(run.out.ids) - 1) if active is not None else 0
-        run.check_invariant()
-        # 5 event
-        yield _event(run, outcome, emitted, delta, Timings(t1 - t0, t2 - t1, run.clock.now_ms() - t2), k=k,
-                     drafter=drafter, next_k=k_next, source=draft.source, notice=notice, gain=gain)
+    return _rows_only(_decode(_Batch("speculative", target, [list(prompt_ids)], config, cancel, [drafter])))
 
 
 def collect(events: Iterable[PassEvent], tokenizer, prompt_ids: list[int]) -> RunResult:

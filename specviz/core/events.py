@@ -139,6 +139,7 @@ class PassEvent:
             numbers turned non-finite and the run goes on without drafts), else None.
         expected_gain: k = auto only: the expected decoding rate at this pass's k over a plain step's, from the
             run's measured costs and acceptance (1.0 when it chose k = 0; None before anything was measured).
+        row: the prompt's row in a batch (0 for a single prompt).
     """
 
     run: RunKind
@@ -165,6 +166,7 @@ class PassEvent:
     tree: TreeRecord | None = None
     notice: str | None = None
     expected_gain: float | None = None
+    row: int = 0
 
     @property
     def num_drafted(self) -> int:
@@ -194,6 +196,31 @@ class PassEvent:
         """1 if the target refused a draft token in this pass and its own token was emitted, else 0 (positions
         after the first rejection were never judged)."""
         return 1 if self.num_accepted < self.num_drafted and not self.cut_in_drafts else 0
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """One target forward of a batch of prompts (:func:`specviz.core.engine.generate_batch`); the rows' own
+    :class:`PassEvent` s of that forward follow it.
+
+    Attributes:
+        run: "speculative" or "baseline".
+        index: 0 for the prefill, then 1, 2, ... per forward.
+        rows: rows in the forward (finished rows leave the batch).
+        new_tokens: tokens per row in the forward (1 + the longest draft; shorter rows are padded).
+        forward_ms: the forward's time (ms); ``draft_ms``: the rows' drafting before it, all rows together.
+        emitted: tokens the rows emitted from this forward, all rows together.
+        t_end_ms: the batch's own clock after this forward and its bookkeeping (ms).
+    """
+
+    run: RunKind
+    index: int
+    rows: int
+    new_tokens: int
+    forward_ms: float
+    draft_ms: float
+    emitted: int
+    t_end_ms: float
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,17 @@ class SlabCache(Cache):
         """Positions held per row (a single-prompt run has one row)."""
         return list(self.layers[0].lengths) if self.layers and self.layers[0].is_initialized else []
 
+    @torch.inference_mode()
+    def select_rows(self, rows: list[int]) -> None:
+        """Keep only the batch rows ``rows`` (in that order), e.g. dropping rows whose run has finished."""
+        if not self.layers or not self.layers[0].is_initialized:
+            return
+        for layer in self.layers:
+            index = torch.tensor(rows, dtype=torch.long, device=layer.keys.device)
+            layer.keys = layer.keys.index_select(0, index)
+            layer.values = layer.values.index_select(0, index)
+            layer.lengths = [layer.lengths[row] for row in rows]
+
     def set_row_lengths(self, lengths: list[int]) -> None:
         """Shorten rows to ``lengths`` (each <= the row's current length): a rollback per row."""
         current = self.row_lengths()
@@ -229,6 +240,34 @@ def forward_logits_features(
     out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
                 **{_cache_argument(model): cache}, **kwargs)
     return out.logits[0, -num_logits:].float(), out.hidden_states[-1][0]
+
+
+@torch.inference_mode()
+def forward_rows(
+    model: torch.nn.Module, rows: list[list[int]], cache: Cache, num_logits: int, *,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, features: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One forward over B rows of n new tokens each (a batch; rows padded by the caller to equal length).
+
+    Args:
+        model: a causal LM.
+        rows: B lists of n token ids.
+        cache: the batch's KV cache (B rows), extended in place by n positions per row.
+        num_logits: how many final positions of each row need logits.
+        attention_mask: optional (B, 1, n, span) bool mask (rows of different cached lengths need one).
+        position_ids: optional (B, n) positions.
+        features: also return the final features of every new position.
+
+    Returns:
+        (B, num_logits, V) float32 logits and (B, n, H) features or None.
+    """
+    _use_threads(model, len(rows) * len(rows[0]))
+    ids = torch.tensor(rows, dtype=torch.long, device=model.device)
+    kwargs = {name: value for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids))
+              if value is not None}
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=features,
+                **{_cache_argument(model): cache}, **kwargs)
+    return out.logits[:, -num_logits:].float(), (out.hidden_states[-1] if features else None)
 
 
 def check_cancel(cancel: object | None) -> None:

@@ -1,0 +1,301 @@
+"""Speculation and batching: where the free verification runs out, and a sampling-law check.
+
+**The sweep** (:func:`batch_sweep`). A decode step of a small batch is bound by reading the weights, so verifying
+k+1 tokens per row costs about as much as one token per row: speculation's profit. A batch uses the same slack:
+B rows per forward also cost little more than one. Both together run out of it: at some batch size the forward
+of B x (k+1) tokens becomes compute-bound and costs clearly more than B x 1, and speculation stops paying
+(vLLM turns speculation down as the batch grows; MagicDec and BASS study this). For each B, the same prompts
+(recycled to B rows) are decoded by standard and by speculative decoding, interleaved repeats, each timed on the
+batch's own clock after the prefill (:class:`~specviz.core.events.BatchStep`); per B the table gives both rates
+(tokens/s over all rows), the speedup, tokens per pass, the pass cost T(B, k+1) / T(B, 1) measured from the runs'
+own forwards, and the KV-cache memory of the batch. The predicted speedup comes from the batch-1 acceptance alone
+and the measured forward grid (:func:`specviz.analysis.arena.measure_forward_grid`):
+
+    predicted(B) = E[tokens per pass at B = 1] x T(B, 1) / (T(B, k+1) + B x T_draft per row at B = 1)
+
+so the lesson reads off the numbers: the speedup holds while T(B, k+1) / T(B, 1) stays near 1.
+
+**The sampling check** (:func:`sampling_check`). N short sampled runs (batched) of standard and speculative
+decoding; the two tokens after the prefill's token (the first token never meets the verifier) are counted and
+compared with the target's exact probabilities (chi-square goodness of fit, cells with expected count < 5 pooled)
+and with each other (chi-square test of homogeneity). With ``broken=True`` the verifier accepts every draft token
+(:attr:`specviz.core.engine.GenerationConfig.accept_all_drafts`), and a drafter that disagrees with the target
+makes the test fail: the check can tell a wrong sampler from a right one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
+
+import torch
+
+from specviz.core.drafting import Drafter
+from specviz.core.engine import GenerationConfig, generate_batch
+from specviz.core.events import BatchStep, PassEvent
+from specviz.core.kv import forward_logits, new_cache
+from specviz.core.verify import process_logits, restrict_vocab
+
+BATCH_SIZES = (1, 2, 4, 8, 16)
+Progress = Callable[[float, str], None]
+ShouldStop = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """One batched run: tokens after the prefill, its decode time (ms, own clock), target forwards after the
+    prefill and how many tokens those forwards read per row, the rows' passes and their emitted tokens."""
+
+    tokens: int
+    decode_ms: float
+    steps: tuple[BatchStep, ...]
+    row_passes: int
+    row_emitted: int
+    ids: tuple[tuple[int, ...], ...]
+    draft_ms: float = 0.0
+
+
+def run_batch(target, prompts: list[list[int]], config: GenerationConfig, drafters: list[Drafter] | None,
+              cancel=None) -> BatchRun:
+    """Decode ``prompts`` as one batch and sum what the sweep needs (see :class:`BatchRun`)."""
+    steps, ids = [], [[] for _ in prompts]
+    row_passes = row_emitted = 0
+    for event in generate_batch(target, prompts, config, drafters=drafters, cancel=cancel):
+        if isinstance(event, BatchStep):
+            steps.append(event)
+            continue
+        ids[event.row].extend(event.emitted_ids)
+        if event.kind == "pass":
+            row_passes += 1
+            row_emitted += len(event.emitted_ids)
+    after = [s for s in steps if s.index > 0]
+    decode_ms = steps[-1].t_end_ms - steps[0].t_end_ms if after else 0.0
+    return BatchRun(row_emitted, decode_ms, tuple(steps), row_passes, row_emitted, tuple(map(tuple, ids)),
+                    sum(s.draft_ms for s in after))
+
+
+def _forward_ms(runs: list[BatchRun], tokens: int | None) -> float | None:
+    """Median forward time (ms) of the runs' full-batch steps reading ``tokens`` per row (None: any)."""
+    times = [s.forward_ms for r in runs for s in r.steps
+             if s.index > 0 and s.rows == r.steps[0].rows and (tokens is None or s.new_tokens == tokens)]
+    return statistics.median(times) if times else None
+
+
+@dataclass
+class SweepRow:
+    """The figures of one batch size (rates in tokens/s over all rows; times in ms)."""
+
+    batch: int
+    standard_tps: float | None
+    speculative_tps: float | None
+    speedup: float | None
+    tokens_per_pass: float | None
+    step_ms: float | None  # T(B, 1), from the standard runs' forwards
+    verify_ms: float | None  # T(B, k+1), from the speculative runs' full-draft forwards
+    pass_cost: float | None  # T(B, k+1) / T(B, 1)
+    kv_megabytes: float
+    predicted: float | None = None
+    repeats: list[tuple[float, float]] = field(default_factory=list)  # (standard tps, speculative tps) per repeat
+
+    def as_dict(self) -> dict:
+        """The row as plain JSON values."""
+        return dict(self.__dict__)
+
+
+def kv_bytes_per_token(target) -> int:
+    """Bytes of keys and values one token keeps in the cache (all layers)."""
+    config = target.model.config.get_text_config()
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    size = torch.finfo(target.dtype).bits // 8
+    return 2 * config.num_hidden_layers * heads * head_dim * size
+
+
+def _tps(run: BatchRun) -> float | None:
+    return run.tokens / (run.decode_ms / 1000.0) if run.decode_ms > 0 else None
+
+
+def sweep_row(target, prompts: list[list[int]], batch: int, config: GenerationConfig,
+              make_drafter: Callable[[], Drafter], repeats: int = 3, cancel=None) -> SweepRow:
+    """Standard and speculative decoding of ``batch`` rows (the prompts recycled), ``repeats`` interleaved pairs;
+    rates are medians over the repeats."""
+    rows = [prompts[i % len(prompts)] for i in range(batch)]
+    std_runs, spec_runs = [], []
+    for repeat in range(repeats):
+        order = (False, True) if repeat % 2 == 0 else (True, False)
+        for speculative in order:
+            drafters = [make_drafter() for _ in rows] if speculative else None
+            (spec_runs if speculative else std_runs).append(run_batch(target, rows, config, drafters, cancel))
+    pairs = [(_tps(a), _tps(b)) for a, b in zip(std_runs, spec_runs)]
+    std = statistics.median(p[0] for p in pairs if p[0]) if any(p[0] for p in pairs) else None
+    spec = statistics.median(p[1] for p in pairs if p[1]) if any(p[1] for p in pairs) else None
+    step, verify = _forward_ms(std_runs, 1), _forward_ms(spec_runs, config.k + 1)
+    passes = sum(r.row_passes for r in spec_runs)
+    longest = max(len(p) for p in rows) + config.max_new_tokens + config.k + 1
+    return SweepRow(batch, std, spec, spec / std if std and spec else None,
+                    sum(r.row_emitted for r in spec_runs) / passes if passes else None, step, verify,
+                    verify / step if verify and step else None, kv_bytes_per_token(target) * longest * batch / 1e6,
+                    repeats=pairs)
+
+
+def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
+    """Fill each row's ``predicted`` speedup from the batch-1 tokens per pass and the forward grid's T(B, n) (ms,
+    ``grid["ms"][B][n]``; rows whose B the grid lacks use the sweep's own measured step and verify times)."""
+    first = next((r for r in rows if r.batch == 1 and r.tokens_per_pass), None)
+    if first is None:
+        return
+    draft_per_row = 0.0  # drafting cost per pass and row at B = 1, from its own run (ms)
+    if first.verify_ms and first.speculative_tps and first.tokens_per_pass:
+        per_pass_ms = first.tokens_per_pass / first.speculative_tps * 1000.0
+        draft_per_row = max(0.0, per_pass_ms - first.verify_ms)
+    for row in rows:
+        table = (grid or {}).get("ms", {}).get(row.batch, {})
+        step = table.get(1, row.step_ms)
+        verify = table.get(k + 1, row.verify_ms)
+        if step and verify:
+            row.predicted = first.tokens_per_pass * step / (verify + row.batch * draft_per_row)
+
+
+def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
+                batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, grid: dict | None = None,
+                progress: Progress | None = None, should_stop: ShouldStop | None = None) -> dict:
+    """The sweep of the module docstring: ``{"rows": [SweepRow.as_dict()...], "k", "max_new_tokens",
+    "stopped", "crossover"}``, where ``crossover`` is the smallest B whose measured speedup is below 1 (None if
+    none). ``grid`` is an optional forward grid for the predicted curve. Stops early (``stopped``) when
+    ``should_stop()``; raises what the engine raises (ValueError for an empty prompt)."""
+    say = progress or (lambda fraction, message: None)
+    rows: list[SweepRow] = []
+    stopped = False
+    sizes = sorted({int(b) for b in batch_sizes})
+    for i, batch in enumerate(sizes):
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        say(i / len(sizes), f"batch {batch}: standard and speculative decoding, {repeats} repeats")
+        from specviz.core.events import RunCancelled
+
+        try:
+            rows.append(sweep_row(target, prompts, batch, config, make_drafter, repeats, should_stop))
+        except RunCancelled:
+            stopped = True
+            break
+    predict(rows, grid, config.k)
+    below = next((r.batch for r in rows if r.speedup is not None and r.speedup < 1.0), None)
+    say(1.0, "Stopped." if stopped else "Done.")
+    return {"rows": [r.as_dict() for r in rows], "k": config.k, "max_new_tokens": config.max_new_tokens,
+            "stopped": stopped, "crossover": below}
+
+
+def format_sweep(result: dict) -> str:
+    """A readable table of :func:`batch_sweep`'s result."""
+    def f(value, spec=".2f"):
+        return "-" if value is None else format(value, spec)
+
+    lines = [f"{'B':>3}{'std tok/s':>11}{'spec tok/s':>12}{'speedup':>9}{'predicted':>10}{'tok/pass':>10}"
+             f"{'T(B,1) ms':>11}{'T(B,k+1)':>10}{'cost':>7}{'KV MB':>8}"]
+    for r in result["rows"]:
+        lines.append(f"{r['batch']:>3}{f(r['standard_tps'], '.1f'):>11}{f(r['speculative_tps'], '.1f'):>12}"
+                     f"{f(r['speedup']):>9}{f(r['predicted']):>10}{f(r['tokens_per_pass']):>10}"
+                     f"{f(r['step_ms'], '.1f'):>11}{f(r['verify_ms'], '.1f'):>10}{f(r['pass_cost']):>7}"
+                     f"{f(r['kv_megabytes'], '.1f'):>8}")
+    crossover = result.get("crossover")
+    lines.append(f"k = {result['k']}, {result['max_new_tokens']} new tokens per row; cost = T(B, k+1) / T(B, 1). "
+                 + (f"Speculation stops paying at B = {crossover}." if crossover else
+                    "Speculation paid at every batch size measured."))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ the sampling check
+
+
+def _joint_two(target, prompt: list[int], first: int, config: GenerationConfig) -> dict[tuple[int, int], float]:
+    """The target's exact probabilities of the two tokens after ``first`` (the prefill's token)."""
+    vocab = min(target.vocab_size, getattr(target, "num_token_ids", None) or target.vocab_size)
+
+    def probs(ids: list[int]) -> torch.Tensor:
+        logits = forward_logits(target.model, ids, new_cache(target.model), 1)
+        return process_logits(restrict_vocab(logits, vocab), config.sampling)[0]
+
+    p2, joint = probs(prompt + [first]), {}
+    for t2 in torch.nonzero(p2 > 1e-5).flatten().tolist():
+        p3 = probs(prompt + [first, t2])
+        for t3 in torch.nonzero(p3 > 1e-5).flatten().tolist():
+            joint[(t2, t3)] = float(p2[t2] * p3[t3])
+    return joint
+
+
+def _samples(target, prompt: list[int], config: GenerationConfig, n: int, batch: int,
+             make_drafter: Callable[[], Drafter] | None, cancel=None) -> list[tuple[int, int, int]]:
+    """n sampled runs of 3 tokens, ``batch`` rows at a time (row r of batch j draws with seed base + j*batch + r)."""
+    out: list[tuple[int, int, int]] = []
+    for start in range(0, n, batch):
+        rows = min(batch, n - start)
+        run_config = replace(config, max_new_tokens=3, sampling=replace(config.sampling, seed=start))
+        drafters = [make_drafter() for _ in range(rows)] if make_drafter else None
+        got = run_batch(target, [prompt] * rows, run_config, drafters, cancel)
+        out.extend(tuple(ids[:3]) for ids in got.ids if len(ids) >= 3)
+    return out
+
+
+def _chi_square(observed: dict, expected: dict, n: int) -> tuple[float, float, int]:
+    """(statistic, p-value, degrees of freedom) of observed counts against expected probabilities, cells with an
+    expected count below 5 pooled into one."""
+    from scipy.stats import chisquare
+
+    big = [c for c, p in expected.items() if p * n >= 5]
+    obs = [observed.get(c, 0) for c in big] + [n - sum(observed.get(c, 0) for c in big)]
+    exp = [expected[c] * n for c in big] + [max(1e-9, n - sum(expected[c] * n for c in big))]
+    if len(big) < 2:
+        return float("nan"), float("nan"), 0
+    result = chisquare(obs, exp)
+    return float(result.statistic), float(result.pvalue), len(obs) - 1
+
+
+def sampling_check(target, prompt: list[int], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
+                   n: int = 200, batch: int = 16, broken: bool = False, cancel=None) -> dict:
+    """The sampling-law check of the module docstring.
+
+    Returns ``{"n", "first", "standard", "speculative" (counts of (t2, t3) pairs), "exact" (probabilities),
+    "fit_standard", "fit_speculative" (chi-square stat, p, dof against the exact law), "homogeneity" (stat, p,
+    dof between the two samples), "broken"}``. Raises ValueError in greedy mode (there is nothing to sample).
+    """
+    if config.sampling.greedy:
+        raise ValueError("The sampling check needs a temperature above 0.")
+    spec_config = replace(config, accept_all_drafts=broken)
+    standard = _samples(target, prompt, config, n, batch, None, cancel)
+    speculative = _samples(target, prompt, spec_config, n, batch, make_drafter, cancel)
+    firsts = {s[0] for s in standard + speculative}
+    first = max(firsts, key=lambda t: sum(1 for s in standard + speculative if s[0] == t))
+    std = _pair_counts(standard, first)
+    spec = _pair_counts(speculative, first)
+    exact = _joint_two(target, prompt, first, config)
+    return {"n": n, "first": first, "standard": std, "speculative": spec, "exact": exact, "broken": broken,
+            "fit_standard": _chi_square(std, exact, sum(std.values())),
+            "fit_speculative": _chi_square(spec, exact, sum(spec.values())),
+            "homogeneity": _homogeneity(std, spec)}
+
+
+def _pair_counts(samples: list[tuple[int, int, int]], first: int) -> dict[tuple[int, int], int]:
+    counts: dict[tuple[int, int], int] = {}
+    for t1, t2, t3 in samples:
+        if t1 == first:
+            counts[(t2, t3)] = counts.get((t2, t3), 0) + 1
+    return counts
+
+
+def _homogeneity(a: dict, b: dict) -> tuple[float, float, int]:
+    """Chi-square test that two samples of pairs come from one law (cells with few counts pooled)."""
+    from scipy.stats import chi2_contingency
+
+    cells = sorted(set(a) | set(b), key=lambda c: -(a.get(c, 0) + b.get(c, 0)))
+    big = [c for c in cells if a.get(c, 0) + b.get(c, 0) >= 10]
+    rest = [c for c in cells if c not in big]
+    table = [[a.get(c, 0) for c in big] + [sum(a.get(c, 0) for c in rest)],
+             [b.get(c, 0) for c in big] + [sum(b.get(c, 0) for c in rest)]]
+    table = [list(col) for col in zip(*table) if sum(col) > 0]
+    if len(table) < 2:
+        return float("nan"), float("nan"), 0
+    stat, p, dof, _ = chi2_contingency(list(zip(*table)))
+    return float(stat), float(p), int(dof)
