@@ -10,7 +10,8 @@ of unexpected errors (exit status 1).
 when the run ended on it), text (special tokens skipped, cut before a stop string), finish_reason ("eos",
 "length" or "stop"), target_passes, drafted, accepted, acceptance_rate (accepted / drafted; null when
 nothing was drafted, e.g. standard decoding), alpha, tokens_per_pass (1.0 for standard decoding),
-expected_tokens_per_pass, per_position_acceptance, wall_s (prefill start to last token; loading
+expected_tokens_per_pass, per_position_acceptance (conditional), per_position_share (accepted at position i /
+passes), tree_passes, tree_nodes_verified, lookahead_window_tokens, wall_s (prefill start to last token; loading
 excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i), drafter, k (an int,
 "auto", or 0 for standard decoding), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup, ids_identical, first_difference and the baseline's near_tie_gap there). See
@@ -234,6 +235,12 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
                    metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
                                      "below P (0 = always k tokens; default: the drafters' own default)")
+    p.add_argument("--window", type=_int_in("window", 1, 32), default=None, metavar="W",
+                   help="lookahead: the Jacobi window's columns (default 4)")
+    p.add_argument("--ngram", type=_int_in("ngram", 2, 8), default=None, metavar="N",
+                   help="lookahead: n-gram size: N-1 levels, candidates of N-1 tokens (default 3)")
+    p.add_argument("--candidates", type=_int_in("candidates", 1, 32), default=None, metavar="G",
+                   help="lookahead: most pool n-grams verified per pass (default 4; one when sampling)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -289,7 +296,8 @@ def _make_drafter(key: str, args, target):
     return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
                         ngram_max=args.ngram_max, ngram_min=args.ngram_min, heads_path=args.heads,
                         tree_nodes=args.tree, min_confidence=args.confidence,
-                        lookup=bool(getattr(args, "lookup", False)), progress=_log)
+                        lookup=bool(getattr(args, "lookup", False)), window=args.window, ngram=args.ngram,
+                        candidates=args.candidates, seed=getattr(args, "seed", 0) or 0, progress=_log)
 
 
 @contextlib.contextmanager
@@ -406,6 +414,10 @@ def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0
         "tokens_per_pass": figures["tokens_per_pass"],
         "expected_tokens_per_pass": figures["expected_tokens_per_pass"],
         "per_position_acceptance": figures["per_position_acceptance"],
+        "per_position_share": figures["per_position_share"],
+        "tree_passes": figures["tree_passes"],
+        "tree_nodes_verified": figures["tree_nodes_verified"],
+        "lookahead_window_tokens": figures["lookahead_window_tokens"],
         "wall_s": result.wall_s,
         "ttft_ms": figures["ttft_ms"],
         "draft_ms": figures["draft_ms"],

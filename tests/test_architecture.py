@@ -25,12 +25,11 @@ MAX_LINES = 60  # per function or method, decorators excluded, its nested functi
 # "path::qualified name" -> why it may exceed MAX_LINES. Builders only: keep it short.
 LONG_BUILDERS = {
     "specviz/cli.py::build_parser": "the argument parser: one add_argument per flag of three commands",
-    "app/classroom.py::build_tab": "the Classroom tab's layout: its widgets and their wiring, declared in order",
     "app/why.py::whatif_figure": "one Plotly figure: its traces, annotations and axes",
 }
 
 ENGINE = ROOT / "specviz" / "core" / "engine.py"
-LOOP = "speculative_generate"
+LOOP = "_decode"  # the one loop: a single prompt is a batch of one (speculative_generate, generate_batch)
 PHASES = [(1, "draft"), (2, "verify"), (3, "commit"), (4, "update"), (5, "event")]
 
 

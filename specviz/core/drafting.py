@@ -47,6 +47,31 @@ class DraftContext:
     cancel: object | None = None
 
 
+@dataclass(frozen=True)
+class LookaheadPlan:
+    """What a lookahead pass adds to one target forward (Fu et al. 2024, "Break the Sequential Dependency of LLM
+    Inference Using Lookahead Decoding"), laid out as the nodes of one tree under the last committed token.
+
+    Attributes:
+        window_nodes: per level (oldest first), the node indices of its W tokens. Node (level l, column j) is a
+            guess for the token l + j positions after the last committed token; its parent is the node below it
+            in its column (level 0: the node to its left, or the root), so its ancestors are exactly the tokens
+            its Jacobi step reads: the level-0 guesses before its column and its column below it.
+        candidates: the verification branch: node indices of each candidate n-gram's tokens, in order (a chain
+            from the root); in sampling mode at most one, chosen before the target sees anything.
+        pool_size: n-grams in the pool when the candidates were chosen.
+    """
+
+    window_nodes: tuple[tuple[int, ...], ...]
+    candidates: tuple[tuple[int, ...], ...]
+    pool_size: int = 0
+
+    @property
+    def window_tokens(self) -> int:
+        """Tokens the lookahead branch adds to the forward."""
+        return sum(len(level) for level in self.window_nodes)
+
+
 @dataclass
 class Draft:
     """A proposal.
@@ -58,8 +83,10 @@ class Draft:
             drafter or in greedy mode (one-hot / unused).
         parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
             token), topologically ordered (parents first). Trees are for greedy mode only.
-        source: where a composite drafter's proposal came from ("lookup": copied by n-gram lookup), or None;
-            the engine passes it on as the pass event's ``draft_source``.
+        source: where a composite drafter's proposal came from ("lookup": copied by n-gram lookup; "pool": a
+            lookahead candidate), or None; the engine passes it on as the pass event's ``draft_source``.
+        lookahead: for a lookahead pass, which of the tree's nodes are the window and which the candidates
+            (:class:`LookaheadPlan`); only the candidates are verified. None otherwise.
     """
 
     token_ids: list[int]
@@ -67,6 +94,7 @@ class Draft:
     draft_probs: torch.Tensor | None = None
     parents: list[int] | None = None
     source: str | None = None
+    lookahead: LookaheadPlan | None = None
 
 
 @runtime_checkable

@@ -24,15 +24,15 @@ Counters count committed work: see :class:`~specviz.core.events.PassEvent` (``co
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator, Protocol
 
 import torch
 
 from specviz.core.draft_length import AutoK, HeuristicK
 from specviz.core.drafting import Draft, DraftContext, Drafter
-from specviz.core.events import (BatchStep, NumericalError, PassEvent, PositionDetail, RunCancelled, RunKind, RunResult,
-                                 Timings, TreeRecord)
+from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, PassEvent, PositionDetail, RunCancelled,
+                                 RunKind, RunResult, Timings, TreeRecord)
 from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, forward_chunked, forward_rows,
                              keep_positions, new_cache)
 from specviz.core.tree import tree_attention_mask, tree_positions, verify_tree_greedy
@@ -342,6 +342,7 @@ class Outcome:
         details: one :class:`PositionDetail` per shown token.
         tree: the whole tree of a tree pass, else None.
         near_tie_gap: top-2 logit gap at the emitted token when nothing was drafted (the baseline), else None.
+        lookahead: a lookahead pass's window, candidates and the Jacobi step's new level, else None.
     """
 
     shown_ids: tuple[int, ...]
@@ -354,6 +355,7 @@ class Outcome:
     details: tuple[PositionDetail, ...] = ()
     tree: TreeRecord | None = None
     near_tie_gap: float | None = None
+    lookahead: LookaheadRecord | None = None
 
 
 # -------------------------------------------------------------------------------------------- 2 verify
@@ -389,6 +391,41 @@ def verify_chain(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tensor,
                    features, details)
 
 
+def verify_lookahead(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tensor) -> Outcome:
+    """Judge a lookahead pass from the target's (1 + nodes, vocab) logits over [last committed] + the tree of
+    :class:`~specviz.core.drafting.LookaheadPlan`: the Jacobi step's new level is the argmax at each top-level
+    window node; only the candidates are verified: greedy keeps the longest accepted prefix among them, sampling
+    verifies the one candidate as a one-hot draft (rejection sampling)."""
+    plan, tokens = draft.lookahead, list(draft.token_ids)
+    top = logits.argmax(dim=-1).tolist()
+    new_level = tuple(int(top[1 + node]) for node in plan.window_nodes[-1]) if plan.window_nodes else ()
+    chains = [list(chain) for chain in plan.candidates]
+    rows_of = [[0] + [1 + node for node in chain] for chain in chains]  # the rows judging each token, then after
+    best, verdict = None, Verdict(0, batch.choose(row, logits[0]), "target")
+    for i, (chain, rows) in enumerate(zip(chains, rows_of)):
+        ids = [tokens[node] for node in chain]
+        chain_logits = logits[rows]
+        if batch.config.sampling.greedy:
+            found = verify_greedy(ids, chain_logits)
+        else:
+            found = verify_sampling(ids, None, process_logits(chain_logits, batch.config.sampling), row.gen)
+        if best is None or found.num_accepted > verdict.num_accepted:
+            best, verdict = i, found
+    record = LookaheadRecord(tuple(tuple(tokens[n] for n in level) for level in plan.window_nodes), new_level,
+                             tuple(tuple(tokens[n] for n in chain) for chain in chains), best,
+                             verdict.num_accepted, plan.pool_size)
+    if best is None:
+        return Outcome((), 0, verdict.next_id, "target", (), (0,), None, lookahead=record)
+    chain, ids = chains[best], [tokens[node] for node in chains[best]]
+    n = verdict.num_accepted
+    shown = ids[: n + 1]
+    probs = process_logits(logits[rows_of[best][: len(shown)]], batch.config.sampling)
+    details = tuple(PositionDetail(float(probs[i, t]), 1.0, verdict.uniforms[i] if i < len(verdict.uniforms) else None,
+                                   int(top[rows_of[best][i]]), i <= n) for i, t in enumerate(shown))
+    return Outcome(tuple(shown), n, verdict.next_id, verdict.next_kind, tuple(ids[:n]),
+                   tuple([0] + [1 + node for node in chain[:n]]), None, details, lookahead=record)
+
+
 def tree_inputs(batch: _Batch, draft: Draft) -> dict:
     """The tree attention mask and positions of a tree pass over a single row (see :mod:`specviz.core.tree`).
 
@@ -396,10 +433,11 @@ def tree_inputs(batch: _Batch, draft: Draft) -> dict:
         NotImplementedError: in sampling mode (a tree needs a multi-candidate acceptance rule; draft a chain),
             or in a batch of several prompts (trees are single-prompt).
     """
-    if not batch.config.sampling.greedy:
+    if not batch.config.sampling.greedy and draft.lookahead is None:  # a lookahead pass verifies one chain
         raise NotImplementedError("tree drafts are verified in greedy mode only; draft a chain when sampling")
     if len(batch.active) != 1:
-        raise NotImplementedError("tree drafts are verified for a single prompt; draft chains in a batch")
+        raise NotImplementedError("tree and lookahead drafts are verified for a single prompt; draft chains in a "
+                                  "batch")
     context = cache_length(batch.cache)  # committed - 1
     return {"attention_mask": tree_attention_mask(list(draft.parents), context, device=batch.target.device),
             "position_ids": tree_positions(list(draft.parents), context, device=batch.target.device)}
@@ -429,6 +467,8 @@ def _verify_all(batch: _Batch, drafts: list[Draft]) -> list[Outcome]:
     tree = len(drafts) == 1 and drafts[0].parents is not None and bool(drafts[0].token_ids)
     inputs = [[row.committed[-1]] + list(draft.token_ids) for row, draft in zip(batch.active, drafts)]
     results = batch.forward(inputs, **(tree_inputs(batch, drafts[0]) if tree else {}))
+    if tree and drafts[0].lookahead is not None:
+        return [verify_lookahead(batch, batch.active[0], drafts[0], results[0][0])]
     if tree:
         return [verify_tree(drafts[0], *results[0])]
     return [verify_chain(batch, row, draft, logits, feats)
@@ -504,12 +544,15 @@ def _update_all(batch: _Batch, drafts: list[Draft], ks: list[int], outcomes: lis
                 times: tuple[list[float], float, float]) -> None:
     """4 update: tell each drafter what was committed; learn from the pass's costs; choose each row's next k."""
     draft_ms, verify_ms, other_ms = times
-    for row, draft, k, outcome, ms in zip(batch.active, drafts, ks, outcomes, draft_ms):
+    for i, (row, draft, k, outcome, ms) in enumerate(zip(batch.active, drafts, ks, outcomes, draft_ms)):
         if row.drafter is None or row.control is None:
             row.k_next = 0
             continue
         if k > 0:
             row.drafter.commit(row.committed, outcome.num_accepted)
+        if outcome.lookahead is not None:  # the Jacobi step's outputs: the next level, new n-grams in the pool
+            added = row.drafter.advance(list(outcome.lookahead.new_level))
+            outcomes[i] = replace(outcome, lookahead=replace(outcome.lookahead, added=added))
         row.control.observe(k, len(outcome.shown_ids), outcome.num_accepted, verify_ms=verify_ms, draft_ms=ms,
                             other_ms=other_ms, forward_tokens=1 + len(draft.token_ids))
         row.k_next = row.control.choose(row.budget)
@@ -534,7 +577,8 @@ def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta
         draft_cache_len=drafter.cache_len if drafter is not None else None, finish_reason=row.out.finish_reason,
         near_tie_gap=outcome.near_tie_gap if row.name == "baseline" else None,
         next_k=row.k_next if row.control is not None and row.index > 0 else None,
-        draft_source=source, tree=outcome.tree, notice=notice, expected_gain=gain, row=row.row,
+        draft_source=source if outcome.shown_ids or source != "pool" else None, tree=outcome.tree, notice=notice,
+        expected_gain=gain, row=row.row, lookahead=outcome.lookahead,
     )
 
 

@@ -31,9 +31,9 @@ FinishReason = Literal["eos", "length", "stop"]
 RunKind = Literal["speculative", "baseline"]
 """``speculative``: the run with a drafter; ``baseline``: standard decoding of the same target."""
 
-DraftSource = Literal["lookup"]
-"""Where a composite drafter's proposal came from: ``lookup`` = copied by n-gram lookup (a head drafter with
-lookup first); None on an event means the drafter's own proposal."""
+DraftSource = Literal["lookup", "pool"]
+"""Where a proposal came from: ``lookup`` = copied by n-gram lookup (a head drafter with lookup first); ``pool`` =
+an n-gram of lookahead decoding's pool; None on an event means the drafter's own proposal."""
 
 
 class RunCancelled(Exception):
@@ -82,6 +82,38 @@ class Timings:
     def total_ms(self) -> float:
         """draft + verify + other (ms)."""
         return self.draft_ms + self.verify_ms + self.other_ms
+
+
+@dataclass(frozen=True)
+class LookaheadRecord:
+    """What one lookahead pass did (for the window and pool view).
+
+    Attributes:
+        levels: the window as the forward read it: per level (oldest first) its W guessed tokens.
+        new_level: the W tokens this pass's Jacobi step produced (the window's next top level).
+        candidates: the pool n-grams verified (each N-1 tokens after the last committed one).
+        winner: the index of the candidate whose accepted prefix was taken (None without candidates).
+        accepted: how many of the winner's tokens were accepted.
+        pool_size: n-grams in the pool before this pass's new ones; ``added``: new n-grams this pass.
+    """
+
+    levels: tuple[tuple[int, ...], ...]
+    new_level: tuple[int, ...]
+    candidates: tuple[tuple[int, ...], ...]
+    winner: int | None
+    accepted: int
+    pool_size: int
+    added: int = 0
+
+    @property
+    def window_tokens(self) -> int:
+        """Tokens of the lookahead branch in the pass's forward (levels x W)."""
+        return sum(len(level) for level in self.levels)
+
+    @property
+    def candidate_tokens(self) -> int:
+        """Tokens of the verification branch in the forward (all candidates' tokens, each verified)."""
+        return sum(len(c) for c in self.candidates)
 
 
 @dataclass(frozen=True)
@@ -140,6 +172,8 @@ class PassEvent:
         expected_gain: k = auto only: the expected decoding rate at this pass's k over a plain step's, from the
             run's measured costs and acceptance (1.0 when it chose k = 0; None before anything was measured).
         row: the prompt's row in a batch (0 for a single prompt).
+        lookahead: for a lookahead pass, its window, pool and candidates (:class:`LookaheadRecord`), else None;
+            ``draft_ids`` then shows the winning candidate (its accepted prefix and the first rejected token).
     """
 
     run: RunKind
@@ -167,6 +201,7 @@ class PassEvent:
     notice: str | None = None
     expected_gain: float | None = None
     row: int = 0
+    lookahead: LookaheadRecord | None = None
 
     @property
     def num_drafted(self) -> int:
@@ -186,9 +221,12 @@ class PassEvent:
     @property
     def counted_drafted(self) -> int:
         """Draft tokens this pass counts as drafted (the run's "drafted" counter): a chain's proposed tokens, every
-        node of a tree (all were verified); on a pass cut inside its accepted drafts, only the committed ones."""
+        node of a tree (all were verified), every candidate token of a lookahead pass (its window's tokens are
+        counted apart); on a pass cut inside its accepted drafts, only the committed ones."""
         if self.cut_in_drafts:
             return self.committed_accepted
+        if self.lookahead is not None:
+            return self.lookahead.candidate_tokens
         return self.tree.num_nodes if self.tree is not None else self.num_drafted
 
     @property

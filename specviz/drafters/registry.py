@@ -29,6 +29,9 @@ class DrafterOptions:
         tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
         min_confidence: ``eagle`` / ``medusa``: the confidence gate in [0, 1) (None: the default).
         lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
+        window / ngram / candidates: ``lookahead``: W, N and G (None: the defaults of
+            :mod:`specviz.drafters.lookahead`).
+        seed: ``lookahead``: seeds the window's first guesses.
         progress: optional callable(str) for loading messages.
     """
 
@@ -40,6 +43,10 @@ class DrafterOptions:
     tree_nodes: int = 0
     min_confidence: float | None = None
     lookup: bool = False
+    window: int | None = None
+    ngram: int | None = None
+    candidates: int | None = None
+    seed: int = 0
     progress: Callable[[str], None] | None = None
 
 
@@ -165,6 +172,13 @@ def _early_exit(target, o: DrafterOptions) -> Drafter:
                             default_exit_layer(target.num_layers))
 
 
+def _lookahead(target, o: DrafterOptions) -> Drafter:
+    from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW, LookaheadDrafter
+
+    return LookaheadDrafter(o.window or DEFAULT_WINDOW, o.ngram or DEFAULT_NGRAM, o.candidates or DEFAULT_CANDIDATES,
+                            seed=o.seed)
+
+
 def _oracle(target, o: DrafterOptions) -> Drafter:
     return ModelDrafter(target.model, "oracle (the target itself)")
 
@@ -226,6 +240,9 @@ _BUILT_IN = (
     DrafterChoice("medusa", "Medusa heads (trained)", "Four trained residual heads on the target's last feature each "
                   "guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the "
                   "embedded SmolLM2-135M-Instruct.", _heads("medusa")),
+    DrafterChoice("lookahead", "Lookahead decoding (no draft model)", "The target itself runs a window of Jacobi "
+                  "iterations beside decoding and verifies n-grams they produced, in the same forward (W window, N "
+                  "n-gram size, G candidates).", _lookahead),
     DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the "
                   "trade-off.", _oracle),
 )
