@@ -1,7 +1,7 @@
 """The Gradio app: :func:`build_demo` puts the tabs together, :func:`serve` starts it.
 
 One module per tab, each with its handlers and its part of the layout (no tab imports another):
-:mod:`app.live`, :mod:`app.arena`, :mod:`app.why`, :mod:`app.classroom`. Shared by the tabs: :mod:`app.device`
+:mod:`app.live`, :mod:`app.arena`, :mod:`app.why`, :mod:`app.batching`, :mod:`app.classroom`. Shared by the tabs: :mod:`app.device`
 (the one device runner: the fair lock, work in threads, cancel flags), :mod:`app.inputs` (validation),
 :mod:`app.messages` (error messages and the failure log), and the views :mod:`app.render` (token HTML),
 :mod:`app.figures` (Plotly figures) and :mod:`app.tree_view` (draft trees).
@@ -19,10 +19,11 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from app import arena, classroom, device, live, why  # noqa: E402
+from app import arena, batching, classroom, device, live, why  # noqa: E402
 from app.live import DEFAULTS, load_examples  # noqa: E402,F401 - the Live tab's defaults are the demo's
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
+MAX_UPLOAD_BYTES = 4 * 2 ** 20  # Gradio refuses bigger uploads before they reach the disk
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial", "sans-serif"]
 MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "Liberation Mono", "monospace"]
 
@@ -40,8 +41,11 @@ def theme() -> gr.themes.Base:
 
 
 def launch_options() -> dict:
-    """Keyword arguments for ``demo.launch``: the theme and the stylesheet."""
-    return {"theme": theme(), "css_paths": [str(ASSETS / "style.css")]}
+    """Keyword arguments for ``demo.launch``: the theme, the stylesheet, the page scripts (``assets/head.html``:
+    charts one per row on a narrow screen, token details on tap) and the upload limit (a recording file is checked
+    against its own, smaller cap: :data:`specviz.analysis.recording.MAX_FILE_BYTES`)."""
+    return {"theme": theme(), "css_paths": [str(ASSETS / "style.css")], "head_paths": [str(ASSETS / "head.html")],
+            "max_file_size": MAX_UPLOAD_BYTES}
 
 
 def build_demo(**defaults) -> gr.Blocks:
@@ -55,16 +59,19 @@ def build_demo(**defaults) -> gr.Blocks:
     with gr.Blocks(title="specviz · speculative decoding", fill_width=True, analytics_enabled=False) as demo:
         history = gr.State([])  # the Live tab's run history; the Why tab marks its newest run
         gr.HTML(INTRO, elem_id="intro")
-        with gr.Tabs(elem_id="tabs"):
+        with gr.Tabs(elem_id="tabs", overflow_behavior="wrap"):  # every tab in sight on a phone, no "…" menu
             with gr.Tab("Live", id="live", elem_id="tab-live"):
                 live.build_tab(history, d)
             with gr.Tab("Arena", id="arena", elem_id="tab-arena"):
                 arena.build_tab(target=d["target"])
             with gr.Tab("Why it works", id="why", elem_id="tab-why"):
                 why.build_tab(history, target=d["target"])
+            with gr.Tab("Batching", id="batching", elem_id="tab-batching"):
+                batching.build_tab(target=d["target"])
             with gr.Tab("Classroom", id="classroom", elem_id="tab-classroom"):
                 classroom.build_tab(target=d["target"])
-        for release_session in (live.release_session, arena.release_session, why.release_session):
+        for release_session in (live.release_session, arena.release_session, why.release_session,
+                                batching.release_session):
             demo.unload(release_session)
     demo.queue(default_concurrency_limit=2, max_size=64)
     return demo

@@ -7,7 +7,9 @@ every other tab's runs), loads the target and runs :func:`specviz.analysis.arena
 with the job's cancel flag as ``should_stop`` (checked before every target forward); it yields the table and
 charts after every prompt, and the CSV and JSON downloads at the end (also after a Stop: they then hold the
 prompts that finished). Every output tuple has the order of :data:`OUTPUTS`. Figures are pure functions of the
-pooled rows.
+pooled rows. Standard decoding is timed before and after every method on each prompt, each method's ratios use
+the two baseline runs beside it, and a baseline drift above :data:`NOISY_DRIFT` marks a ratio noisy (the table
+and the status say so; :data:`NOTE` explains how ratios are formed).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import plotly.graph_objects as go
 
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
-from app.figures import COLORS, FONT
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer
 from app.messages import report
 from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
@@ -50,6 +52,7 @@ MAX_NEW_TOKENS = 256
 SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite", "category"),
            ("The whole suite", "suite"))
 STATUS_INTERVAL_S = 1.0  # a "still running" refresh at most this often between prompts
+NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: its ratio is marked noisy
 
 SHADES = {  # per drafter, dark to light: one shade per k
     "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
@@ -146,10 +149,11 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
 # ------------------------------------------------------------------------------------------------ tables
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text)
-    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0),
+    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0), ("Runs", "runs", 0),
     ("Tokens", "tokens", 0), ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2),
-    ("α", "alpha", 2), ("Tokens/s", "tokens_per_s", 1), ("Speedup", "speedup", 2),
-    ("Speedup, decode", "decode_speedup", 2), ("Predicted, paper", "predicted_speedup_paper", 2),
+    ("α", "alpha", 2), ("Tokens/s", "tokens_per_s", 1), ("Speedup, decode", "decode_speedup", 2),
+    ("Baseline drift", "baseline_drift", "%"), ("Speedup, end to end", "speedup", 2),
+    ("Predicted, paper", "predicted_speedup_paper", 2),
     ("Predicted, measured costs", "predicted_speedup_measured", 2), ("T_step ms", "t_step_ms", 1),
     ("T_verify ms", "t_verify_ms", 1), ("T_draft ms", "t_draft_ms", 1), ("c", "c", 3),
     ("Same ids", "ids_identical", None),
@@ -157,13 +161,15 @@ SUMMARY_COLUMNS = (  # (header, key, decimals or None for text)
 PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(c for c in SUMMARY_COLUMNS if c[1] != "prompts")
 
 
-def _cell(value, decimals: int | None) -> str:
+def _cell(value, decimals: int | str | None) -> str:
     if value is None:
         return "–"
     if isinstance(value, bool):
         return "✓" if value else "✗ differs"
     if decimals is None:
         return str(value)
+    if decimals == "%":  # a drift: "4%", and "31% noisy" above NOISY_DRIFT
+        return f"{value:.0%}" + (" noisy" if value > NOISY_DRIFT else "")
     return f"{value:.{decimals}f}"
 
 
@@ -204,7 +210,8 @@ def variant_colors(rows: list[dict]) -> dict[str, str]:
 
 def _layout(height: int) -> dict:
     return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
-            "margin": {"l": 60, "r": 20, "t": 70, "b": 50}, "barmode": "group", "bargap": 0.25,
+            "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 70, "b": 50}, "modebar": MODEBAR, "barmode": "group",
+            "bargap": 0.25,
             "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12},
                        "title": {"text": "method "}}}
 
@@ -213,7 +220,7 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
     ("Tokens per target pass (bonus included)", "tokens_per_pass", "tokens / pass", True, None),
     ("Acceptance rate (accepted ÷ drafted)", "acceptance_rate", "acceptance", False, [0, 1.05]),
     ("Tokens per second (own clock, prefill included)", "tokens_per_s", "tokens / s", True, None),
-    ("Speedup over standard decoding", "speedup", "× standard", False, None),
+    ("Decoding speedup over standard decoding (after the prefill)", "decode_speedup", "× standard", False, None),
 )
 
 
@@ -251,7 +258,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
                          "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
                          "marker": {"color": colors[label]}, "xaxis": f"x{n}", "yaxis": f"y{n}",
                          "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}}<extra>{title}</extra>"})
-        if key == "speedup":
+        if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
         notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
@@ -349,9 +356,18 @@ def _done_status(result: ArenaResult, seconds: float, notes=()) -> str:
                                   "info", notes=notes)
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning()
+    noisy = noisy_rows(result.rows)
+    drift = (f" · on {noisy} prompt × method pair(s) the baseline runs beside the method differ by more than "
+             f"{NOISY_DRIFT:.0%} (“noisy” in Baseline drift): the machine's speed changed, read those ratios as "
+             "noise" if noisy else "")
     return render.status_html(f"Done: {n} prompt(s) × {len(result.variants)} methods in {seconds:.0f} s{check}"
-                              f" · {target}" + (f" · {busy}" if busy else ""),
+                              f" · {target}" + (f" · {busy}" if busy else "") + drift,
                               "done" if same is not False else "info", notes=notes)
+
+
+def noisy_rows(rows: list[dict]) -> int:
+    """How many per-prompt rows of a method (not the baseline) have a baseline drift above :data:`NOISY_DRIFT`."""
+    return sum(1 for r in rows if r["drafter"] != BASELINE and (r.get("baseline_drift") or 0) > NOISY_DRIFT)
 
 
 def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
@@ -371,8 +387,9 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     started = time.monotonic()
     try:
         yield _outputs(status=render.status_html(
-            f"Starting: {len(s['prompts'])} prompt(s) × {methods} methods (standard decoding + "
-            f"{methods - 1}), {s['max_new_tokens']} new tokens each…", "busy", notes=notes))
+            f"Starting: {len(s['prompts'])} prompt(s) × {methods - 1} method(s), with standard decoding timed before "
+            f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each…", "busy",
+            notes=notes))
         result = yield from _race_on_device(job, s, bool(chat_template), _Progress(progress, notes, started))
         yield from _show_result(result, job, time.monotonic() - started, notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
@@ -491,14 +508,21 @@ def source_changed(source: str):
 # ------------------------------------------------------------------------------------------------ layout
 
 NOTE = (
-    "<div class='arena-note'><b>How to read it.</b> Per prompt, standard decoding and each drafter × k run once, one "
-    "after another on the same device (the order rotates from prompt to prompt), each timed on its own clock. "
+    "<div class='arena-note'><b>How ratios are formed.</b> Per prompt, each drafter × k runs once, with standard "
+    "decoding timed before the first method, between every two and after the last (standard, method, standard, "
+    "method, …, standard; the methods' order rotates from prompt to prompt), every run on its own clock. A method's "
+    "<b>speedup</b> divides its rate by the pooled rate of the two standard runs right beside it, so a slow moment "
+    "of the machine weighs on both sides of one ratio instead of on every method of the prompt. <b>Baseline "
+    "drift</b> = how much those two standard runs differ (fastest ÷ slowest − 1); above 15% the machine's speed "
+    "changed during the measurement and the ratio is marked noisy. <b>Speedup, decode</b> (after the prefill) is "
+    "the headline; <b>speedup, end to end</b> includes the prefill. The standard row pools all its runs (Runs). "
+    "<b>How to read the rest.</b> "
     "<b>Tokens/pass</b> counts the bonus token; <b>acceptance</b> = accepted ÷ drafted; <b>α</b> = accepted ÷ "
     "(accepted + rejections), the per-token acceptance of the formulas. <b>Predicted, paper</b> = "
     "(1 − α<sup>m+1</sup>) / ((1 − α)(c·m + 1)), which assumes a verification costs one target step; "
     "<b>predicted, measured costs</b> = E[tokens/pass] × T_step / (T_verify + T_draft). m = drafted tokens per pass, "
     "c = drafting ms per drafted token ÷ T_step. The gap between the two predictions is the verification overhead. "
-    "The predictions model decoding after the prefill, so they sit beside <b>speedup, decode</b>. Category and "
+    "The predictions model decoding after the prefill, as <b>speedup, decode</b> does. Category and "
     "“all” rows pool their prompts' counts and times; the CSV and JSON hold every prompt and the definitions.</div>"
 )
 

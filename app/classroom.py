@@ -1,11 +1,17 @@
 """The Classroom tab: stop time inside speculative decoding, and ask "what if k were different?".
 
-Step mode records one short run (:class:`specviz.analysis.stepper.Recorder`) and replays it one phase of one pass at a
-time (draft -> verify -> accept/reject -> recovered or bonus token) with Previous / Play / Next buttons, keyboard
-shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u, decision; in
-greedy mode the target's top token), a caption for students, and at a rejection a bar chart of the target, draft
-and residual distributions. A presentation view (large type, high contrast) is one checkbox; the settings travel
-in the page address (:func:`share_query` / :func:`settings_from_query`, read on page load), and built-in
+Step mode replays a recorded run (:class:`specviz.analysis.stepper.Recording`) one phase of one pass at a time. The
+built-in walkthroughs ship as recorded runs (``assets/recordings/<id>.json.gz``, :mod:`specviz.analysis.recording`;
+made by ``scripts/record_walkthroughs.py``): choosing one, or opening a link to one, opens its run at once with no model
+work, read once per process and shared by every session (each keeps only its own step), so a room can step through
+it while a live run computes; steps and openings skip the queue. "Record run" records your own settings on the device
+(:class:`specviz.analysis.stepper.Recorder`); "Download this run" offers any open run as a file and "Open a recording
+file" opens one (when the operator allows uploads: ``SPECVIZ_ALLOW_UPLOADS``; a refused file is one sentence).
+A run is stepped (draft -> verify -> accept/reject -> recovered or bonus token) with Previous / Play / Next
+buttons, keyboard shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u,
+decision; in greedy mode the target's top token), a caption for students, and at a rejection a bar chart of the
+target, draft and residual distributions. A presentation view (large type, high contrast) is one checkbox; the
+settings travel in the page address (:func:`share_query` / :func:`settings_from_query`, read on page load), and built-in
 walkthroughs live in ``assets/walkthroughs.json``.
 
 What-if k runs one greedy run at the largest k next to standard decoding, predicts the speedup of every smaller k
@@ -18,10 +24,16 @@ forward). Errors become a one-line message in the tab's status, never a trace.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import html
 import json
 import logging
+import re
+import tempfile
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Mapping
 from urllib.parse import urlencode
@@ -34,10 +46,13 @@ from app.device import Job, load_target, relay, waiting_status
 from app.figures import COLORS, FONT
 from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
 from app.messages import report
+from specviz.analysis import recording as recording_file
+from specviz.analysis.recording import RecordingError, RecordingFile
 from specviz.analysis.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.race import race
 from specviz.drafters.registry import choices, make_drafter
+from specviz.policy import current_policy
 from specviz.analysis.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
                             tokens_per_s_speedup)
 
@@ -45,6 +60,8 @@ log = logging.getLogger("specviz.app.classroom")
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 WALKTHROUGHS_PATH = ASSETS / "walkthroughs.json"
+RECORDINGS = ASSETS / "recordings"  # <walkthrough id>.json.gz: the walkthroughs' runs (scripts/record_walkthroughs.py)
+DOWNLOADS = Path(tempfile.gettempdir()) / "specviz-recordings"  # files offered by "Download this run"
 STEP_MAX_NEW_TOKENS = 64  # a step run is read pass by pass: keep it short
 WHATIF_MAX_NEW_TOKENS = 256
 PLAY_INTERVAL_S = 1.8  # Play: seconds per step
@@ -53,7 +70,7 @@ FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", 
 DEFAULTS = {"prompt": "", "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 4, "temperature": 0.0,
             "seed": 0, "max_new_tokens": 24, "target": "embedded"}
 CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
-NO_RECORDING = "Press “Record run” first: the run is recorded once, then you step through it."
+NO_RECORDING = "No run open: pick a walkthrough (its recorded run opens at once) or press Record run."
 CHART_TOKENS = 10  # bars per distribution chart
 
 
@@ -142,6 +159,103 @@ def settings_from_query(params: Mapping[str, str], walkthroughs: list[dict] | No
     values["present"] = params.get("present", "") in ("1", "true", "yes", "on")
     values["preset"] = preset if preset in by_id else ""
     return values
+
+
+# ------------------------------------------------------------------------------------------------- recorded runs
+
+
+def recording_path(walkthrough_id: str) -> Path:
+    """Where a walkthrough's recorded run ships (made by ``scripts/record_walkthroughs.py``)."""
+    return RECORDINGS / f"{walkthrough_id}{recording_file.SUFFIX}"
+
+
+@functools.lru_cache(maxsize=16)
+def _read_shipped(path: str, stamp: int) -> RecordingFile:
+    return recording_file.load(path)
+
+
+def shipped_recording(walkthrough_id: str) -> RecordingFile | None:
+    """A walkthrough's recorded run, read once per process and shared by every session; None when none ships (or
+    its file cannot be opened: logged)."""
+    if not re.fullmatch(r"[\w-]+", walkthrough_id or ""):
+        return None
+    path = recording_path(walkthrough_id)
+    try:
+        return _read_shipped(str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return None
+    except RecordingError as error:
+        log.warning("the recorded run of walkthrough %s cannot be opened: %s", walkthrough_id, error)
+        return None
+
+
+def recording_meta(values: Mapping[str, object], walkthrough: dict | None = None) -> dict:
+    """What a recording file says about its run: its settings (:data:`FIELDS`) and, for a walkthrough, its id and
+    title."""
+    meta: dict = {"settings": {name: _plain(values.get(name, DEFAULTS[name])) for name in FIELDS}}
+    if walkthrough:
+        meta |= {"walkthrough": walkthrough["id"], "title": walkthrough["title"]}
+    return meta
+
+
+def meta_settings(meta: Mapping) -> dict | None:
+    """The settings a recording file names (every field of :data:`FIELDS`; values that do not parse keep their
+    defaults), or None when it names none."""
+    settings = meta.get("settings") if isinstance(meta, Mapping) else None
+    if not isinstance(settings, Mapping):
+        return None
+    values = dict(DEFAULTS)
+    for name in FIELDS:
+        if isinstance(settings.get(name), (str, int, float)) and not isinstance(settings[name], bool):
+            try:
+                values[name] = _CASTS[name](settings[name])
+            except (TypeError, ValueError):
+                pass
+    return values
+
+
+def _download_path(data: bytes, name: str) -> str:
+    """A file holding ``data`` under ``name`` in the downloads folder (one per content: sessions share it)."""
+    path = DOWNLOADS / hashlib.sha256(data).hexdigest()[:16] / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(f".{name}.{time.monotonic_ns()}")
+        part.write_bytes(data)
+        part.replace(path)
+    return str(path)
+
+
+def download_file(file: RecordingFile) -> str:
+    """The file "Download this run" offers for an opened recording (``<walkthrough id>.json.gz`` or
+    ``specviz-run.json.gz``)."""
+    name = re.sub(r"[^\w-]+", "-", str(file.meta.get("walkthrough") or "specviz-run"))[:60] or "specviz-run"
+    return _download_path(recording_file.dumps(file.recording, file.meta), name + recording_file.SUFFIX)
+
+
+def _summary(recording: Recording) -> str:
+    passes = sum(1 for e in recording.events if e.kind == "pass")
+    rejections = sum(1 for e in recording.events if e.num_rejections)
+    return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection). Step with Next / "
+            "Previous (or → ← on the keyboard), Play with space")
+
+
+def opened(file: RecordingFile, what: str, shipped: Path | None = None) -> tuple:
+    """(stepper, status, progress, caption, table, chart, output, download) of an opened recording; ``shipped``:
+    the file it was read from, offered as it is."""
+    stepper = Stepper(file.recording)
+    status = render.status_html(f"{what}: {_summary(file.recording)}; nothing runs on the model while you step.",
+                                "done")
+    offer = _download_path(shipped.read_bytes(), shipped.name) if shipped is not None else download_file(file)
+    return (stepper, status, *view(stepper), gr.update(value=offer, interactive=True))
+
+
+def _open_shipped(walkthrough: dict) -> tuple:
+    """:func:`opened` for a walkthrough's recorded run (or a note to record it when none ships)."""
+    file = shipped_recording(walkthrough["id"])
+    if file is None:
+        return (None, render.status_html("This walkthrough has no recorded run here: press Record run to record it.",
+                                         "info"), *view(None), gr.update(value=None, interactive=False))
+    return opened(file, f"Recorded run of “{walkthrough['title']}”", recording_path(walkthrough["id"]))
 
 
 # ------------------------------------------------------------------------------------------------- rendering
@@ -324,26 +438,61 @@ def rejection_figure(dist: Distributions, rec: Recording) -> go.Figure:
         shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id else 0
         notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
                       "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
-    title = ("At the rejection: the target's top choice replaces the guess" if dist.residual is None else
-             "At the rejection: the recovered token is drawn from the residual")
-    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 360, "barmode": "group",
+    why = ("the target's top choice replaces the guess" if dist.residual is None else
+           "the recovered token is drawn from the residual")
+    title = f"At the rejection:<br><span style='font-size:13px'>{why}</span>"  # two short lines fit a phone
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380, "barmode": "group",
               "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
-              "margin": {"l": 55, "r": 20, "t": 90, "b": 20},
+              "margin": {"l": 55, "r": 20, "t": 70, "b": 20},
               "xaxis": {"automargin": True, "tickangle": -30 if len(x) > 6 else 0},
               "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero",
-                        "range": [0, max(heights + [0.05]) * 1.3]},
-              "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"}}
+                        "range": [0, max(heights + [0.05]) * 1.6]},
+              # inside the plot's top right, above the small bars (the most probable tokens come first)
+              "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
+                         "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
     return go.Figure({"data": traces, "layout": layout})
 
 
-def view(stepper: Stepper | None) -> tuple:
-    """(progress, caption, table, chart update, output) for the stepper's current step."""
+def view(stepper: Stepper | None, fresh: bool = True) -> tuple:
+    """(progress, caption, table, chart update, output) for the stepper's current step. A step within the same
+    stepper (``fresh`` False) sends the chart only when it changes: the page still shows the one sent last."""
     if stepper is None:
         return ("", f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>', "", gr.update(visible=False), "")
-    dist = stepper.distributions()
-    chart = gr.update(value=rejection_figure(dist, stepper.recording), visible=True) if dist else \
-        gr.update(visible=False)
+    figure = rejection_chart(stepper)
+    key = stepper.current.pass_index if figure is not None else None
+    if not fresh and key == getattr(stepper, "chart_shown", None):
+        chart = gr.skip()
+    else:
+        chart = gr.update(value=figure, visible=True) if figure is not None else gr.update(visible=False)
+    stepper.chart_shown = key
     return progress_html(stepper), caption_html(stepper), table_html(stepper), chart, output_html(stepper)
+
+
+_CHARTS: OrderedDict[tuple[int, int], tuple[Recording, go.Figure]] = OrderedDict()
+_CHARTS_LOCK = threading.Lock()
+CHART_CACHE_SIZE = 256  # rejection charts kept (a 64-token run has at most 64)
+
+
+def rejection_chart(stepper: Stepper) -> go.Figure | None:
+    """The rejection chart of the stepper's current step (None when it shows none). Built once per recording and
+    pass, then shared by every session stepping through that recording: a figure costs tens of milliseconds, a
+    step otherwise well under one."""
+    dist = stepper.distributions()
+    if dist is None:
+        return None
+    rec = stepper.recording
+    key = (id(rec), stepper.current.pass_index)
+    with _CHARTS_LOCK:
+        hit = _CHARTS.get(key)
+        if hit is not None and hit[0] is rec:  # the entry holds its recording, so the id is not reused meanwhile
+            _CHARTS.move_to_end(key)
+            return hit[1]
+    figure = rejection_figure(dist, rec)
+    with _CHARTS_LOCK:
+        _CHARTS[key] = (rec, figure)
+        while len(_CHARTS) > CHART_CACHE_SIZE:
+            _CHARTS.popitem(last=False)
+    return figure
 
 
 def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> go.Figure:
@@ -487,36 +636,92 @@ def _failed(error: BaseException) -> str:
     return report("classroom run", error, toast=False)
 
 
+def record_settings(settings: Settings, say: Callable[[str], None] = lambda message: None, cancel=None):
+    """Record one run with ``settings`` (loads the target and the drafter): (Recording, note on the prompt).
+    ``cancel``: the job's flag (RunCancelled before the next forward once it is set)."""
+    target_model, drafter_obj, prompt_ids, note = _prepare(settings, say)
+    say("Recording the run…")
+    recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=cancel)
+    for event in recorder.events():
+        say(f"Recording… pass {event.index}, {event.num_generated} tokens")
+    return recorder.recording(), note
+
+
 def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target):
     """"Record run": validate, record a run on the device, then show its first step.
-    Yields (stepper state, status, progress, caption, table, chart, output)."""
+    Yields (stepper state, status, progress, caption, table, chart, output, download)."""
     skip = gr.skip()
+    values = dict(zip(FIELDS, (prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens,
+                               target)))
     try:
-        settings = parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target)
-
-        def work(job: Job):
-            target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
-            job.say("Recording the run…")
-            recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=job.cancel)
-            for event in recorder.events():
-                job.say(f"Recording… pass {event.index}, {event.num_generated} tokens")
-            return recorder.recording(), note
-
-        recorded = yield from _on_device(work, "the classroom is recording a run", 7)
+        settings = parse(*values.values())
+        recorded = yield from _on_device(lambda job: record_settings(settings, job.say, job.cancel),
+                                         "the classroom is recording a run", 8)
     except Exception as error:  # noqa: BLE001 - any failure is a message, the tab stays usable
-        yield (skip, _failed(error), skip, skip, skip, skip, skip)
+        yield (skip, _failed(error), skip, skip, skip, skip, skip, skip)
         return
     if recorded is None:  # cancelled: the handler is gone
         return
     recording, note = recorded
-    stepper = Stepper(recording)
-    passes = stepper.num_passes
-    rejections = sum(1 for e in recording.events if e.num_rejections)
-    status = render.status_html(
-        f"Recorded {len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection). "
-        "Step with Next / Previous (or → ← on the keyboard), Play with space.", "done",
-        notes=[note] if note else ())
-    yield (stepper, status, *view(stepper))
+    file = RecordingFile(recording, recording_meta(values))
+    stepper, status, *rest = opened(file, "Recorded")
+    if note:
+        status = render.status_html(f"Recorded: {_summary(recording)}.", "done", notes=[note])
+    yield (stepper, status, *rest)
+
+
+def record_walkthrough(walkthrough: dict, target: str = "embedded",
+                       say: Callable[[str], None] = lambda message: None) -> RecordingFile:
+    """Record a walkthrough's run as the Classroom would (on ``target``), with the file's meta: how the shipped
+    recordings are made (``scripts/record_walkthroughs.py``) and checked."""
+    values = {**walkthrough_settings(walkthrough), "target": target}
+    recording, _ = record_settings(parse(*(values[f] for f in FIELDS)), say)
+    return RecordingFile(recording, recording_meta(values, walkthrough))
+
+
+def open_walkthrough(walkthrough_id: str):
+    """The walkthrough menu: its settings and note, and its recorded run opened at the first step (no model
+    work). Returns (note, *FIELDS, stepper, status, *view, download); skips for "Custom" or an unknown id."""
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    if walkthrough_id not in by_id:
+        return (gr.skip(),) * (len(FIELDS) + 9)
+    walkthrough = by_id[walkthrough_id]
+    values = walkthrough_settings(walkthrough)
+    return (_note_html(walkthrough), *(values[f] for f in FIELDS), *_open_shipped(walkthrough))
+
+
+def uploads_allowed() -> bool:
+    """Whether visitors may open recording files they upload here (SPECVIZ_ALLOW_UPLOADS)."""
+    return current_policy().allow_uploads
+
+
+def open_upload(path):
+    """"Open a recording file": check it (operator setting, size, format) and open it at the first step; the
+    settings it names fill the fields. Returns (walkthrough, note, *FIELDS, stepper, status, *view, download);
+    a refused file changes nothing but the status (one sentence)."""
+    skip = gr.skip()
+
+    def refused(message: str) -> tuple:
+        return (*(skip,) * (len(FIELDS) + 3), render.status_html(message, "error"), *(skip,) * 6)
+
+    if not uploads_allowed():
+        return refused("Opening recording files is turned off on this server (SPECVIZ_ALLOW_UPLOADS).")
+    if not path:
+        return refused("No file arrived: pick a recording file (.json.gz) to open.")
+    name = Path(str(path)).name
+    try:
+        file = recording_file.load(path)
+    except RecordingError as error:
+        log.info("refused recording file %s: %s", name, error)
+        return refused(f"{name}: {error}")
+    values = meta_settings(file.meta)
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    walkthrough = by_id.get(str(file.meta.get("walkthrough")))
+    if walkthrough is None or values is None or not _matches(walkthrough, values):
+        walkthrough = None
+    menu = walkthrough["id"] if walkthrough else CUSTOM
+    fields = (values[f] for f in FIELDS) if values is not None else (skip,) * len(FIELDS)
+    return (gr.update(value=menu), _note_html(walkthrough), *fields, *opened(file, f"Opened {name}"))
 
 
 def _step(move: Callable[[Stepper], object]):
@@ -524,7 +729,7 @@ def _step(move: Callable[[Stepper], object]):
         if stepper is None:
             return (None, *view(None))
         move(stepper)
-        return (stepper, *view(stepper))
+        return (stepper, *view(stepper, fresh=False))
     return handler
 
 
@@ -537,7 +742,7 @@ def step_rejection(stepper):
         return (None, *view(None))
     before = stepper.index
     stepper.next_rejection()
-    progress, caption, table, chart, output = view(stepper)
+    progress, caption, table, chart, output = view(stepper, fresh=False)
     if stepper.index == before:
         left = "in this run" if before == 0 else "after this step"
         caption = caption.replace("</div>", f'<br><small class="cr-none">No rejection {left}.</small></div>', 1)
@@ -551,7 +756,7 @@ def play_toggle(stepper, playing):
     if playing and stepper.at_end:
         stepper.goto(0)
     label = "‖ Pause" if playing else "▶ Play"
-    views = view(stepper) if playing else (gr.skip(),) * 5
+    views = view(stepper, fresh=False) if playing else (gr.skip(),) * 5
     return (playing, gr.Timer(active=playing), gr.Button(value=label), stepper, *views)
 
 
@@ -562,7 +767,7 @@ def play_tick(stepper, playing):
     stepper.next()
     still = not stepper.at_end
     return (still, gr.Timer(active=still), gr.Button(value="‖ Pause" if still else "▶ Play"), stepper,
-            *view(stepper))
+            *view(stepper, fresh=False))
 
 
 def _run_pair(target, drafter, prompt_ids, config, cancel) -> tuple[list, list]:
@@ -650,15 +855,6 @@ def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list) -> tup
             gr.skip())
 
 
-def apply_walkthrough(walkthrough_id: str):
-    """The settings fields (in :data:`FIELDS` order) and the note of a walkthrough; skips for an unknown id."""
-    by_id = {w["id"]: w for w in load_walkthroughs()}
-    if walkthrough_id not in by_id:
-        return (gr.skip(),) * (len(FIELDS) + 1)
-    values = walkthrough_settings(by_id[walkthrough_id])
-    return (_note_html(by_id[walkthrough_id]), *(values[f] for f in FIELDS))
-
-
 def _same_setting(a, b) -> bool:
     """Two values of one setting are the same (numbers compared as numbers, text without outer spaces)."""
     try:
@@ -675,11 +871,15 @@ def settings_edited(walkthrough_id: str, *fields):
     walkthrough = by_id.get(walkthrough_id)
     if walkthrough is None:
         return gr.skip(), gr.skip()
-    wanted = walkthrough_settings(walkthrough)
-    current = dict(zip(FIELDS, fields))
-    if all(_same_setting(wanted[f], current[f]) for f in FIELDS if f != "target"):
+    if _matches(walkthrough, dict(zip(FIELDS, fields))):
         return gr.skip(), gr.skip()
     return gr.update(value=CUSTOM), ""
+
+
+def _matches(walkthrough: dict, values: Mapping[str, object]) -> bool:
+    """``values`` are the walkthrough's settings (the target aside: a walkthrough runs on the app's target)."""
+    wanted = walkthrough_settings(walkthrough)
+    return all(_same_setting(wanted[f], values.get(f)) for f in FIELDS if f != "target")
 
 
 def _note_html(walkthrough: dict | None) -> str:
@@ -697,15 +897,28 @@ def share_link(*values):
 
 
 def on_load(request: gr.Request = None):
-    """Page load: apply the classroom settings in the address, if any (and open the tab)."""
+    """Page load: apply the classroom settings in the address, if any (and open the tab), and open a recorded run:
+    the walkthrough's when the settings are a walkthrough's (a link with ``preset=<id>`` and nothing changed, or no
+    classroom settings at all: the first walkthrough). Returns (walkthrough, note, *FIELDS, present, stepper,
+    status, *view, download, tab selection)."""
     params = dict(getattr(request, "query_params", None) or {}) if request is not None else {}
+    walkthroughs = load_walkthroughs()
+    if walkthroughs and params.get("tab") == "classroom" and "preset" not in params and not any(
+            name in params for name in FIELDS):
+        params["preset"] = walkthroughs[0]["id"]  # "?tab=classroom" alone: the first walkthrough
     values = settings_from_query(params)
-    if values is None:
-        return (gr.skip(),) * (len(FIELDS) + 4)
-    by_id = {w["id"]: w for w in load_walkthroughs()}
-    preset = values["preset"]
-    return (gr.update(value=preset or CUSTOM), _note_html(by_id.get(preset)),
-            *(values[f] for f in FIELDS), values["present"], gr.Tabs(selected="classroom"))
+    by_id = {w["id"]: w for w in walkthroughs}
+    if values is None:  # no classroom settings in the address: the first walkthrough's run, ready to step
+        opened_run = _open_shipped(walkthroughs[0]) if walkthroughs else (gr.skip(),) * 8
+        return (*(gr.skip(),) * (len(FIELDS) + 3), *opened_run, gr.skip())
+    preset = by_id.get(values["preset"])
+    if preset is not None and _matches(preset, values):
+        opened_run = _open_shipped(preset)
+    else:
+        opened_run = (None, render.status_html("Settings from the link: press Record run to record this run.",
+                                               "info"), *view(None), gr.update(value=None, interactive=False))
+    return (gr.update(value=values["preset"] or CUSTOM), _note_html(preset), *(values[f] for f in FIELDS),
+            values["present"], *opened_run, gr.Tabs(selected="classroom"))
 
 
 def drafter_changed(drafter: str):
@@ -733,123 +946,186 @@ if (!window.__specvizClassroomKeys) {
   });
 }
 """
-PRESENT_JS = "(on) => { document.body.classList.toggle('sv-present', !!on); }"
+PRESENT_JS = "(on) => { document.body.classList.toggle('sv-present', !!on); window.scrollTo(0, 0); }"  # the view starts at the top
 ABSOLUTE_JS = ("(q) => (typeof q === 'string' && q.startsWith('?')) ? "
                "window.location.origin + window.location.pathname + q : q")
-INTRO = ('<div class="cr-intro"><b>Classroom.</b> Record a short run, then step through it: what the drafter '
-         'proposed, what the target thought of each guess, why each was accepted or rejected, and where the next '
-         'token came from. Keys: <kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
+INTRO = ('<div class="cr-intro"><b>Classroom.</b> Step through a recorded run: what the drafter proposed, what '
+         'the target thought of each guess, why each was accepted or rejected, and where the next token came from. '
+         'Each walkthrough opens its run at once; change the settings and press Record run for your own. Keys: '
+         '<kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
+OWN_RUN = ('<div class="cr-heading">Your own run</div><div class="cr-note">Change the prompt or the settings, then '
+           'record the run on the model (a few seconds; others may be in line).</div>')
+FILE_TYPES = [".gz", ".json"]
 
 
 def build_tab(target: str = "embedded") -> None:
     """Build the Classroom tab's contents inside the current ``gr.Tab`` and wire its events (including a page-load
-    event that applies settings from the address)."""
+    event that applies settings from the address and opens a recorded run).
+
+    Three columns in the page's order: the walkthrough menu and the recording files, the stage (where a run is
+    stepped through) and the settings of your own run. The stylesheet shows them as two columns on a wide screen
+    (menu above settings, stage beside them) and as one column, stage second, on a narrow one."""
     walkthroughs = load_walkthroughs()
     first = walkthrough_settings(walkthroughs[0]) if walkthroughs else dict(DEFAULTS)
     first["target"] = target
     tab = gr.context.Context.block
-    tabs = getattr(tab, "parent", None)
-    tabs = tabs if isinstance(tabs, gr.Tabs) else None
+    tabs = tab.parent if isinstance(getattr(tab, "parent", None), gr.Tabs) else None
+    ui: dict = {}
     with gr.Column(elem_id="classroom-root", elem_classes=["classroom"]):
         gr.HTML(INTRO, elem_id="classroom-intro")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=300, elem_id="classroom-controls"):
-                walkthrough = gr.Dropdown([(w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)],
-                                          value=walkthroughs[0]["id"] if walkthroughs else None,
-                                          label="Walkthrough", elem_id="classroom-walkthrough")
-                note = gr.HTML(_note_html(walkthroughs[0] if walkthroughs else None), elem_id="classroom-note")
-                prompt = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
-                drafter = gr.Dropdown([(c.label, c.key) for c in choices() if c.key != "none"], value=first["drafter"],
-                                      label="Drafter", elem_id="classroom-drafter")
-                exit_layer = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                       precision=0, elem_id="classroom-exit-layer",
-                                       visible=first["drafter"] == "early-exit")
-                draft_model = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
-                                         placeholder="hub id or local folder, same tokenizer",
-                                         visible=first["drafter"] == "model")
-                k = gr.Slider(1, MAX_K, value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
-                with gr.Row():
-                    temperature = gr.Slider(0, 2, value=first["temperature"], step=0.05,
-                                            label="Temperature (0 = greedy)", elem_id="classroom-temperature")
-                    seed = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
-                max_new_tokens = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
-                                           label="Max new tokens", elem_id="classroom-max-new-tokens")
-                target_box = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")
-                record_btn = gr.Button("Record run", variant="primary", elem_id="classroom-record")
-                present = gr.Checkbox(False, label="Presentation view (large type, high contrast)",
-                                      elem_id="classroom-present")
-                share_btn = gr.Button("Share link to these settings", size="sm", elem_id="classroom-share-btn")
-                share = gr.Textbox("", show_label=False, placeholder="a link with this prompt and settings",
-                                   buttons=["copy"], lines=1, max_lines=3, elem_id="classroom-share")
-            with gr.Column(scale=3, min_width=600, elem_id="classroom-stage"):
-                status = gr.HTML(render.status_html("Pick a walkthrough (or type a prompt) and press Record run.",
-                                                    "info"), elem_id="classroom-status")
-                progress = gr.HTML("", elem_id="classroom-progress")
-                with gr.Row(elem_id="classroom-nav"):
-                    first_btn = gr.Button("« Start", size="sm", elem_id="classroom-first", min_width=80)
-                    prev_btn = gr.Button("◀ Previous", elem_id="classroom-prev", min_width=110)
-                    play_btn = gr.Button("▶ Play", elem_id="classroom-play", min_width=110)
-                    next_btn = gr.Button("Next ▶", variant="primary", elem_id="classroom-next", min_width=110)
-                    reject_btn = gr.Button("Next rejection »", size="sm", elem_id="classroom-next-rejection",
-                                           min_width=140)
-                caption = gr.HTML(f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>',
-                                  elem_id="classroom-caption")
-                table = gr.HTML("", elem_id="classroom-table")
-                chart = gr.Plot(elem_id="classroom-chart", show_label=False, visible=False)
-                output = gr.HTML("", elem_id="classroom-output")
-                gr.HTML("", js_on_load=KEYS_JS, elem_id="classroom-keys")
-        with gr.Accordion("What if k were different?", open=True, elem_id="whatif"):
-            gr.HTML('<div class="cr-intro">One greedy run at the largest k (with the prompt and drafter above) '
-                    'measures how often each draft position is accepted and what drafting and verifying cost; '
-                    'that predicts the speedup of every smaller k. Then re-run at the recommended k to check.</div>')
-            with gr.Row(equal_height=True):
-                k_max = gr.Slider(2, MAX_K, value=8, step=1, label="Largest k", elem_id="whatif-kmax", scale=2)
-                tokens = gr.Slider(8, WHATIF_MAX_NEW_TOKENS, value=48, step=1, label="Tokens per run",
-                                   elem_id="whatif-tokens", scale=2)
-                whatif_btn = gr.Button("Run what-if", variant="primary", elem_id="whatif-run", scale=1)
-                rerun_btn = gr.Button("Re-run at the recommended k", elem_id="whatif-rerun", interactive=False,
-                                      scale=1)
-            whatif_status = gr.HTML("", elem_id="whatif-status")
-            whatif_chart = gr.Plot(elem_id="whatif-chart", show_label=False, visible=False)
-            whatif_result = gr.HTML("", elem_id="whatif-result")
-    stepper = gr.State(None)
-    playing = gr.State(False)
-    whatif_state = gr.State(None)
-    timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+        with gr.Row(equal_height=False, elem_id="classroom-main", elem_classes=["sv-main"]):
+            with gr.Column(scale=1, min_width=300, elem_id="classroom-pick", elem_classes=["sv-side"]):
+                _walkthrough_controls(ui, walkthroughs)
+            with gr.Column(scale=3, min_width=300, elem_id="classroom-stage", elem_classes=["sv-results"]):
+                _stage(ui)
+            with gr.Column(scale=1, min_width=300, elem_id="classroom-controls", elem_classes=["sv-side2"]):
+                _settings_controls(ui, first)
+        _whatif_controls(ui)
+    ui["stepper"] = gr.State(None)
+    _wire(ui, tabs)
 
-    settings = [prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target_box]
-    views = [progress, caption, table, chart, output]
-    quiet = {"show_progress": "hidden", "api_visibility": "private"}
-    record_btn.click(record, inputs=settings, outputs=[stepper, status, *views], concurrency_limit=4,
-                     concurrency_id="classroom-run", **quiet).then(
-        share_link, inputs=[*settings, present, walkthrough], outputs=[share], **quiet).then(
-        None, inputs=[share], outputs=[share], js=ABSOLUTE_JS, **quiet)
-    for button, handler in ((next_btn, step_next), (prev_btn, step_prev), (reject_btn, step_rejection),
-                            (first_btn, step_first)):
-        button.click(handler, inputs=[stepper], outputs=[stepper, *views], concurrency_limit=None,
-                     trigger_mode="always_last", **quiet)
-    play_btn.click(play_toggle, inputs=[stepper, playing], outputs=[playing, timer, play_btn, stepper, *views],
-                   concurrency_limit=None, **quiet)
-    timer.tick(play_tick, inputs=[stepper, playing], outputs=[playing, timer, play_btn, stepper, *views],
-               concurrency_limit=None, **quiet)
-    walkthrough.input(apply_walkthrough, inputs=[walkthrough], outputs=[note, *settings], **quiet)
+
+def _walkthrough_controls(ui: dict, walkthroughs: list[dict]) -> None:
+    """The walkthrough menu and its note, downloading and opening recording files (opening only where the operator
+    allows uploads), and the presentation view."""
+    ui["walkthrough"] = gr.Dropdown([(w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)],
+                                    value=walkthroughs[0]["id"] if walkthroughs else None, label="Walkthrough",
+                                    elem_id="classroom-walkthrough")
+    ui["note"] = gr.HTML(_note_html(walkthroughs[0] if walkthroughs else None), elem_id="classroom-note")
+    with gr.Row(elem_id="classroom-files"):
+        ui["download"] = gr.DownloadButton("⬇ Download this run", value=None, interactive=False, size="sm",
+                                           elem_id="classroom-download", min_width=140)
+        ui["upload"] = gr.UploadButton("⬆ Open a recording file", file_types=FILE_TYPES, type="filepath", size="sm",
+                                       elem_id="classroom-upload", min_width=140, visible=uploads_allowed())
+    ui["present"] = gr.Checkbox(False, label="Presentation view (large type, high contrast)",
+                                elem_id="classroom-present")
+
+
+def _stage(ui: dict) -> None:
+    """Status, progress, the step buttons, caption, table, rejection chart and the output so far."""
+    ui["status"] = gr.HTML(render.status_html("Opening the walkthrough's recorded run…", "info"),
+                           elem_id="classroom-status")
+    ui["progress"] = gr.HTML("", elem_id="classroom-progress")
+    with gr.Row(elem_id="classroom-nav"):
+        ui["first"] = gr.Button("« Start", size="sm", elem_id="classroom-first", min_width=70)
+        ui["prev"] = gr.Button("◀ Previous", elem_id="classroom-prev", min_width=100)
+        ui["play"] = gr.Button("▶ Play", elem_id="classroom-play", min_width=90)
+        ui["next"] = gr.Button("Next ▶", variant="primary", elem_id="classroom-next", min_width=100)
+        ui["rejection"] = gr.Button("Next rejection »", size="sm", elem_id="classroom-next-rejection",
+                                    min_width=130)
+    ui["caption"] = gr.HTML(f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>', elem_id="classroom-caption")
+    ui["table"] = gr.HTML("", elem_id="classroom-table")
+    ui["chart"] = gr.Plot(elem_id="classroom-chart", show_label=False, visible=False)
+    ui["output"] = gr.HTML("", elem_id="classroom-output")
+    gr.HTML("", js_on_load=KEYS_JS, elem_id="classroom-keys")
+
+
+def _settings_controls(ui: dict, first: dict) -> None:
+    """The settings of your own run (:data:`FIELDS`), Record run and the share link."""
+    gr.HTML(OWN_RUN, elem_id="classroom-own")
+    ui["prompt"] = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
+    ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices() if c.key != "none"], value=first["drafter"],
+                                label="Drafter", elem_id="classroom-drafter")
+    ui["exit_layer"] = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                 precision=0, elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
+    ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
+                                   placeholder="hub id or local folder, same tokenizer",
+                                   visible=first["drafter"] == "model")
+    ui["k"] = gr.Slider(1, MAX_K, value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
+    with gr.Row():
+        ui["temperature"] = gr.Slider(0, 2, value=first["temperature"], step=0.05, label="Temperature (0 = greedy)",
+                                      elem_id="classroom-temperature")
+        ui["seed"] = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
+    ui["max_new_tokens"] = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
+                                     label="Max new tokens", elem_id="classroom-max-new-tokens")
+    ui["target"] = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")
+    ui["record"] = gr.Button("Record run", variant="primary", elem_id="classroom-record")
+    ui["share_btn"] = gr.Button("Share link to these settings", size="sm", elem_id="classroom-share-btn")
+    ui["share"] = gr.Textbox("", show_label=False, placeholder="a link with this prompt and settings",
+                             buttons=["copy"], lines=1, max_lines=3, elem_id="classroom-share")
+
+
+def _whatif_controls(ui: dict) -> None:
+    """The what-if k accordion: largest k, tokens, Run what-if, the re-run, and their status, chart and result."""
+    with gr.Accordion("What if k were different?", open=True, elem_id="whatif"):
+        gr.HTML('<div class="cr-intro">One greedy run at the largest k (with the prompt and drafter above) measures '
+                'how often each draft position is accepted and what drafting and verifying cost; that predicts the '
+                'speedup of every smaller k. Then re-run at the recommended k to check.</div>')
+        with gr.Row(equal_height=True):
+            ui["k_max"] = gr.Slider(2, MAX_K, value=8, step=1, label="Largest k", elem_id="whatif-kmax", scale=2,
+                                    min_width=200)
+            ui["tokens"] = gr.Slider(8, WHATIF_MAX_NEW_TOKENS, value=48, step=1, label="Tokens per run",
+                                     elem_id="whatif-tokens", scale=2, min_width=200)
+            ui["whatif_run"] = gr.Button("Run what-if", variant="primary", elem_id="whatif-run", scale=1)
+            ui["whatif_rerun"] = gr.Button("Re-run at the recommended k", elem_id="whatif-rerun", interactive=False,
+                                           scale=1)
+        ui["whatif_status"] = gr.HTML("", elem_id="whatif-status")
+        ui["whatif_chart"] = gr.Plot(elem_id="whatif-chart", show_label=False, visible=False)
+        ui["whatif_result"] = gr.HTML("", elem_id="whatif-result")
+
+
+QUIET = {"show_progress": "hidden", "api_visibility": "private"}
+
+
+def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
+    """Every event of the tab: opening runs (walkthrough menu, file, page load), recording, stepping, playing,
+    settings, sharing and what-if k."""
+    settings = [ui[name] for name in FIELDS]
+    views = [ui[name] for name in ("progress", "caption", "table", "chart", "output")]
+    opened_outputs = [ui["stepper"], ui["status"], *views, ui["download"]]
+    share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]]}
+    ui["record"].click(record, inputs=settings, outputs=opened_outputs, concurrency_limit=4,
+                       concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
+        None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
+    # opening a recorded run is no model work either: outside the queue, like a step
+    ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
+                            outputs=[ui["note"], *settings, *opened_outputs], queue=False, **QUIET)
+    ui["upload"].upload(open_upload, inputs=[ui["upload"]],
+                        outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs], concurrency_limit=None,
+                        **QUIET)
+    _wire_stepping(ui, views)
     for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"
-        box.input(settings_edited, inputs=[walkthrough, *settings], outputs=[walkthrough, note], queue=False, **quiet)
-    drafter.change(drafter_changed, inputs=[drafter], outputs=[exit_layer, draft_model], queue=False, **quiet)
-    present.change(None, inputs=[present], js=PRESENT_JS, **quiet)
-    share_btn.click(share_link, inputs=[*settings, present, walkthrough], outputs=[share], **quiet).then(
-        None, inputs=[share], outputs=[share], js=ABSOLUTE_JS, **quiet)
-    whatif_inputs = [prompt, drafter, exit_layer, draft_model, seed, target_box, k_max, tokens]
-    whatif_outputs = [whatif_state, whatif_status, whatif_chart, whatif_result, rerun_btn]
-    whatif_btn.click(whatif_run, inputs=whatif_inputs, outputs=whatif_outputs, concurrency_limit=4,
-                     concurrency_id="classroom-run", **quiet)
-    rerun_btn.click(whatif_rerun, inputs=[whatif_state], outputs=whatif_outputs, concurrency_limit=4,
-                    concurrency_id="classroom-run", **quiet)
-    load_outputs = [walkthrough, note, *settings, present] + ([tabs] if tabs is not None else [])
-    root = gr.context.Context.root_block
+        box.input(settings_edited, inputs=[ui["walkthrough"], *settings], outputs=[ui["walkthrough"], ui["note"]],
+                  queue=False, **QUIET)
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
+                         queue=False, **QUIET)
+    ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
+    ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
+                                                 **QUIET)
+    _wire_whatif(ui)
+    load_outputs = [ui["walkthrough"], ui["note"], *settings, ui["present"], *opened_outputs]
+    load_outputs += [tabs] if tabs is not None else []
 
     def load(request: gr.Request = None):
         values = on_load(request)
         return values if tabs is not None else values[:-1]
 
-    root.load(load, outputs=load_outputs, **quiet)
+    gr.context.Context.root_block.load(load, outputs=load_outputs, queue=False, **QUIET)
+
+
+def _wire_stepping(ui: dict, views: list) -> None:
+    """The step buttons and Play's timer. A step is pure Python on the session's stepper (well under a millisecond
+    with the shared rejection charts), so it skips the queue: a plain request, answered at once, however many
+    sessions step while a live run computes."""
+    for name, handler in (("next", step_next), ("prev", step_prev), ("rejection", step_rejection),
+                          ("first", step_first)):
+        ui[name].click(handler, inputs=[ui["stepper"]], outputs=[ui["stepper"], *views], queue=False,
+                       trigger_mode="always_last", **QUIET)  # clicks during a step: one more step after it
+    playing = gr.State(False)
+    timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+    ui["play"].click(play_toggle, inputs=[ui["stepper"], playing],
+                     outputs=[playing, timer, ui["play"], ui["stepper"], *views], concurrency_limit=None, **QUIET)
+    timer.tick(play_tick, inputs=[ui["stepper"], playing], outputs=[playing, timer, ui["play"], ui["stepper"], *views],
+               concurrency_limit=None, **QUIET)
+
+
+def _wire_whatif(ui: dict) -> None:
+    """Run what-if and the re-run at the recommended k (on the device, in line with other runs)."""
+    state = gr.State(None)
+    inputs = [ui[name] for name in ("prompt", "drafter", "exit_layer", "draft_model", "seed", "target", "k_max",
+                                    "tokens")]
+    outputs = [state, ui["whatif_status"], ui["whatif_chart"], ui["whatif_result"], ui["whatif_rerun"]]
+    ui["whatif_run"].click(whatif_run, inputs=inputs, outputs=outputs, concurrency_limit=4,
+                           concurrency_id="classroom-run", **QUIET)
+    ui["whatif_rerun"].click(whatif_rerun, inputs=[state], outputs=outputs, concurrency_limit=4,
+                             concurrency_id="classroom-run", **QUIET)

@@ -29,6 +29,11 @@ COLORS = {
     "other": "#8c959f",
 }
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
+MODEBAR = {"orientation": "v", "bgcolor": "rgba(255,255,255,0.75)", "color": "#8c959f",
+           "activecolor": "#24292f"}
+"""Plotly's toolbar as a column down the right edge, in the right margin (:data:`MODEBAR_MARGIN_PX`), so it never
+covers a chart title or legend at the top (every figure of the app uses it)."""
+MODEBAR_MARGIN_PX = 40
 
 
 @dataclass
@@ -178,7 +183,7 @@ def time_panel(spec: RunStats, base: RunStats) -> Panel:
 
 def _layout(height: int) -> dict:
     return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
-            "margin": {"l": 55, "r": 20, "t": 50, "b": 40},
+            "margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": 50, "b": 40}, "modebar": MODEBAR,
             "legend": {"orientation": "h", "y": -0.22, "x": 0, "font": {"size": 11}}}
 
 
@@ -239,7 +244,8 @@ def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed
     gap_x = 0.07
     width = (1 - gap_x * (columns - 1)) / columns
     data, notes = [], []
-    layout = _layout(total_px) | {"margin": {"l": 55, "r": 20, "t": top_px, "b": bottom_px}, "showlegend": True}
+    layout = _layout(total_px) | {"margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": top_px, "b": bottom_px},
+                                  "showlegend": True}
     inner = total_px - top_px - bottom_px
     for i, panel in enumerate(panels):
         row, col = divmod(i, columns)

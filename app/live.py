@@ -14,7 +14,16 @@ finish reason "stopped", the output check up to that point and a history row mar
 
 A prompt longer than the target's context window (or than ``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left
 with the chat template kept whole, and the status says so; any exception in a run becomes a message for that
-session only (:mod:`app.messages`). Every output tuple has the order of :data:`OUTPUTS`.
+session only (:mod:`app.messages`), and the session's last good result stays in the panes. Every output tuple
+has the order of :data:`OUTPUTS`.
+
+Honest numbers: the headline is the decoding speedup (after the prefill) with its bootstrap interval over passes
+(:func:`specviz.core.metrics.judge_decode_speedup`); a run too short to judge or too noisy to tell shows no
+figure in green or red, and enters the history without a speedup. Time you can plan: before a run the status
+says how long it should take (:class:`RunCosts`, learned from the latest runs of the target here, else from its
+measured one-token step) and how many runs are ahead; a long prefill is announced with its expected time; the
+default max new tokens is derived once from the measured step cost (:func:`derived_default_tokens`). "Output
+only" shows the committed text plainly (a class on <body>, :data:`OUTPUT_ONLY_JS`).
 
 :func:`build_tab` lays the tab out inside the current ``gr.Tab`` and wires its events.
 """
@@ -25,21 +34,23 @@ import html
 import json
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
 
 from app import device, render
-from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key, waiting_status
+from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key
 from app.figures import dashboard_figure
 from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer, fit_prompt_for,
                         parse_k_schedule, parse_settings)
-from app.messages import report
+from app.messages import log_failure, report
 from app.tree_view import HeadAccuracy, TreeView
+from specviz.analysis.arena import probe_forward_ms
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
-from specviz.core.metrics import RunStats, speedup
+from specviz.core.metrics import RunStats, SpeedupJudgement, judge_decode_speedup
 from specviz.core.race import race
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import choices, label_of, make_drafter
@@ -68,17 +79,20 @@ DEFAULTS = {
     "top_p": 1.0,
     "top_k": 0,
     "seed": 0,
-    "max_new_tokens": 128,
+    "max_new_tokens": 64,  # kept until the page learns the derived default (see derived_default_tokens)
     "stop_strings": "",
     "chat_template": True,
     "tree_nodes": 0,
     "confidence": DEFAULT_MIN_CONFIDENCE,
     "lookup": False,
 }
-"""The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides)."""
+"""The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides). Left as it is,
+``max_new_tokens`` is replaced on page load by a default derived from the target's measured step cost (a run of
+about :data:`DEFAULT_RUN_S` seconds here, :func:`derived_default_tokens`); an override is kept as given."""
 
 RUNS = CancelRegistry()  # the Live tab's runs, one per session
 _VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop
+_GOOD: dict[str, "RunView"] = {}  # session -> its latest finished (or stopped) run, kept when a later run fails
 _VIEWS_LOCK = threading.Lock()
 
 
@@ -92,13 +106,20 @@ def load_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
 
 
 def example_labels(examples: list[dict]) -> list[str]:
-    """"category · first words" per example; where two would read the same, the start of their next line
-    is added (e.g. two questions over different contexts)."""
-    labels = [f"{e['category']} · {_short(e['prompt'])}" for e in examples]
+    """"category · first words" per example; where two would read the same, each of them gets the start of its
+    next line (e.g. two questions over different contexts), and any that still read the same a number: "(2)",
+    "(3)", so every label is distinct."""
+    first = [f"{e['category']} · {_short(e['prompt'])}" for e in examples]
+    labels = list(first)
     for i, e in enumerate(examples):
         lines = [line for line in e["prompt"].strip().splitlines() if line.strip()]
-        if labels.count(labels[i]) > 1 and len(lines) > 1:
+        if first.count(first[i]) > 1 and len(lines) > 1:  # compared with the first labels: every twin changes
             labels[i] += f" — {_short(lines[1], 5)}"
+    seen: dict[str, int] = {}
+    for i, label in enumerate(labels):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            labels[i] = f"{label} ({seen[label]})"
     return labels
 
 
@@ -128,6 +149,9 @@ class RunView:
     notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
     heads: HeadAccuracy | None = None  # Medusa: accuracy per head
     trees: TreeView | None = None  # made at the first tree pass
+    prompt_tokens: int = 0  # what the target read (after any cut)
+    ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
+    _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
 
     def add(self, event: PassEvent) -> None:
         """Fold one engine event into its pane and statistics."""
@@ -173,6 +197,16 @@ class RunView:
         done = self.base_stats.finish_reason is not None
         return done and (self.spec is None or self.spec_stats.finish_reason is not None)
 
+    def judgement(self) -> SpeedupJudgement | None:
+        """The decoding speedup and its bootstrap interval, or why it cannot be read (None without a drafter);
+        recomputed only when a run made another pass."""
+        if self.spec is None:
+            return None
+        counts = (len(self.spec_stats.pass_ms), len(self.base_stats.pass_ms))
+        if self._judged[0] != counts:
+            self._judged = (counts, judge_decode_speedup(self.spec_stats, self.base_stats))
+        return self._judged[1]
+
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""
         spec_ids = self.spec.output_ids if self.spec is not None else self.base.output_ids
@@ -187,7 +221,7 @@ class RunView:
                 "Drafter 'none' is standard decoding: the baseline pane on the right is the whole run. "
                 "Pick a drafter to compare.")
         s = self.spec_stats
-        figures = [("tokens/s", s.tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}"),
+        figures = [("tokens/s", s.decode_tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}"),
                    ("accepted", s.acceptance_rate, "{:.0%}")]
         header = render.pane_header(f"Speculative · {self.drafter_name}", _k_label(self.settings), figures)
         return render.pane_html(header, self.spec.html())
@@ -195,7 +229,7 @@ class RunView:
     def base_html(self) -> str:
         """The baseline pane."""
         s = self.base_stats
-        figures = [("tokens/s", s.tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}")]
+        figures = [("tokens/s", s.decode_tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}")]
         header = render.pane_header("Standard decoding (baseline)", "one target forward per token", figures)
         return render.pane_html(header, self.base.html())
 
@@ -203,7 +237,7 @@ class RunView:
         """The stats cards."""
         spec = self.spec_stats if self.spec is not None else None
         return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
-                                 stopped=self.cancelled)
+                                 stopped=self.cancelled, judgement=self.judgement())
 
     def tree_html(self, every_pass: bool = False) -> str:
         """The draft tree of the latest pass ("" when no pass drafted a tree); with ``every_pass`` the earlier
@@ -250,8 +284,10 @@ class RunView:
         return f"speculative {tokens(s.generated)}, baseline {tokens(b.generated)}"
 
     def summary(self) -> dict:
-        """A row of the run history."""
+        """A row of the run history: rates after the prefill; the decoding speedup only when it could be judged
+        (else ``speedup_note`` says "too short" or "too noisy")."""
         s, b = self.spec_stats, self.base_stats
+        judged = self.judgement()
         return {
             "drafter": self.drafter_name if self.spec is not None else "none",
             "k": _k_label(self.settings), "k_value": self.settings.k if self.spec is not None else None,
@@ -259,8 +295,11 @@ class RunView:
             "tokens": s.generated if self.spec is not None else b.generated,
             "acceptance": s.acceptance_rate if self.spec is not None else None,
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
-            "spec_tps": s.tokens_per_s if self.spec is not None else None, "base_tps": b.tokens_per_s,
-            "speedup": speedup(s, b) if self.spec is not None else None,
+            "spec_tps": s.decode_tokens_per_s if self.spec is not None else None, "base_tps": b.decode_tokens_per_s,
+            "speedup": judged.value if judged is not None and judged.finding else None,
+            "speedup_note": judged.verdict if judged is not None and not judged.finding else None,
+            "speedup_interval": (judged.interval.low, judged.interval.high) if judged is not None and judged.finding
+            else None,
             "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
             "stopped": self.cancelled,
         }
@@ -289,6 +328,221 @@ def _head_accuracy(drafter) -> HeadAccuracy | None:
     heads = getattr(drafter, "heads", None)
     count = getattr(heads, "num_heads", None)
     return HeadAccuracy(int(count)) if isinstance(count, int) and count > 0 else None
+
+
+# ------------------------------------------------------------------------------------------------- run costs
+
+DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
+MIN_DEFAULT_TOKENS = 16
+LONG_PREFILL_S = 10.0  # an expected prefill longer than this is announced before the run
+CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English text, BPE)
+SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
+STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampling, bookkeeping, the page)
+COST_RUNS = 3  # estimates use the median of this many latest runs of a target
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What a Live run costs on this machine for one target, in wall-clock ms (both runs share one device).
+
+    Attributes:
+        prefill_ms_per_token: one run's prefill, per prompt token.
+        base_ms_per_token: the baseline's decoding, per token after the first.
+        spec_ms_per_token: the speculative run's decoding, per token after the first (None: not measured yet;
+            :data:`SPEC_SHARE` of the baseline's is assumed).
+        source: where the figures come from, in words, for the status line.
+    """
+
+    prefill_ms_per_token: float
+    base_ms_per_token: float
+    spec_ms_per_token: float | None
+    source: str
+
+    def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
+        """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
+        return (2 if drafter else 1) * prompt_tokens * self.prefill_ms_per_token / 1000.0
+
+    def run_s(self, prompt_tokens: int, new_tokens: int, drafter: bool) -> float:
+        """Seconds of a whole run: the prefill(s), then ``new_tokens`` of the baseline and, with a drafter, of the
+        speculative run."""
+        spec = self.spec_ms_per_token if self.spec_ms_per_token is not None else SPEC_SHARE * self.base_ms_per_token
+        per_token = self.base_ms_per_token + (spec if drafter else 0.0)
+        return self.prefill_s(prompt_tokens, drafter) + max(new_tokens - 1, 0) * per_token / 1000.0
+
+
+_COSTS: dict[str, list[RunCosts]] = {}  # target spec -> its latest measured runs (newest last)
+_TUNED: dict[str, RunCosts] = {}  # target spec -> costs from a one-token step measured here (before any run)
+_COSTS_LOCK = threading.Lock()
+
+
+def costs_of_run(view: RunView) -> RunCosts | None:
+    """A finished run's costs per token on its wall clock (the runs' own clocks scaled by the wall time of the
+    whole run, which adds rendering and the other run's turns); None for a run too short to tell."""
+    s, b = view.spec_stats, view.base_stats
+    own_ms = b.elapsed_ms + (s.elapsed_ms if view.spec is not None else 0.0)
+    if view.ended is None or own_ms <= 0 or b.emitted < 2 or view.prompt_tokens < 1:
+        return None
+    scale = min(max((view.ended - view.started) * 1000.0 / own_ms, 1.0), 3.0)
+    spec = None
+    if view.spec is not None and s.emitted >= 2:
+        spec = (s.elapsed_ms - s.prefill_ms) / s.emitted * scale
+    return RunCosts(b.prefill_ms / view.prompt_tokens * scale, (b.elapsed_ms - b.prefill_ms) / b.emitted * scale,
+                    spec, "your last runs here")
+
+
+def learn_costs(target: str, view: RunView) -> None:
+    """Keep a finished run's costs for the estimates of the next runs of ``target``."""
+    costs = costs_of_run(view)
+    if costs is not None:
+        with _COSTS_LOCK:
+            runs = _COSTS.setdefault(target, [])
+            runs.append(costs)
+            del runs[:-COST_RUNS]
+
+
+def known_costs(target: str) -> RunCosts | None:
+    """The costs to plan a run of ``target`` with: the median of its latest runs, else the costs derived from a
+    one-token step measured here (:func:`tuned_costs`), else None."""
+    with _COSTS_LOCK:
+        runs = list(_COSTS.get(target, ()))
+        tuned = _TUNED.get(target)
+    if not runs:
+        return tuned
+
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    base = median(r.base_ms_per_token for r in runs)
+    spec = median(r.spec_ms_per_token for r in runs)
+    return RunCosts(median(r.prefill_ms_per_token for r in runs), base,
+                    spec if spec is not None else (tuned.spec_ms_per_token if tuned else None), runs[-1].source)
+
+
+def tuned_costs(spec: str, loaded) -> RunCosts:
+    """Costs of ``loaded`` (the target ``spec``) from its one-token step T(1) and a 16-token forward measured
+    here: the per-machine tuning's times when it kept them (:mod:`specviz.tuning`), else a quick probe
+    (:func:`specviz.analysis.arena.probe_forward_ms`, about a second). Call it while holding the device.
+    Remembered per spec; a later call returns the remembered costs."""
+    with _COSTS_LOCK:
+        if spec in _TUNED:
+            return _TUNED[spec]
+    step, wide = _tuned_ms(loaded)
+    if step is None:
+        probe = probe_forward_ms(loaded, (1, 16))
+        step, wide = probe[1], probe[16] / 16
+    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "a one-token step timed on this machine")
+    with _COSTS_LOCK:
+        _TUNED[spec] = costs
+    return costs
+
+
+def _tuned_ms(loaded) -> tuple[float | None, float | None]:
+    """(T(1) ms, T(5) / 5 ms per token) from the tuning kept on disk for ``loaded`` on this machine, else
+    (None, None)."""
+    try:
+        from specviz.models import cache_dir
+        from specviz.tuning import VERIFY_TOKENS, machine_key
+
+        data = json.loads((cache_dir() / "tuning" / f"{machine_key(loaded)}.json").read_text())
+        times = data["ms"][f"{data['step_threads']}/{'fast' if data['fast_path'] else 'plain'}"]
+        return float(times["step"]), float(times["verify"]) / VERIFY_TOKENS
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None, None
+
+
+def default_max_new_tokens(costs: RunCosts | None, cap: int, fallback: int) -> int:
+    """Max new tokens for a run of about :data:`DEFAULT_RUN_S` seconds with a drafter on a short prompt (rounded
+    down to a multiple of 8, at least :data:`MIN_DEFAULT_TOKENS`, at most ``cap``, the operator's limit);
+    ``fallback`` (capped) without costs."""
+    if costs is None:
+        return min(fallback, cap)
+    per_token_ms = costs.run_s(0, 2, drafter=True) * 1000.0
+    tokens = int(DEFAULT_RUN_S * 1000.0 / max(per_token_ms, 1e-3)) // 8 * 8
+    return max(1, min(cap, max(MIN_DEFAULT_TOKENS, tokens)))
+
+
+_DEFAULT_TOKENS: dict[str, int] = {}  # target spec -> the derived default of max new tokens (computed once)
+_DEFAULT_LOCK = threading.Lock()  # one page load measures; the others keep the page's value meanwhile
+
+
+def derived_default_tokens(spec: str, fallback: int) -> int | None:
+    """The default max new tokens for ``spec``, derived once per process from its measured step cost
+    (:func:`default_max_new_tokens`, within the operator's SPECVIZ_MAX_NEW_TOKENS): the first call waits for the
+    device, loads the target (at once when it was pre-loaded) and reads its tuned step time or probes it; later
+    calls return the remembered value. None while another call is measuring, or when the target cannot be
+    loaded (the page then keeps ``fallback``)."""
+    if spec in _DEFAULT_TOKENS:
+        return _DEFAULT_TOKENS[spec]
+    if not _DEFAULT_LOCK.acquire(blocking=False):
+        return None
+    owner = f"defaults:{uuid.uuid4().hex}"
+    try:
+        if spec not in _DEFAULT_TOKENS:
+            costs = known_costs(spec)
+            if costs is None and device.DEVICE.acquire(owner, "the default run length is being measured", 600):
+                try:
+                    costs = tuned_costs(spec, load_target(spec))
+                finally:
+                    device.DEVICE.release(owner)
+            if costs is not None:
+                _DEFAULT_TOKENS[spec] = default_max_new_tokens(costs, current_policy().max_new_tokens, fallback)
+        return _DEFAULT_TOKENS.get(spec)
+    except Exception as error:  # noqa: BLE001 - a page load never fails over its default
+        log_failure("deriving the default max new tokens", error)
+        return None
+    finally:
+        _DEFAULT_LOCK.release()
+
+
+def page_default_tokens(spec: str, fallback: int, shown=None):
+    """On page load: the max-new-tokens slider's derived default (:func:`derived_default_tokens`), or no change
+    (also when the slider no longer shows ``fallback``: the visitor moved it while the default was measured)."""
+    value = derived_default_tokens(spec, fallback)
+    if value is None or (shown is not None and shown != fallback):
+        return gr.skip()
+    return gr.update(value=value)
+
+
+def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
+    """"about 25 s (from your last runs here)" for a run of ``settings``, with the prefill named when it takes
+    over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None: estimated from the characters."""
+    if costs is None:
+        return ""
+    tokens = prompt_tokens
+    if tokens is None:
+        tokens = int(len(settings.prompt) / CHARS_PER_TOKEN) + 1
+        if settings.max_prompt_tokens:
+            tokens = min(tokens, settings.max_prompt_tokens)
+    drafter = settings.drafter != "none"
+    total = costs.run_s(tokens, settings.max_new_tokens, drafter)
+    text = f"about {_seconds(total)} (from {costs.source})"
+    prefill = costs.prefill_s(tokens, drafter)
+    if prefill > LONG_PREFILL_S:
+        text += f", {_seconds(prefill)} of it reading the {'~' if prompt_tokens is None else ''}{tokens:,}-token prompt"
+    return text
+
+
+def _seconds(s: float) -> str:
+    """"25 s", "3 min 10 s"."""
+    s = max(1, round(s))
+    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
+
+
+def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int) -> str:
+    """The warning before a long prefill: its tokens and expected seconds, and the server's prompt cap
+    (``SPECVIZ_MAX_PROMPT_TOKENS``); "" when the prefill is short or its cost unknown."""
+    if costs is None:
+        return ""
+    seconds = costs.prefill_s(prompt_tokens, settings.drafter != "none")
+    if seconds <= LONG_PREFILL_S:
+        return ""
+    cap = (f"This server reads at most {settings.max_prompt_tokens:,} prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)."
+           if settings.max_prompt_tokens else
+           "The operator can cap prompts with SPECVIZ_MAX_PROMPT_TOKENS.")
+    runs = "both runs read it" if settings.drafter != "none" else "the target reads it"
+    return (f"A long prompt: {prompt_tokens:,} tokens take about {_seconds(seconds)} to read before the first token "
+            f"appears ({runs}; a shorter prompt starts sooner). {cap}")
 
 
 # ------------------------------------------------------------------------------------------------- outputs
@@ -329,10 +583,24 @@ def _blank(message: str, status: str, history=None, state=None) -> tuple:
     return out[:2] + (gr.update(visible=False),) + out[3:]
 
 
-def _failed(what: str, error: BaseException) -> tuple:
-    """Say what went wrong (a toast and the status line) and clear the results (see :func:`_blank`)."""
-    return _blank("No result: this run did not start or did not finish (see the message above).",
-                  report(what, error))
+def _failed(what: str, error: BaseException, session: str | None = None) -> tuple:
+    """Say what went wrong (a toast and the status line). The session's previous good result (its last finished
+    or stopped run) stays in both panes, the stats and the charts; without one the panes say there is no result
+    (see :func:`_blank`)."""
+    status = report(what, error)
+    with _VIEWS_LOCK:
+        good = _GOOD.get(session) if session else None
+    if good is None:
+        return _blank("No result: this run did not start or did not finish (see the message above).", status)
+    return _outputs(good.spec_html(), good.base_html(), good.figure(), good.stats_html(), status,
+                    tree=good.tree_html(every_pass=True), heads=good.heads_html())
+
+
+def _keep_good(session: str, view: RunView) -> None:
+    """Remember ``view`` as ``session``'s latest good result (shown again when a later run fails)."""
+    if not session.startswith(LOCAL_PREFIX) and not view.empty:
+        with _VIEWS_LOCK:
+            _GOOD[session] = view
 
 
 def _final(view: RunView, history=None, state=None) -> tuple:
@@ -358,17 +626,20 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
                                   confidence, lookup)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
-        yield _failed("checking the inputs", error)
+        yield _failed("checking the inputs", error, session_key(request))
         return
     job = device.start(RUNS, request, WHAT)
     try:
-        def waiting(place) -> tuple:
-            return _outputs(status=waiting_status(place.ahead, place.holder, settings.notes))
+        plan = plan_text(settings, known_costs(settings.target))
 
+        def waiting(place) -> tuple:
+            return _outputs(status=planned_status(settings, plan, place.ahead, place.holder))
+
+        yield _outputs(status=planned_status(settings, plan, device.DEVICE.ahead(job.owner), device.DEVICE.holder))
         if (yield from relay(job.turn(), waiting)):
             yield from _generate_on_device(settings, history, job)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        yield _failed("generation", error)
+        yield _failed("generation", error, job.session)
     finally:
         job.release()  # also when Gradio closes this handler: the engine starts no other forward
         if job.session.startswith(LOCAL_PREFIX):  # no browser session to press Stop later
@@ -384,7 +655,9 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
         return
     target, drafter = loaded
     view, prompt_ids = _open_view(settings, target, drafter, job.session)
-    reading = _reading_status(view, len(prompt_ids))
+    costs = known_costs(settings.target) or tuned_costs(settings.target, target)  # the device is held here
+    _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
+    reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
     yield _outputs(status=reading())
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
@@ -392,8 +665,31 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
     finally:  # also when Gradio closes this handler
         stream.close()
     if not (job.cancelled or view.cancelled):
+        view.ended = time.monotonic()
+        learn_costs(settings.target, view)
+        _keep_good(job.session, view)
         _add_to_history(history, view)
         yield _outputs(status=view.status(), history=history_html(history), state=history)
+
+
+def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:
+    """The status before a run holds the device: how long it should take ("about 25 s (from your last runs
+    here)", when known) and how many runs are ahead of it ("1 run ahead of yours", with what the device is doing)."""
+    if ahead == 0:
+        length = f"yours takes {plan}" if plan else "the time a run takes here is measured once the model is loaded"
+        return render.status_html(f"Starting: no run ahead of yours; {length}.", "busy", notes=settings.notes)
+    runs = "1 run is" if ahead == 1 else f"{ahead} runs are"
+    what = f" ({holder})" if holder else ""
+    length = f" Yours takes {plan} once it starts." if plan else ""
+    return render.status_html(f"Waiting for the device… {runs} ahead of yours{what}.{length} Runs take turns so "
+                              "that each one's timing is undisturbed.", "wait", notes=settings.notes)
+
+
+def _warn_long_prompt(view: RunView, note: str) -> None:
+    """Announce a long prefill before it starts: a toast, and a note in every status of the run."""
+    if note:
+        gr.Warning(html.escape(note))
+        view.notes.append(note)
 
 
 class _Loading:
@@ -447,21 +743,23 @@ def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunVi
     view = RunView(settings, target.label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
-                   heads=_head_accuracy(drafter))
+                   heads=_head_accuracy(drafter), prompt_tokens=len(prompt_ids))
     with _VIEWS_LOCK:
         _VIEWS[session] = view
     return view, prompt_ids
 
 
-def _reading_status(view: RunView, prompt_tokens: int):
-    """A function giving the status while the prompt is read (the prefill), with a ticking timer."""
+def _reading_status(view: RunView, prompt_tokens: int, plan: str = ""):
+    """A function giving the status while the prompt is read (the prefill), with a ticking timer and the run's
+    expected length (``plan``, see :func:`plan_text`)."""
     runs = "both runs read" if view.spec is not None else "the target reads"
     since = time.monotonic()
+    whole = f" · the whole run: {plan}" if plan else ""
 
     def status() -> str:
         return render.status_html(
-            f"Reading the prompt: {runs} its {prompt_tokens:,} tokens in one forward each (the prefill; a long "
-            f"prompt takes a while on a CPU)… ({time.monotonic() - since:.0f} s)", "busy", notes=view.notes)
+            f"Reading the prompt: {runs} its {prompt_tokens:,} tokens (the prefill; a long prompt takes a while "
+            f"on a CPU)… ({time.monotonic() - since:.0f} s){whole}", "busy", notes=view.notes)
 
     return status
 
@@ -545,6 +843,7 @@ def stopped_view(history=None, request: gr.Request = None, status: str | None = 
         return _outputs(status=status or stopped_status())
     if view.mark_stopped() and not view.empty:
         _add_to_history(history, view)
+        _keep_good(key, view)
     elif not view.cancelled:  # it finished on its own: its result stays as it is
         return _outputs(status=view.status())
     if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
@@ -560,6 +859,7 @@ def release_session(request: gr.Request = None):
     if key:
         with _VIEWS_LOCK:
             _VIEWS.pop(key, None)
+            _GOOD.pop(key, None)
 
 
 def drafter_changed(drafter: str):
@@ -581,14 +881,18 @@ def build_tab(history: gr.State, d: dict) -> None:
     history (gr.State, also read by the "Why it works" tab); ``d`` holds every key of :data:`DEFAULTS`. The
     drafter menu lists the registry's drafters as they are now (:func:`specviz.drafters.registry.choices`)."""
     ui: dict[str, gr.components.Component] = {}  # elem_id-like name -> component
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=300, elem_id="controls"):
+    # three columns in reading order: controls, results, examples. The stylesheet (.sv-main) shows the examples
+    # under the controls beside the results on a wide screen, and results right after the controls on a phone.
+    with gr.Row(equal_height=False, elem_id="live-main", elem_classes=["sv-main"]):
+        with gr.Column(scale=1, min_width=300, elem_id="controls", elem_classes=["sv-side"]):
             _prompt_controls(ui, d)
             _drafter_controls(ui, d)
             _run_controls(ui, d)
-        with gr.Column(scale=3, min_width=600, elem_id="results"):
+        with gr.Column(scale=3, min_width=300, elem_id="results", elem_classes=["sv-results"]):
             _results(ui)
-    _wire(ui, history)
+        with gr.Column(scale=1, min_width=300, elem_id="examples-column", elem_classes=["sv-side2"]):
+            _examples(ui)
+    _wire(ui, history, d)
 
 
 def _prompt_controls(ui: dict, d: dict) -> None:
@@ -642,8 +946,7 @@ def _drafter_controls(ui: dict, d: dict) -> None:
 
 
 def _run_controls(ui: dict, d: dict) -> None:
-    """Max new tokens (up to the operator's cap, read now), the target, sampling and stopping, and the example
-    prompts."""
+    """Max new tokens (up to the operator's cap, read now), the target, sampling and stopping."""
     max_tokens = current_policy().max_new_tokens  # SPECVIZ_MAX_NEW_TOKENS
     ui["max_new_tokens"] = gr.Slider(1, max_tokens, value=min(d["max_new_tokens"], max_tokens), step=1,
                                      label="Max new tokens", elem_id="max-new-tokens")
@@ -661,6 +964,10 @@ def _run_controls(ui: dict, d: dict) -> None:
         ui["stop_strings"] = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
                                         placeholder="comma- or newline-separated; \\n for a newline")
         ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
+
+
+def _examples(ui: dict) -> None:
+    """The example prompts (a click fills the prompt box)."""
     examples = load_examples()
     gr.Examples(examples=[[e["prompt"]] for e in examples], inputs=[ui["prompt"]], label="Example prompts",
                 example_labels=example_labels(examples), examples_per_page=18, elem_id="examples")
@@ -670,7 +977,9 @@ def _results(ui: dict) -> None:
     """The status line, the legend, both panes, the draft tree and heads' table, stats, charts and history."""
     ui["status"] = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"), elem_id="status")
     gr.HTML(render.legend_html(), elem_id="legend")
-    with gr.Row(equal_height=True, elem_id="panes"):
+    ui["output_only"] = gr.Checkbox(False, label="Output only: the committed text, plain (no drafts, no colours)",
+                                    elem_id="output-only", container=False)
+    with gr.Row(equal_height=True, elem_id="panes"):  # side by side; stacked on a phone (style.css)
         ui["spec_out"] = gr.HTML(render.placeholder_html("The speculative run appears here."),
                                  elem_id="spec-output", elem_classes=["out-pane"])
         ui["base_out"] = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
@@ -688,9 +997,10 @@ INPUTS = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k", "adap
 """The controls :func:`generate` reads, in the order of its parameters (the history follows)."""
 
 
-def _wire(ui: dict, history: gr.State) -> None:
+def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     """Generate, Stop (which cancels the run and shows what it made, then re-sends that view one round trip
-    later, after any update the cancelled run still had in flight) and the drafter menu's dependent controls."""
+    later, after any update the cancelled run still had in flight), the drafter menu's dependent controls, and
+    :func:`_wire_helpers` (k typed out of range, output only, the derived default of max new tokens)."""
     inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"]]  # the order of OUTPUTS
@@ -703,3 +1013,43 @@ def _wire(ui: dict, history: gr.State) -> None:
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
                                                         "lookup", "k", "adaptive_k")],
                          queue=False, api_visibility="private")
+    _wire_helpers(ui, d or DEFAULTS)
+
+
+OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
+"""The "Output only" checkbox: a class on <body> that the stylesheet reads (no round trip, also while a run
+streams): both panes show the committed text plainly, without rejected drafts, colours or pass marks."""
+
+
+def _wire_helpers(ui: dict, d: dict) -> None:
+    """k typed out of its range (the box is set to the value runs use, and the status says so), the "Output
+    only" view, and, when max new tokens was left at its default, the derived default on each page load."""
+    ui["k"].release(k_typed, inputs=[ui["k"]], outputs=[ui["k"], ui["status"]], preprocess=False, queue=False,
+                    api_visibility="private")
+    if "output_only" in ui:
+        ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
+    if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
+        from gradio.context import Context
+
+        spec, fallback, box = d["target"], d["max_new_tokens"], ui["max_new_tokens"]
+        Context.root_block.load(lambda shown: page_default_tokens(spec, fallback, shown), inputs=[box],
+                                outputs=[box], show_progress="hidden", concurrency_limit=None,
+                                api_visibility="private")
+
+
+def k_typed(value):
+    """The k slider after a release (a drag, or a number typed and the box left): a number outside 1..MAX_K is
+    what Gradio would quietly clamp while the box keeps showing it; here the box is set to the value runs use and
+    the status says so. Returns (k update, status update); both unchanged for a k in range. ``value`` is the raw
+    payload (the event skips Gradio's range check, which would refuse it)."""
+    try:
+        typed = float(value)
+    except (TypeError, ValueError):
+        return gr.skip(), gr.skip()
+    if typed != typed or 1 <= typed <= MAX_K:
+        return gr.skip(), gr.skip()
+    used = MAX_K if typed > MAX_K else 1
+    side = "above the longest draft, " if typed > MAX_K else "below the shortest draft, "
+    return gr.update(value=used), render.status_html(
+        f"Draft length k = {typed:g} is {side}{used}: the box now shows {used}, the k runs use.", "info")
+

@@ -9,7 +9,9 @@ Every rendered token is ``<span class="tok tok-KIND" data-kind=KIND data-pass=N 
 - ``bonus``: the target's extra token when every drafted token was accepted (blue, double underline);
 - ``target``: a plain target token (the prefill's token, every baseline token, and a pass with no draft).
 
-Shape (underline, strike, box) distinguishes the kinds as well as hue. Passes are wrapped in
+Shape (underline, strike, box) distinguishes the kinds as well as hue. No token adds space around its text:
+every other token has class ``tok-alt`` (a slightly different tint), so boundaries show without gaps that would
+read as spaces. Passes are wrapped in
 ``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary; a pass whose
 drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small “copy”
 mark (CSS content, so not in the plain text). A token's
@@ -28,6 +30,7 @@ import html
 from dataclasses import dataclass, field
 
 from specviz.core.events import PassEvent
+from specviz.core.metrics import format_apart
 
 KINDS = ("accepted", "rejected", "recovered", "bonus", "target")
 _WINDOW = 6  # tokens of context to decode a piece against (a UTF-8 character spans at most 4 byte tokens)
@@ -99,11 +102,16 @@ def _fmt_prob(value: float | None) -> str:
 def _detail_title(pass_index: int, position: int, drafted: int, verdict: str, detail, top_text: str | None) -> str:
     lines = [f"pass {pass_index} · draft {position + 1}/{drafted} · {verdict}"]
     if detail is not None:
-        lines.append(f"target p = {_fmt_prob(detail.target_prob)} · draft q = {_fmt_prob(detail.draft_prob)}")
+        if detail.target_prob is not None and detail.draft_prob is not None:  # digits enough to tell p from q
+            p_text, q_text = format_apart(detail.target_prob, detail.draft_prob, 3)
+        else:
+            p_text, q_text = _fmt_prob(detail.target_prob), _fmt_prob(detail.draft_prob)
+        lines.append(f"target p = {p_text} · draft q = {q_text}")
         if detail.uniform is not None:
             ratio = detail.target_prob / detail.draft_prob if detail.draft_prob > 0 else float("inf")
             test = "accept" if detail.uniform < min(1.0, ratio) else "reject"
-            lines.append(f"uniform u = {detail.uniform:.3f} vs min(1, p/q) = {min(1.0, ratio):.3f} → {test}")
+            u_text, r_text = format_apart(detail.uniform, min(1.0, ratio), 3)
+            lines.append(f"uniform u = {u_text} vs min(1, p/q) = {r_text} → {test}")
         if top_text is not None:
             lines.append(f"target's top token here: {top_text!r}")
     return "\n".join(lines)
@@ -216,8 +224,10 @@ class Pane:
         return sum(1 for p in self.passes for t in p if t.kind == kind)
 
     def html(self) -> str:
-        """The tokens as HTML (one inline block per pass)."""
+        """The tokens as HTML (one inline block per pass). Every other shown token has class ``tok-alt`` (a
+        slightly different tint), so token boundaries show without gaps that would read as spaces."""
         parts = [f'<div class="tokens{"" if self.separators else " no-sep"}">']
+        shown = 0
         for tokens in self.passes:
             if not tokens:
                 continue
@@ -227,7 +237,9 @@ class Pane:
                              '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>')
             else:
                 parts.append(f'<div class="pass" data-pass-index="{index}">')
-            parts.extend(token_html(t) for t in tokens)
+            for t in tokens:
+                parts.append(token_html(t, alt=shown % 2 == 1))
+                shown += not t.partial
             parts.append("</div>")
         if not self.finished and self.passes:
             parts.append('<i class="cursor" aria-hidden="true"></i>')
@@ -241,9 +253,12 @@ def _text_html(text: str) -> str:
     return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>\n')
 
 
-def token_html(token: Token) -> str:
-    """One token's span (see the module docstring for the attributes)."""
+def token_html(token: Token, alt: bool = False) -> str:
+    """One token's span (see the module docstring for the attributes); ``alt`` adds class ``tok-alt`` (the
+    alternate tint of every other token)."""
     classes = ["tok", f"tok-{token.kind}"]
+    if alt:
+        classes.append("tok-alt")
     if token.unjudged:
         classes.append("tok-unjudged")
     if token.partial:
@@ -368,22 +383,43 @@ def _card(label: str, value: str, definition: str, extra: str = "", cls: str = "
             + f'<div class="card-def">{html.escape(definition)}</div></div>')
 
 
-def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False) -> str:
+SPEEDUP_DEFINITION = ("speculative ÷ baseline decoding rate: tokens after the first ÷ time after the prefill, each "
+                      "run on its own clock; the interval resamples both runs' passes (bootstrap)")
+
+
+def speedup_cards(spec, base, judgement=None) -> list[str]:
+    """The headline cards of a run with a drafter: the decoding speedup (after the prefill) with its interval,
+    or "too noisy to tell" / "too short to judge" instead of a number (never in green or red then), the
+    end-to-end ratio beside it (prefill included, never coloured), and both runs' rates. ``judgement`` is
+    :func:`specviz.core.metrics.judge_decode_speedup` of the runs (computed here when None)."""
+    from specviz.core.metrics import judge_decode_speedup, speedup
+
+    j = judgement if judgement is not None else judge_decode_speedup(spec, base)
+    if j.verdict == "too short":
+        hero = _card("Decoding speedup", "–", SPEEDUP_DEFINITION, html.escape(j.describe()), cls="hero short")
+        end = _card("End to end", "–", "tokens/s ratio with the prefill included: not judged either")
+    else:
+        cls = {"faster": "good", "slower": "bad", "too noisy": "noisy"}.get(j.verdict, "neutral")
+        value = (f"{j.value:.2f}×" if j.verdict != "too noisy" else
+                 f"too noisy to tell <small>({j.value:.2f}× measured)</small>")
+        hero = _card("Decoding speedup", value, SPEEDUP_DEFINITION, html.escape(j.describe()), cls=f"hero {cls}")
+        end = _card("End to end", _fmt(speedup(spec, base), "{:.2f}×"), "tokens/s ratio with the prefill (time to "
+                    "first token) included: a long prompt's prefill dominates it, so read the decoding speedup")
+    rates = _card("Tokens/s after the prefill", f"{_fmt(spec.decode_tokens_per_s, '{:.1f}')} <small>vs</small> "
+                  f"{_fmt(base.decode_tokens_per_s, '{:.1f}')}", "speculative vs baseline decoding rate, own clocks",
+                  f"prefill included: {_fmt(spec.tokens_per_s, '{:.1f}')} vs {_fmt(base.tokens_per_s, '{:.1f}')}")
+    return [hero, end, rates]
+
+
+def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
-    difference reads "so far" instead of waiting for the end."""
-    from specviz.core.metrics import speedup
-
+    difference reads "so far" instead of waiting for the end. ``judgement``: the decoding speedup's
+    (see :func:`speedup_cards`)."""
     esc = html.escape
     cards = []
     if spec is not None:
-        sp = speedup(spec, base)
-        cls = "good" if sp is not None and sp >= 1.0 else ("bad" if sp is not None else "")
-        cards.append(_card("Speedup", _fmt(sp, "{:.2f}×"), "speculative tokens/s ÷ baseline tokens/s, each on "
-                           "its own clock", cls=f"hero {cls}"))
-        cards.append(_card("Tokens/s", f"{_fmt(spec.tokens_per_s, '{:.1f}')} <small>vs</small> "
-                           f"{_fmt(base.tokens_per_s, '{:.1f}')}", "speculative vs baseline: generated tokens ÷ "
-                           "own-clock time, prefill included"))
+        cards.extend(speedup_cards(spec, base, judgement))
         drafted_what = (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
                         f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)" if spec.tree_passes
                         else f"{spec.accepted} of {spec.drafted} drafted")
@@ -433,11 +469,12 @@ def status_html(message: str, kind: str = "info", notes=()) -> str:
 
 
 def history_html(history: list[dict]) -> str:
-    """The table of this session's runs, newest first."""
+    """The table of this session's runs, newest first. A row's speedup is its decoding speedup when it could be
+    judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>T</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
-            "<th>spec tok/s</th><th>base tok/s</th><th>speedup</th><th>same ids</th></tr>")
+            "<th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th><th>same ids</th></tr>")
     rows = []
     for row in history:
         same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
@@ -448,6 +485,7 @@ def history_html(history: list[dict]) -> str:
                 row["drafter"], row["k"] or "–", f"{row['temperature']:g}",
                 f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
                 _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
-                _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"), _fmt(row["speedup"], "{:.2f}×"),
-                same)) + "</tr>")
-    return f'<table class="history"><caption>Runs in this session (newest first)</caption>{head}{"".join(rows)}</table>'
+                _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"),
+                _fmt(row["speedup"], "{:.2f}×", row.get("speedup_note") or "–"), same)) + "</tr>")
+    return (f'<table class="history"><caption>Runs in this session (newest first) <small>* after the prefill, each '
+            f'run on its own clock</small></caption>{head}{"".join(rows)}</table>')

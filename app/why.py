@@ -4,7 +4,11 @@ device for a few batch sizes, and an interactive what-if chart of tokens per pas
 :func:`measure` (the Measure button) waits for its turn on the device (:mod:`app.device`: it takes turns with
 every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.measure_forward_grid` (with the
 job's cancel flag as ``should_stop``, so a closed handler ends it before its next forward) and
-:func:`specviz.analysis.arena.measure_draft_costs` in the job's thread. :func:`whatif` redraws the what-if chart
+:func:`specviz.analysis.arena.measure_draft_costs` in the job's thread; before the grid, a few forwards timed here
+(:func:`specviz.analysis.arena.probe_forward_ms`) give the status its estimate of the whole measurement. A point
+measured faster than less work is measured again by the grid and, if still impossible, flagged on the chart and
+in the text and left out of the lines, the cards and the what-if curve (:func:`possible_curve`). Error bars span
+the repeats of each point. :func:`whatif` redraws the what-if chart
 from the sliders, the last measurement and a run to mark (filled from the Live tab's latest run by
 :func:`from_history`). Figures are pure functions.
 """
@@ -21,14 +25,16 @@ import plotly.graph_objects as go
 
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
-from app.figures import COLORS, FONT
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
 from app.messages import report, warn
 from specviz.analysis.arena import (
     BATCH_SIZES,
     TOKEN_COUNTS,
     alpha_for_tokens_per_pass,
+    grid_seconds,
     interpolate,
+    probe_forward_ms,
     measure_draft_costs,
     measure_forward_grid,
     whatif_curves,
@@ -39,13 +45,14 @@ from specviz.policy import PolicyError, current_policy
 
 log = logging.getLogger("specviz.app.why")
 
-OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "whatif-chart")
+OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "why-whatif-chart")
 """What :func:`measure` yields, in order (the components' elem_ids; why-measurement is the gr.State)."""
 
 DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05
 BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}
 STATUS_INTERVAL_S = 1.0
+ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
 RUNS = CancelRegistry()  # the tab's measurements, one per session
 
 INTRO = (
@@ -65,7 +72,7 @@ INTRO = (
 
 def _layout(height: int) -> dict:
     return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
-            "margin": {"l": 60, "r": 20, "t": 80, "b": 50},
+            "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 80, "b": 50}, "modebar": MODEBAR,
             "legend": {"orientation": "h", "x": 0, "y": 1.09, "yanchor": "bottom", "font": {"size": 12}}}
 
 
@@ -101,20 +108,25 @@ def forward_figure(grid: dict) -> go.Figure:
     layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}, "tickvals": [0.5, 1, 2, 4, 8, 16, 32],
                             "ticktext": ["0.5", "1", "2", "4", "8", "16", "32"]}
     data = []
+    bad = {(p["batch"], p["n"]) for p in grid.get("impossible", [])}
     for batch, row in grid["ms"].items():
         ns = [n for n in counts if n in row]
         if not ns:
             continue
         color = BATCH_COLORS.get(int(batch), COLORS["other"])
-        gbs = grid["gbs"][batch]
-        text = [f"batch {batch}, {n} new token{'s' if n > 1 else ''}: {row[n]:.1f} ms<br>"
+        gbs, spread = grid["gbs"][batch], grid.get("spread", {}).get(batch, {})
+        text = [f"batch {batch}, {n} new token{'s' if n > 1 else ''}: {row[n]:.1f} ms"
+                + (f" (repeats {spread[n][0]:.1f}–{spread[n][1]:.1f})" if n in spread else "") + "<br>"
                 f"{grid['param_bytes'] / 1e6:.0f} MB of weights read → {gbs[n]:.1f} GB/s effective" for n in ns]
         name = f"batch {batch}"
-        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": [row[n] for n in ns], "name": name,
+        shown = [None if (batch, n) in bad else row[n] for n in ns]  # an impossible point is no finding: a gap
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": shown, "name": name,
                      "legendgroup": name, "line": {"color": color, "width": 3}, "marker": {"size": 7},
+                     "error_y": _spread_bars(row, spread, ns, color),
                      "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{a}", "yaxis": f"y{a}"})
         one = row.get(ns[0])
-        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": [row[n] / one for n in ns],
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns,
+                     "y": [None if v is None else v / one for v in shown],
                      "name": name, "legendgroup": name, "showlegend": False, "line": {"color": color, "width": 3},
                      "marker": {"size": 7},
                      "hovertemplate": f"batch {batch}, n=%{{x}}: %{{y:.2f}} steps<extra></extra>",
@@ -122,7 +134,55 @@ def forward_figure(grid: dict) -> go.Figure:
     data.append({"type": "scatter", "mode": "lines", "x": counts, "y": counts, "name": "n separate one-token steps",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
                  "hovertemplate": "n steps: %{y}<extra></extra>"})
+    _flag_impossible(grid, data, layout, a)
     return go.Figure({"data": data, "layout": layout})
+
+
+def _spread_bars(row: dict, spread: dict, ns: list[int], color: str) -> dict:
+    """Plotly error bars from the median up to the slowest repeat and down to the fastest (the spread)."""
+    if not spread:
+        return {"visible": False}
+    return {"type": "data", "symmetric": False, "color": color, "thickness": 1.5, "width": 4,
+            "array": [spread[n][1] - row[n] if n in spread else 0 for n in ns],
+            "arrayminus": [row[n] - spread[n][0] if n in spread else 0 for n in ns]}
+
+
+def possible_curve(grid: dict, batch: int) -> dict[int, float]:
+    """The measured ms per n at ``batch`` without the points flagged impossible (noise is no finding)."""
+    bad = {p["n"] for p in grid.get("impossible", []) if p["batch"] == batch}
+    return {n: ms for n, ms in grid["ms"].get(batch, {}).items() if n not in bad}
+
+
+def impossible_text(grid: dict) -> str:
+    """One sentence on the points still faster than possible after being measured again ("" when none)."""
+    points = grid.get("impossible") or []
+    if not points:
+        return ""
+    shown = "; ".join(f"batch {p['batch']}, {p['n']} token{'s' if p['n'] > 1 else ''} measured faster than batch "
+                      f"{p['than_batch']}, {p['than_n']} token{'s' if p['than_n'] > 1 else ''}" for p in points[:3])
+    more = f" and {len(points) - 3} more" if len(points) > 3 else ""
+    return (f"⚠ {len(points)} point{'s' if len(points) > 1 else ''} still faster than possible after a second "
+            f"measurement ({shown}{more}): more work cannot take less time, so this is noise from other work on "
+            "the machine, flagged ✕ on the chart and left out of the lines and the what-if curve.")
+
+
+def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str) -> None:
+    """Mark the impossible points (red ✕ at their measured time, no line through them) and say so on the chart."""
+    points = [p for p in grid.get("impossible", []) if p["n"] in grid["ms"].get(p["batch"], {})]
+    if not points:
+        return
+    data.append({"type": "scatter", "mode": "markers", "name": "impossible: noise, not a finding",
+                 "x": [p["n"] for p in points], "y": [grid["ms"][p["batch"]][p["n"]] for p in points],
+                 "marker": {"symbol": "x-thin", "size": 13, "line": {"color": COLORS["rejected"], "width": 3},
+                            "color": COLORS["rejected"]},
+                 "text": [f"batch {p['batch']}, n = {p['n']}: faster than batch {p['than_batch']}, n = "
+                          f"{p['than_n']}: impossible, measured twice" for p in points],
+                 "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{axis}", "yaxis": f"y{axis}"})
+    layout["annotations"].append({
+        "text": f"✕ {len(points)} point(s) faster than less work: noise (measured twice), not a finding",
+        "x": 0.02, "y": 0.98, "xref": f"x{axis} domain", "yref": f"y{axis} domain", "xanchor": "left",
+        "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]},
+        "bgcolor": "rgba(255,255,255,0.85)"})
 
 
 def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.Figure:
@@ -199,14 +259,19 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
 def summary_html(grid: dict, costs: dict | None) -> str:
     """Cards: weights read per forward, the one-token step and its GB/s, the copy bandwidth, the cost of a
     k=4 verification at batch 1 and the largest batch, and the measured c of the drafters."""
-    ms = grid["ms"]
+    ms = {b: possible_curve(grid, b) for b in grid["ms"]}
     first, last = min(ms), max(ms)
     step = ms[first].get(1)
+    spread = grid.get("spread", {}).get(first, {}).get(1)
     cards = [("Weights read per forward", f"{grid['param_bytes'] / 1e6:,.0f} <small>MB</small>",
               "every parameter once, whatever the number of tokens")]
+    if grid.get("impossible"):
+        cards.insert(0, ("Impossible points", f"{len(grid['impossible'])} <small>flagged ✕</small>",
+                         "faster than less work even when measured again: noise, left out of every figure here"))
     if step:
         cards.append(("One-token step (batch 1)", f"{step:.1f} <small>ms</small>",
-                      f"= {grid['param_bytes'] / (step / 1000) / 1e9:.1f} GB/s of weights (effective)"))
+                      f"= {grid['param_bytes'] / (step / 1000) / 1e9:.1f} GB/s of weights (effective)"
+                      + (f"; repeats {spread[0]:.1f}–{spread[1]:.1f} ms" if spread else "")))
     if grid.get("copy_bandwidth_gbs"):
         cards.append(("Memory copy bandwidth", f"{grid['copy_bandwidth_gbs']:.1f} <small>GB/s</small>",
                       "read + written by a large tensor copy: the ceiling for reading weights"))
@@ -249,7 +314,8 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figu
     if measurement:
         ms = measurement["grid"]["ms"]
         batch = int(batch) if batch and int(batch) in ms else min(ms)
-        curve = ms[batch] if len(ms[batch]) > 1 else None
+        possible = possible_curve(measurement["grid"], batch)
+        curve = possible if len(possible) > 1 else None
     curves = whatif_curves(alpha, c, curve, MAX_K)
     return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
 
@@ -321,7 +387,7 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
     """Wait for the device, then run :func:`_measure_work` in the job's thread, feeding the progress bar and a
     "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when
     stopped while waiting)."""
-    state = {"message": "", "last": 0.0}
+    state = {"message": "", "last": 0.0, "estimate": None}
 
     def waiting(place) -> tuple:
         return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
@@ -329,18 +395,29 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
 
     def show(item) -> tuple | None:
         now = time.monotonic()
-        if item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
+        if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
+            state["estimate"], state["last"] = item[1], 0.0
+        elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
             fraction, state["message"] = item[1]
             progress(fraction, desc=state["message"])
             return None
         if now - state["last"] < STATUS_INTERVAL_S:
             return None
         state["last"] = now
-        return _out(status=render.status_html(f"Measuring… {state['message']} ({now - started:.0f} s)", "busy"))
+        return _out(status=render.status_html(_measuring(state["message"], now - started, state["estimate"]), "busy"))
 
     if not (yield from relay(job.turn(), waiting)):
         return None
     return (yield from relay(job.call(_measure_work, job, spec, layer, stoppable=True), show))
+
+
+def _measuring(message: str, seconds: float, estimate: float | None) -> str:
+    """The status text while measuring: the step, the seconds so far and, once the first forwards were timed,
+    the expected length of the whole measurement."""
+    if estimate is None:
+        return f"Measuring… {message} ({seconds:.0f} s; timing a first forward to tell how long this will take)"
+    return (f"Measuring… {message} ({seconds:.0f} s of about {estimate:.0f} s, estimated from the first forwards "
+            "timed here just now)")
 
 
 def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
@@ -354,10 +431,13 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     say(0.0, f"Loading the target {spec}…")
     loaded = load_target(spec, progress=lambda message: say(0.0, message))
     check_exit_layer(layer, loaded)
+    say(0.0, "Timing a first forward…")
+    probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
+    job.say(("estimate", grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + ESTIMATE_EXTRA_S))
     grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
                                 progress=lambda f, m: say(0.9 * f, m), should_stop=job.should_stop)
     costs = None
-    if not grid["stopped"] and grid["step_ms"]:
+    if not grid["stopped"] and grid["step_ms"] and not job.should_stop():  # closed after the grid's last forward
         say(0.92, "Timing the drafters (c)…")
         costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer)
     return {"grid": grid, "costs": costs, "label": loaded.label}
@@ -369,10 +449,15 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     grid, costs = measurement["grid"], measurement["costs"]
     c = round(costs["early-exit"], 3) if costs else None
     busy = busy_machine_warning()
+    again = grid.get("remeasured") or []
+    twice = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured twice: a point came "
+             "out faster than less work." if again else "")
+    flagged = impossible_text(grid)
     status = render.status_html(
         f"Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
-        f"uses these costs; c is set to the early-exit drafter's." + (f" · {busy}" if busy else ""), "done")
+        f"uses these costs; c is set to the early-exit drafter's.{twice}" + (f" {flagged}" if flagged else "")
+        + (f" · {busy}" if busy else ""), "info" if flagged else "done")
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     return _out(status, forward_figure(grid), summary_html(grid, costs), measurement,
                 gr.update(value=c) if c is not None else None,
@@ -402,7 +487,10 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure")
             gr.HTML(f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new "
                     f"tokens after a 64-token prompt, for batch sizes {', '.join(map(str, BATCH_SIZES))} (median of "
-                    "3, after a warm-up), on this device, now. About half a minute on a small CPU.</div>")
+                    "3, after a warm-up; the bars span the 3), on this device, now. It first times a few forwards and "
+                    "says how long the whole measurement will take here. A point that comes out faster than less "
+                    "work (impossible: noise from other work on the machine) is measured again, and flagged if it "
+                    "stays impossible.</div>")
         with gr.Column(scale=3, min_width=600, elem_id="why-results"):
             status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
                              elem_id="why-status")
@@ -427,7 +515,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                 run_tpp = gr.Number(0, label="tokens/pass", minimum=0, elem_id="why-run-tpp", min_width=70)
                 run_speedup = gr.Number(0, label="speedup", minimum=0, elem_id="why-run-speedup", min_width=70)
         with gr.Column(scale=3, min_width=600):
-            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, 0, 0, 0, None), elem_id="whatif-chart",
+            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, 0, 0, 0, None), elem_id="why-whatif-chart",
                                    show_label=False)
     whatif_inputs = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement]
     measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup],

@@ -1,7 +1,9 @@
-"""A bounded load test of the web app, on loopback only: K concurrent sessions through the Gradio client API.
+"""A bounded load test of the web app, on loopback only: K concurrent sessions through the Gradio client API, or
+a classroom of V visitors stepping through a recorded walkthrough while live runs compute.
 
     python scripts/loadtest.py --sessions 4 --requests 2 --max-new-tokens 16            # the embedded model
     python scripts/loadtest.py --target /path/to/tiny-model --sessions 4 --json          # a local folder
+    python scripts/loadtest.py --classroom --visitors 20 --steps 20                      # a classroom
 
 Starts the app in this process on a free 127.0.0.1 port (or uses ``--url``, which must be a loopback address),
 then:
@@ -14,7 +16,15 @@ and reports completions, errors, latency p50/p95 (submit to final result, waitin
 peak memory (this process's VmHWM: the server's when it runs here), how many sessions were shown their place
 in line, model loads during the test, and whether every session saw its own output (greedy: equal to the
 reference of its prompt; a different prompt per session, so a mix-up shows). Exit status 0 when every request
-completed with its own output, 1 otherwise. Nothing leaves 127.0.0.1.
+completed with its own output, 1 otherwise.
+
+The classroom test (``--classroom``) warms the model with a short live run, then keeps Live-tab generations of
+``--live-tokens`` running back to back; once the first one is decoding, V visitors at once open the recorded
+walkthrough (the walkthrough menu's event) and press Next ``--steps`` times, ``--think`` seconds apart, each in its
+own browser session (the page's own queue protocol: join, then the session's event stream). It reports the step
+response times (request to result, p50/p95/max), whether every visitor saw its own next step, and how much of the
+stepping phase a live run was computing. Exit status 0 when every step arrived, in order, with p95 under 1 s.
+Nothing leaves 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -272,8 +282,233 @@ def run_load_test(url: str, target: str, *, sessions: int = 4, requests: int = 2
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the load test from the command line; exit status 0 when everything completed with its own output."""
+# ------------------------------------------------------------------------------------------------- a classroom
+
+
+@dataclass
+class ClassroomReport:
+    """The classroom load test: V visitors step through a recorded walkthrough while live runs compute."""
+
+    url: str
+    visitors: int
+    steps: int
+    walkthrough: str
+    think_s: float
+    budget_s: float = 1.0  # the 95th percentile of a step's response must stay under this
+    opened: int = 0
+    steps_done: int = 0
+    errors: int = 0
+    wrong_steps: int = 0  # a response showed another step than this visitor's next one
+    open_p95_s: float | None = None
+    step_p50_s: float | None = None
+    step_p95_s: float | None = None
+    step_max_s: float | None = None
+    live_runs_completed: int = 0
+    live_busy_fraction: float = 0.0  # of the stepping phase, the part during which a live run was in flight
+    wall_s: float = 0.0
+    error_messages: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every visitor opened the run and made every step, in order, fast enough, with a live run computing."""
+        return (self.errors == 0 and self.wrong_steps == 0 and self.steps_done == self.visitors * self.steps
+                and self.step_p95_s is not None and self.step_p95_s < self.budget_s and self.live_busy_fraction > 0.9)
+
+    def summary(self) -> str:
+        """A few human-readable lines."""
+        def s(value):
+            return "-" if value is None else f"{value:.3f} s"
+
+        lines = [
+            f"classroom load test on {self.url}: {self.visitors} visitors x {self.steps} steps of the recorded "
+            f"walkthrough {self.walkthrough!r} (think time {self.think_s:.2f} s), live runs computing meanwhile",
+            f"  opened {self.opened}/{self.visitors} (p95 {s(self.open_p95_s)}), steps {self.steps_done}, errors "
+            f"{self.errors}, steps out of order {self.wrong_steps}",
+            f"  step response p50 {s(self.step_p50_s)}, p95 {s(self.step_p95_s)}, max {s(self.step_max_s)} "
+            f"(budget: p95 < {self.budget_s:.1f} s); wall {self.wall_s:.1f} s",
+            f"  live runs: {self.live_runs_completed} completed, in flight {self.live_busy_fraction:.0%} of the "
+            "stepping phase",
+        ]
+        lines += [f"  error: {m}" for m in self.error_messages[:10]]
+        return "\n".join(lines)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered)) - 1))]
+
+
+def event_ids(url: str) -> dict[str, int]:
+    """The fn_index of the Classroom's events a visitor's browser calls: "open" (the walkthrough menu) and "next"
+    (the Next button), found in the page's /config by the components' elem_id."""
+    import httpx
+
+    config = httpx.get(url.rstrip("/") + "/config", timeout=30).json()
+    ids = {c["props"].get("elem_id"): c["id"] for c in config["components"] if c.get("props", {}).get("elem_id")}
+    wanted = {"open": (ids["classroom-walkthrough"], "input"), "next": (ids["classroom-next"], "click")}
+    found = {}
+    for dependency in config["dependencies"]:
+        for name, target in wanted.items():
+            if list(target) in [list(t) for t in dependency["targets"]]:
+                found[name] = (dependency["id"], dependency.get("queue") is not False)
+    return found
+
+
+class Visitor:
+    """One browser session, speaking the page's own queue protocol (join, then read the session's event stream), so
+    it reaches the private events the page uses; the session state (its stepper) lives on the server."""
+
+    def __init__(self, url: str, timeout: float) -> None:
+        import uuid
+
+        import httpx
+
+        self.base = url.rstrip("/") + "/gradio_api"
+        self.session = uuid.uuid4().hex[:12]
+        self.http = httpx.Client(timeout=timeout)
+
+    def call(self, fn: tuple[int, bool], data: list) -> tuple[float, list]:
+        """Run one event (``fn``: its fn_index and whether it is queued, as :func:`event_ids` gives it); returns
+        (seconds from the request to the result, the outputs). Raises RuntimeError."""
+        fn_index, queued = fn
+        started = time.monotonic()
+        body = {"data": data, "fn_index": fn_index, "session_hash": self.session, "event_data": None,
+                "trigger_id": None}
+        if not queued:  # an event outside the queue: one plain request, as the page sends it
+            answer = self.http.post(f"{self.base}/run/predict", json=body)
+            if answer.status_code != 200:
+                raise RuntimeError(f"event failed: HTTP {answer.status_code} {answer.text[:200]}")
+            return time.monotonic() - started, answer.json()["data"]
+        joined = self.http.post(f"{self.base}/queue/join", json=body)
+        joined.raise_for_status()
+        event_id = joined.json()["event_id"]
+        with self.http.stream("GET", f"{self.base}/queue/data", params={"session_hash": self.session}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                message = json.loads(line[5:])
+                if message.get("event_id") != event_id or message.get("msg") != "process_completed":
+                    continue
+                if not message.get("success"):
+                    raise RuntimeError(f"event failed: {str(message.get('output'))[:200]}")
+                return time.monotonic() - started, message["output"]["data"]
+        raise RuntimeError("the event stream ended before the result")
+
+    def close(self) -> None:
+        self.http.close()
+
+
+_STEP = re.compile(r"step (\d+) / (\d+)")
+
+
+def _shown_step(outputs: list) -> tuple[int, int] | None:
+    """(step, of) in a response's progress line, or None."""
+    for value in outputs:
+        match = _STEP.search(value) if isinstance(value, str) else None
+        if match:
+            return int(match.group(1)), int(match.group(2))
+    return None
+
+
+def _visit(url: str, fns: dict, walkthrough: str, steps: int, think: float, timeout: float, start, out: dict):
+    """One visitor: open the walkthrough, then press Next ``steps`` times, ``think`` seconds apart."""
+    visitor = Visitor(url, timeout)
+    try:
+        start.wait()
+        seconds, outputs = visitor.call(fns["open"], [walkthrough])
+        out["open"] = seconds
+        shown = _shown_step(outputs)
+        for i in range(steps):
+            time.sleep(think)
+            seconds, outputs = visitor.call(fns["next"], [None])
+            out["steps"].append(seconds)
+            now = _shown_step(outputs)
+            if shown is None or now is None or now[0] != min(shown[0] + 1, shown[1]):
+                out["wrong"] += 1
+            shown = now
+    except Exception as error:  # noqa: BLE001 - reported, not raised: one visitor's failure must not end the test
+        out["error"] = f"{type(error).__name__}: {error}"
+    finally:
+        visitor.close()
+
+
+def _live_runs(url: str, target: str, tokens: int, timeout: float, stop, runs: list) -> None:
+    """Live-tab generations, one after another, until ``stop`` is set: (start, end, ok) each."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    try:
+        while not stop.is_set():
+            started = time.monotonic()
+            result = one_request(client, PROMPTS[1], target, tokens, timeout)
+            runs.append((started, time.monotonic(), result["ok"]))
+    finally:
+        client.close()
+
+
+def _busy_fraction(runs: list, begin: float, end: float) -> float:
+    covered = sum(max(0.0, min(e, end) - max(s, begin)) for s, e, _ in runs)
+    return covered / (end - begin) if end > begin else 0.0
+
+
+def run_classroom_test(url: str, target: str, *, visitors: int = 20, steps: int = 20,
+                       walkthrough: str = "poor-drafter", think: float = 0.3, live_tokens: int = 128,
+                       timeout: float = 120.0) -> ClassroomReport:
+    """Warm the model with a short live run, start live runs (one at a time, back to back), and once the first is
+    computing let ``visitors`` sessions open the recorded walkthrough and step through it at once."""
+    from gradio_client import Client
+
+    check_loopback(url)
+    report = ClassroomReport(url=url, visitors=visitors, steps=steps, walkthrough=walkthrough, think_s=think)
+    warm = Client(url, verbose=False)
+    if not one_request(warm, PROMPTS[0], target, 4, timeout)["ok"]:  # loads the model before anything is timed
+        report.errors += 1
+        report.error_messages.append("the warm-up live run failed")
+        return report
+    warm.close()
+    fns = event_ids(url)
+    stop, runs = threading.Event(), []
+    live = threading.Thread(target=_live_runs, args=(url, target, live_tokens, timeout, stop, runs), daemon=True)
+    live.start()
+    time.sleep(2.0)  # the first live run is past its prompt and decoding
+    results = [{"open": None, "steps": [], "wrong": 0, "error": None} for _ in range(visitors)]
+    start = threading.Barrier(visitors)
+    threads = [threading.Thread(target=_visit, args=(url, fns, walkthrough, steps, think, timeout, start, r),
+                                daemon=True) for r in results]
+    began = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout * (steps + 1))
+    ended = time.monotonic()
+    stop.set()
+    live.join(timeout)
+    _fill_classroom_report(report, results, runs, began, ended)
+    return report
+
+
+def _fill_classroom_report(report: ClassroomReport, results: list[dict], runs: list, began: float,
+                           ended: float) -> None:
+    latencies = [s for r in results for s in r["steps"]]
+    opens = [r["open"] for r in results if r["open"] is not None]
+    report.opened, report.steps_done = len(opens), len(latencies)
+    report.wrong_steps = sum(r["wrong"] for r in results)
+    for i, r in enumerate(results):
+        if r["error"]:
+            report.errors += 1
+            report.error_messages.append(f"visitor {i}: {r['error']}")
+    report.open_p95_s = _percentile(opens, 0.95)
+    report.step_p50_s = statistics.median(latencies) if latencies else None
+    report.step_p95_s = _percentile(latencies, 0.95)
+    report.step_max_s = max(latencies) if latencies else None
+    report.live_runs_completed = sum(1 for _, _, ok in runs if ok)
+    report.live_busy_fraction = _busy_fraction(runs, began, ended)
+    report.wall_s = ended - began
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=4, help="concurrent sessions K (1..32, default 4)")
     parser.add_argument("--requests", type=int, default=2, help="requests per session (1..20, default 2)")
@@ -283,12 +518,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", help="an app already running on loopback (default: start one in this process)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads of the in-process server")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
-    for name, low, high in (("sessions", 1, 32), ("requests", 1, 20), ("max_new_tokens", 1, 256)):
+    room = parser.add_argument_group("classroom", "V visitors step through a recorded walkthrough while live runs "
+                                                  "compute (--classroom)")
+    room.add_argument("--classroom", action="store_true", help="run the classroom load test instead")
+    room.add_argument("--visitors", type=int, default=20, help="visitors V (1..64, default 20)")
+    room.add_argument("--steps", type=int, default=20, help="Next presses per visitor (1..200, default 20)")
+    room.add_argument("--walkthrough", default="poor-drafter", help="the recorded walkthrough (default poor-drafter)")
+    room.add_argument("--think", type=float, default=0.3, help="seconds between a visitor's steps (default 0.3)")
+    room.add_argument("--live-tokens", type=int, default=128, help="new tokens per live run (default 128)")
+    return parser
+
+
+def _check(parser: argparse.ArgumentParser, args) -> None:
+    for name, low, high in (("sessions", 1, 32), ("requests", 1, 20), ("max_new_tokens", 1, 256),
+                            ("visitors", 1, 64), ("steps", 1, 200), ("live_tokens", 1, 1024)):
         if not low <= getattr(args, name) <= high:
             parser.error(f"--{name.replace('_', '-')} must be in {low}..{high}")
     if not 1 <= args.timeout <= 3600:
         parser.error("--timeout must be in 1..3600 seconds")
+    if not 0 <= args.think <= 60:
+        parser.error("--think must be in 0..60 seconds")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the load test from the command line; exit status 0 when everything completed (with its own output; in
+    the classroom test: in order, the 95th percentile of a step's response under 1 s)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check(parser, args)
     if args.threads:
         import torch
 
@@ -298,10 +555,16 @@ def main(argv: list[str] | None = None) -> int:
         check_loopback(args.url)
         url = args.url
     else:
-        url, demo = serve(args.target, args.max_new_tokens)
+        url, demo = serve(args.target, max(args.max_new_tokens, args.live_tokens))
     try:
-        report = run_load_test(url, args.target, sessions=args.sessions, requests=args.requests,
-                               max_new_tokens=args.max_new_tokens, timeout=args.timeout, in_process=demo is not None)
+        if args.classroom:
+            report = run_classroom_test(url, args.target, visitors=args.visitors, steps=args.steps,
+                                        walkthrough=args.walkthrough, think=args.think, live_tokens=args.live_tokens,
+                                        timeout=args.timeout)
+        else:
+            report = run_load_test(url, args.target, sessions=args.sessions, requests=args.requests,
+                                   max_new_tokens=args.max_new_tokens, timeout=args.timeout,
+                                   in_process=demo is not None)
     finally:
         if demo is not None:
             demo.close()

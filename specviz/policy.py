@@ -13,6 +13,8 @@ variable                           meaning                                      
 ``SPECVIZ_MAX_NEW_TOKENS``         upper bound of "max new tokens" per run         1024 / 512
 ``SPECVIZ_MAX_PROMPT_TOKENS``      longer prompts keep only their last N tokens    none (the context window) /
                                    (0 = only the context window limits it)         2048
+``SPECVIZ_ALLOW_UPLOADS``          1: visitors may open recording files they       on / off
+                                   upload (Classroom tab; downloads stay on)
 =================================  ==============================================  ==============================
 
 The model restrictions (allowed ids, local paths) apply to the web app only: the command line is a local
@@ -107,6 +109,7 @@ class Policy:
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     max_prompt_tokens: int | None = None  # None: only the target's context window limits the prompt
     default_target: str | None = None  # SPECVIZ_TARGET: always allowed
+    allow_uploads: bool = True  # SPECVIZ_ALLOW_UPLOADS: visitors may open recording files they upload
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Policy:
@@ -129,6 +132,7 @@ class Policy:
             max_new_tokens=max(1, max_new or 1),
             max_prompt_tokens=max_prompt or None,
             default_target=env.get("SPECVIZ_TARGET", "").strip() or None,
+            allow_uploads=_flag(env, "SPECVIZ_ALLOW_UPLOADS", default=not public, safe=False),
         )
 
     def allows_id(self, spec: str) -> bool:
@@ -167,7 +171,8 @@ class Policy:
         prompt = self.max_prompt_tokens or "context window"
         return (f"{'public' if self.public else 'local'} policy: models {models}; local folders "
                 f"{'on' if self.allow_local_paths else 'off'}; remote code {'on' if self.allow_remote_code else 'off'}"
-                f"; max new tokens {self.max_new_tokens}; max prompt tokens {prompt}")
+                f"; max new tokens {self.max_new_tokens}; max prompt tokens {prompt}; recording uploads "
+                f"{'on' if self.allow_uploads else 'off'}")
 
 
 def current_policy() -> Policy:

@@ -60,6 +60,53 @@ def test_every_method_runs_on_every_prompt_with_the_baseline_first(result):
     assert any("fox (story): model k=auto" in m for _, m in result.progress_seen)
 
 
+def test_a_baseline_is_timed_before_and_after_every_method(result):
+    """B, m1, B, m2, ..., B per prompt: each method's ratio uses the two baseline runs beside it."""
+    runs = [m.split(": ", 1)[1] for _, m in result.progress_seen if m.startswith("fox (story): ")]
+    assert runs[0::2] == ["standard"] * 5 and len(runs) == 9
+    assert sorted(runs[1::2]) == ["model k=2", "model k=auto", "ngram k=2", "ngram k=auto"]
+    rows = {r["variant"]: r for r in result.rows if r["prompt_id"] == "fox"}
+    assert rows["standard"]["runs"] == 5 and rows["standard"]["tokens"] == 5 * 24
+    for label in ("ngram k=2", "model k=auto"):
+        assert rows[label]["runs"] == 1 and rows[label]["baseline_runs"] == 2
+        assert rows[label]["baseline_tokens"] == 2 * 24 and rows[label]["baseline_drift"] >= 0
+
+
+def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch):
+    """Hand-made timings: the third baseline run is 5x slower (the machine was busy then). With a baseline timed
+    next to every method, only the two methods beside it get a large ratio, and their rows show the drift."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.bench import Prompt
+    from specviz.core.metrics import Counters
+
+    baseline_ms = iter([100.0, 100.0, 500.0, 100.0, 100.0])  # ms per token of each baseline run, in order
+
+    def fake_run(target, drafter, ids, config, stop):
+        ms = next(baseline_ms) if drafter is None else 50.0  # every method: 2x the normal baseline
+        stats = Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms)
+        return arena.Measured(stats, (1, 2, 3))
+
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram", "model"], [2, 4])
+    ticks: list[str] = []
+    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
+                                 lambda v: None if v.drafter == "none" else object(), lambda: False, ticks.append)
+    order = [t.split(": ")[1] for t in ticks]
+    assert order == ["standard", "ngram k=2", "standard", "ngram k=4", "standard", "model k=2", "standard",
+                     "model k=4", "standard"]
+    rows = {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, runs[v][2]))
+            for v in methods}
+    assert rows["ngram k=2"]["decode_speedup"] == pytest.approx(2.0)
+    assert rows["model k=4"]["decode_speedup"] == pytest.approx(2.0)
+    for label in ("ngram k=4", "model k=2"):  # beside the slow run: (100 + 500) / 2 ms per token against 50
+        assert rows[label]["decode_speedup"] == pytest.approx(6.0)
+        assert rows[label]["baseline_drift"] == pytest.approx(4.0)
+    assert rows["ngram k=2"]["baseline_drift"] == pytest.approx(0.0)
+    assert arena_tab.noisy_rows(list(rows.values())) == 2
+    assert "noisy" in arena_tab.table(list(rows.values()))["data"][2][arena_tab.SUMMARY_COLUMNS.index(
+        ("Baseline drift", "baseline_drift", "%"))]
+
+
 def test_greedy_outputs_are_identical_to_the_baseline(result):
     spec_rows = [r for r in result.rows if r["drafter"] != "none"]
     assert all(r["ids_identical"] is True for r in spec_rows)
@@ -69,7 +116,7 @@ def test_greedy_outputs_are_identical_to_the_baseline(result):
 
 def test_row_metrics_are_in_range_and_follow_the_formulas(result):
     for r in result.rows:
-        assert r["tokens"] == 24 and r["tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
+        assert r["tokens"] == 24 * r["runs"] and r["tokens_per_s"] > 0 and r["baseline_tokens_per_s"] > 0
         assert r["speedup"] > 0 and r["decode_speedup"] > 0 and r["t_step_ms"] > 0
         if r["drafter"] == "none":
             assert r["tokens_per_pass"] == 1.0 and r["speedup"] == pytest.approx(1.0)

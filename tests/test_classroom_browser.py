@@ -2,9 +2,11 @@
 playwright, the embedded model, loopback only).
 
 In the browser a new user opens a shared link to the "poorly matched drafter" walkthrough (sampling at temperature
-1, fixed seed, a few tokens), records the run, steps with Next until a rejection and sees q, p, min(1, p/q), u and the
-decision, the caption and the rejection chart; uses the keyboard, the presentation view, Play and the share link;
-then runs what-if k and re-runs at the recommended k, with predicted and measured speedups side by side.
+1, fixed seed): its recorded run opens at once, with no model work; they step with Next until a rejection and see q,
+p, min(1, p/q), u and the decision, the caption and the rejection chart; use the keyboard, the presentation view,
+Play and the share link (an unchanged walkthrough's link is just its id). Then a teacher records their own short run,
+downloads it, switches to another walkthrough and opens the downloaded file again (and a broken file gets one
+sentence); then runs what-if k and re-runs at the recommended k, with predicted and measured speedups side by side.
 Screenshots go to /tmp/classroom-*.png.
 """
 
@@ -141,16 +143,13 @@ def _click_and_wait(page, selector: str) -> None:
 
 @requires_chromium
 def test_step_through_a_sampling_run_to_a_rejection(page):
-    page.goto(page.app_url + "?preset=poor-drafter&max_new_tokens=8")
+    page.goto(page.app_url + "?preset=poor-drafter")
     page.wait_for_selector("#classroom-record", state="visible", timeout=30_000)
     assert page.get_attribute("#tab-classroom-button", "aria-selected") == "true"  # the link opens the tab
     assert "leaves" in page.input_value("#classroom-prompt textarea")
-    assert page.input_value("#classroom-max-new-tokens input[type=number]") == "8"
     assert page.input_value("#classroom-temperature input[type=number]") == "1"
-
-    page.click("#classroom-record")
-    page.wait_for_selector("#classroom-status .status-done, #classroom-status .status-error", timeout=RUN_TIMEOUT_MS)
-    assert "Recorded" in page.inner_text("#classroom-status"), page.inner_text("#classroom-status")
+    page.wait_for_selector("#classroom-status .status-done", timeout=15_000)  # the recorded run, at once
+    assert "Recorded run of" in page.inner_text("#classroom-status"), page.inner_text("#classroom-status")
     assert "Prefill" in page.inner_text("#classroom-caption")
 
     for _ in range(40):  # Next, phase by phase, until a rejection is on the table
@@ -189,9 +188,11 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
     page.keyboard.press("ArrowLeft")
     page.wait_for_selector("#classroom-table table[data-phase=decide]", timeout=15_000)
 
-    # presentation view: large type
+    # presentation view: large type, from the top of the page
+    page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
     page.check("#classroom-present input")
     page.wait_for_function("() => document.body.classList.contains('sv-present')", timeout=10_000)
+    page.wait_for_function("() => window.scrollY === 0", timeout=10_000)
     size = page.eval_on_selector("#classroom-caption .cr-caption", "e => parseFloat(getComputedStyle(e).fontSize)")
     assert size >= 24, size
     page.screenshot(path="/tmp/classroom-present.png")
@@ -203,8 +204,7 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
                            ".startsWith('http')", timeout=15_000)
     link = urlparse(page.input_value("#classroom-share textarea"))
     assert link.hostname == "127.0.0.1"
-    params = parse_qs(link.query)
-    assert params["preset"] == ["poor-drafter"] and params["max_new_tokens"] == ["8"]
+    assert link.query == "tab=classroom&preset=poor-drafter"  # the walkthrough's recorded run, by its id
 
     # Play advances on its own; space pauses it
     before = _step_text(page)
@@ -218,6 +218,48 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
                            timeout=15_000)
     assert "Traceback" not in page.content()
     assert not non_loopback(page.requests), non_loopback(page.requests)
+
+
+def _choose_walkthrough(page, title: str) -> None:
+    page.click("#classroom-walkthrough input")
+    page.click(f"li[role=option]:has-text('{title}')")
+
+
+@requires_chromium
+def test_record_download_and_open_a_run_again(page, tmp_path):
+    from specviz.analysis import recording
+
+    page.goto(page.app_url + "?tab=classroom")
+    page.wait_for_selector("#classroom-status .status-done", timeout=30_000)  # the first walkthrough's run
+    page.fill("#classroom-prompt textarea", "Count: one two three, one two three, one two three, one two")
+    page.fill("#classroom-max-new-tokens input[type=number]", "6")
+    page.press("#classroom-max-new-tokens input[type=number]", "Enter")
+    page.click("#classroom-record")
+    page.wait_for_selector("#classroom-status .status-done:has-text('Recorded:')", timeout=RUN_TIMEOUT_MS)
+    steps = page.inner_text("#classroom-progress .cr-count")
+
+    with page.expect_download(timeout=15_000) as download:
+        page.click("#classroom-download")
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name == "specviz-run.json.gz"
+    opened = recording.load(saved)
+    assert len(opened.recording.output_ids) == 6 and opened.meta["settings"]["prompt"].startswith("Count:")
+
+    _choose_walkthrough(page, "Open chat")  # another run: its recorded run opens
+    page.wait_for_selector("#classroom-status .status-done:has-text('Open chat')", timeout=15_000)
+    page.set_input_files("#classroom-files input[type=file]", str(saved))
+    page.wait_for_selector("#classroom-status .status-done:has-text('Opened')", timeout=15_000)
+    assert page.inner_text("#classroom-progress .cr-count") == "step 1 / " + steps.split(" / ")[1]
+    assert page.input_value("#classroom-prompt textarea").startswith("Count:")  # the file's settings
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "specviz-recording", "version": 99}')
+    page.set_input_files("#classroom-files input[type=file]", str(broken))
+    page.wait_for_selector("#classroom-status .status-error", timeout=15_000)
+    assert "newer specviz" in page.inner_text("#classroom-status") and "Traceback" not in page.content()
+    assert page.inner_text("#classroom-progress .cr-count") == "step 1 / " + steps.split(" / ")[1]  # unchanged
+    page.screenshot(path="/tmp/classroom-files.png", full_page=True)
+    assert not non_loopback(page.requests)
 
 
 @requires_chromium

@@ -1,7 +1,8 @@
 """Many visitors at once: runs take turns on the device in arrival order and each waiting visitor is told its
 place; Stop frees the worker at once (even while a model loads); a failure in one run leaves the others alone;
 and the bounded load test (scripts/loadtest.py, K=4 Gradio client sessions on loopback) completes with every
-session seeing its own output. Tiny models only."""
+session seeing its own output. Tiny models, except the classroom load test: visitors stepping through a recorded
+walkthrough while Live runs of the embedded model compute."""
 
 from __future__ import annotations
 
@@ -312,3 +313,20 @@ def test_load_test_four_sessions(tiny_model_dir, capsys):
 def test_load_test_refuses_other_hosts():
     with pytest.raises(SystemExit, match="only runs against loopback"):
         _loadtest().check_loopback("http://example.com:7860/")
+
+
+def test_classroom_load_test_steps_stay_fast_while_a_live_run_computes(embedded, capsys):
+    """A smaller classroom than the CLI's 20 x 20 (to stay near a minute): 10 visitors step through a recorded
+    walkthrough while Live runs of the embedded model compute; every step arrives, in order, p95 under 1 s."""
+    loadtest = _loadtest()
+    started = time.monotonic()
+    code = loadtest.main(["--classroom", "--visitors", "10", "--steps", "10", "--think", "0.2",
+                          "--live-tokens", "24", "--timeout", "120", "--json"])
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    print(report)
+    assert code == 0, report
+    assert report["opened"] == 10 and report["steps_done"] == 100 and report["errors"] == 0
+    assert report["wrong_steps"] == 0  # each visitor saw its own next step: sessions keep their own stepper
+    assert report["step_p95_s"] < 1.0 and report["live_busy_fraction"] > 0.9
+    assert time.monotonic() - started < 120
+    assert not device.DEVICE.locked

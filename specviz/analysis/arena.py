@@ -1,8 +1,11 @@
 """The arena and the cost side of speculative decoding, as plain functions (no Gradio: the app's Arena and
 "Why it works" tabs call these).
 
-Arena (:func:`run_arena`). Per prompt, standard decoding (the baseline) and every drafter x k run once, one
-after another, with the same target and :class:`~specviz.core.engine.GenerationConfig` (only k / adaptive k change).
+Arena (:func:`run_arena`). Per prompt, every drafter x k runs once, with standard decoding (the baseline) timed
+before the first method, between every two and after the last (B, m1, B, m2, ..., B), all with the same target and
+:class:`~specviz.core.engine.GenerationConfig` (only k / adaptive k change). A method's ratios divide its rate by the
+pooled rate of the two baseline runs beside it, so a slow moment of a shared machine weighs on both sides of a
+ratio instead of on every method of a prompt at once; ``baseline_drift`` says how much those two disagreed.
 Every run is timed on its own clock (:class:`~specviz.core.events.PassEvent` timings). One short warm-up of each method
 runs first, and an untimed prefill of each prompt before its runs, so that no measured run pays for first-call
 initialisation; the order of the methods rotates from prompt to prompt, so none always runs first.
@@ -13,8 +16,8 @@ Definitions of the figures (one row per prompt x method, and pooled per category
   per-token acceptance of the formulas (only positions the target judged count).
 - m = drafted tokens / pass (the mean draft length: k for a fixed k unless the drafter proposed fewer).
 - tokens_per_s = generated tokens / seconds on the run's own clock (prefill included); speedup = a run's
-  tokens_per_s / the baseline's (as in the Live tab); decode_speedup = the same without the prefill (what the
-  predictions model).
+  tokens_per_s / that of the baseline runs beside it; decode_speedup = the same without the prefill (the headline,
+  as in the Live tab, and what the predictions model).
 - T_step = the baseline's target forward ms per token after the prefill; T_verify = the speculative run's
   target forward ms per pass; T_draft = its drafting ms per pass; c = T_draft / drafted token / T_step.
 - predicted_speedup_paper = (1 - alpha^(m+1)) / ((1 - alpha)(c m + 1)) (Leviathan et al. 2023, Thm 3.8;
@@ -46,7 +49,7 @@ from specviz.drafters.registry import HEAD_KEYS, drafter_keys, make_drafter, spl
 from specviz.core.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.core.events import RunCancelled
 from specviz.core.kv import Clock, new_cache, rollback_cache
-from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass,
+from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass, faster_than_possible,
                                   predicted_speedup_measured, predicted_speedup_paper, speedup)
 
 AUTO = "auto"
@@ -66,8 +69,13 @@ DEFINITIONS = {
     "alpha": "per-token acceptance: accepted / (accepted + rejections); only judged positions count",
     "m": "mean drafted tokens per pass (k in the formulas)",
     "tokens_per_s": "generated tokens / seconds on the run's own clock, prefill included",
-    "speedup": "tokens_per_s / the baseline's tokens_per_s (same prompt, target and settings)",
-    "decode_speedup": "the same after the prefill (tokens after the first / time after the prefill)",
+    "speedup": ("tokens_per_s / the baseline's tokens_per_s, the baseline being the two standard-decoding runs "
+                "timed just before and just after this method on the same prompt, pooled (same target and settings)"),
+    "decode_speedup": "the same after the prefill (tokens after the first / time after the prefill): the headline",
+    "runs": "runs pooled in the row (the baseline row of a prompt pools every baseline run of that prompt)",
+    "baseline_runs": "standard-decoding runs the row's ratios are taken against (2 per method and prompt)",
+    "baseline_drift": ("fastest / slowest decoding rate of those baseline runs - 1 (pooled rows: the largest of "
+                       "their rows); above 0.15 the machine's speed changed during the measurement: a noisy ratio"),
     "t_step_ms": "baseline: target forward ms per token after the prefill",
     "t_verify_ms": "speculative run: target forward ms per pass (k+1 tokens)",
     "t_draft_ms": "speculative run: drafting ms per pass",
@@ -79,11 +87,12 @@ DEFINITIONS = {
 }
 
 CSV_COLUMNS = (
-    "level", "category", "prompt_id", "drafter", "k", "prompts", "tokens", "passes", "drafted", "accepted",
+    "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
     "rejections", "tree_passes", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
     "baseline_tokens_per_s", "speedup", "decode_speedup", "predicted_speedup_paper", "predicted_speedup_measured",
     "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
     "verify_ms", "baseline_elapsed_ms", "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes",
+    "baseline_runs", "baseline_drift",
 )
 
 
@@ -209,11 +218,29 @@ def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:
 
 @dataclass
 class Measured:
-    """One finished run: its statistics and output ids."""
+    """One finished run (or several of one method pooled, :func:`pool_runs`): statistics and output ids."""
 
-    stats: RunStats
+    stats: Counters  # a RunStats for one run; pooled runs: the sum of their counters
     token_ids: tuple[int, ...]
     tree_passes: int = 0  # passes that drafted a tree (EAGLE / Medusa with tree nodes, greedy)
+
+
+def pool_runs(runs: Sequence[Measured]) -> Measured:
+    """Runs of one method on one prompt as one: counters summed (so rates are ratios of sums), the first run's
+    ids (greedy runs of one method give the same ids)."""
+    total = Counters()
+    for run in runs:
+        total = total + (run.stats.counters if isinstance(run.stats, RunStats) else run.stats)
+    return Measured(total, runs[0].token_ids, sum(r.tree_passes for r in runs))
+
+
+def baseline_drift(runs: Sequence[Measured]) -> float | None:
+    """How much runs of the baseline disagree: fastest / slowest decoding rate - 1 (0.1 = 10%); None for fewer
+    than two runs with a rate."""
+    rates = [r.stats.decode_tokens_per_s for r in runs]
+    if len(rates) < 2 or any(not rate for rate in rates):
+        return None
+    return max(rates) / min(rates) - 1.0
 
 
 def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig,
@@ -234,21 +261,23 @@ def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig
     return Measured(stats, tuple(ids), trees)
 
 
-def _counts(run: Measured, base: Measured, greedy: bool) -> dict:
-    """The additive quantities of one run and its baseline (what pooling sums)."""
+def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None) -> dict:
+    """The additive quantities of a method's run(s) and the baseline runs timed beside them (what pooling sums),
+    and ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest)."""
     s, b = run.stats, base.stats
     return {
-        "prompts": 1, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted_after_prefill,
+        "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
         "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
-        "elapsed_ms": s.elapsed_ms, "ttft_ms": s.ttft_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
-        "baseline_tokens": b.generated, "baseline_elapsed_ms": b.elapsed_ms, "baseline_ttft_ms": b.ttft_ms,
-        "baseline_verify_ms": b.verify_ms, "baseline_passes": b.passes,
-        "baseline_emitted_after_prefill": b.emitted_after_prefill,
+        "elapsed_ms": s.elapsed_ms, "ttft_ms": s.prefill_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
+        "baseline_runs": b.runs, "baseline_tokens": b.generated, "baseline_elapsed_ms": b.elapsed_ms,
+        "baseline_ttft_ms": b.prefill_ms, "baseline_verify_ms": b.verify_ms, "baseline_passes": b.passes,
+        "baseline_emitted_after_prefill": b.emitted, "baseline_drift": drift,
         "ids_identical": (run.token_ids == base.token_ids) if greedy and run is not base else None,
     }
 
 
-_ADDITIVE = ("prompts", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted", "rejections", "tree_passes",
+_ADDITIVE = ("prompts", "runs", "baseline_runs", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted",
+             "rejections", "tree_passes",
              "elapsed_ms", "ttft_ms", "draft_ms", "verify_ms", "baseline_tokens", "baseline_elapsed_ms",
              "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes", "baseline_emitted_after_prefill")
 
@@ -309,6 +338,8 @@ def make_row(level: str, category: str, prompt_id: str, variant: Variant, counts
 def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
     """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived."""
     counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE}
+    drifts = [r["baseline_drift"] for r in rows if r.get("baseline_drift") is not None]
+    counts["baseline_drift"] = max(drifts) if drifts else None
     flags = [r["ids_identical"] for r in rows]
     counts["ids_identical"] = None if any(f is None for f in flags) else all(flags)
     return make_row(level, category, "", variant, counts)
@@ -384,17 +415,35 @@ def _warm_up(target, methods: list[Variant], ids: list[int], config: GenerationC
 
 
 def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt, ids: list[int],
-                    config: GenerationConfig, drafter_for, stop: ShouldStop, tick) -> dict[Variant, Measured] | None:
-    """Every method on one prompt, in an order rotated per prompt (no method always runs first); ``tick(label)``
-    before each run. None when stopped."""
-    runs: dict[Variant, Measured] = {}
-    shift = number % len(methods)
-    for v in methods[shift:] + methods[:shift]:
+                    config: GenerationConfig, drafter_for, stop: ShouldStop, tick
+                    ) -> dict[Variant, tuple[Measured, Measured, float | None]] | None:
+    """Every method on one prompt, with standard decoding timed before the first, between every two and after the
+    last (B, m1, B, m2, ..., B), so each method's ratio uses the two baseline runs beside it and a slow moment
+    of the machine weighs on both sides of it. The methods' order rotates per prompt (none always runs first);
+    ``tick(label)`` before each run.
+
+    Returns method -> (its run, the two baseline runs beside it pooled, their :func:`baseline_drift`); the
+    baseline -> (all its runs pooled, the same, the drift over all of them). None when stopped."""
+    base_v, drafters = methods[0], methods[1:]
+    shift = number % len(drafters)
+
+    def timed(v: Variant) -> Measured | None:
         tick(f"{prompt.id} ({prompt.category}): {v.label}")
-        run = measure_run(target, drafter_for(v), ids, v.config(config), stop)
-        if run is None:
+        return measure_run(target, drafter_for(v), ids, v.config(config), stop)
+
+    baselines = [timed(base_v)]
+    runs: dict[Variant, tuple[Measured, Measured, float | None]] = {}
+    for v in drafters[shift:] + drafters[:shift]:
+        run = timed(v) if baselines[-1] is not None else None
+        after = timed(base_v) if run is not None else None
+        if after is None:
             return None
-        runs[v] = run
+        baselines.append(after)
+        runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]))
+    if baselines[0] is None:
+        return None
+    everything = pool_runs(baselines)
+    runs[base_v] = (everything, everything, baseline_drift(baselines))
     return runs
 
 
@@ -420,7 +469,7 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
 
     for v in methods[1:]:  # fail on a bad drafter (and load a draft model) before measuring anything
         drafter_for(v)
-    total, done = len(prompts) * len(methods), [0]
+    total, done = len(prompts) * (2 * len(methods) - 1), [0]  # every method, and a baseline after each
 
     def tick(label: str) -> None:
         say(done[0] / total, label)
@@ -438,9 +487,8 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
         if runs is None:
             result.stopped = True
             break
-        base = runs[methods[0]]
         result.rows.extend(make_row("prompt", prompt.category, prompt.id, v,
-                                    _counts(runs[v], base, config.sampling.greedy)) for v in methods)
+                                    _counts(*runs[v][:2], config.sampling.greedy, runs[v][2])) for v in methods)
         result.summary = summarize(result.rows, methods)
         result.wall_s = time.perf_counter() - started
         say(done[0] / total, f"{prompt.id} done")
@@ -541,10 +589,16 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
     every measurement starts from the same ``prompt_len`` positions. Each batch size runs ``warmup`` rounds (not
     kept) then ``repeats`` rounds over every n, and keeps the median per n.
 
+    Honesty: a point that measured faster than a smaller workload beyond noise (more new tokens, or a larger
+    batch, :func:`impossible_points`) cannot be a finding; the batch sizes involved are measured once more, and
+    what is still impossible is listed in ``"impossible"`` for the caller to flag.
+
     Returns:
-        ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "param_bytes", "gbs": {batch: {n: GB/s}},
-        "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (or None),
-        "settings", "wall_s", "stopped"}``; GB/s = weight bytes read per forward / its time.
+        ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "spread": {batch: {n: (min ms, max ms)}} over the
+        repeats, "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured
+        twice], "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for
+        measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s", "stopped"}``; GB/s = weight bytes
+        read per forward / its time.
 
     Raises:
         ValueError: empty or non-positive token counts or batch sizes.
@@ -564,6 +618,7 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         ms[b] = grid.batch(b)
         if grid.stopped:
             break
+    impossible, remeasured = grid.recheck(ms)
     one = ms.get(batch_sizes[0], {})
     step = one.get(1)
     result = {
@@ -571,6 +626,8 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         "gbs": {b: {n: target.param_bytes / (t / 1000.0) / 1e9 for n, t in row.items()} for b, row in ms.items()},
         "step_ms": step,
         "verify_cost": {n - 1: t / step for n, t in one.items() if step and n > 1} if batch_sizes[0] == 1 else {},
+        "spread": {b: {n: (min(t), max(t)) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
+        "impossible": impossible, "remeasured": remeasured,
         "copy_bandwidth_gbs": copy_bandwidth_gbs(target.device) if bandwidth and not grid.stopped else None,
         "settings": {"prompt_len": prompt_len, "repeats": repeats, "warmup": warmup, "seed": seed},
         "stopped": grid.stopped,
@@ -596,11 +653,32 @@ class _Grid:
     total: int  # tokens the whole grid runs (for the progress fraction)
     done: int = 0
     stopped: bool = False
+    samples: dict = field(default_factory=dict)  # batch -> {n: [ms of each kept repeat]}
+
+    def recheck(self, ms: dict[int, dict[int, float]]) -> tuple[list[dict], list[int]]:
+        """Measure once more every batch size with a point faster than possible (:func:`impossible_points`) or
+        beaten by one, replacing its row of ``ms``. Returns (the points still impossible, the batch sizes
+        measured again)."""
+        found = impossible_points(self.samples)
+        if not found or self.stopped:
+            return found, []
+        again = sorted({p["batch"] for p in found} | {p["than_batch"] for p in found})
+        self.total += sum(b * (self.prompt_len + sum(self.token_counts) * (self.warmup + self.repeats))
+                          for b in again)
+        for b in again:
+            self.say(self.done / self.total, f"batch {b}: measuring again (a point came out faster than possible)")
+            ms[b] = self.batch(b)
+            if self.stopped:
+                break
+        return impossible_points(self.samples), again
 
     def batch(self, b: int) -> dict[int, float]:
         """Median ms per n at batch ``b``: prefill once, then rounds over every n (warm-up rounds first, not kept),
         the cache rolled back after each forward; a burst of other work then spreads over all n instead of
         bending the curve at one of them."""
+        if self.stop():
+            self.stopped, self.samples[b] = True, {}
+            return {}
         self.say(self.done / self.total, f"batch {b}: prefilling {self.prompt_len} tokens")
         cache = new_cache(self.model)
         _forward(self.model, self.ids[:, :self.prompt_len].expand(b, -1).contiguous(), cache)
@@ -623,7 +701,68 @@ class _Grid:
                 self.done += b * n
             if self.stopped:
                 break
-        return {n: statistics.median(t) for n, t in times.items() if len(t) == self.repeats}
+        self.samples[b] = {n: t for n, t in times.items() if len(t) == self.repeats}
+        return {n: statistics.median(t) for n, t in self.samples[b].items()}
+
+
+IMPOSSIBLE_MARGIN = 0.1  # a larger workload must beat a smaller one by more than this share to be flagged
+
+
+def impossible_points(samples: dict[int, dict[int, Sequence[float]]], margin: float = IMPOSSIBLE_MARGIN
+                      ) -> list[dict]:
+    """The points of a forward grid that measured faster than a smaller workload beyond noise
+    (:func:`specviz.core.metrics.faster_than_possible`): more new tokens at the same batch size, or a larger batch
+    at the same n, cannot take less time. ``samples``: batch -> {n: repeat times in ms}. One entry per offending
+    point, naming the first smaller workload it beats: ``{"batch", "n", "than_batch", "than_n"}``."""
+    out = []
+    batches = sorted(samples)
+    for b in batches:
+        for n in sorted(samples[b]):
+            smaller = [(b, m) for m in sorted(samples[b]) if m < n]
+            smaller += [(c, n) for c in batches if c < b and n in samples[c]]
+            beaten = next(((c, m) for c, m in smaller
+                           if faster_than_possible(samples[c][m], samples[b][n], margin=margin)), None)
+            if beaten is not None:
+                out.append({"batch": b, "n": n, "than_batch": beaten[0], "than_n": beaten[1]})
+    return out
+
+
+@torch.inference_mode()
+def probe_forward_ms(target, token_counts: Sequence[int] = (1, 16), *, prompt_len: int = 16, repeats: int = 2,
+                     seed: int = 0) -> dict[int, float]:
+    """A quick cost probe (a second or so on a small CPU): the median ms of one target forward over n new tokens
+    after a cached ``prompt_len``-token prompt of random ids (batch 1), for each n of ``token_counts``; one
+    untimed warm-up forward, then ``repeats`` timed ones per n, the cache rolled back after each."""
+    counts = sorted({int(n) for n in token_counts})
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, int(target.vocab_size), (1, prompt_len + counts[-1]), generator=gen).to(target.device)
+    clock, cache = Clock(target.device), new_cache(target.model)
+    _forward(target.model, ids[:, :prompt_len], cache)
+    times: dict[int, list[float]] = {n: [] for n in counts}
+    for i in range(1 + repeats):
+        for n in counts:
+            t0 = clock.now_ms()
+            _forward(target.model, ids[:, prompt_len:prompt_len + n], cache)
+            elapsed = clock.now_ms() - t0
+            rollback_cache(cache, prompt_len)
+            if i:
+                times[n].append(elapsed)
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
+def grid_seconds(probe: dict[int, float], *, prompt_len: int = 64, token_counts: Sequence[int] = TOKEN_COUNTS,
+                 batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, warmup: int = 2) -> float:
+    """The expected seconds of :func:`measure_forward_grid` with these settings, from a :func:`probe_forward_ms`
+    result (ms of one forward over n tokens, at least two n): a forward of b rows x n tokens is taken to cost
+    max(T(1), b n t), t = T(n_max) / n_max the per-token cost of a wide forward (memory-bound below, compute-bound
+    above), and the prefill of each batch b x ``prompt_len`` tokens at t per token."""
+    largest = max(probe)
+    step, per_token = probe[min(probe)], probe[largest] / largest
+    total = 0.0
+    for b in batch_sizes:
+        total += b * prompt_len * per_token
+        total += (warmup + repeats) * sum(max(step, b * n * per_token) for n in token_counts)
+    return total / 1000.0
 
 
 def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None, prompt_len: int = 64,

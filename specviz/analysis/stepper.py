@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 from specviz.core.events import PassEvent
+from specviz.core.metrics import format_apart
 from specviz.core.verify import acceptance_probability
 
 PHASES = ("prefill", "draft", "verify", "decide", "emit")
@@ -352,8 +353,9 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
         for i in range(min(n, 2)):
             d = e.details[i]
             r = acceptance_probability(d.target_prob, d.draft_prob)
+            shown_r, shown_u = format_apart(r, d.uniform)
             why = ("p ≥ q, so it is always kept" if r >= 1.0 else
-                   f"min(1, p/q) = {r:.2f} and u = {d.uniform:.2f} is below it")
+                   f"min(1, p/q) = {shown_r} and u = {shown_u} is below it")
             parts.append(f"Guess {i + 1}, {_q(rec, e.draft_ids[i])}: {why}, accepted.")
         if n == 3:
             parts.append("Guess 3 passed the same test and was accepted too.")
@@ -362,9 +364,11 @@ def _caption_decide(s: Stepper, e: PassEvent) -> str:
         if n < m:
             d = e.details[n]
             r = acceptance_probability(d.target_prob, d.draft_prob)
-            parts.append(f"Guess {n + 1}, {_q(rec, e.draft_ids[n])}: the target gives it p = {d.target_prob:.2f} but "
-                         f"the drafter gave it q = {d.draft_prob:.2f}, so it is kept only with probability "
-                         f"{r:.2f}; u = {d.uniform:.2f} is not below that, so it was rejected.")
+            p_text, q_text = format_apart(d.target_prob, d.draft_prob)  # 0.018 vs 0.021, never 0.02 vs 0.02
+            r_text, u_text = format_apart(r, d.uniform)
+            parts.append(f"Guess {n + 1}, {_q(rec, e.draft_ids[n])}: the target gives it p = {p_text} but "
+                         f"the drafter gave it q = {q_text}, so it is kept only with probability "
+                         f"{r_text}; u = {u_text} is not below that, so it was rejected.")
     if n == m - 2:
         parts.append("The guess after it was never judged: it was built on a rejected token, so it is thrown away.")
     elif n < m - 2:

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from specviz.core.verify import SamplingConfig
+from specviz.core.verify import SamplingConfig, apply_processors
 
 
 @dataclass
@@ -36,6 +36,8 @@ class DraftContext:
             means the target's whole head.
         cancel: the run's cancel flag (anything with ``is_set()``) or None; a drafter that runs many forwards (a
             draft model reading a long prompt) passes it to :func:`specviz.core.kv.forward_chunked`.
+        prompt_len: how many of ``committed_ids`` are the prompt (the frequency and presence penalties count
+            generated tokens only; see :func:`specviz.core.verify.apply_processors`).
     """
 
     committed_ids: list[int]
@@ -45,6 +47,15 @@ class DraftContext:
     target_hidden: torch.Tensor | None = None
     vocab_size: int | None = None
     cancel: object | None = None
+    prompt_len: int = 0
+
+    def processed(self, logits: torch.Tensor, drafted: list[int]) -> torch.Tensor:
+        """(V,) draft logits after the run's logits processors, as the target's row at the same position sees
+        them: the committed tokens plus the tokens this draft proposed before it (``drafted``)."""
+        if not self.sampling.processed:
+            return logits
+        return apply_processors(logits[None], self.sampling, [self.committed_ids + list(drafted)],
+                                self.prompt_len)[0]
 
 
 @dataclass(frozen=True)

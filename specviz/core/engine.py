@@ -35,9 +35,9 @@ from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, Pas
                                  RunKind, RunResult, Timings, TreeRecord)
 from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, forward_chunked, forward_rows,
                              keep_positions, new_cache)
-from specviz.core.tree import tree_attention_mask, tree_positions, verify_tree_greedy
-from specviz.core.verify import (SamplingConfig, Verdict, all_finite, fit_vocab, process_logits, restrict_vocab,
-                                 sample, verify_greedy, verify_sampling)
+from specviz.core.tree import ancestors, tree_attention_mask, tree_positions, verify_tree_greedy
+from specviz.core.verify import (SamplingConfig, Verdict, all_finite, apply_processors, fit_vocab, process_logits,
+                                 restrict_vocab, sample, verify_greedy, verify_sampling)
 
 MAX_K = 16
 
@@ -56,6 +56,8 @@ class GenerationConfig:
             (:class:`~specviz.core.draft_length.AutoK`); excludes ``adaptive_k``.
         k_max: the upper bound of adaptive and automatic k.
         stop_strings: generation ends after the token that completes any of these; the text is cut before it.
+        stop_token_ids: generation ends at any of these ids (kept in the ids, like an EOS; finish reason "stop"),
+            special tokens included, which stop strings cannot match (they are decoded without them).
         check_invariants: assert the cache invariant after each pass (cheap; on by default).
         accept_all_drafts: a deliberately WRONG verifier for the sampling-law demonstration
             (:func:`specviz.analysis.batching.sampling_check`): every draft token is accepted and the bonus token
@@ -69,6 +71,7 @@ class GenerationConfig:
     auto_k: bool = False
     k_max: int = MAX_K
     stop_strings: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()
     check_invariants: bool = True
     accept_all_drafts: bool = False
 
@@ -95,15 +98,18 @@ class OutputTracker:
     """Emits tokens one at a time and applies the stopping rules exactly as standard decoding would.
 
     Rules, checked after each token in order: the token is an EOS id ("eos", the id is kept in
-    ``ids``); the decoded text now contains a stop string ("stop"; the text is cut before it); the
+    ``ids``); it is a stop token id ("stop", kept too); the decoded text now contains a stop string ("stop"; the
+    text is cut before it); the
     budget is spent ("length"). Streaming text is released incrementally: a trailing incomplete UTF-8
     sequence (U+FFFD) and any suffix that could still grow into a stop string are held back.
     """
 
-    def __init__(self, tokenizer, max_new_tokens: int, eos_ids: Iterable[int], stop_strings: tuple[str, ...]):
+    def __init__(self, tokenizer, max_new_tokens: int, eos_ids: Iterable[int], stop_strings: tuple[str, ...],
+                 stop_ids: Iterable[int] = ()):
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.eos_ids = frozenset(eos_ids)
+        self.stop_ids = frozenset(stop_ids)
         self.stop_strings = stop_strings
         self.ids: list[int] = []
         self.finish_reason: str | None = None
@@ -123,6 +129,8 @@ class OutputTracker:
             taken.append(token)
             if token in self.eos_ids:
                 self.finish_reason = "eos"
+            elif token in self.stop_ids:
+                self.finish_reason = "stop"
             elif self.stop_strings and self._find_stop() is not None:
                 self.finish_reason = "stop"
             elif len(self.ids) >= self.max_new_tokens:
@@ -230,7 +238,8 @@ class _Batch:
         drafters = drafters if drafters is not None else [None] * len(prompts)
         self.features = any(d is not None and d.needs_hidden for d in drafters)
         self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
-                                                          target.eos_token_ids, config.stop_strings),
+                                                          target.eos_token_ids, config.stop_strings,
+                                                          config.stop_token_ids),
                           self._generator(i), d, config.draft_length() if d is not None else None)
                      for i, (p, d) in enumerate(zip(prompts, drafters))]
         self.active = list(self.rows)
@@ -305,11 +314,22 @@ class _Batch:
         return self._checked([(logits_at[b], torch.cat(feats[b])[:len(row.prompt_ids)] if feats[b] else None)
                               for b, row in enumerate(self.active)])
 
-    def choose(self, row: _Row, logits_row: torch.Tensor) -> int:
-        """The target's own token from one (vocab,) logits row: argmax, or a sample with the row's generator."""
+    def processed(self, row: _Row, logits: torch.Tensor, prefixes: list[list[int]]) -> torch.Tensor:
+        """(n, vocab) logits after the run's logits processors (:func:`specviz.core.verify.apply_processors`),
+        row i seeing the committed tokens plus ``prefixes[i]`` (the draft tokens before its position)."""
+        sampling = self.config.sampling
+        if not sampling.processed:
+            return logits
+        committed = row.committed
+        return apply_processors(logits, sampling, [committed + list(p) for p in prefixes], len(row.prompt_ids))
+
+    def choose(self, row: _Row, logits_row: torch.Tensor, prefix: list[int] = ()) -> int:
+        """The target's own token from one (vocab,) logits row after the committed tokens and ``prefix``:
+        argmax of the processed logits, or a sample with the row's generator."""
+        logits = self.processed(row, logits_row[None], [list(prefix)])
         if self.config.sampling.greedy:
-            return int(logits_row.argmax())
-        return sample(process_logits(logits_row[None], self.config.sampling)[0], row.gen)
+            return int(logits[0].argmax())
+        return sample(process_logits(logits, self.config.sampling)[0], row.gen)
 
     def drop_finished(self) -> None:
         """Take finished rows out of the batch (and their cache rows)."""
@@ -370,9 +390,11 @@ def verify_chain(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tensor,
         token = batch.choose(row, logits[0])
         return Outcome((), 0, token, "target", (), (0,), features, near_tie_gap=_top2_gap(logits[0]))
     sampling = batch.config.sampling
+    logits = batch.processed(row, logits, [ids[:i] for i in range(len(ids) + 1)])
     target_probs = process_logits(logits, sampling)
     if batch.config.accept_all_drafts:  # the broken verifier of the sampling check: wrong on purpose
-        verdict = Verdict(len(ids), batch.choose(row, logits[len(ids)]), "bonus")
+        verdict = Verdict(len(ids), sample(target_probs[len(ids)], row.gen) if not sampling.greedy
+                          else int(logits[len(ids)].argmax()), "bonus")
     elif sampling.greedy:
         verdict = verify_greedy(ids, logits)
     else:
@@ -404,7 +426,7 @@ def verify_lookahead(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tenso
     best, verdict = None, Verdict(0, batch.choose(row, logits[0]), "target")
     for i, (chain, rows) in enumerate(zip(chains, rows_of)):
         ids = [tokens[node] for node in chain]
-        chain_logits = logits[rows]
+        chain_logits = batch.processed(row, logits[rows], [ids[:j] for j in range(len(ids) + 1)])
         if batch.config.sampling.greedy:
             found = verify_greedy(ids, chain_logits)
         else:
@@ -419,7 +441,8 @@ def verify_lookahead(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tenso
     chain, ids = chains[best], [tokens[node] for node in chains[best]]
     n = verdict.num_accepted
     shown = ids[: n + 1]
-    probs = process_logits(logits[rows_of[best][: len(shown)]], batch.config.sampling)
+    probs = process_logits(batch.processed(row, logits[rows_of[best][: len(shown)]],
+                                           [ids[:j] for j in range(len(shown))]), batch.config.sampling)
     details = tuple(PositionDetail(float(probs[i, t]), 1.0, verdict.uniforms[i] if i < len(verdict.uniforms) else None,
                                    int(top[rows_of[best][i]]), i <= n) for i, t in enumerate(shown))
     return Outcome(tuple(shown), n, verdict.next_id, verdict.next_kind, tuple(ids[:n]),
@@ -443,10 +466,14 @@ def tree_inputs(batch: _Batch, draft: Draft) -> dict:
             "position_ids": tree_positions(list(draft.parents), context, device=batch.target.device)}
 
 
-def verify_tree(draft: Draft, logits: torch.Tensor, features: torch.Tensor | None) -> Outcome:
+def verify_tree(batch: _Batch, row: _Row, draft: Draft, logits: torch.Tensor,
+                features: torch.Tensor | None) -> Outcome:
     """Judge a tree draft from the target's (N+1, vocab) logits over [last committed] + every node (one forward
-    with :func:`tree_inputs`): the greedy walk of :func:`specviz.core.tree.verify_tree_greedy`."""
+    with :func:`tree_inputs`): the greedy walk of :func:`specviz.core.tree.verify_tree_greedy`, each node's row
+    processed with the history along its own path."""
     tokens, parents = list(draft.token_ids), list(draft.parents)
+    paths = [[]] + [[tokens[a] for a in ancestors(parents, i)] for i in range(len(tokens))]
+    logits = batch.processed(row, logits, paths)
     verdict = verify_tree_greedy(tokens, parents, logits)
     path, shown = list(verdict.path), list(verdict.shown)
     judge_rows = [0] + [1 + i for i in shown[:-1]]  # the row that judged each shown node (its parent's)
@@ -470,7 +497,7 @@ def _verify_all(batch: _Batch, drafts: list[Draft]) -> list[Outcome]:
     if tree and drafts[0].lookahead is not None:
         return [verify_lookahead(batch, batch.active[0], drafts[0], results[0][0])]
     if tree:
-        return [verify_tree(drafts[0], *results[0])]
+        return [verify_tree(batch, batch.active[0], drafts[0], *results[0])]
     return [verify_chain(batch, row, draft, logits, feats)
             for row, draft, (logits, feats) in zip(batch.active, drafts, results)]
 
@@ -505,7 +532,7 @@ def _draft(batch: _Batch, row: _Row, k: int) -> tuple[Draft, str | None]:
     if row.drafter is None or k <= 0:
         return Draft([]), None
     ctx = DraftContext(row.committed, k, batch.config.sampling, row.gen, row.pending, vocab_size=batch.vocab,
-                       cancel=batch.cancel)
+                       cancel=batch.cancel, prompt_len=len(row.prompt_ids))
     row.pending = None  # the drafter has read them
     draft = row.drafter.propose(ctx)
     probs_ok = all_finite(draft.token_probs) and (draft.draft_probs is None or all_finite(draft.draft_probs))

@@ -15,7 +15,9 @@ as accepted.
   unconditional share accepted-at-position-i / passes is what vLLM exports (:attr:`RunStats.per_position_share`).
 - expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean proposed length
   (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
-- speedup = speculative tokens/s over baseline tokens/s, both on their own clocks.
+- speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
+  the prefill out. Its spread: :func:`bootstrap_rate_ratio` (a percentile bootstrap over the passes of both runs)
+  and :func:`judge_speedup` (faster, slower, the same, too noisy to tell, or too short to judge).
 """
 
 from __future__ import annotations
@@ -159,7 +161,8 @@ class Counters:
         passes: target passes after the prefill; ``emitted``: tokens those passes emitted (bonus included);
             ``generated``: every output token (the prefill's included).
         drafted / accepted / rejections: committed work (see the module docstring); a tree pass counts its
-            verified nodes as drafted (``tree_passes``, ``tree_nodes``).
+            verified nodes as drafted (``tree_passes``, ``tree_nodes``); a lookahead pass its candidates' tokens
+            (its window's tokens, not verified, in ``window_tokens``).
         prefill_ms: time to first token; draft_ms / verify_ms / other_ms: the passes' split of their time.
         position_tried / position_accepted: per drafted position i (index i-1): passes that judged it (drafted it
             with positions before it accepted) and passes that accepted it.
@@ -176,6 +179,7 @@ class Counters:
     rejections: int = 0
     tree_passes: int = 0
     tree_nodes: int = 0
+    window_tokens: int = 0
     prefill_ms: float = 0.0
     draft_ms: float = 0.0
     verify_ms: float = 0.0
@@ -214,6 +218,8 @@ class Counters:
         if event.tree is not None:
             self.tree_passes += 1
             self.tree_nodes += event.tree.num_nodes
+        if event.lookahead is not None:
+            self.window_tokens += event.lookahead.window_tokens
         self.draft_ms += event.timings.draft_ms
         self.verify_ms += event.timings.verify_ms
         self.other_ms += event.timings.other_ms
@@ -319,6 +325,7 @@ class Counters:
             "per_position_share": self.per_position_share,
             "tree_passes": self.tree_passes,
             "tree_nodes_verified": self.tree_nodes,
+            "lookahead_window_tokens": self.window_tokens,
             "ttft_ms": self.prefill_ms,
             "draft_ms": self.draft_ms,
             "verify_ms": self.verify_ms,
@@ -328,7 +335,7 @@ class Counters:
 
 
 _SCALARS = ("runs", "passes", "emitted", "generated", "drafted", "accepted", "rejections", "tree_passes",
-            "tree_nodes", "prefill_ms", "draft_ms", "verify_ms", "other_ms")
+            "tree_nodes", "window_tokens", "prefill_ms", "draft_ms", "verify_ms", "other_ms")
 _LISTS = ("position_tried", "position_accepted", "position_reached")
 
 
@@ -340,7 +347,8 @@ class RunStats(Counters):
     pass after the prefill: ``pass_acceptance`` (committed accepted / counted drafted, None without a draft),
     ``pass_tokens``, ``pass_k``, ``pass_drafted``, ``pass_accepted``, ``pass_gain`` (k = auto's expected gain of
     the pass's k over a plain step, else None); per event (prefill included): ``curve_ms``
-    (the run's clock, ms) and ``curve_tokens`` (tokens so far).
+    (the run's clock, ms) and ``curve_tokens`` (tokens so far); ``pass_ms``: each pass's own-clock time (draft +
+    verify + other, ms), what :func:`judge_decode_speedup` resamples.
     """
 
     run: str = ""
@@ -354,6 +362,7 @@ class RunStats(Counters):
     pass_gain: list[float | None] = field(default_factory=list)
     curve_ms: list[float] = field(default_factory=list)
     curve_tokens: list[int] = field(default_factory=list)
+    pass_ms: list[float] = field(default_factory=list)  # per pass after the prefill: its own-clock time (ms)
 
     def add(self, event: PassEvent) -> None:
         """Fold one event into the counters and the chart series."""
@@ -372,6 +381,7 @@ class RunStats(Counters):
         self.pass_drafted.append(drafted)
         self.pass_accepted.append(accepted)
         self.pass_gain.append(event.expected_gain)
+        self.pass_ms.append(event.timings.total_ms)
 
     @property
     def counters(self) -> Counters:
@@ -403,3 +413,158 @@ def decode_speedup(spec: Counters, base: Counters) -> float | None:
     """Speculative over baseline decoding rate (tokens after the first / time after the prefill)."""
     a, b = spec.decode_tokens_per_s, base.decode_tokens_per_s
     return a / b if a and b and spec.passes > 0 else None
+
+
+# ------------------------------------------------------------------------------- spread and honesty
+# A timed figure from one run on a shared machine is a sample, not a fact: these helpers give it a spread, say
+# when it is too noisy or too short to read, and catch measurements that cannot be true.
+
+MIN_JUDGED_PASSES = 8
+"""Fewer passes after the prefill than this (in either run) and a speedup is not judged at all."""
+NOISY_SPREAD = 1.2
+"""An interval that contains 1.0 and whose high / low exceeds this is "too noisy to tell"."""
+BOOTSTRAP_RESAMPLES = 1000
+BOOTSTRAP_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its interval: ``low`` <= ``value`` <= ``high`` (usually), at confidence ``level``."""
+
+    value: float
+    low: float
+    high: float
+    level: float = BOOTSTRAP_LEVEL
+
+    @property
+    def spread(self) -> float:
+        """high / low (1.0 = no spread; inf when low <= 0)."""
+        return self.high / self.low if self.low > 0 else float("inf")
+
+    def contains(self, x: float) -> bool:
+        """Whether ``x`` lies in [low, high]."""
+        return self.low <= x <= self.high
+
+
+def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
+                         base_tokens: Sequence[int], *, resamples: int = BOOTSTRAP_RESAMPLES,
+                         level: float = BOOTSTRAP_LEVEL, seed: int = 0) -> Interval | None:
+    """The ratio of two decoding rates with a percentile-bootstrap interval over passes.
+
+    Method: the rate of a run is (sum of its passes' tokens) / (sum of their times). Each of ``resamples`` rounds
+    draws, independently for each run, as many passes as it has, with replacement (the nonparametric bootstrap,
+    Efron 1979), and computes (spec rate / baseline rate) of the drawn passes; the interval is the (1 - level) / 2
+    and (1 + level) / 2 quantiles of those ratios (the percentile interval, Efron & Tibshirani 1993, ch. 13).
+    Random draws come from ``numpy.random.default_rng(seed)``, so the same passes give the same interval.
+
+    Args:
+        spec_ms / base_ms: each pass's time after the prefill (ms), one run each.
+        spec_tokens / base_tokens: tokens each of those passes emitted (same lengths as the times).
+        resamples: bootstrap rounds; level: the interval's confidence in (0, 1); seed: the generator's seed.
+
+    Returns:
+        The ratio of the full samples and its interval, or None when either run has fewer than 2 passes or no
+        time (a single pass has no spread to resample).
+
+    Raises:
+        ValueError: times and token counts of different lengths, or a level outside (0, 1).
+    """
+    import numpy as np
+
+    if len(spec_ms) != len(spec_tokens) or len(base_ms) != len(base_tokens):
+        raise ValueError("every pass needs both its time and its token count")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if min(len(spec_ms), len(base_ms)) < 2 or sum(spec_ms) <= 0 or sum(base_ms) <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+
+    def rates(ms: Sequence[float], tokens: Sequence[int]):
+        ms_a, tok_a = np.asarray(ms, dtype=float), np.asarray(tokens, dtype=float)
+        picks = rng.integers(0, len(ms_a), size=(resamples, len(ms_a)))
+        return tok_a[picks].sum(axis=1) / np.maximum(ms_a[picks].sum(axis=1), 1e-12)
+
+    ratios = rates(spec_ms, spec_tokens) / np.maximum(rates(base_ms, base_tokens), 1e-12)
+    low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
+    value = (sum(spec_tokens) / sum(spec_ms)) / (sum(base_tokens) / sum(base_ms))
+    return Interval(float(value), float(low), float(high), level)
+
+
+@dataclass(frozen=True)
+class SpeedupJudgement:
+    """What a measured speedup may be read as.
+
+    ``verdict``: "faster" / "slower" (the interval lies above / below 1.0), "same" (it contains 1.0 and is
+    narrow), "too noisy" (it contains 1.0 and is wide: high / low > :data:`NOISY_SPREAD`) or "too short" (fewer
+    than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio (None when too short);
+    ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the two runs' passes.
+    """
+
+    verdict: str
+    value: float | None
+    interval: Interval | None
+    passes: int
+
+    @property
+    def finding(self) -> bool:
+        """Whether the ratio may be shown as a result (faster, slower or the same), not as noise."""
+        return self.verdict in ("faster", "slower", "same")
+
+    def describe(self) -> str:
+        """One sentence a visitor can read: the interval, or why there is no figure."""
+        if self.verdict == "too short":
+            return (f"too short to judge: {self.passes} pass{'' if self.passes == 1 else 'es'} after the prefill, "
+                    f"at least {MIN_JUDGED_PASSES} needed")
+        i = self.interval
+        span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
+        return {"faster": f"faster: {span}", "slower": f"slower: {span}",
+                "same": f"no clear difference: {span}",
+                "too noisy": f"too noisy to tell: {span} spans 1.0 widely"}[self.verdict]
+
+
+def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
+                  base_tokens: Sequence[int], *, min_passes: int = MIN_JUDGED_PASSES,
+                  noisy_spread: float = NOISY_SPREAD, seed: int = 0) -> SpeedupJudgement:
+    """Judge a decoding-rate ratio from the passes of two runs (see :class:`SpeedupJudgement` for the verdicts;
+    the interval is :func:`bootstrap_rate_ratio`'s)."""
+    passes = min(len(spec_ms), len(base_ms))
+    interval = None
+    if passes >= max(min_passes, 2):
+        interval = bootstrap_rate_ratio(spec_ms, spec_tokens, base_ms, base_tokens, seed=seed)
+    if interval is None:
+        return SpeedupJudgement("too short", None, None, passes)
+    if interval.low > 1.0:
+        verdict = "faster"
+    elif interval.high < 1.0:
+        verdict = "slower"
+    else:
+        verdict = "too noisy" if interval.spread > noisy_spread else "same"
+    return SpeedupJudgement(verdict, interval.value, interval, passes)
+
+
+def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:
+    """:func:`judge_speedup` of two runs' passes after the prefill (each on its own clock): the decoding speedup
+    of ``spec`` over ``base`` (:func:`decode_speedup`) with its interval, or why it cannot be read."""
+    return judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
+
+
+def faster_than_possible(fewer_ms: Sequence[float], more_ms: Sequence[float], *, margin: float = 0.05) -> bool:
+    """Whether repeated timings of a larger workload (more tokens, or a larger batch, of the same forward) beat
+    those of a smaller one beyond noise: every repeat of the larger is below every repeat of the smaller, and its
+    median is more than ``margin`` (a share) below the smaller's. Doing strictly more work cannot be faster; such
+    a pair is noise from other work on the machine. False when either list is empty."""
+    if not fewer_ms or not more_ms:
+        return False
+    median_fewer = sorted(fewer_ms)[len(fewer_ms) // 2]
+    median_more = sorted(more_ms)[len(more_ms) // 2]
+    return max(more_ms) < min(fewer_ms) and median_more < median_fewer * (1.0 - margin)
+
+
+def format_apart(a: float, b: float, decimals: int = 2, most: int = 6) -> tuple[str, str]:
+    """``a`` and ``b`` with ``decimals`` decimals, or more (up to ``most``) until two different numbers read
+    differently: (0.018, 0.021) -> ("0.018", "0.021"), where two decimals would show 0.02 twice."""
+    for places in range(decimals, max(decimals, most) + 1):
+        x, y = f"{a:.{places}f}", f"{b:.{places}f}"
+        if x != y or a == b:
+            return x, y
+    return x, y

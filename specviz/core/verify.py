@@ -22,20 +22,37 @@ import torch
 class SamplingConfig:
     """How tokens are chosen. ``temperature == 0`` means greedy (argmax).
 
-    The same transformation (:func:`process_logits`) is applied to the draft and to the target, so the
-    acceptance ratio compares like with like.
+    The same transformations are applied to the draft and to the target, position by position along a draft
+    (:func:`apply_processors`, then :func:`process_logits`), so the acceptance ratio compares like with like and
+    greedy speculative output equals standard decoding with the same settings. They follow transformers'
+    ``generate()`` (same names, same order): logit bias, repetition penalty, no-repeat n-grams, then temperature,
+    top-k, top-p and min-p; frequency and presence penalties, which ``generate()`` lacks, follow vLLM / OpenAI.
 
     Attributes:
         temperature: 0 for greedy, else the softmax temperature (> 0).
         top_k: keep only the k most likely tokens (0 = off).
         top_p: nucleus sampling: keep the smallest set of most likely tokens whose mass reaches top_p (1.0 = off).
         seed: seed of the run's torch.Generator (reproducible runs).
+        min_p: drop tokens whose probability is below min_p x the top token's (after temperature; 0 = off).
+        repetition_penalty: CTRL's penalty (Keskar et al. 2019) on every token already in the sequence, prompt
+            included: a positive logit is divided by it, a negative one multiplied (1.0 = off, > 1 discourages).
+        frequency_penalty / presence_penalty: subtract penalty x (times the token was generated) and penalty x
+            (1 if it was generated) from its logit; generated tokens only, not the prompt (0 = off).
+        no_repeat_ngram_size: a token that would complete an n-gram of this size already in the sequence (prompt
+            included) is banned (0 = off).
+        logit_bias: (token id, bias) pairs added to the logits; a bias of -inf bans the token.
     """
 
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    no_repeat_ngram_size: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not (self.temperature >= 0.0):
@@ -44,15 +61,73 @@ class SamplingConfig:
             raise ValueError(f"top_k must be >= 0 (0 = off), got {self.top_k}")
         if not (0.0 < self.top_p <= 1.0):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not (0.0 <= self.min_p < 1.0):
+            raise ValueError(f"min_p must be in [0, 1), got {self.min_p}")
+        if not (self.repetition_penalty > 0.0):
+            raise ValueError(f"repetition_penalty must be > 0 (1.0 = off), got {self.repetition_penalty}")
+        if self.no_repeat_ngram_size < 0:
+            raise ValueError(f"no_repeat_ngram_size must be >= 0 (0 = off), got {self.no_repeat_ngram_size}")
+        if any(not isinstance(t, int) or t < 0 for t, _ in self.logit_bias):
+            raise ValueError("logit_bias needs (token id >= 0, bias) pairs")
 
     @property
     def greedy(self) -> bool:
         """True when tokens are chosen by argmax (temperature 0)."""
         return self.temperature == 0.0
 
+    @property
+    def processed(self) -> bool:
+        """True when any history-dependent or bias processor is on (:func:`apply_processors` changes logits)."""
+        return (self.repetition_penalty != 1.0 or self.frequency_penalty != 0.0 or self.presence_penalty != 0.0
+                or self.no_repeat_ngram_size > 0 or bool(self.logit_bias))
+
+
+def apply_processors(logits: torch.Tensor, sampling: SamplingConfig, histories: list[list[int]] | None,
+                     prompt_len: int = 0) -> torch.Tensor:
+    """The logits processors of :class:`SamplingConfig` on (n, V) logits, row i seeing ``histories[i]`` (the
+    committed tokens plus the draft tokens before row i's position; ``prompt_len`` of them are the prompt).
+
+    Returns ``logits`` itself when no processor is on; else a new (n, V) float32 tensor. This is the one place
+    both the target's and the drafters' distributions get them, so a draft position and its verification see the
+    same history.
+    """
+    if not sampling.processed or histories is None:
+        return logits
+    x = logits.float().clone()
+    vocab = x.shape[-1]
+    for token, bias in sampling.logit_bias:
+        if token < vocab:
+            x[:, token] += bias
+    for row, history in enumerate(histories):
+        _penalize(x[row], history, prompt_len, sampling, vocab)
+    return x
+
+
+def _penalize(row: torch.Tensor, history: list[int], prompt_len: int, s: SamplingConfig, vocab: int) -> None:
+    """Repetition, no-repeat n-gram, frequency and presence processing of one (V,) logits row, in place."""
+    if s.repetition_penalty != 1.0 and history:
+        seen = torch.tensor(sorted(set(t for t in history if t < vocab)), dtype=torch.long, device=row.device)
+        values = row[seen]
+        row[seen] = torch.where(values < 0, values * s.repetition_penalty, values / s.repetition_penalty)
+    n = s.no_repeat_ngram_size
+    if n and len(history) >= n:
+        tail = tuple(history[len(history) - n + 1:]) if n > 1 else ()
+        banned = {history[i + n - 1] for i in range(len(history) - n + 1)
+                  if tuple(history[i:i + n - 1]) == tail}
+        for token in banned:
+            if token < vocab:
+                row[token] = float("-inf")
+    if s.frequency_penalty or s.presence_penalty:
+        counts: dict[int, int] = {}
+        for token in history[prompt_len:]:
+            counts[token] = counts.get(token, 0) + 1
+        for token, count in counts.items():
+            if token < vocab:
+                row[token] -= s.frequency_penalty * count + s.presence_penalty
+
 
 def process_logits(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tensor:
-    """Turn raw logits into the sampling distribution: temperature, then top-k, then top-p, then softmax.
+    """Turn (processed) logits into the sampling distribution: temperature, then top-k, then top-p, then min-p.
 
     Args:
         logits: (n, V) raw logits (any float dtype).
@@ -76,6 +151,9 @@ def process_logits(logits: torch.Tensor, sampling: SamplingConfig) -> torch.Tens
         drop_sorted = mass_before >= sampling.top_p  # the first token is never dropped (mass_before == 0)
         drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+    if sampling.min_p > 0.0:  # after temperature, as transformers' MinPLogitsWarper (the top token always stays)
+        probs = probs.masked_fill(probs < sampling.min_p * probs.amax(dim=-1, keepdim=True), 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
     return probs
 

@@ -140,14 +140,20 @@ class _FeatureDrafter:
         draft.source = "lookup"
         return draft
 
-    def _choose(self, h: torch.Tensor, ctx: DraftContext) -> tuple[int, float, torch.Tensor | None]:
-        """One token from feature h (H,): greedy argmax over the draft vocabulary, or a sample."""
-        if ctx.sampling.greedy:
+    def _choose(self, h: torch.Tensor, ctx: DraftContext, drafted: list[int] = ()) -> tuple[int, float,
+                                                                                          torch.Tensor | None]:
+        """One token from feature h (H,) after ``drafted`` (this pass's tokens so far): greedy argmax over the
+        draft vocabulary, or a sample; with the run's logits processors on, over the processed full logits."""
+        if ctx.sampling.greedy and not ctx.sampling.processed:
             sub = self.lm.subset_logits(h)
             best = int(sub.argmax())
             prob = float(torch.softmax(sub.float(), -1)[best])
             return int(self.lm.to_token_ids(torch.tensor(best))), prob, None
-        probs = process_logits(restrict_vocab(self.lm.full_logits(h)[None].float(), ctx.vocab_size), ctx.sampling)[0]
+        logits = ctx.processed(restrict_vocab(self.lm.full_logits(h).float(), ctx.vocab_size), list(drafted))
+        probs = process_logits(logits[None], ctx.sampling)[0]
+        if ctx.sampling.greedy:
+            best = int(logits.argmax())
+            return best, float(probs[best]), None
         token = sample(probs, ctx.generator)
         return token, float(probs[token]), probs
 
@@ -218,7 +224,7 @@ class EagleDrafter(_FeatureDrafter):
         ids, probs, rows = [], [], []
         confidence = 1.0
         for i in range(ctx.k):
-            token, prob, row = self._choose(h, ctx)
+            token, prob, row = self._choose(h, ctx, ids)
             confidence *= prob
             if confidence < self.min_confidence:  # the gate: the rest of the chain is unlikely to be accepted
                 break
@@ -311,7 +317,7 @@ class MedusaDrafter(_FeatureDrafter):
         depth = min(ctx.k, self.heads.num_heads)
         if self.tree is not None and ctx.sampling.greedy:
             return self._propose_tree(outs, depth)
-        if ctx.sampling.greedy:  # all heads in one matrix product
+        if ctx.sampling.greedy and not ctx.sampling.processed:  # all heads in one matrix product
             probs_sub = torch.softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
             best = probs_sub.max(-1)
             tokens, probs = self.lm.to_token_ids(best.indices).tolist(), best.values.tolist()
@@ -323,7 +329,7 @@ class MedusaDrafter(_FeatureDrafter):
         ids, probs, rows = [], [], []
         confidence = 1.0
         for i in range(depth):
-            token, prob, row = self._choose(outs[i], ctx)
+            token, prob, row = self._choose(outs[i], ctx, ids)
             confidence *= prob
             if confidence < self.min_confidence:
                 break

@@ -84,6 +84,7 @@ class ModelDrafter:
         token_probs: list[float] = []
         rows: list[torch.Tensor] = []
         for i in range(ctx.k):
+            logits = ctx.processed(logits, ids)  # the run's penalties, as the target's row here will see them
             probs = process_logits(logits[None], ctx.sampling)[0]
             if ctx.sampling.greedy:
                 token = int(logits.argmax())

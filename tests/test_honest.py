@@ -1,0 +1,454 @@
+"""Issue 16, "a first visit that convinces": honest numbers (the speedup's interval, too short and too noisy runs,
+impossible forward timings, the Arena's baselines are in test_arena.py), time you can plan (run estimates, the
+derived default of max new tokens, the long-prompt warning, the prompt cap), readable output and the small
+faults (distinct example labels, unique element ids, k typed out of range, p and q captions, the chart toolbar, a
+failed run keeping the last good result). No browser here: test_honest_browser.py checks what needs one."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections import Counter
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import plotly.graph_objects as go  # noqa: E402
+import pytest  # noqa: E402
+
+from app import DEFAULTS, build_demo, device, inputs, live, render, why  # noqa: E402
+from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.core.metrics import (MIN_JUDGED_PASSES, RunStats, bootstrap_rate_ratio, faster_than_possible,  # noqa: E402
+                                  format_apart, judge_decode_speedup, judge_speedup)
+
+# ------------------------------------------------------------------------------------------ the interval
+
+
+def test_the_interval_of_identical_passes_is_the_ratio_itself():
+    out = bootstrap_rate_ratio([10.0] * 20, [3] * 20, [10.0] * 20, [1] * 20)
+    assert (out.value, out.low, out.high) == pytest.approx((3.0, 3.0, 3.0))
+
+
+def test_the_interval_follows_the_spread_of_the_passes_and_is_reproducible():
+    # the speculative run: 2 tokens per pass, passes of 18..22 ms; the baseline: 1 token per 9..11 ms
+    spec_ms = [18.0, 22.0, 20.0, 19.0, 21.0, 20.0, 18.5, 21.5, 20.0, 20.0]
+    base_ms = [9.0, 11.0, 10.0, 9.5, 10.5, 10.0, 9.0, 11.0, 10.0, 10.0]
+    out = bootstrap_rate_ratio(spec_ms, [2] * 10, base_ms, [1] * 10, seed=3)
+    assert out.value == pytest.approx((20 / 200) / (10 / 100))  # 1.0: the same rate
+    assert 0.9 < out.low < 1.0 < out.high < 1.1 and out.level == 0.95
+    assert bootstrap_rate_ratio(spec_ms, [2] * 10, base_ms, [1] * 10, seed=3) == out  # seeded
+    wild = bootstrap_rate_ratio([5.0, 60.0] * 5, [2] * 10, base_ms, [1] * 10, seed=3)
+    assert wild.spread > out.spread * 2  # passes that vary more give a wider interval
+
+
+def test_the_interval_needs_two_passes_and_matching_lists():
+    assert bootstrap_rate_ratio([10.0], [2], [10.0, 11.0], [1, 1]) is None
+    with pytest.raises(ValueError):
+        bootstrap_rate_ratio([10.0, 11.0], [2], [10.0, 11.0], [1, 1])
+    with pytest.raises(ValueError):
+        bootstrap_rate_ratio([10.0] * 3, [1] * 3, [10.0] * 3, [1] * 3, level=1.5)
+
+
+@pytest.mark.parametrize("spec_ms, verdict", [
+    ([10.0, 10.5, 9.5, 10.0] * 3, "faster"),  # 2 tokens per ~10 ms against 1 per ~10 ms
+    ([40.0, 41.0, 39.0, 40.0] * 3, "slower"),  # 2 tokens per ~40 ms
+    ([20.0, 20.5, 19.5, 20.0] * 3, "same"),  # 2 tokens per ~20 ms: the same rate, a narrow interval
+    ([2.0, 60.0, 3.0, 15.0] * 3, "too noisy"),  # the same rate on average, passes all over the place
+])
+def test_verdicts_on_hand_made_pass_times(spec_ms, verdict):
+    judged = judge_speedup(spec_ms, [2] * 12, [10.0, 10.2, 9.8, 10.0] * 3, [1] * 12)
+    assert judged.verdict == verdict, judged
+    assert judged.finding is (verdict != "too noisy")
+    assert ("spans 1.0 widely" in judged.describe()) is (verdict == "too noisy")
+
+
+def test_a_run_with_few_passes_is_too_short_to_judge():
+    judged = judge_speedup([10.0] * (MIN_JUDGED_PASSES - 1), [3] * 7, [10.0] * 50, [1] * 50)
+    assert judged.verdict == "too short" and judged.value is None and judged.interval is None
+    assert not judged.finding and "7 passes" in judged.describe()
+
+
+# ------------------------------------------------------------------------------------------ the Live tab's figures
+
+
+class Tokens:
+    """Token i reads "t<i>"; id 0 is EOS."""
+
+    all_special_ids = [0]
+
+    def decode(self, ids, skip_special_tokens=False, clean_up_tokenization_spaces=False):
+        return "".join(f"t{i}" for i in ids)
+
+
+def _event(run: str, index: int, emitted: tuple[int, ...], ms: float, draft: tuple[int, ...] = (), n: int = 0,
+           finish: str | None = None, generated: int = 0) -> PassEvent:
+    details = tuple(PositionDetail(0.9, 1.0, None, 1, True) for _ in draft)
+    return PassEvent(run=run, index=index, kind="prefill" if index == 0 else "pass", k=len(draft),
+                     draft_ids=draft, accept_mask=tuple(i < n for i in range(len(draft))), num_accepted=n,
+                     next_id=emitted[-1], next_kind="bonus" if draft and n == len(draft) else "target",
+                     emitted_ids=emitted, details=details, text_delta="", timings=Timings(0.0, ms, 0.0),
+                     t_end_ms=0.0, num_generated=generated, finish_reason=finish)
+
+
+def _runs(passes: int, spec_ms, base_ms, finish: str | None = "length") -> tuple[list[PassEvent], list[PassEvent]]:
+    """A speculative run of ``passes`` passes of 2 tokens (one accepted draft and the bonus) taking ``spec_ms(i)``
+    and its baseline of 2 * ``passes`` one-token steps taking ``base_ms(i)``, each after a 50 ms prefill."""
+    spec = [_event("speculative", 0, (1,), 50.0)]
+    spec += [_event("speculative", i, (2, 3), spec_ms(i), draft=(2,), n=1,
+                    finish=finish if i == passes else None, generated=1 + 2 * i) for i in range(1, passes + 1)]
+    base = [_event("baseline", 0, (1,), 50.0)]
+    base += [_event("baseline", i, (2,), base_ms(i), finish=finish if i == 2 * passes else None, generated=1 + i)
+             for i in range(1, 2 * passes + 1)]
+    return spec, base
+
+
+def _view(spec_events, base_events, drafter="ngram") -> live.RunView:
+    settings = inputs.parse_settings("hi", "embedded", drafter, "", 0, 1, "fixed", 0.0, 1.0, 0, 0, 64, "", True)
+    view = live.RunView(settings, "tiny", drafter, render.Pane(Tokens()), render.Pane(Tokens(), separators=False),
+                        prompt_tokens=10)
+    for event in [*spec_events, *base_events]:
+        view.add(event)
+    return view
+
+
+def test_a_stopped_two_token_run_shows_no_speedup_and_enters_the_history_without_one():
+    spec, base = _runs(1, lambda i: 10.0, lambda i: 10.5, finish=None)  # 3 tokens: a pass and two steps
+    view = _view(spec, base)
+    assert view.mark_stopped()
+    stats = view.stats_html()
+    assert "too short to judge" in stats and not re.search(r"\d\.\d\d×", stats)
+    assert "hero good" not in stats and "hero bad" not in stats
+    row = view.summary()
+    assert row["speedup"] is None and row["speedup_note"] == "too short" and row["stopped"]
+    assert "too short" in render.history_html([row])
+
+
+def test_the_headline_is_the_decoding_speedup_with_its_interval_and_the_end_to_end_ratio_beside_it():
+    # a 2000 ms prefill on the baseline only: the end-to-end ratio is mostly prefill, the decoding one is ~2x
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    base[0] = dataclasses.replace(base[0], timings=Timings(0.0, 2000.0, 0.0))
+    view = _view(spec, base)
+    judged = view.judgement()
+    assert judged.verdict == "faster" and 1.7 < judged.value < 2.1
+    stats = view.stats_html()
+    assert "hero good" in stats and f"{judged.value:.2f}×" in stats and "bootstrap interval" in stats
+    assert "End to end" in stats and "prefill" in stats
+    row = view.summary()
+    assert row["speedup"] == pytest.approx(judged.value) and row["speedup_note"] is None
+    assert row["speedup_interval"] == (judged.interval.low, judged.interval.high)
+
+
+def test_a_noisy_run_is_never_shown_in_large_green_or_red():
+    spec, base = _runs(12, lambda i: [4.0, 70.0, 6.0, 30.0][i % 4], lambda i: 10.0)
+    view = _view(spec, base)
+    assert view.judgement().verdict == "too noisy"
+    stats = view.stats_html()
+    assert "too noisy to tell" in stats and "hero noisy" in stats
+    assert "hero good" not in stats and "hero bad" not in stats
+    assert view.summary()["speedup"] is None and view.summary()["speedup_note"] == "too noisy"
+
+
+def test_rates_are_judged_on_the_passes_after_the_prefill():
+    spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
+    s, b = RunStats(), RunStats()
+    for event in spec:
+        s.add(event)
+    for event in base:
+        b.add(event)
+    assert s.pass_ms == [20.0] * 10 and len(b.pass_ms) == 20  # the prefill is not a pass
+    assert judge_decode_speedup(s, b).value == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------------------------------ impossible timings
+
+
+def test_more_work_measured_faster_beyond_noise_is_impossible():
+    assert faster_than_possible([10.0, 10.5, 11.0], [7.0, 7.5, 8.0])  # every repeat below, median 30% lower
+    assert not faster_than_possible([10.0, 10.5, 11.0], [9.8, 10.2, 10.4])  # overlapping: noise
+    assert not faster_than_possible([10.0, 10.5, 11.0], [9.0, 9.6, 9.9], margin=0.2)  # within the margin
+    assert not faster_than_possible([], [1.0])
+
+
+class _FakeClock:
+    """Time that moves only when a fake forward runs."""
+
+    now = 0.0
+
+    def __init__(self, device=None) -> None:
+        pass
+
+    def now_ms(self) -> float:
+        return _FakeClock.now
+
+
+def _grid_with(monkeypatch, tiny_target, table):
+    """measure_forward_grid where a forward of b rows x n tokens takes ``table(b, n, measurement)`` ms, the
+    measurement counting how often that point was timed."""
+    import specviz.analysis.arena as arena
+
+    seen: Counter = Counter()
+
+    def forward(model, ids, cache) -> None:
+        b, n = ids.shape
+        if n > 8:  # the prefill of the cached prompt
+            return
+        seen[(b, n)] += 1
+        _FakeClock.now += table(b, n, seen[(b, n)])
+
+    monkeypatch.setattr(arena, "_forward", forward)
+    monkeypatch.setattr(arena, "Clock", _FakeClock)
+    monkeypatch.setattr(arena, "rollback_cache", lambda cache, length: None)
+    return arena.measure_forward_grid(tiny_target, prompt_len=16, token_counts=(1, 2, 4), batch_sizes=(1, 4),
+                                      repeats=3, warmup=1)
+
+
+def test_impossible_timings_are_measured_again_and_flagged_when_they_stay(monkeypatch, tiny_target):
+    # batch 4 with one new token takes 5 ms, batch 1 with one new token 20 ms: four times the work, four times
+    # faster. Still so the second time, so it is flagged.
+    def table(b, n, _):
+        return 5.0 if (b, n) == (4, 1) else 20.0 * n * (1 if b == 1 else 2)
+
+    grid = _grid_with(monkeypatch, tiny_target, table)
+    assert grid["remeasured"] == [1, 4]
+    assert grid["impossible"] == [{"batch": 4, "n": 1, "than_batch": 1, "than_n": 1}]
+    assert grid["spread"][4][1] == (5.0, 5.0)
+    fig = why.forward_figure(grid)
+    flagged = [t for t in fig.data if t.name == "impossible: noise, not a finding"]
+    assert len(flagged) == 1 and list(flagged[0].x) == [1] and list(flagged[0].y) == [5.0]
+    line = next(t for t in fig.data if t.name == "batch 4")
+    assert line.y[0] is None and line.y[1] == 80.0  # no line through the impossible point
+    assert any("not a finding" in a.text for a in fig.layout.annotations)
+    assert "Impossible points" in why.summary_html(grid, None)
+    assert "faster than possible" in why.impossible_text(grid) and "batch 4, 1 token" in why.impossible_text(grid)
+    assert why.possible_curve(grid, 4) == {2: 80.0, 4: 160.0}
+    status = why._measured({"grid": grid, "costs": None, "label": "tiny"}, 3.0, 0.7, 0, 0, 0)[0]
+    assert "faster than possible" in status and "measured twice" in status and "status-info" in status
+
+
+def test_impossible_timings_that_go_away_when_measured_again_are_kept(monkeypatch, tiny_target):
+    def table(b, n, times):  # batch 4, n = 1 is impossible only in its first measurement (1 warm-up + 3)
+        return 5.0 if (b, n) == (4, 1) and times <= 4 else 20.0 * n * (1 if b == 1 else 2)
+
+    grid = _grid_with(monkeypatch, tiny_target, table)
+    assert grid["remeasured"] == [1, 4] and grid["impossible"] == []
+    assert grid["ms"][4][1] == 40.0
+    assert not any(t.name == "impossible: noise, not a finding" for t in why.forward_figure(grid).data)
+
+
+def test_the_measure_estimate_comes_from_a_first_measurement(tiny_target):
+    from specviz.analysis.arena import grid_seconds, probe_forward_ms
+
+    probe = probe_forward_ms(tiny_target, (1, 32))
+    assert set(probe) == {1, 32} and all(ms > 0 for ms in probe.values())
+    # 1 ms per step, 0.1 ms per token in a wide forward: batch 1 is memory-bound, batch 16 x 32 is not
+    seconds = grid_seconds({1: 1.0, 32: 3.2}, prompt_len=64, token_counts=(1, 32), batch_sizes=(1, 16), repeats=3,
+                           warmup=2)
+    expected = (64 * 0.1 + 5 * (1.0 + 3.2)) + (16 * 64 * 0.1 + 5 * (1.6 + 51.2))
+    assert seconds == pytest.approx(expected / 1000)
+    assert "of about 95 s" in why._measuring("batch 1", 12, 95.0) and "timing a first" in why._measuring("x", 1, None)
+
+
+# ------------------------------------------------------------------------------------------ time you can plan
+
+
+def _settings(prompt="hi", drafter="ngram", max_new_tokens=40, cap=None):
+    s = inputs.parse_settings(prompt, "embedded", drafter, "", 0, 4, "fixed", 0.0, 1.0, 0, 0, max_new_tokens, "",
+                              True)
+    return dataclasses.replace(s, max_prompt_tokens=cap)
+
+
+def test_a_run_is_planned_from_the_measured_costs():
+    costs = live.RunCosts(prefill_ms_per_token=2.0, base_ms_per_token=100.0, spec_ms_per_token=60.0, source="x")
+    assert costs.run_s(100, 41, drafter=True) == pytest.approx((2 * 100 * 2.0 + 40 * 160.0) / 1000)
+    assert costs.run_s(100, 41, drafter=False) == pytest.approx((100 * 2.0 + 40 * 100.0) / 1000)
+    assert live.plan_text(_settings(), costs, 10) == "about 6 s (from x)"  # 40 ms of prefill + 39 x 160 ms
+    assert live.plan_text(_settings(), None) == ""
+    status = live.planned_status(_settings(), "about 6 s (from x)", 1, "another session is generating")
+    assert "about 6 s" in status and "1 run is ahead of yours" in status and "Waiting" in status
+    assert "no run ahead of yours; yours takes about 6 s" in live.planned_status(_settings(), "about 6 s (from x)", 0)
+
+
+def test_the_default_max_new_tokens_aims_at_a_run_of_about_twenty_seconds():
+    costs = live.RunCosts(1.0, base_ms_per_token=100.0, spec_ms_per_token=None, source="x")  # 180 ms per token
+    assert live.default_max_new_tokens(costs, cap=512, fallback=64) == 104  # 20 s / 0.18 s = 111, down to 8s
+    assert live.default_max_new_tokens(costs, cap=48, fallback=64) == 48  # the operator's cap
+    slow = live.RunCosts(1.0, base_ms_per_token=2000.0, spec_ms_per_token=None, source="x")
+    assert live.default_max_new_tokens(slow, cap=512, fallback=64) == live.MIN_DEFAULT_TOKENS
+    assert live.default_max_new_tokens(None, cap=512, fallback=64) == 64
+    assert DEFAULTS["max_new_tokens"] <= 64  # the page's value until the derived one is known
+
+
+def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monkeypatch):
+    spec = str(tiny_model_dir)
+    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
+    first = live.page_default_tokens(spec, 64)
+    assert first["__type__"] == "update" and 16 <= first["value"] <= 1024 and first["value"] % 8 == 0
+    assert not device.DEVICE.locked
+    calls = []
+    monkeypatch.setattr(live, "tuned_costs", lambda *a: calls.append(a))
+    assert live.page_default_tokens(spec, 64) == first and calls == []  # remembered: computed once
+    assert live.page_default_tokens(spec, 64, shown=200) == {"__type__": "update"}  # the visitor's choice stays
+
+    def loads_the_default(demo) -> bool:
+        box = next(c["id"] for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "max-new-tokens")
+        return any("load" in str(d.get("targets")) and box in d.get("outputs", []) for d in demo.config["dependencies"])
+
+    assert loads_the_default(build_demo())  # left at its default: a page-load event sets it
+    assert not loads_the_default(build_demo(max_new_tokens=40))  # an operator's choice stays
+
+
+def test_costs_are_learned_from_a_finished_run():
+    spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
+    view = _view(spec, base)
+    view.ended = view.started + (view.spec_stats.elapsed_ms + view.base_stats.elapsed_ms) / 1000 * 1.5
+    costs = live.costs_of_run(view)
+    assert costs.base_ms_per_token == pytest.approx(10.0 * 1.5)  # the own clock scaled to the wall clock
+    assert costs.spec_ms_per_token == pytest.approx(10.0 * 1.5)  # 20 ms per pass of 2 tokens
+    assert costs.prefill_ms_per_token == pytest.approx(50.0 / 10 * 1.5)
+    live.learn_costs("learned-target", view)
+    assert live.known_costs("learned-target").base_ms_per_token == pytest.approx(15.0)
+
+
+def test_a_long_prompt_is_announced_with_its_prefill_time_and_the_cap():
+    costs = live.RunCosts(prefill_ms_per_token=5.0, base_ms_per_token=100.0, spec_ms_per_token=None, source="x")
+    note = live.long_prompt_note(_settings(cap=2048), costs, 2000)
+    assert "2,000 tokens take about 20 s" in note and "at most 2,048 prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)" in note
+    assert "SPECVIZ_MAX_PROMPT_TOKENS" in live.long_prompt_note(_settings(), costs, 2000)
+    assert live.long_prompt_note(_settings(), costs, 100) == ""  # 1 s: nothing to announce
+    plan = live.plan_text(_settings(prompt="x" * 20_000), costs)  # ~5,000 tokens guessed from the characters
+    assert "of it reading the ~5,001-token prompt" in plan
+
+
+def test_the_operator_prompt_cap_cuts_long_prompts(tiny_target):
+    from specviz.policy import Policy
+
+    policy = Policy(max_prompt_tokens=40)
+    s = inputs.parse_settings("word " * 400, "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 8, "", False,
+                              policy=policy)
+    assert s.max_prompt_tokens == 40
+    ids, note = inputs.fit_prompt_for(s, tiny_target)
+    assert len(ids) == 40 and "SPECVIZ_MAX_PROMPT_TOKENS" in note
+
+
+# ------------------------------------------------------------------------------------------ readable output
+
+
+def test_token_boundaries_alternate_a_tint_instead_of_adding_space():
+    pane = render.Pane(Tokens())
+    for event in _runs(3, lambda i: 1.0, lambda i: 1.0)[0]:
+        pane.add(event)
+    spans = re.findall(r'<span class="([^"]*)"', pane.html())
+    assert ["tok-alt" in c for c in spans] == [False, True, False, True, False, True, False]
+    css = (live.ASSETS / "style.css").read_text()
+    block = css[css.index("issue 16: readable output"):]
+    assert ".tokens .tok, .tokens .tok-space { padding: 0; margin: 0;" in block
+    assert "body.sv-output-only #panes .tok-rejected" in block
+
+
+def test_output_only_is_a_checkbox_of_the_live_tab():
+    demo = build_demo(max_new_tokens=40)
+    boxes = [c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "output-only"]
+    assert len(boxes) == 1 and boxes[0]["type"] == "checkbox"
+    assert "sv-output-only" in live.OUTPUT_ONLY_JS
+
+
+# ------------------------------------------------------------------------------------------ small faults
+
+
+def test_example_labels_are_distinct():
+    labels = live.example_labels(live.load_examples())
+    assert len(labels) == len(set(labels))
+    rag = [label for label in labels if label.startswith("rag")]
+    assert len(rag) == 2 and all(" — Context:" in label for label in rag)  # both twins are told apart
+    twins = [{"category": "c", "prompt": "Same first line\nsame second"}] * 3
+    label = "c · Same first line — same second"
+    assert live.example_labels(twins) == [label, f"{label} (2)", f"{label} (3)"]
+
+
+def test_element_ids_are_unique_on_the_page():
+    demo = build_demo(max_new_tokens=40)
+    ids = [c.get("props", {}).get("elem_id") for c in demo.config["components"]]
+    twice = [i for i, n in Counter(i for i in ids if i).items() if n > 1]
+    assert twice == [] and "why-whatif-chart" in ids
+
+
+def test_k_typed_above_its_range_shows_the_value_used_and_says_so():
+    box, status = live.k_typed(99)
+    assert box["value"] == 16 and "k = 99" in status and "16" in status and "status-info" in status
+    box, status = live.k_typed(0)
+    assert box["value"] == 1 and "below" in status
+    assert all(v == {"__type__": "update"} for v in live.k_typed(7))  # in range: nothing changes
+    assert all(v == {"__type__": "update"} for v in live.k_typed("abc"))
+
+
+def test_p_and_q_are_shown_with_digits_enough_to_tell_them_apart():
+    assert format_apart(0.018, 0.021) == ("0.018", "0.021")
+    assert format_apart(0.25, 0.5) == ("0.25", "0.50") and format_apart(0.5, 0.5) == ("0.50", "0.50")
+    from test_stepper import TEXTS, _pass, _prefill
+
+    from specviz.analysis.stepper import Recording, Step, Stepper
+
+    events = (_prefill(), _pass(1, [2, 3], 1, 8, "recovered", p=[0.9, 0.018], q=[0.8, 0.021], u=[0.1, 0.9]))
+    caption = Stepper(Recording(events, greedy=False, drafter_name="d", token_texts=TEXTS)).caption(Step(1, "decide"))
+    assert "p = 0.018" in caption and "q = 0.021" in caption
+    detail = PositionDetail(target_prob=0.0012, draft_prob=0.0014, uniform=None, target_top_id=1, judged=True)
+    from app.render import _detail_title
+
+    assert "target p = 0.0012 · draft q = 0.0014" in _detail_title(1, 0, 1, "rejected", detail, None)
+
+
+def test_every_chart_keeps_its_toolbar_off_the_titles():
+    from app import arena as arena_tab
+    from app import figures
+    from specviz.analysis.arena import whatif_curves
+
+    spec, base = _runs(4, lambda i: 1.0, lambda i: 1.0)
+    s, b = RunStats(), RunStats()
+    for event in spec:
+        s.add(event)
+    for event in base:
+        b.add(event)
+    grid = {"token_counts": [1, 2], "ms": {1: {1: 10.0, 2: 11.0}}, "gbs": {1: {1: 1.0, 2: 1.0}}, "param_bytes": 1e6}
+    charts = [figures.dashboard_figure(s, b), figures.acceptance_figure(s, b), why.forward_figure(grid),
+              why.whatif_figure(whatif_curves(0.7, 0.05)), arena_tab.arena_figure([]), arena_tab.predictions_figure([])]
+    for fig in charts:
+        assert isinstance(fig, go.Figure)
+        assert fig.layout.modebar.orientation == "v" and fig.layout.margin.r >= figures.MODEBAR_MARGIN_PX
+
+
+class FakeRequest:
+    def __init__(self, session_hash: str) -> None:
+        self.session_hash = session_hash
+
+
+def _last(gen) -> dict:
+    last: dict = {}
+    for out in gen:
+        for name, value in zip(live.OUTPUTS, out):
+            if isinstance(value, dict) and value.get("__type__") == "update":
+                if "value" not in value:
+                    continue
+                value = value["value"]
+            last[name] = value
+    return last
+
+
+def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_dir):
+    me = FakeRequest("keeps-its-result")
+    good = _last(live.generate(**{**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me))
+    assert "Done in" in good["status"] and 'data-kind=' in good["spec-output"]
+    with pytest.warns(UserWarning):
+        failed = list(live.generate(**{**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
+    spec, base, _, stats, status = failed[-1][:5]
+    assert spec == good["spec-output"] and base == good["baseline-output"] and stats == good["stats"]
+    assert "status-error" in status and "no such local folder" in status
+    with pytest.warns(UserWarning):
+        bad_input = list(live.generate(**{**_GOOD, "prompt": " "}, history=[], request=me))
+    assert bad_input[-1][0] == good["spec-output"] and "prompt is empty" in bad_input[-1][4]
+    live.release_session(me)
+    assert not device.DEVICE.locked
+
+
+_GOOD = dict(prompt="one two three one two three one two three", target="embedded", drafter="ngram", draft_model="",
+             exit_layer=0, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=12,
+             stop_strings="", chat_template=False)

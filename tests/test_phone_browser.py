@@ -1,0 +1,160 @@
+"""The page on a phone (400 px) and on a desktop (1440 px), in a real browser (Debian's chromium via playwright, the
+embedded model, loopback only).
+
+At 400 px: one column with no sideways scroll, every tab in sight (no "…" menu), the results right after the
+controls (before the example prompts), both panes at least 300 px wide, the charts one per row at full width, and a
+token's details shown on a tap. At 1440 px the same page keeps its two columns: examples under the controls, panes
+side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side). The
+Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work.
+Screenshots go to artifacts/phone-*.png and artifacts/desktop-*.png (look at them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+from browser_support import non_loopback, requires_chromium  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "artifacts"
+APP_MAX_NEW_TOKENS = 12  # read by conftest's app_url
+RUN_TIMEOUT_MS = 240_000
+PHONE = {"width": 400, "height": 860}
+DESKTOP = {"width": 1440, "height": 900}
+PROMPT = "Copy this list twice: apples, pears, plums, apples, pears, plums."
+
+pytestmark = requires_chromium
+
+
+@pytest.fixture
+def phone(browser, app_url):
+    context = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=1)
+    page = context.new_page()
+    page.requests = []
+    page.on("request", lambda request: page.requests.append(request.url))
+    page.app_url = app_url
+    yield page
+    context.close()
+
+
+def _layout(page) -> dict:
+    return page.evaluate("""() => {
+        const box = (sel) => { const e = document.querySelector(sel); if (!e) return null;
+                               const r = e.getBoundingClientRect(); return {top: r.top + scrollY, left: r.left,
+                               width: r.width}; };
+        return {scrollWidth: document.scrollingElement.scrollWidth, innerWidth: innerWidth,
+                tabs: [...document.querySelectorAll('#tabs [role=tab]')].map(t => t.offsetParent !== null),
+                menu: !!document.querySelector('#tabs .overflow-menu button') &&
+                      document.querySelector('#tabs .overflow-menu').offsetParent !== null,
+                results: box('#results'), examples: box('#examples'), controls: box('#controls'),
+                panes: [box('#spec-output'), box('#baseline-output')]};
+    }""")
+
+
+def _no_sideways_scroll(page) -> None:
+    widths = page.evaluate("() => [document.scrollingElement.scrollWidth, innerWidth]")
+    assert widths[0] <= widths[1], widths
+
+
+def _charts(page) -> dict:
+    return page.eval_on_selector("#charts .js-plotly-plot", """gd => ({
+        stacked: gd.dataset.svStacked, width: gd.getBoundingClientRect().width,
+        domains: Object.keys(gd.layout).filter(k => /^xaxis\\d*$/.test(k)).map(k => gd.layout[k].domain),
+        titleSize: Math.min(...(gd.layout.annotations || []).map(a => (a.font || {}).size || 99))})""")
+
+
+def test_live_tab_on_a_phone_then_on_a_desktop(phone):
+    page = phone
+    page.goto(page.app_url)
+    page.wait_for_selector("#generate", timeout=60_000)
+    layout = _layout(page)
+    assert layout["scrollWidth"] <= layout["innerWidth"], layout
+    assert layout["tabs"] == [True, True, True, True] and not layout["menu"], layout  # every tab in sight
+    assert layout["controls"]["top"] < layout["results"]["top"] < layout["examples"]["top"], layout
+
+    page.fill("#prompt textarea", PROMPT)
+    page.click("#generate")
+    page.wait_for_selector("#status .status-done, #status .status-error", timeout=RUN_TIMEOUT_MS)
+    assert "Done in" in page.inner_text("#status")
+    page.wait_for_selector("#charts .js-plotly-plot", timeout=15_000)
+    time.sleep(0.5)  # plotly finishes drawing
+    layout = _layout(page)
+    assert all(p["width"] >= 300 for p in layout["panes"]), layout["panes"]
+    assert layout["panes"][0]["top"] < layout["panes"][1]["top"]  # one above the other
+    charts = _charts(page)
+    assert charts["stacked"] == "1" and all(d == [0, 1] for d in charts["domains"]), charts  # one chart per row
+    assert charts["width"] >= 300 and charts["titleSize"] >= 12, charts
+    _no_sideways_scroll(page)
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / "phone-live.png"), full_page=True)
+    page.locator("#charts").screenshot(path=str(SHOTS / "phone-charts.png"))
+
+    # a token's details on a tap (a touch screen shows no `title`)
+    token = page.locator("#spec-output span.tok[title]").nth(2)
+    token.scroll_into_view_if_needed()
+    title = token.get_attribute("title")
+    token.tap()
+    page.wait_for_selector("#sv-tip:not([hidden])", timeout=5_000)
+    assert page.inner_text("#sv-tip") == title and "pass" in title
+    box = page.eval_on_selector("#sv-tip", "e => { const r = e.getBoundingClientRect(); return [r.left, r.right]; }")
+    assert 0 <= box[0] and box[1] <= PHONE["width"], box
+    page.screenshot(path=str(SHOTS / "phone-token-tap.png"))
+    page.tap("#status")  # a tap elsewhere hides it
+    page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
+
+    # the same page on a desktop: two columns, panes side by side, charts three to a row
+    page.set_viewport_size(DESKTOP)
+    page.wait_for_function("() => document.querySelector('#charts .js-plotly-plot')?.dataset.svStacked === '0'",
+                           timeout=10_000)
+    time.sleep(0.5)
+    layout = _layout(page)
+    assert layout["examples"]["left"] < layout["results"]["left"], layout  # examples under the controls
+    assert layout["panes"][0]["top"] == layout["panes"][1]["top"], layout["panes"]
+    assert sorted({d[0] for d in _charts(page)["domains"]}) == pytest.approx([0, 0.357, 0.713], abs=0.01)
+    _no_sideways_scroll(page)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(SHOTS / "desktop-live.png"), full_page=True)
+    assert not non_loopback(page.requests), non_loopback(page.requests)
+
+
+def test_classroom_on_a_phone_steps_a_recorded_run(phone):
+    from app import classroom
+
+    page = phone
+    loads = []
+    real = classroom.load_target
+    classroom.load_target = lambda *a, **k: loads.append(a) or real(*a, **k)
+    try:
+        page.goto(page.app_url + "?tab=classroom&preset=grounded-ngram")
+        page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
+        assert "Recorded run" in page.inner_text("#classroom-status")
+        assert "step 1 /" in page.inner_text("#classroom-progress")
+        _no_sideways_scroll(page)
+        for _ in range(30):  # Next, tapped, until a rejection shows its chart
+            overflow = page.evaluate("() => { const box = document.querySelector('#classroom-table'); "
+                                     "return (box.querySelector('table')?.scrollWidth || 0) - box.clientWidth; }")
+            assert overflow <= 0, overflow  # the step's table fits the phone, no scrolling inside it either
+            if page.locator("#classroom-chart .js-plotly-plot").count() and page.is_visible("#classroom-chart"):
+                break
+            before = page.inner_text("#classroom-progress .cr-count")
+            page.tap("#classroom-next")
+            page.wait_for_function("(b) => document.querySelector('#classroom-progress .cr-count')?.textContent "
+                                   "!== b", arg=before, timeout=10_000)
+        assert page.locator("#classroom-table tr[data-decision=rejected]").count() == 1
+        time.sleep(0.5)
+        order = page.evaluate("() => ['#classroom-pick', '#classroom-stage', '#classroom-controls']"
+                              ".map(s => document.querySelector(s).getBoundingClientRect().top)")
+        assert order == sorted(order), order  # menu, stage, then the settings of your own run
+        stage = page.eval_on_selector("#classroom-stage", "e => e.getBoundingClientRect().width")
+        assert stage >= 300
+        _no_sideways_scroll(page)
+        page.screenshot(path=str(SHOTS / "phone-classroom.png"), full_page=True)
+    finally:
+        classroom.load_target = real
+    assert loads == []  # no model was loaded (or run) to step through the recorded walkthrough
+    assert not non_loopback(page.requests)
