@@ -19,7 +19,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from app import arena, batching, classroom, device, live, why  # noqa: E402
+from app import arena, batching, classroom, device, live, why, zerogpu  # noqa: E402
 from app.live import DEFAULTS, load_examples  # noqa: E402,F401 - the Live tab's defaults are the demo's
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -82,5 +82,8 @@ def serve(target: str = "embedded", **launch) -> None:
     the first run does not wait for it), and serve (``launch``: ``demo.launch`` keywords such as
     ``server_name``). Blocks until the server stops."""
     demo = build_demo(target=target)
-    device.preload(target)
+    if zerogpu.active():  # ZeroGPU: placed on the GPU now, in this process, so its GPU workers inherit it
+        zerogpu.place_at_start(target, device.load_target)
+    else:
+        device.preload(target)
     demo.launch(**launch, **launch_options())

@@ -28,15 +28,18 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer
+from app.inputs import (InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer,
+                        parse_generation_settings)
 from app.messages import report
 from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
                                     to_csv, to_json)
 from specviz.analysis.bench import EXAMPLE_PROMPTS, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
+from specviz.core.generation_settings import settings_summary
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import choices
 from specviz.policy import PolicyError, current_policy
+from specviz.presets import PRESETS, preset
 
 log = logging.getLogger("specviz.app.arena")
 
@@ -66,6 +69,7 @@ SHADES = {  # per drafter, dark to light: one shade per k
     "medusa:tree": ("#2f3a00", "#4d5e00", "#6b8000", "#8fa61a", "#b3c94d", "#d6e89a"),
     "eagle:lookup": ("#1b1f5e", "#2e3a8c", "#4051b5", "#5c6bc0", "#7986cb", "#9fa8da"),
     "medusa:lookup": ("#67060c", "#a40e26", "#cf222e", "#fa4549", "#ff8182", "#ffcecb"),
+    "lookahead": ("#003d4d", "#005f73", "#0a9396", "#2bb3b1", "#6cd0c9", "#a8e6df"),
 }
 TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the “:{TREE_SUFFIX}” methods draft a chain (the same "
              "as without “:tree”).")
@@ -122,9 +126,11 @@ def choose_prompts(source: str, prompt: str, category: str) -> list[dict]:
 
 
 def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
-                 temperature, seed) -> dict:
+                 temperature, seed, repetition_penalty=1.0, min_p=0.0) -> dict:
     """Validated arena settings: {prompts, drafters, ks, max_new_tokens, target, draft_spec, exit_layer (None: half
-    the target's layers), temperature, seed}. Raises InputError (or PolicyError) with one sentence for the user."""
+    the target's layers), temperature, seed, generation}: ``generation`` holds the generation settings
+    (:func:`app.inputs.parse_generation_settings`): the Arena sets the repetition penalty and min-p; the other
+    processors stay off. Raises InputError (or PolicyError) with one sentence for the user."""
     drafters = [d for d in (drafters or []) if d != BASELINE]
     if not drafters:
         raise InputError("Pick at least one drafter.")
@@ -143,6 +149,7 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
         "exit_layer": parse_exit_layer(exit_layer),
         "temperature": float(number(temperature or 0.0, "Temperature", 0, 2, False)),
         "seed": int(number(seed if seed not in (None, "") else 0, "Seed", 0, MAX_SEED, True)),
+        "generation": parse_generation_settings(min_p=min_p, repetition_penalty=repetition_penalty),
     }
 
 
@@ -371,17 +378,21 @@ def noisy_rows(rows: list[dict]) -> int:
 
 
 def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
-        seed, chat_template, progress=gr.Progress(), request: gr.Request = None):
+        seed, chat_template, repetition_penalty=1.0, min_p=0.0, progress=gr.Progress(), request: gr.Request = None):
     """The Run button: validate, wait for the device, load, race every method on every prompt; yields
-    :data:`OUTPUTS` tuples (the table and charts after each prompt, the files at the end)."""
+    :data:`OUTPUTS` tuples (the table and charts after each prompt, the files at the end). The repetition penalty
+    and min-p came last, so API clients written before them still work (both off)."""
     try:
         s = parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
-                         temperature, seed)
+                         temperature, seed, repetition_penalty, min_p)
     except (InputError, PolicyError) as error:
         yield _failed("checking the arena's inputs", error)
         return
     trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
     notes = [TREE_NOTE] if trees and s["temperature"] > 0 else []
+    changed = settings_summary(SamplingConfig(repetition_penalty=s["generation"]["repetition_penalty"],
+                                              min_p=s["generation"]["min_p"]))
+    notes += [f"Every run (baseline, target and draft alike) uses: {changed}."] if changed else []
     methods = len(s["drafters"]) * len(s["ks"]) + 1
     job = device.start(RUNS, request, f"the arena is running ({len(s['prompts'])} prompt(s) × {methods} methods)")
     started = time.monotonic()
@@ -425,8 +436,10 @@ def _arena_work(job: Job, s: dict, chat_template: bool) -> ArenaResult | None:
     check_exit_layer(s["exit_layer"], loaded)
     if "model" in s["drafters"] or "bf16" in s["drafters"]:
         say_progress(0.0, "Loading the draft model…")
-    config = GenerationConfig(max_new_tokens=s["max_new_tokens"],
-                              sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"]))
+    generation = dict(s.get("generation") or {})
+    stop_token_ids = tuple(generation.pop("stop_token_ids", ()))
+    config = GenerationConfig(max_new_tokens=s["max_new_tokens"], stop_token_ids=stop_token_ids,
+                              sampling=SamplingConfig(temperature=s["temperature"], seed=s["seed"], **generation))
     result = None
     for result in iter_arena(loaded, s["prompts"], s["drafters"], s["ks"], config, say_progress, job.should_stop,
                              draft_spec=s["draft_spec"], exit_layer=s["exit_layer"], use_chat_template=chat_template):
@@ -458,6 +471,7 @@ class _Progress:
             return self._status(now)
         if kind == "partial" and payload.rows:
             self.result = payload
+            self.notes.extend(note for note in payload.notes if note not in self.notes)  # e.g. re-tokenized drafts
             return _result_outputs(payload, self._running(now))
         if now - self.last < STATUS_INTERVAL_S:
             return None
@@ -484,7 +498,7 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
                                                  "info"))
         return
     csv_path, json_path = write_files(result)
-    final = _result_outputs(result, _done_status(result, seconds, notes))
+    final = _result_outputs(result, _done_status(result, seconds, notes + [n for n in result.notes if n not in notes]))
     yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
@@ -498,6 +512,15 @@ def stop(request: gr.Request = None) -> str:
 def release_session(request: gr.Request = None) -> None:
     """When a browser tab closes: cancel that session's arena run (and no one else's)."""
     RUNS.cancel_session(request)
+
+
+def preset_chosen(key: str, chosen: list[str] | None):
+    """A real pair picked (:data:`specviz.presets.PRESETS`): its target and draft model, and the 'Draft model'
+    drafter ticked beside the chosen ones (outputs: target, draft model, drafters); nothing changes for "—"."""
+    if not key:
+        return gr.skip(), gr.skip(), gr.skip()
+    pair = preset(key)
+    return pair.target, pair.draft, [*(chosen or []), *([] if "model" in (chosen or []) else ["model"])]
 
 
 def source_changed(source: str):
@@ -527,6 +550,34 @@ NOTE = (
 )
 
 
+def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr.CheckboxGroup) -> None:
+    """The real-pair menu (:func:`preset_chosen` fills the models and ticks the 'Draft model' drafter)."""
+    box = gr.Dropdown([("—", "")] + [(p.label, p.key) for p in PRESETS], value="",
+                      label="Or a real pair (needs a network)", elem_id="arena-preset",
+                      info="Fills the target and draft model and ticks the 'Draft model' drafter")
+    box.change(preset_chosen, inputs=[box, drafters], outputs=[target_box, draft_model, drafters], queue=False,
+               api_visibility="private")
+
+
+def _results_column() -> tuple:
+    """The results column's components: status, summary table, per-prompt table, charts, predictions, CSV, JSON."""
+    status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
+                     elem_id="arena-status")
+    summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
+                           elem_id="arena-table", max_height=420, wrap=False)
+    charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
+    predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
+    with gr.Row(elem_id="arena-downloads"):
+        csv_file = gr.File(label="Results (CSV)", elem_id="arena-csv", interactive=False, visible=False)
+        json_file = gr.File(label="Results, settings, versions and device (JSON)", elem_id="arena-json",
+                            interactive=False, visible=False)
+    with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
+        per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
+                                  max_height=480, show_label=False)
+    gr.HTML(NOTE, elem_id="arena-definitions")
+    return status, summary, per_prompt, charts, predictions, csv_file, json_file
+
+
 def build_tab(target: str = "embedded") -> None:
     """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
     cats = categories()
@@ -554,30 +605,22 @@ def build_tab(target: str = "embedded") -> None:
                                         info="'embedded', a hub id or a local folder")
                 draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
                                          elem_id="arena-draft-model", placeholder="hub id or local folder")
+                _preset_picker(target_box, draft_model, drafters)
                 exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
                                        elem_id="arena-exit-layer")
                 temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
                                         "checked identical)", elem_id="arena-temperature")
                 seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
+                with gr.Row():  # applied to the target and the draft alike, and to the baseline
+                    repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",
+                                                   elem_id="arena-repetition-penalty")
+                    min_p = gr.Number(0.0, label="Min-p (0 = off; sampling only)", elem_id="arena-min-p")
                 chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
         with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
-            status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
-                             elem_id="arena-status")
-            summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                                   elem_id="arena-table", max_height=420, wrap=False)
-            charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
-            predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
-            with gr.Row(elem_id="arena-downloads"):
-                csv_file = gr.File(label="Results (CSV)", elem_id="arena-csv", interactive=False, visible=False)
-                json_file = gr.File(label="Results, settings, versions and device (JSON)", elem_id="arena-json",
-                                    interactive=False, visible=False)
-            with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
-                per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
-                                          max_height=480, show_label=False)
-            gr.HTML(NOTE, elem_id="arena-definitions")
+            status, summary, per_prompt, charts, predictions, csv_file, json_file = _results_column()
     outputs = [status, summary, per_prompt, charts, predictions, csv_file, json_file]
     inputs = [drafters, ks, source, prompt, category, max_new_tokens, target_box, draft_model, exit_layer,
-              temperature, seed, chat_template]
+              temperature, seed, chat_template, repetition_penalty, min_p]
     # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
     # the prompts that finished
     run_btn.click(run, inputs=inputs, outputs=outputs, api_name="arena", show_progress="full",

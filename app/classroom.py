@@ -45,6 +45,7 @@ from app import render
 from app.device import Job, load_target, relay, waiting_status
 from app.figures import COLORS, FONT
 from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
+from app.lookahead_view import make_pass, ngram_of, pass_html
 from app.messages import report
 from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
@@ -65,10 +66,11 @@ DOWNLOADS = Path(tempfile.gettempdir()) / "specviz-recordings"  # files offered 
 STEP_MAX_NEW_TOKENS = 64  # a step run is read pass by pass: keep it short
 WHATIF_MAX_NEW_TOKENS = 256
 PLAY_INTERVAL_S = 1.8  # Play: seconds per step
-FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", "seed", "max_new_tokens", "target")
+FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", "seed", "max_new_tokens", "target",
+          "repetition_penalty")
 """The settings a classroom run needs, in the order the handlers take them (and the share link carries them)."""
 DEFAULTS = {"prompt": "", "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 4, "temperature": 0.0,
-            "seed": 0, "max_new_tokens": 24, "target": "embedded"}
+            "seed": 0, "max_new_tokens": 24, "target": "embedded", "repetition_penalty": 1.0}
 CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
 NO_RECORDING = "No run open: pick a walkthrough (its recorded run opens at once) or press Record run."
 CHART_TOKENS = 10  # bars per distribution chart
@@ -90,7 +92,7 @@ def walkthrough_settings(walkthrough: dict) -> dict:
 
 _CASTS: dict[str, Callable[[str], object]] = {
     "prompt": str, "drafter": str, "draft_model": str, "target": str,
-    "exit_layer": int, "k": int, "seed": int, "max_new_tokens": int, "temperature": float,
+    "exit_layer": int, "k": int, "seed": int, "max_new_tokens": int, "temperature": float, "repetition_penalty": float,
 }
 
 
@@ -355,9 +357,29 @@ def table_html(stepper: Stepper) -> str:
         body.append(f'<tr><td colspan="{len(head)}" class="cr-none">No drafted tokens in this pass.</td></tr>')
     mode = "greedy: accept = draft matches the target's top token" if greedy else \
         "sampling: accept if u < min(1, p/q)"
+    if stepper.recording.processing:
+        mode += f"; p and q after {stepper.recording.processing}"
     return (f'<table class="cr-table" data-phase="{stepper.current.phase}"><caption>'
             f'{html.escape(_table_title(stepper))} <small>· {html.escape(mode)}</small></caption><thead><tr>{header}'
-            f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table>') + lookahead_html(stepper)
+
+
+LOOKAHEAD_REVEAL = {"draft": "draft", "verify": "verify", "decide": "all", "emit": "all"}
+"""What a lookahead pass's window view shows at each phase (:data:`app.lookahead_view.REVEALS`)."""
+
+
+def lookahead_html(stepper: Stepper) -> str:
+    """For a lookahead pass: its Jacobi window and its candidates (:mod:`app.lookahead_view`), revealed with the
+    phase (the window's new level at verify, the winner at decide); "" for other passes."""
+    step, event, rec = stepper.current, stepper.event(), stepper.recording
+    if event.lookahead is None or step.phase not in LOOKAHEAD_REVEAL:
+        return ""
+    before = [t for e in rec.events[: step.pass_index] for t in e.emitted_ids]
+    if not before:
+        return ""
+    lp = make_pass(event, before[-1], rec.text(before[-1]), rec.text, ngram_of(rec.drafter_name))
+    return (f'<div class="la-view cr-lookahead">{pass_html(lp, open_=True, reveal=LOOKAHEAD_REVEAL[step.phase])}'
+            "</div>")
 
 
 def progress_html(stepper: Stepper) -> str:
@@ -575,10 +597,11 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
 # ------------------------------------------------------------------------------------------------- running
 
 
-def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target, *,
-          limit: int = STEP_MAX_NEW_TOKENS) -> Settings:
+def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target,
+          repetition_penalty=1.0, *, limit: int = STEP_MAX_NEW_TOKENS) -> Settings:
     """Validate the classroom's settings through :func:`app.inputs.parse_settings`; a classroom run needs a
-    drafter and at most ``limit`` new tokens. Raises :class:`app.inputs.InputError`."""
+    drafter and at most ``limit`` new tokens; its repetition penalty (1 = off) applies to the target and the draft
+    alike, so the step view's p and q are the penalized ones. Raises :class:`app.inputs.InputError`."""
     if drafter == "none" or not drafter:
         raise InputError("The classroom needs a drafter: pick one (n-gram lookup needs no model).")
     try:
@@ -588,7 +611,7 @@ def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_ne
     if tokens > limit:
         raise InputError(f"Keep it short in the classroom: at most {limit} new tokens (got {tokens}).")
     return parse_settings(prompt, target, drafter, draft_model, exit_layer, k, False, temperature, 1.0, 0, seed,
-                          max_new_tokens, "", True)
+                          max_new_tokens, "", True, repetition_penalty=repetition_penalty)
 
 
 def _prepare(settings: Settings, say: Callable[[str], None]):
@@ -600,9 +623,30 @@ def _prepare(settings: Settings, say: Callable[[str], None]):
     check_exit_layer(settings.exit_layer, target)
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
-                           progress=say)
+                           window=settings.window, ngram=settings.ngram, candidates=settings.candidates, progress=say)
     prompt_ids, note = fit_prompt_for(settings, target, drafter)
     return target, drafter, prompt_ids, note
+
+
+def _record_work(settings, job: Job):
+    """In the job's thread: record a run (:func:`record_settings`). Module-level, so it can run in a ZeroGPU
+    worker (:mod:`app.zerogpu`)."""
+    return record_settings(settings, job.say, job.cancel)
+
+
+def _whatif_work(settings, k_max: int, job: Job):
+    """In the job's thread: one greedy run at ``k_max`` and one of standard decoding, analysed for every k."""
+    target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
+    job.say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
+    spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
+    return analyze(spec, base, k_max)
+
+
+def _rerun_work(settings, k: int, job: Job):
+    """In the job's thread: the what-if's check, a run at the recommended ``k`` and standard decoding."""
+    target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
+    job.say(f"Re-running at k = {k} and standard decoding…")
+    return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
 
 def _on_device(work: Callable[[Job], object], what: str, width: int):
@@ -647,15 +691,16 @@ def record_settings(settings: Settings, say: Callable[[str], None] = lambda mess
     return recorder.recording(), note
 
 
-def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target):
+def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target,
+           repetition_penalty=1.0):
     """"Record run": validate, record a run on the device, then show its first step.
     Yields (stepper state, status, progress, caption, table, chart, output, download)."""
     skip = gr.skip()
     values = dict(zip(FIELDS, (prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens,
-                               target)))
+                               target, repetition_penalty)))
     try:
         settings = parse(*values.values())
-        recorded = yield from _on_device(lambda job: record_settings(settings, job.say, job.cancel),
+        recorded = yield from _on_device(functools.partial(_record_work, settings),
                                          "the classroom is recording a run", 8)
     except Exception as error:  # noqa: BLE001 - any failure is a message, the tab stays usable
         yield (skip, _failed(error), skip, skip, skip, skip, skip, skip)
@@ -788,14 +833,8 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
         k_max = int(float(k_max))
         settings = parse(prompt, drafter, exit_layer, draft_model, k_max, 0.0, seed, tokens, target,
                          limit=WHATIF_MAX_NEW_TOKENS)
-
-        def work(job: Job):
-            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
-            job.say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
-            spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
-            return analyze(spec, base, k_max)
-
-        result = yield from _on_device(work, "the classroom is measuring what-if k", 5)
+        result = yield from _on_device(functools.partial(_whatif_work, settings, k_max),
+                                       "the classroom is measuring what-if k", 5)
     except Exception as error:  # noqa: BLE001
         yield (skip, _failed(error), skip, skip, skip)
         return
@@ -819,12 +858,8 @@ def whatif_rerun(state):
     k = result.recommended.k
     settings = dataclasses.replace(state["settings"], k=k)
     try:
-        def work(job: Job):
-            target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
-            job.say(f"Re-running at k = {k} and standard decoding…")
-            return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
-
-        pair = yield from _on_device(work, "the classroom is checking a prediction", 5)
+        pair = yield from _on_device(functools.partial(_rerun_work, settings, k),
+                                     "the classroom is checking a prediction", 5)
     except Exception as error:  # noqa: BLE001
         yield (skip, _failed(error), skip, skip, skip)
         return
@@ -1029,7 +1064,7 @@ def _settings_controls(ui: dict, first: dict) -> None:
     ui["exit_layer"] = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
                                  precision=0, elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
     ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
-                                   placeholder="hub id or local folder, same tokenizer",
+                                   placeholder="hub id or local folder (same tokenizer, or re-tokenized)",
                                    visible=first["drafter"] == "model")
     ui["k"] = gr.Slider(1, MAX_K, value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
     with gr.Row():
@@ -1039,6 +1074,9 @@ def _settings_controls(ui: dict, first: dict) -> None:
     ui["max_new_tokens"] = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
                                      label="Max new tokens", elem_id="classroom-max-new-tokens")
     ui["target"] = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")
+    ui["repetition_penalty"] = gr.Number(first["repetition_penalty"], label="Repetition penalty (1 = off)",
+                                         elem_id="classroom-repetition-penalty",
+                                         info="target and draft alike: the p and q shown are the penalized ones")
     ui["record"] = gr.Button("Record run", variant="primary", elem_id="classroom-record")
     ui["share_btn"] = gr.Button("Share link to these settings", size="sm", elem_id="classroom-share-btn")
     ui["share"] = gr.Textbox("", show_label=False, placeholder="a link with this prompt and settings",

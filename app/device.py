@@ -23,6 +23,7 @@ call) stops nothing: it cannot prove whose run it is.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -31,7 +32,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
-from app import render
+from app import render, zerogpu
 from specviz.core.events import RunCancelled
 from specviz.policy import current_policy
 
@@ -269,9 +270,16 @@ class Job:
         engine) is waited for and its value returned; any other (a model load cannot be interrupted) is left to
         finish in its thread and None is returned at once; the device stays held until it ends (see
         :meth:`release`). A :class:`RunCancelled` from ``fn`` returns None.
+
+        On a ZeroGPU Space a ``stoppable`` call (a tab's compute, given this job among its arguments) runs in the GPU
+        worker process (:func:`app.zerogpu.remote_work`), its messages relayed here; model loads stay in this process.
         """
         if self.cancelled:
             return None
+        if stoppable and zerogpu.active():  # a tab's compute: in the GPU worker (load calls stay here)
+            runner = zerogpu.remote_work(fn, args, kwargs, self, self.say)
+            if runner is not None:
+                fn, args, kwargs = runner, (), {}
         box: dict = {}
 
         def work() -> None:
@@ -353,7 +361,8 @@ class Job:
         threading.Thread(target=wait_then_release, name="specviz-release", daemon=True).start()
 
     def _start(self, work: Callable[[], None], name: str, stoppable: bool) -> threading.Thread:
-        thread = threading.Thread(target=work, name=name, daemon=True)
+        context = contextvars.copy_context()  # the handler's context (the Gradio request ZeroGPU's calls read)
+        thread = threading.Thread(target=context.run, args=(work,), name=name, daemon=True)
         self._threads.append((thread, stoppable))
         thread.start()
         return thread

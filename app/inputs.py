@@ -6,6 +6,7 @@ operator does not allow).
   and :func:`check_exit_layer`: single fields;
 - :func:`check_models`: the one place the operator's model policy is enforced for visitors;
 - :class:`Settings` / :func:`parse_settings`: one generation's validated settings (the Live tab, the Classroom);
+  :func:`parse_generation_settings` the logits processors and stop token ids (also the Arena's);
 - :func:`fit_prompt_for`: the prompt's token ids within the target's context window and the operator's cap.
 
 Control characters and invalid surrogates are removed from prompts and stop strings; a prompt longer than
@@ -14,11 +15,14 @@ Control characters and invalid surrogates are removed from prompts and stop stri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specviz.core.engine import MAX_K, GenerationConfig
+from specviz.core.generation_settings import (MAX_BIASED_TOKENS, check_token_ids, parse_logit_bias, parse_token_ids,
+                                              settings_summary, with_banned)
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
+from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 from specviz.drafters.registry import HEAD_KEYS, drafter_keys
 from specviz.policy import Policy, current_policy
 
@@ -31,6 +35,10 @@ MAX_SEED = 2**63 - 1
 MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound is checked once it is loaded)
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
+LOOKAHEAD_DEFAULTS = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)  # W, N, G (a measured sweep, docs)
+MAX_WINDOW, MAX_NGRAM, MAX_CANDIDATES = 16, 8, 16  # the lookahead sliders' tops (N-1 <= MAX_K)
+LOOKAHEAD_SAMPLING_NOTE = ("Lookahead with sampling verifies one pool n-gram per pass (as a one-hot draft), so G "
+                           "counts only in greedy mode.")
 
 
 class InputError(ValueError):
@@ -162,13 +170,37 @@ class Settings:
     tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
     min_confidence: float = DEFAULT_MIN_CONFIDENCE  # eagle / medusa: the confidence gate (0 = always k tokens)
     lookup: bool = False  # eagle / medusa: n-gram lookup first, the head when nothing repeats
+    # the logits processors (specviz.core.verify.SamplingConfig; target and draft alike) and stop token ids
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    no_repeat_ngram_size: int = 0
+    logit_bias: tuple[tuple[int, float], ...] = ()  # the banned token ids included, as -inf
+    stop_token_ids: tuple[int, ...] = ()
+    # lookahead: W window positions, N n-gram size (k = N-1, the candidates' length), G candidates per pass
+    window: int = LOOKAHEAD_DEFAULTS[0]
+    ngram: int = LOOKAHEAD_DEFAULTS[1]
+    candidates: int = LOOKAHEAD_DEFAULTS[2]
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        """The run's sampling settings and logits processors."""
+        return SamplingConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed,
+                              min_p=self.min_p, repetition_penalty=self.repetition_penalty,
+                              frequency_penalty=self.frequency_penalty, presence_penalty=self.presence_penalty,
+                              no_repeat_ngram_size=self.no_repeat_ngram_size, logit_bias=self.logit_bias)
+
+    @property
+    def settings_changed(self) -> str:
+        """The generation settings off their defaults besides temperature and seed, in words ("" when none)."""
+        return settings_summary(self.sampling, self.stop_token_ids)
 
     def config(self) -> GenerationConfig:
         """The engine's configuration for these settings."""
-        sampling = SamplingConfig(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p, seed=self.seed)
-        return GenerationConfig(max_new_tokens=self.max_new_tokens, sampling=sampling, k=self.k,
+        return GenerationConfig(max_new_tokens=self.max_new_tokens, sampling=self.sampling, k=self.k,
                                 adaptive_k=self.k_schedule == "heuristic", auto_k=self.k_schedule == "auto",
-                                stop_strings=self.stop_strings)
+                                stop_strings=self.stop_strings, stop_token_ids=self.stop_token_ids)
 
     @property
     def adaptive_k(self) -> bool:
@@ -234,6 +266,22 @@ def _head_options(drafter: str, tree_nodes, confidence, lookup, temperature: flo
     return nodes, gate, bool(lookup)
 
 
+def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
+    """``settings`` with lookahead's W, N and G checked (window 1..:data:`MAX_WINDOW`, n-gram size
+    2..:data:`MAX_NGRAM`, candidates 1..:data:`MAX_CANDIDATES`; None or "" = the default) and, for the lookahead
+    drafter, k = N-1 (its candidates' length) with a fixed schedule; with sampling a note says one candidate is
+    verified per pass. Other drafters keep the defaults. Raises InputError."""
+    if settings.drafter != "lookahead":
+        return settings
+    w = int(number(_or_default(window, LOOKAHEAD_DEFAULTS[0]), "Window W", 1, MAX_WINDOW, True))
+    n = int(number(_or_default(ngram, LOOKAHEAD_DEFAULTS[1]), "N-gram size N", 2, MAX_NGRAM, True))
+    g = int(number(_or_default(candidates, LOOKAHEAD_DEFAULTS[2]), "Candidates G", 1, MAX_CANDIDATES, True))
+    notes = settings.notes
+    if not settings.greedy and g > 1:
+        notes += (LOOKAHEAD_SAMPLING_NOTE,)
+    return replace(settings, window=w, ngram=n, candidates=g, k=n - 1, k_schedule="fixed", notes=notes)
+
+
 K_SCHEDULES = {
     "fixed": "k stays as set",
     "heuristic": "adaptive k: +1 after a fully accepted pass, −1 after a rejection",
@@ -251,11 +299,63 @@ def parse_k_schedule(value) -> str:
     return key
 
 
+def _token_list(value, parse, name: str):
+    """A typed list of token ids (or id:bias pairs) through ``parse``; its ValueError becomes one sentence."""
+    try:
+        return parse(text(value, name))
+    except ValueError as error:
+        message = str(error)
+        raise InputError(f"{name}: {message[message.find(':') + 1:].strip()}.") from None
+
+
+def parse_generation_settings(min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
+                              no_repeat_ngram_size=0, logit_bias="", banned_ids="", stop_token_ids="") -> dict:
+    """The logits processors and stop token ids of the "Sampling and stopping" fields, checked: the :class:`Settings`
+    fields of the same names (banned ids join ``logit_bias`` as -inf). Empty boxes take the defaults (off).
+    Ranges: min-p in [0, 0.99], repetition penalty in [0.01, 10], frequency and presence penalties in [-2, 2] (as
+    OpenAI's), no-repeat n-gram size in 0..64; a logit bias is "id:bias, ..." with a finite bias or -inf.
+
+    Raises:
+        InputError: one sentence naming the field.
+    """
+    bias = _token_list(logit_bias, parse_logit_bias, "The logit bias")
+    banned = _token_list(banned_ids, lambda t: parse_token_ids(t, "banned ids", MAX_BIASED_TOKENS),
+                         "The banned token ids")
+    try:
+        bias = with_banned(bias, banned)
+    except ValueError as error:
+        raise InputError(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
+    return {
+        "min_p": float(number(_or_default(min_p, 0.0), "Min-p", 0, 0.99, False)),
+        "repetition_penalty": float(number(_or_default(repetition_penalty, 1.0), "Repetition penalty", 0.01, 10,
+                                           False)),
+        "frequency_penalty": float(number(_or_default(frequency_penalty, 0.0), "Frequency penalty", -2, 2, False)),
+        "presence_penalty": float(number(_or_default(presence_penalty, 0.0), "Presence penalty", -2, 2, False)),
+        "no_repeat_ngram_size": int(number(_or_default(no_repeat_ngram_size, 0), "No-repeat n-gram size", 0, 64,
+                                           True)),
+        "logit_bias": bias, "stop_token_ids": _token_list(stop_token_ids, parse_token_ids, "The stop token ids"),
+    }
+
+
+def check_settings_vocab(settings: Settings, target) -> None:
+    """Raise InputError when a biased, banned or stop token id is not an id of the loaded ``target``."""
+    vocab = min(target.vocab_size, getattr(target, "num_token_ids", None) or target.vocab_size)
+    try:
+        check_token_ids(settings.sampling, settings.stop_token_ids, vocab)
+    except ValueError as error:
+        message = str(error)
+        raise InputError(f"{message[0].upper()}{message[1:]}.") from None
+
+
 def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p,
                    top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
-                   lookup=False, policy: Policy | None = None) -> Settings:
+                   lookup=False, min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
+                   no_repeat_ngram_size=0, logit_bias="", banned_ids="", stop_token_ids="", window=None, ngram=None,
+                   candidates=None, policy: Policy | None = None) -> Settings:
     """Check every input of a generation. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None
     or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa).
+    ``min_p`` .. ``stop_token_ids``: the generation settings (:func:`parse_generation_settings`). ``window``,
+    ``ngram``, ``candidates``: lookahead's W, N and G (:func:`_lookahead_options`; its k becomes N-1, fixed).
     ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`).
 
     Raises:
@@ -273,7 +373,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     nodes, gate, lookup = _head_options(drafter, tree_nodes, confidence, lookup, temperature, notes)
     new_tokens = number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
                         hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
-    return Settings(
+    return _with_lookahead(window, ngram, candidates, Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
         k=int(number(k, "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(adaptive_k),
         temperature=temperature,
@@ -283,7 +383,9 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
         chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
         tree_nodes=nodes, min_confidence=gate, lookup=lookup,
-    )
+        **parse_generation_settings(min_p, repetition_penalty, frequency_penalty, presence_penalty,
+                                    no_repeat_ngram_size, logit_bias, banned_ids, stop_token_ids),
+    ))
 
 
 # ------------------------------------------------------------------------------------------------- the prompt
@@ -297,6 +399,8 @@ def _prompt_budget(settings: Settings, target) -> tuple[int | None, list[str]]:
     window = context_window(target)
     budget, limits = None, []
     drafts = MAX_K if settings.adaptive_k else settings.k
+    if settings.drafter == "lookahead":  # the window's last guess sits W + N - 2 places after the last token
+        drafts = max(drafts, settings.window + settings.ngram - 2)
     if window is not None:
         reserve = settings.max_new_tokens + drafts + 1
         budget = window - reserve
@@ -318,12 +422,13 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
 
     Only the target sets the budget: the drafter never changes what the target reads (the baseline reads the same
     ids). ``drafter`` is used only to tell the user when a draft model's own, shorter window ends during the run
-    (it then stops drafting and the target decodes alone).
+    (it then stops drafting and the target decodes alone), and that a draft model with another tokenizer has its
+    drafts re-tokenized (:func:`specviz.drafters.model.drafter_note`).
 
     Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, the draft
-    model's window). Raises InputError (one sentence) when max new tokens alone do not fit the window, or for a
+    model's window, the re-tokenized drafts). Raises InputError (one sentence) when max new tokens alone do not fit the window, or for a
     prompt that cannot be encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
-    from specviz.drafters.model import window_note
+    from specviz.drafters.model import drafter_note
     from specviz.models import PromptTooLongError, fit_prompt
 
     budget, limits = _prompt_budget(settings, target)
@@ -337,5 +442,5 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
     if fit.truncated:
         notes.append(f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
                      f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}.")
-    notes.append(window_note(drafter, len(fit.ids), settings.max_new_tokens))
+    notes.append(drafter_note(drafter, len(fit.ids), settings.max_new_tokens))
     return fit.ids, " ".join(note for note in notes if note)

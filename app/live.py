@@ -40,11 +40,13 @@ from pathlib import Path
 
 import gradio as gr
 
-from app import device, render
+from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key
 from app.figures import dashboard_figure
-from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer, fit_prompt_for,
-                        parse_k_schedule, parse_settings)
+from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer,
+                        check_settings_vocab, fit_prompt_for, parse_k_schedule, parse_settings)
+from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NGRAM, MAX_WINDOW
+from app.lookahead_view import LookaheadView
 from app.messages import log_failure, report
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
@@ -54,7 +56,9 @@ from specviz.core.metrics import RunStats, SpeedupJudgement, judge_decode_speedu
 from specviz.core.race import race
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import choices, label_of, make_drafter
+from specviz.drafters.suffix import SuffixStore
 from specviz.policy import current_policy
+from specviz.presets import PRESETS, preset
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -85,6 +89,17 @@ DEFAULTS = {
     "tree_nodes": 0,
     "confidence": DEFAULT_MIN_CONFIDENCE,
     "lookup": False,
+    "min_p": 0.0,
+    "repetition_penalty": 1.0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "no_repeat_ngram_size": 0,
+    "logit_bias": "",
+    "banned_ids": "",
+    "stop_token_ids": "",
+    "window": LOOKAHEAD_DEFAULTS[0],
+    "ngram": LOOKAHEAD_DEFAULTS[1],
+    "candidates": LOOKAHEAD_DEFAULTS[2],
 }
 """The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides). Left as it is,
 ``max_new_tokens`` is replaced on page load by a default derived from the target's measured step cost (a run of
@@ -94,6 +109,7 @@ RUNS = CancelRegistry()  # the Live tab's runs, one per session
 _VIEWS: dict[str, "RunView"] = {}  # session -> its latest run's view, for Stop
 _GOOD: dict[str, "RunView"] = {}  # session -> its latest finished (or stopped) run, kept when a later run fails
 _VIEWS_LOCK = threading.Lock()
+_SUFFIX_STORES: dict[str, SuffixStore] = {}  # session -> suffix decoding's earlier outputs (lives for a page visit)
 
 
 # ------------------------------------------------------------------------------------------------- examples
@@ -149,6 +165,7 @@ class RunView:
     notes: list[str] = field(default_factory=list)  # what was changed in the input, repeated in every status
     heads: HeadAccuracy | None = None  # Medusa: accuracy per head
     trees: TreeView | None = None  # made at the first tree pass
+    lookahead: LookaheadView | None = None  # made at the first lookahead pass: its window, pool and candidates
     prompt_tokens: int = 0  # what the target read (after any cut)
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
@@ -164,6 +181,10 @@ class RunView:
                 if self.trees is None:
                     self.trees = TreeView(self.spec.tokenizer)
                 self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
+            if event.lookahead is not None:
+                if self.lookahead is None:
+                    self.lookahead = LookaheadView(self.spec.tokenizer, self.settings.ngram)
+                self.lookahead.add(event, self.spec.output_ids)  # before the pane: its ids end at x
             if self.heads is not None:
                 self.heads.add(event)
             self.spec.add(event)
@@ -236,13 +257,20 @@ class RunView:
     def stats_html(self) -> str:
         """The stats cards."""
         spec = self.spec_stats if self.spec is not None else None
-        return render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
-                                 stopped=self.cancelled, judgement=self.judgement())
+        cards = render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
+                                  stopped=self.cancelled, judgement=self.judgement())
+        changed = self.settings.settings_changed
+        if not changed:
+            return cards
+        return cards + (f'<div class="sv-settings" id="run-settings">Generation settings of both runs (target and '
+                        f'draft alike): {html.escape(changed)}</div>')
 
     def tree_html(self, every_pass: bool = False) -> str:
-        """The draft tree of the latest pass ("" when no pass drafted a tree); with ``every_pass`` the earlier
-        passes too (closed), for the end of the run."""
-        return self.trees.html(every_pass=every_pass) if self.trees is not None else ""
+        """The draft tree of the latest pass, or lookahead's window and candidates ("" when no pass drafted a tree
+        or ran lookahead); with ``every_pass`` the earlier passes too (closed), for the end of the run."""
+        if self.trees is not None:
+            return self.trees.html(every_pass=every_pass)
+        return self.lookahead.html(every_pass=every_pass) if self.lookahead is not None else ""
 
     def heads_html(self) -> str:
         """The Medusa heads' accuracy table ("" for other drafters)."""
@@ -301,7 +329,7 @@ class RunView:
             "speedup_interval": (judged.interval.low, judged.interval.high) if judged is not None and judged.finding
             else None,
             "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
-            "stopped": self.cancelled,
+            "stopped": self.cancelled, "settings": self.settings.settings_changed,
         }
 
 
@@ -320,6 +348,8 @@ def _k_label(settings: Settings) -> str:
         label += f" · gate {settings.min_confidence:g}"
     if settings.lookup:
         label += " · lookup first"
+    if settings.drafter == "lookahead":  # k is the candidates' length, N-1
+        label += f" (N−1) · W = {settings.window}, N = {settings.ngram}, G = {settings.candidates}"
     return label
 
 
@@ -613,18 +643,24 @@ def _final(view: RunView, history=None, state=None) -> tuple:
 
 
 def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p, top_k, seed,
-             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, lookup=False, history=None,
+             max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None, lookup=False,
+             min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0, no_repeat_ngram_size=0,
+             logit_bias="", banned_ids="", stop_token_ids="", window=None, ngram=None, candidates=None, history=None,
              request: gr.Request = None):
     """The Generate button: validate, wait for the device, load, then stream both runs (see the module doc).
 
-    The parameters follow the order of the tab's inputs; ``tree_nodes``, ``confidence`` and ``lookup`` came last
+    The parameters follow the order of the tab's inputs; ``tree_nodes``, ``confidence`` and ``lookup``, then the
+    generation settings ``min_p`` .. ``stop_token_ids`` (:func:`app.inputs.parse_generation_settings`) came last
     (before the session history, which is server-side state), so API clients written before them still work and
-    get a chain with the default confidence gate and no lookup."""
+    get a chain with the default confidence gate, no lookup and no penalties; then lookahead's ``window``,
+    ``ngram`` and ``candidates`` (W, N, G; None: the defaults)."""
     history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature,
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
-                                  confidence, lookup)
+                                  confidence, lookup, min_p, repetition_penalty, frequency_penalty,
+                                  presence_penalty, no_repeat_ngram_size, logit_bias, banned_ids, stop_token_ids,
+                                  window, ngram, candidates)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         yield _failed("checking the inputs", error, session_key(request))
         return
@@ -655,7 +691,8 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
         return
     target, drafter = loaded
     view, prompt_ids = _open_view(settings, target, drafter, job.session)
-    costs = known_costs(settings.target) or tuned_costs(settings.target, target)  # the device is held here
+    costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
+                                             tuned_costs(settings.target, target))  # the device is held here
     _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
     yield _outputs(status=reading())
@@ -720,18 +757,31 @@ def _load(settings: Settings, job: Job):
     if job.cancelled:
         return None
     check_exit_layer(settings.exit_layer, target)
+    check_settings_vocab(settings, target)
     if settings.drafter == "none":
         return target, None
     loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
-    drafter = yield from relay(job.call(_new_drafter, settings, target, job.say), loading.show)
+    drafter = yield from relay(job.call(_new_drafter, settings, target, job.say, job.session), loading.show)
     return None if job.cancelled else (target, drafter)
 
 
-def _new_drafter(settings: Settings, target, say):
-    """A fresh drafter for ``settings`` (registry key and options) drafting for ``target``."""
+def _new_drafter(settings: Settings, target, say, session: str | None = None):
+    """A fresh drafter for ``settings`` (registry key and options) drafting for ``target``; suffix decoding shares
+    the browser session's store of earlier outputs (:func:`_suffix_store`)."""
     return make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
                         tree_nodes=settings.drafted_tree_nodes, min_confidence=settings.min_confidence,
-                        lookup=settings.lookup, progress=say)
+                        lookup=settings.lookup, window=settings.window, ngram=settings.ngram,
+                        candidates=settings.candidates, progress=say,
+                        suffix_store=_suffix_store(session) if settings.drafter == "suffix" else None)
+
+
+def _suffix_store(session: str | None) -> SuffixStore | None:
+    """The session's store of earlier outputs for suffix decoding (made on first use, dropped when the page
+    closes); None without a browser session (the drafter then has a store of its own: cold)."""
+    if not session or session.startswith(LOCAL_PREFIX):
+        return None
+    with _VIEWS_LOCK:
+        return _SUFFIX_STORES.setdefault(session, SuffixStore())
 
 
 def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
@@ -766,7 +816,29 @@ def _reading_status(view: RunView, prompt_tokens: int, plan: str = ""):
 
 def _engine_events(settings: Settings, target, drafter, prompt_ids: list[int], cancel: threading.Event):
     """The baseline's events, raced with the speculative run's when there is a drafter; both check ``cancel``
-    before every forward."""
+    before every forward. On ZeroGPU the runs happen in the GPU worker (:func:`gpu_events`)."""
+    if zerogpu.active():
+        return zerogpu.stream(gpu_events, settings, list(prompt_ids), duration=gpu_seconds)
+    return _local_events(settings, target, drafter, prompt_ids, cancel)
+
+
+def gpu_seconds(settings: Settings, prompt_ids: list[int]) -> int:
+    """The GPU time a ZeroGPU call asks for this run (:func:`app.zerogpu.duration_for`)."""
+    return zerogpu.duration_for(settings.max_new_tokens, len(prompt_ids))
+
+
+def gpu_events(settings: Settings, prompt_ids: list[int]):
+    """In a ZeroGPU worker process: the target (inherited from the app's process, already on the GPU) and a fresh
+    drafter, then :func:`_local_events`; each event checked to hold no GPU tensor (:func:`app.zerogpu.plain`).
+    Plain arguments only: they are pickled to get here."""
+    target = load_target(settings.target)
+    drafter = None if settings.drafter == "none" else _new_drafter(settings, target, lambda message: None)
+    for event in _local_events(settings, target, drafter, prompt_ids, threading.Event()):
+        yield zerogpu.plain(event)
+
+
+def _local_events(settings: Settings, target, drafter, prompt_ids: list[int], cancel: threading.Event):
+    """:func:`_engine_events` in this process."""
     config = settings.config()
     base = standard_generate(target, prompt_ids, config, cancel=cancel)
     if drafter is None:
@@ -860,17 +932,42 @@ def release_session(request: gr.Request = None):
         with _VIEWS_LOCK:
             _VIEWS.pop(key, None)
             _GOOD.pop(key, None)
+            _SUFFIX_STORES.pop(key, None)
 
 
-def drafter_changed(drafter: str):
-    """Show the draft-model box for 'model', the exit layer for 'early-exit', and the tree size, the confidence
-    gate and lookup first for the head drafters (eagle, medusa); k only matters with a drafter. Outputs: draft
-    model, exit layer, tree nodes, confidence gate, lookup first, k, adaptive k."""
-    heads = drafter in HEAD_DRAFTERS
+PRESET_CHOICES = [("—", "")] + [(p.label, p.key) for p in PRESETS]
+
+
+def preset_chosen(key: str):
+    """A real pair picked (:data:`specviz.presets.PRESETS`): its target, the 'model' drafter and its draft model
+    (outputs: target, drafter, draft model); nothing changes for "—"."""
+    if not key:
+        return gr.skip(), gr.skip(), gr.skip()
+    chosen = preset(key)
+    return chosen.target, "model", gr.update(value=chosen.draft, visible=True)
+
+
+def drafter_changed(drafter: str, ngram=None):
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size, the confidence
+    gate and lookup first for the head drafters (eagle, medusa), and W, N, G for lookahead; k only matters with a
+    drafter that takes it (lookahead's is N-1, shown on the k slider from ``ngram``). Outputs: draft model, exit
+    layer, tree nodes, confidence gate, lookup first, k, adaptive k, window, n-gram size, candidates."""
+    heads, lookahead = drafter in HEAD_DRAFTERS, drafter == "lookahead"
     head_only = gr.update(visible=heads, interactive=heads)
+    lookahead_only = gr.update(visible=lookahead, interactive=lookahead)
+    own_k = gr.update(interactive=drafter not in ("none", "lookahead"))
+    k = lookahead_k(ngram) if lookahead else own_k
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
-            head_only, head_only, head_only,
-            gr.update(interactive=drafter != "none"), gr.update(interactive=drafter != "none"))
+            head_only, head_only, head_only, k, own_k, lookahead_only, lookahead_only, lookahead_only)
+
+
+def lookahead_k(ngram, drafter: str = "lookahead"):
+    """The k slider for lookahead: N-1 and not editable (another drafter, or an N that is no number: no change)."""
+    try:
+        n = int(ngram)
+    except (TypeError, ValueError):
+        return gr.update(interactive=False) if drafter == "lookahead" else gr.skip()
+    return gr.update(value=max(1, n - 1), interactive=False) if drafter == "lookahead" else gr.skip()
 
 
 # ------------------------------------------------------------------------------------------------- layout
@@ -910,7 +1007,7 @@ def _drafter_controls(ui: dict, d: dict) -> None:
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
                                 elem_id="drafter", info="What proposes the tokens the target checks")
     ui["draft_model"] = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
-                                   placeholder="hub id (org/name) or local folder, same tokenizer",
+                                   placeholder="hub id (org/name) or local folder; another tokenizer is re-tokenized",
                                    visible=d["drafter"] == "model")
     ui["exit_layer"] = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
                                  precision=0, elem_id="exit-layer",
@@ -936,13 +1033,31 @@ def _drafter_controls(ui: dict, d: dict) -> None:
                                     "earlier on and, if found, the target checks what followed them (such passes "
                                     "are marked “copy”); the head drafts only otherwise.",
                                visible=heads, interactive=heads)
-    ui["k"] = gr.Slider(1, MAX_K, value=d["k"], step=1, label="Draft length k", elem_id="draft-length",
-                        interactive=d["drafter"] != "none")
+    _lookahead_controls(ui, d)
+    own_k = d["drafter"] not in ("none", "lookahead")  # lookahead's k is N-1
+    ui["k"] = gr.Slider(1, MAX_K, value=d["k"] if d["drafter"] != "lookahead" else d["ngram"] - 1, step=1,
+                        label="Draft length k", elem_id="draft-length", interactive=own_k)
     ui["adaptive_k"] = gr.Radio([("fixed", "fixed"), ("adaptive", "heuristic"), ("auto (cost-aware)", "auto")],
                                 value=parse_k_schedule(d["adaptive_k"]), label="Draft length schedule",
-                                elem_id="k-schedule", interactive=d["drafter"] != "none",
+                                elem_id="k-schedule", interactive=own_k,
                                 info="adaptive: +1 after a fully accepted pass, −1 after a rejection. auto: each "
                                      "pass's k, 0 included, chosen from this run's measured costs and acceptance.")
+
+
+def _lookahead_controls(ui: dict, d: dict) -> None:
+    """Lookahead decoding's window W, n-gram size N and candidates G (shown for that drafter only)."""
+    shown = d["drafter"] == "lookahead"
+    ui["window"] = gr.Slider(1, MAX_WINDOW, value=d["window"], step=1, label="Window W (Jacobi positions)",
+                             elem_id="lookahead-window", visible=shown, interactive=shown,
+                             info="Lookahead: the target also guesses W positions ahead by Jacobi iteration in "
+                                  "every forward; its guesses feed an n-gram pool. No draft model.")
+    ui["ngram"] = gr.Slider(2, MAX_NGRAM, value=d["ngram"], step=1, label="N-gram size N (k = N−1)",
+                            elem_id="lookahead-ngram", visible=shown, interactive=shown,
+                            info="The window keeps N−1 levels; a candidate is N−1 tokens after the last one.")
+    ui["candidates"] = gr.Slider(1, MAX_CANDIDATES, value=d["candidates"], step=1, label="Candidates G per pass",
+                                 elem_id="lookahead-candidates", visible=shown, interactive=shown,
+                                 info="Pool n-grams verified in the same forward (one when sampling). A forward "
+                                      "reads 1 + W(N−1) + G(N−1) tokens: on a CPU that costs more than one step.")
 
 
 def _run_controls(ui: dict, d: dict) -> None:
@@ -952,6 +1067,9 @@ def _run_controls(ui: dict, d: dict) -> None:
                                      label="Max new tokens", elem_id="max-new-tokens")
     ui["target"] = gr.Textbox(d["target"], label="Target model", elem_id="target",
                               info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
+    ui["preset"] = gr.Dropdown(PRESET_CHOICES, value="", label="Or a real pair (needs a network)", elem_id="preset",
+                               info="Fills the target and its draft model of the same family, downloaded from the "
+                                    "Hub on the first run (a GPU is advised; gated models need HF_TOKEN)")
     with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
         ui["temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
                                       label="Temperature (0 = greedy)")
@@ -964,6 +1082,32 @@ def _run_controls(ui: dict, d: dict) -> None:
         ui["stop_strings"] = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
                                         placeholder="comma- or newline-separated; \\n for a newline")
         ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
+        _processor_controls(ui, d)
+
+
+def _processor_controls(ui: dict, d: dict) -> None:
+    """The logits processors and stop token ids (as transformers' generate() names them), inside "Sampling and
+    stopping": applied to the target and the draft alike at every draft position, and to the baseline."""
+    gr.Markdown("Penalties, bans and stop ids apply to the target and the draft alike at every drafted position "
+                "(and to the baseline), as transformers' generate() applies them.", elem_id="processors-note")
+    with gr.Row():
+        ui["repetition_penalty"] = gr.Number(d["repetition_penalty"], label="Repetition penalty (1 = off)",
+                                             elem_id="repetition-penalty")
+        ui["min_p"] = gr.Number(d["min_p"], label="Min-p (0 = off; sampling only)", elem_id="min-p")
+    with gr.Row():
+        ui["frequency_penalty"] = gr.Number(d["frequency_penalty"], label="Frequency penalty (0 = off)",
+                                            elem_id="frequency-penalty")
+        ui["presence_penalty"] = gr.Number(d["presence_penalty"], label="Presence penalty (0 = off)",
+                                           elem_id="presence-penalty")
+    ui["no_repeat_ngram_size"] = gr.Number(d["no_repeat_ngram_size"], label="No-repeat n-gram size (0 = off)",
+                                           precision=0, elem_id="no-repeat-ngram-size")
+    ui["logit_bias"] = gr.Textbox(d["logit_bias"], label="Logit bias", elem_id="logit-bias",
+                                  placeholder="id:bias, e.g. 13:2.5, 30:-inf (-inf bans the token)")
+    with gr.Row():
+        ui["banned_ids"] = gr.Textbox(d["banned_ids"], label="Banned token ids", elem_id="banned-ids",
+                                      placeholder="e.g. 30, 31 (a bias of -inf)")
+        ui["stop_token_ids"] = gr.Textbox(d["stop_token_ids"], label="Stop token ids", elem_id="stop-token-ids",
+                                          placeholder="e.g. 2 (special tokens too)")
 
 
 def _examples(ui: dict) -> None:
@@ -993,7 +1137,9 @@ def _results(ui: dict) -> None:
 
 
 INPUTS = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k", "adaptive_k", "temperature", "top_p",
-          "top_k", "seed", "max_new_tokens", "stop_strings", "chat_template", "tree_nodes", "confidence", "lookup")
+          "top_k", "seed", "max_new_tokens", "stop_strings", "chat_template", "tree_nodes", "confidence", "lookup",
+          "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty", "no_repeat_ngram_size", "logit_bias",
+          "banned_ids", "stop_token_ids", "window", "ngram", "candidates")
 """The controls :func:`generate` reads, in the order of its parameters (the history follows)."""
 
 
@@ -1009,9 +1155,12 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
         stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
-    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]],
+    ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
+                       api_visibility="private")
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"]],
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
-                                                        "lookup", "k", "adaptive_k")],
+                                                        "lookup", "k", "adaptive_k", "window", "ngram",
+                                                        "candidates")],
                          queue=False, api_visibility="private")
     _wire_helpers(ui, d or DEFAULTS)
 
@@ -1028,6 +1177,10 @@ def _wire_helpers(ui: dict, d: dict) -> None:
                     api_visibility="private")
     if "output_only" in ui:
         ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
+    if "preset" in ui:
+        ui["preset"].change(preset_chosen, inputs=[ui["preset"]], outputs=[ui["target"], ui["drafter"],
+                                                                          ui["draft_model"]],
+                            queue=False, api_visibility="private")
     if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
         from gradio.context import Context
 

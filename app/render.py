@@ -14,9 +14,13 @@ every other token has class ``tok-alt`` (a slightly different tint), so boundari
 read as spaces. Passes are wrapped in
 ``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary; a pass whose
 drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small “copy”
-mark (CSS content, so not in the plain text). A token's
+mark (CSS content, so not in the plain text); a pass whose draft suffix decoding copied from an earlier output of the
+page visit (``draft_source`` "earlier") has class ``pass-earlier`` and a small “earlier” mark. A token's
 ``title`` (hover text) tells its pass and, where known, the target's and the draft's probability of it and the
-uniform number drawn for its acceptance test.
+uniform number drawn for its acceptance test; a lookahead pass's drafted tokens also say they came from the n-gram
+pool (``draft_source`` "pool"), and a draft model with another tokenizer's that they were re-tokenized from its
+vocabulary (``draft_source`` "retokenized"); where the two tokenizers split the text differently the token has class
+``tok-resplit`` (a dotted top edge).
 
 Token text is decoded as a continuation of the tokens before it, so byte-level pieces of a multi-byte
 character and tokenizers that drop a leading space when decoding one token alone still read right: a token
@@ -35,6 +39,12 @@ from specviz.core.metrics import format_apart
 KINDS = ("accepted", "rejected", "recovered", "bonus", "target")
 _WINDOW = 6  # tokens of context to decode a piece against (a UTF-8 character spans at most 4 byte tokens)
 _REPLACEMENT = "\ufffd"
+
+SUFFIX_SOURCES = {  # a suffix decoding pass's draft_source -> the hover text added to its drafted tokens
+    "prompt": "copied by suffix decoding from the prompt",
+    "output": "copied by suffix decoding from earlier in this output",
+    "earlier": "copied by suffix decoding from an earlier output of this page visit",
+}
 
 KIND_LABELS = {
     "accepted": "accepted draft",
@@ -57,6 +67,7 @@ class Token:
     partial: bool = False  # starts a multi-byte character completed by a later token
     unjudged: bool = False  # a rejected token after the first rejection: the target never judged it
     special: bool = False  # a special token such as EOS
+    resplit: bool = False  # re-tokenized from a draft with another tokenizer, which split this text differently
 
 
 class PieceDecoder:
@@ -99,6 +110,17 @@ def _fmt_prob(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _mark_retokenized(tokens: list[Token], event: PassEvent) -> None:
+    """Hover text (and class ``tok-resplit`` where the two tokenizers split the text differently) for the drafted
+    tokens of a pass whose draft model has another tokenizer (``event.draft_source == "retokenized"``)."""
+    drafted = [token for token in tokens if token.kind in ("accepted", "rejected")]  # in draft order
+    for i, token in enumerate(drafted):
+        token.title += "\nre-tokenized from the draft's vocabulary (verified as a one-hot draft, q = 1)"
+        if i < len(event.resplit) and event.resplit[i]:
+            token.resplit = True
+            token.title += "\nthe draft's tokenizer split this text differently (dotted top edge)"
+
+
 def _detail_title(pass_index: int, position: int, drafted: int, verdict: str, detail, top_text: str | None) -> str:
     lines = [f"pass {pass_index} · draft {position + 1}/{drafted} · {verdict}"]
     if detail is not None:
@@ -127,6 +149,7 @@ class Pane:
     output_ids: list[int] = field(default_factory=list)
     finished: bool = False
     copied_passes: set[int] = field(default_factory=set)  # passes whose drafts lookup first copied
+    earlier_passes: set[int] = field(default_factory=set)  # passes suffix decoding copied from an earlier output
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
@@ -136,6 +159,8 @@ class Pane:
         """Render one event's tokens (speculative or baseline)."""
         if event.draft_source == "lookup" and event.draft_ids:
             self.copied_passes.add(event.index)
+        if event.draft_source == "earlier" and event.draft_ids:
+            self.earlier_passes.add(event.index)
         final = event.finish_reason is not None
         tokens = self._pass_tokens(event, final)
         self.passes.append(tokens)
@@ -183,6 +208,17 @@ class Pane:
             for token in out:
                 if token.kind in ("accepted", "rejected"):
                     token.title += "\ncopied by n-gram lookup: the text's last tokens occurred before"
+        if event.draft_source in SUFFIX_SOURCES:  # suffix decoding: where its chain was copied from
+            for token in out:
+                if token.kind in ("accepted", "rejected"):
+                    token.title += "\n" + SUFFIX_SOURCES[event.draft_source]
+        if event.draft_source == "pool":  # lookahead decoding: the winning candidate came from its n-gram pool
+            for token in out:
+                if token.kind in ("accepted", "rejected"):
+                    token.title += ("\nfrom lookahead decoding's n-gram pool: an n-gram the target's own Jacobi "
+                                    "window made earlier, starting with the last committed token")
+        if event.draft_source == "retokenized":  # a draft model with another tokenizer
+            _mark_retokenized(out, event)
         return out
 
     def _top_text(self, detail) -> str | None:
@@ -235,6 +271,9 @@ class Pane:
             if index in self.copied_passes:  # lookup first: this pass verified a copy, not the head's guess
                 parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup">'
                              '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>')
+            elif index in self.earlier_passes:  # suffix decoding copied this pass's draft from an earlier output
+                parts.append(f'<div class="pass pass-earlier" data-pass-index="{index}" data-source="earlier">'
+                             '<i class="earlier-mark" aria-hidden="true" title="copied from an earlier output"></i>')
             else:
                 parts.append(f'<div class="pass" data-pass-index="{index}">')
             for t in tokens:
@@ -265,6 +304,8 @@ def token_html(token: Token, alt: bool = False) -> str:
         classes.append("tok-partial")
     if token.special:
         classes.append("tok-special")
+    if token.resplit:
+        classes.append("tok-resplit")
     if token.text and not token.text.strip():
         classes.append("tok-space")
     title = html.escape(token.title, quote=True).replace("\n", "&#10;")
@@ -284,7 +325,12 @@ def legend_html() -> str:
             ("target", "target", "plain target token (prefill, baseline)"),
         )
     )
-    return f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span></div>'
+    earlier = ('<span class="legend-item"><i class="earlier-mark" aria-hidden="true"></i> draft copied from an '
+               'earlier output (suffix decoding)</span>')
+    resplit = ('<span class="legend-item"><b class="tok tok-accepted tok-resplit">split</b> split differently by a '
+               'draft model with another tokenizer</span>')
+    return (f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span>'
+            f'{earlier}{resplit}</div>')
 
 
 def pane_html(header: str, body: str, note: str = "") -> str:
@@ -411,6 +457,23 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
     return [hero, end, rates]
 
 
+LOOKAHEAD_DEFINITION = ("lookahead decoding: k = N−1, a candidate's length; drafted = the candidates' tokens the "
+                        "target verified (every candidate of the pass, one per pass when sampling); the Jacobi "
+                        "window's tokens ride in the same forwards but are never verified, so they are counted here "
+                        "and not as drafted")
+
+
+def lookahead_cards(spec) -> list[str]:
+    """The lookahead card of a run whose passes carried a Jacobi window (``spec.window_tokens`` > 0), else none:
+    the window's tokens per pass, with the definitions of k and "drafted" for lookahead."""
+    if not getattr(spec, "window_tokens", 0) or not spec.passes:
+        return []
+    per_pass = spec.window_tokens / spec.passes
+    return [_card("Lookahead window", f"{per_pass:.1f} <small>tokens / pass</small>", LOOKAHEAD_DEFINITION,
+                  f"{spec.window_tokens} window tokens in {spec.passes} passes · {spec.drafted} candidate tokens "
+                  f"verified (drafted), {spec.accepted} accepted")]
+
+
 def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
@@ -426,6 +489,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.append(_card("Acceptance rate", _fmt(spec.acceptance_rate, "{:.0%}"),
                            "accepted ÷ drafted (bonus excluded); only committed drafts count: drafts after the end "
                            "(EOS, stop, max tokens) are neither", drafted_what))
+        cards.extend(lookahead_cards(spec))
         cards.append(_card("Per-token α", _fmt(spec.alpha, "{:.2f}"),
                            "accepted ÷ (accepted + rejections): only positions the target judged"))
         cards.append(_card("Tokens per pass", _fmt(spec.tokens_per_pass, "{:.2f}"),
@@ -470,10 +534,11 @@ def status_html(message: str, kind: str = "info", notes=()) -> str:
 
 def history_html(history: list[dict]) -> str:
     """The table of this session's runs, newest first. A row's speedup is its decoding speedup when it could be
-    judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place."""
+    judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place. The temperature
+    cell also lists the row's generation settings that differ from their defaults (``settings``)."""
     if not history:
         return ""
-    head = ("<tr><th>drafter</th><th>k</th><th>T</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
+    head = ("<tr><th>drafter</th><th>k</th><th>T, settings</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
             "<th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th><th>same ids</th></tr>")
     rows = []
     for row in history:
@@ -482,7 +547,8 @@ def history_html(history: list[dict]) -> str:
             same = "✓ so far" if row.get("identical") is None and row.get("temperature") == 0 else same
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-                row["drafter"], row["k"] or "–", f"{row['temperature']:g}",
+                row["drafter"], row["k"] or "–",
+                f"{row['temperature']:g}" + (f" · {row['settings']}" if row.get("settings") else ""),
                 f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
                 _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
                 _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"),

@@ -34,12 +34,14 @@ from specviz.analysis.arena import (
     alpha_for_tokens_per_pass,
     grid_seconds,
     interpolate,
+    lookahead_pass_cost,
     probe_forward_ms,
     measure_draft_costs,
     measure_forward_grid,
     whatif_curves,
 )
 from specviz.analysis.bench import busy_machine_warning
+from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 from specviz.core.engine import MAX_K
 from specviz.policy import PolicyError, current_policy
 
@@ -256,9 +258,40 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
     return go.Figure({"data": data, "layout": layout})
 
 
-def summary_html(grid: dict, costs: dict | None) -> str:
+def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int, int]]:
+    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (from its drafter's name,
+    "lookahead (W=3, N=3, G=2)"), then the defaults when they differ."""
+    out: list[tuple[int, int, int]] = []
+    for row in history or []:
+        match = re.search(r"lookahead \(W=(\d+), N=(\d+), G=(\d+)\)", str(row.get("drafter") or ""))
+        if match:
+            out.append(tuple(int(x) for x in match.groups()))
+            break
+    default = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)
+    return out + ([default] if default not in out else [])
+
+
+def _lookahead_cards(curve: dict[int, float], settings, latest: bool) -> list[tuple[str, str, str]]:
+    """(label, value, note) per lookahead setting: its full pass's forward against a one-token step, read from the
+    batch-1 curve (:func:`specviz.analysis.arena.lookahead_pass_cost`). ``latest``: the first setting is the newest
+    Live run's."""
+    cards = []
+    for i, (w, n, g) in enumerate(settings):
+        if 1 not in curve or len(curve) < 2:
+            break
+        cost = lookahead_pass_cost(curve, w, n, g)
+        how = "measured" if cost["measured"] else "extrapolated" if cost["extrapolated"] else "interpolated"
+        whose = "your latest Live run" if latest and i == 0 else "the default"
+        cards.append((f"Lookahead pass (W={w}, N={n}, G={g})", f"{cost['ratio']:.2f} <small>steps</small>",
+                      f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, "
+                      f"T({cost['tokens']})/T(1) ({how}); it pays only above {cost['ratio']:.2f} tokens per pass"))
+    return cards
+
+
+def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
     """Cards: weights read per forward, the one-token step and its GB/s, the copy bandwidth, the cost of a
-    k=4 verification at batch 1 and the largest batch, and the measured c of the drafters."""
+    k=4 verification at batch 1 and the largest batch, the measured c of the drafters, and a full lookahead pass's
+    cost for each (W, N, G) of ``lookahead`` (:func:`lookahead_settings`)."""
     ms = {b: possible_curve(grid, b) for b in grid["ms"]}
     first, last = min(ms), max(ms)
     step = ms[first].get(1)
@@ -285,6 +318,7 @@ def summary_html(grid: dict, costs: dict | None) -> str:
         layer = int(costs.get("early_exit_layer", 0))
         cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit</small>",
                       f"first {layer} layers, 1 token ÷ a target step; n-gram lookup: {costs['ngram']:.4f}"))
+    cards += _lookahead_cards(ms[first], lookahead, latest=len(lookahead) > 1)
     body = "".join(f"<div class='card'><div class='card-label'>{html.escape(label)}</div>"
                    f"<div class='card-value'>{value}</div><div class='card-def'>{html.escape(note)}</div></div>"
                    for label, value, note in cards)
@@ -358,10 +392,11 @@ def _measure_inputs(target, exit_layer) -> tuple[str, int | None]:
     return spec, parse_exit_layer(exit_layer)
 
 
-def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.Progress(),
+def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, history=None, progress=gr.Progress(),
             request: gr.Request = None):
     """The Measure button: the forward-time grid (batch sizes x new tokens) and the drafters' c on the target,
-    on the device; yields :data:`OUTPUTS` tuples."""
+    on the device; yields :data:`OUTPUTS` tuples. ``history`` (the Live tab's runs) names the lookahead settings
+    whose pass cost the cards show (:func:`lookahead_settings`)."""
     try:
         spec, layer = _measure_inputs(target, exit_layer)
     except (InputError, PolicyError) as error:
@@ -376,7 +411,8 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, progress=gr.
         if measurement is None:
             yield _out(status=render.status_html("Stopped.", "info"))
             return
-        yield _measured(measurement, time.monotonic() - started, alpha, run_k, run_tpp, run_speedup)
+        yield _measured(measurement, time.monotonic() - started, alpha, run_k, run_tpp, run_speedup,
+                        lookahead_settings(history))
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         yield _out(status=report("measurement", error))
     finally:
@@ -443,7 +479,7 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     return {"grid": grid, "costs": costs, "label": loaded.label}
 
 
-def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup) -> tuple:
+def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=()) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
     early-exit drafter's), the batch choices and the what-if chart with the measured costs."""
     grid, costs = measurement["grid"], measurement["costs"]
@@ -459,7 +495,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
         f"uses these costs; c is set to the early-exit drafter's.{twice}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done")
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
-    return _out(status, forward_figure(grid), summary_html(grid, costs), measurement,
+    return _out(status, forward_figure(grid), summary_html(grid, costs, lookahead), measurement,
                 gr.update(value=c) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure)
@@ -518,7 +554,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, 0, 0, 0, None), elem_id="why-whatif-chart",
                                    show_label=False)
     whatif_inputs = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement]
-    measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup],
+    measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup]
+                      + ([history] if history is not None else []),
                       outputs=[status, chart, summary, measurement, c, batch, whatif_chart], api_name="why_measure",
                       show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart

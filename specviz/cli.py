@@ -2,7 +2,7 @@
 
 Output contract: with ``--json`` stdout carries only JSON (``generate``: one line per run; ``bench``: one
 document). Progress, logs and warnings go to stderr. A user error (a bad flag value, an empty prompt, a
-model that cannot be loaded, a vocabulary mismatch, a missing draft model) prints one line
+model that cannot be loaded, a draft tokenizer that cannot write text back, a missing draft model) prints one line
 ``error: ...`` on stderr and exits with status 2, never a traceback. ``SPECVIZ_DEBUG=1`` shows tracebacks
 of unexpected errors (exit status 1).
 
@@ -13,7 +13,10 @@ nothing was drafted, e.g. standard decoding), alpha, tokens_per_pass (1.0 for st
 expected_tokens_per_pass, per_position_acceptance (conditional), per_position_share (accepted at position i /
 passes), tree_passes, tree_nodes_verified, lookahead_window_tokens, wall_s (prefill start to last token; loading
 excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i), drafter, k (an int,
-"auto", or 0 for standard decoding), and with ``--compare`` a "compare" object (baseline tokens/s,
+"auto", or 0 for standard decoding), settings (every generation setting: temperature, top_k, top_p, min_p,
+repetition_penalty, frequency_penalty, presence_penalty, no_repeat_ngram_size, logit_bias as {"id": bias} with a ban
+written "-inf", stop_strings, stop_token_ids, seed), settings_changed (those off their defaults, in words, besides
+temperature and seed; "" when none), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup, ids_identical, first_difference and the baseline's near_tie_gap there). See
 :mod:`specviz.core.metrics` for the definitions.
 """
@@ -130,6 +133,20 @@ def _drafter_list(text: str) -> tuple[str, ...]:
 
 TEMPERATURE = _float("temperature", lambda v: v >= 0, ">= 0 (0 = greedy)")
 TOP_P = _float("top-p", lambda v: 0 < v <= 1, "in (0, 1]")
+MIN_P = _float("min-p", lambda v: 0 <= v < 1, "in [0, 1) (0 = off)")
+REPETITION_PENALTY = _float("repetition-penalty", lambda v: 0 < v <= 10, "in (0, 10] (1 = off)")
+FREQUENCY_PENALTY = _float("frequency-penalty", lambda v: -2 <= v <= 2, "in [-2, 2] (0 = off)")
+PRESENCE_PENALTY = _float("presence-penalty", lambda v: -2 <= v <= 2, "in [-2, 2] (0 = off)")
+
+
+def _text_setting(parse):
+    """An argparse type from a parser of :mod:`specviz.core.generation_settings` (its ValueError is the message)."""
+    def read(text: str):
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return read
 
 
 # ---------------------------------------------------------------------------------------------- the parser
@@ -159,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--stop", action="append", default=[], metavar="STRING",
                      help="stop after the text contains STRING (repeatable)")
     gen.add_argument("--runs", type=_int_in("runs", 1), default=1, help="independent generations (seeds s, s+1, ...)")
+    _add_generation_flags(gen)
     gen.add_argument("--compare", action="store_true",
                      help="also run standard decoding with the same settings and report the speedup and "
                           "whether the ids match (they must when greedy)")
@@ -184,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true",
                        help="one prompt per category (at most 6), 32 tokens, ngram + bf16, k=4, 1 repeat")
     bench.add_argument("--no-transformers", action="store_true", help="skip transformers' generate() runs")
+    bench.add_argument("--warm-suffix", action="store_true",
+                       help="suffix decoding keeps the outputs of the earlier prompts of this bench in its store "
+                            "(default: cold, an empty store for every run)")
     bench.add_argument("--kernel", action="store_true",
                        help="instead: ms per target forward for 1..17 and 32 new tokens, the memory floor, and "
                             "each drafter's pass cost for k=1..16 (--drafters, default ngram,early-exit,eagle,"
@@ -192,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead: standard and speculative decoding of batches of B prompts (e.g. 1,4,16; "
                             "first drafter of --drafters, default ngram; first k of --k, default 4): tokens/s, "
                             "speedup, tokens per pass and pass cost per batch size")
+    _add_generation_flags(bench)  # the bench is greedy: --min-p changes nothing there
     bench.add_argument("--out", help="also write the JSON result to this file")
     bench.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
     bench.set_defaults(handler=cmd_bench)
@@ -222,6 +244,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_generation_flags(p: argparse.ArgumentParser) -> None:
+    """The logits processors and stop token ids, named as transformers' generate() names its arguments; applied to
+    the target and the draft alike at every draft position, and to the baseline (README: generation settings)."""
+    from specviz.core import generation_settings as gs
+
+    group = p.add_argument_group("generation settings (as transformers' generate(); target and draft alike)")
+    group.add_argument("--repetition-penalty", type=REPETITION_PENALTY, default=1.0, metavar="R",
+                       help="divide the positive logits (multiply the negative ones) of every token already in the "
+                            "text, prompt included, by R (1 = off, > 1 discourages repeats)")
+    group.add_argument("--frequency-penalty", type=FREQUENCY_PENALTY, default=0.0, metavar="F",
+                       help="subtract F x (times the token was generated) from its logit; generated tokens only "
+                            "(0 = off; as OpenAI / vLLM)")
+    group.add_argument("--presence-penalty", type=PRESENCE_PENALTY, default=0.0, metavar="P",
+                       help="subtract P from the logit of every token generated at least once (0 = off)")
+    group.add_argument("--min-p", type=MIN_P, default=0.0, metavar="M",
+                       help="sampling: drop tokens below M x the top token's probability (0 = off; no effect "
+                            "when greedy)")
+    group.add_argument("--no-repeat-ngram-size", type=_int_in("no-repeat-ngram-size", 0, 64), default=0, metavar="N",
+                       help="ban any token that would repeat an N-gram already in the text, prompt included (0 = off)")
+    group.add_argument("--logit-bias", type=_text_setting(gs.parse_logit_bias), default=(), metavar="ID:BIAS,...",
+                       help="add BIAS to token ID's logit, e.g. '13:2.5,30:-inf' (-inf bans the token)")
+    group.add_argument("--bad-words-ids", type=_text_setting(lambda t: gs.parse_token_ids(t, "bad words ids",
+                                                                                          gs.MAX_BIASED_TOKENS)),
+                       default=(), metavar="ID,...",
+                       help="banned token ids, e.g. '30,31': each gets a logit bias of -inf, so it is never chosen "
+                            "(single tokens; generate()'s bad_words_ids also takes sequences)")
+    group.add_argument("--stop-token-ids", type=_text_setting(gs.parse_token_ids), default=(), metavar="ID,...",
+                       help="stop when one of these ids is generated (kept in the output, like EOS; finish reason "
+                            "'stop'); special tokens included, which --stop strings cannot match")
+
+
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     p.add_argument("--draft-model", help="draft model spec for --drafter model")
@@ -236,11 +289,11 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
                                      "below P (0 = always k tokens; default: the drafters' own default)")
     p.add_argument("--window", type=_int_in("window", 1, 32), default=None, metavar="W",
-                   help="lookahead: the Jacobi window's columns (default 4)")
+                   help="lookahead: the Jacobi window's columns (default 3)")
     p.add_argument("--ngram", type=_int_in("ngram", 2, 8), default=None, metavar="N",
                    help="lookahead: n-gram size: N-1 levels, candidates of N-1 tokens (default 3)")
     p.add_argument("--candidates", type=_int_in("candidates", 1, 32), default=None, metavar="G",
-                   help="lookahead: most pool n-grams verified per pass (default 4; one when sampling)")
+                   help="lookahead: most pool n-grams verified per pass (default 2; one when sampling)")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -346,8 +399,9 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
 
     Only the target's window sets the budget: the drafter never changes what the target reads (the baseline of
     ``--compare`` gets the same ids). When a draft model's own window is shorter than the run, it drafts while the
-    text fits and the target then decodes alone; a note on stderr says so too."""
-    from specviz.drafters.model import window_note
+    text fits and the target then decodes alone; a note on stderr says so too (and, for a draft model with another
+    tokenizer, that its drafts are re-tokenized and verified as one-hot drafts)."""
+    from specviz.drafters.model import drafter_note
     from specviz.core.engine import MAX_K as engine_max_k
     from specviz.models import PromptTooLongError, context_window, fit_prompt
 
@@ -368,7 +422,7 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
         _log(f"note: the prompt has {fit.original_tokens} tokens, more than fit the context window of {window} "
              f"tokens with {args.max_new_tokens} new tokens: its start was cut, keeping the last "
              f"{len(fit.ids)} tokens (chat template included)")
-    note = window_note(drafter, len(fit.ids), args.max_new_tokens)
+    note = drafter_note(drafter, len(fit.ids), args.max_new_tokens)
     if note:
         _log(f"note: {note}")
     return fit.ids
@@ -463,6 +517,8 @@ def _summary(record: dict, target_label: str) -> str:
         gate += f", lookup first ({record['copied_passes']} of {record['target_passes']} passes copied)"
     if record.get("temperature"):
         gate += f", temperature={record['temperature']:g}"
+    if record.get("settings_changed"):
+        gate += f", {record['settings_changed']}"
     lines = [f"[{record['drafter']}, k={record['k']}{gate}, seed={record['seed']}] {record['num_tokens']} tokens "
              f"({record['finish_reason']}) in {record['wall_s']:.2f} s = {f(record['tokens_per_s'], '.1f')} tok/s; "
              f"time to first token {record['ttft_ms']:.0f} ms; target {target_label}",
@@ -491,6 +547,7 @@ def cmd_generate(args) -> int:
     base_config = _base_config(args)
     _one_thread_if_busy(args)
     target = _load_target(args)
+    _check_token_ids(args, target)
     drafter = _make_drafter(args.drafter, args, target)
     prompt_ids = _fit_prompt(prompt, target, drafter, args)
     _log_generate_setup(args, target, drafter, prompt_ids)
@@ -537,10 +594,36 @@ def _base_config(args) -> dict:
 
     auto = args.k == "auto"
     base_config = dict(max_new_tokens=args.max_new_tokens, k=4 if auto else args.k, auto_k=auto,
-                       stop_strings=tuple(args.stop))
+                       stop_strings=tuple(args.stop), stop_token_ids=tuple(args.stop_token_ids))
     GenerationConfig(**base_config)
-    SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed)
+    SamplingConfig(args.temperature, args.top_k, args.top_p, args.seed, **processor_settings(args))
     return base_config
+
+
+def processor_settings(args) -> dict:
+    """The SamplingConfig fields of the generation-settings flags (:func:`_add_generation_flags`): the penalties,
+    min_p, the no-repeat n-gram size, and the logit bias with the banned ids added as -inf."""
+    from specviz.core.generation_settings import with_banned
+
+    try:
+        bias = with_banned(tuple(args.logit_bias), tuple(args.bad_words_ids))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return dict(min_p=args.min_p, repetition_penalty=args.repetition_penalty, frequency_penalty=args.frequency_penalty,
+                presence_penalty=args.presence_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
+                logit_bias=bias)
+
+
+def _check_token_ids(args, target) -> None:
+    """Biased, banned and stop token ids must be ids of the loaded target (else they would do nothing)."""
+    from specviz.core.generation_settings import check_token_ids
+    from specviz.core.verify import SamplingConfig
+
+    vocab = min(target.vocab_size, target.num_token_ids or target.vocab_size)
+    try:
+        check_token_ids(SamplingConfig(**processor_settings(args)), tuple(args.stop_token_ids), vocab)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _one_thread_if_busy(args) -> None:
@@ -569,14 +652,17 @@ def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dic
     """Run number ``index`` (seed ``args.seed + index``), streaming its text unless ``--json``, and with
     ``--compare`` a standard-decoding run of the same settings; returns the run's record."""
     from specviz.core.engine import GenerationConfig
+    from specviz.core.generation_settings import settings_record, settings_summary
     from specviz.core.verify import SamplingConfig
 
     seed = args.seed + index
-    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed)
+    sampling = SamplingConfig(args.temperature, args.top_k, args.top_p, seed, **processor_settings(args))
     config = GenerationConfig(sampling=sampling, **base_config)
     on_text = None if args.json else _stdout_stream(args, index, seed)
     result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
     record = _generate_record(args, target, drafter, result, stats, seed)
+    record["settings"] = settings_record(sampling, config.stop_token_ids, config.stop_strings)
+    record["settings_changed"] = settings_summary(sampling, config.stop_token_ids)
     if args.compare:
         base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
         record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)
@@ -661,6 +747,7 @@ def _kernel_bench(args) -> tuple[dict, str]:
     target = _load_target(args)
     _log(f"kernel bench on {target.label} ({target.device})...")
     result = bench.kernel_bench(target, drafters=args.drafters or bench.KERNEL_DRAFTERS, progress=_log)
+    result["lookahead_cost"] = bench.kernel_lookahead_cost(result, args.window, args.ngram, args.candidates)
     result["settings"]["command"] = args.command_line
     return result, bench.format_kernel(result)
 
@@ -669,19 +756,25 @@ def _batch_bench(args) -> tuple[dict, str]:
     """``bench --batch``: the batch-size sweep of specviz.analysis.batching; (result, text report)."""
     from specviz.analysis import batching, bench
     from specviz.core.engine import GenerationConfig
+    from specviz.core.generation_settings import settings_record
+    from specviz.core.verify import SamplingConfig
     from specviz.models import encode_prompt
 
     key = (args.drafters or ("ngram",))[0]
     k = next((k for k in (args.k or (4,)) if k != "auto"), 4)
     prompts = _bench_prompts(args, args.prompts or bench.DEFAULT_PROMPTS)
     target = _load_target(args)
+    _check_token_ids(args, target)
     encoded = [encode_prompt(target.tokenizer, p.prompt) for p in prompts[: max(args.batch)]]
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens or 32, k=k)
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens or 32, k=k,
+                              sampling=SamplingConfig(**processor_settings(args)),
+                              stop_token_ids=tuple(args.stop_token_ids))
     _log(f"batch sweep on {target.label}: B = {', '.join(map(str, args.batch))}, drafter {key}, k = {k}")
     result = batching.batch_sweep(target, encoded, config, lambda: _make_drafter(key, args, target),
                                   batch_sizes=args.batch, repeats=args.repeats or 3,
                                   progress=lambda f, m: _log(f"{f:4.0%} {m}"))
-    result.update(drafter=key, target=target.label, command=args.command_line)
+    result.update(drafter=key, target=target.label, command=args.command_line,
+                  generation_settings=settings_record(config.sampling, config.stop_token_ids))
     return result, batching.format_sweep(result)
 
 
@@ -696,6 +789,7 @@ def _suite_bench(args) -> tuple[dict, str]:
     prompts = _bench_prompts(args, path)
     settings = _bench_settings(args, drafters, path)
     target = _load_target(args)
+    _check_token_ids(args, target)
     if "early-exit" in drafters:
         _check_exit_layer(args, target)
     result = bench.run_bench(target, prompts, settings, progress=_log)
@@ -721,6 +815,7 @@ def _bench_prompts(args, path) -> list:
 def _bench_settings(args, drafters, path):
     """The suite bench's settings: the flags given, else the ``--quick`` or full defaults."""
     from specviz.analysis import bench
+    from specviz.core.verify import SamplingConfig
 
     quick = args.quick
     return bench.BenchSettings(
@@ -731,7 +826,9 @@ def _bench_settings(args, drafters, path):
         ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
         exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
         heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
-        compare_transformers=not args.no_transformers,
+        window=args.window, ngram=args.ngram, candidates=args.candidates,
+        compare_transformers=not args.no_transformers, warm_suffix=args.warm_suffix,
+        sampling=SamplingConfig(**processor_settings(args)), stop_token_ids=tuple(args.stop_token_ids),
         warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
         extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},
     )

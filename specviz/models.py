@@ -334,7 +334,7 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
     if kind == "hub":
         hub_kwargs = {"local_files_only": _hub_needs_local_only(spec, trust_remote_code)}
     try:
-        model, tokenizer, stored = _from_pretrained(source, dtype, trust_remote_code, hub_kwargs)
+        model, tokenizer, stored = _from_pretrained(source, dtype, trust_remote_code, hub_kwargs, device, name)
     except ModelLoadError:
         raise
     except Exception as error:
@@ -358,14 +358,31 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
     )
 
 
-def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, hub_kwargs: dict):
-    """(model, tokenizer, dtype the weights are stored in or None) for a folder or hub id."""
+def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, hub_kwargs: dict,
+                     device: torch.device | None = None, name: str = ""):
+    """(model, tokenizer, dtype the weights are stored in or None) for a folder or hub id. Before any weight is
+    read, the config's size is checked against the device's free memory (:func:`specviz.presets.check_fits`:
+    ModelLoadError when it cannot fit). On CUDA with ``accelerate`` installed the weights are placed by its
+    device_map as they load; float32 on CUDA turns TF32 matmuls off (they would round differently from the CPU)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from specviz.presets import MemoryTooSmallError, check_fits
 
     config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code, **hub_kwargs)
     stored = getattr(config.get_text_config(), "dtype", None) or getattr(config, "dtype", None)
     stored = _DTYPES.get(stored.removeprefix("torch."), None) if isinstance(stored, str) else stored
     common = dict(dtype=dtype, trust_remote_code=trust_remote_code, **hub_kwargs)
+    if device is not None:
+        try:
+            check_fits(config, dtype, device, name or source)
+        except MemoryTooSmallError as error:
+            raise ModelLoadError(str(error)) from None
+        except (AttributeError, TypeError, ValueError):  # a config without the usual sizes: no estimate
+            pass
+        if device.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != torch.float32
+            if importlib.util.find_spec("accelerate") is not None:
+                common["device_map"] = str(device)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa", **common)
     except (ValueError, ImportError) as error:
@@ -658,6 +675,12 @@ def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | No
             keep -= 1
     raise PromptTooLongError(f"The prompt does not fit: the chat template alone takes {overhead} of the "
                              f"{budget} tokens available for the prompt.")
+
+
+def same_vocabulary(target: LoadedModel, draft: LoadedModel) -> bool:
+    """Whether the two tokenizers map the same strings (added and special tokens included) to the same ids. When
+    not, a draft model drafts through :mod:`specviz.drafters.cross_tokenizer` (its text is re-tokenized)."""
+    return target.tokenizer is draft.tokenizer or target.tokenizer.get_vocab() == draft.tokenizer.get_vocab()
 
 
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:

@@ -261,7 +261,7 @@ def test_drafter_menu_and_tree_control():
     assert "eagle" in choices and "medusa" in choices
     for drafter, shown in (("eagle", True), ("medusa", True), ("ngram", False), ("early-exit", False)):
         updates = live.drafter_changed(drafter)
-        assert len(updates) == 7 and all(updates[i]["visible"] is shown for i in (2, 3, 4))
+        assert len(updates) == 10 and all(updates[i]["visible"] is shown for i in (2, 3, 4))
         assert updates[1]["visible"] is (drafter == "early-exit")
     arena_keys = [key for _, key in arena_tab.drafter_choices()]
     assert arena_keys.index("eagle:tree") == arena_keys.index("eagle") + 1 and "medusa:tree" in arena_keys

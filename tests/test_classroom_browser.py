@@ -48,7 +48,8 @@ def _recording() -> Recording:
 
 def test_share_link_round_trips_through_the_address():
     values = {"prompt": "Tell me & more\nplease", "drafter": "early-exit", "exit_layer": 7, "draft_model": "x/y",
-              "k": 6, "temperature": 0.7, "seed": 3, "max_new_tokens": 20, "target": "embedded"}
+              "k": 6, "temperature": 0.7, "seed": 3, "max_new_tokens": 20, "target": "embedded",
+              "repetition_penalty": 1.3}
     query = classroom.share_query(values, present=True)
     params = {k: v[0] for k, v in parse_qs(query[1:]).items()}
     assert params["tab"] == "classroom" and "draft_model" not in params and "target" not in params  # default

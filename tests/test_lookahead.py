@@ -186,3 +186,14 @@ def test_cli_lookahead_flags(tiny_model_dir, capsys):
     assert code == 0, err
     assert '"lookahead_window_tokens"' in out and "lookahead (W=3, N=3, G=2)" in err + out
     assert main(["generate", "--prompt", "x", "--drafter", "lookahead", "--ngram", "1"]) == 2
+
+
+@pytest.mark.parametrize("asked", [dict(k=6), dict(k=1), dict(k=4, adaptive_k=True), dict(k=4, auto_k=True)])
+def test_lookahead_drafts_n_minus_1_whatever_k_is_asked(tiny_target, asked):
+    prompt = tiny_target.tokenizer("one two three one two three one two", add_special_tokens=False)["input_ids"]
+    config = GenerationConfig(max_new_tokens=20, **asked)
+    events = list(speculative_generate(tiny_target, LookaheadDrafter(3, 4, 2), prompt, config))
+    ks = [e.k for e in events if e.kind == "pass"]
+    assert ks[0] == 3 and ks == sorted(ks, reverse=True)  # N - 1 every pass, cut only by the budget at the end
+    assert collect(iter(events), tiny_target.tokenizer, prompt).token_ids == \
+        _run(tiny_target, prompt, config).token_ids

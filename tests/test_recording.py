@@ -19,7 +19,7 @@ from specviz.analysis.stepper import Stepper
 from specviz.core.events import PassEvent
 from specviz.policy import Policy
 
-GREEDY_WALKTHROUGHS = ("grounded-ngram", "chat-ngram")
+GREEDY_WALKTHROUGHS = ("grounded-ngram", "chat-ngram", "lookahead-jacobi")
 
 
 def _doc(rec=None) -> dict:

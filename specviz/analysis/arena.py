@@ -48,6 +48,7 @@ from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.drafters.registry import HEAD_KEYS, drafter_keys, make_drafter, split_variant
 from specviz.core.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.core.events import RunCancelled
+from specviz.core.generation_settings import settings_record
 from specviz.core.kv import Clock, new_cache, rollback_cache
 from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass, faster_than_possible,
                                   predicted_speedup_measured, predicted_speedup_paper, speedup)
@@ -354,7 +355,8 @@ class ArenaResult:
 
     ``rows``: one per prompt x method (the baseline included, drafter "none"); ``summary``: pooled rows per
     category then "all" (level "category" / "overall"); ``stopped``: True when ``should_stop`` ended it early
-    (rows hold the prompts that finished).
+    (rows hold the prompts that finished); ``notes``: sentences the drafters ask to show (e.g. a draft model with
+    another tokenizer has its drafts re-tokenized and verified as one-hot drafts).
     """
 
     rows: list[dict] = field(default_factory=list)
@@ -365,6 +367,7 @@ class ArenaResult:
     environment: dict = field(default_factory=dict)
     stopped: bool = False
     wall_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def categories(self) -> list[str]:
@@ -399,7 +402,8 @@ def _arena_settings(target, prompts: list[Prompt], methods: list[Variant], confi
         "target": target.spec, "drafters": list(dict.fromkeys(v.drafter for v in methods[1:])),
         "ks": list(dict.fromkeys(v.k_label for v in methods[1:])),
         "auto_k_start": AUTO_K_START, "max_new_tokens": config.max_new_tokens,
-        "sampling": dataclasses.asdict(config.sampling), "stop_strings": list(config.stop_strings),
+        "sampling": settings_record(config.sampling, config.stop_token_ids, config.stop_strings),
+        "stop_strings": list(config.stop_strings), "stop_token_ids": list(config.stop_token_ids),
         "k_max": config.k_max, **options, "prompts": [dataclasses.asdict(p) for p in prompts],
     }
 
@@ -468,7 +472,9 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
         return build_drafter(v.drafter, target, draft_spec=draft_spec, exit_layer=exit_layer)
 
     for v in methods[1:]:  # fail on a bad drafter (and load a draft model) before measuring anything
-        drafter_for(v)
+        note = getattr(drafter_for(v), "note", "")
+        if isinstance(note, str) and note and note not in result.notes:
+            result.notes.append(note)
     total, done = len(prompts) * (2 * len(methods) - 1), [0]  # every method, and a baseline after each
 
     def tick(label: str) -> None:
@@ -560,6 +566,7 @@ def to_json(result: ArenaResult) -> dict:
         "methods": [v.label for v in result.variants],
         "definitions": DEFINITIONS,
         "stopped": result.stopped,
+        "notes": list(result.notes),
         "ids_identical": result.ids_identical,
         "wall_s": result.wall_s,
         "summary": result.summary,
@@ -806,6 +813,33 @@ def interpolate(curve: dict[int, float], n: float) -> float:
         if lo == hi:
             return curve[lo]
     return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
+
+
+def lookahead_pass_cost(curve: dict[int, float], window: int, ngram: int, candidates: int) -> dict:
+    """What a full lookahead pass costs against a one-token step, from a measured forward curve (n new tokens ->
+    ms, batch 1: :func:`measure_forward_grid`'s row, or :func:`specviz.analysis.bench.time_forward_ms`).
+
+    A pass feeds n = 1 + W(N-1) + G(N-1) tokens (:func:`specviz.drafters.lookahead.forward_tokens`); T(n) is read
+    from the curve, interpolated between measured n (:func:`interpolate`). Returns ``{"window", "ngram",
+    "candidates", "tokens": n, "step_ms": T(1), "pass_ms": T(n), "ratio": T(n)/T(1), "measured": n was timed,
+    "extrapolated": n lies beyond the largest measured n}``. ``ratio`` is also the tokens per pass lookahead needs to
+    break even. Raises ValueError without T(1) in ``curve``.
+    """
+    from specviz.drafters.lookahead import forward_tokens
+
+    if 1 not in curve:
+        raise ValueError("the forward curve needs the one-token step T(1)")
+    n = forward_tokens(window, ngram, candidates)
+    pass_ms = curve[n] if n in curve else interpolate(curve, n)
+    return {"window": window, "ngram": ngram, "candidates": candidates, "tokens": n, "step_ms": curve[1],
+            "pass_ms": pass_ms, "ratio": pass_ms / curve[1], "measured": n in curve, "extrapolated": n > max(curve)}
+
+
+def describe_lookahead_cost(cost: dict) -> str:
+    """One line: "lookahead pass at W=4, N=3, G=4: 17 tokens, T(17)/T(1) = 1.85 (interpolated)"."""
+    how = "" if cost["measured"] else " (extrapolated)" if cost["extrapolated"] else " (interpolated)"
+    return (f"lookahead pass at W={cost['window']}, N={cost['ngram']}, G={cost['candidates']}: {cost['tokens']} "
+            f"tokens, T({cost['tokens']})/T(1) = {cost['ratio']:.2f}{how}")
 
 
 def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None = None,

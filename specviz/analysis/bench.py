@@ -49,6 +49,8 @@ import torch
 
 from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.core.generation_settings import settings_record
+from specviz.core.verify import SamplingConfig
 from specviz.core.kv import Clock, forward_logits, new_cache, rollback_cache
 from specviz.core.metrics import RunStats
 
@@ -235,18 +237,41 @@ def _assistant_settings(assistant: torch.nn.Module, k: int, adaptive: bool):
         assistant.generation_config = original
 
 
+def transformers_settings(sampling: SamplingConfig, stop_token_ids: tuple[int, ...] = ()) -> dict | None:
+    """transformers' ``generate()`` arguments with the meaning of ``sampling``'s logits processors and of the stop
+    token ids (``repetition_penalty``, ``no_repeat_ngram_size``, ``sequence_bias`` for a finite bias, ``bad_words_ids``
+    for a ban, ``stop_token_ids`` to add to its EOS ids); None when a setting has no counterpart there (the
+    frequency and presence penalties), so no comparison can be made."""
+    if sampling.frequency_penalty or sampling.presence_penalty:
+        return None
+    out: dict = {"stop_token_ids": list(stop_token_ids)}
+    if sampling.repetition_penalty != 1.0:
+        out["repetition_penalty"] = sampling.repetition_penalty
+    if sampling.no_repeat_ngram_size:
+        out["no_repeat_ngram_size"] = sampling.no_repeat_ngram_size
+    banned = [[t] for t, bias in sampling.logit_bias if bias == float("-inf")]
+    biased = {(t,): bias for t, bias in sampling.logit_bias if bias != float("-inf")}
+    if banned:
+        out["bad_words_ids"] = banned
+    if biased:
+        out["sequence_bias"] = biased
+    return out
+
+
 def run_transformers(target, prompt_ids: list[int], max_new_tokens: int, *, prompt_lookup_k: int | None = None,
                      ngram_max: int = 3, assistant: torch.nn.Module | None = None, k: int = 4,
-                     adaptive: bool = False) -> Measurement:
+                     adaptive: bool = False, settings: dict | None = None) -> Measurement:
     """transformers' ``generate()`` greedy on the same ids and EOS ids, optionally with prompt lookup
-    (``prompt_lookup_k``) or an ``assistant`` model; times the whole call and counts target forwards."""
+    (``prompt_lookup_k``) or an ``assistant`` model, and with the processors of ``settings``
+    (:func:`transformers_settings`); times the whole call and counts target forwards."""
     from transformers import GenerationConfig as HFGenerationConfig
 
     model = target.model
-    eos = list(target.eos_token_ids)
+    settings = dict(settings or {})
+    eos = list(dict.fromkeys(list(target.eos_token_ids) + settings.pop("stop_token_ids", [])))
     gen_config = HFGenerationConfig(
         max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, eos_token_id=eos or None,
-        pad_token_id=eos[0] if eos else None, temperature=None, top_p=None, top_k=None,
+        pad_token_id=eos[0] if eos else None, temperature=None, top_p=None, top_k=None, **settings,
     )
     kwargs: dict = {}
     if prompt_lookup_k is not None:
@@ -302,12 +327,20 @@ class BenchSettings:
     heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
     tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
     min_confidence: float | None = None  # eagle / medusa confidence gate (None: the drafters' default)
+    window: int | None = None  # lookahead's W, N and G (None: the defaults of specviz.drafters.lookahead)
+    ngram: int | None = None
+    candidates: int | None = None
+    warm_suffix: bool = False  # suffix: False = cold (an empty store of earlier outputs for every run); True = the
+    # store keeps one output of each earlier prompt of this bench (never the same prompt's warm-up or repeats)
     compare_transformers: bool = True
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)  # greedy; its logits processors apply
+    stop_token_ids: tuple[int, ...] = ()
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "extra"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("extra", "sampling", "stop_token_ids")}
         d["drafters"], d["ks"] = list(self.drafters), list(self.ks)
+        d["generation_settings"] = settings_record(self.sampling, self.stop_token_ids)
         d.update(self.extra)
         return d
 
@@ -330,16 +363,18 @@ def _methods(settings: BenchSettings, drafters: dict) -> list[Method]:
 def _run_method(method: Method, target, drafters: dict, prompt_ids: list[int], max_new_tokens: int,
                 settings: BenchSettings) -> Measurement:
     if method.impl == "ours":
-        config = GenerationConfig(max_new_tokens=max_new_tokens, k=method.k or 4, auto_k=method.adaptive)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, k=method.k or 4, auto_k=method.adaptive,
+                                  sampling=settings.sampling, stop_token_ids=settings.stop_token_ids)
         return run_ours(target, drafters.get(method.drafter), prompt_ids, config)
+    same = transformers_settings(settings.sampling, settings.stop_token_ids)
     if method.drafter == "none":
-        return run_transformers(target, prompt_ids, max_new_tokens)
+        return run_transformers(target, prompt_ids, max_new_tokens, settings=same)
     drafter = drafters[method.drafter]
     if transformers_counterpart(drafter) == "prompt_lookup":
         return run_transformers(target, prompt_ids, max_new_tokens, prompt_lookup_k=method.k,
-                                ngram_max=settings.ngram_max)
+                                ngram_max=settings.ngram_max, settings=same)
     return run_transformers(target, prompt_ids, max_new_tokens, assistant=drafter.model, k=method.k,
-                            adaptive=method.adaptive)
+                            adaptive=method.adaptive, settings=same)
 
 
 def _median_measurement(runs: list[Measurement]) -> dict:
@@ -506,8 +541,46 @@ def make_drafters(target, settings: BenchSettings, progress: Progress | None = N
                                          ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
                                          heads_path=settings.heads_path,
                                          tree_nodes=settings.tree_nodes if v.tree else 0,
-                                         min_confidence=settings.min_confidence, lookup=v.lookup, progress=progress)
+                                         min_confidence=settings.min_confidence, lookup=v.lookup,
+                                         window=settings.window, ngram=settings.ngram,
+                                         candidates=settings.candidates, remember_outputs=False, progress=progress)
     return drafters
+
+
+def suffix_note(settings: BenchSettings) -> str | None:
+    """How the bench runs suffix decoding (cold or warm), or None when it does not run it."""
+    if not any(key.split(":")[0] == "suffix" for key in settings.drafters):
+        return None
+    if settings.warm_suffix:
+        return ("suffix decoding runs warm (--warm-suffix): its store of earlier outputs holds the output of every "
+                "earlier prompt of this bench, never the same prompt's warm-up or repeats")
+    return ("suffix decoding runs cold: an empty store of earlier outputs for every run, so it drafts from the "
+            "prompt and its own output only (--warm-suffix keeps the earlier prompts' outputs)")
+
+
+def _feed_suffix_stores(drafters: dict, prompt_ids: list[int], record: dict) -> None:
+    """Warm mode: hand this prompt's standard-decoding output (greedy: every method's) to each suffix drafter's
+    store, after all of the prompt's runs."""
+    from specviz.drafters.suffix import SuffixDrafter
+
+    output = record["results"].get("ours/standard", {}).get("token_ids")
+    for drafter in drafters.values():
+        if isinstance(drafter, SuffixDrafter) and output:
+            drafter.store.add(prompt_ids, list(output))
+
+
+def _checked_settings(settings: BenchSettings, progress: Progress | None) -> BenchSettings:
+    """A copy of ``settings`` without the "none" drafter, and without transformers' runs when a generation setting
+    has no counterpart there (said through ``progress``). Raises ValueError for sampling settings (greedy only)."""
+    settings = copy.copy(settings)
+    settings.drafters = tuple(d for d in settings.drafters if d != "none")
+    if not settings.sampling.greedy:
+        raise ValueError("the bench is greedy: its sampling settings need temperature 0")
+    if settings.compare_transformers and transformers_settings(settings.sampling) is None:
+        settings.compare_transformers = False
+        if progress:
+            progress("note: transformers' generate() has no frequency or presence penalty: its runs are skipped")
+    return settings
 
 
 def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: Progress | None = None) -> dict:
@@ -526,20 +599,23 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
 
     started = time.perf_counter()
     load_at_start = load_average()
-    settings = copy.copy(settings)
-    settings.drafters = tuple(d for d in settings.drafters if d != "none")
+    settings = _checked_settings(settings, progress)
     drafters = make_drafters(target, settings, progress)
     methods = _methods(settings, drafters)
     encoded = [encode_prompt(target.tokenizer, p.prompt, use_chat_template=settings.use_chat_template) for p in prompts]
     if progress:
         progress(f"{len(prompts)} prompt(s) x {len(methods)} methods x {settings.repeats} repeat(s), "
                  f"{settings.max_new_tokens} new tokens each")
+        if suffix_note(settings):
+            progress(suffix_note(settings))
     records = []
     for i, (prompt, ids) in enumerate(zip(prompts, encoded), start=1):
         if progress:
             progress(f"[{i}/{len(prompts)}] {prompt.id} ({prompt.category}, {len(ids)} prompt tokens)")
         warmup = settings.warmup_every_prompt or i == 1
         records.append(bench_prompt(target, drafters, prompt, ids, methods, settings, progress, warmup))
+        if settings.warm_suffix:
+            _feed_suffix_stores(drafters, ids, records[-1])
     categories = list(dict.fromkeys(p.category for p in prompts))
     per_category = {c: summarize([r for r in records if r["category"] == c], methods) for c in categories}
     overall = summarize(records, methods)
@@ -560,9 +636,50 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
     targets = head_targets(overall, per_category)
     if targets:
         result["head_targets"] = targets
+    result["suffix_note"] = suffix_note(settings)
+    if any(key.split(":")[0] == "lookahead" for key in settings.drafters):
+        result["lookahead_cost"] = lookahead_cost(target, settings.window, settings.ngram, settings.candidates)
     result["machine"]["load_average_1min"] = load_at_start  # environment() ran at the end
     result["machine"]["load_average_1min_end"] = load_average()
     return result
+
+
+def _lookahead_setting(window: int | None, ngram: int | None, candidates: int | None) -> tuple[int, int, int]:
+    """(W, N, G), None taking the defaults of :mod:`specviz.drafters.lookahead`."""
+    from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
+
+    return window or DEFAULT_WINDOW, ngram or DEFAULT_NGRAM, candidates or DEFAULT_CANDIDATES
+
+
+def lookahead_cost(target, window: int | None = None, ngram: int | None = None, candidates: int | None = None,
+                   prompt_len: int = 64) -> dict:
+    """A full lookahead pass's forward (1 + W(N-1) + G(N-1) tokens) against a one-token step, both timed here after
+    a ``prompt_len``-token cached prompt (:func:`time_forward_ms`, median of 7), as
+    :func:`specviz.analysis.arena.lookahead_pass_cost` (None: the drafter's default W, N, G)."""
+    from specviz.analysis.arena import lookahead_pass_cost
+    from specviz.drafters.lookahead import forward_tokens
+
+    setting = _lookahead_setting(window, ngram, candidates)
+    times = time_forward_ms(target.model, target.device, prompt_len, [1, forward_tokens(*setting)])
+    return {**lookahead_pass_cost(times, *setting), "prompt_len": prompt_len}
+
+
+def kernel_lookahead_cost(result: dict, window: int | None = None, ngram: int | None = None,
+                          candidates: int | None = None) -> dict:
+    """The same from a :func:`kernel_bench` result's curve (n new tokens -> ms; interpolated where n was not timed)."""
+    from specviz.analysis.arena import lookahead_pass_cost
+
+    curve = {int(row["new_tokens"]): row["ms"] for row in result["curve"]}
+    return {**lookahead_pass_cost(curve, *_lookahead_setting(window, ngram, candidates)),
+            "prompt_len": result["settings"]["prompt_len"]}
+
+
+def lookahead_cost_line(cost: dict) -> str:
+    """The bench's line for :func:`lookahead_cost`: tokens, T(n)/T(1), both in ms, and the break-even."""
+    from specviz.analysis.arena import describe_lookahead_cost
+
+    return (f"{describe_lookahead_cost(cost)} ({cost['pass_ms']:.1f} ms vs a one-token step of {cost['step_ms']:.1f} "
+            f"ms): lookahead pays only above {cost['ratio']:.2f} tokens per pass")
 
 
 HEAD_TARGETS = {"eagle_chain_k4_tokens_per_pass": 2.5, "tree_tokens_per_pass": 3.0, "best_trained_speedup": 1.5}
@@ -901,11 +1018,15 @@ def format_bench(result: dict) -> str:
     same = result["ids_identical_to_transformers"]
     lines.append("ids identical to transformers' greedy: " + ("not checked (no transformers runs)" if same is None
                                                                else "yes" if same else "NO"))
+    if result.get("lookahead_cost"):
+        lines.append(lookahead_cost_line(result["lookahead_cost"]))
     for rec in result["prompts"]:
         for name, res in rec["results"].items():
             if res.get("ids_identical_to_transformers") is False:
                 lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
                              f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")
+    if result.get("suffix_note"):
+        lines.append(result["suffix_note"])
     targets = result.get("head_targets")
     if targets:
         lines.append("")
@@ -967,6 +1088,8 @@ def format_kernel(result: dict) -> str:
     if long:
         lines.append(f"  after {long['prompt_len']} tokens of context: "
                      + ", ".join(f"k={k}: {v:.2f}" for k, v in long["verify_cost"].items()))
+    if result.get("lookahead_cost"):
+        lines.append(lookahead_cost_line(result["lookahead_cost"]))
     costs = result.get("drafter_costs")
     if costs:
         lines.append("")

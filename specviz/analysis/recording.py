@@ -9,7 +9,8 @@ The document (format version :data:`VERSION`)::
      "greedy": true, "drafter_name": "n-gram", "deterministic": true, "prompt_tokens": 87,
      "token_texts": {"<token id>": "<decoded text>", ...},
      "events": [{<PassEvent fields>}, ...],            # the prefill first; fields left out take their defaults
-     "rejections": {"<event index>": {<Distributions fields>}, ...}}
+     "rejections": {"<event index>": {<Distributions fields>}, ...},
+     "processing": "repetition penalty 1.3"}         # only when the run had generation settings off their defaults
 
 Compatibility: a reader opens every file whose version is at most its own :data:`VERSION`. An event field missing
 from a file (an older writer, or a field left at its default) takes its default or is derived from the others
@@ -90,6 +91,7 @@ def to_dict(recording: Recording, meta: Mapping[str, Any] | None = None) -> dict
         "token_texts": {str(int(t)): text for t, text in sorted(recording.token_texts.items())},
         "events": [_plain(e) for e in recording.events],
         "rejections": {str(i): _plain(d) for i, d in sorted(recording.rejections.items())},
+        **({"processing": recording.processing} if recording.processing else {}),  # absent: no penalties
     }
 
 
@@ -216,6 +218,7 @@ EVENT_READERS: dict[str, Callable] = {
     "tree": _optional(lambda v: _object(TreeRecord, _TREE, v)), "notice": _optional(_str),
     "expected_gain": _optional(_float), "row": _int,
     "lookahead": _optional(lambda v: _object(LookaheadRecord, _LOOKAHEAD, v)),
+    "resplit": lambda v: _list(v, _bool),
 }
 """How each :class:`PassEvent` field is read from a file (a field added to PassEvent needs one here)."""
 
@@ -359,7 +362,8 @@ def from_dict(data) -> RecordingFile:
         deterministic=_scalar(data, "deterministic", _bool, False),
         token_texts=_texts(data.get("token_texts", {})),
         prompt_tokens=_scalar(data, "prompt_tokens", _int, 0),
-        rejections=_rejections(data.get("rejections", {}), events))
+        rejections=_rejections(data.get("rejections", {}), events),
+        processing=_scalar(data, "processing", lambda v: _str(v, 500), ""))
     _walk(recording)
     return RecordingFile(recording, dict(meta) if isinstance(meta, dict) else {})
 

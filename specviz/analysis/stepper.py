@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
 
 from specviz.core.events import PassEvent
+from specviz.core.generation_settings import settings_summary
 from specviz.core.metrics import format_apart
 from specviz.core.verify import acceptance_probability
 
@@ -47,7 +48,8 @@ class Distributions:
         position: 0-based drafted position of the rejection (== the pass's number of accepted tokens).
         token_ids: the tokens shown: the union of each distribution's top tokens, the drafted and the chosen one,
             most probable first (by target + draft + residual).
-        target: target_probs of those tokens (the processed distribution: temperature, top-k, top-p).
+        target: target_probs of those tokens (the processed distribution: the run's penalties, bans and biases with
+            the committed text as history, then temperature, top-k, top-p and min-p; the draft's likewise).
         draft: draft_probs of those tokens (one-hot on the drafted token for a deterministic drafter).
         residual: norm(max(0, target - draft)) of those tokens; None in greedy mode (the target's argmax is taken).
         drafted_id: the rejected draft token.
@@ -77,6 +79,8 @@ class Recording:
         token_texts: id -> decoded text (a missing id shows as ``#id``).
         prompt_tokens: length of the encoded prompt.
         rejections: index in ``events`` -> :class:`Distributions` at that pass's rejection.
+        processing: the run's generation settings off their defaults besides temperature and seed, in words (e.g.
+            "repetition penalty 1.3"; "" when none): every p and q shown is after them.
     """
 
     events: tuple[PassEvent, ...]
@@ -86,6 +90,7 @@ class Recording:
     token_texts: Mapping[int, str] = field(default_factory=dict)
     prompt_tokens: int = 0
     rejections: Mapping[int, Distributions] = field(default_factory=dict)
+    processing: str = ""
 
     def text(self, token_id: int) -> str:
         """The raw decoded text of one token."""
@@ -282,6 +287,8 @@ class Stepper:
         """A plain-language sentence or two for students: what just happened in this phase, and why."""
         step = step or self.current
         event = self.event(step)
+        if event.lookahead is not None and step.phase in _LOOKAHEAD_CAPTIONS:
+            return _LOOKAHEAD_CAPTIONS[step.phase](self, event)
         return _CAPTIONS[step.phase](self, event)
 
 
@@ -422,6 +429,65 @@ _CAPTIONS: dict[str, Callable[[Stepper, PassEvent], str]] = {
 }
 
 
+def _lookahead_ids(record) -> list[int]:
+    """Every token id a lookahead pass shows: its window, the Jacobi step's outputs and the candidates."""
+    return [t for level in record.levels for t in level] + list(record.new_level) + [
+        t for c in record.candidates for t in c]
+
+
+def _caption_lookahead_draft(s: Stepper, e: PassEvent) -> str:
+    """Lookahead decoding, phase 1: no draft model; the window and the pool the target built itself."""
+    rec, la = s.recording, e.lookahead
+    levels, width = len(la.levels), max((len(level) for level in la.levels), default=0)
+    before = [t for event in rec.events[: rec.events.index(e)] for t in event.emitted_ids]
+    root = _q(rec, before[-1]) if before else "the last token"
+    window = (f"Its window holds {_plural(levels, 'level')} of {width} guesses each, made by the target itself in "
+              "earlier passes (the next step shows how). ")
+    pool = f"The pool of n-grams those guesses produced holds {la.pool_size}"
+    if not la.candidates:
+        return (f"Pass {e.index}: lookahead decoding has no draft model. {window}{pool}, but none starts with "
+                f"{root}, so there is nothing to verify: this forward only advances the window and gives one token.")
+    return (f"Pass {e.index}: lookahead decoding has no draft model. {window}{pool}; "
+            f"{_plural(len(la.candidates), 'candidate')} start{'s' if len(la.candidates) == 1 else ''} with {root}: "
+            + "; ".join(_list(rec, c) for c in la.candidates)
+            + f". All of them and the window go through the target in one forward of "
+              f"{1 + sum(len(level) for level in la.levels) + sum(len(c) for c in la.candidates)} tokens.")
+
+
+def _caption_lookahead_verify(s: Stepper, e: PassEvent) -> str:
+    """Lookahead decoding, phase 2: the candidates checked, and one Jacobi step on the window."""
+    rec, la = s.recording, e.lookahead
+    what = "candidate" if len(la.candidates) == 1 else _plural(len(la.candidates), "candidate")
+    checked = (f"The target checked the {what} (its top choice at every "
+               "position) and, in the same forward, ran one step of Jacobi iteration on the window. " if la.candidates
+               else "The target ran one forward pass on the last token and, in it, one step of Jacobi iteration on "
+                    "the window. ")
+    jacobi = ("Jacobi iteration treats the next tokens as unknowns solved all at once: at each window position the "
+              "target predicts the token after the guesses before it, as if they were right, and the predictions "
+              "become the next guesses. Repeated pass after pass, a guess that stops changing has reached what "
+              "greedy decoding would write there. ")
+    new = (f"This step produced {_list(rec, la.new_level)}, the window's new top level; the oldest level drops out. "
+           if la.new_level else "")
+    learned = (f"Each column read from its oldest guess down to the new token is an n-gram: {la.added} new ones "
+               "joined the pool, ready for a later pass whose last token starts them." if la.added else
+               "No new n-gram joined the pool this time (the window is still filling, or they were known).")
+    return checked + jacobi + new + learned
+
+
+def _caption_lookahead_decide(s: Stepper, e: PassEvent) -> str:
+    """Lookahead decoding, phase 3: the longest accepted candidate wins (greedy), then the usual verdict."""
+    la = e.lookahead
+    if la.winner is None or len(la.candidates) < 2:
+        return _caption_decide(s, e)
+    return (f"Of the {len(la.candidates)} candidates, candidate {la.winner + 1} matched the target's choices the "
+            f"longest, so it is the one kept. " + _caption_decide(s, e))
+
+
+_LOOKAHEAD_CAPTIONS: dict[str, Callable[[Stepper, PassEvent], str]] = {
+    "draft": _caption_lookahead_draft, "verify": _caption_lookahead_verify, "decide": _caption_lookahead_decide,
+}
+
+
 # ------------------------------------------------------------------------------------------------- recording
 
 
@@ -445,6 +511,10 @@ class RecordingDrafter:
     def commit(self, committed_ids: list[int], num_accepted: int) -> None:
         self.inner.commit(committed_ids, num_accepted)
 
+    def advance(self, new_level: list[int]) -> int:
+        """Lookahead decoding: hand the Jacobi step's outputs to the wrapped drafter (its window and pool)."""
+        return self.inner.advance(new_level)
+
     @property
     def cache_len(self):
         return getattr(self.inner, "cache_len", None)
@@ -465,10 +535,13 @@ class PrefixForward:
         self.cache = new_cache(model)
         self.fed: list[int] = []
 
-    def probs(self, prefix: list[int], sampling):
-        """The processed distribution (V,) of the next token after ``prefix`` (non-empty)."""
+    def probs(self, prefix: list[int], sampling, prompt_len: int = 0):
+        """The processed distribution (V,) of the next token after ``prefix`` (non-empty; its first ``prompt_len``
+        tokens are the prompt): the run's logits processors with ``prefix`` as the history
+        (:func:`specviz.core.verify.apply_processors`, as the engine and the drafters apply them), then temperature,
+        top-k, top-p and min-p."""
         from specviz.core.kv import forward_logits, rollback_cache
-        from specviz.core.verify import process_logits
+        from specviz.core.verify import apply_processors, process_logits
 
         keep = 0
         limit = min(len(self.fed), len(prefix) - 1)  # feed at least one token to get logits
@@ -477,11 +550,11 @@ class PrefixForward:
         rollback_cache(self.cache, keep)
         logits = forward_logits(self.model, list(prefix[keep:]), self.cache, 1)
         self.fed = list(prefix)
-        return process_logits(logits, sampling)[0]
+        return process_logits(apply_processors(logits, sampling, [list(prefix)], prompt_len), sampling)[0]
 
 
 def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | None, draft, prefix: list[int],
-                            event: PassEvent, sampling, top: int = 8) -> Distributions:
+                            event: PassEvent, sampling, top: int = 8, prompt_len: int = 0) -> Distributions:
     """The target / draft / residual distributions at ``event``'s first rejection.
 
     Args:
@@ -491,7 +564,8 @@ def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | 
         draft: the pass's :class:`~specviz.core.drafting.Draft`.
         prefix: prompt + tokens emitted before this pass + the pass's accepted draft tokens.
         event: the pass (with num_accepted < num_drafted).
-        sampling: the run's :class:`~specviz.core.verify.SamplingConfig`.
+        sampling: the run's :class:`~specviz.core.verify.SamplingConfig` (its logits processors see ``prefix``, of
+            which the first ``prompt_len`` tokens are the prompt, on both sides).
         top: tokens kept from each distribution's top.
     """
     import torch
@@ -500,12 +574,12 @@ def rejection_distributions(target: PrefixForward, draft_model: PrefixForward | 
 
     i = event.num_accepted
     drafted = int(event.draft_ids[i])
-    target_row = target.probs(prefix, sampling)
+    target_row = target.probs(prefix, sampling, prompt_len)
     known = True
     if draft is not None and draft.draft_probs is not None and i < len(draft.draft_probs):
         draft_row = draft.draft_probs[i].float().to(target_row.device)
     elif draft_model is not None:
-        draft_row = draft_model.probs(prefix, sampling).to(target_row.device)
+        draft_row = draft_model.probs(prefix, sampling, prompt_len).to(target_row.device)
     else:  # a deterministic drafter: one-hot on its guess (q < 1 without a distribution: only that q is known)
         q = float(draft.token_probs[i]) if draft is not None and i < len(draft.token_probs) else 1.0
         draft_row = one_hot_row(drafted, target_row) * q
@@ -561,7 +635,7 @@ class Recorder:
                 check_cancel(self.cancel)
                 prefix = self.prompt_ids + output + list(event.draft_ids[:event.num_accepted])
                 self._rejections[len(self._events)] = rejection_distributions(
-                    target, draft_model, draft, prefix, event, self.config.sampling, self.top)
+                    target, draft_model, draft, prefix, event, self.config.sampling, self.top, len(self.prompt_ids))
             output.extend(event.emitted_ids)
             self._events.append(event)
             yield event
@@ -570,6 +644,7 @@ class Recorder:
         """The finished :class:`Recording`."""
         events = tuple(self._events)
         ids = set(t for e in events for t in e.emitted_ids + e.draft_ids)
+        ids.update(t for e in events if e.lookahead is not None for t in _lookahead_ids(e.lookahead))
         ids.update(d.target_top_id for e in events for d in e.details)
         ids.update(t for dist in self._rejections.values() for t in dist.token_ids)
         decode = self.target.tokenizer.decode
@@ -578,7 +653,8 @@ class Recorder:
         deterministic = getattr(inner, "model", None) is None and not self._proposed_probs and all(
             d.draft_prob == 1.0 for e in events for d in e.details)
         return Recording(events, self.config.sampling.greedy, self.drafter.name, deterministic, texts,
-                         len(self.prompt_ids), dict(self._rejections))
+                         len(self.prompt_ids), dict(self._rejections),
+                         settings_summary(self.config.sampling, self.config.stop_token_ids))
 
 
 def record_run(target, drafter, prompt_ids: list[int], config, top: int = 8) -> Recording:

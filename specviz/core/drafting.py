@@ -95,7 +95,12 @@ class Draft:
         parents: None for a chain; for a tree, the parent node index of each node (-1 = the last committed
             token), topologically ordered (parents first). Trees are for greedy mode only.
         source: where a composite drafter's proposal came from ("lookup": copied by n-gram lookup; "pool": a
-            lookahead candidate), or None; the engine passes it on as the pass event's ``draft_source``.
+            lookahead candidate; "retokenized": text drafted in another tokenizer's vocabulary; "prompt" / "output" /
+            "earlier": suffix decoding copied it from the prompt, the run's output or an earlier output of the
+            session), or None; the engine passes it on as the pass event's ``draft_source``.
+        resplit: for a "retokenized" chain, one bool per token: True where the target token does not coincide with
+            one of the draft model's tokens (the tokenizers split the text differently); () otherwise. The engine
+            passes it on as the pass event's ``resplit``.
         lookahead: for a lookahead pass, which of the tree's nodes are the window and which the candidates
             (:class:`LookaheadPlan`); only the candidates are verified. None otherwise.
     """
@@ -106,6 +111,7 @@ class Draft:
     parents: list[int] | None = None
     source: str | None = None
     lookahead: LookaheadPlan | None = None
+    resplit: tuple[bool, ...] = ()
 
 
 @runtime_checkable

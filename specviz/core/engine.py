@@ -87,8 +87,12 @@ class GenerationConfig:
         if self.adaptive_k and self.auto_k:
             raise ValueError("choose one draft-length schedule: adaptive_k (heuristic) or auto_k (cost-aware)")
 
-    def draft_length(self) -> HeuristicK | AutoK:
-        """A fresh draft-length controller for one run."""
+    def draft_length(self, drafter: Drafter | None = None) -> HeuristicK | AutoK:
+        """A fresh draft-length controller for one run. A drafter with a ``fixed_k`` (lookahead: its candidates'
+        length N-1) drafts that many tokens every pass, whatever k and schedule the config asks for."""
+        fixed = getattr(drafter, "fixed_k", None)
+        if fixed is not None:
+            return HeuristicK(int(fixed), int(fixed), False)
         if self.auto_k:
             return AutoK(self.k_max, min(self.k, self.k_max))
         return HeuristicK(self.k, self.k_max, self.adaptive_k)
@@ -240,7 +244,7 @@ class _Batch:
         self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
                                                           target.eos_token_ids, config.stop_strings,
                                                           config.stop_token_ids),
-                          self._generator(i), d, config.draft_length() if d is not None else None)
+                          self._generator(i), d, config.draft_length(d) if d is not None else None)
                      for i, (p, d) in enumerate(zip(prompts, drafters))]
         self.active = list(self.rows)
         self.index = 0
@@ -546,7 +550,8 @@ def _draft(batch: _Batch, row: _Row, k: int) -> tuple[Draft, str | None]:
         m = next((i for i, t in enumerate(ids) if not 0 <= t < batch.vocab), len(ids))
         if m < len(draft.token_ids):
             probs = draft.draft_probs[:m] if draft.draft_probs is not None else None
-            draft = Draft(list(ids[:m]), list(draft.token_probs[:m]), probs, None, draft.source)
+            draft = Draft(list(ids[:m]), list(draft.token_probs[:m]), probs, None, draft.source,
+                          resplit=draft.resplit[:m])
     return draft, None
 
 
@@ -590,7 +595,7 @@ def _update_all(batch: _Batch, drafts: list[Draft], ks: list[int], outcomes: lis
 
 def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *,
            k: int = 0, source: str | None = None, notice: str | None = None, gain: float | None = None,
-           cache_len: int | None = None) -> PassEvent:
+           cache_len: int | None = None, resplit: tuple[bool, ...] = ()) -> PassEvent:
     """The event of one row's forward (prefill, baseline step or speculative pass); advances the row's clock."""
     row.elapsed_ms += timings.total_ms
     n = outcome.num_accepted
@@ -605,7 +610,7 @@ def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta
         near_tie_gap=outcome.near_tie_gap if row.name == "baseline" else None,
         next_k=row.k_next if row.control is not None and row.index > 0 else None,
         draft_source=source if outcome.shown_ids or source != "pool" else None, tree=outcome.tree, notice=notice,
-        expected_gain=gain, row=row.row, lookahead=outcome.lookahead,
+        expected_gain=gain, row=row.row, lookahead=outcome.lookahead, resplit=resplit[:len(outcome.shown_ids)],
     )
 
 
@@ -686,7 +691,8 @@ def _pass_events(batch: _Batch, clock: tuple[float, float, float], drafts: list[
         row.index = batch.index
         emitted, delta = committed[i]
         yield _event(batch, row, outcomes[i], emitted, delta, Timings(draft_ms[i], t2 - t1, other), k=ks[i],
-                     source=drafts[i].source, notice=notices[i], gain=gains[i], cache_len=lengths[i])
+                     source=drafts[i].source, notice=notices[i], gain=gains[i], cache_len=lengths[i],
+                     resplit=drafts[i].resplit)
 
 
 def generate_batch(target, prompts: list[list[int]], config: GenerationConfig, *,

@@ -31,9 +31,13 @@ FinishReason = Literal["eos", "length", "stop"]
 RunKind = Literal["speculative", "baseline"]
 """``speculative``: the run with a drafter; ``baseline``: standard decoding of the same target."""
 
-DraftSource = Literal["lookup", "pool"]
+DraftSource = Literal["lookup", "pool", "retokenized", "prompt", "output", "earlier"]
 """Where a proposal came from: ``lookup`` = copied by n-gram lookup (a head drafter with lookup first); ``pool`` =
-an n-gram of lookahead decoding's pool; None on an event means the drafter's own proposal."""
+an n-gram of lookahead decoding's pool; ``retokenized`` = a draft model with another tokenizer drafted text in its own
+vocabulary and the text was re-tokenized for the target (:mod:`specviz.drafters.cross_tokenizer`); ``prompt`` /
+``output`` / ``earlier`` = suffix decoding copied the draft's first token from the prompt, from this run's output, or
+from an earlier output of the session (:mod:`specviz.drafters.suffix`); None on an event means the drafter's own
+proposal."""
 
 
 class RunCancelled(Exception):
@@ -165,7 +169,12 @@ class PassEvent:
         near_tie_gap: baseline only: the gap between the top two logits at the emitted token (used to show
             that a divergence between two numerics sits at a near-tie).
         next_k: the draft length the next pass will ask for (adaptive k); None for the baseline and the prefill.
-        draft_source: "lookup" when a head drafter with lookup first copied this pass's draft, else None.
+        draft_source: where the pass's draft came from (:data:`DraftSource`): "lookup" when a head drafter with
+            lookup first copied it, "retokenized" when a draft model with another tokenizer drafted it, "prompt" /
+            "output" / "earlier" where suffix decoding copied it from, else None.
+        resplit: for a "retokenized" draft, one bool per shown draft token: True where that target token does not
+            coincide with exactly one of the draft model's tokens (the two tokenizers split the text differently
+            there); () otherwise.
         tree: the whole tree of a tree pass (:class:`TreeRecord`), else None.
         notice: one sentence when something about the drafting changed at this pass (e.g. the drafter's
             numbers turned non-finite and the run goes on without drafts), else None.
@@ -202,6 +211,7 @@ class PassEvent:
     expected_gain: float | None = None
     row: int = 0
     lookahead: LookaheadRecord | None = None
+    resplit: tuple[bool, ...] = ()
 
     @property
     def num_drafted(self) -> int:

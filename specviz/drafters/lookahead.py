@@ -31,10 +31,20 @@ from collections import OrderedDict
 
 from specviz.core.drafting import Draft, DraftContext, LookaheadPlan
 
-DEFAULT_WINDOW = 4
+# the defaults: the setting that decoded fastest (median over one prompt per category of the shared suite, greedy, 32
+# tokens) in a small sweep on a 2-core CPU, W in {3, 5}, N in {3, 4}, G in {2, 4} (docs/performance.md,
+# scripts/lookahead_sweep.py): tokens per pass barely moved (1.21-1.25), so the cheapest forward (11 tokens) won
+DEFAULT_WINDOW = 3
 DEFAULT_NGRAM = 3
-DEFAULT_CANDIDATES = 4
+DEFAULT_CANDIDATES = 2
 POOL_PER_KEY = 8  # n-grams kept per first token (the most recent first)
+
+
+def forward_tokens(window: int, ngram: int, candidates: int) -> int:
+    """Tokens one full lookahead pass feeds the target: the last committed token, the window's W(N-1) guesses and
+    G candidates of N-1 tokens, 1 + W(N-1) + G(N-1) (fewer while the window fills or the pool has fewer
+    candidates; one candidate when sampling)."""
+    return 1 + (window + candidates) * (ngram - 1)
 
 
 class LookaheadDrafter:
@@ -69,6 +79,11 @@ class LookaheadDrafter:
         self.levels: list[list[int]] = [[rng.choice(source) for _ in range(self.window)]]
         self.pool: dict[int, OrderedDict[tuple[int, ...], None]] = {}
         self._plan: LookaheadPlan | None = None
+
+    @property
+    def fixed_k(self) -> int:
+        """The draft length of every pass: the candidates' length N-1 (the engine uses it whatever k it is given)."""
+        return self.ngram - 1
 
     @property
     def pool_size(self) -> int:

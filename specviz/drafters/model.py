@@ -1,5 +1,6 @@
 """Drafting with a causal LM of the same vocabulary: a smaller model, a bfloat16 copy of the target, the
-target's own first layers (see :mod:`specviz.drafters.early_exit`) or the target itself (oracle).
+target's own first layers (see :mod:`specviz.drafters.early_exit`) or the target itself (oracle). A draft model with
+another tokenizer drafts through :mod:`specviz.drafters.cross_tokenizer` (its text is re-tokenized for the target).
 
 The drafter keeps its own KV cache. Invariant after ``commit``: the cache holds a prefix of the committed
 sequence, of length committed - 1 (after a pass with a rejection) or committed - 2 (after a fully accepted
@@ -128,3 +129,18 @@ def window_note(drafter, prompt_tokens: int, max_new_tokens: int) -> str:
                 f"it cannot draft, so the target decodes alone (same output, no speed-up).")
     return (f"The draft model's window is {window:,} tokens: it drafts for the first {drafted:,} new tokens, then the "
             f"target decodes alone (same output).")
+
+
+def drafter_note(drafter, prompt_tokens: int, max_new_tokens: int) -> str:
+    """What to tell the user about ``drafter`` before a run, in sentences ("" when nothing): its own ``note`` when
+    it has one (a draft model with another tokenizer says its drafts are re-tokenized and verified as one-hot
+    drafts, :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter`), then :func:`window_note`.
+
+    Args:
+        drafter: any drafter, or None for standard decoding.
+        prompt_tokens: length of the encoded prompt the target reads, in tokens.
+        max_new_tokens: the run's budget of new tokens.
+    """
+    own = getattr(drafter, "note", "")
+    notes = [own if isinstance(own, str) else "", window_note(drafter, prompt_tokens, max_new_tokens)]
+    return " ".join(note for note in notes if note)

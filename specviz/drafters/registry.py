@@ -32,6 +32,10 @@ class DrafterOptions:
         window / ngram / candidates: ``lookahead``: W, N and G (None: the defaults of
             :mod:`specviz.drafters.lookahead`).
         seed: ``lookahead``: seeds the window's first guesses.
+        suffix_store: ``suffix``: the session's store of earlier outputs (a :class:`specviz.drafters.suffix.SuffixStore`
+            shared by a session's drafters); None: a new one owned by the drafter.
+        remember_outputs: ``suffix``: each run's output joins the store when the next run starts (False: cold, as
+            the bench runs it unless ``--warm-suffix``).
         progress: optional callable(str) for loading messages.
     """
 
@@ -47,6 +51,8 @@ class DrafterOptions:
     ngram: int | None = None
     candidates: int | None = None
     seed: int = 0
+    suffix_store: object | None = None
+    remember_outputs: bool = True
     progress: Callable[[str], None] | None = None
 
 
@@ -153,7 +159,8 @@ def make_drafter(key: str, target, **options) -> Drafter | None:
     Raises:
         ValueError: unknown key, or a missing/invalid option (:class:`specviz.drafters.networks.HeadsError` when
             no head file fits the target).
-        specviz.models.ModelLoadError: the draft model cannot be loaded, or its vocabulary differs.
+        specviz.models.ModelLoadError: the draft model cannot be loaded, or its tokenizer (or the target's) cannot
+            write text back from its ids, so drafts cannot be re-tokenized between two different vocabularies.
     """
     if key == NONE.key:
         return None
@@ -179,6 +186,12 @@ def _lookahead(target, o: DrafterOptions) -> Drafter:
                             seed=o.seed)
 
 
+def _suffix(target, o: DrafterOptions) -> Drafter:
+    from specviz.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(o.suffix_store, remember=o.remember_outputs)
+
+
 def _oracle(target, o: DrafterOptions) -> Drafter:
     return ModelDrafter(target.model, "oracle (the target itself)")
 
@@ -193,11 +206,17 @@ def _bf16(target, o: DrafterOptions) -> Drafter:
 
 
 def _draft_model(target, o: DrafterOptions) -> Drafter:
-    from specviz.models import check_same_vocabulary, load_model
+    """The target's tokenizer: a :class:`ModelDrafter`; another tokenizer: a
+    :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for the target)."""
+    from specviz.models import check_same_vocabulary, load_model, same_vocabulary
 
     if not o.draft_spec or not o.draft_spec.strip():
         raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
     draft = load_model(o.draft_spec.strip(), device=target.device, progress=o.progress)
+    if not same_vocabulary(target, draft):
+        from specviz.drafters.cross_tokenizer import cross_tokenizer_drafter
+
+        return cross_tokenizer_drafter(target, draft)
     check_same_vocabulary(target, draft)
     return ModelDrafter(draft.model, f"draft model {draft.label}")
 
@@ -232,8 +251,9 @@ _BUILT_IN = (
                   "(46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup.", _early_exit),
     DrafterChoice("bf16", "bfloat16 copy (draft model)", "The target in reduced precision, with its own KV cache.",
                   _bf16),
-    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with the same tokenizer, with its own "
-                  "KV cache.", _draft_model),
+    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with its own KV cache; with another "
+                  "tokenizer than the target's, its drafted text is re-tokenized and verified as one-hot drafts.",
+                  _draft_model),
     DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature "
                   "from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the "
                   "embedded SmolLM2-135M-Instruct.", _heads("eagle")),
@@ -243,6 +263,10 @@ _BUILT_IN = (
     DrafterChoice("lookahead", "Lookahead decoding (no draft model)", "The target itself runs a window of Jacobi "
                   "iterations beside decoding and verifies n-grams they produced, in the same forward (W window, N "
                   "n-gram size, G candidates).", _lookahead),
+    DrafterChoice("suffix", "Suffix decoding (prompt + earlier outputs)", "Suffix tries over the prompt, the output "
+                  "so far and this session's earlier outputs propose the most frequent continuation of the longest "
+                  "matching suffix, as many tokens as stay likely; no model. The Live tab keeps the earlier outputs of "
+                  "the page visit; the Arena and the bench run it cold (an empty store each run).", _suffix),
     DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the "
                   "trade-off.", _oracle),
 )
