@@ -12,7 +12,7 @@ demo: setup model
 
 # The whole suite, then the kernel-sensitive tests again as a CPU without AVX-512 runs them (test-avx2).
 test: setup-dev model chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 	$(MAKE) --no-print-directory test-avx2
 
 # The tests marked `kernels` (float results of two kernel paths compared) with oneDNN, ATen and MKL limited to

@@ -231,6 +231,26 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
 )
 
 
+TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
+
+
+def _noisy(row: dict) -> bool:
+    """A method's row whose baselines drifted beyond :data:`NOISY_DRIFT` (its timings are no finding)."""
+    return row.get("drafter") != BASELINE and (row.get("baseline_drift") or 0) > NOISY_DRIFT
+
+
+def _noise_marks(rows: list[dict]) -> dict:
+    """Plotly marker settings: noisy rows' bars hatched and faded."""
+    return {"pattern": {"shape": ["/" if _noisy(r) else "" for r in rows], "fillmode": "overlay", "size": 6,
+                        "solidity": 0.4},
+            "opacity": [0.45 if _noisy(r) else 1.0 for r in rows]}
+
+
+def _noise_word(row: dict) -> str:
+    """The hover's word on a bar: "(noisy: baselines 36% apart)" or ""."""
+    return f"(noisy: baselines {row['baseline_drift']:.0%} apart, no finding)" if _noisy(row) else ""
+
+
 def shown_rows(summary: list[dict]) -> list[dict]:
     """The pooled rows worth showing: per category, and "all" only when there is more than one category."""
     several = len({r["category"] for r in summary if r["level"] == "category"}) > 1
@@ -261,16 +281,22 @@ def arena_figure(summary: list[dict]) -> go.Figure:
             mine = [r for r in rows if r["variant"] == label]
             if not with_base and mine and mine[0]["drafter"] == BASELINE:
                 continue
+            timed = key in TIMED_KEYS
             data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
                          "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
-                         "marker": {"color": colors[label]}, "xaxis": f"x{n}", "yaxis": f"y{n}",
-                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}}<extra>{title}</extra>"})
+                         "marker": {"color": colors[label], **(_noise_marks(mine) if timed else {})},
+                         "xaxis": f"x{n}", "yaxis": f"y{n}", "text": [_noise_word(r) if timed else "" for r in mine],
+                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
         notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                       "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                       "font": {"size": 14}})
+    if any(_noisy(r) for r in rows):
+        notes.append({"text": "hatched bars: noisy (the baselines beside that method differ by more than "
+                              f"{NOISY_DRIFT:.0%}): no finding", "x": 0, "y": -0.08, "xref": "paper", "yref": "paper",
+                      "xanchor": "left", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]}})
     layout["annotations"] = notes
     layout["legend"]["y"] = 1.06
     layout["margin"]["t"] = 90
@@ -285,8 +311,9 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
     x = [[r["category"] for r in rows], [r["variant"] for r in rows]]
     data = [
         {"type": "bar", "x": x, "y": [r["decode_speedup"] for r in rows], "name": "measured (after the prefill)",
-         "marker": {"color": [colors[r["variant"]] for r in rows]}, "opacity": 0.85,
-         "hovertemplate": "%{x}<br>measured %{y:.2f}×<extra></extra>"},
+         "marker": {"color": [colors[r["variant"]] for r in rows], **_noise_marks(rows)}, "opacity": 0.85,
+         "text": [_noise_word(r) for r in rows], "textposition": "none",
+         "hovertemplate": "%{x}<br>measured %{y:.2f}× %{text}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
          "name": "predicted, paper (verification = 1 step)",
          "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},

@@ -883,9 +883,11 @@ def check_lesson(result: dict) -> str:
         return (f"{p_text(fit_spec)}: even the broken verifier passed here: the drafter's guesses happen to match "
                 "what the target samples, or N is too small to tell; pick a drafter that disagrees, or raise N.")
     if fit_spec >= LEVEL and fit_std >= LEVEL:
-        return (f"Both samples agree with the target's exact probabilities ({p_text(fit_std)} and "
-                f"{p_text(fit_spec)}; between them {p_text(same)}): speculative sampling drew from the target's "
-                "distribution.")
+        counted_runs = min(counted(result, "standard"), counted(result, "speculative"))
+        return (f"No evidence of a difference: neither sample departs from the target's exact probabilities "
+                f"({p_text(fit_std)} and {p_text(fit_spec)}; between them {p_text(same)}). A test does not prove "
+                f"equality: with {counted_runs} counted runs per side it would catch a gross error (as the broken "
+                "verifier shows) but not a small one; raise N to look closer.")
     if fit_std >= LEVEL:
         return (f"The speculative sample disagrees with the exact law ({p_text(fit_spec)}) while the standard one "
                 f"agrees ({p_text(fit_std)}): at the 1% level that happens by chance once in a hundred checks; "

@@ -228,8 +228,8 @@ def time_figure(spec: RunStats, base: RunStats) -> go.Figure:
 PANELS = (acceptance_panel, tokens_per_pass_panel, latency_panel, position_panel, k_panel, time_panel)
 
 
-K_TITLES = {"heuristic": "Draft length k per pass (adaptive k)",
-            "auto": "Draft length k per pass (k = auto: from measured costs)"}
+K_TITLES = {"heuristic": "k per pass (adaptive)",
+            "auto": "k per pass (auto, from costs)"}
 
 
 def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed", columns: int = 3) -> go.Figure:

@@ -518,8 +518,10 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
     if not greedy and comparison.identical is False:  # expected when sampling: same distribution, other draws
         mark, cls = "≠ ids, same distribution", ""
     title = "Greedy output = baseline?" if greedy else "Output vs baseline (sampling)"
-    cards.append(_card(title, mark, "speculative decoding must not change the output: greedy ids are the "
-                       "baseline's", esc(comparison.message), cls=f"wide {cls}"))
+    rule = ("speculative decoding must not change the output: greedy ids are the baseline's" if greedy else
+            "sampling draws other random numbers in each run, so the ids may differ; what must not change is the "
+            "distribution they are drawn from (the Batching tab's check tests it)")
+    cards.append(_card(title, mark, rule, esc(comparison.message), cls=f"wide {cls}"))
     return f'<div class="stats">{"".join(cards)}</div>'
 
 

@@ -263,7 +263,7 @@ class HeadAccuracy:
             pct = "–" if rate is None else f"{rate:.0%}"
             width = 0 if rate is None else round(rate * 100, 1)
             rows.append(f'<tr data-head="{head}" data-accepted="{a}" data-judged="{j}"><th>head {head}</th>'
-                        f'<td class="ha-bar"><span style="width:{width}%"></span></td>'
+                        f'<td class="ha-bar"><div class="ha-track"><span style="width:{width}%"></span></div></td>'
                         f"<td>accepted {a} of {j} judged ({pct})</td></tr>")
         tree = (" In a tree, a head scores when one of its candidates at its depth is on the accepted path."
                 if self.tree else "")

@@ -282,10 +282,31 @@ def _lookahead_cards(curve: dict[int, float], settings, latest: bool) -> list[tu
         cost = lookahead_pass_cost(curve, w, n, g)
         how = "measured" if cost["measured"] else "extrapolated" if cost["extrapolated"] else "interpolated"
         whose = "your latest Live run" if latest and i == 0 else "the default"
-        cards.append((f"Lookahead pass (W={w}, N={n}, G={g})", f"{cost['ratio']:.2f} <small>steps</small>",
-                      f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, "
-                      f"T({cost['tokens']})/T(1) ({how}); it pays only above {cost['ratio']:.2f} tokens per pass"))
+        label = f"Lookahead pass (W={w}, N={n}, G={g})"
+        head = f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, T({cost['tokens']})/T(1) ({how})"
+        if cost["ratio"] < 1:  # more tokens cannot cost less than one: noise, no finding
+            cards.append(_noisy_card(label, cost["ratio"], head))
+            continue
+        cards.append((label, f"{cost['ratio']:.2f} <small>steps</small>",
+                      f"{head}; it pays only above {cost['ratio']:.2f} tokens per pass"))
     return cards
+
+
+def _noisy_card(label: str, ratio: float, what: str) -> tuple[str, str, str]:
+    """A cost card whose ratio came out below 1 (more tokens measured faster than one): no finding."""
+    return (label, "too noisy <small>to tell</small>",
+            f"{what} measured {ratio:.2f}: a forward over more tokens cannot take less time than over one, so this "
+            "is noise from other work on the machine; measure again when it is quieter")
+
+
+def _ratio_spread(grid: dict, batch: int, n: int) -> str:
+    """"; repeats a–b" for T(n)/T(1) at ``batch`` from the repeats' extremes (slowest n over fastest 1 and the
+    reverse), or "" when n was not measured itself."""
+    spread = grid.get("spread", {}).get(batch, {})
+    if n not in spread or 1 not in spread:
+        return ""
+    (lo_n, hi_n), (lo_1, hi_1) = spread[n], spread[1]
+    return f"; repeats {lo_n / hi_1:.2f}–{hi_n / lo_1:.2f}"
 
 
 def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
@@ -312,8 +333,11 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
         row = ms[batch]
         if 1 in row and len(row) > 1:
             cost = interpolate(row, 5) / row[1]
+            if cost < 1:
+                cards.append(_noisy_card(f"Verifying k=4 (batch {batch})", cost, "T(5)/T(1)"))
+                continue
             cards.append((f"Verifying k=4 (batch {batch})", f"{cost:.2f} <small>steps</small>",
-                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}"))
+                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}" + _ratio_spread(grid, batch, 5)))
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
         cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit</small>",

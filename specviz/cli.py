@@ -17,7 +17,9 @@ excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i
 repetition_penalty, frequency_penalty, presence_penalty, no_repeat_ngram_size, logit_bias as {"id": bias} with a ban
 written "-inf", stop_strings, stop_token_ids, seed), settings_changed (those off their defaults, in words, besides
 temperature and seed; "" when none), and with ``--compare`` a "compare" object (baseline tokens/s,
-speedup, ids_identical, first_difference and the baseline's near_tie_gap there). See
+speedup end to end, decode_speedup with its bootstrap interval, verdict and reading (a run of fewer than 8 passes is
+"too short"; an interval wide across 1.0 "too noisy": then no figure is printed as a result), ids_identical,
+first_difference and the baseline's near_tie_gap there). See
 :mod:`specviz.core.metrics` for the definitions.
 """
 
@@ -488,13 +490,18 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
     """Speedup over standard decoding with the same settings, and where the ids first differ (greedy runs
     must match; sampled runs draw different random numbers, so they differ in general)."""
     from specviz.analysis.bench import first_difference
-    from specviz.core.metrics import speedup
+    from specviz.core.metrics import judge_decode_speedup, speedup
 
     diff = first_difference(spec_result.token_ids, base_result.token_ids)
+    judged = judge_decode_speedup(spec_stats, base_stats)
     out = {
         "baseline_tokens_per_s": base_stats.tokens_per_s,
         "baseline_wall_s": base_result.wall_s,
         "speedup": speedup(spec_stats, base_stats),
+        "decode_speedup": judged.value,
+        "decode_speedup_interval": None if judged.interval is None else [judged.interval.low, judged.interval.high],
+        "decode_speedup_verdict": judged.verdict,
+        "decode_speedup_reading": judged.describe(),
         "greedy": greedy,
         "ids_identical": diff is None,
         "first_difference": diff,
@@ -534,8 +541,12 @@ def _summary(record: dict, target_label: str) -> str:
                     f"{f(c['near_tie_gap'], '.4f')})")
         else:  # two independent samples: only the distribution is the same
             same = f"ids differ from token {c['first_difference']}; expected when sampling (same distribution)"
-        lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> speedup "
-                     f"{f(c['speedup'])}x; {same}")
+        if c.get("decode_speedup_verdict") in ("faster", "slower", "same"):
+            reading = (f"decode speedup {f(c['decode_speedup'])}x, {c['decode_speedup_reading']} (end to end "
+                       f"{f(c['speedup'])}x, one run each)")
+        else:  # too short or too noisy: no figure is a finding
+            reading = f"speedup {c.get('decode_speedup_reading', 'not judged')}"
+        lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> {reading}; {same}")
     return "\n".join(lines)
 
 

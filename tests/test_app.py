@@ -366,7 +366,7 @@ def test_generate_with_k_auto_shows_its_choice_and_expected_gain(tiny_model_dir)
     chart = out["charts"]
     titles = [a["text"] for a in chart["layout"]["annotations"]] if isinstance(chart, dict) else \
         [a.text for a in chart.layout.annotations]
-    assert any("k = auto" in t for t in titles)
+    assert any("k per pass (auto" in t for t in titles)
     names = [t["name"] for t in chart["data"]] if isinstance(chart, dict) else [t.name for t in chart.data]
     assert "expected gain (× a plain step)" in names
 

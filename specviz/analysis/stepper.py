@@ -443,10 +443,12 @@ def _caption_lookahead_draft(s: Stepper, e: PassEvent) -> str:
     root = _q(rec, before[-1]) if before else "the last token"
     window = (f"Its window holds {_plural(levels, 'level')} of {width} guesses each, made by the target itself in "
               "earlier passes (the next step shows how). ")
-    pool = f"The pool of n-grams those guesses produced holds {la.pool_size}"
+    pool = f"The pool of n-grams those guesses produced holds {_plural(la.pool_size, 'n-gram')}"
     if not la.candidates:
-        return (f"Pass {e.index}: lookahead decoding has no draft model. {window}{pool}, but none starts with "
-                f"{root}, so there is nothing to verify: this forward only advances the window and gives one token.")
+        none = (f"{pool}, but none starts with {root}" if la.pool_size else
+                "The pool of n-grams is still empty (the window has not filled yet)")
+        return (f"Pass {e.index}: lookahead decoding has no draft model. {window}{none}, so there is nothing to "
+                "verify: this forward only advances the window and gives one token.")
     return (f"Pass {e.index}: lookahead decoding has no draft model. {window}{pool}; "
             f"{_plural(len(la.candidates), 'candidate')} start{'s' if len(la.candidates) == 1 else ''} with {root}: "
             + "; ".join(_list(rec, c) for c in la.candidates)

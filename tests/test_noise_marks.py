@@ -1,0 +1,50 @@
+"""Timings that are noise are never drawn as findings: the Arena's bars of a method whose baselines drifted are
+hatched and say so; a Why-tab cost ratio below 1 (more tokens faster than one) reads "too noisy to tell"."""
+
+from __future__ import annotations
+
+from app import arena, why
+
+
+def _row(variant: str, drafter: str, drift: float | None, speedup: float = 1.07) -> dict:
+    return {"level": "category", "category": "chat", "variant": variant, "drafter": drafter, "baseline_drift": drift,
+            "decode_speedup": speedup, "tokens_per_pass": 1.5, "acceptance_rate": 0.4, "tokens_per_s": 10.0,
+            "predicted_speedup_paper": 1.2, "predicted_speedup_measured": 1.1, "tree_passes": 0}
+
+
+def test_noisy_arena_bars_are_hatched_and_say_so():
+    rows = [_row("standard", arena.BASELINE, None), _row("ngram k=4", "ngram", 0.36), _row("eagle k=4", "eagle", 0.05)]
+    figure = arena.arena_figure(rows)
+    bars = {(t.name, t.yaxis): t for t in figure.data}
+    speed = bars[("ngram k=4", "y4")]
+    assert speed.marker.pattern.shape == ("/",) and "noisy: baselines 36% apart" in speed.text[0]
+    assert bars[("eagle k=4", "y4")].marker.pattern.shape == ("",)
+    assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
+    assert any("hatched bars: noisy" in a.text for a in figure.layout.annotations)
+    predicted = arena.predictions_figure(rows).data[0]
+    assert list(predicted.marker.pattern.shape) == ["/", ""]
+
+
+def test_a_cost_ratio_below_one_is_too_noisy_to_tell():
+    grid = {"ms": {1: {1: 100.0, 2: 96.0, 4: 95.0, 8: 97.0}}, "param_bytes": 1e8, "spread": {}, "impossible": []}
+    html = why.summary_html(grid, None, lookahead=[(3, 3, 2)])
+    assert "Verifying k=4 (batch 1)" in html and "too noisy" in html and "for the price of" not in html
+    grid["ms"][1] = {1: 100.0, 2: 104.0, 4: 110.0, 8: 118.0}
+    grid["spread"] = {1: {1: (98.0, 103.0), 4: (108.0, 114.0)}}
+    html = why.summary_html(grid, None, lookahead=[(3, 3, 2)])
+    assert "for the price of 1.12" in html and "too noisy" not in html
+
+
+def test_the_cli_compare_judges_a_short_run_instead_of_printing_a_speedup(tiny_model_dir, capsys):
+    import json
+
+    from specviz.cli import main
+
+    args = ["generate", "--target", str(tiny_model_dir), "--prompt", "one two one two", "--drafter", "ngram",
+            "--k", "4", "--max-new-tokens", "6", "--no-chat-template", "--compare"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "too short to judge" in out and "x;" not in out.split("standard decoding:")[1], out
+    assert main([*args, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["compare"]
+    assert record["decode_speedup_verdict"] == "too short" and record["decode_speedup_interval"] is None
