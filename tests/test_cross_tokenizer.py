@@ -211,7 +211,7 @@ def test_greedy_ids_equal_standard_decoding(clean_target, memo_draft_dir, k):
         if prompt in MEMO_PROMPTS:  # the draft knows this text: most drafts are accepted
             assert stats.tokens_per_pass > 0.75 * (k + 1), (prompt, k, stats.tokens_per_pass)
     marks = [m for e in spec.events for m in e.resplit]
-    assert True in marks and False in marks  # the two tokenizers split some tokens alike, some not
+    assert any(marks) and not all(marks)  # the two tokenizers split some tokens alike, some not
 
 
 @pytest.mark.kernels  # 1-row steps vs (k+1)-row verification passes, as in test_engine
