@@ -281,8 +281,10 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     p.add_argument("--draft-model", help="draft model spec for --drafter model")
     p.add_argument("--exit-layer", type=_int_in("exit-layer", 1), help="layers run by the early-exit drafter")
-    p.add_argument("--ngram-max", type=_int_in("ngram-max", 1), default=3)
-    p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1)
+    p.add_argument("--ngram-max", type=_int_in("ngram-max", 1), default=3,
+                   help="n-gram lookup (--drafter ngram): longest suffix looked up earlier in the text (default 3)")
+    p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1,
+                   help="n-gram lookup: shortest suffix looked up (default 1); not lookahead's --ngram")
     p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa (default: the shipped "
                                                    "heads for the embedded model)")
     p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
