@@ -15,18 +15,15 @@ and the status say so; :data:`NOTE` explains how ratios are formed).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import tempfile
 import time
-from datetime import datetime
-from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
+from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer,
                         parse_generation_settings)
@@ -346,12 +343,7 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
 
 def write_files(result: ArenaResult, folder: str | None = None) -> tuple[str, str]:
     """Write the result as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths."""
-    out = Path(folder or tempfile.mkdtemp(prefix="specviz-arena-"))
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    csv_path, json_path = out / f"specviz-arena-{stamp}.csv", out / f"specviz-arena-{stamp}.json"
-    csv_path.write_text(to_csv(result), encoding="utf-8")
-    json_path.write_text(json.dumps(to_json(result), indent=2, default=str) + "\n", encoding="utf-8")
-    return str(csv_path), str(json_path)
+    return write_csv_and_json("arena", to_csv(result), to_json(result), folder)
 
 
 # ------------------------------------------------------------------------------------------------ handlers

@@ -28,14 +28,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import logging
 import math
-import tempfile
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime
-from pathlib import Path
 from typing import Callable
 
 import gradio as gr
@@ -43,6 +39,7 @@ import plotly.graph_objects as go
 
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
+from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, number, text
 from app.messages import report
@@ -621,12 +618,7 @@ def sweep_json(result: dict) -> dict:
 
 def write_sweep_files(result: dict, folder: str | None = None) -> tuple[str, str]:
     """Write the sweep as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths."""
-    out = Path(folder or tempfile.mkdtemp(prefix="specviz-batching-"))
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    csv_path, json_path = out / f"specviz-batching-{stamp}.csv", out / f"specviz-batching-{stamp}.json"
-    csv_path.write_text(sweep_csv(result), encoding="utf-8")
-    json_path.write_text(json.dumps(sweep_json(result), indent=2, default=str) + "\n", encoding="utf-8")
-    return str(csv_path), str(json_path)
+    return write_csv_and_json("batching", sweep_csv(result), sweep_json(result), folder)
 
 
 # ------------------------------------------------------------------------------------------------ handlers
