@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-.PHONY: demo test test-avx2 setup setup-dev model chromium bench bench-quick gpu-check clean
+.PHONY: demo test test-avx2 setup setup-dev model compile chromium bench bench-quick gpu-check clean
 
 demo: setup model
 	$(PY) app.py
@@ -41,6 +41,12 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 # Convert the embedded GGUF model once (about 30-40 s) into ~/.cache/specviz; later starts load it in ~1 s.
 model: setup
 	$(PY) -c "from specviz.models import ensure_embedded; print(ensure_embedded(progress=print))"
+
+# Opt-in: compile the embedded model's forward (torch.compile, inductor) for the shapes the engine runs, writing the
+# compiled kernels under ~/.cache/specviz/compile, so that `SPECVIZ_COMPILE=1` / `--compile` later starts from the
+# disk cache (docs/performance.md, "The compiled forward": minutes the first time on a 2-core CPU).
+compile: setup model
+	$(PY) -m specviz compile
 
 # Debian's chromium for the real-browser tests (playwright's own browser download does not work offline).
 chromium:

@@ -53,6 +53,7 @@ SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite",
            ("The whole suite", "suite"))
 STATUS_INTERVAL_S = 1.0  # a "still running" refresh at most this often between prompts
 NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: its ratio is marked noisy
+IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the tokens per pass: noise (see _impossible)
 
 SHADES = {  # per drafter, dark to light: one shade per k
     "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
@@ -178,9 +179,14 @@ def _cell(value, decimals: int | str | None) -> str:
 
 
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
-    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text."""
+    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a decoding
+    speedup above what its tokens per pass allow reads "… impossible: noise" (:func:`_impossible`)."""
+    def cell(r: dict, key: str, decimals) -> str:
+        text = _cell(r.get(key), decimals)
+        return text + " impossible: noise" if key == "decode_speedup" and _impossible(r) else text
+
     return {"headers": [c[0] for c in columns],
-            "data": [[_cell(r.get(key), decimals) for _, key, decimals in columns] for r in rows]}
+            "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
 
 
 def empty_table(columns=SUMMARY_COLUMNS) -> dict:
@@ -231,9 +237,19 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
 TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
 
 
+def _impossible(row: dict) -> bool:
+    """A method's decoding speedup above its tokens per pass by more than :data:`IMPOSSIBLE_MARGIN`: a pass would
+    have cost less than one standard step, although it does the same forward with more tokens and drafts too. The
+    machine's speed changed between the runs; the ratio is noise."""
+    speedup, tokens = row.get("decode_speedup"), row.get("tokens_per_pass")
+    return (row.get("drafter") != BASELINE and speedup is not None and tokens is not None
+            and speedup > tokens * (1 + IMPOSSIBLE_MARGIN))
+
+
 def _noisy(row: dict) -> bool:
-    """A method's row whose baselines drifted beyond :data:`NOISY_DRIFT` (its timings are no finding)."""
-    return row.get("drafter") != BASELINE and (row.get("baseline_drift") or 0) > NOISY_DRIFT
+    """A method's row whose baselines drifted beyond :data:`NOISY_DRIFT`, or whose speedup is impossible
+    (:func:`_impossible`): its timings are no finding."""
+    return row.get("drafter") != BASELINE and ((row.get("baseline_drift") or 0) > NOISY_DRIFT or _impossible(row))
 
 
 def _noise_marks(rows: list[dict]) -> dict:
@@ -244,7 +260,9 @@ def _noise_marks(rows: list[dict]) -> dict:
 
 
 def _noise_word(row: dict) -> str:
-    """The hover's word on a bar: "(noisy: baselines 36% apart)" or ""."""
+    """The hover's word on a bar: "(noisy: baselines 36% apart)", "(noisy: faster than possible)" or ""."""
+    if _impossible(row):
+        return "(noisy: faster than its tokens per pass allow, no finding)"
     return f"(noisy: baselines {row['baseline_drift']:.0%} apart, no finding)" if _noisy(row) else ""
 
 
@@ -292,7 +310,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
                       "font": {"size": 14}})
     if any(_noisy(r) for r in rows):
         notes.append({"text": "hatched bars: noisy (the baselines beside that method differ by more than "
-                              f"{NOISY_DRIFT:.0%}): no finding", "x": 0, "y": -0.08, "xref": "paper", "yref": "paper",
+                              f"{NOISY_DRIFT:.0%}, or it is faster than its tokens per pass allow): no finding", "x": 0, "y": -0.08, "xref": "paper", "yref": "paper",
                       "xanchor": "left", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]}})
     layout["annotations"] = notes
     layout["legend"]["y"] = 1.06
@@ -378,22 +396,23 @@ def _done_status(result: ArenaResult, seconds: float, notes=()) -> str:
              None: ""}[same]
     n = len({r["prompt_id"] for r in result.rows})
     if result.stopped:
-        return render.status_html(f"Stopped after {n} prompt(s) in {seconds:.0f} s; the downloads hold those.",
-                                  "info", notes=notes)
+        return render.status_html(f"Stopped after {render.plural(n, 'prompt')} in {seconds:.0f} s; the downloads "
+                                  "hold those.", "info", notes=notes)
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning()
     noisy = noisy_rows(result.rows)
-    drift = (f" · on {noisy} prompt × method pair(s) the baseline runs beside the method differ by more than "
-             f"{NOISY_DRIFT:.0%} (“noisy” in Baseline drift): the machine's speed changed, read those ratios as "
-             "noise" if noisy else "")
-    return render.status_html(f"Done: {n} prompt(s) × {len(result.variants)} methods in {seconds:.0f} s{check}"
+    drift = (f" · {render.plural(noisy, 'prompt × method pair')} noisy (baselines beside the method more than "
+             f"{NOISY_DRIFT:.0%} apart, or a speedup above its tokens per pass): the machine's speed changed, read "
+             "those ratios as noise" if noisy else "")
+    methods = render.plural(len(result.variants), "method")
+    return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,
                               "done" if same is not False else "info", notes=notes)
 
 
 def noisy_rows(rows: list[dict]) -> int:
-    """How many per-prompt rows of a method (not the baseline) have a baseline drift above :data:`NOISY_DRIFT`."""
-    return sum(1 for r in rows if r["drafter"] != BASELINE and (r.get("baseline_drift") or 0) > NOISY_DRIFT)
+    """How many per-prompt rows of a method (not the baseline) are noisy (:func:`_noisy`)."""
+    return sum(1 for r in rows if _noisy(r))
 
 
 def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
@@ -413,13 +432,15 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
                                               min_p=s["generation"]["min_p"]))
     notes += [f"Every run (baseline, target and draft alike) uses: {changed}."] if changed else []
     methods = len(s["drafters"]) * len(s["ks"]) + 1
-    job = device.start(RUNS, request, f"the arena is running ({len(s['prompts'])} prompt(s) × {methods} methods)")
+    prompts = render.plural(len(s["prompts"]), "prompt")
+    job = device.start(RUNS, request, f"the arena is running ({prompts} × {render.plural(methods, 'method')})")
     started = time.monotonic()
     try:
+        hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status
         yield _outputs(status=render.status_html(
-            f"Starting: {len(s['prompts'])} prompt(s) × {methods - 1} method(s), with standard decoding timed before "
+            f"Starting: {prompts} × {render.plural(methods - 1, 'method')}, with standard decoding timed before "
             f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each…", "busy",
-            notes=notes))
+            notes=notes), summary=table([]), prompts=table([], PROMPT_COLUMNS))[:3] + (hidden,) * 4
         result = yield from _race_on_device(job, s, bool(chat_template), _Progress(progress, notes, started))
         yield from _show_result(result, job, time.monotonic() - started, notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
@@ -606,7 +627,9 @@ def build_tab(target: str = "embedded") -> None:
                                         value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
                                         info="Each runs against the same standard-decoding baseline")
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
-                                  elem_id="arena-ks", info="auto = adaptive k, starting at 4")
+                                  elem_id="arena-ks",
+                                  info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
+                                  "pass cost and acceptance (0 when no k pays), starting at 4")
             source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
                               elem_id="arena-source")
             prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",

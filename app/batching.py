@@ -68,6 +68,7 @@ SHORT, LONG = "short", "long"
 LONG_PROMPT_TOKENS = 1000  # "long prompts": example prompts joined to about this many tokens each
 PROMPT_LENGTHS = (("short prompts (the examples, ~50 tokens)", SHORT), ("long prompts (~1,000 tokens)", LONG))
 NOISY_SPREAD = 0.25  # repeats' speedups spread wider than this (fastest ÷ slowest − 1): too noisy to tell
+IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise
 NEAR_ONE = 1.3  # a pass cost T(B, k+1) / T(B, 1) at most this "stays near 1" in the lesson
 PROBE_WIDE = 64  # tokens of the probe's wide forward (its per-token cost prices the prefills and wide passes)
 ASSUMED_TOKENS_PER_PASS = 1.5  # for the estimate only, before anything was accepted
@@ -326,15 +327,25 @@ def repeat_speedups(row: dict) -> list[float]:
 
 def verdict(row: dict) -> str:
     """"pays" (every repeat above 1), "loses" (every repeat below 1), "even" (the repeats straddle 1 but agree),
-    "noisy" (they spread by more than :data:`NOISY_SPREAD`: too noisy to tell) or "none" (nothing measured)."""
+    "noisy" (they spread by more than :data:`NOISY_SPREAD`, or the row is :func:`impossible`: too noisy to tell)
+    or "none" (nothing measured)."""
     ups = repeat_speedups(row)
     if row.get("speedup") is None or not ups:
         return "none"
-    if max(ups) / min(ups) - 1 > NOISY_SPREAD:
+    if max(ups) / min(ups) - 1 > NOISY_SPREAD or impossible(row):
         return "noisy"
     if min(ups) > 1:
         return "pays"
     return "loses" if max(ups) < 1 else "even"
+
+
+def impossible(row: dict) -> bool:
+    """A row no real machine can produce: a pass over k+1 tokens per row cheaper than a one-token step (pass cost
+    below :data:`IMPOSSIBLE_COST`), or a speedup above the tokens per pass by more than 5 %. The machine's speed
+    changed between the timings."""
+    cost, speedup, tokens = row.get("pass_cost"), row.get("speedup"), row.get("tokens_per_pass")
+    return ((cost is not None and cost < IMPOSSIBLE_COST)
+            or (speedup is not None and tokens is not None and speedup > tokens * 1.05))
 
 
 def crossover(rows: list[dict]) -> dict | None:
@@ -393,6 +404,8 @@ def _near_one(rows: list[dict]) -> tuple[int, float] | None:
     from the smallest B; None when the first is already above."""
     best = None
     for r in rows:
+        if impossible(r):
+            continue
         if r["pass_cost"] is None or r["pass_cost"] > NEAR_ONE:
             break
         best = (r["batch"], max(r["pass_cost"], best[1] if best else 0.0))
@@ -405,7 +418,7 @@ def _first_clause(rows: list[dict], k: int, where: str) -> str:
     first = next(r for r in rows if verdict(r) != "noisy")
     if near:
         cheap = f"{where} the pass cost T(B, {k + 1}) / T(B, 1) stays near 1 (at most {near[1]:.2f}) up to B = {near[0]}"
-    elif rows[0]["pass_cost"] is not None:
+    elif rows[0]["pass_cost"] is not None and not impossible(rows[0]):
         cheap = (f"{where} a pass over {rows[0]['batch']} × {k + 1} tokens already costs "
                  f"{rows[0]['pass_cost']:.1f} steps at B = {rows[0]['batch']}")
     else:
@@ -445,12 +458,14 @@ def sweep_lesson(result: dict) -> str:
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):
-        return (f"The repeats disagree by more than {NOISY_SPREAD:.0%} at every batch size: too noisy to tell "
-                "(the machine is busy); measure again when it is quieter.")
+        return ("The timings are too noisy to tell at every batch size (repeats that disagree by more than "
+                f"{NOISY_SPREAD:.0%}, or impossible ones): the machine is busy; measure again when it is quieter.")
     sentence = _first_clause(rows, k, where) + _second_clause(rows, k)
     for r in noisy:
         ups = repeat_speedups(r)
-        sentence += (f" At B = {r['batch']} the repeats disagree ({min(ups):.2f}× to {max(ups):.2f}×): too noisy "
+        sentence += (f" At B = {r['batch']} the timings are impossible (a pass cheaper than a step, or a speedup "
+                     "above the tokens per pass): too noisy to tell." if impossible(r) else
+                     f" At B = {r['batch']} the repeats disagree ({min(ups):.2f}× to {max(ups):.2f}×): too noisy "
                      "to tell.")
     if result.get("settings", {}).get("long_prompts"):
         big = max(rows, key=lambda r: r["batch"])
@@ -945,9 +960,10 @@ def check_stats_html(result: dict) -> str:
             + row("speculative vs the exact law", result["fit_speculative"],
                   f"{counted(result, 'speculative')} of {result['n']}")
             + row("standard vs speculative (homogeneity)", result["homogeneity"], "both"))
-    drafted = (f"The drafter proposed {tally.get('proposed', 0)} token(s) in {tally.get('passes', 0)} passes "
-               f"(each run drafts at most {CHECK_TOKENS - 2} token, the second: a run makes {CHECK_TOKENS} tokens "
-               "and the last is the target's own)." if tally else "")
+    drafted = (f"The drafter proposed {render.plural(tally.get('proposed', 0), 'token')} in "
+               f"{render.plural(tally.get('passes', 0), 'pass', 'passes')} "
+               f"(each run drafts at most {render.plural(CHECK_TOKENS - 2, 'token')}, the second: a run makes "
+               f"{CHECK_TOKENS} tokens and the last is the target's own)." if tally else "")
     return (f"<table class='batching-stats'><tr><th>chi-square test</th><th>runs counted</th><th>χ²</th>"
             f"<th>dof</th><th>p</th></tr>{body}</table>"
             f"<p class='batching-note'>{html.escape(conditioning_line(result))} {html.escape(drafted)} Cells "

@@ -568,7 +568,8 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
         at_max = result.at(result.k_max)
         lines.append(f'<div class="wi-note">Check inside this run (k = {result.k_max}): predicted '
                      f'{at_max.speedup:.2f}×, measured {result.measured_speedup:.2f}×; tokens per pass predicted '
-                     f'{at_max.expected_tokens:.2f}, measured {_fmt(result.measured_tokens_per_pass, 2)}.</div>')
+                     f'{at_max.expected_tokens:.2f}, measured {_fmt(result.measured_tokens_per_pass, 2) or "– (no pass drafted k)"}.'
+                     '</div>')
     if check is not None:
         rows = [(f"tokens per pass (passes drafting k = {check['k']})", f"{check['predicted_tau']:.2f}",
                  _fmt(check["measured_tau"], 2) or "–"),
@@ -831,6 +832,10 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
     skip = gr.skip()
     try:
         k_max = int(float(k_max))
+        if drafter == "lookahead":
+            raise InputError("Lookahead decoding's k is fixed by its n-gram size (N − 1), so there is no k to choose: "
+                             "the what-if needs a drafter whose draft length you set (n-gram lookup, a draft model, "
+                             "early exit, EAGLE, Medusa, suffix decoding).")
         settings = parse(prompt, drafter, exit_layer, draft_model, k_max, 0.0, seed, tokens, target,
                          limit=WHATIF_MAX_NEW_TOKENS)
         result = yield from _on_device(functools.partial(_whatif_work, settings, k_max),

@@ -50,6 +50,7 @@ from app.lookahead_view import LookaheadView
 from app.messages import log_failure, report
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
+from specviz.compiled import COMPILING_NOTE, forward_path
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
 from specviz.core.metrics import RunStats, SpeedupJudgement, judge_decode_speedup
@@ -191,6 +192,8 @@ class RunView:
             self.spec_stats.add(event)
         if event.notice and event.notice not in self.notes:  # e.g. the drafter was dropped mid-run
             self.notes.append(event.notice)
+        if event.compiling and COMPILING_NOTE not in self.notes:  # a shape the compiled forward had not seen yet
+            self.notes.append(COMPILING_NOTE)
 
     def mark_stopped(self) -> bool:
         """Stop: freeze this view as the run's result (no cursor, finish reason "stopped" for an unfinished run).
@@ -320,6 +323,7 @@ class RunView:
             "drafter": self.drafter_name if self.spec is not None else "none",
             "k": _k_label(self.settings), "k_value": self.settings.k if self.spec is not None else None,
             "alpha": s.alpha if self.spec is not None else None, "temperature": self.settings.temperature,
+            "seed": None if self.settings.greedy else self.settings.seed,  # sampling: the run is repeatable by it
             "tokens": s.generated if self.spec is not None else b.generated,
             "acceptance": s.acceptance_rate if self.spec is not None else None,
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
@@ -369,6 +373,8 @@ CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English
 SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
 STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampling, bookkeeping, the page)
 COST_RUNS = 3  # estimates use the median of this many latest runs of a target
+PROBE_SPREAD = (0.7, 1.6)  # a plan from one timed step: the acceptance, the page and the load are all unknown
+MIN_SPREAD = (0.85, 1.25)  # a plan from earlier runs: at least this wide (their spread, the machine's load)
 
 
 @dataclass(frozen=True)
@@ -381,12 +387,15 @@ class RunCosts:
         spec_ms_per_token: the speculative run's decoding, per token after the first (None: not measured yet;
             :data:`SPEC_SHARE` of the baseline's is assumed).
         source: where the figures come from, in words, for the status line.
+        spread: (low, high) factors on a planned time: the range a run's time is expected in (earlier runs'
+            spread, at least :data:`MIN_SPREAD`; :data:`PROBE_SPREAD` from one timed step).
     """
 
     prefill_ms_per_token: float
     base_ms_per_token: float
     spec_ms_per_token: float | None
     source: str
+    spread: tuple[float, float] = (1.0, 1.0)
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
         """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
@@ -445,8 +454,12 @@ def known_costs(target: str) -> RunCosts | None:
 
     base = median(r.base_ms_per_token for r in runs)
     spec = median(r.spec_ms_per_token for r in runs)
+    per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
+    middle = median(per_token)
+    spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
     return RunCosts(median(r.prefill_ms_per_token for r in runs), base,
-                    spec if spec is not None else (tuned.spec_ms_per_token if tuned else None), runs[-1].source)
+                    spec if spec is not None else (tuned.spec_ms_per_token if tuned else None), runs[-1].source,
+                    spread)
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
@@ -461,7 +474,7 @@ def tuned_costs(spec: str, loaded) -> RunCosts:
     if step is None:
         probe = probe_forward_ms(loaded, (1, 16))
         step, wide = probe[1], probe[16] / 16
-    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "a one-token step timed on this machine")
+    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "a one-token step timed on this machine", PROBE_SPREAD)
     with _COSTS_LOCK:
         _TUNED[spec] = costs
     return costs
@@ -535,8 +548,9 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
-    """"about 25 s (from your last runs here)" for a run of ``settings``, with the prefill named when it takes
-    over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None: estimated from the characters."""
+    """"about 20–30 s (from your last runs here)" for a run of ``settings`` (the range of ``costs.spread``), with
+    the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None:
+    estimated from the characters."""
     if costs is None:
         return ""
     tokens = prompt_tokens
@@ -546,11 +560,20 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
             tokens = min(tokens, settings.max_prompt_tokens)
     drafter = settings.drafter != "none"
     total = costs.run_s(tokens, settings.max_new_tokens, drafter)
-    text = f"about {_seconds(total)} (from {costs.source})"
+    low, high = (_seconds(total * f) for f in costs.spread)
+    text = f"about {_seconds(total)} (from {costs.source})" if low == high else \
+        f"about {_span(total * costs.spread[0], total * costs.spread[1])} (from {costs.source})"
     prefill = costs.prefill_s(tokens, drafter)
     if prefill > LONG_PREFILL_S:
         text += f", {_seconds(prefill)} of it reading the {'~' if prompt_tokens is None else ''}{tokens:,}-token prompt"
     return text
+
+
+def _span(low: float, high: float) -> str:
+    """"20–30 s", "1 min 50 s – 3 min 10 s": a planned time's range."""
+    if high < 120:
+        return f"{max(1, round(low))}–{_seconds(high)}"
+    return f"{_seconds(low)} – {_seconds(high)}"
 
 
 def _seconds(s: float) -> str:
@@ -790,7 +813,7 @@ def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunVi
     prompt_ids, note = fit_prompt_for(settings, target, drafter)
     if note:
         gr.Info(html.escape(note))
-    view = RunView(settings, target.label, getattr(drafter, "name", "none"),
+    view = RunView(settings, f"{target.label} · {forward_path(target.model)}", getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
                    heads=_head_accuracy(drafter), prompt_tokens=len(prompt_ids))
@@ -947,16 +970,18 @@ def preset_chosen(key: str):
     return chosen.target, "model", gr.update(value=chosen.draft, visible=True)
 
 
-def drafter_changed(drafter: str, ngram=None):
+def drafter_changed(drafter: str, ngram=None, chosen_k=None):
     """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size, the confidence
     gate and lookup first for the head drafters (eagle, medusa), and W, N, G for lookahead; k only matters with a
-    drafter that takes it (lookahead's is N-1, shown on the k slider from ``ngram``). Outputs: draft model, exit
-    layer, tree nodes, confidence gate, lookup first, k, adaptive k, window, n-gram size, candidates."""
+    drafter that takes it (lookahead's is N-1, shown on the k slider from ``ngram``; leaving lookahead puts back
+    ``chosen_k``, the visitor's last own k). Outputs: draft model, exit layer, tree nodes, confidence gate, lookup
+    first, k, adaptive k, window, n-gram size, candidates."""
     heads, lookahead = drafter in HEAD_DRAFTERS, drafter == "lookahead"
     head_only = gr.update(visible=heads, interactive=heads)
     lookahead_only = gr.update(visible=lookahead, interactive=lookahead)
     own_k = gr.update(interactive=drafter not in ("none", "lookahead"))
-    k = lookahead_k(ngram) if lookahead else own_k
+    k = lookahead_k(ngram) if lookahead else own_k if chosen_k is None else \
+        gr.update(value=chosen_k, interactive=drafter != "none")
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
             head_only, head_only, head_only, k, own_k, lookahead_only, lookahead_only, lookahead_only)
 
@@ -1153,17 +1178,25 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     run = ui["generate"].click(generate, inputs=inputs, outputs=outputs, api_name="generate", show_progress="minimal",
                                show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+    ui["generate"].click(None, js=SHOW_STATUS_JS, queue=False)  # on a phone the status is a screen further down
     ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
         stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
                        api_visibility="private")
-    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"]],
+    chosen_k = gr.State(d["k"] if d else DEFAULTS["k"])  # the visitor's own k, put back when lookahead is left
+    ui["k"].input(lambda k: k, inputs=[ui["k"]], outputs=[chosen_k], queue=False, api_visibility="private")
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"], chosen_k],
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
                                                         "lookup", "k", "adaptive_k", "window", "ngram",
                                                         "candidates")],
                          queue=False, api_visibility="private")
     _wire_helpers(ui, d or DEFAULTS)
 
+
+SHOW_STATUS_JS = ("() => { const s = document.getElementById('status'); "
+                  "if (s && window.innerWidth < 700) s.scrollIntoView({behavior: 'smooth', block: 'start'}); }")
+"""Generate on a narrow screen: scroll the status line (and the panes under it) into view, since the settings
+between the button and them fill more than a screen."""
 
 OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
 """The "Output only" checkbox: a class on <body> that the stylesheet reads (no round trip, also while a run

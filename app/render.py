@@ -55,6 +55,26 @@ KIND_LABELS = {
 }
 
 
+
+def time_card(spec, base) -> str:
+    """The "Where the time went" card of a speculative run's :class:`RunStats` ``spec`` (``base``: the
+    baseline's): the largest of its verify, draft and other times after the prefill as the headline with its
+    share, the other two and the baseline's forwards below."""
+    parts = {"verify": spec.verify_ms, "draft": spec.draft_ms, "other": spec.other_ms}
+    total = sum(parts.values())
+    name = max(parts, key=parts.get)
+    share = f" ({parts[name] / total:.0%})" if total > 0 else ""
+    rest = " · ".join(f"{k} {fmt_ms(v)}" for k, v in parts.items() if k != name)
+    return _card("Where the time went", f"{fmt_ms(parts[name])} <small>{name}{share}</small>",
+                 "speculative run after the prefill: target forwards (verify), drafting, and other (acceptance, "
+                 "rollback, detokenization); the largest part is shown",
+                 f"{rest} · baseline forwards {fmt_ms(base.verify_ms)}")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` in agreement: "1 prompt", "3 prompts" (``many``: an irregular plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
 @dataclass
 class Token:
     """One token as rendered: its kind, pass, id, text piece and hover text."""
@@ -286,10 +306,11 @@ class Pane:
         return "".join(parts)
 
 
-def _text_html(text: str) -> str:
-    """Escape a token's text; mark each newline with a visible ⏎ (CSS content, so not in the plain text)."""
+def _text_html(text: str, breaks: bool = True) -> str:
+    """Escape a token's text; mark each newline with a visible ⏎ (CSS content, so not in the plain text).
+    ``breaks`` False: the ⏎ only, no line break (a rejected draft is not part of the text's layout)."""
     escaped = html.escape(text, quote=False)
-    return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>\n')
+    return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>' + ("\n" if breaks else ""))
 
 
 def token_html(token: Token, alt: bool = False) -> str:
@@ -310,7 +331,7 @@ def token_html(token: Token, alt: bool = False) -> str:
         classes.append("tok-space")
     title = html.escape(token.title, quote=True).replace("\n", "&#10;")
     return (f'<span class="{" ".join(classes)}" data-kind="{token.kind}" data-pass="{token.pass_index}" '
-            f'data-id="{token.token_id}" title="{title}">{_text_html(token.text)}</span>')
+            f'data-id="{token.token_id}" title="{title}">{_text_html(token.text, token.kind != "rejected")}</span>')
 
 
 def legend_html() -> str:
@@ -441,16 +462,20 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
     from specviz.core.metrics import judge_decode_speedup, speedup
 
     j = judgement if judgement is not None else judge_decode_speedup(spec, base)
+    running = spec.finish_reason is None  # the speculative run still going: its verdict is not in yet
     if j.verdict == "too short":
-        hero = _card("Decoding speedup", "–", SPEEDUP_DEFINITION, html.escape(j.describe()), cls="hero short")
+        words = "measuring… (judged once enough passes are in)" if running else j.describe()
+        hero = _card("Decoding speedup", "–", SPEEDUP_DEFINITION, html.escape(words), cls="hero short")
         end = _card("End to end", "–", "tokens/s ratio with the prefill included: not judged either")
     else:
         cls = {"faster": "good", "slower": "bad", "too noisy": "noisy"}.get(j.verdict, "neutral")
         value = (f"{j.value:.2f}×" if j.verdict != "too noisy" else
                  f"too noisy to tell <small>({j.value:.2f}× measured)</small>")
         hero = _card("Decoding speedup", value, SPEEDUP_DEFINITION, html.escape(j.describe()), cls=f"hero {cls}")
-        end = _card("End to end", _fmt(speedup(spec, base), "{:.2f}×"), "tokens/s ratio with the prefill (time to "
-                    "first token) included: a long prompt's prefill dominates it, so read the decoding speedup")
+        ratio = _fmt(speedup(spec, base), "{:.2f}×")
+        end = _card("End to end", ratio if j.verdict != "too noisy" else f"too noisy <small>({ratio} measured)"
+                    "</small>", "tokens/s ratio with the prefill (time to first token) included: a long prompt's "
+                    "prefill dominates it, so read the decoding speedup")
     rates = _card("Tokens/s after the prefill", f"{_fmt(spec.decode_tokens_per_s, '{:.1f}')} <small>vs</small> "
                   f"{_fmt(base.decode_tokens_per_s, '{:.1f}')}", "speculative vs baseline decoding rate, own clocks",
                   f"prefill included: {_fmt(spec.tokens_per_s, '{:.1f}')} vs {_fmt(base.tokens_per_s, '{:.1f}')}")
@@ -498,11 +523,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
                            f"target passes vs {base.passes} baseline steps"))
         cards.append(_card("Time to first token", fmt_ms(spec.ttft_ms), "the prefill forward over the prompt",
                            f"baseline: {fmt_ms(base.ttft_ms)}"))
-        cards.append(_card("Where the time went", f"{fmt_ms(spec.verify_ms)} <small>verify</small>",
-                           "speculative run after the prefill: target forwards (verify), drafting, and other "
-                           "(acceptance, rollback, detokenization)",
-                           f"draft {fmt_ms(spec.draft_ms)} · other {fmt_ms(spec.other_ms)} · baseline forwards "
-                           f"{fmt_ms(base.verify_ms)}"))
+        cards.append(time_card(spec, base))
         cards.append(_card("Finish reason", f"{esc(spec.finish_reason or '…')} <small>/</small> "
                            f"{esc(base.finish_reason or '…')}", "speculative / baseline: eos, stop string or "
                            "max new tokens (length)"))
@@ -537,7 +558,8 @@ def status_html(message: str, kind: str = "info", notes=()) -> str:
 def history_html(history: list[dict]) -> str:
     """The table of this session's runs, newest first. A row's speedup is its decoding speedup when it could be
     judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place. The temperature
-    cell also lists the row's generation settings that differ from their defaults (``settings``)."""
+    cell also gives a sampled run's seed (``seed``) and the generation settings that differ from their defaults
+    (``settings``)."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>T, settings</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
@@ -550,7 +572,8 @@ def history_html(history: list[dict]) -> str:
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
                 row["drafter"], row["k"] or "–",
-                f"{row['temperature']:g}" + (f" · {row['settings']}" if row.get("settings") else ""),
+                f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
+                + (f" · {row['settings']}" if row.get("settings") else ""),
                 f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
                 _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
                 _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"),

@@ -181,7 +181,7 @@ def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str) -> N
                           f"{p['than_n']}: impossible, measured twice" for p in points],
                  "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{axis}", "yaxis": f"y{axis}"})
     layout["annotations"].append({
-        "text": f"✕ {len(points)} point(s) faster than less work: noise (measured twice), not a finding",
+        "text": f"✕ {render.plural(len(points), 'point')} faster than less work: noise (measured twice), not a finding",
         "x": 0.02, "y": 0.98, "xref": f"x{axis} domain", "yref": f"y{axis} domain", "xanchor": "left",
         "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]},
         "bgcolor": "rgba(255,255,255,0.85)"})
@@ -251,10 +251,10 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
                          "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
                          "yaxis": f"y{b}",
                          "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
-    layout["legend"] |= {"y": 1.1, "entrywidth": 0.33, "entrywidthmode": "fraction"}
+    layout["legend"] |= {"y": 1.1, "entrywidth": 0.5, "entrywidthmode": "fraction"}  # long names: two a row
     layout["title"] = {"text": f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}", "x": 0.5, "xanchor": "center",
                        "y": 0.995, "yanchor": "top", "font": {"size": 13}}
-    layout["margin"]["t"] = 100
+    layout["margin"]["t"] = 120
     return go.Figure({"data": data, "layout": layout})
 
 

@@ -13,13 +13,15 @@ nothing was drafted, e.g. standard decoding), alpha, tokens_per_pass (1.0 for st
 expected_tokens_per_pass, per_position_acceptance (conditional), per_position_share (accepted at position i /
 passes), tree_passes, tree_nodes_verified, lookahead_window_tokens, wall_s (prefill start to last token; loading
 excluded), ttft_ms, draft_ms, verify_ms, tokens_per_s, seed (run i uses seed + i), drafter, k (an int,
-"auto", or 0 for standard decoding), settings (every generation setting: temperature, top_k, top_p, min_p,
+"auto", or 0 for standard decoding), forward ("compiled (inductor)", "eager fast path" or "eager default
+kernels": which forward ran), compiling (true when torch.compile compiled a graph during the run, so its timings
+include compilation), settings (every generation setting: temperature, top_k, top_p, min_p,
 repetition_penalty, frequency_penalty, presence_penalty, no_repeat_ngram_size, logit_bias as {"id": bias} with a ban
 written "-inf", stop_strings, stop_token_ids, seed), settings_changed (those off their defaults, in words, besides
 temperature and seed; "" when none), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup end to end, decode_speedup with its bootstrap interval, verdict and reading (a run of fewer than 8 passes is
 "too short"; an interval wide across 1.0 "too noisy": then no figure is printed as a result), ids_identical,
-first_difference and the baseline's near_tie_gap there). See
+first_difference and the baseline's near_tie_gap there, baseline_compiling). See
 :mod:`specviz.core.metrics` for the definitions.
 """
 
@@ -157,7 +159,7 @@ def _text_setting(parse):
 def build_parser() -> argparse.ArgumentParser:
     """The ``specviz`` argument parser with its ``generate``, ``bench`` and ``train`` commands."""
     parser = _Parser(prog="python -m specviz", description="Speculative decoding, token by token.")
-    commands = parser.add_subparsers(dest="command", metavar="{generate,bench,train}", parser_class=_Parser)
+    commands = parser.add_subparsers(dest="command", metavar="{generate,bench,train,compile}", parser_class=_Parser)
     commands.required = True
 
     gen = commands.add_parser("generate", help="generate text with a drafter and print it (or JSON)",
@@ -224,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Self-distillation: the target answers a fixed prompt set, its "
                                             "features are recorded, and the head is trained on them. Data and "
                                             "training resume after an interruption.")
-    train.add_argument("kind", choices=("eagle", "medusa"))
+    train.add_argument("kind", choices=("eagle", "eagle3", "medusa"),
+                       help="eagle3: an EAGLE head with the EAGLE-3 recipe (fused layers, training-time test)")
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
     train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
@@ -239,10 +242,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="EAGLE head start: random (default) or the target's last layer")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
+    train.add_argument("--prompt-set", choices=("default", "part3"), default="default",
+                       help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
+                            "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
+    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only")
     train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
     train.set_defaults(handler=cmd_train)
+
+    comp = commands.add_parser("compile", help="compile and warm the models' forward once (torch.compile; its "
+                                               "caches go to disk, so later --compile starts are quick)",
+                               description="Compile the target's forward (and a draft model's) for the shapes the "
+                                           "engine runs, writing inductor's caches under the specviz cache folder "
+                                           "(`make compile`). Prints what was compiled and how long it took.")
+    comp.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
+    comp.add_argument("--draft-model", help="also compile this draft model (for --drafter model)")
+    comp.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    comp.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
+    comp.add_argument("--json", action="store_true", help="print the reports as one JSON object")
+    comp.set_defaults(handler=cmd_compile, compile=True)
     return parser
 
 
@@ -301,6 +320,10 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--compile", action="store_true",
+                   help="run the models' forward compiled (torch.compile, as SPECVIZ_COMPILE=1): compiled and "
+                        "warmed at load (minutes the first time, `make compile` does it ahead; then read from "
+                        "the disk cache); a run during which anything compiled is flagged")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -330,12 +353,16 @@ def _check_common(args) -> None:
 def _load_target(args):
     """Load the target, then apply the threads and kernels measured fastest on this machine
     (:mod:`specviz.tuning`), unless ``--threads`` chose."""
+    from specviz.compiled import ENV_COMPILE, forward_path
     from specviz.models import load_model
     from specviz.tuning import tune
 
+    if getattr(args, "compile", False):
+        os.environ[ENV_COMPILE] = "1"  # load_model compiles every model it loads (the draft model too)
     target = load_model(args.target, device=None if args.device == "auto" else args.device, progress=_log)
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
+    _log(f"forward: {forward_path(target.model)}")
     return target
 
 
@@ -485,6 +512,7 @@ def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0
         "drafter": drafter,
         "k": k,
         "tree_nodes": tree_nodes,
+        "compiling": result.compiling,
     }
 
 
@@ -508,6 +536,7 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
         "ids_identical": diff is None,
         "first_difference": diff,
         "near_tie_gap": None,
+        "baseline_compiling": base_result.compiling,
     }
     if diff is not None:
         # baseline event i (0 = prefill) emitted output token i
@@ -517,6 +546,8 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
 
 
 def _summary(record: dict, target_label: str) -> str:
+    from specviz.compiled import COMPILING_NOTE
+
     def f(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
 
@@ -549,6 +580,8 @@ def _summary(record: dict, target_label: str) -> str:
         else:  # too short or too noisy: no figure is a finding
             reading = f"speedup {c.get('decode_speedup_reading', 'not judged')}"
         lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> {reading}; {same}")
+    if record.get("compiling") or record.get("compare", {}).get("baseline_compiling"):
+        lines.append(f"  note: {COMPILING_NOTE}")
     return "\n".join(lines)
 
 
@@ -690,7 +723,9 @@ def _stdout_stream(args, index: int, seed: int):
 
 
 def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
-    """:func:`run_record` plus the settings of ``generate`` (target, device, temperature, head-drafter gates)."""
+    """:func:`run_record` plus the settings of ``generate`` (target, device, forward path, temperature,
+    head-drafter gates)."""
+    from specviz.compiled import forward_path
     from specviz.drafters.registry import HEAD_KEYS
 
     k_label = 0 if drafter is None else args.k  # an int, "auto", or 0 for standard decoding
@@ -698,6 +733,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label, tree_nodes=tree)
     record["target"] = target.label
     record["device"] = str(target.device)
+    record["forward"] = forward_path(target.model)
     record["temperature"] = args.temperature
     if args.drafter in HEAD_KEYS:
         record["min_confidence"] = drafter.min_confidence
@@ -796,6 +832,9 @@ def _suite_bench(args) -> tuple[dict, str]:
     from specviz.analysis import bench
 
     drafters = args.drafters or (bench.QUICK_DRAFTERS if args.quick else ("ngram", "bf16"))
+    if args.compile and not args.no_transformers:
+        args.no_transformers = True  # generate() passes its own cache: the compiled forward would retrace for it
+        _log("note: --compile skips transformers' generate() runs (its cache type would compile new graphs)")
     if "model" in drafters and not (args.draft_model or "").strip():
         raise UsageError("the 'model' drafter needs --draft-model SPEC (a local folder or a hub id)")
     path = args.prompts or bench.DEFAULT_PROMPTS
@@ -855,7 +894,8 @@ def cmd_train(args) -> int:
     from specviz.models import cache_dir
     from specviz.training.train import TrainSettings, run_training
 
-    corpus = CorpusSettings(seed=args.seed)
+    corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
+    forms = _train_forms(args)
     if args.prompts:
         corpus = replace(corpus, num_prompts=args.prompts)
     if args.max_new_tokens:
@@ -874,9 +914,50 @@ def cmd_train(args) -> int:
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
     report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,
-                          folder=Path(args.data) if args.data else None, progress=_log)
+                          folder=Path(args.data) if args.data else None, progress=_log, forms=forms)
     print(json.dumps(report, indent=2), flush=True)
-    _log(f"use it with: python -m specviz generate --drafter {args.kind} --heads {out} --prompt ...")
+    drafter = "medusa" if args.kind == "medusa" else "eagle"
+    _log(f"use it with: python -m specviz generate --drafter {drafter} --heads {out} --prompt ...")
+    return 0
+
+
+def _train_forms(args) -> tuple[int, ...] | None:
+    """``--forms`` as indices into part three's forms (None: all).
+
+    Raises:
+        UsageError: an unknown form name, or forms without ``eagle3 --prompt-set part3``.
+    """
+    if not args.forms:
+        return None
+    from specviz.training.distill import FORMS_3
+
+    if args.kind != "eagle3" or args.prompt_set != "part3":
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3`")
+    names = [name.strip() for name in args.forms.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FORMS_3]
+    if unknown:
+        raise UsageError(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(FORMS_3)}")
+    return tuple(FORMS_3.index(name) for name in names)
+
+
+def cmd_compile(args) -> int:
+    """``compile``: load the target (and ``--draft-model``) with the compiled forward, which compiles and warms it
+    (:mod:`specviz.compiled`); print each model's :class:`~specviz.compiled.CompileReport`."""
+    from dataclasses import asdict
+
+    from specviz.models import load_model
+
+    target = _load_target(args)
+    loaded = [target]
+    if args.draft_model:
+        loaded.append(load_model(args.draft_model, device=target.device, progress=_log))
+    reports = {m.label: asdict(m.compiled) for m in loaded if m.compiled is not None}
+    if args.json:
+        print(json.dumps(reports), flush=True)
+    else:
+        for m in loaded:
+            print(f"{m.label}: {m.compiled.summary()}\n  shapes: {', '.join(m.compiled.shapes)}\n"
+                  f"  cache: {m.compiled.cache_dir}", flush=True)
     return 0
 
 

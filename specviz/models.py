@@ -36,6 +36,8 @@ from specviz.speed import SpeedReport, prepare_for_decoding
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from specviz.compiled import CompileReport
+
 EMBEDDED = "embedded"
 HUB_ID_OF_EMBEDDED = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
@@ -80,6 +82,7 @@ class LoadedModel:
     param_bytes: int  # bytes of all parameters, tied weights counted once
     speed: SpeedReport | None = None  # the eager speed-ups applied at load time (specviz.speed)
     num_token_ids: int | None = None  # ids the tokenizer defines (max id + 1); head rows beyond it are padding
+    compiled: CompileReport | None = None  # the compiled forward, when SPECVIZ_COMPILE=1 (specviz.compiled)
 
 
 # ----------------------------------------------------------------------------------------------- locations
@@ -344,6 +347,7 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
     model.requires_grad_(False)
     param_bytes = sum(p.numel() * p.element_size() for p in model.parameters())  # parameters() dedups ties
     speed = prepare_for_decoding(model)  # after param_bytes: fused projections re-point weights to views
+    compiled = _compiled(model, progress)
     where = {"embedded": "embedded, ", "local": "local, "}.get(kind, "")
     copy = " copy" if stored is not None and stored != dtype else ""
     label = f"{name} ({where}{str(dtype).removeprefix('torch.')}{copy})"
@@ -354,8 +358,24 @@ def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtyp
         eos_token_ids=_eos_token_ids(model, tokenizer),
         num_layers=int(getattr(text_config, "num_hidden_layers", 0) or getattr(text_config, "n_layer", 0)),
         vocab_size=int(head.weight.shape[0]) if head is not None else int(text_config.vocab_size),
-        param_bytes=param_bytes, speed=speed, num_token_ids=token_id_count(tokenizer),
+        param_bytes=param_bytes, speed=speed, num_token_ids=token_id_count(tokenizer), compiled=compiled,
     )
+
+
+def _compiled(model, progress: Progress | None) -> CompileReport | None:
+    """Compile and warm ``model``'s forward when ``SPECVIZ_COMPILE=1`` (:mod:`specviz.compiled`), else None.
+    Raises ModelLoadError (one sentence) when torch.compile fails; the model then keeps its eager forward."""
+    from specviz.compiled import compile_forward, compile_requested
+
+    if not compile_requested():
+        return None
+    try:
+        report = compile_forward(model, progress=progress)
+    except RuntimeError as error:
+        raise ModelLoadError(f"{_first_line(error)} Unset SPECVIZ_COMPILE (or drop --compile) to run "
+                             f"eagerly.") from error
+    _say(progress, report.summary())
+    return report
 
 
 def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, hub_kwargs: dict,
@@ -544,6 +564,21 @@ def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, *, use_chat_t
     else:
         ids = encode_text(tokenizer, prompt, add_special_tokens=True)
     return [int(token_id) for token_id in ids]
+
+
+def encode_turns(tokenizer: PreTrainedTokenizerBase, turns: list[tuple[str, str]]) -> list[int]:
+    """Token ids of a conversation, ``turns`` = [(role, text), ...] (roles "user" / "assistant"), with the
+    tokenizer's chat template and the assistant's generation prompt; the texts are data, as in
+    :func:`encode_prompt` (sanitized; typed control tokens encoded as text). Raises ValueError (one sentence) for
+    no turns, an empty turn, or a tokenizer without a chat template."""
+    if not turns or any(not str(text).strip() for _, text in turns):
+        raise ValueError("A conversation needs turns, none of them empty.")
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("This tokenizer has no chat template to encode a conversation with.")
+    messages = [{"role": role, "content": sanitize_prompt(text).text} for role, text in turns]
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                            sanitize_control_tokens=True)
+    return [int(token_id) for token_id in encoded["input_ids"]]
 
 
 def encode_text(tokenizer: PreTrainedTokenizerBase, text: str, *, add_special_tokens: bool = False) -> list[int]:

@@ -227,6 +227,8 @@ class _FastLinear(torch.nn.Linear):
         if (not self._specviz_fast or x.device.type != "cpu" or x.dtype != self.weight.dtype
                 or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
             return F.linear(x, self.weight, self.bias)
+        if torch.compiler.is_compiling():  # traced by specviz.compiled: oneDNN on the plain weight, one opaque op
+            return torch.ops.specviz.onednn_linear(x, self.weight, self.bias)
         if self._specviz_group is not None:
             return self._specviz_group.output(self, x)
         packed = self._specviz_packed

@@ -53,7 +53,8 @@ class Tuning:
         step_threads / verify_threads: torch threads for a one-token forward and for a forward of several tokens.
         fast_path: whether the fast path's kernels run (False: the default kernels).
         ms: the medians measured, "threads/fast|plain" -> {"step": T(1) ms, "verify": T(5) ms}.
-        source: "measured", "disk" (read from an earlier measurement) or "off" (tuning disabled).
+        source: "measured", "disk" (read from an earlier measurement), "off" (tuning disabled) or "compiled" (a
+            compiled forward, :mod:`specviz.compiled`: its kernels are inductor's, its threads stay as they are).
         kept: whether the measurement was written to disk (a busy machine's is not).
     """
 
@@ -67,6 +68,8 @@ class Tuning:
     def summary(self) -> str:
         """One line for the status and logs."""
         kernels = "fast path" if self.fast_path else "default kernels"
+        if self.source == "compiled":
+            kernels = "compiled forward (inductor)"
         threads = (f"{self.step_threads} thread{'s' if self.step_threads > 1 else ''}"
                    if self.step_threads == self.verify_threads else
                    f"{self.step_threads} thread(s) per step, {self.verify_threads} per verification")
@@ -97,6 +100,8 @@ def tune(target, *, folder: Path | None = None, force: bool = False, progress=No
         force: measure even when a kept choice exists.
         progress: optional callable(str) for a status line.
     """
+    if getattr(target, "compiled", None) is not None:  # its graphs guard on the kernels: switching them retraces
+        return Tuning(torch.get_num_threads(), torch.get_num_threads(), False, source="compiled")
     if not tuning_enabled() or target.device.type != "cpu":
         return Tuning(torch.get_num_threads(), torch.get_num_threads(), _fast_now(target), source="off")
     from specviz.models import cache_dir

@@ -121,6 +121,13 @@ def test_html_is_escaped_and_newlines_are_marked():
     assert "&lt;|eos|&gt;" in markup
 
 
+def test_a_rejected_newline_shows_its_mark_without_breaking_the_line():
+    rejected = render.Token("rejected", 3, 7, "\n\n", "pass 3")
+    accepted = render.Token("accepted", 3, 7, "\n", "pass 3")
+    assert render.token_html(rejected).count("\n") == 0 and render.token_html(rejected).count('class="nl"') == 2
+    assert '<i class="nl" aria-hidden="true"></i>\n' in render.token_html(accepted)
+
+
 def test_hover_titles_tell_pass_and_probabilities():
     pane = render.Pane(FakeTokenizer(PIECES))
     for event in _spec_events():

@@ -83,7 +83,8 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
 
     def fake_run(target, drafter, ids, config, stop):
         ms = next(baseline_ms) if drafter is None else 50.0  # every method: 2x the normal baseline
-        stats = Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms)
+        passes = 10 if drafter is None else 1  # a method's pass makes 10 tokens: its 2x-6x are possible
+        stats = Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms)
         return arena.Measured(stats, (1, 2, 3))
 
     monkeypatch.setattr(arena, "measure_run", fake_run)

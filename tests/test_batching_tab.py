@@ -64,3 +64,18 @@ def test_bad_sweep_input_gives_one_sentence(tiny_model_dir, args, words):
 def test_bad_check_input_gives_one_sentence(tiny_model_dir, temperature, n, words):
     status = _last(batching.check("Hi", temperature, "ngram", n, False, str(tiny_model_dir), ""))[0]
     assert words in status and "Traceback" not in status, status
+
+
+def test_an_impossible_row_is_noise_in_the_lesson_not_a_finding():
+    def row(batch, cost, speedup, tokens=1.9):
+        return {"batch": batch, "pass_cost": cost, "speedup": speedup, "tokens_per_pass": tokens,
+                "repeats": [(10.0, 10.0 * speedup)] * 3, "kv_megabytes": 1.0}
+
+    cheap_pass = row(1, 0.78, 1.6)  # a pass over 5 tokens cheaper than a one-token step
+    too_fast = row(2, 1.1, 2.8)  # 2.8x from 1.9 tokens per pass
+    fine = row(4, 1.2, 1.4)
+    assert batching.impossible(cheap_pass) and batching.impossible(too_fast) and not batching.impossible(fine)
+    assert batching.verdict(cheap_pass) == batching.verdict(too_fast) == "noisy"
+    lesson = batching.sweep_lesson({"k": 4, "device": "cpu", "rows": [cheap_pass, too_fast, fine]})
+    assert "at most 1.20) up to B = 4" in lesson and "0.78" not in lesson
+    assert lesson.count("the timings are impossible") == 2

@@ -211,3 +211,20 @@ def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_p
     assert code == 2 and "No trained medusa heads" in err and "Traceback" not in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(tmp_path / "none.safetensors"))
     assert code == 2 and "not found" in err
+
+
+def test_train_eagle3_on_part_three_forms(capsys, tiny_model_dir, tmp_path):
+    """`train eagle3 --prompt-set part3 --forms ...` writes an EAGLE-3 head trained on those forms only; bad
+    forms are one-line usage errors."""
+    out = tmp_path / "e3.safetensors"
+    code = main(["train", "eagle3", "--target", str(tiny_model_dir), "--device", "cpu", "--prompt-set", "part3",
+                 "--prompts", "8", "--max-new-tokens", "6", "--epochs", "1", "--batch-tokens", "64",
+                 "--forms", "story,letter", "--data", str(tmp_path / "d"), "--out", str(out)])
+    printed, err = capsys.readouterr()
+    report = json.loads(printed)
+    assert code == 0 and report["recipe"] == "eagle3" and report["data"]["forms"] == [2, 7]
+    assert report["train_sequences"] + report["holdout_sequences"] == 2 and "--drafter eagle --heads" in err
+    code = main(["train", "eagle3", "--target", str(tiny_model_dir), "--prompt-set", "part3", "--forms", "poems"])
+    assert code == 2 and "unknown form(s) poems" in capsys.readouterr().err
+    code = main(["train", "eagle", "--target", str(tiny_model_dir), "--forms", "story"])
+    assert code == 2 and "--forms needs" in capsys.readouterr().err

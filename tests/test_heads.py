@@ -13,8 +13,8 @@ from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.registry import VariantKey, make_drafter, split_variant
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.drafters.networks import (EagleHead, HeadsError, MedusaHeads, load_heads, new_eagle_head, new_medusa_heads,
-                           read_metadata, save_heads)
+from specviz.drafters.networks import (EagleHead, HeadsError, MedusaHeads, fusion_layers, load_heads, new_eagle_head,
+                           new_medusa_heads, read_metadata, save_heads)
 from specviz.core.kv import cache_length, forward_logits, forward_logits_features, keep_positions, new_cache
 from specviz.core.tree import ancestors, depths, tree_attention_mask, tree_positions, verify_tree_greedy
 from float_tolerance import assert_within, model_tolerance
@@ -34,8 +34,10 @@ def _medusa(target, seed=0, vocab=None):
     return heads.eval().requires_grad_(False)
 
 
-def _eagle(target, vocab=None):
-    return new_eagle_head(target.model, vocab_ids=vocab).eval().requires_grad_(False)
+def _eagle(target, vocab=None, eagle3=False):
+    """A random EAGLE-1 head, or with ``eagle3`` an EAGLE-3 head fusing three of the target's hidden states."""
+    layers = fusion_layers(target.model.config.num_hidden_layers) if eagle3 else ()
+    return new_eagle_head(target.model, vocab_ids=vocab, feature_layers=layers).eval().requires_grad_(False)
 
 
 def _head_and_tree(target, kind, tree_nodes):
@@ -179,7 +181,7 @@ def test_tree_passes_accept_paths_and_keep_greedy_output(tiny_target, k):
 
 
 @pytest.mark.parametrize("k", [1, 4, 8])
-@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
 @pytest.mark.parametrize("tree_nodes", [0, 6])
 def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
     vocab = torch.arange(0, tiny_target.vocab_size, 2)  # a draft vocabulary of half the tokens
@@ -187,8 +189,8 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
         cfg = GenerationConfig(max_new_tokens=30, k=k)
         base = _run(tiny_target, prompt, cfg)
         tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
-        drafter = (EagleDrafter(tiny_target.model, _eagle(tiny_target, vocab), tree) if kind == "eagle"
-                   else MedusaDrafter(tiny_target.model, _medusa(tiny_target, vocab=vocab), tree))
+        drafter = (EagleDrafter(tiny_target.model, _eagle(tiny_target, vocab, kind == "eagle3"), tree)
+                   if kind.startswith("eagle") else MedusaDrafter(tiny_target.model, _medusa(tiny_target, vocab=vocab), tree))
         spec = _run(tiny_target, prompt, cfg, drafter)
         assert spec.token_ids == base.token_ids, (kind, k, tree_nodes, label)
         for e in spec.events[1:]:
@@ -196,7 +198,7 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
             if tree_nodes and e.draft_ids:
                 assert len(e.tree.tokens) <= tree_nodes
             assert all(t % 2 == 0 for t in e.draft_ids)  # drafts come from the draft vocabulary only
-        if kind == "eagle":  # head cache: one entry per committed position except the first and the last
+        if kind.startswith("eagle"):  # head cache: one entry per committed position except the first and the last
             last = spec.events[-1]
             assert drafter.cache_len <= len(prompt) + last.num_generated - 1
 
@@ -232,11 +234,11 @@ def test_confidence_gate_cuts_drafts_and_keeps_greedy_output(tiny_target, kind, 
         make(1.0)
 
 
-@pytest.mark.parametrize("kind,gate", [("eagle", 0.0), ("medusa", 0.0), ("eagle", 0.05)])
+@pytest.mark.parametrize("kind,gate", [("eagle", 0.0), ("medusa", 0.0), ("eagle", 0.05), ("eagle3", 0.0)])
 def test_head_drafters_keep_the_sampling_distribution(tiny_target, kind, gate):
     vocab = torch.arange(0, tiny_target.vocab_size, 2)
-    if kind == "eagle":  # the tree is ignored when sampling; the gate shortens chains by the sampled tokens' q
-        head = _eagle(tiny_target, vocab)
+    if kind.startswith("eagle"):  # the tree is ignored when sampling; the gate shortens chains by the sampled tokens' q
+        head = _eagle(tiny_target, vocab, kind == "eagle3")
         make = lambda: EagleDrafter(tiny_target.model, head, TreeSettings(4), min_confidence=gate)
     else:
         heads = _medusa(tiny_target, vocab=vocab)
@@ -345,3 +347,56 @@ def test_head_files_round_trip_and_refuse_other_targets(tiny_target, tiny_draft,
     assert isinstance(drafter, EagleDrafter) and drafter.tree.max_nodes == 5
     with pytest.raises(HeadsError, match="No trained medusa heads"):
         make_drafter("medusa", tiny_target)
+
+
+def test_eagle3_head_files_record_their_recipe_and_old_files_still_load(tiny_target, tmp_path):
+    """Format 2 (EAGLE-3) files carry format, recipe and the fusion weights; format 1 files (no format key, as
+    the shipped heads) load unchanged; a newer format is refused with a message."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    head = _eagle(tiny_target, torch.arange(0, tiny_target.vocab_size, 3), eagle3=True)
+    path = save_heads(head, tmp_path / "e3.safetensors", tiny_target.model, {"recipe": "eagle3"})
+    meta = read_metadata(path)
+    assert meta["format"] == 2 and meta["recipe"] == "eagle3" and meta["kind"] == "eagle"
+    assert meta["settings"]["feature_layers"] == [1, 2, 3]
+    loaded = load_heads(path, tiny_target.model, "eagle")
+    assert loaded.config.feature_layers == (1, 2, 3) and loaded.feature_request == (1, 2, 3)
+    assert torch.equal(loaded.fuse.weight, head.fuse.weight.half().float())
+    assert torch.equal(loaded.out_norm.weight, head.out_norm.weight.half().float())
+    old = save_heads(_eagle(tiny_target), tmp_path / "e1.safetensors", tiny_target.model)
+    with safe_open(str(old), framework="pt") as f:
+        assert "format" not in f.metadata()  # format 1 files are written exactly as before
+    meta1 = read_metadata(old)
+    assert meta1["format"] == 1 and meta1["recipe"] == "eagle"
+    assert load_heads(old, tiny_target.model).feature_request is True
+    with safe_open(str(path), framework="pt") as f:
+        newer = dict(f.metadata(), format="3")
+    save_file(load_file(str(path)), str(tmp_path / "e9.safetensors"), metadata=newer)
+    with pytest.raises(HeadsError, match="format '3'.*update specviz"):
+        load_heads(tmp_path / "e9.safetensors", tiny_target.model)
+
+
+def test_a_batch_reads_one_kind_of_target_features(tiny_target):
+    """EAGLE-3 drafters get the fused layers' states, EAGLE-1 and Medusa the final features; one batch cannot
+    mix them."""
+    from specviz.core.engine import feature_request
+    from specviz.core.kv import forward_logits_features, new_cache
+
+    e1, e3 = EagleDrafter(tiny_target.model, _eagle(tiny_target)), EagleDrafter(tiny_target.model, _eagle(tiny_target, eagle3=True))
+    assert feature_request([None, e1]) is True and feature_request([e3, e3]) == (1, 2, 3)
+    assert feature_request([None, NgramDrafter()]) is False
+    with pytest.raises(ValueError, match="different target features"):
+        feature_request([e1, e3])
+    ids = [5, 6, 7, 8]
+    _, final = forward_logits_features(tiny_target.model, ids, new_cache(tiny_target.model), 1)
+    _, fused = forward_logits_features(tiny_target.model, ids, new_cache(tiny_target.model), 1, layers=(1, 2, 3))
+    with torch.no_grad():
+        states = tiny_target.model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+    hidden = tiny_target.model.config.hidden_size
+    assert final.shape == (4, hidden) and fused.shape == (4, 3 * hidden)
+    for block, index in enumerate((1, 2, 3)):  # the blocks are hidden_states[1], [2], [3] side by side
+        expected = states[index][0]
+        assert_within(fused[:, block * hidden:(block + 1) * hidden], expected, model_tolerance(expected, hidden),
+                      f"hidden state {index}")
+    assert_within(final, states[-1][0], model_tolerance(states[-1][0], hidden), "final features")

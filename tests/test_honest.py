@@ -268,6 +268,18 @@ def test_a_run_is_planned_from_the_measured_costs():
     assert "no run ahead of yours; yours takes about 6 s" in live.planned_status(_settings(), "about 6 s (from x)", 0)
 
 
+def test_a_plan_gives_the_range_its_costs_are_known_to():
+    probe = live.RunCosts(2.0, 100.0, 60.0, source="a step", spread=live.PROBE_SPREAD)
+    assert live.plan_text(_settings(), probe, 10) == "about 4–10 s (from a step)"  # 6.3 s x 0.7 .. 1.6
+    spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
+    view = _view(spec, base)
+    view.ended = view.started + 0.3
+    live.learn_costs("ranged-target", view)
+    known = live.known_costs("ranged-target")
+    assert known.spread == live.MIN_SPREAD  # one run: no spread of its own, the minimum range
+    assert "–" in live.plan_text(_settings(max_new_tokens=400), known, 10)
+
+
 def test_the_default_max_new_tokens_aims_at_a_run_of_about_twenty_seconds():
     costs = live.RunCosts(1.0, base_ms_per_token=100.0, spec_ms_per_token=None, source="x")  # 180 ms per token
     assert live.default_max_new_tokens(costs, cap=512, fallback=64) == 104  # 20 s / 0.18 s = 111, down to 8s
@@ -452,3 +464,25 @@ def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_di
 _GOOD = dict(prompt="one two three one two three one two three", target="embedded", drafter="ngram", draft_model="",
              exit_layer=0, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=12,
              stop_strings="", chat_template=False)
+
+
+def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without():
+    spec, base = _runs(12, lambda i: 10.0, lambda i: 10.0)
+    greedy = _view(spec, base).summary()
+    sampled_settings = inputs.parse_settings("hi", "embedded", "ngram", "", 0, 1, "fixed", 0.8, 1.0, 0, 7, 64, "",
+                                             True)
+    sampled = live.RunView(sampled_settings, "tiny", "ngram", render.Pane(Tokens()),
+                           render.Pane(Tokens(), separators=False), prompt_tokens=10).summary()
+    assert greedy["seed"] is None and sampled["seed"] == 7
+    table = render.history_html([sampled, greedy])
+    assert "0.8 · seed 7" in table and table.count("seed") == 1
+
+
+def test_the_time_card_headlines_the_largest_part_with_its_share():
+    from types import SimpleNamespace
+
+    slow_draft = SimpleNamespace(verify_ms=300.0, draft_ms=600.0, other_ms=100.0)
+    card = render.time_card(slow_draft, SimpleNamespace(verify_ms=800.0))
+    assert "<small>draft (60%)</small>" in card and "verify 300 ms" in card and "baseline forwards 800 ms" in card
+    cheap_draft = SimpleNamespace(verify_ms=700.0, draft_ms=10.0, other_ms=290.0)
+    assert "<small>verify (70%)</small>" in render.time_card(cheap_draft, SimpleNamespace(verify_ms=800.0))

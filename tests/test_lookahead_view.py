@@ -123,6 +123,8 @@ def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
     updates = live.drafter_changed("lookahead")
     assert [u.get("visible") for u in updates[-3:]] == [True, True, True]
     assert updates[5]["interactive"] is False and live.drafter_changed("ngram")[-1]["visible"] is False
+    back = live.drafter_changed("eagle", 3, 6)[5]  # leaving lookahead: the visitor's own k comes back
+    assert back["value"] == 6 and back["interactive"] is True
 
 
 def test_live_lookahead_run_matches_the_baseline(tiny_model_dir):
@@ -208,3 +210,10 @@ def test_bench_commands_print_the_lookahead_pass_cost(capsys, tiny_model_dir):
     out, err = capsys.readouterr()
     cost = json.loads(out)["lookahead_cost"]
     assert code == 0 and (cost["tokens"], cost["measured"]) == (11, True) and cost["ratio"] > 0
+
+
+def test_the_classroom_what_if_explains_that_lookahead_has_no_k_to_choose():
+    from app import classroom
+
+    (out,) = list(classroom.whatif_run("the cat", "lookahead", 0, "", 0, "embedded", 4, 16))
+    assert "k is fixed by its n-gram size" in out[1] and "Traceback" not in out[1]

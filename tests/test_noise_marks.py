@@ -25,6 +25,18 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
     assert list(predicted.marker.pattern.shape) == ["/", ""]
 
 
+def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
+    impossible = _row("ngram k=4", "ngram", 0.09, speedup=3.56)  # 1.5 tokens per pass cannot give 3.56x
+    possible = _row("eagle k=4", "eagle", 0.05, speedup=1.5)
+    rows = [_row("standard", arena.BASELINE, None), impossible, possible]
+    cells = arena.table(rows)["data"]
+    column = arena.table(rows)["headers"].index("Speedup, decode")
+    assert cells[1][column] == "3.56 impossible: noise" and cells[2][column] == "1.50"
+    assert arena.noisy_rows(rows) == 1
+    speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
+    assert speed.marker.pattern.shape == ("/",) and "faster than its tokens per pass allow" in speed.text[0]
+
+
 def test_a_cost_ratio_below_one_is_too_noisy_to_tell():
     grid = {"ms": {1: {1: 100.0, 2: 96.0, 4: 95.0, 8: 97.0}}, "param_bytes": 1e8, "spread": {}, "impossible": []}
     html = why.summary_html(grid, None, lookahead=[(3, 3, 2)])

@@ -143,6 +143,15 @@ def test_a_long_output_keeps_its_last_tokens_and_the_lead_in_comes_first():
     assert list(store.outputs) == [list(range(30, 40))] and store.tokens == 10
 
 
+def test_the_store_receives_the_whole_output_the_last_token_included(tiny_target):
+    prompt = _stress(tiny_target.tokenizer)["normal"]
+    drafter = SuffixDrafter()
+    result = _run(tiny_target, prompt, GenerationConfig(max_new_tokens=17, k=4), drafter)
+    drafter.store.flush()
+    (stored,) = drafter.store.outputs
+    assert len(result.token_ids) == 17 and stored[-17:] == list(result.token_ids)
+
+
 def test_a_second_identical_prompt_drafts_more(tiny_target):
     prompt = _stress(tiny_target.tokenizer)["normal"]
     config = GenerationConfig(max_new_tokens=40, k=4)
@@ -236,8 +245,8 @@ def test_the_live_tab_keeps_one_store_per_page_visit(tiny_model_dir):
         assert "Done in" in outputs[-1][live.OUTPUTS.index("status")]
     store = live._SUFFIX_STORES["suffix-visit"]
     assert len(store.outputs) == 2  # the first two runs' outputs; the third joins when the next run starts
-    first, second = store.outputs  # greedy: the same lead-in and output twice, but a run's last token is missing
-    assert len(first) >= 16 and second[:len(first)] == first  # when its last pass drafted nothing (1 token left)
+    first, second = store.outputs  # greedy: the same lead-in and output twice
+    assert len(first) >= 16 and first == second
     live.release_session(Visit())
     assert "suffix-visit" not in live._SUFFIX_STORES
 

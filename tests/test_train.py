@@ -12,7 +12,8 @@ from specviz.drafters.registry import make_drafter
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters.networks import load_heads, read_metadata
 from specviz.models import encode_prompt
-from specviz.training.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
+from specviz.training.train import (TrainSettings, _chain_lengths, _medusa_rows, draft_vocabulary, run_training, ttt_mask,
+                                    unroll)
 
 SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
 
@@ -96,3 +97,99 @@ def test_training_writes_heads_that_draft_exactly(tiny_target, tmp_path):
             drafter = make_drafter(kind, tiny_target, heads_path=str(out), tree_nodes=tree)
             spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
             assert spec.token_ids == base.token_ids
+
+
+def test_part_three_prompts_are_new_balanced_and_fixed():
+    from specviz.training.distill import FORMS_3, part_three_prompts
+
+    pairs = part_three_prompts(160)
+    assert pairs == part_three_prompts(160) and part_three_prompts(80) == pairs[:80]
+    assert [f for f, _ in pairs[:16]] == list(range(8)) * 2  # forms take turns: any prefix is balanced
+    assert len({p for _, p in pairs}) == 160 and not {p for _, p in pairs} & set(distill_prompts(2560))
+    turns = [p for f, p in pairs if FORMS_3[f] == "followup"]
+    assert len(turns) == 20 and all([r for r, _ in t] == ["user", "assistant", "user"] for t in turns)
+    with pytest.raises(ValueError, match="prompt set"):
+        CorpusSettings(prompt_set="part4")
+
+
+@pytest.mark.kernels  # the prefill batches across shards, the feature files per shard: other padded widths
+def test_part_three_shards_hold_ids_and_forms_and_prefill_matches_the_feature_files(tiny_target, tmp_path):
+    """Token ids only on disk; the prefill gives the features and labels of the feature files (up to the
+    rounding of other batch widths), the fused layers' states, and keeps only the forms asked for."""
+    from specviz.training.distill import encode_turns, part_three_prompts, prefill_corpus
+
+    settings = CorpusSettings(num_prompts=8, batch_size=4, max_new_tokens=8, prompt_set="part3")
+    paths = generate_corpus(tiny_target, tmp_path, settings)
+    shard = load_file(str(paths[1]))
+    assert set(shard) == {"ids", "offsets", "prompt_lens", "forms"} and shard["forms"].tolist() == [4, 5, 6, 7]
+    turns = part_three_prompts(8)[5][1]  # a multi-turn prompt, written with the chat template's turns
+    encoded = encode_turns(tiny_target.tokenizer, turns)
+    assert shard["ids"][int(shard["offsets"][1]):][:len(encoded)].tolist() == encoded
+    extract_features(tiny_target, tmp_path)
+    stored = load_corpus(tmp_path)
+    corpus = prefill_corpus(tiny_target, tmp_path, layers=(1, 3))
+    assert torch.equal(corpus.ids, stored.ids) and torch.equal(corpus.top1, stored.top1)
+    assert torch.allclose(corpus.features.float(), stored.features.float(), rtol=1e-2, atol=1e-2)
+    hidden = tiny_target.model.config.hidden_size
+    assert corpus.layer_features.shape == (corpus.num_positions, 2 * hidden) and corpus.layers == (1, 3)
+    some = prefill_corpus(tiny_target, tmp_path, forms=(5,))
+    assert some.forms.tolist() == [5] and some.layer_features is None
+    with pytest.raises(FileNotFoundError, match="of those forms"):
+        prefill_corpus(tiny_target, tmp_path, forms=(99,))
+
+
+def test_ttt_masks_and_shapes():
+    assert torch.equal(ttt_mask(5, 1), torch.ones(5, 5, dtype=torch.bool).tril())
+    mask = ttt_mask(6, 3)
+    assert mask.shape == (6, 18)
+    # row 4, step 3: a draft that started after true entry 2; its step-2 entry is column 3, itself column 4
+    assert mask[4].nonzero().flatten().tolist() == [0, 1, 2, 6 + 3, 12 + 4]
+    assert mask[1].nonzero().flatten().tolist() == [6 + 0, 12 + 1]  # no true entry: left out of the losses
+    hits = [torch.tensor([[True, True, False, True]]), torch.tensor([[False, True, True, True]])]
+    assert _chain_lengths(hits).tolist() == [[2.0, 2.0, 0.0, 1.0]]  # leading run of hits[0][c], hits[1][c + 1]
+
+
+def test_unrolled_steps_are_what_the_drafter_computes(tiny_target):
+    """Step s of training-time test at column c equals the head drafting its s-th token after the true entries
+    up to column c - s + 1 (its own earlier guesses fed back, with its own cache), as EagleDrafter does."""
+    from specviz.drafters.networks import fusion_layers, new_eagle_head
+
+    torch.manual_seed(0)
+    head = new_eagle_head(tiny_target.model, feature_layers=fusion_layers(4)).eval()
+    t, hidden = 9, tiny_target.model.config.hidden_size
+    g = head.take_in(torch.randn(1, t, 3 * hidden))
+    embeds = torch.randn(1, t, hidden)
+    positions = torch.arange(1, t + 1)
+    with torch.no_grad():
+        outs = unroll(head, g, embeds, positions, 4)
+        assert [tuple(o.shape) for o in outs] == [(1, t, hidden)] * 4
+        start = 3  # true entries for columns 0..3, then three drafted steps
+        out, (keys, values) = head(g[:, :start + 1], embeds[:, :start + 1], positions[:start + 1])
+        h = out[0, -1]
+        assert torch.allclose(h, outs[0][0, start], atol=1e-5)
+        for s in range(1, 4):
+            col = start + s
+            out, (k, v) = head(h[None, None], embeds[:, col:col + 1], positions[col:col + 1], (keys, values))
+            keys, values, h = torch.cat([keys, k], 2), torch.cat([values, v], 2), out[0, 0]
+            assert torch.allclose(h, outs[s][0, col], atol=1e-5), s
+
+
+def test_eagle3_recipe_trains_a_head_that_drafts_exactly(tiny_target, tmp_path):
+    settings = TrainSettings(epochs=1, batch_tokens=64, vocab_size=40, holdout=0.2)
+    out = tmp_path / "e3.safetensors"
+    report = run_training("eagle3", tiny_target, out, settings=settings, folder=tmp_path / "d",
+                          corpus_settings=CorpusSettings(num_prompts=8, batch_size=4, max_new_tokens=12,
+                                                         prompt_set="part3"), forms=(0, 1, 2, 3, 4, 5))
+    assert not list((tmp_path / "d").glob("feats-*"))  # token ids only: features came from a prefill
+    meta = read_metadata(out)
+    assert meta["recipe"] == "eagle3" and meta["info"]["settings"]["recipe"] == "eagle3"
+    assert meta["info"]["data"]["forms"] == [0, 1, 2, 3, 4, 5] and report["train_sequences"] + report["holdout_sequences"] == 6
+    assert len(report["holdout_acc_per_step"]) == 4 and 0 <= report["holdout_chain_accepted"] <= 4
+    prompt = tiny_target.tokenizer.encode("the cat sat on the mat", add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=20, k=4)
+    base = collect(standard_generate(tiny_target, prompt, cfg), tiny_target.tokenizer, prompt)
+    for tree in (0, 4):
+        drafter = make_drafter("eagle", tiny_target, heads_path=str(out), tree_nodes=tree)
+        assert drafter.needs_hidden == (1, 2, 3)
+        spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
+        assert spec.token_ids == base.token_ids

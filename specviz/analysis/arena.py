@@ -514,7 +514,7 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
         prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.bench.Prompt`).
         drafters: drafter keys (:func:`~specviz.drafters.registry.drafter_keys`, and "eagle:tree" / "medusa:tree"
             for a tree of :data:`TREE_NODES`; "none" is ignored: the baseline always runs).
-        ks: draft lengths, ints in 1..16 and/or "auto" (adaptive k starting at :data:`AUTO_K_START`).
+        ks: draft lengths, ints in 1..16 and/or "auto" (cost-aware k starting at :data:`AUTO_K_START`).
         config: the settings every run shares (its k and adaptive_k are replaced per method).
         progress: optional ``progress(fraction, message)``.
         should_stop: optional callable checked before every target pass; True ends the arena (``stopped``).

@@ -51,8 +51,9 @@ from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.generation_settings import settings_record
 from specviz.core.verify import SamplingConfig
-from specviz.core.kv import Clock, forward_logits, new_cache, rollback_cache
+from specviz.core.kv import Clock, compilations, forward_logits, new_cache, rollback_cache
 from specviz.core.metrics import RunStats
+from specviz.compiled import COMPILED_LABEL, COMPILING_NOTE, forward_path
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "suite.jsonl"  # the benchmark suite
 EXAMPLE_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts.jsonl"  # the app's examples
@@ -525,7 +526,8 @@ def environment(target=None) -> dict:
         info["target"] = {"spec": target.spec, "label": target.label, "num_layers": target.num_layers,
                           "param_bytes": target.param_bytes,
                           # kernels of the loaded model, shared by our runs and transformers' generate()
-                          "kernels": speed.summary() if speed is not None else "default kernels"}
+                          "kernels": speed.summary() if speed is not None else "default kernels",
+                          "forward": forward_path(target.model)}
     return info
 
 
@@ -598,7 +600,7 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
     from specviz.models import encode_prompt
 
     started = time.perf_counter()
-    load_at_start = load_average()
+    load_at_start, compiled_before = load_average(), compilations()
     settings = _checked_settings(settings, progress)
     drafters = make_drafters(target, settings, progress)
     methods = _methods(settings, drafters)
@@ -641,6 +643,7 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
         result["lookahead_cost"] = lookahead_cost(target, settings.window, settings.ngram, settings.candidates)
     result["machine"]["load_average_1min"] = load_at_start  # environment() ran at the end
     result["machine"]["load_average_1min_end"] = load_average()
+    result["compiling"] = compilations() != compiled_before  # torch.compile ran during the bench: timings include it
     return result
 
 
@@ -839,8 +842,10 @@ def time_drafter_ms(target, drafter, prompt_len: int, ks: Iterable[int], repeats
     for k in ks:
         drafter.reset(prompt[:-1])
         hidden = None
-        if getattr(drafter, "needs_hidden", False):
-            _, hidden = forward_logits_features(target.model, prompt[:-1], new_cache(target.model), 1)
+        wanted = getattr(drafter, "needs_hidden", False)
+        if wanted:
+            _, hidden = forward_logits_features(target.model, prompt[:-1], new_cache(target.model), 1,
+                                                layers=wanted if isinstance(wanted, tuple) else ())
         draft = drafter.propose(DraftContext(prompt, k, sampling, None, hidden))
         drafter.commit(prompt, 0)
         times = []
@@ -953,10 +958,11 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     drafters = list(drafters)
     token_counts = _kernel_token_counts(token_counts, drafters)
     started = time.perf_counter()
+    compiled_before = compilations()
     bandwidth = copy_bandwidth_gbs(target.device, copy_megabytes)
     report = report_of(target.model)
     variants = {"loaded": contextlib.nullcontext}
-    if compare_plain and report is not None and report.active:
+    if compare_plain and report is not None and report.active and forward_path(target.model) != COMPILED_LABEL:
         variants["plain"] = lambda: plain_path(target.model)
     timed = time_forward_variants(target.model, target.device, prompt_len, token_counts, variants, repeats, warmup)
     floor_ms = target.param_bytes / (bandwidth * 1e9) * 1000.0
@@ -987,6 +993,7 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
         result["definitions"]["pass_cost_steps"] = ("(draft ms + verify ms) / one-token step ms: a pass's cost in "
                                                     "target steps, and the tokens per pass needed to break even")
     result["wall_s"] = time.perf_counter() - started
+    result["compiling"] = compilations() != compiled_before  # torch.compile ran during the bench: timings include it
     return result
 
 
@@ -999,7 +1006,7 @@ def _fmt(value, spec: str = ".2f") -> str:
 
 def format_bench(result: dict) -> str:
     """A readable table of :func:`run_bench`'s result."""
-    lines = []
+    lines = [COMPILING_NOTE] if result.get("compiling") else []
     header = (f"{'category':<15}{'method':<26}{'tok/pass':>9}{'tok/fwd':>8}{'accept':>8}{'tok/s':>8}"
               f"{'speedup':>9}{'ids=HF':>8}")
     sections = list(result["categories"].items()) + [("OVERALL", result["overall"])]
@@ -1061,7 +1068,9 @@ def format_kernel(result: dict) -> str:
     lines = [f"{result['target']['label']} on {result['device']['device']}, {result['machine']['torch_threads']} "
              f"torch threads: {result['param_bytes'] / 1e6:.0f} MB of weights read per forward; copy bandwidth "
              f"{result['copy_bandwidth_gbs']:.1f} GB/s (read + write) -> floor {result['floor_ms']:.1f} ms per step",
-             f"kernels: {result.get('speed', '-')}"]
+             f"kernels: {result.get('speed', '-')}; forward: {result['target'].get('forward', '-')}"]
+    if result.get("compiling"):
+        lines.append(COMPILING_NOTE)
     long = result.get("long_context")
     rows = [("as loaded", result)] + ([("default kernels", plain)] if plain else []) + (
         [(f"after {long['prompt_len']} tok", long)] if long else [])

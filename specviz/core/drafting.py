@@ -30,7 +30,9 @@ class DraftContext:
         generator: the run's seeded torch.Generator.
         target_hidden: (n, H) the target's final features (after the last norm) of the committed positions the
             drafter has not seen yet: every prompt position on the first pass, then the fed root and the accepted
-            draft tokens of the previous pass; None for drafters whose ``needs_hidden`` is False.
+            draft tokens of the previous pass; None for drafters whose ``needs_hidden`` is False. A drafter whose
+            ``needs_hidden`` is a tuple of hidden-state indices (an EAGLE-3 head) gets (n, len(tuple) * H): those
+            hidden states of the target side by side (0 = embeddings, i = output of decoder layer i).
         vocab_size: ids the run's distributions cover (:func:`specviz.core.verify.restrict_vocab`): a drafter proposes
             only ids below it and reports distributions over exactly these ids (padded LM-head rows get 0); None
             means the target's whole head.
@@ -120,11 +122,13 @@ class Drafter(Protocol):
 
     ``reset`` starts a run; ``propose`` returns a :class:`Draft`; ``commit`` is called after each pass
     with the new committed sequence and how many draft tokens were accepted, so the drafter can roll its
-    cache back; ``cache_len`` reports its KV-cache length (None without a cache).
+    cache back; ``cache_len`` reports its KV-cache length (None without a cache). A drafter may also define
+    ``finish(committed_ids)``: the engine calls it once when the row ends (done or stopped at a token limit), with
+    the whole committed sequence, since a last pass that drafted nothing is never committed to the drafter.
     """
 
     name: str
-    needs_hidden: bool
+    needs_hidden: bool | tuple[int, ...]  # False, True (final features) or hidden-state indices (see DraftContext)
 
     def reset(self, prompt_ids: list[int]) -> None: ...
 

@@ -33,8 +33,8 @@ from specviz.core.draft_length import AutoK, HeuristicK
 from specviz.core.drafting import Draft, DraftContext, Drafter
 from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, PassEvent, PositionDetail, RunCancelled,
                                  RunKind, RunResult, Timings, TreeRecord)
-from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, forward_chunked, forward_rows,
-                             keep_positions, new_cache)
+from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, compilations, forward_chunked,
+                             forward_rows, keep_positions, new_cache)
 from specviz.core.tree import ancestors, tree_attention_mask, tree_positions, verify_tree_greedy
 from specviz.core.verify import (SamplingConfig, Verdict, all_finite, apply_processors, fit_vocab, process_logits,
                                  restrict_vocab, sample, verify_greedy, verify_sampling)
@@ -227,6 +227,20 @@ class _Row:
         return self.out.max_new_tokens - len(self.out.ids) - 1
 
 
+def feature_request(drafters: list[Drafter | None]) -> bool | tuple[int, ...]:
+    """The target features a batch's forwards return for its drafters' ``needs_hidden``: False (none), True (the
+    final features) or a tuple of hidden-state indices (an EAGLE-3 head's; see
+    :func:`specviz.core.kv.pick_features`).
+
+    Raises:
+        ValueError: drafters of one batch ask for different features.
+    """
+    wanted = {d.needs_hidden for d in drafters if d is not None and d.needs_hidden}
+    if len(wanted) > 1:
+        raise ValueError("the drafters of one batch read different target features; run them in separate batches")
+    return wanted.pop() if wanted else False
+
+
 class _Batch:
     """B prompts decoded together over one cache (a single prompt is a batch of one). ``active`` lists the rows
     still running, in cache-row order; :meth:`forward` is the only way to the target."""
@@ -240,7 +254,7 @@ class _Batch:
         self.clock = Clock(target.device)
         self.vocab = shared_vocab(target)
         drafters = drafters if drafters is not None else [None] * len(prompts)
-        self.features = any(d is not None and d.needs_hidden for d in drafters)
+        self.features = feature_request(drafters)
         self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
                                                           target.eos_token_ids, config.stop_strings,
                                                           config.stop_token_ids),
@@ -249,6 +263,7 @@ class _Batch:
         self.active = list(self.rows)
         self.index = 0
         self.elapsed_ms = 0.0
+        self.compile_mark = compilations()  # torch.compile's graph count when the current pass started
 
     def _generator(self, row: int) -> torch.Generator:
         gen = torch.Generator(device=self.target.device)
@@ -336,7 +351,11 @@ class _Batch:
         return sample(process_logits(logits, self.config.sampling)[0], row.gen)
 
     def drop_finished(self) -> None:
-        """Take finished rows out of the batch (and their cache rows)."""
+        """Take finished rows out of the batch (and their cache rows); a drafter with a ``finish`` method is told
+        the row's whole committed sequence."""
+        for row in self.active:
+            if row.finished and row.drafter is not None and hasattr(row.drafter, "finish"):
+                row.drafter.finish(row.committed)
         keep = [i for i, row in enumerate(self.active) if not row.finished]
         if len(keep) < len(self.active):
             if keep:
@@ -595,7 +614,7 @@ def _update_all(batch: _Batch, drafts: list[Draft], ks: list[int], outcomes: lis
 
 def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta: str, timings: Timings, *,
            k: int = 0, source: str | None = None, notice: str | None = None, gain: float | None = None,
-           cache_len: int | None = None, resplit: tuple[bool, ...] = ()) -> PassEvent:
+           cache_len: int | None = None, resplit: tuple[bool, ...] = (), compiling: bool = False) -> PassEvent:
     """The event of one row's forward (prefill, baseline step or speculative pass); advances the row's clock."""
     row.elapsed_ms += timings.total_ms
     n = outcome.num_accepted
@@ -611,6 +630,7 @@ def _event(batch: _Batch, row: _Row, outcome: Outcome, emitted: list[int], delta
         next_k=row.k_next if row.control is not None and row.index > 0 else None,
         draft_source=source if outcome.shown_ids or source != "pool" else None, tree=outcome.tree, notice=notice,
         expected_gain=gain, row=row.row, lookahead=outcome.lookahead, resplit=resplit[:len(outcome.shown_ids)],
+        compiling=compiling,
     )
 
 
@@ -620,8 +640,10 @@ def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
         if row.drafter is not None:
             row.drafter.reset(row.prompt_ids)
     t0 = batch.clock.now_ms()
+    batch.compile_mark = compilations()
     results = batch.prefill_logits()
     t1 = batch.clock.now_ms()
+    compiling = compilations() != batch.compile_mark
     events = []
     lengths = batch.cache.row_lengths()
     for row, (logits, feats), length in zip(batch.active, results, lengths):
@@ -634,7 +656,8 @@ def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
         if row.drafter is not None:
             row.k_next = row.control.choose(row.budget)
         other = batch.clock.now_ms() - t2
-        events.append(_event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length))
+        events.append(_event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length,
+                             compiling=compiling))
     batch.elapsed_ms += batch.clock.now_ms() - t0
     yield BatchStep(batch.name, 0, len(events), max(len(r.prompt_ids) for r in batch.active), t1 - t0, 0.0,
                     len(events), batch.elapsed_ms)
@@ -658,6 +681,7 @@ def _decode(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
     while batch.active:
         batch.index += 1
         t0 = batch.clock.now_ms()
+        batch.compile_mark = compilations()
         gains = [row.control.expected_gain if row.control is not None else None for row in batch.active]
         # 1 draft
         drafts, ks, notices, draft_ms = _draft_all(batch)
@@ -683,6 +707,7 @@ def _pass_events(batch: _Batch, clock: tuple[float, float, float], drafts: list[
     forward, the shared bookkeeping)."""
     t0, t1, t2 = clock
     other = batch.clock.now_ms() - t2
+    compiling = compilations() != batch.compile_mark  # the drafts or the forward compiled a graph
     batch.elapsed_ms += t2 - t0 + other
     lengths = batch.cache.row_lengths()
     yield BatchStep(batch.name, batch.index, len(batch.active), 1 + max(len(d.token_ids) for d in drafts), t2 - t1,
@@ -692,7 +717,7 @@ def _pass_events(batch: _Batch, clock: tuple[float, float, float], drafts: list[
         emitted, delta = committed[i]
         yield _event(batch, row, outcomes[i], emitted, delta, Timings(draft_ms[i], t2 - t1, other), k=ks[i],
                      source=drafts[i].source, notice=notices[i], gain=gains[i], cache_len=lengths[i],
-                     resplit=drafts[i].resplit)
+                     resplit=drafts[i].resplit, compiling=compiling)
 
 
 def generate_batch(target, prompts: list[list[int]], config: GenerationConfig, *,

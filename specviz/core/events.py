@@ -183,6 +183,8 @@ class PassEvent:
         row: the prompt's row in a batch (0 for a single prompt).
         lookahead: for a lookahead pass, its window, pool and candidates (:class:`LookaheadRecord`), else None;
             ``draft_ids`` then shows the winning candidate (its accepted prefix and the first rejected token).
+        compiling: True when torch.compile traced or compiled a graph while this pass (or prefill) ran, so its
+            timings include compilation (:func:`specviz.core.kv.compilations`; see :mod:`specviz.compiled`).
     """
 
     run: RunKind
@@ -212,6 +214,7 @@ class PassEvent:
     row: int = 0
     lookahead: LookaheadRecord | None = None
     resplit: tuple[bool, ...] = ()
+    compiling: bool = False
 
     @property
     def num_drafted(self) -> int:
@@ -287,3 +290,8 @@ class RunResult:
     finish_reason: FinishReason
     events: tuple[PassEvent, ...]
     wall_s: float
+
+    @property
+    def compiling(self) -> bool:
+        """True when any pass of the run compiled a graph (torch.compile): its timings include compilation."""
+        return any(event.compiling for event in self.events)

@@ -15,6 +15,7 @@ check runs on older 5.x releases too).
 from __future__ import annotations
 
 import inspect
+import sys
 import time
 
 import torch
@@ -168,6 +169,17 @@ def cache_length(cache: Cache) -> int:
     return int(cache.get_seq_length())
 
 
+def compilations() -> int:
+    """Graphs torch.compile has produced in this process so far (0 when nothing was ever compiled).
+
+    A change across a forward means that forward (or anything else running meanwhile) traced and compiled a graph,
+    so its time includes compilation: the engine marks such passes (``PassEvent.compiling``). Read from torch's
+    own counter (``torch._dynamo.utils.counters["stats"]["unique_graphs"]``) without importing torch._dynamo.
+    """
+    utils = sys.modules.get("torch._dynamo.utils")
+    return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+
+
 def _use_threads(model: torch.nn.Module, new_tokens: int) -> None:
     """Set torch's thread count to the one measured fastest for this forward's size, when the model carries a
     choice (``model._specviz_threads`` = (one-token, several-token) threads, set by :mod:`specviz.tuning`)."""
@@ -212,10 +224,26 @@ def forward_logits(
     return out.logits[0, -num_logits:].float()
 
 
+def pick_features(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...] = ()) -> torch.Tensor:
+    """The features drafters read from a forward's ``hidden_states`` (..., T, H) each: the final one (after the last
+    norm) for empty ``layers``, else the listed hidden states side by side, (..., T, len(layers) * H) (EAGLE-3
+    heads; 0 = embeddings, i = output of decoder layer i)."""
+    if not layers:
+        return hidden_states[-1]
+    return torch.cat([hidden_states[i] for i in layers], dim=-1)
+
+
+def _layers(features: bool | tuple[int, ...]) -> tuple[int, ...]:
+    """A drafter's feature request (``needs_hidden``: True or hidden-state indices) as :func:`pick_features`'s
+    ``layers``."""
+    return tuple(features) if isinstance(features, tuple) else ()
+
+
 @torch.inference_mode()
 def forward_logits_features(
     model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int, *,
     attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+    layers: tuple[int, ...] = (),
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`forward_logits` that also returns the final features (after the last norm) of every new position.
 
@@ -226,9 +254,12 @@ def forward_logits_features(
         model, input_ids, cache, num_logits: as :func:`forward_logits`.
         attention_mask: optional (1, 1, n, cache_len + n) bool mask (a tree mask, see :mod:`specviz.core.tree`).
         position_ids: optional (1, n) positions (default: continuing after the cache).
+        layers: hidden-state indices to return side by side instead of the final features (see
+            :func:`pick_features`; an EAGLE-3 drafter's request).
 
     Returns:
-        (num_logits, V) float32 logits and (n, H) features, on the model's device.
+        (num_logits, V) float32 logits and (n, H) features ((n, len(layers) * H) with ``layers``), on the
+        model's device.
     """
     _use_threads(model, len(input_ids))
     ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
@@ -239,13 +270,14 @@ def forward_logits_features(
         kwargs["position_ids"] = position_ids
     out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
                 **{_cache_argument(model): cache}, **kwargs)
-    return out.logits[0, -num_logits:].float(), out.hidden_states[-1][0]
+    return out.logits[0, -num_logits:].float(), pick_features(out.hidden_states, layers)[0]
 
 
 @torch.inference_mode()
 def forward_rows(
     model: torch.nn.Module, rows: list[list[int]], cache: Cache, num_logits: int, *,
-    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None, features: bool = False,
+    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+    features: bool | tuple[int, ...] = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One forward over B rows of n new tokens each (a batch; rows padded by the caller to equal length).
 
@@ -256,18 +288,19 @@ def forward_rows(
         num_logits: how many final positions of each row need logits.
         attention_mask: optional (B, 1, n, span) bool mask (rows of different cached lengths need one).
         position_ids: optional (B, n) positions.
-        features: also return the final features of every new position.
+        features: also return the final features of every new position (a tuple: those hidden states side by
+            side, see :func:`pick_features`).
 
     Returns:
-        (B, num_logits, V) float32 logits and (B, n, H) features or None.
+        (B, num_logits, V) float32 logits and (B, n, H) features ((B, n, len * H) for a tuple) or None.
     """
     _use_threads(model, len(rows) * len(rows[0]))
     ids = torch.tensor(rows, dtype=torch.long, device=model.device)
     kwargs = {name: value for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids))
               if value is not None}
-    out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=features,
+    out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=bool(features),
                 **{_cache_argument(model): cache}, **kwargs)
-    return out.logits[:, -num_logits:].float(), (out.hidden_states[-1] if features else None)
+    return out.logits[:, -num_logits:].float(), (pick_features(out.hidden_states, _layers(features)) if features else None)
 
 
 def check_cancel(cancel: object | None) -> None:
@@ -279,7 +312,7 @@ def check_cancel(cancel: object | None) -> None:
 
 def forward_chunked(
     model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int, *,
-    cancel: object | None = None, features: bool = False, chunk: int = PREFILL_CHUNK,
+    cancel: object | None = None, features: bool | tuple[int, ...] = False, chunk: int = PREFILL_CHUNK,
     attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`forward_logits` (or :func:`forward_logits_features`) over ``input_ids`` in forwards of at most
@@ -288,7 +321,8 @@ def forward_chunked(
     Args:
         model, input_ids, cache, num_logits: as :func:`forward_logits`; ``num_logits`` <= the last chunk's length.
         cancel: a flag with ``is_set()`` or a callable (see :func:`check_cancel`); checked before every forward.
-        features: also return the final features of every new position (concatenated over the chunks).
+        features: also return the final features of every new position (concatenated over the chunks; a tuple of
+            hidden-state indices: those side by side, see :func:`pick_features`).
         chunk: most tokens per forward (a tree mask or explicit positions are never split: one forward).
         attention_mask, position_ids: as :func:`forward_logits_features`.
 
@@ -308,7 +342,7 @@ def forward_chunked(
         wanted = num_logits if piece is pieces[-1] else 1
         if features or attention_mask is not None or position_ids is not None:
             logits, f = forward_logits_features(model, piece, cache, wanted, attention_mask=attention_mask,
-                                                position_ids=position_ids)
+                                                position_ids=position_ids, layers=_layers(features))
             feats.append(f)
         else:
             logits = forward_logits(model, piece, cache, wanted)

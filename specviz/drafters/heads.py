@@ -3,7 +3,10 @@
 Both need the target's final features of every committed position; the engine passes the new ones in
 ``DraftContext.target_hidden`` (``needs_hidden = True``): after the prefill, one row per prompt position; after a
 pass, one row for the fed root and each accepted draft token. So before every ``propose`` the drafter holds
-features f_0 .. f_{C-2} for a committed sequence of C tokens (the last committed token is not fed yet).
+features f_0 .. f_{C-2} for a committed sequence of C tokens (the last committed token is not fed yet). An
+EAGLE-3 head (Li et al. 2025) asks for three of the target's hidden states instead (``needs_hidden`` is then a
+tuple of hidden-state indices, and the rows are those states side by side); the target's forwards return them
+at no extra cost (the hidden states exist anyway), and other drafters still get the final features alone.
 
 Greedy runs may draft a *tree* (:class:`TreeSettings`); sampling runs always draft a chain with the exact
 distributions the tokens were drawn from (the engine's rejection sampling then keeps the target's distribution).
@@ -162,7 +165,8 @@ class _FeatureDrafter:
 
 
 class EagleDrafter(_FeatureDrafter):
-    """Drafting with an :class:`~specviz.drafters.networks.EagleHead` (EAGLE, Li et al. 2024), chain or greedy tree.
+    """Drafting with an :class:`~specviz.drafters.networks.EagleHead` (EAGLE, Li et al. 2024; EAGLE-3, Li et al.
+    2025, for a head with ``feature_layers``), chain or greedy tree.
 
     The head keeps its own KV cache of entries built from *true* target features (positions 1..C-1, entry j
     from (f_{j-1}, x_j)); each ``propose`` first adds the newly committed positions in one head forward, then
@@ -175,6 +179,7 @@ class EagleDrafter(_FeatureDrafter):
                  name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
         super().__init__(target_model, head.vocab_ids, tree, min_confidence, lookup)
         self.head = head
+        self.needs_hidden = head.feature_request  # True, or the hidden states an EAGLE-3 head fuses
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")
         self.reset([])
 
@@ -204,7 +209,8 @@ class EagleDrafter(_FeatureDrafter):
             return
         positions = torch.arange(start + 1, end + 1, device=feats.device)
         past = (self._keys, self._values) if self._keys is not None else None
-        out, (k, v) = self.head(feats[start:end][None], self._emb(committed[start + 1:end + 1])[None], positions, past)
+        out, (k, v) = self.head(self.head.take_in(feats[start:end])[None], self._emb(committed[start + 1:end + 1])[None],
+                                positions, past)
         self._keys = k if past is None else torch.cat([past[0], k], dim=2)
         self._values = v if past is None else torch.cat([past[1], v], dim=2)
         self._last = out[0, -1]
@@ -224,7 +230,7 @@ class EagleDrafter(_FeatureDrafter):
         ids, probs, rows = [], [], []
         confidence = 1.0
         for i in range(ctx.k):
-            token, prob, row = self._choose(h, ctx, ids)
+            token, prob, row = self._choose(self.head.readout(h), ctx, ids)
             confidence *= prob
             if confidence < self.min_confidence:  # the gate: the rest of the chain is unlikely to be accepted
                 break
@@ -244,7 +250,7 @@ class EagleDrafter(_FeatureDrafter):
         nodes: list[_Node] = []
 
         def add_children(parent: int, h: torch.Tensor, base_logp: float, depth: int) -> None:
-            logp = torch.log_softmax(self.lm.subset_logits(h).float(), -1)
+            logp = torch.log_softmax(self.lm.subset_logits(self.head.readout(h)).float(), -1)
             top = torch.topk(logp, tree.branch)
             tokens = self.lm.to_token_ids(top.indices).tolist()
             for token, lp in zip(tokens, top.values.tolist()):

@@ -8,12 +8,19 @@ exactness is untouched, because verification always uses the full target.
 - :class:`EagleHead` (Li et al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty"):
   from (f_t, embedding of token t+1) one decoder layer predicts f_{t+1}; run autoregressively on its own
   predictions it drafts a chain or a tree.
+- EAGLE-3 heads (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
+  Training-Time Test"): the same :class:`EagleHead` with ``EagleConfig.feature_layers`` set reads
+  ``fuse(concat(low, mid, high))`` of three of the target's hidden states instead of its final feature, and its
+  output goes through its own norm to the draft LM head (it is trained on tokens only, so its output is a
+  hidden state of its own, not a guess of the target's feature).
 - :class:`MedusaHeads` (Cai et al. 2024, "Medusa: Simple LLM Inference Acceleration Framework with Multiple
   Decoding Heads"): head i is one residual block f + SiLU(W_i f + b_i) whose logits predict the token i+1
   places after the target's own next token.
 
 Files: safetensors (float16 weights, int64 draft vocabulary) with the settings and the target's signature in
-the metadata; :func:`load_heads` refuses a file made for another target.
+the metadata; :func:`load_heads` refuses a file made for another target. Format 1 (no ``format`` key: the
+shipped heads) is the EAGLE-1 / Medusa layout; format 2 adds ``format`` and ``recipe`` keys and the EAGLE-3
+head's ``fuse`` and ``out_norm`` weights. A reader of format 1 files reads them unchanged.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 HEADS_DIR = Path(__file__).resolve().parents[2] / "assets" / "heads"
+FORMAT = 2  # the newest head-file format this code reads (1: no "format" key in the metadata)
 
 
 class HeadsError(ValueError):
@@ -104,14 +112,30 @@ class EagleConfig:
     intermediate: int
     rope_theta: float
     eps: float
+    feature_layers: tuple[int, ...] = ()  # EAGLE-3: the target's hidden states fused (indices of hidden_states)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "feature_layers", tuple(int(i) for i in self.feature_layers))  # JSON gives a list
 
     @classmethod
-    def from_target(cls, config) -> "EagleConfig":
+    def from_target(cls, config, feature_layers: tuple[int, ...] = ()) -> "EagleConfig":
+        """Sizes copied from a target's config; ``feature_layers`` non-empty makes an EAGLE-3 head."""
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         rope = getattr(config, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
         return cls(config.hidden_size, config.num_attention_heads, config.num_key_value_heads, head_dim,
-                   config.intermediate_size, float(theta), float(getattr(config, "rms_norm_eps", 1e-5)))
+                   config.intermediate_size, float(theta), float(getattr(config, "rms_norm_eps", 1e-5)),
+                   tuple(feature_layers))
+
+
+def fusion_layers(num_layers: int) -> tuple[int, int, int]:
+    """The hidden states an EAGLE-3 head fuses, as indices of the target's ``hidden_states`` (0 = embeddings, i =
+    output of decoder layer i): low, middle and high, (2, L // 2, L - 3) as in the EAGLE-3 paper's choice of an
+    early, a middle and a late layer; (2, 15, 27) for SmolLM2's 30 layers. Targets under 6 layers get
+    (1, L // 2, L - 1)."""
+    if num_layers >= 6:
+        return 2, num_layers // 2, num_layers - 3
+    return 1, max(1, num_layers // 2), max(1, num_layers - 1)
 
 
 def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
@@ -129,11 +153,17 @@ def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tenso
 
 
 class EagleHead(nn.Module):
-    """One decoder layer that predicts the target's next feature (EAGLE, Li et al. 2024).
+    """One decoder layer that predicts the target's next feature (EAGLE, Li et al. 2024), or with
+    ``config.feature_layers`` an EAGLE-3 head (Li et al. 2025).
 
-    Input at position t+1: ``fc([embed(x_{t+1}); f_t])`` (2H -> H), then a pre-norm Llama-style layer (grouped
-    query attention with rotary positions, SwiGLU MLP). The output is the predicted f_{t+1}; the draft's logits
-    for token t+2 are ``DraftLMHead(f̂_{t+1})``.
+    Input at position t+1: ``fc([embed(x_{t+1}); g_t])`` (2H -> H), then a pre-norm Llama-style layer (grouped
+    query attention with rotary positions, SwiGLU MLP). EAGLE-1: g_t is the target's final feature f_t and the
+    output is the predicted f_{t+1}; the draft's logits for token t+2 are ``DraftLMHead(f̂_{t+1})``. EAGLE-3:
+    g_t = ``fuse([h_low; h_mid; h_high])`` (3H -> H, each state RMS-scaled first, :meth:`take_in`) of the
+    target's hidden states at t, the logits are ``DraftLMHead(out_norm(o_{t+1}))`` (:meth:`readout`), and
+    drafting feeds the raw output o_{t+1} back as the next g. Either way the output is what the next drafting
+    step reads. The EAGLE-3 paper feeds the normed embedding and normed g side by side into the attention
+    projections (2H wide); this head keeps EAGLE-1's ``fc`` in front of an unchanged layer instead.
 
     Args:
         config: sizes, see :class:`EagleConfig`.
@@ -156,7 +186,37 @@ class EagleHead(nn.Module):
         self.gate_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
         self.up_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
         self.down_proj = nn.Linear(c.intermediate, c.hidden, bias=False)
+        if c.feature_layers:
+            self.fuse = nn.Linear(len(c.feature_layers) * c.hidden, c.hidden, bias=False)
+            self.out_norm = RMSNorm(c.hidden, c.eps)
         self.register_buffer("vocab_ids", vocab_ids.long() if vocab_ids is not None else torch.zeros(0, dtype=torch.long))
+
+    @property
+    def recipe(self) -> str:
+        """"eagle3" for a head that fuses several layers (format 2), "eagle" for the EAGLE-1 head."""
+        return "eagle3" if self.config.feature_layers else "eagle"
+
+    @property
+    def feature_request(self) -> bool | tuple[int, ...]:
+        """The target features this head reads, as a drafter's ``needs_hidden``: True for the final feature,
+        else the tuple of hidden-state indices whose concatenation it fuses."""
+        return self.config.feature_layers or True
+
+    def take_in(self, feats: torch.Tensor) -> torch.Tensor:
+        """(..., F) target features of committed positions -> (..., H) head inputs g: for an EAGLE-3 head,
+        ``fuse`` of the concatenated layers (F = 3H), each first scaled to unit root mean square (no weights:
+        ``fuse`` follows), because a small target's middle and late hidden states carry massive activations
+        (SmolLM2: up to 2e4 at the first position, 100-400 in a few dimensions); the final feature itself (F = H)
+        for an EAGLE-1 head."""
+        if not self.config.feature_layers:
+            return feats
+        blocks = feats.unflatten(-1, (len(self.config.feature_layers), self.config.hidden))
+        blocks = blocks * torch.rsqrt(blocks.pow(2).mean(-1, keepdim=True) + self.config.eps)
+        return self.fuse(blocks.flatten(-2))
+
+    def readout(self, out: torch.Tensor) -> torch.Tensor:
+        """(..., H) head outputs -> (..., H) features for the draft LM head (``out_norm`` for EAGLE-3)."""
+        return self.out_norm(out) if self.config.feature_layers else out
 
     def forward(self, feats: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor,
                 past: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -223,16 +283,23 @@ class MedusaHeads(nn.Module):
         return torch.stack([feats + F.silu(block(feats)) for block in self.blocks], dim=-2)
 
 
-def new_eagle_head(target_model: nn.Module, vocab_ids: torch.Tensor | None = None, seed: int = 0) -> EagleHead:
-    """A randomly initialised :class:`EagleHead` sized for ``target_model`` (float32, on its device)."""
+def new_eagle_head(target_model: nn.Module, vocab_ids: torch.Tensor | None = None, seed: int = 0,
+                   feature_layers: tuple[int, ...] = ()) -> EagleHead:
+    """A randomly initialised :class:`EagleHead` sized for ``target_model`` (float32, on its device); with
+    ``feature_layers`` (see :func:`fusion_layers`) an EAGLE-3 head, whose ``out_norm`` starts as a copy of the
+    target's final norm (the scale the frozen LM head expects)."""
     torch.manual_seed(seed)
-    head = EagleHead(EagleConfig.from_target(target_model.config), vocab_ids)
+    head = EagleHead(EagleConfig.from_target(target_model.config, feature_layers), vocab_ids)
     std = getattr(target_model.config, "initializer_range", 0.02)
     for module in head.modules():
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=std)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+    final_norm = getattr(getattr(target_model, "model", None), "norm", None)
+    if feature_layers and final_norm is not None and final_norm.weight.shape == head.out_norm.weight.shape:
+        with torch.no_grad():
+            head.out_norm.weight.copy_(final_norm.weight.detach())
     return head.to(target_model.device)
 
 
@@ -253,16 +320,19 @@ def save_heads(head: EagleHead | MedusaHeads, path: str | Path, target_model: nn
                                                                         "num_heads": head.num_heads}
     meta = {"kind": head.kind, "settings": json.dumps(settings), "target": target_signature(target_model),
             "info": json.dumps(info or {})}
+    if isinstance(head, EagleHead) and head.config.feature_layers:  # format 1 files stay byte-for-byte as before
+        meta.update(format=str(FORMAT), recipe=head.recipe)
     save_file(tensors, str(path), metadata=meta)
     path.chmod(0o644)  # a shareable file (safetensors writes it private)
     return path
 
 
 def read_metadata(path: str | Path) -> dict:
-    """The metadata of a head file: kind, settings (dict), target signature, info (dict).
+    """The metadata of a head file: kind, settings (dict), target signature, info (dict), format (int; 1 when the
+    file has no ``format`` key) and recipe ("eagle", "eagle3" or "medusa").
 
     Raises:
-        HeadsError: if the file is missing or not a head file.
+        HeadsError: if the file is missing, not a head file, or of a newer format than :data:`FORMAT`.
     """
     path = Path(path)
     if not path.is_file():
@@ -274,8 +344,14 @@ def read_metadata(path: str | Path) -> dict:
         raise HeadsError(f"{path.name} is not a safetensors head file ({error})") from None
     if meta.get("kind") not in ("eagle", "medusa"):
         raise HeadsError(f"{path.name} is not a specviz head file (no kind eagle/medusa in its metadata)")
+    stated = str(meta.get("format", "1"))
+    version = int(stated) if stated.isdigit() else -1
+    if not 1 <= version <= FORMAT:
+        raise HeadsError(f"{path.name} has head-file format {meta.get('format')!r}; this specviz reads formats "
+                         f"1 to {FORMAT}: update specviz to load it")
     return {"kind": meta["kind"], "settings": json.loads(meta.get("settings", "{}")),
-            "target": meta.get("target", ""), "info": json.loads(meta.get("info", "{}"))}
+            "target": meta.get("target", ""), "info": json.loads(meta.get("info", "{}")), "format": version,
+            "recipe": meta.get("recipe", meta["kind"])}
 
 
 def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None) -> EagleHead | MedusaHeads:

@@ -190,9 +190,8 @@ class SuffixStore:
 
     def begin(self, prompt_ids: list[int]) -> list[int]:
         """A run starts: the previous run's output (handed out by the last call) is stored now; returns the list the
-        new run's committed output tokens go into (stored at the next call). The drafter adds the tokens it is told
-        about: a run's last token is missing when its last pass drafted nothing (the engine calls ``commit`` only
-        after a pass with a draft, and a pass with one token left drafts nothing)."""
+        new run's committed output tokens go into (stored at the next call) as the drafter is told about them
+        (after each pass with a draft, and the whole output when the run ends)."""
         self.flush()
         self._open = (list(prompt_ids[-self.lead_in:]) if self.lead_in else [], [])
         return self._open[1]
@@ -275,6 +274,11 @@ class SuffixDrafter:
 
     def commit(self, committed_ids: list[int], num_accepted: int) -> None:
         """Index the tokens this pass committed (nothing to roll back: drafts were never indexed)."""
+        self._sync(committed_ids)
+
+    def finish(self, committed_ids: list[int]) -> None:
+        """The run ended: index its last tokens too (a last pass that drafted nothing was never committed), so the
+        store receives the whole output."""
         self._sync(committed_ids)
 
     def propose(self, ctx: DraftContext) -> Draft:

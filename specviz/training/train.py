@@ -11,6 +11,16 @@ place of f_{j-1}, attending to entries built from true features before j, exactl
 drafted token; its loss is added with weight 0.5 (the same idea as EAGLE-3's training-time test). Inputs get
 uniform noise (EAGLE's feature augmentation).
 
+EAGLE-3 recipe (``recipe="eagle3"``; Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large
+Language Models via Training-Time Test"): the head reads ``fuse([h_low; h_mid; h_high])`` of three of the
+target's hidden states (:func:`specviz.drafters.networks.fusion_layers`) and is trained on tokens only: the
+cross-entropy of ``DraftLMHead(out_norm(o))`` against the target's greedy token, no feature loss. Training-time
+test: the head is unrolled over ``ttt_steps`` steps; step s feeds every position the head's own output of step
+s-1 at the position before (in place of the target's fused feature) and attends exactly as drafting does: to the
+entries built from true features up to where that draft started, the entries of its own earlier draft steps, and
+itself (:func:`ttt_mask`). Step s's loss has weight ``step_decay ** (s - 1)``. No input noise (the unrolled steps
+are the head's own noise). The features come from a prefill at training time (:func:`prefill_corpus`).
+
 Medusa loss (Cai et al. 2024, Medusa-1: frozen target): head i on f_t is trained with cross-entropy against
 y_{t+1+i}, the target's greedy token i+1 places after its own next token, weighted 0.8^i.
 
@@ -29,9 +39,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from specviz.training.distill import Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus
-from specviz.drafters.networks import (DraftLMHead, EagleHead, MedusaHeads, new_eagle_head, new_medusa_heads, parameter_count,
-                           save_heads)
+from specviz.training.distill import (Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus,
+                                     prefill_corpus)
+from specviz.drafters.networks import (DraftLMHead, EagleHead, MedusaHeads, fusion_layers, new_eagle_head,
+                                       new_medusa_heads, parameter_count, save_heads)
 
 Progress = Callable[[str], None]
 
@@ -54,6 +65,10 @@ class TrainSettings:
             sets ``fc`` to pass the feature through (plus a small random token part); "random" is N(0, 0.02).
         weight_decay: AdamW weight decay.
         ce_weight: weight of the EAGLE head's cross-entropy term against its feature term.
+        recipe: "eagle" (EAGLE-1 head: feature + token loss, two steps) or "eagle3" (fused layers, token loss,
+            training-time test).
+        ttt_steps: steps the EAGLE-3 recipe unrolls (>= 1; the held-out report always unrolls 4).
+        step_decay: weight of step s's loss is step_decay ** (s - 1) (EAGLE-3 recipe).
     """
 
     epochs: int | None = None
@@ -67,6 +82,15 @@ class TrainSettings:
     init: str = "random"
     weight_decay: float = 0.0
     ce_weight: float = 0.1
+    recipe: str = "eagle"
+    ttt_steps: int = 4
+    step_decay: float = 0.8
+
+    def __post_init__(self) -> None:
+        if self.recipe not in ("eagle", "eagle3"):
+            raise ValueError(f"unknown EAGLE recipe {self.recipe!r}; choose eagle or eagle3")
+        if self.ttt_steps < 1:
+            raise ValueError(f"ttt_steps must be >= 1, got {self.ttt_steps}")
 
 
 EPOCHS = {"eagle": 4, "medusa": 2}
@@ -131,19 +155,22 @@ def _lr(step: int, total: int, peak: float) -> float:
 
 # ------------------------------------------------------------------------------------------------ EAGLE
 
-def _eagle_batch(corpus: Corpus, batch: list[tuple[int, int, int]], embed, labels: torch.Tensor, reply_only: bool = False):
-    """Padded tensors for one batch: inputs f_{j-1}, tokens x_j, positions j, targets f_j and label y_j; with
-    ``reply_only`` only positions whose label is a reply token (j >= reply start - 1) are valid."""
+def _eagle_batch(corpus: Corpus, batch: list[tuple[int, int, int]], embed, labels: torch.Tensor, reply_only: bool = False,
+                 inputs: torch.Tensor | None = None):
+    """Padded tensors for one batch: inputs f_{j-1} (rows of ``inputs``, default ``corpus.features``; the
+    fused layers' states for EAGLE-3), tokens x_j, positions j, targets f_j and label y_j; with ``reply_only``
+    only positions whose label is a reply token (j >= reply start - 1) are valid."""
+    inputs = corpus.features if inputs is None else inputs
     width = max(b - a for a, b, _ in batch) - 1
     hidden = corpus.features.shape[1]
-    f_in = torch.zeros(len(batch), width, hidden)
+    f_in = torch.zeros(len(batch), width, inputs.shape[1])
     f_out = torch.zeros(len(batch), width, hidden)
     tokens = torch.zeros(len(batch), width, dtype=torch.long)
     y = torch.full((len(batch), width), -100, dtype=torch.long)
     valid = torch.zeros(len(batch), width, dtype=torch.bool)
     for row, (a, b, r) in enumerate(batch):
         n = b - a - 1
-        f_in[row, :n] = corpus.features[a:b - 1].float()
+        f_in[row, :n] = inputs[a:b - 1].float()
         f_out[row, :n] = corpus.features[a + 1:b].float()
         tokens[row, :n] = corpus.ids[a + 1:b]
         y[row, :n] = labels[corpus.top1[a + 1:b]]
@@ -177,6 +204,122 @@ def _eagle_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, f_o
     return losses[0] + losses[1], correct[0], correct[1], int(count)
 
 
+def ttt_mask(t: int, step: int) -> torch.Tensor:
+    """The attention mask of training-time-test step ``step`` (1-based) over t entries: (t, step * t) bool,
+    True = may attend; keys in blocks [step 1 (entries built from true features) | step 2 | ... | step ``step``].
+
+    Row c is the ``step``-th drafted token of a draft that started after the true entry at column c - step + 1
+    (EAGLE-3's training-time test, Li et al. 2025): it sees the true entries up to that column, the entry of each
+    earlier draft step s at column c - step + s, and itself, which is what :class:`EagleDrafter`'s head cache
+    holds when it drafts that token. Step 1 is the causal mask. Rows c < step - 1 have no such draft (only
+    themselves to attend to) and are left out of losses and accuracy.
+    """
+    cols = torch.arange(t)
+    rows = cols[:, None]
+    blocks = [cols[None, :] <= rows - step + 1]
+    blocks += [cols[None, :] == rows - step + s for s in range(2, step + 1)]
+    return torch.cat(blocks, dim=1)
+
+
+def unroll(head: EagleHead, first_in: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor,
+           steps: int) -> list[torch.Tensor]:
+    """Run ``head`` for ``steps`` training-time-test steps (see :func:`ttt_mask`).
+
+    Args:
+        first_in: (B, T, H) head inputs g of committed positions (``head.take_in`` of the target's features;
+            column c holds position c's, the entry at position c + 1 reads it).
+        embeds: (B, T, H) embeddings of the tokens at positions 1..T; positions: (B, T) or (T,).
+        steps: >= 1.
+
+    Returns:
+        ``steps`` outputs (B, T, H); step s reads, at column c, step s-1's output at column c - 1 (the head's own
+        guess in place of the target's feature), so column c of step s drafts the s-th token of a draft.
+    """
+    out, (k, v) = head(first_in, embeds, positions)
+    outs, keys, values = [out], [k], [v]
+    t = first_in.shape[1]
+    for step in range(2, steps + 1):
+        fed = torch.cat([first_in[:, :1], out[:, :-1]], dim=1)  # column 0 has no draft: any input, masked out later
+        mask = ttt_mask(t, step).to(first_in.device)[None, None]
+        out, (k, v) = head(fed, embeds, positions, (torch.cat(keys, 2), torch.cat(values, 2)), mask)
+        outs.append(out)
+        keys.append(k)
+        values.append(v)
+    return outs
+
+
+def _ttt_losses(head: EagleHead, lm: DraftLMHead, f_in, embeds, positions, y, valid, steps: int, decay: float):
+    """EAGLE-3 loss of one batch: sum over steps s of decay^(s-1) x cross-entropy of step s's draft logits
+    against y at its valid columns (c >= s - 1). Returns (loss, hits per step, counted per step), each (B, T)
+    bool."""
+    outs = unroll(head, head.take_in(f_in), embeds, positions, steps)
+    loss = f_in.new_zeros(())
+    hits, oks = [], []
+    for s, out in enumerate(outs):
+        ok = valid.clone()
+        ok[:, :s] = False
+        logits = lm.subset_logits(head.readout(out))
+        target = torch.where(ok, y, torch.full_like(y, -100))
+        if bool((target >= 0).any()):
+            loss = loss + decay ** s * F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                                       ignore_index=-100)
+        hits.append((logits.argmax(-1) == y) & ok)
+        oks.append(ok)
+    return loss, hits, oks
+
+
+@torch.no_grad()
+def unrolled_accuracy(head: EagleHead, target, corpus: Corpus, seqs: list[tuple[int, int, int]] | None = None,
+                      steps: int = 4, batch_tokens: int = 4096) -> dict:
+    """How well ``head`` drafts on its own predictions, on the reply tokens of ``seqs`` (start, end, reply start;
+    default every sequence of ``corpus``): tokens teacher-forced, features the head's own after the first step.
+
+    Returns:
+        {"per_step": [acc_1 .. acc_steps], "chain": mean accepted tokens of a k = steps chain (gate off),
+        "positions": reply positions counted}. acc_s is the share of positions where the s-th drafted token
+        equals the target's greedy token (given the s - 1 before it were right: the acceptance rate of drafted
+        position s); chain is the expected number of leading right guesses from every reply position, so tokens
+        per pass ~ 1 + chain where the text is like ``seqs``.
+
+    Raises:
+        ValueError: an EAGLE-3 head on a corpus without its layers' states.
+    """
+    if seqs is None:
+        seqs = [(a, b, a + int(p)) for (a, b), p in zip(corpus.sequences(), corpus.prompt_lens.tolist()) if b - a >= 3]
+    layers = tuple(head.config.feature_layers)
+    if layers and tuple(corpus.layers) != layers:
+        raise ValueError(f"this head reads hidden states {layers}; the corpus holds {tuple(corpus.layers) or 'none'}")
+    vocab = head.vocab_ids if head.vocab_ids.numel() else None
+    labels = _label_map(vocab, target.vocab_size)
+    lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
+    embed = target.model.get_input_embeddings()
+    hit_sum, counted, chain_sum, starts = [0] * steps, [0] * steps, 0.0, 0
+    for batch in _batches(seqs, batch_tokens, torch.Generator().manual_seed(1)):
+        f_in, embeds, positions, _, y, valid = _eagle_batch(corpus, batch, embed, labels, reply_only=True,
+                                                            inputs=corpus.layer_features if layers else None)
+        _, hits, oks = _ttt_losses(head, lm, f_in, embeds, positions, y, valid, steps, 1.0)
+        for s in range(steps):
+            hit_sum[s] += int(hits[s].sum())
+            counted[s] += int(oks[s].sum())
+        chain_sum += float(_chain_lengths(hits)[oks[0]].sum())
+        starts += int(oks[0].sum())
+    return {"per_step": [h / max(1, n) for h, n in zip(hit_sum, counted)], "chain": chain_sum / max(1, starts),
+            "positions": counted[0]}
+
+
+def _chain_lengths(hits: list[torch.Tensor]) -> torch.Tensor:
+    """(B, T) accepted tokens of a chain whose first draft is at column c: the leading run of right guesses
+    hits[0][c], hits[1][c + 1], ..., hits[s][c + s]."""
+    alive = torch.ones_like(hits[0], dtype=torch.float32)
+    total = torch.zeros_like(alive)
+    for s, hit in enumerate(hits):
+        shifted = torch.zeros_like(hit)
+        shifted[:, :hit.shape[1] - s] = hit[:, s:]
+        alive = alive * shifted.float()
+        total = total + alive
+    return total
+
+
 @torch.no_grad()
 def init_from_last_layer(head: EagleHead, target_model: torch.nn.Module) -> None:
     """Start the head from the target's last decoder layer (same sizes): a prior that already maps features of
@@ -200,53 +343,100 @@ def init_from_last_layer(head: EagleHead, target_model: torch.nn.Module) -> None
 
 def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Path | None = None,
                 progress: Progress | None = None) -> tuple[EagleHead, dict]:
-    """Train an :class:`EagleHead` for ``target`` on ``corpus``; returns the head (eval mode) and a report dict
-    (draft vocabulary coverage, held-out accuracy of the first and second drafted token, minutes)."""
+    """Train an :class:`EagleHead` for ``target`` on ``corpus`` with ``settings.recipe`` ("eagle": EAGLE-1;
+    "eagle3": fused layers, token loss, training-time test); returns the head (eval mode) and a report dict (draft
+    vocabulary coverage, held-out accuracy per drafted position, minutes).
+
+    Raises:
+        ValueError: the EAGLE-3 recipe on a corpus without the fused layers' states (see :func:`prefill_corpus`).
+    """
     t_start = time.perf_counter()
     settings = replace(settings, epochs=settings.epochs or EPOCHS["eagle"])
     vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
     labels = _label_map(vocab, target.vocab_size)
-    head = new_eagle_head(target.model, vocab, seed=settings.seed)
-    if settings.init == "last-layer":
-        init_from_last_layer(head, target.model)
+    head = _new_head(target, corpus, settings, vocab)
     head.train()
     lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
     embed = target.model.get_input_embeddings()
     train, hold = _split(corpus, settings.holdout, settings.seed)
-    noise_std = settings.noise * float(corpus.features[:20000].float().std())
+    run_batch = _batch_step(head, lm, corpus, settings, embed, labels)
     opt = torch.optim.AdamW(head.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     g = torch.Generator().manual_seed(settings.seed)
     plans = [_batches(train, settings.batch_tokens, g) for _ in range(settings.epochs)]
     total = sum(len(p) for p in plans)
     step = _resume(checkpoint, head, opt)
     torch.manual_seed(settings.seed + step)
-    bar = _bar(total, step, "train eagle")
+    bar = _bar(total, step, f"train {settings.recipe}")
     for plan_step, batch in enumerate(b for plan in plans for b in plan):
         if plan_step < step:
             continue
         for group in opt.param_groups:
             group["lr"] = _lr(step, total, settings.lr)
-        loss, c1, c2, n = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), noise_std,
-                                        settings.ce_weight)
+        loss, shown = run_batch(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
         opt.step()
         step += 1
         bar.update(1)
-        bar.set_postfix(loss=f"{float(loss.detach()):.3f}", acc1=f"{c1 / n:.2f}", acc2=f"{c2 / n:.2f}")
+        bar.set_postfix(loss=f"{float(loss.detach()):.3f}", **{k: f"{v:.2f}" for k, v in shown.items()})
         if checkpoint is not None and step % 100 == 0:
             _save_checkpoint(checkpoint, head, opt, step)
     bar.close()
     head.eval()
-    acc1, acc2 = _eagle_accuracy(head, lm, corpus, hold, embed, labels)
-    report = {"kind": "eagle", "positions": corpus.num_positions, "train_sequences": len(train),
-              "holdout_sequences": len(hold), "vocab": 0 if vocab is None else int(vocab.numel()),
-              "vocab_coverage": round(coverage, 4), "holdout_acc_token1": round(acc1, 4),
-              "holdout_acc_token2": round(acc2, 4), "parameters": parameter_count(head),
-              "minutes": round((time.perf_counter() - t_start) / 60, 1), "settings": asdict(settings)}
-    _say(progress, f"eagle: held-out accuracy {acc1:.1%} (first drafted token), {acc2:.1%} (second)")
+    report = _eagle_report(head, lm, target, corpus, train, hold, embed, labels, coverage, settings)
+    report["minutes"] = round((time.perf_counter() - t_start) / 60, 1)
+    _say(progress, f"{settings.recipe}: held-out accuracy per drafted position "
+                   + ", ".join(f"{a:.1%}" for a in report["holdout_acc_per_step"]))
     return head.requires_grad_(False), report
+
+
+def _new_head(target, corpus: Corpus, settings: TrainSettings, vocab: torch.Tensor | None) -> EagleHead:
+    """A fresh head for the recipe (EAGLE-3: fusing :func:`fusion_layers`, which the corpus must hold)."""
+    layers = fusion_layers(target.model.config.num_hidden_layers) if settings.recipe == "eagle3" else ()
+    if layers and (corpus.layer_features is None or tuple(corpus.layers) != layers):
+        raise ValueError(f"the eagle3 recipe reads the target's hidden states {layers}; this corpus holds "
+                         f"{tuple(corpus.layers) or 'none'} (make it with prefill_corpus(..., layers={layers}))")
+    head = new_eagle_head(target.model, vocab, seed=settings.seed, feature_layers=layers)
+    if settings.init == "last-layer":
+        init_from_last_layer(head, target.model)
+    return head
+
+
+def _batch_step(head: EagleHead, lm: DraftLMHead, corpus: Corpus, settings: TrainSettings, embed, labels):
+    """The recipe's loss for one batch: a function batch -> (loss, {accuracy name: value}) for the progress bar."""
+    if settings.recipe == "eagle3":
+        def ttt(batch):
+            f_in, embeds, positions, _, y, valid = _eagle_batch(corpus, batch, embed, labels,
+                                                                inputs=corpus.layer_features)
+            loss, hits, oks = _ttt_losses(head, lm, f_in, embeds, positions, y, valid, settings.ttt_steps,
+                                          settings.step_decay)
+            return loss, {f"acc{s + 1}": int(h.sum()) / max(1, int(o.sum())) for s, (h, o) in enumerate(zip(hits, oks))}
+        return ttt
+    noise_std = settings.noise * float(corpus.features[:20000].float().std())
+
+    def eagle(batch):
+        loss, c1, c2, n = _eagle_losses(head, lm, *_eagle_batch(corpus, batch, embed, labels), noise_std,
+                                        settings.ce_weight)
+        return loss, {"acc1": c1 / n, "acc2": c2 / n}
+    return eagle
+
+
+def _eagle_report(head, lm, target, corpus, train, hold, embed, labels, coverage, settings) -> dict:
+    """The training report: sizes, vocabulary, held-out accuracy (EAGLE-1's two-step figures where they apply,
+    and the unrolled per-position figures of :func:`unrolled_accuracy` for every recipe), settings."""
+    unrolled = unrolled_accuracy(head, target, corpus, hold)
+    if settings.recipe == "eagle":
+        acc1, acc2 = _eagle_accuracy(head, lm, corpus, hold, embed, labels)
+    else:
+        acc1, acc2 = unrolled["per_step"][:2]
+    vocab = head.vocab_ids
+    return {"kind": "eagle", "recipe": settings.recipe, "positions": corpus.num_positions,
+            "train_sequences": len(train), "holdout_sequences": len(hold), "vocab": int(vocab.numel()),
+            "vocab_coverage": round(coverage, 4), "holdout_acc_token1": round(acc1, 4),
+            "holdout_acc_token2": round(acc2, 4), "holdout_acc_per_step": [round(a, 4) for a in unrolled["per_step"]],
+            "holdout_chain_accepted": round(unrolled["chain"], 3), "parameters": parameter_count(head),
+            "settings": asdict(settings)}
 
 
 @torch.no_grad()
@@ -369,27 +559,33 @@ def _say(progress: Progress | None, message: str) -> None:
 
 def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
                  corpus_settings: CorpusSettings = CorpusSettings(), folder: Path | None = None,
-                 progress: Progress | None = None) -> dict:
-    """The whole recipe for ``kind`` ("eagle" or "medusa"): data (made or resumed), training (resumed from
-    ``<data>/ckpt-<kind>.pt`` when present), held-out report, head file at ``out``. Returns the report.
+                 progress: Progress | None = None, forms: tuple[int, ...] | None = None) -> dict:
+    """The whole recipe for ``kind`` ("eagle", "eagle3" or "medusa"): data (made or resumed), training (resumed
+    from ``<data>/ckpt-<kind>-seed<seed>.pt`` when present), held-out report, head file at ``out``. Returns the
+    report. "eagle3" trains an EAGLE head with the EAGLE-3 recipe on features recomputed by a prefill (kept in
+    memory, no feature files), optionally on the part-three ``forms`` only (indices into ``FORMS_3``).
 
     Raises:
         ValueError: unknown kind.
     """
-    if kind not in ("eagle", "medusa"):
-        raise ValueError(f"unknown head kind {kind!r}; choose eagle or medusa")
-    folder = folder or data_dir()
+    if kind not in ("eagle", "eagle3", "medusa"):
+        raise ValueError(f"unknown head kind {kind!r}; choose eagle, eagle3 or medusa")
+    folder = folder or data_dir(corpus_settings.prompt_set)
     _say(progress, f"data: {folder}")
     generate_corpus(target, folder, corpus_settings, progress)
-    extract_features(target, folder, progress)
-    corpus = load_corpus(folder)
+    if kind == "eagle3":
+        settings = replace(settings, recipe="eagle3")
+        corpus = prefill_corpus(target, folder, fusion_layers(target.model.config.num_hidden_layers), forms, progress)
+    else:
+        extract_features(target, folder, progress)
+        corpus = load_corpus(folder)
     _say(progress, f"data: {corpus.num_positions} positions in {corpus.offsets.numel() - 1} sequences")
     if settings.epochs is None:
-        settings = replace(settings, epochs=EPOCHS[kind])
+        settings = replace(settings, epochs=EPOCHS["medusa" if kind == "medusa" else "eagle"])
     checkpoint = folder / f"ckpt-{kind}-seed{settings.seed}.pt"
-    trainer = train_eagle if kind == "eagle" else train_medusa
+    trainer = train_medusa if kind == "medusa" else train_eagle
     head, report = trainer(target, corpus, settings, checkpoint, progress)
-    report["data"] = asdict(corpus_settings)
+    report["data"] = asdict(corpus_settings) | ({"forms": list(forms)} if forms is not None else {})
     save_heads(head, out, target.model, report)
     if checkpoint.exists():
         checkpoint.unlink()  # finished: a rerun starts a fresh training
