@@ -1194,7 +1194,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
 
 
 SHOW_STATUS_JS = ("() => { const s = document.getElementById('status'); "
-                  "if (s && window.innerWidth < 700) s.scrollIntoView({behavior: 'smooth', block: 'start'}); }")
+                  "if (s && window.innerWidth < 700) s.scrollIntoView({block: 'start'}); }")
 """Generate on a narrow screen: scroll the status line (and the panes under it) into view, since the settings
 between the button and them fill more than a screen."""
 
