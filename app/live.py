@@ -1178,7 +1178,6 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     run = ui["generate"].click(generate, inputs=inputs, outputs=outputs, api_name="generate", show_progress="minimal",
                                show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
-    ui["generate"].click(None, js=SHOW_STATUS_JS, queue=False)  # on a phone the status is a screen further down
     ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
         stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
@@ -1192,11 +1191,6 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                          queue=False, api_visibility="private")
     _wire_helpers(ui, d or DEFAULTS)
 
-
-SHOW_STATUS_JS = ("() => { const s = document.getElementById('status'); "
-                  "if (s && window.innerWidth < 700) s.scrollIntoView({block: 'start'}); }")
-"""Generate on a narrow screen: scroll the status line (and the panes under it) into view, since the settings
-between the button and them fill more than a screen."""
 
 OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
 """The "Output only" checkbox: a class on <body> that the stylesheet reads (no round trip, also while a run

@@ -79,8 +79,6 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
 
     page.fill("#prompt textarea", PROMPT)
     page.click("#generate")
-    page.wait_for_function("() => { const r = document.getElementById('status').getBoundingClientRect(); "
-                           "return r.bottom > 0 && r.top < window.innerHeight; }", timeout=15_000)  # scrolled to it
     page.wait_for_selector("#status .status-done, #status .status-error", timeout=RUN_TIMEOUT_MS)
     assert "Done in" in page.inner_text("#status")
     page.wait_for_selector("#charts .js-plotly-plot", timeout=15_000)
