@@ -64,8 +64,9 @@ from specviz.presets import PRESETS, preset
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
 OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "history", "history-state", "draft-tree",
-           "head-accuracy")
-"""What :func:`generate` yields, in order (the components' elem_ids)."""
+           "head-accuracy", "run-progress")
+"""What :func:`generate` yields, in order (the components' elem_ids); "run-progress" is the status's compact copy
+under the Generate button (:func:`progress_html`)."""
 
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
 CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
@@ -296,9 +297,10 @@ class RunView:
         if self.finished:
             return render.status_html(f"Done in {seconds:.1f} s ({self._counts(reasons=True)}) · {self.target_label}",
                                       "done", notes=self.notes)
-        n = self.spec_stats.passes if self.spec is not None else self.base_stats.passes
-        return render.status_html(f"Generating… pass {n} · both runs take turns on one device, each timed on "
-                                  f"its own clock", "busy", notes=self.notes)
+        stats = self.spec_stats if self.spec is not None else self.base_stats
+        made = f"{stats.generated} token{'' if stats.generated == 1 else 's'}"
+        return render.status_html(f"Generating… pass {stats.passes}, {made} · both runs take turns on one device, "
+                                  "each timed on its own clock", "busy", notes=self.notes)
 
     def _counts(self, reasons: bool = False) -> str:
         """Tokens (and finish reasons) of both runs: "40 tokens, finish reason: length" when they agree, else
@@ -624,8 +626,19 @@ def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=Non
             return None
         return gr.update(value=markup, visible=True) if markup else gr.update(visible=False)
 
+    progress = None if status is None else progress_html(status)
     return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state,
-                                                     shown(tree), shown(heads)))
+                                                     shown(tree), shown(heads), progress))
+
+
+def progress_html(status: str) -> str:
+    """The compact copy of the status line (``status``: :func:`app.render.status_html` markup) that sits under the
+    Generate button: on a narrow screen the status and both panes are a screen or more below the button, so this
+    copy (its first two lines, without notes; style.css) says that the run started and how far it got, with a link
+    down to the output. Wide screens hide it: the status is beside the button there. The copy is no live region
+    (``role="status"`` dropped): a screen reader announces the status once."""
+    copy = status.replace(' role="status"', "", 1)
+    return f'<div class="sv-progress">{copy}<a class="sv-jump" href="#status">Output below ↓</a></div>'
 
 
 def _blank(message: str, status: str, history=None, state=None) -> tuple:
@@ -1024,6 +1037,7 @@ def _prompt_controls(ui: dict, d: dict) -> None:
     with gr.Row():
         ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
         ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+    ui["progress"] = gr.HTML("", elem_id="run-progress")  # the status's compact copy, shown on a phone (style.css)
 
 
 def _drafter_controls(ui: dict, d: dict) -> None:
@@ -1174,7 +1188,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     :func:`_wire_helpers` (k typed out of range, output only, the derived default of max new tokens)."""
     inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
-               ui["tree_out"], ui["heads_out"]]  # the order of OUTPUTS
+               ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
     run = ui["generate"].click(generate, inputs=inputs, outputs=outputs, api_name="generate", show_progress="minimal",
                                show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"

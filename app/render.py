@@ -548,11 +548,14 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
 
 def status_html(message: str, kind: str = "info", notes=()) -> str:
     """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
-    a prompt cut to fit) follow it, one per line. Everything is escaped: a message may quote user input."""
+    a prompt cut to fit) follow it, one per line. The icon and message sit in one span (``status-text``: the Live
+    tab's compact copy under Generate clamps it to two lines). Everything is escaped: a message may quote user
+    input."""
     icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "⏳", "done": "✓", "error": "⚠",
             "info": "ℹ"}.get(kind, "")
     extra = "".join(f'<br><small class="status-note">ℹ {html.escape(note)}</small>' for note in notes if note)
-    return f'<div class="status status-{kind}" role="status">{icon} {html.escape(message)}{extra}</div>'
+    return (f'<div class="status status-{kind}" role="status"><span class="status-text">{icon} {html.escape(message)}'
+            f'</span>{extra}</div>')
 
 
 def history_html(history: list[dict]) -> str:

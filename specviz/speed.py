@@ -26,6 +26,24 @@ What :func:`prepare_for_decoding` does (each step only where it applies, and onl
    whenever a mask is needed, i.e. for every pass of k+1 tokens after a prompt): transformers' own switch
    ``TRANSFORMERS_SDPA_FORCE_GQA=1``, set for the process when a CPU model is prepared (on CUDA the masked GQA
    kernel is the slow math one, so it stays off there). Same values: the kernels compute the same sums.
+5. ``folded-gqa``: a layer's query heads that share a key/value head are laid out as extra query rows of that
+   head (q (B, H, n, D) -> (B, H_kv, G*n, D), the mask repeated G times; G = H / H_kv), so each key/value head is
+   read once per forward and the kernel multiplies G*n rows at a time instead of n. transformers does this for one
+   new token without a mask (``pack_gqa``); here it also covers a verification's n > 1 tokens and masked
+   (batched, tree) passes. At 1 024 cached tokens (SmolLM2-135M, 30 layers, 1 thread, this machine) attention
+   over 5 new tokens took 14.6 ms per forward with SDPA's grouped-query kernel and 11.9 folded; one new token 6.0
+   and 5.3 (docs/performance.md, section 12). It folds only where every thread keeps work (:func:`_enough_work`:
+   one thread, or two batch x key/value-head units per thread). It runs through transformers' ``sdpa`` entry,
+   replaced once per process by :func:`_folded_sdpa`, which folds only for the attention modules of a prepared
+   CPU model (flag ``_specviz_fold``, off in :func:`plain_path`) and hands every other call (prefill with
+   ``is_causal``, CUDA, dropout, soft-capping, sinks, compilation) to transformers' own function unchanged.
+6. ``row-padding`` (chosen by measurement, :mod:`specviz.tuning`): oneDNN picks its kernel by the number of rows,
+   and on some CPUs fewer rows are slower. On this project's 2-core AVX-512 machine (1 thread, the 121 packed
+   linears of SmolLM2-135M) one row took 26.9 ms, two 35.1, four 21.1; with an AVX2 dispatch the cost grows
+   with the rows (28.0, 27.8, ..., 33.2 for four). So a forward of n rows may be computed as m > n rows, the
+   extra rows zeros and dropped, where the machine measured m rows faster (:func:`time_linear_rows`,
+   :func:`choose_row_padding`, :func:`set_row_padding`); a one-token step then ran 49.5 ms instead of 53.9 and
+   a two-token verification 47.5 instead of 64.7 (docs/performance.md, "Row padding").
 
 Exactness: the model object is changed in place, so everything that runs it (the standard baseline, every
 verification, early-exit drafters that share its layers, transformers' own ``generate()`` in the benchmark)
@@ -41,9 +59,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 import threading
+import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -145,20 +165,29 @@ def set_fast_path(model: torch.nn.Module, on: bool) -> None:
     for module in model.modules():
         if isinstance(module, _FastLinear):
             module._specviz_fast = bool(on)
+        elif hasattr(module, "_specviz_fold"):
+            module._specviz_fold = bool(on)
 
 
 @contextlib.contextmanager
 def plain_path(model: torch.nn.Module) -> Iterator[None]:
-    """Within the block, ``model``'s prepared linears use the default kernels (``F.linear``, one per layer)."""
+    """Within the block, ``model``'s prepared linears use the default kernels (``F.linear``, one per layer) and its
+    attention is not folded (transformers' own ``sdpa``)."""
     modules = [m for m in model.modules() if isinstance(m, _FastLinear)]
+    attention = [m for m in model.modules() if hasattr(m, "_specviz_fold")]
     saved = [m._specviz_fast for m in modules]
+    folded = [m._specviz_fold for m in attention]
     for m in modules:
         m._specviz_fast = False
+    for m in attention:
+        m._specviz_fold = False
     try:
         yield
     finally:
         for m, was in zip(modules, saved):
             m._specviz_fast = was
+        for m, was in zip(attention, folded):
+            m._specviz_fold = was
 
 
 # ------------------------------------------------------------------------------------------------ kernels
@@ -202,8 +231,8 @@ class _Group:
         if index == 0:
             if not self.intact():
                 return _onednn_linear(x, member.weight, member.bias)
-            parts = _onednn_linear(x, self.packed if self.packed is not None else self.weight,
-                                   self.bias).split(self.sizes, dim=-1)
+            parts = _padded_linear(x, self.packed if self.packed is not None else self.weight, self.bias,
+                                   member._specviz_pad).split(self.sizes, dim=-1)
             state.x, state.parts, state.next = x, parts, 1
             return parts[0]
         if getattr(state, "x", None) is x and state.next == index:
@@ -222,6 +251,7 @@ class _FastLinear(torch.nn.Linear):
     _specviz_group: _Group | None = None
     _specviz_packed: torch.Tensor | None = None
     _specviz_packed_from: int = 0  # the plain weight's address when it was packed (a moved weight is not reused)
+    _specviz_pad: dict[int, int] = {}  # rows -> rows computed (row-padding); empty: none, as the class default
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if (not self._specviz_fast or x.device.type != "cpu" or x.dtype != self.weight.dtype
@@ -233,8 +263,119 @@ class _FastLinear(torch.nn.Linear):
             return self._specviz_group.output(self, x)
         packed = self._specviz_packed
         if packed is not None and self._specviz_packed_from == self.weight.data_ptr():
-            return _onednn_linear(x, packed, self.bias)
-        return _onednn_linear(x, self.weight, self.bias)
+            return _padded_linear(x, packed, self.bias, self._specviz_pad)
+        return _padded_linear(x, self.weight, self.bias, self._specviz_pad)
+
+
+def _padded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   pad: dict[int, int]) -> torch.Tensor:
+    """oneDNN's x (..., K) @ weight.T + bias, computed over ``pad[rows]`` rows (zeros after x's) when ``pad`` maps
+    x's row count to more; the extra rows are dropped (a view of the first rows is returned)."""
+    if pad:
+        width = x.shape[-1]
+        rows = x.numel() // width
+        padded = pad.get(rows)
+        if padded and padded > rows:
+            buffer = x.new_zeros((padded, width))
+            buffer[:rows] = x.reshape(rows, width)
+            return _onednn_linear(buffer, weight, bias)[:rows].reshape(*x.shape[:-1], -1)
+    return _onednn_linear(x, weight, bias)
+
+
+def set_row_padding(model: torch.nn.Module, table: dict[int, int]) -> None:
+    """Make ``model``'s fast linears compute a forward of n rows (batch x new tokens) as ``table[n]`` rows, where
+    the table has n (``row-padding`` above; an empty table turns it off). Raises ValueError for an entry m < n."""
+    table = {int(n): int(m) for n, m in table.items() if int(m) != int(n)}
+    if any(m < n or n < 1 for n, m in table.items()):
+        raise ValueError(f"row padding must map n rows to m >= n rows: {table}")
+    for module in model.modules():
+        if isinstance(module, _FastLinear):
+            module._specviz_pad = table
+
+
+@contextlib.contextmanager
+def without_row_padding(model: torch.nn.Module) -> Iterator[None]:
+    """Within the block, ``model``'s fast linears compute the rows they are given (no row padding)."""
+    saved = row_padding(model)
+    set_row_padding(model, {})
+    try:
+        yield
+    finally:
+        set_row_padding(model, saved)
+
+
+def row_padding(model: torch.nn.Module) -> dict[int, int]:
+    """The row-padding table in use ({} when none)."""
+    for module in model.modules():
+        if isinstance(module, _FastLinear):
+            return dict(module._specviz_pad)
+    return {}
+
+
+def _linear_weights(model: torch.nn.Module) -> list[tuple[torch.Tensor, torch.Tensor | None, int]]:
+    """(weight as the fast path reads it, bias, input width) of each distinct fast linear or projection group of
+    ``model``."""
+    seen, out = set(), []
+    for module in model.modules():
+        if not isinstance(module, _FastLinear):
+            continue
+        group = module._specviz_group
+        if group is not None:
+            if id(group) not in seen:
+                seen.add(id(group))
+                out.append((group.packed if group.packed is not None else group.weight, group.bias,
+                            group.members[0].in_features))
+            continue
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        packed = module._specviz_packed
+        usable = packed is not None and module._specviz_packed_from == module.weight.data_ptr()
+        out.append((packed if usable else module.weight, module.bias, module.in_features))
+    return out
+
+
+@torch.inference_mode()
+def time_linear_rows(model: torch.nn.Module, rows: list[int], repeats: int = 5, warmup: int = 1,
+                     seed: int = 0) -> dict[int, float]:
+    """Median ms of computing every fast linear of a prepared ``model`` once on m rows, for each m in ``rows``.
+
+    The linears (121 for SmolLM2-135M: q/k/v and gate/up fused, the LM head) run in model order on random inputs,
+    with the weights as the fast path reads them (packed where packed); the m are interleaved within each round
+    (order alternating), ``warmup`` rounds untimed. The rest of a forward (attention, norms) does not depend on
+    padding, so these times decide it. Raises ValueError when the model has no fast linears.
+    """
+    weights = _linear_weights(model)
+    if not weights:
+        raise ValueError("the model has no fast-path linears to time")
+    gen = torch.Generator().manual_seed(seed)
+    widths = {width for _, _, width in weights}
+    inputs = {m: {k: torch.randn(m, k, generator=gen) for k in widths} for m in rows}
+    times: dict[int, list[float]] = {m: [] for m in rows}
+    for round_ in range(warmup + repeats):
+        for m in (rows if round_ % 2 == 0 else rows[::-1]):
+            x = inputs[m]
+            t0 = time.perf_counter()
+            for weight, bias, width in weights:
+                _onednn_linear(x[width], weight, bias)
+            if round_ >= warmup:
+                times[m].append((time.perf_counter() - t0) * 1000.0)
+    return {m: statistics.median(v) for m, v in times.items()}
+
+
+PAD_MARGIN = 0.10  # pad only where m rows measured at least 10 % faster than n rows (a tuning run's linears-only
+# times vary by a few per cent between runs: with 5 %, one run padded 5 rows to 6 and the whole forward got slower)
+
+
+def choose_row_padding(times: dict[int, float], margin: float = PAD_MARGIN) -> dict[int, int]:
+    """For each n in ``times`` (rows -> ms), the m >= n with the lowest time, kept where it beats T(n) by more than
+    ``margin`` (a share); n itself otherwise (left out of the table). Returns {n: m} for the padded n only."""
+    table = {}
+    for n in sorted(times):
+        best = min((m for m in times if m >= n), key=lambda m: (times[m], m))
+        if best != n and times[best] < (1.0 - margin) * times[n]:
+            table[n] = best
+    return table
 
 
 # ------------------------------------------------------------------------------------------------ applying
@@ -254,8 +395,9 @@ def _prepare(model: torch.nn.Module, enabled: bool, fuse: bool) -> SpeedReport:
     groups = _fuse_projections(model) if fuse else 0
     packed, why_not = _pack_weights(model)
     gqa = _grouped_attention(model)
+    folded = _fold_attention(model)
     applied = (("onednn-linear",) + (("fused-projections",) if groups else ()) + (("packed-weights",) if packed else ())
-               + (("sdpa-gqa",) if gqa else ()))
+               + (("sdpa-gqa",) if gqa else ()) + (("folded-gqa",) if folded else ()))
     skipped = () if groups else (("fused-projections: off",) if not fuse else
                                  ("fused-projections: no q/k/v or gate/up projections found",))
     skipped += () if packed else (f"packed-weights: {why_not}",)
@@ -315,6 +457,86 @@ def _grouped_attention(model: torch.nn.Module) -> bool:
     return os.environ[ENV_FORCE_GQA] == "1"
 
 
+_STOCK_SDPA: Callable | None = None  # transformers' own ``sdpa`` attention function, kept when it is replaced
+
+
+def _fold_attention(model: torch.nn.Module) -> int:
+    """Mark the grouped-query attention modules of a CPU sdpa model for :func:`_folded_sdpa` (installed once per
+    process); returns how many were marked (0: nothing to fold)."""
+    config = model.config.get_text_config()
+    if getattr(config, "_attn_implementation", None) != "sdpa" or next(model.parameters()).device.type != "cpu":
+        return 0
+    modules = [m for m in model.modules() if getattr(m, "num_key_value_groups", 1) > 1]
+    if not modules or not _install_folded_sdpa():
+        return 0
+    for module in modules:
+        module._specviz_fold = True
+    return len(modules)
+
+
+def _install_folded_sdpa() -> bool:
+    """Make :func:`_folded_sdpa` transformers' ``sdpa`` attention (idempotent); False if the registry is missing."""
+    global _STOCK_SDPA
+    try:
+        from transformers.modeling_utils import AttentionInterface
+    except ImportError:
+        return False
+    current = AttentionInterface._global_mapping.get("sdpa")
+    if current is None:
+        return False
+    if current is not _folded_sdpa:
+        _STOCK_SDPA = current
+        AttentionInterface.register("sdpa", _folded_sdpa)
+    return True
+
+
+def _folded_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                 is_causal: bool | None = None, position_bias: torch.Tensor | None = None, **kwargs):
+    """transformers' ``sdpa`` attention with the query heads of a group folded into rows (``folded-gqa`` above).
+
+    Args:
+        module: the attention module (its ``num_key_value_groups`` G and ``_specviz_fold`` flag are read).
+        query: (B, H, n, D); key, value: (B, H_kv, L, D) with H = G * H_kv (views of the cache are fine).
+        attention_mask: None (one new token, nothing hidden) or (B or 1, 1, n, L), boolean or additive.
+
+    Returns:
+        ((B, n, H, D) contiguous attention output, None), as transformers' function returns.
+
+    Any call it does not fold (module not marked, no groups, not on the CPU, n > 1 without a mask, dropout,
+    position bias, soft-capping, attention sinks, attention weights asked for, or under torch.compile) goes to
+    transformers' own function with the same arguments.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, n, dim = query.shape
+    foldable = (getattr(module, "_specviz_fold", False) and groups > 1 and query.device.type == "cpu"
+                and not dropout and position_bias is None and key.shape[1] * groups == heads
+                and kwargs.get("softcap") is None and kwargs.get("s_aux") is None
+                and not kwargs.get("output_attentions") and not torch.compiler.is_compiling()
+                and _enough_work(batch * key.shape[1])
+                and (attention_mask is None and n == 1
+                     or attention_mask is not None and attention_mask.dim() == 4 and attention_mask.shape[1] == 1
+                     and attention_mask.shape[2] == n))
+    if not foldable:
+        return _STOCK_SDPA(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                           is_causal=is_causal, position_bias=position_bias, **kwargs)
+    # head h reads key/value head h // G (transformers' repeat_kv), so row g*n + i of group j is query head j*G + g
+    # at new position i, whose mask row is i
+    rows = query.reshape(batch, heads // groups, groups * n, dim)
+    mask = None if attention_mask is None else attention_mask.repeat(1, 1, groups, 1)
+    out = F.scaled_dot_product_attention(rows, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(batch, heads, n, dim).transpose(1, 2).contiguous(), None
+
+
+def _enough_work(units: int) -> bool:
+    """Whether folding keeps every thread busy: SDPA's CPU kernel splits its work by batch row and head, and a
+    folded layer has only batch x H_kv of them (3 for SmolLM2-135M), which 2 threads share 2 + 1. Measured at 1 024
+    cached tokens, 30 layers: 1 thread, one new token 6.0 -> 5.3 ms folded, five 14.6 -> 11.9; 2 threads, one new
+    token 4.2 -> 4.6 ms (slower), five 9.6 -> 8.7. So fold on one thread, or where each thread gets two units."""
+    threads = torch.get_num_threads()
+    return threads == 1 or units >= 2 * threads
+
+
 def _onednn_unusable(model: torch.nn.Module) -> str | None:
     """Why the oneDNN linear cannot be used for ``model`` (None when it can)."""
     try:
@@ -369,6 +591,8 @@ def _undo(model: torch.nn.Module) -> None:
             module._specviz_group = None  # the weights stay views of the group's buffer: same values
             module._specviz_packed = None
             module.__class__ = torch.nn.Linear
+        elif hasattr(module, "_specviz_fold"):
+            del module._specviz_fold
 
 
 @torch.inference_mode()

@@ -8,7 +8,11 @@ thread count (1 .. min(2, cores)) and for the fast path on and off, interleaved 
 
 - the thread count for a one-token forward (the lower median T(1)) and for a forward of several tokens (the lower
   median T(5)); the engine's forwards switch between them (``kv.forward_logits`` reads the model's choice);
-- the fast path, on or off (the lower T(1) + T(5) at the chosen threads; off keeps the default kernels).
+- the fast path, on or off (the lower T(1) + T(5) at the chosen threads; off keeps the default kernels);
+- with the fast path on, the row padding (:func:`specviz.speed.choose_row_padding`): the model's linears are
+  timed on 1 .. :data:`PAD_ROWS` rows at the step's and at the verification's thread count, and a forward of n
+  rows is computed as m > n rows where m measured at least 10 % faster (on the project's AVX-512 machine one row
+  cost more than four; on an AVX2 dispatch nothing is padded).
 
 The choice is written to ``cache_dir()/tuning/<key>.json``; the key is the CPU model, its core count and
 instruction set, torch's version, the model spec, dtype and device and the speed-ups applied at load, so a later start on the same machine reads it
@@ -35,14 +39,16 @@ from pathlib import Path
 import torch
 
 from specviz.core.kv import Clock, forward_logits, new_cache, rollback_cache
-from specviz.speed import plain_path, report_of, set_fast_path
+from specviz.speed import (choose_row_padding, plain_path, report_of, set_fast_path, set_row_padding,
+                           time_linear_rows)
 
 ENV_TUNE = "SPECVIZ_TUNE"
 PROMPT_TOKENS = 64
 VERIFY_TOKENS = 5
 REPEATS = 5
 WARMUP = 2
-FORMAT = 1
+FORMAT = 2  # 2: row padding added (files of format 1 are measured again: the key includes the format)
+PAD_ROWS = 8  # row counts timed for the row padding (1 .. PAD_ROWS)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,7 @@ class Tuning:
     Attributes:
         step_threads / verify_threads: torch threads for a one-token forward and for a forward of several tokens.
         fast_path: whether the fast path's kernels run (False: the default kernels).
+        pad_rows: {n: m}: a forward of n rows (batch x new tokens) computes m > n rows (fast path only; {}: none).
         ms: the medians measured, "threads/fast|plain" -> {"step": T(1) ms, "verify": T(5) ms}.
         source: "measured", "disk" (read from an earlier measurement), "off" (tuning disabled) or "compiled" (a
             compiled forward, :mod:`specviz.compiled`: its kernels are inductor's, its threads stay as they are).
@@ -62,6 +69,7 @@ class Tuning:
     verify_threads: int
     fast_path: bool
     ms: dict = field(default_factory=dict)
+    pad_rows: dict = field(default_factory=dict)
     source: str = "measured"
     kept: bool = False
 
@@ -73,7 +81,10 @@ class Tuning:
         threads = (f"{self.step_threads} thread{'s' if self.step_threads > 1 else ''}"
                    if self.step_threads == self.verify_threads else
                    f"{self.step_threads} thread(s) per step, {self.verify_threads} per verification")
-        return f"{kernels}, {threads} ({self.source})"
+        padding = ""
+        if self.pad_rows:
+            padding = ", rows padded " + " ".join(f"{n}->{m}" for n, m in sorted(self.pad_rows.items()))
+        return f"{kernels}, {threads}{padding} ({self.source})"
 
 
 def tuning_enabled() -> bool:
@@ -123,6 +134,7 @@ def apply(target, tuning: Tuning) -> None:
     target.model._specviz_threads = (tuning.step_threads, tuning.verify_threads)
     if report_of(target.model) is not None:
         set_fast_path(target.model, tuning.fast_path)
+        set_row_padding(target.model, tuning.pad_rows if tuning.fast_path else {})
 
 
 def measure(target) -> Tuning:
@@ -145,7 +157,29 @@ def measure(target) -> Tuning:
     label = "fast" if fast else "plain"
     step = min(threads, key=lambda t: ms[f"{t}/{label}"]["step"])
     verify = min(threads, key=lambda t: ms[f"{t}/{label}"]["verify"])
-    return Tuning(step, verify, fast, ms)
+    pad: dict[int, int] = {}
+    if fast and fast_ready:
+        pad = _measure_padding(model, step, verify, ms)
+    return Tuning(step, verify, fast, ms, pad)
+
+
+def _measure_padding(model, step_threads: int, verify_threads: int, ms: dict) -> dict[int, int]:
+    """The row padding at the chosen threads: n = 1 from the step's thread count, n > 1 from the verification's;
+    the linears' times go into ``ms`` under "rows/<threads>"."""
+    before = torch.get_num_threads()
+    tables = {}
+    try:
+        for threads in sorted({step_threads, verify_threads}):
+            torch.set_num_threads(threads)
+            times = time_linear_rows(model, list(range(1, PAD_ROWS + 1)))
+            ms[f"rows/{threads}"] = times
+            tables[threads] = choose_row_padding(times)
+    finally:
+        torch.set_num_threads(before)
+    pad = {n: m for n, m in tables[verify_threads].items() if n > 1}
+    if 1 in tables[step_threads]:
+        pad[1] = tables[step_threads][1]
+    return dict(sorted(pad.items()))
 
 
 @torch.inference_mode()
@@ -187,8 +221,11 @@ def _busy() -> bool:
 def _read(path: Path) -> Tuning | None:
     try:
         data = json.loads(path.read_text())
+        pad = {int(n): int(m) for n, m in dict(data.get("pad_rows", {})).items()}
+        if any(m < n for n, m in pad.items()):
+            return None
         return Tuning(int(data["step_threads"]), int(data["verify_threads"]), bool(data["fast_path"]),
-                      dict(data.get("ms", {})), source="disk", kept=True)
+                      dict(data.get("ms", {})), pad, source="disk", kept=True)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

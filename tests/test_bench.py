@@ -140,6 +140,33 @@ def test_kernel_bench_curve(tiny_target):
     assert [row["new_tokens"] for row in small["curve"]] == [1, 2, 5]  # T(1) is always measured
     assert list(small["verify_cost"]) == [1, 4]
     assert "verify cost" in bench.format_kernel(result)
+    q1, q3 = result["verify_cost_spread"][4]
+    assert q1 <= result["verify_cost"][4] <= q3  # two rounds: the median lies between the quartiles
+
+
+def test_kernel_bench_times_the_row_padding_against_none(tiny_target):
+    from specviz import speed
+
+    speed.set_row_padding(tiny_target.model, {1: 4, 2: 4})
+    try:
+        result = bench.kernel_bench(tiny_target, token_counts=(2, 3), repeats=1, warmup=0, copy_megabytes=4,
+                                    compare_plain=False, long_context=64)
+    finally:
+        speed.set_row_padding(tiny_target.model, {})
+    assert result["row_padding"] == {1: 4, 2: 4} and list(result["unpadded"]["verify_cost"]) == [1, 2]
+    assert list(result["long_context_unpadded"]["verify_cost"]) == [1, 2, 3, 4, 8, 16]
+    text = bench.format_kernel(result)
+    assert "row padding (n rows computed as m): 1->4, 2->4" in text and "after 64 tokens, no row padding: k=1" in text
+
+
+def test_verify_cost_is_the_median_of_per_round_ratios():
+    # round 2 ran on a machine twice as slow: a ratio of medians would mix the rounds, per-round ratios do not
+    rounds = {1: [10.0, 20.0, 10.0], 2: [11.0, 22.0, 11.0], 5: [12.0, 24.0, 13.0]}
+    fig = bench._cost_figures(rounds, param_bytes=10**6, floor_ms=1.0)
+    assert fig["step_ms"] == 10.0 and fig["verify_cost"][1] == pytest.approx(1.1)
+    assert fig["verify_cost"][4] == pytest.approx(1.2) and fig["verify_cost_spread"][4] == pytest.approx([1.2, 1.25])
+    assert [row["ratio_vs_1"] for row in fig["curve"]] == pytest.approx([1.0, 1.1, 1.2])
+    assert "k=4: 1.20 (1.20-1.25)" in bench._verify_costs(fig)
 
 
 def test_kernel_command_json(capsys, tiny_model_dir):

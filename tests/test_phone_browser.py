@@ -2,7 +2,8 @@
 embedded model, loopback only).
 
 At 400 px: one column with no sideways scroll, every tab in sight (no "…" menu), the results right after the
-controls (before the example prompts), both panes at least 300 px wide, the charts one per row at full width, and a
+controls (before the example prompts), after Generate the run's progress in sight under the button (its link leads
+down to the output), both panes at least 300 px wide, the charts one per row at full width, and a
 token's details shown on a tap. At 1440 px the same page keeps its two columns: examples under the controls, panes
 side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side). The
 Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work.
@@ -12,6 +13,7 @@ Screenshots go to artifacts/phone-*.png and artifacts/desktop-*.png (look at the
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -68,6 +70,29 @@ def _charts(page) -> dict:
         titleSize: Math.min(...(gd.layout.annotations || []).map(a => (a.font || {}).size || 99))})""")
 
 
+WATCH_PROGRESS_JS = """() => { window.__svSeen = [];
+    new MutationObserver(() => { const e = document.querySelector('#run-progress .sv-progress'); if (!e) return;
+        const r = e.getBoundingClientRect(), last = window.__svSeen.at(-1), text = e.textContent;
+        if (!last || last.text !== text) window.__svSeen.push({text, top: r.top, bottom: r.bottom, y: scrollY,
+                                                                 height: innerHeight}); })
+      .observe(document.body, {subtree: true, childList: true, characterData: true}); }"""
+"""Record each text the compact progress line under Generate shows, with where it was on the screen then."""
+
+
+def _progress_seen_under_the_button(page) -> None:
+    """After Generate on a phone, without scrolling: the line under the button told how the run went (a pass and
+    token count while it streamed, "Done in" at the end), always in sight; its link then leads down to the status."""
+    seen = page.evaluate("window.__svSeen")
+    assert any(re.search(r"Generating… pass \d+, \d+ tokens?", s["text"]) for s in seen), seen
+    assert "Done in" in seen[-1]["text"] and "Output below" in seen[-1]["text"], seen
+    assert all(0 <= s["top"] and s["bottom"] <= s["height"] for s in seen), seen  # in sight, no scrolling needed
+    page.screenshot(path=str(SHOTS / "phone-generate-done.png"))
+    page.tap("#run-progress .sv-jump")
+    page.wait_for_function("() => Math.abs(document.getElementById('status').getBoundingClientRect().top) < 80",
+                           timeout=5_000)
+    assert page.evaluate("scrollY") > 500
+
+
 def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page = phone
     page.goto(page.app_url)
@@ -78,9 +103,14 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     assert layout["controls"]["top"] < layout["results"]["top"] < layout["examples"]["top"], layout
 
     page.fill("#prompt textarea", PROMPT)
+    page.evaluate(WATCH_PROGRESS_JS)
+    SHOTS.mkdir(exist_ok=True)
     page.click("#generate")
+    page.wait_for_selector("#run-progress .sv-progress", timeout=15_000)
+    page.screenshot(path=str(SHOTS / "phone-generate-pressed.png"))
     page.wait_for_selector("#status .status-done, #status .status-error", timeout=RUN_TIMEOUT_MS)
     assert "Done in" in page.inner_text("#status")
+    _progress_seen_under_the_button(page)
     page.wait_for_selector("#charts .js-plotly-plot", timeout=15_000)
     time.sleep(0.5)  # plotly finishes drawing
     layout = _layout(page)
@@ -109,6 +139,7 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
 
     # the same page on a desktop: two columns, panes side by side, charts three to a row
     page.set_viewport_size(DESKTOP)
+    assert not page.is_visible("#run-progress")  # the status is beside the button: no copy under it
     page.wait_for_function("() => document.querySelector('#charts .js-plotly-plot')?.dataset.svStacked === '0'",
                            timeout=10_000)
     time.sleep(0.5)

@@ -20,6 +20,7 @@ def tuned_on(monkeypatch, tiny_target):
     yield
     tiny_target.model._specviz_threads = None
     speed.set_fast_path(tiny_target.model, True)
+    speed.set_row_padding(tiny_target.model, {})
     torch.set_num_threads(threads)
 
 
@@ -30,8 +31,44 @@ def _fake_times(table):
     return times
 
 
+def _fake_rows(by_threads):
+    """A stand-in for the linears' row timing: {threads: {rows: ms}}, read at the thread count set."""
+    return lambda model, rows: {m: by_threads[torch.get_num_threads()][m] for m in rows}
+
+
+# the 121 linears of SmolLM2-135M on the project's AVX-512 machine (1 and 2 threads, ms; docs/performance.md)
+AVX512_ROWS = {1: {1: 37.2, 2: 45.7, 3: 32.0, 4: 29.3, 5: 29.3, 6: 30.0, 7: 36.9, 8: 40.1},
+               2: {1: 23.7, 2: 27.0, 3: 22.2, 4: 21.1, 5: 19.8, 6: 19.7, 7: 23.1, 8: 24.1}}
+
+
+def test_row_padding_is_measured_at_each_chosen_thread_count(tiny_target, monkeypatch):
+    monkeypatch.setattr(tuning.os, "cpu_count", lambda: 2)
+    table = {(1, True): (104.8, 150.0), (1, False): (95.3, 170.0), (2, True): (92.6, 160.0), (2, False): (112.5, 190.0)}
+    monkeypatch.setattr(tuning, "_time_combos", _fake_times(table))
+    monkeypatch.setattr(tuning, "time_linear_rows", _fake_rows(AVX512_ROWS))
+    choice = tuning.measure(tiny_target)  # a step at 2 threads, a verification at 1
+    assert (choice.step_threads, choice.verify_threads) == (2, 1)
+    assert choice.pad_rows == {1: 6, 2: 4}  # n = 1 from the 2-thread times, n > 1 from the 1-thread ones
+    assert choice.ms["rows/1"] == AVX512_ROWS[1] and "rows padded 1->6 2->4" in choice.summary()
+    table[(1, False)] = (60.0, 100.0)  # the default kernels win: nothing is padded
+    assert tuning.measure(tiny_target).pad_rows == {}
+
+
+def test_the_kept_row_padding_is_read_back_and_applied(tiny_target, tmp_path, tuned_on, monkeypatch):
+    monkeypatch.setattr(tuning, "_busy", lambda: False)
+    monkeypatch.setattr(tuning, "measure", lambda target: tuning.Tuning(1, 1, True, {}, {1: 4, 2: 4}))
+    assert tuning.tune(tiny_target, folder=tmp_path).pad_rows == {1: 4, 2: 4}
+    again = tuning.tune(tiny_target, folder=tmp_path)
+    assert again.source == "disk" and again.pad_rows == {1: 4, 2: 4}  # JSON's string keys come back as ints
+    assert speed.row_padding(tiny_target.model) == {1: 4, 2: 4}
+    path = next(tmp_path.glob("*.json"))
+    path.write_text(path.read_text().replace('"2": 4', '"2": 1'))  # a damaged file (m < n) is measured again
+    assert tuning.tune(tiny_target, folder=tmp_path).source == "measured"
+
+
 def test_the_choice_follows_the_measured_medians(tiny_target, monkeypatch):
     monkeypatch.setattr(tuning.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(tuning, "time_linear_rows", _fake_rows(AVX512_ROWS))
     # as measured on a 2-core AVX2 machine: 2 threads win a step with the fast path, 1 thread wins a verification
     table = {(1, True): (104.8, 150.0), (1, False): (95.3, 170.0), (2, True): (92.6, 160.0), (2, False): (112.5, 190.0)}
     monkeypatch.setattr(tuning, "_time_combos", _fake_times(table))

@@ -785,9 +785,27 @@ def time_forward_variants(model: torch.nn.Module, device: torch.device, prompt_l
     """Like :func:`time_forward_ms` for several ways of running the same model, measured interleaved.
 
     ``variants`` maps a name to a context-manager factory entered around each timed forward (e.g.
-    :func:`specviz.speed.plain_path` for the default kernels). For each n, every repeat runs each variant once,
-    in an order that alternates between repeats, so a busy machine slows all variants alike.
-    Returns variant name -> {n: median ms}.
+    :func:`specviz.speed.plain_path` for the default kernels). Returns variant name -> {n: median ms} of
+    :func:`time_forward_rounds`.
+    """
+    rounds = time_forward_rounds(model, device, prompt_len, token_counts, variants, repeats, warmup, seed)
+    return {name: {n: statistics.median(ms) for n, ms in per_n.items()} for name, per_n in rounds.items()}
+
+
+def time_forward_rounds(model: torch.nn.Module, device: torch.device, prompt_len: int,
+                        token_counts: Iterable[int],
+                        variants: dict[str, Callable[[], contextlib.AbstractContextManager]],
+                        repeats: int = 7, warmup: int = 2, seed: int = 0) -> dict[str, dict[int, list[float]]]:
+    """ms of one forward over n new tokens after a ``prompt_len``-token cached prompt, per round.
+
+    Every round times each n once for each variant (``warmup`` untimed rounds first, then ``repeats`` timed
+    ones); the order of the n and of the variants alternates between rounds. So a machine whose speed drifts
+    (a shared VM: +-20 % between seconds was seen) slows every n of a round alike, and the ratio T(n)/T(1) taken
+    within a round (:func:`_cost_figures`) cancels the drift that a ratio of medians timed minutes apart keeps.
+    Each forward computes logits for all n positions (as a verification does) and is then rolled back.
+
+    Returns:
+        variant name -> {n: [ms of round 1, ..., ms of round ``repeats``]}.
     """
     token_counts = list(token_counts)
     vocab = int(model.config.get_text_config().vocab_size)
@@ -797,11 +815,10 @@ def time_forward_variants(model: torch.nn.Module, device: torch.device, prompt_l
     forward_logits(model, ids[:prompt_len], cache, 1)
     clock = Clock(device)
     names = list(variants)
-    out: dict[str, dict[int, float]] = {name: {} for name in names}
-    for n in token_counts:
-        new = ids[prompt_len:prompt_len + n]
-        times: dict[str, list[float]] = {name: [] for name in names}
-        for i in range(warmup + repeats):
+    out: dict[str, dict[int, list[float]]] = {name: {n: [] for n in token_counts} for name in names}
+    for i in range(warmup + repeats):
+        for n in (token_counts if i % 2 == 0 else token_counts[::-1]):
+            new = ids[prompt_len:prompt_len + n]
             for name in (names if i % 2 == 0 else names[::-1]):
                 with variants[name]():
                     t0 = clock.now_ms()
@@ -809,9 +826,7 @@ def time_forward_variants(model: torch.nn.Module, device: torch.device, prompt_l
                     t1 = clock.now_ms()
                 rollback_cache(cache, prompt_len)
                 if i >= warmup:
-                    times[name].append(t1 - t0)
-        for name in names:
-            out[name][n] = statistics.median(times[name])
+                    out[name][n].append(t1 - t0)
     return out
 
 
@@ -895,12 +910,32 @@ LONG_CONTEXT = 1024  # the long context of the verify curve (tokens cached befor
 LONG_TOKEN_COUNTS = (1, 2, 3, 4, 5, 9, 17)
 
 
-def _cost_figures(times: dict[int, float], param_bytes: int, floor_ms: float) -> dict:
-    """step ms, fraction of floor, effective GB/s, the curve and the verify-cost ratios of one timing run."""
+def _medians(rounds: dict[int, list[float]]) -> dict[int, float]:
+    """{n: median ms} of :func:`time_forward_rounds`'s {n: ms per round}."""
+    return {n: statistics.median(ms) for n, ms in rounds.items()}
+
+
+def _quartiles(values: list[float]) -> list[float]:
+    """[25th, 75th] percentile of ``values`` (both the value itself for one value)."""
+    if len(values) < 2:
+        return [values[0], values[0]]
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return [q[0], q[2]]
+
+
+def _cost_figures(rounds: dict[int, list[float]], param_bytes: int, floor_ms: float) -> dict:
+    """step ms, fraction of floor, effective GB/s, the curve and the verify-cost ratios of one timing run.
+
+    ``rounds``: {n: ms per round} (:func:`time_forward_rounds`). ms figures are medians over the rounds; a
+    ratio T(n)/T(1) is the median of the rounds' own ratios, and ``verify_cost_spread`` gives their quartiles.
+    """
+    times = {n: statistics.median(ms) for n, ms in rounds.items()}
     t1 = times[1]
-    curve = [{"new_tokens": n, "ms": ms, "ratio_vs_1": ms / t1,
+    ratios = {n: [a / b for a, b in zip(ms, rounds[1])] for n, ms in rounds.items()}
+    curve = [{"new_tokens": n, "ms": ms, "ratio_vs_1": statistics.median(ratios[n]),
               "effective_gbs": param_bytes / (ms / 1000.0) / 1e9} for n, ms in times.items()]
-    verify_cost = {k: times[k + 1] / t1 for k in range(1, 17) if k + 1 in times}
+    verify_cost = {k: statistics.median(ratios[k + 1]) for k in range(1, 17) if k + 1 in times}
+    spread = {k: _quartiles(ratios[k + 1]) for k in verify_cost}
     checked = [v for k, v in verify_cost.items() if k <= VERIFY_TARGET_MAX_K]
     return {
         "step_ms": t1,
@@ -908,6 +943,7 @@ def _cost_figures(times: dict[int, float], param_bytes: int, floor_ms: float) ->
         "step_effective_gbs": param_bytes / (t1 / 1000.0) / 1e9,
         "curve": curve,
         "verify_cost": verify_cost,
+        "verify_cost_spread": spread,
         "step_target_met": floor_ms / t1 >= STEP_TARGET_FRACTION,
         "verify_target_met": (max(checked) <= VERIFY_TARGET_RATIO) if checked else None,
     }
@@ -930,10 +966,53 @@ KERNEL_DEFINITIONS = {
     "effective_gbs": "param_bytes / ms: weight bytes read per second",
     "floor_ms": "param_bytes / copy bandwidth (bytes read + written per second of a large tensor copy)",
     "fraction_of_floor": "floor_ms / ms of a one-token step (1.0 = at the memory floor)",
-    "verify_cost": "T(k+1 new tokens) / T(1): a verification's cost in target steps",
+    "verify_cost": "T(k+1 new tokens) / T(1): a verification's cost in target steps (median of per-round ratios; "
+                   "each round times every n once, interleaved)",
+    "verify_cost_spread": "the 25th and 75th percentiles of those per-round ratios",
     "long_context": "the same curve after a cached prompt of long_context tokens (a long document)",
     "plain": "the same figures with the default kernels (specviz.speed.plain_path), timed interleaved",
+    "unpadded": "the same figures without the row padding chosen by tuning (specviz.speed.without_row_padding)",
 }
+
+
+def _kernel_variants(target, compare_plain: bool) -> dict[str, Callable[[], contextlib.AbstractContextManager]]:
+    """The ways of running the target that the kernel bench times interleaved: as loaded; with the default kernels
+    (when the fast path is active and ``compare_plain``); without the row padding (when tuning chose one)."""
+    from specviz.speed import plain_path, report_of, row_padding, without_row_padding
+
+    report = report_of(target.model)
+    variants = {"loaded": contextlib.nullcontext}
+    if compare_plain and report is not None and report.active and forward_path(target.model) != COMPILED_LABEL:
+        variants["plain"] = lambda: plain_path(target.model)
+    if row_padding(target.model):
+        variants["unpadded"] = lambda: without_row_padding(target.model)
+    return variants
+
+
+def _long_context_figures(target, long_context: int | None, repeats: int, warmup: int, floor_ms: float,
+                          progress: Progress | None) -> dict:
+    """``long_context`` (and ``long_context_unpadded`` when a row padding is in use): the verify curve after
+    ``long_context`` cached tokens, bounded by the model's window; {} when ``long_context`` is None or 0."""
+    from specviz.speed import row_padding, without_row_padding
+
+    window = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
+    if long_context and window:
+        long_context = min(long_context, window - max(LONG_TOKEN_COUNTS))  # the model's window bounds it
+    if not long_context:
+        return {}
+    if progress:
+        progress(f"verify curve after {long_context} tokens of context")
+    variants = {"default": contextlib.nullcontext}
+    if row_padding(target.model):
+        variants["unpadded"] = lambda: without_row_padding(target.model)
+    timed = time_forward_rounds(target.model, target.device, long_context, LONG_TOKEN_COUNTS, variants, repeats,
+                                warmup)
+    out = {"long_context": {"prompt_len": long_context,
+                            **_cost_figures(timed["default"], target.param_bytes, floor_ms)}}
+    if "unpadded" in timed:
+        out["long_context_unpadded"] = {"prompt_len": long_context,
+                                        **_cost_figures(timed["unpadded"], target.param_bytes, floor_ms)}
+    return out
 
 
 def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = KERNEL_TOKEN_COUNTS,
@@ -953,7 +1032,7 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost curve for
     ``drafter_ks`` (see :func:`drafter_costs`).
     """
-    from specviz.speed import plain_path, report_of
+    from specviz.speed import report_of, row_padding
 
     drafters = list(drafters)
     token_counts = _kernel_token_counts(token_counts, drafters)
@@ -961,10 +1040,8 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     compiled_before = compilations()
     bandwidth = copy_bandwidth_gbs(target.device, copy_megabytes)
     report = report_of(target.model)
-    variants = {"loaded": contextlib.nullcontext}
-    if compare_plain and report is not None and report.active and forward_path(target.model) != COMPILED_LABEL:
-        variants["plain"] = lambda: plain_path(target.model)
-    timed = time_forward_variants(target.model, target.device, prompt_len, token_counts, variants, repeats, warmup)
+    variants = _kernel_variants(target, compare_plain)
+    timed = time_forward_rounds(target.model, target.device, prompt_len, token_counts, variants, repeats, warmup)
     floor_ms = target.param_bytes / (bandwidth * 1e9) * 1000.0
     result = {
         "benchmark": "kernel",
@@ -977,19 +1054,15 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
                     "verify_cost_at_most": VERIFY_TARGET_RATIO, "verify_cost_for_k_up_to": VERIFY_TARGET_MAX_K},
         "definitions": dict(KERNEL_DEFINITIONS),
     }
+    if "unpadded" in timed:
+        result["row_padding"] = row_padding(target.model)
+        result["unpadded"] = _cost_figures(timed["unpadded"], target.param_bytes, floor_ms)
     if "plain" in timed:
         result["plain"] = _cost_figures(timed["plain"], target.param_bytes, floor_ms)
-    window = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
-    if long_context and window:
-        long_context = min(long_context, window - max(LONG_TOKEN_COUNTS))  # the model's window bounds it
-    if long_context:
-        if progress:
-            progress(f"verify curve after {long_context} tokens of context")
-        long = time_forward_ms(target.model, target.device, long_context, LONG_TOKEN_COUNTS, repeats, warmup)
-        result["long_context"] = {"prompt_len": long_context, **_cost_figures(long, target.param_bytes, floor_ms)}
+    result.update(_long_context_figures(target, long_context, repeats, warmup, floor_ms, progress))
     if drafters:
-        result["drafter_costs"] = drafter_costs(target, drafters, timed["loaded"], prompt_len, list(drafter_ks),
-                                                progress=progress)
+        result["drafter_costs"] = drafter_costs(target, drafters, _medians(timed["loaded"]), prompt_len,
+                                                list(drafter_ks), progress=progress)
         result["definitions"]["pass_cost_steps"] = ("(draft ms + verify ms) / one-token step ms: a pass's cost in "
                                                     "target steps, and the tokens per pass needed to break even")
     result["wall_s"] = time.perf_counter() - started
@@ -1058,28 +1131,53 @@ def format_bench(result: dict) -> str:
     return "\n".join(lines)
 
 
-def format_kernel(result: dict) -> str:
-    """A readable table of :func:`kernel_bench`'s result (and the default kernels' figures, when measured)."""
-    plain = result.get("plain")
+def _verify_costs(fig: dict) -> str:
+    """'k=1: 1.05 (1.02-1.08), ...' from a figure of :func:`_cost_figures` (quartiles where the result has them)."""
+    spread = fig.get("verify_cost_spread") or {}
+    parts = []
+    for k, value in fig["verify_cost"].items():
+        q = spread.get(k) or spread.get(str(k))
+        parts.append(f"k={k}: {value:.2f}" + (f" ({q[0]:.2f}-{q[1]:.2f})" if q else ""))
+    return ", ".join(parts)
 
+
+def _kernel_summary_lines(result: dict) -> list[str]:
+    """One line per timed variant of :func:`kernel_bench` (as loaded, without row padding, default kernels, after a
+    long context): its one-token step against the floor and its worst verify cost for k <= 4, with the goals."""
     def verdict(met) -> str:
         return "-" if met is None else ("met" if met else "NOT met")
 
-    lines = [f"{result['target']['label']} on {result['device']['device']}, {result['machine']['torch_threads']} "
-             f"torch threads: {result['param_bytes'] / 1e6:.0f} MB of weights read per forward; copy bandwidth "
-             f"{result['copy_bandwidth_gbs']:.1f} GB/s (read + write) -> floor {result['floor_ms']:.1f} ms per step",
-             f"kernels: {result.get('speed', '-')}; forward: {result['target'].get('forward', '-')}"]
-    if result.get("compiling"):
-        lines.append(COMPILING_NOTE)
-    long = result.get("long_context")
-    rows = [("as loaded", result)] + ([("default kernels", plain)] if plain else []) + (
-        [(f"after {long['prompt_len']} tok", long)] if long else [])
+    long, unpadded, plain = result.get("long_context"), result.get("unpadded"), result.get("plain")
+    long_unpadded = result.get("long_context_unpadded")
+    rows = [("as loaded", result)] + ([("no row padding", unpadded)] if unpadded else []) + (
+        [("default kernels", plain)] if plain else []) + (
+        [(f"after {long['prompt_len']} tok", long)] if long else []) + (
+        [("  no row padding", long_unpadded)] if long_unpadded else [])
+    lines = []
+    if unpadded:
+        table = sorted(result["row_padding"].items(), key=lambda item: int(item[0]))
+        lines.append("row padding (n rows computed as m): " + ", ".join(f"{n}->{m}" for n, m in table)
+                     + "; 'no row padding' times the same model without it, interleaved")
     for name, fig in rows:
         worst = max((v for k, v in fig["verify_cost"].items() if int(k) <= VERIFY_TARGET_MAX_K), default=float("nan"))
         lines.append(f"  {name:<16} one-token step {fig['step_ms']:6.1f} ms = {fig['step_effective_gbs']:5.1f} GB/s "
                      f"= {fig['fraction_of_floor']:.2f} of the floor's speed (goal >= {STEP_TARGET_FRACTION:.2f}: "
                      f"{verdict(fig['step_target_met'])}); max verify cost k<={VERIFY_TARGET_MAX_K}: {worst:.2f} "
                      f"(goal <= {VERIFY_TARGET_RATIO:.2f}: {verdict(fig['verify_target_met'])})")
+    return lines
+
+
+def format_kernel(result: dict) -> str:
+    """A readable table of :func:`kernel_bench`'s result (and the default kernels' figures, when measured)."""
+    plain = result.get("plain")
+    lines = [f"{result['target']['label']} on {result['device']['device']}, {result['machine']['torch_threads']} "
+             f"torch threads: {result['param_bytes'] / 1e6:.0f} MB of weights read per forward; copy bandwidth "
+             f"{result['copy_bandwidth_gbs']:.1f} GB/s (read + write) -> floor {result['floor_ms']:.1f} ms per step",
+             f"kernels: {result.get('speed', '-')}; forward: {result['target'].get('forward', '-')}"]
+    if result.get("compiling"):
+        lines.append(COMPILING_NOTE)
+    long, unpadded = result.get("long_context"), result.get("unpadded")
+    lines += _kernel_summary_lines(result)
     header = f"{'new tokens':>10}{'ms':>9}{'T(n)/T(1)':>11}{'GB/s':>8}"
     if plain:
         header += f"{'default ms':>12}{'T(n)/T(1)':>11}{'GB/s':>8}"
@@ -1091,12 +1189,16 @@ def format_kernel(result: dict) -> str:
             other = plain_rows[row["new_tokens"]]
             line += f"{other['ms']:>12.1f}{other['ratio_vs_1']:>11.2f}{other['effective_gbs']:>8.1f}"
         lines.append(line)
-    lines.append("verify cost T(k+1)/T(1): " + ", ".join(f"k={k}: {v:.2f}" for k, v in result["verify_cost"].items()))
+    lines.append("verify cost T(k+1)/T(1), median of per-round ratios (quartiles): " + _verify_costs(result))
+    if unpadded:
+        lines.append("  no row padding: " + _verify_costs(unpadded))
     if plain:
-        lines.append("  default kernels: " + ", ".join(f"k={k}: {v:.2f}" for k, v in plain["verify_cost"].items()))
+        lines.append("  default kernels: " + _verify_costs(plain))
     if long:
-        lines.append(f"  after {long['prompt_len']} tokens of context: "
-                     + ", ".join(f"k={k}: {v:.2f}" for k, v in long["verify_cost"].items()))
+        lines.append(f"  after {long['prompt_len']} tokens of context: " + _verify_costs(long))
+    if result.get("long_context_unpadded"):
+        lines.append(f"  after {long['prompt_len']} tokens, no row padding: "
+                     + _verify_costs(result["long_context_unpadded"]))
     if result.get("lookahead_cost"):
         lines.append(lookahead_cost_line(result["lookahead_cost"]))
     costs = result.get("drafter_costs")
