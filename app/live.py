@@ -1035,8 +1035,9 @@ def _prompt_controls(ui: dict, d: dict) -> None:
     ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
                               placeholder="Ask something, or pick an example below…")
     with gr.Row():
-        ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2)
-        ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop", scale=1)
+        ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2,
+                                   min_width=100)  # with Stop beside it in the 300 px column
+        ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop", scale=1, min_width=80)
     ui["progress"] = gr.HTML("", elem_id="run-progress")  # the status's compact copy, shown on a phone (style.css)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.draft_length import DRAFT_PROBE_AFTER, PROBE_K, STEP_PROBE_EVERY, AutoK, HeuristicK
+from specviz.core.draft_length import DRAFT_PROBE_AFTER, PROBE_K, STEP_PROBE_EVERY, AutoK, GateK, HeuristicK
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters import ModelDrafter, NgramDrafter
 
@@ -100,3 +100,43 @@ def test_auto_k_keeps_greedy_output(tiny_target, tiny_draft, drafter):
 def test_auto_k_and_the_heuristic_exclude_each_other():
     with pytest.raises(ValueError, match="one draft-length schedule"):
         GenerationConfig(adaptive_k=True, auto_k=True)
+
+
+def _gate(control: GateK, passes: int, step_ms: float, full_ms: float, accepted: int) -> list[int]:
+    """Synthetic passes for the gate: a step costs step_ms, a full pass full_ms and keeps ``accepted`` drafts."""
+    ks = []
+    for _ in range(passes):
+        k = control.choose(64)
+        control.observe(k, k, accepted if k else 0, verify_ms=full_ms if k else step_ms, other_ms=0.0)
+        ks.append(k)
+    return ks
+
+
+def test_gate_takes_plain_steps_where_the_full_pass_cannot_pay():
+    control = GateK(2)
+    ks = _gate(control, 60, step_ms=50.0, full_ms=60.0, accepted=0)  # 1 token per 1.2 steps' time
+    assert ks[:2] == [2, 0]  # one full pass, then the step that anchors the comparison
+    assert control.expected_gain == pytest.approx(50.0 / 60.0)
+    drafts = [i for i, k in enumerate(ks) if k == 2 and i > 2]
+    assert len(drafts) >= 6 and {b - a for a, b in zip(drafts, drafts[1:])} == {DRAFT_PROBE_AFTER + 1}  # probes
+    assert all(k in (0, 2) for k in ks)
+
+
+def test_gate_drafts_where_the_full_pass_pays_and_resamples_the_step():
+    control = GateK(2)
+    ks = _gate(control, 80, step_ms=50.0, full_ms=60.0, accepted=1)  # 2 tokens per 1.2 steps' time
+    assert control.expected_gain == pytest.approx(2 * 50.0 / 60.0)
+    steps = [i for i, k in enumerate(ks) if k == 0]
+    assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {STEP_PROBE_EVERY + 1}  # T(1) kept fresh
+
+
+def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_target):
+    from specviz.drafters.lookahead import LookaheadDrafter
+    prompt = _prompt(tiny_target.tokenizer)
+    config = GenerationConfig(max_new_tokens=60, k=4, auto_k=True, k_max=8)
+    base = collect(standard_generate(tiny_target, prompt, config), tiny_target.tokenizer, prompt)
+    spec = collect(speculative_generate(tiny_target, LookaheadDrafter(3, 3, 2), prompt, config),
+                   tiny_target.tokenizer, prompt)
+    assert spec.token_ids == base.token_ids
+    passes = [e for e in spec.events if e.kind == "pass"]
+    assert {e.k for e in passes} <= {0, 2} and passes[0].k == 2 and any(e.k == 0 for e in passes)

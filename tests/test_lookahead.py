@@ -188,7 +188,7 @@ def test_cli_lookahead_flags(tiny_model_dir, capsys):
     assert main(["generate", "--prompt", "x", "--drafter", "lookahead", "--ngram", "1"]) == 2
 
 
-@pytest.mark.parametrize("asked", [dict(k=6), dict(k=1), dict(k=4, adaptive_k=True), dict(k=4, auto_k=True)])
+@pytest.mark.parametrize("asked", [dict(k=6), dict(k=1), dict(k=4, adaptive_k=True)])  # k = auto: test_draft_length
 def test_lookahead_drafts_n_minus_1_whatever_k_is_asked(tiny_target, asked):
     prompt = tiny_target.tokenizer("one two three one two three one two", add_special_tokens=False)["input_ids"]
     config = GenerationConfig(max_new_tokens=20, **asked)

@@ -22,6 +22,10 @@ pass now and then, and after several passes without drafting it drafts a short p
 came back. Both cost little, and neither changes the output: the draft length never does (greedy output is the
 baseline's; sampling keeps the target's distribution). Because the choice reads the run's timings, a sampled run
 with k = auto is exact but not bit-reproducible from its seed.
+
+**Gate** (:class:`GateK`): k = auto for a drafter whose passes all have one shape (lookahead decoding): there is no
+length to choose, only whether to draft at all, so each pass is the drafter's full pass or a plain step, by the
+same measured rates.
 """
 
 from __future__ import annotations
@@ -168,3 +172,60 @@ class AutoK:
                 break
             self._reached[i].add(1.0)
             self._accepted[i].add(1.0 if i < accepted else 0.0)
+
+
+class GateK:
+    """k = auto for a drafter whose passes have a single shape (lookahead decoding: a window and candidates of
+    N-1 tokens in every forward, ``fixed_k``): before each pass, draft the full pass or take a plain one-token step
+    (k = 0), whichever is expected faster,
+
+        gain = (E[tokens per full pass] / E[full pass ms]) / (1 / E[step ms]),
+
+    with both costs (the forward plus drafting and bookkeeping, ms) and the tokens a full pass emitted (accepted + 1)
+    decaying means over this run's own passes. gain >= 1 drafts; below, the run takes plain steps. The probes are
+    :class:`AutoK`'s: a step every :data:`STEP_PROBE_EVERY` full passes keeps T(1) fresh, and a full pass after
+    :data:`DRAFT_PROBE_AFTER` steps in a row tests whether drafting pays again (a lookahead window advances only on
+    its own passes, so the probe is also what lets its pool grow). The output never depends on the choice.
+
+    Attributes:
+        k_max: the drafter's fixed draft length (tokens per candidate).
+        expected_gain: the last choice's gain over a step (None before both kinds of pass were timed).
+    """
+
+    def __init__(self, k: int) -> None:
+        self.k_max = k
+        self.expected_gain: float | None = None
+        self._full = _Decaying()  # ms per full pass
+        self._step = _Decaying()  # ms per one-token step
+        self._tokens = _Decaying()  # tokens emitted per full pass
+        self._since_step = 0
+        self._idle = 0
+
+    def choose(self, budget: int) -> int:
+        """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step)."""
+        if budget <= 0:
+            return 0
+        full, step, tokens = self._full.mean(), self._step.mean(), self._tokens.mean()
+        if full is None:
+            return self.k_max
+        if step is None:
+            return 0  # time T(1) once: the anchor of the comparison
+        self.expected_gain = tokens * step / max(full, 1e-6)
+        if self.expected_gain >= 1.0:
+            return 0 if self._since_step >= STEP_PROBE_EVERY else self.k_max
+        return self.k_max if self._idle >= DRAFT_PROBE_AFTER else 0
+
+    def observe(self, requested: int, proposed: int, accepted: int, *, verify_ms: float = 0.0,
+                draft_ms: float = 0.0, other_ms: float = 0.0, forward_tokens: int = 0) -> None:
+        """Learn from a pass: ``requested`` > 0 for a full pass (then ``accepted`` drafts were kept), its times in
+        ms (``proposed`` and ``forward_tokens`` are not needed: every full pass has the same shape)."""
+        cost = verify_ms + draft_ms + other_ms
+        if requested > 0:
+            self._full.add(cost)
+            self._tokens.add(1.0 + accepted)
+            self._since_step += 1
+            self._idle = 0
+        else:
+            self._step.add(cost)
+            self._since_step = 0
+            self._idle += 1

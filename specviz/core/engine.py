@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Protocol
 
 import torch
 
-from specviz.core.draft_length import AutoK, HeuristicK
+from specviz.core.draft_length import AutoK, GateK, HeuristicK
 from specviz.core.drafting import Draft, DraftContext, Drafter
 from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, PassEvent, PositionDetail, RunCancelled,
                                  RunKind, RunResult, Timings, TreeRecord)
@@ -87,12 +87,13 @@ class GenerationConfig:
         if self.adaptive_k and self.auto_k:
             raise ValueError("choose one draft-length schedule: adaptive_k (heuristic) or auto_k (cost-aware)")
 
-    def draft_length(self, drafter: Drafter | None = None) -> HeuristicK | AutoK:
+    def draft_length(self, drafter: Drafter | None = None) -> HeuristicK | AutoK | GateK:
         """A fresh draft-length controller for one run. A drafter with a ``fixed_k`` (lookahead: its candidates'
-        length N-1) drafts that many tokens every pass, whatever k and schedule the config asks for."""
+        length N-1) drafts that many tokens every pass, whatever k the config asks for; with ``auto_k`` it may
+        take plain one-token steps instead where its passes do not pay (:class:`~specviz.core.draft_length.GateK`)."""
         fixed = getattr(drafter, "fixed_k", None)
         if fixed is not None:
-            return HeuristicK(int(fixed), int(fixed), False)
+            return GateK(int(fixed)) if self.auto_k else HeuristicK(int(fixed), int(fixed), False)
         if self.auto_k:
             return AutoK(self.k_max, min(self.k, self.k_max))
         return HeuristicK(self.k, self.k_max, self.adaptive_k)
@@ -205,7 +206,7 @@ class _Row:
     out: OutputTracker
     gen: torch.Generator
     drafter: Drafter | None = None  # None: standard decoding, or a drafter dropped after non-finite numbers
-    control: HeuristicK | AutoK | None = None
+    control: HeuristicK | AutoK | GateK | None = None
     pending: torch.Tensor | None = None  # target features of committed positions the drafter has not read
     index: int = 0
     elapsed_ms: float = 0.0
