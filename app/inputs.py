@@ -269,8 +269,9 @@ def _head_options(drafter: str, tree_nodes, confidence, lookup, temperature: flo
 def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
     """``settings`` with lookahead's W, N and G checked (window 1..:data:`MAX_WINDOW`, n-gram size
     2..:data:`MAX_NGRAM`, candidates 1..:data:`MAX_CANDIDATES`; None or "" = the default) and, for the lookahead
-    drafter, k = N-1 (its candidates' length) with a fixed schedule; with sampling a note says one candidate is
-    verified per pass. Other drafters keep the defaults. Raises InputError."""
+    drafter, k = N-1 (its candidates' length), fixed, or with k = auto gated (each pass a full lookahead pass or a
+    plain step, :class:`~specviz.core.draft_length.GateK`); with sampling a note says one candidate is verified per
+    pass. Other drafters keep the defaults. Raises InputError."""
     if settings.drafter != "lookahead":
         return settings
     w = int(number(_or_default(window, LOOKAHEAD_DEFAULTS[0]), "Window W", 1, MAX_WINDOW, True))
@@ -279,7 +280,8 @@ def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
     notes = settings.notes
     if not settings.greedy and g > 1:
         notes += (LOOKAHEAD_SAMPLING_NOTE,)
-    return replace(settings, window=w, ngram=n, candidates=g, k=n - 1, k_schedule="fixed", notes=notes)
+    schedule = "auto" if settings.k_schedule == "auto" else "fixed"
+    return replace(settings, window=w, ngram=n, candidates=g, k=n - 1, k_schedule=schedule, notes=notes)
 
 
 K_SCHEDULES = {
@@ -355,7 +357,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     """Check every input of a generation. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None
     or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa).
     ``min_p`` .. ``stop_token_ids``: the generation settings (:func:`parse_generation_settings`). ``window``,
-    ``ngram``, ``candidates``: lookahead's W, N and G (:func:`_lookahead_options`; its k becomes N-1, fixed).
+    ``ngram``, ``candidates``: lookahead's W, N and G (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto).
     ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`).
 
     Raises:

@@ -354,8 +354,9 @@ def _k_label(settings: Settings) -> str:
         label += f" · gate {settings.min_confidence:g}"
     if settings.lookup:
         label += " · lookup first"
-    if settings.drafter == "lookahead":  # k is the candidates' length, N-1
-        label += f" (N−1) · W = {settings.window}, N = {settings.ngram}, G = {settings.candidates}"
+    if settings.drafter == "lookahead":  # k is the candidates' length, N-1; k = auto only gates whole passes
+        label = f"k = {settings.k} (N−1)" + (" or a plain step (auto)" if settings.k_schedule == "auto" else "")
+        label += f" · W = {settings.window}, N = {settings.ngram}, G = {settings.candidates}"
     return label
 
 
@@ -995,8 +996,9 @@ def drafter_changed(drafter: str, ngram=None, chosen_k=None):
     own_k = gr.update(interactive=drafter not in ("none", "lookahead"))
     k = lookahead_k(ngram) if lookahead else own_k if chosen_k is None else \
         gr.update(value=chosen_k, interactive=drafter != "none")
+    schedule = gr.update(interactive=drafter != "none")  # lookahead: fixed, or auto (whole passes gated)
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
-            head_only, head_only, head_only, k, own_k, lookahead_only, lookahead_only, lookahead_only)
+            head_only, head_only, head_only, k, schedule, lookahead_only, lookahead_only, lookahead_only)
 
 
 def lookahead_k(ngram, drafter: str = "lookahead"):
@@ -1079,9 +1081,10 @@ def _drafter_controls(ui: dict, d: dict) -> None:
                         label="Draft length k", elem_id="draft-length", interactive=own_k)
     ui["adaptive_k"] = gr.Radio([("fixed", "fixed"), ("adaptive", "heuristic"), ("auto (cost-aware)", "auto")],
                                 value=parse_k_schedule(d["adaptive_k"]), label="Draft length schedule",
-                                elem_id="k-schedule", interactive=own_k,
+                                elem_id="k-schedule", interactive=d["drafter"] != "none",
                                 info="adaptive: +1 after a fully accepted pass, −1 after a rejection. auto: each "
-                                     "pass's k, 0 included, chosen from this run's measured costs and acceptance.")
+                                     "pass's k, 0 included, chosen from this run's measured costs and acceptance "
+                                     "(lookahead: a full pass or a plain step).")
 
 
 def _lookahead_controls(ui: dict, d: dict) -> None:

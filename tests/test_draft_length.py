@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.draft_length import DRAFT_PROBE_AFTER, PROBE_K, STEP_PROBE_EVERY, AutoK, GateK, HeuristicK
+from specviz.core.draft_length import DRAFT_PROBE_AFTER, GATE_PROBE_MAX, PROBE_K, STEP_PROBE_EVERY, AutoK, GateK, HeuristicK
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters import ModelDrafter, NgramDrafter
 
@@ -114,12 +114,14 @@ def _gate(control: GateK, passes: int, step_ms: float, full_ms: float, accepted:
 
 def test_gate_takes_plain_steps_where_the_full_pass_cannot_pay():
     control = GateK(2)
-    ks = _gate(control, 60, step_ms=50.0, full_ms=60.0, accepted=0)  # 1 token per 1.2 steps' time
+    ks = _gate(control, 160, step_ms=50.0, full_ms=60.0, accepted=0)  # 1 token per 1.2 steps' time
     assert ks[:2] == [2, 0]  # one full pass, then the step that anchors the comparison
     assert control.expected_gain == pytest.approx(50.0 / 60.0)
-    drafts = [i for i, k in enumerate(ks) if k == 2 and i > 2]
-    assert len(drafts) >= 6 and {b - a for a, b in zip(drafts, drafts[1:])} == {DRAFT_PROBE_AFTER + 1}  # probes
-    assert all(k in (0, 2) for k in ks)
+    probes = [i for i, k in enumerate(ks) if k == 2 and i > 2]
+    gaps = [b - a - 1 for a, b in zip([0] + probes, probes)]  # steps before each probe
+    assert gaps[:5] == [DRAFT_PROBE_AFTER, 2 * DRAFT_PROBE_AFTER, 4 * DRAFT_PROBE_AFTER, GATE_PROBE_MAX,
+                        GATE_PROBE_MAX]  # a probe that did not pay doubles the gap, up to the cap
+    assert control.probe_after == GATE_PROBE_MAX and all(k in (0, 2) for k in ks)
 
 
 def test_gate_drafts_where_the_full_pass_pays_and_resamples_the_step():

@@ -110,8 +110,10 @@ def test_pool_drafts_say_so_on_hover_and_the_stats_card_defines_drafted(run, tin
 def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
     base = dict(live.DEFAULTS, prompt="x", drafter="lookahead", k=9, adaptive_k="auto")
     s = inputs.parse_settings(**{**base, "window": 5, "ngram": 4, "candidates": 3})
-    assert (s.window, s.ngram, s.candidates, s.k, s.k_schedule) == (5, 4, 3, 3, "fixed")
-    assert live._k_label(s) == "k = 3 (N−1) · W = 5, N = 4, G = 3"
+    assert (s.window, s.ngram, s.candidates, s.k, s.k_schedule) == (5, 4, 3, 3, "auto")  # gated: GateK
+    assert live._k_label(s) == "k = 3 (N−1) or a plain step (auto) · W = 5, N = 4, G = 3"
+    s = inputs.parse_settings(**{**base, "window": 5, "ngram": 4, "candidates": 3, "adaptive_k": "heuristic"})
+    assert (s.k, s.k_schedule) == (3, "fixed") and live._k_label(s) == "k = 3 (N−1) · W = 5, N = 4, G = 3"
     assert inputs.parse_settings(**{**base, "drafter": "ngram", "window": 99}).k == 9  # other drafters: unchecked
     sampled = inputs.parse_settings(**{**base, "temperature": 0.7})
     assert inputs.LOOKAHEAD_SAMPLING_NOTE in sampled.notes
@@ -123,6 +125,7 @@ def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
     updates = live.drafter_changed("lookahead")
     assert [u.get("visible") for u in updates[-3:]] == [True, True, True]
     assert updates[5]["interactive"] is False and live.drafter_changed("ngram")[-1]["visible"] is False
+    assert updates[6]["interactive"] is True and live.drafter_changed("none")[6]["interactive"] is False  # schedule
     back = live.drafter_changed("eagle", 3, 6)[5]  # leaving lookahead: the visitor's own k comes back
     assert back["value"] == 6 and back["interactive"] is True
 

@@ -38,6 +38,7 @@ PRIOR_WEIGHT = 1.0
 PRIOR_SLOPE = 0.10  # T(n) / T(1) grows by this per extra token until two sizes were measured
 STEP_PROBE_EVERY = 24  # passes between k = 0 samples of T(1) when the choice never picks k = 0
 DRAFT_PROBE_AFTER = 6  # k = 0 passes in a row before a short draft tests acceptance again
+GATE_PROBE_MAX = 48  # GateK: the most steps between probes (the gap doubles after each probe that did not pay)
 PROBE_K = 2
 
 
@@ -185,11 +186,16 @@ class GateK:
     decaying means over this run's own passes. gain >= 1 drafts; below, the run takes plain steps. The probes are
     :class:`AutoK`'s: a step every :data:`STEP_PROBE_EVERY` full passes keeps T(1) fresh, and a full pass after
     :data:`DRAFT_PROBE_AFTER` steps in a row tests whether drafting pays again (a lookahead window advances only on
-    its own passes, so the probe is also what lets its pool grow). The output never depends on the choice.
+    its own passes, so the probe is also what lets its pool grow). A full pass costs far more than :class:`AutoK`'s
+    one-token probe (1.15-1.45 steps for lookahead's 11 tokens), so each probe after which drafting still does not
+    pay doubles the gap to the next, up to :data:`GATE_PROBE_MAX` steps (the probes then cost under 1 % of the
+    run); a choice to draft resets it. The output never depends on the choice.
 
     Attributes:
         k_max: the drafter's fixed draft length (tokens per candidate).
         expected_gain: the last choice's gain over a step (None before both kinds of pass were timed).
+        probe_after: plain steps in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
+            :data:`GATE_PROBE_MAX`).
     """
 
     def __init__(self, k: int) -> None:
@@ -200,6 +206,8 @@ class GateK:
         self._tokens = _Decaying()  # tokens emitted per full pass
         self._since_step = 0
         self._idle = 0
+        self.probe_after = DRAFT_PROBE_AFTER  # steps in a row before the next probe
+        self._probed = False  # the last pass was a probe
 
     def choose(self, budget: int) -> int:
         """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step)."""
@@ -211,9 +219,16 @@ class GateK:
         if step is None:
             return 0  # time T(1) once: the anchor of the comparison
         self.expected_gain = tokens * step / max(full, 1e-6)
+        probed, self._probed = self._probed, False
         if self.expected_gain >= 1.0:
+            self.probe_after = DRAFT_PROBE_AFTER
             return 0 if self._since_step >= STEP_PROBE_EVERY else self.k_max
-        return self.k_max if self._idle >= DRAFT_PROBE_AFTER else 0
+        if probed:
+            self.probe_after = min(2 * self.probe_after, GATE_PROBE_MAX)
+        if self._idle >= self.probe_after:
+            self._probed = True
+            return self.k_max
+        return 0
 
     def observe(self, requested: int, proposed: int, accepted: int, *, verify_ms: float = 0.0,
                 draft_ms: float = 0.0, other_ms: float = 0.0, forward_tokens: int = 0) -> None:
