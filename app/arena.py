@@ -640,8 +640,9 @@ def build_tab(target: str = "embedded") -> None:
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
                                        info="Small keeps the whole suite to a few minutes on a CPU")
             with gr.Row():
-                run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2)
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="arena-stop", scale=1)
+                run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
+                                    min_width=100)  # with Stop beside it in the 300 px column
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="arena-stop", scale=1, min_width=80)
             with gr.Accordion("Target, draft model and sampling", open=False, elem_id="arena-settings"):
                 target_box = gr.Textbox(target, label="Target model", elem_id="arena-target",
                                         info="'embedded', a hub id or a local folder")

@@ -368,14 +368,24 @@ def speedup_text(row: dict) -> str:
     return f"{row['speedup']:.2f}× ({spread})"
 
 
-def sweep_columns(k: int) -> list[tuple[str, Callable[[dict], str]]]:
-    """(header, cell of a row) of the table."""
+def noisy_prediction(row: dict, rows: list[dict]) -> bool:
+    """A predicted speedup above the B = 1 tokens per pass it is made from (by more than 5 %): the forward grid timed
+    a pass over k+1 tokens per row cheaper than a one-token step, which no machine does (the machine's speed changed:
+    noise, not a prediction)."""
+    first = next((r for r in rows if r["batch"] == 1 and r.get("tokens_per_pass")), None)
+    predicted = row.get("predicted")
+    return predicted is not None and first is not None and predicted > first["tokens_per_pass"] * 1.05
+
+
+def sweep_columns(k: int, rows: list[dict] = ()) -> list[tuple[str, Callable[[dict], str]]]:
+    """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them)."""
     return [
         ("B", lambda r: str(r["batch"])),
         ("Standard tok/s", lambda r: _fmt(r["standard_tps"], ".1f")),
         ("Speculative tok/s", lambda r: _fmt(r["speculative_tps"], ".1f")),
         ("Speedup (repeats)", speedup_text),
-        ("Predicted", lambda r: _fmt(r["predicted"], ".2f")),
+        ("Predicted", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
+                                 else _fmt(r["predicted"], ".2f"))),
         ("Tokens/pass", lambda r: _fmt(r["tokens_per_pass"], ".2f")),
         ("T(B,1) ms", lambda r: _fmt(r["step_ms"], ".1f")),
         (f"T(B,{k + 1}) ms", lambda r: _fmt(r["verify_ms"], ".1f")),
@@ -386,7 +396,7 @@ def sweep_columns(k: int) -> list[tuple[str, Callable[[dict], str]]]:
 
 def sweep_table(result: dict) -> dict:
     """The gr.Dataframe value ({"headers", "data"}) of a sweep: one row per batch size."""
-    columns = sweep_columns(result["k"])
+    columns = sweep_columns(result["k"], result["rows"])
     return {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
 
 
@@ -527,6 +537,14 @@ def sweep_figure(result: dict) -> go.Figure:
              "name": "standard decoding (1×)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5},
              "hoverinfo": "skip"}]
     predicted = [r for r in result["rows"] if r.get("predicted") is not None]
+    unsure = [r for r in predicted if noisy_prediction(r, result["rows"])]
+    predicted = [r for r in predicted if r not in unsure]
+    if unsure:
+        data.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in unsure],
+                     "y": [r["predicted"] for r in unsure], "name": "predicted: too noisy (a pass timed below a step)",
+                     "marker": {"size": 8, "symbol": "diamond-open", "color": COLORS["other"]},
+                     "hovertemplate": "B = %{x}: predicted %{y:.2f}×, too noisy: the grid timed a pass cheaper "
+                                      "than a step<extra></extra>"})
     if predicted:
         data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in predicted],
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",
@@ -986,7 +1004,8 @@ SWEEP_NOTE = (
     "clock after the prefill. <b>Speedup</b> = speculative ÷ standard tokens/s (medians; in brackets the repeats' "
     f"own ratios; spread wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). <b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) "
     "from the runs' own forwards. <b>Predicted</b> = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting "
-    "per row), T from the forward grid when timed. <b>KV cache</b>: the batch's keys and values at its longest "
+    "per row), T from the forward grid when timed (“too noisy” above the tokens per pass: the grid timed a pass "
+    "cheaper than a step). <b>KV cache</b>: the batch's keys and values at its longest "
     "row's end.</div>"
 )
 CHECK_NOTE = (
@@ -1028,8 +1047,9 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             predicted = gr.Checkbox(True, label="Predicted curve (times T(B, 1) and T(B, k+1) first)",
                                     elem_id="batching-predicted")
             with gr.Row():
-                measure_btn = gr.Button("Measure", variant="primary", elem_id="batching-measure", scale=2)
-                stop_btn = gr.Button("Stop", variant="stop", elem_id="batching-stop", scale=1)
+                measure_btn = gr.Button("Measure", variant="primary", elem_id="batching-measure", scale=2,
+                                        min_width=100)  # with Stop beside it in the 300 px column
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="batching-stop", scale=1, min_width=80)
         with gr.Column(scale=3, min_width=600, elem_id="batching-results"):
             status = gr.HTML(render.status_html("Pick a drafter, k and batch sizes, then press Measure: a few forwards "
                                                 "are timed first to tell how long it will take.", "info"),
@@ -1062,8 +1082,9 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             n = gr.Number(CHECK_N, label=f"N runs per side ({MIN_N}–{MAX_N})", precision=0, elem_id="batching-check-n")
             broken = gr.Checkbox(False, label="Accept every draft (a broken verifier)", elem_id="batching-check-broken")
             with gr.Row():
-                check_btn = gr.Button("Check", variant="primary", elem_id="batching-check", scale=2)
-                check_stop = gr.Button("Stop", variant="stop", elem_id="batching-check-stop", scale=1)
+                check_btn = gr.Button("Check", variant="primary", elem_id="batching-check", scale=2, min_width=100)
+                check_stop = gr.Button("Stop", variant="stop", elem_id="batching-check-stop", scale=1,
+                                       min_width=80)
         with gr.Column(scale=3, min_width=600, elem_id="batching-check-results"):
             check_status = gr.HTML(render.status_html("Press Check to sample both ways and test them.", "info"),
                                    elem_id="batching-check-status")

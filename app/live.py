@@ -183,8 +183,8 @@ class RunView:
                 if self.trees is None:
                     self.trees = TreeView(self.spec.tokenizer)
                 self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
-            if event.lookahead is not None:
-                if self.lookahead is None:
+            if event.lookahead is not None or (self.settings.drafter == "lookahead" and event.kind == "pass"):
+                if self.lookahead is None:  # also counts plain steps (passes without a lookahead branch)
                     self.lookahead = LookaheadView(self.spec.tokenizer, self.settings.ngram)
                 self.lookahead.add(event, self.spec.output_ids)  # before the pane: its ids end at x
             if self.heads is not None:

@@ -215,14 +215,16 @@ class LookaheadView:
     total: int = 0
     accepted: int = 0  # candidate tokens accepted over the run
     window_tokens: int = 0  # tokens the lookahead branch added to the run's forwards
+    plain_steps: int = 0  # passes without a lookahead branch (k = 0): k = auto's plain steps, a 1-token last pass
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
 
     def add(self, event: PassEvent, context: list[int]) -> None:
-        """Keep the event's lookahead pass (if it has one)."""
+        """Keep the event's lookahead pass (if it has one); a pass without one (a plain step, k = 0) is counted."""
         lp = lookahead_pass(event, context, self.decoder, self.ngram)
         if lp is None:
+            self.plain_steps += event.kind == "pass" and event.lookahead is None
             return
         self.passes.append(lp)
         self.total += 1
@@ -250,7 +252,9 @@ class LookaheadView:
             closed = "".join(pass_html(lp, open_=False) for lp in others)
             parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first'
                          f'{more}: click one to open it</div>{closed}</div>')
-        note = (f"{self.total} passes: {self.accepted} candidate tokens accepted; the window added "
+        plain = (f" (and {self.plain_steps} plain one-token step{'s' if self.plain_steps != 1 else ''}, k = 0, "
+                 f"not shown)" if self.plain_steps else "")
+        note = (f"{self.total} lookahead passes{plain}: {self.accepted} candidate tokens accepted; the window added "
                 f"{self.window_tokens} tokens to the forwards (not verified, not counted as drafted)")
         head = (f"<div class='dtree-title'>Lookahead decoding <span>{html.escape(what)} · one forward carries x, the "
                 f"Jacobi window and the candidates · {html.escape(note)}</span></div>")

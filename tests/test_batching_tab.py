@@ -79,3 +79,21 @@ def test_an_impossible_row_is_noise_in_the_lesson_not_a_finding():
     lesson = batching.sweep_lesson({"k": 4, "device": "cpu", "rows": [cheap_pass, too_fast, fine]})
     assert "at most 1.20) up to B = 4" in lesson and "0.78" not in lesson
     assert lesson.count("the timings are impossible") == 2
+
+
+def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart():
+    """Seen in the browser on a busy machine: B = 1 predicted 3.74× from 2.33 tokens per pass (the forward grid timed
+    T(1, 5) below T(1, 1)). The table says too noisy and the chart keeps that point off the predicted line."""
+    def row(batch, predicted):
+        return {"batch": batch, "pass_cost": 1.86, "speedup": 1.6, "tokens_per_pass": 2.33, "predicted": predicted,
+                "repeats": [(10.0, 16.0)] * 3, "kv_megabytes": 1.0, "standard_tps": 10.0, "speculative_tps": 16.0,
+                "step_ms": 65.4, "verify_ms": 121.4}
+
+    rows = [row(1, 3.74), row(2, 0.84)]
+    assert batching.noisy_prediction(rows[0], rows) and not batching.noisy_prediction(rows[1], rows)
+    table = batching.sweep_table({"k": 4, "rows": rows})
+    column = table["headers"].index("Predicted")
+    assert [r[column] for r in table["data"]] == ["too noisy (3.74)", "0.84"]
+    traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": rows}).data}
+    assert list(traces["predicted from B = 1 and T(B, n)"].x) == [2]
+    assert list(traces["predicted: too noisy (a pass timed below a step)"].x) == [1]

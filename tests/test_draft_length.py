@@ -132,6 +132,17 @@ def test_gate_drafts_where_the_full_pass_pays_and_resamples_the_step():
     assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {STEP_PROBE_EVERY + 1}  # T(1) kept fresh
 
 
+def test_gate_does_not_judge_a_drafter_by_its_warm_up_passes():
+    control = GateK(2, warmup=2)
+    ks = []
+    for i in range(6):  # the warm-up passes accept nothing (lookahead's pool is still empty), later ones 2 drafts
+        k = control.choose(64)
+        control.observe(k, k, (2 if i >= 2 else 0) if k else 0, verify_ms=60.0 if k else 50.0)
+        ks.append(k)
+    assert ks[:4] == [2, 2, 2, 0]  # two warm-up passes, one counted, then the step that anchors the comparison
+    assert control.expected_gain == pytest.approx(3 * 50.0 / 60.0) and ks[4:] == [2, 2]  # counted: 3 tokens a pass
+
+
 def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_target):
     from specviz.drafters.lookahead import LookaheadDrafter
     prompt = _prompt(tiny_target.tokenizer)

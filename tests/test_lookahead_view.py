@@ -89,6 +89,24 @@ def test_the_latest_pass_while_streaming_and_a_pass_with_no_candidate(run, tiny_
     assert "still filling" in _block(view.html(every_pass=True), first.index)
 
 
+def test_k_auto_plain_steps_are_counted_not_hidden(run, tiny_target):
+    """k = auto gates whole passes: a pass without a lookahead branch (a plain one-token step, k = 0) is not drawn,
+    but the view's head says how many there were, so its pass count adds up to the pane's."""
+    import dataclasses
+
+    spec, _ = run
+    view, events = _view(spec, tiny_target.tokenizer)
+    plain_steps = [e for e in events if e.kind == "pass" and e.lookahead is None]  # e.g. a last pass of one token
+    assert view.plain_steps == len(plain_steps)
+    plain = dataclasses.replace(next(e for e in events if e.lookahead is not None), lookahead=None)
+    view.add(plain, list(spec.prompt_ids) + list(spec.token_ids))
+    view.add(plain, list(spec.prompt_ids) + list(spec.token_ids))
+    n = len(plain_steps) + 2
+    assert view.plain_steps == n and view.total == len([e for e in events if e.lookahead is not None])
+    assert f"{view.total} lookahead passes (and {n} plain one-token steps, k = 0, not shown)" in view.html()
+    assert view.total + view.plain_steps == len(events) - 1 + 2  # every pass of the run (the prefill is none)
+
+
 def test_pool_drafts_say_so_on_hover_and_the_stats_card_defines_drafted(run, tiny_target):
     spec, base = run
     pane, stats, base_stats = render.Pane(tiny_target.tokenizer), RunStats(), RunStats()

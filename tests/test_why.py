@@ -85,6 +85,18 @@ def test_whatif_figure_has_a_point_per_k_and_the_marked_run():
     assert any("Measure" in a.text for a in bare.layout.annotations)
 
 
+def test_a_measured_curve_above_the_papers_is_too_noisy_for_a_best_k():
+    """Seen in the browser on a busy machine: T(4) timed below T(1) gave "best measured costs: k = 3 (2.72×)",
+    beside a card calling the same data too noisy."""
+    quiet = whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 10.8, 8: 12.0, 16: 20.0, 32: 38.0})
+    noisy = whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 8.0, 8: 12.0, 16: 20.0, 32: 38.0})
+    assert not why.noisy_measured(quiet) and why.noisy_measured(noisy)
+    best = lambda fig: next(a.text for a in fig.layout.annotations if a.text.startswith("best "))  # noqa: E731
+    assert "best measured costs: k = " in best(why.whatif_figure(quiet))
+    text = best(why.whatif_figure(noisy))
+    assert "measured costs: too noisy to tell" in text and "best measured" not in text and "best paper" in text
+
+
 def test_whatif_handler_uses_the_chosen_batch_curve():
     measurement = {"grid": {"ms": {1: {1: 10.0, 2: 10.0, 4: 10.0}, 16: {1: 20.0, 2: 40.0, 4: 80.0}}}}
     one = why.whatif(0.9, 0.0, 1, 2, 2.5, 1.5, measurement)

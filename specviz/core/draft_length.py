@@ -189,17 +189,21 @@ class GateK:
     its own passes, so the probe is also what lets its pool grow). A full pass costs far more than :class:`AutoK`'s
     one-token probe (1.15-1.45 steps for lookahead's 11 tokens), so each probe after which drafting still does not
     pay doubles the gap to the next, up to :data:`GATE_PROBE_MAX` steps (the probes then cost under 1 % of the
-    run); a choice to draft resets it. The output never depends on the choice.
+    run); a choice to draft resets it. A drafter that needs passes to warm up (lookahead's pool is empty until its
+    window has N-1 levels) gets ``warmup`` full passes first whose tokens are not counted, so the gate does not
+    judge it by passes that could not win. The output never depends on the choice.
 
     Attributes:
         k_max: the drafter's fixed draft length (tokens per candidate).
+        warmup: full passes run first and not counted in the tokens per full pass (>= 0).
         expected_gain: the last choice's gain over a step (None before both kinds of pass were timed).
         probe_after: plain steps in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
             :data:`GATE_PROBE_MAX`).
     """
 
-    def __init__(self, k: int) -> None:
-        self.k_max = k
+    def __init__(self, k: int, warmup: int = 0) -> None:
+        self.k_max, self.warmup = k, max(0, warmup)
+        self._full_passes = 0
         self.expected_gain: float | None = None
         self._full = _Decaying()  # ms per full pass
         self._step = _Decaying()  # ms per one-token step
@@ -214,8 +218,8 @@ class GateK:
         if budget <= 0:
             return 0
         full, step, tokens = self._full.mean(), self._step.mean(), self._tokens.mean()
-        if full is None:
-            return self.k_max
+        if full is None or tokens is None:
+            return self.k_max  # warming up, or no counted full pass yet
         if step is None:
             return 0  # time T(1) once: the anchor of the comparison
         self.expected_gain = tokens * step / max(full, 1e-6)
@@ -237,7 +241,9 @@ class GateK:
         cost = verify_ms + draft_ms + other_ms
         if requested > 0:
             self._full.add(cost)
-            self._tokens.add(1.0 + accepted)
+            if self._full_passes >= self.warmup:
+                self._tokens.add(1.0 + accepted)
+            self._full_passes += 1
             self._since_step += 1
             self._idle = 0
         else:

@@ -93,7 +93,9 @@ class GenerationConfig:
         take plain one-token steps instead where its passes do not pay (:class:`~specviz.core.draft_length.GateK`)."""
         fixed = getattr(drafter, "fixed_k", None)
         if fixed is not None:
-            return GateK(int(fixed)) if self.auto_k else HeuristicK(int(fixed), int(fixed), False)
+            if self.auto_k:
+                return GateK(int(fixed), warmup=int(getattr(drafter, "warmup_passes", 0)))
+            return HeuristicK(int(fixed), int(fixed), False)
         if self.auto_k:
             return AutoK(self.k_max, min(self.k, self.k_max))
         return HeuristicK(self.k, self.k_max, self.adaptive_k)

@@ -86,6 +86,12 @@ class LookaheadDrafter:
         return self.ngram - 1
 
     @property
+    def warmup_passes(self) -> int:
+        """Passes before the pool can hold a candidate: the window needs N-1 levels before its columns give
+        n-grams, so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) does not count these passes' tokens."""
+        return self.ngram - 1
+
+    @property
     def pool_size(self) -> int:
         """N-grams in the pool."""
         return sum(len(grams) for grams in self.pool.values())
