@@ -190,12 +190,12 @@ class GateK:
     one-token probe (1.15-1.45 steps for lookahead's 11 tokens), so each probe after which drafting still does not
     pay doubles the gap to the next, up to :data:`GATE_PROBE_MAX` steps (the probes then cost under 1 % of the
     run); a choice to draft resets it. A drafter that needs passes to warm up (lookahead's pool is empty until its
-    window has N-1 levels) gets ``warmup`` full passes first whose tokens are not counted, so the gate does not
-    judge it by passes that could not win. The output never depends on the choice.
+    window has N-1 levels) gets ``warmup`` full passes first whose cost and tokens are not counted, so the gate does
+    not judge it by passes that could not win. The output never depends on the choice.
 
     Attributes:
         k_max: the drafter's fixed draft length (tokens per candidate).
-        warmup: full passes run first and not counted in the tokens per full pass (>= 0).
+        warmup: full passes run first and left out of the means (>= 0).
         expected_gain: the last choice's gain over a step (None before both kinds of pass were timed).
         probe_after: plain steps in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
             :data:`GATE_PROBE_MAX`).
@@ -218,7 +218,7 @@ class GateK:
         if budget <= 0:
             return 0
         full, step, tokens = self._full.mean(), self._step.mean(), self._tokens.mean()
-        if full is None or tokens is None:
+        if full is None:
             return self.k_max  # warming up, or no counted full pass yet
         if step is None:
             return 0  # time T(1) once: the anchor of the comparison
@@ -240,8 +240,8 @@ class GateK:
         ms (``proposed`` and ``forward_tokens`` are not needed: every full pass has the same shape)."""
         cost = verify_ms + draft_ms + other_ms
         if requested > 0:
-            self._full.add(cost)
-            if self._full_passes >= self.warmup:
+            if self._full_passes >= self.warmup:  # a warm-up pass is neither a full pass's cost nor its yield
+                self._full.add(cost)
                 self._tokens.add(1.0 + accepted)
             self._full_passes += 1
             self._since_step += 1

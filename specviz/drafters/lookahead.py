@@ -88,7 +88,7 @@ class LookaheadDrafter:
     @property
     def warmup_passes(self) -> int:
         """Passes before the pool can hold a candidate: the window needs N-1 levels before its columns give
-        n-grams, so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) does not count these passes' tokens."""
+        n-grams, so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) leaves these passes out of its means."""
         return self.ngram - 1
 
     @property
