@@ -206,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true",
                        help="one prompt per category (at most 6), 32 tokens, ngram + bf16, k=4, 1 repeat")
     bench.add_argument("--no-transformers", action="store_true", help="skip transformers' generate() runs")
+    bench.add_argument("--paired", action="store_true",
+                       help="time each speculative run in lockstep with a standard-decoding run of its own (one "
+                            "pass of each in turn, each on its own clock): speedups that a drifting machine speed "
+                            "does not move, with the quartiles of the single runs' ratios")
     bench.add_argument("--warm-suffix", action="store_true",
                        help="suffix decoding keeps the outputs of the earlier prompts of this bench in its store "
                             "(default: cold, an empty store for every run)")
@@ -879,7 +883,7 @@ def _bench_settings(args, drafters, path):
         exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
         heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
         window=args.window, ngram=args.ngram, candidates=args.candidates,
-        compare_transformers=not args.no_transformers, warm_suffix=args.warm_suffix,
+        compare_transformers=not args.no_transformers, warm_suffix=args.warm_suffix, paired=args.paired,
         sampling=SamplingConfig(**processor_settings(args)), stop_token_ids=tuple(args.stop_token_ids),
         warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,
         extra={"quick": quick, "prompts_file": str(path), "target": args.target, "command": args.command_line},

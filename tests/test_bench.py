@@ -95,6 +95,39 @@ def test_bench_on_tiny_models_reports_ratios_categories_and_identical_ids(tiny_t
     assert "OVERALL" in bench.format_bench(result)
 
 
+def test_paired_bench_times_each_speculative_run_against_its_own_standard_run(tiny_target, suite_file):
+    settings = bench.BenchSettings(drafters=("ngram",), ks=(2, "auto"), max_new_tokens=10, repeats=2, warmup_tokens=2,
+                                   compare_transformers=False, paired=True)
+    result = bench.run_bench(tiny_target, bench.load_prompts(suite_file), settings)
+    json.dumps(result)
+    for record in result["prompts"]:
+        res = record["results"]
+        base = res["ours/standard"]
+        assert len(base["wall_s_all"]) == 4  # two speculative methods x two repeats, one standard run each
+        assert base["repeats_identical"] and base["tokens_per_pass"] == 1.0
+        for name in ("ours/ngram@k2", "ours/ngram@auto"):
+            assert res[name]["token_ids"] == base["token_ids"]  # greedy: identical ids in lockstep too
+            assert len(res[name]["paired_speedup_all"]) == 2 and all(x > 0 for x in res[name]["paired_speedup_all"])
+            assert res[name]["paired_baseline_tokens"] == len(base["token_ids"])
+    for summary in [result["overall"], *result["categories"].values()]:
+        fig = summary["methods"]["ours/ngram@k2"]
+        assert fig["speedup"] == pytest.approx(fig["tokens_per_s"] / fig["paired_tokens_per_s"])
+        low, high = fig["speedup_quartiles"]
+        assert 0 < low <= high
+    assert "paired runs" in bench.format_bench(result)
+
+
+def test_paired_runs_have_their_own_clocks(tiny_target):
+    from specviz.drafters import NgramDrafter
+    prompt = tiny_target.tokenizer("one two three one two three one two", add_special_tokens=False)["input_ids"]
+    config = bench.GenerationConfig(max_new_tokens=12, k=3)
+    spec, base = bench.run_ours_paired(tiny_target, NgramDrafter(), prompt, config)
+    assert spec.token_ids == base.token_ids and len(base.token_ids) == 12
+    assert base.target_passes == 11 and base.drafted == 0
+    assert spec.target_passes <= 11 and spec.drafted >= 0
+    assert 0 < spec.wall_s and 0 < base.wall_s
+
+
 def test_bench_command_quick_json_and_out_file(capsys, tiny_model_dir, suite_file, tmp_path):
     out_file = tmp_path / "res" / "bench.json"
     code = main(["bench", "--target", str(tiny_model_dir), "--prompts", str(suite_file), "--quick",

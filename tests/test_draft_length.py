@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.draft_length import DRAFT_PROBE_AFTER, GATE_PROBE_MAX, PROBE_K, STEP_PROBE_EVERY, AutoK, GateK, HeuristicK
+from specviz.core.draft_length import (AUTO_PROBE_MAX, DRAFT_PROBE_AFTER, GATE_PROBE_MAX, GATE_STEP_SAMPLES, PROBE_K,
+                                      STEP_PROBE_EVERY, AutoK, GateK, HeuristicK)
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters import ModelDrafter, NgramDrafter
 
@@ -51,12 +52,26 @@ def test_auto_k_stops_drafting_when_no_k_can_pay():
 def test_auto_k_probes_acceptance_after_idle_passes_and_samples_the_step_again():
     control = AutoK(k_max=6, k=3)
     _feed(control, 30, step_ms=50.0, per_token_ms=30.0, acceptance=0.1)
-    control._idle = DRAFT_PROBE_AFTER
+    control._idle = control.probe_after
     assert control.choose(64) == PROBE_K
     keen = AutoK(k_max=6, k=3)
     _feed(keen, 10, step_ms=50.0, per_token_ms=0.5, acceptance=1.0)
     keen._since_step = STEP_PROBE_EVERY
     assert keen.choose(64) == 0
+
+
+def test_auto_k_backs_off_its_probes_while_nothing_is_accepted_and_resets_when_drafting_pays():
+    control = AutoK(k_max=6, k=4)
+    ks = _feed(control, 200, step_ms=50.0, per_token_ms=5.0, acceptance=0.0, draft_ms_per_token=2.0)
+    last_choice = max(i for i in range(10) if ks[i] > 0)  # the prior's early drafts, before the first probe
+    probes = [i for i, k in enumerate(ks) if k > 0 and i > last_choice]
+    assert all(ks[i] == PROBE_K for i in probes)
+    gaps = [b - a - 1 for a, b in zip([last_choice] + probes, probes)]  # plain passes before each probe
+    assert gaps[:4] == [DRAFT_PROBE_AFTER, 2 * DRAFT_PROBE_AFTER, 4 * DRAFT_PROBE_AFTER, AUTO_PROBE_MAX]
+    assert set(gaps[4:]) == {AUTO_PROBE_MAX}  # doubling, then the cap
+    assert len(probes) <= 2 + 200 // AUTO_PROBE_MAX  # without the backoff: one every DRAFT_PROBE_AFTER + 1 passes
+    ks = _feed(control, 80, step_ms=50.0, per_token_ms=5.0, acceptance=0.9, draft_ms_per_token=2.0)
+    assert control.probe_after == DRAFT_PROBE_AFTER and sum(k > 0 for k in ks[-20:]) >= 15  # acceptance came back
 
 
 def test_auto_k_estimates_unmeasured_sizes_from_measured_ones():
@@ -129,18 +144,34 @@ def test_gate_drafts_where_the_full_pass_pays_and_resamples_the_step():
     ks = _gate(control, 80, step_ms=50.0, full_ms=60.0, accepted=1)  # 2 tokens per 1.2 steps' time
     assert control.expected_gain == pytest.approx(2 * 50.0 / 60.0)
     steps = [i for i, k in enumerate(ks) if k == 0]
-    assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {STEP_PROBE_EVERY + 1}  # T(1) kept fresh
+    assert steps[:GATE_STEP_SAMPLES] == [1, 3, 5]  # the anchor timed a few times, one step after each full pass
+    later = steps[GATE_STEP_SAMPLES - 1:]
+    assert len(later) >= 3 and {b - a for a, b in zip(later, later[1:])} == {STEP_PROBE_EVERY + 1}  # kept fresh
+
+
+def test_gate_is_not_kept_drafting_by_one_step_timed_during_a_stall():
+    control = GateK(2)
+    step_times = iter([108.0] + [70.0] * 200)  # the first step caught the machine busy
+    ks = []
+    for _ in range(60):  # a full pass costs 95 ms and keeps 1 draft in 4: 1.25 tokens per 95 ms, a step 1 per 70
+        k = control.choose(64)
+        kept = 1 if k and len(ks) % 4 == 0 else 0
+        control.observe(k, k, kept, verify_ms=95.0 if k else next(step_times))
+        ks.append(k)
+    assert control.expected_gain < 1.0 and ks[-20:].count(0) >= 19  # plain steps once the anchor is known
+    assert ks[:6] == [2, 0, 2, 0, 2, 0]  # one step after each of the first full passes: the slow one is outvoted
 
 
 def test_gate_does_not_judge_a_drafter_by_its_warm_up_passes():
     control = GateK(2, warmup=2)
     ks = []
-    for i in range(6):  # the warm-up passes accept nothing (lookahead's pool is still empty), later ones 2 drafts
+    for i in range(10):  # the warm-up passes accept nothing (lookahead's pool is still empty), later ones 2 drafts
         k = control.choose(64)
         control.observe(k, k, (2 if i >= 2 else 0) if k else 0, verify_ms=60.0 if k else 50.0)
         ks.append(k)
     assert ks[:4] == [2, 2, 2, 0]  # two warm-up passes, one counted, then the step that anchors the comparison
-    assert control.expected_gain == pytest.approx(3 * 50.0 / 60.0) and ks[4:] == [2, 2]  # counted: 3 tokens a pass
+    assert ks[4:8] == [2, 0, 2, 0]  # the anchor timed GATE_STEP_SAMPLES times
+    assert control.expected_gain == pytest.approx(3 * 50.0 / 60.0) and ks[8:] == [2, 2]  # counted: 3 tokens a pass
 
 
 def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_target):
@@ -152,4 +183,7 @@ def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_tar
                    tiny_target.tokenizer, prompt)
     assert spec.token_ids == base.token_ids
     passes = [e for e in spec.events if e.kind == "pass"]
-    assert {e.k for e in passes} <= {0, 2} and passes[0].k == 2 and any(e.k == 0 for e in passes)
+    emitted = [sum(len(e.emitted_ids) for e in spec.events[:i]) for i, e in enumerate(spec.events) if e.kind == "pass"]
+    budgets = [config.max_new_tokens - n - 1 for n in emitted]  # draft tokens that could still be emitted
+    assert all(e.k in (0, min(2, budget)) for e, budget in zip(passes, budgets))  # a full pass (cut at the end) or a step
+    assert passes[0].k == 2 and any(e.k == 0 for e in passes)

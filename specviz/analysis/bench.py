@@ -11,6 +11,9 @@ Two benchmarks live here, both as plain functions that return JSON-able dicts (t
   ``generate()`` with the matching drafter (``prompt_lookup_num_tokens=k`` with
   ``max_matching_ngram_size`` = our ``ngram_max`` for n-gram lookup; ``assistant_model`` with
   ``num_assistant_tokens=k``, a constant schedule and no confidence cut-off for drafters that are models).
+  With ``paired`` (``bench --paired``) each of our speculative runs is instead timed in lockstep with a standard-
+  decoding run of its own (:func:`run_ours_paired`): one pass of each in turn, each timed on its own clock, so a
+  drift of the machine's speed (10-25 % over seconds on a shared VM) falls on both sides of every ratio.
 - :func:`kernel_bench` (the cost side). Time of one target forward over n new tokens after a prompt, the
   weight bytes each forward reads, the memory-copy floor, and the verify-cost curve T(k+1)/T(1).
 
@@ -18,7 +21,9 @@ Definitions used in the results (written here once, next to the numbers):
 - tokens_per_s = generated tokens / wall seconds of the whole call (prefill included, model loading
   excluded), the same stopwatch for our runs and for transformers' ``generate()``.
 - speedup = a method's tokens/s over the standard baseline's tokens/s of the same implementation
-  (ours over our baseline, transformers' over transformers' greedy).
+  (ours over our baseline, transformers' over transformers' greedy). With ``paired``, our speculative method's
+  tokens/s over the tokens/s of the standard runs it was paired with, and ``speedup_quartiles`` the quartiles of
+  the single runs' paired ratios (the spread the figure carries).
 - baseline_ratio_vs_transformers = our baseline tokens/s / transformers' greedy tokens/s.
 - speedup_ratio_vs_transformers = our speedup / transformers' speedup with the same drafter and k.
 - tokens_per_pass = tokens after the prefill's / target passes after the prefill (bonus included): ours,
@@ -49,6 +54,8 @@ import torch
 
 from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+from specviz.core.events import PassEvent
+from specviz.core.race import race
 from specviz.core.generation_settings import settings_record
 from specviz.core.verify import SamplingConfig
 from specviz.core.kv import Clock, compilations, forward_logits, new_cache, rollback_cache
@@ -202,6 +209,32 @@ def run_ours(target, drafter, prompt_ids: list[int], config: GenerationConfig) -
     return Measurement(result.token_ids, wall_s, stats.passes + 1, stats.passes, stats.drafted, stats.accepted, gaps)
 
 
+def _measurement(events: list[PassEvent], wall_s: float, baseline: bool) -> Measurement:
+    """A :class:`Measurement` of one run's events, timed ``wall_s`` seconds."""
+    stats = RunStats()
+    for event in events:
+        stats.add(event)
+    ids = tuple(t for e in events for t in e.emitted_ids)
+    gaps = tuple(g for e in events for g in [e.near_tie_gap] * len(e.emitted_ids)) if baseline else ()
+    return Measurement(ids, wall_s, stats.passes + 1, stats.passes, stats.drafted, stats.accepted, gaps)
+
+
+def run_ours_paired(target, drafter, prompt_ids: list[int], config: GenerationConfig
+                    ) -> tuple[Measurement, Measurement]:
+    """A speculative run and a standard-decoding run of the same prompt, one pass of each in turn
+    (:func:`specviz.core.race.race`: whichever is behind on its own clock goes next), each timed on its own clock
+    (``PassEvent.t_end_ms``: its drafts, forwards and bookkeeping, not the other run's). Both see the machine in
+    the same state within a pass or two, so their ratio does not move with the slow drift of a shared VM's speed.
+    Returns (speculative, standard) measurements; wall_s is each run's own clock in seconds."""
+    spec = speculative_generate(target, drafter, prompt_ids, config)
+    base = standard_generate(target, prompt_ids, config)
+    runs: dict[str, list[PassEvent]] = {"speculative": [], "baseline": []}
+    for event in race(spec, base):
+        runs[event.run].append(event)
+    return tuple(_measurement(runs[name], runs[name][-1].t_end_ms / 1000.0, name == "baseline")
+                 for name in ("speculative", "baseline"))
+
+
 class ForwardCounter:
     """Counts forward calls of exactly one module object (a context manager around a hook)."""
 
@@ -334,6 +367,7 @@ class BenchSettings:
     warm_suffix: bool = False  # suffix: False = cold (an empty store of earlier outputs for every run); True = the
     # store keeps one output of each earlier prompt of this bench (never the same prompt's warm-up or repeats)
     compare_transformers: bool = True
+    paired: bool = False  # time each of our speculative runs in lockstep with its own standard run (run_ours_paired)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)  # greedy; its logits processors apply
     stop_token_ids: tuple[int, ...] = ()
     extra: dict = field(default_factory=dict)
@@ -410,23 +444,40 @@ def first_difference(a: Iterable[int], b: Iterable[int]) -> int | None:
 
 def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], methods: list[Method],
                  settings: BenchSettings, progress: Progress | None = None, warmup: bool = True) -> dict:
-    """Warm up every method once (``warmup_tokens``) if ``warmup``, then run them interleaved ``repeats`` times."""
+    """Warm up every method once (``warmup_tokens``) if ``warmup``, then run them interleaved ``repeats`` times.
+    With ``settings.paired`` our speculative methods run paired with a standard run each (:func:`run_ours_paired`):
+    those standard runs are ``ours/standard``'s measurements, and each method's result carries
+    ``paired_speedup_all`` (standard seconds / its seconds, per repeat) and the paired standard runs' figures."""
+    paired = settings.paired and any(m.impl == "ours" and m.drafter != "none" for m in methods)
+    timed = [m for m in methods if not (paired and m.name == "ours/standard")]
     if warmup and settings.warmup_tokens > 0:
         for method in methods:
             _run_method(method, target, drafters, prompt_ids, min(settings.warmup_tokens, settings.max_new_tokens),
                         settings)
     runs: dict[str, list[Measurement]] = {m.name: [] for m in methods}
+    partners: dict[str, list[Measurement]] = {}
     baseline_gaps: tuple = ()
     for r in range(settings.repeats):
-        shift = r % len(methods)
-        for method in methods[shift:] + methods[:shift]:  # rotate the order so no method is always first
-            m = _run_method(method, target, drafters, prompt_ids, settings.max_new_tokens, settings)
+        shift = r % len(timed)
+        for method in timed[shift:] + timed[:shift]:  # rotate the order so no method is always first
+            if paired and method.impl == "ours" and method.drafter != "none":
+                m, base = _run_paired(method, target, drafters, prompt_ids, settings)
+                runs["ours/standard"].append(base)
+                partners.setdefault(method.name, []).append(base)
+                baseline_gaps = base.near_tie_gaps
+            else:
+                m = _run_method(method, target, drafters, prompt_ids, settings.max_new_tokens, settings)
             runs[method.name].append(m)
             if method.name == "ours/standard":
                 baseline_gaps = m.near_tie_gaps
         if progress:
             progress(f"  {prompt.id}: repeat {r + 1}/{settings.repeats} done")
     results = {name: _median_measurement(rs) for name, rs in runs.items()}
+    for name, bases in partners.items():
+        res = results[name]
+        res["paired_speedup_all"] = [round(b.wall_s / x.wall_s, 6) for b, x in zip(bases, runs[name])]
+        res["paired_baseline_wall_s"] = statistics.median(b.wall_s for b in bases)
+        res["paired_baseline_tokens"] = len(bases[0].token_ids)
     reference = results.get("transformers/standard")
     for name, res in results.items():
         if reference is None or name == "transformers/standard":
@@ -437,6 +488,13 @@ def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], 
             res["first_difference"] = diff
             res["baseline_near_tie_gap"] = baseline_gaps[diff] if diff < len(baseline_gaps) else None
     return {"id": prompt.id, "category": prompt.category, "prompt_tokens": len(prompt_ids), "results": results}
+
+
+def _run_paired(method: Method, target, drafters: dict, prompt_ids: list[int],
+                settings: BenchSettings) -> tuple[Measurement, Measurement]:
+    config = GenerationConfig(max_new_tokens=settings.max_new_tokens, k=method.k or 4, auto_k=method.adaptive,
+                              sampling=settings.sampling, stop_token_ids=settings.stop_token_ids)
+    return run_ours_paired(target, drafters.get(method.drafter), prompt_ids, config)
 
 
 def _pool(records: list[dict], name: str) -> dict | None:
@@ -458,6 +516,11 @@ def _pool(records: list[dict], name: str) -> dict | None:
         "tokens_per_forward": tokens / sum(forwards) if None not in forwards and sum(forwards) else None,
         "acceptance_rate": sum(r["accepted"] or 0 for r in rows) / drafted if drafted else None,
     }
+    if all("paired_speedup_all" in r for r in rows):  # ours, timed against standard runs of its own
+        base_s = sum(r["paired_baseline_wall_s"] for r in rows)
+        base_tokens = sum(r["paired_baseline_tokens"] for r in rows)
+        out["paired_tokens_per_s"] = base_tokens / base_s if base_s > 0 else None
+        out["speedup_quartiles"] = _quartiles([x for r in rows for x in r["paired_speedup_all"]])
     if any("ids_identical_to_transformers" in r for r in rows):
         out["ids_identical_to_transformers"] = all(r.get("ids_identical_to_transformers", True) for r in rows)
     return out
@@ -473,7 +536,8 @@ def summarize(records: list[dict], methods: list[Method]) -> dict:
     pooled = {name: fig for name, fig in pooled.items() if fig is not None}
     base = {impl: (pooled.get(f"{impl}/standard") or {}).get("tokens_per_s") for impl in ("ours", "transformers")}
     for name, fig in pooled.items():
-        fig["speedup"] = _ratio(fig["tokens_per_s"], base[name.split("/")[0]])
+        reference = fig.get("paired_tokens_per_s") or base[name.split("/")[0]]
+        fig["speedup"] = _ratio(fig["tokens_per_s"], reference)
     out = {"methods": pooled,
            "baseline_ratio_vs_transformers": _ratio(base["ours"], base["transformers"]),
            "speedup_ratio_vs_transformers": {}}
@@ -1090,7 +1154,8 @@ def format_bench(result: dict) -> str:
             same = fig.get("ids_identical_to_transformers")
             lines.append(f"{category if i == 0 else '':<15}{name:<26}{_fmt(fig['tokens_per_pass']):>9}"
                          f"{_fmt(fig['tokens_per_forward']):>8}{_fmt(fig['acceptance_rate']):>8}{_fmt(fig['tokens_per_s'], '.1f'):>8}"
-                         f"{_fmt(fig['speedup']):>9}{'-' if same is None else ('yes' if same else 'NO'):>8}")
+                         f"{_fmt(fig['speedup']):>9}{'-' if same is None else ('yes' if same else 'NO'):>8}"
+                         + (f"  paired runs {_fmt(q[0])}-{_fmt(q[1])}" if (q := fig.get("speedup_quartiles")) else ""))
         ratios = ", ".join(f"{v}: {_fmt(r)}" for v, r in summary["speedup_ratio_vs_transformers"].items())
         lines.append(f"{'':<15}baseline ours/transformers: {_fmt(summary['baseline_ratio_vs_transformers'])}; "
                      f"speedup ours/transformers: {ratios or '-'}")
@@ -1098,6 +1163,9 @@ def format_bench(result: dict) -> str:
     same = result["ids_identical_to_transformers"]
     lines.append("ids identical to transformers' greedy: " + ("not checked (no transformers runs)" if same is None
                                                                else "yes" if same else "NO"))
+    if result["settings"].get("paired"):
+        lines.append("paired: each ours/<drafter> speedup is against the standard runs timed in lockstep with it; "
+                     "'paired runs' = quartiles of the single runs' ratios")
     if result.get("lookahead_cost"):
         lines.append(lookahead_cost_line(result["lookahead_cost"]))
     for rec in result["prompts"]:

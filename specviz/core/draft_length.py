@@ -18,8 +18,10 @@ high and verification is cheap. The choice and its expected gain over k = 0, rat
 each pass event.
 
 Learning needs samples the choice alone would not give: while T(1) is unknown or stale the controller runs a k = 0
-pass now and then, and after several passes without drafting it drafts a short probe to see whether acceptance
-came back. Both cost little, and neither changes the output: the draft length never does (greedy output is the
+pass now and then, and after several passes without drafting it drafts a one-token probe to see whether acceptance
+came back. A probe after which drafting still does not pay doubles the number of plain steps before the next one
+(:data:`DRAFT_PROBE_AFTER` up to :data:`AUTO_PROBE_MAX`), so on text the drafter never guesses the probes cost
+little; a choice to draft resets the gap. Neither kind of sample changes the output: the draft length never does (greedy output is the
 baseline's; sampling keeps the target's distribution). Because the choice reads the run's timings, a sampled run
 with k = auto is exact but not bit-reproducible from its seed.
 
@@ -30,6 +32,8 @@ same measured rates.
 
 from __future__ import annotations
 
+import statistics
+from collections import deque
 from dataclasses import dataclass, field
 
 DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
@@ -39,7 +43,10 @@ PRIOR_SLOPE = 0.10  # T(n) / T(1) grows by this per extra token until two sizes 
 STEP_PROBE_EVERY = 24  # passes between k = 0 samples of T(1) when the choice never picks k = 0
 DRAFT_PROBE_AFTER = 6  # k = 0 passes in a row before a short draft tests acceptance again
 GATE_PROBE_MAX = 48  # GateK: the most steps between probes (the gap doubles after each probe that did not pay)
-PROBE_K = 2
+AUTO_PROBE_MAX = 24  # AutoK: the most steps between probes (the same doubling from DRAFT_PROBE_AFTER)
+GATE_STEP_SAMPLES = 3  # GateK: plain steps timed (one after each counted full pass) before the comparison is trusted
+GATE_COST_WINDOW = 8  # GateK: a cost is the median of this many recent passes of its kind
+PROBE_K = 1  # AutoK's probe drafts one token: the first position's acceptance is what decides whether any k pays
 
 
 class HeuristicK:
@@ -86,6 +93,8 @@ class AutoK:
         k_max: the longest draft considered.
         k: the draft length of the first pass (before anything was measured).
         expected_gain: rate(k) / rate(0) of the last choice (None before costs are known).
+        probe_after: plain passes in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
+            :data:`AUTO_PROBE_MAX` after each probe that did not make drafting pay).
     """
 
     k_max: int
@@ -98,6 +107,8 @@ class AutoK:
     _other: _Decaying = field(default_factory=_Decaying)  # ms per pass
     _since_step: int = 0
     _idle: int = 0
+    probe_after: int = DRAFT_PROBE_AFTER
+    _probed: bool = False  # the last pass was a probe
 
     def __post_init__(self) -> None:
         self._reached = [_Decaying() for _ in range(self.k_max)]
@@ -151,10 +162,16 @@ class AutoK:
             return min(self.k, limit)
         best = max(range(limit + 1), key=lambda k: (values[k], -k))
         self.expected_gain = values[best] / values[0]
+        probed, self._probed = self._probed, False
+        if best > 0:
+            self.probe_after = DRAFT_PROBE_AFTER
+        elif probed:
+            self.probe_after = min(2 * self.probe_after, AUTO_PROBE_MAX)  # the probe did not make drafting pay
         if best > 0 and 1 not in self._verify or self._since_step >= STEP_PROBE_EVERY:
             best = 0  # sample T(1): the anchor of every comparison
-        elif best == 0 and self._idle >= DRAFT_PROBE_AFTER and limit > 0:
+        elif best == 0 and self._idle >= self.probe_after and limit > 0:
             best = min(PROBE_K, limit)  # has acceptance come back?
+            self._probed = True
         return best
 
     def observe(self, requested: int, proposed: int, accepted: int, *, verify_ms: float = 0.0,
@@ -182,8 +199,13 @@ class GateK:
 
         gain = (E[tokens per full pass] / E[full pass ms]) / (1 / E[step ms]),
 
-    with both costs (the forward plus drafting and bookkeeping, ms) and the tokens a full pass emitted (accepted + 1)
-    decaying means over this run's own passes. gain >= 1 drafts; below, the run takes plain steps. The probes are
+    with both costs (the forward plus drafting and bookkeeping, ms) the median of the last :data:`GATE_COST_WINDOW`
+    passes of their kind and the tokens a full pass emitted (accepted + 1) a decaying mean over this run's own passes.
+    A median, because a shared machine's interference only ever adds time: one step timed during a stall (108 ms
+    against a usual 70 on the project's VM) once kept a whole answer drafting at 0.93x on a decaying mean. For the
+    same reason the gate times :data:`GATE_STEP_SAMPLES` plain steps, one after each of its first counted full
+    passes, before it trusts the comparison; a step costs nothing against standard decoding, which is all steps.
+    gain >= 1 drafts; below, the run takes plain steps. The probes are
     :class:`AutoK`'s: a step every :data:`STEP_PROBE_EVERY` full passes keeps T(1) fresh, and a full pass after
     :data:`DRAFT_PROBE_AFTER` steps in a row tests whether drafting pays again (a lookahead window advances only on
     its own passes, so the probe is also what lets its pool grow). A full pass costs far more than :class:`AutoK`'s
@@ -205,8 +227,9 @@ class GateK:
         self.k_max, self.warmup = k, max(0, warmup)
         self._full_passes = 0
         self.expected_gain: float | None = None
-        self._full = _Decaying()  # ms per full pass
-        self._step = _Decaying()  # ms per one-token step
+        self._full: deque[float] = deque(maxlen=GATE_COST_WINDOW)  # ms of recent full passes
+        self._step: deque[float] = deque(maxlen=GATE_COST_WINDOW)  # ms of recent one-token steps
+        self._steps_timed = 0
         self._tokens = _Decaying()  # tokens emitted per full pass
         self._since_step = 0
         self._idle = 0
@@ -217,11 +240,11 @@ class GateK:
         """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step)."""
         if budget <= 0:
             return 0
-        full, step, tokens = self._full.mean(), self._step.mean(), self._tokens.mean()
-        if full is None:
+        if not self._full:
             return self.k_max  # warming up, or no counted full pass yet
-        if step is None:
-            return 0  # time T(1) once: the anchor of the comparison
+        if self._steps_timed < GATE_STEP_SAMPLES and self._since_step > 0:
+            return 0  # time T(1), the anchor of the comparison, a few times before trusting it
+        full, step, tokens = statistics.median(self._full), statistics.median(self._step), self._tokens.mean()
         self.expected_gain = tokens * step / max(full, 1e-6)
         probed, self._probed = self._probed, False
         if self.expected_gain >= 1.0:
@@ -241,12 +264,13 @@ class GateK:
         cost = verify_ms + draft_ms + other_ms
         if requested > 0:
             if self._full_passes >= self.warmup:  # a warm-up pass is neither a full pass's cost nor its yield
-                self._full.add(cost)
+                self._full.append(cost)
                 self._tokens.add(1.0 + accepted)
             self._full_passes += 1
             self._since_step += 1
             self._idle = 0
         else:
-            self._step.add(cost)
+            self._step.append(cost)
+            self._steps_timed += 1
             self._since_step = 0
             self._idle += 1

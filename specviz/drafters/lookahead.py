@@ -15,6 +15,11 @@ Two branches ride in every target forward, beside the last committed token x:
   the one candidate chosen before the forward is verified as a deterministic (one-hot) draft by rejection sampling,
   which keeps the target's distribution exactly.
 
+The pool can start from the prompt (``pool_from_prompt``, on by default, as the reference implementation's
+``POOL_FROM_PROMPT`` option): every N-gram of the prompt goes in before the first pass, so from the first pass on
+the verification branch can copy material the prompt holds (documents to summarise or quote), while the window's
+own n-grams take over as they come.
+
 Both branches are one tree under x (:class:`~specviz.core.drafting.LookaheadPlan`): a window node's parent is the
 node below it in its column (level 0: the node to its left), so the engine's tree attention mask and positions
 (:mod:`specviz.core.tree`) are the paper's lookahead mask; candidates are chains from x. Only candidate nodes are
@@ -55,6 +60,7 @@ class LookaheadDrafter:
         ngram: N, the n-gram size (>= 2): N-1 levels, candidates of N-1 tokens.
         candidates: G, most pool n-grams verified per pass (>= 1; one when sampling).
         seed: seeds the window's first guesses (tokens drawn from the prompt).
+        pool_from_prompt: put the prompt's N-grams into the pool at the start of each run.
 
     Raises:
         ValueError: a size out of range.
@@ -64,20 +70,26 @@ class LookaheadDrafter:
     cache_len = None
 
     def __init__(self, window: int = DEFAULT_WINDOW, ngram: int = DEFAULT_NGRAM, candidates: int = DEFAULT_CANDIDATES,
-                 seed: int = 0) -> None:
+                 seed: int = 0, pool_from_prompt: bool = True) -> None:
         if window < 1 or ngram < 2 or candidates < 1:
             raise ValueError(f"lookahead needs window >= 1, n-gram size >= 2 and candidates >= 1; got W={window}, "
                              f"N={ngram}, G={candidates}")
         self.window, self.ngram, self.candidates, self.seed = window, ngram, candidates, seed
+        self.pool_from_prompt = pool_from_prompt
         self.name = f"lookahead (W={window}, N={ngram}, G={candidates})"
         self.reset([])
 
     def reset(self, prompt_ids: list[int]) -> None:
-        """Start a run: an empty pool; level 0 of the window guesses tokens drawn from the prompt."""
+        """Start a run: a pool holding the prompt's N-grams (empty without ``pool_from_prompt``); level 0 of the
+        window guesses tokens drawn from the prompt."""
         rng = random.Random(self.seed)
         source = list(prompt_ids) or [0]
         self.levels: list[list[int]] = [[rng.choice(source) for _ in range(self.window)]]
         self.pool: dict[int, OrderedDict[tuple[int, ...], None]] = {}
+        if self.pool_from_prompt:
+            ids = [int(t) for t in prompt_ids]
+            for start in range(len(ids) - self.ngram + 1):  # in prompt order: the latest occurrence is the most recent
+                self._remember(tuple(ids[start:start + self.ngram]))
         self._plan: LookaheadPlan | None = None
 
     @property
@@ -87,8 +99,8 @@ class LookaheadDrafter:
 
     @property
     def warmup_passes(self) -> int:
-        """Passes before the pool can hold a candidate: the window needs N-1 levels before its columns give
-        n-grams, so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) leaves these passes out of its means."""
+        """Passes before the window gives n-grams: it needs N-1 levels before its columns do (until then only the
+        prompt's n-grams can be candidates, and the passes are smaller than a full one), so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) leaves these passes out of its means."""
         return self.ngram - 1
 
     @property
