@@ -108,10 +108,14 @@ def test_paired_bench_times_each_speculative_run_against_its_own_standard_run(ti
         for name in ("ours/ngram@k2", "ours/ngram@auto"):
             assert res[name]["token_ids"] == base["token_ids"]  # greedy: identical ids in lockstep too
             assert len(res[name]["paired_speedup_all"]) == 2 and all(x > 0 for x in res[name]["paired_speedup_all"])
-            assert res[name]["paired_baseline_tokens"] == len(base["token_ids"])
-    for summary in [result["overall"], *result["categories"].values()]:
+            assert res[name]["paired_tokens_all"] == [[len(base["token_ids"])] * 2] * 2
+            ratios = [b / x for b, x in zip(res[name]["paired_baseline_s_all"], res[name]["wall_s_all"])]
+            assert ratios == pytest.approx(res[name]["paired_speedup_all"], rel=1e-4)
+    for category, summary in [("", result["overall"]), *result["categories"].items()]:
         fig = summary["methods"]["ours/ngram@k2"]
-        assert fig["speedup"] == pytest.approx(fig["tokens_per_s"] / fig["paired_tokens_per_s"])
+        rows = [p["results"]["ours/ngram@k2"] for p in result["prompts"] if category in ("", p["category"])]
+        assert fig["speedup"] == pytest.approx(sum(sum(r["paired_baseline_s_all"]) for r in rows)
+                                               / sum(sum(r["wall_s_all"]) for r in rows))  # greedy: equal tokens
         low, high = fig["speedup_quartiles"]
         assert 0 < low <= high
     assert "paired runs" in bench.format_bench(result)

@@ -22,8 +22,9 @@ Definitions used in the results (written here once, next to the numbers):
   excluded), the same stopwatch for our runs and for transformers' ``generate()``.
 - speedup = a method's tokens/s over the standard baseline's tokens/s of the same implementation
   (ours over our baseline, transformers' over transformers' greedy). With ``paired``, our speculative method's
-  tokens/s over the tokens/s of the standard runs it was paired with, and ``speedup_quartiles`` the quartiles of
-  the single runs' paired ratios (the spread the figure carries).
+  tokens/s over the tokens/s of the standard runs it was paired with, tokens and seconds summed over every pair
+  (:func:`paired_speedup`), and ``speedup_quartiles`` the quartiles of the single runs' paired ratios (the spread
+  the figure carries).
 - baseline_ratio_vs_transformers = our baseline tokens/s / transformers' greedy tokens/s.
 - speedup_ratio_vs_transformers = our speedup / transformers' speedup with the same drafter and k.
 - tokens_per_pass = tokens after the prefill's / target passes after the prefill (bonus included): ours,
@@ -476,8 +477,8 @@ def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], 
     for name, bases in partners.items():
         res = results[name]
         res["paired_speedup_all"] = [round(b.wall_s / x.wall_s, 6) for b, x in zip(bases, runs[name])]
-        res["paired_baseline_wall_s"] = statistics.median(b.wall_s for b in bases)
-        res["paired_baseline_tokens"] = len(bases[0].token_ids)
+        res["paired_baseline_s_all"] = [round(b.wall_s, 6) for b in bases]
+        res["paired_tokens_all"] = [[len(x.token_ids), len(b.token_ids)] for b, x in zip(bases, runs[name])]
     reference = results.get("transformers/standard")
     for name, res in results.items():
         if reference is None or name == "transformers/standard":
@@ -517,13 +518,24 @@ def _pool(records: list[dict], name: str) -> dict | None:
         "acceptance_rate": sum(r["accepted"] or 0 for r in rows) / drafted if drafted else None,
     }
     if all("paired_speedup_all" in r for r in rows):  # ours, timed against standard runs of its own
-        base_s = sum(r["paired_baseline_wall_s"] for r in rows)
-        base_tokens = sum(r["paired_baseline_tokens"] for r in rows)
-        out["paired_tokens_per_s"] = base_tokens / base_s if base_s > 0 else None
+        out["paired_speedup"] = paired_speedup(rows)
         out["speedup_quartiles"] = _quartiles([x for r in rows for x in r["paired_speedup_all"]])
     if any("ids_identical_to_transformers" in r for r in rows):
         out["ids_identical_to_transformers"] = all(r.get("ids_identical_to_transformers", True) for r in rows)
     return out
+
+
+def paired_speedup(rows: list[dict]) -> float | None:
+    """The speedup of paired runs (every repeat of every prompt in ``rows``, a method's per-prompt results): its
+    tokens per second over those of the standard runs it was paired with, each side's tokens and seconds summed
+    over all pairs; within a pair both saw the machine alike, so the sums keep that."""
+    spec_s = sum(sum(r["wall_s_all"]) for r in rows)
+    base_s = sum(sum(r["paired_baseline_s_all"]) for r in rows)
+    spec_tokens = sum(t[0] for r in rows for t in r["paired_tokens_all"])
+    base_tokens = sum(t[1] for r in rows for t in r["paired_tokens_all"])
+    if spec_s <= 0 or base_s <= 0 or not base_tokens:
+        return None
+    return (spec_tokens / spec_s) / (base_tokens / base_s)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -536,8 +548,8 @@ def summarize(records: list[dict], methods: list[Method]) -> dict:
     pooled = {name: fig for name, fig in pooled.items() if fig is not None}
     base = {impl: (pooled.get(f"{impl}/standard") or {}).get("tokens_per_s") for impl in ("ours", "transformers")}
     for name, fig in pooled.items():
-        reference = fig.get("paired_tokens_per_s") or base[name.split("/")[0]]
-        fig["speedup"] = _ratio(fig["tokens_per_s"], reference)
+        fig["speedup"] = fig["paired_speedup"] if "paired_speedup" in fig else \
+            _ratio(fig["tokens_per_s"], base[name.split("/")[0]])
     out = {"methods": pooled,
            "baseline_ratio_vs_transformers": _ratio(base["ours"], base["transformers"]),
            "speedup_ratio_vs_transformers": {}}

@@ -44,7 +44,7 @@ STEP_PROBE_EVERY = 24  # passes between k = 0 samples of T(1) when the choice ne
 DRAFT_PROBE_AFTER = 6  # k = 0 passes in a row before a short draft tests acceptance again
 GATE_PROBE_MAX = 48  # GateK: the most steps between probes (the gap doubles after each probe that did not pay)
 AUTO_PROBE_MAX = 24  # AutoK: the most steps between probes (the same doubling from DRAFT_PROBE_AFTER)
-GATE_STEP_SAMPLES = 3  # GateK: plain steps timed (one after each counted full pass) before the comparison is trusted
+GATE_STEP_SAMPLES = 3  # GateK: plain steps timed in a row after the first counted full pass, before it compares
 GATE_COST_WINDOW = 8  # GateK: a cost is the median of this many recent passes of its kind
 PROBE_K = 1  # AutoK's probe drafts one token: the first position's acceptance is what decides whether any k pays
 
@@ -203,8 +203,9 @@ class GateK:
     passes of their kind and the tokens a full pass emitted (accepted + 1) a decaying mean over this run's own passes.
     A median, because a shared machine's interference only ever adds time: one step timed during a stall (108 ms
     against a usual 70 on the project's VM) once kept a whole answer drafting at 0.93x on a decaying mean. For the
-    same reason the gate times :data:`GATE_STEP_SAMPLES` plain steps, one after each of its first counted full
-    passes, before it trusts the comparison; a step costs nothing against standard decoding, which is all steps.
+    same reason the gate times :data:`GATE_STEP_SAMPLES` plain steps in a row after its first counted full pass
+    before it trusts the comparison: a step costs nothing against standard decoding, which is all steps, while
+    more full passes would cost where they do not pay.
     gain >= 1 drafts; below, the run takes plain steps. The probes are
     :class:`AutoK`'s: a step every :data:`STEP_PROBE_EVERY` full passes keeps T(1) fresh, and a full pass after
     :data:`DRAFT_PROBE_AFTER` steps in a row tests whether drafting pays again (a lookahead window advances only on
@@ -242,8 +243,8 @@ class GateK:
             return 0
         if not self._full:
             return self.k_max  # warming up, or no counted full pass yet
-        if self._steps_timed < GATE_STEP_SAMPLES and self._since_step > 0:
-            return 0  # time T(1), the anchor of the comparison, a few times before trusting it
+        if self._steps_timed < GATE_STEP_SAMPLES:
+            return 0  # time T(1), the anchor of the comparison, a few times in a row before trusting it
         full, step, tokens = statistics.median(self._full), statistics.median(self._step), self._tokens.mean()
         self.expected_gain = tokens * step / max(full, 1e-6)
         probed, self._probed = self._probed, False
