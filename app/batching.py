@@ -368,13 +368,23 @@ def speedup_text(row: dict) -> str:
     return f"{row['speedup']:.2f}× ({spread})"
 
 
+COST_DISAGREEMENT = 1.25  # the grid's and the sweep's pass costs differ by more than this factor: too noisy
+
+
 def noisy_prediction(row: dict, rows: list[dict]) -> bool:
-    """A predicted speedup above the B = 1 tokens per pass it is made from (by more than 5 %): the forward grid timed
-    a pass over k+1 tokens per row cheaper than a one-token step, which no machine does (the machine's speed changed:
-    noise, not a prediction)."""
+    """Whether a row's predicted speedup is too noisy to show as a prediction: it is above the B = 1 tokens per pass
+    it is made from (by more than 5 %: the forward grid timed a pass over k+1 tokens per row cheaper than a one-token
+    step, which no machine does), or the grid's pass cost T(B, k+1) / T(B, 1) and the one the sweep itself measured
+    (the table's) differ by more than :data:`COST_DISAGREEMENT` times (the machine's speed changed between the two
+    timings, e.g. another program took a core: a contention that makes one-token steps several times slower)."""
     first = next((r for r in rows if r["batch"] == 1 and r.get("tokens_per_pass")), None)
     predicted = row.get("predicted")
-    return predicted is not None and first is not None and predicted > first["tokens_per_pass"] * 1.05
+    if predicted is None or first is None:
+        return False
+    if predicted > first["tokens_per_pass"] * 1.05:
+        return True
+    grid, sweep = row.get("predicted_pass_cost"), row.get("pass_cost")
+    return bool(grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT)
 
 
 def sweep_columns(k: int, rows: list[dict] = ()) -> list[tuple[str, Callable[[dict], str]]]:
@@ -541,10 +551,10 @@ def sweep_figure(result: dict) -> go.Figure:
     predicted = [r for r in predicted if r not in unsure]
     if unsure:
         data.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in unsure],
-                     "y": [r["predicted"] for r in unsure], "name": "predicted: too noisy (a pass timed below a step)",
+                     "y": [r["predicted"] for r in unsure], "name": "predicted: too noisy (its timings disagree)",
                      "marker": {"size": 8, "symbol": "diamond-open", "color": COLORS["other"]},
-                     "hovertemplate": "B = %{x}: predicted %{y:.2f}×, too noisy: the grid timed a pass cheaper "
-                                      "than a step<extra></extra>"})
+                     "hovertemplate": "B = %{x}: predicted %{y:.2f}×, too noisy: its forward timings put a pass below "
+                                      "a step or far from the sweep's own pass cost<extra></extra>"})
     if predicted:
         data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in predicted],
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",

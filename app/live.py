@@ -35,7 +35,7 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import gradio as gr
@@ -50,6 +50,7 @@ from app.lookahead_view import LookaheadView
 from app.messages import log_failure, report
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
+from specviz.analysis.bench import CpuShare
 from specviz.compiled import COMPILING_NOTE, forward_path
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
@@ -68,6 +69,7 @@ OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "histo
 """What :func:`generate` yields, in order (the components' elem_ids); "run-progress" is the status's compact copy
 under the Generate button (:func:`progress_html`)."""
 
+CONTENDED_SHARE = 0.2  # other programs took more than this share of the CPUs during a run: its ratio is not judged
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
 CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
 HISTORY_ROWS = 12
@@ -170,6 +172,7 @@ class RunView:
     lookahead: LookaheadView | None = None  # made at the first lookahead pass: its window, pool and candidates
     prompt_tokens: int = 0  # what the target read (after any cut)
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
+    cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
 
     def add(self, event: PassEvent) -> None:
@@ -229,8 +232,18 @@ class RunView:
             return None
         counts = (len(self.spec_stats.pass_ms), len(self.base_stats.pass_ms))
         if self._judged[0] != counts:
-            self._judged = (counts, judge_decode_speedup(self.spec_stats, self.base_stats))
+            self._judged = (counts, self._disturbed(judge_decode_speedup(self.spec_stats, self.base_stats)))
         return self._judged[1]
+
+    def _disturbed(self, judged: SpeedupJudgement) -> SpeedupJudgement:
+        """``judged``, or "too noisy" with the reason when other programs took more than :data:`CONTENDED_SHARE`
+        of the CPUs during the runs (both runs share the device, but a step suffers more than a wide pass)."""
+        share = self.cpu.others() if self.cpu is not None else None
+        if share is None or share <= CONTENDED_SHARE or judged.verdict == "too short":
+            return judged
+        return replace(judged, verdict="too noisy",
+                       reason=f"other programs used {share:.0%} of this machine's CPU time during the run, which "
+                              f"slows one-token steps more than wide passes")
 
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""
@@ -733,6 +746,7 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
     _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
     yield _outputs(status=reading())
+    view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
         yield from _stream(view, stream, job.cancel, reading)

@@ -193,8 +193,9 @@ def pass_html(lp: LookaheadPass, *, open_: bool = True, reveal: str = "all") -> 
     window = sum(len(level) for level in lp.levels)
     won = (f"candidate {lp.winner + 1} won: {lp.accepted} token{'s' if lp.accepted != 1 else ''} accepted"
            if lp.winner is not None else "no candidate") if verdict else "not judged yet"
+    added = f", {lp.added} new after this pass" if jacobi else ""
     summary = (f"<b>Pass {lp.index}</b> · window {len(lp.levels)}×{lp.columns} = {window} tokens · pool "
-               f"{lp.pool_size} n-grams{f' (+{lp.added})' if jacobi else ''} · {len(lp.candidates)} candidate"
+               f"{lp.pool_size} n-grams{added} · {len(lp.candidates)} candidate"
                f"{'s' if len(lp.candidates) != 1 else ''} · {won}")
     winner = "" if lp.winner is None or not verdict else lp.winner
     return (f'<details class="la-pass" data-pass="{lp.index}" data-pool="{lp.pool_size}" data-added="{lp.added}" '

@@ -96,4 +96,16 @@ def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart(
     assert [r[column] for r in table["data"]] == ["too noisy (3.74)", "0.84"]
     traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": rows}).data}
     assert list(traces["predicted from B = 1 and T(B, n)"].x) == [2]
-    assert list(traces["predicted: too noisy (a pass timed below a step)"].x) == [1]
+    assert list(traces["predicted: too noisy (its timings disagree)"].x) == [1]
+
+
+def test_a_prediction_from_costs_the_sweep_contradicts_is_noise():
+    """Seen in the browser with a second program taking a core: the table showed a pass costing 1.97 steps at B = 1
+    and 2.33 tokens per pass, but Predicted 2.26 (the forward grid, timed at another moment, had a pass at ~1.0
+    step). A prediction whose pass cost differs from the sweep's own by more than 25 % says too noisy."""
+    base = {"batch": 1, "pass_cost": 1.97, "speedup": 1.57, "tokens_per_pass": 2.33, "repeats": [(10.0, 15.7)] * 3,
+            "kv_megabytes": 1.0, "standard_tps": 10.0, "speculative_tps": 15.7, "step_ms": 81.2, "verify_ms": 159.8}
+    contradicted = dict(base, predicted=2.26, predicted_pass_cost=1.03)
+    agreeing = dict(base, predicted=1.18, predicted_pass_cost=1.90)
+    assert batching.noisy_prediction(contradicted, [contradicted])
+    assert not batching.noisy_prediction(agreeing, [agreeing])

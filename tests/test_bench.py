@@ -119,6 +119,8 @@ def test_paired_bench_times_each_speculative_run_against_its_own_standard_run(ti
         low, high = fig["speedup_quartiles"]
         assert 0 < low <= high
     assert "paired runs" in bench.format_bench(result)
+    assert "baseline ours/transformers" not in bench.format_bench(result)  # no transformers runs: no such line
+    assert bench._paired_cell({"speedup_quartiles": [1.41, 1.41], "paired_runs": 1}) == "  one paired run: no spread"
 
 
 def test_paired_runs_have_their_own_clocks(tiny_target):

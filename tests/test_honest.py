@@ -148,6 +148,37 @@ def test_a_noisy_run_is_never_shown_in_large_green_or_red():
     assert view.summary()["speedup"] is None and view.summary()["speedup_note"] == "too noisy"
 
 
+def test_a_run_during_which_other_programs_took_the_cpus_is_too_noisy_to_tell():
+    """Seen in the browser with a second program at one full core: steps 5-14x slower than usual, and lookahead shown
+    2.13x faster in green where its passes cost 1.9 steps. A run is judged only when others left the CPUs alone."""
+    class Share:
+        def __init__(self, share):
+            self.share = share
+
+        def others(self):
+            return self.share
+
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    quiet, busy = _view(spec, base), _view(spec, base)
+    quiet.cpu, busy.cpu = Share(0.05), Share(0.45)
+    assert quiet.judgement().verdict == "faster"
+    judged = busy.judgement()
+    assert judged.verdict == "too noisy" and judged.value == pytest.approx(quiet.judgement().value)
+    assert "other programs used 45% of this machine's CPU time" in judged.describe()
+    stats = busy.stats_html()
+    assert "hero noisy" in stats and "hero good" not in stats and "45%" in stats
+    assert busy.summary()["speedup"] is None and busy.summary()["speedup_note"] == "too noisy"
+
+
+def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
+    from specviz.analysis.bench import CpuShare
+    share = CpuShare()
+    assert share.others() is None or 0.0 <= share.others() <= 1.0  # None: under 0.2 s of CPU time passed yet
+    share._start = (share._start[0] - 10.0, share._start[1] - 1.0, share._start[2]) if share._start else None
+    if share._start is not None:  # 10 s of all CPUs' time earlier, 1 s of it busy and none of it ours
+        assert 0.05 <= share.others() <= 0.2
+
+
 def test_rates_are_judged_on_the_passes_after_the_prefill():
     spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
     s, b = RunStats(), RunStats()

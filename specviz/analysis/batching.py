@@ -96,6 +96,7 @@ class SweepRow:
     pass_cost: float | None  # T(B, k+1) / T(B, 1)
     kv_megabytes: float
     predicted: float | None = None
+    predicted_pass_cost: float | None = None  # T(B, k+1) / T(B, 1) of the forward grid the prediction was made from
     repeats: list[tuple[float, float]] = field(default_factory=list)  # (standard tps, speculative tps) per repeat
 
     def as_dict(self) -> dict:
@@ -155,6 +156,7 @@ def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
         verify = table.get(k + 1, row.verify_ms)
         if step and verify:
             row.predicted = first.tokens_per_pass * step / (verify + row.batch * draft_per_row)
+            row.predicted_pass_cost = verify / step
 
 
 def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,

@@ -520,6 +520,7 @@ def _pool(records: list[dict], name: str) -> dict | None:
     if all("paired_speedup_all" in r for r in rows):  # ours, timed against standard runs of its own
         out["paired_speedup"] = paired_speedup(rows)
         out["speedup_quartiles"] = _quartiles([x for r in rows for x in r["paired_speedup_all"]])
+        out["paired_runs"] = sum(len(r["paired_speedup_all"]) for r in rows)
     if any("ids_identical_to_transformers" in r for r in rows):
         out["ids_identical_to_transformers"] = all(r.get("ids_identical_to_transformers", True) for r in rows)
     return out
@@ -569,6 +570,42 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+class CpuShare:
+    """How much of this machine's CPU time other processes took since this object was made: (busy CPU time of all
+    processes, from ``/proc/stat``, steal time included) minus this process's own (``os.times``), over all CPUs'
+    time. A run's timings are distorted where it is high: with two torch threads, a forward whose second thread is
+    descheduled waits at every operation, so a one-token step slows down far more than a wide verify (seen in the
+    browser: a second program at one full core made steps 5-14x slower and lookahead look 2.1x faster where its
+    passes cost 1.9 steps). Linux only; elsewhere :meth:`others` is None."""
+
+    def __init__(self) -> None:
+        self._start = self._snapshot()
+
+    @staticmethod
+    def _snapshot() -> tuple[float, float, float] | None:
+        """(all CPUs' time, their busy time, this process's CPU time), in seconds; None without /proc/stat."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                ticks = [int(v) for v in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+            hertz = os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, AttributeError):
+            return None
+        own = os.times()
+        total = sum(ticks) / hertz
+        return total, total - (ticks[3] + ticks[4]) / hertz, own.user + own.system
+
+    def others(self) -> float | None:
+        """The share (0..1) of all CPUs' time used by other processes since the start; None when unknown or when
+        too little time passed to tell (under 0.2 s of CPU time)."""
+        now = self._snapshot()
+        if now is None or self._start is None:
+            return None
+        total, busy, own = (b - a for a, b in zip(self._start, now))
+        if total < 0.2:
+            return None
+        return min(1.0, max(0.0, (busy - own) / total))
 
 
 def busy_machine_warning() -> str | None:
@@ -822,6 +859,10 @@ DEFINITIONS = {
     "acceptance_rate": "accepted / drafted (bonus excluded); ours only",
     "ids_identical_to_transformers": "every output of ours has the ids of transformers' greedy generate()",
     "aggregation": "pooled over prompts: total tokens / total seconds, total accepted / total drafted",
+    "paired": "with --paired: each of our speculative runs advanced one pass at a time together with a standard "
+              "run of its own, each timed on its own clock; speedup = its tokens/s over those standard runs' "
+              "tokens/s, tokens and seconds summed over every pair; speedup_quartiles = quartiles of the single "
+              "pairs' ratios",
 }
 
 
@@ -1167,17 +1208,18 @@ def format_bench(result: dict) -> str:
             lines.append(f"{category if i == 0 else '':<15}{name:<26}{_fmt(fig['tokens_per_pass']):>9}"
                          f"{_fmt(fig['tokens_per_forward']):>8}{_fmt(fig['acceptance_rate']):>8}{_fmt(fig['tokens_per_s'], '.1f'):>8}"
                          f"{_fmt(fig['speedup']):>9}{'-' if same is None else ('yes' if same else 'NO'):>8}"
-                         + (f"  paired runs {_fmt(q[0])}-{_fmt(q[1])}" if (q := fig.get("speedup_quartiles")) else ""))
-        ratios = ", ".join(f"{v}: {_fmt(r)}" for v, r in summary["speedup_ratio_vs_transformers"].items())
-        lines.append(f"{'':<15}baseline ours/transformers: {_fmt(summary['baseline_ratio_vs_transformers'])}; "
-                     f"speedup ours/transformers: {ratios or '-'}")
+                         + _paired_cell(fig))
+        if summary["baseline_ratio_vs_transformers"] is not None:
+            ratios = ", ".join(f"{v}: {_fmt(r)}" for v, r in summary["speedup_ratio_vs_transformers"].items())
+            lines.append(f"{'':<15}baseline ours/transformers: {_fmt(summary['baseline_ratio_vs_transformers'])}; "
+                         f"speedup ours/transformers: {ratios or '-'}")
     lines.append("")
     same = result["ids_identical_to_transformers"]
     lines.append("ids identical to transformers' greedy: " + ("not checked (no transformers runs)" if same is None
                                                                else "yes" if same else "NO"))
     if result["settings"].get("paired"):
         lines.append("paired: each ours/<drafter> speedup is against the standard runs timed in lockstep with it; "
-                     "'paired runs' = quartiles of the single runs' ratios")
+                     "'paired runs' = quartiles of the single runs' ratios (how many runs)")
     if result.get("lookahead_cost"):
         lines.append(lookahead_cost_line(result["lookahead_cost"]))
     for rec in result["prompts"]:
@@ -1209,6 +1251,17 @@ def format_bench(result: dict) -> str:
                  f"{result['versions']['transformers']}; {result['wall_s']:.1f} s; load average at start "
                  f"{_fmt(m.get('load_average_1min'), '.1f')}, at end {_fmt(m.get('load_average_1min_end'), '.1f')}")
     return "\n".join(lines)
+
+
+def _paired_cell(fig: dict) -> str:
+    """The spread of a paired figure: "  paired runs 0.97-1.05 (12)" (quartiles of the single pairs' ratios, how
+    many pairs), "  one paired run" (no spread to give), or "" for an unpaired figure."""
+    q, runs = fig.get("speedup_quartiles"), fig.get("paired_runs")
+    if not q:
+        return ""
+    if runs == 1:
+        return "  one paired run: no spread"
+    return f"  paired runs {_fmt(q[0])}-{_fmt(q[1])} ({runs})"
 
 
 def _verify_costs(fig: dict) -> str:

@@ -504,6 +504,7 @@ class SpeedupJudgement:
     value: float | None
     interval: Interval | None
     passes: int
+    reason: str | None = None  # why a "too noisy" verdict was given, when not the interval's width
 
     @property
     def finding(self) -> bool:
@@ -517,6 +518,8 @@ class SpeedupJudgement:
                     f"at least {MIN_JUDGED_PASSES} needed")
         i = self.interval
         span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
+        if self.verdict == "too noisy" and self.reason:
+            return f"too noisy to tell: {self.reason} (measured {span})"
         return {"faster": f"faster: {span}", "slower": f"slower: {span}",
                 "same": f"no clear difference: {span}",
                 "too noisy": f"too noisy to tell: {span} spans 1.0 widely"}[self.verdict]
