@@ -202,12 +202,7 @@ def run_ours(target, drafter, prompt_ids: list[int], config: GenerationConfig) -
     else:
         events = speculative_generate(target, drafter, prompt_ids, config)
     result = collect(events, target.tokenizer, prompt_ids)
-    wall_s = (clock.now_ms() - t0) / 1000.0
-    stats = RunStats()
-    for event in result.events:
-        stats.add(event)
-    gaps = tuple(g for e in result.events for g in [e.near_tie_gap] * len(e.emitted_ids)) if drafter is None else ()
-    return Measurement(result.token_ids, wall_s, stats.passes + 1, stats.passes, stats.drafted, stats.accepted, gaps)
+    return _measurement(list(result.events), (clock.now_ms() - t0) / 1000.0, drafter is None)
 
 
 def _measurement(events: list[PassEvent], wall_s: float, baseline: bool) -> Measurement:
