@@ -27,10 +27,10 @@ from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer,
                         parse_generation_settings)
-from app.messages import report
+from app.messages import report, tell_when_clamped
 from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
                                     to_csv, to_json)
-from specviz.analysis.bench import EXAMPLE_PROMPTS, busy_machine_warning, load_prompts
+from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.verify import SamplingConfig
@@ -389,7 +389,7 @@ def _result_outputs(result: ArenaResult, status: str):
                     charts=arena_figure(result.summary), predictions=predictions_figure(result.summary))
 
 
-def _done_status(result: ArenaResult, seconds: float, notes=()) -> str:
+def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | None = None) -> str:
     same = result.ids_identical
     check = {True: " · greedy outputs identical to standard decoding ✓",
              False: " · some greedy outputs differ from standard decoding (see “Same ids”)",
@@ -399,7 +399,7 @@ def _done_status(result: ArenaResult, seconds: float, notes=()) -> str:
         return render.status_html(f"Stopped after {render.plural(n, 'prompt')} in {seconds:.0f} s; the downloads "
                                   "hold those.", "info", notes=notes)
     target = result.environment.get("target", {}).get("label", "")
-    busy = busy_machine_warning()
+    busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
     drift = (f" · {render.plural(noisy, 'prompt × method pair')} noisy (baselines beside the method more than "
              f"{NOISY_DRIFT:.0%} apart, or a speedup above its tokens per pass): the machine's speed changed, read "
@@ -434,7 +434,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
     methods = len(s["drafters"]) * len(s["ks"]) + 1
     prompts = render.plural(len(s["prompts"]), "prompt")
     job = device.start(RUNS, request, f"the arena is running ({prompts} × {render.plural(methods, 'method')})")
-    started = time.monotonic()
+    started, cpu = time.monotonic(), CpuShare()
     try:
         hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status
         yield _outputs(status=render.status_html(
@@ -442,7 +442,7 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
             f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each…", "busy",
             notes=notes), summary=table([]), prompts=table([], PROMPT_COLUMNS))[:3] + (hidden,) * 4
         result = yield from _race_on_device(job, s, bool(chat_template), _Progress(progress, notes, started))
-        yield from _show_result(result, job, time.monotonic() - started, notes)
+        yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)
     finally:
@@ -527,8 +527,9 @@ class _Progress:
         return _outputs(status=self._running(now))
 
 
-def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: list[str]):
-    """The final outputs: the table, charts and both downloads; or why there is nothing to show."""
+def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: list[str], cpu: CpuShare | None = None):
+    """The final outputs: the table, charts and both downloads; or why there is nothing to show (``cpu``: started
+    with the run, for the busy warning)."""
     if result is None:
         if job.cancelled:
             yield _outputs(status=render.status_html("Stopped.", "info"))
@@ -538,7 +539,8 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
                                                  "info"))
         return
     csv_path, json_path = write_files(result)
-    final = _result_outputs(result, _done_status(result, seconds, notes + [n for n in result.notes if n not in notes]))
+    final = _result_outputs(result, _done_status(result, seconds, notes + [n for n in result.notes if n not in notes],
+                                                  cpu))
     yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
@@ -604,7 +606,7 @@ def _results_column() -> tuple:
     status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                           elem_id="arena-table", max_height=420, wrap=False)
+                           elem_id="arena-table", elem_classes=["sv-wide-table"], max_height=420, wrap=False)
     charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
     predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
     with gr.Row(elem_id="arena-downloads"):
@@ -613,7 +615,7 @@ def _results_column() -> tuple:
                             interactive=False, visible=False)
     with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
         per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
-                                  max_height=480, show_label=False)
+                                  elem_classes=["sv-wide-table"], max_height=480, show_label=False)
     gr.HTML(NOTE, elem_id="arena-definitions")
     return status, summary, per_prompt, charts, predictions, csv_file, json_file
 
@@ -669,5 +671,6 @@ def build_tab(target: str = "embedded") -> None:
     run_btn.click(run, inputs=inputs, outputs=outputs, api_name="arena", show_progress="full",
                   show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
+    tell_when_clamped(max_new_tokens, status, "Max new tokens per run")
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

@@ -42,10 +42,11 @@ from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, number, text
-from app.messages import report
+from app.messages import report, tell_when_clamped
 from specviz.analysis.arena import grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.analysis.batching import BATCH_SIZES, batch_sweep, sampling_check
-from specviz.analysis.bench import EXAMPLE_PROMPTS, busy_machine_warning, environment, load_prompts
+from specviz.analysis.bench import (CONTENDED_SHARE, EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, environment,
+                                    load_prompts)
 from specviz.core.engine import MAX_K, GenerationConfig
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import NONE, choices, make_drafter
@@ -282,7 +283,8 @@ def device_name(loaded) -> str:
 def _sweep_work(job: Job, s: SweepSettings) -> dict:
     """In the job's thread: load, encode, probe (the estimate), the grid (when asked) and the sweep. Says
     ("progress", (fraction, message)) and ("estimate", seconds) through the job. Returns batch_sweep's result
-    with "settings", "environment", "device", "grid" and "prompt_tokens" added."""
+    with "settings", "environment", "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of
+    the CPUs while the grid and the sweep were timed, :class:`CpuShare`; None where unknown) added."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
@@ -296,7 +298,7 @@ def _sweep_work(job: Job, s: SweepSettings) -> dict:
     say(0.0, "Timing a few forwards for the estimate…")
     probe = probe_forward_ms(loaded, (1, s.k + 1, PROBE_WIDE))
     job.say(("estimate", sweep_seconds(probe, s, prompt_len)))
-    grid, share = None, 0.0
+    grid, share, cpu = None, 0.0, CpuShare()  # other programs' share of the CPUs from here to the sweep's end
     if s.predicted:
         whole = sweep_seconds(probe, s, prompt_len)
         share = grid_seconds(probe, prompt_len=prompt_len, token_counts=(1, s.k + 1),
@@ -310,6 +312,7 @@ def _sweep_work(job: Job, s: SweepSettings) -> dict:
                          progress=lambda f, m: say(share + (1 - share) * f, m), should_stop=job.should_stop)
     result["stopped"] = result["stopped"] or bool(grid and grid["stopped"])
     result.update(settings=asdict(s), environment=environment(loaded), device=device_name(loaded),
+                  cpu_others=cpu.others(),
                   label=loaded.label, prompt_tokens=[len(p) for p in prompts],
                   grid=None if grid is None else {"ms": grid["ms"], "spread": grid.get("spread"),
                                                    "impossible": grid.get("impossible"),
@@ -441,15 +444,16 @@ def _first_clause(rows: list[dict], k: int, where: str) -> str:
     elif rows[0]["pass_cost"] is not None and not impossible(rows[0]):
         cheap = (f"{where} a pass over {rows[0]['batch']} × {k + 1} tokens already costs "
                  f"{rows[0]['pass_cost']:.1f} steps at B = {rows[0]['batch']}")
-    else:
-        cheap = where
+    else:  # no pass cost to read: the verdict alone ("On this CPU speculation pays (…)")
+        cheap = None
     tpp = _fmt(first["tokens_per_pass"], ".1f")
-    return cheap + {
-        "pays": f", so speculation pays ({first['speedup']:.2f}× at B = {first['batch']})",
-        "even": f", and speculation breaks even ({first['speedup']:.2f}× at B = {first['batch']})",
-        "loses": f", but speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×: {tpp} "
-                 "tokens per pass do not cover the pass and the drafting)",
+    link, claim = {
+        "pays": (", so", f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']})"),
+        "even": (", and", f"speculation breaks even ({first['speedup']:.2f}× at B = {first['batch']})"),
+        "loses": (", but", f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×: {tpp} "
+                           "tokens per pass do not cover the pass and the drafting)"),
     }[verdict(first)]
+    return f"{cheap}{link} {claim}" if cheap else f"{where} {claim}"
 
 
 def _second_clause(rows: list[dict], k: int) -> str:
@@ -469,12 +473,35 @@ def _second_clause(rows: list[dict], k: int) -> str:
     return f"; it {word} at B = {last['batch']} ({last['speedup']:.2f}×{cost})."
 
 
+def disturbance(result: dict) -> str | None:
+    """Why none of the sweep's timings can be read, or None: other programs took more than
+    :data:`CONTENDED_SHARE` of the machine's CPU time while the grid and the sweep were timed (``cpu_others``, from
+    :class:`CpuShare`: a descheduled torch thread slows a one-token step far more than a wide pass, so every speedup
+    and pass cost is off, in a direction that flatters speculation); where that share is unknown, a load average
+    above half the CPUs at the sweep's end (``environment``)."""
+    share = result.get("cpu_others")
+    if share is not None:
+        return (f"other programs used {share:.0%} of this machine's CPU time while it was measured, which slows "
+                "one-token steps more than wide passes" if share > CONTENDED_SHARE else None)
+    machine = result.get("environment", {}).get("machine", {})
+    load, cpus = machine.get("load_average_1min"), machine.get("cpu_count") or 1
+    if load is not None and load > 0.5 * cpus:
+        return (f"the machine was busy (load average {load:.1f} on {cpus} CPUs), so steps and passes were slowed "
+                "unevenly")
+    return None
+
+
 def sweep_lesson(result: dict) -> str:
     """One plain sentence (or a few) that reads the lesson off the measured rows; noisy rows are named as such,
-    never read as findings."""
+    never read as findings, and a sweep that other work disturbed (:func:`disturbance`) draws no conclusion."""
     rows = [r for r in result["rows"] if verdict(r) != "none"]
     if not rows:
         return "Nothing was measured yet: no batch size finished."
+    disturbed = disturbance(result)
+    if disturbed:
+        return (f"The timings are too noisy to tell whether speculation pays at any batch size: {disturbed}, so "
+                "neither the pass cost nor the speedup can be read off them. Measure again when the machine is "
+                "quieter.")
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):
@@ -621,6 +648,8 @@ DEFINITIONS = {
     "step_ms / verify_ms": "T(B, 1) / T(B, k+1): median ms of the runs' own full-batch forwards",
     "pass_cost": "T(B, k+1) / T(B, 1): one verification pass in one-token steps",
     "kv_megabytes": "the batch's KV cache at its longest row's end (keys and values, all layers)",
+    "other_programs_cpu_share": f"share (0..1) of all CPUs' time that other programs used while the grid and the "
+                                f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads nothing off the timings",
 }
 CSV_COLUMNS = ("batch", "standard_tps", "speculative_tps", "speedup", "speedup_min", "speedup_max", "verdict",
                "predicted", "tokens_per_pass", "step_ms", "verify_ms", "pass_cost", "kv_megabytes")
@@ -656,6 +685,7 @@ def sweep_json(result: dict) -> dict:
             "machine": env.get("machine", {}), "device": env.get("device", {}), "target": env.get("target", {}),
             "definitions": DEFINITIONS, "stopped": result["stopped"],
             "crossover": (crossover(result["rows"]) or {}).get("batch"), "lesson": sweep_lesson(result),
+            "other_programs_cpu_share": result.get("cpu_others"),
             "rows": csv_rows(result), "grid": result.get("grid"), "wall_s": result.get("wall_s")}
 
 
@@ -744,13 +774,14 @@ def _swept(result: dict | None, seconds: float) -> tuple:
                                                     "show.", "info"))
     result["wall_s"] = round(seconds, 1)
     csv_path, json_path = write_sweep_files(result)
-    busy = busy_machine_warning()
+    busy = disturbance(result)
     sizes = ", ".join(str(r["batch"]) for r in result["rows"])
     head = (f"Stopped after B = {sizes} ({seconds:.0f} s); the downloads hold those." if result["stopped"] else
             f"Measured B = {sizes} in {seconds:.0f} s on {result.get('label', 'the target')} ({result['device']}): "
             f"k = {result['k']}, {result['max_new_tokens']} new tokens per row, {REPEATS} interleaved repeats per "
             "B, medians.")
-    status = render.status_html(head + (f" · {busy}" if busy else ""), "info" if result["stopped"] else "done")
+    status = render.status_html(head + (f" · warning: {busy}: the timings are too noisy to tell" if busy else ""),
+                                "info" if result["stopped"] else "done")
     return _sweep_out(status, lesson_html(sweep_lesson(result)), sweep_figure(result), sweep_table(result),
                       gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
@@ -846,12 +877,13 @@ def check(prompt, temperature, drafter, n, broken, target, draft_model, progress
         return
     job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
     shown = _Shown(progress, lambda status: _check_out(status=status), "Checking")
+    cpu = CpuShare()
     try:
         yield _check_out(status=render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(_check_work, job, c, stoppable=True), shown.show)
-        yield _checked(result, c, time.monotonic() - shown.started)
+        yield _checked(result, c, time.monotonic() - shown.started, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _check_out(status=report("sampling check", error))
     finally:
@@ -864,11 +896,11 @@ def _check_out(status=None, lesson=None, chart=None, stats=None) -> tuple:
     return tuple(gr.skip() if v is None else v for v in values)
 
 
-def _checked(result: dict | None, c: CheckSettings, seconds: float) -> tuple:
-    """The check's final outputs, or "Stopped."."""
+def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None) -> tuple:
+    """The check's final outputs, or "Stopped." (``cpu``: started with the check, for the busy warning)."""
     if result is None:
         return _check_out(status=render.status_html("Stopped.", "info"))
-    busy = busy_machine_warning()
+    busy = busy_machine_warning(cpu)
     verifier = "a broken verifier that accepts every draft" if c.broken else "the rejection-sampling verifier"
     status = render.status_html(f"Checked in {seconds:.0f} s on {result['label']}: {c.n} standard and {c.n} "
                                 f"speculative runs at temperature {c.temperature:g}, {verifier}."
@@ -992,8 +1024,9 @@ def check_stats_html(result: dict) -> str:
                f"{render.plural(tally.get('passes', 0), 'pass', 'passes')} "
                f"(each run drafts at most {render.plural(CHECK_TOKENS - 2, 'token')}, the second: a run makes "
                f"{CHECK_TOKENS} tokens and the last is the target's own)." if tally else "")
-    return (f"<table class='batching-stats'><tr><th>chi-square test</th><th>runs counted</th><th>χ²</th>"
-            f"<th>dof</th><th>p</th></tr>{body}</table>"
+    table = (f"<table class='batching-stats'><tr><th>chi-square test</th><th>runs counted</th><th>χ²</th>"
+             f"<th>dof</th><th>p</th></tr>{body}</table>")
+    return (render.scroll_box(table, "Chi-square tests") +
             f"<p class='batching-note'>{html.escape(conditioning_line(result))} {html.escape(drafted)} Cells "
             "expected fewer than 5 times are pooled into one; p below 0.01 rejects.</p>")
 
@@ -1067,7 +1100,7 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             lesson = gr.HTML("", elem_id="batching-lesson")
             chart = gr.Plot(elem_id="batching-chart", show_label=False, visible=False)
             table = gr.Dataframe(empty_table(), label="Per batch size", interactive=False, elem_id="batching-table",
-                                 wrap=False)
+                                 elem_classes=["sv-wide-table", "sv-wrap-cells"], wrap=True)
             with gr.Row(elem_id="batching-downloads"):
                 csv_file = gr.File(label="Results (CSV)", elem_id="batching-csv", interactive=False, visible=False)
                 json_file = gr.File(label="Results, settings, versions and device (JSON)", elem_id="batching-json",
@@ -1077,6 +1110,7 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                       outputs=[status, lesson, chart, table, csv_file, json_file], api_name="batching_measure",
                       show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     stop_btn.click(stop_sweep, outputs=[status], queue=False, api_name="batching_stop")
+    tell_when_clamped(max_new, status, "Max new tokens per row")
 
 
 def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:

@@ -46,7 +46,7 @@ from app.device import Job, load_target, relay, waiting_status
 from app.figures import COLORS, FONT
 from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
 from app.lookahead_view import make_pass, ngram_of, pass_html
-from app.messages import report
+from app.messages import report, tell_when_clamped
 from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
 from specviz.analysis.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
@@ -578,16 +578,18 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
                 ("tokens/s ratio (prefill included)", f"{check['predicted_e2e']:.2f}×",
                  f"{check['measured_e2e']:.2f}×" if check["measured_e2e"] is not None else "–")]
         body = "".join(f"<tr><th>{html.escape(a)}</th><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
-        lines.append(f'<table class="wi-check" id="whatif-check"><caption>Re-run at k = {check["k"]} '
-                     f'({check["tokens"]} tokens, new baseline run)</caption><thead><tr><th></th><th>predicted</th>'
-                     f'<th>measured</th></tr></thead><tbody>{body}</tbody></table>')
+        lines.append(render.scroll_box(
+            f'<table class="wi-check" id="whatif-check"><caption>Re-run at k = {check["k"]} ({check["tokens"]} '
+            f'tokens, new baseline run)</caption><thead><tr><th></th><th>predicted</th><th>measured</th></tr></thead>'
+            f'<tbody>{body}</tbody></table>', f"Re-run at k = {check['k']}: predicted and measured"))
     cells = "".join(
         f'<tr{" class=wi-best" if p.k == rec.k else ""}><td>{p.k}</td><td>{result.rates[p.k - 1]:.2f}</td>'
         f'<td>{p.expected_tokens:.2f}</td><td>{p.pass_ms:.1f}</td><td>{p.speedup:.2f}×</td></tr>'
         for p in result.predictions)
-    lines.append('<details class="wi-details"><summary>Per-k numbers</summary><table class="wi-table"><thead><tr>'
-                 '<th>k</th><th>a_k (accept k | k−1 accepted)</th><th>E[tokens/pass]</th><th>pass ms</th>'
-                 f'<th>predicted</th></tr></thead><tbody>{cells}</tbody></table>'
+    table = render.scroll_box('<table class="wi-table"><thead><tr><th>k</th><th>a_k (accept k | k−1 accepted)</th>'
+                              '<th>E[tokens/pass]</th><th>pass ms</th><th>predicted</th></tr></thead>'
+                              f'<tbody>{cells}</tbody></table>', "Per-k numbers")
+    lines.append(f'<details class="wi-details"><summary>Per-k numbers</summary>{table}'
                  f'<p>Draft {costs.draft_ms_per_token:.2f} ms per token; other work {costs.pass_overhead_ms:.2f} ms '
                  f'per pass; verify time interpolated between the one-token forward ({costs.step_forward_ms:.1f} ms)'
                  f' and the measured passes. Greedy decoding, {result.tokens} tokens. Tokens per pass are measured '
@@ -1133,6 +1135,7 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
     ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
                          queue=False, **QUIET)
     ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
+    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
     ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
                                                  **QUIET)
     _wire_whatif(ui)
@@ -1172,3 +1175,4 @@ def _wire_whatif(ui: dict) -> None:
                            concurrency_id="classroom-run", **QUIET)
     ui["whatif_rerun"].click(whatif_rerun, inputs=[state], outputs=outputs, concurrency_limit=4,
                              concurrency_id="classroom-run", **QUIET)
+    tell_when_clamped(ui["tokens"], ui["whatif_status"], "Tokens per run")

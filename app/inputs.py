@@ -32,6 +32,7 @@ MAX_STOP_STRING_CHARS = 200
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
 MAX_SEED = 2**63 - 1
+MAX_NEW_TOKENS_HINT = "the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS"  # who caps it
 MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound is checked once it is loaded)
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
@@ -75,6 +76,28 @@ def number(value, name: str, low: float, high: float, integer: bool, hint: str =
             raise InputError(f"{name} must be a whole number (got {value}).")
         return int(got)
     return got
+
+
+def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> tuple[float, str] | None:
+    """What a slider does with a number typed into its box outside [low, high], said in words: Gradio's slider
+    quietly sets itself to the nearest end when the box is left. Returns (the value used, one sentence such as "Max
+    new tokens is at most 1024 here; using 1024."), ``hint`` (who sets that end) added in brackets after an upper
+    bound; None for a value in range, an empty box or anything that is not a number."""
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        typed = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if typed != typed or low <= typed <= high:
+        return None
+    used = high if typed > high else low
+    used = int(used) if float(used).is_integer() else used
+    shown = _bound(used, isinstance(used, int))
+    if typed > high:
+        why = f" ({hint})" if hint else ""
+        return used, f"{name} is at most {shown} here{why}; using {shown}."
+    return used, f"{name} is at least {shown}; using {shown}."
 
 
 def _or_default(value, default):
@@ -374,7 +397,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     temperature = float(number(temperature, "Temperature", 0, 5, False))
     nodes, gate, lookup = _head_options(drafter, tree_nodes, confidence, lookup, temperature, notes)
     new_tokens = number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
-                        hint="the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS")
+                        hint=MAX_NEW_TOKENS_HINT)
     return _with_lookahead(window, ngram, candidates, Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
         k=int(number(k, "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(adaptive_k),

@@ -45,12 +45,12 @@ from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, se
 from app.figures import dashboard_figure
 from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer,
                         check_settings_vocab, fit_prompt_for, parse_k_schedule, parse_settings)
-from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NGRAM, MAX_WINDOW
+from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
 from app.lookahead_view import LookaheadView
-from app.messages import log_failure, report
+from app.messages import log_failure, report, tell_when_clamped
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
-from specviz.analysis.bench import CpuShare
+from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.compiled import COMPILING_NOTE, forward_path
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
@@ -69,7 +69,6 @@ OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "histo
 """What :func:`generate` yields, in order (the components' elem_ids); "run-progress" is the status's compact copy
 under the Generate button (:func:`progress_html`)."""
 
-CONTENDED_SHARE = 0.2  # other programs took more than this share of the CPUs during a run: its ratio is not judged
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
 CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
 HISTORY_ROWS = 12
@@ -1230,10 +1229,12 @@ streams): both panes show the committed text plainly, without rejected drafts, c
 
 
 def _wire_helpers(ui: dict, d: dict) -> None:
-    """k typed out of its range (the box is set to the value runs use, and the status says so), the "Output
-    only" view, and, when max new tokens was left at its default, the derived default on each page load."""
+    """k and max new tokens typed out of their ranges (the box is set to the value runs use, and the status says
+    so; for max new tokens a toast too), the "Output only" view, and, when max new tokens was left at its default,
+    the derived default on each page load."""
     ui["k"].release(k_typed, inputs=[ui["k"]], outputs=[ui["k"], ui["status"]], preprocess=False, queue=False,
                     api_visibility="private")
+    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
     if "output_only" in ui:
         ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
     if "preset" in ui:

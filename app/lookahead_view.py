@@ -29,7 +29,7 @@ import html
 import re
 from dataclasses import dataclass, field
 
-from app.render import PieceDecoder
+from app.render import PieceDecoder, scroll_box
 from specviz.core.events import PassEvent
 
 MAX_KEPT_PASSES = 64  # lookahead passes kept for the end-of-run list (the newest)
@@ -132,10 +132,12 @@ def window_html(lp: LookaheadPass, jacobi: bool = True) -> str:
     learned = (f"each column, read down to the Jacobi step, is a {len(lp.levels) + 1}-gram for the pool "
                + (f"({lp.added} new)" if jacobi else "") if lp.full_window else
                "the window is still filling: it learns n-grams once it has N−1 levels")
+    table = scroll_box(f'<table class="la-window" data-levels="{len(lp.levels)}" data-columns="{w}"><thead><tr>'
+                       f'<th scope="col">position</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>',
+                       "Jacobi window")
     return (f'<div class="la-branch la-lookahead"><div class="la-title">Lookahead branch · Jacobi window '
             f'<span>{len(lp.levels)} level{"s" if len(lp.levels) != 1 else ""} × {w} positions; {html.escape(learned)}'
-            f'</span></div><table class="la-window" data-levels="{len(lp.levels)}" data-columns="{w}"><thead><tr>'
-            f'<th scope="col">position</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+            f'</span></div>{table}</div>')
 
 
 def _candidate_html(lp: LookaheadPass, i: int, verdict: bool = True) -> str:

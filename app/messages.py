@@ -2,8 +2,9 @@
 
 :func:`message_for` turns any exception into one sentence (never a stack trace); :func:`log_failure` logs a
 failed run; :func:`report` does both, shows a toast when asked, and returns the error status line. Every tab
-uses these three. A stopped run (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner
-(:mod:`app.device`) ends it quietly, so it never reaches here.
+uses these three; :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range. A
+stopped run (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends
+it quietly, so it never reaches here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import traceback
 import gradio as gr
 
 from app import render
+from app.inputs import clamp_notice
 from specviz.core.events import NumericalError
 
 log = logging.getLogger("specviz.app")
@@ -51,6 +53,28 @@ def log_failure(what: str, error: BaseException) -> None:
 def warn(message: str) -> None:
     """A toast for the visitor (outside a request, a Python ``UserWarning``)."""
     gr.Warning(html.escape(message))
+
+
+def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
+    """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
+    payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
+    the slider set to it; (skip, skip) for a value in range."""
+    found = clamp_notice(value, name, low, high, hint)
+    if found is None:
+        return gr.skip(), gr.skip()
+    used, message = found
+    gr.Info(html.escape(message))
+    return gr.update(value=used), render.status_html(message, "info")
+
+
+def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str = "") -> None:
+    """Say so when a number typed into ``slider``'s box is out of its range. Gradio's slider sends its ``release``
+    event with the typed number when the box is left and then quietly sets itself to the nearest end; this listener
+    reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a toast and a line
+    in ``status`` (:func:`clamped`). Queued, so that the toast can show; no concurrency limit (it does no work)."""
+    low, high = slider.minimum, slider.maximum
+    slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
+                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:

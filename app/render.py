@@ -25,7 +25,10 @@ vocabulary (``draft_source`` "retokenized"); where the two tokenizers split the 
 Token text is decoded as a continuation of the tokens before it, so byte-level pieces of a multi-byte
 character and tokenizers that drop a leading space when decoding one token alone still read right: a token
 that only starts a character shows nothing (class ``tok-partial``) and the token that completes it shows
-the whole character, so the pane's plain text equals the decoded output.
+the whole character, so the pane's plain text equals the decoded output. A run cut inside a character (max new
+tokens reached between its bytes) never completes it: its last token keeps only the text before that character,
+so neither pane ends in a U+FFFD the cut made (both are cut alike and still read the same); the token ids are
+untouched.
 """
 
 from __future__ import annotations
@@ -104,11 +107,15 @@ class PieceDecoder:
             return ""
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def pieces(self, context: list[int], new: list[int], final: bool) -> list[tuple[str, bool]]:
+    def pieces(self, context: list[int], new: list[int], final: bool, cut: bool = False) -> list[tuple[str, bool]]:
         """(text, partial) per id of ``new``, decoded after ``context``.
 
         A token whose piece ends inside a multi-byte character gets "" and partial=True (the token completing
-        the character carries it), except the last one when ``final``, which shows its raw piece.
+        the character carries it), except the last one when ``final``, which shows its raw piece (a lone token's
+        label: a rejected draft, a tree node). ``cut``: the text ends with ``new`` (a run stopped by max new tokens
+        or a stop, maybe inside a character), so no later token will complete a character its last token starts:
+        that token keeps only the text before the incomplete character (partial=True when nothing is left), and the
+        text never ends in U+FFFD made by the cut.
         """
         window = list(context[-self.window:])
         out: list[tuple[str, bool]] = []
@@ -118,7 +125,10 @@ class PieceDecoder:
             after = self._decode(window)
             piece = after[len(before):] if after.startswith(before) else self._decode([int(token)])
             last = final and j == len(new) - 1
-            if piece.endswith(_REPLACEMENT) and not last:
+            if piece.endswith(_REPLACEMENT) and last and cut:
+                kept = piece.rstrip(_REPLACEMENT)
+                out.append((kept, not kept))
+            elif piece.endswith(_REPLACEMENT) and not last:
                 out.append(("", True))
             else:
                 out.append((piece, False))
@@ -188,7 +198,9 @@ class Pane:
         self.finished = self.finished or final
 
     def _emitted(self, ids: list[int], final: bool) -> list[tuple[str, bool]]:
-        return self.decoder.pieces(self.output_ids, ids, final)
+        """The pieces of a pass's emitted tokens; at the run's end (``final``) an incomplete last character is held
+        back for good (:meth:`PieceDecoder.pieces` with ``cut``)."""
+        return self.decoder.pieces(self.output_ids, ids, final, cut=final)
 
     def _token(self, kind: str, event: PassEvent, token_id: int, piece: tuple[str, bool], title: str,
                unjudged: bool = False) -> Token:
@@ -281,21 +293,26 @@ class Pane:
 
     def html(self) -> str:
         """The tokens as HTML (one inline block per pass). Every other shown token has class ``tok-alt`` (a
-        slightly different tint), so token boundaries show without gaps that would read as spaces."""
+        slightly different tint), so token boundaries show without gaps that would read as spaces. A pass whose
+        tokens all show nothing (bytes of a character a later pass completes, or held back at a cut) is marked
+        ``data-empty`` and the first pass that shows text ``data-lead``: style.css draws neither a pass of their own
+        nor a pass bar before the text's start."""
         parts = [f'<div class="tokens{"" if self.separators else " no-sep"}">']
         shown = 0
         for tokens in self.passes:
             if not tokens:
                 continue
             index = tokens[0].pass_index
+            visible = any(not t.partial for t in tokens)
+            mark = "" if visible and shown else " data-lead" if visible else " data-empty"
             if index in self.copied_passes:  # lookup first: this pass verified a copy, not the head's guess
-                parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup">'
+                parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup"{mark}>'
                              '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>')
             elif index in self.earlier_passes:  # suffix decoding copied this pass's draft from an earlier output
-                parts.append(f'<div class="pass pass-earlier" data-pass-index="{index}" data-source="earlier">'
+                parts.append(f'<div class="pass pass-earlier" data-pass-index="{index}" data-source="earlier"{mark}>'
                              '<i class="earlier-mark" aria-hidden="true" title="copied from an earlier output"></i>')
             else:
-                parts.append(f'<div class="pass" data-pass-index="{index}">')
+                parts.append(f'<div class="pass" data-pass-index="{index}"{mark}>')
             for t in tokens:
                 parts.append(token_html(t, alt=shown % 2 == 1))
                 shown += not t.partial
@@ -558,6 +575,17 @@ def status_html(message: str, kind: str = "info", notes=()) -> str:
             f'</span>{extra}</div>')
 
 
+def scroll_box(table: str, label: str, title: str = "") -> str:
+    """``table`` (HTML) in a box that scrolls sideways when the table is wider than the page allows (a phone): the
+    page itself never scrolls sideways, and while part of the table is hidden on one side a shade on that edge says
+    so (``assets/head.html`` marks the frame ``data-sv-more``; ``style.css`` draws it). The box can take keyboard
+    focus (arrow keys scroll it); ``label`` (plain text) names it for screen readers. ``title`` (HTML, optional)
+    stands above the box, so it stays readable while the table scrolls."""
+    head = f'<div class="sv-scroll-title">{title}</div>' if title else ""
+    return (f'{head}<div class="sv-scroll-frame"><div class="sv-scroll" role="region" tabindex="0" '
+            f'aria-label="{html.escape(label, quote=True)}">{table}</div></div>')
+
+
 def history_html(history: list[dict]) -> str:
     """The table of this session's runs, newest first. A row's speedup is its decoding speedup when it could be
     judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place. The temperature
@@ -565,8 +593,9 @@ def history_html(history: list[dict]) -> str:
     (``settings``)."""
     if not history:
         return ""
-    head = ("<tr><th>drafter</th><th>k</th><th>T, settings</th><th>tokens</th><th>acceptance</th><th>tokens/pass</th>"
-            "<th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th><th>same ids</th></tr>")
+    head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
+            "<th>tokens/pass</th><th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th>"
+            "<th>same ids</th></tr>")
     rows = []
     for row in history:
         same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
@@ -574,12 +603,13 @@ def history_html(history: list[dict]) -> str:
             same = "✓ so far" if row.get("identical") is None and row.get("temperature") == 0 else same
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-                row["drafter"], row["k"] or "–",
+                row["drafter"], str(row["k"] or "–").replace(" = ", "\u00a0=\u00a0"),  # "k = 4" on one line
                 f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
                 + (f" · {row['settings']}" if row.get("settings") else ""),
                 f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
                 _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
                 _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"),
                 _fmt(row["speedup"], "{:.2f}×", row.get("speedup_note") or "–"), same)) + "</tr>")
-    return (f'<table class="history"><caption>Runs in this session (newest first) <small>* after the prefill, each '
-            f'run on its own clock</small></caption>{head}{"".join(rows)}</table>')
+    return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",
+                      "Runs in this session (newest first) <small>* after the prefill, each run on its own "
+                      "clock</small>")

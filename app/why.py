@@ -40,7 +40,7 @@ from specviz.analysis.arena import (
     measure_forward_grid,
     whatif_curves,
 )
-from specviz.analysis.bench import busy_machine_warning
+from specviz.analysis.bench import CpuShare, busy_machine_warning
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 from specviz.core.engine import MAX_K
 from specviz.policy import PolicyError, current_policy
@@ -363,13 +363,17 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
 
 
 def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:
-    """The run to mark, or None when k or tokens per pass is missing."""
+    """The run to mark, or None when k or tokens per pass is missing or not a number (the boxes are text: "", "4",
+    "1.6"); a speedup that is missing, 0 or not a number is left unmarked."""
     try:
         k, tau = float(k or 0), float(tokens_per_pass or 0)
-        sp = float(speedup or 0)
     except (TypeError, ValueError):
         return None
-    if k < 1 or tau <= 0:
+    try:
+        sp = float(speedup or 0)
+    except (TypeError, ValueError):
+        sp = 0.0
+    if not (k >= 1 and tau > 0):  # NaN included
         return None
     return {"k": k, "tokens_per_pass": tau, "speedup": sp if sp > 0 else None, "label": label}
 
@@ -406,7 +410,8 @@ def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
     if run is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     alpha = round(alpha_for_tokens_per_pass(run["tokens_per_pass"], run["k"]), 2)
-    k, tpp, speedup = run["k"], round(run["tokens_per_pass"], 3), round(run["speedup"] or 0, 3)
+    k, tpp = run["k"], round(run["tokens_per_pass"], 3)
+    speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
     return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)
 
 
@@ -438,7 +443,7 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, history=None
         yield _out(status=render.status_html(str(error), "error"))
         return
     job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
-    started = time.monotonic()
+    started, cpu = time.monotonic(), CpuShare()
     try:
         yield _out(status=render.status_html("Measuring…", "busy"))
         measurement = yield from _measure_on_device(job, spec, layer, progress, started)
@@ -446,7 +451,7 @@ def measure(target, exit_layer, alpha, run_k, run_tpp, run_speedup, history=None
             yield _out(status=render.status_html("Stopped.", "info"))
             return
         yield _measured(measurement, time.monotonic() - started, alpha, run_k, run_tpp, run_speedup,
-                        lookahead_settings(history))
+                        lookahead_settings(history), cpu=cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         yield _out(status=report("measurement", error))
     finally:
@@ -513,12 +518,13 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     return {"grid": grid, "costs": costs, "label": loaded.label}
 
 
-def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=()) -> tuple:
+def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
+              cpu: CpuShare | None = None) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
     early-exit drafter's), the batch choices and the what-if chart with the measured costs."""
     grid, costs = measurement["grid"], measurement["costs"]
     c = round(costs["early-exit"], 3) if costs else None
-    busy = busy_machine_warning()
+    busy = busy_machine_warning(cpu)
     again = grid.get("remeasured") or []
     twice = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured twice: a point came "
              "out faster than less work." if again else "")
@@ -541,6 +547,25 @@ def release_session(request: gr.Request = None) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ layout
+
+
+RUN_BOX_EMPTY = "—"  # what a run box shows until a Live run fills it (or one is typed)
+RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
+            "pass and speedup to mark it on the chart.")
+
+
+def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
+    """The run to mark on the what-if chart: k, tokens per pass, speedup. Empty (showing —) with a hint until the
+    Live tab's latest run fills them (:func:`from_history`) or the visitor types one: never a 0 that reads as a
+    result. Text boxes, read by :func:`run_point`: Gradio's number box shows 0 for no value (its placeholder never
+    shows at first)."""
+    with gr.Row(elem_id="why-run"):
+        boxes = tuple(gr.Textbox(None, label=label, placeholder=RUN_BOX_EMPTY, max_lines=1, elem_id=elem_id,
+                                 min_width=70)
+                      for label, elem_id in (("Run: k", "why-run-k"), ("tokens/pass", "why-run-tpp"),
+                                             ("speedup", "why-run-speedup")))
+    gr.HTML(f"<div class='why-note why-run-hint'>{RUN_HINT}</div>", elem_id="why-run-hint")
+    return boxes
 
 
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
@@ -580,13 +605,10 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                           elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
             batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
                              interactive=False)
-            with gr.Row(elem_id="why-run"):
-                run_k = gr.Number(0, label="Run: k", precision=0, minimum=0, elem_id="why-run-k", min_width=70)
-                run_tpp = gr.Number(0, label="tokens/pass", minimum=0, elem_id="why-run-tpp", min_width=70)
-                run_speedup = gr.Number(0, label="speedup", minimum=0, elem_id="why-run-speedup", min_width=70)
+            run_k, run_tpp, run_speedup = _run_boxes()
         with gr.Column(scale=3, min_width=600):
-            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, 0, 0, 0, None), elem_id="why-whatif-chart",
-                                   show_label=False)
+            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
+                                   elem_id="why-whatif-chart", show_label=False)
     whatif_inputs = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement]
     measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup]
                       + ([history] if history is not None else []),

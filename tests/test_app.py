@@ -174,6 +174,49 @@ def test_multibyte_characters_read_correctly(tiny_tokenizer):
     assert any(t.partial for p in pane.passes for t in p)
 
 
+def test_a_run_cut_inside_a_character_ends_before_it_in_both_panes(tiny_tokenizer):
+    """Max new tokens reached between the byte tokens of an emoji: neither pane ends in U+FFFD (the incomplete
+    character is held back at the end as while streaming), both read the same, and the token ids are untouched."""
+    ids = tiny_tokenizer.encode("ok 😀 fine", add_special_tokens=False)
+    cut = next(j for j in range(2, len(ids)) if tiny_tokenizer.decode(ids[:j]).endswith("\ufffd"))
+    out = ids[:cut]  # the run's output: it stops one or more bytes into the emoji
+    whole = tiny_tokenizer.decode(out)
+    assert whole.endswith("\ufffd") and whole.rstrip("\ufffd") == "ok "
+    base = render.Pane(tiny_tokenizer, separators=False)
+    for i, token in enumerate(out):
+        base.add(_event(run="baseline", index=i, next_id=token, emitted=(token,),
+                        finish="length" if i == len(out) - 1 else None))
+    spec = render.Pane(tiny_tokenizer)  # the prefill's token, then one pass whose accepted drafts hit the limit
+    spec.add(_event(index=0, next_id=out[0], emitted=(out[0],)))
+    spec.add(_event(index=1, draft=tuple(out[1:]) + (7,), n=len(out) - 1, next_id=9, next_kind="bonus",
+                    emitted=tuple(out[1:]), finish="length", generated=len(out)))
+    for pane in (base, spec):
+        assert pane.text == "ok " and pane.output_ids == out
+        assert "\ufffd" not in pane.html()
+        shown = [t for p in pane.passes for t in p if not t.partial]
+        assert shown and shown[-1].text != "" and not shown[-1].text.endswith("\ufffd")
+    assert spec.text == base.text
+    # passes that show nothing (an emoji's first bytes, the bytes held back at the cut) are marked so that they take
+    # no room and draw no pass bar; the first pass with text draws none before it either
+    ids = tiny_tokenizer.encode("😀 ok 😀", add_special_tokens=False)[:-2]  # cut two bytes into the second emoji
+    pane = render.Pane(tiny_tokenizer)
+    for i, token in enumerate(ids):
+        pane.add(_event(run="baseline", index=i, next_id=token, emitted=(token,),
+                        finish="length" if i == len(ids) - 1 else None))
+    assert pane.text == "😀 ok " and "\ufffd" not in pane.html()
+    marks = re.findall(r'<div class="pass" data-pass-index="\d+"( data-empty| data-lead)?>', pane.html())
+    shown = [bool(t.text) for p in pane.passes for t in p]
+    first = shown.index(True)
+    after = [" data-empty" if not s else "" for s in shown[first + 1:]]
+    assert marks == [" data-empty"] * first + [" data-lead"] + after
+    assert marks[-2:] == [" data-empty", " data-empty"]  # the held-back bytes at the end
+    # while streaming the same token is held back too (a later token could complete the character)
+    streaming = render.Pane(tiny_tokenizer, separators=False)
+    for i, token in enumerate(out):
+        streaming.add(_event(run="baseline", index=i, next_id=token, emitted=(token,)))
+    assert streaming.text == "ok " and "\ufffd" not in streaming.html()
+
+
 def test_legend_and_placeholder_have_no_token_spans():
     assert "data-kind" not in render.legend_html()
     for kind in render.KINDS:

@@ -31,6 +31,8 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
     with open(csv_file["value"]) as f:
         rows = list(csv.DictReader(f))
     assert [int(r["batch"]) for r in rows] == [r["batch"] for r in saved["rows"]] == [1, 2]
+    share = saved["other_programs_cpu_share"]  # measured while the sweep ran (None without /proc/stat)
+    assert share is None or 0.0 <= share <= 1.0
     for row, shown in zip(saved["rows"], table["data"]):
         assert row["speculative_tps"] > 0 and row["standard_tps"] > 0
         assert shown[2] == f"{row['speculative_tps']:.1f}"  # the table shows the file's numbers
@@ -79,6 +81,47 @@ def test_an_impossible_row_is_noise_in_the_lesson_not_a_finding():
     lesson = batching.sweep_lesson({"k": 4, "device": "cpu", "rows": [cheap_pass, too_fast, fine]})
     assert "at most 1.20) up to B = 4" in lesson and "0.78" not in lesson
     assert lesson.count("the timings are impossible") == 2
+
+
+def _paying_rows() -> list[dict]:
+    return [{"batch": b, "pass_cost": 2.0, "speedup": 1.6, "tokens_per_pass": 2.33, "repeats": [(10.0, 16.0)] * 3,
+             "kv_megabytes": 1.0, "standard_tps": 10.0, "speculative_tps": 16.0, "step_ms": 80.0, "verify_ms": 160.0,
+             "predicted": None}
+            for b in (1, 2)]
+
+
+def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
+    """Seen in the browser under heavy CPU contention: the status warned that the machine was busy, yet the lesson
+    read "a pass ... already costs 2.0 steps at B = 1, so speculation pays". A sweep during which other programs took
+    more than CONTENDED_SHARE of the CPUs says its timings are too noisy to tell, and why, and concludes nothing."""
+    quiet = {"k": 4, "device": "cpu", "rows": _paying_rows(), "cpu_others": 0.05}
+    assert batching.disturbance(quiet) is None
+    assert "already costs 2.0 steps at B = 1, so speculation pays (1.60× at B = 1)" in batching.sweep_lesson(quiet)
+    busy = dict(quiet, cpu_others=0.45)
+    lesson = batching.sweep_lesson(busy)
+    assert lesson.startswith("The timings are too noisy to tell whether speculation pays at any batch size: other "
+                             "programs used 45% of this machine's CPU time"), lesson
+    assert not any(claim in lesson for claim in ("pays (", "breaks even", "does not pay", "1.60×", "2.0 steps"))
+    # where the share is unknown (no /proc/stat): the load average recorded at the sweep's end
+    loaded = {"k": 4, "device": "cpu", "rows": _paying_rows(),
+              "environment": {"machine": {"load_average_1min": 3.1, "cpu_count": 2}}}
+    assert "too noisy to tell" in batching.sweep_lesson(loaded) and "load average 3.1 on 2 CPUs" in \
+        batching.sweep_lesson(loaded)
+    calm = dict(loaded, environment={"machine": {"load_average_1min": 0.4, "cpu_count": 2}})
+    assert "so speculation pays" in batching.sweep_lesson(calm)
+    # the status line warns with the same reason; the JSON keeps the share and the same lesson
+    result = dict(busy, stopped=False, max_new_tokens=8, label="tiny", settings={}, environment={})
+    status, shown_lesson = batching._swept(result, 12.0)[:2]
+    assert "warning: other programs used 45% of this machine" in status and "too noisy to tell" in status
+    assert "too noisy to tell" in shown_lesson and "speculation pays (" not in shown_lesson
+    saved = batching.sweep_json(result)
+    assert saved["other_programs_cpu_share"] == 0.45 and saved["lesson"] == lesson
+
+
+def test_a_lesson_without_a_pass_cost_states_the_verdict_alone():
+    rows = [dict(r, pass_cost=None) for r in _paying_rows()]  # e.g. too few tokens for a full pass to be timed
+    lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": rows, "cpu_others": 0.0})
+    assert lesson.startswith("On this CPU speculation pays (1.60× at B = 1)"), lesson
 
 
 def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart():

@@ -174,6 +174,39 @@ def test_gate_does_not_judge_a_drafter_by_its_warm_up_passes():
     assert control.expected_gain == pytest.approx(3 * 50.0 / 60.0) and ks[6:] == [2, 2, 2, 2]  # counted: 3 a pass
 
 
+def test_gate_waits_for_a_candidate_before_its_first_pass_and_its_probes():
+    control = GateK(2, warmup=0, wait=True)
+    ks = []
+    for i in range(40):  # candidates at positions 5.. only; a full pass never pays (1 token per 1.2 steps)
+        k = control.choose(64, ready=i >= 5)
+        control.observe(k, k, 0, verify_ms=60.0 if k else 50.0)
+        ks.append(k)
+    assert ks[:5] == [0] * 5 and ks[5] == 2  # no first pass until a candidate is there
+    waiting = GateK(2, wait=True)
+    assert [waiting.choose(64, ready=False) for _ in range(3)] == [0, 0, 0]
+    assert GateK(2).choose(64, ready=False) == 2  # without wait (an empty pool the window fills) it starts at once
+    idle = GateK(2)
+    _gate(idle, 1 + GATE_STEP_SAMPLES, step_ms=50.0, full_ms=60.0, accepted=0)
+    steps = 0
+    for _ in range(3 * DRAFT_PROBE_AFTER):  # past the probe gap, but no candidate: no probe
+        k = idle.choose(64, ready=False)
+        idle.observe(k, k, 0, verify_ms=50.0)
+        steps += k == 0
+    assert steps == 3 * DRAFT_PROBE_AFTER and idle.choose(64, ready=True) == 2  # the probe runs once one is there
+
+
+def test_lookahead_has_candidates_reads_the_pool_for_the_last_token():
+    from specviz.drafters.lookahead import LookaheadDrafter
+    drafter = LookaheadDrafter(window=2, ngram=3, candidates=2)
+    drafter.reset([5, 6, 7, 5, 9])
+    assert drafter.has_candidates([1, 5]) and drafter.has_candidates([6])  # (5,6,7), (6,7,5), (7,5,9) seeded
+    assert not drafter.has_candidates([9]) and not drafter.has_candidates([])
+    assert drafter.waits_for_candidates
+    empty = LookaheadDrafter(window=2, ngram=3, candidates=2, pool_from_prompt=False)
+    empty.reset([5, 6, 7])
+    assert not empty.has_candidates([5]) and not empty.waits_for_candidates
+
+
 def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_target):
     from specviz.drafters.lookahead import LookaheadDrafter
     prompt = _prompt(tiny_target.tokenizer)
@@ -186,4 +219,10 @@ def test_lookahead_with_auto_k_keeps_greedy_output_and_gates_its_passes(tiny_tar
     emitted = [sum(len(e.emitted_ids) for e in spec.events[:i]) for i, e in enumerate(spec.events) if e.kind == "pass"]
     budgets = [config.max_new_tokens - n - 1 for n in emitted]  # draft tokens that could still be emitted
     assert all(e.k in (0, min(2, budget)) for e, budget in zip(passes, budgets))  # a full pass (cut at the end) or a step
-    assert passes[0].k == 2 and any(e.k == 0 for e in passes)
+    drafter = LookaheadDrafter(3, 3, 2)
+    drafter.reset(prompt)
+    committed = [list(prompt) + list(spec.token_ids[:n]) for n in emitted]  # before each pass
+    first = next(i for i, e in enumerate(passes) if e.k > 0)
+    assert drafter.has_candidates(committed[first])  # the first full pass waited for a candidate in the seeded pool
+    assert not any(drafter.has_candidates(c) for c in committed[:first])
+    assert any(e.k == 0 for e in passes[first:])

@@ -179,6 +179,29 @@ def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
         assert 0.05 <= share.others() <= 0.2
 
 
+class _Share:
+    """A stand-in for CpuShare with a fixed share of other programs (None: unknown)."""
+
+    def __init__(self, share):
+        self.share = share
+
+    def others(self):
+        return self.share
+
+
+def test_the_busy_warning_after_a_run_reads_other_programs_share_not_the_load_average(monkeypatch):
+    from specviz.analysis import bench
+    monkeypatch.setattr(bench, "load_average", lambda: 1.9)  # the run's own two threads on a 2-CPU machine
+    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    assert bench.busy_machine_warning(_Share(0.05)) is None  # the run itself made the load: no warning
+    warned = bench.busy_machine_warning(_Share(0.45))
+    assert warned is not None and "other programs used 45% of this machine's CPU time" in warned
+    assert "load average 1.9" in bench.busy_machine_warning(_Share(None))  # unknown share: the load average decides
+    assert "load average 1.9" in bench.busy_machine_warning()  # before a run
+    monkeypatch.setattr(bench, "load_average", lambda: 0.4)
+    assert bench.busy_machine_warning() is None
+
+
 def test_rates_are_judged_on_the_passes_after_the_prefill():
     spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
     s, b = RunStats(), RunStats()
@@ -422,6 +445,63 @@ def test_k_typed_above_its_range_shows_the_value_used_and_says_so():
     assert box["value"] == 1 and "below" in status
     assert all(v == {"__type__": "update"} for v in live.k_typed(7))  # in range: nothing changes
     assert all(v == {"__type__": "update"} for v in live.k_typed("abc"))
+
+
+def test_max_new_tokens_typed_out_of_range_is_said_in_every_tab():
+    """Gradio's slider quietly sets a number typed beyond its end to that end when the box is left (its release event
+    carries the typed number first). Every max-new-tokens box, and the what-if's tokens per run, answers that event
+    with a toast and a status line naming the value runs use; a value in range changes nothing."""
+    from app import arena, batching, classroom
+    from specviz.policy import current_policy
+
+    assert inputs.clamp_notice(5000, "Max new tokens", 1, 1024, "the server's limit") == (
+        1024, "Max new tokens is at most 1024 here (the server's limit); using 1024.")
+    assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4; "
+                                                                          "using 4.")
+    in_range_or_no_number = (1, 64, 12.5, None, "", "abc", float("nan"), True)
+    assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    released = {names[target]: fn for fn in demo.fns.values() for target, event in fn.targets if event == "release"}
+    tops = {"max-new-tokens": ("Max new tokens", current_policy().max_new_tokens),
+            "arena-max-new-tokens": ("Max new tokens per run", arena.MAX_NEW_TOKENS),
+            "batching-max-new-tokens": ("Max new tokens per row", batching.MAX_NEW_TOKENS),
+            "classroom-max-new-tokens": ("Max new tokens", classroom.STEP_MAX_NEW_TOKENS),
+            "whatif-tokens": ("Tokens per run", classroom.WHATIF_MAX_NEW_TOKENS)}
+    for elem_id, (name, top) in tops.items():
+        fn = released[elem_id]
+        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
+        box, status = fn.fn(top + 1000)
+        assert box["value"] == top and f"{name} is at most {top} here" in status and "status-info" in status
+        assert f"using {top}." in status, status
+        assert all(v == {"__type__": "update"} for v in fn.fn(top)), elem_id  # in range: nothing changes
+    assert "SPECVIZ_MAX_NEW_TOKENS" in released["max-new-tokens"].fn(10 ** 6)[1]  # who sets the Live tab's end
+    box, status = released["batching-max-new-tokens"].fn(1)
+    assert box["value"] == 4 and "Max new tokens per row is at least 4; using 4." in status
+
+
+def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
+    row = {"drafter": "ngram", "k": "k = 4", "temperature": 0.7, "seed": 3, "settings": "top-p 0.9", "tokens": 64,
+           "acceptance": 0.5, "tokens_per_pass": 2.0, "spec_tps": 20.0, "base_tps": 16.0, "speedup": 1.25,
+           "identical": None}
+    table = render.history_html([row])
+    headers = re.findall(r"<th>([^<]*)</th>", table)
+    assert headers == ["drafter", "k", "temperature, settings", "tokens", "acceptance", "tokens/pass", "spec tok/s*",
+                       "base tok/s*", "decoding speedup*", "same ids"]
+    cells = re.findall(r"<td>([^<]*)</td>", table)
+    assert cells[1] == "k\u00a0=\u00a04" and cells[2] == "0.7 · seed 3 · top-p 0.9" and cells[8] == "1.25×"
+    # the title stays above the box; the table scrolls sideways inside it (a shade says so: assets/head.html)
+    assert table.startswith('<div class="sv-scroll-title">Runs in this session (newest first)')
+    assert ('<div class="sv-scroll-frame"><div class="sv-scroll" role="region" tabindex="0" '
+            'aria-label="Runs in this session"><table class="history">') in table
+
+
+def test_wide_dataframes_wrap_their_headers_and_mark_their_scroller():
+    demo = build_demo(max_new_tokens=40)
+    classes = {c["props"].get("elem_id"): c["props"].get("elem_classes") or [] for c in demo.config["components"]}
+    for elem_id in ("arena-table", "arena-prompts", "batching-table"):
+        assert "sv-wide-table" in classes[elem_id], elem_id  # style.css and head.html read the class
+    assert "sv-wrap-cells" in classes["batching-table"]  # its cells wrap too: it fits a desktop without scrolling
 
 
 def test_p_and_q_are_shown_with_digits_enough_to_tell_them_apart():

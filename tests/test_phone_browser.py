@@ -3,9 +3,12 @@ embedded model, loopback only).
 
 At 400 px: one column with no sideways scroll, every tab in sight (no "…" menu), the results right after the
 controls (before the example prompts), after Generate the run's progress in sight under the button (its link leads
-down to the output), both panes at least 300 px wide, the charts one per row at full width, and a
-token's details shown on a tap. At 1440 px the same page keeps its two columns: examples under the controls, panes
-side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side). The
+down to the output), both panes at least 300 px wide, the charts one per row at full width, a
+token's details shown on a tap, and the run history scrolling sideways inside its box with a shade on the side
+that has more. At 1440 px the same page keeps its two columns: examples under the controls, panes
+side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side), the
+history fits (no shade), the Arena's wide table shades its right edge, and a max new tokens typed above its end is
+said (a toast and the status) as well as clamped. The
 Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work.
 Screenshots go to artifacts/phone-*.png and artifacts/desktop-*.png (look at them).
 """
@@ -79,6 +82,41 @@ WATCH_PROGRESS_JS = """() => { window.__svSeen = [];
 """Record each text the compact progress line under Generate shows, with where it was on the screen then."""
 
 
+def _cue(page, scroller: str) -> dict:
+    """A sideways scroller's room to scroll and the shade its frame shows (assets/head.html: data-sv-more)."""
+    return page.eval_on_selector(scroller, "e => ({room: e.scrollWidth - e.clientWidth, "
+                                           "more: e.parentElement.dataset.svMore})")
+
+
+def _wait_cue(page, scroller: str, more: str) -> None:
+    page.wait_for_function("([s, m]) => document.querySelector(s)?.parentElement.dataset.svMore === m",
+                           arg=[scroller, more], timeout=5_000)
+
+
+def _history_scrolls_with_a_shade(page) -> None:
+    """The run history is wider than a phone: it scrolls inside its box, shaded on the right; scrolled to its end,
+    on the left only."""
+    box = "#history .sv-scroll"
+    page.locator(box).scroll_into_view_if_needed()
+    _wait_cue(page, box, "right")
+    assert _cue(page, box)["room"] > 0
+    page.eval_on_selector(box, "e => { e.scrollLeft = e.scrollWidth; }")
+    _wait_cue(page, box, "left")
+    page.screenshot(path=str(SHOTS / "phone-history-scrolled.png"))
+
+
+def _max_new_tokens_typed_too_high_is_said(page) -> None:
+    """Typed above the slider's end and the box left: Gradio clamps it, and a toast and the status say so."""
+    box = page.locator("#max-new-tokens input[type=number]")
+    top = box.get_attribute("max")
+    box.fill(str(int(top) + 4000))
+    box.press("Tab")
+    said = f"Max new tokens is at most {top} here"
+    page.wait_for_function("(s) => document.getElementById('status').innerText.includes(s)", arg=said, timeout=10_000)
+    page.wait_for_selector(f".toast-body:has-text('{said}')", timeout=10_000)
+    assert box.input_value() == top
+
+
 def _progress_seen_under_the_button(page) -> None:
     """After Generate on a phone, without scrolling: the line under the button told how the run went (a pass and
     token count while it streamed, "Done in" at the end), always in sight; its link then leads down to the status."""
@@ -136,6 +174,7 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.screenshot(path=str(SHOTS / "phone-token-tap.png"))
     page.tap("#status")  # a tap elsewhere hides it
     page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
+    _history_scrolls_with_a_shade(page)
 
     # the same page on a desktop: two columns, panes side by side, charts three to a row
     page.set_viewport_size(DESKTOP)
@@ -148,8 +187,13 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     assert layout["panes"][0]["top"] == layout["panes"][1]["top"], layout["panes"]
     assert sorted({d[0] for d in _charts(page)["domains"]}) == pytest.approx([0, 0.357, 0.713], abs=0.01)
     _no_sideways_scroll(page)
+    _wait_cue(page, "#history .sv-scroll", "")  # the history fits a desktop: no shade
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / "desktop-live.png"), full_page=True)
+    _max_new_tokens_typed_too_high_is_said(page)
+    page.get_by_role("tab", name="Arena").click()  # its 19 columns scroll even on a desktop: the right edge shaded
+    _wait_cue(page, "#arena-table .virtual-table-viewport", "right")
+    page.locator("#arena-table").screenshot(path=str(SHOTS / "desktop-arena-table.png"))
     assert not non_loopback(page.requests), non_loopback(page.requests)
 
 

@@ -122,6 +122,24 @@ def test_latest_live_run_is_read_from_the_history():
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
 
 
+def test_the_run_boxes_are_empty_until_a_run_fills_them():
+    """Before the first Live run the boxes show — (not 0 / 0 / 0, which read as a result) with a hint; a run whose
+    speedup could not be judged leaves its speedup box empty too."""
+    import gradio as gr
+
+    with gr.Blocks():
+        boxes = why._run_boxes()
+    assert [b.value or "" for b in boxes] == ["", "", ""] and {b.placeholder for b in boxes} == {"—"}
+    assert why.run_point("4", "1.6", "") == {"k": 4.0, "tokens_per_pass": 1.6, "speedup": None, "label": "your run"}
+    assert why.run_point("", "", "") is None and why.run_point("four", "1.6", "1.2") is None
+    assert why.run_point("4", "1.6", "fast")["speedup"] is None and why.run_point("nan", "1.6", "") is None
+    assert "your run" not in {t.name for t in why.whatif(0.7, 0.05, 1, None, None, None, None).data}
+    k, tpp, speedup, alpha, fig = why.from_history([{"drafter": "ngram", "k": "k = 4", "tokens_per_pass": 1.6,
+                                                     "speedup": None}])  # "too short to judge"
+    assert (k, tpp, speedup) == (4, 1.6, None)
+    assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
+
+
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     import specviz.analysis.arena
 

@@ -567,6 +567,9 @@ def load_average() -> float | None:
         return None
 
 
+CONTENDED_SHARE = 0.2  # other programs took more than this share of the CPUs during a timing: its ratios are not read
+
+
 class CpuShare:
     """How much of this machine's CPU time other processes took since this object was made: (busy CPU time of all
     processes, from ``/proc/stat``, steal time included) minus this process's own (``os.times``), over all CPUs'
@@ -603,8 +606,21 @@ class CpuShare:
         return min(1.0, max(0.0, (busy - own) / total))
 
 
-def busy_machine_warning() -> str | None:
-    """A warning line when the CPUs are already busy (load average above half the CPU count), else None."""
+def busy_machine_warning(cpu: CpuShare | None = None) -> str | None:
+    """A warning line when other work slowed a run, else None.
+
+    Args:
+        cpu: started when the run began. Where it can tell, the warning is its share of the CPUs taken by other
+            programs above :data:`CONTENDED_SHARE`. The load average would count the run's own threads (two
+            busy torch threads make a load of 2 on a 2-CPU machine), so it decides only before a run (``cpu``
+            None) or where the share is unknown: above half the CPU count.
+    """
+    share = cpu.others() if cpu is not None else None
+    if share is not None:
+        if share > CONTENDED_SHARE:
+            return (f"warning: other programs used {share:.0%} of this machine's CPU time during the run: timings "
+                    f"are slow and noisy")
+        return None
     load, cpus = load_average(), os.cpu_count() or 1
     if load is not None and load > 0.5 * cpus:
         return (f"warning: this machine is busy (load average {load:.1f} on {cpus} CPUs): timings will be slow "

@@ -56,8 +56,8 @@ class HeuristicK:
         self.k, self.k_max, self.adaptive = k, k_max, adaptive
         self.expected_gain: float | None = None
 
-    def choose(self, budget: int) -> int:
-        """The draft length the next pass asks for (the engine cuts it to the budget)."""
+    def choose(self, budget: int, ready: bool = True) -> int:
+        """The draft length the next pass asks for (the engine cuts it to the budget; ``ready`` is not used)."""
         return self.k
 
     def observe(self, requested: int, proposed: int, accepted: int, **_costs) -> None:
@@ -152,8 +152,9 @@ class AutoK:
         return tokens / cost
 
     # ------------------------------------------------------------------------------------------ choosing
-    def choose(self, budget: int) -> int:
-        """The draft length for the next pass, in 0..min(k_max, budget)."""
+    def choose(self, budget: int, ready: bool = True) -> int:
+        """The draft length for the next pass, in 0..min(k_max, budget) (``ready`` is not used: a drafter with
+        nothing to propose makes its pass a plain step by itself)."""
         limit = max(0, min(self.k_max, budget))
         rates = self.acceptance()
         values = [self.rate(k, rates) for k in range(limit + 1)]
@@ -216,16 +217,26 @@ class GateK:
     window has N-1 levels) gets ``warmup`` full passes first whose cost and tokens are not counted, so the gate does
     not judge it by passes that could not win. The output never depends on the choice.
 
+    A full pass can only beat a step through its candidates (lookahead's verification branch), so the engine tells
+    :meth:`choose` whether the drafter has any for the last committed token (``ready``). A probe waits for one: a
+    pass without candidates emits exactly one token at more than a step's cost and says nothing about acceptance
+    (after plain steps the window's guesses are stale too). With ``wait`` (a pool seeded from the prompt, which can
+    hold candidates before the window has run) the warm-up's first pass waits the same way, so a run that never
+    reaches a candidate (a translation whose words the prompt does not contain) is standard decoding throughout;
+    without it (an empty pool that only the window can fill) the warm-up starts at once. Once warm-up has begun,
+    and while drafting pays, full passes run whether or not they carry candidates, so the window keeps sliding.
+
     Attributes:
         k_max: the drafter's fixed draft length (tokens per candidate).
         warmup: full passes run first and left out of the means (>= 0).
+        wait: hold the first full pass until the drafter has a candidate (``ready``).
         expected_gain: the last choice's gain over a step (None before both kinds of pass were timed).
         probe_after: plain steps in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
             :data:`GATE_PROBE_MAX`).
     """
 
-    def __init__(self, k: int, warmup: int = 0) -> None:
-        self.k_max, self.warmup = k, max(0, warmup)
+    def __init__(self, k: int, warmup: int = 0, wait: bool = False) -> None:
+        self.k_max, self.warmup, self.wait = k, max(0, warmup), wait
         self._full_passes = 0
         self.expected_gain: float | None = None
         self._full: deque[float] = deque(maxlen=GATE_COST_WINDOW)  # ms of recent full passes
@@ -237,11 +248,14 @@ class GateK:
         self.probe_after = DRAFT_PROBE_AFTER  # steps in a row before the next probe
         self._probed = False  # the last pass was a probe
 
-    def choose(self, budget: int) -> int:
-        """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step)."""
+    def choose(self, budget: int, ready: bool = True) -> int:
+        """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step); ``ready``: the drafter has a
+        candidate for the last committed token."""
         if budget <= 0:
             return 0
         if not self._full:
+            if self.wait and self._full_passes == 0 and not ready:
+                return 0  # a first pass without a candidate could not win: wait for one
             return self.k_max  # warming up, or no counted full pass yet
         if self._steps_timed < GATE_STEP_SAMPLES:
             return 0  # time T(1), the anchor of the comparison, a few times in a row before trusting it
@@ -253,7 +267,7 @@ class GateK:
             return 0 if self._since_step >= STEP_PROBE_EVERY else self.k_max
         if probed:
             self.probe_after = min(2 * self.probe_after, GATE_PROBE_MAX)
-        if self._idle >= self.probe_after:
+        if self._idle >= self.probe_after and ready:  # a probe without a candidate would learn nothing
             self._probed = True
             return self.k_max
         return 0

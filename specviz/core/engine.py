@@ -94,7 +94,8 @@ class GenerationConfig:
         fixed = getattr(drafter, "fixed_k", None)
         if fixed is not None:
             if self.auto_k:
-                return GateK(int(fixed), warmup=int(getattr(drafter, "warmup_passes", 0)))
+                return GateK(int(fixed), warmup=int(getattr(drafter, "warmup_passes", 0)),
+                             wait=bool(getattr(drafter, "waits_for_candidates", False)))
             return HeuristicK(int(fixed), int(fixed), False)
         if self.auto_k:
             return AutoK(self.k_max, min(self.k, self.k_max))
@@ -609,7 +610,14 @@ def _update_all(batch: _Batch, drafts: list[Draft], ks: list[int], outcomes: lis
             outcomes[i] = replace(outcome, lookahead=replace(outcome.lookahead, added=added))
         row.control.observe(k, len(outcome.shown_ids), outcome.num_accepted, verify_ms=verify_ms, draft_ms=ms,
                             other_ms=other_ms, forward_tokens=1 + len(draft.token_ids))
-        row.k_next = row.control.choose(row.budget)
+        row.k_next = row.control.choose(row.budget, _ready(row))
+
+
+def _ready(row: _Row) -> bool:
+    """Whether the row's drafter has a candidate for its last committed token (a drafter without
+    ``has_candidates`` always may have one)."""
+    has = getattr(row.drafter, "has_candidates", None)
+    return True if has is None else bool(has(row.committed))
 
 
 # -------------------------------------------------------------------------------------------- 5 event
@@ -657,7 +665,7 @@ def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
         emitted = row.out.push([token])
         delta = row.out.release()
         if row.drafter is not None:
-            row.k_next = row.control.choose(row.budget)
+            row.k_next = row.control.choose(row.budget, _ready(row))
         other = batch.clock.now_ms() - t2
         events.append(_event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length,
                              compiling=compiling))

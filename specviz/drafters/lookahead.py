@@ -108,6 +108,20 @@ class LookaheadDrafter:
         """N-grams in the pool."""
         return sum(len(grams) for grams in self.pool.values())
 
+    @property
+    def waits_for_candidates(self) -> bool:
+        """Whether k = auto's gate may hold the first pass until the pool has a candidate: only a pool seeded from
+        the prompt can have one before the window has run."""
+        return self.pool_from_prompt
+
+    def has_candidates(self, committed_ids: list[int]) -> bool:
+        """Whether the pool holds an n-gram keyed by the last committed token (what a pass could accept).
+
+        Args:
+            committed_ids: the prompt and the output so far (ids; the last one is the key).
+        """
+        return bool(committed_ids) and bool(self.pool.get(int(committed_ids[-1])))
+
     def propose(self, ctx: DraftContext) -> Draft:
         """The pass's tree: the window (every level) and the pool's candidates for the last committed token, each
         cut to ``ctx.k`` tokens (one candidate, the most recent, when sampling)."""
