@@ -404,7 +404,7 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     drift = (f" · {render.plural(noisy, 'prompt × method pair')} noisy (baselines beside the method more than "
              f"{NOISY_DRIFT:.0%} apart, or a speedup above its tokens per pass): the machine's speed changed, read "
              "those ratios as noise" if noisy else "")
-    methods = render.plural(len(result.variants), "method")
+    methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
     return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,
                               "done" if same is not False else "info", notes=notes)
@@ -672,5 +672,6 @@ def build_tab(target: str = "embedded") -> None:
                   show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
     tell_when_clamped(max_new_tokens, status, "Max new tokens per run")
+    tell_when_clamped(temperature, status, "Temperature")
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

@@ -447,11 +447,15 @@ def _first_clause(rows: list[dict], k: int, where: str) -> str:
     else:  # no pass cost to read: the verdict alone ("On this CPU speculation pays (…)")
         cheap = None
     tpp = _fmt(first["tokens_per_pass"], ".1f")
+    costly = cheap is not None and not near  # "already costs N steps": a pass that is not nearly free
     link, claim = {
-        "pays": (", so", f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']})"),
+        "pays": (", yet" if costly else ", so",
+                 f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']}"
+                 + (f": {tpp} tokens per pass more than cover it)" if costly else ")")),
         "even": (", and", f"speculation breaks even ({first['speedup']:.2f}× at B = {first['batch']})"),
-        "loses": (", but", f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×: {tpp} "
-                           "tokens per pass do not cover the pass and the drafting)"),
+        "loses": (", so" if costly else ", but",
+                  f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×: {tpp} "
+                  "tokens per pass do not cover the pass and the drafting)"),
     }[verdict(first)]
     return f"{cheap}{link} {claim}" if cheap else f"{where} {claim}"
 
@@ -1111,6 +1115,7 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                       show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     stop_btn.click(stop_sweep, outputs=[status], queue=False, api_name="batching_stop")
     tell_when_clamped(max_new, status, "Max new tokens per row")
+    tell_when_clamped(k, status, "Draft length k")
 
 
 def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
@@ -1141,3 +1146,4 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                     show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
                     concurrency_id="arena")
     check_stop.click(stop_check, outputs=[check_status], queue=False, api_name="batching_check_stop")
+    tell_when_clamped(temperature, check_status, "Temperature")

@@ -1129,13 +1129,17 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
                         outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs], concurrency_limit=None,
                         **QUIET)
     _wire_stepping(ui, views)
-    for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"
+    for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
+        # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
+        # answer with a server error), and settings_edited compares the raw values as numbers
         box.input(settings_edited, inputs=[ui["walkthrough"], *settings], outputs=[ui["walkthrough"], ui["note"]],
-                  queue=False, **QUIET)
+                  queue=False, preprocess=False, **QUIET)
     ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
                          queue=False, **QUIET)
     ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
     tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
+    tell_when_clamped(ui["k"], ui["status"], "Draft length k")
+    tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
     ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
                                                  **QUIET)
     _wire_whatif(ui)
@@ -1176,3 +1180,4 @@ def _wire_whatif(ui: dict) -> None:
     ui["whatif_rerun"].click(whatif_rerun, inputs=[state], outputs=outputs, concurrency_limit=4,
                              concurrency_id="classroom-run", **QUIET)
     tell_when_clamped(ui["tokens"], ui["whatif_status"], "Tokens per run")
+    tell_when_clamped(ui["k_max"], ui["whatif_status"], "Largest k")

@@ -144,6 +144,10 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
     traces = [_bar(x, values, "acceptance by position", COLORS["accepted"], 0.7)]
     if spec.alpha is not None and x:
         traces.append(_line(x, [spec.alpha] * len(x), "α (all positions)", COLORS["expected"], 2, "dash"))
+    if not x:  # k = auto took only plain steps so far (or the drafter found nothing): say so, not an empty axis
+        return Panel("Acceptance by draft position (no token drafted)", traces,
+                     _axis("position in the draft", dtick=1, range=[0.5, 4.5]),
+                     _axis("P(kept | earlier kept)", range=[0, 1.05]))
     return Panel("Acceptance by draft position", traces, _axis("position in the draft", dtick=1),
                  _axis("P(kept | earlier kept)", range=[0, 1.05]))
 

@@ -242,7 +242,9 @@ class RunView:
             return judged
         return replace(judged, verdict="too noisy",
                        reason=f"other programs used {share:.0%} of this machine's CPU time during the run, which "
-                              f"slows one-token steps more than wide passes")
+                              f"slows one-token steps more than wide passes (a browser showing this page on the same "
+                              f"machine counts: it redraws the panes as they stream; the Arena, which does not stream "
+                              f"tokens, or a browser on another device, measure without it)")
 
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""
@@ -1017,10 +1019,10 @@ def drafter_changed(drafter: str, ngram=None, chosen_k=None):
 def lookahead_k(ngram, drafter: str = "lookahead"):
     """The k slider for lookahead: N-1 and not editable (another drafter, or an N that is no number: no change)."""
     try:
-        n = int(ngram)
-    except (TypeError, ValueError):
+        n = min(max(int(float(ngram)), 2), MAX_NGRAM)  # the raw payload: a number typed out of range is clamped
+    except (TypeError, ValueError, OverflowError):
         return gr.update(interactive=False) if drafter == "lookahead" else gr.skip()
-    return gr.update(value=max(1, n - 1), interactive=False) if drafter == "lookahead" else gr.skip()
+    return gr.update(value=n - 1, interactive=False) if drafter == "lookahead" else gr.skip()
 
 
 # ------------------------------------------------------------------------------------------------- layout
@@ -1202,7 +1204,7 @@ INPUTS = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k", "adap
 def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     """Generate, Stop (which cancels the run and shows what it made, then re-sends that view one round trip
     later, after any update the cancelled run still had in flight), the drafter menu's dependent controls, and
-    :func:`_wire_helpers` (k typed out of range, output only, the derived default of max new tokens)."""
+    :func:`_wire_helpers` (numbers typed out of a slider's range, output only, the derived default of max new tokens)."""
     inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
@@ -1211,10 +1213,13 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
         stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
+    # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
+    # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
-                       api_visibility="private")
+                       preprocess=False, api_visibility="private")
     chosen_k = gr.State(d["k"] if d else DEFAULTS["k"])  # the visitor's own k, put back when lookahead is left
-    ui["k"].input(lambda k: k, inputs=[ui["k"]], outputs=[chosen_k], queue=False, api_visibility="private")
+    ui["k"].input(k_chosen, inputs=[ui["k"]], outputs=[chosen_k], queue=False, preprocess=False,
+                  api_visibility="private")
     ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"], chosen_k],
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
                                                         "lookup", "k", "adaptive_k", "window", "ngram",
@@ -1229,12 +1234,12 @@ streams): both panes show the committed text plainly, without rejected drafts, c
 
 
 def _wire_helpers(ui: dict, d: dict) -> None:
-    """k and max new tokens typed out of their ranges (the box is set to the value runs use, and the status says
-    so; for max new tokens a toast too), the "Output only" view, and, when max new tokens was left at its default,
+    """Numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
+    runs use, and a toast and the status say so), the "Output only" view, and, when max new tokens was left at its default,
     the derived default on each page load."""
-    ui["k"].release(k_typed, inputs=[ui["k"]], outputs=[ui["k"], ui["status"]], preprocess=False, queue=False,
-                    api_visibility="private")
     tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
+    for name, label in CLAMPED_SLIDERS.items():
+        tell_when_clamped(ui[name], ui["status"], label)
     if "output_only" in ui:
         ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
     if "preset" in ui:
@@ -1250,19 +1255,21 @@ def _wire_helpers(ui: dict, d: dict) -> None:
                                 api_visibility="private")
 
 
-def k_typed(value):
-    """The k slider after a release (a drag, or a number typed and the box left): a number outside 1..MAX_K is
-    what Gradio would quietly clamp while the box keeps showing it; here the box is set to the value runs use and
-    the status says so. Returns (k update, status update); both unchanged for a k in range. ``value`` is the raw
-    payload (the event skips Gradio's range check, which would refuse it)."""
+CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",
+                   "window": "Window W", "ngram": "N-gram size N", "candidates": "Candidates G",
+                   "temperature": "Temperature", "top_p": "Top-p"}
+"""The Live tab's sliders (besides max new tokens) whose numbers typed out of range are said
+(:func:`app.messages.tell_when_clamped`), with the name each message gives."""
+
+
+def k_chosen(value):
+    """The visitor's own k after an edit of the k slider, for :func:`drafter_changed` to put back: ``value`` (the
+    raw payload, perhaps typed out of range) as an int within 1..MAX_K, as the slider clamps it; no change for an
+    empty box or anything that is not a number."""
     try:
         typed = float(value)
-    except (TypeError, ValueError):
-        return gr.skip(), gr.skip()
-    if typed != typed or 1 <= typed <= MAX_K:
-        return gr.skip(), gr.skip()
-    used = MAX_K if typed > MAX_K else 1
-    side = "above the longest draft, " if typed > MAX_K else "below the shortest draft, "
-    return gr.update(value=used), render.status_html(
-        f"Draft length k = {typed:g} is {side}{used}: the box now shows {used}, the k runs use.", "info")
-
+    except (TypeError, ValueError, OverflowError):
+        return gr.skip()
+    if typed != typed:
+        return gr.skip()
+    return int(round(min(max(typed, 1), MAX_K)))

@@ -259,6 +259,6 @@ class LookaheadView:
                  f"not shown)" if self.plain_steps else "")
         note = (f"{self.total} lookahead passes{plain}: {self.accepted} candidate tokens accepted; the window added "
                 f"{self.window_tokens} tokens to the forwards (not verified, not counted as drafted)")
-        head = (f"<div class='dtree-title'>Lookahead decoding <span>{html.escape(what)} · one forward carries x, the "
-                f"Jacobi window and the candidates · {html.escape(note)}</span></div>")
+        head = (f"<div class='dtree-title'>Lookahead decoding <span>{html.escape(what)} · one forward carries x (the last "
+                f"committed token), the Jacobi window and the candidates · {html.escape(note)}</span></div>")
         return f'<div class="la-view dtree-view" data-lookahead-passes="{self.total}">{head}{"".join(parts)}</div>'

@@ -26,6 +26,7 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.messages import tell_when_clamped
 from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
 from app.messages import report, warn
 from specviz.analysis.arena import (
@@ -52,6 +53,9 @@ OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c",
 
 DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05
+MAX_C = 2.0
+"""The right end of the what-if's draft cost slider (a larger c typed into its box is drawn as this, as the slider
+shows it)."""
 BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}
 STATUS_INTERVAL_S = 1.0
 ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
@@ -379,9 +383,11 @@ def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | No
 
 
 def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figure:
-    """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark."""
+    """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark. The
+    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within [0, MAX_C], as the
+    sliders clamp them."""
     alpha = min(max(float(alpha or 0.0), 0.0), 1.0)
-    c = max(float(c or 0.0), 0.0)
+    c = min(max(float(c or 0.0), 0.0), MAX_C)
     curve = None
     if measurement:
         ms = measurement["grid"]["ms"]
@@ -601,7 +607,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=1, min_width=300, elem_id="whatif-controls"):
             alpha = gr.Slider(0, 1, value=DEFAULT_ALPHA, step=0.01, label="Per-token acceptance α",
                               elem_id="why-alpha")
-            c = gr.Slider(0, 2, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
+            c = gr.Slider(0, MAX_C, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
                           elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
             batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
                              interactive=False)
@@ -616,10 +622,13 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                       show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
     # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
     # themselves, so no chain of change events can race them with stale values; always_last drops the
-    # intermediate values of a slider drag
+    # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
+    # the slider clamps it (Gradio's range check would answer with a server error), and whatif clamps it itself
     gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
-          api_visibility="private")
+          preprocess=False, api_visibility="private")
+    tell_when_clamped(alpha, status, "Per-token acceptance α")
+    tell_when_clamped(c, status, "Draft cost c")
     if history is not None:
         history.change(from_history, inputs=[history, c, batch, measurement],
                        outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], show_progress="hidden",

@@ -252,7 +252,7 @@ def test_stats_cards_show_speedup_and_definitions():
     comparison = render.compare_outputs([1], [1], [1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
     markup = render.stats_html(spec, base, comparison, greedy=True)
     # 3 passes: too short to judge, so no speedup figure at all (and no green or red)
-    assert "Decoding speedup" in markup and "too short to judge: 3 passes" in markup
+    assert "Decoding speedup" in markup and "too short to judge: 3 passes after the prefill in the run with fewer" in markup
     assert not re.search(r"\d+\.\d\d×", markup) and "hero good" not in markup and "hero bad" not in markup
     for words in ("accepted ÷ drafted", "bonus included", "Time to first token", "Finish reason", "eos", "✓"):
         assert words in markup
@@ -590,3 +590,9 @@ def test_stop_during_a_long_prefill_starts_at_most_one_more_target_forward(wide_
     view = live.stopped_view([], me)
     assert "while the prompt was being read" in view[4] and "nothing was generated" in view[0]
     live.release_session(me)
+
+
+def test_the_acceptance_by_position_chart_says_so_when_nothing_was_drafted():
+    empty = figures.position_panel(RunStats("speculative"), RunStats("baseline"))
+    assert empty.title == "Acceptance by draft position (no token drafted)" and empty.xaxis["range"] == [0.5, 4.5]
+    assert all(list(t.get("x", [])) == [] for t in empty.traces)

@@ -96,7 +96,8 @@ def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
     more than CONTENDED_SHARE of the CPUs says its timings are too noisy to tell, and why, and concludes nothing."""
     quiet = {"k": 4, "device": "cpu", "rows": _paying_rows(), "cpu_others": 0.05}
     assert batching.disturbance(quiet) is None
-    assert "already costs 2.0 steps at B = 1, so speculation pays (1.60× at B = 1)" in batching.sweep_lesson(quiet)
+    assert ("already costs 2.0 steps at B = 1, yet speculation pays (1.60× at B = 1: 2.3 tokens per pass more than "
+            "cover it)") in batching.sweep_lesson(quiet)  # a costly pass is no reason for paying: "yet", and why
     busy = dict(quiet, cpu_others=0.45)
     lesson = batching.sweep_lesson(busy)
     assert lesson.startswith("The timings are too noisy to tell whether speculation pays at any batch size: other "
@@ -108,7 +109,7 @@ def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
     assert "too noisy to tell" in batching.sweep_lesson(loaded) and "load average 3.1 on 2 CPUs" in \
         batching.sweep_lesson(loaded)
     calm = dict(loaded, environment={"machine": {"load_average_1min": 0.4, "cpu_count": 2}})
-    assert "so speculation pays" in batching.sweep_lesson(calm)
+    assert "yet speculation pays" in batching.sweep_lesson(calm)
     # the status line warns with the same reason; the JSON keeps the share and the same lesson
     result = dict(busy, stopped=False, max_new_tokens=8, label="tiny", settings={}, environment={})
     status, shown_lesson = batching._swept(result, 12.0)[:2]

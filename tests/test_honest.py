@@ -13,6 +13,7 @@ from collections import Counter
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
+import gradio as gr  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
@@ -438,19 +439,20 @@ def test_element_ids_are_unique_on_the_page():
     assert twice == [] and "why-whatif-chart" in ids
 
 
-def test_k_typed_above_its_range_shows_the_value_used_and_says_so():
-    box, status = live.k_typed(99)
-    assert box["value"] == 16 and "k = 99" in status and "16" in status and "status-info" in status
-    box, status = live.k_typed(0)
-    assert box["value"] == 1 and "below" in status
-    assert all(v == {"__type__": "update"} for v in live.k_typed(7))  # in range: nothing changes
-    assert all(v == {"__type__": "update"} for v in live.k_typed("abc"))
+def test_k_and_n_typed_out_of_range_are_read_as_the_slider_clamps_them():
+    """The listeners a slider's own edits trigger get its raw payload (a number typed out of range arrives before the
+    slider clamps it): they take it as the slider does, and skip what is not a number."""
+    assert [live.k_chosen(v) for v in (0, -3, 99, 7, 7.0, "5")] == [1, 1, live.MAX_K, 7, 7, 5]
+    assert all(live.k_chosen(v) == {"__type__": "update"} for v in (None, "", "abc"))
+    assert live.lookahead_k(1)["value"] == 1 and live.lookahead_k(99)["value"] == live.MAX_NGRAM - 1
+    assert live.lookahead_k(5)["value"] == 4 and live.lookahead_k(5, "ngram") == {"__type__": "update"}
 
 
-def test_max_new_tokens_typed_out_of_range_is_said_in_every_tab():
+def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     """Gradio's slider quietly sets a number typed beyond its end to that end when the box is left (its release event
-    carries the typed number first). Every max-new-tokens box, and the what-if's tokens per run, answers that event
-    with a toast and a status line naming the value runs use; a value in range changes nothing."""
+    carries the typed number first). Every slider a visitor can type into answers that event with a toast and a
+    status line naming the value runs use; a value in range changes nothing. No other listener a slider triggers
+    runs Gradio's range check (it would answer a typed 0 for k with a server error and a traceback in the log)."""
     from app import arena, batching, classroom
     from specviz.policy import current_policy
 
@@ -458,26 +460,41 @@ def test_max_new_tokens_typed_out_of_range_is_said_in_every_tab():
         1024, "Max new tokens is at most 1024 here (the server's limit); using 1024.")
     assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4; "
                                                                           "using 4.")
+    assert inputs.clamp_notice(-1, "Temperature", 0, 2) == (0, "Temperature is at least 0; using 0.")
     in_range_or_no_number = (1, 64, 12.5, None, "", "abc", float("nan"), True)
     assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     released = {names[target]: fn for fn in demo.fns.values() for target, event in fn.targets if event == "release"}
+    sliders = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, gr.Slider)}
+    assert set(released) == set(sliders), set(sliders) ^ set(released)  # every slider, and only sliders
+    for elem_id, slider in sliders.items():
+        fn = released[elem_id]
+        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
+        box, status = fn.fn(slider.maximum + 1000)
+        assert box["value"] == slider.maximum and "status-info" in status and " is at most " in status, elem_id
+        box, status = fn.fn(slider.minimum - 1)
+        assert box["value"] == slider.minimum and " is at least " in status, elem_id
+        assert all(v == {"__type__": "update"} for v in fn.fn(slider.maximum)), elem_id  # in range: nothing changes
+    by_slider = [(names[t], e, fn) for fn in demo.fns.values() for t, e in fn.targets if names.get(t) in sliders]
+    assert [(elem_id, event) for elem_id, event, fn in by_slider if fn.preprocess] == []
     tops = {"max-new-tokens": ("Max new tokens", current_policy().max_new_tokens),
             "arena-max-new-tokens": ("Max new tokens per run", arena.MAX_NEW_TOKENS),
             "batching-max-new-tokens": ("Max new tokens per row", batching.MAX_NEW_TOKENS),
             "classroom-max-new-tokens": ("Max new tokens", classroom.STEP_MAX_NEW_TOKENS),
-            "whatif-tokens": ("Tokens per run", classroom.WHATIF_MAX_NEW_TOKENS)}
+            "whatif-tokens": ("Tokens per run", classroom.WHATIF_MAX_NEW_TOKENS),
+            "draft-length": ("Draft length k", live.MAX_K), "batching-k": ("Draft length k", batching.MAX_K),
+            "temperature": ("Temperature", 2), "why-c": ("Draft cost c", 2)}
     for elem_id, (name, top) in tops.items():
-        fn = released[elem_id]
-        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
-        box, status = fn.fn(top + 1000)
-        assert box["value"] == top and f"{name} is at most {top} here" in status and "status-info" in status
-        assert f"using {top}." in status, status
-        assert all(v == {"__type__": "update"} for v in fn.fn(top)), elem_id  # in range: nothing changes
+        box, status = released[elem_id].fn(top + 1000)
+        assert f"{name} is at most {top} here" in status and f"using {top}." in status, status
     assert "SPECVIZ_MAX_NEW_TOKENS" in released["max-new-tokens"].fn(10 ** 6)[1]  # who sets the Live tab's end
     box, status = released["batching-max-new-tokens"].fn(1)
     assert box["value"] == 4 and "Max new tokens per row is at least 4; using 4." in status
+    box, status = released["draft-length"].fn(0)
+    assert box["value"] == 1 and "Draft length k is at least 1; using 1." in status
+    box, status = released["temperature"].fn(-1)
+    assert box["value"] == 0 and "Temperature is at least 0; using 0." in status
 
 
 def test_the_history_names_the_temperature_and_scrolls_inside_its_box():

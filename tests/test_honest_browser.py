@@ -97,7 +97,7 @@ def test_k_typed_above_its_range_is_set_back_and_explained(page):
     page.keyboard.type("99")
     page.keyboard.press("Enter")
     page.click("#prompt textarea")  # leaving the box ends the edit
-    page.wait_for_selector("#status:has-text('k = 99')", timeout=15_000)
+    page.wait_for_selector("#status:has-text('Draft length k is at most 16')", timeout=15_000)
     assert page.input_value(box) == "16"
     assert "16" in page.inner_text("#status")
 

@@ -514,8 +514,8 @@ class SpeedupJudgement:
     def describe(self) -> str:
         """One sentence a visitor can read: the interval, or why there is no figure."""
         if self.verdict == "too short":
-            return (f"too short to judge: {self.passes} pass{'' if self.passes == 1 else 'es'} after the prefill, "
-                    f"at least {MIN_JUDGED_PASSES} needed")
+            return (f"too short to judge: {self.passes} pass{'' if self.passes == 1 else 'es'} after the prefill in "
+                    f"the run with fewer, at least {MIN_JUDGED_PASSES} needed in each")
         i = self.interval
         span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
         if self.verdict == "too noisy" and self.reason:
