@@ -26,9 +26,8 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.messages import tell_when_clamped
 from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
-from app.messages import report, warn
+from app.messages import report, tell_when_clamped, warn
 from specviz.analysis.arena import (
     BATCH_SIZES,
     TOKEN_COUNTS,
