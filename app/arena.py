@@ -9,7 +9,8 @@ charts after every prompt, and the CSV and JSON downloads at the end (also after
 prompts that finished). Every output tuple has the order of :data:`OUTPUTS`. Figures are pure functions of the
 pooled rows. Standard decoding is timed before and after every method on each prompt, each method's ratios use
 the two baseline runs beside it, and a baseline drift above :data:`NOISY_DRIFT` marks a ratio noisy (the table
-and the status say so; :data:`NOTE` explains how ratios are formed).
+and the status say so; :data:`NOTE` explains how ratios are formed). Every speedup shown carries its spread, its
+ratio against each of those baseline runs alone (:func:`speedup_cell`, error bars from :func:`spread_bars`).
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import (InputError, MAX_SEED, check_exit_layer, check_models, number, parse_exit_layer,
-                        parse_generation_settings)
-from app.messages import report, tell_when_clamped
+from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError, check_exit_layer, check_models,
+                        number, parse_exit_layer, parse_generation_settings)
+from app.messages import report, tell_when_clamped, tell_when_invalid
 from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
                                     to_csv, to_json)
 from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
+from specviz.core.metrics import format_apart
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import choices
 from specviz.policy import PolicyError, current_policy
@@ -146,7 +148,7 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
         "target": target.strip(), "draft_spec": (draft_model or "").strip() or None,
         "exit_layer": parse_exit_layer(exit_layer),
         "temperature": float(number(temperature or 0.0, "Temperature", 0, 2, False)),
-        "seed": int(number(seed if seed not in (None, "") else 0, "Seed", 0, MAX_SEED, True)),
+        "seed": int(SEED.parse(seed)),
         "generation": parse_generation_settings(min_p=min_p, repetition_penalty=repetition_penalty),
     }
 
@@ -178,12 +180,48 @@ def _cell(value, decimals: int | str | None) -> str:
     return f"{value:.{decimals}f}"
 
 
+SPEEDUP_KEYS = ("speedup", "decode_speedup")  # the measured ratios: each shown with its spread (speedup_cell)
+NO_SPREAD = "one run: no spread"
+
+
+def spread_text(row: dict, key: str) -> str:
+    """The spread of a row's ratio ``key`` ("speedup" or "decode_speedup") in words: "1.15–1.31" (its rate over each
+    standard run beside the method taken alone; pooled rows: lowest to highest over their prompts), "reference"
+    for standard decoding (1 by definition), or :data:`NO_SPREAD` where no pair of standard runs gave one."""
+    if row.get("drafter") == BASELINE:
+        return "reference"
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if low is None or high is None:
+        return NO_SPREAD
+    return "–".join(format_apart(low, high))
+
+
+def reference_drift_cell(drift: float | None) -> str:
+    """The standard-decoding row's Baseline drift cell: how far its own runs' decoding rates lie apart, "230% (its
+    runs apart)", with no "noisy" flag (that marks a method's ratio; this row is the reference, 1 by definition);
+    "–" without two runs."""
+    return "–" if drift is None else f"{drift:.0%} (its runs apart)"
+
+
+def speedup_cell(row: dict, key: str) -> str:
+    """A measured speedup as the table shows it: the ratio and its spread, "1.23 (1.15–1.31)" (:func:`spread_text`),
+    "1.00 (reference)" for standard decoding, "1.23 (one run: no spread)" where none can be told; "–" without a
+    ratio. A decoding speedup above what its tokens per pass allow adds " impossible: noise" (:func:`_impossible`)."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    text = f"{value:.2f} ({spread_text(row, key)})"
+    return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
+
+
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
-    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a decoding
-    speedup above what its tokens per pass allow reads "… impossible: noise" (:func:`_impossible`)."""
+    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
+    carries its spread, and a decoding speedup above what its tokens per pass allow reads "… impossible: noise"
+    (:func:`speedup_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
-        text = _cell(r.get(key), decimals)
-        return text + " impossible: noise" if key == "decode_speedup" and _impossible(r) else text
+        if key == "baseline_drift" and r.get("drafter") == BASELINE:
+            return reference_drift_cell(r.get(key))
+        return speedup_cell(r, key) if key in SPEEDUP_KEYS else _cell(r.get(key), decimals)
 
     return {"headers": [c[0] for c in columns],
             "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
@@ -229,8 +267,8 @@ def _layout(height: int) -> dict:
 ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
     ("Tokens per target pass (bonus included)", "tokens_per_pass", "tokens / pass", True, None),
     ("Acceptance rate (accepted ÷ drafted)", "acceptance_rate", "acceptance", False, [0, 1.05]),
-    ("Tokens per second (own clock, prefill included)", "tokens_per_s", "tokens / s", True, None),
-    ("Decoding speedup over standard decoding (after the prefill)", "decode_speedup", "× standard", False, None),
+    ("Tokens per second<br>(own clock, prefill included)", "tokens_per_s", "tokens / s", True, None),
+    ("Decoding speedup (after the prefill)", "decode_speedup", "× standard", False, None),
 )
 
 
@@ -266,6 +304,44 @@ def _noise_word(row: dict) -> str:
     return f"(noisy: baselines {row['baseline_drift']:.0%} apart, no finding)" if _noisy(row) else ""
 
 
+HATCHED_NOTE = (f"hatched bars: noisy (the baselines beside that<br>method differ by more than {NOISY_DRIFT:.0%}, or it is "
+                "faster<br>than its tokens per pass allow): no finding")
+"""The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
+
+SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
+
+
+def _spread_subtitle(rows: list[dict]) -> str:
+    """The line under a speedup panel's title that says what its error bars are (and where there are none)."""
+    methods = [r for r in rows if r["drafter"] != BASELINE]
+    if not methods:
+        return ""
+    none = any(spread_text(r, "decode_speedup") == NO_SPREAD for r in methods)
+    text = SPREAD_NOTE + (f"<br>{NO_SPREAD} where no bar is drawn" if none else "")
+    return f"<br><span style='font-size:11px;color:#57606a;font-weight:normal'>{text}</span>"
+
+
+def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
+    """Plotly error bars for the ratio ``key`` of ``rows``: from each ratio down to its lowest and up to its highest
+    against one standard run beside the method (:func:`spread_text`); none for a row without a spread."""
+    def ends(r: dict) -> tuple[float, float]:
+        value, low, high = r.get(key), r.get(f"{key}_low"), r.get(f"{key}_high")
+        if value is None or low is None or high is None or r.get("drafter") == BASELINE:
+            return 0.0, 0.0
+        return max(0.0, high - value), max(0.0, value - low)
+
+    up, down = zip(*(ends(r) for r in rows)) if rows else ((), ())
+    return {"type": "data", "symmetric": False, "array": list(up), "arrayminus": list(down), "visible": any(up + down),
+            "color": "#24292f", "thickness": 1.5, "width": 4}
+
+
+def _spread_word(row: dict, key: str) -> str:
+    """The hover's spread of a bar: "(1.15–1.31 against each standard run beside it)", "(reference)" or
+    "(one run: no spread)"."""
+    text = spread_text(row, key)
+    return f"({text} against each standard run beside it)" if text not in ("reference", NO_SPREAD) else f"({text})"
+
+
 def shown_rows(summary: list[dict]) -> list[dict]:
     """The pooled rows worth showing: per category, and "all" only when there is more than one category."""
     several = len({r["category"] for r in summary if r["level"] == "category"}) > 1
@@ -297,24 +373,31 @@ def arena_figure(summary: list[dict]) -> go.Figure:
             if not with_base and mine and mine[0]["drafter"] == BASELINE:
                 continue
             timed = key in TIMED_KEYS
+            words = [(_spread_word(r, key) + " " if key in SPEEDUP_KEYS else "") + (_noise_word(r) if timed else "")
+                     for r in mine]
             data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
                          "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
                          "marker": {"color": colors[label], **(_noise_marks(mine) if timed else {})},
-                         "xaxis": f"x{n}", "yaxis": f"y{n}", "text": [_noise_word(r) if timed else "" for r in mine],
+                         **({"error_y": spread_bars(mine, key)} if key in SPEEDUP_KEYS else {}),
+                         "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
                          "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
-        notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
+        notes.append({"text": f"<b>{title}</b>" + (_spread_subtitle(rows) if key in SPEEDUP_KEYS else ""),
+                      "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                       "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                       "font": {"size": 14}})
     if any(_noisy(r) for r in rows):
-        notes.append({"text": "hatched bars: noisy (the baselines beside that method differ by more than "
-                              f"{NOISY_DRIFT:.0%}, or it is faster than its tokens per pass allow): no finding", "x": 0, "y": -0.08, "xref": "paper", "yref": "paper",
-                      "xanchor": "left", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]}})
+        # under the last chart's axis (y of the last panel's domain, so that assets/head.html, which moves only
+        # paper-placed notes, keeps it under the last chart when a phone stacks them, not between two charts)
+        notes.append({"text": HATCHED_NOTE, "x": 0, "y": -0.17, "xref": "paper", "yref": f"y{len(ARENA_PANELS)} domain",
+                      "xanchor": "left", "yanchor": "top", "align": "left", "showarrow": False,
+                      "font": {"size": 11, "color": COLORS["rejected"]}})
     layout["annotations"] = notes
     layout["legend"]["y"] = 1.06
     layout["margin"]["t"] = 90
+    layout["margin"]["b"] = 100  # room for the hatched-bars note's three lines
     return go.Figure({"data": data, "layout": layout})
 
 
@@ -325,10 +408,11 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
     colors = variant_colors(rows)
     x = [[r["category"] for r in rows], [r["variant"] for r in rows]]
     data = [
-        {"type": "bar", "x": x, "y": [r["decode_speedup"] for r in rows], "name": "measured (after the prefill)",
+        {"type": "bar", "x": x, "y": [r["decode_speedup"] for r in rows],
+         "name": "measured (after the prefill)",
          "marker": {"color": [colors[r["variant"]] for r in rows], **_noise_marks(rows)}, "opacity": 0.85,
-         "text": [_noise_word(r) for r in rows], "textposition": "none",
-         "hovertemplate": "%{x}<br>measured %{y:.2f}× %{text}<extra></extra>"},
+         "error_y": spread_bars(rows), "text": [f"{_spread_word(r, 'decode_speedup')} {_noise_word(r)}" for r in rows],
+         "textposition": "none", "hovertemplate": "%{x}<br>measured %{y:.2f}× %{text}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
          "name": "predicted, paper (verification = 1 step)",
          "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},
@@ -340,19 +424,26 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
          "hovertemplate": "%{x}<br>measured costs %{y:.2f}×<extra></extra>"},
     ]
     layout = _layout(440) | {
-        "title": {"text": "Speedup: measured vs predicted from the measured α", "font": {"size": 15}},
+        "title": {"text": "<b>Speedup: measured vs predicted</b><br>from the measured α", "font": {"size": 14},
+                  "x": 0.5, "xanchor": "center", "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
         "xaxis": {"type": "multicategory", "automargin": True, "tickfont": {"size": 11}},
         "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}],
     }
-    layout["legend"] = {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12}}
-    layout["margin"]["t"] = 80
+    # the legend under the chart (below the two rows of category labels), one row at 1400 px and up to three on a
+    # phone: it never covers the title or the bars; the notes go under it, wrapped to fit a phone-wide chart
+    layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
+                        "font": {"size": 12}}
+    layout["margin"] |= {"t": 100, "b": 135}
+    layout["height"] = 500
+    said = ["error bars: the ratio against each standard run<br>beside the method"] if rows else []
     if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
-        layout["annotations"] = [{"text": "tree methods: no markers (the formulas are for chains)", "xref": "paper",
-                                  "yref": "paper", "x": 1, "y": 1, "xanchor": "right", "yanchor": "top",
-                                  "showarrow": False, "font": {"size": 11, "color": "#57606a"},
-                                  "bgcolor": "rgba(255,255,255,0.85)"}]
+        said.append("tree methods: no markers<br>(the formulas are for chains)")
+    if said:
+        layout["annotations"] = [{"text": "<br>".join(said), "xref": "paper", "yref": "paper", "x": 1, "y": 1,
+                                  "xanchor": "right", "yanchor": "bottom", "align": "right", "showarrow": False,
+                                  "font": {"size": 11, "color": "#57606a"}}]
     return go.Figure({"data": data, "layout": layout})
 
 
@@ -401,7 +492,7 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
-    drift = (f" · {render.plural(noisy, 'prompt × method pair')} noisy (baselines beside the method more than "
+    drift = (f" · {noisy_count(noisy, result.rows)} noisy (baselines beside the method more than "
              f"{NOISY_DRIFT:.0%} apart, or a speedup above its tokens per pass): the machine's speed changed, read "
              "those ratios as noise" if noisy else "")
     methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
@@ -413,6 +504,16 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
 def noisy_rows(rows: list[dict]) -> int:
     """How many per-prompt rows of a method (not the baseline) are noisy (:func:`_noisy`)."""
     return sum(1 for r in rows if _noisy(r))
+
+
+def noisy_count(noisy: int, rows: list[dict]) -> str:
+    """``noisy`` of the per-prompt method rows in ``rows`` (the baseline's not counted), in words that agree: "1 of
+    2 methods" for one prompt, "3 of 8 prompt × method results" for several."""
+    methods = [r for r in rows if r.get("drafter") != BASELINE]
+    prompts = len({r.get("prompt_id") for r in methods})
+    if prompts <= 1:
+        return f"{noisy} of {render.plural(len(methods), 'method')}"
+    return f"{noisy} of {render.plural(len(methods), 'prompt × method result')}"
 
 
 def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer, temperature,
@@ -580,7 +681,13 @@ NOTE = (
     "of the machine weighs on both sides of one ratio instead of on every method of the prompt. <b>Baseline "
     "drift</b> = how much those two standard runs differ (fastest ÷ slowest − 1); above 15% the machine's speed "
     "changed during the measurement and the ratio is marked noisy. <b>Speedup, decode</b> (after the prefill) is "
-    "the headline; <b>speedup, end to end</b> includes the prefill. The standard row pools all its runs (Runs). "
+    "the headline; <b>speedup, end to end</b> includes the prefill. <b>The range after each speedup</b>, e.g. "
+    "1.23 (1.15–1.31), is its spread: the method's rate over each of those two standard runs taken alone (the "
+    "chart's error bars); a category or “all” row gives the lowest and highest over its prompts. A method runs "
+    "once per prompt, so its own run-to-run noise is read from the baselines' (how much two runs of the same work "
+    "differ); where no pair of standard runs gives a spread, the cell says “one run: no spread”, and a range that "
+    "spans 1.00 is no finding either way. The standard row pools all its runs (Runs) and is the reference (1 by "
+    "definition); its baseline drift is how far all those runs lie apart (“its runs apart”), no flag of its own. "
     "<b>How to read the rest.</b> "
     "<b>Tokens/pass</b> counts the bonus token; <b>acceptance</b> = accepted ÷ drafted; <b>α</b> = accepted ÷ "
     "(accepted + rejections), the per-token acceptance of the formulas. <b>Predicted, paper</b> = "
@@ -673,5 +780,9 @@ def build_tab(target: str = "embedded") -> None:
     stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
     tell_when_clamped(max_new_tokens, status, "Max new tokens per run")
     tell_when_clamped(temperature, status, "Temperature")
+    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded
+    tell_when_invalid(seed, status, SEED)
+    tell_when_invalid(repetition_penalty, status, REPETITION_PENALTY)
+    tell_when_invalid(min_p, status, MIN_P)
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

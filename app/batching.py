@@ -41,7 +41,7 @@ from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import InputError, check_models, number, text
+from app.inputs import InputError, NumberField, check_models, number, text
 from app.messages import report, tell_when_clamped
 from specviz.analysis.arena import grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.analysis.batching import BATCH_SIZES, batch_sweep, sampling_check
@@ -76,6 +76,7 @@ ASSUMED_TOKENS_PER_PASS = 1.5  # for the estimate only, before anything was acce
 
 CHECK_PROMPT = "The sky is grey today. Write one sentence about the sea."
 CHECK_N, MIN_N, MAX_N = 200, 20, 1000
+N_FIELD = NumberField("N runs per side", MIN_N, MAX_N, True, CHECK_N)  # the N box's rule, named as its label
 CHECK_K = 4  # the check's runs make 3 tokens: the one drafted position is the second token
 CHECK_BATCH = 16  # rows per batched run of the check
 CHECK_TOKENS = 3
@@ -172,7 +173,7 @@ def parse_check(prompt, temperature, drafter, n, broken, target, draft_model) ->
     if temperature == 0:
         raise InputError("The check needs a temperature above 0: at temperature 0 decoding is greedy and there "
                          "is nothing to sample.")
-    n = int(number(n, "N (runs per side)", MIN_N, MAX_N, True))
+    n = int(N_FIELD.parse(n))  # an empty box: the default
     return CheckSettings(parse_models(target, drafter, draft_model), prompt, temperature, n, bool(broken))
 
 
@@ -1128,7 +1129,7 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                                     elem_id="batching-check-temperature")
             check_drafter = gr.Dropdown(drafter_menu(), value=DEFAULT_DRAFTER, label="Drafter",
                                         elem_id="batching-check-drafter")
-            n = gr.Number(CHECK_N, label=f"N runs per side ({MIN_N}–{MAX_N})", precision=0, elem_id="batching-check-n")
+            n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", precision=0, elem_id="batching-check-n")
             broken = gr.Checkbox(False, label="Accept every draft (a broken verifier)", elem_id="batching-check-broken")
             with gr.Row():
                 check_btn = gr.Button("Check", variant="primary", elem_id="batching-check", scale=2, min_width=100)
@@ -1147,3 +1148,5 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                     concurrency_id="arena")
     check_stop.click(stop_check, outputs=[check_status], queue=False, api_name="batching_check_stop")
     tell_when_clamped(temperature, check_status, "Temperature")
+    from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
+    tell_when_invalid(n, check_status, N_FIELD)

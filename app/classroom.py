@@ -7,8 +7,9 @@ work, read once per process and shared by every session (each keeps only its own
 it while a live run computes; steps and openings skip the queue. "Record run" records your own settings on the device
 (:class:`specviz.analysis.stepper.Recorder`); "Download this run" offers any open run as a file and "Open a recording
 file" opens one (when the operator allows uploads: ``SPECVIZ_ALLOW_UPLOADS``; a refused file is one sentence).
-A run is stepped (draft -> verify -> accept/reject -> recovered or bonus token) with Previous / Play / Next
-buttons, keyboard shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u,
+A run is stepped (draft -> verify -> accept/reject -> recovered or bonus token; a pass with nothing drafted
+ends in a plain target token) with Previous / Play / Next buttons,
+keyboard shortcuts (← →, space; ignored while typing in a field), a per-position table (q, p, min(1, p/q), u,
 decision; in greedy mode the target's top token), a caption for students, and at a rejection a bar chart of the
 target, draft and residual distributions. A presentation view (large type, high contrast) is one checkbox; the
 settings travel in the page address (:func:`share_query` / :func:`settings_from_query`, read on page load), and built-in
@@ -49,7 +50,8 @@ from app.lookahead_view import make_pass, ngram_of, pass_html
 from app.messages import report, tell_when_clamped
 from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
-from specviz.analysis.stepper import PHASE_LABELS, Distributions, Recorder, Recording, Stepper, display_text
+from specviz.analysis.stepper import (Distributions, Recorder, Recording, Stepper, display_text, no_draft_reason,
+                                      phase_label)
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.race import race
 from specviz.drafters.registry import choices, make_drafter
@@ -80,9 +82,21 @@ CHART_TOKENS = 10  # bars per distribution chart
 
 
 def load_walkthroughs(path: Path = WALKTHROUGHS_PATH) -> list[dict]:
-    """The built-in walkthroughs: [{id, title, description, settings: {field: value}}] (settings are partial;
-    missing fields take :data:`DEFAULTS`)."""
+    """The built-in walkthroughs: [{id, title, menu, description, settings: {field: value}}] (settings are partial;
+    missing fields take :data:`DEFAULTS`; ``menu``, optional, is the short label of the walkthrough menu)."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+MENU_LABEL_MAX = 28
+"""The most characters of a walkthrough menu label: the closed menu shows its choice on one line, about 260 px wide
+in the Classroom's narrow column on a desktop and on a 400 px phone alike; the full title stands in the note under
+the menu."""
+
+
+def menu_choices(walkthroughs: list[dict]) -> list[tuple[str, str]]:
+    """The walkthrough menu's (label, id) pairs: each walkthrough's short ``menu`` label (its title when it has
+    none), then "Your own prompt and settings"."""
+    return [(w.get("menu") or w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)]
 
 
 def walkthrough_settings(walkthrough: dict) -> dict:
@@ -268,7 +282,7 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 _BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged": "– not judged",
-           "recovered": "★ recovered", "bonus": "★ bonus", "target": "● target token"}
+           "recovered": "★ recovered", "bonus": "★ bonus", "target": "● plain target token"}
 
 
 _TIPS = {"q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
@@ -277,7 +291,7 @@ _TIPS = {"q (draft)": "the drafter's probability of its guess", "p (target)": "t
          "target's top token": "greedy mode: a guess is accepted only if it is the target's top token"}
 _PENDING = '<span class="cr-pending" title="revealed in a later phase">…</span>'
 _NEXT_KIND = {"recovered": "recovered: the target's own token", "bonus": "bonus: the target's extra token",
-              "target": "the target's token"}
+              "target": "the target's own token, nothing drafted to check"}
 
 
 def _table_head(greedy: bool) -> list[str]:
@@ -287,9 +301,10 @@ def _table_head(greedy: bool) -> list[str]:
     return head + ["decision"]
 
 
-def _next_cells(row, greedy: bool) -> list[str]:
-    """The cells of the target's own token (recovered, bonus or plain), before the decision."""
-    what = _NEXT_KIND[row.decision or "target"]
+def _next_cells(row, greedy: bool, prefill: bool = False) -> list[str]:
+    """The cells of the target's own token (recovered, bonus or plain; ``prefill``: the prefill's first token),
+    before the decision."""
+    what = "the target's first token, from the prefill" if prefill else _NEXT_KIND[row.decision or "target"]
     cells = [f'<td data-col="position">{row.position}</td>',
              f'<td data-col="token"><code class="cr-tok">{html.escape(row.token)}</code> '
              f'<small>{html.escape(what)}</small></td>']
@@ -321,9 +336,9 @@ def _draft_cells(row, greedy: bool) -> list[str]:
     return cells
 
 
-def _table_row(row, greedy: bool) -> str:
-    """One ``<tr>``: the row's cells and its decision badge (… until decided)."""
-    cells = _next_cells(row, greedy) if row.kind == "next" else _draft_cells(row, greedy)
+def _table_row(row, greedy: bool, prefill: bool = False) -> str:
+    """One ``<tr>``: the row's cells and its decision badge (… until decided); ``prefill``: the prefill's row."""
+    cells = _next_cells(row, greedy, prefill) if row.kind == "next" else _draft_cells(row, greedy)
     decision = row.decision
     badge = (f'<span class="cr-badge cr-badge-{decision.replace(" ", "-")}">{_BADGES[decision]}</span>'
              if decision else '<span class="cr-pending" title="decided in phase 3">…</span>')
@@ -338,7 +353,7 @@ def _table_title(stepper: Stepper) -> str:
     if step.phase == "prefill":
         return "Prefill: the prompt goes through the target once"
     if not event.draft_ids:
-        return f"Pass {event.index}: the drafter proposed nothing"
+        return f"Pass {event.index}: nothing drafted ({no_draft_reason(event)}), a plain step"
     guesses = len(event.draft_ids)
     title = f"Pass {event.index}: {guesses} guess{'' if guesses == 1 else 'es'} (k = {event.k})"
     if step.phase in ("decide", "emit"):
@@ -352,7 +367,7 @@ def table_html(stepper: Stepper) -> str:
     head = _table_head(greedy)
     header = "".join(f'<th title="{html.escape(_TIPS.get(h, ""))}">{html.escape(h)}</th>' for h in head)
     rows = stepper.table_rows()
-    body = [_table_row(row, greedy) for row in rows]
+    body = [_table_row(row, greedy, stepper.current.phase == "prefill") for row in rows]
     if not rows:
         body.append(f'<tr><td colspan="{len(head)}" class="cr-none">No drafted tokens in this pass.</td></tr>')
     mode = "greedy: accept = draft matches the target's top token" if greedy else \
@@ -390,7 +405,7 @@ def progress_html(stepper: Stepper) -> str:
     for phase in ("draft", "verify", "decide", "emit"):
         cls = "cr-phase" + (" cr-phase-on" if phase == step.phase else "")
         cls += " cr-phase-skip" if no_decision and phase == "decide" else ""
-        pills.append(f'<span class="{cls}">{html.escape(PHASE_LABELS[phase])}</span>')
+        pills.append(f'<span class="{cls}">{html.escape(phase_label(phase, not no_decision))}</span>')
     pills = "".join(pills)
     if step.phase == "prefill":
         pills = '<span class="cr-phase cr-phase-on">prefill</span>' + pills
@@ -404,7 +419,9 @@ def caption_html(stepper: Stepper) -> str:
 
 
 def output_html(stepper: Stepper) -> str:
-    """The output so far, one span per token coloured by how it was made (the current pass framed)."""
+    """The output so far, one span per token coloured by how it was made (the current pass framed). A token that
+    is only spaces or newlines has class ``tok-space`` (a minimum width, so it is no sliver on a phone) and each
+    newline a ⏎ mark, as in the Live panes (:func:`app.render.text_html`)."""
     rec, step = stepper.recording, stepper.current
     parts = []
     for i, event in enumerate(rec.events[: step.pass_index + 1]):
@@ -416,7 +433,8 @@ def output_html(stepper: Stepper) -> str:
             kind = "accepted" if j < n and event.draft_ids else (
                 event.next_kind if event.draft_ids and event.next_kind in ("recovered", "bonus") else "target")
             text = rec.text(token)
-            spans.append(f'<span class="tok tok-{kind}" data-kind="{kind}">{html.escape(text)}</span>')
+            space = " tok-space" if text and not text.strip() else ""  # a visible width and ⏎: assets/style.css
+            spans.append(f'<span class="tok tok-{kind}{space}" data-kind="{kind}">{render.text_html(text)}</span>')
         current = " cr-current" if i == step.pass_index else ""
         parts.append(f'<span class="pass{current}" data-pass-index="{event.index}">{"".join(spans)}</span>')
     body = "".join(parts) or '<span class="cr-none">(nothing yet)</span>'
@@ -434,9 +452,10 @@ def _labels(ids, rec: Recording) -> list[str]:
     return labels
 
 
-def rejection_figure(dist: Distributions, rec: Recording) -> go.Figure:
+def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -> go.Figure:
     """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
-    with the rejected draft token and the recovered token marked."""
+    with the rejected draft token marked and, when ``reveal`` (phase 4, emit), the recovered token: at phase 3
+    (accept / reject) the caption says it is drawn in the next step, so the chart does not show it yet."""
     must = {dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)}
     rest = [i for i in range(len(dist.token_ids)) if i not in must]  # already most probable first
     keep = sorted(must | set(rest[:max(0, CHART_TOKENS - len(must))]))
@@ -454,10 +473,12 @@ def rejection_figure(dist: Distributions, rec: Recording) -> go.Figure:
                        "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
     heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
     notes = []
-    for token, text, color in ((dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"]),
-                               (dist.chosen_id, "★ recovered", COLORS["recovered"])):
+    marks = [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"])]
+    if reveal:
+        marks.append((dist.chosen_id, "★ recovered", COLORS["recovered"]))
+    for token, text, color in marks:
         j = ids.index(token)
-        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id else 0
+        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id and reveal else 0
         notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
                       "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
     why = ("the target's top choice replaces the guess" if dist.residual is None else
@@ -481,7 +502,7 @@ def view(stepper: Stepper | None, fresh: bool = True) -> tuple:
     if stepper is None:
         return ("", f'<div class="cr-caption">{html.escape(NO_RECORDING)}</div>', "", gr.update(visible=False), "")
     figure = rejection_chart(stepper)
-    key = stepper.current.pass_index if figure is not None else None
+    key = (stepper.current.pass_index, stepper.current.phase == "emit") if figure is not None else None
     if not fresh and key == getattr(stepper, "chart_shown", None):
         chart = gr.skip()
     else:
@@ -492,24 +513,25 @@ def view(stepper: Stepper | None, fresh: bool = True) -> tuple:
 
 _CHARTS: OrderedDict[tuple[int, int], tuple[Recording, go.Figure]] = OrderedDict()
 _CHARTS_LOCK = threading.Lock()
-CHART_CACHE_SIZE = 256  # rejection charts kept (a 64-token run has at most 64)
+CHART_CACHE_SIZE = 256  # rejection charts kept (a 64-token run has at most 128: two per pass)
 
 
 def rejection_chart(stepper: Stepper) -> go.Figure | None:
-    """The rejection chart of the stepper's current step (None when it shows none). Built once per recording and
-    pass, then shared by every session stepping through that recording: a figure costs tens of milliseconds, a
+    """The rejection chart of the stepper's current step (None when it shows none), the recovered token marked at
+    the emit phase only (:func:`rejection_figure`). Built once per recording, pass and phase kind, then shared by every session stepping through that recording: a figure costs tens of milliseconds, a
     step otherwise well under one."""
     dist = stepper.distributions()
     if dist is None:
         return None
     rec = stepper.recording
-    key = (id(rec), stepper.current.pass_index)
+    reveal = stepper.current.phase == "emit"  # the recovered token is drawn in phase 4, not before
+    key = (id(rec), stepper.current.pass_index, reveal)
     with _CHARTS_LOCK:
         hit = _CHARTS.get(key)
         if hit is not None and hit[0] is rec:  # the entry holds its recording, so the id is not reused meanwhile
             _CHARTS.move_to_end(key)
             return hit[1]
-    figure = rejection_figure(dist, rec)
+    figure = rejection_figure(dist, rec, reveal)
     with _CHARTS_LOCK:
         _CHARTS[key] = (rec, figure)
         while len(_CHARTS) > CHART_CACHE_SIZE:
@@ -1030,7 +1052,7 @@ def build_tab(target: str = "embedded") -> None:
 def _walkthrough_controls(ui: dict, walkthroughs: list[dict]) -> None:
     """The walkthrough menu and its note, downloading and opening recording files (opening only where the operator
     allows uploads), and the presentation view."""
-    ui["walkthrough"] = gr.Dropdown([(w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)],
+    ui["walkthrough"] = gr.Dropdown(menu_choices(walkthroughs),
                                     value=walkthroughs[0]["id"] if walkthroughs else None, label="Walkthrough",
                                     elem_id="classroom-walkthrough")
     ui["note"] = gr.HTML(_note_html(walkthroughs[0] if walkthroughs else None), elem_id="classroom-note")
@@ -1140,6 +1162,12 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
     tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
     tell_when_clamped(ui["k"], ui["status"], "Draft length k")
     tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
+    from app.inputs import EXIT_LAYER, REPETITION_PENALTY, SEED, parse_exit_layer  # number boxes, checked when left
+    from app.messages import tell_when_invalid
+    tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer, target=ui["target"])
+    tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY)
+    if "seed" in ui:
+        tell_when_invalid(ui["seed"], ui["status"], SEED)
     ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
                                                  **QUIET)
     _wire_whatif(ui)

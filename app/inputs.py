@@ -3,7 +3,9 @@ message is one sentence for them (a :class:`specviz.policy.PolicyError`, also a 
 operator does not allow).
 
 - :func:`number` (bounds written readably), :func:`text`, :func:`parse_stop_strings`, :func:`parse_exit_layer`
-  and :func:`check_exit_layer`: single fields;
+  and :func:`check_exit_layer`: single fields; :class:`NumberField` (``TOP_K``, ``SEED``, ...) holds a number box's
+  rule, read by the Run path and by :func:`number_notice` when the box is left (:func:`empty_notice` when it was
+  emptied; :func:`exit_layer_notice` for the early-exit layer, against the target's layers once it is loaded);
 - :func:`check_models`: the one place the operator's model policy is enforced for visitors;
 - :class:`Settings` / :func:`parse_settings`: one generation's validated settings (the Live tab, the Classroom);
   :func:`parse_generation_settings` the logits processors and stop token ids (also the Arena's);
@@ -31,7 +33,7 @@ MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_CHARS = 200
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
-MAX_SEED = 2**63 - 1
+MAX_SEED = 2**53 - 1  # the largest whole number a browser (a 64-bit float) holds exactly: a larger seed would come back changed
 MAX_NEW_TOKENS_HINT = "the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS"  # who caps it
 MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound is checked once it is loaded)
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
@@ -105,6 +107,127 @@ def _or_default(value, default):
     return default if value in (None, "") else value
 
 
+@dataclass(frozen=True)
+class NumberField:
+    """The rule of one number box, shared by the Run path (:meth:`parse`) and the check when the box is left
+    (:func:`number_notice`): its name in messages, its range [low, high], whole numbers only or not, and the value
+    an empty box takes; ``outside``: the value used for one outside [low, high] (None: the nearest end), and
+    ``default_note``: what the default means, said after it ("0 (half the target's layers)")."""
+
+    name: str
+    low: float
+    high: float
+    integer: bool
+    default: float = 0
+    hint: str = ""
+    outside: float | None = None
+    default_note: str = ""
+
+    def parse(self, value) -> float | int:
+        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError."""
+        return number(_or_default(value, self.default), self.name, self.low, self.high, self.integer, self.hint)
+
+    def nearest(self, value) -> float | int:
+        """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded as
+        Gradio rounds a box of precision 0; ``default`` for what is not a number."""
+        try:
+            got = float(value)
+        except (TypeError, ValueError, OverflowError):
+            return self.default
+        if got != got:
+            return self.default
+        if self.outside is not None and not self.low <= got <= self.high:
+            return int(self.outside) if self.integer else float(self.outside)
+        if got >= self.high or got <= self.low:
+            end = self.high if got >= self.high else self.low
+            return int(end) if self.integer else float(end)
+        return int(round(got)) if self.integer else got
+
+
+TOP_K = NumberField("Top-k", 0, 1_000_000, True, 0)
+SEED = NumberField("Seed", 0, MAX_SEED, True, 0)
+MIN_P = NumberField("Min-p", 0, 0.99, False, 0.0)
+REPETITION_PENALTY = NumberField("Repetition penalty", 0.01, 10, False, 1.0)
+FREQUENCY_PENALTY = NumberField("Frequency penalty", -2, 2, False, 0.0)  # as OpenAI's
+PRESENCE_PENALTY = NumberField("Presence penalty", -2, 2, False, 0.0)
+NO_REPEAT_NGRAM_SIZE = NumberField("No-repeat n-gram size", 0, 64, True, 0)
+EXIT_LAYER = NumberField("The early-exit layer", 0, MAX_LAYER, True, 0, outside=0,  # the model's: check_exit_layer
+                         default_note="half the target's layers")
+
+
+def number_notice(value, field: NumberField, parse=None) -> tuple[float | int, str] | None:
+    """What a number box left with a value its run would refuse says, before the run: (the value used instead,
+    :meth:`NumberField.nearest`; the Run path's own message, from ``parse`` (default :meth:`NumberField.parse`), and
+    "Using {value}."). None for a value the run accepts, or an empty box (it takes the default). Never raises."""
+    if value is None or value == "":
+        return None
+    try:
+        (parse or field.parse)(value)
+        return None
+    except InputError as error:
+        message = str(error)
+    except Exception:  # noqa: BLE001 - a payload no parser expects: say it is no number
+        message = f"{field.name} must be a number."
+    used = field.nearest(value)
+    return used, f"{message} Using {_using(used, field)}."
+
+
+def _using(value, field: NumberField) -> str:
+    """``value`` as a notice's "Using ..." says it: "29", or "0 (half the target's layers)" for a default that has a
+    meaning of its own (:attr:`NumberField.default_note`)."""
+    note = f" ({field.default_note})" if field.default_note and value == field.default else ""
+    return f"{_bound(value, field.integer)}{note}"
+
+
+def empty_notice(field: NumberField) -> tuple[float | int, str]:
+    """What an emptied number box says when it is left: (its default, put back in the box; "Seed: the box was left
+    empty, so it is set back to its default, 0."). A run reads an empty box as the default too; this shows it."""
+    default = int(field.default) if field.integer else field.default
+    return default, f"{field.name}: the box was left empty, so it is set back to its default, {_using(default, field)}."
+
+
+def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:
+    """What the early-exit layer box says when left (as :func:`number_notice`), checked against the target's real
+    layer count when the target ``target_spec`` names ("" means embedded) is already loaded
+    (:func:`specviz.models.cached_model`; nothing is loaded here): a layer it lacks gets :func:`check_exit_layer`'s
+    message and the nearest valid layer ("... between 1 and 29 for SmolLM2-135M-Instruct ..., which has 30 layers
+    (got 100). Using 29."; below 1: 0, the default). Unloaded, only the box's own range is known: a number beyond any
+    model's uses 0 (half the target's layers). None for a value the run accepts or an empty box. Never raises."""
+    from specviz.models import cached_model
+
+    if value is None or value == "":
+        return None
+    loaded = cached_model(str(target_spec or "").strip() or "embedded") if target_spec is not None else None
+    if loaded is None or loaded.num_layers < 2:
+        return number_notice(value, EXIT_LAYER, parse_exit_layer)
+    try:
+        got = float(value)
+    except (TypeError, ValueError, OverflowError):
+        got = float("nan")
+    if got != got or isinstance(value, bool):  # no number: the box's own message
+        return number_notice(value, EXIT_LAYER, parse_exit_layer)
+    top = loaded.num_layers - 1
+    if got < 0.5:
+        used = 0  # the default: half the target's layers
+    else:
+        used = top if got >= top + 0.5 else max(1, round(got))
+    try:
+        check_exit_layer(parse_exit_layer(value), loaded)
+        return None
+    except InputError as error:
+        message = str(error)
+    if got >= top + 0.5:  # a layer beyond the target's: its own bound, not the box's
+        message = _exit_layer_message(loaded, value)
+    return used, f"{message} Using {_using(used, EXIT_LAYER)}."
+
+
+def _exit_layer_message(target, got) -> str:
+    """:func:`check_exit_layer`'s sentence for a layer ``got`` (the box's payload, as typed) the target lacks."""
+    shown = got if len(str(got)) <= 20 else str(got)[:20] + "…"
+    return (f"The early-exit layer must be between 1 and {target.num_layers - 1} for {target.label}, which has "
+            f"{target.num_layers} layers (got {shown}).")
+
+
 def text(value, name: str) -> str:
     """A text input as str (None is ""; a number is its digits); anything else that is not text is an
     InputError."""
@@ -142,7 +265,7 @@ def parse_exit_layer(value) -> int | None:
     if value in (None, "", 0):
         return None
     try:
-        return int(number(value, "The early-exit layer", 0, MAX_LAYER, True)) or None
+        return int(EXIT_LAYER.parse(value)) or None
     except InputError as error:
         if "between" not in str(error):
             raise
@@ -154,8 +277,7 @@ def check_exit_layer(layer: int | None, target) -> None:
     """Raise InputError when ``layer`` (None: the default) is not a layer of the loaded ``target`` to exit
     after (1 .. layers − 1)."""
     if layer is not None and not 1 <= layer < target.num_layers:
-        raise InputError(f"The early-exit layer must be between 1 and {target.num_layers - 1} for "
-                         f"{target.label} ({target.num_layers} layers); got {layer}.")
+        raise InputError(_exit_layer_message(target, layer))
 
 
 def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
@@ -351,13 +473,10 @@ def parse_generation_settings(min_p=0.0, repetition_penalty=1.0, frequency_penal
     except ValueError as error:
         raise InputError(f"{str(error)[0].upper()}{str(error)[1:]}.") from None
     return {
-        "min_p": float(number(_or_default(min_p, 0.0), "Min-p", 0, 0.99, False)),
-        "repetition_penalty": float(number(_or_default(repetition_penalty, 1.0), "Repetition penalty", 0.01, 10,
-                                           False)),
-        "frequency_penalty": float(number(_or_default(frequency_penalty, 0.0), "Frequency penalty", -2, 2, False)),
-        "presence_penalty": float(number(_or_default(presence_penalty, 0.0), "Presence penalty", -2, 2, False)),
-        "no_repeat_ngram_size": int(number(_or_default(no_repeat_ngram_size, 0), "No-repeat n-gram size", 0, 64,
-                                           True)),
+        "min_p": float(MIN_P.parse(min_p)), "repetition_penalty": float(REPETITION_PENALTY.parse(repetition_penalty)),
+        "frequency_penalty": float(FREQUENCY_PENALTY.parse(frequency_penalty)),
+        "presence_penalty": float(PRESENCE_PENALTY.parse(presence_penalty)),
+        "no_repeat_ngram_size": int(NO_REPEAT_NGRAM_SIZE.parse(no_repeat_ngram_size)),
         "logit_bias": bias, "stop_token_ids": _token_list(stop_token_ids, parse_token_ids, "The stop token ids"),
     }
 
@@ -403,8 +522,7 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
         k=int(number(k, "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(adaptive_k),
         temperature=temperature,
         top_p=float(number(_or_default(top_p, 1.0), "Top-p", 0.01, 1, False)),
-        top_k=int(number(_or_default(top_k, 0), "Top-k", 0, 1_000_000, True)),
-        seed=int(number(_or_default(seed, 0), "Seed", 0, MAX_SEED, True)),
+        top_k=int(TOP_K.parse(top_k)), seed=int(SEED.parse(seed)),
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
         chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
         tree_nodes=nodes, min_confidence=gate, lookup=lookup,
@@ -450,9 +568,11 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
     (it then stops drafting and the target decodes alone), and that a draft model with another tokenizer has its
     drafts re-tokenized (:func:`specviz.drafters.model.drafter_note`).
 
-    Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, the draft
-    model's window, the re-tokenized drafts). Raises InputError (one sentence) when max new tokens alone do not fit the window, or for a
-    prompt that cannot be encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
+    Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, with how
+    many tokens left the start, the first words kept and, for a chat, that the start of the request is gone:
+    :meth:`specviz.models.PromptFit.cut_note`; the draft model's window, the re-tokenized drafts). Raises
+    InputError (one sentence) when max new tokens alone do not fit the window, or for a prompt that cannot be
+    encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
     from specviz.drafters.model import drafter_note
     from specviz.models import PromptTooLongError, fit_prompt
 
@@ -466,6 +586,7 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
     notes = []
     if fit.truncated:
         notes.append(f"The prompt was too long ({fit.original_tokens:,} tokens): its start was cut, keeping its "
-                     f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}.")
+                     f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}: "
+                     + fit.cut_note())
     notes.append(drafter_note(drafter, len(fit.ids), settings.max_new_tokens))
     return fit.ids, " ".join(note for note in notes if note)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import threading
 import time
 import uuid
@@ -46,15 +47,17 @@ from app.figures import dashboard_figure
 from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer,
                         check_settings_vocab, fit_prompt_for, parse_k_schedule, parse_settings)
 from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
+from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
+                        REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer)
 from app.lookahead_view import LookaheadView
-from app.messages import log_failure, report, tell_when_clamped
+from app.messages import log_failure, report, tell_when_clamped, tell_when_invalid
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
 from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.compiled import COMPILING_NOTE, forward_path
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
-from specviz.core.metrics import RunStats, SpeedupJudgement, judge_decode_speedup
+from specviz.core.metrics import RunStats, SpeedupJudgement, format_apart, judge_decode_speedup
 from specviz.core.race import race
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.registry import choices, label_of, make_drafter
@@ -173,6 +176,7 @@ class RunView:
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
+    _busy: float | None = None  # other programs' CPU share that made the latest judgement "too noisy" (else None)
 
     def add(self, event: PassEvent) -> None:
         """Fold one engine event into its pane and statistics."""
@@ -238,8 +242,10 @@ class RunView:
         """``judged``, or "too noisy" with the reason when other programs took more than :data:`CONTENDED_SHARE`
         of the CPUs during the runs (both runs share the device, but a step suffers more than a wide pass)."""
         share = self.cpu.others() if self.cpu is not None else None
+        self._busy = None
         if share is None or share <= CONTENDED_SHARE or judged.verdict == "too short":
             return judged
+        self._busy = share
         return replace(judged, verdict="too noisy",
                        reason=f"other programs used {share:.0%} of this machine's CPU time during the run, which "
                               f"slows one-token steps more than wide passes (a browser showing this page on the same "
@@ -330,9 +336,23 @@ class RunView:
                     f"({b.finish_reason})")
         return f"speculative {tokens(s.generated)}, baseline {tokens(b.generated)}"
 
+    def noise_reason(self) -> str | None:
+        """Why the decoding speedup is too noisy to tell, in a few words for the history ("other programs used 45%
+        of the CPU" or "0.85–1.40× spans 1"); None when it is not "too noisy"."""
+        judged = self.judgement()
+        if judged is None or judged.verdict != "too noisy":
+            return None
+        if self._busy is not None:
+            return f"other programs used {self._busy:.0%} of the CPU"
+        if judged.interval is None:
+            return "its interval spans 1"
+        low, high = format_apart(judged.interval.low, judged.interval.high)
+        return f"{low}–{high}× spans 1"
+
     def summary(self) -> dict:
         """A row of the run history: rates after the prefill; the decoding speedup only when it could be judged
-        (else ``speedup_note`` says "too short" or "too noisy")."""
+        (else ``speedup_note`` says "too short" or "too noisy"; a too-noisy run keeps what was measured in
+        ``speedup_measured`` and why it is noise in ``speedup_reason``, :meth:`noise_reason`)."""
         s, b = self.spec_stats, self.base_stats
         judged = self.judgement()
         return {
@@ -346,6 +366,8 @@ class RunView:
             "spec_tps": s.decode_tokens_per_s if self.spec is not None else None, "base_tps": b.decode_tokens_per_s,
             "speedup": judged.value if judged is not None and judged.finding else None,
             "speedup_note": judged.verdict if judged is not None and not judged.finding else None,
+            "speedup_measured": judged.value if judged is not None and not judged.finding else None,
+            "speedup_reason": self.noise_reason(),
             "speedup_interval": (judged.interval.low, judged.interval.high) if judged is not None and judged.finding
             else None,
             "identical": self.comparison().identical if self.settings.greedy else None,  # sampling: ids may differ
@@ -650,10 +672,22 @@ def progress_html(status: str) -> str:
     """The compact copy of the status line (``status``: :func:`app.render.status_html` markup) that sits under the
     Generate button: on a narrow screen the status and both panes are a screen or more below the button, so this
     copy (its first two lines, without notes; style.css) says that the run started and how far it got, with a link
-    down to the output. Wide screens hide it: the status is beside the button there. The copy is no live region
-    (``role="status"`` dropped): a screen reader announces the status once."""
+    down to the output. One note stays, in short: that the prompt was cut ("⚠ Prompt cut: its first 1,024 tokens
+    were removed (an instruction there no longer reaches the model)."), since a phone user would not learn otherwise
+    that the start of the request is gone. Wide screens hide it: the status is beside the button there. The copy is
+    no live region (``role="status"`` dropped): a screen reader announces the status once."""
     copy = status.replace(' role="status"', "", 1)
-    return f'<div class="sv-progress">{copy}<a class="sv-jump" href="#status">Output below ↓</a></div>'
+    cut = _CUT.search(status)  # the one note kept here: a cut prompt may have lost its instruction
+    warning = (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {cut.group(1)} tokens were removed'
+               f'{" (an instruction there no longer reaches the model)" if cut.group(2) else ""}.</small>'
+               if cut else "")
+    return f'<div class="sv-progress">{copy}{warning}<a class="sv-jump" href="#status">Output below ↓</a></div>'
+
+
+_CUT = re.compile(r"([\d,]+) tokens were removed from its start(?:(?:(?!status-note).)*?(no longer reaches the "
+                  r"model))?", re.S)
+"""The prompt-cut note in a status (:meth:`specviz.models.PromptFit.cut_note`'s words): the tokens removed, and
+whether an instruction at the start was lost (group 2)."""
 
 
 def _blank(message: str, status: str, history=None, state=None) -> tuple:
@@ -1235,11 +1269,17 @@ streams): both panes show the committed text plainly, without rejected drafts, c
 
 def _wire_helpers(ui: dict, d: dict) -> None:
     """Numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
-    runs use, and a toast and the status say so), the "Output only" view, and, when max new tokens was left at its default,
+    runs use, and a toast and the status say so) and number boxes left with a value a run would refuse
+    (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
     the derived default on each page load."""
     tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
     for name, label in CLAMPED_SLIDERS.items():
         tell_when_clamped(ui[name], ui["status"], label)
+    for name, field in CHECKED_NUMBERS.items():
+        if name in ui:
+            layer = field is EXIT_LAYER  # checked against the target's own layers once it is loaded
+            tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
+                              target=ui.get("target") if layer else None)
     if "output_only" in ui:
         ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
     if "preset" in ui:
@@ -1260,6 +1300,11 @@ CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidenc
                    "temperature": "Temperature", "top_p": "Top-p"}
 """The Live tab's sliders (besides max new tokens) whose numbers typed out of range are said
 (:func:`app.messages.tell_when_clamped`), with the name each message gives."""
+CHECKED_NUMBERS = {"top_k": TOP_K, "seed": SEED, "exit_layer": EXIT_LAYER, "min_p": MIN_P,
+                   "repetition_penalty": REPETITION_PENALTY, "frequency_penalty": FREQUENCY_PENALTY,
+                   "presence_penalty": PRESENCE_PENALTY, "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE}
+"""The Live tab's number boxes, checked when left (:func:`app.messages.tell_when_invalid`) by the rules the Run
+path reads (:class:`app.inputs.NumberField`)."""
 
 
 def k_chosen(value):

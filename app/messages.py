@@ -2,7 +2,8 @@
 
 :func:`message_for` turns any exception into one sentence (never a stack trace); :func:`log_failure` logs a
 failed run; :func:`report` does both, shows a toast when asked, and returns the error status line. Every tab
-uses these three; :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range. A
+uses these three; :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range, and
+:func:`tell_when_invalid` when a number box is left with a value its run would refuse. A
 stopped run (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends
 it quietly, so it never reaches here.
 """
@@ -16,7 +17,7 @@ import traceback
 import gradio as gr
 
 from app import render
-from app.inputs import clamp_notice
+from app.inputs import EXIT_LAYER, NumberField, clamp_notice, empty_notice, exit_layer_notice, number_notice
 from specviz.core.events import NumericalError
 
 log = logging.getLogger("specviz.app")
@@ -75,6 +76,44 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     low, high = slider.minimum, slider.maximum
     slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
                    preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")
+
+
+def refused(value, field: NumberField, parse=None, target=None) -> tuple:
+    """The handler of :func:`tell_when_invalid`: for a value its run would refuse (``value``: the box's raw payload),
+    a warning toast and an info status line with the Run path's own message and the value used instead
+    (:func:`app.inputs.number_notice`; the early-exit layer: :func:`app.inputs.exit_layer_notice`, against the layers
+    of ``target``, the tab's target spec, when that model is already loaded), and the box set to it; for an emptied
+    box, its default put back and said in the status line (:func:`app.inputs.empty_notice`, no toast: the run would
+    have used it anyway); (skip, skip) for a value the run accepts. Never raises."""
+    try:
+        if value is None or value == "":
+            used, message = empty_notice(field)
+            return gr.update(value=used), render.status_html(message, "info")
+        if field is EXIT_LAYER:
+            found = exit_layer_notice(value, target)
+        else:
+            found = number_notice(value, field, parse)
+    except Exception:  # noqa: BLE001 - a check must never break the page
+        log.exception("checking %s failed", field.name)
+        found = None
+    if found is None:
+        return gr.skip(), gr.skip()
+    used, message = found
+    warn(message)
+    return gr.update(value=used), render.status_html(message, "info")
+
+
+def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None) -> None:
+    """Check a number box when it is left, not only when Run is pressed: a value its run would refuse (``field``'s
+    range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a toast and a line
+    in ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
+    gets its default back, said in ``status`` (:func:`refused`). ``target``: the tab's target model box, read along
+    for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when it is
+    already loaded (nothing is loaded here). The raw payload is read (preprocess off: no Gradio check runs first);
+    queued, so that the toast can show; no concurrency limit (it does no work)."""
+    inputs = [box] if target is None else [box, target]
+    box.blur(lambda value, spec=None: refused(value, field, parse, spec), inputs=inputs, outputs=[box, status],
+             preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:

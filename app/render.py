@@ -28,14 +28,19 @@ that only starts a character shows nothing (class ``tok-partial``) and the token
 the whole character, so the pane's plain text equals the decoded output. A run cut inside a character (max new
 tokens reached between its bytes) never completes it: its last token keeps only the text before that character,
 so neither pane ends in a U+FFFD the cut made (both are cut alike and still read the same); the token ids are
-untouched.
+untouched. A rejected draft (never part of the text) that ends inside a character shows that character's bytes in hex
+instead, e.g. “‹F0 9F›” in an ``<i class="tok-bytes">`` badge, and says so in its hover text: never U+FFFD.
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from specviz.analysis.stepper import no_draft_reason
 from specviz.core.events import PassEvent
 from specviz.core.metrics import format_apart
 
@@ -54,7 +59,7 @@ KIND_LABELS = {
     "rejected": "rejected draft",
     "recovered": "recovered (target's token after a rejection)",
     "bonus": "bonus (all drafts accepted)",
-    "target": "target token",
+    "target": "plain target token",
 }
 
 
@@ -91,6 +96,81 @@ class Token:
     unjudged: bool = False  # a rejected token after the first rejection: the target never judged it
     special: bool = False  # a special token such as EOS
     resplit: bool = False  # re-tokenized from a draft with another tokenizer, which split this text differently
+    parts: tuple = ()  # text (str) and bytes of an unfinished character (bytes, shown in hex): see Piece.parts
+
+
+class Piece(NamedTuple):
+    """The text one token adds after its context (see :meth:`PieceDecoder.pieces`).
+
+    ``text``: what the token shows; in a lone token's label (a rejected draft, a tree node) the bytes of a character
+    it leaves unfinished show in hex, e.g. "‹F0 9F›", never as U+FFFD. ``partial``: the token shows nothing (it starts a character a later token completes, or
+    its bytes were held back at a cut). ``parts``: set only where ``text`` holds such hex: the text pieces (str) and
+    the unfinished bytes (bytes, b"" where the tokenizer does not say which) in order; their labels joined give
+    ``text``."""
+
+    text: str
+    partial: bool
+    parts: tuple = ()
+
+
+def byte_label(data: bytes) -> str:
+    """Bytes of an unfinished character, readable: "‹F0 9F›" (two hex digits per byte); "‹…›" for b"" (bytes the
+    tokenizer does not name)."""
+    return "‹" + (" ".join(f"{b:02X}" for b in data) or "…") + "›"
+
+
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback token
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_alphabet() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2 and its descendants): the character that stands for each byte in a token's
+    string. Printable Latin-1 bytes stand for themselves; the 68 others, in byte order, for U+0100 onwards."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    alphabet = {chr(b): b for b in printable}
+    others = [b for b in range(256) if b not in alphabet.values()]
+    alphabet.update({chr(0x100 + i): b for i, b in enumerate(others)})
+    return alphabet
+
+
+def _unfinished_start(data: bytes) -> int:
+    """Where an unfinished UTF-8 character at the end of ``data`` starts (``len(data)`` when it ends on a whole
+    character): its lead byte, or the first of the continuation bytes it ends with when no lead byte precedes them."""
+    i = len(data)
+    while i > 0 and len(data) - i < 3 and 0x80 <= data[i - 1] < 0xC0:  # continuation bytes
+        i -= 1
+    if i > 0 and data[i - 1] >= 0xC0:  # a lead byte: 110xxxxx needs 2 bytes, 1110xxxx 3, 11110xxx 4
+        need = 2 if data[i - 1] < 0xE0 else 3 if data[i - 1] < 0xF0 else 4
+        return i - 1 if len(data) - (i - 1) < need else len(data)
+    return i  # continuation bytes with no lead byte before them (or none at all: len(data))
+
+
+def _chars_by_end(data: bytes) -> list[tuple[int, str | bytes]]:
+    """``data`` as (end offset, item) pairs: each whole UTF-8 character (str) with the offset just past its last byte,
+    and each byte that is no part of a whole character (bytes, one each) with the offset just past it."""
+    out, offset = [], 0
+    for char in data.decode("utf-8", "surrogateescape"):
+        if 0xDC80 <= ord(char) <= 0xDCFF:  # surrogateescape: a byte that is no whole character
+            offset += 1
+            out.append((offset, bytes([ord(char) - 0xDC00])))
+        else:
+            offset += len(char.encode("utf-8"))
+            out.append((offset, char))
+    return out
+
+
+def _piece_of(items: list) -> Piece:
+    """The :class:`Piece` of a lone token's items (str characters and loose bytes, in order)."""
+    if not items:
+        return Piece("", True)
+    parts: list = []
+    for item in items:
+        if parts and isinstance(parts[-1], type(item)):
+            parts[-1] += item
+        else:
+            parts.append(item)
+    text = "".join(byte_label(part) if isinstance(part, bytes) else part for part in parts)
+    return Piece(text, False, tuple(parts) if any(isinstance(part, bytes) for part in parts) else ())
 
 
 class PieceDecoder:
@@ -101,38 +181,116 @@ class PieceDecoder:
         self.window = window
         special = getattr(tokenizer, "all_special_ids", None) or ()
         self.special_ids = frozenset(int(i) for i in special)
+        self._bytes: dict[int, bytes | None] = {}
 
     def _decode(self, ids: list[int]) -> str:
         if not ids:
             return ""
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def pieces(self, context: list[int], new: list[int], final: bool, cut: bool = False) -> list[tuple[str, bool]]:
-        """(text, partial) per id of ``new``, decoded after ``context``.
+    def token_bytes(self, token_id: int) -> bytes | None:
+        """The UTF-8 bytes a token stands for: a byte-level BPE token (GPT-2 style, e.g. SmolLM2's) or a
+        SentencePiece byte-fallback token ``<0xF0>``, a special token's literal text; None when the tokenizer does not
+        say (another kind of tokenizer, or bytes its own decoding of the token does not confirm)."""
+        token_id = int(token_id)
+        if token_id not in self._bytes:
+            self._bytes[token_id] = self._read_bytes(token_id)
+        return self._bytes[token_id]
+
+    def _read_bytes(self, token_id: int) -> bytes | None:
+        if token_id in self.special_ids:  # shown as its literal text, e.g. "<|endoftext|>"
+            text = self._decode([token_id])
+            return text.encode("utf-8") if _REPLACEMENT not in text else None
+        convert = getattr(self.tokenizer, "convert_ids_to_tokens", None)
+        if convert is None:
+            return None
+        try:
+            name = convert(token_id)
+        except (IndexError, KeyError, TypeError, ValueError, OverflowError):
+            return None
+        if not isinstance(name, str) or not name:
+            return None
+        match = _BYTE_TOKEN.fullmatch(name)
+        if match:
+            return bytes([int(match.group(1), 16)])
+        alphabet = _byte_alphabet()
+        if not all(c in alphabet for c in name):
+            return None
+        data = bytes(alphabet[c] for c in name)
+        return data if data.decode("utf-8", "replace") == self._decode([token_id]) else None  # the tokenizer agrees
+
+    def pieces(self, context: list[int], new: list[int], final: bool, cut: bool = False) -> list[Piece]:
+        """One :class:`Piece` (text, partial) per id of ``new``, decoded after ``context``.
 
         A token whose piece ends inside a multi-byte character gets "" and partial=True (the token completing
-        the character carries it), except the last one when ``final``, which shows its raw piece (a lone token's
-        label: a rejected draft, a tree node). ``cut``: the text ends with ``new`` (a run stopped by max new tokens
-        or a stop, maybe inside a character), so no later token will complete a character its last token starts:
-        that token keeps only the text before the incomplete character (partial=True when nothing is left), and the
-        text never ends in U+FFFD made by the cut.
+        the character carries it). ``final`` without ``cut``: ``new`` is a lone run of labels (rejected drafts, a
+        tree node) that no later token continues (:meth:`lone_pieces`): bytes of a character it leaves unfinished
+        show in hex ("‹F0 9F›"), each on the token that holds them, never as U+FFFD. ``cut``: the text ends with
+        ``new`` (a run stopped by max new tokens or a stop, maybe inside a character), so no later token will complete
+        a character its last token starts: that token keeps only the text before the incomplete character
+        (partial=True when nothing is left), and the text never ends in U+FFFD made by the cut.
         """
+        if final and not cut:
+            return self.lone_pieces(context, new)
         window = list(context[-self.window:])
-        out: list[tuple[str, bool]] = []
+        out: list[Piece] = []
         for j, token in enumerate(new):
             before = self._decode(window).rstrip(_REPLACEMENT)
             window.append(int(token))
             after = self._decode(window)
             piece = after[len(before):] if after.startswith(before) else self._decode([int(token)])
             last = final and j == len(new) - 1
-            if piece.endswith(_REPLACEMENT) and last and cut:
+            if piece.endswith(_REPLACEMENT) and last:  # cut inside a character: keep the text before it
                 kept = piece.rstrip(_REPLACEMENT)
-                out.append((kept, not kept))
+                out.append(Piece(kept, not kept))
             elif piece.endswith(_REPLACEMENT) and not last:
-                out.append(("", True))
+                out.append(Piece("", True))
             else:
-                out.append((piece, False))
+                out.append(Piece(piece, False))
             window = window[-self.window:]
+        return out
+
+    def lone_pieces(self, context: list[int], new: list[int]) -> list[Piece]:
+        """The pieces of ``new``, a run of tokens after ``context`` that no later token continues (rejected drafts, a
+        tree node, a lookahead candidate). From the tokens' bytes (:meth:`token_bytes`): each whole character shows
+        on the token holding its last byte (an unfinished one the context began included); a byte that ends no whole
+        character, because the run ends first or the next byte does not continue it, shows in hex on its own token
+        ("‹F0›", ``Piece.parts``); a token that shows nothing (its bytes complete a character later in the run) is
+        partial. Without the bytes (another kind of tokenizer, a special token), the tokens decode as text, and a
+        U+FFFD the run's last token ends with shows as "‹…›"."""
+        if not new:
+            return []
+        before = list(context[-self.window:])
+        known = [self.token_bytes(t) for t in [*before, *new]]
+        if any(data is None for data in known):
+            return self._lone_by_text(before, new)
+        ctx = b"".join(known[:len(before)])
+        carried = ctx[_unfinished_start(ctx):]  # an unfinished character the context began
+        ends, total = [], len(carried)
+        for data in known[len(before):]:
+            total += len(data)
+            ends.append(total)
+        items: list[list] = [[] for _ in new]
+        for end, item in _chars_by_end(carried + b"".join(known[len(before):])):
+            token = next((i for i, stop in enumerate(ends) if end <= stop), len(new) - 1)
+            items[token].append(item)
+        return [_piece_of(chars) for chars in items]
+
+    def _lone_by_text(self, context: list[int], new: list[int]) -> list[Piece]:
+        """:meth:`lone_pieces` for a tokenizer whose bytes are unknown: decoded text, U+FFFD shown as "‹…›"."""
+        out = self.pieces(context, new, final=False)
+        if not new:
+            return out
+        window = [*context, *new]
+        text = self._decode(window[-self.window - 1:-1]).rstrip(_REPLACEMENT)
+        whole = self._decode(window[-self.window - 1:])
+        last = whole[len(text):] if whole.startswith(text) else self._decode([int(new[-1])])
+        if _REPLACEMENT in last:
+            parts = tuple(b"" if chunk[0] == _REPLACEMENT else chunk
+                          for chunk in re.split(f"({_REPLACEMENT}+)", last) if chunk)
+            out[-1] = Piece("".join(byte_label(p) if isinstance(p, bytes) else p for p in parts), False, parts)
+        else:
+            out[-1] = Piece(last, False)
         return out
 
 
@@ -202,10 +360,13 @@ class Pane:
         back for good (:meth:`PieceDecoder.pieces` with ``cut``)."""
         return self.decoder.pieces(self.output_ids, ids, final, cut=final)
 
-    def _token(self, kind: str, event: PassEvent, token_id: int, piece: tuple[str, bool], title: str,
+    def _token(self, kind: str, event: PassEvent, token_id: int, piece: Piece, title: str,
                unjudged: bool = False) -> Token:
-        return Token(kind, event.index, int(token_id), piece[0], title, partial=piece[1], unjudged=unjudged,
-                     special=int(token_id) in self.decoder.special_ids)
+        if piece.parts:  # a lone label with bytes of an unfinished character, shown in hex
+            shown = " ".join(byte_label(part) for part in piece.parts if isinstance(part, bytes))
+            title += f"\n{shown}: bytes of an unfinished character (the draft stopped before its other bytes), in hex"
+        return Token(kind, event.index, int(token_id), piece.text, title, partial=piece.partial, unjudged=unjudged,
+                     special=int(token_id) in self.decoder.special_ids, parts=piece.parts)
 
     def _pass_tokens(self, event: PassEvent, final: bool) -> list[Token]:
         emitted = list(event.emitted_ids)
@@ -228,7 +389,7 @@ class Pane:
                 i = n + j
                 detail = event.details[i] if i < len(event.details) else None
                 if j == 0:
-                    top = self._top_text(detail)
+                    top = self._top_text(detail, context)
                     title = _detail_title(event.index, i, m, "rejected", detail, top)
                 else:
                     title = f"pass {event.index} · draft {i + 1}/{m} · never judged (after the first rejection)"
@@ -253,10 +414,11 @@ class Pane:
             _mark_retokenized(out, event)
         return out
 
-    def _top_text(self, detail) -> str | None:
+    def _top_text(self, detail, context: list[int]) -> str | None:
+        """The target's top token at a rejected position, as a label after ``context`` (no U+FFFD)."""
         if detail is None:
             return None
-        return self.decoder._decode([detail.target_top_id])
+        return self.decoder.pieces(context, [int(detail.target_top_id)], final=True)[0].text
 
     @staticmethod
     def _target_title(event: PassEvent, i: int) -> str:
@@ -265,7 +427,8 @@ class Pane:
         elif event.run == "baseline":
             title = f"baseline token {event.num_generated} · one target forward each"
         else:
-            title = f"pass {event.index} · the drafter proposed nothing: a plain target token"
+            title = (f"pass {event.index} · nothing drafted ({no_draft_reason(event)}): a plain target token, "
+                     "neither recovered nor bonus")
         if event.near_tie_gap is not None:
             title += f"\ntop-2 logit gap {event.near_tie_gap:.3f}"
         return title
@@ -323,11 +486,14 @@ class Pane:
         return "".join(parts)
 
 
-def _text_html(text: str, breaks: bool = True) -> str:
+def text_html(text: str, breaks: bool = True) -> str:
     """Escape a token's text; mark each newline with a visible ⏎ (CSS content, so not in the plain text).
     ``breaks`` False: the ⏎ only, no line break (a rejected draft is not part of the text's layout)."""
     escaped = html.escape(text, quote=False)
     return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>' + ("\n" if breaks else ""))
+
+
+_text_html = text_html
 
 
 def token_html(token: Token, alt: bool = False) -> str:
@@ -347,8 +513,11 @@ def token_html(token: Token, alt: bool = False) -> str:
     if token.text and not token.text.strip():
         classes.append("tok-space")
     title = html.escape(token.title, quote=True).replace("\n", "&#10;")
+    breaks = token.kind != "rejected"
+    body = "".join(f'<i class="tok-bytes">{html.escape(byte_label(part))}</i>' if isinstance(part, bytes) else
+                   _text_html(part, breaks) for part in token.parts) if token.parts else _text_html(token.text, breaks)
     return (f'<span class="{" ".join(classes)}" data-kind="{token.kind}" data-pass="{token.pass_index}" '
-            f'data-id="{token.token_id}" title="{title}">{_text_html(token.text, token.kind != "rejected")}</span>')
+            f'data-id="{token.token_id}" title="{title}">{body}</span>')
 
 
 def legend_html() -> str:
@@ -360,7 +529,7 @@ def legend_html() -> str:
             ("rejected", "rejected", "drafted, refused (struck through)"),
             ("recovered", "recovered", "target's token after a rejection"),
             ("bonus", "bonus", "free extra token: all drafts kept"),
-            ("target", "target", "plain target token (prefill, baseline)"),
+            ("target", "target", "plain target token (prefill, baseline, a pass with nothing drafted)"),
         )
     )
     earlier = ('<span class="legend-item"><i class="earlier-mark" aria-hidden="true"></i> draft copied from an '
@@ -507,11 +676,13 @@ LOOKAHEAD_DEFINITION = ("lookahead decoding: k = N−1, a candidate's length; dr
 
 def lookahead_cards(spec) -> list[str]:
     """The lookahead card of a run whose passes carried a Jacobi window (``spec.window_tokens`` > 0), else none:
-    the window's tokens per pass, with the definitions of k and "drafted" for lookahead."""
+    the window's tokens per pass (fed to the target for the Jacobi guesses, never verified nor emitted: not to be
+    read as tokens per pass), with the definitions of k and "drafted" for lookahead."""
     if not getattr(spec, "window_tokens", 0) or not spec.passes:
         return []
     per_pass = spec.window_tokens / spec.passes
-    return [_card("Lookahead window", f"{per_pass:.1f} <small>tokens / pass</small>", LOOKAHEAD_DEFINITION,
+    return [_card("Window tokens per pass (not verified)", f"{per_pass:.1f} <small>window tokens / pass</small>",
+                  LOOKAHEAD_DEFINITION,
                   f"{spec.window_tokens} window tokens in {spec.passes} passes · {spec.drafted} candidate tokens "
                   f"verified (drafted), {spec.accepted} accepted")]
 
@@ -586,11 +757,41 @@ def scroll_box(table: str, label: str, title: str = "") -> str:
             f'aria-label="{html.escape(label, quote=True)}">{table}</div></div>')
 
 
+def history_speedup(row: dict) -> str:
+    """The history's speedup cell (HTML): the decoding speedup with its interval when it could be judged ("1.25×
+    (1.10–1.40)", ``speedup_interval``); a too-noisy one keeps its measured number beside the reason, muted ("1.12×
+    (too noisy: 0.85–1.40× spans 1)", ``speedup_measured`` and ``speedup_reason``); else the ``speedup_note``
+    ("too short") or "–"."""
+    value, interval = row.get("speedup"), row.get("speedup_interval")
+    if value is not None:
+        spread = " ({}–{})".format(*format_apart(*interval)) if interval else ""
+        return html.escape(f"{value:.2f}×{spread}")
+    note, measured = row.get("speedup_note"), row.get("speedup_measured")
+    if note == "too noisy" and measured is not None:
+        reason = f": {row['speedup_reason']}" if row.get("speedup_reason") else ""
+        return (f'<span class="hist-noisy" style="color: var(--body-text-color-subdued)">'
+                f'{html.escape(f"{measured:.2f}× (too noisy{reason})")}</span>')
+    return html.escape(note or "–")
+
+
+_LOOKAHEAD_K = re.compile(r"^k = (\d+) \(N−1\)( or a plain step \(auto\))?( · W = \d+, N = \d+, G = \d+)?$")
+
+
+def history_k(k: str) -> str:
+    """The history's k cell: a lookahead run's long k label ("k = 2 (N−1) or a plain step (auto) · W = 3, N = 3,
+    G = 2", :func:`app.live._k_label`) shortened to "k = 2 or step (auto)" or "k = 2 (N−1)" (W, N and G are in the
+    drafter cell already); any other label as it is."""
+    match = _LOOKAHEAD_K.match(k)
+    if not match:
+        return k
+    return f"k = {match.group(1)} or step (auto)" if match.group(2) else f"k = {match.group(1)} (N−1)"
+
+
 def history_html(history: list[dict]) -> str:
-    """The table of this session's runs, newest first. A row's speedup is its decoding speedup when it could be
-    judged; otherwise the row's ``speedup_note`` ("too short", "too noisy") stands in its place. The temperature
-    cell also gives a sampled run's seed (``seed``) and the generation settings that differ from their defaults
-    (``settings``)."""
+    """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
+    speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
+    "too short". The k cell never wraps (a lookahead run's is long). The temperature cell also gives a sampled
+    run's seed (``seed``) and the generation settings that differ from their defaults (``settings``)."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
@@ -601,15 +802,17 @@ def history_html(history: list[dict]) -> str:
         same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
         if row.get("stopped"):
             same = "✓ so far" if row.get("identical") is None and row.get("temperature") == 0 else same
-        rows.append(
-            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
-                row["drafter"], str(row["k"] or "–").replace(" = ", "\u00a0=\u00a0"),  # "k = 4" on one line
-                f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
-                + (f" · {row['settings']}" if row.get("settings") else ""),
-                f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
-                _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
-                _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"),
-                _fmt(row["speedup"], "{:.2f}×", row.get("speedup_note") or "–"), same)) + "</tr>")
+        cells = [f"<td>{html.escape(str(v))}</td>" for v in (
+            row["drafter"], history_k(str(row["k"] or "–")),
+            f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
+            + (f" · {row['settings']}" if row.get("settings") else ""),
+            f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
+            _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
+            _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"))]
+        cells[0] = cells[0].replace("<td>", '<td class="hist-drafter">', 1)  # wide enough: assets/style.css
+        cells[1] = cells[1].replace("<td>", '<td class="hist-k" style="white-space: nowrap">', 1)  # one line
+        cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
     return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",
                       "Runs in this session (newest first) <small>* after the prefill, each run on its own "
                       "clock</small>")

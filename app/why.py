@@ -7,7 +7,8 @@ job's cancel flag as ``should_stop``, so a closed handler ends it before its nex
 :func:`specviz.analysis.arena.measure_draft_costs` in the job's thread; before the grid, a few forwards timed here
 (:func:`specviz.analysis.arena.probe_forward_ms`) give the status its estimate of the whole measurement. A point
 measured faster than less work is measured again by the grid and, if still impossible, flagged on the chart and
-in the text and left out of the lines, the cards and the what-if curve (:func:`possible_curve`). Error bars span
+in the text and left out of the lines, the cards and the what-if curve (:func:`possible_curve`); one below less
+work but inside the margin is ringed as within noise of impossible (:func:`within_noise_points`). Error bars span
 the repeats of each point. :func:`whatif` redraws the what-if chart
 from the sliders, the last measurement and a run to mark (filled from the Live tab's latest run by
 :func:`from_history`). Figures are pure functions.
@@ -26,12 +27,14 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import InputError, check_exit_layer, check_models, parse_exit_layer
-from app.messages import report, tell_when_clamped, warn
+from app.inputs import EXIT_LAYER, InputError, check_exit_layer, check_models, parse_exit_layer
+from app.messages import report, tell_when_clamped, tell_when_invalid, warn
 from specviz.analysis.arena import (
     BATCH_SIZES,
+    IMPOSSIBLE_MARGIN,
     TOKEN_COUNTS,
     alpha_for_tokens_per_pass,
+    below_less_work,
     grid_seconds,
     interpolate,
     lookahead_pass_cost,
@@ -103,10 +106,10 @@ def forward_figure(grid: dict) -> go.Figure:
     batch size on log-log axes beside the diagonal of n separate steps (flat = free, diagonal = no gain)."""
     layout = _layout(440)
     (a, _, _), (b, _, _) = _two_panels(layout, ("Target forward time vs new tokens",
-                                                "Cost of n tokens in one forward, in one-token steps"))
+                                                "Cost of n tokens, in one-token steps"))
     counts = grid["token_counts"]
     ticks = {"tickvals": counts, "ticktext": [str(n) for n in counts]}
-    layout[f"xaxis{a}"] |= {"type": "log", "title": {"text": "new tokens in the forward (k+1 for a verification)"},
+    layout[f"xaxis{a}"] |= {"type": "log", "title": {"text": "new tokens n (k+1 to verify k)", "font": {"size": 12}},
                             **ticks}
     layout[f"yaxis{a}"] |= {"title": {"text": "ms per forward"}, "rangemode": "tozero"}
     layout[f"xaxis{b}"] |= {"type": "log", "title": {"text": "new tokens n"}, **ticks}
@@ -140,6 +143,7 @@ def forward_figure(grid: dict) -> go.Figure:
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
                  "hovertemplate": "n steps: %{y}<extra></extra>"})
     _flag_impossible(grid, data, layout, a)
+    _flag_within_noise(grid, data, layout, (a, b))
     return go.Figure({"data": data, "layout": layout})
 
 
@@ -187,6 +191,87 @@ def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str) -> N
         "text": f"✕ {render.plural(len(points), 'point')} faster than less work: noise (measured twice), not a finding",
         "x": 0.02, "y": 0.98, "xref": f"x{axis} domain", "yref": f"y{axis} domain", "xanchor": "left",
         "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]},
+        "bgcolor": "rgba(255,255,255,0.85)"})
+
+
+WITHIN_NOISE = "within noise of impossible"
+"""The legend's name of the points :func:`within_noise_points` finds (short: one line of a phone's legend; the
+chart's note and the hover say why it is no finding)."""
+
+
+def within_noise_points(grid: dict) -> list[dict]:
+    """The grid's points measured below a smaller workload but not flagged impossible (inside the margin of
+    :func:`specviz.analysis.arena.impossible_points`, or their repeats overlap): within noise of impossible
+    (:func:`specviz.analysis.arena.below_less_work`; entries ``{"batch", "n", "than_batch", "than_n", "below"}``)."""
+    flagged = [(p["batch"], p["n"]) for p in grid.get("impossible", [])]
+    return below_less_work(grid.get("ms", {}), flagged)
+
+
+def inside_margin(point: dict) -> bool:
+    """Whether a point within noise of impossible (:func:`within_noise_points`) lies below less work by no more
+    than :data:`IMPOSSIBLE_MARGIN`; otherwise it was not flagged because its repeats overlap the smaller
+    workload's (the grid flags a point only when both hold: further below than the margin, every repeat below)."""
+    return point["below"] <= IMPOSSIBLE_MARGIN
+
+
+def _why_not_flagged(point: dict) -> str:
+    """Why a point below less work is within noise: "inside the 10% margin" or "repeats overlap"."""
+    return f"inside the {IMPOSSIBLE_MARGIN:.0%} margin" if inside_margin(point) else "with repeats that overlap"
+
+
+def within_noise_text(grid: dict) -> str:
+    """One sentence on the points within noise of impossible ("" when none), naming up to three, each with the
+    condition that kept it from being flagged (:func:`_why_not_flagged`)."""
+    points = within_noise_points(grid)
+    if not points:
+        return ""
+    shown = "; ".join(f"batch {p['batch']}, {p['n']} token{'s' if p['n'] > 1 else ''} {p['below']:.0%} below batch "
+                      f"{p['than_batch']}, {p['than_n']} token{'s' if p['than_n'] > 1 else ''}, "
+                      f"{_why_not_flagged(p)}" for p in points[:3])
+    more = f"; and {len(points) - 3} more" if len(points) > 3 else ""
+    return (f"○ {render.plural(len(points), 'point')} measured below less work: {shown}{more}. Within noise of "
+            "impossible, so read the two as equal, not as a finding.")
+
+
+def _within_noise_note(points: list[dict]) -> str:
+    """The chart's note on the ringed points, naming the condition that applied to each (:func:`inside_margin`),
+    in short lines that fit a phone-wide chart."""
+    margin = sum(inside_margin(p) for p in points)
+    overlap = len(points) - margin
+    head = f"○ {render.plural(len(points), 'point')} below less work"
+    if not overlap:
+        why = f", inside<br>the {IMPOSSIBLE_MARGIN:.0%} noise margin"
+    elif not margin:
+        why = ", with<br>overlapping repeats"
+    else:
+        why = f" ({margin} inside<br>the {IMPOSSIBLE_MARGIN:.0%} margin, {overlap} with overlapping<br>repeats)"
+    return f"{head}{why}: within noise<br>of impossible, not a finding"
+
+
+def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[str, str]) -> None:
+    """Ring the points within noise of impossible (:func:`within_noise_points`) on both panels (left: ms; right:
+    T(n)/T(1) of their batch) and say so on the chart: they stay on the lines, but are no finding."""
+    points = [p for p in within_noise_points(grid) if p["n"] in grid["ms"].get(p["batch"], {})]
+    if not points:
+        return
+    a, b = axes
+    text = [f"batch {p['batch']}, n = {p['n']}: {p['below']:.1%} below batch {p['than_batch']}, n = {p['than_n']} "
+            f"({_why_not_flagged(p)}): within noise of impossible" for p in points]
+    ring = {"symbol": "circle-open", "size": 17, "color": "#24292f", "line": {"width": 2}}
+    data.append({"type": "scatter", "mode": "markers", "name": WITHIN_NOISE, "legendgroup": "within-noise",
+                 "x": [p["n"] for p in points], "y": [grid["ms"][p["batch"]][p["n"]] for p in points],
+                 "marker": ring, "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{a}",
+                 "yaxis": f"y{a}"})
+    one = {p["batch"]: grid["ms"][p["batch"]][min(grid["ms"][p["batch"]])] for p in points}
+    data.append({"type": "scatter", "mode": "markers", "name": WITHIN_NOISE, "legendgroup": "within-noise",
+                 "showlegend": False, "x": [p["n"] for p in points],
+                 "y": [grid["ms"][p["batch"]][p["n"]] / one[p["batch"]] for p in points], "marker": ring,
+                 "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    flagged = any(p["n"] in grid["ms"].get(p["batch"], {}) for p in grid.get("impossible", []))
+    layout["annotations"].append({
+        "text": _within_noise_note(points), "align": "left",
+        "x": 0.02, "y": 0.90 if flagged else 0.98, "xref": f"x{a} domain", "yref": f"y{a} domain",
+        "xanchor": "left", "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": "#24292f"},
         "bgcolor": "rgba(255,255,255,0.85)"})
 
 
@@ -284,10 +369,12 @@ def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int
     return out + ([default] if default not in out else [])
 
 
-def _lookahead_cards(curve: dict[int, float], settings, latest: bool) -> list[tuple[str, str, str]]:
+def _lookahead_cards(grid: dict, batch: int, settings, latest: bool) -> list[tuple[str, str, str]]:
     """(label, value, note) per lookahead setting: its full pass's forward against a one-token step, read from the
-    batch-1 curve (:func:`specviz.analysis.arena.lookahead_pass_cost`). ``latest``: the first setting is the newest
-    Live run's."""
+    ``batch`` curve of ``grid`` without its impossible points (:func:`specviz.analysis.arena.lookahead_pass_cost`),
+    with the range of the same ratio over the repeats (:func:`_ratio_spread`). ``latest``: the first setting is
+    the newest Live run's."""
+    curve = possible_curve(grid, batch)
     cards = []
     for i, (w, n, g) in enumerate(settings):
         if 1 not in curve or len(curve) < 2:
@@ -301,7 +388,8 @@ def _lookahead_cards(curve: dict[int, float], settings, latest: bool) -> list[tu
             cards.append(_noisy_card(label, cost["ratio"], head))
             continue
         cards.append((label, f"{cost['ratio']:.2f} <small>steps</small>",
-                      f"{head}; it pays only above {cost['ratio']:.2f} tokens per pass"))
+                      f"{head}; it pays only above {cost['ratio']:.2f} tokens per pass"
+                      + _ratio_spread(grid, batch, cost["tokens"])))
     return cards
 
 
@@ -312,14 +400,28 @@ def _noisy_card(label: str, ratio: float, what: str) -> tuple[str, str, str]:
             "is noise from other work on the machine; measure again when it is quieter")
 
 
-def _ratio_spread(grid: dict, batch: int, n: int) -> str:
-    """"; repeats a–b" for T(n)/T(1) at ``batch`` from the repeats' extremes (slowest n over fastest 1 and the
-    reverse), or "" when n was not measured itself."""
-    spread = grid.get("spread", {}).get(batch, {})
-    if n not in spread or 1 not in spread:
-        return ""
-    (lo_n, hi_n), (lo_1, hi_1) = spread[n], spread[1]
-    return f"; repeats {lo_n / hi_1:.2f}–{hi_n / lo_1:.2f}"
+def round_ratios(grid: dict, batch: int, n: float) -> list[float]:
+    """T(n)/T(1) at ``batch`` once per repeat: repeat i of every token count was timed in the same round
+    (:func:`specviz.analysis.arena.measure_forward_grid`'s ``"samples"``), so each round gives its own curve, read at
+    ``n`` as the medians are (:func:`specviz.analysis.arena.interpolate` between measured counts; points flagged
+    impossible left out). [] without per-repeat samples or without T(1)."""
+    samples = grid.get("samples", {}).get(batch, {})
+    bad = {p["n"] for p in grid.get("impossible", []) if p["batch"] == batch}
+    kept = {m: t for m, t in samples.items() if m not in bad and t}
+    if 1 not in kept or len(kept) < 2:
+        return []
+    rounds = min(len(t) for t in kept.values())
+    curves = [{m: t[i] for m, t in kept.items()} for i in range(rounds)]
+    return [interpolate(curve, n) / curve[1] for curve in curves if curve[1] > 0]
+
+
+def _ratio_spread(grid: dict, batch: int, n: float) -> str:
+    """"; repeats a–b" for T(n)/T(1) at ``batch``: the lowest and highest of the per-repeat ratios
+    (:func:`round_ratios`); "; one repeat: no spread" with a single repeat, "" without per-repeat samples."""
+    ratios = round_ratios(grid, batch, n)
+    if len(ratios) == 1:
+        return "; one repeat: no spread"
+    return f"; repeats {min(ratios):.2f}–{max(ratios):.2f}" if ratios else ""
 
 
 def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
@@ -353,9 +455,12 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
                           f"T(5)/T(1): 5 tokens for the price of {cost:.2f}" + _ratio_spread(grid, batch, 5)))
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
+        span = costs.get("early-exit_range")
         cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit</small>",
-                      f"first {layer} layers, 1 token ÷ a target step; n-gram lookup: {costs['ngram']:.4f}"))
-    cards += _lookahead_cards(ms[first], lookahead, latest=len(lookahead) > 1)
+                      f"first {layer} layers, 1 token ÷ a target step"
+                      + (f"; repeats {span[0]:.2f}–{span[1]:.2f}" if span else "")
+                      + f"; n-gram lookup: {costs['ngram']:.4f}"))
+    cards += _lookahead_cards(grid, first, lookahead, latest=len(lookahead) > 1)
     body = "".join(f"<div class='card'><div class='card-label'>{html.escape(label)}</div>"
                    f"<div class='card-value'>{value}</div><div class='card-def'>{html.escape(note)}</div></div>"
                    for label, value, note in cards)
@@ -519,7 +624,9 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     costs = None
     if not grid["stopped"] and grid["step_ms"] and not job.should_stop():  # closed after the grid's last forward
         say(0.92, "Timing the drafters (c)…")
-        costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer)
+        first = min(grid["ms"])
+        costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
+                                    step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
     return {"grid": grid, "costs": costs, "label": loaded.label}
 
 
@@ -533,7 +640,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     again = grid.get("remeasured") or []
     twice = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured twice: a point came "
              "out faster than less work." if again else "")
-    flagged = impossible_text(grid)
+    flagged = " ".join(t for t in (impossible_text(grid), within_noise_text(grid)) if t)
     status = render.status_html(
         f"Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
@@ -557,6 +664,16 @@ def release_session(request: gr.Request = None) -> None:
 RUN_BOX_EMPTY = "—"  # what a run box shows until a Live run fills it (or one is typed)
 RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
             "pass and speedup to mark it on the chart.")
+
+
+MEASURE_NOTE = (
+    f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new tokens after a 64-token "
+    f"prompt, for batch sizes {', '.join(map(str, BATCH_SIZES))} (median of 3, after a warm-up; the bars span the 3), "
+    "on this device, now. It first times a few forwards and says how long the whole measurement will take here. A "
+    "point that comes out faster than less work (impossible: noise from other work on the machine) is measured "
+    f"again, and flagged ✕ if it stays impossible; one below less work by less than {IMPOSSIBLE_MARGIN:.0%} (or with "
+    "repeats that overlap) is ringed ○: within noise of impossible, the two read as equal.</div>")
+"""The note under the Measure button."""
 
 
 def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
@@ -585,12 +702,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
                                    elem_id="why-exit-layer")
             measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure")
-            gr.HTML(f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new "
-                    f"tokens after a 64-token prompt, for batch sizes {', '.join(map(str, BATCH_SIZES))} (median of "
-                    "3, after a warm-up; the bars span the 3), on this device, now. It first times a few forwards and "
-                    "says how long the whole measurement will take here. A point that comes out faster than less "
-                    "work (impossible: noise from other work on the machine) is measured again, and flagged if it "
-                    "stays impossible.</div>")
+            gr.HTML(MEASURE_NOTE)
         with gr.Column(scale=3, min_width=600, elem_id="why-results"):
             status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
                              elem_id="why-status")
@@ -628,6 +740,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
           preprocess=False, api_visibility="private")
     tell_when_clamped(alpha, status, "Per-token acceptance α")
     tell_when_clamped(c, status, "Draft cost c")
+    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     if history is not None:
         history.change(from_history, inputs=[history, c, batch, measurement],
                        outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], show_progress="hidden",

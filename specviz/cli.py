@@ -456,7 +456,7 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     if fit.truncated:
         _log(f"note: the prompt has {fit.original_tokens} tokens, more than fit the context window of {window} "
              f"tokens with {args.max_new_tokens} new tokens: its start was cut, keeping the last "
-             f"{len(fit.ids)} tokens (chat template included)")
+             f"{len(fit.ids)} tokens (chat template included): {fit.cut_note()}")
     note = drafter_note(drafter, len(fit.ids), args.max_new_tokens)
     if note:
         _log(f"note: {note}")

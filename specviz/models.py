@@ -274,6 +274,19 @@ def load_model(spec: str = EMBEDDED, *, device: str | torch.device | None = None
     return loaded
 
 
+def cached_model(spec: str) -> LoadedModel | None:
+    """The model ``spec`` names when it is already loaded (any device or dtype; the most recently used copy), else
+    None: nothing is loaded or downloaded, so a quick check (e.g. the early-exit layer box, when it is left) can read
+    its layer count. A spec that names no model gives None too. Never raises."""
+    try:
+        canonical, _ = _resolve_spec(spec)
+    except Exception:  # noqa: BLE001 - a bad name is no loaded model
+        return None
+    with _CACHE_LOCK:
+        found = [loaded for key, loaded in _CACHE.items() if key[0] == canonical]
+    return found[-1] if found else None
+
+
 def clear_model_cache() -> None:
     """Forget every cached model (callers still holding a LoadedModel keep theirs)."""
     with _CACHE_LOCK:
@@ -658,14 +671,26 @@ def context_window(*models) -> int | None:
     return min(sizes) if sizes else None
 
 
+_TYPED_TURN = re.compile(r"(?im)^[ \t]*(?:<\|im_start\|>[ \t]*|\[|###[ \t]*)?(system|user|human|assistant)"
+                         r"(?:[ \t]*[:\]]|[ \t]*\n)")
+"""A conversation turn typed into the prompt's text: "System: ...", "User:", "[user]", "### Assistant", or a ChatML
+"<|im_start|>system" line."""
+FIRST_WORDS = 8  # words of the kept text quoted in a cut prompt's note
+
+
 @dataclass(frozen=True)
 class PromptFit:
     """An encoded prompt cut to a budget: ``ids`` (template and generation prompt intact), how many tokens the
-    whole prompt had, and how many were cut from the start of the user's text."""
+    whole prompt had, and how many were cut from the start of the user's text. A cut prompt also keeps
+    ``kept_text`` (the user's text the model reads, "" when nothing was cut), ``removed_text`` (what the cut took
+    from its start, "" when unknown) and ``chat`` (the text went into a chat template's user turn)."""
 
     ids: list[int]
     original_tokens: int
     budget: int | None
+    kept_text: str = ""
+    removed_text: str = ""
+    chat: bool = False
 
     @property
     def dropped_tokens(self) -> int:
@@ -677,6 +702,31 @@ class PromptFit:
         """Whether the start of the prompt was cut."""
         return self.dropped_tokens > 0
 
+    def cut_note(self) -> str:
+        """What a cut removed, in words ("" when the prompt is whole): how many tokens left the start, the first
+        words the model now reads, and, where the text was a chat's user turn or held turns typed as text
+        ("System: ..."), that the start of the request (an instruction there) is gone."""
+        if not self.truncated:
+            return ""
+        words = self.kept_text.split()
+        shown = " ".join(words[:FIRST_WORDS])
+        shown = shown if len(shown) <= 80 else shown[:79].rstrip() + "…"
+        more = "…" if len(words) > FIRST_WORDS and not shown.endswith("…") else ""
+        note = (f"{self.dropped_tokens:,} tokens were removed from its start, so it now begins “…{shown}{more}”"
+                if shown else f"{self.dropped_tokens:,} tokens were removed from its start")
+        roles = sorted({m.group(1).lower() for m in _TYPED_TURN.finditer(self.removed_text)},
+                       key=["system", "user", "human", "assistant"].index)
+        if roles:
+            note += (f". The removed start held the {' and '.join(roles)} turn{'s' if len(roles) > 1 else ''} typed "
+                     "into the prompt: the start of the request was removed, and an instruction there no longer "
+                     "reaches the model")
+        elif self.chat:
+            note += (". The start of your request (the chat's user turn) was removed, so an instruction at its start "
+                     "no longer reaches the model; the system prompt and the chat format were kept whole")
+        if roles or self.chat:
+            return note + ". Put the instruction at the end, or shorten the text."
+        return note + "."
+
 
 def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | None, *,
                use_chat_template: bool = True) -> PromptFit:
@@ -684,8 +734,9 @@ def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | No
 
     A longer prompt is truncated from the left: the start of the user's text is dropped, and the chat template
     around it (system prompt, role markers, the assistant's generation prompt) is kept whole, so the model still
-    sees a well-formed conversation and answers the end of the text. Control tokens typed into the text stay text
-    in the cut prompt too. ``budget`` is in tokens, chat template included.
+    sees a well-formed conversation and answers the end of the text (:meth:`PromptFit.cut_note` says what went).
+    Control tokens typed into the text stay text in the cut prompt too. ``budget`` is in tokens, chat template
+    included.
 
     Raises :class:`PromptTooLongError` when the template alone does not fit the budget, and ValueError (one
     sentence, see :func:`encode_prompt`) for an empty prompt or a typed control token that cannot be kept as text.
@@ -693,6 +744,7 @@ def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | No
     ids = encode_prompt(tokenizer, prompt, use_chat_template=use_chat_template)
     if budget is None or len(ids) <= budget:
         return PromptFit(ids, len(ids), budget)
+    chat = bool(use_chat_template and getattr(tokenizer, "chat_template", None))
     text = sanitize_prompt(prompt).text
     content = encode_text(tokenizer, text)  # typed control tokens stay text, as in encode_prompt
     overhead = max(0, len(ids) - len(content))  # template + special tokens around the user's text
@@ -704,7 +756,8 @@ def fit_prompt(tokenizer: PreTrainedTokenizerBase, prompt: str, budget: int | No
         if tail.strip():
             cut = encode_prompt(tokenizer, tail, use_chat_template=use_chat_template)
             if len(cut) <= budget:
-                return PromptFit(cut, len(ids), budget)
+                removed = text[:len(text) - len(tail)] if text.endswith(tail) else ""
+                return PromptFit(cut, len(ids), budget, kept_text=tail, removed_text=removed, chat=chat)
             keep -= max(1, len(cut) - budget)
         else:
             keep -= 1

@@ -217,6 +217,41 @@ def test_a_run_cut_inside_a_character_ends_before_it_in_both_panes(tiny_tokenize
     assert streaming.text == "ok " and "\ufffd" not in streaming.html()
 
 
+def test_a_rejected_draft_inside_a_character_shows_its_bytes_in_hex_not_u_fffd(tiny_tokenizer):
+    """The draft proposes the first bytes of an emoji and is rejected there: each rejected byte token shows its
+    byte in a hex badge ("‹F0›") with a hover line saying so, never U+FFFD; the accepted and committed text, the
+    ids and the baseline pane are exactly as before."""
+    ids = tiny_tokenizer.encode("ok 😀 fine", add_special_tokens=False)
+    emoji = [i for i in ids if "\ufffd" in tiny_tokenizer.decode([i])]  # the emoji's byte tokens
+    assert len(emoji) >= 2 and tiny_tokenizer.decode(emoji) == "😀"
+    start = ids.index(emoji[0])
+    committed = ids[:start] + ids[start + len(emoji):]  # "ok" + " fine": the target never wrote the emoji
+    spec = render.Pane(tiny_tokenizer)
+    spec.add(_event(index=0, next_id=committed[0], emitted=(committed[0],)))
+    drafted = tuple(committed[1:start]) + tuple(emoji[:2])  # accepted "k", " ", then two bytes of the emoji
+    recovered = committed[start]  # " f" in place of the emoji's first byte
+    spec.add(_event(index=1, draft=drafted, n=start - 1, next_id=recovered, next_kind="recovered",
+                    emitted=tuple(committed[1:start]) + (recovered,), generated=start + 1))
+    base = render.Pane(tiny_tokenizer, separators=False)
+    for i, token in enumerate(committed[:start + 1]):
+        base.add(_event(run="baseline", index=i, next_id=token, emitted=(token,)))
+    rejected = [t for p in spec.passes for t in p if t.kind == "rejected"]
+    assert [t.text for t in rejected] == ["‹F0›", "‹9F›"]  # the emoji's first two bytes, F0 9F
+    assert [t.token_id for t in rejected] == list(emoji[:2]) and not any(t.partial for t in rejected)
+    assert "bytes of an unfinished character" in rejected[0].title and "‹F0›" in rejected[0].title
+    assert "rejected" in rejected[0].title and "never judged" in rejected[1].title  # the verdicts stay
+    markup = spec.html()
+    assert "\ufffd" not in markup and '<i class="tok-bytes">‹F0›</i>' in markup
+    assert spec.text == base.text == tiny_tokenizer.decode(committed[:start + 1])  # committed text unchanged
+    assert spec.output_ids == base.output_ids == committed[:start + 1]
+    # one byte alone, after a space in the same token's context; and a run the tokenizer cannot give bytes for
+    decoder = render.PieceDecoder(tiny_tokenizer)
+    assert decoder.pieces(ids[:start], emoji[:1], final=True) == [render.Piece("‹F0›", False, (b"\xf0",))]
+    assert decoder.pieces(ids[:start], emoji, final=True)[-1].text == "😀"  # a whole character reads as before
+    fake = render.PieceDecoder(FakeTokenizer({**PIECES, 11: "\ufffd"}))
+    assert fake.pieces([1], [2, 11], final=True)[-1].text == "‹…›"
+
+
 def test_legend_and_placeholder_have_no_token_spans():
     assert "data-kind" not in render.legend_html()
     for kind in render.KINDS:

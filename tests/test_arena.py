@@ -104,8 +104,91 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
         assert rows[label]["baseline_drift"] == pytest.approx(4.0)
     assert rows["ngram k=2"]["baseline_drift"] == pytest.approx(0.0)
     assert arena_tab.noisy_rows(list(rows.values())) == 2
-    assert "noisy" in arena_tab.table(list(rows.values()))["data"][2][arena_tab.SUMMARY_COLUMNS.index(
-        ("Baseline drift", "baseline_drift", "%"))]
+    drift = arena_tab.SUMMARY_COLUMNS.index(("Baseline drift", "baseline_drift", "%"))
+    cells = arena_tab.table(list(rows.values()))["data"]
+    assert cells[2][drift] == "400% noisy" and cells[1][drift] == "0%"  # ngram k=4 beside the slow run; k=2 not
+    assert cells[0][drift] == "400% (its runs apart)"  # the reference: all its runs, no noisy flag
+
+
+def _hand_made_rows(monkeypatch, baseline_ms: list[float], method_ms: float = 50.0) -> dict:
+    """Per-prompt rows of ngram x (2, 4) from hand-made timings: the baseline runs take ``baseline_ms`` ms per token
+    in order (B, m1, B, m2, B), every method ``method_ms``; 10 tokens after a 5 ms prefill, 11 in all."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.bench import Prompt
+    from specviz.core.metrics import Counters
+
+    times = iter(baseline_ms)
+
+    def fake_run(target, drafter, ids, config, stop):
+        ms = next(times) if drafter is None else method_ms
+        passes = 10 if drafter is None else 2
+        return arena.Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0,
+                                       verify_ms=10 * ms), (1, 2, 3))
+
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram"], [2, 4])
+    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
+                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
+    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
+            for v in methods}
+
+
+def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkeypatch):
+    """Baselines of 100, 110, 500 ms per token around methods of 50 ms per token: ngram k=2 sits between 100 and
+    110 (decoding rates 10 and 9.09 tokens/s against its 20), ngram k=4 between 110 and 500."""
+    rows = _hand_made_rows(monkeypatch, [100.0, 110.0, 500.0])
+    k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
+    assert k2["decode_speedup"] == pytest.approx(20 / (20_000 / 2100))  # 2.1: the two baselines pooled
+    assert (k2["decode_speedup_low"], k2["decode_speedup_high"]) == (pytest.approx(2.0), pytest.approx(2.2))
+    assert (k4["decode_speedup_low"], k4["decode_speedup_high"]) == (pytest.approx(2.2), pytest.approx(10.0))
+    assert k4["decode_speedup_high"] / k4["decode_speedup_low"] == pytest.approx(1 + k4["baseline_drift"])
+    # end to end (prefill included): 11 tokens in 505 ms against 11 in 1005 and 1105 ms
+    assert (k2["speedup_low"], k2["speedup_high"]) == (pytest.approx(1005 / 505), pytest.approx(1105 / 505))
+    assert base["decode_speedup_low"] is None and base["speedup_high"] is None  # the reference has none
+    table = arena_tab.table([base, k2, k4])
+    decode = table["headers"].index("Speedup, decode")
+    end = table["headers"].index("Speedup, end to end")
+    # 6.10 is above the 5 tokens per pass of ngram k=4: the impossibility flag stays beside the spread
+    assert [row[decode] for row in table["data"]] == ["1.00 (reference)", "2.10 (2.00–2.20)",
+                                                      "6.10 (2.20–10.00) impossible: noise"]
+    assert table["data"][1][end] == "2.09 (1.99–2.19)"
+    # a pooled row spans the lowest to the highest over its prompts
+    pooled = pool_rows([k2, k4])
+    assert (pooled["decode_speedup_low"], pooled["decode_speedup_high"]) == (pytest.approx(2.0),
+                                                                             pytest.approx(10.0))
+
+
+def pool_rows(rows: list[dict]) -> dict:
+    import specviz.analysis.arena as arena
+
+    return arena.pool("category", "c", [dict(r, variant="ngram k=2", k="2") for r in rows], Variant("ngram", 2))
+
+
+def test_a_speedup_without_a_pair_of_baselines_says_it_has_no_spread():
+    row = {"level": "category", "category": "c", "variant": "ngram k=4", "drafter": "ngram", "tokens_per_pass": 2.0,
+           "decode_speedup": 1.23, "speedup": 1.1, "baseline_drift": None}
+    assert arena_tab.speedup_cell(row, "decode_speedup") == "1.23 (one run: no spread)"
+    assert arena_tab.speedup_cell(dict(row, decode_speedup=None), "decode_speedup") == "–"
+    bars = arena_tab.spread_bars([row])
+    assert bars["array"] == [0.0] and bars["visible"] is False
+    figure = arena_tab.arena_figure([dict(row, drafter="none", variant="standard", decode_speedup=1.0), row])
+    assert any("one run: no spread where no bar is drawn" in a.text for a in figure.layout.annotations)
+
+
+def test_the_speedup_bars_carry_error_bars(monkeypatch):
+    rows = list(_hand_made_rows(monkeypatch, [100.0, 110.0, 500.0]).values())
+    for r in rows:
+        r["level"] = "category"
+    figure = arena_tab.arena_figure(rows)
+    bar = {(t.name, t.yaxis): t for t in figure.data}[("ngram k=4", "y4")]
+    value = rows[2]["decode_speedup"]
+    assert bar.error_y.array == pytest.approx((10.0 - value,)) and bar.error_y.arrayminus == pytest.approx(
+        (value - 2.2,))
+    assert "2.20–10.00 against each standard run beside it" in bar.text[0]
+    measured = arena_tab.predictions_figure(rows).data[0]
+    assert measured.error_y.array == pytest.approx((2.2 - rows[1]["decode_speedup"], 10.0 - value))
+    assert any(arena_tab.SPREAD_NOTE in a.text for a in figure.layout.annotations)
+    assert "one run: no spread" in arena_tab.NOTE and "The range after each speedup" in arena_tab.NOTE
 
 
 def test_greedy_outputs_are_identical_to_the_baseline(result):
@@ -193,7 +276,16 @@ def test_figures_group_by_category(result):
     pred = arena_tab.predictions_figure(result.summary)
     assert [t.type for t in pred.data] == ["bar", "scatter", "scatter"]
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
-    assert not pred.layout.annotations  # chains only: every method has its markers
+    assert "no markers" not in pred.layout.annotations[0].text  # chains only: every method has its markers
+    assert pred.layout.annotations[0].text == "error bars: the ratio against each standard run<br>beside the method"
+    # a short, two-line title; the legend under the chart (container coordinates), never over the title
+    assert pred.layout.title.text == "<b>Speedup: measured vs predicted</b><br>from the measured α"
+    assert pred.layout.legend.orientation == "h" and pred.layout.legend.yref == "container"
+    assert pred.layout.legend.y == 0 and pred.layout.legend.yanchor == "bottom" and pred.layout.margin.b == 135
+    # every line of the titles and notes fits a 400 px phone (at most 50 characters between <br>s)
+    texts = [a.text for a in fig.layout.annotations] + [a.text for a in pred.layout.annotations]
+    lines = [re.sub(r"<[^>]+>", "", line) for t in texts for line in t.split("<br>")]
+    assert max(len(line) for line in lines) <= 50, max(lines, key=len)
     tree_rows = [dict(r, predicted_speedup_paper=None, tree_passes=5) if r["drafter"] == "ngram" else r
                  for r in result.summary]
     assert "no markers" in arena_tab.predictions_figure(tree_rows).layout.annotations[0].text

@@ -62,7 +62,8 @@ def test_bad_sweep_input_gives_one_sentence(tiny_model_dir, args, words):
     assert words in status and "Traceback" not in status, status
 
 
-@pytest.mark.parametrize("temperature, n, words", [(0.0, 30, "temperature above 0"), (1.0, 5, "N (runs per side)")])
+@pytest.mark.parametrize("temperature, n, words", [(0.0, 30, "temperature above 0"),
+                                                   (1.0, 5, "N runs per side must be between 20 and 1000 (got 5)")])
 def test_bad_check_input_gives_one_sentence(tiny_model_dir, temperature, n, words):
     status = _last(batching.check("Hi", temperature, "ngram", n, False, str(tiny_model_dir), ""))[0]
     assert words in status and "Traceback" not in status, status

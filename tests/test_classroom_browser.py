@@ -12,6 +12,7 @@ Screenshots go to /tmp/classroom-*.png.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -78,6 +79,20 @@ def test_a_hand_edit_turns_the_walkthrough_into_custom():
     assert classroom.settings_edited(classroom.CUSTOM, *edited) == (classroom.gr.skip(), classroom.gr.skip())
 
 
+def test_walkthrough_menu_labels_are_short_and_the_note_gives_the_full_title():
+    walkthroughs = classroom.load_walkthroughs()
+    choices = classroom.menu_choices(walkthroughs)
+    labels = [label for label, _ in choices]
+    assert [value for _, value in choices] == [w["id"] for w in walkthroughs] + [classroom.CUSTOM]
+    assert len(set(labels)) == len(labels) and all(len(label) <= classroom.MENU_LABEL_MAX for label in labels)
+    assert choices[-1] == ("Your own prompt and settings", classroom.CUSTOM)
+    for walkthrough, label in zip(walkthroughs, labels):
+        assert label == walkthrough["menu"] and label != walkthrough["title"]
+        note = classroom._note_html(walkthrough)  # the full title, under the menu
+        assert f"<b>{classroom.html.escape(walkthrough['title'])}.</b>" in note
+    assert classroom.menu_choices([{"id": "x", "title": "An old entry"}])[0] == ("An old entry", "x")
+
+
 def test_table_chart_and_caption_html_from_a_recording():
     stepper = Stepper(_recording())
     stepper.goto(Step(1, "decide"))
@@ -90,6 +105,12 @@ def test_table_chart_and_caption_html_from_a_recording():
     figure = classroom.rejection_figure(stepper.distributions(), stepper.recording)
     assert [t.name for t in figure.data] == ["target p", "draft q", "residual norm(max(0, p − q))"]
     assert any("recovered" in a.text for a in figure.layout.annotations)
+    # phase 3 (decide): the caption says the recovered token is drawn in step 4, so the chart does not mark it yet
+    marks = lambda: [a.text for a in classroom.rejection_chart(stepper).layout.annotations]  # noqa: E731
+    assert marks() == ["<b>✗ drafted (rejected)</b>"]
+    stepper.goto(Step(1, "emit"))
+    assert marks() == ["<b>✗ drafted (rejected)</b>", "<b>★ recovered</b>"]
+    stepper.goto(Step(1, "decide"))
     assert "rejected" in classroom.caption_html(stepper)
     progress, caption, table2, chart, output = classroom.view(stepper)
     assert chart["visible"] is True and "Pass 1 of 1" in progress
@@ -99,6 +120,47 @@ def test_table_chart_and_caption_html_from_a_recording():
     assert stepper.current == Step(1, "decide") and "No rejection" not in out[2]
     out = classroom.step_rejection(stepper)  # none left: it stays and says so
     assert stepper.current == Step(1, "decide") and "No rejection after this step." in out[2]
+
+
+@pytest.mark.parametrize("walkthrough", ["chat-ngram", "lookahead-jacobi"])
+def test_a_pass_with_nothing_drafted_says_plain_target_token_not_recovered_or_bonus(walkthrough):
+    """A recorded pass that drafted nothing (the n-gram drafter had no guess; lookahead had no candidate): at its
+    emit step the highlighted phase, the progress line, the caption, the table and the output so far call its token
+    a plain target token, as the Live tab does, and nothing says recovered or bonus."""
+    from app import render
+
+    stepper = Stepper(classroom.shipped_recording(walkthrough).recording)
+    step = next(st for st in stepper.steps if st.phase == "emit" and not stepper.event(st).draft_ids)
+    stepper.goto(step)
+    progress, caption, table, _, output = classroom.view(stepper)
+    on = re.search(r'<span class="cr-phase cr-phase-on">([^<]*)</span>', progress).group(1)
+    assert on == "4 · plain target token"
+    assert "4 · plain target token</b>" in progress and "cr-phase-skip" in progress  # nothing to accept or reject
+    assert "plain target token" in caption and "not recovered" in caption and "not a bonus" in caption
+    assert 'data-decision="target"' in table and "● plain target token" in table and "nothing drafted" in table
+    for html_ in (progress, table):
+        assert "recovered" not in html_ and "bonus" not in html_
+    current = re.search(r'<span class="pass cr-current"[^>]*>(.*?)</span></span>', output).group(1)
+    assert re.findall(r'data-kind="(\w+)"', current) == ["target"]
+    # the Live tab's pane labels the same token alike
+    pane = render.Pane(_TextTokenizer(stepper.recording))
+    for event in stepper.recording.events[: step.pass_index + 1]:
+        pane.add(event)
+    last = pane.passes[-1]
+    assert [t.kind for t in last] == ["target"] and "a plain target token, neither recovered nor bonus" in last[0].title
+    assert "plain target token (prefill, baseline, a pass with nothing drafted)" in render.legend_html()
+
+
+class _TextTokenizer:
+    """Decodes a recording's ids with its stored token texts (enough for the Live pane's labels)."""
+
+    all_special_ids = ()
+
+    def __init__(self, recording: Recording) -> None:
+        self.recording = recording
+
+    def decode(self, ids, **_):
+        return "".join(self.recording.text(i) for i in ids)
 
 
 def test_record_with_bad_input_gives_a_message_not_a_trace():
@@ -143,6 +205,32 @@ def _click_and_wait(page, selector: str) -> None:
 
 
 @requires_chromium
+@pytest.mark.parametrize("width", [1400, 400])
+def test_every_walkthrough_name_fits_the_closed_menu(browser, app_url, width):
+    """Each choice of the walkthrough menu, once picked, shows whole in the closed menu (no clipped text) at a
+    desktop's and a phone's width; the note under the menu gives the walkthrough's full title."""
+    page = open_page(browser, {"width": width, "height": 900})
+    try:
+        page.goto(app_url + "?tab=classroom&preset=grounded-ngram")
+        page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
+        menu = "#classroom-walkthrough input"
+        for label, value in classroom.menu_choices(classroom.load_walkthroughs()):
+            page.click(menu)
+            page.click(f"#classroom-walkthrough li[role=option][aria-label={label!r}]")
+            page.wait_for_function(f"() => document.querySelector({menu!r}).value === {label!r}", timeout=10_000)
+            page.wait_for_selector("#classroom-walkthrough [role=listbox]", state="detached", timeout=10_000)
+            fits = page.eval_on_selector(menu, "e => [e.scrollWidth, e.clientWidth]")
+            assert fits[0] <= fits[1], (label, fits)
+            if value != classroom.CUSTOM:
+                title = {w["id"]: w["title"] for w in classroom.load_walkthroughs()}[value]
+                page.wait_for_function("(t) => document.querySelector('#classroom-note').innerText.includes(t)",
+                                       arg=title, timeout=10_000)
+        page.screenshot(path=f"/tmp/classroom-menu-{width}.png")
+    finally:
+        page.context.close()
+
+
+@requires_chromium
 def test_step_through_a_sampling_run_to_a_rejection(page):
     page.goto(page.app_url + "?preset=poor-drafter")
     page.wait_for_selector("#classroom-record", state="visible", timeout=30_000)
@@ -175,7 +263,7 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
     assert names[:2] == ["target p", "draft q"] and names[2].startswith("residual")
     notes = page.eval_on_selector("#classroom-chart .js-plotly-plot",
                                   "gd => gd.layout.annotations.map(a => a.text).join(' ')")
-    assert "recovered" in notes and "drafted" in notes
+    assert "drafted" in notes and "recovered" not in notes  # the recovered token is drawn at the emit step
     time.sleep(0.5)  # let plotly finish drawing before the screenshot
     page.screenshot(path="/tmp/classroom-rejection.png", full_page=True)
 
@@ -186,6 +274,8 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
     assert page.locator("#classroom-table tr[data-decision=recovered]").count() == 1
     assert "recovered" in page.inner_text("#classroom-caption")
     assert page.locator("#classroom-output span[data-kind=recovered]").count() >= 1
+    page.wait_for_function("() => document.querySelector('#classroom-chart .js-plotly-plot').layout.annotations"
+                           ".some(a => a.text.includes('recovered'))", timeout=15_000)
     page.keyboard.press("ArrowLeft")
     page.wait_for_selector("#classroom-table table[data-phase=decide]", timeout=15_000)
 
@@ -221,9 +311,10 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
     assert not non_loopback(page.requests), non_loopback(page.requests)
 
 
-def _choose_walkthrough(page, title: str) -> None:
+def _choose_walkthrough(page, label: str) -> None:
+    """Pick the walkthrough whose menu label contains ``label`` (case-insensitive)."""
     page.click("#classroom-walkthrough input")
-    page.click(f"li[role=option]:has-text('{title}')")
+    page.click(f"li[role=option]:has-text('{label}')")
 
 
 @requires_chromium
@@ -292,3 +383,17 @@ def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     time.sleep(0.5)
     page.locator("#whatif").screenshot(path="/tmp/classroom-whatif.png")
     assert not non_loopback(page.requests)
+
+
+def test_whitespace_tokens_in_the_output_get_a_visible_width_and_newline_mark():
+    """At 400 px a token of spaces or a newline in "Output so far" was a sliver: it now has class tok-space (a
+    minimum width in assets/style.css) and a newline its ⏎ mark, as in the Live panes."""
+    rec = _recording()
+    rec = dataclasses.replace(rec, token_texts={**rec.token_texts, 2: " ", 6: "\n"})
+    stepper = Stepper(rec)
+    stepper.goto(Step(1, "emit"))
+    out = classroom.output_html(stepper)
+    assert '<span class="tok tok-accepted tok-space" data-kind="accepted"> </span>' in out
+    assert ('<span class="tok tok-recovered tok-space" data-kind="recovered"><i class="nl" aria-hidden="true"></i>\n'
+            '</span>') in out
+    assert '<span class="tok tok-target" data-kind="target">Hi</span>' in out  # text tokens as before

@@ -195,6 +195,26 @@ def test_gate_waits_for_a_candidate_before_its_first_pass_and_its_probes():
     assert steps == 3 * DRAFT_PROBE_AFTER and idle.choose(64, ready=True) == 2  # the probe runs once one is there
 
 
+def test_gate_counts_a_warm_up_pass_that_carried_a_candidate_and_ends_the_warm_up():
+    control = GateK(2, warmup=2, wait=True)
+    ks = []
+    for i in range(8):  # a seeded pool: the first pass carries a candidate, the target rejects it
+        k = control.choose(64, ready=True)
+        control.observe(k, k, 0, verify_ms=60.0 if k else 50.0)
+        ks.append(k)
+    assert ks[:1 + GATE_STEP_SAMPLES] == [2, 0, 0, 0]  # no second warm-up pass: the first was evidence
+    assert control.expected_gain == pytest.approx(50.0 / 60.0) and ks[1:].index(2) == DRAFT_PROBE_AFTER  # then probes
+    kept = GateK(2, warmup=2, wait=True)
+    for _ in range(1 + GATE_STEP_SAMPLES):  # the same pass with 2 drafts accepted: 3 tokens for 1.2 steps' time
+        k = kept.choose(64, ready=True)
+        kept.observe(k, k, 2 if k else 0, verify_ms=60.0 if k else 50.0)
+    assert kept.choose(64, ready=True) == 2 and kept.expected_gain == pytest.approx(3 * 50.0 / 60.0)
+    blind = GateK(2, warmup=2)  # without wait (an empty pool only the window fills) warm-up passes never count
+    assert [blind.choose(64, ready=True) for _ in range(1)] == [2]
+    blind.observe(2, 2, 0, verify_ms=60.0)
+    assert blind.choose(64, ready=True) == 2 and blind.expected_gain is None
+
+
 def test_lookahead_has_candidates_reads_the_pool_for_the_last_token():
     from specviz.drafters.lookahead import LookaheadDrafter
     drafter = LookaheadDrafter(window=2, ngram=3, candidates=2)

@@ -497,6 +497,127 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     assert box["value"] == 0 and "Temperature is at least 0; using 0." in status
 
 
+def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
+    """A number box (top-k, seed, min-p, the penalties, no-repeat n-gram size, early-exit layer, N runs) is checked
+    when it is left, not only when Run is pressed: the Run path's own message, the value used instead (the box is set
+    to it) in a warning toast and the status line; silence for a value a run accepts. The raw payload is read
+    (preprocess off), so no Gradio check runs first, and nothing raises."""
+    from app import batching
+
+    notice = inputs.number_notice(-3, inputs.TOP_K)
+    assert notice == (0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0.")
+    with pytest.raises(inputs.InputError) as refused:  # the Run path says the same words
+        inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, -3, 0, 64, "", True)
+    assert notice[1] == f"{refused.value} Using 0."
+    assert inputs.number_notice(1.5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 1.5). Using 0.99.")
+    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
+    assert inputs.number_notice(-2, inputs.EXIT_LAYER, inputs.parse_exit_layer) == (
+        0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
+           "(got -2). Using 0 (half the target's layers).")
+    assert inputs.number_notice([1], inputs.REPETITION_PENALTY) == (1.0, "Repetition penalty must be a number. "
+                                                                          "Using 1.")
+    accepted = ((0, inputs.TOP_K), (None, inputs.SEED), ("", inputs.MIN_P), (1.3, inputs.REPETITION_PENALTY),
+                (-2, inputs.FREQUENCY_PENALTY), (2, inputs.PRESENCE_PENALTY), (64, inputs.NO_REPEAT_NGRAM_SIZE))
+    assert [inputs.number_notice(v, f) for v, f in accepted] == [None] * len(accepted)
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    left = {names[target]: fn for fn in demo.fns.values() for target, event in fn.targets if event == "blur"}
+    boxes = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, gr.Number)}
+    assert set(left) == set(boxes), set(boxes) ^ set(left)  # every number box of every tab
+    assert {"top-k", "seed", "min-p", "repetition-penalty", "frequency-penalty", "presence-penalty",
+            "no-repeat-ngram-size", "exit-layer", "arena-seed", "arena-min-p", "arena-exit-layer",
+            "classroom-seed", "classroom-exit-layer", "why-exit-layer", "batching-check-n"} <= set(left)
+    for elem_id, box in boxes.items():
+        fn = left[elem_id]
+        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
+        with pytest.warns(UserWarning, match="Using"):  # gr.Warning outside a request
+            update, status = fn.fn(-1000)
+        assert "status-info" in status and " must be " in status and "Using" in status, elem_id
+        assert update["value"] == inputs.number_notice(-1000, *_field_of(elem_id))[0], elem_id  # the lowest
+        assert all(v == {"__type__": "update"} for v in fn.fn(box.value)), elem_id  # its default: silent
+    with pytest.warns(UserWarning):
+        update, status = left["batching-check-n"].fn(10 ** 9)
+    assert update["value"] == batching.MAX_N
+    assert "N runs per side must be between 20 and 1000 (got 1000000000). Using 1000." in status  # the label's name
+    assert batching.N_FIELD.name in "N runs per side (20–1000)"
+    with pytest.warns(UserWarning):
+        update, status = left["top-k"].fn(-3)
+    assert update["value"] == 0 and "Top-k must be between 0 and 1,000,000 (got -3). Using 0." in status
+    with pytest.warns(UserWarning):
+        update, status = left["arena-min-p"].fn(5)
+    assert update["value"] == 0.99 and "Min-p must be between 0 and 0.99 (got 5). Using 0.99." in status
+
+
+def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left(tiny_model_dir):
+    """Left with a layer the target lacks, the box says so with the target's own bound and takes the nearest layer,
+    when that target is already loaded (nothing is loaded by the check); unloaded, a number beyond any model's takes
+    0 (half the target's layers), never 10,000. The Live and Arena boxes read their tab's target box."""
+    from specviz.models import load_model
+
+    spec = str(tiny_model_dir)
+    loaded = load_model(spec, device="cpu")  # in the process's model cache now (another test may have dropped it)
+    label = loaded.label  # 4 layers: exits after 1..3
+    bound = f"The early-exit layer must be between 1 and 3 for {label}, which has 4 layers"
+    assert inputs.exit_layer_notice(100, spec) == (3, f"{bound} (got 100). Using 3.")
+    assert inputs.exit_layer_notice(4, f" {spec} ") == (3, f"{bound} (got 4). Using 3.")
+    assert inputs.exit_layer_notice(10 ** 5, spec) == (3, f"{bound} (got 100000). Using 3.")
+    assert [inputs.exit_layer_notice(v, spec) for v in (3, 1, 0, None, "")] == [None] * 5
+    assert inputs.exit_layer_notice(-2, spec)[0] == 0 and inputs.exit_layer_notice(2.5, spec)[0] == 2
+    with pytest.raises(inputs.InputError, match=f"^{re.escape(bound)} \\(got 4\\)\\.$"):  # the Run path's words
+        inputs.check_exit_layer(4, loaded)
+    unloaded = "someone/never-loaded-model"
+    assert inputs.exit_layer_notice(100, unloaded) is None  # its layers are unknown until a run loads it
+    assert inputs.exit_layer_notice(10 ** 5, unloaded) == (
+        0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
+           "(got 100000). Using 0 (half the target's layers).")
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
+    for elem_id, target_id in (("exit-layer", "target"), ("arena-exit-layer", "arena-target")):
+        fn = left[elem_id]
+        assert [names[block._id] for block in fn.inputs] == [elem_id, target_id]
+        with pytest.warns(UserWarning, match="Using 3"):
+            update, status = fn.fn(100, spec)
+        assert update["value"] == 3 and f"{bound} (got 100). Using 3." in status
+        assert all(v == {"__type__": "update"} for v in fn.fn(2, spec))
+
+
+def test_an_emptied_number_box_gets_its_default_back_and_says_so():
+    """A Seed or N box emptied and left is set back to the default a run would use, and the status line says so
+    (no toast: nothing was refused)."""
+    import warnings
+
+    from app import batching
+
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a toast outside a request is a UserWarning
+        update, status = left["batching-check-n"].fn(None)
+        assert update["value"] == batching.CHECK_N == 200
+        assert "N runs per side: the box was left empty, so it is set back to its default, 200." in status
+        for elem_id in ("seed", "arena-seed", "classroom-seed"):
+            update, status = left[elem_id].fn("")
+            assert update["value"] == 0 and "Seed: the box was left empty, so it is set back to its default, 0." \
+                in status, elem_id
+        update, status = left["arena-exit-layer"].fn(None, "embedded")
+        assert update["value"] == 0 and "its default, 0 (half the target&#x27;s layers)." in status
+    assert batching.parse_check("hi", 1.0, "ngram", None, False, "embedded", "").n == 200  # the run agrees
+
+
+def _field_of(elem_id: str) -> tuple:
+    """The rule (and parser) a number box is checked by, from its element id."""
+    from app import batching
+
+    if elem_id.endswith("exit-layer"):
+        return inputs.EXIT_LAYER, inputs.parse_exit_layer
+    if elem_id == "batching-check-n":
+        return batching.N_FIELD, None
+    key = elem_id.removeprefix("arena-").removeprefix("classroom-").replace("-", "_").upper()
+    return getattr(inputs, key), None
+
+
 def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
     row = {"drafter": "ngram", "k": "k = 4", "temperature": 0.7, "seed": 3, "settings": "top-p 0.9", "tokens": 64,
            "acceptance": 0.5, "tokens_per_pass": 2.0, "spec_tps": 20.0, "base_tps": 16.0, "speedup": 1.25,
@@ -505,8 +626,9 @@ def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
     headers = re.findall(r"<th>([^<]*)</th>", table)
     assert headers == ["drafter", "k", "temperature, settings", "tokens", "acceptance", "tokens/pass", "spec tok/s*",
                        "base tok/s*", "decoding speedup*", "same ids"]
-    cells = re.findall(r"<td>([^<]*)</td>", table)
-    assert cells[1] == "k\u00a0=\u00a04" and cells[2] == "0.7 · seed 3 · top-p 0.9" and cells[8] == "1.25×"
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", table)
+    assert cells[1] == "k = 4" and cells[2] == "0.7 · seed 3 · top-p 0.9" and cells[8] == "1.25×"
+    assert '<td class="hist-k" style="white-space: nowrap">k = 4</td>' in table  # never on two lines
     # the title stays above the box; the table scrolls sideways inside it (a shade says so: assets/head.html)
     assert table.startswith('<div class="sv-scroll-title">Runs in this session (newest first)')
     assert ('<div class="sv-scroll-frame"><div class="sv-scroll" role="region" tabindex="0" '
@@ -592,6 +714,42 @@ def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_di
 _GOOD = dict(prompt="one two three one two three one two three", target="embedded", drafter="ngram", draft_model="",
              exit_layer=0, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=12,
              stop_strings="", chat_template=False)
+
+
+def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_finding_with_its_interval():
+    spec, base = _runs(12, lambda i: [4.0, 70.0, 6.0, 30.0][i % 4], lambda i: 10.0)
+    noisy = _view(spec, base)
+    judged = noisy.judgement()
+    assert judged.verdict == "too noisy"
+    row = noisy.summary()
+    low, high = format_apart(judged.interval.low, judged.interval.high)
+    assert row["speedup"] is None and row["speedup_measured"] == pytest.approx(judged.value)
+    assert row["speedup_reason"] == f"{low}–{high}× spans 1"
+    cell = render.history_speedup(row)
+    assert cell == ('<span class="hist-noisy" style="color: var(--body-text-color-subdued)">'
+                    f"{judged.value:.2f}× (too noisy: {low}–{high}× spans 1)</span>")
+    assert cell in render.history_html([row])
+    # a run judged too noisy because other programs took the CPUs says so in the cell
+    noisy.cpu = type("Share", (), {"others": lambda self: 0.45})()
+    noisy._judged = (None, None)
+    assert render.history_speedup(noisy.summary()).endswith(
+        f"{judged.value:.2f}× (too noisy: other programs used 45% of the CPU)</span>")
+    # a finding carries its bootstrap interval; a run too short to judge has no number
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    found = _view(spec, base).summary()
+    low, high = format_apart(*found["speedup_interval"])
+    assert render.history_speedup(found) == f"{found['speedup']:.2f}× ({low}–{high})"
+    assert found["speedup_measured"] is None and found["speedup_reason"] is None
+    assert render.history_speedup({"speedup": None, "speedup_note": "too short"}) == "too short"
+    # lookahead's k label, shortened (W, N and G are in the drafter cell), stays on one line; the drafter cell is
+    # classed for its minimum width (assets/style.css), so "lookahead (W=3, N=3, G=2)" is not four lines
+    lookahead = dict(found, drafter="lookahead (W=4, N=3, G=4)", k="k = 2 (N−1) · W = 4, N = 3, G = 4")
+    table = render.history_html([lookahead])
+    assert '<td class="hist-k" style="white-space: nowrap">k = 2 (N−1)</td>' in table
+    assert '<td class="hist-drafter">lookahead (W=4, N=3, G=4)</td>' in table
+    auto = dict(lookahead, k="k = 2 (N−1) or a plain step (auto) · W = 3, N = 3, G = 2")
+    assert '<td class="hist-k" style="white-space: nowrap">k = 2 or step (auto)</td>' in render.history_html([auto])
+    assert render.history_k("k = 4 · adaptive") == "k = 4 · adaptive"  # other drafters' labels as they are
 
 
 def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without():

@@ -121,7 +121,9 @@ def test_pool_drafts_say_so_on_hover_and_the_stats_card_defines_drafted(run, tin
     html = render.stats_html(stats, base_stats, render.compare_outputs(pane.output_ids, list(base.token_ids), [],
                                                                        tiny_target.tokenizer, greedy=True,
                                                                        finished=True), greedy=True)
-    assert "Lookahead window" in html and "k = N−1" in html
+    assert "Window tokens per pass (not verified)" in html and "k = N−1" in html
+    per_pass = f"{stats.window_tokens / stats.passes:.1f} <small>window tokens / pass</small>"
+    assert per_pass in html  # never read as the emitted tokens per pass
     assert f"{stats.window_tokens} window tokens" in html and f"{stats.drafted} candidate tokens verified" in html
 
 
@@ -157,7 +159,7 @@ def test_live_lookahead_run_matches_the_baseline(tiny_model_dir):
     row = out["history-state"][0]
     assert "Done in" in out["status"] and row["identical"] is True and row["drafter"].startswith("lookahead")
     assert row["k"] == f"k = {N - 1} (N−1) · W = {W}, N = {N}, G = {G}"
-    assert 'class="la-window"' in out["draft-tree"] and "Lookahead window" in out["stats"]
+    assert 'class="la-window"' in out["draft-tree"] and "Window tokens per pass (not verified)" in out["stats"]
 
 
 def test_the_classroom_walkthrough_reveals_a_lookahead_pass_phase_by_phase():

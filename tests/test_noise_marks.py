@@ -27,11 +27,13 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
 
 def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
     impossible = _row("ngram k=4", "ngram", 0.09, speedup=3.56)  # 1.5 tokens per pass cannot give 3.56x
-    possible = _row("eagle k=4", "eagle", 0.05, speedup=1.5)
+    impossible |= {"decode_speedup_low": 3.40, "decode_speedup_high": 3.71}
+    possible = _row("eagle k=4", "eagle", 0.05, speedup=1.5)  # no pair of baselines: no spread to tell
     rows = [_row("standard", arena.BASELINE, None), impossible, possible]
     cells = arena.table(rows)["data"]
     column = arena.table(rows)["headers"].index("Speedup, decode")
-    assert cells[1][column] == "3.56 impossible: noise" and cells[2][column] == "1.50"
+    assert cells[1][column] == "3.56 (3.40–3.71) impossible: noise"
+    assert cells[2][column] == "1.50 (one run: no spread)" and cells[0][column] == "1.07 (reference)"
     assert arena.noisy_rows(rows) == 1
     speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
     assert speed.marker.pattern.shape == ("/",) and "faster than its tokens per pass allow" in speed.text[0]
@@ -60,3 +62,38 @@ def test_the_cli_compare_judges_a_short_run_instead_of_printing_a_speedup(tiny_m
     assert main([*args, "--json"]) == 0
     record = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["compare"]
     assert record["decode_speedup_verdict"] == "too short" and record["decode_speedup_interval"] is None
+
+
+def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
+    """One prompt × two methods, both noisy: "2 of 2 methods noisy", not "2 prompt × method pairs"; several prompts
+    count prompt × method results; the baseline's rows are never counted."""
+    from types import SimpleNamespace
+
+    def per_prompt(prompt_id: str, drifts: list[float]) -> list[dict]:
+        rows = [_row("standard", arena.BASELINE, 2.3) | {"prompt_id": prompt_id}]
+        return rows + [_row(f"ngram k={i}", "ngram", d) | {"prompt_id": prompt_id} for i, d in enumerate(drifts, 2)]
+
+    one = per_prompt("p1", [0.36, 0.5])
+    assert arena.noisy_count(arena.noisy_rows(one), one) == "2 of 2 methods"
+    assert arena.noisy_count(1, per_prompt("p1", [0.36])) == "1 of 1 method"
+    several = per_prompt("p1", [0.36, 0.01]) + per_prompt("p2", [0.01, 0.01])
+    assert arena.noisy_count(arena.noisy_rows(several), several) == "1 of 4 prompt × method results"
+    result = SimpleNamespace(ids_identical=None, rows=one, stopped=False, environment={"target": {"label": "T"}},
+                             variants=["standard", "ngram k=2", "ngram k=3"])
+    monkeypatch.setattr(arena, "busy_machine_warning", lambda cpu=None: None)  # whatever else the machine runs
+    status = arena._done_status(result, 12.0)
+    assert "Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods noisy (baselines" in status
+    assert "pair" not in status
+
+
+def test_the_reference_row_says_its_drift_is_its_runs_apart_not_noisy():
+    """The standard row's Baseline drift is how far all its runs lie apart ("230% (its runs apart)"), next to its
+    "1.00 (reference)"; a method's row keeps the noisy flag."""
+    rows = [_row("standard", arena.BASELINE, 2.3, speedup=1.0), _row("ngram k=4", "ngram", 0.36),
+            _row("eagle k=4", "eagle", 0.05)]
+    headers = arena.table(rows)["headers"]
+    drift, speedup = headers.index("Baseline drift"), headers.index("Speedup, decode")
+    cells = arena.table(rows)["data"]
+    assert [r[drift] for r in cells] == ["230% (its runs apart)", "36% noisy", "5%"]
+    assert cells[0][speedup] == "1.00 (reference)"
+    assert arena.reference_drift_cell(None) == "–"

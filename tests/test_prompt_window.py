@@ -142,7 +142,7 @@ def test_the_draft_model_does_not_change_the_prompt_the_target_reads(tiny_target
     alone, alone_note = inputs.fit_prompt_for(settings, tiny_target)
     drafted, note = inputs.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
     assert drafted == alone and len(alone) == 512 - 16 - 4 - 1  # the target's window sets the budget: 491
-    assert "cut" in alone_note and "draft model" not in alone_note
+    assert "cut" in alone_note and "draft model's window" not in alone_note
     assert note.startswith(alone_note) and "The draft model's window is 128 tokens" in note
     assert "the target decodes alone" in note
 
@@ -154,7 +154,7 @@ def test_cli_compare_same_prompt_and_note(capsys, tiny_model_dir, short_draft_di
     assert main([*common, "--drafter", "none"]) == 0
     out, err = capsys.readouterr()
     baseline = json.loads(out)
-    assert "draft model" not in err
+    assert "draft model's window" not in err
     assert main([*common, "--drafter", "model", "--draft-model", str(short_draft_dir), "--k", "4", "--compare"]) == 0
     out, err = capsys.readouterr()
     run = json.loads(out)
@@ -298,6 +298,68 @@ def test_the_attack_through_the_cli_and_the_app(capsys, chatml_model):
     ids, note = inputs.fit_prompt_for(settings, chatml_model)
     assert ids == encode_prompt(chatml_model.tokenizer, ATTACK) and note == ""
     assert ids.count(_im_start(chatml_model.tokenizer)) == 3
+
+
+def test_a_cut_prompt_says_how_much_left_its_start_and_how_it_now_begins(chatml_model):
+    """A prompt cut from the left loses its start, where the instruction often is: the note says how many tokens
+    went, quotes the first words the model now reads, and for a chat warns that the start of the request is gone
+    (the user turn, or turns typed into the text); the app's status note carries it whole."""
+    from app import inputs
+
+    tokenizer = chatml_model.tokenizer
+    instruction = "Translate the text below into French."
+    filler = _prompt_of(tokenizer, 200)
+    prompt = instruction + "\n\n" + filler
+    fit = fit_prompt(tokenizer, prompt, 80)
+    assert fit.truncated and fit.chat and len(fit.ids) <= 80
+    assert fit.removed_text.startswith(instruction) and instruction not in fit.kept_text
+    assert fit.removed_text + fit.kept_text == prompt
+    note = fit.cut_note()
+    words = fit.kept_text.split()
+    assert note.startswith(f"{fit.original_tokens - len(fit.ids):,} tokens were removed from its start, so it now "
+                           f"begins “…{' '.join(words[:8])}…”.")
+    assert "The start of your request (the chat's user turn) was removed" in note
+    assert note.endswith("Put the instruction at the end, or shorten the text.")
+    plain = fit_prompt(tokenizer, prompt, 60, use_chat_template=False)  # prose, no chat: no turn warning
+    assert plain.truncated and not plain.chat and "request" not in plain.cut_note()
+    assert plain.cut_note().endswith(f"begins “…{' '.join(plain.kept_text.split()[:8])}…”.")
+    typed = fit_prompt(tokenizer, "System: Answer in French.\nUser: " + filler, 60, use_chat_template=False)
+    assert "held the system and user turns typed into the prompt: the start of the request was removed" in \
+        typed.cut_note()
+    assert fit_prompt(tokenizer, "Hi", 80).cut_note() == ""  # whole: nothing to say
+    settings = inputs.Settings(prompt=prompt, target=chatml_model.spec, drafter="none", draft_model=None,
+                               exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                               max_new_tokens=4, stop_strings=(), chat_template=True, max_prompt_tokens=80)
+    ids, status = inputs.fit_prompt_for(settings, chatml_model)
+    assert ids == fit.ids
+    assert status == ("The prompt was too long (" + f"{fit.original_tokens:,} tokens): its start was cut, keeping its "
+                      f"last part ({len(ids):,} tokens with the chat template) to fit the server's limit of 80 prompt "
+                      f"tokens (SPECVIZ_MAX_PROMPT_TOKENS): {note}")
+
+
+def test_the_short_status_under_generate_keeps_a_cut_prompt_warning(chatml_model):
+    """On a phone the status under Generate drops the notes, but not the cut: "⚠ Prompt cut: its first N tokens were
+    removed", and for a chat that the instruction at the start no longer reaches the model. Other notes stay out."""
+    from app import inputs, live, render
+
+    prompt = "Translate the text below into French.\n\n" + _prompt_of(chatml_model.tokenizer, 200)
+    settings = inputs.Settings(prompt=prompt, target=chatml_model.spec, drafter="none", draft_model=None,
+                               exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                               max_new_tokens=4, stop_strings=(), chat_template=True, max_prompt_tokens=80)
+    ids, note = inputs.fit_prompt_for(settings, chatml_model)
+    removed = fit_prompt(chatml_model.tokenizer, prompt, 80).dropped_tokens
+    assert removed > 0 and f"{removed:,} tokens were removed from its start" in note
+    status = render.status_html("Done: 4 tokens in 1 s", "done", notes=["Another note, dropped here.", note])
+    short = live.progress_html(status)
+    assert (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {removed:,} tokens were removed (an instruction '
+            "there no longer reaches the model).</small>") in short
+    assert short.index("sv-progress-cut") > short.index("</div>")  # outside the status copy, whose notes are hidden
+    plain = dataclasses.replace(settings, chat_template=False)
+    plain_note = inputs.fit_prompt_for(plain, chatml_model)[1]
+    plain_cut = re.search(r"([\d,]+) tokens were removed", plain_note).group(1)
+    assert (f"⚠ Prompt cut: its first {plain_cut} tokens were removed.</small>"
+            in live.progress_html(render.status_html("Done", "done", notes=[plain_note])))
+    assert "sv-progress-cut" not in live.progress_html(render.status_html("Done", "done", notes=["Another note."]))
 
 
 def test_every_prompt_goes_through_the_one_encoder():

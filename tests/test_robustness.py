@@ -169,7 +169,7 @@ def test_malformed_api_inputs(tiny_model_dir, change, words):
     ({"top_p": 0}, "Top-p must be between 0.01 and 1 (got 0)"),
     ({"top_p": 1.5}, "Top-p must be between 0.01 and 1 (got 1.5)"),
     ({"top_k": -1}, "Top-k must be between 0 and 1,000,000 (got -1)"),
-    ({"seed": -5}, "Seed must be between 0 and 9,223,372,036,854,775,807 (got -5)"),
+    ({"seed": -5}, "Seed must be between 0 and 9,007,199,254,740,991 (got -5)"),
     ({"top_k": 2.5}, "Top-k must be a whole number"),
     ({"seed": "abc"}, "Seed must be a number"),
 ])

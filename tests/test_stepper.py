@@ -8,8 +8,8 @@ import pytest
 
 from specviz.core.events import PassEvent, PositionDetail, Timings
 from specviz.core.verify import acceptance_probability
-from specviz.analysis.stepper import (Distributions, Recording, Step, Stepper, display_text, record_run,
-                             steps_of)
+from specviz.analysis.stepper import (Distributions, Recording, Step, Stepper, display_text, no_draft_reason,
+                                      phase_label, record_run, steps_of)
 
 TEXTS = {1: "Hello", 2: " world", 3: " and", 4: " all", 5: " of", 6: " you", 7: "!", 8: " them", 9: " friends",
          10: "\n", 11: " "}
@@ -40,7 +40,7 @@ def sampling_recording() -> Recording:
         _pass(1, [2, 3, 4, 5], 2, 8, "recovered", p=[0.8, 0.3, 0.1, 0.2], q=[0.4, 0.6, 0.5, 0.3],
               u=[0.9, 0.2, 0.7]),
         _pass(2, [6, 7], 2, 9, "bonus", p=[0.9, 0.5], q=[0.7, 0.5], u=[0.1, 0.99]),
-        _pass(3, [], 0, 10, "target", p=[], q=[], u=None),
+        _pass(3, [], 0, 10, "target", p=[], q=[], u=None, k=4),  # k = 4 asked, the drafter had no guess
         _pass(4, [3, 4], 2, 5, "bonus", p=[0.5, 0.5], q=[0.5, 0.5], u=[0.1, 0.2], emitted=(3,), finish="length"),
     )
     dist = Distributions(position=2, token_ids=(8, 4, 9), target=(0.5, 0.1, 0.2), draft=(0.1, 0.5, 0.1),
@@ -191,6 +191,28 @@ def test_progress_names_the_pass_and_phase():
     s = Stepper(sampling_recording())
     s.goto(Step(1, "verify"))
     assert s.progress() == "Pass 1 of 4 · 2 · verify"
+    assert s.progress(Step(1, "emit")) == "Pass 1 of 4 · 4 · recovered / bonus token"
+
+
+def test_a_pass_with_nothing_drafted_gives_a_plain_target_token():
+    """k = 0 (k = auto's plain step, or no room before the token limit) and a drafter with no guess: the token at
+    the emit phase is a plain target token, never called recovered or bonus (no draft was rejected or accepted)."""
+    zero = _pass(1, [], 0, 10, "target", p=[], q=[], u=None, k=0)
+    none = _pass(2, [], 0, 7, "target", p=[], q=[], u=None, k=4)
+    s = Stepper(Recording((_prefill(), zero, none), greedy=True, drafter_name="n-gram lookup", deterministic=True,
+                          token_texts=TEXTS))
+    assert [st.phase for st in s.steps if st.pass_index == 1] == ["draft", "verify", "emit"]
+    for index in (1, 2):
+        assert s.progress(Step(index, "emit")) == f"Pass {index} of 2 · 4 · plain target token"
+        emit = s.caption(Step(index, "emit"))
+        assert "plain target token" in emit and "not recovered" in emit and "not a bonus" in emit
+        rows = s.table_rows(Step(index, "emit"))
+        assert [(r.kind, r.decision) for r in rows] == [("next", "target")]
+    assert "k = 0 for this pass" in s.caption(Step(1, "draft")) and "plain step" in s.caption(Step(1, "draft"))
+    assert "no guess" in s.caption(Step(2, "draft")) and "nothing in the text matched" in s.caption(Step(2, "draft"))
+    assert phase_label("emit", drafted=False) == "4 · plain target token"
+    assert phase_label("emit") == "4 · recovered / bonus token" and phase_label("verify", False) == "2 · verify"
+    assert no_draft_reason(zero).startswith("k = 0") and no_draft_reason(none) == "the drafter had no guess"
 
 
 # ------------------------------------------------------------------------------------------------- a real run

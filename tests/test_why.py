@@ -97,6 +97,37 @@ def test_a_measured_curve_above_the_papers_is_too_noisy_for_a_best_k():
     assert "measured costs: too noisy to tell" in text and "best measured" not in text and "best paper" in text
 
 
+def _grid(ms: dict, impossible: list | None = None) -> dict:
+    return {"token_counts": [1, 2, 4], "ms": ms, "param_bytes": 1e8, "spread": {},
+            "gbs": {b: {n: 1.0 for n in row} for b, row in ms.items()}, "impossible": impossible or []}
+
+
+def test_a_point_below_less_work_inside_the_margin_is_within_noise_of_impossible():
+    """Batch 16, 2 tokens measured 10 % below batch 16, 1 token: inside the 10 % margin, so the grid does not flag
+    it impossible; the chart rings it and the text says it is within noise of impossible. A point flagged ✕ is
+    not ringed too, and a curve that only rises rings nothing."""
+    ms = {1: {1: 10.0, 2: 10.5, 4: 11.0}, 16: {1: 30.0, 2: 27.0, 4: 33.0}}
+    points = why.within_noise_points(_grid(ms))
+    assert points == [{"batch": 16, "n": 2, "than_batch": 16, "than_n": 1, "below": pytest.approx(0.1)}]
+    figure = why.forward_figure(_grid(ms))
+    rings = [t for t in figure.data if t.name == why.WITHIN_NOISE]
+    assert [(list(t.x), list(t.y)) for t in rings] == [([2], [27.0]), ([2], [pytest.approx(0.9)])]
+    assert "within noise of impossible" in rings[0].text[0] and "10.0% below batch 16, n = 1" in rings[0].text[0]
+    assert "(inside the 10% margin)" in rings[0].text[0]
+    assert any(a.text == "○ 1 point below less work, inside<br>the 10% noise margin: within noise<br>of impossible, "
+               "not a finding" for a in figure.layout.annotations)
+    text = why.within_noise_text(_grid(ms))
+    assert "batch 16, 2 tokens 10% below batch 16, 1 token, inside the 10% margin" in text
+    assert "Within noise of impossible" in text and "or with overlapping" not in text
+    flagged = _grid(ms, [{"batch": 16, "n": 2, "than_batch": 16, "than_n": 1}])
+    assert why.within_noise_points(flagged) == [] and why.within_noise_text(flagged) == ""
+    rising = _grid({1: {1: 10.0, 2: 10.5, 4: 11.0}, 16: {1: 30.0, 2: 31.0, 4: 33.0}})
+    assert why.within_noise_points(rising) == []
+    assert not [t for t in why.forward_figure(rising).data if t.name == why.WITHIN_NOISE]
+    # a larger batch below a smaller one at the same n counts too
+    assert why.within_noise_points(_grid({1: {1: 10.0}, 4: {1: 9.8}}))[0]["than_batch"] == 1
+
+
 def test_whatif_handler_uses_the_chosen_batch_curve():
     measurement = {"grid": {"ms": {1: {1: 10.0, 2: 10.0, 4: 10.0}, 16: {1: 20.0, 2: 40.0, 4: 80.0}}}}
     one = why.whatif(0.9, 0.0, 1, 2, 2.5, 1.5, measurement)
@@ -172,3 +203,56 @@ def test_measure_handler_bad_target_gives_a_message():
     assert not device.DEVICE.locked
     out = list(why.measure("  ", 0, 0.7, 0, 0, 0))
     assert "status-error" in out[-1][0]
+
+
+def test_a_point_far_below_less_work_but_with_overlapping_repeats_says_so():
+    """Seen at 400 px: "batch 16, 2 tokens 22% below … by less than the 10% margin or with overlapping repeats" read
+    as a contradiction. A point 22% below is outside the margin, so only its overlapping repeats kept it from being
+    flagged: the status, the hover and the chart's note name that condition alone."""
+    ms = {1: {1: 10.0, 2: 10.5, 4: 11.0}, 16: {1: 30.0, 2: 23.4, 4: 33.0}}
+    point = why.within_noise_points(_grid(ms))[0]
+    assert point["below"] == pytest.approx(0.22) and not why.inside_margin(point)
+    text = why.within_noise_text(_grid(ms))
+    assert "batch 16, 2 tokens 22% below batch 16, 1 token, with repeats that overlap." in text
+    assert "margin" not in text
+    figure = why.forward_figure(_grid(ms))
+    ring = next(t for t in figure.data if t.name == why.WITHIN_NOISE)
+    assert "(with repeats that overlap)" in ring.text[0] and "margin" not in ring.text[0]
+    assert any(a.text == "○ 1 point below less work, with<br>overlapping repeats: within noise<br>of impossible, not a "
+               "finding" for a in figure.layout.annotations)
+    both = _grid({1: {1: 10.0, 2: 9.5, 4: 11.0}, 16: {1: 30.0, 2: 23.4, 4: 33.0}})
+    assert any(a.text.startswith("○ 2 points below less work (1 inside<br>the 10% margin, 1 with overlapping<br>")
+               for a in why.forward_figure(both).layout.annotations)
+
+
+def test_cost_cards_carry_the_spread_of_their_per_repeat_ratios():
+    """Verifying k=4, the lookahead pass and c showed bare numbers beside the step card's repeats: each now gives the
+    lowest and highest of its ratio over the repeats (repeat i of every n was timed in the same round)."""
+    samples = {1: {1: [98.0, 100.0, 104.0], 4: [103.0, 104.0, 108.0], 8: [107.0, 110.0, 116.0],
+                   16: [118.0, 120.0, 130.0]},
+               16: {1: [150.0, 200.0, 260.0], 4: [290.0, 300.0, 310.0], 8: [480.0, 500.0, 520.0]}}
+    ms = {b: {n: sorted(t)[1] for n, t in row.items()} for b, row in samples.items()}
+    grid = {"ms": ms, "samples": samples, "param_bytes": 1e8, "impossible": [],
+            "spread": {b: {n: (min(t), max(t)) for n, t in row.items()} for b, row in samples.items()}}
+    # batch 1, T(5) per round: T(4) + (T(8) - T(4)) / 4 over T(1)
+    assert why.round_ratios(grid, 1, 5) == [pytest.approx(104.0 / 98), pytest.approx(105.5 / 100),
+                                            pytest.approx(110.0 / 104)]
+    costs = {"early-exit": 0.53, "early-exit_range": (0.49, 0.58), "ngram": 0.0002, "early_exit_layer": 15}
+    html = why.summary_html(grid, costs, lookahead=[(3, 3, 2)])
+    assert "5 tokens for the price of 1.05; repeats 1.05–1.06" in html  # batch 1: 104.75 / 100
+    # batch 16, rounds: (290 + 190/4) / 150 = 2.25, 350 / 200 = 1.75, (310 + 210/4) / 260 = 1.39
+    assert "5 tokens for the price of 1.75; repeats 1.39–2.25" in html
+    assert "first 15 layers, 1 token ÷ a target step; repeats 0.49–0.58; n-gram lookup: 0.0002" in html
+    # lookahead W=3, N=3, G=2: 11 tokens, T(11) = T(8) + 3/8 (T(16) − T(8)) per round
+    assert "T(11)/T(1) (interpolated); it pays only above 1.14 tokens per pass; repeats 1.13–1.17" in html
+    single = dict(grid, samples={b: {n: t[:1] for n, t in row.items()} for b, row in samples.items()})
+    assert "one repeat: no spread" in why.summary_html(single, None)
+
+
+def test_draft_costs_give_the_range_over_repeats(tiny_target):
+    costs = measure_draft_costs(tiny_target, step_ms=1.0, exit_layer=2, prompt_len=8, repeats=3,
+                                step_repeats=[0.9, 1.0, 1.2])
+    low, high = costs["early-exit_range"]
+    # c is the median early-exit forward over step_ms = 1; the range is the fastest repeat over the slowest step
+    # (1.2) up to the slowest repeat over the fastest step (0.9), so it holds c and is wider than the steps' spread
+    assert 0 < low < costs["early-exit"] < high and high / low >= 1.2 / 0.9

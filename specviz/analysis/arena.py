@@ -25,6 +25,10 @@ Definitions of the figures (one row per prompt x method, and pooled per category
 - predicted_speedup_measured = E[tokens per pass] x T_step / (T_verify + T_draft). The gap between the two
   predictions is the verification overhead (T_verify against T_step).
 - ids_identical (greedy only, None when sampling) = the run's ids equal the baseline's.
+- speedup_low / speedup_high and decode_speedup_low / decode_speedup_high: the spread of a method's ratios, its
+  rate over each of the two baseline runs beside it taken alone (:func:`speedup_spread`); pooled rows take the
+  lowest and the highest over their prompts. None where no pair of baseline runs gives one (and for the baseline
+  itself, the reference).
 Pooled figures add the counts and the times of their rows first, then divide.
 
 Cost side (:func:`measure_forward_grid`, :func:`whatif_curves`): the target's forward time over n new tokens after
@@ -33,6 +37,7 @@ a cached prompt, for several batch sizes, and what-if curves of tokens per pass 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -84,13 +89,19 @@ DEFINITIONS = {
     "predicted_speedup_paper": "(1 - alpha^(m+1)) / ((1 - alpha)(c m + 1)); a verification costs one step",
     "predicted_speedup_measured": "E[tokens per pass] x T_step / (T_verify + T_draft)",
     "ids_identical": "greedy: the run's token ids equal the baseline's; empty when sampling (and for the baseline)",
+    "speedup_low": ("the lowest end-to-end ratio against one baseline run beside the method taken alone (pooled "
+                    "rows: the lowest over their prompts); empty for the baseline and without two baseline runs"),
+    "speedup_high": "the highest such ratio (see speedup_low)",
+    "decode_speedup_low": "the same spread for decode_speedup (see speedup_low)",
+    "decode_speedup_high": "the highest decode_speedup against one baseline run taken alone",
     "pooling": "category and overall rows add their rows' counts and times, then divide",
 }
 
 CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
     "rejections", "tree_passes", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
-    "baseline_tokens_per_s", "speedup", "decode_speedup", "predicted_speedup_paper", "predicted_speedup_measured",
+    "baseline_tokens_per_s", "speedup", "speedup_low", "speedup_high", "decode_speedup", "decode_speedup_low",
+    "decode_speedup_high", "predicted_speedup_paper", "predicted_speedup_measured",
     "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
     "verify_ms", "baseline_elapsed_ms", "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes",
     "baseline_runs", "baseline_drift",
@@ -244,6 +255,27 @@ def baseline_drift(runs: Sequence[Measured]) -> float | None:
     return max(rates) / min(rates) - 1.0
 
 
+SPREAD_KEYS = ("speedup_low", "speedup_high", "decode_speedup_low", "decode_speedup_high")
+
+
+def speedup_spread(run: Measured, baselines: Sequence[Measured]) -> dict:
+    """The spread of a method's two ratios over the baseline runs timed beside it: its rate over each baseline run
+    taken alone (:func:`~specviz.core.metrics.speedup` end to end, :func:`~specviz.core.metrics.decode_speedup`
+    after the prefill), lowest and highest. The method runs once per prompt, so this is the spread the machine's
+    drift between runs puts on its ratio (high / low = 1 + :func:`baseline_drift`).
+
+    Returns:
+        ``{"speedup_low", "speedup_high", "decode_speedup_low", "decode_speedup_high"}`` (plain ratios); a pair is
+        None when fewer than two baseline runs give a ratio (one run tells no spread).
+    """
+    out: dict = {}
+    for key, ratio in (("speedup", speedup), ("decode_speedup", decode_speedup)):
+        values = [v for v in (ratio(run.stats, b.stats) for b in baselines) if v is not None]
+        low, high = (min(values), max(values)) if len(values) >= 2 else (None, None)
+        out[f"{key}_low"], out[f"{key}_high"] = low, high
+    return out
+
+
 def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig,
                 should_stop: ShouldStop | None = None) -> Measured | None:
     """Run standard decoding (``drafter`` None) or speculative decoding to the end; None if stopped midway."""
@@ -262,11 +294,15 @@ def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig
     return Measured(stats, tuple(ids), trees)
 
 
-def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None) -> dict:
+def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None,
+            beside: Sequence[Measured] = ()) -> dict:
     """The additive quantities of a method's run(s) and the baseline runs timed beside them (what pooling sums),
-    and ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest)."""
+    ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest) and the ratios'
+    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them)."""
     s, b = run.stats, base.stats
+    spread = speedup_spread(run, beside) if beside else dict.fromkeys(SPREAD_KEYS)
     return {
+        **spread,
         "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
         "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
         "elapsed_ms": s.elapsed_ms, "ttft_ms": s.prefill_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
@@ -337,13 +373,23 @@ def make_row(level: str, category: str, prompt_id: str, variant: Variant, counts
 
 
 def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
-    """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived."""
+    """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived; the speedups'
+    spread is the lowest and highest over the rows (widened to hold the pooled ratio itself)."""
     counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE}
     drifts = [r["baseline_drift"] for r in rows if r.get("baseline_drift") is not None]
     counts["baseline_drift"] = max(drifts) if drifts else None
     flags = [r["ids_identical"] for r in rows]
     counts["ids_identical"] = None if any(f is None for f in flags) else all(flags)
-    return make_row(level, category, "", variant, counts)
+    row = make_row(level, category, "", variant, counts)
+    for key in ("speedup", "decode_speedup"):
+        lows = [r[f"{key}_low"] for r in rows if r.get(f"{key}_low") is not None]
+        highs = [r[f"{key}_high"] for r in rows if r.get(f"{key}_high") is not None]
+        value = row.get(key)
+        if lows and highs and value is not None:  # a ratio of sums may fall a hair outside its rows' ratios
+            row[f"{key}_low"], row[f"{key}_high"] = min(lows + [value]), max(highs + [value])
+        else:
+            row[f"{key}_low"] = row[f"{key}_high"] = None
+    return row
 
 
 # ----------------------------------------------------------------------------------------------- the arena
@@ -420,14 +466,15 @@ def _warm_up(target, methods: list[Variant], ids: list[int], config: GenerationC
 
 def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt, ids: list[int],
                     config: GenerationConfig, drafter_for, stop: ShouldStop, tick
-                    ) -> dict[Variant, tuple[Measured, Measured, float | None]] | None:
+                    ) -> dict[Variant, tuple[Measured, Measured, float | None, list[Measured]]] | None:
     """Every method on one prompt, with standard decoding timed before the first, between every two and after the
     last (B, m1, B, m2, ..., B), so each method's ratio uses the two baseline runs beside it and a slow moment
     of the machine weighs on both sides of it. The methods' order rotates per prompt (none always runs first);
     ``tick(label)`` before each run.
 
-    Returns method -> (its run, the two baseline runs beside it pooled, their :func:`baseline_drift`); the
-    baseline -> (all its runs pooled, the same, the drift over all of them). None when stopped."""
+    Returns method -> (its run, the two baseline runs beside it pooled, their :func:`baseline_drift`, those two
+    runs); the baseline -> (all its runs pooled, the same, the drift over all of them, [] : it is the reference of
+    the ratios, with no spread of its own). None when stopped."""
     base_v, drafters = methods[0], methods[1:]
     shift = number % len(drafters)
 
@@ -436,18 +483,18 @@ def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt,
         return measure_run(target, drafter_for(v), ids, v.config(config), stop)
 
     baselines = [timed(base_v)]
-    runs: dict[Variant, tuple[Measured, Measured, float | None]] = {}
+    runs: dict[Variant, tuple[Measured, Measured, float | None, list[Measured]]] = {}
     for v in drafters[shift:] + drafters[:shift]:
         run = timed(v) if baselines[-1] is not None else None
         after = timed(base_v) if run is not None else None
         if after is None:
             return None
         baselines.append(after)
-        runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]))
+        runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]), baselines[-2:])
     if baselines[0] is None:
         return None
     everything = pool_runs(baselines)
-    runs[base_v] = (everything, everything, baseline_drift(baselines))
+    runs[base_v] = (everything, everything, baseline_drift(baselines), [])
     return runs
 
 
@@ -494,7 +541,7 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
             result.stopped = True
             break
         result.rows.extend(make_row("prompt", prompt.category, prompt.id, v,
-                                    _counts(*runs[v][:2], config.sampling.greedy, runs[v][2])) for v in methods)
+                                    _counts(*runs[v][:2], config.sampling.greedy, *runs[v][2:])) for v in methods)
         result.summary = summarize(result.rows, methods)
         result.wall_s = time.perf_counter() - started
         say(done[0] / total, f"{prompt.id} done")
@@ -602,7 +649,8 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
 
     Returns:
         ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "spread": {batch: {n: (min ms, max ms)}} over the
-        repeats, "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured
+        repeats, "samples": {batch: {n: [ms of repeat 1, 2, ...]}} (repeat i of every n timed in the same round),
+        "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured
         twice], "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for
         measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s", "stopped"}``; GB/s = weight bytes
         read per forward / its time.
@@ -634,6 +682,7 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         "step_ms": step,
         "verify_cost": {n - 1: t / step for n, t in one.items() if step and n > 1} if batch_sizes[0] == 1 else {},
         "spread": {b: {n: (min(t), max(t)) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
+        "samples": {b: {n: list(t) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
         "impossible": impossible, "remeasured": remeasured,
         "copy_bandwidth_gbs": copy_bandwidth_gbs(target.device) if bandwidth and not grid.stopped else None,
         "settings": {"prompt_len": prompt_len, "repeats": repeats, "warmup": warmup, "seed": seed},
@@ -734,6 +783,35 @@ def impossible_points(samples: dict[int, dict[int, Sequence[float]]], margin: fl
     return out
 
 
+def below_less_work(ms: dict[int, dict[int, float]], flagged: Iterable[tuple[int, int]] = ()) -> list[dict]:
+    """The points of a forward grid measured below a smaller workload that :func:`impossible_points` does not flag:
+    their median is lower than that of fewer new tokens at the same batch size, or of a smaller batch at the same n,
+    but by no more than its margin, or with repeats that overlap. More work cannot take less time, so such a point
+    is within noise of impossible: the two workloads measured the same, and the dip is no finding.
+
+    Args:
+        ms: batch -> {n: median ms} (:func:`measure_forward_grid`'s ``"ms"``).
+        flagged: (batch, n) of the points already flagged impossible (left out here).
+
+    Returns:
+        One entry per point, naming the smaller workload it is furthest below: ``{"batch", "n", "than_batch",
+        "than_n", "below"}``, ``below`` the share it is below that workload's median (0.1 = 10 %).
+    """
+    skip = set(flagged)
+    out = []
+    batches = sorted(ms)
+    for b in batches:
+        for n in sorted(ms[b]):
+            if (b, n) in skip or not ms[b][n]:
+                continue
+            smaller = [(b, m) for m in ms[b] if m < n] + [(c, n) for c in batches if c < b and n in ms[c]]
+            shortfall = [(1.0 - ms[b][n] / ms[c][m], c, m) for c, m in smaller if ms[c][m] and ms[b][n] < ms[c][m]]
+            if shortfall:
+                below, c, m = max(shortfall)
+                out.append({"batch": b, "n": n, "than_batch": c, "than_n": m, "below": below})
+    return out
+
+
 @torch.inference_mode()
 def probe_forward_ms(target, token_counts: Sequence[int] = (1, 16), *, prompt_len: int = 16, repeats: int = 2,
                      seed: int = 0) -> dict[int, float]:
@@ -773,11 +851,16 @@ def grid_seconds(probe: dict[int, float], *, prompt_len: int = 64, token_counts:
 
 
 def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None, prompt_len: int = 64,
-                        repeats: int = 5) -> dict[str, float]:
+                        repeats: int = 5, step_repeats: Sequence[float] = ()) -> dict:
     """c (one drafted token's cost / one target step ``step_ms``) of the drafters that need no extra model:
     "early-exit" (a 1-token forward of the target's first layers) and "ngram" (one lookup over a context of
-    ``prompt_len`` + 32 tokens)."""
-    from specviz.analysis.bench import time_forward_ms
+    ``prompt_len`` + 32 tokens).
+
+    Returns ``{"early-exit": c from the median, "early-exit_range": (low, high), "ngram", "early_exit_layer"}``;
+    the range spans the early-exit forward's repeats over the one-token step's: the fastest repeat over the slowest
+    step of ``step_repeats`` and the reverse (over ``step_ms`` alone when no step repeats are given), so it holds
+    the run-to-run noise of both timings."""
+    from specviz.analysis.bench import time_forward_rounds
     from specviz.core.drafting import DraftContext
     from specviz.drafters.early_exit import early_exit_view
     from specviz.drafters.ngram import NgramDrafter
@@ -786,7 +869,10 @@ def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None
 
     layers = exit_layer or default_exit_layer(target.num_layers)
     view = early_exit_view(target.model, layers)
-    early = time_forward_ms(view, target.device, prompt_len, [1], repeats=repeats, warmup=1)[1]
+    rounds = time_forward_rounds(view, target.device, prompt_len, [1], {"default": contextlib.nullcontext},
+                                 repeats=repeats, warmup=1)["default"][1]
+    early = statistics.median(rounds)
+    steps = [t for t in step_repeats if t > 0] or [step_ms]
     gen = torch.Generator().manual_seed(0)
     context = torch.randint(0, int(target.vocab_size), (prompt_len + 32,), generator=gen).tolist()
     drafter, times = NgramDrafter(), []
@@ -794,8 +880,8 @@ def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None
         t0 = time.perf_counter()
         drafter.propose(DraftContext(context, 4, SamplingConfig(), None))
         times.append((time.perf_counter() - t0) * 1000.0)
-    return {"early-exit": early / step_ms, "ngram": statistics.median(times) / step_ms,
-            "early_exit_layer": float(layers)}
+    return {"early-exit": early / step_ms, "early-exit_range": (min(rounds) / max(steps), max(rounds) / min(steps)),
+            "ngram": statistics.median(times) / step_ms, "early_exit_layer": float(layers)}
 
 
 def interpolate(curve: dict[int, float], n: float) -> float:

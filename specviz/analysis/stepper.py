@@ -9,8 +9,9 @@ in the engine changes.
 
 :class:`Stepper` walks the recording: the prefill is one step (phase ``prefill``), every later pass is four steps
 ``draft`` -> ``verify`` -> ``decide`` -> ``emit`` (three when the drafter proposed nothing: there is nothing to
-decide). :meth:`Stepper.table_rows` gives the per-position numbers revealed so far (q at draft; p and the target's
-top token at verify; min(1, p/q), the uniform u and the decision at decide; the recovered / bonus token at emit) and
+decide, and the token at emit is a plain target token: :func:`phase_label`). :meth:`Stepper.table_rows` gives the
+per-position numbers revealed so far (q at draft; p and the target's top token at verify; min(1, p/q), the uniform u
+and the decision at decide; the recovered / bonus / plain target token at emit) and
 :meth:`Stepper.caption` a sentence for students. No Gradio here.
 """
 
@@ -35,6 +36,25 @@ PHASE_LABELS = {
     "decide": "3 · accept / reject",
     "emit": "4 · recovered / bonus token",
 }
+PLAIN_EMIT_LABEL = "4 · plain target token"
+"""The emit phase's label on a pass where nothing was drafted (k = 0): its token is a plain target token, neither
+recovered (no draft was rejected) nor bonus (no draft was accepted)."""
+
+
+def phase_label(phase: str, drafted: bool = True) -> str:
+    """The label of ``phase`` (a key of :data:`PHASE_LABELS`); ``drafted`` False (a pass with nothing drafted) gives
+    :data:`PLAIN_EMIT_LABEL` for ``emit``. Raises KeyError for an unknown phase."""
+    return PLAIN_EMIT_LABEL if phase == "emit" and not drafted else PHASE_LABELS[phase]
+
+
+def no_draft_reason(event: PassEvent) -> str:
+    """Why a pass (not the prefill) drafted nothing, in words: lookahead decoding had no candidate, the pass's k was
+    0 (k = auto chose a plain step, or the token limit left no room), or the drafter had no guess."""
+    if event.lookahead is not None:
+        return "lookahead decoding had no candidate starting with the last token"
+    if event.k == 0:
+        return "k = 0 for this pass (k = auto chose a plain step, or the token limit left no room to draft)"
+    return "the drafter had no guess"
 
 
 # ------------------------------------------------------------------------------------------------- the record
@@ -281,7 +301,8 @@ class Stepper:
         step = step or self.current
         if step.phase == "prefill":
             return "Prefill (before pass 1)"
-        return f"Pass {self.event(step).index} of {self.num_passes} · {PHASE_LABELS[step.phase]}"
+        event = self.event(step)
+        return f"Pass {event.index} of {self.num_passes} · {phase_label(step.phase, bool(event.draft_ids))}"
 
     def caption(self, step: Step | None = None) -> str:
         """A plain-language sentence or two for students: what just happened in this phase, and why."""
@@ -320,8 +341,11 @@ def _caption_prefill(s: Stepper, e: PassEvent) -> str:
 def _caption_draft(s: Stepper, e: PassEvent) -> str:
     rec = s.recording
     if not e.draft_ids:
-        return (f"Pass {e.index}: the drafter had no guess this time (nothing in the text matched), so this pass "
-                "is an ordinary decoding step: the target will produce one token by itself.")
+        why = f"nothing was drafted: {no_draft_reason(e)}"
+        if e.lookahead is None and e.k > 0:  # the drafter had no guess
+            why = "the drafter had no guess this time" + (" (nothing in the text matched)" if rec.deterministic else "")
+        return (f"Pass {e.index}: {why}, so this pass is a plain step, as in standard decoding: the target will "
+                "produce one token by itself.")
     how = ("It copies what followed an earlier occurrence of the last few tokens, so it is certain of its guesses: "
            "q = 1 for each." if rec.deterministic else
            "Each guess comes with q, the drafter's own probability for it." if not rec.greedy else
@@ -408,7 +432,8 @@ def _caption_emit(s: Stepper, e: PassEvent) -> str:
     gain = (f" This pass produced {_plural(total, 'token')} for one target forward pass"
             + (" — standard decoding would have needed " + _plural(total, "pass") + "." if total > 1 else "."))
     if not m:
-        return f"The target produced {token} by itself: one token, as in standard decoding." + end
+        return (f"The target produced {token} by itself: one token, as in standard decoding. It is a plain target "
+                "token: not recovered (no guess was rejected) and not a bonus (no guess was accepted)." + end)
     if e.next_kind == "bonus":
         how = "took its top choice" if rec.greedy else "sampled from its own distribution"
         return (f"All {m} guesses were accepted, so the target's forward pass gives one more token for free: it "

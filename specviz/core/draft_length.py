@@ -223,8 +223,11 @@ class GateK:
     (after plain steps the window's guesses are stale too). With ``wait`` (a pool seeded from the prompt, which can
     hold candidates before the window has run) the warm-up's first pass waits the same way, so a run that never
     reaches a candidate (a translation whose words the prompt does not contain) is standard decoding throughout;
-    without it (an empty pool that only the window can fill) the warm-up starts at once. Once warm-up has begun,
-    and while drafting pays, full passes run whether or not they carry candidates, so the window keeps sliding.
+    without it (an empty pool that only the window can fill) the warm-up starts at once. With ``wait``, a warm-up
+    pass that carried a candidate is evidence like any counted pass (its cost and its tokens are counted) and ends
+    the warm-up: a rejected first pass then sends the run to plain steps at once instead of after the rest of the
+    warm-up and a counted pass (suite paired A/B, docs/performance.md section 16). Once warm-up has begun, and
+    while drafting pays, full passes run whether or not they carry candidates, so the window keeps sliding.
 
     Attributes:
         k_max: the drafter's fixed draft length (tokens per candidate).
@@ -247,12 +250,14 @@ class GateK:
         self._idle = 0
         self.probe_after = DRAFT_PROBE_AFTER  # steps in a row before the next probe
         self._probed = False  # the last pass was a probe
+        self._carried = False  # the drafter had a candidate when the last full pass was chosen
 
     def choose(self, budget: int, ready: bool = True) -> int:
         """The next pass's draft length: ``k_max`` (a full pass) or 0 (a plain step); ``ready``: the drafter has a
         candidate for the last committed token."""
         if budget <= 0:
             return 0
+        self._carried = ready
         if not self._full:
             if self.wait and self._full_passes == 0 and not ready:
                 return 0  # a first pass without a candidate could not win: wait for one
@@ -278,6 +283,8 @@ class GateK:
         ms (``proposed`` and ``forward_tokens`` are not needed: every full pass has the same shape)."""
         cost = verify_ms + draft_ms + other_ms
         if requested > 0:
+            if self._full_passes < self.warmup and self.wait and self._carried:
+                self._full_passes = self.warmup  # it carried a candidate: evidence, and the warm-up ends here
             if self._full_passes >= self.warmup:  # a warm-up pass is neither a full pass's cost nor its yield
                 self._full.append(cost)
                 self._tokens.add(1.0 + accepted)

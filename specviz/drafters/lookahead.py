@@ -100,7 +100,8 @@ class LookaheadDrafter:
     @property
     def warmup_passes(self) -> int:
         """Passes before the window gives n-grams: it needs N-1 levels before its columns do (until then only the
-        prompt's n-grams can be candidates, and the passes are smaller than a full one), so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) leaves these passes out of its means."""
+        prompt's n-grams can be candidates, and the passes are smaller than a full one), so k = auto's gate (:class:`~specviz.core.draft_length.GateK`) leaves these passes out of its means
+        (unless one carried a candidate from the seeded pool: that one counts and ends the warm-up)."""
         return self.ngram - 1
 
     @property
