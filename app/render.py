@@ -493,9 +493,6 @@ def text_html(text: str, breaks: bool = True) -> str:
     return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>' + ("\n" if breaks else ""))
 
 
-_text_html = text_html
-
-
 def token_html(token: Token, alt: bool = False) -> str:
     """One token's span (see the module docstring for the attributes); ``alt`` adds class ``tok-alt`` (the
     alternate tint of every other token)."""
@@ -515,7 +512,7 @@ def token_html(token: Token, alt: bool = False) -> str:
     title = html.escape(token.title, quote=True).replace("\n", "&#10;")
     breaks = token.kind != "rejected"
     body = "".join(f'<i class="tok-bytes">{html.escape(byte_label(part))}</i>' if isinstance(part, bytes) else
-                   _text_html(part, breaks) for part in token.parts) if token.parts else _text_html(token.text, breaks)
+                   text_html(part, breaks) for part in token.parts) if token.parts else text_html(token.text, breaks)
     return (f'<span class="{" ".join(classes)}" data-kind="{token.kind}" data-pass="{token.pass_index}" '
             f'data-id="{token.token_id}" title="{title}">{body}</span>')
 
