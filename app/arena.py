@@ -10,13 +10,16 @@ prompts that finished). Every output tuple has the order of :data:`OUTPUTS`. Fig
 pooled rows. Standard decoding is timed before and after every method on each prompt, each method's ratios use
 the two baseline runs beside it, and a baseline drift above :data:`NOISY_DRIFT` marks a ratio noisy (the table
 and the status say so; :data:`NOTE` explains how ratios are formed). Every speedup shown carries its spread, its
-ratio against each of those baseline runs alone (:func:`speedup_cell`, error bars from :func:`spread_bars`).
+ratio against each of those baseline runs alone (:func:`speedup_cell`, error bars from :func:`spread_bars`); so do
+the other timed figures, tokens/s, T_step, T_verify, T_draft, c and the predictions (:func:`timed_cell`; the
+spreads are :func:`specviz.analysis.arena.timed_spread`'s and :func:`~specviz.analysis.arena.derived_spread`'s).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 
 import gradio as gr
@@ -29,8 +32,8 @@ from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError, check_exit_layer, check_models,
                         number, parse_exit_layer, parse_generation_settings)
 from app.messages import report, tell_when_clamped, tell_when_invalid
-from specviz.analysis.arena import (AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena,
-                                    to_csv, to_json)
+from specviz.analysis.arena import (AUTO, BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES, TREE_DRAFTERS,
+                                    TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv, to_json)
 from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
@@ -182,6 +185,7 @@ def _cell(value, decimals: int | str | None) -> str:
 
 SPEEDUP_KEYS = ("speedup", "decode_speedup")  # the measured ratios: each shown with its spread (speedup_cell)
 NO_SPREAD = "one run: no spread"
+NO_PASS_SPREAD = "one pass: no spread"  # T_verify / T_draft: their spread is over the passes of the run
 
 
 def spread_text(row: dict, key: str) -> str:
@@ -214,14 +218,47 @@ def speedup_cell(row: dict, key: str) -> str:
     return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
 
 
+def range_text(low: float, high: float, decimals: int, extra: int = 1) -> str:
+    """"39.8–43.0": two ends with ``decimals`` decimals, or up to ``extra`` more until they read differently
+    (:func:`specviz.core.metrics.format_apart`); ends that still read alike say the spread is below that precision."""
+    return "–".join(format_apart(low, high, decimals, decimals + extra))
+
+
+def _places(value: float, decimals: int, most: int = 6) -> int:
+    """``decimals``, or more for a small value, so that it shows two significant digits (0.04 ms: "0.040", not
+    "0.0"); at most ``most``."""
+    if not value or not math.isfinite(value) or abs(value) >= 1:
+        return decimals
+    return min(most, max(decimals, 1 - math.floor(math.log10(abs(value)))))
+
+
+def timed_cell(row: dict, key: str, decimals: int) -> str:
+    """A timed figure (tokens/s, T_step, T_verify, T_draft, c, a prediction) with its spread, "41.2 (39.8–43.0)"
+    (a value below 1 with two significant digits, and the ends with one more decimal where that makes them read
+    apart, the value then as many); "41.2 (one run: no spread)" where none can be told (:data:`NO_PASS_SPREAD` for the
+    per-pass figures); "–" without a value. What each spread is: :data:`specviz.analysis.arena.DEFINITIONS`
+    (``<figure>_low``)."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    places = _places(value, decimals)
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if low is None or high is None:
+        return f"{value:.{places}f} ({NO_PASS_SPREAD if key in PASS_SPREAD_FIGURES else NO_SPREAD})"
+    ends = range_text(low, high, places)
+    return f"{value:.{max(places, len(ends.split('–')[0].partition('.')[2]))}f} ({ends})"
+
+
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
     carries its spread, and a decoding speedup above what its tokens per pass allow reads "… impossible: noise"
-    (:func:`speedup_cell`)."""
+    (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:
             return reference_drift_cell(r.get(key))
-        return speedup_cell(r, key) if key in SPEEDUP_KEYS else _cell(r.get(key), decimals)
+        if key in SPEEDUP_KEYS:
+            return speedup_cell(r, key)
+        return timed_cell(r, key, decimals) if key in TIMED_SPREAD_FIGURES else _cell(r.get(key), decimals)
 
     return {"headers": [c[0] for c in columns],
             "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
@@ -273,6 +310,7 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
 
 
 TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
+SPREAD_PANELS = SPEEDUP_KEYS + ("tokens_per_s",)  # the panels whose bars carry error bars (spread_bars)
 
 
 def _impossible(row: dict) -> bool:
@@ -309,24 +347,34 @@ HATCHED_NOTE = (f"hatched bars: noisy (the baselines beside that<br>method diffe
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
+RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
+"""What the tokens/s panel's error bars are (:func:`specviz.analysis.arena.timed_spread`)."""
 
 
-def _spread_subtitle(rows: list[dict]) -> str:
-    """The line under a speedup panel's title that says what its error bars are (and where there are none)."""
-    methods = [r for r in rows if r["drafter"] != BASELINE]
-    if not methods:
+def _has_spread(row: dict, key: str) -> bool:
+    return row.get(f"{key}_low") is not None and row.get(f"{key}_high") is not None
+
+
+def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:
+    """The line under a panel's title that says what its error bars are (and where there are none): a speedup's
+    (:data:`SPREAD_NOTE`, methods only) or tokens/s's (:data:`RATE_SPREAD_NOTE`)."""
+    speedup = key in SPEEDUP_KEYS
+    shown = [r for r in rows if r["drafter"] != BASELINE] if speedup else rows
+    if not shown:
         return ""
-    none = any(spread_text(r, "decode_speedup") == NO_SPREAD for r in methods)
-    text = SPREAD_NOTE + (f"<br>{NO_SPREAD} where no bar is drawn" if none else "")
+    none = any(not _has_spread(r, key) for r in shown if r.get(key) is not None)
+    text = (SPREAD_NOTE if speedup else RATE_SPREAD_NOTE) + (f"<br>{NO_SPREAD} where no bar is drawn" if none else "")
     return f"<br><span style='font-size:11px;color:#57606a;font-weight:normal'>{text}</span>"
 
 
 def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
-    """Plotly error bars for the ratio ``key`` of ``rows``: from each ratio down to its lowest and up to its highest
-    against one standard run beside the method (:func:`spread_text`); none for a row without a spread."""
+    """Plotly error bars for the figure ``key`` of ``rows``: from each value down to its ``<key>_low`` and up to its
+    ``<key>_high`` (a speedup: its ratio against one standard run beside the method, :func:`spread_text`; tokens/s:
+    its slowest and fastest run); none for a row without a spread, nor for the standard row's speedups (the
+    reference)."""
     def ends(r: dict) -> tuple[float, float]:
         value, low, high = r.get(key), r.get(f"{key}_low"), r.get(f"{key}_high")
-        if value is None or low is None or high is None or r.get("drafter") == BASELINE:
+        if value is None or low is None or high is None or (key in SPEEDUP_KEYS and r.get("drafter") == BASELINE):
             return 0.0, 0.0
         return max(0.0, high - value), max(0.0, value - low)
 
@@ -337,9 +385,20 @@ def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
 
 def _spread_word(row: dict, key: str) -> str:
     """The hover's spread of a bar: "(1.15–1.31 against each standard run beside it)", "(reference)" or
-    "(one run: no spread)"."""
+    "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
+    if key not in SPEEDUP_KEYS:
+        if not _has_spread(row, key):
+            return f"({NO_SPREAD})"
+        return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 1)} from its slowest to its fastest run)"
     text = spread_text(row, key)
     return f"({text} against each standard run beside it)" if text not in ("reference", NO_SPREAD) else f"({text})"
+
+
+def _prediction_word(row: dict, key: str) -> str:
+    """The hover's spread of a prediction marker: "(1.40–1.61 from its parts' spread)" or "(no spread)"."""
+    if not _has_spread(row, key):
+        return "(no spread)" if row.get(key) is not None else ""
+    return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from the spread of T_step, T_verify, T_draft)"
 
 
 def shown_rows(summary: list[dict]) -> list[dict]:
@@ -373,18 +432,18 @@ def arena_figure(summary: list[dict]) -> go.Figure:
             if not with_base and mine and mine[0]["drafter"] == BASELINE:
                 continue
             timed = key in TIMED_KEYS
-            words = [(_spread_word(r, key) + " " if key in SPEEDUP_KEYS else "") + (_noise_word(r) if timed else "")
+            words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
                      for r in mine]
             data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
                          "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
                          "marker": {"color": colors[label], **(_noise_marks(mine) if timed else {})},
-                         **({"error_y": spread_bars(mine, key)} if key in SPEEDUP_KEYS else {}),
+                         **({"error_y": spread_bars(mine, key)} if key in SPREAD_PANELS else {}),
                          "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
                          "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
-        notes.append({"text": f"<b>{title}</b>" + (_spread_subtitle(rows) if key in SPEEDUP_KEYS else ""),
+        notes.append({"text": f"<b>{title}</b>" + (_spread_subtitle(rows, key) if key in SPREAD_PANELS else ""),
                       "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                       "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                       "font": {"size": 14}})
@@ -416,12 +475,14 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
          "name": "predicted, paper (verification = 1 step)",
          "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},
-         "hovertemplate": "%{x}<br>paper %{y:.2f}×<extra></extra>"},
+         "text": [_prediction_word(r, "predicted_speedup_paper") for r in rows],
+         "hovertemplate": "%{x}<br>paper %{y:.2f}× %{text}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_measured"] for r in rows],
          "name": "predicted with measured costs",
          "marker": {"symbol": "x-thin", "size": 12, "color": COLORS["rejected"], "line": {"color": COLORS["rejected"],
                                                                                       "width": 3}},
-         "hovertemplate": "%{x}<br>measured costs %{y:.2f}×<extra></extra>"},
+         "text": [_prediction_word(r, "predicted_speedup_measured") for r in rows],
+         "hovertemplate": "%{x}<br>measured costs %{y:.2f}× %{text}<extra></extra>"},
     ]
     layout = _layout(440) | {
         "title": {"text": "<b>Speedup: measured vs predicted</b><br>from the measured α", "font": {"size": 14},
@@ -694,7 +755,14 @@ NOTE = (
     "(1 − α<sup>m+1</sup>) / ((1 − α)(c·m + 1)), which assumes a verification costs one target step; "
     "<b>predicted, measured costs</b> = E[tokens/pass] × T_step / (T_verify + T_draft). m = drafted tokens per pass, "
     "c = drafting ms per drafted token ÷ T_step. The gap between the two predictions is the verification overhead. "
-    "The predictions model decoding after the prefill, as <b>speedup, decode</b> does. Category and "
+    "The predictions model decoding after the prefill, as <b>speedup, decode</b> does. <b>The range after "
+    "tokens/s, T_step, T_verify, T_draft, c and the predictions</b> is their spread too: tokens/s from the slowest "
+    "to the fastest run pooled in the row (a method runs once per prompt, so its prompt row says “one run: no "
+    "spread”); T_step from the standard runs beside the method taken alone (the standard row: all its runs); "
+    "T_verify and T_draft (means per pass) the 95% bootstrap interval of that mean over the method's passes "
+    "(“one pass: no spread” with a single pass; a few slow passes stretch it upwards); c and the predictions "
+    "computed from the ends of those spreads that push them furthest each way. A category or “all” row spans its "
+    "prompts. Category and "
     "“all” rows pool their prompts' counts and times; the CSV and JSON hold every prompt and the definitions.</div>"
 )
 
@@ -713,7 +781,8 @@ def _results_column() -> tuple:
     status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                           elem_id="arena-table", elem_classes=["sv-wide-table"], max_height=420, wrap=False)
+                           elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=420,
+                           wrap=True)  # a value and its spread may sit on two lines: the 19 columns fit 1400 px
     charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
     predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
     with gr.Row(elem_id="arena-downloads"):
@@ -722,7 +791,8 @@ def _results_column() -> tuple:
                             interactive=False, visible=False)
     with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
         per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
-                                  elem_classes=["sv-wide-table"], max_height=480, show_label=False)
+                                  elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=480, wrap=True,
+                                  show_label=False)
     gr.HTML(NOTE, elem_id="arena-definitions")
     return status, summary, per_prompt, charts, predictions, csv_file, json_file
 

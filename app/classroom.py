@@ -649,7 +649,7 @@ def _prepare(settings: Settings, say: Callable[[str], None]):
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
                            window=settings.window, ngram=settings.ngram, candidates=settings.candidates, progress=say)
-    prompt_ids, note = fit_prompt_for(settings, target, drafter)
+    prompt_ids, note, _ = fit_prompt_for(settings, target, drafter)
     return target, drafter, prompt_ids, note
 
 

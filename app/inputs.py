@@ -5,7 +5,7 @@ operator does not allow).
 - :func:`number` (bounds written readably), :func:`text`, :func:`parse_stop_strings`, :func:`parse_exit_layer`
   and :func:`check_exit_layer`: single fields; :class:`NumberField` (``TOP_K``, ``SEED``, ...) holds a number box's
   rule, read by the Run path and by :func:`number_notice` when the box is left (:func:`empty_notice` when it was
-  emptied; :func:`exit_layer_notice` for the early-exit layer, against the target's layers once it is loaded);
+  emptied; :func:`exit_layer_notice` for the early-exit layer, against the target's layers once they are known);
 - :func:`check_models`: the one place the operator's model policy is enforced for visitors;
 - :class:`Settings` / :func:`parse_settings`: one generation's validated settings (the Live tab, the Classroom);
   :func:`parse_generation_settings` the logits processors and stop token ids (also the Arena's);
@@ -18,6 +18,7 @@ Control characters and invalid surrogates are removed from prompts and stop stri
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from specviz.core.engine import MAX_K, GenerationConfig
 from specviz.core.generation_settings import (MAX_BIASED_TOKENS, check_token_ids, parse_logit_bias, parse_token_ids,
@@ -35,7 +36,7 @@ MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
 MAX_SEED = 2**53 - 1  # the largest whole number a browser (a 64-bit float) holds exactly: a larger seed would come back changed
 MAX_NEW_TOKENS_HINT = "the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS"  # who caps it
-MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound is checked once it is loaded)
+MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound: check_exit_layer, layer_count)
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 LOOKAHEAD_DEFAULTS = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)  # W, N, G (a measured sweep, docs)
@@ -187,45 +188,53 @@ def empty_notice(field: NumberField) -> tuple[float | int, str]:
 
 
 def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:
-    """What the early-exit layer box says when left (as :func:`number_notice`), checked against the target's real
-    layer count when the target ``target_spec`` names ("" means embedded) is already loaded
-    (:func:`specviz.models.cached_model`; nothing is loaded here): a layer it lacks gets :func:`check_exit_layer`'s
+    """What the early-exit layer box says when left (as :func:`number_notice`), checked against the real layer
+    count of the target ``target_spec`` names ("" means embedded) when it is known without loading anything
+    (:func:`specviz.models.layer_count`: the loaded model, else its config.json in the converted embedded folder, the
+    local folder or the local Hugging Face cache; no network): a layer it lacks gets :func:`check_exit_layer`'s
     message and the nearest valid layer ("... between 1 and 29 for SmolLM2-135M-Instruct ..., which has 30 layers
-    (got 100). Using 29."; below 1: 0, the default). Unloaded, only the box's own range is known: a number beyond any
-    model's uses 0 (half the target's layers). None for a value the run accepts or an empty box. Never raises."""
-    from specviz.models import cached_model
+    (got 100). Using 29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond
+    any model's uses 0 (half the target's layers). None for a value the run accepts or an empty box. Never
+    raises."""
+    from specviz.models import cached_model, layer_count, model_name
 
     if value is None or value == "":
         return None
-    loaded = cached_model(str(target_spec or "").strip() or "embedded") if target_spec is not None else None
-    if loaded is None or loaded.num_layers < 2:
+    spec = (str(target_spec or "").strip() or "embedded") if target_spec is not None else None
+    layers = layer_count(spec) if spec is not None else None
+    if layers is None or layers < 2:
         return number_notice(value, EXIT_LAYER, parse_exit_layer)
+    loaded = cached_model(spec)
+    label = loaded.label if loaded is not None else model_name(spec)
     try:
         got = float(value)
     except (TypeError, ValueError, OverflowError):
         got = float("nan")
     if got != got or isinstance(value, bool):  # no number: the box's own message
         return number_notice(value, EXIT_LAYER, parse_exit_layer)
-    top = loaded.num_layers - 1
+    top = layers - 1
     if got < 0.5:
         used = 0  # the default: half the target's layers
     else:
         used = top if got >= top + 0.5 else max(1, round(got))
     try:
-        check_exit_layer(parse_exit_layer(value), loaded)
+        layer = parse_exit_layer(value)
+        if layer is not None and not 1 <= layer <= top:
+            raise InputError(_exit_layer_message(label, layers, layer))
         return None
     except InputError as error:
         message = str(error)
     if got >= top + 0.5:  # a layer beyond the target's: its own bound, not the box's
-        message = _exit_layer_message(loaded, value)
+        message = _exit_layer_message(label, layers, value)
     return used, f"{message} Using {_using(used, EXIT_LAYER)}."
 
 
-def _exit_layer_message(target, got) -> str:
-    """:func:`check_exit_layer`'s sentence for a layer ``got`` (the box's payload, as typed) the target lacks."""
+def _exit_layer_message(label: str, layers: int, got) -> str:
+    """:func:`check_exit_layer`'s sentence for a layer ``got`` (the box's payload, as typed) that the target named
+    ``label``, with ``layers`` layers, lacks."""
     shown = got if len(str(got)) <= 20 else str(got)[:20] + "…"
-    return (f"The early-exit layer must be between 1 and {target.num_layers - 1} for {target.label}, which has "
-            f"{target.num_layers} layers (got {shown}).")
+    return (f"The early-exit layer must be between 1 and {layers - 1} for {label}, which has {layers} layers "
+            f"(got {shown}).")
 
 
 def text(value, name: str) -> str:
@@ -277,7 +286,7 @@ def check_exit_layer(layer: int | None, target) -> None:
     """Raise InputError when ``layer`` (None: the default) is not a layer of the loaded ``target`` to exit
     after (1 .. layers − 1)."""
     if layer is not None and not 1 <= layer < target.num_layers:
-        raise InputError(_exit_layer_message(target, layer))
+        raise InputError(_exit_layer_message(target.label, target.num_layers, layer))
 
 
 def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
@@ -558,7 +567,17 @@ def _prompt_budget(settings: Settings, target) -> tuple[int | None, list[str]]:
     return budget, limits
 
 
-def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int], str]:
+class FittedPrompt(NamedTuple):
+    """What :func:`fit_prompt_for` gives: the prompt's ``ids`` the target reads, the ``note`` to show ("" when
+    nothing needs saying) and ``cut``, the cut in one short clause for the phone status ("" when the prompt is
+    whole; :meth:`specviz.models.PromptFit.cut_summary`)."""
+
+    ids: list[int]
+    note: str
+    cut: str
+
+
+def fit_prompt_for(settings: Settings, target, drafter=None) -> FittedPrompt:
     """The prompt's ids within what fits: the target's context window less the new tokens and the draft tokens a
     pass may add, and the operator's ``SPECVIZ_MAX_PROMPT_TOKENS``. A longer prompt loses its start (the chat
     template stays whole).
@@ -568,7 +587,8 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
     (it then stops drafting and the target decodes alone), and that a draft model with another tokenizer has its
     drafts re-tokenized (:func:`specviz.drafters.model.drafter_note`).
 
-    Returns (ids, note): the note is "" when nothing needs saying, else one sentence per fact (the cut, with how
+    Returns a :class:`FittedPrompt` (ids, note, cut): the note is "" when nothing needs saying, else one sentence
+    per fact (the cut, with how
     many tokens left the start, the first words kept and, for a chat, that the start of the request is gone:
     :meth:`specviz.models.PromptFit.cut_note`; the draft model's window, the re-tokenized drafts). Raises
     InputError (one sentence) when max new tokens alone do not fit the window, or for a prompt that cannot be
@@ -589,4 +609,4 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> tuple[list[int],
                      f"last part ({len(fit.ids):,} tokens with the chat template) to fit {limits[0]}: "
                      + fit.cut_note())
     notes.append(drafter_note(drafter, len(fit.ids), settings.max_new_tokens))
-    return fit.ids, " ".join(note for note in notes if note)
+    return FittedPrompt(fit.ids, " ".join(note for note in notes if note), fit.cut_summary())

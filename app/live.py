@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import threading
 import time
 import uuid
@@ -173,6 +172,7 @@ class RunView:
     trees: TreeView | None = None  # made at the first tree pass
     lookahead: LookaheadView | None = None  # made at the first lookahead pass: its window, pool and candidates
     prompt_tokens: int = 0  # what the target read (after any cut)
+    cut: str = ""  # the prompt's cut in one clause for the phone status ("" when whole; FittedPrompt.cut)
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
@@ -652,9 +652,10 @@ def _add_to_history(history: list[dict], view: RunView) -> None:
 
 
 def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=None, history=None, state=None,
-             tree=None, heads=None):
+             tree=None, heads=None, cut=""):
     """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is. The charts stay hidden until
-    the first figure arrives; the draft tree and the heads' table show when given HTML and hide when given ""."""
+    the first figure arrives; the draft tree and the heads' table show when given HTML and hide when given "".
+    ``cut`` (:attr:`RunView.cut`) keeps a cut prompt's warning in the phone status (:func:`progress_html`)."""
     skip = gr.skip()
     chart = gr.update(value=figure, visible=True) if figure is not None else None
 
@@ -663,38 +664,29 @@ def _outputs(spec_html=None, base_html=None, figure=None, stats=None, status=Non
             return None
         return gr.update(value=markup, visible=True) if markup else gr.update(visible=False)
 
-    progress = None if status is None else progress_html(status)
+    progress = None if status is None else progress_html(status, cut)
     return tuple(skip if v is None else v for v in (spec_html, base_html, chart, stats, status, history, state,
                                                      shown(tree), shown(heads), progress))
 
 
-def progress_html(status: str) -> str:
+def progress_html(status: str, cut: str = "") -> str:
     """The compact copy of the status line (``status``: :func:`app.render.status_html` markup) that sits under the
     Generate button: on a narrow screen the status and both panes are a screen or more below the button, so this
     copy (its first two lines, without notes; style.css) says that the run started and how far it got, with a link
-    down to the output. One note stays, in short: that the prompt was cut ("⚠ Prompt cut: its first 1,024 tokens
-    were removed (an instruction there no longer reaches the model)."), since a phone user would not learn otherwise
-    that the start of the request is gone. Wide screens hide it: the status is beside the button there. The copy is
-    no live region (``role="status"`` dropped): a screen reader announces the status once."""
+    down to the output. One note stays, in short: ``cut``, the prompt's cut (:attr:`RunView.cut`: "⚠ Prompt cut: its
+    first 1,024 tokens were removed (an instruction there no longer reaches the model)."), since a phone user would
+    not learn otherwise that the start of the request is gone. Wide screens hide it: the status is beside the button
+    there. The copy is no live region (``role="status"`` dropped): a screen reader announces the status once."""
     copy = status.replace(' role="status"', "", 1)
-    cut = _CUT.search(status)  # the one note kept here: a cut prompt may have lost its instruction
-    warning = (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {cut.group(1)} tokens were removed'
-               f'{" (an instruction there no longer reaches the model)" if cut.group(2) else ""}.</small>'
-               if cut else "")
+    warning = f'<small class="sv-progress-cut">⚠ Prompt cut: {html.escape(cut)}.</small>' if cut else ""
     return f'<div class="sv-progress">{copy}{warning}<a class="sv-jump" href="#status">Output below ↓</a></div>'
 
 
-_CUT = re.compile(r"([\d,]+) tokens were removed from its start(?:(?:(?!status-note).)*?(no longer reaches the "
-                  r"model))?", re.S)
-"""The prompt-cut note in a status (:meth:`specviz.models.PromptFit.cut_note`'s words): the tokens removed, and
-whether an instruction at the start was lost (group 2)."""
-
-
-def _blank(message: str, status: str, history=None, state=None) -> tuple:
+def _blank(message: str, status: str, history=None, state=None, cut: str = "") -> tuple:
     """Both panes show ``message``; stats, charts, draft tree and heads' table are cleared (no figures of an
     earlier run are mistaken for this one's; earlier runs stay listed in the history)."""
     blank = render.placeholder_html(message)
-    out = _outputs(blank, blank, None, "", status, history, state, tree="", heads="")
+    out = _outputs(blank, blank, None, "", status, history, state, tree="", heads="", cut=cut)
     return out[:2] + (gr.update(visible=False),) + out[3:]
 
 
@@ -708,7 +700,7 @@ def _failed(what: str, error: BaseException, session: str | None = None) -> tupl
     if good is None:
         return _blank("No result: this run did not start or did not finish (see the message above).", status)
     return _outputs(good.spec_html(), good.base_html(), good.figure(), good.stats_html(), status,
-                    tree=good.tree_html(every_pass=True), heads=good.heads_html())
+                    tree=good.tree_html(every_pass=True), heads=good.heads_html(), cut=good.cut)
 
 
 def _keep_good(session: str, view: RunView) -> None:
@@ -721,7 +713,7 @@ def _keep_good(session: str, view: RunView) -> None:
 def _final(view: RunView, history=None, state=None) -> tuple:
     """Everything a finished (or stopped) run shows: panes, charts, stats, status, the whole draft tree."""
     return _outputs(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(), history,
-                    state, tree=view.tree_html(every_pass=True), heads=view.heads_html())
+                    state, tree=view.tree_html(every_pass=True), heads=view.heads_html(), cut=view.cut)
 
 
 # ------------------------------------------------------------------------------------------------- generate
@@ -780,7 +772,7 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
                                              tuned_costs(settings.target, target))  # the device is held here
     _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
-    yield _outputs(status=reading())
+    yield _outputs(status=reading(), cut=view.cut)
     view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
@@ -792,7 +784,7 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
         learn_costs(settings.target, view)
         _keep_good(job.session, view)
         _add_to_history(history, view)
-        yield _outputs(status=view.status(), history=history_html(history), state=history)
+        yield _outputs(status=view.status(), history=history_html(history), state=history, cut=view.cut)
 
 
 def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:
@@ -873,13 +865,13 @@ def _suffix_store(session: str | None) -> SuffixStore | None:
 def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
     """Fit the prompt into the target's window (a note says what was cut) and make the run's view, kept for
     Stop under ``session``. Returns (view, prompt ids)."""
-    prompt_ids, note = fit_prompt_for(settings, target, drafter)
+    prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)
     if note:
         gr.Info(html.escape(note))
     view = RunView(settings, f"{target.label} · {forward_path(target.model)}", getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
-                   heads=_head_accuracy(drafter), prompt_tokens=len(prompt_ids))
+                   heads=_head_accuracy(drafter), prompt_tokens=len(prompt_ids), cut=cut)
     with _VIEWS_LOCK:
         _VIEWS[session] = view
     return view, prompt_ids
@@ -945,7 +937,7 @@ def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
             now = time.monotonic()
             if not seen and idle_status is not None and now - last_idle >= 1.0:
                 last_idle = now
-                yield _outputs(status=idle_status())
+                yield _outputs(status=idle_status(), cut=view.cut)
             continue
         seen = True
         view.add(event)
@@ -957,7 +949,7 @@ def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
                 chart, tree, heads, last_chart = view.figure(), view.tree_html(), view.heads_html(), now
             last_update = now
             yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status(), tree=tree,
-                           heads=heads)
+                           heads=heads, cut=view.cut)
     if not (cancel.is_set() or view.cancelled):
         yield _final(view)
 
@@ -1003,10 +995,10 @@ def stopped_view(history=None, request: gr.Request = None, status: str | None = 
         _add_to_history(history, view)
         _keep_good(key, view)
     elif not view.cancelled:  # it finished on its own: its result stays as it is
-        return _outputs(status=view.status())
+        return _outputs(status=view.status(), cut=view.cut)
     if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
         return _blank("Stopped before the first token: nothing was generated or measured.", view.status(),
-                      history_html(history), history)
+                      history_html(history), history, cut=view.cut)
     return _final(view, history_html(history), history)
 
 
@@ -1277,7 +1269,7 @@ def _wire_helpers(ui: dict, d: dict) -> None:
         tell_when_clamped(ui[name], ui["status"], label)
     for name, field in CHECKED_NUMBERS.items():
         if name in ui:
-            layer = field is EXIT_LAYER  # checked against the target's own layers once it is loaded
+            layer = field is EXIT_LAYER  # checked against the target's layer count (its config, without loading)
             tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
                               target=ui.get("target") if layer else None)
     if "output_only" in ui:

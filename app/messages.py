@@ -82,9 +82,9 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     """The handler of :func:`tell_when_invalid`: for a value its run would refuse (``value``: the box's raw payload),
     a warning toast and an info status line with the Run path's own message and the value used instead
     (:func:`app.inputs.number_notice`; the early-exit layer: :func:`app.inputs.exit_layer_notice`, against the layers
-    of ``target``, the tab's target spec, when that model is already loaded), and the box set to it; for an emptied
-    box, its default put back and said in the status line (:func:`app.inputs.empty_notice`, no toast: the run would
-    have used it anyway); (skip, skip) for a value the run accepts. Never raises."""
+    of ``target``, the tab's target spec, when they are known without loading it), and the box set to it; for an
+    emptied box, its default put back and said in the status line (:func:`app.inputs.empty_notice`, no toast: the run
+    would have used it anyway); (skip, skip) for a value the run accepts. Never raises."""
     try:
         if value is None or value == "":
             used, message = empty_notice(field)
@@ -108,9 +108,10 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
     range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a toast and a line
     in ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
     gets its default back, said in ``status`` (:func:`refused`). ``target``: the tab's target model box, read along
-    for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when it is
-    already loaded (nothing is loaded here). The raw payload is read (preprocess off: no Gradio check runs first);
-    queued, so that the toast can show; no concurrency limit (it does no work)."""
+    for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when they are
+    known without loading it (:func:`specviz.models.layer_count`; nothing is loaded here). The raw payload is read
+    (preprocess off: no Gradio check runs first); queued, so that the toast can show; no concurrency limit (it does
+    no work)."""
     inputs = [box] if target is None else [box, target]
     box.blur(lambda value, spec=None: refused(value, field, parse, spec), inputs=inputs, outputs=[box, status],
              preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")

@@ -756,8 +756,9 @@ def scroll_box(table: str, label: str, title: str = "") -> str:
 
 def history_speedup(row: dict) -> str:
     """The history's speedup cell (HTML): the decoding speedup with its interval when it could be judged ("1.25×
-    (1.10–1.40)", ``speedup_interval``); a too-noisy one keeps its measured number beside the reason, muted ("1.12×
-    (too noisy: 0.85–1.40× spans 1)", ``speedup_measured`` and ``speedup_reason``); else the ``speedup_note``
+    (1.10–1.40)", ``speedup_interval``); a too-noisy one keeps its measured number, muted and on one line ("1.12×
+    (too noisy)", ``speedup_measured``), its reason in the title (``speedup_reason``: "1.12× measured, too noisy to
+    tell: 0.85–1.40× spans 1"; shown on hover, and on a tap by ``assets/head.html``); else the ``speedup_note``
     ("too short") or "–"."""
     value, interval = row.get("speedup"), row.get("speedup_interval")
     if value is not None:
@@ -766,8 +767,9 @@ def history_speedup(row: dict) -> str:
     note, measured = row.get("speedup_note"), row.get("speedup_measured")
     if note == "too noisy" and measured is not None:
         reason = f": {row['speedup_reason']}" if row.get("speedup_reason") else ""
-        return (f'<span class="hist-noisy" style="color: var(--body-text-color-subdued)">'
-                f'{html.escape(f"{measured:.2f}× (too noisy{reason})")}</span>')
+        title = html.escape(f"{measured:.2f}× measured, too noisy to tell{reason}", quote=True)
+        return (f'<span class="hist-noisy" title="{title}" style="color: var(--body-text-color-subdued)">'
+                f'{html.escape(f"{measured:.2f}× (too noisy)")}</span>')
     return html.escape(note or "–")
 
 
@@ -784,30 +786,41 @@ def history_k(k: str) -> str:
     return f"k = {match.group(1)} or step (auto)" if match.group(2) else f"k = {match.group(1)} (N−1)"
 
 
+def _history_k_cell(k: str) -> str:
+    """The history's k cell (HTML) for the label ``k``: on one line ("k = 2 or step (auto)"); in a label of several
+    parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · gate 0.15") only the first, k itself, stays on one
+    line, and the rest wraps as text does (a tree run's label would otherwise widen the table past its panel)."""
+    first, *rest = [html.escape(part) for part in k.split(" · ")]
+    if not rest:
+        return f'<td class="hist-k" style="white-space: nowrap">{first}</td>'
+    return f'<td class="hist-k"><span style="white-space: nowrap">{first}</span> · {" · ".join(rest)}</td>'
+
+
 def history_html(history: list[dict]) -> str:
     """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
     speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
-    "too short". The k cell never wraps (a lookahead run's is long). The temperature cell also gives a sampled
-    run's seed (``seed``) and the generation settings that differ from their defaults (``settings``)."""
+    "too short". The k cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`).
+    The temperature cell also gives a sampled run's seed (``seed``) and the generation settings that differ from
+    their defaults (``settings``). The columns are sized to fit the Live tab's results column at a 1400 px window
+    (``assets/style.css``, ``.history``); a phone scrolls the table inside its box."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
-            "<th>tokens/pass</th><th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th>"
+            "<th>tokens/<wbr>pass</th><th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th>"
             "<th>same ids</th></tr>")
     rows = []
     for row in history:
         same = {True: "✓", False: "✗", None: "–"}[row.get("identical")]
         if row.get("stopped"):
             same = "✓ so far" if row.get("identical") is None and row.get("temperature") == 0 else same
-        cells = [f"<td>{html.escape(str(v))}</td>" for v in (
-            row["drafter"], history_k(str(row["k"] or "–")),
+        cells = [f'<td class="hist-drafter">{html.escape(str(row["drafter"]))}</td>',  # wide enough: style.css
+                 _history_k_cell(history_k(str(row["k"] or "–")))]
+        cells += [f"<td>{html.escape(str(v))}</td>" for v in (
             f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
             + (f" · {row['settings']}" if row.get("settings") else ""),
             f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
             _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
             _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"))]
-        cells[0] = cells[0].replace("<td>", '<td class="hist-drafter">', 1)  # wide enough: assets/style.css
-        cells[1] = cells[1].replace("<td>", '<td class="hist-k" style="white-space: nowrap">', 1)  # one line
         cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",

@@ -84,6 +84,26 @@ def _layout(height: int) -> dict:
             "legend": {"orientation": "h", "x": 0, "y": 1.09, "yanchor": "bottom", "font": {"size": 12}}}
 
 
+NOTE_LINE_PX = 15  # one line of an 11 px note below the charts (_note_below)
+NOTE_GAP_PX = 6  # below each such note
+
+
+def _note_below(layout: dict, axis: str, text: str, color: str) -> None:
+    """Put ``text`` (lines split by ``<br>``, each short enough for a phone-wide chart) under the charts, never on a
+    plot where it could cover data: below the panel ``axis`` (the lowest; on a phone, where ``assets/head.html``
+    stacks the panels, the last one), from the figure's left edge, where the bottom margin (the tick labels and the
+    axis title) ends. The margin and the height grow by the note's lines, so the plots keep their size and a later
+    note goes under the earlier ones."""
+    top = layout["margin"]["b"]
+    layout["annotations"].append({
+        "text": text, "align": "left", "x": 0, "xref": "paper", "xanchor": "left", "y": 0,
+        "yref": f"y{axis} domain", "yanchor": "top", "yshift": -top, "showarrow": False,
+        "font": {"size": 11, "color": color}})
+    grown = (text.count("<br>") + 1) * NOTE_LINE_PX + NOTE_GAP_PX
+    layout["margin"]["b"] = top + grown
+    layout["height"] += grown
+
+
 def _two_panels(layout: dict, titles: tuple[str, str], gap: float = 0.1) -> list[tuple[str, float, float]]:
     """Put two side-by-side axes into ``layout``; returns (axis suffix, x0, x1) per panel."""
     width = (1 - gap) / 2
@@ -142,7 +162,7 @@ def forward_figure(grid: dict) -> go.Figure:
     data.append({"type": "scatter", "mode": "lines", "x": counts, "y": counts, "name": "n separate one-token steps",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
                  "hovertemplate": "n steps: %{y}<extra></extra>"})
-    _flag_impossible(grid, data, layout, a)
+    _flag_impossible(grid, data, layout, a, b)
     _flag_within_noise(grid, data, layout, (a, b))
     return go.Figure({"data": data, "layout": layout})
 
@@ -175,8 +195,9 @@ def impossible_text(grid: dict) -> str:
             "the machine, flagged ✕ on the chart and left out of the lines and the what-if curve.")
 
 
-def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str) -> None:
-    """Mark the impossible points (red ✕ at their measured time, no line through them) and say so on the chart."""
+def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str, below: str) -> None:
+    """Mark the impossible points (red ✕ at their measured time on the panel ``axis``, no line through them) and
+    say so in a note under the charts (:func:`_note_below` the panel ``below``)."""
     points = [p for p in grid.get("impossible", []) if p["n"] in grid["ms"].get(p["batch"], {})]
     if not points:
         return
@@ -187,11 +208,8 @@ def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str) -> N
                  "text": [f"batch {p['batch']}, n = {p['n']}: faster than batch {p['than_batch']}, n = "
                           f"{p['than_n']}: impossible, measured twice" for p in points],
                  "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{axis}", "yaxis": f"y{axis}"})
-    layout["annotations"].append({
-        "text": f"✕ {render.plural(len(points), 'point')} faster than less work: noise (measured twice), not a finding",
-        "x": 0.02, "y": 0.98, "xref": f"x{axis} domain", "yref": f"y{axis} domain", "xanchor": "left",
-        "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": COLORS["rejected"]},
-        "bgcolor": "rgba(255,255,255,0.85)"})
+    _note_below(layout, below, f"✕ {render.plural(len(points), 'point')} faster than less work:<br>noise "
+                "(measured twice),<br>not a finding", COLORS["rejected"])
 
 
 WITHIN_NOISE = "within noise of impossible"
@@ -235,22 +253,23 @@ def within_noise_text(grid: dict) -> str:
 
 def _within_noise_note(points: list[dict]) -> str:
     """The chart's note on the ringed points, naming the condition that applied to each (:func:`inside_margin`),
-    in short lines that fit a phone-wide chart."""
+    in short lines (at most about 33 characters) that fit a phone-wide chart."""
     margin = sum(inside_margin(p) for p in points)
     overlap = len(points) - margin
     head = f"○ {render.plural(len(points), 'point')} below less work"
     if not overlap:
-        why = f", inside<br>the {IMPOSSIBLE_MARGIN:.0%} noise margin"
+        why = f",<br>inside the {IMPOSSIBLE_MARGIN:.0%} noise margin"
     elif not margin:
-        why = ", with<br>overlapping repeats"
+        why = ",<br>with overlapping repeats"
     else:
-        why = f" ({margin} inside<br>the {IMPOSSIBLE_MARGIN:.0%} margin, {overlap} with overlapping<br>repeats)"
-    return f"{head}{why}: within noise<br>of impossible, not a finding"
+        why = f"<br>({margin} inside the {IMPOSSIBLE_MARGIN:.0%} margin,<br>{overlap} with overlapping repeats)"
+    return f"{head}{why}:<br>within noise of impossible,<br>not a finding"
 
 
 def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[str, str]) -> None:
     """Ring the points within noise of impossible (:func:`within_noise_points`) on both panels (left: ms; right:
-    T(n)/T(1) of their batch) and say so on the chart: they stay on the lines, but are no finding."""
+    T(n)/T(1) of their batch) and say so in a note under the charts (:func:`_note_below` the right panel, the
+    lowest on a phone): they stay on the lines, but are no finding."""
     points = [p for p in within_noise_points(grid) if p["n"] in grid["ms"].get(p["batch"], {})]
     if not points:
         return
@@ -267,12 +286,7 @@ def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[s
                  "showlegend": False, "x": [p["n"] for p in points],
                  "y": [grid["ms"][p["batch"]][p["n"]] / one[p["batch"]] for p in points], "marker": ring,
                  "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{b}", "yaxis": f"y{b}"})
-    flagged = any(p["n"] in grid["ms"].get(p["batch"], {}) for p in grid.get("impossible", []))
-    layout["annotations"].append({
-        "text": _within_noise_note(points), "align": "left",
-        "x": 0.02, "y": 0.90 if flagged else 0.98, "xref": f"x{a} domain", "yref": f"y{a} domain",
-        "xanchor": "left", "yanchor": "top", "showarrow": False, "font": {"size": 11, "color": "#24292f"},
-        "bgcolor": "rgba(255,255,255,0.85)"})
+    _note_below(layout, b, _within_noise_note(points), "#24292f")
 
 
 def noisy_measured(curves: dict) -> bool:

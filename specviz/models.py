@@ -152,8 +152,7 @@ def ensure_embedded(progress: Progress | None = None) -> Path:
     messages. Raises ModelLoadError when the package is missing or the conversion fails.
     """
     gguf = embedded_gguf_path()
-    digest = hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:{_CONVERSION_FORMAT}".encode()).hexdigest()[:12]
-    folder = cache_dir() / f"embedded-{digest}"
+    folder = _embedded_folder(gguf)
     with _CONVERT_LOCK:
         if (folder / _MARKER).is_file():
             return folder
@@ -182,6 +181,13 @@ def ensure_embedded(progress: Progress | None = None) -> Path:
             shutil.rmtree(scratch, ignore_errors=True)
         _say(progress, f"Converted the embedded model into {folder}.")
     return folder
+
+
+def _embedded_folder(gguf: Path) -> Path:
+    """Where :func:`ensure_embedded` puts the conversion of ``gguf`` (it may not exist yet): named by a hash of the
+    file's name and size and the conversion format, so a new GGUF or layout gets a folder of its own."""
+    digest = hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:{_CONVERSION_FORMAT}".encode()).hexdigest()[:12]
+    return cache_dir() / f"embedded-{digest}"
 
 
 def _convert_gguf(gguf: Path, out: Path, progress: Progress | None) -> None:
@@ -287,6 +293,58 @@ def cached_model(spec: str) -> LoadedModel | None:
     return found[-1] if found else None
 
 
+def layer_count(spec: str) -> int | None:
+    """The number of transformer layers of the model ``spec`` names, read from its ``config.json`` without loading
+    weights or tokenizer and without any network call; None when that file is not at hand. It reads: for
+    "embedded", the converted folder in :func:`cache_dir` (only once :func:`ensure_embedded` has finished it; where
+    "embedded" means the hub copy, as for a hub id); for a local folder, its own ``config.json``; for a hub id, the
+    ``config.json`` already in the local Hugging Face cache (``huggingface_hub.try_to_load_from_cache``). The count
+    is the text model's ``num_hidden_layers`` (``n_layer`` for GPT-2-style configs; a multimodal config's
+    ``text_config``), as :func:`load_model` reports it in :attr:`LoadedModel.num_layers`. A loaded copy
+    (:func:`cached_model`) is asked first. None also for a spec that names no model, an unreadable or malformed
+    file, or a count below 1. Never raises."""
+    loaded = cached_model(spec)
+    if loaded is not None:
+        return loaded.num_layers or None
+    try:
+        canonical, kind = _resolve_spec(spec)
+        if kind == "embedded":
+            config = _embedded_folder(embedded_gguf_path()) / "config.json"
+            if not (config.parent / _MARKER).is_file():  # not converted yet (or half written)
+                return None
+        elif kind == "local":
+            config = Path(canonical) / "config.json"
+        else:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(canonical, "config.json")
+            if not isinstance(found, str):  # not cached, or cached as missing
+                return None
+            config = Path(found)
+        data = json.loads(config.read_text(encoding="utf-8"))
+        text_config = data.get("text_config") if isinstance(data.get("text_config"), dict) else data
+        count = text_config.get("num_hidden_layers") or text_config.get("n_layer")
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 1 else None
+    except Exception:  # noqa: BLE001 - a missing, unreadable or odd file: the count is unknown
+        return None
+
+
+def model_name(spec: str) -> str:
+    """The short name the model ``spec`` names is shown by before it is loaded: "SmolLM2-135M-Instruct" for the
+    embedded model, the folder's name for a local folder, the hub id itself; ``spec`` stripped when it names no
+    model. Loaded, :attr:`LoadedModel.label` adds where it came from and its dtype. Never raises."""
+    try:
+        canonical, kind = _resolve_spec(spec)
+    except Exception:  # noqa: BLE001 - no model: its own words
+        return str(spec).strip()
+    return _name_of(canonical, kind)
+
+
+def _name_of(canonical: str, kind: str) -> str:
+    """The short name of a resolved spec (:func:`_resolve_spec`'s canonical spec and kind)."""
+    return {"embedded": EMBEDDED_NAME, "local": Path(canonical).name}.get(kind, canonical)
+
+
 def clear_model_cache() -> None:
     """Forget every cached model (callers still holding a LoadedModel keep theirs)."""
     with _CACHE_LOCK:
@@ -341,10 +399,8 @@ def _resolve_spec(spec: str | os.PathLike) -> tuple[str, str]:
 
 def _load_uncached(spec: str, kind: str, device: torch.device, dtype: torch.dtype, trust_remote_code: bool,
                    progress: Progress | None) -> LoadedModel:
-    if kind == "embedded":
-        source, name = str(ensure_embedded(progress)), EMBEDDED_NAME
-    else:
-        source, name = spec, (spec if kind == "hub" else Path(spec).name)
+    source = str(ensure_embedded(progress)) if kind == "embedded" else spec
+    name = _name_of(spec, kind)
     _say(progress, f"Loading {name}...")
     hub_kwargs = {}
     if kind == "hub":
@@ -701,6 +757,21 @@ class PromptFit:
     def truncated(self) -> bool:
         """Whether the start of the prompt was cut."""
         return self.dropped_tokens > 0
+
+    @property
+    def instruction_lost(self) -> bool:
+        """Whether the cut took the start of a request: the text was a chat's user turn, or it held turns typed as
+        text ("System: ...") and the cut removed some of them."""
+        return self.truncated and (self.chat or bool(_TYPED_TURN.search(self.removed_text)))
+
+    def cut_summary(self) -> str:
+        """The cut in one short clause for narrow places ("" when the prompt is whole): "its first 1,024 tokens were
+        removed (an instruction there no longer reaches the model)", the bracket only when
+        :attr:`instruction_lost`."""
+        if not self.truncated:
+            return ""
+        lost = " (an instruction there no longer reaches the model)" if self.instruction_lost else ""
+        return f"its first {self.dropped_tokens:,} tokens were removed{lost}"
 
     def cut_note(self) -> str:
         """What a cut removed, in words ("" when the prompt is whole): how many tokens left the start, the first

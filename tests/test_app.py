@@ -431,6 +431,23 @@ def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
     assert "<table" in out["history"]
 
 
+def test_a_cut_prompt_keeps_its_warning_in_the_phone_status_through_the_run(tiny_model_dir, monkeypatch):
+    """The short status under Generate (the phone's) keeps the cut from the run's own fit (``RunView.cut``) from the
+    first status to the final one; a whole prompt shows none."""
+    monkeypatch.setenv("SPECVIZ_MAX_PROMPT_TOKENS", "24")
+    out = drain(live.generate(**_args(target=str(tiny_model_dir), prompt="the cat sat on the mat " * 30,
+                                      max_new_tokens=6)))
+    assert "Done in" in out["status"]
+    progress = [p for p in out["all_run-progress"] if p]
+    reading = next(i for i, p in enumerate(progress) if "Reading the prompt" in p)  # the first status after the fit
+    assert all("Prompt cut" not in p for p in progress[:reading])  # loading: the prompt is not fitted yet
+    assert all("⚠ Prompt cut: its first 254 tokens were removed (an instruction there no longer reaches the model)."
+               in p for p in progress[reading:])
+    monkeypatch.delenv("SPECVIZ_MAX_PROMPT_TOKENS")
+    whole = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=6)))
+    assert whole["run-progress"] and not any("Prompt cut" in p for p in whole["all_run-progress"] if p)
+
+
 def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
     out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
                                       seed=3, max_new_tokens=12)))

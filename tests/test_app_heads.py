@@ -37,7 +37,7 @@ NEW_TOKENS = 20
 @pytest.fixture(scope="module")
 def heads_folder(tmp_path_factory, tiny_target):
     """A folder with an EAGLE head and Medusa heads for the tiny target (see the module docstring)."""
-    ids, _ = inputs.fit_prompt_for(inputs.parse_settings(**_settings_args()), tiny_target)  # as the handler
+    ids, _, _ = inputs.fit_prompt_for(inputs.parse_settings(**_settings_args()), tiny_target)  # as the handler
     base = collect(standard_generate(tiny_target, ids, GenerationConfig(max_new_tokens=NEW_TOKENS)),
                    tiny_target.tokenizer, ids)
     common = [t for t, _ in Counter(base.token_ids).most_common(3)]

@@ -191,6 +191,186 @@ def test_the_speedup_bars_carry_error_bars(monkeypatch):
     assert "one run: no spread" in arena_tab.NOTE and "The range after each speedup" in arena_tab.NOTE
 
 
+# ------------------------------------------------------------------------------ the other timed figures' spread
+
+# per pass: ngram k=2's, then ngram k=4's. Two values, twice each: a bootstrap of the mean over 4 passes draws all
+# four alike with p = 1/16, above the 2.5% tails, so its 95% interval is exactly (smaller value, larger value)
+VERIFY_MS = ([50.0, 150.0, 150.0, 50.0], [20.0, 40.0, 20.0, 40.0])
+DRAFT_MS = ([1.0, 1.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+
+
+def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
+    """Per-prompt rows of ngram x (2, 4) (B, m1, B, m2, B): the baseline runs take ``baseline_ms`` ms per token
+    (10 passes after a 5 ms prefill, 11 tokens), each method 4 passes with the per-pass verify and draft ms of
+    :data:`VERIFY_MS` / :data:`DRAFT_MS` (8 drafted, 6 accepted, 2 rejections: alpha 0.75, m 2)."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.bench import Prompt
+    from specviz.core.metrics import Counters, RunStats
+
+    times, methods_seen = iter(baseline_ms), iter(range(2))
+
+    def fake_run(target, drafter, ids, config, stop):
+        if drafter is None:
+            ms = next(times)
+            return arena.Measured(Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0,
+                                           verify_ms=10 * ms), (1, 2, 3))
+        i = next(methods_seen)
+        verify, draft = VERIFY_MS[i], DRAFT_MS[i]
+        stats = RunStats(runs=1, passes=4, emitted=10, generated=11, drafted=8, accepted=6, rejections=2,
+                         prefill_ms=5.0, verify_ms=sum(verify), draft_ms=sum(draft), pass_verify_ms=list(verify),
+                         pass_draft_ms=list(draft))
+        return arena.Measured(stats, (1, 2, 3))
+
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram"], [2, 4])
+    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
+                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
+    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
+            for v in methods}
+
+
+def test_the_mean_per_pass_carries_a_bootstrap_interval():
+    from specviz.core.metrics import bootstrap_mean
+
+    two = bootstrap_mean([0.0, 1.0])  # resampled means 0, 0.5, 1 with p 1/4, 1/2, 1/4: the interval is both ends
+    assert (two.value, two.low, two.high, two.level) == (0.5, 0.0, 1.0, 0.95)
+    alike = bootstrap_mean([7.0, 7.0, 7.0])
+    assert (alike.value, alike.low, alike.high) == (7.0, 7.0, 7.0)
+    skewed = bootstrap_mean([1.0] * 19 + [100.0])  # one slow pass: the mean (5.95) stays inside, stretched upwards
+    assert skewed.value == pytest.approx(5.95) and skewed.low < skewed.value < skewed.high <= 100.0
+    assert skewed.low >= 1.0 and skewed.high - skewed.value > skewed.value - skewed.low
+    assert bootstrap_mean([1.0] * 19 + [100.0]) == skewed  # seeded: the same passes give the same interval
+    assert bootstrap_mean([7.0]) is None and bootstrap_mean([]) is None
+    with pytest.raises(ValueError):
+        bootstrap_mean([1.0, 2.0], level=1.0)
+
+
+def test_run_stats_keep_each_passs_verify_and_draft_time(tiny_target):
+    import specviz.analysis.arena as arena
+
+    ids = tiny_target.tokenizer.encode(PROMPTS[0]["prompt"])
+    run = arena.measure_run(tiny_target, arena.build_drafter("ngram", tiny_target), ids,
+                            GenerationConfig(max_new_tokens=12, k=2))
+    stats = run.stats
+    assert len(stats.pass_verify_ms) == len(stats.pass_draft_ms) == stats.passes > 1
+    assert sum(stats.pass_verify_ms) == pytest.approx(stats.verify_ms)
+    assert sum(stats.pass_draft_ms) == pytest.approx(stats.draft_ms)
+
+
+def test_timed_figures_spread_over_the_runs_and_passes_they_come_from(monkeypatch):
+    from specviz.core.metrics import predicted_speedup_measured, predicted_speedup_paper
+
+    rows = _timed_rows(monkeypatch)
+    k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
+    rate = {ms: 11_000 / (5 + 10 * ms) for ms in (100.0, 110.0, 500.0)}  # each baseline run's tokens/s
+    # T_step and the baseline's tokens/s: the lowest and highest of the two baseline runs beside each method
+    assert (k2["t_step_ms_low"], k2["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(110.0))
+    assert (k4["t_step_ms_low"], k4["t_step_ms_high"]) == (pytest.approx(110.0), pytest.approx(500.0))
+    assert (k2["baseline_tokens_per_s_low"], k2["baseline_tokens_per_s_high"]) == (
+        pytest.approx(rate[110.0]), pytest.approx(rate[100.0]))
+    # the standard row pools all its runs: its tokens/s and T_step span all three
+    assert (base["tokens_per_s_low"], base["tokens_per_s_high"]) == (pytest.approx(rate[500.0]),
+                                                                     pytest.approx(rate[100.0]))
+    assert (base["t_step_ms_low"], base["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(500.0))
+    assert base["t_verify_ms_low"] is None and base["c_low"] is None  # no drafts: no T_verify, T_draft or c
+    # a method runs once per prompt: its own tokens/s has no spread
+    assert k2["tokens_per_s_low"] is None and k2["tokens_per_s_high"] is None
+    # T_verify and T_draft: the mean per pass with its bootstrap interval over the passes (here: both ends)
+    assert (k2["t_verify_ms"], k2["t_verify_ms_low"], k2["t_verify_ms_high"]) == (100.0, 50.0, 150.0)
+    assert (k2["t_draft_ms"], k2["t_draft_ms_low"], k2["t_draft_ms_high"]) == (2.0, 1.0, 3.0)
+    assert (k4["t_verify_ms_low"], k4["t_verify_ms_high"]) == (20.0, 40.0)
+    assert (k4["t_draft_ms_low"], k4["t_draft_ms_high"]) == (1.0, 1.0)  # every pass alike
+    # c and the predictions inherit the spread of their parts (alpha 0.75, m 2)
+    assert k2["alpha"] == pytest.approx(0.75) and k2["m"] == pytest.approx(2.0)
+    assert k2["c"] == pytest.approx(8 / 8 / 105)
+    assert (k2["c_low"], k2["c_high"]) == (pytest.approx(1.0 / (2 * 110)), pytest.approx(3.0 / (2 * 100)))
+    assert (k2["predicted_speedup_paper_low"], k2["predicted_speedup_paper_high"]) == (
+        pytest.approx(predicted_speedup_paper(0.75, 2, 3.0 / 200)),
+        pytest.approx(predicted_speedup_paper(0.75, 2, 1.0 / 220)))
+    assert (k2["predicted_speedup_measured_low"], k2["predicted_speedup_measured_high"]) == (
+        pytest.approx(predicted_speedup_measured(0.75, 2, 100.0, 150.0, 3.0)),
+        pytest.approx(predicted_speedup_measured(0.75, 2, 110.0, 50.0, 1.0)))
+    assert k2["c_low"] < k2["c"] < k2["c_high"]
+    assert (k2["predicted_speedup_measured_low"] < k2["predicted_speedup_measured"]
+            < k2["predicted_speedup_measured_high"])
+    # a pooled row spans the lowest to the highest over its prompts (a prompt without a spread adds its value)
+    pooled = pool_rows([k2, k4])
+    assert (pooled["t_step_ms_low"], pooled["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(500.0))
+    assert (pooled["t_verify_ms_low"], pooled["t_verify_ms_high"]) == (20.0, 150.0)
+    assert (pooled["t_draft_ms_low"], pooled["t_draft_ms_high"]) == (1.0, 3.0)
+    assert (pooled["tokens_per_s_low"], pooled["tokens_per_s_high"]) == (
+        pytest.approx(min(k2["tokens_per_s"], k4["tokens_per_s"])), pytest.approx(max(k2["tokens_per_s"],
+                                                                                      k4["tokens_per_s"])))
+    assert pooled["c_low"] == pytest.approx(1.0 / (pooled["m"] * 500.0))
+    assert pooled["c_high"] == pytest.approx(3.0 / (pooled["m"] * 100.0))
+    alone = pool_rows([k2])  # one prompt: its own spread; its tokens/s (one run) still has none
+    assert alone["tokens_per_s_low"] is None and alone["t_verify_ms_low"] == 50.0
+
+
+def test_the_table_shows_each_timed_figure_with_its_spread(monkeypatch):
+    rows = _timed_rows(monkeypatch)
+    table = arena_tab.table([rows["standard"], rows["ngram k=2"]])
+    cells = [dict(zip(table["headers"], row)) for row in table["data"]]
+    base, k2 = cells
+    assert base["Tokens/s"] == "4.6 (2.2–10.9)" and base["T_step ms"] == "236.7 (100.0–500.0)"
+    assert base["T_verify ms"] == "–" and base["c"] == "–"
+    assert k2["Tokens/s"] == f"{11_000 / 413:.1f} (one run: no spread)"  # 11 tokens in 5 + 400 + 8 ms
+    assert k2["T_step ms"] == "105.0 (100.0–110.0)" and k2["T_verify ms"] == "100.0 (50.0–150.0)"
+    assert k2["T_draft ms"] == "2.0 (1.0–3.0)"
+    assert k2["c"] == "0.0095 (0.0045–0.0150)"  # below 1: two significant digits, and the ends as many
+    assert re.fullmatch(r"\d\.\d\d \(\d\.\d\d–\d\.\d\d\)", k2["Predicted, measured costs"])
+    one_pass = dict(rows["ngram k=2"], t_verify_ms_low=None, t_verify_ms_high=None)
+    assert arena_tab.timed_cell(one_pass, "t_verify_ms", 1) == "100.0 (one pass: no spread)"
+    # a small value shows two significant digits; ends that would read alike get more decimals, the value as many
+    assert arena_tab.timed_cell({"t_draft_ms": 0.04, "t_draft_ms_low": 0.031, "t_draft_ms_high": 0.052},
+                                "t_draft_ms", 1) == "0.040 (0.031–0.052)"
+    # one more decimal at most: ends still alike say the spread is below that precision
+    assert arena_tab.timed_cell({"c": 1.0, "c_low": 0.99991, "c_high": 0.99996}, "c", 2) == "1.000 (1.000–1.000)"
+    assert arena_tab.timed_cell({"t_step_ms": 20.02, "t_step_ms_low": 20.01, "t_step_ms_high": 20.04},
+                                "t_step_ms", 1) == "20.02 (20.01–20.04)"
+    assert "The range after tokens/s, T_step, T_verify, T_draft, c and the predictions" in arena_tab.NOTE
+
+
+def test_the_downloads_carry_the_timed_figures_spread(monkeypatch):
+    from specviz.analysis.arena import ArenaResult, DEFINITIONS
+
+    rows = _timed_rows(monkeypatch)
+    result = ArenaResult(rows=list(rows.values()), summary=[pool_rows([rows["ngram k=2"], rows["ngram k=4"]])])
+    table = list(csv.reader(io.StringIO(to_csv(result))))
+    for figure in ("tokens_per_s", "baseline_tokens_per_s", "t_step_ms", "t_verify_ms", "t_draft_ms", "c",
+                   "predicted_speedup_paper", "predicted_speedup_measured"):
+        for end in ("low", "high"):
+            assert f"{figure}_{end}" in table[0] and f"{figure}_{end}" in DEFINITIONS
+    lines = [dict(zip(table[0], line)) for line in table[1:]]
+    k2 = next(line for line in lines if line["level"] == "prompt" and line["k"] == "2")
+    assert (float(k2["t_verify_ms_low"]), float(k2["t_verify_ms_high"])) == (50.0, 150.0)
+    assert (float(k2["t_step_ms_low"]), float(k2["t_step_ms_high"])) == (100.0, 110.0)
+    assert k2["tokens_per_s_low"] == "" and lines[0]["t_verify_ms_low"] == ""  # one run; the baseline has none
+    pooled = lines[-1]
+    assert pooled["level"] == "category" and float(pooled["t_step_ms_high"]) == 500.0
+    data = json.loads(json.dumps(to_json(result)))
+    assert data["rows"][1]["t_draft_ms_low"] == 1.0 and "c_high" in data["definitions"]
+
+
+def test_the_tokens_per_s_bars_carry_error_bars(monkeypatch):
+    rows = list(_timed_rows(monkeypatch).values())
+    for r in rows:
+        r["level"] = "category"
+    figure = arena_tab.arena_figure(rows)
+    bars = {(t.name, t.yaxis): t for t in figure.data}
+    standard = bars[("standard", "y3")]
+    value = rows[0]["tokens_per_s"]
+    assert standard.error_y.array == pytest.approx((rows[0]["tokens_per_s_high"] - value,))
+    assert standard.error_y.arrayminus == pytest.approx((value - rows[0]["tokens_per_s_low"],))
+    assert "from its slowest to its fastest run" in standard.text[0]
+    assert bars[("ngram k=2", "y3")].error_y.array == (0.0,)  # one run: no bar, and the hover says so
+    assert "one run: no spread" in bars[("ngram k=2", "y3")].text[0]
+    assert any(arena_tab.RATE_SPREAD_NOTE in a.text and "no bar is drawn" in a.text
+               for a in figure.layout.annotations)
+    paper = arena_tab.predictions_figure(rows).data[1]
+    assert "from the spread of T_step, T_verify, T_draft" in paper.text[0]
+
+
 def test_greedy_outputs_are_identical_to_the_baseline(result):
     spec_rows = [r for r in result.rows if r["drafter"] != "none"]
     assert all(r["ids_identical"] is True for r in spec_rows)
@@ -223,6 +403,28 @@ def test_row_metrics_are_in_range_and_follow_the_formulas(result):
             assert r["c"] * r["m"] * r["t_step_ms"] == pytest.approx(r["t_draft_ms"])
         if r["k"] == "2":
             assert r["m"] <= 2
+
+
+def test_real_rows_carry_the_spread_of_their_timed_figures(result):
+    for r in result.rows:
+        # rates and T_step are ratios of sums over the runs they span: they lie inside their spread
+        for key in ("baseline_tokens_per_s", "t_step_ms") + (("tokens_per_s",) if r["drafter"] == "none" else ()):
+            assert r[f"{key}_low"] <= r[key] * (1 + 1e-9) and r[key] <= r[f"{key}_high"] * (1 + 1e-9), (key, r)
+        if r["drafter"] == "none":
+            assert r["runs"] == 5 and r["t_verify_ms_low"] is None and r["c_low"] is None
+            continue
+        assert r["tokens_per_s_low"] is None  # one run of a method per prompt
+        assert r["passes"] >= 2  # 24 tokens: several passes, so every mean per pass has its interval
+        # the means per pass, c and the predictions lie inside their spread (their ends push each way)
+        for key in ("t_verify_ms", "t_draft_ms", "c", "predicted_speedup_paper", "predicted_speedup_measured"):
+            if r[key] is not None:
+                assert r[f"{key}_low"] <= r[key] * (1 + 1e-9) and r[key] <= r[f"{key}_high"] * (1 + 1e-9), (key, r)
+        assert r["t_verify_ms_low"] > 0 and r["t_draft_ms_low"] >= 0
+    for r in result.summary:  # pooled: the lowest to the highest over their prompts
+        mine = [p for p in result.rows if p["variant"] == r["variant"]
+                and (r["category"] == "all" or p["category"] == r["category"])]
+        assert r["t_step_ms_low"] == min(p["t_step_ms_low"] for p in mine)
+        assert r["t_step_ms_high"] == max(p["t_step_ms_high"] for p in mine)
 
 
 def test_pooled_rows_per_category_and_overall(result):

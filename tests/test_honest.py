@@ -393,7 +393,7 @@ def test_the_operator_prompt_cap_cuts_long_prompts(tiny_target):
     s = inputs.parse_settings("word " * 400, "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 8, "", False,
                               policy=policy)
     assert s.max_prompt_tokens == 40
-    ids, note = inputs.fit_prompt_for(s, tiny_target)
+    ids, note, _ = inputs.fit_prompt_for(s, tiny_target)
     assert len(ids) == 40 and "SPECVIZ_MAX_PROMPT_TOKENS" in note
 
 
@@ -582,6 +582,34 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
         assert all(v == {"__type__": "update"} for v in fn.fn(2, spec))
 
 
+def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_config(tmp_path, tiny_tokenizer):
+    """Before its target is loaded, the box left with a layer the target lacks is refused with the target's own
+    bound, read from the saved folder's config.json (:func:`specviz.models.layer_count`); a layer it has passes
+    silently; nothing is loaded by either check."""
+    from conftest import build_tiny_model
+
+    from specviz.models import cached_model
+
+    spec = str(build_tiny_model(tmp_path / "six-layers", tiny_tokenizer, seed=5, num_layers=6))
+    assert cached_model(spec) is None
+    bound = "The early-exit layer must be between 1 and 5 for six-layers, which has 6 layers"
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
+    for elem_id in ("exit-layer", "arena-exit-layer"):
+        fn = left[elem_id]
+        with pytest.warns(UserWarning, match="Using 5"):
+            update, status = fn.fn(100, spec)
+        assert update["value"] == 5 and f"{bound} (got 100). Using 5." in status
+        with pytest.warns(UserWarning, match="Using 5"):
+            update, status = fn.fn(6, f" {spec} ")
+        assert update["value"] == 5 and f"{bound} (got 6). Using 5." in status
+        assert all(v == {"__type__": "update"} for v in fn.fn(5, spec))  # its last layer but one: passes
+        assert all(v == {"__type__": "update"} for v in fn.fn(1, spec))
+    assert inputs.exit_layer_notice(100, spec) == (5, f"{bound} (got 100). Using 5.")
+    assert cached_model(spec) is None  # the checks read the config only
+
+
 def test_an_emptied_number_box_gets_its_default_back_and_says_so():
     """A Seed or N box emptied and left is set back to the default a run would use, and the status line says so
     (no toast: nothing was refused)."""
@@ -623,7 +651,7 @@ def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
            "acceptance": 0.5, "tokens_per_pass": 2.0, "spec_tps": 20.0, "base_tps": 16.0, "speedup": 1.25,
            "identical": None}
     table = render.history_html([row])
-    headers = re.findall(r"<th>([^<]*)</th>", table)
+    headers = re.findall(r"<th>([^<]*)</th>", table.replace("<wbr>", ""))  # "tokens/pass" may break after "/"
     assert headers == ["drafter", "k", "temperature, settings", "tokens", "acceptance", "tokens/pass", "spec tok/s*",
                        "base tok/s*", "decoding speedup*", "same ids"]
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", table)
@@ -725,15 +753,15 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     low, high = format_apart(judged.interval.low, judged.interval.high)
     assert row["speedup"] is None and row["speedup_measured"] == pytest.approx(judged.value)
     assert row["speedup_reason"] == f"{low}–{high}× spans 1"
-    cell = render.history_speedup(row)
-    assert cell == ('<span class="hist-noisy" style="color: var(--body-text-color-subdued)">'
-                    f"{judged.value:.2f}× (too noisy: {low}–{high}× spans 1)</span>")
+    cell = render.history_speedup(row)  # short, on one line (assets/style.css); the reason in its title
+    assert cell == (f'<span class="hist-noisy" title="{judged.value:.2f}× measured, too noisy to tell: {low}–{high}× '
+                    f'spans 1" style="color: var(--body-text-color-subdued)">{judged.value:.2f}× (too noisy)</span>')
     assert cell in render.history_html([row])
-    # a run judged too noisy because other programs took the CPUs says so in the cell
+    # a run judged too noisy because other programs took the CPUs says so in the cell's title
     noisy.cpu = type("Share", (), {"others": lambda self: 0.45})()
     noisy._judged = (None, None)
-    assert render.history_speedup(noisy.summary()).endswith(
-        f"{judged.value:.2f}× (too noisy: other programs used 45% of the CPU)</span>")
+    assert (f'title="{judged.value:.2f}× measured, too noisy to tell: other programs used 45% of the CPU"'
+            in render.history_speedup(noisy.summary()))
     # a finding carries its bootstrap interval; a run too short to judge has no number
     spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
     found = _view(spec, base).summary()
@@ -750,6 +778,10 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     auto = dict(lookahead, k="k = 2 (N−1) or a plain step (auto) · W = 3, N = 3, G = 2")
     assert '<td class="hist-k" style="white-space: nowrap">k = 2 or step (auto)</td>' in render.history_html([auto])
     assert render.history_k("k = 4 · adaptive") == "k = 4 · adaptive"  # other drafters' labels as they are
+    # a label of several parts (a tree run's) wraps between them, k itself on one line: the table fits its panel
+    tree = render.history_html([dict(found, drafter="eagle", k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")])
+    assert ('<td class="hist-k"><span style="white-space: nowrap">k = 4 (adaptive)</span> · tree of 10 nodes, '
+            'depth ≤ k</td>') in tree
 
 
 def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without():

@@ -303,6 +303,61 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     assert cache_dir() == Path.home() / ".cache" / "specviz"
 
 
+def test_layer_count_reads_config_json_without_loading(monkeypatch, tmp_path, tiny_target, tiny_model_dir):
+    """The layer count of a spec from its config.json alone: a local folder, a hub id in the local Hugging Face
+    cache, the converted embedded folder (only once its marker is written), a loaded model; None, never an error,
+    when the file is missing, malformed or has no count. Nothing is loaded into the model cache."""
+    from collections import OrderedDict
+
+    import huggingface_hub
+
+    assert models.layer_count(str(tiny_model_dir)) == 4 == tiny_target.num_layers  # loaded: its own count
+    monkeypatch.setattr(models, "_CACHE", OrderedDict())  # from here on, no model is loaded
+    assert models.layer_count(str(tiny_model_dir)) == 4  # read from the folder's config.json
+
+    def folder(name: str, config) -> str:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+        return str(tmp_path / name)
+
+    assert models.layer_count(folder("llama", {"num_hidden_layers": 7})) == 7
+    assert models.layer_count(folder("gpt2", {"n_layer": 12})) == 12
+    assert models.layer_count(folder("vlm", {"text_config": {"num_hidden_layers": 5}, "num_hidden_layers": 2})) == 5
+    assert models.layer_count(folder("none", {"hidden_size": 64})) is None
+    assert models.layer_count(folder("zero", {"num_hidden_layers": 0})) is None
+    assert models.layer_count(folder("text", {"num_hidden_layers": "30"})) is None
+    assert models.layer_count(folder("broken", "{not json")) is None
+    (tmp_path / "empty").mkdir()
+    assert models.layer_count(str(tmp_path / "empty")) is None  # no config.json
+    assert models.layer_count(str(tmp_path / "absent")) is None  # no such folder, no hub id
+    assert models.layer_count("") is None and models.layer_count("a/b/c") is None
+
+    hub = tmp_path / "hub"
+    snapshot = hub / "models--org--tiny" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"num_hidden_layers": 3}))
+    (hub / "models--org--tiny" / "refs").mkdir()
+    (hub / "models--org--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    assert models.layer_count("org/tiny") == 3  # in the local cache
+    assert models.layer_count("org/not-cached") is None  # never asks the Hub
+
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "specviz"))
+    gguf = tmp_path / "gguf" / "model.gguf"
+    gguf.parent.mkdir()
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda: gguf)
+    converted = models._embedded_folder(gguf)
+    converted.mkdir(parents=True)
+    (converted / "config.json").write_text(json.dumps({"num_hidden_layers": 30}))
+    assert models.layer_count(EMBEDDED) is None  # no marker: the conversion is not finished
+    (converted / models._MARKER).write_text("{}")
+    assert models.layer_count(EMBEDDED) == 30 and models.layer_count(" Embedded ") == 30
+    assert not models._CACHE  # nothing was loaded
+    assert models.model_name(EMBEDDED) == "SmolLM2-135M-Instruct" and models.model_name("org/tiny") == "org/tiny"
+    assert models.model_name(str(tmp_path / "llama")) == "llama"
+
+
 # -------------------------------------------------------------------------------------------------- prompts
 
 

@@ -139,8 +139,8 @@ def test_the_draft_model_does_not_change_the_prompt_the_target_reads(tiny_target
     settings = inputs.Settings(prompt=prompt, target=tiny_target.spec, drafter="model", draft_model="x",
                                exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
                                max_new_tokens=16, stop_strings=(), chat_template=True)
-    alone, alone_note = inputs.fit_prompt_for(settings, tiny_target)
-    drafted, note = inputs.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
+    alone, alone_note, _ = inputs.fit_prompt_for(settings, tiny_target)
+    drafted, note, _ = inputs.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
     assert drafted == alone and len(alone) == 512 - 16 - 4 - 1  # the target's window sets the budget: 491
     assert "cut" in alone_note and "draft model's window" not in alone_note
     assert note.startswith(alone_note) and "The draft model's window is 128 tokens" in note
@@ -295,7 +295,7 @@ def test_the_attack_through_the_cli_and_the_app(capsys, chatml_model):
     settings = inputs.Settings(prompt=ATTACK, target=chatml_model.spec, drafter="none", draft_model=None,
                                exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
                                max_new_tokens=4, stop_strings=(), chat_template=True)
-    ids, note = inputs.fit_prompt_for(settings, chatml_model)
+    ids, note, _ = inputs.fit_prompt_for(settings, chatml_model)
     assert ids == encode_prompt(chatml_model.tokenizer, ATTACK) and note == ""
     assert ids.count(_im_start(chatml_model.tokenizer)) == 3
 
@@ -330,7 +330,7 @@ def test_a_cut_prompt_says_how_much_left_its_start_and_how_it_now_begins(chatml_
     settings = inputs.Settings(prompt=prompt, target=chatml_model.spec, drafter="none", draft_model=None,
                                exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
                                max_new_tokens=4, stop_strings=(), chat_template=True, max_prompt_tokens=80)
-    ids, status = inputs.fit_prompt_for(settings, chatml_model)
+    ids, status, _ = inputs.fit_prompt_for(settings, chatml_model)
     assert ids == fit.ids
     assert status == ("The prompt was too long (" + f"{fit.original_tokens:,} tokens): its start was cut, keeping its "
                       f"last part ({len(ids):,} tokens with the chat template) to fit the server's limit of 80 prompt "
@@ -339,27 +339,32 @@ def test_a_cut_prompt_says_how_much_left_its_start_and_how_it_now_begins(chatml_
 
 def test_the_short_status_under_generate_keeps_a_cut_prompt_warning(chatml_model):
     """On a phone the status under Generate drops the notes, but not the cut: "⚠ Prompt cut: its first N tokens were
-    removed", and for a chat that the instruction at the start no longer reaches the model. Other notes stay out."""
+    removed", and for a chat that the instruction at the start no longer reaches the model. The cut comes from the
+    fit itself (``FittedPrompt.cut``, carried by the run's view), not from the status's words; other notes stay
+    out."""
     from app import inputs, live, render
 
     prompt = "Translate the text below into French.\n\n" + _prompt_of(chatml_model.tokenizer, 200)
     settings = inputs.Settings(prompt=prompt, target=chatml_model.spec, drafter="none", draft_model=None,
                                exit_layer=None, k=4, k_schedule="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
                                max_new_tokens=4, stop_strings=(), chat_template=True, max_prompt_tokens=80)
-    ids, note = inputs.fit_prompt_for(settings, chatml_model)
+    fitted = inputs.fit_prompt_for(settings, chatml_model)
     removed = fit_prompt(chatml_model.tokenizer, prompt, 80).dropped_tokens
-    assert removed > 0 and f"{removed:,} tokens were removed from its start" in note
-    status = render.status_html("Done: 4 tokens in 1 s", "done", notes=["Another note, dropped here.", note])
-    short = live.progress_html(status)
+    assert removed > 0 and f"{removed:,} tokens were removed from its start" in fitted.note
+    assert fitted.cut == f"its first {removed:,} tokens were removed (an instruction there no longer reaches the model)"
+    status = render.status_html("Done: 4 tokens in 1 s", "done", notes=["Another note, dropped here.", fitted.note])
+    short = live.progress_html(status, fitted.cut)
     assert (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {removed:,} tokens were removed (an instruction '
             "there no longer reaches the model).</small>") in short
     assert short.index("sv-progress-cut") > short.index("</div>")  # outside the status copy, whose notes are hidden
-    plain = dataclasses.replace(settings, chat_template=False)
-    plain_note = inputs.fit_prompt_for(plain, chatml_model)[1]
-    plain_cut = re.search(r"([\d,]+) tokens were removed", plain_note).group(1)
+    plain = inputs.fit_prompt_for(dataclasses.replace(settings, chat_template=False), chatml_model)
+    plain_cut = re.search(r"([\d,]+) tokens were removed", plain.note).group(1)
+    assert plain.cut == f"its first {plain_cut} tokens were removed"
     assert (f"⚠ Prompt cut: its first {plain_cut} tokens were removed.</small>"
-            in live.progress_html(render.status_html("Done", "done", notes=[plain_note])))
-    assert "sv-progress-cut" not in live.progress_html(render.status_html("Done", "done", notes=["Another note."]))
+            in live.progress_html(render.status_html("Done", "done", notes=[plain.note]), plain.cut))
+    assert "sv-progress-cut" not in live.progress_html(status)  # no cut given: the note's words alone add nothing
+    whole = inputs.fit_prompt_for(dataclasses.replace(settings, max_prompt_tokens=None), chatml_model)
+    assert whole.cut == "" and "sv-progress-cut" not in live.progress_html(status, whole.cut)
 
 
 def test_every_prompt_goes_through_the_one_encoder():

@@ -114,8 +114,8 @@ def test_a_point_below_less_work_inside_the_margin_is_within_noise_of_impossible
     assert [(list(t.x), list(t.y)) for t in rings] == [([2], [27.0]), ([2], [pytest.approx(0.9)])]
     assert "within noise of impossible" in rings[0].text[0] and "10.0% below batch 16, n = 1" in rings[0].text[0]
     assert "(inside the 10% margin)" in rings[0].text[0]
-    assert any(a.text == "○ 1 point below less work, inside<br>the 10% noise margin: within noise<br>of impossible, "
-               "not a finding" for a in figure.layout.annotations)
+    assert any(a.text == "○ 1 point below less work,<br>inside the 10% noise margin:<br>within noise of impossible,"
+               "<br>not a finding" for a in figure.layout.annotations)
     text = why.within_noise_text(_grid(ms))
     assert "batch 16, 2 tokens 10% below batch 16, 1 token, inside the 10% margin" in text
     assert "Within noise of impossible" in text and "or with overlapping" not in text
@@ -218,11 +218,34 @@ def test_a_point_far_below_less_work_but_with_overlapping_repeats_says_so():
     figure = why.forward_figure(_grid(ms))
     ring = next(t for t in figure.data if t.name == why.WITHIN_NOISE)
     assert "(with repeats that overlap)" in ring.text[0] and "margin" not in ring.text[0]
-    assert any(a.text == "○ 1 point below less work, with<br>overlapping repeats: within noise<br>of impossible, not a "
-               "finding" for a in figure.layout.annotations)
+    assert any(a.text == "○ 1 point below less work,<br>with overlapping repeats:<br>within noise of impossible,"
+               "<br>not a finding" for a in figure.layout.annotations)
     both = _grid({1: {1: 10.0, 2: 9.5, 4: 11.0}, 16: {1: 30.0, 2: 23.4, 4: 33.0}})
-    assert any(a.text.startswith("○ 2 points below less work (1 inside<br>the 10% margin, 1 with overlapping<br>")
-               for a in why.forward_figure(both).layout.annotations)
+    assert any(a.text.startswith("○ 2 points below less work<br>(1 inside the 10% margin,<br>1 with overlapping "
+                                 "repeats):<br>") for a in why.forward_figure(both).layout.annotations)
+
+
+def test_the_charts_notes_stand_below_the_plots_where_they_cover_no_data():
+    """Seen at 400 px: the ○ note drawn on the left plot covered part of the batch-16 line. The ✕ and ○ notes now
+    stand under the charts, from the figure's left edge, below the right panel's bottom (the lowest panel, side by
+    side or stacked on a phone), each under the one before, in a bottom margin grown by their lines; the plots keep
+    their height."""
+    ms = {1: {1: 10.0, 2: 9.5, 4: 11.0}, 16: {1: 30.0, 2: 23.4, 4: 33.0}}
+    plain = why.forward_figure(_grid({1: {1: 10.0, 2: 10.5, 4: 11.0}}))
+    figure = why.forward_figure(_grid(ms, [{"batch": 1, "n": 4, "than_batch": 1, "than_n": 2}]))
+    notes = [a for a in figure.layout.annotations if a.text[0] in "✕○"]
+    assert [a.text[0] for a in notes] == ["✕", "○"]
+    assert notes[0].text == "✕ 1 point faster than less work:<br>noise (measured twice),<br>not a finding"
+    for note in notes:
+        assert (note.xref, note.x, note.xanchor, note.yref, note.y, note.yanchor) == (
+            "paper", 0, "left", "y2 domain", 0, "top")
+    lines = [a.text.count("<br>") + 1 for a in notes]  # 3 and 6
+    assert notes[0].yshift == -plain.layout.margin.b  # under the tick labels and the axis title
+    assert notes[1].yshift == notes[0].yshift - lines[0] * why.NOTE_LINE_PX - why.NOTE_GAP_PX
+    grown = sum(lines) * why.NOTE_LINE_PX + 2 * why.NOTE_GAP_PX
+    assert figure.layout.margin.b == plain.layout.margin.b + grown
+    assert figure.layout.height == plain.layout.height + grown  # the plots keep their pixel height
+    assert max(len(line) for a in notes for line in a.text.split("<br>")) <= 33  # phone-wide lines
 
 
 def test_cost_cards_carry_the_spread_of_their_per_repeat_ratios():

@@ -29,6 +29,15 @@ Definitions of the figures (one row per prompt x method, and pooled per category
   rate over each of the two baseline runs beside it taken alone (:func:`speedup_spread`); pooled rows take the
   lowest and the highest over their prompts. None where no pair of baseline runs gives one (and for the baseline
   itself, the reference).
+- <figure>_low / <figure>_high for the other timed figures (:func:`timed_spread`, :func:`derived_spread`):
+  tokens_per_s over the runs pooled in the row (the baseline's row of a prompt: all its runs; a method runs once
+  per prompt: none); baseline_tokens_per_s and t_step_ms over the baseline runs beside the method (the baseline's
+  row: all its runs), lowest and highest run; t_verify_ms and t_draft_ms (means over the method's passes) the 95%
+  percentile-bootstrap interval of that mean over its passes (:func:`~specviz.core.metrics.bootstrap_mean`); c and
+  the two predictions computed from the ends of their parts' spreads (each end from the parts' ends that push it
+  furthest that way).
+  Pooled rows take the lowest and highest over their prompts (a prompt without a spread of its own adds its value).
+  None where there is no spread to tell (one run, one pass).
 Pooled figures add the counts and the times of their rows first, then divide.
 
 Cost side (:func:`measure_forward_grid`, :func:`whatif_curves`): the target's forward time over n new tokens after
@@ -56,7 +65,7 @@ from specviz.core.events import RunCancelled
 from specviz.core.generation_settings import settings_record
 from specviz.core.kv import Clock, new_cache, rollback_cache
 from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass, faster_than_possible,
-                                  predicted_speedup_measured, predicted_speedup_paper, speedup)
+                                  bootstrap_mean, predicted_speedup_measured, predicted_speedup_paper, speedup)
 
 AUTO = "auto"
 AUTO_K_START = 4  # k = auto (cost-aware) starts here (as in the CLI)
@@ -94,6 +103,26 @@ DEFINITIONS = {
     "speedup_high": "the highest such ratio (see speedup_low)",
     "decode_speedup_low": "the same spread for decode_speedup (see speedup_low)",
     "decode_speedup_high": "the highest decode_speedup against one baseline run taken alone",
+    "tokens_per_s_low": ("the slowest of the runs pooled in the row (the baseline's row: all its runs of the prompt; "
+                         "pooled rows: the lowest over their prompts); empty for a method's prompt row (one run)"),
+    "tokens_per_s_high": "the fastest such run (see tokens_per_s_low)",
+    "baseline_tokens_per_s_low": ("the slowest of the baseline runs beside the method (the baseline's row: all its "
+                                  "runs; pooled rows: the lowest over their prompts)"),
+    "baseline_tokens_per_s_high": "the fastest such baseline run (see baseline_tokens_per_s_low)",
+    "t_step_ms_low": ("the lowest T_step of one of those baseline runs taken alone (pooled rows: the lowest over "
+                      "their prompts)"),
+    "t_step_ms_high": "the highest such T_step (see t_step_ms_low)",
+    "t_verify_ms_low": ("low end of the 95% bootstrap interval of T_verify, the mean over the method's passes "
+                        "(resampling its passes; pooled rows: the lowest over their prompts); empty with one pass"),
+    "t_verify_ms_high": "high end of that interval (see t_verify_ms_low)",
+    "t_draft_ms_low": "low end of the 95% bootstrap interval of T_draft over the method's passes (as t_verify_ms_low)",
+    "t_draft_ms_high": "high end of that interval",
+    "c_low": "T_draft_low / m / T_step_high: c from the cheap ends of its parts' spreads",
+    "c_high": "T_draft_high / m / T_step_low",
+    "predicted_speedup_paper_low": "the paper's prediction at c_high (its parts' unfavourable ends)",
+    "predicted_speedup_paper_high": "the paper's prediction at c_low",
+    "predicted_speedup_measured_low": "E[tokens per pass] x T_step_low / (T_verify_high + T_draft_high)",
+    "predicted_speedup_measured_high": "E[tokens per pass] x T_step_high / (T_verify_low + T_draft_low)",
     "pooling": "category and overall rows add their rows' counts and times, then divide",
 }
 
@@ -101,8 +130,12 @@ CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
     "rejections", "tree_passes", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
     "baseline_tokens_per_s", "speedup", "speedup_low", "speedup_high", "decode_speedup", "decode_speedup_low",
-    "decode_speedup_high", "predicted_speedup_paper", "predicted_speedup_measured",
-    "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
+    "decode_speedup_high", "tokens_per_s_low", "tokens_per_s_high", "baseline_tokens_per_s_low",
+    "baseline_tokens_per_s_high", "predicted_speedup_paper", "predicted_speedup_paper_low",
+    "predicted_speedup_paper_high", "predicted_speedup_measured", "predicted_speedup_measured_low",
+    "predicted_speedup_measured_high", "t_step_ms", "t_step_ms_low", "t_step_ms_high", "t_verify_ms",
+    "t_verify_ms_low", "t_verify_ms_high", "t_draft_ms", "t_draft_ms_low", "t_draft_ms_high", "c", "c_low", "c_high",
+    "ids_identical", "elapsed_ms", "ttft_ms", "draft_ms",
     "verify_ms", "baseline_elapsed_ms", "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes",
     "baseline_runs", "baseline_drift",
 )
@@ -276,6 +309,89 @@ def speedup_spread(run: Measured, baselines: Sequence[Measured]) -> dict:
     return out
 
 
+RUN_SPREAD_FIGURES = ("tokens_per_s", "baseline_tokens_per_s", "t_step_ms")  # spread over runs
+PASS_SPREAD_FIGURES = ("t_verify_ms", "t_draft_ms")  # spread over the passes of one run (bootstrap of the mean)
+DERIVED_SPREAD_FIGURES = ("c", "predicted_speedup_paper", "predicted_speedup_measured")  # from their parts' ends
+TIMED_SPREAD_FIGURES = RUN_SPREAD_FIGURES + PASS_SPREAD_FIGURES + DERIVED_SPREAD_FIGURES
+"""The figures besides the speedups that carry a spread (``<figure>_low`` / ``<figure>_high`` in a row)."""
+
+
+def _span(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+    """(lowest, highest) of the known values; (None, None) for fewer than two (one value has no spread)."""
+    known = [v for v in values if v is not None]
+    return (min(known), max(known)) if len(known) >= 2 else (None, None)
+
+
+def timed_spread(run: Measured, standard: Sequence[Measured], own: Sequence[Measured] = ()) -> dict:
+    """The spread of a row's timed figures from what was measured (see the module docstring).
+
+    Args:
+        run: the row's run (a method's one run, or the baseline's runs pooled).
+        standard: the baseline runs behind its T_step and baseline tokens/s (the two beside a method; for the
+            baseline's row, all its runs).
+        own: the runs pooled in ``run`` (one for a method: its tokens/s then has no spread).
+
+    Returns:
+        ``{"tokens_per_s_low", "tokens_per_s_high", "baseline_tokens_per_s_low", ..., "t_draft_ms_high"}``: lowest
+        and highest over runs for :data:`RUN_SPREAD_FIGURES` (None with fewer than two runs); for
+        :data:`PASS_SPREAD_FIGURES`, the interval of the mean per pass of a :class:`~specviz.core.metrics.RunStats`
+        (:func:`~specviz.core.metrics.bootstrap_mean` over its passes; None for pooled counters, which keep no
+        passes, and for fewer than two passes).
+    """
+    out: dict = {}
+    spans = {"tokens_per_s": _span(r.stats.tokens_per_s for r in own),
+             "baseline_tokens_per_s": _span(b.stats.tokens_per_s for b in standard),
+             "t_step_ms": _span(b.stats.forward_ms for b in standard)}
+    for key, passes in (("t_verify_ms", "pass_verify_ms"), ("t_draft_ms", "pass_draft_ms")):
+        interval = bootstrap_mean(getattr(run.stats, passes, ()))
+        spans[key] = (interval.low, interval.high) if interval else (None, None)
+    for key, (low, high) in spans.items():
+        out[f"{key}_low"], out[f"{key}_high"] = low, high
+    return out
+
+
+def _ends(row: dict, key: str) -> tuple[float, float] | None:
+    """A row's figure as (low, high): its spread, or (value, value) without one; None without a value."""
+    low, high, value = row.get(f"{key}_low"), row.get(f"{key}_high"), row.get(key)
+    if low is not None and high is not None:
+        return low, high
+    return None if value is None else (value, value)
+
+
+def _has_spread(row: dict, *keys: str) -> bool:
+    return any(row.get(f"{k}_low") is not None and row.get(f"{k}_high") is not None for k in keys)
+
+
+def derived_spread(row: dict) -> dict:
+    """The spread c and the two predictions inherit from their parts (T_step, T_verify, T_draft; alpha and m are
+    counts, with none): each end computed from the ends of the parts' spreads that push it furthest that way, a part
+    without a spread taken at its value. c = T_draft / (m T_step); the paper's prediction falls as c grows; the
+    measured-cost prediction is E[tokens per pass] x T_step / (T_verify + T_draft).
+
+    Returns:
+        ``{"c_low", "c_high", "predicted_speedup_paper_low", ..., "predicted_speedup_measured_high"}``; a pair is
+        None where the figure is (a tree, the baseline) or none of its parts has a spread.
+    """
+    out = dict.fromkeys(f"{k}_{end}" for k in DERIVED_SPREAD_FIGURES for end in ("low", "high"))
+    alpha, m = row.get("alpha"), row.get("m")
+    step, verify, draft = _ends(row, "t_step_ms"), _ends(row, "t_verify_ms"), _ends(row, "t_draft_ms")
+    if row.get("c") is not None and m and step and draft and step[0] > 0 and _has_spread(row, "t_step_ms",
+                                                                                            "t_draft_ms"):
+        c_low, c_high = draft[0] / (m * step[1]), draft[1] / (m * step[0])
+        out["c_low"], out["c_high"] = c_low, c_high
+        if row.get("predicted_speedup_paper") is not None and alpha is not None:
+            out["predicted_speedup_paper_low"] = predicted_speedup_paper(alpha, m, c_high)
+            out["predicted_speedup_paper_high"] = predicted_speedup_paper(alpha, m, c_low)
+    if (row.get("predicted_speedup_measured") is not None and alpha is not None and m is not None and step
+            and verify and _has_spread(row, "t_step_ms", "t_verify_ms", "t_draft_ms")):
+        draft = draft or (0.0, 0.0)
+        low = predicted_speedup_measured(alpha, m, step[0], verify[1], draft[1])
+        high = predicted_speedup_measured(alpha, m, step[1], verify[0], draft[0])
+        if low == low and high == high:  # not NaN (a pass of no time)
+            out["predicted_speedup_measured_low"], out["predicted_speedup_measured_high"] = low, high
+    return out
+
+
 def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig,
                 should_stop: ShouldStop | None = None) -> Measured | None:
     """Run standard decoding (``drafter`` None) or speculative decoding to the end; None if stopped midway."""
@@ -295,14 +411,16 @@ def measure_run(target, drafter, prompt_ids: list[int], config: GenerationConfig
 
 
 def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None,
-            beside: Sequence[Measured] = ()) -> dict:
+            beside: Sequence[Measured] = (), own: Sequence[Measured] = ()) -> dict:
     """The additive quantities of a method's run(s) and the baseline runs timed beside them (what pooling sums),
-    ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest) and the ratios'
-    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them)."""
+    ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest), the ratios'
+    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them), and the
+    timed figures' spread (:func:`timed_spread`: over ``beside``, or over ``own``, the runs pooled in ``run``, for
+    the baseline's row, which has no runs beside it)."""
     s, b = run.stats, base.stats
     spread = speedup_spread(run, beside) if beside else dict.fromkeys(SPREAD_KEYS)
     return {
-        **spread,
+        **spread, **timed_spread(run, beside or own, own),
         "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
         "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
         "elapsed_ms": s.elapsed_ms, "ttft_ms": s.prefill_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
@@ -366,15 +484,32 @@ def derive(counts: dict, baseline: bool) -> dict:
 
 
 def make_row(level: str, category: str, prompt_id: str, variant: Variant, counts: dict) -> dict:
-    """A result row: identity, additive counts and derived figures."""
-    return {"level": level, "category": category, "prompt_id": prompt_id, "drafter": variant.drafter,
-            "k": variant.k_label, "variant": variant.label, **counts,
-            **derive(counts, variant.drafter == BASELINE)}
+    """A result row: identity, additive counts, derived figures and the spread c and the predictions inherit from
+    the timed figures' spread in ``counts`` (:func:`derived_spread`)."""
+    row = {"level": level, "category": category, "prompt_id": prompt_id, "drafter": variant.drafter,
+           "k": variant.k_label, "variant": variant.label, **counts, **derive(counts, variant.drafter == BASELINE)}
+    return row | derived_spread(row)
+
+
+def _pooled_span(rows: list[dict], key: str) -> tuple[float | None, float | None]:
+    """The lowest and highest of ``key`` over ``rows``: their spreads' ends, and the value of a row without one;
+    (None, None) when no row has a spread and fewer than two have a value."""
+    ends, spread = [], False
+    for r in rows:
+        low, high = r.get(f"{key}_low"), r.get(f"{key}_high")
+        if low is not None and high is not None:
+            ends += [low, high]
+            spread = True
+        elif r.get(key) is not None:
+            ends.append(r[key])
+    return (min(ends), max(ends)) if spread or len(ends) >= 2 else (None, None)
 
 
 def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
     """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived; the speedups'
-    spread is the lowest and highest over the rows (widened to hold the pooled ratio itself)."""
+    spread is the lowest and highest over the rows (widened to hold the pooled ratio itself), so is that of the runs'
+    and passes' timed figures (:func:`_pooled_span`), and c and the predictions inherit theirs from those
+    (:func:`derived_spread`)."""
     counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE}
     drifts = [r["baseline_drift"] for r in rows if r.get("baseline_drift") is not None]
     counts["baseline_drift"] = max(drifts) if drifts else None
@@ -389,7 +524,9 @@ def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
             row[f"{key}_low"], row[f"{key}_high"] = min(lows + [value]), max(highs + [value])
         else:
             row[f"{key}_low"] = row[f"{key}_high"] = None
-    return row
+    for key in RUN_SPREAD_FIGURES + PASS_SPREAD_FIGURES:
+        row[f"{key}_low"], row[f"{key}_high"] = _pooled_span(rows, key) if row.get(key) is not None else (None, None)
+    return row | derived_spread(row)
 
 
 # ----------------------------------------------------------------------------------------------- the arena
@@ -466,15 +603,16 @@ def _warm_up(target, methods: list[Variant], ids: list[int], config: GenerationC
 
 def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt, ids: list[int],
                     config: GenerationConfig, drafter_for, stop: ShouldStop, tick
-                    ) -> dict[Variant, tuple[Measured, Measured, float | None, list[Measured]]] | None:
+                    ) -> dict[Variant, tuple[Measured, Measured, float | None, list[Measured], list[Measured]]] | None:
     """Every method on one prompt, with standard decoding timed before the first, between every two and after the
     last (B, m1, B, m2, ..., B), so each method's ratio uses the two baseline runs beside it and a slow moment
     of the machine weighs on both sides of it. The methods' order rotates per prompt (none always runs first);
     ``tick(label)`` before each run.
 
     Returns method -> (its run, the two baseline runs beside it pooled, their :func:`baseline_drift`, those two
-    runs); the baseline -> (all its runs pooled, the same, the drift over all of them, [] : it is the reference of
-    the ratios, with no spread of its own). None when stopped."""
+    runs, [its run]); the baseline -> (all its runs pooled, the same, the drift over all of them, [] : it is the
+    reference of the ratios, with no spread of its own, all its runs: the spread of its timings). None when
+    stopped."""
     base_v, drafters = methods[0], methods[1:]
     shift = number % len(drafters)
 
@@ -483,18 +621,18 @@ def _measure_prompt(target, methods: list[Variant], number: int, prompt: Prompt,
         return measure_run(target, drafter_for(v), ids, v.config(config), stop)
 
     baselines = [timed(base_v)]
-    runs: dict[Variant, tuple[Measured, Measured, float | None, list[Measured]]] = {}
+    runs: dict[Variant, tuple[Measured, Measured, float | None, list[Measured], list[Measured]]] = {}
     for v in drafters[shift:] + drafters[:shift]:
         run = timed(v) if baselines[-1] is not None else None
         after = timed(base_v) if run is not None else None
         if after is None:
             return None
         baselines.append(after)
-        runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]), baselines[-2:])
+        runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]), baselines[-2:], [run])
     if baselines[0] is None:
         return None
     everything = pool_runs(baselines)
-    runs[base_v] = (everything, everything, baseline_drift(baselines), [])
+    runs[base_v] = (everything, everything, baseline_drift(baselines), [], baselines)
     return runs
 
 

@@ -17,7 +17,8 @@ as accepted.
   (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
   the prefill out. Its spread: :func:`bootstrap_rate_ratio` (a percentile bootstrap over the passes of both runs)
-  and :func:`judge_speedup` (faster, slower, the same, too noisy to tell, or too short to judge).
+  and :func:`judge_speedup` (faster, slower, the same, too noisy to tell, or too short to judge). A mean per pass
+  (T_verify, T_draft) carries :func:`bootstrap_mean`'s interval over the passes.
 """
 
 from __future__ import annotations
@@ -348,7 +349,9 @@ class RunStats(Counters):
     ``pass_tokens``, ``pass_k``, ``pass_drafted``, ``pass_accepted``, ``pass_gain`` (k = auto's expected gain of
     the pass's k over a plain step, else None); per event (prefill included): ``curve_ms``
     (the run's clock, ms) and ``curve_tokens`` (tokens so far); ``pass_ms``: each pass's own-clock time (draft +
-    verify + other, ms), what :func:`judge_decode_speedup` resamples.
+    verify + other, ms), what :func:`judge_decode_speedup` resamples; ``pass_verify_ms`` / ``pass_draft_ms``: each
+    pass's target forward and drafting time (ms), whose mean the arena shows as T_verify and T_draft, with its
+    interval (:func:`bootstrap_mean`).
     """
 
     run: str = ""
@@ -363,6 +366,8 @@ class RunStats(Counters):
     curve_ms: list[float] = field(default_factory=list)
     curve_tokens: list[int] = field(default_factory=list)
     pass_ms: list[float] = field(default_factory=list)  # per pass after the prefill: its own-clock time (ms)
+    pass_verify_ms: list[float] = field(default_factory=list)  # per pass: its target forward (ms)
+    pass_draft_ms: list[float] = field(default_factory=list)  # per pass: its drafting (ms)
 
     def add(self, event: PassEvent) -> None:
         """Fold one event into the counters and the chart series."""
@@ -382,6 +387,8 @@ class RunStats(Counters):
         self.pass_accepted.append(accepted)
         self.pass_gain.append(event.expected_gain)
         self.pass_ms.append(event.timings.total_ms)
+        self.pass_verify_ms.append(event.timings.verify_ms)
+        self.pass_draft_ms.append(event.timings.draft_ms)
 
     @property
     def counters(self) -> Counters:
@@ -549,6 +556,35 @@ def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJu
     """:func:`judge_speedup` of two runs' passes after the prefill (each on its own clock): the decoding speedup
     of ``spec`` over ``base`` (:func:`decode_speedup`) with its interval, or why it cannot be read."""
     return judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
+
+
+def bootstrap_mean(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
+                   seed: int = 0) -> Interval | None:
+    """The mean of ``values`` (e.g. per-pass ms) with a percentile-bootstrap interval: how sure the mean is.
+
+    Method: ``resamples`` rounds each draw as many values as there are, with replacement, and take their mean; the
+    interval is the (1 - level) / 2 and (1 + level) / 2 quantiles of those means (the percentile interval, as
+    :func:`bootstrap_rate_ratio`), widened to hold the mean itself if it falls outside. A few slow values widen it
+    upwards, where quartiles would leave a skewed mean outside them. Draws come from
+    ``numpy.random.default_rng(seed)``: the same values give the same interval.
+
+    Returns:
+        The mean and its interval, or None for fewer than two values (one value has no spread).
+
+    Raises:
+        ValueError: a level outside (0, 1).
+    """
+    import numpy as np
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if len(values) < 2:
+        return None
+    data = np.asarray(values, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    low, high = np.quantile(data[picks].mean(axis=1), [(1 - level) / 2, (1 + level) / 2])
+    mean = float(data.mean())
+    return Interval(mean, min(float(low), mean), max(float(high), mean), level)
 
 
 def faster_than_possible(fewer_ms: Sequence[float], more_ms: Sequence[float], *, margin: float = 0.05) -> bool:
