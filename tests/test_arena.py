@@ -110,6 +110,19 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
     assert cells[0][drift] == "400% (its runs apart)"  # the reference: all its runs, no noisy flag
 
 
+
+def _rows_measured_by(monkeypatch, fake_run) -> dict:
+    """The prompt rows of n-gram at k = 2 and 4 and standard decoding, each run by ``fake_run``, by label."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.bench import Prompt
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram"], [2, 4])
+    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
+                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
+    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
+            for v in methods}
+
+
 def _hand_made_rows(monkeypatch, baseline_ms: list[float], method_ms: float = 50.0) -> dict:
     """Per-prompt rows of ngram x (2, 4) from hand-made timings: the baseline runs take ``baseline_ms`` ms per token
     in order (B, m1, B, m2, B), every method ``method_ms``; 10 tokens after a 5 ms prefill, 11 in all."""
@@ -125,12 +138,7 @@ def _hand_made_rows(monkeypatch, baseline_ms: list[float], method_ms: float = 50
         return arena.Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0,
                                        verify_ms=10 * ms), (1, 2, 3))
 
-    monkeypatch.setattr(arena, "measure_run", fake_run)
-    methods = variants(["ngram"], [2, 4])
-    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
-                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
-    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
-            for v in methods}
+    return _rows_measured_by(monkeypatch, fake_run)
 
 
 def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkeypatch):
@@ -221,12 +229,7 @@ def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
                          pass_draft_ms=list(draft))
         return arena.Measured(stats, (1, 2, 3))
 
-    monkeypatch.setattr(arena, "measure_run", fake_run)
-    methods = variants(["ngram"], [2, 4])
-    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
-                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
-    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
-            for v in methods}
+    return _rows_measured_by(monkeypatch, fake_run)
 
 
 def test_the_mean_per_pass_carries_a_bootstrap_interval():
