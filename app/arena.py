@@ -18,6 +18,7 @@ spreads are :func:`specviz.analysis.arena.timed_spread`'s and :func:`~specviz.an
 from __future__ import annotations
 
 import dataclasses
+import html
 import logging
 import math
 import time
@@ -30,7 +31,7 @@ from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError, check_exit_layer, check_models,
-                        number, parse_exit_layer, parse_generation_settings)
+                        clamp_notice, number, parse_exit_layer, parse_generation_settings)
 from app.messages import report, tell_when_clamped, tell_when_invalid
 from specviz.analysis.arena import (AUTO, BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES, TREE_DRAFTERS,
                                     TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv, to_json)
@@ -53,7 +54,8 @@ K_CHOICES = ("1", "2", "4", "8", AUTO)
 DEFAULT_DRAFTERS = ("ngram", "early-exit")
 DEFAULT_KS = ("4", AUTO)
 DEFAULT_MAX_NEW_TOKENS = 48
-MAX_NEW_TOKENS = 256
+MIN_NEW_TOKENS, MAX_NEW_TOKENS = 8, 256  # the max-new-tokens slider's range, which runs keep to (max_new_tokens_used)
+MAX_NEW_TOKENS_NAME = "Max new tokens per run"  # its label, the name its messages give
 SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite", "category"),
            ("The whole suite", "suite"))
 STATUS_INTERVAL_S = 1.0  # a "still running" refresh at most this often between prompts
@@ -128,12 +130,26 @@ def choose_prompts(source: str, prompt: str, category: str) -> list[dict]:
     raise InputError("Pick where the prompts come from: one prompt, a category or the whole suite.")
 
 
+def max_new_tokens_used(value) -> tuple[int, str | None]:
+    """The max new tokens a run uses, and what to say about it: a number inside the slider's range
+    [:data:`MIN_NEW_TOKENS`, :data:`MAX_NEW_TOKENS`] as it is (None: nothing to say); one typed outside it the
+    nearest end, with the sentence :func:`app.messages.tell_when_clamped` shows when the box is left ("Max new tokens
+    per run is at least 8; using 8.", :func:`app.inputs.clamp_notice`), so a run never uses a number the slider
+    cannot hold. Raises InputError for anything that is not a whole number."""
+    found = clamp_notice(value, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, MAX_NEW_TOKENS)
+    if found is not None:
+        return int(found[0]), found[1]
+    return int(number(value, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, MAX_NEW_TOKENS, True)), None
+
+
 def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target, draft_model, exit_layer,
                  temperature, seed, repetition_penalty=1.0, min_p=0.0) -> dict:
     """Validated arena settings: {prompts, drafters, ks, max_new_tokens, target, draft_spec, exit_layer (None: half
-    the target's layers), temperature, seed, generation}: ``generation`` holds the generation settings
+    the target's layers), temperature, seed, generation, notices}: ``generation`` holds the generation settings
     (:func:`app.inputs.parse_generation_settings`): the Arena sets the repetition penalty and min-p; the other
-    processors stay off. Raises InputError (or PolicyError) with one sentence for the user."""
+    processors stay off; ``notices``: sentences about values used instead of the ones given (a max new tokens
+    outside the slider's range, :func:`max_new_tokens_used`). Raises InputError (or PolicyError) with one sentence
+    for the user."""
     drafters = [d for d in (drafters or []) if d != BASELINE]
     if not drafters:
         raise InputError("Pick at least one drafter.")
@@ -145,9 +161,10 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
         raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
     # the operator's model policy (specviz.policy): raises PolicyError, a ValueError naming the setting
     check_models(target.strip(), (draft_model or "").strip() if "model" in drafters else None, current_policy())
+    tokens, notice = max_new_tokens_used(max_new_tokens)
     return {
         "prompts": choose_prompts(source, prompt, category), "drafters": drafters, "ks": list(ks),
-        "max_new_tokens": int(number(max_new_tokens, "Max new tokens", 1, MAX_NEW_TOKENS, True)),
+        "max_new_tokens": tokens, "notices": [notice] if notice else [],
         "target": target.strip(), "draft_spec": (draft_model or "").strip() or None,
         "exit_layer": parse_exit_layer(exit_layer),
         "temperature": float(number(temperature or 0.0, "Temperature", 0, 2, False)),
@@ -589,7 +606,10 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
         yield _failed("checking the arena's inputs", error)
         return
     trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
-    notes = [TREE_NOTE] if trees and s["temperature"] > 0 else []
+    notes = list(s["notices"])  # e.g. a max new tokens typed outside the slider's range: the value this run uses
+    for notice in notes:
+        gr.Info(html.escape(notice))  # as the slider's own check says it (app.messages.clamped)
+    notes += [TREE_NOTE] if trees and s["temperature"] > 0 else []
     changed = settings_summary(SamplingConfig(repetition_penalty=s["generation"]["repetition_penalty"],
                                               min_p=s["generation"]["min_p"]))
     notes += [f"Every run (baseline, target and draft alike) uses: {changed}."] if changed else []
@@ -767,6 +787,30 @@ NOTE = (
 )
 
 
+CLEAR_TOASTS_JS = ("(...inputs) => { document.querySelectorAll('[data-testid=\"toast-close\"]').forEach((close) => "
+                   "close.click()); return inputs; }")
+"""Run arena's client side, before the run is sent: close every toast on the page (their own close buttons), so
+that the warnings of an earlier attempt (a refused input, a failed run) neither stay beside this run nor come back
+inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
+toasts arrive after it. Returns the inputs unchanged."""
+
+ENTER_COMMITS_JS = """() => {
+  if (window.svArenaEnterCommits) return;
+  window.svArenaEnterCommits = true;
+  document.addEventListener('keydown', (ev) => {
+    const box = ev.target;
+    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
+        || !box.closest('#arena-controls')) return;
+    box.dispatchEvent(new FocusEvent('blur'));
+  }, true);
+}"""
+"""On page load: Enter in a number box of the Arena's controls commits it as leaving the box does (a ``blur`` event,
+the box keeps the focus): a slider's box then clamps a number typed outside its range and
+:func:`app.messages.tell_when_clamped` says so at once, and a number box gets its check
+(:func:`app.messages.tell_when_invalid`). Without it Enter did nothing: the box kept showing e.g. 3 below the
+slider's 8, unannounced until the box was left."""
+
+
 def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr.CheckboxGroup) -> None:
     """The real-pair menu (:func:`preset_chosen` fills the models and ticks the 'Draft model' drafter)."""
     box = gr.Dropdown([("—", "")] + [(p.label, p.key) for p in PRESETS], value="",
@@ -815,7 +859,7 @@ def build_tab(target: str = "embedded") -> None:
                                 placeholder="Type a prompt…")
             category = gr.Dropdown(cats, value="code-edit" if "code-edit" in cats else cats[0], label="Category",
                                    elem_id="arena-category")
-            max_new_tokens = gr.Slider(8, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
+            max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
                                        info="Small keeps the whole suite to a few minutes on a CPU")
             with gr.Row():
@@ -846,9 +890,10 @@ def build_tab(target: str = "embedded") -> None:
     # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
     # the prompts that finished
     run_btn.click(run, inputs=inputs, outputs=outputs, api_name="arena", show_progress="full",
-                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
+                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena", js=CLEAR_TOASTS_JS)
+    gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
-    tell_when_clamped(max_new_tokens, status, "Max new tokens per run")
+    tell_when_clamped(max_new_tokens, status, MAX_NEW_TOKENS_NAME)
     tell_when_clamped(temperature, status, "Temperature")
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded
     tell_when_invalid(seed, status, SEED)

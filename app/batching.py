@@ -10,8 +10,9 @@ for the predicted curve (:func:`specviz.analysis.arena.measure_forward_grid`), a
 browser tab, ends it before its next forward; the batch sizes that finished are still shown). Shown: a table per
 B (:func:`sweep_table`), the speedup against B beside the pass cost (:func:`sweep_figure`), one sentence that
 reads the lesson off the numbers (:func:`sweep_lesson`), and CSV / JSON downloads (:func:`write_sweep_files`).
-A speedup whose repeats disagree by more than :data:`NOISY_SPREAD` is never shown as a finding: it reads "too
-noisy to tell" (:func:`verdict`).
+A speedup whose repeats fall on both sides of 1 and disagree by more than :data:`NOISY_SPREAD` is never shown as a
+finding: it reads "too noisy to tell"; repeats all above (or all below) 1 read "faster" ("slower") with their range,
+however wide (:func:`verdict`).
 
 **The sampling-law check** (:func:`check`, the Check button). One job runs
 :func:`specviz.analysis.batching.sampling_check`: N short sampled runs of standard and of speculative decoding
@@ -68,7 +69,7 @@ REPEATS = 3  # standard and speculative runs per batch size, interleaved; rates 
 SHORT, LONG = "short", "long"
 LONG_PROMPT_TOKENS = 1000  # "long prompts": example prompts joined to about this many tokens each
 PROMPT_LENGTHS = (("short prompts (the examples, ~50 tokens)", SHORT), ("long prompts (~1,000 tokens)", LONG))
-NOISY_SPREAD = 0.25  # repeats' speedups spread wider than this (fastest ÷ slowest − 1): too noisy to tell
+NOISY_SPREAD = 0.25  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy to tell
 IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise
 NEAR_ONE = 1.3  # a pass cost T(B, k+1) / T(B, 1) at most this "stays near 1" in the lesson
 PROBE_WIDE = 64  # tokens of the probe's wide forward (its per-token cost prices the prefills and wide passes)
@@ -81,6 +82,7 @@ CHECK_K = 4  # the check's runs make 3 tokens: the one drafted position is the s
 CHECK_BATCH = 16  # rows per batched run of the check
 CHECK_TOKENS = 3
 LEVEL = 0.01  # the tests' significance level
+MIN_EXPECTED = 5  # a cell of the goodness of fit needs this expected count (specviz.analysis.batching pools the rest)
 SHOWN_PAIRS = 12  # the histograms' bars: the most frequent pairs, then "all other pairs"
 STATUS_INTERVAL_S = 1.0
 
@@ -329,18 +331,28 @@ def repeat_speedups(row: dict) -> list[float]:
     return [spec / std for std, spec in row.get("repeats") or () if std and spec]
 
 
-def verdict(row: dict) -> str:
-    """"pays" (every repeat above 1), "loses" (every repeat below 1), "even" (the repeats straddle 1 but agree),
-    "noisy" (they spread by more than :data:`NOISY_SPREAD`, or the row is :func:`impossible`: too noisy to tell)
-    or "none" (nothing measured)."""
+def verdict(row: dict, busy: bool = False) -> str:
+    """"pays" (every repeat above 1, however far apart: all faster), "loses" (every repeat below 1: all slower),
+    "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD`), "noisy" (they straddle 1 and spread by
+    more than :data:`NOISY_SPREAD`, or the row is :func:`impossible`: too noisy to tell) or "none" (nothing
+    measured). A wide spread on one side of 1 is still a finding: only which side is read off it, the range is
+    shown beside it (:func:`speedup_text`). ``busy``: other programs disturbed the whole sweep (:func:`disturbance`),
+    so every measured row is "noisy"."""
     ups = repeat_speedups(row)
     if row.get("speedup") is None or not ups:
         return "none"
-    if max(ups) / min(ups) - 1 > NOISY_SPREAD or impossible(row):
+    if busy or impossible(row):
         return "noisy"
     if min(ups) > 1:
         return "pays"
-    return "loses" if max(ups) < 1 else "even"
+    if max(ups) < 1:
+        return "loses"
+    return "noisy" if wide(ups) else "even"
+
+
+def wide(ups: list[float]) -> bool:
+    """Whether repeats' speedups spread by more than :data:`NOISY_SPREAD` (fastest ÷ slowest − 1)."""
+    return max(ups) / min(ups) - 1 > NOISY_SPREAD
 
 
 def impossible(row: dict) -> bool:
@@ -361,15 +373,22 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def speedup_text(row: dict) -> str:
-    """"1.42× (1.35–1.50)", or "too noisy to tell (0.80–1.50×)"; "–" when not measured."""
+VERDICT_WORDS = {"pays": "faster", "loses": "slower", "even": "even"}
+"""The table's word for a measured verdict (:func:`speedup_text`)."""
+
+
+def speedup_text(row: dict, busy: bool = False) -> str:
+    """"faster: 2.15× (1.84–2.44)" (every repeat above 1), "slower: 0.80× (0.75–0.85)", "even: 1.02× (0.98–1.05)",
+    or "too noisy to tell (0.80–1.50×)" (:func:`verdict`, ``busy`` as there): the median, then the repeats' own
+    range; "–" when not measured."""
     ups = repeat_speedups(row)
-    if verdict(row) == "none":
+    said = verdict(row, busy)
+    if said == "none":
         return "–"
     spread = f"{min(ups):.2f}–{max(ups):.2f}"
-    if verdict(row) == "noisy":
+    if said == "noisy":
         return f"too noisy to tell ({spread}×)"
-    return f"{row['speedup']:.2f}× ({spread})"
+    return f"{VERDICT_WORDS[said]}: {row['speedup']:.2f}× ({spread})"
 
 
 COST_DISAGREEMENT = 1.25  # the grid's and the sweep's pass costs differ by more than this factor: too noisy
@@ -391,13 +410,14 @@ def noisy_prediction(row: dict, rows: list[dict]) -> bool:
     return bool(grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT)
 
 
-def sweep_columns(k: int, rows: list[dict] = ()) -> list[tuple[str, Callable[[dict], str]]]:
-    """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them)."""
+def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
+    """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
+    ``busy``: other programs disturbed the sweep (every speedup too noisy to tell, :func:`verdict`)."""
     return [
         ("B", lambda r: str(r["batch"])),
         ("Standard tok/s", lambda r: _fmt(r["standard_tps"], ".1f")),
         ("Speculative tok/s", lambda r: _fmt(r["speculative_tps"], ".1f")),
-        ("Speedup (repeats)", speedup_text),
+        ("Speedup (repeats)", lambda r: speedup_text(r, busy)),
         ("Predicted", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
                                  else _fmt(r["predicted"], ".2f"))),
         ("Tokens/pass", lambda r: _fmt(r["tokens_per_pass"], ".2f")),
@@ -410,7 +430,7 @@ def sweep_columns(k: int, rows: list[dict] = ()) -> list[tuple[str, Callable[[di
 
 def sweep_table(result: dict) -> dict:
     """The gr.Dataframe value ({"headers", "data"}) of a sweep: one row per batch size."""
-    columns = sweep_columns(result["k"], result["rows"])
+    columns = sweep_columns(result["k"], result["rows"], disturbance(result) is not None)
     return {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
 
 
@@ -436,6 +456,15 @@ def _near_one(rows: list[dict]) -> tuple[int, float] | None:
     return best
 
 
+def _wide_note(row: dict) -> str:
+    """For a row whose repeats all fell on one side of 1 but spread wider than :data:`NOISY_SPREAD`: ", every repeat
+    faster: 1.84–2.44×" (or slower), said beside its median; "" otherwise."""
+    ups = repeat_speedups(row)
+    if verdict(row) not in ("pays", "loses") or not wide(ups):
+        return ""
+    return f", every repeat {VERDICT_WORDS[verdict(row)]}: {min(ups):.2f}–{max(ups):.2f}×"
+
+
 def _first_clause(rows: list[dict], k: int, where: str) -> str:
     """Where the pass stays cheap, and whether speculation pays at the smallest B that was not noisy."""
     near = _near_one(rows)
@@ -449,13 +478,14 @@ def _first_clause(rows: list[dict], k: int, where: str) -> str:
         cheap = None
     tpp = _fmt(first["tokens_per_pass"], ".1f")
     costly = cheap is not None and not near  # "already costs N steps": a pass that is not nearly free
+    spread = _wide_note(first)
     link, claim = {
         "pays": (", yet" if costly else ", so",
-                 f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']}"
+                 f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']}{spread}"
                  + (f": {tpp} tokens per pass more than cover it)" if costly else ")")),
         "even": (", and", f"speculation breaks even ({first['speedup']:.2f}× at B = {first['batch']})"),
         "loses": (", so" if costly else ", but",
-                  f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×: {tpp} "
+                  f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×{spread}: {tpp} "
                   "tokens per pass do not cover the pass and the drafting)"),
     }[verdict(first)]
     return f"{cheap}{link} {claim}" if cheap else f"{where} {claim}"
@@ -510,15 +540,16 @@ def sweep_lesson(result: dict) -> str:
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):
-        return ("The timings are too noisy to tell at every batch size (repeats that disagree by more than "
-                f"{NOISY_SPREAD:.0%}, or impossible ones): the machine is busy; measure again when it is quieter.")
+        return ("The timings are too noisy to tell at every batch size (repeats on both sides of 1 that disagree by "
+                f"more than {NOISY_SPREAD:.0%}, or impossible ones): the machine is busy; measure again when it is "
+                "quieter.")
     sentence = _first_clause(rows, k, where) + _second_clause(rows, k)
     for r in noisy:
         ups = repeat_speedups(r)
         sentence += (f" At B = {r['batch']} the timings are impossible (a pass cheaper than a step, or a speedup "
                      "above the tokens per pass): too noisy to tell." if impossible(r) else
-                     f" At B = {r['batch']} the repeats disagree ({min(ups):.2f}× to {max(ups):.2f}×): too noisy "
-                     "to tell.")
+                     f" At B = {r['batch']} the repeats fall on both sides of 1 ({min(ups):.2f}× to "
+                     f"{max(ups):.2f}×): too noisy to tell.")
     if result.get("settings", {}).get("long_prompts"):
         big = max(rows, key=lambda r: r["batch"])
         sentence += (f" With ~{LONG_PROMPT_TOKENS:,}-token prompts every forward also reads the KV cache "
@@ -564,6 +595,7 @@ def sweep_figure(result: dict) -> go.Figure:
     T(B, k+1) / T(B, 1) beside the tokens per pass: speculation pays while a pass costs fewer steps than the
     tokens it emits."""
     k, rows = result["k"], [r for r in result["rows"] if verdict(r) != "none"]
+    busy = disturbance(result) is not None  # other programs disturbed the sweep: every point too noisy to tell
     layout = _layout(460)
     _two_panels(layout, ("Speedup over standard decoding", f"Cost of a pass over B × {k + 1} tokens"))
     sizes = [r["batch"] for r in result["rows"]] or list(BATCH_SIZES)
@@ -573,8 +605,6 @@ def sweep_figure(result: dict) -> go.Figure:
     layout["xaxis2"] |= ticks
     layout["yaxis"] |= {"title": {"text": "× standard decoding"}, "rangemode": "tozero"}
     layout["yaxis2"] |= {"title": {"text": "one-token steps · tokens"}, "rangemode": "tozero"}
-    sure = [r for r in rows if verdict(r) != "noisy"]
-    noisy = [r for r in rows if verdict(r) == "noisy"]
     data = [{"type": "scatter", "mode": "lines", "x": [sizes[0], sizes[-1]], "y": [1, 1],
              "name": "standard decoding (1×)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5},
              "hoverinfo": "skip"}]
@@ -592,20 +622,8 @@ def sweep_figure(result: dict) -> go.Figure:
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",
                      "line": {"color": COLORS["expected"], "dash": "dash", "width": 2}, "marker": {"size": 6},
                      "hovertemplate": "B = %{x}: predicted %{y:.2f}×<extra></extra>"})
-    if sure:
-        data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in sure],
-                     "y": [r["speedup"] for r in sure], "name": f"measured (median of {REPEATS}; bars: repeats)",
-                     "line": {"color": COLORS["speculative"], "width": 3}, "marker": {"size": 9},
-                     "error_y": _error_bars(sure, COLORS["speculative"]), "text": [speedup_text(r) for r in sure],
-                     "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
-    if noisy:
-        data.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in noisy],
-                     "y": [r["speedup"] for r in noisy], "name": "too noisy to tell (repeats disagree)",
-                     "marker": {"size": 10, "symbol": "circle-open", "color": COLORS["other"],
-                                "line": {"width": 2}},
-                     "error_y": _error_bars(noisy, COLORS["other"]), "text": [speedup_text(r) for r in noisy],
-                     "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
-    cross = crossover(rows)
+    data += _measured_traces(rows, busy)
+    cross = None if busy else crossover(rows)
     if cross is not None:
         data.append({"type": "scatter", "mode": "markers", "x": [cross["batch"]], "y": [cross["speedup"]],
                      "name": f"speculation stops paying (B = {cross['batch']})",
@@ -617,6 +635,29 @@ def sweep_figure(result: dict) -> go.Figure:
             "font": {"size": 12, "color": COLORS["rejected"]}, "bgcolor": "rgba(255,255,255,0.85)"})
     data += _cost_traces(result["rows"], k, sizes)
     return go.Figure({"data": data, "layout": layout})
+
+
+def _measured_traces(rows: list[dict], busy: bool) -> list[dict]:
+    """The left panel's measured speedups: the rows that are findings on a line (median, bars spanning the repeats),
+    the too-noisy ones as hollow grey points (all of them when other programs were ``busy``)."""
+    sure = [r for r in rows if verdict(r, busy) != "noisy"]
+    noisy = [r for r in rows if verdict(r, busy) == "noisy"]
+    traces = []
+    if sure:
+        traces.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in sure],
+                       "y": [r["speedup"] for r in sure], "name": f"measured (median of {REPEATS}; bars: repeats)",
+                       "line": {"color": COLORS["speculative"], "width": 3}, "marker": {"size": 9},
+                       "error_y": _error_bars(sure, COLORS["speculative"]),
+                       "text": [speedup_text(r, busy) for r in sure],
+                       "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
+    if noisy:
+        why = "other programs busy" if busy else "repeats on both sides of 1"
+        traces.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in noisy],
+                       "y": [r["speedup"] for r in noisy], "name": f"too noisy to tell ({why})",
+                       "marker": {"size": 10, "symbol": "circle-open", "color": COLORS["other"], "line": {"width": 2}},
+                       "error_y": _error_bars(noisy, COLORS["other"]), "text": [speedup_text(r, busy) for r in noisy],
+                       "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
+    return traces
 
 
 def _cost_traces(rows: list[dict], k: int, sizes: list[int]) -> list[dict]:
@@ -646,8 +687,9 @@ DEFINITIONS = {
     "standard_tps / speculative_tps": "tokens per second over all rows after the prefill, each run on its own "
                                       "clock; median of the repeats",
     "speedup": "speculative ÷ standard tokens/s (medians); speedup_min / speedup_max: the repeats' own ratios",
-    "verdict": f"pays / loses (every repeat above / below 1), even, or noisy (the repeats spread more than "
-               f"{NOISY_SPREAD:.0%}: too noisy to tell)",
+    "verdict": f"pays / loses (every repeat above / below 1, however far apart), even (the repeats on both sides of "
+               f"1 within {NOISY_SPREAD:.0%} of each other), or noisy (on both sides of 1 and spread more than "
+               f"{NOISY_SPREAD:.0%}, or impossible timings: too noisy to tell)",
     "predicted": "tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row at B = 1)",
     "tokens_per_pass": "emitted tokens ÷ target passes of the speculative runs, bonus included",
     "step_ms / verify_ms": "T(B, 1) / T(B, k+1): median ms of the runs' own full-batch forwards",
@@ -661,12 +703,12 @@ CSV_COLUMNS = ("batch", "standard_tps", "speculative_tps", "speedup", "speedup_m
 
 
 def csv_rows(result: dict) -> list[dict]:
-    """The rows with the repeats' spread and the verdict added."""
-    out = []
+    """The rows with the repeats' spread and the verdict added (all "noisy" in a sweep other programs disturbed)."""
+    busy, out = disturbance(result) is not None, []
     for r in result["rows"]:
         ups = repeat_speedups(r)
         out.append(r | {"speedup_min": min(ups) if ups else None, "speedup_max": max(ups) if ups else None,
-                        "verdict": verdict(r)})
+                        "verdict": verdict(r, busy)})
     return out
 
 
@@ -689,7 +731,8 @@ def sweep_json(result: dict) -> dict:
             "prompt_tokens": result.get("prompt_tokens"), "versions": env.get("versions", {}),
             "machine": env.get("machine", {}), "device": env.get("device", {}), "target": env.get("target", {}),
             "definitions": DEFINITIONS, "stopped": result["stopped"],
-            "crossover": (crossover(result["rows"]) or {}).get("batch"), "lesson": sweep_lesson(result),
+            "crossover": None if disturbance(result) else (crossover(result["rows"]) or {}).get("batch"),
+            "lesson": sweep_lesson(result),
             "other_programs_cpu_share": result.get("cpu_others"),
             "rows": csv_rows(result), "grid": result.get("grid"), "wall_s": result.get("wall_s")}
 
@@ -938,6 +981,54 @@ def conditioning_line(result: dict) -> str:
             "tokens, where the drafts are verified.")
 
 
+def testable(test: tuple) -> bool:
+    """Whether a chi-square test (statistic, p, dof) ran: at least two cells were frequent enough (dof > 0 and a
+    p-value); :func:`specviz.analysis.batching.sampling_check` returns (nan, nan, 0) for one that had too few."""
+    stat, p, dof = test
+    return dof > 0 and p == p
+
+
+def too_few(result: dict) -> bool:
+    """Whether the check has too few counted runs to test against the exact law (either side's goodness of fit did
+    not run): then no p-value is read or shown at all (:func:`check_stats_html`, :func:`check_lesson`)."""
+    return not (testable(result["fit_standard"]) and testable(result["fit_speculative"]))
+
+
+def runs_needed(result: dict) -> tuple[int, int] | None:
+    """(counted runs per side, N runs per side) the goodness of fit needs on this prompt: two pairs of the exact law
+    expected at least :data:`MIN_EXPECTED` times among the counted runs, so the second most likely pair (probability
+    p2) needs 5 / p2 counted runs; N scales that by the share of runs counted (the side with fewer). None when the
+    exact law has fewer than two pairs."""
+    ranked = sorted(result["exact"].values(), reverse=True)
+    if len(ranked) < 2 or ranked[1] <= 0:
+        return None
+    need = math.ceil(MIN_EXPECTED / ranked[1] - 1e-9)
+    shares = [counted(result, side) / result["n"] for side in ("standard", "speculative")]
+    share = min(shares) if min(shares) > 0 else max(max(shares), 1 / result["n"])
+    return need, math.ceil(need / share - 1e-9)
+
+
+def too_few_sentence(result: dict) -> str:
+    """Why nothing was tested and how many runs would be: the counted runs, the second most likely pair and the N
+    it needs (beyond :data:`MAX_N`: what else to change)."""
+    got = (f"{counted(result, 'standard')} standard and {counted(result, 'speculative')} speculative runs of "
+           f"{result['n']} were counted")
+    needed = runs_needed(result)
+    if needed is None:
+        return (f"Too few to test, so no p-value: {got}, and the target's exact law has fewer than two likely pairs "
+                "here; pick a more open prompt, or raise the temperature.")
+    need, n = needed
+    second = sorted(result["exact"], key=lambda c: -result["exact"][c])[1]
+    label = result.get("labels", {}).get(second, "the second most likely pair")
+    head = (f"Too few to test, so no p-value: {got}; the chi-square test needs two pairs expected at least "
+            f"{MIN_EXPECTED} times, and the second most likely, {label} (p = {result['exact'][second]:.3f}), gets "
+            f"there at {need:,} counted runs")
+    if n <= MAX_N:
+        return f"{head}: about N = {n:,} runs per side. Raise N to {n:,} or more."
+    return (f"{head}: about N = {n:,} runs per side, more than this check allows ({MAX_N:,}). Pick a prompt or a "
+            "temperature that makes the two likeliest pairs more frequent.")
+
+
 def check_lesson(result: dict) -> str:
     """The plain sentence of the check: what the p-values say, given the verifier used and what was drafted."""
     fit_std, fit_spec, same = (result[key][1] for key in ("fit_standard", "fit_speculative", "homogeneity"))
@@ -945,9 +1036,8 @@ def check_lesson(result: dict) -> str:
         return ("The drafter proposed nothing in these runs, so every speculative run was standard decoding and "
                 "there is nothing to test: pick a drafter that drafts here, or a prompt it can copy from (the "
                 "n-gram drafter copies what followed the same token earlier in the prompt).")
-    if fit_spec != fit_spec:
-        return ("Too few pairs are frequent enough (an expected count of 5 or more) to test: raise N, or lower "
-                "the temperature.")
+    if too_few(result):
+        return too_few_sentence(result)
     if result["broken"]:
         if fit_spec < LEVEL:
             return (f"{p_text(fit_spec)} (< 0.01): accepting every draft makes the output follow the drafter, and "
@@ -957,7 +1047,9 @@ def check_lesson(result: dict) -> str:
     if fit_spec >= LEVEL and fit_std >= LEVEL:
         counted_runs = min(counted(result, "standard"), counted(result, "speculative"))
         return (f"No evidence of a difference: neither sample departs from the target's exact probabilities "
-                f"({p_text(fit_std)} and {p_text(fit_spec)}; between them {p_text(same)}). A test does not prove "
+                f"({p_text(fit_std)} and {p_text(fit_spec)}; between them "
+                f"{p_text(same) if testable(result['homogeneity']) else 'too few runs to compare'}). A test does not "
+                "prove "
                 f"equality: with {counted_runs} counted runs per side it would catch a gross error (as the broken "
                 "verifier shows) but not a small one; raise N to look closer.")
     if fit_std >= LEVEL:
@@ -979,13 +1071,14 @@ def _cells(result: dict) -> list[tuple[int, int]]:
 def check_figure(result: dict) -> go.Figure:
     """Two horizontal histograms side by side (standard, speculative): the counted runs per (token 2, token 3)
     pair, the most frequent :data:`SHOWN_PAIRS` then "all other pairs", each with the exact law's expected count
-    (the target's probability × the runs counted) as a marker."""
+    (the target's probability × the runs counted) as a marker; both on one x scale (0 to the largest bar or marker
+    of either, matched when zoomed)."""
     cells = _cells(result)
     labels = [result["labels"][c] for c in cells] + ["all other pairs"]
     broken = " (broken verifier)" if result["broken"] else ""
     layout = _layout(120 + 30 * len(labels))
     _two_panels(layout, ("Standard decoding", f"Speculative decoding{broken}"))
-    data = []
+    data, top = [], 1.0  # top: the largest bar or marker of either panel, for one x scale shared by both
     for i, (side, color) in enumerate((("standard", COLORS["baseline"]), ("speculative", COLORS["speculative"]))):
         n = "" if i == 0 else "2"
         total = counted(result, side)
@@ -994,6 +1087,7 @@ def check_figure(result: dict) -> go.Figure:
         exact = [result["exact"].get(c) for c in cells]
         rest = 1.0 - sum(p for p in exact if p is not None)
         expected = [None if p is None else p * total for p in exact] + [max(0.0, rest) * total]
+        top = max(top, *observed, *(e for e in expected if e is not None))
         data.append({"type": "bar", "orientation": "h", "y": labels, "x": observed, "name": "runs counted",
                      "legendgroup": "counted", "showlegend": i == 1, "marker": {"color": color}, "opacity": 0.8,
                      "xaxis": f"x{n}", "yaxis": f"y{n}",
@@ -1007,6 +1101,9 @@ def check_figure(result: dict) -> go.Figure:
         layout[f"yaxis{n}"] |= {"type": "category", "autorange": "reversed", "tickfont": {"size": 11}}
         layout[f"xaxis{n}"] |= {"title": {"text": f"runs (of {total} counted)"}, "rangemode": "tozero"}
     layout["yaxis2"]["showticklabels"] = True
+    shared = [0, top * 1.08]  # one scale for both panels, so that their bars compare by length
+    layout["xaxis"] |= {"range": shared, "autorange": False}
+    layout["xaxis2"] |= {"range": shared, "autorange": False, "matches": "x"}
     return go.Figure({"data": data, "layout": layout})
 
 
@@ -1015,9 +1112,14 @@ def check_stats_html(result: dict) -> str:
     between them, what the drafter proposed, and what was counted."""
     import html
 
+    untested = too_few(result)  # then no test is read: every row says so, none prints a p-value
+
     def row(name: str, test: tuple, runs: str) -> str:
         stat, p, dof = test
-        cells = (name, runs, "–" if stat != stat else f"{stat:.1f}", str(dof), p_text(p).removeprefix("p "))
+        if untested or not testable(test):
+            cells = (name, runs, "–", "–", "too few to test")
+        else:
+            cells = (name, runs, f"{stat:.1f}", str(dof), p_text(p).removeprefix("p "))
         return "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
 
     tally = result.get("tally", {})
@@ -1033,7 +1135,7 @@ def check_stats_html(result: dict) -> str:
              f"<th>dof</th><th>p</th></tr>{body}</table>")
     return (render.scroll_box(table, "Chi-square tests") +
             f"<p class='batching-note'>{html.escape(conditioning_line(result))} {html.escape(drafted)} Cells "
-            "expected fewer than 5 times are pooled into one; p below 0.01 rejects.</p>")
+            f"expected fewer than {MIN_EXPECTED} times are pooled into one; p below 0.01 rejects.</p>")
 
 
 # ------------------------------------------------------------------------------------------------ layout
@@ -1050,7 +1152,8 @@ SWEEP_NOTE = (
     "<div class='batching-note'>Per batch size B, the same example prompts (recycled to B rows) are decoded by "
     f"standard and by speculative decoding (greedy), {REPEATS} interleaved repeats, each timed on the batch's own "
     "clock after the prefill. <b>Speedup</b> = speculative ÷ standard tokens/s (medians; in brackets the repeats' "
-    f"own ratios; spread wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). <b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) "
+    "own ratios; “faster” or “slower” when every repeat is, however far apart; repeats on both sides of 1 spread "
+    f"wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). <b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) "
     "from the runs' own forwards. <b>Predicted</b> = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting "
     "per row), T from the forward grid when timed (“too noisy” above the tokens per pass: the grid timed a pass "
     "cheaper than a step). <b>KV cache</b>: the batch's keys and values at its longest "

@@ -44,7 +44,7 @@ import plotly.graph_objects as go
 
 from app import render
 from app.device import Job, load_target, relay, waiting_status
-from app.figures import COLORS, FONT
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
 from app.lookahead_view import make_pass, ngram_of, pass_html
 from app.messages import report, tell_when_clamped
@@ -56,7 +56,7 @@ from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.race import race
 from specviz.drafters.registry import choices, make_drafter
 from specviz.policy import current_policy
-from specviz.analysis.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
+from specviz.analysis.whatif import (MIN_PASSES, WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
                             tokens_per_s_speedup)
 
 log = logging.getLogger("specviz.app.classroom")
@@ -157,7 +157,8 @@ def settings_from_query(params: Mapping[str, str], walkthroughs: list[dict] | No
 
     ``preset=<walkthrough id>`` starts from that walkthrough; any field given explicitly overrides it; values that
     do not parse are ignored (the field keeps its default). The result has every field of :data:`FIELDS` plus
-    ``present`` (bool) and ``preset`` (the walkthrough id, or "").
+    ``present`` (bool), ``preset`` (the walkthrough id, or "") and ``unknown_preset`` (a ``preset`` the link names
+    that is no walkthrough's id, or ""; the settings then start from :data:`DEFAULTS`).
     """
     params = {str(k): str(v) for k, v in dict(params).items()}
     if params.get("tab") != "classroom" and "preset" not in params:
@@ -174,7 +175,17 @@ def settings_from_query(params: Mapping[str, str], walkthroughs: list[dict] | No
                 pass
     values["present"] = params.get("present", "") in ("1", "true", "yes", "on")
     values["preset"] = preset if preset in by_id else ""
+    values["unknown_preset"] = preset if preset and preset not in by_id else ""
     return values
+
+
+def unknown_preset_message(preset: str, walkthroughs: list[dict]) -> str:
+    """What to say for a link whose ``preset=`` names no walkthrough: that it is unknown, the known ids, and what
+    the tab shows instead."""
+    known = ", ".join(w["id"] for w in walkthroughs) or "none"
+    return (f"The link asks for the walkthrough “{preset}”, which this app does not have. Known walkthroughs: "
+            f"{known}. The settings below are the link's other values over the defaults: pick a walkthrough, or "
+            "press Record run to record them.")
 
 
 # ------------------------------------------------------------------------------------------------- recorded runs
@@ -452,6 +463,18 @@ def _labels(ids, rec: Recording) -> list[str]:
     return labels
 
 
+MARK_HEADROOM = 1.6  # the probability axis' top over the tallest bar: room for the ✗ / ★ marks above it
+MARK_ROOM_PX = 64  # the top margin's growth when the axis stops at 1 and a mark stands above the plot
+
+
+def probability_range(tallest: float) -> tuple[float, int]:
+    """(the probability axis' top, extra top margin in px) for a rejection chart whose tallest bar is ``tallest``:
+    room above it for the marks, but never past 1, the largest probability; when the axis stops at 1, the marks of a
+    tall bar stand above the plot, in a top margin grown by :data:`MARK_ROOM_PX`."""
+    top = tallest * MARK_HEADROOM
+    return (top, 0) if top <= 1.0 else (1.0, MARK_ROOM_PX)
+
+
 def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -> go.Figure:
     """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
     with the rejected draft token marked and, when ``reveal`` (phase 4, emit), the recovered token: at phase 3
@@ -484,12 +507,13 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
     why = ("the target's top choice replaces the guess" if dist.residual is None else
            "the recovered token is drawn from the residual")
     title = f"At the rejection:<br><span style='font-size:13px'>{why}</span>"  # two short lines fit a phone
-    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380, "barmode": "group",
+    top, room = probability_range(max(heights + [0.05]))
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380 + room,
               "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
-              "margin": {"l": 55, "r": 20, "t": 70, "b": 20},
+              "margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": 70 + room, "b": 20}, "barmode": "group",
+              "modebar": MODEBAR,
               "xaxis": {"automargin": True, "tickangle": -30 if len(x) > 6 else 0},
-              "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero",
-                        "range": [0, max(heights + [0.05]) * 1.6]},
+              "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero", "range": [0, top]},
               # inside the plot's top right, above the small bars (the most probable tokens come first)
               "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
                          "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
@@ -546,10 +570,20 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
     rec = result.recommended
     hover = [f"k = {p.k}<br>E[tokens/pass] = {p.expected_tokens:.2f}<br>pass {p.pass_ms:.1f} ms vs step "
              f"{result.costs.step_ms:.1f} ms<br>predicted {p.speedup:.2f}×" for p in result.predictions]
+    predicted = {"type": "scatter", "mode": "lines+markers", "x": ks, "y": [p.speedup for p in result.predictions],
+                 "name": "predicted (measured costs)", "line": {"color": COLORS["speculative"], "width": 3},
+                 "hovertext": hover, "hoverinfo": "text"}
+    spread = result.spread
+    if spread is not None:  # the bootstrap range of each k's prediction, as error bars
+        level = f"{spread.level:.0%}"
+        predicted["name"] = f"predicted (measured costs;<br>bars: {level} of resampled passes)"  # fits 400 px
+        predicted["error_y"] = {"type": "data", "symmetric": False, "color": COLORS["speculative"], "thickness": 1.5,
+                                "array": [max(0.0, h - p.speedup) for h, p in zip(spread.high, result.predictions)],
+                                "arrayminus": [max(0.0, p.speedup - lo) for lo, p in zip(spread.low, result.predictions)]}
+        hover[:] = [f"{h}<br>{level} of resamples: {lo:.2f}–{hi:.2f}×; best in {share:.0%}"
+                    for h, lo, hi, share in zip(hover, spread.low, spread.high, spread.best_share)]
     traces = [
-        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": [p.speedup for p in result.predictions],
-         "name": "predicted (measured costs)", "line": {"color": COLORS["speculative"], "width": 3},
-         "hovertext": hover, "hoverinfo": "text"},
+        predicted,
         {"type": "scatter", "mode": "lines", "x": ks, "y": [p.paper_speedup for p in result.predictions],
          "name": "paper (a verify costs one step)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}},
         {"type": "scatter", "mode": "markers", "x": [rec.k], "y": [rec.speedup],
@@ -565,15 +599,54 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
                        "name": "measured by the re-run",
                        "marker": {"symbol": "diamond", "size": 14, "color": COLORS["accepted"]}})
     layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380,
-              "title": {"text": "What if k were different? Predicted decoding speedup", "font": {"size": 15}},
+              "title": {"text": "What if k were different?<br><span style='font-size:12px'>Predicted decoding "
+                                "speedup</span>", "font": {"size": 15}},  # two short lines fit a phone
               "xaxis": {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else None},
-              "yaxis": {"title": {"text": "speedup over standard decoding (×)"}, "rangemode": "tozero"},
+              "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
               "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                           "line": {"color": "#8c959f", "dash": "dash", "width": 1}}],
               "annotations": [{"x": rec.k, "y": rec.speedup, "text": f"<b>k = {rec.k}: {rec.speedup:.2f}×</b>",
                                "showarrow": True, "ay": -34, "ax": 0, "font": {"color": COLORS["recovered"]}}],
-              "margin": {"l": 60, "r": 20, "t": 60, "b": 50}, "legend": {"orientation": "h", "y": -0.2, "x": 0}}
+              "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 60, "b": 50}, "modebar": MODEBAR,
+              # below the axis title (y = -0.2 put its rows on it where a phone wraps the legend into four)
+              "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0}}
     return go.Figure({"data": traces, "layout": layout})
+
+
+def whatif_caveats(result: WhatIf) -> list[str]:
+    """How far to trust the recommended k (HTML lines): the bootstrap range of its prediction and how often it
+    came out best (:func:`specviz.analysis.whatif.spread`), or that the run had too few passes to tell the k apart;
+    and, when the best k is the largest tried, that a larger one might be faster still."""
+    rec, spread, lines = result.recommended, result.spread, []
+    if spread is not None:
+        runners = sorted(((share, k) for k, share in enumerate(spread.best_share, 1) if k != rec.k and share >= 0.1),
+                         reverse=True)
+        others = "".join(f"; k = {k} in {share:.0%}" for share, k in runners)
+        lines.append(f"Spread: over {spread.resamples} resamples of the run's {spread.passes} passes, k = {rec.k} "
+                     f"predicts {spread.low[rec.k - 1]:.2f}–{spread.high[rec.k - 1]:.2f}× ({spread.level:.0%} of "
+                     f"them) and comes out best in {spread.best_share[rec.k - 1]:.0%}{others}.")
+        if spread.too_few:
+            lines.append(f"<b>Too few passes to tell:</b> {spread.passes} passes (fewer than {MIN_PASSES}) say little "
+                         "about which k is best: allow more tokens per run and run the what-if again.")
+    if result.best_at_edge:
+        lines.append(f"<b>The best k is the largest tried</b> (k = {result.k_max}): a larger k might be faster still. "
+                     "Raise Largest k and run the what-if again to find the peak.")
+    return lines
+
+
+def rerun_k(result: WhatIf) -> int | None:
+    """The k that "Re-run at the recommended k" checks: the recommended k, or None when it is the k the what-if
+    run itself used (its measured speedup is already the check)."""
+    return None if result.recommended.k == result.k_max else result.recommended.k
+
+
+def rerun_button(result: WhatIf) -> gr.Button:
+    """The re-run button after a what-if: "Re-run at k = k* to check", or, when k* is the run's own k, off and
+    saying that it was measured in this run."""
+    k = rerun_k(result)
+    if k is None:
+        return gr.Button(value=f"k = {result.k_max} was measured in this run", interactive=False)
+    return gr.Button(value=f"Re-run at k = {k} to check", interactive=True)
 
 
 def whatif_html(result: WhatIf, check: dict | None = None) -> str:
@@ -586,6 +659,7 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
     if rec.speedup < 1:
         lines.append('<div class="wi-note">No k beats standard decoding here: drafting and verifying cost more '
                      'than the accepted tokens save on this machine.</div>')
+    lines.extend(f'<div class="wi-note wi-caveat">{line}</div>' for line in whatif_caveats(result))
     if result.measured_speedup is not None:
         at_max = result.at(result.k_max)
         lines.append(f'<div class="wi-note">Check inside this run (k = {result.k_max}): predicted '
@@ -765,6 +839,10 @@ def uploads_allowed() -> bool:
     return current_policy().allow_uploads
 
 
+KEPT_RUN = "Nothing else changed: the run shown is the one open before."
+"""Said after a refused recording file, so its status is not read as the shown run's."""
+
+
 def open_upload(path):
     """"Open a recording file": check it (operator setting, size, format) and open it at the first step; the
     settings it names fill the fields. Returns (walkthrough, note, *FIELDS, stepper, status, *view, download);
@@ -783,7 +861,7 @@ def open_upload(path):
         file = recording_file.load(path)
     except RecordingError as error:
         log.info("refused recording file %s: %s", name, error)
-        return refused(f"{name}: {error}")
+        return refused(f"{name}: {error} {KEPT_RUN}")
     values = meta_settings(file.meta)
     by_id = {w["id"]: w for w in load_walkthroughs()}
     walkthrough = by_id.get(str(file.meta.get("walkthrough")))
@@ -870,10 +948,25 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
     if result is None:  # cancelled: the handler is gone
         return
     state = {"result": result, "settings": settings, "checks": {}}
-    status = render.status_html(f"Predicted from one greedy run at k = {k_max} ({result.tokens} tokens). "
-                                f"Re-run at k = {result.recommended.k} to check the prediction.", "done")
-    yield (state, status, gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
-           gr.Button(value=f"Re-run at k = {result.recommended.k} to check", interactive=True))
+    yield (state, whatif_status(result), gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
+           rerun_button(result))
+
+
+def whatif_status(result: WhatIf) -> str:
+    """The status line after a what-if (HTML): what it was predicted from and what checks it next."""
+    said = f"Predicted from one greedy run at k = {result.k_max} ({result.tokens} tokens"
+    if result.spread is not None:
+        said += f", {result.spread.passes} passes"
+    said += "). "
+    if rerun_k(result) is None:
+        measured = _fmt(result.measured_speedup, 2)
+        said += (f"The recommended k is the one this run used: its measured speedup "
+                 f"({measured + '×' if measured else '–'}) is the check.")
+    else:
+        said += f"Re-run at k = {result.recommended.k} to check the prediction."
+    if result.spread is not None and result.spread.too_few:
+        said += " Too few passes to tell the k apart: allow more tokens."
+    return render.status_html(said, "done")
 
 
 def whatif_rerun(state):
@@ -884,7 +977,11 @@ def whatif_rerun(state):
         yield (skip, render.status_html("Run the what-if first.", "error"), skip, skip, skip)
         return
     result: WhatIf = state["result"]
-    k = result.recommended.k
+    k = rerun_k(result)
+    if k is None:
+        yield (skip, render.status_html(f"k = {result.k_max} is the k the what-if run used: its measured speedup is "
+                                        "already shown, so there is nothing to re-run.", "info"), skip, skip, skip)
+        return
     settings = dataclasses.replace(state["settings"], k=k)
     try:
         pair = yield from _on_device(functools.partial(_rerun_work, settings, k),
@@ -979,8 +1076,10 @@ def on_load(request: gr.Request = None):
     if preset is not None and _matches(preset, values):
         opened_run = _open_shipped(preset)
     else:
-        opened_run = (None, render.status_html("Settings from the link: press Record run to record this run.",
-                                               "info"), *view(None), gr.update(value=None, interactive=False))
+        said = ("Settings from the link: press Record run to record this run.", "info")
+        if values["unknown_preset"]:
+            said = (unknown_preset_message(values["unknown_preset"], walkthroughs), "error")
+        opened_run = (None, render.status_html(*said), *view(None), gr.update(value=None, interactive=False))
     return (gr.update(value=values["preset"] or CUSTOM), _note_html(preset), *(values[f] for f in FIELDS),
             values["present"], *opened_run, gr.Tabs(selected="classroom"))
 
@@ -1019,7 +1118,6 @@ INTRO = ('<div class="cr-intro"><b>Classroom.</b> Step through a recorded run: w
          '<kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
 OWN_RUN = ('<div class="cr-heading">Your own run</div><div class="cr-note">Change the prompt or the settings, then '
            'record the run on the model (a few seconds; others may be in line).</div>')
-FILE_TYPES = [".gz", ".json"]
 
 
 def build_tab(target: str = "embedded") -> None:
@@ -1059,7 +1157,10 @@ def _walkthrough_controls(ui: dict, walkthroughs: list[dict]) -> None:
     with gr.Row(elem_id="classroom-files"):
         ui["download"] = gr.DownloadButton("⬇ Download this run", value=None, interactive=False, size="sm",
                                            elem_id="classroom-download", min_width=140)
-        ui["upload"] = gr.UploadButton("⬆ Open a recording file", file_types=FILE_TYPES, type="filepath", size="sm",
+        # no file_types: Gradio would refuse another type in the browser, before open_upload runs, with a toast
+        # and no status, so the status kept the previous upload's message; open_upload names and refuses any file
+        # that is not a recording itself
+        ui["upload"] = gr.UploadButton("⬆ Open a recording file", type="filepath", size="sm",
                                        elem_id="classroom-upload", min_width=140, visible=uploads_allowed())
     ui["present"] = gr.Checkbox(False, label="Presentation view (large type, high contrast)",
                                 elem_id="classroom-present")

@@ -158,15 +158,24 @@ def k_panel(spec: RunStats, base: RunStats) -> Panel:
     x = _pass_numbers(spec)
     drafted, _ = per_pass_counts(spec)
     k_line = _line(x, spec.pass_k, "k", COLORS["draft"], shape="hv", markers=True)
-    traces = [_bar(x, drafted, "drafted", COLORS["draft"], 0.3), k_line]
+    traces = [_bar(x, drafted, drafted_name(drafted, spec.pass_k), COLORS["draft"], 0.3), k_line]
     gains = spec.pass_gain
+    y_title = "draft tokens per pass"
     if any(g is not None for g in gains):
         k_line["text"] = [f"k = {k}" + (f"; expected {g:.2f}× a plain step" if g is not None else "")
                           for k, g in zip(spec.pass_k, gains)]
         k_line["hovertemplate"] = "pass %{x}: %{text}<extra></extra>"
         traces.append(_line(x, gains, "expected gain (× a plain step)", COLORS["expected"], 2, "dot"))
-    return Panel("Draft length k per pass", traces, _axis("target pass"), _axis("tokens (gain: ×)",
-                                                                                  rangemode="tozero"))
+        y_title = "draft tokens; expected gain (×)"
+    return Panel("Draft length k per pass", traces, _axis("target pass"), _axis(y_title, rangemode="tozero"))
+
+
+def drafted_name(drafted, ks) -> str:
+    """The k chart's bar name: "drafted", and why a bar stands above the k line when one does: a tree pass drafts
+    many nodes up to depth k, a lookahead pass verifies several n-grams of length k."""
+    if any(d > k for d, k in zip(drafted, ks)):
+        return "drafted (a tree or lookahead pass<br>drafts more tokens than its depth k)"  # 2 lines fit a phone
+    return "drafted"
 
 
 def time_panel(spec: RunStats, base: RunStats) -> Panel:
@@ -185,6 +194,21 @@ def time_panel(spec: RunStats, base: RunStats) -> Panel:
 # ------------------------------------------------------------------------------------------------ figures
 
 
+TITLE_LINE_CHARS = 30
+"""The longest chart title kept on one line: a third of a 1400 px page holds about 30 characters of the 14 px bold
+title; a longer one, centred over its chart, ran past the page's left edge ("Acceptance by draft position (no
+token drafted)")."""
+
+
+def title_html(title: str) -> str:
+    """A chart title in bold; one longer than :data:`TITLE_LINE_CHARS` with a bracketed part ("… (no token
+    drafted)") keeps its head on the first line and puts the bracket, smaller, on a second."""
+    head, sep, tail = title.partition(" (")
+    if len(title) <= TITLE_LINE_CHARS or not sep:
+        return f"<b>{title}</b>"
+    return f"<b>{head}</b><br><span style='font-size:12px'>({tail}</span>"
+
+
 def _layout(height: int) -> dict:
     return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
             "margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": 50, "b": 40}, "modebar": MODEBAR,
@@ -192,7 +216,7 @@ def _layout(height: int) -> dict:
 
 
 def _single(panel: Panel) -> go.Figure:
-    layout = _layout(320) | {"title": {"text": panel.title, "font": {"size": 15}}, "xaxis": panel.xaxis,
+    layout = _layout(320) | {"title": {"text": title_html(panel.title), "font": {"size": 15}}, "xaxis": panel.xaxis,
                              "yaxis": panel.yaxis}
     if panel.barmode:
         layout["barmode"] = panel.barmode
@@ -236,12 +260,18 @@ K_TITLES = {"heuristic": "k per pass (adaptive)",
             "auto": "k per pass (auto, from costs)"}
 
 
-def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed", columns: int = 3) -> go.Figure:
+BASELINE_PANELS = (latency_panel, time_panel)
+"""The charts of a run without a drafter (standard decoding only): the ones that have something to show."""
+
+
+def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed", columns: int = 3,
+                     speculative: bool = True) -> go.Figure:
     """All charts in one figure, ``columns`` per row, each with its own legend underneath; the k chart's title
-    names the draft-length schedule ("fixed", "heuristic" or "auto")."""
-    panels = [make(spec, base) for make in PANELS]
-    if k_schedule in K_TITLES:
-        panels[4].title = K_TITLES[k_schedule]
+    names the draft-length schedule ("fixed", "heuristic" or "auto"). ``speculative=False`` (drafter "none"):
+    only :data:`BASELINE_PANELS`, since acceptance, tokens per pass, positions and k have nothing to show."""
+    panels = [make(spec, base) for make in (PANELS if speculative else BASELINE_PANELS)]
+    if speculative and k_schedule in K_TITLES:
+        panels[PANELS.index(k_panel)].title = K_TITLES[k_schedule]
     rows = -(-len(panels) // columns)
     row_px, plot_px, top_px, bottom_px = 420, 240, 40, 10  # a row: plot, axis title, legend, next title
     total_px = row_px * (rows - 1) + plot_px + 130 + top_px + bottom_px  # the last row: plot, axis title, legend
@@ -265,7 +295,7 @@ def dashboard_figure(spec: RunStats, base: RunStats, *, k_schedule: str = "fixed
                           "traceorder": "normal"}
         for trace in panel.traces:
             data.append(trace | {"xaxis": f"x{n}", "yaxis": f"y{n}", "legend": legend})
-        notes.append({"text": f"<b>{panel.title}</b>", "x": x0 + width / 2, "y": y1, "xref": "paper",
+        notes.append({"text": title_html(panel.title), "x": x0 + width / 2, "y": y1, "xref": "paper",
                       "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False,
                       "font": {"size": 14}})
     layout["annotations"] = notes

@@ -188,53 +188,84 @@ def empty_notice(field: NumberField) -> tuple[float | int, str]:
 
 
 def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:
-    """What the early-exit layer box says when left (as :func:`number_notice`), checked against the real layer
-    count of the target ``target_spec`` names ("" means embedded) when it is known without loading anything
-    (:func:`specviz.models.layer_count`: the loaded model, else its config.json in the converted embedded folder, the
-    local folder or the local Hugging Face cache; no network): a layer it lacks gets :func:`check_exit_layer`'s
-    message and the nearest valid layer ("... between 1 and 29 for SmolLM2-135M-Instruct ..., which has 30 layers
-    (got 100). Using 29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond
-    any model's uses 0 (half the target's layers). None for a value the run accepts or an empty box. Never
-    raises."""
-    from specviz.models import cached_model, layer_count, model_name
-
+    """What the early-exit layer box says when left (as :func:`number_notice`): :func:`fit_exit_layer` against the
+    real layer count of the target ``target_spec`` names ("" means embedded) when it is known without loading
+    anything (:func:`target_layers`), so the toast says what the run will do ("The early-exit layer must be 0 (half
+    the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 100). Using
+    29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond any model's uses 0.
+    None for a value the run accepts or an empty box. Never raises."""
     if value is None or value == "":
         return None
-    spec = (str(target_spec or "").strip() or "embedded") if target_spec is not None else None
-    layers = layer_count(spec) if spec is not None else None
-    if layers is None or layers < 2:
+    layers, label = target_layers(target_spec) if target_spec is not None else (None, None)
+    try:
+        used, message = fit_exit_layer(value, layers, label)
+    except InputError:  # no number: the box's own message
         return number_notice(value, EXIT_LAYER, parse_exit_layer)
-    loaded = cached_model(spec)
-    label = loaded.label if loaded is not None else model_name(spec)
+    return None if message is None else (used or 0, message)
+
+
+def target_layers(target_spec: str | None) -> tuple[int | None, str | None]:
+    """(layer count, label) of the target ``target_spec`` names ("" or None: embedded), when known without loading
+    anything (:func:`specviz.models.layer_count`: the loaded model, else its config.json in the converted embedded
+    folder, the local folder or the local Hugging Face cache; no network); (None, None) when unknown or under 2
+    layers (no layer to exit after). Never raises."""
+    from specviz.models import cached_model, layer_count, model_name
+
+    spec = str(target_spec or "").strip() or "embedded"
+    try:
+        layers = layer_count(spec)
+        if layers is None or layers < 2:
+            return None, None
+        loaded = cached_model(spec)
+        return layers, (loaded.label if loaded is not None else model_name(spec))
+    except Exception:  # noqa: BLE001 - a check must never break the page; the run checks again once loaded
+        return None, None
+
+
+def fit_exit_layer(value, layers: int | None = None, label: str | None = None) -> tuple[int | None, str | None]:
+    """The early-exit layer a run uses for the box's ``value``, and why when it is not what was typed: one rule
+    for the toast when the box is left (:func:`exit_layer_notice`) and for the Live run, so both do the same.
+
+    Args:
+        value: the box's payload: None, "" or 0 mean the default (half the target's layers).
+        layers / label: the target's layer count and name when known (else only the box's range, 0 ..
+            :data:`MAX_LAYER`, is checked here and :func:`check_exit_layer` checks the loaded target).
+
+    Returns:
+        (layer, message): ``layer`` is None for the default, else 1 .. layers − 1; ``message`` is None when the
+        value is used as typed, else :func:`_exit_layer_message`'s sentence (the same for every value out of
+        range, below 1 or above the target's last layer but one) or the whole-number sentence, and "Using {layer}."
+
+    Raises:
+        InputError: a value that is no number.
+    """
+    if value is None or value == "" or (value == 0 and not isinstance(value, bool)):
+        return None, None
     try:
         got = float(value)
     except (TypeError, ValueError, OverflowError):
-        got = float("nan")
-    if got != got or isinstance(value, bool):  # no number: the box's own message
-        return number_notice(value, EXIT_LAYER, parse_exit_layer)
-    top = layers - 1
-    if got < 0.5:
-        used = 0  # the default: half the target's layers
-    else:
-        used = top if got >= top + 0.5 else max(1, round(got))
-    try:
-        layer = parse_exit_layer(value)
-        if layer is not None and not 1 <= layer <= top:
-            raise InputError(_exit_layer_message(label, layers, layer))
-        return None
-    except InputError as error:
-        message = str(error)
-    if got >= top + 0.5:  # a layer beyond the target's: its own bound, not the box's
-        message = _exit_layer_message(label, layers, value)
-    return used, f"{message} Using {_using(used, EXIT_LAYER)}."
+        raise InputError(f"{EXIT_LAYER.name} must be a number.") from None
+    if got != got or isinstance(value, bool):
+        raise InputError(f"{EXIT_LAYER.name} must be a number.")
+    top = layers - 1 if layers is not None and layers >= 2 else MAX_LAYER
+    if 1 <= got <= top:
+        if got == int(got):
+            return int(got), None
+        used = min(top, max(1, round(got)))  # as Gradio rounds a box of precision 0
+        return used, f"{EXIT_LAYER.name} must be a whole number (got {value}). Using {used}."
+    used = top if got > top and layers is not None and layers >= 2 else 0  # unknown layers: beyond any model's
+    return used or None, f"{_exit_layer_message(label, layers, value)} Using {_using(used, EXIT_LAYER)}."
 
 
-def _exit_layer_message(label: str, layers: int, got) -> str:
-    """:func:`check_exit_layer`'s sentence for a layer ``got`` (the box's payload, as typed) that the target named
-    ``label``, with ``layers`` layers, lacks."""
+def _exit_layer_message(label: str | None, layers: int | None, got) -> str:
+    """The sentence for an early-exit layer ``got`` (the box's payload, as typed) outside 1 .. layers − 1, the same
+    for every such value: with the target's ``label`` and ``layers`` when known, else its bound in words."""
     shown = got if len(str(got)) <= 20 else str(got)[:20] + "…"
-    return (f"The early-exit layer must be between 1 and {layers - 1} for {label}, which has {layers} layers "
-            f"(got {shown}).")
+    if layers is not None and layers >= 2:
+        bound = f"{layers - 1} for {label or 'the target'}, which has {layers} layers"
+    else:
+        bound = "the target's layers − 1"
+    return f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to {bound} (got {shown})."
 
 
 def text(value, name: str) -> str:
@@ -278,8 +309,7 @@ def parse_exit_layer(value) -> int | None:
     except InputError as error:
         if "between" not in str(error):
             raise
-        raise InputError(f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the "
-                         f"target's layers − 1 (got {value}).") from None
+        raise InputError(_exit_layer_message(None, None, value)) from None
 
 
 def check_exit_layer(layer: int | None, target) -> None:
@@ -504,12 +534,14 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
                    top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
                    lookup=False, min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
                    no_repeat_ngram_size=0, logit_bias="", banned_ids="", stop_token_ids="", window=None, ngram=None,
-                   candidates=None, policy: Policy | None = None) -> Settings:
+                   candidates=None, policy: Policy | None = None, fit_layer: bool = False) -> Settings:
     """Check every input of a generation. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None
     or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa).
     ``min_p`` .. ``stop_token_ids``: the generation settings (:func:`parse_generation_settings`). ``window``,
     ``ngram``, ``candidates``: lookahead's W, N and G (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto).
-    ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`).
+    ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`). ``fit_layer``: an early-exit
+    layer outside the target's layers (as far as they are known before loading, :func:`target_layers`) is replaced
+    by the one its box's toast names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
 
     Raises:
         InputError: a message for the user, one sentence.
@@ -521,7 +553,12 @@ def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive
     target = text(target, "The target model").strip() or "embedded"
     drafter, draft_model = _drafter(drafter, draft_model)
     check_models(target, draft_model, policy)
-    layer = parse_exit_layer(exit_layer) if drafter == "early-exit" else None
+    layer = None
+    if drafter == "early-exit" and fit_layer:
+        layer, note = fit_exit_layer(exit_layer, *target_layers(target))
+        notes.extend([note] if note else [])
+    elif drafter == "early-exit":
+        layer = parse_exit_layer(exit_layer)
     temperature = float(number(temperature, "Temperature", 0, 5, False))
     nodes, gate, lookup = _head_options(drafter, tree_nodes, confidence, lookup, temperature, notes)
     new_tokens = number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,

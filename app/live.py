@@ -43,8 +43,8 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key
 from app.figures import dashboard_figure
-from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_exit_layer,
-                        check_settings_vocab, fit_prompt_for, parse_k_schedule, parse_settings)
+from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_settings_vocab,
+                        fit_exit_layer, fit_prompt_for, parse_k_schedule, parse_settings)
 from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
                         REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer)
@@ -230,27 +230,28 @@ class RunView:
 
     def judgement(self) -> SpeedupJudgement | None:
         """The decoding speedup and its bootstrap interval, or why it cannot be read (None without a drafter);
-        recomputed only when a run made another pass."""
+        recomputed only when a run made another pass. Other programs above :data:`CONTENDED_SHARE` of the CPUs
+        during the runs disturb it in the speculative run's favour (:func:`judge_decode_speedup`'s ``disturbed``):
+        a "slower" run stays slower, a "faster" one is too noisy to tell."""
         if self.spec is None:
             return None
         counts = (len(self.spec_stats.pass_ms), len(self.base_stats.pass_ms))
         if self._judged[0] != counts:
-            self._judged = (counts, self._disturbed(judge_decode_speedup(self.spec_stats, self.base_stats)))
+            judged = judge_decode_speedup(self.spec_stats, self.base_stats, disturbed=self._disturbance())
+            self._busy = self._busy if judged.verdict == "too noisy" and judged.reason else None
+            self._judged = (counts, judged)
         return self._judged[1]
 
-    def _disturbed(self, judged: SpeedupJudgement) -> SpeedupJudgement:
-        """``judged``, or "too noisy" with the reason when other programs took more than :data:`CONTENDED_SHARE`
-        of the CPUs during the runs (both runs share the device, but a step suffers more than a wide pass)."""
+    def _disturbance(self) -> str | None:
+        """Other programs' share of the CPUs during the runs in words when above :data:`CONTENDED_SHARE` (kept in
+        ``_busy``), else None."""
         share = self.cpu.others() if self.cpu is not None else None
-        self._busy = None
-        if share is None or share <= CONTENDED_SHARE or judged.verdict == "too short":
-            return judged
-        self._busy = share
-        return replace(judged, verdict="too noisy",
-                       reason=f"other programs used {share:.0%} of this machine's CPU time during the run, which "
-                              f"slows one-token steps more than wide passes (a browser showing this page on the same "
-                              f"machine counts: it redraws the panes as they stream; the Arena, which does not stream "
-                              f"tokens, or a browser on another device, measure without it)")
+        self._busy = share if share is not None and share > CONTENDED_SHARE else None
+        if self._busy is None:
+            return None
+        return (f"other programs used {share:.0%} of this machine's CPU time during the run (a browser showing this "
+                f"page on the same machine counts: it redraws the panes as they stream; the Arena, which does not "
+                f"stream tokens, or a browser on another device, measure without it)")
 
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""
@@ -301,9 +302,10 @@ class RunView:
         return self.heads.html() if self.heads is not None else ""
 
     def figure(self):
-        """The charts."""
+        """The charts (for drafter "none" only those of standard decoding: its latency and time breakdown)."""
         spec = self.spec_stats if self.spec is not None else RunStats(run="speculative")
-        return dashboard_figure(spec, self.base_stats, k_schedule=self.settings.k_schedule)
+        return dashboard_figure(spec, self.base_stats, k_schedule=self.settings.k_schedule,
+                                speculative=self.spec is not None)
 
     def status(self) -> str:
         """One line: what is happening."""
@@ -414,20 +416,26 @@ STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampl
 COST_RUNS = 3  # estimates use the median of this many latest runs of a target
 PROBE_SPREAD = (0.7, 1.6)  # a plan from one timed step: the acceptance, the page and the load are all unknown
 MIN_SPREAD = (0.85, 1.25)  # a plan from earlier runs: at least this wide (their spread, the machine's load)
+PREFILL_SAMPLE_TOKENS = 256  # a run's prefill tells the cost per prompt token from this many prompt tokens on; a
+# shorter one is mostly a forward's fixed cost, and read per token it makes a long prompt look minutes long
 
 
 @dataclass(frozen=True)
 class RunCosts:
     """What a Live run costs on this machine for one target, in wall-clock ms (both runs share one device).
 
+    A prefill of n prompt tokens costs ``prefill_fixed_ms + n * prefill_ms_per_token`` per run: a forward's fixed
+    cost (about one decoding step) plus a cost per token read.
+
     Attributes:
-        prefill_ms_per_token: one run's prefill, per prompt token.
+        prefill_ms_per_token: one run's prefill, per prompt token beyond its fixed cost.
         base_ms_per_token: the baseline's decoding, per token after the first.
         spec_ms_per_token: the speculative run's decoding, per token after the first (None: not measured yet;
             :data:`SPEC_SHARE` of the baseline's is assumed).
         source: where the figures come from, in words, for the status line.
         spread: (low, high) factors on a planned time: the range a run's time is expected in (earlier runs'
             spread, at least :data:`MIN_SPREAD`; :data:`PROBE_SPREAD` from one timed step).
+        prefill_fixed_ms: one run's prefill cost whatever the prompt's length (a forward's fixed cost).
     """
 
     prefill_ms_per_token: float
@@ -435,10 +443,13 @@ class RunCosts:
     spec_ms_per_token: float | None
     source: str
     spread: tuple[float, float] = (1.0, 1.0)
+    prefill_fixed_ms: float = 0.0
+    prompt_tokens: int | None = None  # learned from a run: the prompt it read (its prefill's sample size)
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
         """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
-        return (2 if drafter else 1) * prompt_tokens * self.prefill_ms_per_token / 1000.0
+        one = self.prefill_fixed_ms + prompt_tokens * self.prefill_ms_per_token
+        return (2 if drafter else 1) * one / 1000.0
 
     def run_s(self, prompt_tokens: int, new_tokens: int, drafter: bool) -> float:
         """Seconds of a whole run: the prefill(s), then ``new_tokens`` of the baseline and, with a drafter, of the
@@ -455,7 +466,9 @@ _COSTS_LOCK = threading.Lock()
 
 def costs_of_run(view: RunView) -> RunCosts | None:
     """A finished run's costs per token on its wall clock (the runs' own clocks scaled by the wall time of the
-    whole run, which adds rendering and the other run's turns); None for a run too short to tell."""
+    whole run, which adds rendering and the other run's turns); None for a run too short to tell. The prefill, on
+    the baseline's own clock (it runs before the panes stream), is split into a fixed cost (one baseline step: a
+    forward of one token) and a cost per prompt token beyond it."""
     s, b = view.spec_stats, view.base_stats
     own_ms = b.elapsed_ms + (s.elapsed_ms if view.spec is not None else 0.0)
     if view.ended is None or own_ms <= 0 or b.emitted < 2 or view.prompt_tokens < 1:
@@ -464,8 +477,10 @@ def costs_of_run(view: RunView) -> RunCosts | None:
     spec = None
     if view.spec is not None and s.emitted >= 2:
         spec = (s.elapsed_ms - s.prefill_ms) / s.emitted * scale
-    return RunCosts(b.prefill_ms / view.prompt_tokens * scale, (b.elapsed_ms - b.prefill_ms) / b.emitted * scale,
-                    spec, "your last runs here")
+    step = (b.elapsed_ms - b.prefill_ms) / b.emitted  # own clock: one forward of one token
+    fixed = min(step, b.prefill_ms)  # the prefill is not scaled: it runs before the panes stream
+    return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, "your last runs here",
+                    prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens)
 
 
 def learn_costs(target: str, view: RunView) -> None:
@@ -496,9 +511,12 @@ def known_costs(target: str) -> RunCosts | None:
     per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
     middle = median(per_token)
     spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
-    return RunCosts(median(r.prefill_ms_per_token for r in runs), base,
-                    spec if spec is not None else (tuned.spec_ms_per_token if tuned else None), runs[-1].source,
-                    spread)
+    long_reads = [r for r in runs if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS]
+    per_token = median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
+    if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
+        per_token = max(median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
+    return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
+                    runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs))
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
@@ -599,13 +617,18 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
             tokens = min(tokens, settings.max_prompt_tokens)
     drafter = settings.drafter != "none"
     total = costs.run_s(tokens, settings.max_new_tokens, drafter)
-    low, high = (_seconds(total * f) for f in costs.spread)
-    text = f"about {_seconds(total)} (from {costs.source})" if low == high else \
-        f"about {_span(total * costs.spread[0], total * costs.spread[1])} (from {costs.source})"
     prefill = costs.prefill_s(tokens, drafter)
-    if prefill > LONG_PREFILL_S:
-        text += f", {_seconds(prefill)} of it reading the {'~' if prompt_tokens is None else ''}{tokens:,}-token prompt"
+    text = f"about {_range(total, costs.spread)} (from {costs.source})"
+    if prefill > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
+        text += (f", {_range(prefill, costs.spread)} of it reading the {'~' if prompt_tokens is None else ''}"
+                 f"{tokens:,}-token prompt")
     return text
+
+
+def _range(seconds: float, spread: tuple[float, float]) -> str:
+    """``seconds`` with its range ``spread`` (low and high factors): "25 s", "20–30 s", "3 min 5 s – 7 min 2 s"."""
+    low, high = seconds * spread[0], seconds * spread[1]
+    return _seconds(seconds) if _seconds(low) == _seconds(high) else _span(low, high)
 
 
 def _span(low: float, high: float) -> str:
@@ -737,7 +760,7 @@ def generate(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, te
                                   top_p, top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes,
                                   confidence, lookup, min_p, repetition_penalty, frequency_penalty,
                                   presence_penalty, no_repeat_ngram_size, logit_bias, banned_ids, stop_token_ids,
-                                  window, ngram, candidates)
+                                  window, ngram, candidates, fit_layer=True)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         yield _failed("checking the inputs", error, session_key(request))
         return
@@ -766,7 +789,7 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
     loaded = yield from _load(settings, job)
     if loaded is None:
         return
-    target, drafter = loaded
+    settings, target, drafter = loaded
     view, prompt_ids = _open_view(settings, target, drafter, job.session)
     costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                              tuned_costs(settings.target, target))  # the device is held here
@@ -784,7 +807,10 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
         learn_costs(settings.target, view)
         _keep_good(job.session, view)
         _add_to_history(history, view)
-        yield _outputs(status=view.status(), history=history_html(history), state=history, cut=view.cut)
+        # the whole end state in the handler's last message, history row included: a component that message
+        # skips can be put back by the browser to its value from a message before the last (seen: the every-pass
+        # draft tree, sent one message earlier, replaced by the latest streamed pass once the history row arrived)
+        yield _final(view, history_html(history), history)
 
 
 def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:
@@ -825,22 +851,36 @@ class _Loading:
 
 
 def _load(settings: Settings, job: Job):
-    """Load the target and make the drafter in the job's threads, yielding the loading status; returns (target,
-    drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes in
-    its thread, which keeps the device until then). Raises InputError for an early-exit layer the target lacks."""
+    """Load the target and make the drafter in the job's threads, yielding the loading status; returns (settings,
+    target, drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes
+    in its thread, which keeps the device until then). An early-exit layer the loaded target lacks (its layers were
+    unknown before loading) is replaced by its nearest layer, said in a note (:func:`app.inputs.fit_exit_layer`),
+    as the box's toast would have said."""
 
     loading = _Loading(settings)
     yield loading.show(tree="", heads="")  # an earlier run's draft tree and heads' table go
     target = yield from relay(job.call(load_target, settings.target, progress=job.say), loading.show)
     if job.cancelled:
         return None
-    check_exit_layer(settings.exit_layer, target)
+    settings = _fit_loaded_exit_layer(settings, target)
     check_settings_vocab(settings, target)
     if settings.drafter == "none":
-        return target, None
+        return settings, target, None
     loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
     drafter = yield from relay(job.call(_new_drafter, settings, target, job.say, job.session), loading.show)
-    return None if job.cancelled else (target, drafter)
+    return None if job.cancelled else (settings, target, drafter)
+
+
+def _fit_loaded_exit_layer(settings: Settings, target) -> Settings:
+    """``settings`` with its early-exit layer fitted to the loaded ``target``'s layers (1 .. layers − 1) and a note
+    saying so when it changed (:func:`app.inputs.fit_exit_layer`); unchanged otherwise."""
+    if settings.exit_layer is None:
+        return settings
+    layer, note = fit_exit_layer(settings.exit_layer, target.num_layers, target.label)
+    if note is None:
+        return settings
+    gr.Warning(html.escape(note))
+    return replace(settings, exit_layer=layer, notes=(*settings.notes, note))
 
 
 def _new_drafter(settings: Settings, target, say, session: str | None = None):
@@ -925,7 +965,8 @@ def _local_events(settings: Settings, target, drafter, prompt_ids: list[int], ca
 
 
 def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
-    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often.
+    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often (the
+    end state, :func:`_final`, is the caller's last message).
     ``events`` may yield None while the engine computes (:meth:`app.device.Job.stream`): then Stop is noticed at
     once, and before the first event ``idle_status()`` is shown about once a second (a ticking prefill timer)."""
     last_update = last_chart = last_idle = 0.0
@@ -950,8 +991,6 @@ def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
             last_update = now
             yield _outputs(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status(), tree=tree,
                            heads=heads, cut=view.cut)
-    if not (cancel.is_set() or view.cancelled):
-        yield _final(view)
 
 
 # ------------------------------------------------------------------------------------------------- stop

@@ -140,6 +140,15 @@ def window_html(lp: LookaheadPass, jacobi: bool = True) -> str:
             f'</span></div>{table}</div>')
 
 
+def _winner_verdict(accepted: int, size: int) -> str:
+    """The winner's verdict, counted as the pass's event counts it (drafted = the tokens the target judged: the
+    accepted ones and the first rejected one), so it reads as the step table's "n of m accepted"; the candidate's
+    tokens after the rejection are "never judged"."""
+    judged = min(accepted + 1, size)
+    rest = size - judged
+    return f"winner: {accepted} of {judged} accepted" + (f" · {rest} never judged" if rest else "")
+
+
 def _candidate_html(lp: LookaheadPass, i: int, verdict: bool = True) -> str:
     """One candidate: x, then its tokens marked accepted / rejected / unjudged (the winner) or tried; ``verdict``
     False shows them all as candidates not yet judged."""
@@ -163,7 +172,7 @@ def _candidate_html(lp: LookaheadPass, i: int, verdict: bool = True) -> str:
             "recovered: the target's own token at the first rejection"
         parts.append(_cell("span", lp.next_text, lp.next_kind, f"the target's own token ({own})\ntoken "
                            f"{lp.next_text!r} (id {lp.next_id})", lp.next_id))
-    verdict = f"winner: {lp.accepted} of {len(lp.candidates[i])} accepted" if win else "tried"
+    verdict = _winner_verdict(lp.accepted, len(lp.candidates[i])) if win else "tried"
     attrs = f' data-winner="true" data-accepted="{lp.accepted}"' if win else ""
     return (f'<li class="la-cand{" la-winner" if win else ""}" data-candidate="{i}"{attrs}>{"".join(parts)}'
             f'<small class="la-verdict">{verdict}</small></li>')
@@ -237,16 +246,17 @@ class LookaheadView:
 
     def html(self, *, every_pass: bool = False) -> str:
         """"" without lookahead passes. While streaming: the latest pass. With ``every_pass`` (the end of the run):
-        the kept pass with the most accepted tokens open (the latest among equals), then the others closed, newest
-        first."""
+        the kept pass with the most accepted tokens open (the latest among equals), named as such also when it is the
+        latest, then the others closed, newest first."""
         if not self.passes:
             return ""
         shown, what = self.passes[-1], "latest pass"
         if every_pass:
             best = max(range(len(self.passes)), key=lambda i: (self.passes[i].accepted, i))
-            shown = self.passes[best]
-            if best != len(self.passes) - 1:
-                what = f"pass {shown.index}, the most accepted tokens of the run's {len(self.passes)} kept passes"
+            shown, kept = self.passes[best], len(self.passes)
+            latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
+            what = (f"pass {shown.index}{latest}, the most accepted tokens of the run's "
+                    f"{'last ' if self.total > kept else ''}{kept} kept pass{'es' if kept != 1 else ''}")
         parts = [pass_html(shown, open_=True)]
         others = [lp for lp in reversed(self.passes) if lp is not shown]
         if every_pass and others:

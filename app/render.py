@@ -601,7 +601,8 @@ def compare_outputs(spec_ids: list[int], base_ids: list[int], base_gaps: list[fl
     gap = base_gaps[diff] if diff < len(base_gaps) else None
     spec_tok, base_tok = piece(spec_ids), piece(base_ids)
     if not greedy:
-        message = (f"Sampling: the ids part at token {diff + 1} (the runs consume random numbers differently); "
+        message = (f"Sampling: the two outputs differ from token {diff + 1} on (the runs draw their random numbers in "
+                   f"a different order); "
                    f"the speculative output still follows the target's distribution exactly.")
     else:
         message = f"Outputs differ at token {diff + 1}: speculative {spec_tok} vs baseline {base_tok}."
@@ -712,11 +713,18 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.append(_card("Finish reason", f"{esc(spec.finish_reason or '…')} <small>/</small> "
                            f"{esc(base.finish_reason or '…')}", "speculative / baseline: eos, stop string or "
                            "max new tokens (length)"))
-    else:
-        cards.append(_card("Tokens/s", _fmt(base.tokens_per_s, "{:.1f}"), "generated tokens ÷ own-clock time, "
-                           "prefill included", cls="hero"))
+    else:  # drafter "none": one run, standard decoding; nothing is drafted, so there is nothing to compare
+        cards.append(_card("Tokens/s after the prefill", _fmt(base.decode_tokens_per_s, "{:.1f}"),
+                           "tokens after the first ÷ time after the prefill, own clock (the pane's figure)",
+                           f"prefill included: {_fmt(base.tokens_per_s, '{:.1f}')}", cls="hero"))
         cards.append(_card("Time to first token", fmt_ms(base.ttft_ms), "the prefill forward"))
         cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
+        cards.append(_card("Standard decoding only", "no comparison", "drafter “none” runs the target alone, one "
+                           "forward per token: the pane on the right is the whole run",
+                           "Nothing is drafted, so there is no acceptance, tokens per pass (1 by definition), speedup "
+                           "or output check, and the acceptance and tokens-per-pass charts stay empty. Pick a "
+                           "drafter to race it against this standard decoding.", cls="wide none-run"))
+        return f'<div class="stats">{"".join(cards)}</div>'
     mark = {True: "✓", False: "✗", None: "…"}[comparison.identical]
     cls = {True: "good", False: "warn", None: ""}[comparison.identical]
     if stopped and comparison.identical is None:

@@ -195,9 +195,10 @@ class TreeView:
         del self.passes[:-MAX_KEPT_PASSES]
 
     def html(self, *, every_pass: bool = False) -> str:
-        """"" without tree passes. While streaming: the latest pass's tree. With ``every_pass`` (the end of the
-        run): the kept pass with the longest accepted path open (the latest among equals; the last pass is often
-        cut short by the token limit), then the other kept passes closed, newest first."""
+        """"" without tree passes. While streaming: the latest pass's tree ("latest tree pass"). With
+        ``every_pass`` (the end of the run): the kept pass with the longest accepted path open, named as such also
+        when it is the latest (the latest among equals; the last pass is often cut short by the token limit or
+        EOS), then the other kept passes closed, newest first."""
         if not self.passes:
             return ""
         if not every_pass:
@@ -206,8 +207,8 @@ class TreeView:
             best = max(range(len(self.passes)), key=lambda i: (len(self.passes[i].path), i))
             shown = self.passes[best]
             kept = len(self.passes)
-            what = ("latest tree pass" if best == kept - 1 else
-                    f"pass {shown.index}, the longest accepted path of the run's "
+            latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
+            what = (f"pass {shown.index}{latest}, the longest accepted path of the run's "
                     f"{'last ' if self.total > kept else ''}{kept} tree pass{'es' if kept != 1 else ''}")
         if self.copied:
             what += (f" ({self.copied} other pass{'es' if self.copied != 1 else ''} copied by lookup: no tree, see the "

@@ -16,8 +16,10 @@ from the sliders, the last measurement and a run to mark (filled from the Live t
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
+import math
 import re
 import time
 
@@ -28,7 +30,7 @@ from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import EXIT_LAYER, InputError, check_exit_layer, check_models, parse_exit_layer
-from app.messages import report, tell_when_clamped, tell_when_invalid, warn
+from app.messages import clamped, report, tell_when_clamped, tell_when_invalid, warn
 from specviz.analysis.arena import (
     BATCH_SIZES,
     IMPOSSIBLE_MARGIN,
@@ -328,19 +330,13 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
                      "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
                      "xaxis": f"x{b}", "yaxis": f"y{b}",
                      "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
-    else:
-        layout["annotations"].append({
-            "text": "Press <b>Measure</b> for the curve with measured verification costs", "x": 0.775, "y": 0.02,
-            "xref": "paper", "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False,
-            "font": {"size": 12, "color": COLORS["baseline"]}})
-    best = [f"best {name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
+    best = [f"Best k, {name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
             for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
     if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
-        best = best[:1] + ["measured costs: too noisy to tell (a verification timed below a one-token step)"]
-    layout["annotations"].append({
-        "text": "<br>".join(best), "x": 0.98, "y": 0.98, "xref": f"x{b} domain",
-        "yref": f"y{b} domain", "xanchor": "right", "yanchor": "top", "align": "right", "showarrow": False,
-        "font": {"size": 12}, "bgcolor": "rgba(255,255,255,0.8)"})
+        best = best[:1] + ["Measured costs: too noisy to tell a best k (a verification timed below a one-token step)"]
+    if not curves.get("measured"):
+        best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
+    _note_below(layout, b, "<br>".join(best), COLORS["baseline"])  # under the charts: a rising curve ends top right
     ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else []))
     layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
     inside = [k for k in ks if k + 1 <= ceiling * 1.25]
@@ -484,20 +480,64 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
 # ------------------------------------------------------------------------------------------------ handlers
 
 
+def _number(text) -> float | None:
+    """A run box's text as a finite number, or None ("", "abc", "nan", "inf")."""
+    try:
+        value = float(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+RUN_BOXES = ("k", "tokens_per_pass", "speedup")
+"""The run boxes, in order (:func:`run_issues` names its problems by them)."""
+
+
+def run_issues(k, tokens_per_pass, speedup) -> tuple[bool, dict[str, str]]:
+    """Check the typed run (the boxes' text) against what a run can give: k a whole number in 1..MAX_K, tokens per
+    pass in [1, k + 1] (each pass emits at least the target's own token, at most k drafts + the bonus token), a
+    speedup above 0. Returns (whether the run is marked, {box of :data:`RUN_BOXES`: one sentence that says what is
+    wrong and what happens: the run is not marked, or its speedup is left out}). Empty boxes are no problem
+    (nothing typed: nothing marked)."""
+    if all(str(v if v is not None else "").strip() == "" for v in (k, tokens_per_pass)):
+        return False, {}
+    problems, k_value, tau = {}, _number(k), _number(tokens_per_pass)
+    if k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
+        problems["k"] = f"Run: k must be a whole number from 1 to {MAX_K} (got “{k}”): the run is not marked."
+    elif tau is None:
+        problems["tokens_per_pass"] = (f"Tokens per pass must be a number (got “{tokens_per_pass}”): the run is not "
+                                       "marked.")
+    elif not 1 <= tau <= k_value + 1:
+        problems["tokens_per_pass"] = (
+            f"Tokens per pass at k = {k_value:g} lies between 1 (nothing accepted) and {k_value + 1:g} (all k drafts "
+            f"accepted + the bonus token), not {tau:g}: the run is not marked.")
+    sp = _number(speedup)
+    if str(speedup if speedup is not None else "").strip() not in ("", RUN_BOX_EMPTY) and not (sp and sp > 0):
+        problems["speedup"] = f"Speedup must be a number above 0 (got “{speedup}”): the run's speedup is left out."
+    return not {"k", "tokens_per_pass"} & problems.keys(), problems
+
+
 def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:
-    """The run to mark, or None when k or tokens per pass is missing or not a number (the boxes are text: "", "4",
-    "1.6"); a speedup that is missing, 0 or not a number is left unmarked."""
-    try:
-        k, tau = float(k or 0), float(tokens_per_pass or 0)
-    except (TypeError, ValueError):
+    """The run to mark, or None when its k or tokens per pass is missing or not what a run can give
+    (:func:`run_issues`; the boxes are text: "", "4", "1.6"); a speedup that is missing, not above 0 or not a
+    number is left unmarked."""
+    marked, _ = run_issues(k, tokens_per_pass, speedup)
+    if not marked:
         return None
-    try:
-        sp = float(speedup or 0)
-    except (TypeError, ValueError):
-        sp = 0.0
-    if not (k >= 1 and tau > 0):  # NaN included
-        return None
-    return {"k": k, "tokens_per_pass": tau, "speedup": sp if sp > 0 else None, "label": label}
+    sp = _number(speedup)
+    return {"k": float(k), "tokens_per_pass": float(tokens_per_pass), "speedup": sp if sp and sp > 0 else None,
+            "label": label}
+
+
+def check_run(box: str, k, tokens_per_pass, speedup) -> str | object:
+    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: a warning toast and an info status line for the
+    typed run's problem in that box (:func:`run_issues`), saying whether the run is marked; a skip when it has none
+    (so leaving each box in turn says a problem once, where it is)."""
+    problem = run_issues(k, tokens_per_pass, speedup)[1].get(box)
+    if problem is None:
+        return gr.skip()
+    warn(problem)
+    return render.status_html(problem, "info")
 
 
 def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figure:
@@ -529,12 +569,16 @@ def latest_run(history: list[dict] | None) -> dict | None:
 
 def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
     """When the Live tab's history changes: mark its newest run, set α to the value that gives that run's tokens
-    per pass at its k, and redraw. Returns (run k, tokens/pass, speedup, α, what-if figure)."""
+    per pass at its k, and redraw (an adaptive-k run whose tokens per pass exceed its starting k + 1 is marked at the
+    smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). Returns (run k, tokens/pass,
+    speedup, α, what-if figure)."""
     run = latest_run(history)
     if run is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    alpha = round(alpha_for_tokens_per_pass(run["tokens_per_pass"], run["k"]), 2)
     k, tpp = run["k"], round(run["tokens_per_pass"], 3)
+    if run["adaptive"] and tpp > k + 1:  # adaptive k drafted longer than its start: the smallest k that gives it
+        k = min(MAX_K, math.ceil(tpp - 1))
+    alpha = round(alpha_for_tokens_per_pass(tpp, k), 2)
     speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
     return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)
 
@@ -704,6 +748,21 @@ def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
     return boxes
 
 
+def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML) -> None:
+    """Say typed values the what-if chart cannot use (toast + a line in ``status``), never drop them silently: a run
+    box left with a value no run gives (:func:`check_run`), and α or c typed out of range, when the box is left
+    (:func:`app.messages.tell_when_clamped`) and already while typing (a number typed + Enter redraws the chart,
+    clamped, before the box is left)."""
+    for name, box in zip(RUN_BOXES, run_boxes):
+        box.blur(functools.partial(check_run, name), inputs=list(run_boxes), outputs=[status], preprocess=False,
+                 show_progress="hidden", concurrency_limit=None, api_visibility="private")
+    for slider, name in zip(sliders, ("Per-token acceptance α", "Draft cost c")):
+        slider.input(functools.partial(clamped, name=name, low=slider.minimum, high=slider.maximum),
+                     inputs=[slider], outputs=[slider, status], preprocess=False, show_progress="hidden",
+                     trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
+        tell_when_clamped(slider, status, name)
+
+
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
     """Lay out the "Why it works" tab inside the current ``gr.Tab`` and wire its events. ``history`` is the Live
     tab's run history (gr.State); its newest run is marked on the what-if chart."""
@@ -752,8 +811,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
-    tell_when_clamped(alpha, status, "Per-token acceptance α")
-    tell_when_clamped(c, status, "Draft cost c")
+    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     if history is not None:
         history.change(from_history, inputs=[history, c, batch, measurement],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import threading
@@ -292,7 +293,28 @@ def test_stats_cards_show_speedup_and_definitions():
     for words in ("accepted ÷ drafted", "bonus included", "Time to first token", "Finish reason", "eos", "✓"):
         assert words in markup
     none_markup = render.stats_html(None, base, comparison, greedy=True)
-    assert "speedup" not in none_markup.lower() and "Tokens/s" in none_markup
+    assert "Decoding speedup" not in none_markup and "Tokens/s" in none_markup
+
+
+def test_the_none_drafter_says_it_is_standard_decoding_alone_and_compares_nothing():
+    """Seen in the browser: drafter "none" showed a "Greedy output = baseline? ✓" card (the baseline against
+    itself) and a tokens/s of 0.8 on the card vs 1.0 in the pane. One run is made: the cards say so plainly, give
+    the pane's rate (after the prefill) and compare nothing."""
+    base = _base_stats()
+    comparison = render.compare_outputs([1, 2], [1, 2], [1.0, 1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
+    markup = render.stats_html(None, base, comparison, greedy=True)
+    assert "Standard decoding only" in markup and "the pane on the right is the whole run" in markup
+    assert "Greedy output = baseline?" not in markup and "✓" not in markup and "match the baseline" not in markup
+    rate = re.search(r'Tokens/s after the prefill</div><div class="card-value">([\d.]+)<', markup).group(1)
+    assert rate == f"{base.decode_tokens_per_s:.1f}" and f"prefill included: {base.tokens_per_s:.1f}" in markup
+
+
+def test_a_sampled_comparison_says_plainly_where_the_outputs_differ():
+    tok = FakeTokenizer(PIECES)
+    differ = render.compare_outputs([1, 2, 3], [1, 2, 4], [1.0] * 3, tok, greedy=False, finished=True)
+    assert differ.message.startswith("Sampling: the two outputs differ from token 3 on (the runs draw their random "
+                                     "numbers in a different order)")
+    assert "part" not in differ.message
 
 
 # ------------------------------------------------------------------------------------------ figures
@@ -333,6 +355,14 @@ def test_running_acceptance_matches_the_totals():
 def test_figures_on_empty_stats():
     fig = figures.dashboard_figure(RunStats(), RunStats())
     assert isinstance(fig, go.Figure)
+
+
+def test_a_run_without_a_drafter_draws_only_the_charts_standard_decoding_fills():
+    full = figures.dashboard_figure(RunStats("speculative"), RunStats("baseline"))
+    alone = figures.dashboard_figure(RunStats("speculative"), RunStats("baseline"), speculative=False)
+    titles = [a.text for a in alone.layout.annotations]
+    assert len(titles) == len(figures.BASELINE_PANELS) == 2 < len(full.layout.annotations) == len(figures.PANELS)
+    assert not any("ccept" in t or "k per pass" in t or "raft length" in t for t in titles)
 
 
 # ------------------------------------------------------------------------------------------ inputs
@@ -452,7 +482,8 @@ def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
     out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
                                       seed=3, max_new_tokens=12)))
     assert "standard decoding" in out["spec-output"] and 'data-kind="target"' in out["baseline-output"]
-    assert "speedup" not in out["stats"].lower()
+    assert "Decoding speedup" not in out["stats"] and "Standard decoding only" in out["stats"]
+    assert "Output vs baseline" not in out["stats"]  # nothing to compare: one run
 
 
 def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
@@ -482,11 +513,37 @@ def test_the_k_schedule_input_is_checked():
         parse_k_schedule("sometimes")
 
 
+@pytest.mark.parametrize("typed, used, shown", [(9, 3, "3"), (-2, 2, "0 (half the target&#x27;s layers)"),
+                                                 (10 ** 5, 3, "3")])
+def test_an_early_exit_layer_out_of_range_runs_with_the_layer_its_toast_names(tiny_model_dir, typed, used, shown):
+    """Seen in the browser: exit layer 99, then Generate, toasted "... Using 29." and the run was refused anyway.
+    Whatever is typed out of range, the run uses the layer the box's toast names, and its status says the same
+    sentence (below 1, above the target's layers and beyond any model's alike)."""
+    spec = str(tiny_model_dir)  # 4 layers: exits after 1..3; the default is half, layer 2
+    toast = inputs.exit_layer_notice(typed, spec)
+    assert toast is not None and toast[1].endswith(f"(got {typed}). Using {shown.replace('&#x27;', chr(39))}.")
+    assert toast[1].startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 ")
+    out = drain(live.generate(**_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
+    assert "Done in" in out["status"] and "status-error" not in out["status"]
+    assert html.escape(toast[1]) in out["status"]  # the toast's own sentence, said in the run's status
+    assert f"layer {used}/4" in out["spec-output"]
+
+
+def test_an_early_exit_layer_beyond_a_target_whose_layers_were_unknown_is_fitted_once_it_is_loaded(
+        tiny_model_dir, monkeypatch):
+    """A target whose layer count is unknown before loading (a hub model not in the local cache) cannot be checked
+    when the box is left; once loaded, the run fits the layer the same way, with the same sentence, not refuses."""
+    monkeypatch.setattr(inputs, "target_layers", lambda spec: (None, None))
+    with pytest.warns(UserWarning, match="Using 3"):
+        out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=9,
+                                          max_new_tokens=5)))
+    assert "Done in" in out["status"] and "layer 3/4" in out["spec-output"]
+    assert "or a layer from 1 to 3 for " in out["status"] and "(got 9). Using 3." in out["status"]
+
+
 @pytest.mark.parametrize("change, words", [
     ({"prompt": ""}, "prompt is empty"),
     ({"target": "/no/such/folder"}, "no such local folder"),
-    ({"drafter": "early-exit", "exit_layer": 9}, "early-exit layer must be between 1 and 3"),
-    ({"drafter": "early-exit", "exit_layer": -2}, "0 (half the target&#x27;s layers) or a layer from 1"),
 ])
 def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
     change.setdefault("target", str(tiny_model_dir))
@@ -648,3 +705,48 @@ def test_the_acceptance_by_position_chart_says_so_when_nothing_was_drafted():
     empty = figures.position_panel(RunStats("speculative"), RunStats("baseline"))
     assert empty.title == "Acceptance by draft position (no token drafted)" and empty.xaxis["range"] == [0.5, 4.5]
     assert all(list(t.get("x", [])) == [] for t in empty.traces)
+
+
+def test_the_last_message_of_a_finished_run_carries_the_whole_end_state(tiny_model_dir):
+    """Seen in the browser: after Done the draft-tree panel showed "latest tree pass" again. The browser puts a
+    component that the handler's last message skips back to an earlier message's value, so the last message of a
+    finished run re-sends every output: the every-pass view (lookahead here, an EAGLE tree alike), the panes and
+    the charts, beside the history row."""
+    out = list(live.generate(**_args(target=str(tiny_model_dir), drafter="lookahead",
+                                     max_new_tokens=24, prompt="one two three one two three one two three")))
+    last = dict(zip(live.OUTPUTS, out[-1]))
+    tree = last["draft-tree"]
+    assert isinstance(tree, dict) and tree.get("visible") is True and "Other passes" in tree["value"]
+    for name in ("spec-output", "baseline-output", "stats", "status", "history"):
+        value = last[name]
+        assert isinstance(value, str) and value, name
+    assert "Done in" in last["status"] and last["charts"].get("visible") is True
+
+
+def test_the_tree_panel_at_the_end_names_the_chosen_pass_also_when_it_is_the_latest():
+    from app.tree_view import TreeView
+    from specviz.core.events import TreeRecord
+
+    class Pieces:
+        all_special_ids = []
+
+        def decode(self, ids, **kwargs):
+            return "".join(f"<{i}>" for i in ids)
+
+    def tree_event(index, path):
+        tokens, parents = (5, 6, 7), (-1, 0, 1)
+        n = len(path)
+        return PassEvent(run="speculative", index=index, kind="pass", k=3, draft_ids=tokens,
+                         accept_mask=tuple(j < n for j in range(3)), num_accepted=n, next_id=9,
+                         next_kind="bonus" if n == 3 else "recovered", emitted_ids=(*tokens[:n], 9),
+                         details=tuple(PositionDetail(0.5, 1.0, None, 0, j <= n) for j in range(3)), text_delta="",
+                         timings=Timings(), t_end_ms=1.0, num_generated=4,
+                         tree=TreeRecord(tokens, parents, tuple(path), tokens))
+
+    view = TreeView(Pieces())
+    view.add(tree_event(1, [0]), [1])
+    view.add(tree_event(2, [0, 1, 2]), [1, 5, 9])  # the longest path is the latest pass
+    assert "latest tree pass" in view.html()  # streaming
+    final = view.html(every_pass=True)
+    assert "pass 2 (the latest), the longest accepted path of the run&#x27;s 2 tree passes" in final
+    assert "latest tree pass" not in final and final.count('class="dtree-pass"') == 2 and "Other passes" in final

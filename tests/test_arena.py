@@ -14,6 +14,8 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
+from browser_support import open_page, requires_chromium  # noqa: E402
+
 from app import arena as arena_tab  # noqa: E402
 from app import device  # noqa: E402
 from specviz.analysis.arena import (  # noqa: E402
@@ -592,7 +594,7 @@ def test_handler_runs_a_suite_category(tiny_model_dir):
     ({"prompt": "   "}, "prompt is empty"),
     ({"source": "category", "category": "nope"}, "Pick a category"),
     ({"drafters": ["model"]}, "needs a draft model"),
-    ({"max_new_tokens": 0}, "Max new tokens"),
+    ({"max_new_tokens": "lots"}, "Max new tokens per run must be a number"),
     ({"target": "/no/such/folder"}, "no such local folder"),
     ({"exit_layer": 9}, "early-exit layer"),
 ])
@@ -623,3 +625,89 @@ def test_arena_and_why_follow_the_operator_policy(monkeypatch, tmp_path):
     assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in arena_out[-1])
     why_out = list(why_tab.measure(folder, 0, 0.8, 4, 2.0, 1.2))
     assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in why_out[-1])
+
+
+def test_a_max_new_tokens_outside_the_slider_is_clamped_and_said(tiny_model_dir):
+    """Seen in the browser: 3 typed into the max-new-tokens box (the slider's range is 8..256) stood there with no
+    message. The Run path keeps to the slider's range too: a number outside it runs at the nearest end, and the run's
+    status and a toast say so in the slider's own words (app.inputs.clamp_notice)."""
+    assert arena_tab.max_new_tokens_used(3) == (8, "Max new tokens per run is at least 8; using 8.")
+    assert arena_tab.max_new_tokens_used("300") == (256, "Max new tokens per run is at most 256 here; using 256.")
+    assert arena_tab.max_new_tokens_used(16) == (16, None)
+    with pytest.raises(ValueError, match="Max new tokens per run must be a whole number"):
+        arena_tab.max_new_tokens_used(12.5)
+    args = GOOD | {"target": str(tiny_model_dir), "drafters": ["ngram"], "ks": ["2"], "max_new_tokens": 3}
+    out = drain(arena_tab.run(**args))
+    assert "Done" in out["arena-status"] and "Max new tokens per run is at least 8; using 8." in out["arena-status"]
+    with open(out["arena-json"], encoding="utf-8") as f:
+        assert json.load(f)["settings"]["max_new_tokens"] == 8
+
+
+def test_run_closes_earlier_toasts_and_enter_commits_a_number_box():
+    """The Run button closes the toasts on the page before its run is sent (an earlier attempt's warnings neither
+    stay nor come back grouped with this run's), and Enter in a number box of the controls commits it as leaving
+    it does (a blur event: the clamp and its message at once). Both are client-side; the browser test below
+    watches them work."""
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        arena_tab.build_tab("embedded")
+    js = {fn.api_name: fn.js for fn in demo.fns.values() if fn.js}
+    assert js["arena"] == arena_tab.CLEAR_TOASTS_JS and "toast-close" in arena_tab.CLEAR_TOASTS_JS
+    assert arena_tab.ENTER_COMMITS_JS in js.values() and "#arena-controls" in arena_tab.ENTER_COMMITS_JS
+
+
+# ------------------------------------------------------------------------------------------------- in a browser
+
+
+def _toasts(page) -> list[str]:
+    return [" ".join(t.inner_text().split()) for t in page.query_selector_all(".toast-body")]
+
+
+def _settled_toasts(page, expected: list[str], timeout_ms: int = 5_000) -> list[str]:
+    """The toasts once they equal ``expected`` (a closed toast fades out for a moment first), or as they are after
+    ``timeout_ms``."""
+    for _ in range(timeout_ms // 250):
+        if _toasts(page) == expected:
+            break
+        page.wait_for_timeout(250)
+    return _toasts(page)
+
+
+@requires_chromium
+@pytest.mark.parametrize("width", [1400, 400])
+def test_in_a_browser_enter_says_the_clamp_and_a_new_run_shows_only_its_own_warning(app_url, browser, width):
+    """Seen in the browser: after Enter the box kept 3 unannounced, and a second refused Run showed "Warning (2)" with
+    the first attempt's message again. Neither needs a model run: both refusals happen before the device."""
+    page = open_page(browser, {"width": width, "height": 900})
+    try:
+        page.goto(app_url, wait_until="load")
+        page.locator("#tab-arena-button").click()
+        box = page.locator("#arena-max-new-tokens input[type=number]")
+        box.wait_for()
+        box.fill("3")
+        box.press("Enter")
+        page.wait_for_function("document.querySelector('#arena-status').innerText.includes('at least 8')",
+                               timeout=20_000)
+        assert box.input_value() == "8" and box.evaluate("(el) => el === document.activeElement")
+        assert "Max new tokens per run is at least 8; using 8." in " ".join(_toasts(page))
+        for label in ("N-gram prompt lookup", "Self-speculation"):  # untick both default drafters
+            page.locator("#arena-drafters label", has_text=label).first.click()
+        page.locator("#arena-run").click()
+        page.wait_for_function("document.querySelector('#arena-status').innerText.includes('at least one drafter')",
+                               timeout=20_000)
+        shown = ["Warning × Pick at least one drafter."]
+        assert _settled_toasts(page, shown) == shown  # the Info toast closed by Run
+        page.locator("#arena-drafters label", has_text="N-gram prompt lookup").first.click()
+        for k in ("4", "auto"):  # untick both default k's
+            page.locator("#arena-ks label", has_text=k).first.click()
+        page.locator("#arena-run").click()
+        page.wait_for_function("document.querySelector('#arena-status').innerText.includes('draft length k')",
+                               timeout=20_000)
+        shown = ["Warning × Pick at least one draft length k."]
+        assert _settled_toasts(page, shown) == shown  # not "Warning (2)" with the old message again
+        page.wait_for_timeout(1_000)
+        assert _toasts(page) == shown  # and none comes back
+        page.screenshot(path=f"/tmp/arena-toasts-{width}.png", full_page=False)
+    finally:
+        page.context.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 
@@ -154,3 +155,129 @@ def test_a_prediction_from_costs_the_sweep_contradicts_is_noise():
     agreeing = dict(base, predicted=1.18, predicted_pass_cost=1.90)
     assert batching.noisy_prediction(contradicted, [contradicted])
     assert not batching.noisy_prediction(agreeing, [agreeing])
+
+
+def _row(batch: int, speedups: list[float], tokens: float = 2.33, cost: float = 1.21) -> dict:
+    """A hand-made sweep row whose repeats' speedups are ``speedups`` (standard 10 tok/s each), median as speedup."""
+    median = sorted(speedups)[len(speedups) // 2]
+    return {"batch": batch, "pass_cost": cost, "speedup": median, "tokens_per_pass": tokens,
+            "repeats": [(10.0, 10.0 * s) for s in speedups], "kv_megabytes": 1.0, "standard_tps": 10.0,
+            "speculative_tps": 10.0 * median, "step_ms": 80.0, "verify_ms": 80.0 * cost, "predicted": None}
+
+
+def test_repeats_all_on_one_side_of_one_are_a_finding_however_wide():
+    """Seen in the browser: at B = 1 every repeat was 1.84x to 2.44x, and the table said "too noisy to tell". A spread
+    wider than NOISY_SPREAD hides nothing when every repeat is faster (or every one slower): it says so, with the
+    range; only repeats on both sides of 1 that far apart are too noisy to tell."""
+    faster = _row(1, [1.84, 2.15, 2.44])  # 33 % apart, all above 1
+    slower = _row(2, [0.55, 0.62, 0.75])  # 36 % apart, all below 1
+    across = _row(4, [0.85, 1.05, 1.20])  # 41 % apart, on both sides of 1
+    even = _row(8, [0.95, 1.00, 1.05])  # on both sides of 1, within 25 %
+    assert [batching.verdict(r) for r in (faster, slower, across, even)] == ["pays", "loses", "noisy", "even"]
+    assert [batching.speedup_text(r) for r in (faster, slower, across, even)] == [
+        "faster: 2.15× (1.84–2.44)", "slower: 0.62× (0.55–0.75)", "too noisy to tell (0.85–1.20×)",
+        "even: 1.00× (0.95–1.05)"]
+    table = batching.sweep_table({"k": 4, "rows": [faster, slower, across, even]})
+    column = table["headers"].index("Speedup (repeats)")
+    assert table["data"][0][column] == "faster: 2.15× (1.84–2.44)"
+    lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [faster, slower, across], "cpu_others": 0.0})
+    assert lesson.startswith("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (at most 1.21) up to B = 4, so "
+                             "speculation pays (2.15× at B = 1, every repeat faster: 1.84–2.44×)"), lesson
+    assert "at B = 2 a pass over 2 × 5 tokens costs 1.2 steps and the speedup falls to 0.62×" in lesson
+    assert "At B = 4 the repeats fall on both sides of 1 (0.85× to 1.20×): too noisy to tell." in lesson
+    assert "At B = 1" not in lesson  # B = 1 is a finding, not noise
+    # the chart draws B = 1 on the measured line, only B = 4 as a hollow "too noisy" point
+    traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": [faster, slower, across]}).data}
+    assert list(traces["measured (median of 3; bars: repeats)"].x) == [1, 2]
+    assert list(traces["too noisy to tell (repeats on both sides of 1)"].x) == [4]
+    assert [r["verdict"] for r in batching.csv_rows({"rows": [faster, slower, across, even]})] == [
+        "pays", "loses", "noisy", "even"]
+
+
+def test_a_busy_machine_or_an_impossible_row_stays_too_noisy_even_on_one_side_of_one():
+    """The rules kept: a row faster than its tokens per pass allow is noise however its repeats agree, and a sweep
+    other programs disturbed reads nothing off any row."""
+    too_fast = _row(1, [2.6, 2.7, 2.8], tokens=2.0)
+    assert batching.verdict(too_fast) == "noisy" and batching.speedup_text(too_fast) == "too noisy to tell (2.60–2.80×)"
+    busy = {"k": 4, "device": "CPU", "rows": [_row(1, [1.84, 2.15, 2.44]), _row(2, [0.5, 0.55, 0.6])],
+            "cpu_others": 0.45}
+    assert batching.sweep_lesson(busy).startswith("The timings are too noisy to tell whether speculation pays")
+    # and so do the table, the chart and the files: no row says faster or slower, no crossover is marked
+    table = batching.sweep_table(busy)
+    column = table["headers"].index("Speedup (repeats)")
+    assert [r[column] for r in table["data"]] == ["too noisy to tell (1.84–2.44×)", "too noisy to tell (0.50–0.60×)"]
+    traces = {t.name: t for t in batching.sweep_figure(busy).data}
+    assert list(traces["too noisy to tell (other programs busy)"].x) == [1, 2]
+    assert "measured (median of 3; bars: repeats)" not in traces and not any("stops paying" in n for n in traces)
+    assert [r["verdict"] for r in batching.csv_rows(busy)] == ["noisy", "noisy"]
+    quiet = dict(busy, cpu_others=0.0)
+    assert [r["verdict"] for r in batching.csv_rows(quiet)] == ["pays", "loses"]
+    assert batching.sweep_json(dict(quiet, stopped=False, max_new_tokens=8))["crossover"] == 2
+    assert batching.sweep_json(dict(busy, stopped=False, max_new_tokens=8))["crossover"] is None
+
+
+def _check_result(standard: dict, speculative: dict, fits: tuple, homogeneity: tuple, n: int = 20) -> dict:
+    """A hand-made sampling check: pair counts per side, the exact law below, the tests' (stat, p, dof)."""
+    exact = {(2, 3): 0.35, (4, 5): 0.22, (6, 7): 0.07, (8, 9): 0.03}
+    return {"n": n, "first": 1, "standard": standard, "speculative": speculative, "exact": exact, "broken": False,
+            "fit_standard": fits[0], "fit_speculative": fits[1], "homogeneity": homogeneity,
+            "tally": {"proposed": 12, "passes": 20}, "first_text": " The", "label": "tiny",
+            "labels": {(2, 3): "“ sea is”", (4, 5): "“ sky is”", (6, 7): "“ sea,”", (8, 9): "“ sun rises”",
+                       (10, 11): "“ blue and”"}}
+
+
+NAN = float("nan")
+
+
+def test_too_few_pairs_to_test_prints_no_p_value_and_says_how_many_runs_are_needed():
+    """Seen in the browser at N = 20: the lesson said "too few pairs", the table printed p = 0.44 beside it (the
+    homogeneity test) and "= –". With too few counted runs for the exact law no p-value is shown at all, and the
+    lesson says how many runs the test needs: the second most likely pair (p = 0.22) is expected 5 times from
+    ceil(5 / 0.22) = 23 counted runs; 14 of 20 runs were counted, so N = ceil(23 / 0.7) = 33."""
+    result = _check_result({(2, 3): 4, (4, 5): 2, (6, 7): 3, (10, 11): 5}, {(2, 3): 7, (4, 5): 4, (8, 9): 3},
+                           ((NAN, NAN, 0), (NAN, NAN, 0)), (0.6, 0.44, 1))
+    assert batching.too_few(result) and batching.runs_needed(result) == (23, 33)
+    lesson = batching.check_lesson(result)
+    assert lesson == ("Too few to test, so no p-value: 14 standard and 14 speculative runs of 20 were counted; the "
+                      "chi-square test needs two pairs expected at least 5 times, and the second most likely, “ sky is” "
+                      "(p = 0.220), gets there at 23 counted runs: about N = 33 runs per side. Raise N to 33 or more.")
+    stats = batching.check_stats_html(result)
+    cells = re.findall(r"<td>(.*?)</td>", stats)
+    assert cells.count("too few to test") == 3, cells  # every test, the homogeneity one included
+    assert "0.44" not in stats and "= –" not in stats and "0.6" not in cells
+    # beyond what the N box allows: says so, and what else to change
+    rare = _check_result({(2, 3): 14}, {(2, 3): 14}, ((NAN, NAN, 0), (NAN, NAN, 0)), (NAN, NAN, 0))
+    rare["exact"] = {(2, 3): 0.95, (4, 5): 0.003}
+    assert batching.runs_needed(rare) == (1667, 2382)
+    assert "about N = 2,382 runs per side, more than this check allows (1,000)" in batching.check_lesson(rare)
+
+
+def test_runs_needed_follows_the_chi_square_pooling_rule():
+    """The counted runs runs_needed names are the fewest at which the analysis' goodness of fit runs at all."""
+    from specviz.analysis.batching import _chi_square
+
+    result = _check_result({}, {}, ((NAN, NAN, 0), (NAN, NAN, 0)), (NAN, NAN, 0))
+    need = batching.runs_needed(result)[0]
+    observed = {(2, 3): 10, (4, 5): 5}
+    assert _chi_square(observed, result["exact"], need)[2] > 0
+    assert _chi_square(observed, result["exact"], need - 1)[2] == 0
+
+
+def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
+    result = _check_result({(2, 3): 70, (4, 5): 45, (6, 7): 15, (8, 9): 5, (10, 11): 45},
+                           {(2, 3): 62, (4, 5): 40, (6, 7): 14, (8, 9): 7, (10, 11): 37},
+                           ((1.2, 0.75, 3), (2.0, 0.57, 3)), (1.1, 0.89, 4), n=200)
+    assert not batching.too_few(result)
+    cells = re.findall(r"<td>(.*?)</td>", batching.check_stats_html(result))
+    assert [cells[i] for i in (2, 3, 4, 7, 8, 9, 12, 13, 14)] == ["1.2", "3", "= 0.75", "2.0", "3", "= 0.57",
+                                                                  "1.1", "4", "= 0.89"]
+    assert "p = 0.75 and p = 0.57; between them p = 0.89" in batching.check_lesson(result)
+    layout = batching.check_figure(result).layout
+    # one x scale: 0 to the largest bar or marker of either panel (the standard side's 70 runs) plus 8 %
+    assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 70 * 1.08))
+    assert layout.xaxis2.matches == "x"
+    # the crop seen in the browser: a side with fewer, larger bars still shares the scale
+    small = _check_result({(2, 3): 4, (4, 5): 2}, {(2, 3): 7, (4, 5): 4}, ((NAN, NAN, 0), (NAN, NAN, 0)),
+                          (NAN, NAN, 0))
+    layout = batching.check_figure(small).layout
+    assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 7 * 1.08))

@@ -66,6 +66,69 @@ def test_share_link_round_trips_through_the_address():
     assert classroom.settings_from_query({"foo": "bar"}) is None
 
 
+def test_an_unknown_preset_in_the_link_is_named_with_the_known_ones():
+    """?preset=nope opened the custom settings with "Settings from the link: press Record run": now the status
+    says the walkthrough is unknown and lists the known ids."""
+    from types import SimpleNamespace
+
+    walkthroughs = classroom.load_walkthroughs()
+    values = classroom.settings_from_query({"preset": "nope", "k": "6"})
+    assert values["preset"] == "" and values["unknown_preset"] == "nope" and values["k"] == 6
+    assert classroom.settings_from_query({"preset": walkthroughs[0]["id"]})["unknown_preset"] == ""
+    out = classroom.on_load(SimpleNamespace(query_params={"tab": "classroom", "preset": "nope"}))
+    status = out[4 + len(classroom.FIELDS)]
+    assert "status-error" in status and "“nope”, which this app does not have" in status
+    assert "Known walkthroughs: " + ", ".join(w["id"] for w in walkthroughs) + "." in status
+    assert out[0]["value"] == classroom.CUSTOM and out[3 + len(classroom.FIELDS)] is None
+
+
+def _whatif(rates_per_pass, k=4, passes=None):
+    """A what-if from hand-made passes (tests/test_whatif.py's events) accepting ``rates_per_pass`` tokens each."""
+    from test_whatif import _prefill, _spec, base_run
+    from specviz.analysis.whatif import analyze
+
+    spec = [_prefill("speculative")] + [_spec(i + 1, k, k, n) for i, n in enumerate(rates_per_pass)]
+    return analyze(spec, base_run(sum(rates_per_pass) + len(rates_per_pass) + 1), k)
+
+
+def test_whatif_gives_a_spread_says_too_few_passes_and_a_best_k_at_the_edge():
+    """Seen with 6 passes at k = 4: a bare "k = 4: 1.93×" and "Re-run at k = 4", the k the run had used. Now the
+    result carries its bootstrap range and best-k share, says when the passes are too few and when the best k is
+    the largest tried, and offers no re-run at the run's own k."""
+    edge = _whatif([4, 4, 3, 4, 4, 4])  # 6 passes, nearly all accepted: k = 4 wins
+    assert edge.recommended.k == 4 and edge.best_at_edge and edge.spread.too_few
+    notes = classroom.whatif_caveats(edge)
+    sp = edge.spread
+    assert notes[0].startswith(f"Spread: over {sp.resamples} resamples of the run's 6 passes, k = 4 predicts "
+                               f"{sp.low[3]:.2f}–{sp.high[3]:.2f}× (80% of them) and comes out best in "
+                               f"{sp.best_share[3]:.0%}")
+    assert notes[1].startswith("<b>Too few passes to tell:</b> 6 passes (fewer than 20)")
+    assert notes[2].startswith("<b>The best k is the largest tried</b> (k = 4)")
+    assert all(f'<div class="wi-note wi-caveat">{n}</div>' in classroom.whatif_html(edge) for n in notes)
+    assert classroom.rerun_k(edge) is None
+    button = classroom.rerun_button(edge)
+    assert button.value == "k = 4 was measured in this run" and button.interactive is False
+    status = classroom.whatif_status(edge)
+    assert "Re-run" not in status and "The recommended k is the one this run used" in status
+    assert "Too few passes to tell the k apart" in status
+    rerun = list(classroom.whatif_rerun({"result": edge, "settings": None, "checks": {}}))
+    assert len(rerun) == 1 and "nothing to re-run" in rerun[0][1]
+    figure = classroom.whatif_figure(edge)
+    predicted = figure.data[0]
+    assert predicted.name == "predicted (measured costs;<br>bars: 80% of resampled passes)"
+    assert list(predicted.error_y.array) == pytest.approx([h - p.speedup for h, p in zip(sp.high, edge.predictions)])
+    assert list(predicted.error_y.arrayminus) == pytest.approx([p.speedup - lo for lo, p in zip(sp.low,
+                                                                                                 edge.predictions)])
+
+    inner = _whatif([2] * 24)  # 24 passes, all accepting 2 of 4: k = 2 wins every resample
+    assert inner.recommended.k == 2 and not inner.best_at_edge and not inner.spread.too_few
+    assert len(classroom.whatif_caveats(inner)) == 1 and "comes out best in 100%" in classroom.whatif_caveats(inner)[0]
+    assert classroom.rerun_k(inner) == 2
+    button = classroom.rerun_button(inner)
+    assert button.value == "Re-run at k = 2 to check" and button.interactive is True
+    assert "Re-run at k = 2 to check the prediction." in classroom.whatif_status(inner)
+
+
 def test_a_hand_edit_turns_the_walkthrough_into_custom():
     preset = classroom.load_walkthroughs()[0]
     values = classroom.walkthrough_settings(preset)
@@ -105,6 +168,10 @@ def test_table_chart_and_caption_html_from_a_recording():
     figure = classroom.rejection_figure(stepper.distributions(), stepper.recording)
     assert [t.name for t in figure.data] == ["target p", "draft q", "residual norm(max(0, p − q))"]
     assert any("recovered" in a.text for a in figure.layout.annotations)
+    # the tallest bar (residual 0.8) would have put the axis at 1.28: it stops at 1, the marks in a grown margin
+    assert list(figure.layout.yaxis.range) == [0, 1.0] and figure.layout.margin.t == 70 + classroom.MARK_ROOM_PX
+    assert classroom.probability_range(0.5) == (pytest.approx(0.8), 0)
+    assert classroom.probability_range(0.625) == (1.0, 0) and classroom.probability_range(0.99)[0] == 1.0
     # phase 3 (decide): the caption says the recovered token is drawn in step 4, so the chart does not mark it yet
     marks = lambda: [a.text for a in classroom.rejection_chart(stepper).layout.annotations]  # noqa: E731
     assert marks() == ["<b>✗ drafted (rejected)</b>"]
@@ -369,8 +436,20 @@ def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     star = next(n for n in names if n.startswith("recommended k = "))
     k = int(star.rsplit(" ", 1)[1])
     assert 1 <= k <= 4
+    result = page.inner_text("#whatif-result")
+    assert f"Recommended k = {k}" in result
+    assert re.search(rf"Spread: over \d+ resamples of the run's \d+ passes, k = {k} predicts \d+\.\d\d–\d+\.\d\d×",
+                     result), result
+    assert ("Too few passes to tell" in result) == ("Too few passes" in page.inner_text("#whatif-status"))
+    bars = page.eval_on_selector("#whatif-chart .js-plotly-plot", "gd => gd.data[0].error_y.arrayminus.length")
+    assert bars == 4  # a spread for every k
+    if k == 4:  # the run's own k: its measured speedup is the check, so no re-run is offered
+        assert "The best k is the largest tried" in result
+        assert page.inner_text("#whatif-rerun") == "k = 4 was measured in this run"
+        assert page.is_disabled("#whatif-rerun")
+        page.locator("#whatif").screenshot(path="/tmp/classroom-whatif.png")
+        return
     assert f"k = {k}" in page.inner_text("#whatif-rerun")
-    assert f"Recommended k = {k}" in page.inner_text("#whatif-result")
 
     page.click("#whatif-rerun")
     page.wait_for_selector("#whatif-check", timeout=RUN_TIMEOUT_MS)

@@ -77,6 +77,24 @@ def test_the_view_shows_the_window_levels_columns_and_the_winner(run, tiny_targe
         [e for e in events if e.lookahead is not None])
 
 
+def test_the_winners_verdict_counts_what_the_step_table_counts(run, tiny_target):
+    """Seen in the Classroom's lookahead walkthrough: the step table said "0 of 1 accepted" (the event's draft:
+    the accepted tokens and the first rejected one) and the winner's card "0 of 2" (the whole candidate). The card
+    now counts the judged tokens too and names the ones after the rejection as never judged."""
+    from app.lookahead_view import _winner_verdict
+
+    assert _winner_verdict(0, 2) == "winner: 0 of 1 accepted · 1 never judged"
+    assert _winner_verdict(1, 3) == "winner: 1 of 2 accepted · 1 never judged"
+    assert _winner_verdict(2, 2) == "winner: 2 of 2 accepted"
+    view, events = _view(run[0], tiny_target.tokenizer)
+    markup = view.html(every_pass=True)
+    won = [e for e in events if e.lookahead is not None and e.lookahead.winner is not None]
+    assert any(e.num_accepted < len(e.lookahead.candidates[e.lookahead.winner]) - 1 for e in won)
+    for event in won:
+        verdict = re.search(r'<small class="la-verdict">winner: (\d+) of (\d+) accepted', _block(markup, event.index))
+        assert (int(verdict.group(1)), int(verdict.group(2))) == (event.num_accepted, len(event.draft_ids))
+
+
 def test_the_latest_pass_while_streaming_and_a_pass_with_no_candidate(run, tiny_target):
     spec, _ = run
     view, events = _view(spec, tiny_target.tokenizer)
@@ -240,3 +258,14 @@ def test_the_classroom_what_if_explains_that_lookahead_has_no_k_to_choose():
 
     (out,) = list(classroom.whatif_run("the cat", "lookahead", 0, "", 0, "embedded", 4, 16))
     assert "k is fixed by its n-gram size" in out[1] and "Traceback" not in out[1]
+
+
+def test_the_end_of_run_title_names_the_best_pass_even_when_it_is_the_latest(run, tiny_target):
+    spec, _ = run
+    view, _ = _view(spec, tiny_target.tokenizer)
+    best = max(range(len(view.passes)), key=lambda i: (view.passes[i].accepted, i))
+    view.passes = view.passes[:best + 1]  # the best pass is now the newest one kept
+    title = re.search(r"<div class='dtree-title'>.*?<span>(.*?) · ", view.html(every_pass=True)).group(1)
+    assert title.startswith(f"pass {view.passes[-1].index}") and "most accepted tokens" in title
+    assert "latest pass" not in title and ("(the latest)" in title) == (len(view.passes) > 1)
+    assert re.search(r"<span>latest pass · ", view.html())  # while streaming: the latest pass

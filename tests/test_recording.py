@@ -246,6 +246,31 @@ def test_upload_opens_a_downloaded_run_and_refuses_bad_files(tmp_path, monkeypat
     assert "Opened" in _upload(good)[1]
 
 
+def test_every_upload_reaches_the_handler_and_its_status_names_that_file_only(tmp_path, monkeypatch):
+    """Seen in the browser: after a refused tampered.json.gz, a picture.png was refused by Gradio's own type check
+    in the browser (the button's file_types), so the handler never ran and the status kept tampered.json.gz's
+    message. The button now takes any file; each refusal names its own file and says the shown run stays."""
+    import gradio as gr
+    from app import classroom
+
+    monkeypatch.delenv("SPECVIZ_PUBLIC", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    with gr.Blocks():
+        classroom.build_tab()
+        button = next(b for b in gr.context.Context.root_block.blocks.values()
+                      if getattr(b, "elem_id", None) == "classroom-upload")
+    assert button.file_types is None
+    picture = tmp_path / "picture.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    broken = tmp_path / "tampered.json.gz"
+    broken.write_text("{not json")
+    first = _upload(broken)[1]
+    assert "tampered.json.gz: The file is not a specviz recording" in first and classroom.KEPT_RUN in first
+    second = _upload(picture)[1]
+    assert "status-error" in second and "picture.png: The file is not a specviz recording" in second
+    assert "tampered" not in second and classroom.KEPT_RUN in second
+
+
 def test_upload_policy_defaults():
     assert Policy.from_env({}).allow_uploads is True
     assert Policy.from_env({"SPACE_ID": "org/space"}).allow_uploads is False

@@ -7,8 +7,8 @@ import pytest
 
 from specviz.core.events import PassEvent, Timings
 from specviz.core.metrics import predicted_speedup_paper
-from specviz.analysis.whatif import (Costs, alpha, analyze, decode_speedup, end_to_end_speedup, expected_tokens,
-                            measure_costs, position_counts, predict, predicted_speedup, recommend,
+from specviz.analysis.whatif import (MIN_PASSES, RESAMPLES, Costs, alpha, analyze, decode_speedup, end_to_end_speedup,
+                            expected_tokens, spread, measure_costs, position_counts, predict, predicted_speedup, recommend,
                             tokens_per_pass, tokens_per_s_speedup)
 
 
@@ -158,3 +158,41 @@ def test_analyze_puts_it_together_and_refuses_runs_without_drafts():
         analyze([_prefill("speculative")], base_run())
     with pytest.raises(ValueError, match="baseline"):
         measure_costs(spec_run(), [_prefill("baseline")])
+
+
+def test_spread_bootstraps_the_passes_and_brackets_each_prediction():
+    """The bootstrap over the 5 passes: every k's range holds its point prediction, the best-k shares sum to 1,
+    the same seed gives the same spread, and 5 passes are too few to tell the k apart."""
+    result = analyze(spec_run(), base_run(), 4)
+    sp = result.spread
+    assert sp is not None and sp.passes == 5 and sp.resamples == RESAMPLES and sp.too_few
+    assert len(sp.low) == len(sp.high) == len(sp.best_share) == 4
+    for p, lo, hi in zip(result.predictions, sp.low, sp.high):
+        assert lo <= p.speedup <= hi
+        assert lo < hi  # passes accepting 0..4 tokens: resamples disagree
+    assert sum(sp.best_share) == pytest.approx(1.0)
+    assert spread(spec_run(), base_run(), 4) == sp
+    assert analyze(spec_run(), base_run(), 4, resamples=0).spread is None
+    with pytest.raises(ValueError, match="no pass"):
+        spread([_prefill("speculative")], base_run())
+
+
+def test_spread_of_identical_passes_is_a_point_and_enough_passes_are_not_too_few():
+    """MIN_PASSES passes that all accept 2 of 4: every resample is the run itself, so each range is the point
+    prediction and k = 3 (a_3 = 0: nothing gained past 2) never wins; k = 2 always does."""
+    spec = [_prefill("speculative")] + [_spec(i + 1, 4, 4, 2) for i in range(MIN_PASSES)]
+    result = analyze(spec, base_run(3 * MIN_PASSES + 1), 4)
+    sp = result.spread
+    assert not sp.too_few and sp.passes == MIN_PASSES
+    assert sp.low == pytest.approx([p.speedup for p in result.predictions])
+    assert sp.high == pytest.approx(sp.low)
+    assert result.recommended.k == 2 and sp.best_share == pytest.approx((0.0, 1.0, 0.0, 0.0))
+    assert not result.best_at_edge
+
+
+def test_best_at_edge_when_the_largest_k_tried_wins():
+    """Every pass accepts all 4: the recommended k is k_max, so a larger k might be faster still."""
+    spec = [_prefill("speculative")] + [_spec(i + 1, 4, 4, 4) for i in range(6)]
+    result = analyze(spec, base_run(31), 4)
+    assert result.recommended.k == 4 and result.best_at_edge
+    assert result.spread.best_share == pytest.approx((0.0, 0.0, 0.0, 1.0))

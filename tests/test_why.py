@@ -91,10 +91,24 @@ def test_a_measured_curve_above_the_papers_is_too_noisy_for_a_best_k():
     quiet = whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 10.8, 8: 12.0, 16: 20.0, 32: 38.0})
     noisy = whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 8.0, 8: 12.0, 16: 20.0, 32: 38.0})
     assert not why.noisy_measured(quiet) and why.noisy_measured(noisy)
-    best = lambda fig: next(a.text for a in fig.layout.annotations if a.text.startswith("best "))  # noqa: E731
-    assert "best measured costs: k = " in best(why.whatif_figure(quiet))
+    best = lambda fig: next(a.text for a in fig.layout.annotations if a.text.startswith("Best k"))  # noqa: E731
+    assert "Best k, measured costs: k = " in best(why.whatif_figure(quiet))
     text = best(why.whatif_figure(noisy))
-    assert "measured costs: too noisy to tell" in text and "best measured" not in text and "best paper" in text
+    assert "Measured costs: too noisy to tell" in text and "Best k, measured" not in text and "Best k, paper" in text
+
+
+def test_the_best_k_labels_stand_under_the_speedup_chart_not_on_its_curve():
+    """Seen at 1400 px: "best paper: k = 16 (1.98×)" sat in the plot's top right, on the rising curves. The best-k
+    lines (and "Press Measure" before a measurement) now stand under the charts, in a grown bottom margin."""
+    figure = why.whatif_figure(whatif_curves(0.9, 0.0))
+    (note,) = [a for a in figure.layout.annotations if a.text.startswith("Best k")]
+    # (1 − 0.9^17) / (1 − 0.9) = 8.33 tokens per pass at k = 16, and c = 0: 8.33×
+    assert note.text == ("Best k, paper: k = 16 (8.33×)<br>Press <b>Measure</b> for the curve with<br>measured "
+                         "verification costs")
+    assert (note.xref, note.yref, note.y, note.yanchor) == ("paper", "y2 domain", 0, "top") and note.yshift < 0
+    measured = why.whatif_figure(whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 10.8, 8: 12.0, 16: 20.0, 32: 38.0}))
+    (note,) = [a for a in measured.layout.annotations if a.text.startswith("Best k")]
+    assert note.text.count("<br>") == 1 and "Measure" not in note.text and note.yanchor == "top"
 
 
 def _grid(ms: dict, impossible: list | None = None) -> dict:
@@ -151,6 +165,10 @@ def test_latest_live_run_is_read_from_the_history():
     assert fig.layout.title.text.startswith(f"α = {alpha:.2f}")
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
+    longer = [{"drafter": "n-gram", "k": "k = 2 (adaptive)", "tokens_per_pass": 4.4, "speedup": 2.1}]
+    k, tpp, speedup, alpha, fig = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
+    assert (k, tpp) == (4, 4.4) and why.run_issues(k, tpp, speedup) == (True, {})
+    assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"][0] == ([4], [4.4])
 
 
 def test_the_run_boxes_are_empty_until_a_run_fills_them():
@@ -169,6 +187,38 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
                                                      "speedup": None}])  # "too short to judge"
     assert (k, tpp, speedup) == (4, 1.6, None)
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
+
+
+def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
+    """k = "abc", 9 tokens per pass at k = 4 (more than k + 1 = 5), k = 0 or 2.5, a speedup of -3: each gets one
+    sentence (toast + status) that says whether the run is marked; a possible run has no problem."""
+    toasts = []
+    monkeypatch.setattr(why, "warn", toasts.append)
+    assert why.run_issues("4", "2.5", "1.3") == (True, {})
+    assert why.run_issues("", "", "") == (False, {})  # nothing typed: nothing to say
+    marked, problems = why.run_issues("abc", "2", "1.5")
+    assert not marked and problems == {"k": f"Run: k must be a whole number from 1 to {why.MAX_K} (got “abc”): the "
+                                            "run is not marked."}
+    marked, problems = why.run_issues("4", "9", "1.5")
+    assert not marked and problems == {"tokens_per_pass": "Tokens per pass at k = 4 lies between 1 (nothing "
+                                       "accepted) and 5 (all k drafts accepted + the bonus token), not 9: the run is "
+                                       "not marked."}
+    assert not why.run_issues("0", "1", "1")[0] and not why.run_issues("2.5", "2", "")[0]
+    assert not why.run_issues("4", "0.5", "")[0] and not why.run_issues("4", "x", "")[0]
+    marked, problems = why.run_issues("4", "2.5", "-3")
+    assert marked and problems == {"speedup": "Speedup must be a number above 0 (got “-3”): the run's speedup is "
+                                              "left out."}
+    assert why.run_point("4", "9", "1.5") is None and why.run_point("4", "5", "1.5")["tokens_per_pass"] == 5.0
+    assert why.run_point("4", "2.5", "-3")["speedup"] is None
+    status = why.check_run("tokens_per_pass", "4", "9", "1.5")  # leaving the tokens-per-pass box
+    assert "status-info" in status and "not 9: the run is not marked" in status and toasts == [
+        "Tokens per pass at k = 4 lies between 1 (nothing accepted) and 5 (all k drafts accepted + the bonus token), "
+        "not 9: the run is not marked."]
+    # leaving the other boxes does not say it again; a possible run says nothing
+    assert why.check_run("speedup", "4", "9", "1.5") == why.gr.skip() == why.check_run("k", "4", "9", "1.5")
+    assert why.check_run("k", "4", "2.5", "1.3") == why.gr.skip() and len(toasts) == 1
+    names = [t.name for t in why.whatif(0.7, 0.05, 1, "4", "9", "1.5", None).data]
+    assert "your run" not in names
 
 
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
@@ -279,3 +329,28 @@ def test_draft_costs_give_the_range_over_repeats(tiny_target):
     # c is the median early-exit forward over step_ms = 1; the range is the fastest repeat over the slowest step
     # (1.2) up to the slowest repeat over the fastest step (0.9), so it holds c and is wider than the steps' spread
     assert 0 < low < costs["early-exit"] < high and high / low >= 1.2 / 0.9
+
+
+def test_live_chart_titles_wrap_and_the_k_chart_says_why_drafted_bars_pass_k():
+    """app/figures.py, seen in the browser: a long chart title ("Acceptance by draft position (no token drafted)")
+    centred over a third of a 1400 px page ran past its left edge; the k chart's axis read "tokens (gain: ×)"; its
+    drafted bars stood above the k line for tree and lookahead passes with no word why."""
+    from app import figures
+    from specviz.core.metrics import RunStats
+
+    assert figures.title_html("Draft length k per pass") == "<b>Draft length k per pass</b>"
+    assert figures.title_html("Acceptance by draft position (no token drafted)") == (
+        "<b>Acceptance by draft position</b><br><span style='font-size:12px'>(no token drafted)</span>")
+    empty = figures.dashboard_figure(RunStats("speculative"), RunStats("baseline"))
+    assert "<b>Acceptance by draft position</b><br>" in [a.text for a in empty.layout.annotations][3]
+    tree = RunStats("speculative")
+    tree.pass_k, tree.pass_drafted, tree.pass_accepted, tree.pass_tokens = [3, 3], [8, 3], [2, 3], [3, 4]
+    tree.pass_gain = [None, None]
+    panel = figures.k_panel(tree, RunStats("baseline"))
+    assert panel.traces[0]["name"] == "drafted (a tree or lookahead pass<br>drafts more tokens than its depth k)"
+    assert panel.yaxis["title"]["text"] == "draft tokens per pass"
+    chain = RunStats("speculative")
+    chain.pass_k, chain.pass_drafted, chain.pass_accepted, chain.pass_tokens = [3, 3], [3, 2], [1, 2], [2, 3]
+    chain.pass_gain = [1.4, None]
+    panel = figures.k_panel(chain, RunStats("baseline"))
+    assert panel.traces[0]["name"] == "drafted" and panel.yaxis["title"]["text"] == "draft tokens; expected gain (×)"

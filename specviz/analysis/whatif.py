@@ -23,13 +23,18 @@ time per number of drafted tokens m (passes at k_max usually draft m = k_max; an
 
     predicted speedup(k) = E[tau](k) * T_step / (T_verify(k) + k * T_draft + T_other)
 
-The recommended k is the argmax (the smaller k on a tie). :func:`paper_speedups` adds the paper's prediction
+The recommended k is the argmax (the smaller k on a tie). How sure that is: :func:`spread` resamples the run's
+passes with replacement (a bootstrap; the baseline's costs stay as measured) and repeats the prediction on each
+resample, giving every k a range of predicted speedups and the share of resamples in which it comes out best. Below
+:data:`MIN_PASSES` passes the range is too rough to tell the k apart. A recommended k equal to the largest k tried
+says nothing about larger ones (:attr:`WhatIf.best_at_edge`). :func:`paper_speedups` adds the paper's prediction
 (Leviathan et al. 2023, Thm 3.8: E[tau] / (c k + 1), verification costs one step) for comparison: the gap between
 the two is the verification overhead. Pure functions, no model and no clock inside.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from statistics import median
 from typing import Iterable, Sequence
@@ -39,9 +44,9 @@ from specviz.core.events import PassEvent
 from specviz.core.metrics import (Costs, Counters, end_to_end_speedup, expected_tokens, predicted_speedup,
                                   expected_tokens_per_pass as paper_expected_tokens)
 
-__all__ = ["Costs", "PositionCounts", "Prediction", "WhatIf", "alpha", "analyze", "decode_speedup",
+__all__ = ["MIN_PASSES", "RESAMPLES", "Costs", "PositionCounts", "Prediction", "Spread", "WhatIf", "alpha", "analyze", "decode_speedup",
            "end_to_end_speedup", "expected_tokens", "measure_costs", "position_counts", "predict",
-           "predicted_speedup", "recommend", "tokens_per_pass", "tokens_per_s_speedup"]
+           "predicted_speedup", "recommend", "spread", "tokens_per_pass", "tokens_per_s_speedup"]
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,80 @@ def recommend(predictions: Sequence[Prediction]) -> Prediction:
     return max(predictions, key=lambda p: (p.speedup, -p.k))
 
 
+MIN_PASSES = 20
+"""Fewer passes than this give a what-if too rough to tell one k from the next: say so rather than pick."""
+RESAMPLES = 200
+"""Bootstrap resamples of :func:`spread`."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How much a what-if's predictions move when the run's passes are resampled (:func:`spread`).
+
+    ``low`` / ``high``: per k = 1..k_max, the predicted speedup (×) at the lower and upper ``level`` quantiles
+    ((1 - level) / 2 and (1 + level) / 2) of the resamples; ``best_share``: per k, the fraction of resamples in
+    which that k is the recommended one (sums to 1); ``passes``: passes resampled.
+    """
+
+    passes: int
+    resamples: int
+    level: float
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    best_share: tuple[float, ...]
+
+    @property
+    def too_few(self) -> bool:
+        """Fewer than :data:`MIN_PASSES` passes: too few to tell the k apart."""
+        return self.passes < MIN_PASSES
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear between order statistics)."""
+    ordered = sorted(values)
+    at = q * (len(ordered) - 1)
+    below = int(at)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+
+
+def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None,
+           resamples: int = RESAMPLES, level: float = 0.8, seed: int = 0) -> Spread:
+    """Bootstrap the what-if over the speculative run's passes: draw as many passes as the run has, with
+    replacement, ``resamples`` times (a ``random.Random(seed)``: the same run gives the same spread); per draw,
+    re-count the per-position acceptance and re-measure the draft, verify and overhead costs of the drawn passes
+    (the baseline's step as measured), predict every k and note the best.
+
+    Returns:
+        :class:`Spread` over k = 1..k_max (default: the largest k asked for in the run).
+
+    Raises:
+        ValueError: if the run has no pass, or ``resamples`` < 1.
+    """
+    passes = _passes(spec_events)
+    if not passes:
+        raise ValueError("no pass to resample")
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1 (got {resamples})")
+    k_max = max(e.k for e in passes) if k_max is None else k_max
+    ks = range(1, k_max + 1)
+    rng = random.Random(seed)
+    speedups: list[list[float]] = [[] for _ in ks]
+    wins = [0] * k_max
+    base_events = list(base_events)
+    for _ in range(resamples):
+        drawn = [passes[rng.randrange(len(passes))] for _ in passes]
+        counts = position_counts(drawn, k_max)
+        predictions = predict(counts.rates, measure_costs(drawn, base_events), ks)
+        for p in predictions:
+            speedups[p.k - 1].append(p.speedup)
+        wins[recommend(predictions).k - 1] += 1
+    tail = (1.0 - level) / 2.0
+    return Spread(passes=len(passes), resamples=resamples, level=level,
+                  low=tuple(_quantile(v, tail) for v in speedups), high=tuple(_quantile(v, 1.0 - tail) for v in speedups),
+                  best_share=tuple(w / resamples for w in wins))
+
+
 @dataclass(frozen=True)
 class WhatIf:
     """The full what-if from one run at k_max (see :func:`analyze`)."""
@@ -181,6 +260,12 @@ class WhatIf:
     measured_speedup: float | None  # decoding tokens/s ratio at k_max (prefill excluded), when both runs are known
     tokens: int  # tokens generated by the run
     alpha: float | None
+    spread: Spread | None = None  # the bootstrap over the run's passes (:func:`spread`)
+
+    @property
+    def best_at_edge(self) -> bool:
+        """The recommended k is the largest k tried (and more than 1): a larger k might be faster still."""
+        return self.recommended.k == self.k_max > 1
 
     @property
     def rates(self) -> tuple[float, ...]:
@@ -202,8 +287,10 @@ def tokens_per_s_speedup(spec_events: Sequence[PassEvent], base_events: Sequence
     return metrics.speedup(Counters.of(spec_events), Counters.of(base_events))
 
 
-def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None) -> WhatIf:
-    """The what-if of a greedy speculative run at k_max and its standard-decoding baseline.
+def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None,
+            resamples: int = RESAMPLES) -> WhatIf:
+    """The what-if of a greedy speculative run at k_max and its standard-decoding baseline, with its bootstrap
+    :func:`spread` over ``resamples`` resamples of the passes (none when 0).
 
     Raises:
         ValueError: if the speculative run has no pass, or its drafter proposed nothing at all.
@@ -222,4 +309,5 @@ def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], 
         k_max=counts.k_max, counts=counts, costs=costs, predictions=predictions,
         recommended=recommend(predictions), measured_tokens_per_pass=tokens_per_pass(spec_events, counts.k_max),
         measured_speedup=decode_speedup(spec_events, base_events), tokens=spec_events[-1].num_generated, alpha=a,
+        spread=spread(spec_events, base_events, counts.k_max, resamples) if resamples else None,
     )

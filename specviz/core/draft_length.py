@@ -10,7 +10,8 @@ a pass costs, so it keeps drafting where no k pays.
     E[pass ms](k) = T_verify(k + 1) + k * T_draft + T_other,
 
 with a_i the run's recent per-position acceptance (a position the drafter did not fill counts as not accepted,
-as in the what-if of k) and the costs measured on this run's own passes: T_verify(n) of a forward over n tokens
+as in the what-if of k; a decaying mean that starts at the prior :data:`PRIOR_ACCEPTANCE`, so the prior fades as
+passes come in) and the costs measured on this run's own passes: T_verify(n) of a forward over n tokens
 at the current context length (a decaying average per n, interpolated between measured n), T_draft per drafted
 token, T_other per pass. k = 0 is a plain one-token step (rate 1 / T(1)). The k with the highest rate wins, so
 the run stops drafting where no k is expected to beat standard decoding, and drafts longer where acceptance is
@@ -37,8 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
-PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached (weight PRIOR_WEIGHT)
-PRIOR_WEIGHT = 1.0
+PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached: the decaying means' starting point, of weight
+PRIOR_WEIGHT = 1.0  # PRIOR_WEIGHT, which decays like any observation (see AutoK.acceptance)
 PRIOR_SLOPE = 0.10  # T(n) / T(1) grows by this per extra token until two sizes were measured
 STEP_PROBE_EVERY = 24  # passes between k = 0 samples of T(1) when the choice never picks k = 0
 DRAFT_PROBE_AFTER = 6  # k = 0 passes in a row before a short draft tests acceptance again
@@ -111,16 +112,21 @@ class AutoK:
     _probed: bool = False  # the last pass was a probe
 
     def __post_init__(self) -> None:
-        self._reached = [_Decaying() for _ in range(self.k_max)]
-        self._accepted = [_Decaying() for _ in range(self.k_max)]
+        self._reached = [_Decaying(PRIOR_WEIGHT, PRIOR_WEIGHT) for _ in range(self.k_max)]
+        self._accepted = [_Decaying(PRIOR_ACCEPTANCE * PRIOR_WEIGHT, PRIOR_WEIGHT) for _ in range(self.k_max)]
 
     # ------------------------------------------------------------------------------------------ estimates
     def acceptance(self) -> list[float]:
-        """a_1..a_kmax: recent P(position i accepted | positions before it accepted), with a weak prior."""
-        out = []
-        for reached, accepted in zip(self._reached, self._accepted):
-            out.append((accepted.total + PRIOR_ACCEPTANCE * PRIOR_WEIGHT) / (reached.total + PRIOR_WEIGHT))
-        return out
+        """a_1..a_kmax: recent P(position i accepted | positions before it accepted).
+
+        Each is a decaying mean that starts at :data:`PRIOR_ACCEPTANCE` with weight :data:`PRIOR_WEIGHT`; the prior
+        decays like an observation. (A prior added afresh to the decayed counts, as before, held a_1 at
+        0.5 / 11 = 0.045 or more however many drafts were rejected, since the counts' weight saturates at
+        1 / (1 - DECAY) = 10: a run whose drafts were never accepted then kept drafting one or two tokens whenever
+        its T(2) happened to be timed 5 % under T(1), which a drifting machine does for dozens of passes. On the
+        seeded drifting-machine model of tests/test_draft_length.py, with no draft ever accepted, 48 tokens went from
+        0.94x to 0.96x standard decoding; docs/performance.md section 18.)"""
+        return [accepted.total / reached.total for reached, accepted in zip(self._reached, self._accepted)]
 
     def verify_ms(self, n: int) -> float | None:
         """T_verify(n): the measured mean for n tokens, else interpolated or extrapolated from measured sizes

@@ -17,7 +17,8 @@ as accepted.
   (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
   the prefill out. Its spread: :func:`bootstrap_rate_ratio` (a percentile bootstrap over the passes of both runs)
-  and :func:`judge_speedup` (faster, slower, the same, too noisy to tell, or too short to judge). A mean per pass
+  and :func:`judge_speedup` (faster or slower when the interval lies wholly above or below 1; the same or too
+  noisy to tell when it spans 1; or too short to judge). A mean per pass
   (T_verify, T_draft) carries :func:`bootstrap_mean`'s interval over the passes.
 """
 
@@ -501,17 +502,20 @@ def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], b
 class SpeedupJudgement:
     """What a measured speedup may be read as.
 
-    ``verdict``: "faster" / "slower" (the interval lies above / below 1.0), "same" (it contains 1.0 and is
-    narrow), "too noisy" (it contains 1.0 and is wide: high / low > :data:`NOISY_SPREAD`) or "too short" (fewer
-    than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio (None when too short);
-    ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the two runs' passes.
+    ``verdict``: "faster" / "slower" (the interval lies above / below 1.0: a clear result however wide it is),
+    "same" (it contains 1.0 and is narrow), "too noisy" (it contains 1.0 and is wide: high / low >
+    :data:`NOISY_SPREAD`; or the timings were disturbed in the speculative run's favour, see :func:`judge_speedup`)
+    or "too short" (fewer than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio
+    (None when too short); ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the
+    two runs' passes; ``reason``: what disturbed the timings (the ``disturbed`` of :func:`judge_speedup`), None
+    when nothing did.
     """
 
     verdict: str
     value: float | None
     interval: Interval | None
     passes: int
-    reason: str | None = None  # why a "too noisy" verdict was given, when not the interval's width
+    reason: str | None = None  # what disturbed the timings (they flatter the speculative run); None: undisturbed
 
     @property
     def finding(self) -> bool:
@@ -525,8 +529,13 @@ class SpeedupJudgement:
                     f"the run with fewer, at least {MIN_JUDGED_PASSES} needed in each")
         i = self.interval
         span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
-        if self.verdict == "too noisy" and self.reason:
-            return f"too noisy to tell: {self.reason} (measured {span})"
+        if self.reason and self.verdict == "too noisy":
+            where = "above" if i.low > 1.0 else "across"
+            return (f"too noisy to tell: {self.reason}, which slows one-token steps more than wide passes and so "
+                    f"flatters the speculative run (measured {span}, {where} 1.0)")
+        if self.reason and self.verdict == "slower":
+            return (f"slower: {span}, although {self.reason}, which flatters the speculative run: undisturbed it "
+                    f"would be slower still")
         return {"faster": f"faster: {span}", "slower": f"slower: {span}",
                 "same": f"no clear difference: {span}",
                 "too noisy": f"too noisy to tell: {span} spans 1.0 widely"}[self.verdict]
@@ -534,27 +543,40 @@ class SpeedupJudgement:
 
 def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                   base_tokens: Sequence[int], *, min_passes: int = MIN_JUDGED_PASSES,
-                  noisy_spread: float = NOISY_SPREAD, seed: int = 0) -> SpeedupJudgement:
-    """Judge a decoding-rate ratio from the passes of two runs (see :class:`SpeedupJudgement` for the verdicts;
-    the interval is :func:`bootstrap_rate_ratio`'s)."""
+                  noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None) -> SpeedupJudgement:
+    """Judge a decoding-rate ratio from the passes of two runs (the interval is :func:`bootstrap_rate_ratio`'s).
+
+    The verdict is the interval's place against 1.0: wholly below is "slower" and wholly above "faster", however
+    wide; only an interval across 1.0 is undecided ("same" when narrow, "too noisy" when high / low >
+    ``noisy_spread``); a run with fewer than ``min_passes`` passes is "too short".
+
+    ``disturbed``: what disturbed the timings, when something did, in words ("other programs used 45% of this
+    machine's CPU time during the run"). Other work on the CPUs slows a one-token step far more than a wide pass
+    (seen: steps 5-14x slower, and lookahead read 2.1x faster where its passes cost 1.9 steps), so it can only
+    flatter the speculative run: an interval below 1.0 stays "slower" (it would be slower still), one above or
+    across 1.0 becomes "too noisy" with that reason.
+    """
     passes = min(len(spec_ms), len(base_ms))
     interval = None
     if passes >= max(min_passes, 2):
         interval = bootstrap_rate_ratio(spec_ms, spec_tokens, base_ms, base_tokens, seed=seed)
     if interval is None:
         return SpeedupJudgement("too short", None, None, passes)
-    if interval.low > 1.0:
-        verdict = "faster"
-    elif interval.high < 1.0:
+    if interval.high < 1.0:
         verdict = "slower"
+    elif disturbed:
+        verdict = "too noisy"
+    elif interval.low > 1.0:
+        verdict = "faster"
     else:
         verdict = "too noisy" if interval.spread > noisy_spread else "same"
-    return SpeedupJudgement(verdict, interval.value, interval, passes)
+    return SpeedupJudgement(verdict, interval.value, interval, passes, disturbed or None)
 
 
 def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:
     """:func:`judge_speedup` of two runs' passes after the prefill (each on its own clock): the decoding speedup
-    of ``spec`` over ``base`` (:func:`decode_speedup`) with its interval, or why it cannot be read."""
+    of ``spec`` over ``base`` (:func:`decode_speedup`) with its interval, or why it cannot be read; ``options``:
+    :func:`judge_speedup`'s (``disturbed``: what disturbed the timings, e.g. other programs on the CPUs)."""
     return judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
 
 
