@@ -413,7 +413,7 @@ def _prompt(value, notes: list[str]) -> str:
         prompt = prompt[-MAX_PROMPT_CHARS:]
     clean = sanitize_prompt(prompt)
     if not clean.text.strip():
-        raise InputError("The prompt is empty: type something (or pick an example) first.")
+        raise InputError("The prompt is empty: type something first (or start from an example or a walkthrough).")
     if clean.note:
         notes.append(clean.note)
     return clean.text

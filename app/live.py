@@ -409,6 +409,8 @@ def _head_accuracy(drafter) -> HeadAccuracy | None:
 
 DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
 MIN_DEFAULT_TOKENS = 16
+READING_PANE = "Reading the prompt… this run's tokens appear here as soon as it is read."
+DEFAULT_TOKENS_WAIT_S = 3.0  # a page load waits this long for the device to derive its default max new tokens
 LONG_PREFILL_S = 10.0  # an expected prefill longer than this is announced before the run
 CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English text, BPE)
 SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
@@ -568,10 +570,12 @@ _DEFAULT_LOCK = threading.Lock()  # one page load measures; the others keep the 
 
 def derived_default_tokens(spec: str, fallback: int) -> int | None:
     """The default max new tokens for ``spec``, derived once per process from its measured step cost
-    (:func:`default_max_new_tokens`, within the operator's SPECVIZ_MAX_NEW_TOKENS): the first call waits for the
-    device, loads the target (at once when it was pre-loaded) and reads its tuned step time or probes it; later
-    calls return the remembered value. None while another call is measuring, or when the target cannot be
-    loaded (the page then keeps ``fallback``)."""
+    (:func:`default_max_new_tokens`, within the operator's SPECVIZ_MAX_NEW_TOKENS): the first call waits up to
+    :data:`DEFAULT_TOKENS_WAIT_S` for the device, loads the target (at once when it was pre-loaded) and reads its
+    tuned step time or probes it; later calls return the remembered value. None while another call is measuring,
+    while a run holds the device, or when the target cannot be loaded (the page then keeps ``fallback``). The wait
+    is short because the page's slider gets the value when this returns: after a long wait behind someone's run it
+    would replace a number the visitor had typed since the page opened (seen: 32 typed, runs of 91+ tokens)."""
     if spec in _DEFAULT_TOKENS:
         return _DEFAULT_TOKENS[spec]
     if not _DEFAULT_LOCK.acquire(blocking=False):
@@ -580,11 +584,14 @@ def derived_default_tokens(spec: str, fallback: int) -> int | None:
     try:
         if spec not in _DEFAULT_TOKENS:
             costs = known_costs(spec)
-            if costs is None and device.DEVICE.acquire(owner, "the default run length is being measured", 600):
-                try:
-                    costs = tuned_costs(spec, load_target(spec))
-                finally:
-                    device.DEVICE.release(owner)
+            if costs is None:
+                if device.DEVICE.acquire(owner, "the default run length is being measured", DEFAULT_TOKENS_WAIT_S):
+                    try:
+                        costs = tuned_costs(spec, load_target(spec))
+                    finally:
+                        device.DEVICE.release(owner)
+                else:  # a run holds the device: this page keeps its value; a later page load measures
+                    device.DEVICE.leave(owner)
             if costs is not None:
                 _DEFAULT_TOKENS[spec] = default_max_new_tokens(costs, current_policy().max_new_tokens, fallback)
         return _DEFAULT_TOKENS.get(spec)
@@ -795,7 +802,8 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
                                              tuned_costs(settings.target, target))  # the device is held here
     _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
-    yield _outputs(status=reading(), cut=view.cut)
+    waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
+    yield _outputs(waiting, waiting, status=reading(), cut=view.cut)
     view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:

@@ -529,15 +529,26 @@ def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | No
             "label": label}
 
 
-def check_run(box: str, k, tokens_per_pass, speedup) -> str | object:
-    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: a warning toast and an info status line for the
-    typed run's problem in that box (:func:`run_issues`), saying whether the run is marked; a skip when it has none
-    (so leaving each box in turn says a problem once, where it is)."""
-    problem = run_issues(k, tokens_per_pass, speedup)[1].get(box)
-    if problem is None:
-        return gr.skip()
-    warn(problem)
-    return render.status_html(problem, "info")
+RUN_PROBLEM_ENDINGS = ("the run is not marked.", "the run's speedup is left out.")
+"""How every sentence of :func:`run_issues` ends: a status line that holds one is about the typed run."""
+
+
+def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -> str | object:
+    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: a warning toast for the typed run's problem in that
+    box (:func:`run_issues`), and a status line that names every problem the run has now, each saying whether the
+    run is marked. Once the run has none, a status that still shows an earlier problem (``shown``: the status's
+    HTML) turns into what is marked; any other status stays (a skip), as it does when nothing is typed."""
+    marked, problems = run_issues(k, tokens_per_pass, speedup)
+    if box in problems:
+        warn(problems[box])
+    if problems:
+        return render.status_html(" ".join(problems.values()), "info")
+    if marked and any(end in html.unescape(str(shown or "")) for end in RUN_PROBLEM_ENDINGS):
+        point = run_point(k, tokens_per_pass, speedup)
+        what = f"k = {point['k']:g}, {point['tokens_per_pass']:g} tokens per pass"
+        what += f", {point['speedup']:g}× speedup" if point["speedup"] else ""
+        return render.status_html(f"Your run is marked on the what-if chart ({what}).", "info")
+    return gr.skip()
 
 
 def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figure:
@@ -754,7 +765,7 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     (:func:`app.messages.tell_when_clamped`) and already while typing (a number typed + Enter redraws the chart,
     clamped, before the box is left)."""
     for name, box in zip(RUN_BOXES, run_boxes):
-        box.blur(functools.partial(check_run, name), inputs=list(run_boxes), outputs=[status], preprocess=False,
+        box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
     for slider, name in zip(sliders, ("Per-token acceptance α", "Draft cost c")):
         slider.input(functools.partial(clamped, name=name, low=slider.minimum, high=slider.maximum),
@@ -808,7 +819,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     # themselves, so no chain of change events can race them with stale values; always_last drops the
     # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
     # the slider clamps it (Gradio's range check would answer with a server error), and whatif clamps it itself
-    gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input], whatif,
+    gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input, run_k.blur,
+           run_tpp.blur, run_speedup.blur], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
     _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status)

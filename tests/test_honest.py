@@ -403,6 +403,18 @@ def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monke
     assert live.page_default_tokens(spec, 64) == first and calls == []  # remembered: computed once
     assert live.page_default_tokens(spec, 64, shown=200) == {"__type__": "update"}  # the visitor's choice stays
 
+    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
+    monkeypatch.setattr(live, "known_costs", lambda spec: None)  # nothing learnt: the default needs the device
+    monkeypatch.setattr(live, "DEFAULT_TOKENS_WAIT_S", 0.1)
+    assert device.DEVICE.acquire("someone's run", "a run", 1)
+    try:  # a run holds the device: the page keeps its value at once (a late answer would overwrite a typed one)
+        assert live.page_default_tokens(spec, 64) == {"__type__": "update"}
+        assert calls == [] and live._DEFAULT_TOKENS == {}  # not measured, not remembered: a later page load will
+    finally:
+        device.DEVICE.release("someone's run")
+    live.page_default_tokens(spec, 64)
+    assert len(calls) == 1 and not device.DEVICE.locked  # the device free again: the next page load measures
+
     def loads_the_default(demo) -> bool:
         box = next(c["id"] for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "max-new-tokens")
         return any("load" in str(d.get("targets")) and box in d.get("outputs", []) for d in demo.config["dependencies"])

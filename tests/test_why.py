@@ -214,9 +214,15 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
     assert "status-info" in status and "not 9: the run is not marked" in status and toasts == [
         "Tokens per pass at k = 4 lies between 1 (nothing accepted) and 5 (all k drafts accepted + the bonus token), "
         "not 9: the run is not marked."]
-    # leaving the other boxes does not say it again; a possible run says nothing
-    assert why.check_run("speedup", "4", "9", "1.5") == why.gr.skip() == why.check_run("k", "4", "9", "1.5")
-    assert why.check_run("k", "4", "2.5", "1.3") == why.gr.skip() and len(toasts) == 1
+    # leaving the other boxes keeps the status on the problem but toasts it only once, where it is
+    assert why.check_run("speedup", "4", "9", "1.5") == status == why.check_run("k", "4", "9", "1.5")
+    both = why.check_run("k", "2.5", "2", "-1")  # two problems: the status names both
+    assert "got “2.5”" in both and "got “-1”" in both and len(toasts) == 2
+    # mended: a status still on a problem turns into what is marked; any other status stays; nothing is toasted
+    assert "Your run is marked on the what-if chart (k = 4, 2.5 tokens per pass, 1.3× speedup)" in why.check_run(
+        "k", "4", "2.5", "1.3", status)
+    assert why.check_run("k", "4", "2.5", "1.3", "<div>Measured the costs</div>") == why.gr.skip()
+    assert why.check_run("k", "", "", "", status) == why.gr.skip() and len(toasts) == 2
     names = [t.name for t in why.whatif(0.7, 0.05, 1, "4", "9", "1.5", None).data]
     assert "your run" not in names
 
