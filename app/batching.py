@@ -336,17 +336,20 @@ def verdict(row: dict, busy: bool = False) -> str:
     "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD`), "noisy" (they straddle 1 and spread by
     more than :data:`NOISY_SPREAD`, or the row is :func:`impossible`: too noisy to tell) or "none" (nothing
     measured). A wide spread on one side of 1 is still a finding: only which side is read off it, the range is
-    shown beside it (:func:`speedup_text`). ``busy``: other programs disturbed the whole sweep (:func:`disturbance`),
-    so every measured row is "noisy"."""
+    shown beside it (:func:`speedup_text`). ``busy``: other programs disturbed the whole sweep (:func:`disturbance`):
+    that slows one-token steps more than wide passes, so it can only flatter speculation; a row whose every repeat
+    is below 1 still "loses" (undisturbed it would lose more), every other measured row is "noisy"."""
     ups = repeat_speedups(row)
     if row.get("speedup") is None or not ups:
         return "none"
-    if busy or impossible(row):
+    if impossible(row):
+        return "noisy"
+    if max(ups) < 1:
+        return "loses"
+    if busy:
         return "noisy"
     if min(ups) > 1:
         return "pays"
-    if max(ups) < 1:
-        return "loses"
     return "noisy" if wide(ups) else "even"
 
 
@@ -412,7 +415,7 @@ def noisy_prediction(row: dict, rows: list[dict]) -> bool:
 
 def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
     """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
-    ``busy``: other programs disturbed the sweep (every speedup too noisy to tell, :func:`verdict`)."""
+    ``busy``: other programs disturbed the sweep (every speedup too noisy to tell but a clear loss, :func:`verdict`)."""
     return [
         ("B", lambda r: str(r["batch"])),
         ("Standard tok/s", lambda r: _fmt(r["standard_tps"], ".1f")),
@@ -595,7 +598,7 @@ def sweep_figure(result: dict) -> go.Figure:
     T(B, k+1) / T(B, 1) beside the tokens per pass: speculation pays while a pass costs fewer steps than the
     tokens it emits."""
     k, rows = result["k"], [r for r in result["rows"] if verdict(r) != "none"]
-    busy = disturbance(result) is not None  # other programs disturbed the sweep: every point too noisy to tell
+    busy = disturbance(result) is not None  # other programs disturbed the sweep: too noisy to tell but a clear loss
     layout = _layout(460)
     _two_panels(layout, ("Speedup over standard decoding", f"Cost of a pass over B × {k + 1} tokens"))
     sizes = [r["batch"] for r in result["rows"]] or list(BATCH_SIZES)

@@ -604,10 +604,14 @@ def derived_default_tokens(spec: str, fallback: int) -> int | None:
 
 def page_default_tokens(spec: str, fallback: int, shown=None):
     """On page load: the max-new-tokens slider's derived default (:func:`derived_default_tokens`), or no change
-    (also when the slider no longer shows ``fallback``: the visitor moved it while the default was measured)."""
+    (also when the slider no longer showed ``fallback`` when the page loaded, or when deriving it took longer than
+    :data:`DEFAULT_TOKENS_WAIT_S`, e.g. loading the target: the visitor may have typed a number meanwhile)."""
+    started = time.monotonic()
     value = derived_default_tokens(spec, fallback)
     if value is None or (shown is not None and shown != fallback):
         return gr.skip()
+    if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
+        return gr.skip()  # stays remembered for the next page load)
     return gr.update(value=value)
 
 

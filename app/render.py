@@ -722,7 +722,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.append(_card("Standard decoding only", "no comparison", "drafter “none” runs the target alone, one "
                            "forward per token: the pane on the right is the whole run",
                            "Nothing is drafted, so there is no acceptance, tokens per pass (1 by definition), speedup "
-                           "or output check, and the acceptance and tokens-per-pass charts stay empty. Pick a "
+                           "or output check, and only the latency and time charts are drawn. Pick a "
                            "drafter to race it against this standard decoding.", cls="wide none-run"))
         return f'<div class="stats">{"".join(cards)}</div>'
     mark = {True: "✓", False: "✗", None: "…"}[comparison.identical]

@@ -497,12 +497,13 @@ def run_issues(k, tokens_per_pass, speedup) -> tuple[bool, dict[str, str]]:
     """Check the typed run (the boxes' text) against what a run can give: k a whole number in 1..MAX_K, tokens per
     pass in [1, k + 1] (each pass emits at least the target's own token, at most k drafts + the bonus token), a
     speedup above 0. Returns (whether the run is marked, {box of :data:`RUN_BOXES`: one sentence that says what is
-    wrong and what happens: the run is not marked, or its speedup is left out}). Empty boxes are no problem
-    (nothing typed: nothing marked)."""
-    if all(str(v if v is not None else "").strip() == "" for v in (k, tokens_per_pass)):
-        return False, {}
+    wrong and what happens: the run is not marked, or its speedup is left out}). An empty box is no problem
+    (:func:`_blank`; an empty k or tokens per pass: nothing marked yet)."""
     problems, k_value, tau = {}, _number(k), _number(tokens_per_pass)
-    if k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
+    blank = _blank(k) or _blank(tokens_per_pass)  # not typed yet: nothing marked, nothing wrong
+    if blank:
+        pass
+    elif k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
         problems["k"] = f"Run: k must be a whole number from 1 to {MAX_K} (got “{k}”): the run is not marked."
     elif tau is None:
         problems["tokens_per_pass"] = (f"Tokens per pass must be a number (got “{tokens_per_pass}”): the run is not "
@@ -512,9 +513,14 @@ def run_issues(k, tokens_per_pass, speedup) -> tuple[bool, dict[str, str]]:
             f"Tokens per pass at k = {k_value:g} lies between 1 (nothing accepted) and {k_value + 1:g} (all k drafts "
             f"accepted + the bonus token), not {tau:g}: the run is not marked.")
     sp = _number(speedup)
-    if str(speedup if speedup is not None else "").strip() not in ("", RUN_BOX_EMPTY) and not (sp and sp > 0):
+    if not _blank(speedup) and not (sp and sp > 0):
         problems["speedup"] = f"Speedup must be a number above 0 (got “{speedup}”): the run's speedup is left out."
-    return not {"k", "tokens_per_pass"} & problems.keys(), problems
+    return not blank and not {"k", "tokens_per_pass"} & problems.keys(), problems
+
+
+def _blank(text) -> bool:
+    """A run box with nothing typed: empty, or the "—" it shows until a run fills it."""
+    return str(text if text is not None else "").strip() in ("", RUN_BOX_EMPTY)
 
 
 def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:

@@ -81,7 +81,7 @@ def _install() -> None:
         n = 1 + max(len(d.token_ids) for d in drafts)
         cost = _Virtual.path[min(_Virtual.forward, len(_Virtual.path) - 1)] * (1 + PER_TOKEN * (n - 1))
         _Virtual.forward += 1
-        _Virtual.now += cost
+        _Virtual.now += cost + OTHER_MS  # the bookkeeping charged here too, so k = auto sees what is scored
         _Virtual.spent += cost + OTHER_MS
         return verify_all(batch, drafts)
 

@@ -101,8 +101,7 @@ class AutoK:
     k_max: int
     k: int = 4
     expected_gain: float | None = None
-    _reached: list[_Decaying] = field(default_factory=list)
-    _accepted: list[_Decaying] = field(default_factory=list)
+    _accepted: list[_Decaying] = field(default_factory=list)  # per position: accepted (total) of reached (weight)
     _verify: dict[int, _Decaying] = field(default_factory=dict)  # forward length n -> ms
     _draft: _Decaying = field(default_factory=_Decaying)  # ms per drafted token
     _other: _Decaying = field(default_factory=_Decaying)  # ms per pass
@@ -112,7 +111,6 @@ class AutoK:
     _probed: bool = False  # the last pass was a probe
 
     def __post_init__(self) -> None:
-        self._reached = [_Decaying(PRIOR_WEIGHT, PRIOR_WEIGHT) for _ in range(self.k_max)]
         self._accepted = [_Decaying(PRIOR_ACCEPTANCE * PRIOR_WEIGHT, PRIOR_WEIGHT) for _ in range(self.k_max)]
 
     # ------------------------------------------------------------------------------------------ estimates
@@ -126,7 +124,7 @@ class AutoK:
         its T(2) happened to be timed 5 % under T(1), which a drifting machine does for dozens of passes. On the
         seeded drifting-machine model of tests/test_draft_length.py, with no draft ever accepted, 48 tokens went from
         0.94x to 0.96x standard decoding; docs/performance.md section 18.)"""
-        return [accepted.total / reached.total for reached, accepted in zip(self._reached, self._accepted)]
+        return [accepted.mean() for accepted in self._accepted]
 
     def verify_ms(self, n: int) -> float | None:
         """T_verify(n): the measured mean for n tokens, else interpolated or extrapolated from measured sizes
@@ -195,7 +193,6 @@ class AutoK:
         for i in range(min(requested, self.k_max)):  # position i+1 was reached iff the i before it were accepted
             if i > accepted:
                 break
-            self._reached[i].add(1.0)
             self._accepted[i].add(1.0 if i < accepted else 0.0)
 
 
