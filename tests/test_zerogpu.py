@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+import re
 import sys
 import types
 
@@ -75,7 +76,14 @@ def _live_ids(tiny_model_dir, drafter: str) -> tuple[str, str]:
     out = None
     for out in live.generate(**args):
         pass
-    return out[0], out[1]  # the speculative and the baseline panes
+
+    def tokens(pane) -> list[tuple[str, str, str]]:  # (kind, pass, id) of every token shown, timings left out
+        markup = pane.get("value", "") if isinstance(pane, dict) else str(pane)
+        return re.findall(r'data-kind="(\w+)" data-pass="(\d+)" data-id="(\d+)"', markup)
+
+    spec, base = tokens(out[0]), tokens(out[1])  # the speculative and the baseline panes of the last message
+    assert spec and base
+    return spec, base
 
 
 def test_live_runs_in_the_gpu_worker_with_the_same_output(tiny_model_dir, zero, monkeypatch):
