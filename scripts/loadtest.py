@@ -305,6 +305,7 @@ class ClassroomReport:
     step_max_s: float | None = None
     live_runs_completed: int = 0
     live_busy_fraction: float = 0.0  # of the stepping phase, the part during which a live run was in flight
+    live_run_p50_s: float | None = None  # a whole live run's response time: what a step queued behind one would wait
     wall_s: float = 0.0
     error_messages: list[str] = field(default_factory=list)
 
@@ -326,8 +327,8 @@ class ClassroomReport:
             f"{self.errors}, steps out of order {self.wrong_steps}",
             f"  step response p50 {s(self.step_p50_s)}, p95 {s(self.step_p95_s)}, max {s(self.step_max_s)} "
             f"(budget: p95 < {self.budget_s:.1f} s); wall {self.wall_s:.1f} s",
-            f"  live runs: {self.live_runs_completed} completed, in flight {self.live_busy_fraction:.0%} of the "
-            "stepping phase",
+            f"  live runs: {self.live_runs_completed} completed (p50 {s(self.live_run_p50_s)} each), in flight "
+            f"{self.live_busy_fraction:.0%} of the stepping phase",
         ]
         lines += [f"  error: {m}" for m in self.error_messages[:10]]
         return "\n".join(lines)
@@ -505,6 +506,8 @@ def _fill_classroom_report(report: ClassroomReport, results: list[dict], runs: l
     report.step_max_s = max(latencies) if latencies else None
     report.live_runs_completed = sum(1 for _, _, ok in runs if ok)
     report.live_busy_fraction = _busy_fraction(runs, began, ended)
+    durations = [e - s for s, e, ok in runs if ok]
+    report.live_run_p50_s = statistics.median(durations) if durations else None
     report.wall_s = ended - began
 
 
