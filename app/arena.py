@@ -32,7 +32,7 @@ from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError, check_exit_layer, check_models,
                         clamp_notice, number, parse_exit_layer, parse_generation_settings)
-from app.messages import report, tell_when_clamped, tell_when_invalid
+from app.messages import enter_commits_js, report, tell_when_clamped, tell_when_invalid
 from specviz.analysis.arena import (AUTO, BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES, TREE_DRAFTERS,
                                     TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv, to_json)
 from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
@@ -46,8 +46,8 @@ from specviz.presets import PRESETS, preset
 
 log = logging.getLogger("specviz.app.arena")
 
-OUTPUTS = ("arena-status", "arena-table", "arena-prompts", "arena-charts", "arena-predictions", "arena-csv",
-           "arena-json")
+OUTPUTS = ("arena-status", "arena-table", "arena-timings", "arena-prompts", "arena-charts", "arena-predictions",
+           "arena-csv", "arena-json")
 """What :func:`run` yields, in order (the components' elem_ids)."""
 
 K_CHOICES = ("1", "2", "4", "8", AUTO)
@@ -175,17 +175,25 @@ def parse_inputs(drafters, ks, source, prompt, category, max_new_tokens, target,
 
 # ------------------------------------------------------------------------------------------------ tables
 
-SUMMARY_COLUMNS = (  # (header, key, decimals or None for text)
-    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0), ("Runs", "runs", 0),
-    ("Tokens", "tokens", 0), ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2),
-    ("α", "alpha", 2), ("Tokens/s", "tokens_per_s", 1), ("Speedup, decode", "decode_speedup", 2),
-    ("Baseline drift", "baseline_drift", "%"), ("Speedup, end to end", "speedup", 2),
-    ("Predicted, paper", "predicted_speedup_paper", 2),
+SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
+    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0),
+    ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2), ("α", "alpha", 2),
+    ("Speedup, decode", "decode_speedup", 2), ("Baseline drift", "baseline_drift", "%"),
+    ("Speedup, end to end", "speedup", 2), ("Same ids", "ids_identical", None),
+)
+TIMING_COLUMNS = (  # the rates, the predictions and the timings they are made from, with the runs they come from
+    ("Category", "category", None), ("Method", "variant", None), ("Runs", "runs", 0), ("Tokens", "tokens", 0),
+    ("Tokens/s", "tokens_per_s", 1), ("Predicted, paper", "predicted_speedup_paper", 2),
     ("Predicted, measured costs", "predicted_speedup_measured", 2), ("T_step ms", "t_step_ms", 1),
     ("T_verify ms", "t_verify_ms", 1), ("T_draft ms", "t_draft_ms", 1), ("c", "c", 3),
-    ("Same ids", "ids_identical", None),
 )
-PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(c for c in SUMMARY_COLUMNS if c[1] != "prompts")
+"""The pooled rows are shown as two tables, :data:`SUMMARY_COLUMNS` and these, each narrow enough for a 1400 px
+page (one table of all 19 columns was about 1,670 px wide)."""
+_ALL_COLUMNS = {c[1]: c for c in SUMMARY_COLUMNS + TIMING_COLUMNS}
+PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(_ALL_COLUMNS[key] for key in (  # one table, in an accordion
+    "category", "variant", "runs", "tokens", "tokens_per_pass", "acceptance_rate", "alpha", "tokens_per_s",
+    "decode_speedup", "baseline_drift", "speedup", "predicted_speedup_paper", "predicted_speedup_measured",
+    "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical"))
 
 
 def _cell(value, decimals: int | str | None) -> str:
@@ -412,10 +420,13 @@ def _spread_word(row: dict, key: str) -> str:
 
 
 def _prediction_word(row: dict, key: str) -> str:
-    """The hover's spread of a prediction marker: "(1.40–1.61 from its parts' spread)" or "(no spread)"."""
+    """The hover's spread of a prediction marker, which is a model's figure, not a measurement: "(a model of the
+    measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)" or "(a model of the
+    measured α; its timings one sample: no spread)". The range holds α fixed: it is a count over the pooled passes."""
     if not _has_spread(row, key):
-        return "(no spread)" if row.get(key) is not None else ""
-    return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from the spread of T_step, T_verify, T_draft)"
+        return "(a model of the measured α; its timings one sample: no spread)" if row.get(key) is not None else ""
+    return (f"(a model of the measured α; {range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from the spread of "
+            "T_step, T_verify, T_draft, α taken as counted)")
 
 
 def shown_rows(summary: list[dict]) -> list[dict]:
@@ -536,14 +547,15 @@ def write_files(result: ArenaResult, folder: str | None = None) -> tuple[str, st
 # ------------------------------------------------------------------------------------------------ handlers
 
 
-def _outputs(status=None, summary=None, prompts=None, charts=None, predictions=None, csv=None, json_file=None):
+def _outputs(status=None, summary=None, timings=None, prompts=None, charts=None, predictions=None, csv=None,
+             json_file=None):
     """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is."""
     skip = gr.skip()
 
     def shown(figure):
         return None if figure is None else gr.update(value=figure, visible=True)
 
-    values = (status, summary, prompts, shown(charts), shown(predictions), csv, json_file)
+    values = (status, summary, timings, prompts, shown(charts), shown(predictions), csv, json_file)
     return tuple(skip if v is None else v for v in values)
 
 
@@ -554,7 +566,7 @@ def _failed(what: str, error: BaseException) -> tuple:
 
 def _result_outputs(result: ArenaResult, status: str):
     return _outputs(status=status, summary=table(shown_rows(result.summary)),
-                    prompts=table(result.rows, PROMPT_COLUMNS),
+                    timings=table(shown_rows(result.summary), TIMING_COLUMNS), prompts=table(result.rows, PROMPT_COLUMNS),
                     charts=arena_figure(result.summary), predictions=predictions_figure(result.summary))
 
 
@@ -622,7 +634,8 @@ def run(drafters, ks, source, prompt, category, max_new_tokens, target, draft_mo
         yield _outputs(status=render.status_html(
             f"Starting: {prompts} × {render.plural(methods - 1, 'method')}, with standard decoding timed before "
             f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each…", "busy",
-            notes=notes), summary=table([]), prompts=table([], PROMPT_COLUMNS))[:3] + (hidden,) * 4
+            notes=notes), summary=table([]), timings=table([], TIMING_COLUMNS),
+            prompts=table([], PROMPT_COLUMNS))[:4] + (hidden,) * 4
         result = yield from _race_on_device(job, s, bool(chat_template), _Progress(progress, notes, started))
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
@@ -723,7 +736,7 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
     csv_path, json_path = write_files(result)
     final = _result_outputs(result, _done_status(result, seconds, notes + [n for n in result.notes if n not in notes],
                                                   cpu))
-    yield final[:5] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
+    yield final[:6] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
 def stop(request: gr.Request = None) -> str:
@@ -794,18 +807,9 @@ that the warnings of an earlier attempt (a refused input, a failed run) neither 
 inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
 toasts arrive after it. Returns the inputs unchanged."""
 
-ENTER_COMMITS_JS = """() => {
-  if (window.svArenaEnterCommits) return;
-  window.svArenaEnterCommits = true;
-  document.addEventListener('keydown', (ev) => {
-    const box = ev.target;
-    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
-        || !box.closest('#arena-controls')) return;
-    box.dispatchEvent(new FocusEvent('blur'));
-  }, true);
-}"""
-"""On page load: Enter in a number box of the Arena's controls commits it as leaving the box does (a ``blur`` event,
-the box keeps the focus): a slider's box then clamps a number typed outside its range and
+ENTER_COMMITS_JS = enter_commits_js("#arena-controls", sliders=True)
+"""On page load: Enter in a number box of the Arena's controls commits it as leaving the box does
+(:func:`app.messages.enter_commits_js`): a slider's box then clamps a number typed outside its range and
 :func:`app.messages.tell_when_clamped` says so at once, and a number box gets its check
 (:func:`app.messages.tell_when_invalid`). Without it Enter did nothing: the box kept showing e.g. 3 below the
 slider's 8, unannounced until the box was left."""
@@ -821,12 +825,16 @@ def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr
 
 
 def _results_column() -> tuple:
-    """The results column's components: status, summary table, per-prompt table, charts, predictions, CSV, JSON."""
+    """The results column's components: status, summary table, timings table, per-prompt table, charts, predictions,
+    CSV, JSON."""
     status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
                            elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=420,
-                           wrap=True)  # a value and its spread may sit on two lines: the 19 columns fit 1400 px
+                           wrap=True)  # a value and its spread may sit on two lines
+    timings = gr.Dataframe(empty_table(TIMING_COLUMNS), label="Rates, predictions and the timings behind them",
+                           interactive=False, elem_id="arena-timings", elem_classes=["sv-wide-table", "sv-wrap-cells"],
+                           max_height=420, wrap=True)  # the summary's other half: each fits a 1400 px page
     charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
     predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
     with gr.Row(elem_id="arena-downloads"):
@@ -838,7 +846,7 @@ def _results_column() -> tuple:
                                   elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=480, wrap=True,
                                   show_label=False)
     gr.HTML(NOTE, elem_id="arena-definitions")
-    return status, summary, per_prompt, charts, predictions, csv_file, json_file
+    return status, summary, timings, per_prompt, charts, predictions, csv_file, json_file
 
 
 def build_tab(target: str = "embedded") -> None:
@@ -883,8 +891,8 @@ def build_tab(target: str = "embedded") -> None:
                     min_p = gr.Number(0.0, label="Min-p (0 = off; sampling only)", elem_id="arena-min-p")
                 chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
         with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
-            status, summary, per_prompt, charts, predictions, csv_file, json_file = _results_column()
-    outputs = [status, summary, per_prompt, charts, predictions, csv_file, json_file]
+            status, summary, timings, per_prompt, charts, predictions, csv_file, json_file = _results_column()
+    outputs = [status, summary, timings, per_prompt, charts, predictions, csv_file, json_file]
     inputs = [drafters, ks, source, prompt, category, max_new_tokens, target_box, draft_model, exit_layer,
               temperature, seed, chat_template, repetition_penalty, min_p]
     # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)

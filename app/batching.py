@@ -8,7 +8,8 @@ the estimate in the status line (:func:`sweep_seconds`), optionally times the fo
 for the predicted curve (:func:`specviz.analysis.arena.measure_forward_grid`), and runs
 :func:`specviz.analysis.batching.batch_sweep` with the job's cancel flag as ``should_stop`` (Stop, or a closed
 browser tab, ends it before its next forward; the batch sizes that finished are still shown). Shown: a table per
-B (:func:`sweep_table`), the speedup against B beside the pass cost (:func:`sweep_figure`), one sentence that
+B (:func:`sweep_table`; every measured figure with the lowest and highest of its repeats, :func:`spread_cell`, and
+the predicted speedup, a model, with its inputs' range, :func:`predicted_cell`), the speedup against B beside the pass cost (:func:`sweep_figure`), one sentence that
 reads the lesson off the numbers (:func:`sweep_lesson`), and CSV / JSON downloads (:func:`write_sweep_files`).
 A speedup whose repeats fall on both sides of 1 and disagree by more than :data:`NOISY_SPREAD` is never shown as a
 finding: it reads "too noisy to tell"; repeats all above (or all below) 1 read "faster" ("slower") with their range,
@@ -43,12 +44,13 @@ from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, NumberField, check_models, number, text
-from app.messages import report, tell_when_clamped
+from app.messages import enter_commits_js, report, tell_when_clamped
 from specviz.analysis.arena import grid_seconds, measure_forward_grid, probe_forward_ms
-from specviz.analysis.batching import BATCH_SIZES, batch_sweep, sampling_check
+from specviz.analysis.batching import BATCH_SIZES, MIN_EXPECTED, batch_sweep, sampling_check
 from specviz.analysis.bench import (CONTENDED_SHARE, EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, environment,
                                     load_prompts)
 from specviz.core.engine import MAX_K, GenerationConfig
+from specviz.core.metrics import format_apart
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import NONE, choices, make_drafter
 from specviz.policy import PolicyError, current_policy
@@ -82,7 +84,6 @@ CHECK_K = 4  # the check's runs make 3 tokens: the one drafted position is the s
 CHECK_BATCH = 16  # rows per batched run of the check
 CHECK_TOKENS = 3
 LEVEL = 0.01  # the tests' significance level
-MIN_EXPECTED = 5  # a cell of the goodness of fit needs this expected count (specviz.analysis.batching pools the rest)
 SHOWN_PAIRS = 12  # the histograms' bars: the most frequent pairs, then "all other pairs"
 STATUS_INTERVAL_S = 1.0
 
@@ -331,6 +332,47 @@ def repeat_speedups(row: dict) -> list[float]:
     return [spec / std for std, spec in row.get("repeats") or () if std and spec]
 
 
+REPEATED_FIGURES = ("standard_tps", "speculative_tps", "tokens_per_pass", "step_ms", "verify_ms", "pass_cost")
+"""The row's figures that have a value per repeat (:func:`repeat_values`): each is shown with their range."""
+ONE_SAMPLE = "one sample"
+
+
+def repeat_values(row: dict, figure: str) -> list[float]:
+    """The value of one of :data:`REPEATED_FIGURES` in each repeat that measured it: tokens/s from ``repeats``,
+    T(B, 1) and T(B, k+1) (ms) from ``repeat_forward_ms``, the pass cost as their ratio per repeat, tokens per pass
+    from ``repeat_tokens_per_pass``; [] where the row kept none (raises KeyError for another figure)."""
+    pairs = row.get("repeat_forward_ms") or ()
+    values = {
+        "standard_tps": lambda: [std for std, _ in row.get("repeats") or ()],
+        "speculative_tps": lambda: [spec for _, spec in row.get("repeats") or ()],
+        "tokens_per_pass": lambda: list(row.get("repeat_tokens_per_pass") or ()),
+        "step_ms": lambda: [step for step, _ in pairs],
+        "verify_ms": lambda: [verify for _, verify in pairs],
+        "pass_cost": lambda: [verify / step for step, verify in pairs if step and verify],
+    }[figure]()
+    return [v for v in values if v]
+
+
+def spread_cell(row: dict, figure: str, spec: str) -> str:
+    """A figure with the range of its repeats, "41.2 (38.0–44.1)" (the ends with more decimals where ``spec``'s
+    would read alike), "2.33 (all repeats equal)" where the repeats agree exactly, "41.2 (one sample)" from one repeat,
+    the bare value where the row kept no repeats (a file from before they were kept); "–" without a value."""
+    value = row.get(figure)
+    if value is None:
+        return "–"
+    samples = repeat_values(row, figure)
+    shown = format(value, spec)
+    if len(samples) == 1:
+        return f"{shown} ({ONE_SAMPLE})"
+    if not samples:
+        return shown
+    low, high = min(samples), max(samples)
+    if low == high:
+        return f"{shown} (all repeats equal)"
+    decimals = int(spec.strip(".f"))
+    return f"{shown} ({'–'.join(format_apart(low, high, decimals, decimals + 2))})"
+
+
 def verdict(row: dict, busy: bool = False) -> str:
     """"pays" (every repeat above 1, however far apart: all faster), "loses" (every repeat below 1: all slower),
     "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD`), "noisy" (they straddle 1 and spread by
@@ -413,20 +455,34 @@ def noisy_prediction(row: dict, rows: list[dict]) -> bool:
     return bool(grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT)
 
 
+def predicted_cell(row: dict) -> str:
+    """The model's predicted speedup with the range its inputs' spread gives (``predicted_low`` / ``_high``,
+    :func:`specviz.analysis.batching.predict`): "1.23 (1.10–1.35)"; "1.23 (all inputs one sample)" where the range
+    is a point; the bare value for a row without the range (a file from before it was kept); "–" without one."""
+    value, low, high = row.get("predicted"), row.get("predicted_low"), row.get("predicted_high")
+    if value is None:
+        return "–"
+    if low is None or high is None:
+        return f"{value:.2f}"
+    if low == high:
+        return f"{value:.2f} (all inputs one sample)"
+    return f"{value:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+
+
 def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
     """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
     ``busy``: other programs disturbed the sweep (every speedup too noisy to tell but a clear loss, :func:`verdict`)."""
     return [
         ("B", lambda r: str(r["batch"])),
-        ("Standard tok/s", lambda r: _fmt(r["standard_tps"], ".1f")),
-        ("Speculative tok/s", lambda r: _fmt(r["speculative_tps"], ".1f")),
+        ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
+        ("Speculative tok/s", lambda r: spread_cell(r, "speculative_tps", ".1f")),
         ("Speedup (repeats)", lambda r: speedup_text(r, busy)),
-        ("Predicted", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
-                                 else _fmt(r["predicted"], ".2f"))),
-        ("Tokens/pass", lambda r: _fmt(r["tokens_per_pass"], ".2f")),
-        ("T(B,1) ms", lambda r: _fmt(r["step_ms"], ".1f")),
-        (f"T(B,{k + 1}) ms", lambda r: _fmt(r["verify_ms"], ".1f")),
-        ("Pass cost (steps)", lambda r: _fmt(r["pass_cost"], ".2f")),
+        ("Predicted (model)", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
+                                         else predicted_cell(r))),
+        ("Tokens/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
+        ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
+        (f"T(B,{k + 1}) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
+        ("Pass cost (steps)", lambda r: spread_cell(r, "pass_cost", ".2f")),
         ("KV cache MB", lambda r: _fmt(r["kv_megabytes"], ".1f")),
     ]
 
@@ -446,50 +502,88 @@ def empty_table(k: int = DEFAULT_K) -> dict:
 # ------------------------------------------------------------------------------------------------ the lesson
 
 
+def cost_verdict(row: dict) -> str:
+    """Where a row's pass cost T(B, k+1) / T(B, 1) lies against :data:`NEAR_ONE`, read off every repeat's own cost as
+    :func:`verdict` reads the speedup: "near" (every repeat at most NEAR_ONE), "costly" (every repeat above),
+    "unclear" (the repeats fall on both sides) or "none" (no pass cost, or :func:`impossible` timings). A row that
+    kept no repeats is read off its one pass cost."""
+    if row.get("pass_cost") is None or impossible(row):
+        return "none"
+    costs = repeat_values(row, "pass_cost") or [row["pass_cost"]]
+    if max(costs) <= NEAR_ONE:
+        return "near"
+    return "costly" if min(costs) > NEAR_ONE else "unclear"
+
+
 def _near_one(rows: list[dict]) -> tuple[int, float] | None:
-    """(largest B, the highest pass cost up to it) while the pass cost stays at most :data:`NEAR_ONE`, counted
-    from the smallest B; None when the first is already above."""
+    """(largest B, the highest pass cost of any repeat up to it) while every repeat's pass cost stays at most
+    :data:`NEAR_ONE` (:func:`cost_verdict`), counted from the smallest B; None when the first is not."""
     best = None
     for r in rows:
         if impossible(r):
             continue
-        if r["pass_cost"] is None or r["pass_cost"] > NEAR_ONE:
+        if cost_verdict(r) != "near":
             break
-        best = (r["batch"], max(r["pass_cost"], best[1] if best else 0.0))
+        top = max(repeat_values(r, "pass_cost") or [r["pass_cost"]])
+        best = (r["batch"], max(top, best[1] if best else 0.0))
     return best
 
 
-def _wide_note(row: dict) -> str:
-    """For a row whose repeats all fell on one side of 1 but spread wider than :data:`NOISY_SPREAD`: ", every repeat
-    faster: 1.84–2.44×" (or slower), said beside its median; "" otherwise."""
+def _speedup_words(row: dict) -> str:
+    """A measured speedup and its repeats for the lesson: "2.15×, every repeat faster: 1.84–2.44×", "0.62×, every
+    repeat slower: …", "1.00×, repeats 0.95–1.05×", "1.60×, all repeats equal", or "1.60×, one sample" from a
+    single repeat."""
     ups = repeat_speedups(row)
-    if verdict(row) not in ("pays", "loses") or not wide(ups):
-        return ""
-    return f", every repeat {VERDICT_WORDS[verdict(row)]}: {min(ups):.2f}–{max(ups):.2f}×"
+    if len(ups) < 2:
+        return f"{row['speedup']:.2f}×, {ONE_SAMPLE}"
+    if min(ups) == max(ups):
+        return f"{row['speedup']:.2f}×, all repeats equal"
+    spread = f"{min(ups):.2f}–{max(ups):.2f}×"
+    said = verdict(row)
+    if said in ("pays", "loses"):
+        return f"{row['speedup']:.2f}×, every repeat {VERDICT_WORDS[said]}: {spread}"
+    return f"{row['speedup']:.2f}×, repeats {spread}"
+
+
+def _steps_words(row: dict) -> str:
+    """A pass cost and its repeats for the lesson: "2.0 steps (1.9–2.1)", "2.0 steps (one sample)"."""
+    cell = spread_cell(row, "pass_cost", ".1f")
+    value, _, spread = cell.partition(" ")
+    return f"{value} steps" + (f" {spread}" if spread else "")
+
+
+def _tokens_words(row: dict) -> str:
+    """Tokens per pass and its repeats for the lesson: "2.3 tokens per pass (all repeats equal)", "… (2.2–2.4)"."""
+    cell = spread_cell(row, "tokens_per_pass", ".1f")
+    value, _, spread = cell.partition(" ")
+    return f"{value} tokens per pass" + (f" {spread}" if spread else "")
 
 
 def _first_clause(rows: list[dict], k: int, where: str) -> str:
-    """Where the pass stays cheap, and whether speculation pays at the smallest B that was not noisy."""
+    """Where the pass stays cheap, and whether speculation pays at the smallest B that was not noisy; every number
+    with its repeats' range, and a pass called near 1 or costly only where every repeat is (:func:`cost_verdict`)."""
     near = _near_one(rows)
     first = next(r for r in rows if verdict(r) != "noisy")
+    head = rows[0]
+    cost = cost_verdict(head)
     if near:
-        cheap = f"{where} the pass cost T(B, {k + 1}) / T(B, 1) stays near 1 (at most {near[1]:.2f}) up to B = {near[0]}"
-    elif rows[0]["pass_cost"] is not None and not impossible(rows[0]):
-        cheap = (f"{where} a pass over {rows[0]['batch']} × {k + 1} tokens already costs "
-                 f"{rows[0]['pass_cost']:.1f} steps at B = {rows[0]['batch']}")
+        cheap = (f"{where} the pass cost T(B, {k + 1}) / T(B, 1) stays near 1 (every repeat at most {near[1]:.2f}) "
+                 f"up to B = {near[0]}")
+    elif cost in ("costly", "unclear"):
+        verb = "already costs" if cost == "costly" else "costs"
+        cheap = (f"{where} a pass over {head['batch']} × {k + 1} tokens {verb} {_steps_words(head)} at "
+                 f"B = {head['batch']}")
     else:  # no pass cost to read: the verdict alone ("On this CPU speculation pays (…)")
         cheap = None
-    tpp = _fmt(first["tokens_per_pass"], ".1f")
-    costly = cheap is not None and not near  # "already costs N steps": a pass that is not nearly free
-    spread = _wide_note(first)
+    costly = cost == "costly" and not near  # "already costs N steps": a pass that is not nearly free
+    at = f"at B = {first['batch']} ({_speedup_words(first)}"
     link, claim = {
-        "pays": (", yet" if costly else ", so",
-                 f"speculation pays ({first['speedup']:.2f}× at B = {first['batch']}{spread}"
-                 + (f": {tpp} tokens per pass more than cover it)" if costly else ")")),
-        "even": (", and", f"speculation breaks even ({first['speedup']:.2f}× at B = {first['batch']})"),
+        "pays": (", yet" if costly else ", so" if near else ", and",
+                 f"speculation pays {at}" + (f"; {_tokens_words(first)} more than cover it)" if costly else ")")),
+        "even": (", and", f"speculation breaks even {at})"),
         "loses": (", so" if costly else ", but",
-                  f"speculation does not pay even at B = {first['batch']} ({first['speedup']:.2f}×{spread}: {tpp} "
-                  "tokens per pass do not cover the pass and the drafting)"),
+                  f"speculation does not pay even {at}; {_tokens_words(first)} do not cover the pass and the "
+                  "drafting)"),
     }[verdict(first)]
     return f"{cheap}{link} {claim}" if cheap else f"{where} {claim}"
 
@@ -499,16 +593,16 @@ def _second_clause(rows: list[dict], k: int) -> str:
     first = next(r for r in rows if verdict(r) != "noisy")
     cross = crossover(rows)
     if cross is not None and cross is not first:
-        cost = (f"a pass over {cross['batch']} × {k + 1} tokens costs {cross['pass_cost']:.1f} steps and "
+        cost = (f"a pass over {cross['batch']} × {k + 1} tokens costs {_steps_words(cross)} and "
                 if cross["pass_cost"] is not None else "")
-        return f"; at B = {cross['batch']} {cost}the speedup falls to {cross['speedup']:.2f}×."
+        return f"; at B = {cross['batch']} {cost}the speedup falls to {_speedup_words(cross)}."
     last = [r for r in rows if verdict(r) != "noisy"][-1]
     if last is first or verdict(last) == "loses":
         return "."
-    cost = (f", where a pass over {last['batch']} × {k + 1} tokens costs {last['pass_cost']:.1f} steps"
+    cost = (f"; a pass over {last['batch']} × {k + 1} tokens costs {_steps_words(last)} there"
             if last["pass_cost"] is not None else "")
     word = {"pays": "still pays", "even": "breaks even"}[verdict(last)]
-    return f"; it {word} at B = {last['batch']} ({last['speedup']:.2f}×{cost})."
+    return f"; it {word} at B = {last['batch']} ({_speedup_words(last)}{cost})."
 
 
 def disturbance(result: dict) -> str | None:
@@ -624,7 +718,9 @@ def sweep_figure(result: dict) -> go.Figure:
         data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in predicted],
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",
                      "line": {"color": COLORS["expected"], "dash": "dash", "width": 2}, "marker": {"size": 6},
-                     "hovertemplate": "B = %{x}: predicted %{y:.2f}×<extra></extra>"})
+                     "error_y": _prediction_bars(predicted), "text": [predicted_cell(r) for r in predicted],
+                     "hovertemplate": "B = %{x}: predicted %{text}× (a model; the range from its inputs' "
+                                      "spread)<extra></extra>"})
     data += _measured_traces(rows, busy)
     cross = None if busy else crossover(rows)
     if cross is not None:
@@ -638,6 +734,16 @@ def sweep_figure(result: dict) -> go.Figure:
             "font": {"size": 12, "color": COLORS["rejected"]}, "bgcolor": "rgba(255,255,255,0.85)"})
     data += _cost_traces(result["rows"], k, sizes)
     return go.Figure({"data": data, "layout": layout})
+
+
+def _prediction_bars(rows: list[dict]) -> dict:
+    """Error bars from each predicted speedup to the ends of its inputs' range (none where the row kept none)."""
+    def reach(r: dict, end: str, sign: int) -> float:
+        bound = r.get(f"predicted_{end}")
+        return 0.0 if bound is None else max(0.0, sign * (bound - r["predicted"]))
+
+    return {"type": "data", "symmetric": False, "color": COLORS["expected"], "thickness": 1.2, "width": 4,
+            "array": [reach(r, "high", 1) for r in rows], "arrayminus": [reach(r, "low", -1) for r in rows]}
 
 
 def _measured_traces(rows: list[dict], busy: bool) -> list[dict]:
@@ -663,19 +769,33 @@ def _measured_traces(rows: list[dict], busy: bool) -> list[dict]:
     return traces
 
 
+def _repeat_bars(rows: list[dict], figure: str, color: str) -> dict:
+    """Error bars from each row's ``figure`` up to its highest repeat and down to its lowest (:func:`repeat_values`;
+    none on a row with fewer than two repeats)."""
+    spans = [repeat_values(r, figure) for r in rows]
+    return {"type": "data", "symmetric": False, "color": color, "thickness": 1.5, "width": 5,
+            "array": [max(0.0, max(v) - r[figure]) if len(v) > 1 else 0.0 for v, r in zip(spans, rows)],
+            "arrayminus": [max(0.0, r[figure] - min(v)) if len(v) > 1 else 0.0 for v, r in zip(spans, rows)]}
+
+
 def _cost_traces(rows: list[dict], k: int, sizes: list[int]) -> list[dict]:
-    """The right panel: pass cost and tokens per pass against B, and the one-step line."""
+    """The right panel: pass cost and tokens per pass against B (each with bars spanning its repeats, the hover
+    giving the range), and the one-step line."""
     cost = [r for r in rows if r.get("pass_cost") is not None]
     tpp = [r for r in rows if r.get("tokens_per_pass") is not None]
     return [
         {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in cost],
-         "y": [r["pass_cost"] for r in cost], "name": f"pass cost T(B, {k + 1}) / T(B, 1)",
+         "y": [r["pass_cost"] for r in cost], "name": f"pass cost T(B, {k + 1}) / T(B, 1) (bars: repeats)",
          "line": {"color": COLORS["verify"], "width": 3}, "marker": {"size": 8}, "xaxis": "x2", "yaxis": "y2",
-         "hovertemplate": "B = %{x}: a pass costs %{y:.2f} steps<extra></extra>"},
+         "error_y": _repeat_bars(cost, "pass_cost", COLORS["verify"]),
+         "text": [spread_cell(r, "pass_cost", ".2f") for r in cost],
+         "hovertemplate": "B = %{x}: a pass costs %{text} steps<extra></extra>"},
         {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in tpp],
          "y": [r["tokens_per_pass"] for r in tpp], "name": "tokens per pass (emitted)",
          "line": {"color": COLORS["accepted"], "width": 2, "dash": "dash"}, "marker": {"size": 7},
-         "xaxis": "x2", "yaxis": "y2", "hovertemplate": "B = %{x}: %{y:.2f} tokens per pass<extra></extra>"},
+         "error_y": _repeat_bars(tpp, "tokens_per_pass", COLORS["accepted"]),
+         "text": [spread_cell(r, "tokens_per_pass", ".2f") for r in tpp],
+         "xaxis": "x2", "yaxis": "y2", "hovertemplate": "B = %{x}: %{text} tokens per pass<extra></extra>"},
         {"type": "scatter", "mode": "lines", "x": [sizes[0], sizes[-1]], "y": [1, 1], "xaxis": "x2", "yaxis": "y2",
          "name": "one step (free verification)", "showlegend": False,
          "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"},
@@ -689,11 +809,17 @@ DEFINITIONS = {
     "batch": "B: prompts decoded together (the example prompts recycled to fill B rows)",
     "standard_tps / speculative_tps": "tokens per second over all rows after the prefill, each run on its own "
                                       "clock; median of the repeats",
+    "<figure>_min / <figure>_max": "the lowest and highest of the repeats' own values of that figure (tokens/s, "
+                                   "tokens per pass, T(B, 1), T(B, k+1) and the pass cost per repeat); equal with "
+                                   "one repeat",
     "speedup": "speculative ÷ standard tokens/s (medians); speedup_min / speedup_max: the repeats' own ratios",
     "verdict": f"pays / loses (every repeat above / below 1, however far apart), even (the repeats on both sides of "
                f"1 within {NOISY_SPREAD:.0%} of each other), or noisy (on both sides of 1 and spread more than "
                f"{NOISY_SPREAD:.0%}, or impossible timings: too noisy to tell)",
-    "predicted": "tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row at B = 1)",
+    "predicted": "tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row at B = 1): a model",
+    "predicted_low / predicted_high": "the same formula over its inputs' spread: the B = 1 repeats' tokens per pass "
+                                      "and T(B, 1), T(B, k+1) from the grid's fastest and slowest forward (or the "
+                                      "sweep's repeats); low = fewest tokens × fastest step ÷ slowest pass",
     "tokens_per_pass": "emitted tokens ÷ target passes of the speculative runs, bonus included",
     "step_ms / verify_ms": "T(B, 1) / T(B, k+1): median ms of the runs' own full-batch forwards",
     "pass_cost": "T(B, k+1) / T(B, 1): one verification pass in one-token steps",
@@ -701,17 +827,22 @@ DEFINITIONS = {
     "other_programs_cpu_share": f"share (0..1) of all CPUs' time that other programs used while the grid and the "
                                 f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads nothing off the timings",
 }
-CSV_COLUMNS = ("batch", "standard_tps", "speculative_tps", "speedup", "speedup_min", "speedup_max", "verdict",
-               "predicted", "tokens_per_pass", "step_ms", "verify_ms", "pass_cost", "kv_megabytes")
+CSV_COLUMNS = ("batch", "standard_tps", "standard_tps_min", "standard_tps_max", "speculative_tps",
+               "speculative_tps_min", "speculative_tps_max", "speedup", "speedup_min", "speedup_max", "verdict",
+               "predicted", "predicted_low", "predicted_high", "tokens_per_pass", "tokens_per_pass_min",
+               "tokens_per_pass_max", "step_ms", "step_ms_min", "step_ms_max", "verify_ms", "verify_ms_min",
+               "verify_ms_max", "pass_cost", "pass_cost_min", "pass_cost_max", "kv_megabytes")
 
 
 def csv_rows(result: dict) -> list[dict]:
-    """The rows with the repeats' spread and the verdict added (all "noisy" in a sweep other programs disturbed)."""
+    """The rows with the repeats' spread (``<figure>_min`` / ``_max`` of the speedup and every one of
+    :data:`REPEATED_FIGURES`) and the verdict added (all "noisy" in a sweep other programs disturbed)."""
     busy, out = disturbance(result) is not None, []
     for r in result["rows"]:
-        ups = repeat_speedups(r)
-        out.append(r | {"speedup_min": min(ups) if ups else None, "speedup_max": max(ups) if ups else None,
-                        "verdict": verdict(r, busy)})
+        spans = {"speedup": repeat_speedups(r)} | {f: repeat_values(r, f) for f in REPEATED_FIGURES}
+        ends = {f"{f}_{end}": (pick(v) if v else None) for f, v in spans.items()
+                for end, pick in (("min", min), ("max", max))}
+        out.append(r | ends | {"verdict": verdict(r, busy)})
     return out
 
 
@@ -1154,12 +1285,15 @@ INTRO = (
 SWEEP_NOTE = (
     "<div class='batching-note'>Per batch size B, the same example prompts (recycled to B rows) are decoded by "
     f"standard and by speculative decoding (greedy), {REPEATS} interleaved repeats, each timed on the batch's own "
-    "clock after the prefill. <b>Speedup</b> = speculative ÷ standard tokens/s (medians; in brackets the repeats' "
-    "own ratios; “faster” or “slower” when every repeat is, however far apart; repeats on both sides of 1 spread "
-    f"wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). <b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) "
-    "from the runs' own forwards. <b>Predicted</b> = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting "
-    "per row), T from the forward grid when timed (“too noisy” above the tokens per pass: the grid timed a pass "
-    "cheaper than a step). <b>KV cache</b>: the batch's keys and values at its longest "
+    "clock after the prefill. Every measured figure is a median (tokens/s: of the repeats; T: of all the runs' "
+    "forwards; the pass cost: their ratio), <b>in brackets the lowest and highest of the repeats' own</b> (“all "
+    "repeats equal” where they agree exactly, “one sample” from one repeat). <b>Speedup</b> = speculative ÷ "
+    "standard tokens/s (medians; in brackets the repeats' own ratios; “faster” or “slower” when every repeat is, "
+    f"however far apart; repeats on both sides of 1 spread wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). "
+    "<b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) from the runs' own forwards. <b>Predicted (model)</b>: a model's "
+    "estimate, not a measurement, = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting per row), T from "
+    "the forward grid when timed; in brackets the same over its inputs' spread (“too noisy” above the tokens per "
+    "pass: the grid timed a pass cheaper than a step). <b>KV cache</b>: the batch's keys and values at its longest "
     "row's end.</div>"
 )
 CHECK_NOTE = (
@@ -1169,6 +1303,14 @@ CHECK_NOTE = (
     "probabilities (chi-square) and with each other. The default prompt starts with “The sky”, so the n-gram "
     "drafter guesses “ sky” after a first “The”: a guess the target seldom makes.</div>"
 )
+
+
+ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls")
+"""On page load: Enter in a number box of this tab's controls (the k, max-new-tokens and temperature sliders' boxes,
+the N box) commits it as leaving the box does (:func:`app.messages.enter_commits_js`), as the Arena's controls do:
+a slider's box then clamps a number typed outside its range and :func:`app.messages.tell_when_clamped` says so at
+once, and the N box gets its check (:func:`app.messages.tell_when_invalid`). Without it Enter did nothing until the
+box was left."""
 
 
 def build_tab(target: str = "embedded") -> None:
@@ -1183,6 +1325,7 @@ def build_tab(target: str = "embedded") -> None:
                                      elem_id="batching-draft-model", placeholder="hub id or local folder")
     _sweep_section(target_box, draft_model)
     _check_section(target_box, draft_model)
+    gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
 
 
 def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:

@@ -45,7 +45,7 @@ import plotly.graph_objects as go
 from app import render
 from app.device import Job, load_target, relay, waiting_status
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import InputError, Settings, check_exit_layer, fit_prompt_for, parse_settings
+from app.inputs import InputError, Settings, fit_prompt_for, fit_settings_exit_layer, parse_settings
 from app.lookahead_view import make_pass, ngram_of, pass_html
 from app.messages import report, tell_when_clamped
 from specviz.analysis import recording as recording_file
@@ -57,7 +57,7 @@ from specviz.core.race import race
 from specviz.drafters.registry import choices, make_drafter
 from specviz.policy import current_policy
 from specviz.analysis.whatif import (MIN_PASSES, WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
-                            tokens_per_s_speedup)
+                                    tokens_per_pass_range, tokens_per_s_speedup)
 
 log = logging.getLogger("specviz.app.classroom")
 
@@ -613,6 +613,37 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
     return go.Figure({"data": traces, "layout": layout})
 
 
+ONE_RUN = "one run: no spread"
+"""The mark of a measured speedup of the what-if: one speculative run against one baseline run, one sample."""
+
+
+def _with_range(value: float | None, spread: tuple[float, float] | None, digits: int, unit: str = "",
+                single: str | None = None, none: str = "–") -> str:
+    """A figure with its spread, e.g. "1.96× (1.50–2.30)" (``spread``: (low, high)); with no spread, ``single``
+    (e.g. :data:`ONE_RUN`) marks it as one sample; ``none`` when there is no value."""
+    if value is None:
+        return none
+    text = f"{value:.{digits}f}{unit}"
+    if spread is not None:
+        return f"{text} <small class=\"wi-range\">({spread[0]:.{digits}f}–{spread[1]:.{digits}f})</small>"
+    return f"{text} <small class=\"wi-range\">({single})</small>" if single else text
+
+
+def _plain_range(value: float | None, spread: tuple[float, float] | None) -> str:
+    """A speedup for a status line (plain text): "1.96× (1.50–2.30)", "1.96×" or "–"."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread is not None else "")
+
+
+def _range_note(spread) -> str:
+    """What the ranges after the check's figures are (nothing without a spread)."""
+    if spread is None:
+        return ""
+    return (f' <small>Ranges: {spread.level:.0%} of {spread.resamples} resamples of the run\'s {spread.passes} '
+            "passes.</small>")
+
+
 def whatif_caveats(result: WhatIf) -> list[str]:
     """How far to trust the recommended k (HTML lines): the bootstrap range of its prediction and how often it
     came out best (:func:`specviz.analysis.whatif.spread`), or that the run had too few passes to tell the k apart;
@@ -661,23 +692,36 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
                      'than the accepted tokens save on this machine.</div>')
     lines.extend(f'<div class="wi-note wi-caveat">{line}</div>' for line in whatif_caveats(result))
     if result.measured_speedup is not None:
-        at_max = result.at(result.k_max)
-        lines.append(f'<div class="wi-note">Check inside this run (k = {result.k_max}): predicted '
-                     f'{at_max.speedup:.2f}×, measured {result.measured_speedup:.2f}×; tokens per pass predicted '
-                     f'{at_max.expected_tokens:.2f}, measured {_fmt(result.measured_tokens_per_pass, 2) or "– (no pass drafted k)"}.'
-                     '</div>')
+        at_max, spread = result.at(result.k_max), result.spread
+        (speed, tau) = spread.at(result.k_max) if spread is not None else (None, None)
+        measured_tau = _with_range(result.measured_tokens_per_pass, spread.measured_tokens if spread else None, 2,
+                                   none="– (no pass drafted k)")
+        lines.append(f'<div class="wi-note" id="whatif-inside">Check inside this run (k = {result.k_max}): predicted '
+                     f'{_with_range(at_max.speedup, speed, 2, "×")}, measured '
+                     f'{_with_range(result.measured_speedup, None, 2, "×", single=ONE_RUN)}; tokens per pass '
+                     f'predicted {_with_range(at_max.expected_tokens, tau, 2)}, measured {measured_tau}.'
+                     f'{_range_note(spread)}</div>')
     if check is not None:
-        rows = [(f"tokens per pass (passes drafting k = {check['k']})", f"{check['predicted_tau']:.2f}",
-                 _fmt(check["measured_tau"], 2) or "–"),
-                ("decoding speedup (prefill excluded)", f"{check['predicted']:.2f}×",
-                 f"{check['measured']:.2f}×" if check["measured"] is not None else "–"),
-                ("tokens/s ratio (prefill included)", f"{check['predicted_e2e']:.2f}×",
-                 f"{check['measured_e2e']:.2f}×" if check["measured_e2e"] is not None else "–")]
+        ranges = check.get("ranges", {})
+        rows = [(f"tokens per pass (passes drafting k = {check['k']})",
+                 _with_range(check["predicted_tau"], ranges.get("predicted_tau"), 2),
+                 _with_range(check["measured_tau"], ranges.get("measured_tau"), 2)),
+                ("decoding speedup (prefill excluded)",
+                 _with_range(check["predicted"], ranges.get("predicted"), 2, "×"),
+                 _with_range(check["measured"], None, 2, "×", single=ONE_RUN)),
+                ("tokens/s ratio (prefill included)",
+                 _with_range(check["predicted_e2e"], ranges.get("predicted_e2e"), 2, "×"),
+                 _with_range(check["measured_e2e"], None, 2, "×", single=ONE_RUN))]
         body = "".join(f"<tr><th>{html.escape(a)}</th><td>{b}</td><td>{c}</td></tr>" for a, b, c in rows)
+        note = ("Ranges: 80% of the bootstrap resamples of the runs' passes (the what-if run's for the "
+                "predictions, the re-run's for its tokens per pass); a speedup from one run pair has no spread.")
+        if result.spread is not None:
+            note = note.replace("80%", f"{result.spread.level:.0%}")
         lines.append(render.scroll_box(
             f'<table class="wi-check" id="whatif-check"><caption>Re-run at k = {check["k"]} ({check["tokens"]} '
             f'tokens, new baseline run)</caption><thead><tr><th></th><th>predicted</th><th>measured</th></tr></thead>'
             f'<tbody>{body}</tbody></table>', f"Re-run at k = {check['k']}: predicted and measured"))
+        lines.append(f'<div class="wi-note wi-range-note">{note}</div>')
     cells = "".join(
         f'<tr{" class=wi-best" if p.k == rec.k else ""}><td>{p.k}</td><td>{result.rates[p.k - 1]:.2f}</td>'
         f'<td>{p.expected_tokens:.2f}</td><td>{p.pass_ms:.1f}</td><td>{p.speedup:.2f}×</td></tr>'
@@ -714,16 +758,19 @@ def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_ne
 
 
 def _prepare(settings: Settings, say: Callable[[str], None]):
-    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note). Raises
-    InputError for an early-exit layer the target lacks, or a prompt that does not fit."""
+    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note). An
+    early-exit layer the loaded target lacks is fitted to its layers, as in Live
+    (:func:`app.inputs.fit_settings_exit_layer`): the note says so, before the prompt's note ("" when neither has
+    one). Raises InputError for a target with no layer to exit after, or a prompt that does not fit."""
 
     say(f"Loading the target {settings.target}…")
     target = load_target(settings.target, progress=say)
-    check_exit_layer(settings.exit_layer, target)
+    settings, layer_note = fit_settings_exit_layer(settings, target)
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
                            window=settings.window, ngram=settings.ngram, candidates=settings.candidates, progress=say)
-    prompt_ids, note, _ = fit_prompt_for(settings, target, drafter)
+    prompt_ids, prompt_note, _ = fit_prompt_for(settings, target, drafter)
+    note = " ".join(n for n in (layer_note, prompt_note) if n)
     return target, drafter, prompt_ids, note
 
 
@@ -734,11 +781,12 @@ def _record_work(settings, job: Job):
 
 
 def _whatif_work(settings, k_max: int, job: Job):
-    """In the job's thread: one greedy run at ``k_max`` and one of standard decoding, analysed for every k."""
+    """In the job's thread: one greedy run at ``k_max`` and one of standard decoding: (spec events, base events).
+    The analysis (:func:`specviz.analysis.whatif.analyze`, its bootstrap included) runs after the job, so the device
+    is held only while the model computes."""
     target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
     job.say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
-    spec, base = _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
-    return analyze(spec, base, k_max)
+    return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
 
 def _rerun_work(settings, k: int, job: Job):
@@ -823,15 +871,22 @@ def record_walkthrough(walkthrough: dict, target: str = "embedded",
     return RecordingFile(recording, recording_meta(values, walkthrough))
 
 
+def stop_playing() -> tuple:
+    """(playing, timer, play button) of a paused Play: what opening another run sends, so Play never steps a run
+    the user did not start it on (a walkthrough picked while playing opens at its first step and stays there)."""
+    return (False, gr.Timer(active=False), gr.Button(value="▶ Play"))
+
+
 def open_walkthrough(walkthrough_id: str):
     """The walkthrough menu: its settings and note, and its recorded run opened at the first step (no model
-    work). Returns (note, *FIELDS, stepper, status, *view, download); skips for "Custom" or an unknown id."""
+    work), Play paused. Returns (note, *FIELDS, stepper, status, *view, download, playing, timer, play button);
+    skips for "Custom" or an unknown id."""
     by_id = {w["id"]: w for w in load_walkthroughs()}
     if walkthrough_id not in by_id:
-        return (gr.skip(),) * (len(FIELDS) + 9)
+        return (gr.skip(),) * (len(FIELDS) + 12)
     walkthrough = by_id[walkthrough_id]
     values = walkthrough_settings(walkthrough)
-    return (_note_html(walkthrough), *(values[f] for f in FIELDS), *_open_shipped(walkthrough))
+    return (_note_html(walkthrough), *(values[f] for f in FIELDS), *_open_shipped(walkthrough), *stop_playing())
 
 
 def uploads_allowed() -> bool:
@@ -843,14 +898,25 @@ KEPT_RUN = "Nothing else changed: the run shown is the one open before."
 """Said after a refused recording file, so its status is not read as the shown run's."""
 
 
+PICK_FILE = ("Pick a recording file (.json.gz, at most 1 MB) to open; the run shown stays open until one opens.")
+"""The status while the file picker is open (:func:`upload_started`)."""
+
+
+def upload_started() -> str:
+    """"Open a recording file" clicked: the status says a file is being picked, so no earlier upload's message
+    stays under it (a file over Gradio's own size limit is refused in the browser with a toast, open_upload never
+    runs)."""
+    return render.status_html(PICK_FILE, "info")
+
+
 def open_upload(path):
     """"Open a recording file": check it (operator setting, size, format) and open it at the first step; the
-    settings it names fill the fields. Returns (walkthrough, note, *FIELDS, stepper, status, *view, download);
-    a refused file changes nothing but the status (one sentence)."""
+    settings it names fill the fields, Play paused. Returns (walkthrough, note, *FIELDS, stepper, status, *view,
+    download, playing, timer, play button); a refused file changes nothing but the status (one sentence)."""
     skip = gr.skip()
 
     def refused(message: str) -> tuple:
-        return (*(skip,) * (len(FIELDS) + 3), render.status_html(message, "error"), *(skip,) * 6)
+        return (*(skip,) * (len(FIELDS) + 3), render.status_html(message, "error"), *(skip,) * 9)
 
     if not uploads_allowed():
         return refused("Opening recording files is turned off on this server (SPECVIZ_ALLOW_UPLOADS).")
@@ -869,7 +935,8 @@ def open_upload(path):
         walkthrough = None
     menu = walkthrough["id"] if walkthrough else CUSTOM
     fields = (values[f] for f in FIELDS) if values is not None else (skip,) * len(FIELDS)
-    return (gr.update(value=menu), _note_html(walkthrough), *fields, *opened(file, f"Opened {name}"))
+    return (gr.update(value=menu), _note_html(walkthrough), *fields, *opened(file, f"Opened {name}"),
+            *stop_playing())
 
 
 def _step(move: Callable[[Stepper], object]):
@@ -940,12 +1007,13 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
                              "early exit, EAGLE, Medusa, suffix decoding).")
         settings = parse(prompt, drafter, exit_layer, draft_model, k_max, 0.0, seed, tokens, target,
                          limit=WHATIF_MAX_NEW_TOKENS)
-        result = yield from _on_device(functools.partial(_whatif_work, settings, k_max),
-                                       "the classroom is measuring what-if k", 5)
+        pair = yield from _on_device(functools.partial(_whatif_work, settings, k_max),
+                                     "the classroom is measuring what-if k", 5)
+        if pair is None:  # cancelled: the handler is gone
+            return
+        result = analyze(*pair, k_max)  # off the device: the next run in line need not wait for the bootstrap
     except Exception as error:  # noqa: BLE001
         yield (skip, _failed(error), skip, skip, skip)
-        return
-    if result is None:  # cancelled: the handler is gone
         return
     state = {"result": result, "settings": settings, "checks": {}}
     yield (state, whatif_status(result), gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
@@ -961,7 +1029,7 @@ def whatif_status(result: WhatIf) -> str:
     if rerun_k(result) is None:
         measured = _fmt(result.measured_speedup, 2)
         said += (f"The recommended k is the one this run used: its measured speedup "
-                 f"({measured + '×' if measured else '–'}) is the check.")
+                 f"({measured + '×, one run' if measured else '–'}) is the check.")
     else:
         said += f"Re-run at k = {result.recommended.k} to check the prediction."
     if result.spread is not None and result.spread.too_few:
@@ -1005,13 +1073,21 @@ def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list) -> tup
         "predicted_e2e": end_to_end_speedup(predicted.expected_tokens, result.costs, k, tokens),
         "measured_e2e": tokens_per_s_speedup(spec, base),
     }
+    spread = result.spread
+    if spread is not None:
+        speed, tau = spread.at(k)
+        check["ranges"] = {"predicted": speed, "predicted_tau": tau,
+                           "predicted_e2e": spread.end_to_end(k, tokens),
+                           "measured_tau": tokens_per_pass_range(spec, k, spread.resamples, spread.level)}
+    else:
+        check["ranges"] = {"measured_tau": tokens_per_pass_range(spec, k)}
     checks = dict(state.get("checks", {}))
     if check["measured"] is not None:
         checks[k] = check["measured"]
     state = {**state, "checks": checks}
-    measured = f"{check['measured']:.2f}×" if check["measured"] is not None else "–"
-    status = render.status_html(f"k = {k}: predicted {predicted.speedup:.2f}×, measured {measured} "
-                                "(decoding, prefill excluded).", "done")
+    said = (f"k = {k}: predicted {_plain_range(predicted.speedup, check['ranges'].get('predicted'))}, measured "
+            f"{_plain_range(check['measured'], None)} (one run; decoding, prefill excluded).")
+    status = render.status_html(said, "done")
     return (state, status, gr.update(value=whatif_figure(result, checks), visible=True), whatif_html(result, check),
             gr.skip())
 
@@ -1057,12 +1133,26 @@ def share_link(*values):
     return share_query(dict(zip(FIELDS, fields)), bool(present), preset or None)
 
 
-def on_load(request: gr.Request = None):
-    """Page load: apply the classroom settings in the address, if any (and open the tab), and open a recorded run:
-    the walkthrough's when the settings are a walkthrough's (a link with ``preset=<id>`` and nothing changed, or no
-    classroom settings at all: the first walkthrough). Returns (walkthrough, note, *FIELDS, present, stepper,
-    status, *view, download, tab selection)."""
+def tab_to_open(params: Mapping[str, str], tab_ids: tuple[str, ...] = ()):
+    """The page's tab selection for a page address: the tab its ``tab=`` names when that is one of ``tab_ids`` (the
+    app's tab ids), the Classroom for ``tab=classroom`` or for classroom settings without a ``tab=`` (a bare
+    ``?preset=...``), else ``gr.skip()`` (the page's first tab). A ``preset=`` never overrides the tab asked for:
+    ``?tab=arena&preset=x`` opens the Arena (the Classroom still applies and names the preset)."""
+    asked = str(params.get("tab", "") or "")
+    if asked == "classroom" or (not asked and settings_from_query(params) is not None):
+        return gr.Tabs(selected="classroom")
+    return gr.Tabs(selected=asked) if asked in tab_ids else gr.skip()
+
+
+def on_load(request: gr.Request = None, tab_ids: tuple[str, ...] = ()):
+    """Page load: apply the classroom settings in the address, if any, open the tab the address asks for
+    (:func:`tab_to_open`; ``tab_ids``: the app's tab ids), and open a recorded run: the walkthrough's when the
+    settings are a walkthrough's (a link with ``preset=<id>`` and nothing changed, or no classroom settings at all:
+    the first walkthrough). Returns (walkthrough, note, *FIELDS, present, stepper, status, *view, download, tab
+    selection)."""
     params = dict(getattr(request, "query_params", None) or {}) if request is not None else {}
+    params = {str(k): str(v) for k, v in params.items()}
+    tab = tab_to_open(params, tab_ids)
     walkthroughs = load_walkthroughs()
     if walkthroughs and params.get("tab") == "classroom" and "preset" not in params and not any(
             name in params for name in FIELDS):
@@ -1071,7 +1161,7 @@ def on_load(request: gr.Request = None):
     by_id = {w["id"]: w for w in walkthroughs}
     if values is None:  # no classroom settings in the address: the first walkthrough's run, ready to step
         opened_run = _open_shipped(walkthroughs[0]) if walkthroughs else (gr.skip(),) * 8
-        return (*(gr.skip(),) * (len(FIELDS) + 3), *opened_run, gr.skip())
+        return (*(gr.skip(),) * (len(FIELDS) + 3), *opened_run, tab)
     preset = by_id.get(values["preset"])
     if preset is not None and _matches(preset, values):
         opened_run = _open_shipped(preset)
@@ -1081,7 +1171,7 @@ def on_load(request: gr.Request = None):
             said = (unknown_preset_message(values["unknown_preset"], walkthroughs), "error")
         opened_run = (None, render.status_html(*said), *view(None), gr.update(value=None, interactive=False))
     return (gr.update(value=values["preset"] or CUSTOM), _note_html(preset), *(values[f] for f in FIELDS),
-            values["present"], *opened_run, gr.Tabs(selected="classroom"))
+            values["present"], *opened_run, tab)
 
 
 def drafter_changed(drafter: str):
@@ -1144,6 +1234,8 @@ def build_tab(target: str = "embedded") -> None:
                 _settings_controls(ui, first)
         _whatif_controls(ui)
     ui["stepper"] = gr.State(None)
+    ui["playing"] = gr.State(False)  # Play: whether the timer steps the run
+    ui["timer"] = gr.Timer(PLAY_INTERVAL_S, active=False)
     _wire(ui, tabs)
 
 
@@ -1246,11 +1338,16 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
+    paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
     ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
-                            outputs=[ui["note"], *settings, *opened_outputs], queue=False, **QUIET)
+                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET)
+    # a click on the button (before the file picker) replaces an earlier upload's message: a file Gradio itself
+    # refuses in the browser (over its size limit) never reaches open_upload, and its toast must not sit under
+    # another file's refusal
+    ui["upload"].click(upload_started, outputs=[ui["status"]], queue=False, **QUIET)
     ui["upload"].upload(open_upload, inputs=[ui["upload"]],
-                        outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs], concurrency_limit=None,
-                        **QUIET)
+                        outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs, *paused],
+                        concurrency_limit=None, **QUIET)
     _wire_stepping(ui, views)
     for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
         # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
@@ -1276,8 +1373,9 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
     load_outputs += [tabs] if tabs is not None else []
 
     def load(request: gr.Request = None):
-        values = on_load(request)
-        return values if tabs is not None else values[:-1]
+        if tabs is None:
+            return on_load(request)[:-1]
+        return on_load(request, tuple(str(t.id) for t in tabs.children if isinstance(t, gr.Tab)))
 
     gr.context.Context.root_block.load(load, outputs=load_outputs, queue=False, **QUIET)
 
@@ -1290,8 +1388,7 @@ def _wire_stepping(ui: dict, views: list) -> None:
                           ("first", step_first)):
         ui[name].click(handler, inputs=[ui["stepper"]], outputs=[ui["stepper"], *views], queue=False,
                        trigger_mode="always_last", **QUIET)  # clicks during a step: one more step after it
-    playing = gr.State(False)
-    timer = gr.Timer(PLAY_INTERVAL_S, active=False)
+    playing, timer = ui["playing"], ui["timer"]
     ui["play"].click(play_toggle, inputs=[ui["stepper"], playing],
                      outputs=[playing, timer, ui["play"], ui["stepper"], *views], concurrency_limit=None, **QUIET)
     timer.tick(play_tick, inputs=[ui["stepper"], playing], outputs=[playing, timer, ui["play"], ui["stepper"], *views],

@@ -112,8 +112,10 @@ def _or_default(value, default):
 class NumberField:
     """The rule of one number box, shared by the Run path (:meth:`parse`) and the check when the box is left
     (:func:`number_notice`): its name in messages, its range [low, high], whole numbers only or not, and the value
-    an empty box takes; ``outside``: the value used for one outside [low, high] (None: the nearest end), and
-    ``default_note``: what the default means, said after it ("0 (half the target's layers)")."""
+    an empty box takes; ``outside``: the value used for one outside [low, high] (None: the nearest end),
+    ``default_note``: what the default means, said after it ("0 (half the target's layers)"), and ``zero``: for a
+    field whose range leaves 0 out although 0 means "off" for its neighbours (the repetition penalty, off at 1), the
+    value that is off: a typed 0 is refused by the run with "(got 0; 1 is off)" and the box's check uses it."""
 
     name: str
     low: float
@@ -123,10 +125,27 @@ class NumberField:
     hint: str = ""
     outside: float | None = None
     default_note: str = ""
+    zero: float | None = None
 
     def parse(self, value) -> float | int:
-        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError."""
-        return number(_or_default(value, self.default), self.name, self.low, self.high, self.integer, self.hint)
+        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError; a 0 typed into a
+        field with an ``zero`` value says which value is off: "Repetition penalty must be between 0.01 and 10 (got
+        0; 1 is off)."."""
+        value = _or_default(value, self.default)
+        if self._typed_zero(value):
+            raise InputError(f"{self.name} must be between {_bound(self.low, self.integer)} and "
+                             f"{_bound(self.high, self.integer)} (got {value}; {_bound(self.zero, self.integer)} "
+                             f"is off).")
+        return number(value, self.name, self.low, self.high, self.integer, self.hint)
+
+    def _typed_zero(self, value) -> bool:
+        """Whether ``value`` is a 0 outside the range of a field whose off value is ``zero`` (not 0)."""
+        if self.zero is None or isinstance(value, bool) or self.low <= 0 <= self.high:
+            return False
+        try:
+            return float(value) == 0
+        except (TypeError, ValueError, OverflowError):
+            return False
 
     def nearest(self, value) -> float | int:
         """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded as
@@ -137,6 +156,8 @@ class NumberField:
             return self.default
         if got != got:
             return self.default
+        if self._typed_zero(got):  # 0 meant "off": use the value that is off, not the range's nearest end
+            return int(self.zero) if self.integer else float(self.zero)
         if self.outside is not None and not self.low <= got <= self.high:
             return int(self.outside) if self.integer else float(self.outside)
         if got >= self.high or got <= self.low:
@@ -148,7 +169,8 @@ class NumberField:
 TOP_K = NumberField("Top-k", 0, 1_000_000, True, 0)
 SEED = NumberField("Seed", 0, MAX_SEED, True, 0)
 MIN_P = NumberField("Min-p", 0, 0.99, False, 0.0)
-REPETITION_PENALTY = NumberField("Repetition penalty", 0.01, 10, False, 1.0)
+REPETITION_PENALTY = NumberField("Repetition penalty", 0.01, 10, False, 1.0, default_note="off",
+                                 zero=1.0)  # a typed 0 means off, which is 1 here (0.01 would force repeats)
 FREQUENCY_PENALTY = NumberField("Frequency penalty", -2, 2, False, 0.0)  # as OpenAI's
 PRESENCE_PENALTY = NumberField("Presence penalty", -2, 2, False, 0.0)
 NO_REPEAT_NGRAM_SIZE = NumberField("No-repeat n-gram size", 0, 64, True, 0)
@@ -317,6 +339,43 @@ def check_exit_layer(layer: int | None, target) -> None:
     after (1 .. layers − 1)."""
     if layer is not None and not 1 <= layer < target.num_layers:
         raise InputError(_exit_layer_message(target.label, target.num_layers, layer))
+
+
+def fit_loaded_exit_layer(layer: int | None, target) -> tuple[int | None, str | None]:
+    """The early-exit layer a run uses once its target is loaded, and the note that says so when it is not the
+    layer asked for: :func:`fit_exit_layer` against the loaded ``target``'s own layers (its ``num_layers`` and
+    ``label``), the rule the box's toast follows when it is left (:func:`exit_layer_notice`), so a run does what
+    the toast said even where the target's layers were unknown before loading.
+
+    Args:
+        layer: the parsed layer (:func:`parse_exit_layer`; None: the default, half the target's layers).
+        target: the loaded target (a ``LoadedModel``: ``num_layers``, ``label``).
+
+    Returns:
+        (layer, note): the layer asked for and None when ``target`` has it (1 .. layers − 1; None stays None);
+        else its nearest layer (above its last layer but one: that one; below 1: None, the default) and the note
+        "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct,
+        which has 30 layers (got 100). Using 29." for the status and a toast.
+
+    Raises:
+        InputError: a layer asked of a target with fewer than 2 layers (none to exit after):
+            :func:`check_exit_layer`'s message.
+    """
+    if layer is None:
+        return None, None
+    fitted, note = fit_exit_layer(layer, target.num_layers, target.label)
+    check_exit_layer(fitted, target)
+    return fitted, note
+
+
+def fit_settings_exit_layer(settings: Settings, target) -> tuple[Settings, str | None]:
+    """``settings`` with its early-exit layer fitted to the loaded ``target`` (:func:`fit_loaded_exit_layer`), the
+    note added to ``settings.notes`` (said in every status of the run) and returned for a toast; ``settings`` itself
+    and None when nothing changed. Raises InputError as :func:`fit_loaded_exit_layer` does."""
+    layer, note = fit_loaded_exit_layer(settings.exit_layer, target)
+    if note is None:
+        return settings, None
+    return replace(settings, exit_layer=layer, notes=(*settings.notes, note)), note
 
 
 def check_models(target: str, draft_model: str | None, policy: Policy) -> None:

@@ -35,7 +35,7 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -44,12 +44,12 @@ from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, CancelRegistry, Job, load_target, relay, session_key
 from app.figures import dashboard_figure
 from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings, check_settings_vocab,
-                        fit_exit_layer, fit_prompt_for, parse_k_schedule, parse_settings)
+                        fit_prompt_for, fit_settings_exit_layer, parse_k_schedule, parse_settings)
 from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
                         REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer)
 from app.lookahead_view import LookaheadView
-from app.messages import log_failure, report, tell_when_clamped, tell_when_invalid
+from app.messages import enter_commits_js, log_failure, report, tell_when_clamped, tell_when_invalid, warn
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
 from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
@@ -176,7 +176,8 @@ class RunView:
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
-    _busy: float | None = None  # other programs' CPU share that made the latest judgement "too noisy" (else None)
+    _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
+    # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
 
     def add(self, event: PassEvent) -> None:
         """Fold one engine event into its pane and statistics."""
@@ -238,7 +239,6 @@ class RunView:
         counts = (len(self.spec_stats.pass_ms), len(self.base_stats.pass_ms))
         if self._judged[0] != counts:
             judged = judge_decode_speedup(self.spec_stats, self.base_stats, disturbed=self._disturbance())
-            self._busy = self._busy if judged.verdict == "too noisy" and judged.reason else None
             self._judged = (counts, judged)
         return self._judged[1]
 
@@ -267,15 +267,14 @@ class RunView:
                 "Drafter 'none' is standard decoding: the baseline pane on the right is the whole run. "
                 "Pick a drafter to compare.")
         s = self.spec_stats
-        figures = [("tokens/s", s.decode_tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}"),
-                   ("accepted", s.acceptance_rate, "{:.0%}")]
+        figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}")]
         header = render.pane_header(f"Speculative · {self.drafter_name}", _k_label(self.settings), figures)
         return render.pane_html(header, self.spec.html())
 
     def base_html(self) -> str:
         """The baseline pane."""
         s = self.base_stats
-        figures = [("tokens/s", s.decode_tokens_per_s, "{:.1f}"), ("passes", s.passes, "{}")]
+        figures = [_rate_figure(s), (PASSES, s.passes, "{}")]
         header = render.pane_header("Standard decoding (baseline)", "one target forward per token", figures)
         return render.pane_html(header, self.base.html())
 
@@ -304,8 +303,11 @@ class RunView:
     def figure(self):
         """The charts (for drafter "none" only those of standard decoding: its latency and time breakdown)."""
         spec = self.spec_stats if self.spec is not None else RunStats(run="speculative")
-        return dashboard_figure(spec, self.base_stats, k_schedule=self.settings.k_schedule,
-                                speculative=self.spec is not None)
+        figure = dashboard_figure(spec, self.base_stats, k_schedule=self.settings.k_schedule,
+                                  speculative=self.spec is not None)
+        if self.spec is not None:
+            mark_budget_cuts(figure, spec, None if self.settings.k_schedule == "auto" else self.settings.k)
+        return figure
 
     def status(self) -> str:
         """One line: what is happening."""
@@ -352,7 +354,8 @@ class RunView:
         return f"{low}–{high}× spans 1"
 
     def summary(self) -> dict:
-        """A row of the run history: rates after the prefill; the decoding speedup only when it could be judged
+        """A row of the run history: rates after the prefill with their intervals over the passes (``spec_tps_interval``,
+        ``base_tps_interval``: (low, high), None for one pass); the decoding speedup only when it could be judged
         (else ``speedup_note`` says "too short" or "too noisy"; a too-noisy run keeps what was measured in
         ``speedup_measured`` and why it is noise in ``speedup_reason``, :meth:`noise_reason`)."""
         s, b = self.spec_stats, self.base_stats
@@ -366,6 +369,8 @@ class RunView:
             "acceptance": s.acceptance_rate if self.spec is not None else None,
             "tokens_per_pass": s.tokens_per_pass if self.spec is not None else None,
             "spec_tps": s.decode_tokens_per_s if self.spec is not None else None, "base_tps": b.decode_tokens_per_s,
+            "spec_tps_interval": _ends(s.decode_rate()) if self.spec is not None else None,
+            "base_tps_interval": _ends(b.decode_rate()),  # (low, high) over the passes; None: one pass
             "speedup": judged.value if judged is not None and judged.finding else None,
             "speedup_note": judged.verdict if judged is not None and not judged.finding else None,
             "speedup_measured": judged.value if judged is not None and not judged.finding else None,
@@ -377,6 +382,52 @@ class RunView:
         }
 
 
+PASSES = ("pass", "passes")  # a pane header's pass count, in agreement: "1 pass", "17 passes"
+
+
+K_CUT_NAME = "k cut by max new tokens"
+"""The k chart's marks (and legend entry) on passes whose k the output budget cut: near the end of a run the engine
+drafts at most the tokens left (max new tokens − tokens so far − 1), so even a fixed k steps down there."""
+
+
+def mark_budget_cuts(figure, stats: RunStats, first_asked: int | None) -> None:
+    """Mark on the "Draft length k per pass" chart of ``figure`` (:func:`app.figures.dashboard_figure`) the passes
+    whose k the output budget cut (:meth:`RunStats.k_cut_by_budget`; ``first_asked``: the run's configured k, for
+    the first pass, or None for k = auto, which chooses within the budget itself): each gets a hover text "k = 2:
+    cut by max new tokens (asked 4)", and one marker trace named :data:`K_CUT_NAME` shows them in the chart and its
+    legend. Nothing changes when no pass was cut or the chart has no k line."""
+    cut = stats.k_cut_by_budget(first_asked)
+    line = next((trace for trace in figure.data if trace.name == "k"), None)
+    if line is None or not any(cut):
+        return
+    asked = [a if a is not None else first_asked for a in stats.pass_k_asked]
+    texts = list(line.text) if line.text is not None and not isinstance(line.text, str) else [
+        f"k = {k}" for k in stats.pass_k]
+    line.text = [f"{text}: cut by max new tokens (asked {a})" if flag else text
+                 for text, flag, a in zip(texts, cut, asked)]
+    line.hovertemplate = "pass %{x}: %{text}<extra></extra>"
+    xs = [x for x, flag in zip(line.x, cut) if flag]
+    ys = [k for k, flag in zip(stats.pass_k, cut) if flag]
+    figure.add_scatter(x=xs, y=ys, mode="markers", name=K_CUT_NAME, xaxis=line.xaxis, yaxis=line.yaxis,
+                       legend=line.legend, marker={"symbol": "x-thin-open", "size": 11, "line": {"width": 2},
+                                                    "color": "#b45309"},
+                       text=[f"k = {k}: cut by max new tokens (asked {a})" for k, a, flag
+                             in zip(stats.pass_k, asked, cut) if flag],
+                       hovertemplate="pass %{x}: %{text}<extra></extra>")
+
+
+def _ends(interval) -> tuple[float, float] | None:
+    """An :class:`~specviz.core.metrics.Interval`'s (low, high) for the history (None stays None)."""
+    return None if interval is None else (interval.low, interval.high)
+
+
+def _rate_figure(stats: RunStats) -> tuple:
+    """A pane header's tokens/s figure (after the prefill) with its bootstrap interval over the run's passes
+    (:meth:`RunStats.decode_rate`), "one pass" before there are two (:func:`render.pane_header`'s spread)."""
+    spread = render.spread_text(stats.decode_rate(), single="one pass")
+    return ("tokens/s", stats.decode_tokens_per_s, "{:.1f}", spread)
+
+
 def _k_label(settings: Settings) -> str:
     """How the run drafts, for the pane header and the history: "k = 4 (adaptive) · tree of 10 nodes, depth ≤ k ·
     gate 0.15 · lookup first" ("" for standard decoding)."""
@@ -385,7 +436,7 @@ def _k_label(settings: Settings) -> str:
     label = {"fixed": f"k = {settings.k}", "heuristic": f"k = {settings.k} (adaptive)",
              "auto": "k = auto"}[settings.k_schedule]
     if settings.drafted_tree_nodes:
-        label += f" · tree of {settings.drafted_tree_nodes} nodes, depth ≤ k"
+        label += f" · tree of {render.plural(settings.drafted_tree_nodes, 'node')}, depth ≤ k"
     elif settings.tree_nodes:
         label += " · chain (trees are greedy-only)"
     if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
@@ -461,6 +512,9 @@ class RunCosts:
         return self.prefill_s(prompt_tokens, drafter) + max(new_tokens - 1, 0) * per_token / 1000.0
 
 
+RECENT_RUNS = "recent runs of this model on this server"
+"""Where a planned time learned from finished runs comes from, in words: the runs of every visitor of this server
+(:data:`_COSTS` is shared), so a visitor with no run of their own yet is not told "your runs"."""
 _COSTS: dict[str, list[RunCosts]] = {}  # target spec -> its latest measured runs (newest last)
 _TUNED: dict[str, RunCosts] = {}  # target spec -> costs from a one-token step measured here (before any run)
 _COSTS_LOCK = threading.Lock()
@@ -481,7 +535,7 @@ def costs_of_run(view: RunView) -> RunCosts | None:
         spec = (s.elapsed_ms - s.prefill_ms) / s.emitted * scale
     step = (b.elapsed_ms - b.prefill_ms) / b.emitted  # own clock: one forward of one token
     fixed = min(step, b.prefill_ms)  # the prefill is not scaled: it runs before the panes stream
-    return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, "your last runs here",
+    return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens)
 
 
@@ -616,7 +670,7 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
-    """"about 20–30 s (from your last runs here)" for a run of ``settings`` (the range of ``costs.spread``), with
+    """"about 20–30 s (from recent runs of this model on this server)" for a run of ``settings`` (the range of ``costs.spread``), with
     the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None:
     estimated from the characters."""
     if costs is None:
@@ -826,8 +880,8 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
 
 
 def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:
-    """The status before a run holds the device: how long it should take ("about 25 s (from your last runs
-    here)", when known) and how many runs are ahead of it ("1 run ahead of yours", with what the device is doing)."""
+    """The status before a run holds the device: how long it should take ("about 25 s (from recent runs
+    of this model on this server)", when known) and how many runs are ahead of it ("1 run ahead of yours", with what the device is doing)."""
     if ahead == 0:
         length = f"yours takes {plan}" if plan else "the time a run takes here is measured once the model is loaded"
         return render.status_html(f"Starting: no run ahead of yours; {length}.", "busy", notes=settings.notes)
@@ -866,7 +920,7 @@ def _load(settings: Settings, job: Job):
     """Load the target and make the drafter in the job's threads, yielding the loading status; returns (settings,
     target, drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes
     in its thread, which keeps the device until then). An early-exit layer the loaded target lacks (its layers were
-    unknown before loading) is replaced by its nearest layer, said in a note (:func:`app.inputs.fit_exit_layer`),
+    unknown before loading) is replaced by its nearest layer, said in a note (:func:`app.inputs.fit_settings_exit_layer`),
     as the box's toast would have said."""
 
     loading = _Loading(settings)
@@ -874,25 +928,15 @@ def _load(settings: Settings, job: Job):
     target = yield from relay(job.call(load_target, settings.target, progress=job.say), loading.show)
     if job.cancelled:
         return None
-    settings = _fit_loaded_exit_layer(settings, target)
+    settings, note = fit_settings_exit_layer(settings, target)
+    if note is not None:
+        warn(note)  # the toast the box would have shown, had the target's layers been known when it was left
     check_settings_vocab(settings, target)
     if settings.drafter == "none":
         return settings, target, None
     loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
     drafter = yield from relay(job.call(_new_drafter, settings, target, job.say, job.session), loading.show)
     return None if job.cancelled else (settings, target, drafter)
-
-
-def _fit_loaded_exit_layer(settings: Settings, target) -> Settings:
-    """``settings`` with its early-exit layer fitted to the loaded ``target``'s layers (1 .. layers − 1) and a note
-    saying so when it changed (:func:`app.inputs.fit_exit_layer`); unchanged otherwise."""
-    if settings.exit_layer is None:
-        return settings
-    layer, note = fit_exit_layer(settings.exit_layer, target.num_layers, target.label)
-    if note is None:
-        return settings
-    gr.Warning(html.escape(note))
-    return replace(settings, exit_layer=layer, notes=(*settings.notes, note))
 
 
 def _new_drafter(settings: Settings, target, say, session: str | None = None):
@@ -1310,8 +1354,15 @@ OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!o
 streams): both panes show the committed text plainly, without rejected drafts, colours or pass marks."""
 
 
+ENTER_COMMITS_JS = enter_commits_js("#controls")
+"""On page load: Enter in a number box of the Live tab's controls column (the sliders' boxes: k, max new tokens,
+temperature, top-p, tree nodes, the gate, W, N, G; and the number boxes: top-k, seed, exit layer, the penalties)
+commits it as leaving the box does (:func:`app.messages.enter_commits_js`): the slider moves, a number out of its
+range is clamped and said, and a number box is checked, at once. The other tabs' boxes are left alone."""
+
+
 def _wire_helpers(ui: dict, d: dict) -> None:
-    """Numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
+    """Enter in a number box of the controls (:data:`ENTER_COMMITS_JS`), numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
     runs use, and a toast and the status say so) and number boxes left with a value a run would refuse
     (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
     the derived default on each page load."""
@@ -1323,6 +1374,9 @@ def _wire_helpers(ui: dict, d: dict) -> None:
             layer = field is EXIT_LAYER  # checked against the target's layer count (its config, without loading)
             tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
                               target=ui.get("target") if layer else None)
+    from gradio.context import Context
+
+    Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     if "output_only" in ui:
         ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
     if "preset" in ui:
@@ -1330,8 +1384,6 @@ def _wire_helpers(ui: dict, d: dict) -> None:
                                                                           ui["draft_model"]],
                             queue=False, api_visibility="private")
     if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
-        from gradio.context import Context
-
         spec, fallback, box = d["target"], d["max_new_tokens"], ui["max_new_tokens"]
         Context.root_block.load(lambda shown: page_default_tokens(spec, fallback, shown), inputs=[box],
                                 outputs=[box], show_progress="hidden", concurrency_limit=None,

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 
 from app.render import PieceDecoder, scroll_box
+from app.tree_view import best_pass, earlier_passes_html
 from specviz.core.events import PassEvent
 
 MAX_KEPT_PASSES = 64  # lookahead passes kept for the end-of-run list (the newest)
@@ -251,20 +252,14 @@ class LookaheadView:
         if not self.passes:
             return ""
         shown, what = self.passes[-1], "latest pass"
-        if every_pass:
-            best = max(range(len(self.passes)), key=lambda i: (self.passes[i].accepted, i))
-            shown, kept = self.passes[best], len(self.passes)
-            latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
-            what = (f"pass {shown.index}{latest}, the most accepted tokens of the run's "
-                    f"{'last ' if self.total > kept else ''}{kept} kept pass{'es' if kept != 1 else ''}")
+        if every_pass:  # the pass with the most accepted tokens, as the draft tree picks its longest path
+            shown, what = best_pass(self.passes, self.total, lambda lp: lp.accepted, "the most accepted tokens",
+                                    "kept pass")
         parts = [pass_html(shown, open_=True)]
         others = [lp for lp in reversed(self.passes) if lp is not shown]
         if every_pass and others:
-            older = self.total - len(self.passes)
-            more = f" ({older} older not kept)" if older else ""
-            closed = "".join(pass_html(lp, open_=False) for lp in others)
-            parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first'
-                         f'{more}: click one to open it</div>{closed}</div>')
+            parts.append(earlier_passes_html("".join(pass_html(lp, open_=False) for lp in others),
+                                             self.total - len(self.passes)))
         plain = (f" (and {self.plain_steps} plain one-token step{'s' if self.plain_steps != 1 else ''}, k = 0, "
                  f"not shown)" if self.plain_steps else "")
         note = (f"{self.total} lookahead passes{plain}: {self.accepted} candidate tokens accepted; the window added "

@@ -3,7 +3,8 @@
 :func:`message_for` turns any exception into one sentence (never a stack trace); :func:`log_failure` logs a
 failed run; :func:`report` does both, shows a toast when asked, and returns the error status line. Every tab
 uses these three; :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range, and
-:func:`tell_when_invalid` when a number box is left with a value its run would refuse. A
+:func:`tell_when_invalid` when a number box is left with a value its run would refuse (:func:`enter_commits_js`: or
+when Enter is pressed in it). A
 stopped run (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends
 it quietly, so it never reaches here.
 """
@@ -11,6 +12,7 @@ it quietly, so it never reaches here.
 from __future__ import annotations
 
 import html
+import json
 import logging
 import traceback
 
@@ -101,6 +103,33 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     used, message = found
     warn(message)
     return gr.update(value=used), render.status_html(message, "info")
+
+
+def enter_commits_js(container: str, sliders: bool = False) -> str:
+    """The page-load script that makes Enter in a number box inside ``container`` (a CSS selector of one tab's
+    controls, e.g. "#controls") commit it as leaving the box does: it sends the box a ``blur`` event (the box keeps
+    the focus), so a number box gets its check (:func:`tell_when_invalid`) at once; without this Enter did nothing
+    until the box was left. A slider's own box is left alone: that synthetic ``blur`` made Gradio clamp it without
+    sending the typed number, so :func:`tell_when_clamped` never said so (measured in chromium: k 99 became 16
+    unannounced), while leaving the box (Tab, a click elsewhere) does say it. ``sliders=True`` includes them (the
+    Arena's max new tokens: a number typed below its range is said at once on Enter there).
+
+    Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
+    which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
+    one window) adds no second listener. Register it with ``Context.root_block.load(None, js=...)``."""
+    flag = json.dumps(container)
+    skip = "" if sliders else " || box.closest('.block')?.querySelector('input[type=range]')"
+    return f"""() => {{
+  const seen = (window.svEnterCommits = window.svEnterCommits || new Set());
+  if (seen.has({flag})) return;
+  seen.add({flag});
+  document.addEventListener('keydown', (ev) => {{
+    const box = ev.target;
+    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
+        || !box.closest({flag}){skip}) return;
+    box.dispatchEvent(new FocusEvent('blur'));
+  }}, true);
+}}"""
 
 
 def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None) -> None:

@@ -67,16 +67,40 @@ KIND_LABELS = {
 def time_card(spec, base) -> str:
     """The "Where the time went" card of a speculative run's :class:`RunStats` ``spec`` (``base``: the
     baseline's): the largest of its verify, draft and other times after the prefill as the headline with its
-    share, the other two and the baseline's forwards below."""
+    share of the time and that share's bootstrap interval over the passes (:meth:`RunStats.share`; "one pass: no
+    spread" before a second pass), the other two and the baseline's forwards below (totals on the runs' clocks)."""
     parts = {"verify": spec.verify_ms, "draft": spec.draft_ms, "other": spec.other_ms}
     total = sum(parts.values())
     name = max(parts, key=parts.get)
-    share = f" ({parts[name] / total:.0%})" if total > 0 else ""
-    rest = " · ".join(f"{k} {fmt_ms(v)}" for k, v in parts.items() if k != name)
-    return _card("Where the time went", f"{fmt_ms(parts[name])} <small>{name}{share}</small>",
+    share = f" ({_share_text(parts[name] / total, spec.share(name))})" if total > 0 else ""
+    scale = largest_ms(*parts.values(), base.verify_ms)  # one unit for the whole card
+    rest = html.escape(" · ".join(f"{k} {fmt_ms(v, scale)}" for k, v in parts.items() if k != name))
+    headline = html.escape(fmt_ms(parts[name], scale))
+    return _card("Where the time went", f"{headline} <small>{name}{html.escape(share)}</small>",
                  "speculative run after the prefill: target forwards (verify), drafting, and other (acceptance, "
-                 "rollback, detokenization); the largest part is shown",
-                 f"{rest} · baseline forwards {fmt_ms(base.verify_ms)}")
+                 "rollback, detokenization); the largest part is shown with its share of the time and that share's "
+                 "95% bootstrap interval over the passes",
+                 f"{rest} · baseline forwards {html.escape(fmt_ms(base.verify_ms, scale))}")
+
+
+def _share_text(share: float, interval) -> str:
+    """A share of the time with its interval, "62%; 58–66%", the share with as many decimals as its ends need to
+    read apart (at most 2: "99.98%; 99.97–99.99%"); "62%; one pass: no spread" without an interval."""
+    if interval is None:
+        return f"{share:.0%}; {ONE_PASS}"
+    low, high = format_apart(interval.low * 100, interval.high * 100, 0, 2)
+    return f"{share * 100:.{len(low.partition('.')[2])}f}%; {low}–{high}%"
+
+
+def ttft_html(stats, scale: float | None = None) -> str:
+    """A run's time to first token, marked as the one measurement it is: "85 ms <small>(one measurement)</small>"
+    (a run has one prefill: no repeats, so no spread to give); "–" before the prefill ends. ``scale``: the largest
+    time to first token on the same card (ms), which chooses the unit (:func:`fmt_ms`)."""
+    if not stats.curve_ms:  # no event yet: the prefill is still running
+        return "–"
+    shown = html.escape(fmt_ms(stats.ttft_ms, scale))
+    return f'{shown} <small class="spread" style="white-space: nowrap">({ONE_MEASUREMENT})</small>'
+
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -550,13 +574,19 @@ def placeholder_html(message: str) -> str:
     return f'<div class="pane"><div class="pane-empty">{html.escape(message)}</div></div>'
 
 
-def pane_header(title: str, subtitle: str, figures: list[tuple[str, object, str]]) -> str:
-    """A pane's header: title, subtitle and live figures (label, value or None, format)."""
-    cells = "".join(
-        f'<span class="figure"><b>{"–" if value is None else html.escape(fmt.format(value))}</b> '
-        f'{html.escape(label)}</span>'
-        for label, value, fmt in figures
-    )
+def pane_header(title: str, subtitle: str, figures: list[tuple]) -> str:
+    """A pane's header: title, subtitle and live figures (label, value or None, format[, spread]); a label given as
+    (one, many), e.g. ("pass", "passes"), agrees with its count ("1 pass", "3 passes"); ``spread``
+    (plain text, e.g. "38.0–44.1" or "one pass") follows the value in small type, as :func:`spread_html`'s."""
+    def cell(label, value, fmt: str, spread: str = "") -> str:
+        if isinstance(label, tuple):  # (one, many): the word that agrees with a count
+            label = label[0] if value == 1 else label[1]
+        shown = "–" if value is None else html.escape(fmt.format(value))
+        small = (f' <small class="figure-spread" style="white-space: nowrap">({html.escape(spread)})</small>'
+                 if spread and value is not None else "")
+        return f'<span class="figure"><b>{shown}</b>{small} {html.escape(label)}</span>'
+
+    cells = "".join(cell(*figure) for figure in figures)
     sub = f'<span class="pane-sub">{html.escape(subtitle)}</span>' if subtitle else ""
     return f'<span class="pane-title">{html.escape(title)}</span>{sub}<span class="pane-figures">{cells}</span>'
 
@@ -592,8 +622,9 @@ def compare_outputs(spec_ids: list[int], base_ids: list[int], base_gaps: list[fl
     if diff is None:
         if finished:
             what = "Identical token ids" if greedy else "Identical token ids (same seed)"
-            return Comparison(True, n, message=f"{what}: all {n} tokens match the baseline.")
-        return Comparison(None, n, message=f"Identical so far ({n} tokens).")
+            every = "the one token matches" if n == 1 else f"all {n} tokens match"
+            return Comparison(True, n, message=f"{what}: {every} the baseline.")
+        return Comparison(None, n, message=f"Identical so far ({plural(n, 'token')}).")
 
     def piece(ids: list[int]) -> str | None:
         return repr(tokenizer.decode([ids[diff]], skip_special_tokens=False)) if diff < len(ids) else "(ended)"
@@ -620,11 +651,57 @@ def _fmt(value, fmt: str, none: str = "–") -> str:
     return none if value is None else fmt.format(value)
 
 
-def fmt_ms(ms: float | None) -> str:
-    """A duration: "85 ms", or "12.3 s" from 10 s up."""
+def fmt_ms(ms: float | None, scale: float | None = None) -> str:
+    """A duration: "85 ms", or "12.3 s" from 10 s up. ``scale``: the largest duration shown beside it (in ms), which
+    chooses the unit instead, so one card reads in one unit ("5.9 s · baseline: 12.3 s", not "5932 ms"); a time
+    above 0 that seconds would show as 0.0 reads "< 0.1 s"."""
     if ms is None:
         return "–"
-    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+    if max(ms, scale or 0) < 10_000:
+        return f"{ms:.0f} ms"
+    return "< 0.1 s" if 0 < ms < 50 else f"{ms / 1000:.1f} s"
+
+
+def largest_ms(*values: float | None) -> float | None:
+    """The largest of the durations given (ms; None ignored), the ``scale`` of :func:`fmt_ms` for one card."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+ONE_PASS = "one pass: no spread"
+"""What a per-pass figure shows beside it before a second pass gives it a spread."""
+ONE_MEASUREMENT = "one measurement"
+"""What a figure measured once per run (time to first token: one prefill) shows beside it: no spread to give."""
+
+
+def spread_text(interval, decimals: int = 1, single: str = ONE_PASS) -> str:
+    """An interval's ends as text, "38.0–44.1" (:func:`~specviz.core.metrics.format_apart`: one more decimal where
+    that makes them read apart, as the Arena's ranges; ends that still read alike say the spread is below that
+    precision); ``single`` when there is no interval (None)."""
+    if interval is None:
+        return single
+    low, high = format_apart(interval.low, interval.high, decimals, decimals + 1)
+    return f"{low}–{high}"
+
+
+def spread_html(value: float | None, interval, fmt: str = "{:.1f}", decimals: int = 1, single: str = ONE_PASS) -> str:
+    """A measured figure and its spread, compactly: "41.2 <small>(38.0–44.1)</small>" (``interval``: a
+    :class:`~specviz.core.metrics.Interval` over the run's passes), or "41.2 <small>(one pass: no spread)</small>"
+    where there is none yet (``single``); "–" without a value."""
+    if value is None:
+        return "–"
+    return (f'{fmt.format(value)} <small class="spread" style="white-space: nowrap">'
+            f'({html.escape(spread_text(interval, decimals, single))})</small>')
+
+
+def rate_pair_html(spec, base, decode: bool = True) -> str:
+    """Both runs' rates with their spreads, "41.2 (38.0–44.1) vs 30.1 (29.0–31.3)": after the prefill
+    (``decode``, :meth:`~specviz.core.metrics.RunStats.decode_rate`) or with it (:meth:`RunStats.rate`)."""
+    def one(stats) -> str:
+        value = stats.decode_tokens_per_s if decode else stats.tokens_per_s
+        return spread_html(value, stats.decode_rate() if decode else stats.rate())
+
+    return f"{one(spec)} <small>vs</small> {one(base)}"
 
 
 def _card(label: str, value: str, definition: str, extra: str = "", cls: str = "") -> str:
@@ -636,6 +713,12 @@ def _card(label: str, value: str, definition: str, extra: str = "", cls: str = "
 
 SPEEDUP_DEFINITION = ("speculative ÷ baseline decoding rate: tokens after the first ÷ time after the prefill, each "
                       "run on its own clock; the interval resamples both runs' passes (bootstrap)")
+RATES_DEFINITION = ("speculative vs baseline decoding rate, own clocks; in brackets each rate's 95% bootstrap interval "
+                    "over its run's passes (the prefill included: each prefill is one measurement, taken as measured)")
+END_TO_END_DEFINITION = ("tokens/s ratio with the prefill (time to first token) included: a long prompt's prefill "
+                         "dominates it, so read the decoding speedup; in brackets the 95% bootstrap interval over both "
+                         "runs' passes (each prefill is one measurement, taken as measured)")
+TTFT_DEFINITION = "the prefill forward over the prompt: one measurement per run (a single prefill, so no spread)"
 
 
 def speedup_cards(spec, base, judgement=None) -> list[str]:
@@ -643,7 +726,7 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
     or "too noisy to tell" / "too short to judge" instead of a number (never in green or red then), the
     end-to-end ratio beside it (prefill included, never coloured), and both runs' rates. ``judgement`` is
     :func:`specviz.core.metrics.judge_decode_speedup` of the runs (computed here when None)."""
-    from specviz.core.metrics import judge_decode_speedup, speedup
+    from specviz.core.metrics import end_to_end_interval, judge_decode_speedup, speedup
 
     j = judgement if judgement is not None else judge_decode_speedup(spec, base)
     running = spec.finish_reason is None  # the speculative run still going: its verdict is not in yet
@@ -656,13 +739,12 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
         value = (f"{j.value:.2f}×" if j.verdict != "too noisy" else
                  f"too noisy to tell <small>({j.value:.2f}× measured)</small>")
         hero = _card("Decoding speedup", value, SPEEDUP_DEFINITION, html.escape(j.describe()), cls=f"hero {cls}")
-        ratio = _fmt(speedup(spec, base), "{:.2f}×")
-        end = _card("End to end", ratio if j.verdict != "too noisy" else f"too noisy <small>({ratio} measured)"
-                    "</small>", "tokens/s ratio with the prefill (time to first token) included: a long prompt's "
-                    "prefill dominates it, so read the decoding speedup")
-    rates = _card("Tokens/s after the prefill", f"{_fmt(spec.decode_tokens_per_s, '{:.1f}')} <small>vs</small> "
-                  f"{_fmt(base.decode_tokens_per_s, '{:.1f}')}", "speculative vs baseline decoding rate, own clocks",
-                  f"prefill included: {_fmt(spec.tokens_per_s, '{:.1f}')} vs {_fmt(base.tokens_per_s, '{:.1f}')}")
+        value = speedup(spec, base)
+        ratio = spread_html(value, end_to_end_interval(spec, base), "{:.2f}×", 2)
+        end = _card("End to end", ratio if j.verdict != "too noisy" else
+                    f"too noisy <small>({_fmt(value, '{:.2f}×')} measured)</small>", END_TO_END_DEFINITION)
+    rates = _card("Tokens/s after the prefill", rate_pair_html(spec, base), RATES_DEFINITION,
+                  f"prefill included: {rate_pair_html(spec, base, decode=False)}")
     return [hero, end, rates]
 
 
@@ -681,8 +763,24 @@ def lookahead_cards(spec) -> list[str]:
     per_pass = spec.window_tokens / spec.passes
     return [_card("Window tokens per pass (not verified)", f"{per_pass:.1f} <small>window tokens / pass</small>",
                   LOOKAHEAD_DEFINITION,
-                  f"{spec.window_tokens} window tokens in {spec.passes} passes · {spec.drafted} candidate tokens "
-                  f"verified (drafted), {spec.accepted} accepted")]
+                  f"{plural(spec.window_tokens, 'window token')} in {plural(spec.passes, 'pass', 'passes')} · "
+                  f"{plural(spec.drafted, 'candidate token')} verified (drafted), {spec.accepted} accepted")]
+
+
+TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expected (1 − α^(m+1)) ÷ (1 − α), "
+                              "m = tokens drafted per pass on average (m + 1 when α = 1)")
+"""The "Tokens per pass" card's definition: the formula :attr:`~specviz.core.metrics.RunStats.expected_tokens_per_pass`
+computes (Leviathan et al. 2023, eq. 1, with the run's mean drafted length m for k: a pass may draft fewer than k)."""
+
+
+def expected_text(spec) -> str:
+    """The "Tokens per pass" card's expected value with the α and m it is computed from, so the formula of
+    :data:`TOKENS_PER_PASS_DEFINITION` can be checked by hand: "expected from α 0.92, m 3.41: 3.85"; "expected: –
+    (nothing judged yet)" before the target judged a draft."""
+    expected = spec.expected_tokens_per_pass
+    if expected is None:
+        return "expected: – (nothing judged yet)"
+    return f"expected from α {spec.alpha:.2f}, m {spec.mean_proposed:.2f}: {expected:.2f}"
 
 
 def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None) -> str:
@@ -703,21 +801,22 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.extend(lookahead_cards(spec))
         cards.append(_card("Per-token α", _fmt(spec.alpha, "{:.2f}"),
                            "accepted ÷ (accepted + rejections): only positions the target judged"))
-        cards.append(_card("Tokens per pass", _fmt(spec.tokens_per_pass, "{:.2f}"),
-                           "emitted ÷ target passes, bonus included; expected (1 − α^(k+1)) ÷ (1 − α)",
-                           f"expected from α: {_fmt(spec.expected_tokens_per_pass, '{:.2f}')} · {spec.passes} "
-                           f"target passes vs {base.passes} baseline steps"))
-        cards.append(_card("Time to first token", fmt_ms(spec.ttft_ms), "the prefill forward over the prompt",
-                           f"baseline: {fmt_ms(base.ttft_ms)}"))
+        cards.append(_card("Tokens per pass", _fmt(spec.tokens_per_pass, "{:.2f}"), TOKENS_PER_PASS_DEFINITION,
+                           f"{expected_text(spec)} · {plural(spec.passes, 'target pass', 'target passes')} vs "
+                           f"{plural(base.passes, 'baseline step')}"))
+        scale = largest_ms(*(run.ttft_ms for run in (spec, base) if run.curve_ms))  # one unit for the card
+        cards.append(_card("Time to first token", ttft_html(spec, scale), TTFT_DEFINITION,
+                           f"baseline: {ttft_html(base, scale)}"))
         cards.append(time_card(spec, base))
         cards.append(_card("Finish reason", f"{esc(spec.finish_reason or '…')} <small>/</small> "
                            f"{esc(base.finish_reason or '…')}", "speculative / baseline: eos, stop string or "
                            "max new tokens (length)"))
     else:  # drafter "none": one run, standard decoding; nothing is drafted, so there is nothing to compare
-        cards.append(_card("Tokens/s after the prefill", _fmt(base.decode_tokens_per_s, "{:.1f}"),
-                           "tokens after the first ÷ time after the prefill, own clock (the pane's figure)",
-                           f"prefill included: {_fmt(base.tokens_per_s, '{:.1f}')}", cls="hero"))
-        cards.append(_card("Time to first token", fmt_ms(base.ttft_ms), "the prefill forward"))
+        cards.append(_card("Tokens/s after the prefill", spread_html(base.decode_tokens_per_s, base.decode_rate()),
+                           "tokens after the first ÷ time after the prefill, own clock (the pane's figure); in "
+                           "brackets its 95% bootstrap interval over the run's passes",
+                           f"prefill included: {spread_html(base.tokens_per_s, base.rate())}", cls="hero"))
+        cards.append(_card("Time to first token", ttft_html(base), TTFT_DEFINITION))
         cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
         cards.append(_card("Standard decoding only", "no comparison", "drafter “none” runs the target alone, one "
                            "forward per token: the pane on the right is the whole run",
@@ -781,6 +880,21 @@ def history_speedup(row: dict) -> str:
     return html.escape(note or "–")
 
 
+def history_rate(row: dict, key: str) -> str:
+    """The history's tokens/s cell (HTML) for ``key`` ("spec_tps" or "base_tps", after the prefill): the rate with
+    its bootstrap interval over the run's passes under it ("20.4" over "(18.1–22.0)", ``<key>_interval``: (low,
+    high)), or "(one pass)" where the run had a single pass (interval None), the rate alone for a row that keeps no
+    interval; "–" without a rate."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    if f"{key}_interval" not in row:
+        return f"{value:.1f}"
+    ends = row[f"{key}_interval"]
+    spread = "one pass" if ends is None else "–".join(format_apart(*ends, 1, 2))
+    return f'{value:.1f}<br><small class="spread" style="white-space: nowrap">({spread})</small>'
+
+
 _LOOKAHEAD_K = re.compile(r"^k = (\d+) \(N−1\)( or a plain step \(auto\))?( · W = \d+, N = \d+, G = \d+)?$")
 
 
@@ -827,8 +941,8 @@ def history_html(history: list[dict]) -> str:
             f"{row['temperature']:g}" + (f" · seed {row['seed']}" if row.get("seed") is not None else "")
             + (f" · {row['settings']}" if row.get("settings") else ""),
             f"{row['tokens']} (stopped)" if row.get("stopped") else row["tokens"],
-            _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"),
-            _fmt(row["spec_tps"], "{:.1f}"), _fmt(row["base_tps"], "{:.1f}"))]
+            _fmt(row["acceptance"], "{:.0%}"), _fmt(row["tokens_per_pass"], "{:.2f}"))]
+        cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
         cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",

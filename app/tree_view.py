@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 from app.render import PieceDecoder
 from specviz.core.events import PassEvent
@@ -204,26 +205,57 @@ class TreeView:
         if not every_pass:
             shown, what = self.passes[-1], "latest tree pass"
         else:
-            best = max(range(len(self.passes)), key=lambda i: (len(self.passes[i].path), i))
-            shown = self.passes[best]
-            kept = len(self.passes)
-            latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
-            what = (f"pass {shown.index}{latest}, the longest accepted path of the run's "
-                    f"{'last ' if self.total > kept else ''}{kept} tree pass{'es' if kept != 1 else ''}")
+            shown, what = best_pass(self.passes, self.total, lambda tp: len(tp.path), "the longest accepted path",
+                                    "tree pass")
         if self.copied:
             what += (f" ({self.copied} other pass{'es' if self.copied != 1 else ''} copied by lookup: no tree, see the "
                      "pane)")
         parts = [tree_html(shown, open_=True)]
         others = [tp for tp in reversed(self.passes) if tp is not shown]
         if every_pass and others:
-            earlier = "".join(tree_html(tp, open_=False) for tp in others)
-            older = self.total - len(self.passes)
-            more = f" ({older} older not kept)" if older else ""
-            parts.append(f'<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first'
-                         f'{more}: click one to open it</div>{earlier}</div>')
+            parts.append(earlier_passes_html("".join(tree_html(tp, open_=False) for tp in others),
+                                             self.total - len(self.passes)))
         head = (f"<div class='dtree-title'>Draft tree <span>{html.escape(what)}; the accepted path runs along the top "
                 "row, one column per depth</span></div>")
         return f'<div class="dtree-view" data-tree-passes="{self.total}">{head}{"".join(parts)}</div>'
+
+
+def best_pass(passes: Sequence, total: int, score: Callable[[object], float], measure: str,
+              noun: str) -> tuple[object, str]:
+    """The pass a finished run's panel opens, and its caption: the kept pass with the highest ``score`` (the latest
+    among equals: the last pass is often cut short by the token limit or EOS), named as such also when it is the
+    latest. Shared by the draft tree (:class:`TreeView`: the longest accepted path) and lookahead's panel
+    (:class:`app.lookahead_view.LookaheadView`: the most accepted tokens).
+
+    Args:
+        passes: the kept passes, oldest first, each with an ``index`` (its pass number); at least one.
+        total: passes the run made (more than ``len(passes)`` when older ones were not kept).
+        score: a pass's figure to maximise, e.g. ``lambda tp: len(tp.path)``.
+        measure: what the chosen pass has most of, e.g. "the longest accepted path".
+        noun: one pass in words, e.g. "tree pass" (its plural adds "es").
+
+    Returns:
+        (the pass, "pass 7 (the latest), the longest accepted path of the run's last 20 tree passes").
+
+    Raises:
+        ValueError: no passes.
+    """
+    if not passes:
+        raise ValueError("a best pass needs at least one pass")
+    best = max(range(len(passes)), key=lambda i: (score(passes[i]), i))
+    kept = len(passes)
+    latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
+    return passes[best], (f"pass {passes[best].index}{latest}, {measure} of the run's "
+                          f"{'last ' if total > kept else ''}{kept} {noun}{'es' if kept != 1 else ''}")
+
+
+def earlier_passes_html(closed: str, older: int) -> str:
+    """The finished run's list of its other kept passes under the open one: ``closed`` (their HTML, each closed,
+    newest first) under the title "Other passes, newest first: click one to open it", which also counts the
+    ``older`` passes that were not kept (0: none). Shared as :func:`best_pass` is."""
+    more = f" ({older} older not kept)" if older else ""
+    return (f'<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first{more}: click one '
+            f'to open it</div>{closed}</div>')
 
 
 @dataclass

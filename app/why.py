@@ -3,7 +3,7 @@ device for a few batch sizes, and an interactive what-if chart of tokens per pas
 
 :func:`measure` (the Measure button) waits for its turn on the device (:mod:`app.device`: it takes turns with
 every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.measure_forward_grid` (with the
-job's cancel flag as ``should_stop``, so a closed handler ends it before its next forward) and
+job's cancel flag as ``should_stop``, so Stop (:func:`stop`) or a closed handler ends it before its next forward) and
 :func:`specviz.analysis.arena.measure_draft_costs` in the job's thread; before the grid, a few forwards timed here
 (:func:`specviz.analysis.arena.probe_forward_ms`) give the status its estimate of the whole measurement. A point
 measured faster than less work is measured again by the grid and, if still impossible, flagged on the chart and
@@ -29,8 +29,8 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from app.inputs import EXIT_LAYER, InputError, check_exit_layer, check_models, parse_exit_layer
-from app.messages import clamped, report, tell_when_clamped, tell_when_invalid, warn
+from app.inputs import EXIT_LAYER, InputError, check_models, clamp_notice, fit_loaded_exit_layer, parse_exit_layer
+from app.messages import report, tell_when_invalid, warn
 from specviz.analysis.arena import (
     BATCH_SIZES,
     IMPOSSIBLE_MARGIN,
@@ -499,23 +499,27 @@ def run_issues(k, tokens_per_pass, speedup) -> tuple[bool, dict[str, str]]:
     speedup above 0. Returns (whether the run is marked, {box of :data:`RUN_BOXES`: one sentence that says what is
     wrong and what happens: the run is not marked, or its speedup is left out}). An empty box is no problem
     (:func:`_blank`; an empty k or tokens per pass: nothing marked yet)."""
-    problems, k_value, tau = {}, _number(k), _number(tokens_per_pass)
     blank = _blank(k) or _blank(tokens_per_pass)  # not typed yet: nothing marked, nothing wrong
-    if blank:
-        pass
-    elif k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
-        problems["k"] = f"Run: k must be a whole number from 1 to {MAX_K} (got “{k}”): the run is not marked."
-    elif tau is None:
-        problems["tokens_per_pass"] = (f"Tokens per pass must be a number (got “{tokens_per_pass}”): the run is not "
-                                       "marked.")
-    elif not 1 <= tau <= k_value + 1:
-        problems["tokens_per_pass"] = (
-            f"Tokens per pass at k = {k_value:g} lies between 1 (nothing accepted) and {k_value + 1:g} (all k drafts "
-            f"accepted + the bonus token), not {tau:g}: the run is not marked.")
+    problems = {} if blank else _run_problems(k, tokens_per_pass)
     sp = _number(speedup)
     if not _blank(speedup) and not (sp and sp > 0):
         problems["speedup"] = f"Speedup must be a number above 0 (got “{speedup}”): the run's speedup is left out."
     return not blank and not {"k", "tokens_per_pass"} & problems.keys(), problems
+
+
+def _run_problems(k, tokens_per_pass) -> dict[str, str]:
+    """The problem of a typed k and tokens per pass (both boxes filled), at most one: {box: sentence}."""
+    k_value, tau = _number(k), _number(tokens_per_pass)
+    if k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
+        return {"k": f"Run: k must be a whole number from 1 to {MAX_K} (got “{k}”): the run is not marked."}
+    if tau is None:
+        return {"tokens_per_pass": f"Tokens per pass must be a number (got “{tokens_per_pass}”): the run is not "
+                                   "marked."}
+    if not 1 <= tau <= k_value + 1:
+        return {"tokens_per_pass": (
+            f"Tokens per pass at k = {k_value:g} lies between 1 (nothing accepted) and {k_value + 1:g} (all k drafts "
+            f"accepted + the bonus token), not {tau:g}: the run is not marked.")}
+    return {}
 
 
 def _blank(text) -> bool:
@@ -557,12 +561,15 @@ def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -
     return gr.skip()
 
 
-def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figure:
+def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict | None = None) -> go.Figure:
     """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark. The
     sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within [0, MAX_C], as the
-    sliders clamp them."""
-    alpha = min(max(float(alpha or 0.0), 0.0), 1.0)
-    c = min(max(float(c or 0.0), 0.0), MAX_C)
+    sliders clamp them; one that is no number (an emptied box: None, or "abc") is drawn at its last number,
+    ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it), which :func:`slider_typed`
+    puts back into the box when it is left."""
+    kept = kept or KEPT
+    alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
+    c = min(max(_or_kept(c, kept["c"]), 0.0), MAX_C)
     curve = None
     if measurement:
         ms = measurement["grid"]["ms"]
@@ -571,6 +578,60 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement) -> go.Figu
         curve = possible if len(possible) > 1 else None
     curves = whatif_curves(alpha, c, curve, MAX_K)
     return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
+
+
+def _or_kept(value, kept: float) -> float:
+    """A slider's raw payload as a number, or ``kept`` when it is none (:func:`_number`)."""
+    number = _number(value)
+    return kept if number is None else number
+
+
+SLIDERS = {"alpha": ("Per-token acceptance α", 0.0, 1.0), "c": ("Draft cost c", 0.0, MAX_C)}
+"""The what-if sliders: key → (name in messages, low, high)."""
+KEPT = {"alpha": DEFAULT_ALPHA, "c": DEFAULT_C}
+"""The sliders' last numbers before anything is typed (:func:`slider_typed`'s state starts here)."""
+
+
+def slider_typed(key: str, value, kept: dict | None, left: bool = True) -> tuple:
+    """What a what-if slider's box holds, said when the chart cannot use it as typed; the handler of its ``input``
+    (while typing, ``left`` False) and ``release`` (the box left, or Enter in an empty box: :data:`ENTER_EMPTY_JS`)
+    events, on the raw payload (preprocess off).
+
+    Args:
+        key: "alpha" or "c" (:data:`SLIDERS`).
+        value: the box's payload: a number, or None for an emptied box (a number box shows "abc" as empty), or any
+            text from the API.
+        kept: the state {"alpha", "c"}: each slider's last number (None: :data:`KEPT`).
+        left: whether the box was left; while typing, an empty box is a number on its way and is left alone.
+
+    Returns:
+        (slider, status, kept): a number in range: (skip, skip, kept with it); out of range: the slider set to the
+        nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`) as a
+        toast and the status, and that end kept; no number, once left: the slider set back to its kept number and
+        "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
+        kept number); no number while typing: three skips.
+    """
+    name, low, high = SLIDERS[key]
+    kept = dict(kept or KEPT)
+    number = _number(value)
+    if number is None:
+        if not left:
+            return gr.skip(), gr.skip(), gr.skip()
+        message = f"{name} must be a number from {low:g} to {high:g}; keeping {kept[key]:g}."
+    else:
+        found = clamp_notice(number, name, low, high)
+        if found is None:
+            return gr.skip(), gr.skip(), {**kept, key: number}
+        kept[key], message = found
+    gr.Info(html.escape(message))
+    return gr.update(value=kept[key]), render.status_html(message, "info"), kept
+
+
+def remember(alpha, c, kept: dict | None) -> dict:
+    """The state of :func:`slider_typed` after a handler set the sliders (Measure sets c, a Live run sets α): their
+    numbers now (a payload that is no number keeps the kept one)."""
+    kept = kept or KEPT
+    return {"alpha": _or_kept(alpha, kept["alpha"]), "c": _or_kept(c, kept["c"])}
 
 
 def latest_run(history: list[dict] | None) -> dict | None:
@@ -647,7 +708,7 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
     """Wait for the device, then run :func:`_measure_work` in the job's thread, feeding the progress bar and a
     "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when
     stopped while waiting)."""
-    state = {"message": "", "last": 0.0, "estimate": None}
+    state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
     def waiting(place) -> tuple:
         return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
@@ -657,6 +718,9 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
         now = time.monotonic()
         if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
             state["estimate"], state["last"] = item[1], 0.0
+        elif item is not None and item[0] == "note":  # the early-exit layer was fitted to the target: a toast, and
+            warn(item[1])  # the status says it until the end
+            state["note"], state["last"] = f" {item[1]}", 0.0
         elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
             fraction, state["message"] = item[1]
             progress(fraction, desc=state["message"])
@@ -664,7 +728,8 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
         if now - state["last"] < STATUS_INTERVAL_S:
             return None
         state["last"] = now
-        return _out(status=render.status_html(_measuring(state["message"], now - started, state["estimate"]), "busy"))
+        return _out(status=render.status_html(
+            _measuring(state["message"], now - started, state["estimate"]) + state["note"], "busy"))
 
     if not (yield from relay(job.turn(), waiting)):
         return None
@@ -682,15 +747,19 @@ def _measuring(message: str, seconds: float, estimate: float | None) -> str:
 
 def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
     """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
-    it completed, the drafters' c. Returns {"grid", "costs" (None when stopped), "label"}. Raises InputError for
-    an early-exit layer the target lacks."""
+    it completed, the drafters' c. An early-exit layer the loaded target lacks is fitted to its layers
+    (:func:`app.inputs.fit_loaded_exit_layer`) and the note is said at once (``("note", text)`` to the job). Returns
+    {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None)}. Raises InputError for a
+    target with no layer to exit after."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
 
     say(0.0, f"Loading the target {spec}…")
     loaded = load_target(spec, progress=lambda message: say(0.0, message))
-    check_exit_layer(layer, loaded)
+    layer, note = fit_loaded_exit_layer(layer, loaded)  # out of the target's range: its nearest layer, said
+    if note:
+        job.say(("note", note))
     say(0.0, "Timing a first forward…")
     probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
     job.say(("estimate", grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + ESTIMATE_EXTRA_S))
@@ -702,7 +771,7 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
         first = min(grid["ms"])
         costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
                                     step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
-    return {"grid": grid, "costs": costs, "label": loaded.label}
+    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note}
 
 
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
@@ -716,8 +785,9 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     twice = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured twice: a point came "
              "out faster than less work." if again else "")
     flagged = " ".join(t for t in (impossible_text(grid), within_noise_text(grid)) if t)
+    fitted = f"{measurement['note']} " if measurement.get("note") else ""  # the early-exit layer, fitted
     status = render.status_html(
-        f"Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
+        f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
         f"uses these costs; c is set to the early-exit drafter's.{twice}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done")
@@ -726,6 +796,18 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
                 gr.update(value=c) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure)
+
+
+STOPPED = ("Stopped: the measurement ended before its next forward, and the device is free. The chart and c of an "
+           "earlier measurement stay; press Measure to time again.")
+
+
+def stop(request: gr.Request = None) -> str:
+    """The Stop button: flag this session's measurement (it starts no other forward; Gradio also closes its
+    handler, which releases the device) and say so. Only the caller's own session is stopped (a call with no request
+    at all, Python code in this process, stops the measurements started without one). Returns the status line."""
+    RUNS.cancel(request)
+    return render.status_html(STOPPED, "info")
 
 
 def release_session(request: gr.Request = None) -> None:
@@ -765,19 +847,37 @@ def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
     return boxes
 
 
-def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML) -> None:
+ENTER_EMPTY_JS = """() => {
+  if (window.svWhyEnterEmpty) return;
+  window.svWhyEnterEmpty = true;
+  document.addEventListener('keydown', (ev) => {
+    const box = ev.target;
+    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number' || box.value !== ''
+        || !box.closest('#whatif-controls')) return;
+    box.dispatchEvent(new FocusEvent('blur'));
+  }, true);
+}"""
+"""On page load: Enter in an empty what-if slider box (emptied, or holding what a number box cannot read, such as
+"abc") commits it as leaving the box does, so :func:`slider_typed` puts the kept number back and says so at once. A
+box holding a number is left alone: its ``input`` event already redrew the chart and clamped it (committing it
+again would say a clamp twice)."""
+
+
+def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML,
+                         kept: gr.State) -> None:
     """Say typed values the what-if chart cannot use (toast + a line in ``status``), never drop them silently: a run
-    box left with a value no run gives (:func:`check_run`), and α or c typed out of range, when the box is left
-    (:func:`app.messages.tell_when_clamped`) and already while typing (a number typed + Enter redraws the chart,
-    clamped, before the box is left)."""
+    box left with a value no run gives (:func:`check_run`); α or c typed out of range, already while typing (a
+    number typed redraws the chart, clamped, before the box is left) and when the box is left; and a box left with
+    no number, which gets its last number back (:func:`slider_typed`, which keeps the last numbers in ``kept``)."""
     for name, box in zip(RUN_BOXES, run_boxes):
         box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
-    for slider, name in zip(sliders, ("Per-token acceptance α", "Draft cost c")):
-        slider.input(functools.partial(clamped, name=name, low=slider.minimum, high=slider.maximum),
-                     inputs=[slider], outputs=[slider, status], preprocess=False, show_progress="hidden",
-                     trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
-        tell_when_clamped(slider, status, name)
+    for slider, key in zip(sliders, SLIDERS):
+        for event, left in ((slider.input, False), (slider.release, True)):
+            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept],
+                  outputs=[slider, status, kept], preprocess=False, show_progress="hidden",
+                  trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
+    gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
 
 
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
@@ -785,13 +885,16 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     tab's run history (gr.State); its newest run is marked on the what-if chart."""
     gr.HTML(INTRO, elem_id="why-intro")
     measurement = gr.State(None)
+    kept = gr.State(dict(KEPT))  # the what-if sliders' last numbers (slider_typed): an emptied box gets its back
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
             target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
                                     info="'embedded', a hub id or a local folder")
             exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
                                    elem_id="why-exit-layer")
-            measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure")
+            with gr.Row():
+                measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure", scale=3)
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="why-stop", scale=1, min_width=80)
             gr.HTML(MEASURE_NOTE)
         with gr.Column(scale=3, min_width=600, elem_id="why-results"):
             status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
@@ -816,11 +919,29 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=3, min_width=600):
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
                                    elem_id="why-whatif-chart", show_label=False)
-    whatif_inputs = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement]
-    measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup]
+    measuring = measure_btn.click(measure, inputs=[target_box, exit_layer, alpha, run_k, run_tpp, run_speedup]
                       + ([history] if history is not None else []),
                       outputs=[status, chart, summary, measurement, c, batch, whatif_chart], api_name="why_measure",
                       show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
+    # Stop: flag the session's measurement (it starts no other forward) and close its handler, which releases the
+    # device; the chart and the c of an earlier measurement stay
+    stop_btn.click(stop, outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
+    _wire_whatif([alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept], whatif_chart, status)
+    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
+    setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
+    if history is not None:
+        setters.append(history.change(from_history, inputs=[history, c, batch, measurement],
+                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart],
+                                      show_progress="hidden", api_visibility="private"))
+    for setter in setters:  # the sliders' last numbers (slider_typed) follow what these handlers set
+        setter.then(remember, inputs=[alpha, c, kept], outputs=[kept], show_progress="hidden", api_visibility="private")
+
+
+def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) -> None:
+    """Redraw the what-if chart on a user's edit of its controls (``whatif_inputs``: :func:`whatif`'s, α, c, batch,
+    the three run boxes, the measurement and the sliders' kept numbers) and say what it cannot use
+    (:func:`_tell_typed_nonsense`)."""
+    alpha, c, batch, run_k, run_tpp, run_speedup, _, kept = whatif_inputs
     # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
     # themselves, so no chain of change events can race them with stale values; always_last drops the
     # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
@@ -829,9 +950,4 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
            run_tpp.blur, run_speedup.blur], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
-    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status)
-    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
-    if history is not None:
-        history.change(from_history, inputs=[history, c, batch, measurement],
-                       outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], show_progress="hidden",
-                       api_visibility="private")
+    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept)

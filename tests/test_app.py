@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 import re
@@ -305,8 +306,8 @@ def test_the_none_drafter_says_it_is_standard_decoding_alone_and_compares_nothin
     markup = render.stats_html(None, base, comparison, greedy=True)
     assert "Standard decoding only" in markup and "the pane on the right is the whole run" in markup
     assert "Greedy output = baseline?" not in markup and "✓" not in markup and "match the baseline" not in markup
-    rate = re.search(r'Tokens/s after the prefill</div><div class="card-value">([\d.]+)<', markup).group(1)
-    assert rate == f"{base.decode_tokens_per_s:.1f}" and f"prefill included: {base.tokens_per_s:.1f}" in markup
+    rate = re.search(r'Tokens/s after the prefill</div><div class="card-value">([\d.]+) <small', markup).group(1)
+    assert rate == f"{base.decode_tokens_per_s:.1f}" and f"prefill included: {base.tokens_per_s:.1f} <small" in markup
 
 
 def test_a_sampled_comparison_says_plainly_where_the_outputs_differ():
@@ -415,6 +416,23 @@ def test_build_demo_has_the_stable_elem_ids():
         assert elem_id in ids, elem_id
     with pytest.raises(TypeError):
         build_demo(colour="red")
+
+
+def test_enter_commits_the_live_tabs_number_boxes_and_only_theirs():
+    """Gradio's slider box commits a typed number on blur only: the Live tab registers, on page load, a script that
+    turns Enter in a number box of its controls column (#controls: k, max new tokens, temperature, ... and the
+    number boxes) into that blur, and leaves the other tabs' boxes alone (one page-wide listener doubled the "Why it
+    works" tab's messages). The browser test in test_phone_browser.py presses Enter in the real page."""
+    from app.messages import enter_commits_js
+
+    demo = build_demo(max_new_tokens=40)
+    loaded = [fn.js for fn in demo.fns.values() if fn.js and "svEnterCommits" in fn.js]
+    assert live.ENTER_COMMITS_JS in loaded and live.ENTER_COMMITS_JS == enter_commits_js("#controls")
+    assert "box.closest(\"#controls\")" in live.ENTER_COMMITS_JS and "new FocusEvent('blur')" in live.ENTER_COMMITS_JS
+    assert "document.addEventListener('keydown'" in live.ENTER_COMMITS_JS
+    ids = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
+    assert ids["controls"]["type"] == "column"  # the scope exists, and is the Live tab's controls column
+    assert enter_commits_js("#arena-controls") != live.ENTER_COMMITS_JS  # a scope of its own per tab
 
 
 # ------------------------------------------------------------------------------------------ the handler
@@ -756,3 +774,152 @@ def test_the_tree_panel_at_the_end_names_the_chosen_pass_also_when_it_is_the_lat
     final = view.html(every_pass=True)
     assert "pass 2 (the latest), the longest accepted path of the run&#x27;s 2 tree passes" in final
     assert "latest tree pass" not in final and final.count('class="dtree-pass"') == 2 and "Other passes" in final
+
+
+def test_the_best_pass_and_its_caption_are_shared_by_the_pass_panels():
+    """One helper picks the pass a finished run's panel opens and names it (the draft tree: the longest accepted path;
+    lookahead: the most accepted tokens), and one draws the list of the other passes."""
+    from types import SimpleNamespace
+
+    from app.tree_view import best_pass, earlier_passes_html
+
+    passes = [SimpleNamespace(index=i, accepted=a) for i, a in ((4, 1), (5, 3), (6, 3), (7, 0))]
+    shown, what = best_pass(passes, 4, lambda p: p.accepted, "the most accepted tokens", "kept pass")
+    assert shown is passes[2] and what == "pass 6, the most accepted tokens of the run's 4 kept passes"  # latest of equals
+    shown, what = best_pass(passes[:3], 30, lambda p: p.accepted, "the longest accepted path", "tree pass")
+    assert what == "pass 6 (the latest), the longest accepted path of the run's last 3 tree passes"
+    assert best_pass(passes[:1], 1, lambda p: p.accepted, "x", "tree pass")[1] == "pass 4, x of the run's 1 tree pass"
+    with pytest.raises(ValueError):
+        best_pass([], 0, lambda p: 0, "x", "tree pass")
+    assert earlier_passes_html("<i>p</i>", 0) == ('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
+                                                  'passes, newest first: click one to open it</div><i>p</i></div>')
+    assert "newest first (12 older not kept): click one" in earlier_passes_html("", 12)
+
+
+# ------------------------------------------------------------------ the cards' formulas, units and counts
+
+
+def _tpp_card(markup: str) -> str:
+    """The "Tokens per pass" card of a stats markup (its value, definition and the line under it)."""
+    return markup.split("Tokens per pass", 1)[1].split('<div class="card ', 1)[0]
+
+
+@pytest.mark.parametrize("passes", [
+    [((2, 3, 6, 7), 2), ((4, 5), 2), ((10, 5, 3), 1)],  # 9 drafted in 3 passes, 5 accepted, 2 rejections
+    [((2, 3, 6), 3), ((4, 5), 2), ((10, 5, 3), 3)],  # all accepted (α = 1): m + 1, 8 drafted in 3 passes
+])
+def test_the_tokens_per_pass_card_states_the_formula_its_expected_value_computes(passes):
+    """Seen: the caption said (1 − α^(k+1)) ÷ (1 − α) with k = 4, but the value used m, the mean drafted per pass
+    (3.85 for α 0.92 and m 3.41, not 4.26). The caption names m, and its formula on the shown α and m gives the
+    shown value."""
+    events, generated = [_event(index=0, next_id=1, emitted=(1,), generated=1)], 1
+    for i, (draft, n) in enumerate(passes, start=1):
+        generated += n + 1
+        events.append(_event(index=i, draft=draft, n=n, next_id=9, next_kind="bonus" if n == len(draft) else
+                             "recovered", generated=generated, t_end=10.0 * (i + 1)))
+    spec = _stats(events)
+    comparison = render.compare_outputs([1], [1], [1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
+    card = _tpp_card(render.stats_html(spec, _base_stats(), comparison, greedy=True))
+    assert "expected (1 − α^(m+1)) ÷ (1 − α), m = tokens drafted per pass on average (m + 1 when α = 1)" in card
+    assert "k+1" not in card
+    found = re.search(r"expected from α (\d\.\d\d), m (\d\.\d\d): (\d\.\d\d) · 3 target passes vs 8 baseline steps",
+                      card)
+    assert found, card
+    drafted = sum(len(d) for d, _ in passes)
+    accepted = sum(n for _, n in passes)
+    rejections = sum(n < len(d) for d, n in passes)
+    alpha, m = accepted / (accepted + rejections), drafted / len(passes)  # the glossary's α and m, by hand
+    expected = m + 1 if alpha == 1 else (1 - alpha ** (m + 1)) / (1 - alpha)
+    assert found.groups() == (f"{alpha:.2f}", f"{m:.2f}", f"{expected:.2f}")
+    if alpha == 1:
+        assert found.groups() == ("1.00", "2.67", "3.67")  # the new-user check's bf16 run: 8 drafted in 3 passes
+
+
+def test_a_card_reads_its_times_in_one_unit_chosen_by_the_larger():
+    """Seen: "12.3 s · baseline: 5932 ms". One card, one unit: seconds when either value reaches 10 s."""
+    spec, base = _stats(_spec_events()), _base_stats()
+    comparison = render.compare_outputs([1], [1], [1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
+
+    def ttft_card() -> str:
+        markup = render.stats_html(spec, base, comparison, greedy=True)
+        card = markup.split("Time to first token", 1)[1].split('<div class="card ', 1)[0]
+        return re.sub(r"<[^>]+>", "", card)
+
+    spec.prefill_ms, base.prefill_ms = 12_300.0, 5_932.0
+    assert "12.3 s (one measurement)" in ttft_card() and "baseline: 5.9 s (one measurement)" in ttft_card()
+    spec.prefill_ms, base.prefill_ms = 850.0, 10_400.0
+    assert "0.8 s (one measurement)" in ttft_card() and "baseline: 10.4 s" in ttft_card()
+    spec.prefill_ms, base.prefill_ms = 850.0, 5_932.0
+    assert "850 ms (one measurement)" in ttft_card() and "baseline: 5932 ms" in ttft_card()
+    assert render.fmt_ms(5_932.0, scale=12_300.0) == "5.9 s" and render.fmt_ms(5_932.0) == "5932 ms"
+    spec.verify_ms, spec.draft_ms, spec.other_ms, base.verify_ms = 12_000.0, 900.0, 40.0, 9_000.0
+    time_card = html.unescape(re.sub(r"<[^>]+>", "", render.time_card(spec, base)))
+    assert "12.0 s verify" in time_card and "draft 0.9 s · other < 0.1 s · baseline forwards 9.0 s" in time_card
+    assert render.fmt_ms(0.0, scale=12_000.0) == "0.0 s" and render.fmt_ms(40.0) == "40 ms"
+
+
+def _one_pass_view() -> live.RunView:
+    settings = inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 64, "", True)
+    view = live.RunView(settings, "tiny", "ngram", render.Pane(FakeTokenizer(PIECES)),
+                        render.Pane(FakeTokenizer(PIECES), separators=False), prompt_tokens=10)
+    for event in _spec_events()[:2]:
+        view.add(event)
+    view.add(_event(run="baseline", index=0, next_id=1, emitted=(1,), generated=1))
+    view.add(_event(run="baseline", index=1, next_id=1, emitted=(1,), generated=2))
+    return view
+
+
+def test_counts_agree_with_their_words():
+    """Seen: "1 passes" in the pane header."""
+    view = _one_pass_view()
+    assert "<b>1</b> pass</span>" in view.spec_html() and "<b>1</b> pass</span>" in view.base_html()
+    view.add(_spec_events()[2])
+    assert "<b>2</b> passes</span>" in view.spec_html()
+    tok = FakeTokenizer(PIECES)
+    assert render.compare_outputs([1], [1], [1.0], tok, greedy=True, finished=True).message == (
+        "Identical token ids: the one token matches the baseline.")
+    assert render.compare_outputs([1], [1, 2], [1.0] * 2, tok, greedy=True, finished=False).message == (
+        "Identical so far (1 token).")
+
+
+# ------------------------------------------------------------------ the k chart near the end of a run
+
+
+def _k_cut_traces(figure: go.Figure):
+    line = next(t for t in figure.data if t.name == "k")
+    cut = [t for t in figure.data if t.name == live.K_CUT_NAME]
+    return line, cut
+
+
+def test_passes_whose_k_the_budget_cut_are_marked_on_the_k_chart(tiny_target):
+    """Seen: with a fixed k = 4 the "Draft length k per pass" chart stepped 4 → 3 → 2 → 1 → 0 over the last
+    passes (the max-new-tokens budget), unexplained. Those passes, and only those, are marked "k cut by max new tokens"; on
+    each, k is what the budget left (max new tokens − tokens before the pass − 1)."""
+    from specviz.core.engine import GenerationConfig, speculative_generate
+    from specviz.drafters import NgramDrafter
+
+    prompt = tiny_target.tokenizer.encode("the cat sat on the mat and the cat sat on the", add_special_tokens=False)
+    events = list(speculative_generate(tiny_target, NgramDrafter(), prompt, GenerationConfig(max_new_tokens=9, k=4)))
+    spec = _stats(events)
+    passes = [e for e in events if e.kind == "pass"]
+    before = [e.num_generated for e in events[:-1]]  # tokens made before each pass
+    budget = [9 - b - 1 for b in before]
+    assert spec.k_cut_by_budget(4) == [e.k < 4 for e in passes]
+    assert any(spec.k_cut_by_budget(4)) and not all(spec.k_cut_by_budget(4))
+    assert all(e.k == left for e, left, cut in zip(passes, budget, spec.k_cut_by_budget(4)) if cut)
+    figure = figures.dashboard_figure(spec, _base_stats())
+    live.mark_budget_cuts(figure, spec, 4)
+    line, cut = _k_cut_traces(figure)
+    flagged = [i + 1 for i, e in enumerate(passes) if e.k < 4]
+    assert len(cut) == 1 and list(cut[0].x) == flagged and list(cut[0].y) == [passes[i - 1].k for i in flagged]
+    assert cut[0].xaxis == line.xaxis and cut[0].legend == line.legend  # drawn on the k chart, in its legend
+    assert list(line.text) == [f"k = {e.k}: cut by max new tokens (asked 4)" if e.k < 4 else f"k = {e.k}"
+                               for e in passes]
+    # a schedule whose every pass drafted the k it asked for (an adaptive k going 4, 2, 3): nothing to mark
+    asked = _spec_events()
+    asked = [dataclasses.replace(e, next_k=nxt.k) for e, nxt in zip(asked, asked[1:])] + asked[-1:]
+    plain_stats = _stats(asked)
+    assert plain_stats.pass_k == [4, 2, 3] and plain_stats.k_cut_by_budget(4) == [False] * 3
+    plain = figures.dashboard_figure(plain_stats, _base_stats())
+    live.mark_budget_cuts(plain, plain_stats, 4)
+    assert not _k_cut_traces(plain)[1] and _k_cut_traces(plain)[0].text is None  # the chart is left as it was

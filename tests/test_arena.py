@@ -314,7 +314,7 @@ def test_timed_figures_spread_over_the_runs_and_passes_they_come_from(monkeypatc
 
 def test_the_table_shows_each_timed_figure_with_its_spread(monkeypatch):
     rows = _timed_rows(monkeypatch)
-    table = arena_tab.table([rows["standard"], rows["ngram k=2"]])
+    table = arena_tab.table([rows["standard"], rows["ngram k=2"]], arena_tab.TIMING_COLUMNS)
     cells = [dict(zip(table["headers"], row)) for row in table["data"]]
     base, k2 = cells
     assert base["Tokens/s"] == "4.6 (2.2–10.9)" and base["T_step ms"] == "236.7 (100.0–500.0)"
@@ -711,3 +711,24 @@ def test_in_a_browser_enter_says_the_clamp_and_a_new_run_shows_only_its_own_warn
         page.screenshot(path=f"/tmp/arena-toasts-{width}.png", full_page=False)
     finally:
         page.context.close()
+
+
+def test_the_pooled_rows_fit_a_desktop_page_as_two_tables():
+    """A new-user check measured the one 19-column summary table at about 1,671 px, a sideways scroll on a 1400 px
+    desktop: the pooled rows are two tables now, what each method did (speedups, acceptance, the check) and the
+    rates, predictions and timings behind them; every column is in one of them, each once but Category and Method,
+    and the per-prompt table keeps them all."""
+    summary = [c[0] for c in arena_tab.SUMMARY_COLUMNS]
+    timings = [c[0] for c in arena_tab.TIMING_COLUMNS]
+    assert summary[:2] == timings[:2] == ["Category", "Method"] and summary[-1] == "Same ids"
+    assert len(summary) <= 10 and len(timings) <= 11
+    assert set(summary[2:]).isdisjoint(timings[2:])
+    assert {c[0] for c in arena_tab.PROMPT_COLUMNS} == (set(summary) | set(timings) | {"Prompt"}) - {"Prompts"}
+    assert arena_tab.OUTPUTS[1:3] == ("arena-table", "arena-timings")
+    out = arena_tab._outputs(summary="s", timings="t")
+    assert out[1:3] == ("s", "t")
+    # a prediction's hover says it is a model's figure and where its range comes from
+    row = {"predicted_speedup_paper": 1.5, "predicted_speedup_paper_low": 1.4, "predicted_speedup_paper_high": 1.61}
+    assert arena_tab._prediction_word(row, "predicted_speedup_paper") == (
+        "(a model of the measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)")
+    assert "one sample" in arena_tab._prediction_word({"predicted_speedup_paper": 1.5}, "predicted_speedup_paper")

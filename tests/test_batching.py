@@ -36,6 +36,16 @@ def test_sweep_rows_follow_their_definitions(tiny_target):
         assert r["kv_megabytes"] == pytest.approx(
             batching.kv_bytes_per_token(tiny_target) * (max(map(len, rows_used)) + 12 + 4) * r["batch"] / 1e6)
         assert len(r["repeats"]) == 2
+        # each repeat's own T(B, 1), T(B, k+1) and tokens per pass, the spread the tab shows beside the medians: the
+        # median over all the runs' forwards lies between the repeats' own medians
+        assert len(r["repeat_forward_ms"]) == 2 and len(r["repeat_tokens_per_pass"]) == 2
+        steps = [step for step, _ in r["repeat_forward_ms"]]
+        assert all(s > 0 for s in steps) and min(steps) <= r["step_ms"] <= max(steps)
+        verifies = [v for _, v in r["repeat_forward_ms"] if v is not None]
+        if r["verify_ms"] is not None:
+            assert verifies and min(verifies) <= r["verify_ms"] <= max(verifies)
+        emitted = [t for t in r["repeat_tokens_per_pass"] if t is not None]
+        assert min(emitted) <= r["tokens_per_pass"] <= max(emitted)
     assert rows[0]["predicted"] is not None
     assert "Speculation" in batching.format_sweep(result)
 
@@ -81,3 +91,23 @@ def test_bench_batch_command(tiny_model_dir, capsys, tmp_path):
     assert [r["batch"] for r in result["rows"]] == [1, 2] and result["drafter"] == "ngram"
     assert main(["bench", "--batch", "0,2"]) == 2
     assert "batch values must be in 1..64" in capsys.readouterr().err
+
+
+def test_the_prediction_carries_the_range_of_its_inputs():
+    """predicted = tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row); its low and high end put
+    the B = 1 repeats' fewest (most) tokens per pass and the grid's fastest (slowest) forwards into the same formula."""
+    first = batching.SweepRow(1, 10.0, 20.0, 2.0, 2.0, 10.0, 12.0, 1.2, 1.0,
+                              repeat_forward_ms=[(10.0, 12.0)] * 3, repeat_tokens_per_pass=[1.9, 2.0, 2.2])
+    second = batching.SweepRow(2, 18.0, 30.0, 1.67, 2.0, 11.0, 16.0, 1.45, 2.0,
+                               repeat_forward_ms=[(10.5, 15.0), (11.0, 16.0), (12.0, 18.0)])
+    grid = {"ms": {1: {1: 10.0, 3: 12.0}}, "spread": {1: {1: (9.0, 11.0), 3: (11.0, 14.0)}}}
+    batching.predict([first, second], grid, k=2)
+    draft = 2.0 / 20.0 * 1000.0 - 12.0  # ms per pass at B = 1 beyond its verification: 88 ms
+    assert first.predicted == pytest.approx(2.0 * 10.0 / (12.0 + draft))
+    assert first.predicted_low == pytest.approx(1.9 * 9.0 / (14.0 + draft))  # from the grid's spread
+    assert first.predicted_high == pytest.approx(2.2 * 11.0 / (11.0 + draft))
+    # B = 2 is not in the grid: the sweep's own T and the range of its repeats
+    assert second.predicted == pytest.approx(2.0 * 11.0 / (16.0 + 2 * draft))
+    assert second.predicted_low == pytest.approx(1.9 * 10.5 / (18.0 + 2 * draft))
+    assert second.predicted_high == pytest.approx(2.2 * 12.0 / (15.0 + 2 * draft))
+    assert first.predicted_low < first.predicted < first.predicted_high

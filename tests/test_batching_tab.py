@@ -4,6 +4,7 @@ are the sweep's; the check shows its statistics; bad input is one sentence, neve
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 
@@ -38,7 +39,12 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
     assert share is None or 0.0 <= share <= 1.0
     for row, shown in zip(saved["rows"], table["data"]):
         assert row["speculative_tps"] > 0 and row["standard_tps"] > 0
-        assert shown[2] == f"{row['speculative_tps']:.1f}"  # the table shows the file's numbers
+        # the table shows the file's numbers, each with the range of its repeats (the file's _min and _max)
+        assert shown[2].startswith(f"{row['speculative_tps']:.1f} ("), shown
+        assert row["speculative_tps_min"] <= row["speculative_tps"] <= row["speculative_tps_max"]
+        assert len(row["repeat_forward_ms"]) == batching.REPEATS
+        for cell in shown[1:3] + shown[5:9]:
+            assert re.search(r"\((\d+\.\d+–\d+\.\d+|all repeats equal)\)$", cell) or cell == "–", cell
     assert not device.DEVICE.locked
 
 
@@ -100,13 +106,14 @@ def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
     more than CONTENDED_SHARE of the CPUs says its timings are too noisy to tell, and why, and concludes nothing."""
     quiet = {"k": 4, "device": "cpu", "rows": _paying_rows(), "cpu_others": 0.05}
     assert batching.disturbance(quiet) is None
-    assert ("already costs 2.0 steps at B = 1, yet speculation pays (1.60× at B = 1: 2.3 tokens per pass more than "
-            "cover it)") in batching.sweep_lesson(quiet)  # a costly pass is no reason for paying: "yet", and why
+    # a costly pass is no reason for paying: "yet", and why
+    assert ("already costs 2.0 steps at B = 1, yet speculation pays at B = 1 (1.60×, all repeats equal; 2.3 tokens "
+            "per pass more than cover it)") in batching.sweep_lesson(quiet)
     busy = dict(quiet, cpu_others=0.45)
     lesson = batching.sweep_lesson(busy)
     assert lesson.startswith("The timings are too noisy to tell whether speculation pays at any batch size: other "
                              "programs used 45% of this machine's CPU time"), lesson
-    assert not any(claim in lesson for claim in ("pays (", "breaks even", "does not pay", "1.60×", "2.0 steps"))
+    assert not any(claim in lesson for claim in ("pays at B", "breaks even", "does not pay", "1.60×", "2.0 steps"))
     # where the share is unknown (no /proc/stat): the load average recorded at the sweep's end
     loaded = {"k": 4, "device": "cpu", "rows": _paying_rows(),
               "environment": {"machine": {"load_average_1min": 3.1, "cpu_count": 2}}}
@@ -118,7 +125,7 @@ def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
     result = dict(busy, stopped=False, max_new_tokens=8, label="tiny", settings={}, environment={})
     status, shown_lesson = batching._swept(result, 12.0)[:2]
     assert "warning: other programs used 45% of this machine" in status and "too noisy to tell" in status
-    assert "too noisy to tell" in shown_lesson and "speculation pays (" not in shown_lesson
+    assert "too noisy to tell" in shown_lesson and "speculation pays at B" not in shown_lesson
     saved = batching.sweep_json(result)
     assert saved["other_programs_cpu_share"] == 0.45 and saved["lesson"] == lesson
 
@@ -126,7 +133,7 @@ def test_a_sweep_other_programs_disturbed_draws_no_conclusion():
 def test_a_lesson_without_a_pass_cost_states_the_verdict_alone():
     rows = [dict(r, pass_cost=None) for r in _paying_rows()]  # e.g. too few tokens for a full pass to be timed
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": rows, "cpu_others": 0.0})
-    assert lesson.startswith("On this CPU speculation pays (1.60× at B = 1)"), lesson
+    assert lesson.startswith("On this CPU speculation pays at B = 1 (1.60×, all repeats equal)"), lesson
 
 
 def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart():
@@ -140,7 +147,7 @@ def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart(
     rows = [row(1, 3.74), row(2, 0.84)]
     assert batching.noisy_prediction(rows[0], rows) and not batching.noisy_prediction(rows[1], rows)
     table = batching.sweep_table({"k": 4, "rows": rows})
-    column = table["headers"].index("Predicted")
+    column = table["headers"].index("Predicted (model)")
     assert [r[column] for r in table["data"]] == ["too noisy (3.74)", "0.84"]
     traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": rows}).data}
     assert list(traces["predicted from B = 1 and T(B, n)"].x) == [2]
@@ -183,9 +190,10 @@ def test_repeats_all_on_one_side_of_one_are_a_finding_however_wide():
     column = table["headers"].index("Speedup (repeats)")
     assert table["data"][0][column] == "faster: 2.15× (1.84–2.44)"
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [faster, slower, across], "cpu_others": 0.0})
-    assert lesson.startswith("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (at most 1.21) up to B = 4, so "
-                             "speculation pays (2.15× at B = 1, every repeat faster: 1.84–2.44×)"), lesson
-    assert "at B = 2 a pass over 2 × 5 tokens costs 1.2 steps and the speedup falls to 0.62×" in lesson
+    assert lesson.startswith("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.21) up "
+                             "to B = 4, so speculation pays at B = 1 (2.15×, every repeat faster: 1.84–2.44×)"), lesson
+    assert ("at B = 2 a pass over 2 × 5 tokens costs 1.2 steps and the speedup falls to 0.62×, every repeat slower: "
+            "0.55–0.75×.") in lesson
     assert "At B = 4 the repeats fall on both sides of 1 (0.85× to 1.20×): too noisy to tell." in lesson
     assert "At B = 1" not in lesson  # B = 1 is a finding, not noise
     # the chart draws B = 1 on the measured line, only B = 4 as a hollow "too noisy" point
@@ -284,3 +292,101 @@ def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
                           (NAN, NAN, 0))
     layout = batching.check_figure(small).layout
     assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 7 * 1.08))
+
+
+def _spread_row(batch: int, forward_ms: list[tuple[float, float]], speedups=(1.5, 1.6, 1.7), tokens=(2.3, 2.3, 2.4)):
+    """A hand-made sweep row whose repeats have their own (T(B, 1), T(B, 5)) ms, speedups and tokens per pass; the
+    row's T are the medians of the repeats' (as the pooled forwards' median would lie among them)."""
+    steps, verifies = sorted(s for s, _ in forward_ms), sorted(v for _, v in forward_ms)
+    step, verify = steps[len(steps) // 2], verifies[len(verifies) // 2]
+    repeats = [(10.0 + i, (10.0 + i) * s) for i, s in enumerate(speedups)]
+    std, spec = (sorted(r[j] for r in repeats)[len(repeats) // 2] for j in (0, 1))
+    return {"batch": batch, "standard_tps": std, "speculative_tps": spec, "speedup": sorted(speedups)[len(speedups) // 2],
+            "tokens_per_pass": sorted(tokens)[len(tokens) // 2],
+            "step_ms": step, "verify_ms": verify, "pass_cost": verify / step, "kv_megabytes": 1.0, "predicted": None,
+            "repeats": repeats, "repeat_forward_ms": forward_ms, "repeat_tokens_per_pass": list(tokens)}
+
+
+def test_every_timed_figure_shows_the_range_of_its_repeats_in_table_chart_and_files():
+    """The new-user check found tokens/s, T(B, 1), T(B, 5) and the pass cost shown bare although the sweep has
+    repeats: each now carries the lowest and highest of its repeats' own values (one repeat: "one sample"), in the
+    table, in the chart's hover and error bars, and in the CSV's _min / _max columns."""
+    row = _spread_row(1, [(78.0, 90.0), (80.0, 96.0), (86.0, 99.0)])
+    table = batching.sweep_table({"k": 4, "rows": [row]})
+    cells = dict(zip(table["headers"], table["data"][0]))
+    assert cells["Standard tok/s"] == "11.0 (10.0–12.0)"
+    assert cells["Speculative tok/s"] == "17.6 (15.0–20.4)"  # the median of the repeats' rates 15.0, 17.6, 20.4
+    assert cells["T(B,1) ms"] == "80.0 (78.0–86.0)"
+    assert cells["T(B,5) ms"] == "96.0 (90.0–99.0)"
+    assert cells["Pass cost (steps)"] == "1.20 (1.15–1.20)"  # per repeat: 90/78 = 1.154, 96/80 = 1.2, 99/86 = 1.151
+    assert cells["Tokens/pass"] == "2.30 (2.30–2.40)"
+    one = _spread_row(1, [(80.0, 96.0)], speedups=(1.6,), tokens=(2.3,))
+    cells = dict(zip(table["headers"], batching.sweep_table({"k": 4, "rows": [one]})["data"][0]))
+    assert cells["T(B,1) ms"] == "80.0 (one sample)" and cells["Pass cost (steps)"] == "1.20 (one sample)"
+    assert cells["Speedup (repeats)"] == "faster: 1.60× (1.60–1.60)"
+    same = _spread_row(1, [(80.0, 96.0)] * 3, tokens=(2.3, 2.3, 2.3))
+    assert dict(zip(table["headers"], batching.sweep_table({"k": 4, "rows": [same]})["data"][0]))["Tokens/pass"] == \
+        "2.30 (all repeats equal)"
+    # the chart: the pass cost and tokens per pass with bars spanning their repeats, and the range in the hover
+    traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": [row]}).data}
+    cost = traces["pass cost T(B, 5) / T(B, 1) (bars: repeats)"]
+    assert cost.error_y.array[0] == pytest.approx(0.0) and cost.error_y.arrayminus[0] == pytest.approx(1.2 - 99 / 86)
+    assert list(cost.text) == ["1.20 (1.15–1.20)"] and "%{text} steps" in cost.hovertemplate
+    tokens = traces["tokens per pass (emitted)"]
+    assert tokens.error_y.array[0] == pytest.approx(0.1) and list(tokens.text) == ["2.30 (2.30–2.40)"]
+    # the files: each figure's lowest and highest repeat
+    saved = list(csv.DictReader(io.StringIO(batching.sweep_csv({"k": 4, "rows": [row]}))))[0]
+    assert (float(saved["step_ms_min"]), float(saved["step_ms_max"])) == (78.0, 86.0)
+    assert float(saved["pass_cost_min"]) == pytest.approx(99 / 86) and float(saved["pass_cost_max"]) == 1.2
+    assert (float(saved["standard_tps_min"]), float(saved["standard_tps_max"])) == (10.0, 12.0)
+
+
+def test_the_lesson_calls_a_pass_near_one_or_costly_only_where_every_repeat_is():
+    """A pass cost whose repeats fall on both sides of NEAR_ONE is neither "near 1" nor "already costs": the lesson
+    gives its range and claims neither; every number in the lesson carries its repeats' range."""
+    near = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 100.0)])  # 1.10, 1.20, 1.25: all at most 1.3
+    straddling = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 120.0)])  # 1.10, 1.20, 1.50
+    costly = _spread_row(1, [(80.0, 120.0), (80.0, 160.0), (80.0, 168.0)])  # 1.50, 2.00, 2.10
+    assert [batching.cost_verdict(r) for r in (near, straddling, costly)] == ["near", "unclear", "costly"]
+    lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [near], "cpu_others": 0.0})
+    assert lesson == ("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.25) up to "
+                      "B = 1, so speculation pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
+    lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [straddling], "cpu_others": 0.0})
+    assert lesson == ("On this CPU a pass over 1 × 5 tokens costs 1.2 steps (1.1–1.5) at B = 1, and speculation pays "
+                      "at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
+    assert "near 1" not in lesson and "already" not in lesson
+    lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [costly], "cpu_others": 0.0})
+    assert lesson.startswith("On this CPU a pass over 1 × 5 tokens already costs 2.0 steps (1.5–2.1) at B = 1, yet "
+                             "speculation pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×; 2.3 tokens per pass "
+                             "(2.3–2.4) more than cover it)"), lesson
+
+
+def test_enter_commits_the_tabs_number_boxes_and_only_this_tabs():
+    """Enter in a number box of the sweep's or the check's controls commits it (the script every tab shares,
+    app.messages.enter_commits_js: a slider's own box is left to commit when it is left), scoped to this tab's two
+    control columns; it runs once per page."""
+    from app.messages import enter_commits_js
+
+    js = batching.ENTER_COMMITS_JS
+    assert 'box.closest("#batching-controls, #batching-check-controls")' in js
+    assert js == enter_commits_js("#batching-controls, #batching-check-controls") and "new FocusEvent('blur')" in js
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        batching.build_tab()
+    assert any(getattr(fn, "js", None) == js for fn in demo.fns.values())
+
+
+def test_the_predicted_column_is_a_model_with_its_inputs_range():
+    """The Predicted (model) cell and the predicted curve's bars and hover carry the range predict() computed from
+    its inputs' spread; a point range says every input was one sample; a noisy prediction stays "too noisy"."""
+    row = dict(_spread_row(2, [(80.0, 96.0)] * 3), predicted=1.234, predicted_low=1.1, predicted_high=1.35)
+    first = dict(_spread_row(1, [(80.0, 96.0)] * 3), predicted=1.5, predicted_low=1.5, predicted_high=1.5)
+    table = batching.sweep_table({"k": 4, "rows": [first, row]})
+    column = table["headers"].index("Predicted (model)")
+    assert [r[column] for r in table["data"]] == ["1.50 (all inputs one sample)", "1.23 (1.10–1.35)"]
+    traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": [first, row]}).data}
+    curve = traces["predicted from B = 1 and T(B, n)"]
+    assert list(curve.error_y.array) == pytest.approx([0.0, 1.35 - 1.234])
+    assert list(curve.error_y.arrayminus) == pytest.approx([0.0, 1.234 - 1.1])
+    assert list(curve.text) == ["1.50 (all inputs one sample)", "1.23 (1.10–1.35)"] and "a model" in curve.hovertemplate

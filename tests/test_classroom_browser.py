@@ -82,6 +82,22 @@ def test_an_unknown_preset_in_the_link_is_named_with_the_known_ones():
     assert out[0]["value"] == classroom.CUSTOM and out[3 + len(classroom.FIELDS)] is None
 
 
+def test_a_preset_in_the_link_never_overrides_the_tab_it_asks_for():
+    """?tab=arena&preset=bogus opened the Classroom: the preset took the tab over. Now the tab asked for opens and
+    the Classroom still names the unknown preset in its status, for when the user goes there."""
+    from types import SimpleNamespace
+
+    tabs = ("live", "arena", "why", "batching", "classroom")
+    out = classroom.on_load(SimpleNamespace(query_params={"tab": "arena", "preset": "bogus"}), tabs)
+    assert out[-1].selected == "arena"
+    assert "“bogus”, which this app does not have" in out[4 + len(classroom.FIELDS)]
+    assert classroom.tab_to_open({"preset": "bogus"}, tabs).selected == "classroom"  # no tab=: the classroom's link
+    assert classroom.tab_to_open({"tab": "classroom", "preset": "bogus"}, tabs).selected == "classroom"
+    assert classroom.tab_to_open({"tab": "why"}, tabs).selected == "why"
+    assert classroom.tab_to_open({"tab": "nowhere", "preset": "bogus"}, tabs) == classroom.gr.skip()
+    assert classroom.tab_to_open({}, tabs) == classroom.gr.skip()
+
+
 def _whatif(rates_per_pass, k=4, passes=None):
     """A what-if from hand-made passes (tests/test_whatif.py's events) accepting ``rates_per_pass`` tokens each."""
     from test_whatif import _prefill, _spec, base_run
@@ -127,6 +143,49 @@ def test_whatif_gives_a_spread_says_too_few_passes_and_a_best_k_at_the_edge():
     button = classroom.rerun_button(inner)
     assert button.value == "Re-run at k = 2 to check" and button.interactive is True
     assert "Re-run at k = 2 to check the prediction." in classroom.whatif_status(inner)
+
+
+def test_the_whatif_checks_give_every_number_its_spread_or_say_one_run():
+    """The "check inside this run" line and the re-run table showed bare numbers. Now each prediction carries the
+    bootstrap range of the run's passes, each measured tokens per pass the range of its own passes, and each
+    measured speedup (one run against one baseline) says it is one run with no spread."""
+    from test_whatif import _prefill, _spec, base_run
+    from specviz.analysis.whatif import tokens_per_pass_range
+
+    result = _whatif([2, 3, 1, 4, 2, 0, 3, 2, 1, 2, 4, 2])
+    sp, k = result.spread, result.k_max
+    (s_low, s_high), (t_low, t_high) = sp.at(k)
+    m_low, m_high = sp.measured_tokens
+    at = result.at(k)
+    inside = classroom.whatif_html(result).split('id="whatif-inside">', 1)[1].split("</div>", 1)[0]
+    assert (f'predicted {at.speedup:.2f}× <small class="wi-range">({s_low:.2f}–{s_high:.2f})</small>, measured '
+            f'{result.measured_speedup:.2f}× <small class="wi-range">(one run: no spread)</small>') in inside
+    assert (f'tokens per pass predicted {at.expected_tokens:.2f} <small class="wi-range">({t_low:.2f}–{t_high:.2f})'
+            f'</small>, measured {result.measured_tokens_per_pass:.2f} <small class="wi-range">({m_low:.2f}–'
+            f'{m_high:.2f})</small>') in inside
+    assert f"Ranges: 80% of {sp.resamples} resamples of the run's 12 passes." in inside
+    assert m_low < m_high and t_low < t_high and s_low < s_high
+
+    rerun_k = 2
+    spec = [_prefill("speculative")] + [_spec(i + 1, rerun_k, rerun_k, n, generated=1 + 3 * (i + 1))
+                                        for i, n in enumerate([2, 1, 2, 0, 2, 2, 1, 2])]
+    base = base_run(sum(len(e.emitted_ids) for e in spec))
+    state, status, _, html_out, _ = classroom._checked({"checks": {}}, result, rerun_k, spec, base)
+    (p_low, p_high), (pt_low, pt_high) = sp.at(rerun_k)
+    e_low, e_high = sp.end_to_end(rerun_k, spec[-1].num_generated)
+    mt_low, mt_high = tokens_per_pass_range(spec, rerun_k)
+    table = html_out.split('id="whatif-check"', 1)[1].split("</table>", 1)[0]
+    rows = {r.split("</th>", 1)[0].rsplit(">", 1)[1]: r for r in table.split("<tr>")[2:]}
+    tau_row = rows[f"tokens per pass (passes drafting k = {rerun_k})"]
+    assert f"({pt_low:.2f}–{pt_high:.2f})" in tau_row and f"({mt_low:.2f}–{mt_high:.2f})" in tau_row
+    assert mt_low < mt_high
+    assert f"({p_low:.2f}–{p_high:.2f})" in rows["decoding speedup (prefill excluded)"]
+    assert "(one run: no spread)" in rows["decoding speedup (prefill excluded)"]
+    assert f"({e_low:.2f}–{e_high:.2f})" in rows["tokens/s ratio (prefill included)"]
+    assert "(one run: no spread)" in rows["tokens/s ratio (prefill included)"]
+    assert e_low <= e_high
+    assert f"predicted {result.at(rerun_k).speedup:.2f}× ({p_low:.2f}–{p_high:.2f}), measured" in status
+    assert "(one run; decoding, prefill excluded)" in status
 
 
 def test_a_hand_edit_turns_the_walkthrough_into_custom():
@@ -298,6 +357,31 @@ def test_every_walkthrough_name_fits_the_closed_menu(browser, app_url, width):
 
 
 @requires_chromium
+def test_a_link_with_tab_opens_that_tab(browser, app_url):
+    """A new user found that ?tab=arena and ?tab=why opened on Live; the Classroom's page load now opens the tab
+    any ?tab= names (app.classroom.tab_to_open), a preset never overriding it, and an unknown one opens Live."""
+    page = open_page(browser, {"width": 1400, "height": 900})
+    selected = ("() => [...document.querySelectorAll('#tabs button[role=tab]')]"
+                ".filter(b => b.getAttribute('aria-selected') === 'true').map(b => b.innerText.trim())")
+    try:
+        for query, tab in (("?tab=arena", "Arena"), ("?tab=why", "Why it works"), ("?tab=batching", "Batching"),
+                           ("?tab=classroom", "Classroom"), ("?tab=arena&preset=nope", "Arena"),
+                           ("?tab=nowhere", "Live"), ("", "Live")):
+            page.goto(app_url + query, wait_until="load")
+            page.wait_for_selector("#tabs button[role=tab]", timeout=30_000)
+            if tab == "Live":  # the page's first tab: the load must leave it so (it answers within a second or two)
+                page.wait_for_timeout(3_000)
+            else:
+                page.wait_for_function(f"() => ({selected})().length === 1 && ({selected})()[0] === {tab!r}",
+                                       timeout=30_000)
+            assert page.evaluate(selected) == [tab], query
+        page.screenshot(path="/tmp/classroom-tab-link.png")
+        assert not non_loopback(page.requests)
+    finally:
+        page.context.close()
+
+
+@requires_chromium
 def test_step_through_a_sampling_run_to_a_rejection(page):
     page.goto(page.app_url + "?preset=poor-drafter")
     page.wait_for_selector("#classroom-record", state="visible", timeout=30_000)
@@ -385,6 +469,40 @@ def _choose_walkthrough(page, label: str) -> None:
 
 
 @requires_chromium
+def test_play_stops_when_another_walkthrough_opens_and_a_phone_table_keeps_tokens_whole(browser, app_url):
+    """Seen: Play kept stepping the newly picked walkthrough (it opened at step 3 and went on), and at 400 px the
+    presentation view's table split " water" into "wate" / "r". Now picking a walkthrough pauses Play and opens its
+    run at step 1; every token of the table stands on one line, the page no wider than the phone."""
+    page = open_page(browser, {"width": 400, "height": 850})
+    page.goto(app_url + "?tab=classroom&preset=grounded-ngram&present=1")
+    page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
+    for _ in range(6):
+        _click_and_wait(page, "#classroom-next")
+    page.wait_for_function("() => document.body.classList.contains('sv-present')", timeout=10_000)
+    tokens = page.eval_on_selector_all(
+        "#classroom-table .cr-tok", "els => els.map(e => [e.textContent, e.getClientRects().length, "
+        "e.getBoundingClientRect().height, parseFloat(getComputedStyle(e).lineHeight) || "
+        "1.3 * parseFloat(getComputedStyle(e).fontSize)])")
+    assert any(text.strip() == "tomatoes" for text, *_ in tokens), tokens
+    for text, boxes, height, line in tokens:
+        assert boxes == 1 and height < 1.6 * line, (text, height, line)  # one line: not broken inside the token
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 400
+    page.screenshot(path="/tmp/classroom-present-400.png", full_page=True)
+
+    page.click("#classroom-play")
+    page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Pause')",
+                           timeout=15_000)
+    _choose_walkthrough(page, "Poorly matched")
+    page.wait_for_function("() => document.querySelector('#classroom-status').textContent.includes('Poorly')",
+                           timeout=15_000)
+    page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Play')",
+                           timeout=15_000)
+    time.sleep(3 * classroom.PLAY_INTERVAL_S)  # a playing timer would have stepped by now
+    assert _step_text(page).startswith("step 1 /"), _step_text(page)
+    page.context.close()
+
+
+@requires_chromium
 def test_record_download_and_open_a_run_again(page, tmp_path):
     from specviz.analysis import recording
 
@@ -457,6 +575,8 @@ def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     assert f"Re-run at k = {k}" in check and "predicted" in check and "measured" in check
     speedups = re.findall(r"(\d+\.\d\d)×", page.inner_text("#whatif-check tr:has-text('decoding speedup')"))
     assert len(speedups) == 2, check  # predicted and measured, side by side
+    row = page.inner_text("#whatif-check tr:has-text('decoding speedup')")
+    assert re.search(r"\d+\.\d\d× \(\d+\.\d\d–\d+\.\d\d\)", row) and "one run: no spread" in row, row
     names = page.eval_on_selector("#whatif-chart .js-plotly-plot", "gd => gd.data.map(t => t.name)")
     assert "measured by the re-run" in names
     time.sleep(0.5)

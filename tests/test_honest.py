@@ -20,8 +20,9 @@ import pytest  # noqa: E402
 
 from app import DEFAULTS, build_demo, device, inputs, live, render, why  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
-from specviz.core.metrics import (MIN_JUDGED_PASSES, RunStats, bootstrap_rate_ratio, faster_than_possible,  # noqa: E402
-                                  format_apart, judge_decode_speedup, judge_speedup)
+from specviz.core.metrics import (MIN_JUDGED_PASSES, RunStats, bootstrap_rate_ratio,  # noqa: E402
+                                  bootstrap_ratio_of_sums, end_to_end_interval, faster_than_possible, format_apart,
+                                  judge_decode_speedup, judge_speedup)
 
 # ------------------------------------------------------------------------------------------ the interval
 
@@ -216,6 +217,19 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     row = busy.summary()
     assert row["speedup"] == pytest.approx(judged.value) and row["speedup_note"] is None
     assert row["speedup_reason"] is None and "0.5" in render.history_html([row])
+
+
+def test_the_busy_reason_follows_the_latest_judgement():
+    """Other programs' share is read at each judgement (one place sets it): a run judged too noisy while they took the
+    CPUs, then judged again after more passes with the CPUs quiet, no longer names them."""
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    view = _view(spec[:-1], base)
+    view.cpu = _Share(0.45)
+    assert view.judgement().verdict == "too noisy" and view.noise_reason() == "other programs used 45% of the CPU"
+    view.cpu = _Share(0.05)
+    view.add(spec[-1])  # one more pass: judged again
+    assert view.judgement().verdict == "faster" and view.noise_reason() is None and view._busy is None
+    assert view.summary()["speedup_reason"] is None
 
 
 def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
@@ -472,11 +486,11 @@ def test_an_ordinary_example_is_not_announced_as_a_long_prompt_after_short_runs(
 def test_a_whole_run_estimate_holds_its_prompt_reading_estimate():
     """Seen: "whole run: about 3 min 15 s – 7 min 52 s ..., 5 min 49 s of it reading": the low end below the reading
     alone. The reading is given as a range by the same factors, so the whole run's range holds it."""
-    costs = live.RunCosts(40.0, 100.0, 60.0, source="your last runs here", spread=(0.56, 1.35))
+    costs = live.RunCosts(40.0, 100.0, 60.0, source=live.RECENT_RUNS, spread=(0.56, 1.35))
     plan = live.plan_text(_settings(max_new_tokens=16), costs, 4349)
     reading = 2 * 4349 * 40.0 / 1000  # 348 s
     whole = reading + 15 * 160.0 / 1000
-    assert plan == (f"about {live._span(whole * 0.56, whole * 1.35)} (from your last runs here), "
+    assert plan == (f"about {live._span(whole * 0.56, whole * 1.35)} (from recent runs of this model on this server), "
                     f"{live._span(reading * 0.56, reading * 1.35)} of it reading the 4,349-token prompt")
     assert plan.startswith("about 3 min 16 s – 7 min 53 s") and "3 min 15 s – 7 min 50 s of it reading" in plan
 
@@ -563,14 +577,19 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     released = {names[target]: fn for fn in demo.fns.values() for target, event in fn.targets if event == "release"}
     sliders = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, gr.Slider)}
     assert set(released) == set(sliders), set(sliders) ^ set(released)  # every slider, and only sliders
+    def typed(fn, value) -> tuple:
+        """(slider update, status) of a release handler given ``value``; inputs after the slider (a tab's state,
+        e.g. the Why tab's kept numbers) get None, their start, and outputs after the first two are left out."""
+        return tuple(fn.fn(value, *[None] * (len(fn.inputs) - 1))[:2])
+
     for elem_id, slider in sliders.items():
         fn = released[elem_id]
         assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
-        box, status = fn.fn(slider.maximum + 1000)
+        box, status = typed(fn, slider.maximum + 1000)
         assert box["value"] == slider.maximum and "status-info" in status and " is at most " in status, elem_id
-        box, status = fn.fn(slider.minimum - 1)
+        box, status = typed(fn, slider.minimum - 1)
         assert box["value"] == slider.minimum and " is at least " in status, elem_id
-        assert all(v == {"__type__": "update"} for v in fn.fn(slider.maximum)), elem_id  # in range: nothing changes
+        assert all(v == {"__type__": "update"} for v in typed(fn, slider.maximum)), elem_id  # in range: no change
     by_slider = [(names[t], e, fn) for fn in demo.fns.values() for t, e in fn.targets if names.get(t) in sliders]
     assert [(elem_id, event) for elem_id, event, fn in by_slider if fn.preprocess] == []
     tops = {"max-new-tokens": ("Max new tokens", current_policy().max_new_tokens),
@@ -581,7 +600,7 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
             "draft-length": ("Draft length k", live.MAX_K), "batching-k": ("Draft length k", batching.MAX_K),
             "temperature": ("Temperature", 2), "why-c": ("Draft cost c", 2)}
     for elem_id, (name, top) in tops.items():
-        box, status = released[elem_id].fn(top + 1000)
+        box, status = typed(released[elem_id], top + 1000)
         assert f"{name} is at most {top} here" in status and f"using {top}." in status, status
     assert "SPECVIZ_MAX_NEW_TOKENS" in released["max-new-tokens"].fn(10 ** 6)[1]  # who sets the Live tab's end
     box, status = released["batching-max-new-tokens"].fn(1)
@@ -610,7 +629,7 @@ def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
         0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
            "(got -2). Using 0 (half the target's layers).")
     assert inputs.number_notice([1], inputs.REPETITION_PENALTY) == (1.0, "Repetition penalty must be a number. "
-                                                                          "Using 1.")
+                                                                          "Using 1 (off).")
     accepted = ((0, inputs.TOP_K), (None, inputs.SEED), ("", inputs.MIN_P), (1.3, inputs.REPETITION_PENALTY),
                 (-2, inputs.FREQUENCY_PENALTY), (2, inputs.PRESENCE_PENALTY), (64, inputs.NO_REPEAT_NGRAM_SIZE))
     assert [inputs.number_notice(v, f) for v, f in accepted] == [None] * len(accepted)
@@ -894,11 +913,115 @@ def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without
     assert "0.8 · seed 7" in table and table.count("seed") == 1
 
 
-def test_the_time_card_headlines_the_largest_part_with_its_share():
-    from types import SimpleNamespace
+def _timed(parts: list[tuple[float, float, float]], run: str = "speculative") -> RunStats:
+    """A run of a 50 ms prefill and one pass per (draft, verify, other) ms in ``parts``, 2 tokens each."""
+    stats = RunStats()
+    events = [_event(run, 0, (1,), 50.0, generated=1)]
+    events += [dataclasses.replace(_event(run, i, (2, 3), 0.0, draft=(2,), n=1, generated=1 + 2 * i),
+                                   timings=Timings(*part)) for i, part in enumerate(parts, start=1)]
+    for event in events:
+        stats.add(event)
+    return stats
 
-    slow_draft = SimpleNamespace(verify_ms=300.0, draft_ms=600.0, other_ms=100.0)
-    card = render.time_card(slow_draft, SimpleNamespace(verify_ms=800.0))
-    assert "<small>draft (60%)</small>" in card and "verify 300 ms" in card and "baseline forwards 800 ms" in card
-    cheap_draft = SimpleNamespace(verify_ms=700.0, draft_ms=10.0, other_ms=290.0)
-    assert "<small>verify (70%)</small>" in render.time_card(cheap_draft, SimpleNamespace(verify_ms=800.0))
+
+def test_the_time_card_headlines_the_largest_part_with_its_share_and_its_interval():
+    baseline = _timed([(0.0, 100.0, 0.0)] * 8, run="baseline")
+    slow_draft = _timed([(60.0, 30.0, 10.0)] * 10)  # every pass the same: the share's interval is the share
+    card = render.time_card(slow_draft, baseline)
+    assert "<small>draft (60%; 60–60%)</small>" in card and "verify 300 ms" in card
+    assert "baseline forwards 800 ms" in card and "95% bootstrap interval over the passes" in card
+    # verify 70% of the time overall, 60% in half the passes and 80% in the other half
+    cheap_draft = _timed([(1.0, 60.0, 39.0), (1.0, 80.0, 19.0)] * 5)
+    share = cheap_draft.share("verify")
+    assert share.value == pytest.approx(0.70) and 0.6 < share.low < 0.7 < share.high < 0.8
+    low, high = format_apart(share.low * 100, share.high * 100, 0, 2)
+    assert f"<small>verify (70%; {low}–{high}%)</small>" in render.time_card(cheap_draft, baseline)
+    # a share whose ends read alike in whole percents gets the decimals they need, and so does the share itself
+    near_all = _timed([(0.01, 99.98, 0.01), (0.02, 99.96, 0.02)] * 5)
+    assert "<small>verify (99.97%; 99.96–99.98%)</small>" in render.time_card(near_all, baseline)
+    one_pass = render.time_card(_timed([(1.0, 60.0, 39.0)]), baseline)
+    assert "<small>verify (60%; one pass: no spread)</small>" in one_pass
+    with pytest.raises(ValueError):
+        cheap_draft.share("prefill")
+
+
+# ------------------------------------------------------------------------------------------ rates' spreads
+
+
+def test_a_ratio_of_sums_over_passes_gets_the_interval_its_draws_allow():
+    # two passes of 10 ms with 1 and 3 tokens: a draw holds (1, 1), (1, 3) or (3, 3): 0.1, 0.2 or 0.3 tokens/ms,
+    # and each end draw is likely (1 in 4), so the 95% interval runs from the lowest to the highest
+    out = bootstrap_ratio_of_sums([1, 3], [10.0, 10.0])
+    assert (out.value, out.low, out.high) == pytest.approx((0.2, 0.1, 0.3))
+    fixed = bootstrap_ratio_of_sums([1, 3], [10.0, 10.0], fixed=(1, 20.0))  # one more token in 20 ms, every draw
+    assert (fixed.value, fixed.low, fixed.high) == pytest.approx((5 / 40, 3 / 40, 7 / 40))
+    assert bootstrap_ratio_of_sums([1], [10.0]) is None  # one pass: no spread
+    with pytest.raises(ValueError):
+        bootstrap_ratio_of_sums([1, 2], [10.0])
+
+
+def test_a_runs_rates_carry_their_interval_over_its_passes():
+    steady = _timed([(0.0, 20.0, 0.0)] * 10)  # 2 tokens per 20 ms: 100 tokens/s in every pass
+    rate = steady.decode_rate()
+    assert (rate.value, rate.low, rate.high) == pytest.approx((100.0, 100.0, 100.0))
+    assert rate.value == pytest.approx(steady.decode_tokens_per_s)
+    # the prefill (1 token in 50 ms) is one measurement, added to every draw as it was measured
+    whole = steady.rate()
+    assert whole.value == pytest.approx(steady.tokens_per_s) == pytest.approx(21 / 0.25)
+    assert whole.low == pytest.approx(whole.value) == pytest.approx(whole.high)
+    uneven = _timed([(0.0, 10.0, 0.0), (0.0, 30.0, 0.0)] * 6)  # 200 and 66.7 tokens/s: 100 tokens/s overall
+    rate = uneven.decode_rate()
+    assert rate.value == pytest.approx(100.0) and 75.0 < rate.low < 100.0 < rate.high < 140.0
+    assert _timed([(0.0, 20.0, 0.0)]).decode_rate() is None
+
+
+def test_the_live_cards_give_each_rate_its_interval_and_mark_time_to_first_token_as_one_measurement():
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    view = _view(spec, base)
+    stats = view.stats_html()
+    s, b = view.spec_stats, view.base_stats
+    for run in (s, b):
+        rate, whole = run.decode_rate(), run.rate()
+        assert rate.low < rate.value < rate.high and whole.low < whole.value < whole.high
+        assert (f"{rate.value:.1f} <small class=\"spread\" style=\"white-space: nowrap\">({render.spread_text(rate)})</small>" in stats)
+        assert (f"{whole.value:.1f} <small class=\"spread\" style=\"white-space: nowrap\">({render.spread_text(whole)})</small>" in stats)
+    card = re.search(r'Tokens/s after the prefill</div><div class="card-value">(.*?)</div>', stats).group(1)
+    assert re.fullmatch(r'[\d.]+ <small class="spread" style="white-space: nowrap">\([\d.]+–[\d.]+\)</small> <small>vs</small> '
+                        r'[\d.]+ <small class="spread" style="white-space: nowrap">\([\d.]+–[\d.]+\)</small>', card)
+    ttft = re.search(r'Time to first token</div><div class="card-value">(.*?)</div>'
+                     r'<div class="card-extra">(.*?)</div>', stats)
+    assert ttft.groups() == ('50 ms <small class="spread" style="white-space: nowrap">(one measurement)</small>',
+                             'baseline: 50 ms <small class="spread" style="white-space: nowrap">(one measurement)</small>')
+    end = end_to_end_interval(s, b)
+    assert end.value == pytest.approx(view.spec_stats.tokens_per_s / view.base_stats.tokens_per_s)
+    assert f'{end.value:.2f}× <small class="spread" style="white-space: nowrap">(' in stats
+    # the panes' headers carry the same interval
+    assert f"<b>{s.decode_tokens_per_s:.1f}</b> <small class=\"figure-spread\" style=\"white-space: nowrap\">({render.spread_text(s.decode_rate())})" \
+        in view.spec_html()
+    assert f"<b>{b.decode_tokens_per_s:.1f}</b> <small class=\"figure-spread\" style=\"white-space: nowrap\">({render.spread_text(b.decode_rate())})" \
+        in view.base_html()
+
+
+def test_a_rate_from_one_pass_says_so_and_none_before_the_prefill():
+    spec, base = _runs(1, lambda i: 10.0, lambda i: 10.0, finish=None)
+    view = _view(spec[:2], base[:1])
+    assert "(one pass: no spread)" in view.stats_html() and "(one pass)</small> tokens/s" in view.spec_html()
+    empty = _view([], [])
+    assert "Time to first token</div><div class=\"card-value\">–</div>" in empty.stats_html()
+
+
+def test_the_history_gives_each_rate_its_interval_under_it():
+    spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
+    view = _view(spec, base)
+    row = view.summary()
+    s, b = view.spec_stats.decode_rate(), view.base_stats.decode_rate()
+    assert row["spec_tps_interval"] == (s.low, s.high) and row["base_tps_interval"] == (b.low, b.high)
+    table = render.history_html([row])
+    for value, interval in ((row["spec_tps"], s), (row["base_tps"], b)):
+        ends = "–".join(format_apart(interval.low, interval.high, 1, 2))
+        assert (f'<td>{value:.1f}<br><small class="spread" style="white-space: nowrap">({ends})</small></td>'
+                in table)
+    one = _view(*_runs(1, lambda i: 10.0, lambda i: 10.0, finish=None)).summary()  # one speculative pass
+    assert one["spec_tps_interval"] is None and "(one pass)</small>" in render.history_html([one])
+    assert render.history_rate({"spec_tps": None}, "spec_tps") == "–"
+    assert render.history_rate({"spec_tps": 20.0}, "spec_tps") == "20.0"  # a row kept without its interval

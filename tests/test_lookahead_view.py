@@ -3,6 +3,7 @@ target, the pane's hover for pool drafts, the stats card's definitions, the Live
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -269,3 +270,22 @@ def test_the_end_of_run_title_names_the_best_pass_even_when_it_is_the_latest(run
     assert title.startswith(f"pass {view.passes[-1].index}") and "most accepted tokens" in title
     assert "latest pass" not in title and ("(the latest)" in title) == (len(view.passes) > 1)
     assert re.search(r"<span>latest pass · ", view.html())  # while streaming: the latest pass
+
+
+def test_the_end_of_run_captions_are_the_shared_tree_view_ones(run, tiny_target):
+    """LookaheadView.html uses app.tree_view's best_pass and earlier_passes_html (it had its own copy): the same
+    words as before, whole: the best pass's caption and the title of the other passes, with the older ones counted."""
+    spec, _ = run
+    view, _ = _view(spec, tiny_target.tokenizer)
+    assert len(view.passes) > 1
+    best = max(range(len(view.passes)), key=lambda i: (view.passes[i].accepted, i))
+    view.total = len(view.passes) + 5  # as if 5 older passes were not kept
+    page = view.html(every_pass=True)
+    latest = " (the latest)" if best == len(view.passes) - 1 else ""
+    caption = (f"pass {view.passes[best].index}{latest}, the most accepted tokens of the run's last "
+               f"{len(view.passes)} kept passes")
+    title = re.search(r"<div class='dtree-title'>Lookahead decoding <span>(.*?) · ", page).group(1)
+    assert title == html.escape(caption)  # the page escapes the apostrophe of "run's"
+    assert ('<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first (5 older not '
+            'kept): click one to open it</div>') in page
+    assert page.count('class="dtree-earlier"') == 1

@@ -7,7 +7,7 @@ down to the output), both panes at least 300 px wide, the charts one per row at 
 token's details shown on a tap, and the run history scrolling sideways inside its box with a shade on the side
 that has more. At 1440 px the same page keeps its two columns: examples under the controls, panes
 side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side), the
-history fits (no shade), the Arena's wide table shades its right edge, and a max new tokens typed above its end is
+history fits (no shade), the Arena's two tables fit without a shade, and a max new tokens typed above its end is
 said (a toast and the status) as well as clamped. The
 Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work.
 Screenshots go to artifacts/phone-*.png and artifacts/desktop-*.png (look at them).
@@ -117,6 +117,39 @@ def _max_new_tokens_typed_too_high_is_said(page) -> None:
     assert box.input_value() == top
 
 
+SAMPLING_TYPOS = {"#top-k": ("-3", "0", "Top-k must be between 0 and 1,000,000 (got -3). Using 0."),
+                  "#repetition-penalty": ("0", "1", "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off). "
+                                                    "Using 1 (off).")}
+"""Number boxes of "Sampling and stopping" typed out of range (seen set quietly by a new-user check): what each is
+set to, and the sentence the status and a toast give."""
+
+
+def _sampling_boxes_typed_out_of_range_are_said(page, shot: str) -> None:
+    """Each box of :data:`SAMPLING_TYPOS`, typed and left: set to the value runs use, said in the status and a toast
+    (one sentence naming the setting, its range and the value used)."""
+    accordion = page.get_by_text("Sampling and stopping").first
+    if not page.locator("#top-k input").first.is_visible():
+        accordion.click()
+    for selector, (typed, used, said) in SAMPLING_TYPOS.items():
+        box = page.locator(f"{selector} input").first
+        box.scroll_into_view_if_needed()
+        box.fill(typed)
+        box.press("Tab")
+        page.wait_for_function("(s) => document.getElementById('status').innerText.includes(s)", arg=said,
+                               timeout=10_000)
+        page.wait_for_selector(f".toast-body:has-text('{said.split(' (got')[0]}')", timeout=10_000)
+        assert box.input_value() == used, selector
+    page.locator("#status").screenshot(path=str(SHOTS / shot))
+
+
+def _pass_counts_agree_with_their_word(page) -> None:
+    """The panes' headers: "1 pass", "12 passes" (seen: "1 passes")."""
+    for pane in ("#spec-output", "#baseline-output"):
+        header = page.inner_text(f"{pane} .pane-figures")
+        count, word = re.search(r"(\d+)\s+(passes|pass)\b", header).groups()
+        assert word == ("pass" if count == "1" else "passes"), header
+
+
 def _progress_seen_under_the_button(page) -> None:
     """After Generate on a phone, without scrolling: the line under the button told how the run went (a pass and
     token count while it streamed, "Done in" at the end), always in sight; its link then leads down to the status."""
@@ -158,6 +191,7 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     assert charts["stacked"] == "1" and all(d == [0, 1] for d in charts["domains"]), charts  # one chart per row
     assert charts["width"] >= 300 and charts["titleSize"] >= 12, charts
     _no_sideways_scroll(page)
+    _pass_counts_agree_with_their_word(page)
     SHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SHOTS / "phone-live.png"), full_page=True)
     page.locator("#charts").screenshot(path=str(SHOTS / "phone-charts.png"))
@@ -175,6 +209,8 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.tap("#status")  # a tap elsewhere hides it
     page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
     _history_scrolls_with_a_shade(page)
+    _sampling_boxes_typed_out_of_range_are_said(page, "phone-sampling-typos.png")
+    _no_sideways_scroll(page)
 
     # the same page on a desktop: two columns, panes side by side, charts three to a row
     page.set_viewport_size(DESKTOP)
@@ -191,8 +227,10 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(SHOTS / "desktop-live.png"), full_page=True)
     _max_new_tokens_typed_too_high_is_said(page)
-    page.get_by_role("tab", name="Arena").click()  # its 19 columns scroll even on a desktop: the right edge shaded
-    _wait_cue(page, "#arena-table .virtual-table-viewport", "right")
+    _sampling_boxes_typed_out_of_range_are_said(page, "desktop-sampling-typos.png")
+    page.get_by_role("tab", name="Arena").click()  # its two tables (what each method did; rates and timings) fit
+    _wait_cue(page, "#arena-table .virtual-table-viewport", "")  # a desktop: no shade on either
+    _wait_cue(page, "#arena-timings .virtual-table-viewport", "")
     page.locator("#arena-table").screenshot(path=str(SHOTS / "desktop-arena-table.png"))
     assert not non_loopback(page.requests), non_loopback(page.requests)
 

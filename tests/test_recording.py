@@ -176,7 +176,9 @@ def test_opening_a_walkthrough_needs_no_model(monkeypatch):
     monkeypatch.setattr(classroom, "load_target", no_model)
     walkthrough = classroom.load_walkthroughs()[0]
     out = classroom.open_walkthrough(walkthrough["id"])
-    stepper, status, progress, caption, table, chart, output, download = out[1 + len(classroom.FIELDS):]
+    stepper, status, progress, caption, table, chart, output, download, playing, timer, play = out[
+        1 + len(classroom.FIELDS):]
+    assert playing is False and timer.active is False and play.value == "▶ Play"  # opening a run pauses Play
     assert isinstance(stepper, Stepper) and "Recorded run" in status and "status-done" in status
     assert "Prefill" in caption and "step 1 /" in progress
     assert download["value"].endswith(f"{walkthrough['id']}.json.gz") and download["interactive"] is True
@@ -184,7 +186,7 @@ def test_opening_a_walkthrough_needs_no_model(monkeypatch):
     stepper.next()
     assert classroom.step_next(stepper)[0].index == 2  # stepping: pure Python on the shared recording
     assert classroom.shipped_recording(walkthrough["id"]) is classroom.shipped_recording(walkthrough["id"])
-    assert classroom.open_walkthrough(classroom.CUSTOM) == (classroom.gr.skip(),) * (len(classroom.FIELDS) + 9)
+    assert classroom.open_walkthrough(classroom.CUSTOM) == (classroom.gr.skip(),) * (len(classroom.FIELDS) + 12)
 
 
 def test_page_load_opens_the_first_walkthrough_or_the_linked_one():
@@ -217,13 +219,14 @@ def test_upload_opens_a_downloaded_run_and_refuses_bad_files(tmp_path, monkeypat
     monkeypatch.delenv("SPACE_ID", raising=False)
     monkeypatch.delenv("SPECVIZ_ALLOW_UPLOADS", raising=False)
     walkthrough = classroom.load_walkthroughs()[1]
-    download = classroom.open_walkthrough(walkthrough["id"])[-1]["value"]
+    download = classroom.open_walkthrough(walkthrough["id"])[-4]["value"]
     good = tmp_path / "shared.json.gz"
     good.write_bytes(open(download, "rb").read())
     out, status = _upload(good)
     assert "Opened shared.json.gz" in status and out[0]["value"] == walkthrough["id"]
     assert out[2] == walkthrough["settings"]["prompt"]  # the file's settings fill the fields
     assert isinstance(out[2 + len(classroom.FIELDS)], Stepper)
+    assert out[-3:][0] is False and out[-2].active is False  # a file opened while playing: Play pauses
 
     edited = rf.load(good)
     other = rf.save(tmp_path / "edited.json.gz", edited.recording, {**edited.meta, "settings": {"prompt": "x"}})
@@ -308,3 +311,42 @@ def test_tree_and_lookahead_records_round_trip():
     events = (rec.events[0], replace(rec.events[1], tree=tree, lookahead=window, draft_source="pool", notice="hi"))
     rec = replace(rec, events=events)
     assert rf.loads(rf.dumps(rec)).recording.events == events
+
+
+def test_clicking_open_a_recording_file_replaces_an_earlier_uploads_message(monkeypatch):
+    """Seen in the browser: after bad.json.gz was refused, a 5 MB file was refused by Gradio itself (its
+    max_file_size, a toast) before open_upload ran, so the status kept saying "bad.json.gz: …" under the new
+    file's toast. A click on the button now sets the status first, outside the queue."""
+    import gradio as gr
+    from app import classroom
+
+    monkeypatch.delenv("SPECVIZ_PUBLIC", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    with gr.Blocks() as demo:
+        classroom.build_tab()
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    deps = demo.get_config_file()["dependencies"]
+    clicks = [d for d in deps if [ids["classroom-upload"], "click"] in [list(t) for t in d["targets"]]]
+    assert len(clicks) == 1 and clicks[0]["outputs"] == [ids["classroom-status"]] and clicks[0]["queue"] is False
+    status = classroom.upload_started()
+    assert "status-info" in status and classroom.PICK_FILE in status and "bad.json.gz" not in status
+
+
+def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_in_a_classroom_run(tiny_model_dir):
+    """Live fits an early-exit layer beyond the loaded target to its last layer but one, with a note; the
+    Classroom refused it (check_exit_layer). Now it records at the fitted layer and its status says so, as Live's
+    does: the tiny target has 4 layers, so layer 100 becomes 3, and layer 2 is used as asked, with no note."""
+    from app import classroom
+
+    settings = classroom.parse("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
+    recording, note = classroom.record_settings(settings)
+    assert recording.drafter_name == "early exit (layer 3/4)"
+    assert note.startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 for ")
+    assert note.endswith("which has 4 layers (got 100). Using 3.")
+    recording, note = classroom.record_settings(
+        classroom.parse("one two three", "early-exit", 2, None, 3, 0, 0, 6, str(tiny_model_dir)))
+    assert recording.drafter_name == "early exit (layer 2/4)" and note == ""
+    *_, last = classroom.record("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
+    stepper, status = last[:2]
+    assert isinstance(stepper, Stepper) and stepper.recording.drafter_name == "early exit (layer 3/4)"
+    assert "status-done" in status and "(got 100). Using 3." in status

@@ -196,3 +196,52 @@ def test_best_at_edge_when_the_largest_k_tried_wins():
     result = analyze(spec, base_run(31), 4)
     assert result.recommended.k == 4 and result.best_at_edge
     assert result.spread.best_share == pytest.approx((0.0, 0.0, 0.0, 1.0))
+
+
+def _spread_as_first_written(spec_events, base_events, k_max, resamples, level=0.8, seed=0):
+    """The bootstrap as it was first written (every resample re-measured the baseline and re-counted its passes
+    from events; quantiles by hand): the reference the hoisted :func:`spread` must match draw for draw."""
+    import random
+
+    def quantile(values, q):
+        ordered = sorted(values)
+        at = q * (len(ordered) - 1)
+        below = int(at)
+        above = min(below + 1, len(ordered) - 1)
+        return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+
+    passes = [e for e in spec_events if e.kind == "pass"]
+    rng = random.Random(seed)
+    speedups, wins = [[] for _ in range(k_max)], [0] * k_max
+    for _ in range(resamples):
+        drawn = [passes[rng.randrange(len(passes))] for _ in passes]
+        predictions = predict(position_counts(drawn, k_max).rates, measure_costs(drawn, base_events),
+                              range(1, k_max + 1))
+        for p in predictions:
+            speedups[p.k - 1].append(p.speedup)
+        wins[recommend(predictions).k - 1] += 1
+    tail = (1 - level) / 2
+    return ([quantile(v, tail) for v in speedups], [quantile(v, 1 - tail) for v in speedups],
+            [w / resamples for w in wins])
+
+
+def test_spread_hoists_the_baseline_and_gives_the_same_figures_as_before():
+    """The baseline's costs and each pass's counts are computed once, outside the resamples, and the ranges come
+    from np.quantile: the same seed still gives the same figures as the first version, draw for draw."""
+    accepted = [4, 2, 0, 4, 1, 3, 0, 2, 4, 1, 2, 3]
+    spec = [_prefill("speculative")] + [
+        _spec(i + 1, 4, 4 if i % 5 else 3, min(n, 4 if i % 5 else 3), draft_ms=3.0 + i % 3, verify_ms=18.0 + i % 4,
+              other_ms=1.5 + (i % 2) * 0.5) for i, n in enumerate(accepted)]
+    base = base_run(30)
+    sp = spread(spec, base, 4, resamples=150, seed=7)
+    low, high, share = _spread_as_first_written(spec, base, 4, 150, seed=7)
+    assert sp.low == pytest.approx(low, rel=1e-12) and sp.high == pytest.approx(high, rel=1e-12)
+    assert sp.best_share == tuple(share)
+    assert spread(spec, base, 4, resamples=150, seed=7) == sp  # pinned: the same seed, the same spread
+    assert spread(spec, base, 4, resamples=150, seed=8) != sp
+    # the new ranges: E[tau](k) and the measured tokens per pass at k_max bracket the run's own figures
+    result = analyze(spec, base, 4)
+    for k, p in enumerate(result.predictions):
+        assert result.spread.tokens_low[k] <= p.expected_tokens + 1e-9 <= result.spread.tokens_high[k] + 2e-9
+    m_low, m_high = result.spread.measured_tokens
+    assert m_low <= result.measured_tokens_per_pass <= m_high and m_low < m_high

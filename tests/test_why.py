@@ -360,3 +360,115 @@ def test_live_chart_titles_wrap_and_the_k_chart_says_why_drafted_bars_pass_k():
     chain.pass_gain = [1.4, None]
     panel = figures.k_panel(chain, RunStats("baseline"))
     assert panel.traces[0]["name"] == "drafted" and panel.yaxis["title"]["text"] == "draft tokens; expected gain (×)"
+
+
+def test_an_empty_k_or_tokens_per_pass_is_no_problem_but_a_typed_speedup_still_is():
+    """run_issues without its old `if blank: pass` branch: a blank k or tokens per pass skips their checks (even
+    when the other box holds nonsense), a typed speedup is still checked, and nothing is marked."""
+    assert why.run_issues("abc", "", "") == (False, {})
+    assert why.run_issues("—", "9", "") == (False, {})
+    marked, problems = why.run_issues("", "2", "-3")
+    assert not marked and list(problems) == ["speedup"]
+
+
+def test_the_measure_button_has_a_stop_that_cancels_it_and_flags_the_session():
+    """Live and the Arena had a Stop button, the Why tab's Measure had none: a long measurement could only be
+    waited out. Stop now flags the session's measurement (its grid starts no other forward) and cancels the
+    Measure event (Gradio closes the handler, which releases the device)."""
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        why.build_tab()
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    deps = demo.get_config_file()["dependencies"]
+    measure = next(d["id"] for d in deps if d.get("api_name") == "why_measure")
+    from_stop = [d for d in deps if any(t[0] == ids["why-stop"] for t in d["targets"])]
+    assert any(measure in d.get("cancels", []) for d in from_stop)
+    assert any(d.get("api_name") == "why_stop" and d["queue"] is False for d in from_stop)
+
+    job = device.start(why.RUNS, None, "a test measurement")
+    try:
+        status = why.stop()
+        assert job.cancel.is_set() and "status-info" in status and why.STOPPED in status
+    finally:
+        job.release()
+
+
+def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(tiny_model_dir, monkeypatch):
+    """Measure refused an early-exit layer beyond the loaded target (check_exit_layer) where Live fits it: now c is
+    timed at the target's last layer but one, and a toast and every status from then on say so. The tiny target
+    has 4 layers: layer 100 becomes 3."""
+    import specviz.analysis.arena
+
+    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(why, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
+    monkeypatch.setattr(why, "BATCH_SIZES", (1,))
+    layers, toasts = [], []
+    real_costs = why.measure_draft_costs
+
+    def costs(loaded, step_ms, exit_layer=None, **kwargs):
+        layers.append(exit_layer)
+        return real_costs(loaded, step_ms, exit_layer=exit_layer, **kwargs)
+
+    monkeypatch.setattr(why, "measure_draft_costs", costs)
+    monkeypatch.setattr(why, "warn", toasts.append)
+    statuses = [out[0] for out in why.measure(str(tiny_model_dir), 100, 0.7, "", "", "")
+                if isinstance(out[0], str)]
+    assert layers == [3] and not device.DEVICE.locked
+    assert len(toasts) == 1 and toasts[0].endswith("which has 4 layers (got 100). Using 3.")
+    assert "status-done" in statuses[-1] and "(got 100). Using 3. Measured in" in statuses[-1]
+    said = [s for s in statuses if "Using 3." in s]
+    assert said and statuses.index(said[0]) > 0  # said once the target is loaded, and from then on
+    assert all("Using 3." in s for s in statuses[statuses.index(said[0]):])
+    assert why._measure_inputs("embedded", 100) == ("embedded", 100)  # the box's own check lets it through
+
+
+def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sentence(monkeypatch):
+    """Typing "abc" as draft cost c emptied the box (a number box reads it as nothing), put the thumb mid-track and
+    drew the chart at c = 0 with no word, where α = 1.5 got "… is at most 1 here; using 1". Now the chart keeps
+    the last number while the box is empty, and leaving it (or Enter) puts that number back with one sentence."""
+    infos = []
+    monkeypatch.setattr(why.gr, "Info", infos.append)
+    kept = {"alpha": 0.8, "c": 0.3}
+    # while typing, an empty box is a number on its way: nothing is said or set
+    assert why.slider_typed("c", None, kept, left=False) == (why.gr.skip(),) * 3 and not infos
+    slider, status, after = why.slider_typed("c", None, kept)  # left empty
+    assert slider == why.gr.update(value=0.3) and after == kept
+    assert infos == ["Draft cost c must be a number from 0 to 2; keeping 0.3."] and "keeping 0.3." in status
+    slider, status, after = why.slider_typed("alpha", "abc", kept)  # the API can send text
+    assert slider["value"] == 0.8 and "Per-token acceptance α must be a number from 0 to 1; keeping 0.8." in status
+    # a number in range is kept as the new last number, silently; one out of range is clamped, said and kept
+    assert why.slider_typed("c", 0.125, kept, left=False) == (why.gr.skip(), why.gr.skip(), {"alpha": 0.8, "c": 0.125})
+    slider, status, after = why.slider_typed("alpha", 1.5, kept, left=False)
+    assert slider["value"] == 1 and after == {"alpha": 1, "c": 0.3}
+    assert infos[-1] == "Per-token acceptance α is at most 1 here; using 1."
+    slider, _, after = why.slider_typed("c", "-1", None)  # no state yet: the defaults
+    assert slider["value"] == 0 and after == {"alpha": why.DEFAULT_ALPHA, "c": 0}
+    # the chart draws the kept number for a box with none, never 0
+    assert why.whatif(0.8, None, 1, "", "", "", None, kept).layout.title.text == "α = 0.80, c = 0.300"
+    assert why.whatif("abc", "x", 1, "", "", "", None, kept).layout.title.text == "α = 0.80, c = 0.300"
+    assert why.whatif(None, None, 1, "", "", "", None).layout.title.text == "α = 0.70, c = 0.050"
+    # after Measure sets c (or a Live run sets α), the state follows the sliders
+    assert why.remember(0.65, 0.41, kept) == {"alpha": 0.65, "c": 0.41}
+    assert why.remember(None, 0.41, kept) == {"alpha": 0.8, "c": 0.41}
+
+
+def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
+    """Each slider's input and release events go to slider_typed with the kept state (in and out), the chart reads
+    the state too, and Measure and a Live run update it once they set the sliders."""
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        history = gr.State([])
+        why.build_tab(history)
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    deps = demo.get_config_file()["dependencies"]
+    for elem_id in ("why-alpha", "why-c"):
+        events = {t[1] for d in deps for t in d["targets"]
+                  if t[0] == ids[elem_id] and ids["why-status"] in d["outputs"]}
+        assert {"input", "release"} <= events
+    chart = [d for d in deps if ids["why-whatif-chart"] in d["outputs"] and len(d["inputs"]) == 8]
+    assert chart  # whatif's inputs end with the kept state
+    kept = chart[0]["inputs"][-1]
+    assert sum(d["outputs"] == [kept] for d in deps) == 2  # after Measure and after a Live run
+    assert any(why.ENTER_EMPTY_JS == d.get("js") for d in deps)

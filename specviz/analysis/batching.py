@@ -97,7 +97,14 @@ class SweepRow:
     kv_megabytes: float
     predicted: float | None = None
     predicted_pass_cost: float | None = None  # T(B, k+1) / T(B, 1) of the forward grid the prediction was made from
+    # the prediction from its inputs' spread (:func:`predict`): lowest and highest; equal to it where none was kept
+    predicted_low: float | None = None
+    predicted_high: float | None = None
     repeats: list[tuple[float, float]] = field(default_factory=list)  # (standard tps, speculative tps) per repeat
+    # (T(B, 1), T(B, k+1)) per repeat: the median forward of that repeat's standard run and of its speculative run
+    # (None where a run made no such forward); the spread of step_ms, verify_ms and pass_cost
+    repeat_forward_ms: list[tuple[float | None, float | None]] = field(default_factory=list)
+    repeat_tokens_per_pass: list[float | None] = field(default_factory=list)  # each speculative run's own
 
     def as_dict(self) -> dict:
         """The row as plain JSON values."""
@@ -133,16 +140,29 @@ def sweep_row(target, prompts: list[list[int]], batch: int, config: GenerationCo
     spec = statistics.median(p[1] for p in pairs if p[1]) if any(p[1] for p in pairs) else None
     step, verify = _forward_ms(std_runs, 1), _forward_ms(spec_runs, config.k + 1)
     passes = sum(r.row_passes for r in spec_runs)
+    per_repeat = [(_forward_ms([a], 1), _forward_ms([b], config.k + 1)) for a, b in zip(std_runs, spec_runs)]
     longest = max(len(p) for p in rows) + config.max_new_tokens + config.k + 1
     return SweepRow(batch, std, spec, spec / std if std and spec else None,
                     sum(r.row_emitted for r in spec_runs) / passes if passes else None, step, verify,
                     verify / step if verify and step else None, kv_bytes_per_token(target) * longest * batch / 1e6,
-                    repeats=pairs)
+                    repeats=pairs, repeat_forward_ms=per_repeat,
+                    repeat_tokens_per_pass=[r.row_emitted / r.row_passes if r.row_passes else None
+                                            for r in spec_runs])
+
+
+def _span(values, middle: float) -> tuple[float, float]:
+    """(lowest, highest) of ``values`` (None and 0 left out), or (middle, middle) where none are left."""
+    kept = [v for v in values if v]
+    return (min(kept), max(kept)) if kept else (middle, middle)
 
 
 def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
     """Fill each row's ``predicted`` speedup from the batch-1 tokens per pass and the forward grid's T(B, n) (ms,
-    ``grid["ms"][B][n]``; rows whose B the grid lacks use the sweep's own measured step and verify times)."""
+    ``grid["ms"][B][n]``; rows whose B the grid lacks use the sweep's own measured step and verify times), and its
+    ``predicted_low`` / ``predicted_high`` from the same formula over its inputs' spread: the B = 1 repeats' tokens
+    per pass, and T(B, 1), T(B, k+1) from the grid's (min, max) per cell (``grid["spread"][B][n]``) or the sweep's
+    repeats; low = fewest tokens × fastest step ÷ slowest pass, high the other way round. The drafting cost per row
+    is one figure (from the B = 1 medians) and adds no spread."""
     first = next((r for r in rows if r.batch == 1 and r.tokens_per_pass), None)
     if first is None:
         return
@@ -150,13 +170,21 @@ def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
     if first.verify_ms and first.speculative_tps and first.tokens_per_pass:
         per_pass_ms = first.tokens_per_pass / first.speculative_tps * 1000.0
         draft_per_row = max(0.0, per_pass_ms - first.verify_ms)
+    tokens = _span(first.repeat_tokens_per_pass, first.tokens_per_pass)
     for row in rows:
         table = (grid or {}).get("ms", {}).get(row.batch, {})
+        spread = (grid or {}).get("spread", {}).get(row.batch, {})
         step = table.get(1, row.step_ms)
         verify = table.get(k + 1, row.verify_ms)
         if step and verify:
             row.predicted = first.tokens_per_pass * step / (verify + row.batch * draft_per_row)
             row.predicted_pass_cost = verify / step
+            steps = (spread.get(1) or (step, step)) if 1 in table else _span(
+                [s for s, _ in row.repeat_forward_ms], step)
+            verifies = (spread.get(k + 1) or (verify, verify)) if k + 1 in table else _span(
+                [v for _, v in row.repeat_forward_ms], verify)
+            row.predicted_low = tokens[0] * steps[0] / (verifies[1] + row.batch * draft_per_row)
+            row.predicted_high = tokens[1] * steps[1] / (verifies[0] + row.batch * draft_per_row)
 
 
 def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
@@ -211,6 +239,7 @@ def format_sweep(result: dict) -> str:
 # ------------------------------------------------------------------------------------------ the sampling check
 
 
+MIN_EXPECTED = 5  # a cell of the goodness of fit needs this expected count; rarer cells are pooled into one
 JOINT_MIN_P = 0.004  # second tokens rarer than this are left out of the exact law: their pairs' expected counts
 # stay below 5 for every N the check allows (N <= 1000 runs), so the chi-square pools them into one cell anyway
 JOINT_CHUNK = 32  # rows per batched forward of the exact law
@@ -256,10 +285,10 @@ def _samples(target, prompt: list[int], config: GenerationConfig, n: int, batch:
 
 def _chi_square(observed: dict, expected: dict, n: int) -> tuple[float, float, int]:
     """(statistic, p-value, degrees of freedom) of observed counts against expected probabilities, cells with an
-    expected count below 5 pooled into one."""
+    expected count below :data:`MIN_EXPECTED` pooled into one."""
     from scipy.stats import chisquare
 
-    big = [c for c, p in expected.items() if p * n >= 5]
+    big = [c for c, p in expected.items() if p * n >= MIN_EXPECTED]
     obs = [observed.get(c, 0) for c in big] + [n - sum(observed.get(c, 0) for c in big)]
     exp = [expected[c] * n for c in big] + [max(1e-9, n - sum(expected[c] * n for c in big))]
     if len(big) < 2:

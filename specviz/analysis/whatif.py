@@ -35,9 +35,11 @@ the two is the verification overhead. Pure functions, no model and no clock insi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from specviz.core import metrics
 from specviz.core.events import PassEvent
@@ -46,7 +48,8 @@ from specviz.core.metrics import (Costs, Counters, end_to_end_speedup, expected_
 
 __all__ = ["MIN_PASSES", "RESAMPLES", "Costs", "PositionCounts", "Prediction", "Spread", "WhatIf", "alpha", "analyze", "decode_speedup",
            "end_to_end_speedup", "expected_tokens", "measure_costs", "position_counts", "predict",
-           "predicted_speedup", "recommend", "spread", "tokens_per_pass", "tokens_per_s_speedup"]
+           "predicted_speedup", "recommend", "spread", "tokens_per_pass", "tokens_per_pass_range",
+           "tokens_per_s_speedup"]
 
 
 @dataclass(frozen=True)
@@ -184,8 +187,11 @@ class Spread:
     """How much a what-if's predictions move when the run's passes are resampled (:func:`spread`).
 
     ``low`` / ``high``: per k = 1..k_max, the predicted speedup (×) at the lower and upper ``level`` quantiles
-    ((1 - level) / 2 and (1 + level) / 2) of the resamples; ``best_share``: per k, the fraction of resamples in
-    which that k is the recommended one (sums to 1); ``passes``: passes resampled.
+    ((1 - level) / 2 and (1 + level) / 2) of the resamples; ``tokens_low`` / ``tokens_high``: the same for the
+    expected tokens per pass E[tau](k); ``measured_tokens``: (low, high) of the run's measured tokens per pass over
+    its passes at k_max (:func:`tokens_per_pass` of each resample; None when no drawn pass asked for k_max);
+    ``best_share``: per k, the fraction of resamples in which that k is the recommended one (sums to 1);
+    ``passes``: passes resampled.
     """
 
     passes: int
@@ -194,20 +200,67 @@ class Spread:
     low: tuple[float, ...]
     high: tuple[float, ...]
     best_share: tuple[float, ...]
+    tokens_low: tuple[float, ...] = ()
+    tokens_high: tuple[float, ...] = ()
+    measured_tokens: tuple[float, float] | None = None
+    # per resample: its costs, and per k its E[tau] (rows k = 1..k_max): what :meth:`end_to_end` reads
+    resampled_costs: tuple[Costs, ...] = field(default=(), repr=False, compare=False)
+    resampled_tokens: tuple[tuple[float, ...], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def too_few(self) -> bool:
         """Fewer than :data:`MIN_PASSES` passes: too few to tell the k apart."""
         return self.passes < MIN_PASSES
 
+    def at(self, k: int) -> tuple[tuple[float, float], tuple[float, float]]:
+        """((speedup low, high), (E[tau] low, high)) of draft length k."""
+        return (self.low[k - 1], self.high[k - 1]), (self.tokens_low[k - 1], self.tokens_high[k - 1])
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile of ``values`` (linear between order statistics)."""
-    ordered = sorted(values)
-    at = q * (len(ordered) - 1)
-    below = int(at)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (at - below)
+    def end_to_end(self, k: int, tokens: int) -> tuple[float, float] | None:
+        """(low, high) of the predicted tokens/s ratio of whole runs of ``tokens`` tokens at k, prefill included
+        (:func:`end_to_end_speedup` of each resample's E[tau](k) and costs); None when the samples were not kept."""
+        if not self.resampled_costs or not 1 <= k <= len(self.resampled_tokens):
+            return None
+        values = [end_to_end_speedup(tau, costs, k, tokens)
+                  for tau, costs in zip(self.resampled_tokens[k - 1], self.resampled_costs)]
+        (low,), (high,) = _quantiles([values], self.level)
+        return low, high
+
+
+def _quantiles(samples: Sequence[Sequence[float]], level: float) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(low, high): per row of ``samples``, its (1 - level) / 2 and (1 + level) / 2 quantiles (np.quantile, linear
+    between order statistics)."""
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(np.asarray(samples, dtype=float), [tail, 1.0 - tail], axis=1)
+    return tuple(float(v) for v in low), tuple(float(v) for v in high)
+
+
+def _base_costs(base_events: Sequence[PassEvent]) -> dict:
+    """The baseline's part of :class:`Costs` (step_ms, step_forward_ms, prefill_ms), measured once: a resample of
+    the speculative passes leaves it as it is. Raises ValueError like :func:`measure_costs`."""
+    base = _passes(base_events)
+    if not base:
+        raise ValueError("the baseline run needs at least two tokens to measure a decoding step")
+    prefill = [e.t_end_ms for e in base_events if e.kind == "prefill"]
+    return {"step_ms": median(e.timings.verify_ms + e.timings.other_ms for e in base),
+            "step_forward_ms": median(e.timings.verify_ms for e in base), "prefill_ms": prefill[0] if prefill else 0.0}
+
+
+def _resampled_costs(base: dict, passes: Sequence[PassEvent], drawn: Sequence[int]) -> Costs:
+    """:func:`measure_costs` of the drawn passes (indices into ``passes``, in draw order) with the baseline's part
+    ``base`` (:func:`_base_costs`): the same sums and medians in the same order, so the same figures."""
+    drafted = sum(passes[i].num_drafted for i in drawn)
+    by_m: dict[int, list[float]] = {}
+    for i in drawn:
+        if passes[i].num_drafted:
+            by_m.setdefault(passes[i].num_drafted, []).append(passes[i].timings.verify_ms)
+    return Costs(
+        step_ms=base["step_ms"], step_forward_ms=base["step_forward_ms"],
+        draft_ms_per_token=sum(passes[i].timings.draft_ms for i in drawn) / drafted if drafted else 0.0,
+        verify_points=tuple((m, median(v)) for m, v in sorted(by_m.items())),
+        pass_overhead_ms=median(passes[i].timings.other_ms for i in drawn),
+        prefill_ms=base["prefill_ms"],
+    )
 
 
 def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None,
@@ -215,13 +268,17 @@ def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k
     """Bootstrap the what-if over the speculative run's passes: draw as many passes as the run has, with
     replacement, ``resamples`` times (a ``random.Random(seed)``: the same run gives the same spread); per draw,
     re-count the per-position acceptance and re-measure the draft, verify and overhead costs of the drawn passes
-    (the baseline's step as measured), predict every k and note the best.
+    (the baseline's step as measured, once), predict every k and note the best, E[tau](k) and the measured tokens
+    per pass at k_max.
+
+    What does not depend on the draw is done once, before the resamples: the baseline's costs and each pass's
+    per-position counts (a draw sums the counts of its passes, as :func:`position_counts` of the drawn passes would).
 
     Returns:
         :class:`Spread` over k = 1..k_max (default: the largest k asked for in the run).
 
     Raises:
-        ValueError: if the run has no pass, or ``resamples`` < 1.
+        ValueError: if the run has no pass, the baseline has none, or ``resamples`` < 1.
     """
     passes = _passes(spec_events)
     if not passes:
@@ -230,21 +287,53 @@ def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k
         raise ValueError(f"resamples must be at least 1 (got {resamples})")
     k_max = max(e.k for e in passes) if k_max is None else k_max
     ks = range(1, k_max + 1)
+    base = _base_costs(list(base_events))
+    counts = [position_counts([e], k_max) for e in passes]  # one pass' reached / accepted per position
+    reached = np.array([c.reached for c in counts], dtype=np.int64).reshape(len(passes), k_max)
+    accepted = np.array([c.accepted for c in counts], dtype=np.int64).reshape(len(passes), k_max)
+    at_k_max = [i for i, e in enumerate(passes) if e.k == k_max]
+    emitted = [len(e.emitted_ids) for e in passes]
     rng = random.Random(seed)
-    speedups: list[list[float]] = [[] for _ in ks]
+    speedups = np.empty((k_max, resamples))
+    expected = np.empty((k_max, resamples))
+    measured: list[float] = []
+    costs_drawn: list[Costs] = []
     wins = [0] * k_max
-    base_events = list(base_events)
-    for _ in range(resamples):
-        drawn = [passes[rng.randrange(len(passes))] for _ in passes]
-        counts = position_counts(drawn, k_max)
-        predictions = predict(counts.rates, measure_costs(drawn, base_events), ks)
-        for p in predictions:
-            speedups[p.k - 1].append(p.speedup)
+    for r in range(resamples):
+        drawn = [rng.randrange(len(passes)) for _ in passes]
+        rates = PositionCounts(tuple(int(v) for v in reached[drawn].sum(axis=0)),
+                               tuple(int(v) for v in accepted[drawn].sum(axis=0))).rates
+        costs_drawn.append(_resampled_costs(base, passes, drawn))
+        predictions = predict(rates, costs_drawn[-1], ks)
+        speedups[:, r] = [p.speedup for p in predictions]
+        expected[:, r] = [p.expected_tokens for p in predictions]
         wins[recommend(predictions).k - 1] += 1
-    tail = (1.0 - level) / 2.0
-    return Spread(passes=len(passes), resamples=resamples, level=level,
-                  low=tuple(_quantile(v, tail) for v in speedups), high=tuple(_quantile(v, 1.0 - tail) for v in speedups),
-                  best_share=tuple(w / resamples for w in wins))
+        full = [emitted[i] for i in drawn if passes[i].k == k_max]
+        if full:
+            measured.append(sum(full) / len(full))
+    low, high = _quantiles(speedups, level)
+    tokens_low, tokens_high = _quantiles(expected, level)
+    measured_range = None
+    if measured and at_k_max:
+        (m_low,), (m_high,) = _quantiles([measured], level)
+        measured_range = (m_low, m_high)
+    return Spread(passes=len(passes), resamples=resamples, level=level, low=low, high=high,
+                  best_share=tuple(w / resamples for w in wins), tokens_low=tokens_low, tokens_high=tokens_high,
+                  measured_tokens=measured_range, resampled_costs=tuple(costs_drawn),
+                  resampled_tokens=tuple(tuple(float(v) for v in row) for row in expected))
+
+
+def tokens_per_pass_range(events: Iterable[PassEvent], k: int, resamples: int = RESAMPLES, level: float = 0.8,
+                          seed: int = 0) -> tuple[float, float] | None:
+    """The bootstrap (low, high) ``level`` range of :func:`tokens_per_pass` at ``k``: the passes that asked for k,
+    drawn with replacement ``resamples`` times (``random.Random(seed)``); None when no pass asked for k."""
+    emitted = [len(e.emitted_ids) for e in _passes(events) if e.k == k]
+    if not emitted:
+        return None
+    rng = random.Random(seed)
+    means = [sum(emitted[rng.randrange(len(emitted))] for _ in emitted) / len(emitted) for _ in range(resamples)]
+    (low,), (high,) = _quantiles([means], level)
+    return low, high
 
 
 @dataclass(frozen=True)

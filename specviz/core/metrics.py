@@ -19,7 +19,10 @@ as accepted.
   the prefill out. Its spread: :func:`bootstrap_rate_ratio` (a percentile bootstrap over the passes of both runs)
   and :func:`judge_speedup` (faster or slower when the interval lies wholly above or below 1; the same or too
   noisy to tell when it spans 1; or too short to judge). A mean per pass
-  (T_verify, T_draft) carries :func:`bootstrap_mean`'s interval over the passes.
+  (T_verify, T_draft) carries :func:`bootstrap_mean`'s interval over the passes; a run's decoding rate, its rate with
+  the prefill and a part's share of its time carry :func:`bootstrap_ratio_of_sums`'s (:meth:`RunStats.decode_rate`,
+  :meth:`RunStats.rate`, :meth:`RunStats.share`), the end-to-end ratio :func:`end_to_end_interval`'s. The prefill
+  (time to first token) is one measurement per run: it has no spread of its own.
 """
 
 from __future__ import annotations
@@ -352,7 +355,9 @@ class RunStats(Counters):
     (the run's clock, ms) and ``curve_tokens`` (tokens so far); ``pass_ms``: each pass's own-clock time (draft +
     verify + other, ms), what :func:`judge_decode_speedup` resamples; ``pass_verify_ms`` / ``pass_draft_ms``: each
     pass's target forward and drafting time (ms), whose mean the arena shows as T_verify and T_draft, with its
-    interval (:func:`bootstrap_mean`).
+    interval (:func:`bootstrap_mean`); ``pass_k_asked``: the draft length the schedule asked for each pass (the
+    event before it's ``next_k``; None where not known: the first pass, the baseline), so a pass whose ``pass_k``
+    is below it had its k cut by the output budget (max new tokens: :meth:`k_cut_by_budget`).
     """
 
     run: str = ""
@@ -369,6 +374,8 @@ class RunStats(Counters):
     pass_ms: list[float] = field(default_factory=list)  # per pass after the prefill: its own-clock time (ms)
     pass_verify_ms: list[float] = field(default_factory=list)  # per pass: its target forward (ms)
     pass_draft_ms: list[float] = field(default_factory=list)  # per pass: its drafting (ms)
+    pass_k_asked: list[int | None] = field(default_factory=list)  # per pass: k before the budget's cut (None: unknown)
+    _next_k: int | None = field(default=None, repr=False, compare=False)  # the latest event's next_k
 
     def add(self, event: PassEvent) -> None:
         """Fold one event into the counters and the chart series."""
@@ -377,8 +384,10 @@ class RunStats(Counters):
         self.curve_ms.append(event.t_end_ms)
         self.curve_tokens.append(event.num_generated)
         self.finish_reason = event.finish_reason or self.finish_reason
+        asked, self._next_k = self._next_k, event.next_k
         if event.kind == "prefill":
             return
+        self.pass_k_asked.append(asked)
         drafted, accepted = event.counted_drafted, event.committed_accepted
         self.max_k = max(self.max_k, event.k)
         self.pass_acceptance.append(accepted / drafted if drafted else None)
@@ -391,10 +400,48 @@ class RunStats(Counters):
         self.pass_verify_ms.append(event.timings.verify_ms)
         self.pass_draft_ms.append(event.timings.draft_ms)
 
+    def k_cut_by_budget(self, first_asked: int | None = None) -> list[bool]:
+        """Per pass after the prefill: whether its k (``pass_k``) is below the k its schedule asked for
+        (``pass_k_asked``), which only the output budget does (the engine drafts at most max new tokens − tokens so
+        far − 1; the drafter proposing fewer tokens leaves k alone). ``first_asked``: the k asked for a pass whose
+        request is unknown (the first pass: the run's configured k; None: not flagged)."""
+        return [asked is not None and k < asked
+                for k, asked in zip(self.pass_k, (a if a is not None else first_asked for a in self.pass_k_asked))]
+
     @property
     def counters(self) -> Counters:
         """The additive part alone (for pooling with ``+``)."""
         return Counters(**{name: getattr(self, name) for name in _SCALARS + _LISTS})
+
+    def decode_rate(self) -> Interval | None:
+        """:attr:`decode_tokens_per_s` (tokens/s after the prefill) with its 95% bootstrap interval over this run's
+        passes (:func:`bootstrap_ratio_of_sums` of tokens and ms per pass); None with fewer than two passes (a
+        single pass has no spread: show the rate as one sample)."""
+        return _times(bootstrap_ratio_of_sums(self.pass_tokens, self.pass_ms), 1000.0)
+
+    def rate(self) -> Interval | None:
+        """:attr:`tokens_per_s` (prefill included) with the interval of :meth:`decode_rate`'s draws, the prefill (one
+        measurement: the first token and its time) added to each draw as measured; None with fewer than two
+        passes."""
+        fixed = (self.generated - self.emitted, self.prefill_ms)
+        return _times(bootstrap_ratio_of_sums(self.pass_tokens, self.pass_ms, fixed=fixed), 1000.0)
+
+    def share(self, part: str) -> Interval | None:
+        """The share of ``part`` ("verify", "draft" or "other") in the time after the prefill, in [0, 1], with its
+        bootstrap interval over the passes (:func:`bootstrap_ratio_of_sums` of the part's and the pass's ms);
+        None with fewer than two passes.
+
+        Raises:
+            ValueError: an unknown ``part``."""
+        if part == "verify":
+            parts = self.pass_verify_ms
+        elif part == "draft":
+            parts = self.pass_draft_ms
+        elif part == "other":
+            parts = [max(0.0, t - v - d) for t, v, d in zip(self.pass_ms, self.pass_verify_ms, self.pass_draft_ms)]
+        else:
+            raise ValueError(f"part must be verify, draft or other, got {part!r}")
+        return bootstrap_ratio_of_sums(parts, self.pass_ms)
 
     # names kept from the live view's first version
     @property
@@ -456,7 +503,8 @@ class Interval:
 
 def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                          base_tokens: Sequence[int], *, resamples: int = BOOTSTRAP_RESAMPLES,
-                         level: float = BOOTSTRAP_LEVEL, seed: int = 0) -> Interval | None:
+                         level: float = BOOTSTRAP_LEVEL, seed: int = 0, spec_fixed: tuple[float, int] = (0.0, 0),
+                         base_fixed: tuple[float, int] = (0.0, 0)) -> Interval | None:
     """The ratio of two decoding rates with a percentile-bootstrap interval over passes.
 
     Method: the rate of a run is (sum of its passes' tokens) / (sum of their times). Each of ``resamples`` rounds
@@ -469,6 +517,8 @@ def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], b
         spec_ms / base_ms: each pass's time after the prefill (ms), one run each.
         spec_tokens / base_tokens: tokens each of those passes emitted (same lengths as the times).
         resamples: bootstrap rounds; level: the interval's confidence in (0, 1); seed: the generator's seed.
+        spec_fixed / base_fixed: (ms, tokens) added to every draw of that run unresampled: its prefill, a single
+            measurement, for the end-to-end ratio (:func:`end_to_end_interval`); (0.0, 0) leaves it out.
 
     Returns:
         The ratio of the full samples and its interval, or None when either run has fewer than 2 passes or no
@@ -487,15 +537,74 @@ def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], b
         return None
     rng = np.random.default_rng(seed)
 
-    def rates(ms: Sequence[float], tokens: Sequence[int]):
+    def rates(ms: Sequence[float], tokens: Sequence[int], fixed: tuple[float, int]):
         ms_a, tok_a = np.asarray(ms, dtype=float), np.asarray(tokens, dtype=float)
         picks = rng.integers(0, len(ms_a), size=(resamples, len(ms_a)))
-        return tok_a[picks].sum(axis=1) / np.maximum(ms_a[picks].sum(axis=1), 1e-12)
+        return (tok_a[picks].sum(axis=1) + fixed[1]) / np.maximum(ms_a[picks].sum(axis=1) + fixed[0], 1e-12)
 
-    ratios = rates(spec_ms, spec_tokens) / np.maximum(rates(base_ms, base_tokens), 1e-12)
+    ratios = rates(spec_ms, spec_tokens, spec_fixed) / np.maximum(rates(base_ms, base_tokens, base_fixed), 1e-12)
     low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
-    value = (sum(spec_tokens) / sum(spec_ms)) / (sum(base_tokens) / sum(base_ms))
+    value = (((sum(spec_tokens) + spec_fixed[1]) / (sum(spec_ms) + spec_fixed[0]))
+             / ((sum(base_tokens) + base_fixed[1]) / (sum(base_ms) + base_fixed[0])))
     return Interval(float(value), float(low), float(high), level)
+
+
+def bootstrap_ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], *, fixed: tuple = (0.0, 0.0),
+                            resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
+                            seed: int = 0) -> Interval | None:
+    """sum(numerators) / sum(denominators) over one run's passes with a percentile-bootstrap interval over them.
+
+    Method: as :func:`bootstrap_rate_ratio` for one run: each of ``resamples`` rounds draws as many passes as there
+    are, with replacement (a pass keeps its numerator and denominator together), and takes the ratio of the drawn
+    sums; the interval is the (1 - level) / 2 and (1 + level) / 2 quantiles of those ratios, widened to hold the
+    ratio of the full samples if it falls outside. A decoding rate is ``1000 *`` this of (tokens, ms) per pass
+    (:meth:`RunStats.decode_rate`); a share of the time is this of (part ms, pass ms).
+
+    Args:
+        numerators / denominators: one value each per pass (same lengths), e.g. tokens emitted and ms.
+        fixed: (numerator, denominator) added to every draw unresampled, e.g. the prefill's one token and its time
+            (a single measurement: no spread of its own enters the interval).
+        resamples, level, seed: as :func:`bootstrap_rate_ratio`.
+
+    Returns:
+        The ratio and its interval, or None for fewer than two passes or a zero denominator.
+
+    Raises:
+        ValueError: lists of different lengths, or a level outside (0, 1).
+    """
+    import numpy as np
+
+    if len(numerators) != len(denominators):
+        raise ValueError("every pass needs both its numerator and its denominator")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if len(numerators) < 2 or sum(denominators) + fixed[1] <= 0:
+        return None
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(num), size=(resamples, len(num)))
+    ratios = (num[picks].sum(axis=1) + fixed[0]) / np.maximum(den[picks].sum(axis=1) + fixed[1], 1e-12)
+    low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
+    value = float((num.sum() + fixed[0]) / (den.sum() + fixed[1]))
+    return Interval(value, min(float(low), value), max(float(high), value), level)
+
+
+def _times(interval: Interval | None, factor: float) -> Interval | None:
+    """``interval`` with its value and ends multiplied by ``factor`` (None stays None)."""
+    if interval is None:
+        return None
+    return Interval(interval.value * factor, interval.low * factor, interval.high * factor, interval.level)
+
+
+def end_to_end_interval(spec: RunStats, base: RunStats) -> Interval | None:
+    """The end-to-end ratio (:func:`speedup`: tokens/s with the prefill included) with its bootstrap interval over
+    both runs' passes (:func:`bootstrap_rate_ratio`); each run's prefill is one measurement, added to every draw as
+    measured (so the interval is the passes' share of the spread only). None when :func:`speedup` is None or a run
+    has fewer than two passes."""
+    if speedup(spec, base) is None:
+        return None
+    return bootstrap_rate_ratio(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens,
+                                spec_fixed=(spec.prefill_ms, spec.generated - spec.emitted),
+                                base_fixed=(base.prefill_ms, base.generated - base.emitted))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,102 @@
+"""app/inputs.py's early-exit layer fitting for a loaded target: one public rule every tab can call once its target
+is loaded (the Live tab does; see :func:`app.inputs.fit_loaded_exit_layer`). No model is loaded here: a loaded target
+is read only for its ``num_layers`` and ``label``. Then the "Sampling and stopping" number boxes: a value out of range,
+left, is set to the value runs use and said in one sentence (setting, range, value used), by our check, not Gradio's."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from app import inputs
+
+TARGET = SimpleNamespace(num_layers=30, label="SmolLM2-135M-Instruct")
+BOUND = ("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for "
+         "SmolLM2-135M-Instruct, which has 30 layers")
+
+
+def test_a_layer_the_loaded_target_has_is_used_as_asked():
+    assert [inputs.fit_loaded_exit_layer(layer, TARGET) for layer in (None, 1, 15, 29)] == [
+        (None, None), (1, None), (15, None), (29, None)]
+
+
+def test_a_layer_beyond_the_loaded_target_takes_its_last_layer_but_one_and_says_so():
+    assert inputs.fit_loaded_exit_layer(30, TARGET) == (29, f"{BOUND} (got 30). Using 29.")
+    assert inputs.fit_loaded_exit_layer(100, TARGET) == (29, f"{BOUND} (got 100). Using 29.")
+    # the same sentence as the box's toast when the target's layers are known before the run
+    assert inputs.fit_exit_layer(100, 30, TARGET.label) == inputs.fit_loaded_exit_layer(100, TARGET)
+
+
+def test_a_target_with_no_layer_to_exit_after_is_refused_with_the_run_paths_words():
+    single = SimpleNamespace(num_layers=1, label="one-layer")
+    with pytest.raises(inputs.InputError, match=r"layer from 1 to the target's layers − 1 \(got 1\)\.$"):
+        inputs.fit_loaded_exit_layer(1, single)
+    assert inputs.fit_loaded_exit_layer(None, single) == (None, None)  # the default asks for no layer
+
+
+def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
+    settings = inputs.parse_settings("hi", "embedded", "early-exit", "", 100, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    assert settings.exit_layer == 100 and not settings.notes
+    fitted, note = inputs.fit_settings_exit_layer(settings, TARGET)
+    assert note == f"{BOUND} (got 100). Using 29."
+    assert fitted.exit_layer == 29 and fitted.notes == (note,) and fitted.prompt == "hi" and fitted.k == 3
+    same = inputs.parse_settings("hi", "embedded", "early-exit", "", 12, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    assert inputs.fit_settings_exit_layer(same, TARGET) == (same, None)
+
+
+# ------------------------------------------------------------------ the "Sampling and stopping" number boxes
+
+# Seen in a new-user check: Top-k -3, Seed -1, Frequency penalty 9 and Repetition penalty 0, each typed and left,
+# became 0, 0, 2 and 0.01. The box's check (app.messages.refused, on blur) must say so in one sentence naming the
+# setting, its range and the value used; a repetition penalty of 0 ("off", as 0 is for the other penalties) uses 1,
+# which is off, and says so.
+SAMPLING_TYPOS = [
+    (inputs.TOP_K, "-3", 0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0."),
+    (inputs.SEED, "-1", 0, "Seed must be between 0 and 9,007,199,254,740,991 (got -1). Using 0."),
+    (inputs.FREQUENCY_PENALTY, "9", 2.0, "Frequency penalty must be between -2 and 2 (got 9). Using 2."),
+    (inputs.PRESENCE_PENALTY, "-7", -2.0, "Presence penalty must be between -2 and 2 (got -7). Using -2."),
+    (inputs.REPETITION_PENALTY, "0", 1.0,
+     "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off). Using 1 (off)."),
+    (inputs.REPETITION_PENALTY, "-1", 0.01, "Repetition penalty must be between 0.01 and 10 (got -1). Using 0.01."),
+    (inputs.REPETITION_PENALTY, "50", 10.0, "Repetition penalty must be between 0.01 and 10 (got 50). Using 10."),
+    (inputs.MIN_P, "-0.5", 0.0, "Min-p must be between 0 and 0.99 (got -0.5). Using 0."),
+    (inputs.NO_REPEAT_NGRAM_SIZE, "100", 64, "No-repeat n-gram size must be between 0 and 64 (got 100). Using 64."),
+]
+
+
+@pytest.mark.parametrize("field, typed, used, message", SAMPLING_TYPOS, ids=lambda v: getattr(v, "name", None))
+def test_a_sampling_box_left_out_of_range_says_the_setting_its_range_and_the_value_used(field, typed, used, message):
+    from app import messages
+
+    assert inputs.number_notice(typed, field) == (used, message)
+    with pytest.warns(UserWarning, match=r"must be between"):  # the toast (outside a request: a UserWarning)
+        box, status = messages.refused(typed, field)
+    assert box["value"] == used and type(box["value"]) is type(used)  # the box is set to the value runs use
+    assert message in status  # and the status line says the same sentence
+
+
+def test_a_repetition_penalty_of_0_is_refused_by_the_run_with_the_hint_that_1_is_off():
+    with pytest.raises(inputs.InputError) as refused:
+        inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 64, "", True,
+                              repetition_penalty=0)
+    assert str(refused.value) == "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off)."
+    assert inputs.REPETITION_PENALTY.parse("") == 1.0 and inputs.REPETITION_PENALTY.parse(0.5) == 0.5
+    # the other penalties are off at 0, which their range holds: no hint, no refusal
+    assert inputs.FREQUENCY_PENALTY.parse(0) == 0.0 and inputs.number_notice(0, inputs.PRESENCE_PENALTY) is None
+
+
+def test_the_live_sampling_boxes_leave_the_range_to_our_check_not_to_gradio():
+    """Gradio's own minimum / maximum on a gr.Number would change or refuse a typed value before our check runs,
+    without our message: the Live tab's checked boxes have none, and each has its blur check."""
+    import gradio as gr
+
+    from app import build_demo, live
+
+    demo = build_demo(max_new_tokens=40)
+    boxes = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, gr.Number)}
+    left = {fn_target for fn in demo.fns.values() for fn_target, event in fn.targets if event == "blur"}
+    for name in live.CHECKED_NUMBERS:
+        box = boxes[name.replace("_", "-")]
+        assert box.minimum is None and box.maximum is None, name
+        assert box._id in left, name
