@@ -367,8 +367,9 @@ def spread_cell(row: dict, figure: str, spec: str) -> str:
     if not samples:
         return shown
     low, high = min(samples), max(samples)
-    if low == high:
+    if low == high and format(low, spec) == shown:
         return f"{shown} (all repeats equal)"
+    low, high = min(low, value), max(high, value)  # a pooled figure (the pass cost) may lie outside its repeats
     decimals = int(spec.strip(".f"))
     return f"{shown} ({'–'.join(format_apart(low, high, decimals, decimals + 2))})"
 
@@ -1306,11 +1307,10 @@ CHECK_NOTE = (
 
 
 ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls")
-"""On page load: Enter in a number box of this tab's controls (the k, max-new-tokens and temperature sliders' boxes,
-the N box) commits it as leaving the box does (:func:`app.messages.enter_commits_js`), as the Arena's controls do:
-a slider's box then clamps a number typed outside its range and :func:`app.messages.tell_when_clamped` says so at
-once, and the N box gets its check (:func:`app.messages.tell_when_invalid`). Without it Enter did nothing until the
-box was left."""
+"""On page load: Enter in a number box of this tab's controls (the N box) commits it as leaving the box does
+(:func:`app.messages.enter_commits_js`): it gets its check (:func:`app.messages.tell_when_invalid`) at once. The
+sliders' own boxes (k, max new tokens, temperature) commit when they are left, where
+:func:`app.messages.tell_when_clamped` says a number out of range (Enter there clamped silently)."""
 
 
 def build_tab(target: str = "embedded") -> None:

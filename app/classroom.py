@@ -784,15 +784,16 @@ def _whatif_work(settings, k_max: int, job: Job):
     """In the job's thread: one greedy run at ``k_max`` and one of standard decoding: (spec events, base events).
     The analysis (:func:`specviz.analysis.whatif.analyze`, its bootstrap included) runs after the job, so the device
     is held only while the model computes."""
-    target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
-    job.say(f"Running k = {k_max} and standard decoding (greedy, {settings.max_new_tokens} tokens)…")
+    target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
+    job.say(f"{note + ' ' if note else ''}Running k = {k_max} and standard decoding (greedy, "
+            f"{settings.max_new_tokens} tokens)…")
     return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
 
 def _rerun_work(settings, k: int, job: Job):
     """In the job's thread: the what-if's check, a run at the recommended ``k`` and standard decoding."""
-    target_model, drafter_obj, prompt_ids, _ = _prepare(settings, job.say)
-    job.say(f"Re-running at k = {k} and standard decoding…")
+    target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
+    job.say(f"{note + ' ' if note else ''}Re-running at k = {k} and standard decoding…")
     return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
 

@@ -134,7 +134,7 @@ class NumberField:
         value = _or_default(value, self.default)
         if self._typed_zero(value):
             raise InputError(f"{self.name} must be between {_bound(self.low, self.integer)} and "
-                             f"{_bound(self.high, self.integer)} (got {value}; {_bound(self.zero, self.integer)} "
+                             f"{_bound(self.high, self.integer)} (got {float(value):g}; {_bound(self.zero, self.integer)} "
                              f"is off).")
         return number(value, self.name, self.low, self.high, self.integer, self.hint)
 

@@ -1355,10 +1355,10 @@ streams): both panes show the committed text plainly, without rejected drafts, c
 
 
 ENTER_COMMITS_JS = enter_commits_js("#controls")
-"""On page load: Enter in a number box of the Live tab's controls column (the sliders' boxes: k, max new tokens,
-temperature, top-p, tree nodes, the gate, W, N, G; and the number boxes: top-k, seed, exit layer, the penalties)
-commits it as leaving the box does (:func:`app.messages.enter_commits_js`): the slider moves, a number out of its
-range is clamped and said, and a number box is checked, at once. The other tabs' boxes are left alone."""
+"""On page load: Enter in a number box of the Live tab's controls column (top-k, seed, exit layer, the penalties)
+commits it as leaving the box does (:func:`app.messages.enter_commits_js`): the box is checked and a refused value
+said at once. The sliders' own boxes (k, max new tokens, temperature, ...) commit when they are left, which says a
+number out of range (Enter there clamped silently). The other tabs' boxes are left alone."""
 
 
 def _wire_helpers(ui: dict, d: dict) -> None:

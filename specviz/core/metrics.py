@@ -27,6 +27,7 @@ as accepted.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -482,6 +483,31 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.95
 
 
+
+def _by_value(function):
+    """``function`` (a seeded bootstrap: the same inputs give the same interval) remembered by its arguments' values
+    for the latest 64 calls. A Live refresh asks for the same run's intervals in several places (cards, pane headers,
+    history), and the handler shares the CPU with the run it measures, so each is drawn once per pass count.
+    Arguments that cannot be frozen into a key (e.g. numpy arrays) compute afresh."""
+    @functools.lru_cache(maxsize=64)
+    def remembered(args: tuple, kwargs: tuple):
+        return function(*args, **dict(kwargs))
+
+    def frozen(value):
+        return tuple(value) if isinstance(value, (list, tuple)) else value
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        key = (tuple(frozen(a) for a in args), tuple(sorted((k, frozen(v)) for k, v in kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return function(*args, **kwargs)
+        return remembered(*key)
+
+    return wrapper
+
+
 @dataclass(frozen=True)
 class Interval:
     """A point estimate and its interval: ``low`` <= ``value`` <= ``high`` (usually), at confidence ``level``."""
@@ -501,6 +527,7 @@ class Interval:
         return self.low <= x <= self.high
 
 
+@_by_value
 def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                          base_tokens: Sequence[int], *, resamples: int = BOOTSTRAP_RESAMPLES,
                          level: float = BOOTSTRAP_LEVEL, seed: int = 0, spec_fixed: tuple[float, int] = (0.0, 0),
@@ -549,6 +576,7 @@ def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], b
     return Interval(float(value), float(low), float(high), level)
 
 
+@_by_value
 def bootstrap_ratio_of_sums(numerators: Sequence[float], denominators: Sequence[float], *, fixed: tuple = (0.0, 0.0),
                             resamples: int = BOOTSTRAP_RESAMPLES, level: float = BOOTSTRAP_LEVEL,
                             seed: int = 0) -> Interval | None:
