@@ -527,6 +527,19 @@ class Interval:
         return self.low <= x <= self.high
 
 
+
+def _resampled_ratios(numerators: Sequence[float], denominators: Sequence[float], fixed: tuple, rng, resamples: int):
+    """The bootstrap draws behind :func:`bootstrap_ratio_of_sums` and :func:`bootstrap_rate_ratio`: ``resamples``
+    rounds, each drawing as many passes as there are with replacement from ``rng`` (a pass keeps its numerator and
+    denominator together); returns each round's (sum of drawn numerators + fixed[0]) / (sum of drawn denominators +
+    fixed[1]), shape (resamples,)."""
+    import numpy as np
+
+    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
+    picks = rng.integers(0, len(num), size=(resamples, len(num)))
+    return (num[picks].sum(axis=1) + fixed[0]) / np.maximum(den[picks].sum(axis=1) + fixed[1], 1e-12)
+
+
 @_by_value
 def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                          base_tokens: Sequence[int], *, resamples: int = BOOTSTRAP_RESAMPLES,
@@ -563,13 +576,9 @@ def bootstrap_rate_ratio(spec_ms: Sequence[float], spec_tokens: Sequence[int], b
     if min(len(spec_ms), len(base_ms)) < 2 or sum(spec_ms) <= 0 or sum(base_ms) <= 0:
         return None
     rng = np.random.default_rng(seed)
-
-    def rates(ms: Sequence[float], tokens: Sequence[int], fixed: tuple[float, int]):
-        ms_a, tok_a = np.asarray(ms, dtype=float), np.asarray(tokens, dtype=float)
-        picks = rng.integers(0, len(ms_a), size=(resamples, len(ms_a)))
-        return (tok_a[picks].sum(axis=1) + fixed[1]) / np.maximum(ms_a[picks].sum(axis=1) + fixed[0], 1e-12)
-
-    ratios = rates(spec_ms, spec_tokens, spec_fixed) / np.maximum(rates(base_ms, base_tokens, base_fixed), 1e-12)
+    spec_rates = _resampled_ratios(spec_tokens, spec_ms, (spec_fixed[1], spec_fixed[0]), rng, resamples)
+    base_rates = _resampled_ratios(base_tokens, base_ms, (base_fixed[1], base_fixed[0]), rng, resamples)
+    ratios = spec_rates / np.maximum(base_rates, 1e-12)
     low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
     value = (((sum(spec_tokens) + spec_fixed[1]) / (sum(spec_ms) + spec_fixed[0]))
              / ((sum(base_tokens) + base_fixed[1]) / (sum(base_ms) + base_fixed[0])))
@@ -608,11 +617,9 @@ def bootstrap_ratio_of_sums(numerators: Sequence[float], denominators: Sequence[
         raise ValueError(f"level must be in (0, 1), got {level}")
     if len(numerators) < 2 or sum(denominators) + fixed[1] <= 0:
         return None
-    num, den = np.asarray(numerators, dtype=float), np.asarray(denominators, dtype=float)
-    picks = np.random.default_rng(seed).integers(0, len(num), size=(resamples, len(num)))
-    ratios = (num[picks].sum(axis=1) + fixed[0]) / np.maximum(den[picks].sum(axis=1) + fixed[1], 1e-12)
+    ratios = _resampled_ratios(numerators, denominators, fixed, np.random.default_rng(seed), resamples)
     low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
-    value = float((num.sum() + fixed[0]) / (den.sum() + fixed[1]))
+    value = float((sum(numerators) + fixed[0]) / (sum(denominators) + fixed[1]))
     return Interval(value, min(float(low), value), max(float(high), value), level)
 
 
