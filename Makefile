@@ -10,10 +10,13 @@ PIP    := $(VENV)/bin/pip
 demo: setup model
 	$(PY) app.py
 
-# The whole suite, then the kernel-sensitive tests again as a CPU without AVX-512 runs them (test-avx2). On a CPU
-# without AVX-512 the whole suite already ran the AVX2 kernels natively, so the repeat would compute the same.
+# The whole suite in two parts: the modules tests/conftest.py pools (no clock, no browser, no server) on two
+# processes at once, then every other test alone; then the kernel-sensitive tests again as a CPU without AVX-512
+# runs them (test-avx2). On a CPU without AVX-512 the suite already ran the AVX2 kernels natively, so the repeat
+# would compute the same.
 test: setup-dev model chromium
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q -m pool -n 2 --durations=10
+	$(PY) -m pytest -q -m "not pool" --durations=10
 	@if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then \
 	  $(MAKE) --no-print-directory test-avx2; \
 	else \

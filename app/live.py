@@ -178,9 +178,16 @@ class RunView:
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
     # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
+    _frozen: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # add vs mark_stopped
 
     def add(self, event: PassEvent) -> None:
-        """Fold one engine event into its pane and statistics."""
+        """Fold one engine event into its pane and statistics; after Stop (:meth:`mark_stopped`) nothing more:
+        an event the stream thread held while Stop froze the view would otherwise appear one refresh later."""
+        with self._frozen:
+            if not self.cancelled:
+                self._add(event)
+
+    def _add(self, event: PassEvent) -> None:
         if event.run == "baseline":
             self.base.add(event)
             self.base_stats.add(event)
@@ -206,14 +213,15 @@ class RunView:
     def mark_stopped(self) -> bool:
         """Stop: freeze this view as the run's result (no cursor, finish reason "stopped" for an unfinished run).
         Returns False when there is nothing to stop (the run finished, or was stopped already)."""
-        if self.cancelled or self.finished:
-            return False
-        self.cancelled, self.stopped_at = True, time.monotonic()
-        for pane, stats in ((self.spec, self.spec_stats), (self.base, self.base_stats)):
-            if pane is not None:
-                pane.finished = True
-            if stats.finish_reason is None:
-                stats.finish_reason = "stopped"
+        with self._frozen:
+            if self.cancelled or self.finished:
+                return False
+            self.cancelled, self.stopped_at = True, time.monotonic()
+            for pane, stats in ((self.spec, self.spec_stats), (self.base, self.base_stats)):
+                if pane is not None:
+                    pane.finished = True
+                if stats.finish_reason is None:
+                    stats.finish_reason = "stopped"
         return True
 
     @property

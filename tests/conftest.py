@@ -175,13 +175,49 @@ def embedded():
     return load_model("embedded", device="cpu")
 
 
+# ------------------------------------------------------------------------------------------------ the pool
+# `make test` runs the suite in two parts: the tests of these modules on two processes at once (pytest-xdist,
+# `-m pool -n 2`), then every other test alone (`-m "not pool"`). A module belongs here only when none of its tests
+# reads a clock, judges a machine's load or timing, or drives a browser or the app's server: a second process
+# computing next to them changes how long they take, never what they assert. The browser modules, the
+# concurrency, honesty (timing), tuning, compiled-path and batching-tab tests stay in the serial part.
+POOLED_MODULES = frozenset({
+    "test_app_heads", "test_architecture", "test_batch", "test_batching", "test_bench", "test_cli",
+    "test_cpu_dispatch", "test_cross_tokenizer", "test_draft_length", "test_engine", "test_engine_embedded",
+    "test_faults", "test_generation_settings", "test_gpu_check", "test_heads", "test_inputs", "test_lookahead",
+    "test_lookahead_view", "test_models", "test_presets", "test_processors", "test_prompt_window", "test_race",
+    "test_recording", "test_registry", "test_robustness", "test_speed", "test_stepper", "test_suffix",
+    "test_suite", "test_train", "test_verify", "test_whatif", "test_zerogpu",
+})
+SERVER_FIXTURES = frozenset({"app_url", "browser"})
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tests of :data:`POOLED_MODULES` ``pool``; a pooled test that asks for the app's server or the
+    browser is a mistake in that list, and stops the run."""
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] not in POOLED_MODULES:
+            continue
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            raise pytest.UsageError(f"{item.nodeid} needs the app's server or a browser: take its module out of "
+                                    "POOLED_MODULES in tests/conftest.py")
+        item.add_marker(pytest.mark.pool)
+
+
+def _cores_per_process() -> int:
+    """This machine's cores shared among the test processes (pytest-xdist's workers, or this one process)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
 @pytest.fixture(autouse=True)
 def _threads_for_model_size(request):
     """One intra-op thread for tiny-model tests (their matrices are too small to split, and spinning
-    threads only fight the other core), all cores for tests on the embedded model."""
-    wide = "embedded" in request.fixturenames or request.node.get_closest_marker("browser") is not None
+    threads only fight the other core); for tests on the embedded model, the cores this process has
+    (all of them, or its share when the pool runs on several processes)."""
+    wide = "embedded" in request.fixturenames
     previous = torch.get_num_threads()
-    torch.set_num_threads(max(1, os.cpu_count() or 1) if wide else 1)
+    torch.set_num_threads(_cores_per_process() if wide else 1)
     yield
     torch.set_num_threads(previous)
 

@@ -882,6 +882,22 @@ def test_counts_agree_with_their_words():
         "Identical so far (1 token).")
 
 
+def test_an_event_after_stop_changes_nothing():
+    """Seen in the browser: a baseline token appeared a second after "Stopped" (the stream thread folded an event
+    it held while Stop froze the view, and Stop's second send showed it). After mark_stopped a view takes no
+    event, from any thread; a second Stop has nothing to stop."""
+    view = _one_pass_view()
+    passes = (view.spec_stats.passes, view.base_stats.passes, view.base_stats.generated)
+    assert view.mark_stopped() and not view.mark_stopped()
+    spec, base = view.spec_html(), view.base_html()
+    assert 'class="cursor"' not in spec + base  # frozen as the run's result
+    view.add(_spec_events()[2])
+    view.add(_event(run="baseline", index=2, next_id=1, emitted=(1,), generated=3))
+    assert (view.spec_stats.passes, view.base_stats.passes, view.base_stats.generated) == passes
+    assert view.spec_html() == spec and view.base_html() == base
+    assert view.base_stats.finish_reason == view.spec_stats.finish_reason == "stopped"
+
+
 # ------------------------------------------------------------------ the k chart near the end of a run
 
 
