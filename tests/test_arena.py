@@ -42,12 +42,16 @@ def result(tiny_model_dir, tiny_draft_dir):
 
     from specviz.models import load_model
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # module-scoped: the autouse per-test fixture has not run yet
-    target = load_model(str(tiny_model_dir), device="cpu")
-    seen = []
-    out = run_arena(target, PROMPTS, ["ngram", "model"], [2, "auto"], GenerationConfig(max_new_tokens=24),
-                    progress=lambda fraction, message: seen.append((fraction, message)),
-                    draft_spec=str(tiny_draft_dir))
+    try:
+        target = load_model(str(tiny_model_dir), device="cpu")
+        seen = []
+        out = run_arena(target, PROMPTS, ["ngram", "model"], [2, "auto"], GenerationConfig(max_new_tokens=24),
+                        progress=lambda fraction, message: seen.append((fraction, message)),
+                        draft_spec=str(tiny_draft_dir))
+    finally:  # left at 1, the next module's server and model would be set up with one thread (twice as slow)
+        torch.set_num_threads(threads)
     out.progress_seen = seen
     return out
 
