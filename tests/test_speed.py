@@ -5,7 +5,6 @@ No timings here: speed is measured by ``python -m specviz bench --kernel`` (see 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 
 import pytest
@@ -18,6 +17,7 @@ from specviz.core.engine import GenerationConfig, collect, speculative_generate,
 from specviz.core.kv import forward_logits, new_cache, rollback_cache
 
 from float_tolerance import assert_within, matmul_tolerance, model_tolerance
+from torch_threads import torch_threads
 
 # kernels: every test here compares oneDNN's linear with the default kernels, or checks which of them runs, so
 # `make test` repeats the module with an AVX2 dispatch (where the self-test must pass and the bounds hold too)
@@ -195,20 +195,10 @@ def test_folded_attention_leaves_other_calls_to_transformers(monkeypatch):
     assert speed._folded_sdpa(module, query, key, value, mask, dropout=0.1)[0] == "stock"
     assert speed._folded_sdpa(module, query, key, value, mask, softcap=30.0)[0] == "stock"
     assert len(calls) == 4 and calls[1]["is_causal"] is True and calls[3]["softcap"] == 30.0
-    with _threads(1):
+    with torch_threads(1):
         assert speed._folded_sdpa(module, query, key, value, mask)[0] != "stock"
-    with _threads(2):  # 1 x 2 key/value heads for 2 threads: too few work units, transformers' kernel runs
+    with torch_threads(2):  # 1 x 2 key/value heads for 2 threads: too few work units, transformers' kernel runs
         assert speed._folded_sdpa(module, query, key, value, mask)[0] == "stock"
-
-
-@contextlib.contextmanager
-def _threads(n):
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def test_fused_projection_alone_and_state_dict(tiny_model_dir):
