@@ -416,7 +416,11 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
                 if isinstance(out[0], str)]
     assert layers == [3] and not device.DEVICE.locked
     assert len(toasts) == 1 and toasts[0].endswith("which has 4 layers (got 100). Using 3.")
-    assert "status-done" in statuses[-1] and "(got 100). Using 3. Measured in" in statuses[-1]
+    # done, or info where the tiny target's two token counts came out within noise of each other (the flag is
+    # the grid's own reading of the timings, which this test does not control)
+    flagged = "Within noise of" in statuses[-1] or "faster than possible" in statuses[-1]
+    assert ("status-info" if flagged else "status-done") in statuses[-1]
+    assert "(got 100). Using 3. Measured in" in statuses[-1]
     said = [s for s in statuses if "Using 3." in s]
     assert said and statuses.index(said[0]) > 0  # said once the target is loaded, and from then on
     assert all("Using 3." in s for s in statuses[statuses.index(said[0]):])
