@@ -546,18 +546,12 @@ def _speedup_words(row: dict) -> str:
     return f"{row['speedup']:.2f}×, repeats {spread}"
 
 
-def _steps_words(row: dict) -> str:
-    """A pass cost and its repeats for the lesson: "2.0 steps (1.9–2.1)", "2.0 steps (one sample)"."""
-    cell = spread_cell(row, "pass_cost", ".1f")
-    value, _, spread = cell.partition(" ")
-    return f"{value} steps" + (f" {spread}" if spread else "")
-
-
-def _tokens_words(row: dict) -> str:
-    """Tokens per pass and its repeats for the lesson: "2.3 tokens per pass (all repeats equal)", "… (2.2–2.4)"."""
-    cell = spread_cell(row, "tokens_per_pass", ".1f")
-    value, _, spread = cell.partition(" ")
-    return f"{value} tokens per pass" + (f" {spread}" if spread else "")
+def _words(row: dict, key: str, unit: str) -> str:
+    """A cell and its repeats for the lesson, the unit after the value: ``_words(row, 'pass_cost', 'steps')`` gives
+    "2.0 steps (1.9–2.1)" or "2.0 steps (one sample)"; ``"tokens_per_pass", "tokens per pass"`` gives
+    "2.3 tokens per pass (all repeats equal)"."""
+    value, _, spread = spread_cell(row, key, ".1f").partition(" ")
+    return f"{value} {unit}" + (f" {spread}" if spread else "")
 
 
 def _first_clause(rows: list[dict], k: int, where: str) -> str:
@@ -572,19 +566,19 @@ def _first_clause(rows: list[dict], k: int, where: str) -> str:
                  f"up to B = {near[0]}")
     elif cost in ("costly", "unclear"):
         verb = "already costs" if cost == "costly" else "costs"
-        cheap = (f"{where} a pass over {head['batch']} × {k + 1} tokens {verb} {_steps_words(head)} at "
-                 f"B = {head['batch']}")
+        steps = _words(head, "pass_cost", "steps")
+        cheap = f"{where} a pass over {head['batch']} × {k + 1} tokens {verb} {steps} at B = {head['batch']}"
     else:  # no pass cost to read: the verdict alone ("On this CPU speculation pays (…)")
         cheap = None
     costly = cost == "costly" and not near  # "already costs N steps": a pass that is not nearly free
     at = f"at B = {first['batch']} ({_speedup_words(first)}"
+    tokens = _words(first, "tokens_per_pass", "tokens per pass")
     link, claim = {
         "pays": (", yet" if costly else ", so" if near else ", and",
-                 f"speculation pays {at}" + (f"; {_tokens_words(first)} more than cover it)" if costly else ")")),
+                 f"speculation pays {at}" + (f"; {tokens} more than cover it)" if costly else ")")),
         "even": (", and", f"speculation breaks even {at})"),
         "loses": (", so" if costly else ", but",
-                  f"speculation does not pay even {at}; {_tokens_words(first)} do not cover the pass and the "
-                  "drafting)"),
+                  f"speculation does not pay even {at}; {tokens} do not cover the pass and the drafting)"),
     }[verdict(first)]
     return f"{cheap}{link} {claim}" if cheap else f"{where} {claim}"
 
@@ -594,13 +588,13 @@ def _second_clause(rows: list[dict], k: int) -> str:
     first = next(r for r in rows if verdict(r) != "noisy")
     cross = crossover(rows)
     if cross is not None and cross is not first:
-        cost = (f"a pass over {cross['batch']} × {k + 1} tokens costs {_steps_words(cross)} and "
+        cost = (f"a pass over {cross['batch']} × {k + 1} tokens costs {_words(cross, 'pass_cost', 'steps')} and "
                 if cross["pass_cost"] is not None else "")
         return f"; at B = {cross['batch']} {cost}the speedup falls to {_speedup_words(cross)}."
     last = [r for r in rows if verdict(r) != "noisy"][-1]
     if last is first or verdict(last) == "loses":
         return "."
-    cost = (f"; a pass over {last['batch']} × {k + 1} tokens costs {_steps_words(last)} there"
+    cost = (f"; a pass over {last['batch']} × {k + 1} tokens costs {_words(last, 'pass_cost', 'steps')} there"
             if last["pass_cost"] is not None else "")
     word = {"pays": "still pays", "even": "breaks even"}[verdict(last)]
     return f"; it {word} at B = {last['batch']} ({_speedup_words(last)}{cost})."

@@ -758,7 +758,8 @@ def parse(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_ne
 
 
 def _prepare(settings: Settings, say: Callable[[str], None]):
-    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note). An
+    """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note, settings
+    as run). An
     early-exit layer the loaded target lacks is fitted to its layers, as in Live
     (:func:`app.inputs.fit_settings_exit_layer`): the note says so, before the prompt's note ("" when neither has
     one). Raises InputError for a target with no layer to exit after, or a prompt that does not fit."""
@@ -771,7 +772,7 @@ def _prepare(settings: Settings, say: Callable[[str], None]):
                            window=settings.window, ngram=settings.ngram, candidates=settings.candidates, progress=say)
     prompt_ids, prompt_note, _ = fit_prompt_for(settings, target, drafter)
     note = " ".join(n for n in (layer_note, prompt_note) if n)
-    return target, drafter, prompt_ids, note
+    return target, drafter, prompt_ids, note, settings
 
 
 def _record_work(settings, job: Job):
@@ -784,7 +785,7 @@ def _whatif_work(settings, k_max: int, job: Job):
     """In the job's thread: one greedy run at ``k_max`` and one of standard decoding: (spec events, base events).
     The analysis (:func:`specviz.analysis.whatif.analyze`, its bootstrap included) runs after the job, so the device
     is held only while the model computes."""
-    target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
+    target_model, drafter_obj, prompt_ids, note, _ = _prepare(settings, job.say)
     job.say(f"{note + ' ' if note else ''}Running k = {k_max} and standard decoding (greedy, "
             f"{settings.max_new_tokens} tokens)…")
     return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
@@ -792,7 +793,7 @@ def _whatif_work(settings, k_max: int, job: Job):
 
 def _rerun_work(settings, k: int, job: Job):
     """In the job's thread: the what-if's check, a run at the recommended ``k`` and standard decoding."""
-    target_model, drafter_obj, prompt_ids, note = _prepare(settings, job.say)
+    target_model, drafter_obj, prompt_ids, note, _ = _prepare(settings, job.say)
     job.say(f"{note + ' ' if note else ''}Re-running at k = {k} and standard decoding…")
     return _run_pair(target_model, drafter_obj, prompt_ids, settings.config(), job.cancel)
 
@@ -829,14 +830,15 @@ def _failed(error: BaseException) -> str:
 
 
 def record_settings(settings: Settings, say: Callable[[str], None] = lambda message: None, cancel=None):
-    """Record one run with ``settings`` (loads the target and the drafter): (Recording, note on the prompt).
+    """Record one run with ``settings`` (loads the target and the drafter): (Recording, note on the layer and the
+    prompt, the early-exit layer it ran at: the asked one fitted to the target's layers).
     ``cancel``: the job's flag (RunCancelled before the next forward once it is set)."""
-    target_model, drafter_obj, prompt_ids, note = _prepare(settings, say)
+    target_model, drafter_obj, prompt_ids, note, settings = _prepare(settings, say)
     say("Recording the run…")
     recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=cancel)
     for event in recorder.events():
         say(f"Recording… pass {event.index}, {event.num_generated} tokens")
-    return recorder.recording(), note
+    return recorder.recording(), note, settings.exit_layer
 
 
 def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_new_tokens, target,
@@ -855,7 +857,7 @@ def record(prompt, drafter, exit_layer, draft_model, k, temperature, seed, max_n
         return
     if recorded is None:  # cancelled: the handler is gone
         return
-    recording, note = recorded
+    recording, note, values["exit_layer"] = recorded  # the file names the layer the run used
     file = RecordingFile(recording, recording_meta(values))
     stepper, status, *rest = opened(file, "Recorded")
     if note:
@@ -868,7 +870,7 @@ def record_walkthrough(walkthrough: dict, target: str = "embedded",
     """Record a walkthrough's run as the Classroom would (on ``target``), with the file's meta: how the shipped
     recordings are made (``scripts/record_walkthroughs.py``) and checked."""
     values = {**walkthrough_settings(walkthrough), "target": target}
-    recording, _ = record_settings(parse(*(values[f] for f in FIELDS)), say)
+    recording, _, values["exit_layer"] = record_settings(parse(*(values[f] for f in FIELDS)), say)
     return RecordingFile(recording, recording_meta(values, walkthrough))
 
 

@@ -341,6 +341,6 @@ def test_classroom_takes_a_repetition_penalty(tiny_model_dir):
     assert classroom.settings_from_query({"tab": "classroom", "repetition_penalty": "1.4"})["repetition_penalty"] == 1.4
     with pytest.raises(classroom.InputError, match="Repetition penalty"):
         classroom.parse(PROMPT, "ngram", 0, "", 3, 0.0, 0, 8, str(tiny_model_dir), 0)
-    recording, _ = classroom.record_settings(settings)
+    recording, *_ = classroom.record_settings(settings)
     assert recording.processing == "repetition penalty 1.4"
     assert rf.loads(rf.dumps(recording)).recording.processing == "repetition penalty 1.4"  # kept in the file

@@ -286,7 +286,7 @@ def test_a_recorded_run_offers_its_download(monkeypatch):
     from app import classroom
 
     rec = copy.deepcopy(greedy_recording())
-    monkeypatch.setattr(classroom, "_on_device", lambda work, what, width: _done((rec, "")))
+    monkeypatch.setattr(classroom, "_on_device", lambda work, what, width: _done((rec, "", 0)))
     out = list(classroom.record("Hello", "ngram", 0, "", 3, 0.0, 0, 8, "embedded"))
     stepper, status, *_, download = out[-1]
     assert "Recorded" in status and download["value"].endswith("specviz-run.json.gz")
@@ -339,14 +339,17 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_in_a_classroom_
     from app import classroom
 
     settings = classroom.parse("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
-    recording, note = classroom.record_settings(settings)
-    assert recording.drafter_name == "early exit (layer 3/4)"
+    recording, note, layer = classroom.record_settings(settings)
+    assert recording.drafter_name == "early exit (layer 3/4)" and layer == 3
     assert note.startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 for ")
     assert note.endswith("which has 4 layers (got 100). Using 3.")
-    recording, note = classroom.record_settings(
+    recording, note, layer = classroom.record_settings(
         classroom.parse("one two three", "early-exit", 2, None, 3, 0, 0, 6, str(tiny_model_dir)))
-    assert recording.drafter_name == "early exit (layer 2/4)" and note == ""
+    assert recording.drafter_name == "early exit (layer 2/4)" and note == "" and layer == 2
     *_, last = classroom.record("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
     stepper, status = last[:2]
     assert isinstance(stepper, Stepper) and stepper.recording.drafter_name == "early exit (layer 3/4)"
     assert "status-done" in status and "(got 100). Using 3." in status
+    with open(last[-1]["value"], "rb") as file:  # the download the status offers
+        saved = rf.loads(file.read())
+    assert saved.meta["settings"]["exit_layer"] == 3  # the file names the layer the run used, not the one asked

@@ -291,7 +291,6 @@ def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k
     counts = [position_counts([e], k_max) for e in passes]  # one pass' reached / accepted per position
     reached = np.array([c.reached for c in counts], dtype=np.int64).reshape(len(passes), k_max)
     accepted = np.array([c.accepted for c in counts], dtype=np.int64).reshape(len(passes), k_max)
-    at_k_max = [i for i, e in enumerate(passes) if e.k == k_max]
     emitted = [len(e.emitted_ids) for e in passes]
     rng = random.Random(seed)
     speedups = np.empty((k_max, resamples))
@@ -314,7 +313,7 @@ def spread(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k
     low, high = _quantiles(speedups, level)
     tokens_low, tokens_high = _quantiles(expected, level)
     measured_range = None
-    if measured and at_k_max:
+    if measured:  # some drawn pass asked for k_max
         (m_low,), (m_high,) = _quantiles([measured], level)
         measured_range = (m_low, m_high)
     return Spread(passes=len(passes), resamples=resamples, level=level, low=low, high=high,
