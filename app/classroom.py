@@ -580,7 +580,7 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
         predicted["error_y"] = {"type": "data", "symmetric": False, "color": COLORS["speculative"], "thickness": 1.5,
                                 "array": [max(0.0, h - p.speedup) for h, p in zip(spread.high, result.predictions)],
                                 "arrayminus": [max(0.0, p.speedup - lo) for lo, p in zip(spread.low, result.predictions)]}
-        hover[:] = [f"{h}<br>{level} of resamples: {lo:.2f}–{hi:.2f}×; best in {share:.0%}"
+        hover[:] = [f"{h}<br>{level} of resamples: {_range_words((lo, hi), 2)}; best in {share:.0%}"
                     for h, lo, hi, share in zip(hover, spread.low, spread.high, spread.best_share)]
     traces = [
         predicted,
@@ -625,15 +625,28 @@ def _with_range(value: float | None, spread: tuple[float, float] | None, digits:
         return none
     text = f"{value:.{digits}f}{unit}"
     if spread is not None:
-        return f"{text} <small class=\"wi-range\">({spread[0]:.{digits}f}–{spread[1]:.{digits}f})</small>"
+        return f"{text} <small class=\"wi-range\">({_range_words(spread, digits)})</small>"
     return f"{text} <small class=\"wi-range\">({single})</small>" if single else text
+
+
+def _range_words(spread: tuple[float, float], digits: int) -> str:
+    """"1.50–2.30"; "all resamples equal" where both ends read the same at ``digits`` (every resample of the
+    passes gave one value, e.g. every pass accepted all k: a range "1.96–1.96" would read as a typo)."""
+    low, high = f"{spread[0]:.{digits}f}", f"{spread[1]:.{digits}f}"
+    return "all resamples equal" if low == high else f"{low}–{high}"
+
+
+def _predicts(low: float, high: float) -> str:
+    """A speedup's range for a sentence: "1.50–2.30×", or "1.96× in every resample" where both ends read the same."""
+    words = _range_words((low, high), 2)
+    return f"{low:.2f}× in every resample" if words == "all resamples equal" else f"{words}×"
 
 
 def _plain_range(value: float | None, spread: tuple[float, float] | None) -> str:
     """A speedup for a status line (plain text): "1.96× (1.50–2.30)", "1.96×" or "–"."""
     if value is None:
         return "–"
-    return f"{value:.2f}×" + (f" ({spread[0]:.2f}–{spread[1]:.2f})" if spread is not None else "")
+    return f"{value:.2f}×" + (f" ({_range_words(spread, 2)})" if spread is not None else "")
 
 
 def _range_note(spread) -> str:
@@ -654,7 +667,7 @@ def whatif_caveats(result: WhatIf) -> list[str]:
                          reverse=True)
         others = "".join(f"; k = {k} in {share:.0%}" for share, k in runners)
         lines.append(f"Spread: over {spread.resamples} resamples of the run's {spread.passes} passes, k = {rec.k} "
-                     f"predicts {spread.low[rec.k - 1]:.2f}–{spread.high[rec.k - 1]:.2f}× ({spread.level:.0%} of "
+                     f"predicts {_predicts(spread.low[rec.k - 1], spread.high[rec.k - 1])} ({spread.level:.0%} of "
                      f"them) and comes out best in {spread.best_share[rec.k - 1]:.0%}{others}.")
         if spread.too_few:
             lines.append(f"<b>Too few passes to tell:</b> {spread.passes} passes (fewer than {MIN_PASSES}) say little "

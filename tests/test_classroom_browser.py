@@ -188,6 +188,17 @@ def test_the_whatif_checks_give_every_number_its_spread_or_say_one_run():
     assert "(one run; decoding, prefill excluded)" in status
 
 
+def test_a_range_whose_ends_read_the_same_says_so():
+    """Every resample of the passes can give one value (e.g. every pass accepted all k): "1.96 (1.96–1.96)" read as
+    a typo, so the range says that the resamples were all equal, in the table, the status and the caveat."""
+    assert classroom._with_range(1.96, (1.96, 1.9601), 2, "×") == \
+        '1.96× <small class="wi-range">(all resamples equal)</small>'
+    assert classroom._with_range(1.96, (1.5, 2.3), 2, "×") == '1.96× <small class="wi-range">(1.50–2.30)</small>'
+    assert classroom._plain_range(1.96, (1.96, 1.96)) == "1.96× (all resamples equal)"
+    assert classroom._predicts(1.96, 1.96) == "1.96× in every resample"
+    assert classroom._predicts(1.5, 2.3) == "1.50–2.30×"
+
+
 def test_a_hand_edit_turns_the_walkthrough_into_custom():
     preset = classroom.load_walkthroughs()[0]
     values = classroom.walkthrough_settings(preset)
@@ -556,7 +567,7 @@ def test_whatif_recommends_a_k_and_the_rerun_checks_it(page):
     assert 1 <= k <= 4
     result = page.inner_text("#whatif-result")
     assert f"Recommended k = {k}" in result
-    assert re.search(rf"Spread: over \d+ resamples of the run's \d+ passes, k = {k} predicts \d+\.\d\d–\d+\.\d\d×",
+    assert re.search(rf"Spread: over \d+ resamples of the run's \d+ passes, k = {k} predicts \d+\.\d\d(–\d+\.\d\d×|× in every resample)",
                      result), result
     assert ("Too few passes to tell" in result) == ("Too few passes" in page.inner_text("#whatif-status"))
     bars = page.eval_on_selector("#whatif-chart .js-plotly-plot", "gd => gd.data[0].error_y.arrayminus.length")
