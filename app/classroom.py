@@ -1350,11 +1350,12 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
     views = [ui[name] for name in ("progress", "caption", "table", "chart", "output")]
     opened_outputs = [ui["stepper"], ui["status"], *views, ui["download"]]
     share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]]}
+    paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
+    ui["record"].click(stop_playing, outputs=paused, queue=False, **QUIET)  # at once, before the run is recorded
     ui["record"].click(record, inputs=settings, outputs=opened_outputs, concurrency_limit=4,
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
-    paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
     ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
                             outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET)
     # a click on the button (before the file picker) replaces an earlier upload's message: a file Gradio itself

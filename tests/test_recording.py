@@ -313,6 +313,26 @@ def test_tree_and_lookahead_records_round_trip():
     assert rf.loads(rf.dumps(rec)).recording.events == events
 
 
+def test_record_run_pauses_play_at_once(monkeypatch):
+    """Play kept stepping while Record run recorded, then went on stepping the new run the user had not started it
+    on. A click on Record run now pauses Play outside the queue (as opening a walkthrough or a file does), before the
+    queued recording starts."""
+    import gradio as gr
+    from app import classroom
+
+    monkeypatch.delenv("SPECVIZ_PUBLIC", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    with gr.Blocks() as demo:
+        classroom.build_tab()
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    deps = demo.get_config_file()["dependencies"]
+    clicks = [d for d in deps if [ids["classroom-record"], "click"] in [list(t) for t in d["targets"]]]
+    pause = [d for d in clicks if d["queue"] is False]
+    assert len(clicks) == 2 and len(pause) == 1 and ids["classroom-play"] in pause[0]["outputs"]
+    playing, timer, button = classroom.stop_playing()
+    assert playing is False and timer.active is False and button.value == "▶ Play"
+
+
 def test_clicking_open_a_recording_file_replaces_an_earlier_uploads_message(monkeypatch):
     """Seen in the browser: after bad.json.gz was refused, a 5 MB file was refused by Gradio itself (its
     max_file_size, a toast) before open_upload ran, so the status kept saying "bad.json.gz: …" under the new
