@@ -46,7 +46,8 @@ from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, NumberField, check_models, number, text
 from app.messages import enter_commits_js, report, tell_when_clamped
 from specviz.analysis.arena import grid_seconds, measure_forward_grid, probe_forward_ms
-from specviz.analysis.batching import BATCH_SIZES, MIN_EXPECTED, batch_sweep, sampling_check
+from specviz.analysis.batching import (BATCH_SIZES, MIN_EXPECTED, ONE_SAMPLE, REPEATED_FIGURES, batch_sweep,
+                                       repeat_speedups, repeat_values, sampling_check, spread_cell)
 from specviz.analysis.bench import (CONTENDED_SHARE, EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, environment,
                                     load_prompts)
 from specviz.core.engine import MAX_K, GenerationConfig
@@ -325,53 +326,6 @@ def _sweep_work(job: Job, s: SweepSettings) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ reading rows
-
-
-def repeat_speedups(row: dict) -> list[float]:
-    """The speedup of each repeat (its speculative ÷ its standard tokens/s), where both were measured."""
-    return [spec / std for std, spec in row.get("repeats") or () if std and spec]
-
-
-REPEATED_FIGURES = ("standard_tps", "speculative_tps", "tokens_per_pass", "step_ms", "verify_ms", "pass_cost")
-"""The row's figures that have a value per repeat (:func:`repeat_values`): each is shown with their range."""
-ONE_SAMPLE = "one sample"
-
-
-def repeat_values(row: dict, figure: str) -> list[float]:
-    """The value of one of :data:`REPEATED_FIGURES` in each repeat that measured it: tokens/s from ``repeats``,
-    T(B, 1) and T(B, k+1) (ms) from ``repeat_forward_ms``, the pass cost as their ratio per repeat, tokens per pass
-    from ``repeat_tokens_per_pass``; [] where the row kept none (raises KeyError for another figure)."""
-    pairs = row.get("repeat_forward_ms") or ()
-    values = {
-        "standard_tps": lambda: [std for std, _ in row.get("repeats") or ()],
-        "speculative_tps": lambda: [spec for _, spec in row.get("repeats") or ()],
-        "tokens_per_pass": lambda: list(row.get("repeat_tokens_per_pass") or ()),
-        "step_ms": lambda: [step for step, _ in pairs],
-        "verify_ms": lambda: [verify for _, verify in pairs],
-        "pass_cost": lambda: [verify / step for step, verify in pairs if step and verify],
-    }[figure]()
-    return [v for v in values if v]
-
-
-def spread_cell(row: dict, figure: str, spec: str) -> str:
-    """A figure with the range of its repeats, "41.2 (38.0–44.1)" (the ends with more decimals where ``spec``'s
-    would read alike), "2.33 (all repeats equal)" where the repeats agree exactly, "41.2 (one sample)" from one repeat,
-    the bare value where the row kept no repeats (a file from before they were kept); "–" without a value."""
-    value = row.get(figure)
-    if value is None:
-        return "–"
-    samples = repeat_values(row, figure)
-    shown = format(value, spec)
-    if len(samples) == 1:
-        return f"{shown} ({ONE_SAMPLE})"
-    if not samples:
-        return shown
-    low, high = min(samples), max(samples)
-    if low == high and format(low, spec) == shown:
-        return f"{shown} (all repeats equal)"
-    low, high = min(low, value), max(high, value)  # a pooled figure (the pass cost) may lie outside its repeats
-    decimals = int(spec.strip(".f"))
-    return f"{shown} ({'–'.join(format_apart(low, high, decimals, decimals + 2))})"
 
 
 def verdict(row: dict, busy: bool = False) -> str:

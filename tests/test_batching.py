@@ -47,7 +47,13 @@ def test_sweep_rows_follow_their_definitions(tiny_target):
         emitted = [t for t in r["repeat_tokens_per_pass"] if t is not None]
         assert min(emitted) <= r["tokens_per_pass"] <= max(emitted)
     assert rows[0]["predicted"] is not None
-    assert "Speculation" in batching.format_sweep(result)
+    text = batching.format_sweep(result)
+    assert "Speculation" in text and "lowest and highest of 2 repeats" in text
+    for r, line in zip(rows, text.splitlines()[1:]):  # each figure with the range of its repeats, as the tab shows it
+        assert batching.spread_cell(r, "standard_tps", ".1f") in line
+        assert batching.spread_cell(r, "pass_cost", ".2f") in line
+        ups = batching.repeat_speedups(r)
+        assert line.split()[0] == str(r["batch"]) and f"{r['speedup']:.2f} (" in line and len(ups) == 2
 
 
 def test_the_sweep_stops_when_asked(tiny_target):

@@ -35,6 +35,7 @@ import torch
 from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
 from specviz.core.events import BatchStep, PassEvent
+from specviz.core.metrics import format_apart
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
@@ -217,18 +218,90 @@ def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make
             "stopped": stopped, "crossover": below}
 
 
-def format_sweep(result: dict) -> str:
-    """A readable table of :func:`batch_sweep`'s result."""
-    def f(value, spec=".2f"):
-        return "-" if value is None else format(value, spec)
+# ------------------------------------------------------------------------------------------------ reading rows
 
-    lines = [f"{'B':>3}{'std tok/s':>11}{'spec tok/s':>12}{'speedup':>9}{'predicted':>10}{'tok/pass':>10}"
-             f"{'T(B,1) ms':>11}{'T(B,k+1)':>10}{'cost':>7}{'KV MB':>8}"]
-    for r in result["rows"]:
-        lines.append(f"{r['batch']:>3}{f(r['standard_tps'], '.1f'):>11}{f(r['speculative_tps'], '.1f'):>12}"
-                     f"{f(r['speedup']):>9}{f(r['predicted']):>10}{f(r['tokens_per_pass']):>10}"
-                     f"{f(r['step_ms'], '.1f'):>11}{f(r['verify_ms'], '.1f'):>10}{f(r['pass_cost']):>7}"
-                     f"{f(r['kv_megabytes'], '.1f'):>8}")
+
+def repeat_speedups(row: dict) -> list[float]:
+    """The speedup of each repeat (its speculative ÷ its standard tokens/s), where both were measured."""
+    return [spec / std for std, spec in row.get("repeats") or () if std and spec]
+
+
+REPEATED_FIGURES = ("standard_tps", "speculative_tps", "tokens_per_pass", "step_ms", "verify_ms", "pass_cost")
+"""The row's figures that have a value per repeat (:func:`repeat_values`): each is shown with their range."""
+ONE_SAMPLE = "one sample"
+
+
+def repeat_values(row: dict, figure: str) -> list[float]:
+    """The value of one of :data:`REPEATED_FIGURES` in each repeat that measured it: tokens/s from ``repeats``,
+    T(B, 1) and T(B, k+1) (ms) from ``repeat_forward_ms``, the pass cost as their ratio per repeat, tokens per pass
+    from ``repeat_tokens_per_pass``; [] where the row kept none (raises KeyError for another figure)."""
+    pairs = row.get("repeat_forward_ms") or ()
+    values = {
+        "standard_tps": lambda: [std for std, _ in row.get("repeats") or ()],
+        "speculative_tps": lambda: [spec for _, spec in row.get("repeats") or ()],
+        "tokens_per_pass": lambda: list(row.get("repeat_tokens_per_pass") or ()),
+        "step_ms": lambda: [step for step, _ in pairs],
+        "verify_ms": lambda: [verify for _, verify in pairs],
+        "pass_cost": lambda: [verify / step for step, verify in pairs if step and verify],
+    }[figure]()
+    return [v for v in values if v]
+
+
+def spread_cell(row: dict, figure: str, spec: str) -> str:
+    """A figure with the range of its repeats, "41.2 (38.0–44.1)" (the ends with more decimals where ``spec``'s
+    would read alike), "2.33 (all repeats equal)" where the repeats agree exactly, "41.2 (one sample)" from one repeat,
+    the bare value where the row kept no repeats (a file from before they were kept); "–" without a value."""
+    value = row.get(figure)
+    if value is None:
+        return "–"
+    samples = repeat_values(row, figure)
+    shown = format(value, spec)
+    if len(samples) == 1:
+        return f"{shown} ({ONE_SAMPLE})"
+    if not samples:
+        return shown
+    low, high = min(samples), max(samples)
+    if low == high and format(low, spec) == shown:
+        return f"{shown} (all repeats equal)"
+    low, high = min(low, value), max(high, value)  # a pooled figure (the pass cost) may lie outside its repeats
+    decimals = int(spec.strip(".f"))
+    return f"{shown} ({'–'.join(format_apart(low, high, decimals, decimals + 2))})"
+
+
+def format_sweep(result: dict) -> str:
+    """A readable table of :func:`batch_sweep`'s result: each measured figure with the lowest and highest of its
+    repeats (:func:`spread_cell`), the speedup with its repeats' own ratios and the predicted speedup with the range
+    its inputs give."""
+    def speedup(r: dict) -> str:
+        ups = repeat_speedups(r)
+        if r["speedup"] is None or not ups:
+            return "-" if r["speedup"] is None else f"{r['speedup']:.2f}"
+        if len(ups) == 1:
+            return f"{r['speedup']:.2f} ({ONE_SAMPLE})"
+        low, high = min(ups + [r["speedup"]]), max(ups + [r["speedup"]])
+        return f"{r['speedup']:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+
+    def predicted(r: dict) -> str:
+        value, low, high = r.get("predicted"), r.get("predicted_low"), r.get("predicted_high")
+        if value is None or low is None or high is None:
+            return "-" if value is None else f"{value:.2f}"
+        return f"{value:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+
+    columns = [("B", lambda r: str(r["batch"])),
+               ("std tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
+               ("spec tok/s", lambda r: spread_cell(r, "speculative_tps", ".1f")),
+               ("speedup", speedup), ("predicted", predicted),
+               ("tok/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
+               ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
+               ("T(B,k+1) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
+               ("cost", lambda r: spread_cell(r, "pass_cost", ".2f")),
+               ("KV MB", lambda r: "-" if r.get("kv_megabytes") is None else f"{r['kv_megabytes']:.1f}")]
+    cells = [[name for name, _ in columns]] + [[cell(r) for _, cell in columns] for r in result["rows"]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    repeats = max((len(r.get("repeats") or ()) for r in result["rows"]), default=0)
+    lines.append(f"In brackets: the lowest and highest of {repeats} repeats per batch size (for the speedup, each "
+                 "repeat's own ratio; for the prediction, the range its inputs give).")
     crossover = result.get("crossover")
     lines.append(f"k = {result['k']}, {result['max_new_tokens']} new tokens per row; cost = T(B, k+1) / T(B, 1). "
                  + (f"Speculation stops paying at B = {crossover}." if crossover else
