@@ -15,18 +15,6 @@ SUITE = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: the tiny models gain nothing from two, and on a shared 2-core machine two threads
-    spin against other processes (tens of times slower)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def suite_file(tmp_path):
     path = tmp_path / "suite.jsonl"

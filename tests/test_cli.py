@@ -19,18 +19,6 @@ PROMPT = "The quick brown fox jumps over the lazy dog while the cat"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: the tiny models gain nothing from two, and on a shared 2-core machine two threads
-    spin against other processes (tens of times slower)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _generate(capsys, model_dir, *extra: str) -> tuple[int, list[dict], str]:
     """Run ``generate --json`` in-process; (exit status, one dict per stdout line, stderr)."""
     code = main(["generate", "--target", str(model_dir), "--prompt", PROMPT, "--max-new-tokens", "12",

@@ -15,6 +15,7 @@ import pytest
 import torch
 from conftest import CORPUS, EOS, OTHER_CORPUS, build_tiny_model, build_tokenizer
 from test_engine import _chi_square, _prompts
+from torch_threads import torch_threads
 
 from app.render import Pane
 from specviz.cli import main
@@ -50,20 +51,18 @@ def _memorize(folder, texts: list[str], tokenizer, steps: int = 200) -> None:
     """Train the draft in ``folder`` (full batch, Adam) until it repeats ``texts`` in its own vocabulary."""
     from transformers import LlamaForCausalLM
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).train()
-    rows = [torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])[None] for text in texts]
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(steps):
-        loss = sum(model(input_ids=row, labels=row).loss for row in rows) / len(rows)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if loss.item() < 0.02:
-            break
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).train()
+        rows = [torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])[None] for text in texts]
+        optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+        for _ in range(steps):
+            loss = sum(model(input_ids=row, labels=row).loss for row in rows) / len(rows)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            if loss.item() < 0.02:
+                break
     model.eval().save_pretrained(folder)
 
 

@@ -21,15 +21,6 @@ PROMPT = "The quick brown fox jumps over the lazy dog while the cat"
 REPETITIVE = "Laugh: ha ha ha ha ha ha ha ha"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread (a shared 2-core machine; the tiny models gain nothing from two)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 # ------------------------------------------------------------------------------------------ parsing
 
 
