@@ -37,7 +37,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from specviz.core.costs import expected_tokens, interpolate, pass_ms
+from specviz.core.costs import expected_tokens, interpolate, pass_ms, predicted_speedup
 
 DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
 PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached: the decaying means' starting point, of weight
@@ -265,7 +265,7 @@ class GateK:
         if self._steps_timed < GATE_STEP_SAMPLES:
             return 0  # time T(1), the anchor of the comparison, a few times in a row before trusting it
         full, step, tokens = statistics.median(self._full), statistics.median(self._step), self._tokens.mean()
-        self.expected_gain = tokens * step / max(full, 1e-6)
+        self.expected_gain = predicted_speedup(tokens, step, max(full, 1e-6))
         probed, self._probed = self._probed, False
         if self.expected_gain >= 1.0:
             self.probe_after = DRAFT_PROBE_AFTER
