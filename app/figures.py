@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from specviz.core.metrics import RunStats, expected_tokens_per_pass
+from specviz.core.metrics import RunStats
 
 COLORS = {
     "speculative": "#6f42c1",
@@ -61,29 +61,17 @@ def per_pass_counts(stats: RunStats) -> tuple[list[int], list[int]]:
 
 
 def running_acceptance(stats: RunStats) -> list[float | None]:
-    """Acceptance rate (accepted / drafted) over passes 1..i, for each pass i (None until something is drafted)."""
-    drafted, accepted = per_pass_counts(stats)
-    out: list[float | None] = []
-    total_d = total_a = 0
-    for d, a in zip(drafted, accepted):
-        total_d += d
-        total_a += a
-        out.append(total_a / total_d if total_d else None)
-    return out
+    """Acceptance rate (accepted / drafted) over passes 1..i, for each pass i (None until something is drafted):
+    :attr:`RunStats.running_acceptance`, the card's :attr:`~specviz.core.metrics.Counters.acceptance_rate` after
+    each pass."""
+    return list(stats.running_acceptance)
 
 
 def expected_series(stats: RunStats) -> list[float | None]:
-    """E[tau] = (1 - α^(m+1)) / (1 - α) after each pass, from the running α and mean proposed length m."""
-    drafted, accepted = per_pass_counts(stats)
-    out: list[float | None] = []
-    total_d = total_a = judged = 0
-    for i, (d, a) in enumerate(zip(drafted, accepted), start=1):
-        total_d += d
-        total_a += a
-        judged += a + (1 if a < d else 0)
-        alpha = total_a / judged if judged else None
-        out.append(None if alpha is None else expected_tokens_per_pass(alpha, total_d / i))
-    return out
+    """E[tau] = (1 - α^(m+1)) / (1 - α) after each pass (None until a draft was judged):
+    :attr:`RunStats.running_expected`, the card's :attr:`~specviz.core.metrics.Counters.expected_tokens_per_pass`
+    after each pass, so the line ends at the card's figure."""
+    return list(stats.running_expected)
 
 
 def _line(x, y, name, color, width=3, dash=None, shape=None, markers=False) -> dict:
@@ -117,13 +105,9 @@ def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:
     """Tokens emitted per target pass (bonus included), the running mean, the value expected from α, and the
     baseline's one token per pass."""
     x = _pass_numbers(spec)
-    running, total = [], 0
-    for i, n in enumerate(spec.pass_tokens, start=1):
-        total += n
-        running.append(total / i)
     return Panel("Tokens per target pass", [
         _bar(x, spec.pass_tokens, "tokens per pass", COLORS["speculative"], 0.35),
-        _line(x, running, "tokens/pass, running mean", COLORS["speculative"]),
+        _line(x, spec.running_tokens_per_pass, "tokens/pass, running mean", COLORS["speculative"]),
         _line(x, expected_series(spec), "expected from α", COLORS["expected"], 2, "dash"),
         _line(x, [1.0] * len(x), "standard decoding (1)", COLORS["baseline"], 1.5, "dot"),
     ], _axis("target pass"), _axis("tokens", rangemode="tozero"))

@@ -500,6 +500,7 @@ def compare_to_baseline(baseline, ids: list[int]) -> dict:
 def exactness(model, device, settings: Settings) -> dict:
     """speculative_generate with same-model drafters vs standard_generate (greedy), on a repeated random prompt."""
     from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+    from specviz.core.metrics import Counters
     from specviz.drafters.early_exit import EarlyExitDrafter
     from specviz.drafters.ngram import NgramDrafter
 
@@ -512,13 +513,10 @@ def exactness(model, device, settings: Settings) -> dict:
     out = {}
     for name, drafter in drafters.items():
         run = collect(speculative_generate(target, drafter, prompt, config), target.tokenizer, prompt)
-        passes = [e for e in run.events if e.kind == "pass"]
-        drafted = sum(e.counted_drafted for e in passes)
-        emitted = sum(len(e.emitted_ids) for e in passes)
+        counts = Counters.of(run.events)  # the figures as the app computes them (specviz.core.metrics)
         record = compare_to_baseline(baseline, list(run.token_ids))
-        record.update(drafter=getattr(drafter, "name", name), k=settings.draft_k, passes=len(passes),
-                      acceptance=sum(e.committed_accepted for e in passes) / drafted if drafted else None,
-                      tokens_per_pass=emitted / len(passes) if passes else None)
+        record.update(drafter=getattr(drafter, "name", name), k=settings.draft_k, passes=counts.passes,
+                      acceptance=counts.acceptance_rate, tokens_per_pass=counts.tokens_per_pass)
         out[name] = record
     return out
 

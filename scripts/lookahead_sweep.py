@@ -131,6 +131,7 @@ def add_forward_costs(result: dict, target=None) -> dict:
 
     from specviz.analysis.arena import lookahead_pass_cost
     from specviz.analysis.bench import time_forward_ms
+    from specviz.core.costs import predicted_speedup
     from specviz.drafters.lookahead import forward_tokens
     from specviz.models import load_model
 
@@ -142,7 +143,8 @@ def add_forward_costs(result: dict, target=None) -> dict:
     for label, fig in result["results"].items():
         cost = (times[5] / times[1] if label == NGRAM_REFERENCE else
                 lookahead_pass_cost(times, *settings[label])["ratio"])
-        fig["forward_cost"], fig["predicted_speedup"] = cost, fig["tokens_per_pass"] / cost
+        fig["forward_cost"] = cost  # a pass in steps: the speedup is E[tau] x T_step / T_pass with T_step = 1
+        fig["predicted_speedup"] = predicted_speedup(fig["tokens_per_pass"], 1.0, cost)
     result["forward_ms"] = times
     return pick_fastest(result)
 

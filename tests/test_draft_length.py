@@ -81,11 +81,12 @@ def test_auto_k_backs_off_its_probes_while_nothing_is_accepted_and_resets_when_d
 def test_auto_k_estimates_unmeasured_sizes_from_measured_ones():
     control = AutoK(k_max=8)
     control.observe(4, 4, 4, verify_ms=60.0, forward_tokens=5)
-    assert control.verify_ms(5) == pytest.approx(60.0)
-    assert control.verify_ms(1) == pytest.approx(60.0 / 1.4)  # the prior slope, 10 % per token
+    # verify_ms(k): T_verify of a pass verifying k drafts, whose forward reads k + 1 tokens (specviz.core.costs)
+    assert control.verify_ms(4) == pytest.approx(60.0)  # the forward of 5 tokens
+    assert control.verify_ms(0) == pytest.approx(60.0 / 1.4)  # 1 token: the prior slope, 10 % per token
     control.observe(0, 0, 0, verify_ms=40.0, forward_tokens=1)
-    assert control.verify_ms(3) == pytest.approx(50.0)  # between the measured 1 and 5
-    assert control.verify_ms(9) == pytest.approx(80.0)  # the measured slope continues
+    assert control.verify_ms(2) == pytest.approx(50.0)  # 3 tokens: between the measured 1 and 5
+    assert control.verify_ms(8) == pytest.approx(80.0)  # 9 tokens: the measured slope continues
 
 
 def _drifting_machine_speedup(acceptance: float, seed: int, tokens: int = 48, step_ms: float = 70.0,

@@ -64,6 +64,7 @@ from specviz.core.engine import MAX_K, GenerationConfig, speculative_generate, s
 from specviz.core.events import RunCancelled
 from specviz.core.generation_settings import settings_record
 from specviz.core.kv import Clock, new_cache, rollback_cache
+from specviz.core.costs import Costs, interpolate
 from specviz.core.metrics import (Counters, RunStats, decode_speedup, expected_tokens_per_pass, faster_than_possible,
                                   bootstrap_mean, predicted_speedup_measured, predicted_speedup_paper, speedup)
 
@@ -1022,23 +1023,6 @@ def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None
             "ngram": statistics.median(times) / step_ms, "early_exit_layer": float(layers)}
 
 
-def interpolate(curve: dict[int, float], n: float) -> float:
-    """Linear interpolation of ``curve`` (n -> ms) at ``n``, extrapolating from the two nearest end points."""
-    xs = sorted(curve)
-    if len(xs) == 1:
-        return curve[xs[0]]
-    if n <= xs[0]:
-        lo, hi = xs[0], xs[1]
-    elif n >= xs[-1]:
-        lo, hi = xs[-2], xs[-1]
-    else:
-        hi = next(x for x in xs if x >= n)
-        lo = max(x for x in xs if x <= n)
-        if lo == hi:
-            return curve[lo]
-    return curve[lo] + (curve[hi] - curve[lo]) * (n - lo) / (hi - lo)
-
-
 def lookahead_pass_cost(curve: dict[int, float], window: int, ngram: int, candidates: int) -> dict:
     """What a full lookahead pass costs against a one-token step, from a measured forward curve (n new tokens ->
     ms, batch 1: :func:`measure_forward_grid`'s row, or :func:`specviz.analysis.bench.time_forward_ms`).
@@ -1054,7 +1038,7 @@ def lookahead_pass_cost(curve: dict[int, float], window: int, ngram: int, candid
     if 1 not in curve:
         raise ValueError("the forward curve needs the one-token step T(1)")
     n = forward_tokens(window, ngram, candidates)
-    pass_ms = curve[n] if n in curve else interpolate(curve, n)
+    pass_ms = interpolate(curve, n)  # the measured T(n) itself when n was timed
     return {"window": window, "ngram": ngram, "candidates": candidates, "tokens": n, "step_ms": curve[1],
             "pass_ms": pass_ms, "ratio": pass_ms / curve[1], "measured": n in curve, "extrapolated": n > max(curve)}
 
@@ -1072,7 +1056,8 @@ def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None 
     cost ratio ``c``.
 
     ``verify_curve`` (n new tokens -> ms, batch 1, from :func:`measure_forward_grid`) gives the measured-cost
-    prediction E[tau] x T(1) / (T(k+1) + c k T(1)), with T interpolated between measured n; without it that
+    prediction E[tau] x T(1) / (T(k+1) + c k T(1)), with T interpolated between measured n: the cost model of
+    :class:`specviz.core.costs.Costs` (:meth:`~specviz.core.costs.Costs.from_forward_curve`); without it that
     series is None.
     """
     ks = list(range(1, k_max + 1))
@@ -1080,9 +1065,9 @@ def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None 
     paper = [predicted_speedup_paper(alpha, k, c) for k in ks]
     measured = None
     if verify_curve:
-        step = interpolate(verify_curve, 1)
-        measured = [predicted_speedup_measured(alpha, k, step, interpolate(verify_curve, k + 1), c * k * step)
-                    for k in ks]
+        costs = Costs.from_forward_curve(verify_curve, c)
+        measured = [costs.speedup(expected, k) if costs.pass_ms(k) > 0 else float("nan")
+                    for k, expected in zip(ks, tau)]
     return {"k": ks, "tokens_per_pass": tau, "paper": paper, "measured": measured, "alpha": alpha, "c": c}
 
 

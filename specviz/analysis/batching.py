@@ -35,6 +35,7 @@ import torch
 from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
 from specviz.core.events import BatchStep, PassEvent
+from specviz.core.costs import predicted_speedup
 from specviz.core.metrics import format_apart
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
 
@@ -163,7 +164,8 @@ def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
     ``predicted_low`` / ``predicted_high`` from the same formula over its inputs' spread: the B = 1 repeats' tokens
     per pass, and T(B, 1), T(B, k+1) from the grid's (min, max) per cell (``grid["spread"][B][n]``) or the sweep's
     repeats; low = fewest tokens × fastest step ÷ slowest pass, high the other way round. The drafting cost per row
-    is one figure (from the B = 1 medians) and adds no spread."""
+    is one figure (from the B = 1 medians) and adds no spread. Each is :func:`~specviz.core.costs.predicted_speedup`
+    (E[tau] x T_step / T_pass, T_pass = T(B, k+1) + B x the drafting per row)."""
     first = next((r for r in rows if r.batch == 1 and r.tokens_per_pass), None)
     if first is None:
         return
@@ -178,14 +180,14 @@ def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
         step = table.get(1, row.step_ms)
         verify = table.get(k + 1, row.verify_ms)
         if step and verify:
-            row.predicted = first.tokens_per_pass * step / (verify + row.batch * draft_per_row)
+            row.predicted = predicted_speedup(first.tokens_per_pass, step, verify + row.batch * draft_per_row)
             row.predicted_pass_cost = verify / step
             steps = (spread.get(1) or (step, step)) if 1 in table else _span(
                 [s for s, _ in row.repeat_forward_ms], step)
             verifies = (spread.get(k + 1) or (verify, verify)) if k + 1 in table else _span(
                 [v for _, v in row.repeat_forward_ms], verify)
-            row.predicted_low = tokens[0] * steps[0] / (verifies[1] + row.batch * draft_per_row)
-            row.predicted_high = tokens[1] * steps[1] / (verifies[0] + row.batch * draft_per_row)
+            row.predicted_low = predicted_speedup(tokens[0], steps[0], verifies[1] + row.batch * draft_per_row)
+            row.predicted_high = predicted_speedup(tokens[1], steps[1], verifies[0] + row.batch * draft_per_row)
 
 
 def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,

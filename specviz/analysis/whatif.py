@@ -43,8 +43,9 @@ import numpy as np
 
 from specviz.core import metrics
 from specviz.core.events import PassEvent
-from specviz.core.metrics import (Costs, Counters, end_to_end_speedup, expected_tokens, predicted_speedup,
-                                  expected_tokens_per_pass as paper_expected_tokens)
+from specviz.core.costs import (Costs, end_to_end_speedup, expected_tokens, predicted_speedup,
+                                predicted_speedup_paper)
+from specviz.core.metrics import Counters
 
 __all__ = ["MIN_PASSES", "RESAMPLES", "Costs", "PositionCounts", "Prediction", "Spread", "WhatIf", "alpha", "analyze", "decode_speedup",
            "end_to_end_speedup", "expected_tokens", "measure_costs", "position_counts", "predict",
@@ -103,25 +104,8 @@ def measure_costs(spec_events: Iterable[PassEvent], base_events: Iterable[PassEv
     Raises:
         ValueError: if the baseline has no pass after its prefill.
     """
-    spec_events, base_events = list(spec_events), list(base_events)
-    base = _passes(base_events)
-    if not base:
-        raise ValueError("the baseline run needs at least two tokens to measure a decoding step")
     spec = _passes(spec_events)
-    drafted = sum(e.num_drafted for e in spec)
-    by_m: dict[int, list[float]] = {}
-    for e in spec:
-        if e.num_drafted:
-            by_m.setdefault(e.num_drafted, []).append(e.timings.verify_ms)
-    prefill = [e.t_end_ms for e in base_events if e.kind == "prefill"]
-    return Costs(
-        step_ms=median(e.timings.verify_ms + e.timings.other_ms for e in base),
-        step_forward_ms=median(e.timings.verify_ms for e in base),
-        draft_ms_per_token=sum(e.timings.draft_ms for e in spec) / drafted if drafted else 0.0,
-        verify_points=tuple((m, median(v)) for m, v in sorted(by_m.items())),
-        pass_overhead_ms=median(e.timings.other_ms for e in spec) if spec else 0.0,
-        prefill_ms=prefill[0] if prefill else 0.0,
-    )
+    return _resampled_costs(_base_costs(list(base_events)), spec, range(len(spec)))
 
 
 @dataclass(frozen=True)
@@ -160,7 +144,7 @@ def predict(rates: Sequence[float], costs: Costs, k_values: Iterable[int], alpha
     for k in k_values:
         expected = expected_tokens(rates, k)
         pass_ms = costs.pass_ms(k)
-        paper = paper_expected_tokens(alpha_value, k) / (c * k + 1.0) if alpha_value is not None else float("nan")
+        paper = predicted_speedup_paper(alpha_value, k, c) if alpha_value is not None else float("nan")
         out.append(Prediction(k, expected, pass_ms, predicted_speedup(expected, costs.step_ms, pass_ms), paper))
     return out
 
@@ -247,8 +231,8 @@ def _base_costs(base_events: Sequence[PassEvent]) -> dict:
 
 
 def _resampled_costs(base: dict, passes: Sequence[PassEvent], drawn: Sequence[int]) -> Costs:
-    """:func:`measure_costs` of the drawn passes (indices into ``passes``, in draw order) with the baseline's part
-    ``base`` (:func:`_base_costs`): the same sums and medians in the same order, so the same figures."""
+    """:class:`Costs` of the drawn passes (indices into ``passes``, in draw order) with the baseline's part ``base``
+    (:func:`_base_costs`): what :func:`measure_costs` returns for all passes drawn once, in order."""
     drafted = sum(passes[i].num_drafted for i in drawn)
     by_m: dict[int, list[float]] = {}
     for i in drawn:
@@ -258,7 +242,7 @@ def _resampled_costs(base: dict, passes: Sequence[PassEvent], drawn: Sequence[in
         step_ms=base["step_ms"], step_forward_ms=base["step_forward_ms"],
         draft_ms_per_token=sum(passes[i].timings.draft_ms for i in drawn) / drafted if drafted else 0.0,
         verify_points=tuple((m, median(v)) for m, v in sorted(by_m.items())),
-        pass_overhead_ms=median(passes[i].timings.other_ms for i in drawn),
+        pass_overhead_ms=median(passes[i].timings.other_ms for i in drawn) if len(drawn) else 0.0,
         prefill_ms=base["prefill_ms"],
     )
 

@@ -7,13 +7,13 @@ a pass costs, so it keeps drafting where no k pays.
 **Cost-aware** (:class:`AutoK`): before each pass, for every k in 0..k_max, the expected decoding rate
 
     rate(k) = E[tokens per pass](k) / E[pass ms](k),   E[tokens](k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
-    E[pass ms](k) = T_verify(k + 1) + k * T_draft + T_other,
+    E[pass ms](k) = T_verify(k) + k * T_draft + T_other,
 
 with a_i the run's recent per-position acceptance (a position the drafter did not fill counts as not accepted,
 as in the what-if of k; a decaying mean that starts at the prior :data:`PRIOR_ACCEPTANCE`, so the prior fades as
-passes come in) and the costs measured on this run's own passes: T_verify(n) of a forward over n tokens
-at the current context length (a decaying average per n, interpolated between measured n), T_draft per drafted
-token, T_other per pass. k = 0 is a plain one-token step (rate 1 / T(1)). The k with the highest rate wins, so
+passes come in) and the costs measured on this run's own passes: T_verify(k) of a pass verifying k drafts, whose
+forward reads n = k + 1 tokens, at the current context length (a decaying average per n, interpolated between
+measured n), T_draft per drafted token, T_other per pass (the cost model of :mod:`specviz.core.costs`). k = 0 is a plain one-token step (rate 1 / T_verify(0)). The k with the highest rate wins, so
 the run stops drafting where no k is expected to beat standard decoding, and drafts longer where acceptance is
 high and verification is cheap. The choice and its expected gain over k = 0, rate(k) / rate(0), are reported on
 each pass event.
@@ -36,6 +36,8 @@ from __future__ import annotations
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
+
+from specviz.core.costs import expected_tokens, interpolate, pass_ms, predicted_speedup
 
 DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
 PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached: the decaying means' starting point, of weight
@@ -126,34 +128,29 @@ class AutoK:
         0.94x to 0.96x standard decoding; docs/performance.md section 18.)"""
         return [accepted.mean() for accepted in self._accepted]
 
-    def verify_ms(self, n: int) -> float | None:
-        """T_verify(n): the measured mean for n tokens, else interpolated or extrapolated from measured sizes
-        (with :data:`PRIOR_SLOPE` while only one size is known); None before any pass."""
-        known = sorted((size, avg.mean()) for size, avg in self._verify.items() if avg.mean() is not None)
+    def verify_ms(self, k: int) -> float | None:
+        """T_verify(k), ms: the target forward of a pass verifying ``k`` drafted tokens (a forward over n = k + 1
+        tokens; T_verify(0) is a plain step's), as :meth:`specviz.core.costs.Costs.verify_ms` means it. The measured
+        mean for n tokens, else :func:`~specviz.core.costs.interpolate`'d between measured sizes (the end segments'
+        slopes, floored at 0, continue outside them; :data:`PRIOR_SLOPE` while only one size is known); None before
+        any pass."""
+        known = {size: avg.mean() for size, avg in self._verify.items() if avg.mean() is not None}
         if not known:
             return None
-        for (x0, y0), (x1, y1) in zip(known, known[1:]):
-            if x0 <= n <= x1:
-                return y0 + (y1 - y0) * (n - x0) / (x1 - x0)
+        lone_slope = 0.0
         if len(known) == 1:
-            (x, y), slope = known[0], known[0][1] * PRIOR_SLOPE / (1 + PRIOR_SLOPE * (known[0][0] - 1))
-        else:
-            (x, y) = known[0] if n < known[0][0] else known[-1]
-            (a, ya), (b, yb) = (known[0], known[1]) if n < known[0][0] else (known[-2], known[-1])
-            slope = max(0.0, (yb - ya) / (b - a))
-        return max(1e-6, y + slope * (n - x))
+            ((x, y),) = known.items()
+            lone_slope = y * PRIOR_SLOPE / (1 + PRIOR_SLOPE * (x - 1))
+        return max(1e-6, interpolate(known, k + 1, lone_slope=lone_slope))
 
     def rate(self, k: int, rates: list[float]) -> float | None:
-        """Expected tokens per ms at draft length k (None before any cost is known)."""
-        verify = self.verify_ms(k + 1)
+        """Expected tokens per ms at draft length k (None before any cost is known): :func:`expected_tokens` of the
+        recent per-position acceptance ``rates`` over :func:`pass_ms` of T_verify(k), T_draft and T_other."""
+        verify = self.verify_ms(k)
         if verify is None:
             return None
-        tokens, survive = 1.0, 1.0
-        for a in rates[:k]:
-            survive *= a
-            tokens += survive
-        cost = verify + k * (self._draft.mean() or 0.0) + (self._other.mean() or 0.0)
-        return tokens / cost
+        cost = pass_ms(verify, k, self._draft.mean() or 0.0, self._other.mean() or 0.0)
+        return expected_tokens(rates, k) / cost
 
     # ------------------------------------------------------------------------------------------ choosing
     def choose(self, budget: int, ready: bool = True) -> int:
@@ -268,7 +265,7 @@ class GateK:
         if self._steps_timed < GATE_STEP_SAMPLES:
             return 0  # time T(1), the anchor of the comparison, a few times in a row before trusting it
         full, step, tokens = statistics.median(self._full), statistics.median(self._step), self._tokens.mean()
-        self.expected_gain = tokens * step / max(full, 1e-6)
+        self.expected_gain = predicted_speedup(tokens, step, max(full, 1e-6))
         probed, self._probed = self._probed, False
         if self.expected_gain >= 1.0:
             self.probe_after = DRAFT_PROBE_AFTER

@@ -14,7 +14,10 @@ as accepted.
 - per-position acceptance i = P(draft token i accepted | tokens < i accepted), i = 1..k (conditional); the
   unconditional share accepted-at-position-i / passes is what vLLM exports (:attr:`RunStats.per_position_share`).
 - expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean proposed length
-  (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1).
+  (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1) (:func:`specviz.core.costs.expected_tokens_per_pass`, the
+  one formula; the cost model and the predicted speedups are in :mod:`specviz.core.costs` too).
+- the running figures a chart draws (:class:`RunStats` ``running_*``) are these properties after each pass: a
+  chart's last point is the card's figure.
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
   the prefill out. Its spread: :func:`bootstrap_rate_ratio` (a percentile bootstrap over the passes of both runs)
   and :func:`judge_speedup` (faster or slower when the interval lies wholly above or below 1; the same or too
@@ -31,120 +34,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import Sequence
 
+# The cost model (expected tokens, T_verify, T_pass, predicted speedups) is written once, in specviz.core.costs;
+# its names stay importable from here.
+from specviz.core.costs import (Costs, end_to_end_speedup, expected_tokens, expected_tokens_per_pass,  # noqa: F401
+                                predicted_speedup, predicted_speedup_measured, predicted_speedup_paper)
 from specviz.core.events import PassEvent
-
-
-def expected_tokens_per_pass(alpha: float, k: float) -> float:
-    """E[tokens per pass] = (1 - alpha^(k+1)) / (1 - alpha) for per-token acceptance alpha and draft length k.
-
-    Args:
-        alpha: per-token acceptance in [0, 1].
-        k: draft length (may be fractional: the mean proposed length).
-
-    Returns:
-        Expected tokens per pass, in [1, k+1] (k+1 when alpha == 1).
-
-    Raises:
-        ValueError: if alpha is outside [0, 1] or k < 0.
-    """
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
-    if k < 0:
-        raise ValueError(f"k must be >= 0, got {k}")
-    if alpha >= 1.0:
-        return k + 1.0
-    return (1.0 - alpha ** (k + 1.0)) / (1.0 - alpha)
-
-
-def predicted_speedup_paper(alpha: float, k: float, c: float) -> float:
-    """Leviathan et al. 2023, Thm 3.8: E[tau] / (c k + 1); assumes a verification costs one target step.
-
-    ``c`` is the draft's cost per token over one target step (dimensionless).
-    """
-    return expected_tokens_per_pass(alpha, k) / (c * k + 1.0)
-
-
-def predicted_speedup_measured(alpha: float, k: float, t_step_ms: float, t_verify_ms: float, t_draft_ms: float) -> float:
-    """E[tau] x T_step / (T_verify(k) + T_draft(k)), with measured times in ms per pass."""
-    denom = t_verify_ms + t_draft_ms
-    return expected_tokens_per_pass(alpha, k) * t_step_ms / denom if denom > 0 else float("nan")
-
-
-# ------------------------------------------------------------------------------- the cost model of a pass
-
-
-def expected_tokens(rates: Sequence[float], k: int) -> float:
-    """E[tokens per pass](k) = 1 + sum_{j=1..k} prod_{i<=j} a_i.
-
-    Args:
-        rates: per-position acceptance a_1..a_K, each in [0, 1].
-        k: draft length, 0..K (0 is standard decoding: 1 token per pass).
-
-    Raises:
-        ValueError: k outside 0..len(rates), or a rate outside [0, 1].
-    """
-    if not 0 <= k <= len(rates):
-        raise ValueError(f"k must be in 0..{len(rates)}, got {k}")
-    total, survive = 1.0, 1.0
-    for a in rates[:k]:
-        if not 0.0 <= a <= 1.0:
-            raise ValueError(f"acceptance rates must be in [0, 1], got {a}")
-        survive *= a
-        total += survive
-    return total
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Measured costs in ms.
-
-    Attributes:
-        step_ms: the baseline's time per generated token (forward + bookkeeping): the cost of one standard step.
-        step_forward_ms: the baseline's one-token forward alone: T_verify(0), the anchor of the verify curve.
-        draft_ms_per_token: the drafter's time per drafted token.
-        verify_points: (m drafted tokens, median verify ms) measured points, m >= 1, sorted by m.
-        pass_overhead_ms: a speculative pass's time outside draft and verify (acceptance, rollback, detokenizing).
-        prefill_ms: the prefill (time to first token); only :func:`end_to_end_speedup` uses it.
-    """
-
-    step_ms: float
-    step_forward_ms: float
-    draft_ms_per_token: float
-    verify_points: tuple[tuple[int, float], ...]
-    pass_overhead_ms: float = 0.0
-    prefill_ms: float = 0.0
-
-    def verify_ms(self, k: float) -> float:
-        """T_verify(k): piecewise-linear through (0, step_forward_ms) and :attr:`verify_points`; past the last point
-        the last segment's slope continues (never below the last point)."""
-        points = [(0.0, self.step_forward_ms)] + [(float(m), ms) for m, ms in self.verify_points if m > 0]
-        for (x0, y0), (x1, y1) in zip(points, points[1:]):
-            if k <= x1:
-                return y0 + (y1 - y0) * (k - x0) / (x1 - x0)
-        if len(points) == 1:
-            return self.step_forward_ms
-        (x0, y0), (x1, y1) = points[-2], points[-1]
-        return max(y1, y1 + (y1 - y0) * (k - x1) / (x1 - x0))
-
-    def pass_ms(self, k: int) -> float:
-        """A speculative pass at draft length k: T_verify(k) + k * T_draft + T_other."""
-        return self.verify_ms(k) + k * self.draft_ms_per_token + self.pass_overhead_ms
-
-
-def predicted_speedup(expected: float, step_ms: float, pass_ms: float) -> float:
-    """E[tau] * T_step / T_pass: tokens per pass over the cost of a pass counted in standard steps."""
-    if pass_ms <= 0:
-        raise ValueError(f"a pass must take some time, got {pass_ms} ms")
-    return expected * step_ms / pass_ms
-
-
-def end_to_end_speedup(expected: float, costs: Costs, k: int, tokens: int) -> float:
-    """The tokens/s ratio of whole runs of ``tokens`` tokens, prefill included (both runs pay the same prefill):
-    (T_prefill + (N-1) T_step) / (T_prefill + (N-1) / E[tau] * T_pass(k))."""
-    rest = max(tokens - 1, 0)
-    base = costs.prefill_ms + rest * costs.step_ms
-    spec = costs.prefill_ms + rest / expected * costs.pass_ms(k)
-    return base / spec if spec > 0 else float("nan")
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -359,6 +253,12 @@ class RunStats(Counters):
     interval (:func:`bootstrap_mean`); ``pass_k_asked``: the draft length the schedule asked for each pass (the
     event before it's ``next_k``; None where not known: the first pass, the baseline), so a pass whose ``pass_k``
     is below it had its k cut by the output budget (max new tokens: :meth:`k_cut_by_budget`).
+
+    The running figures, one per pass after the prefill: the :class:`Counters` figure of the passes so far, read from
+    the same properties the cards show, so a chart's last point is the card's figure exactly: ``running_acceptance``
+    (:attr:`acceptance_rate`), ``running_alpha`` (:attr:`alpha`), ``running_tokens_per_pass``
+    (:attr:`tokens_per_pass`), ``running_expected`` (:attr:`expected_tokens_per_pass`); None where the figure is
+    not defined yet (nothing drafted or judged).
     """
 
     run: str = ""
@@ -376,6 +276,10 @@ class RunStats(Counters):
     pass_verify_ms: list[float] = field(default_factory=list)  # per pass: its target forward (ms)
     pass_draft_ms: list[float] = field(default_factory=list)  # per pass: its drafting (ms)
     pass_k_asked: list[int | None] = field(default_factory=list)  # per pass: k before the budget's cut (None: unknown)
+    running_acceptance: list[float | None] = field(default_factory=list)  # per pass: acceptance_rate so far
+    running_alpha: list[float | None] = field(default_factory=list)  # per pass: alpha so far
+    running_tokens_per_pass: list[float | None] = field(default_factory=list)  # per pass: tokens_per_pass so far
+    running_expected: list[float | None] = field(default_factory=list)  # per pass: expected_tokens_per_pass so far
     _next_k: int | None = field(default=None, repr=False, compare=False)  # the latest event's next_k
 
     def add(self, event: PassEvent) -> None:
@@ -400,6 +304,10 @@ class RunStats(Counters):
         self.pass_ms.append(event.timings.total_ms)
         self.pass_verify_ms.append(event.timings.verify_ms)
         self.pass_draft_ms.append(event.timings.draft_ms)
+        self.running_acceptance.append(self.acceptance_rate)
+        self.running_alpha.append(self.alpha)
+        self.running_tokens_per_pass.append(self.tokens_per_pass)
+        self.running_expected.append(self.expected_tokens_per_pass)
 
     def k_cut_by_budget(self, first_asked: int | None = None) -> list[bool]:
         """Per pass after the prefill: whether its k (``pass_k``) is below the k its schedule asked for
