@@ -90,7 +90,8 @@ DEFINITIONS = {
     "runs": "runs pooled in the row (the baseline row of a prompt pools every baseline run of that prompt)",
     "baseline_runs": "standard-decoding runs the row's ratios are taken against (2 per method and prompt)",
     "baseline_drift": ("fastest / slowest decoding rate of those baseline runs - 1 (pooled rows: the largest of "
-                       "their rows); above 0.15 the machine's speed changed during the measurement: a noisy ratio"),
+                       "their rows); above 0.15 the machine's speed changed during the measurement: a ratio whose "
+                       "spread spans 1 is then too noisy to tell"),
     "t_step_ms": "baseline: target forward ms per token after the prefill",
     "t_verify_ms": "speculative run: target forward ms per pass (k+1 tokens)",
     "t_draft_ms": "speculative run: drafting ms per pass",
