@@ -352,12 +352,13 @@ def _grid_with(monkeypatch, tiny_target, table):
 
 def test_impossible_timings_are_measured_again_and_flagged_when_they_stay(monkeypatch, tiny_target):
     # batch 4 with one new token takes 5 ms, batch 1 with one new token 20 ms: four times the work, four times
-    # faster. Still so the second time, so it is flagged.
+    # faster. Still so after two more measurements (issue 34: up to REMEASURES more), so it is flagged, and the
+    # status says plainly that no possible curve could be had.
     def table(b, n, _):
         return 5.0 if (b, n) == (4, 1) else 20.0 * n * (1 if b == 1 else 2)
 
     grid = _grid_with(monkeypatch, tiny_target, table)
-    assert grid["remeasured"] == [1, 4]
+    assert grid["remeasured"] == [1, 4] and grid["measurements"] == {1: 3, 4: 3}
     assert grid["impossible"] == [{"batch": 4, "n": 1, "than_batch": 1, "than_n": 1}]
     assert grid["spread"][4][1] == (5.0, 5.0)
     fig = why.forward_figure(grid)
@@ -367,10 +368,14 @@ def test_impossible_timings_are_measured_again_and_flagged_when_they_stay(monkey
     assert line.y[0] is None and line.y[1] == 80.0  # no line through the impossible point
     assert any("not a finding" in a.text for a in fig.layout.annotations)
     assert "Impossible points" in why.summary_html(grid, None)
-    assert "faster than possible" in why.impossible_text(grid) and "batch 4, 1 token" in why.impossible_text(grid)
+    assert why.impossible_text(grid).startswith("⚠ Could not get a possible curve: measured 3 times, 1 point still "
+                                                "came out faster than less work (batch 4, 1 token measured faster "
+                                                "than batch 1, 1 token).")
     assert why.possible_curve(grid, 4) == {2: 80.0, 4: 160.0}
     status = why._measured({"grid": grid, "costs": None, "label": "tiny"}, 3.0, 0.7, 0, 0, 0)[0]
-    assert "faster than possible" in status and "measured twice" in status and "status-info" in status
+    assert "Could not get a possible curve" in status and "status-info" in status
+    assert "Batch sizes 1, 4 measured again (1: 3 times, 4: 3 times)" in status
+    assert "(measured 3 times)" in " ".join(a.text for a in fig.layout.annotations)
 
 
 def test_impossible_timings_that_go_away_when_measured_again_are_kept(monkeypatch, tiny_target):
@@ -379,8 +384,44 @@ def test_impossible_timings_that_go_away_when_measured_again_are_kept(monkeypatc
 
     grid = _grid_with(monkeypatch, tiny_target, table)
     assert grid["remeasured"] == [1, 4] and grid["impossible"] == []
+    assert grid["measurements"] == {1: 2, 4: 2}  # measured twice: the second came out possible, no third
     assert grid["ms"][4][1] == 40.0
     assert not any(t.name == "impossible: noise, not a finding" for t in why.forward_figure(grid).data)
+    assert why.impossible_text(grid) == ""
+
+
+def test_a_curve_below_its_one_token_step_is_measured_again_until_possible(monkeypatch, tiny_target):
+    """Issue 34: in Why it works T(2) and T(4) measured below T(1) on a busy machine, so the flat part of the curve,
+    the tab's lesson, could not be seen. A curve that comes out impossible is measured again (here twice more: the
+    first two measurements are impossible, the third possible) before it is drawn."""
+    def table(b, n, times):  # batch 1: T(2), T(4) at 12 ms under T(1) = 20 ms in the first two measurements
+        if b == 1 and n > 1 and times <= 8:
+            return 12.0
+        return 20.0 + n if b == 1 else 40.0 + n
+
+    grid = _grid_with(monkeypatch, tiny_target, table)
+    assert grid["remeasured"] == [1] and grid["measurements"] == {1: 3, 4: 1} and grid["impossible"] == []
+    assert grid["ms"][1] == {1: 21.0, 2: 22.0, 4: 24.0}  # the possible curve is the one drawn
+    html = why.summary_html(grid, None)
+    assert "Impossible points" not in html and why.impossible_text(grid) == ""
+
+
+def test_a_cost_whose_repeats_straddle_one_step_is_the_flat_part_not_noise():
+    """The one rule in Why it works: T(5)/T(1) at 0.98 with repeats 0.96-1.02 is one step within noise (the flat
+    part of the curve, its lesson), with its number; every repeat below 1 is impossible: too noisy to tell, the
+    number kept; repeats across 1 far apart are too noisy to tell as well."""
+    def grid_of(rounds):  # per repeat: T(1), T(8) (T(5) interpolated between T(4) = T(8) here)
+        samples = {1: {1: [r[0] for r in rounds], 4: [r[1] for r in rounds], 8: [r[1] for r in rounds]}}
+        ms = {1: {n: sorted(t)[1] for n, t in samples[1].items()}}
+        return {"ms": ms, "samples": samples, "param_bytes": 1e8, "spread": {}, "impossible": []}
+
+    flat = why.summary_html(grid_of([(100.0, 96.0), (100.0, 98.0), (100.0, 102.0)]), None)
+    assert "0.98 <small>steps</small>" in flat and "the same as one step within noise" in flat
+    assert "repeats 0.96–1.02" in flat and "too noisy" not in flat
+    below = why.summary_html(grid_of([(100.0, 90.0), (100.0, 92.0), (100.0, 95.0)]), None)
+    assert "0.92 <small>steps: too noisy to tell</small>" in below and "cannot take less time" in below
+    wide = why.summary_html(grid_of([(100.0, 70.0), (100.0, 98.0), (100.0, 130.0)]), None)
+    assert "0.98 <small>steps: too noisy to tell</small>" in wide and "both sides of one step" in wide
 
 
 def test_the_measure_estimate_comes_from_a_first_measurement(tiny_target):
