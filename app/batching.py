@@ -772,7 +772,8 @@ DEFINITIONS = {
     "pass_cost": "T(B, k+1) / T(B, 1): one verification pass in one-token steps",
     "kv_megabytes": "the batch's KV cache at its longest row's end (keys and values, all layers)",
     "other_programs_cpu_share": f"share (0..1) of all CPUs' time that other programs used while the grid and the "
-                                f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads no pass cost, and repeats on both sides of 1 are too noisy",
+                                f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads no pass cost, and "
+                                "repeats on both sides of 1 are too noisy",
 }
 CSV_COLUMNS = ("batch", "standard_tps", "standard_tps_min", "standard_tps_max", "speculative_tps",
                "speculative_tps_min", "speculative_tps_max", "speedup", "speedup_min", "speedup_max", "verdict",

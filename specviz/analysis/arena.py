@@ -776,8 +776,7 @@ def _forward(model: torch.nn.Module, ids: torch.Tensor, cache) -> None:
 def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence[int] = TOKEN_COUNTS,
                          batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, warmup: int = 2,
                          bandwidth: bool = False, progress: ArenaProgress | None = None,
-                         should_stop: ShouldStop | None = None, seed: int = 0,
-                         remeasures: int = REMEASURES) -> dict:
+                         should_stop: ShouldStop | None = None, seed: int = 0, remeasures: int = REMEASURES) -> dict:
     """Median ms of one target forward over n new tokens (logits for all n, as a verification) after a cached
     ``prompt_len``-token prompt, for each batch size (the same prompt repeated) and n.
 
@@ -786,17 +785,16 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
     kept) then ``repeats`` rounds over every n, and keeps the median per n.
 
     Honesty: a point that measured faster than a smaller workload beyond noise (more new tokens, or a larger
-    batch, :func:`impossible_points`: e.g. T(n) below T(1) for n > 1) cannot be a finding; the batch sizes involved
-    are measured again, up to ``remeasures`` more times while a point stays impossible, and what is still impossible
-    is listed in ``"impossible"`` for the caller to flag (it could not get a possible curve).
+    batch, :func:`impossible_points`: e.g. T(2) below T(1)) cannot be a finding; the batch sizes involved are
+    measured again, up to ``remeasures`` more times while one stays impossible; what still is, is in "impossible".
 
     Returns:
         ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "spread": {batch: {n: (min ms, max ms)}} over the
         repeats, "samples": {batch: {n: [ms of repeat 1, 2, ...]}} (repeat i of every n timed in the same round),
-        "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured
-        again], "measurements": {batch: times measured (1 + its remeasures)}, "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for
-        measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s", "stopped"}``; GB/s = weight bytes
-        read per forward / its time.
+        "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured again],
+        "measurements": {batch: times measured}, "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost":
+        {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s",
+        "stopped"}``; GB/s = weight bytes read per forward / its time.
 
     Raises:
         ValueError: empty or non-positive token counts or batch sizes.
