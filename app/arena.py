@@ -8,8 +8,10 @@ with the job's cancel flag as ``should_stop`` (checked before every target forwa
 charts after every prompt, and the CSV and JSON downloads at the end (also after a Stop: they then hold the
 prompts that finished). Every output tuple has the order of :data:`OUTPUTS`. Figures are pure functions of the
 pooled rows. Standard decoding is timed before and after every method on each prompt, each method's ratios use
-the two baseline runs beside it, and a baseline drift above :data:`NOISY_DRIFT` marks a ratio noisy (the table
-and the status say so; :data:`NOTE` explains how ratios are formed). Every speedup shown carries its spread, its
+the two baseline runs beside it; each ratio is read by the rule every tab uses (:func:`speedup_reading`: its ratios
+against each of those runs all above 1 read faster, all below slower, on both sides too noisy to tell when those
+baselines drifted above :data:`NOISY_DRIFT` or spread widely; the table and the status say so; :data:`NOTE`
+explains how ratios are formed). Every speedup shown carries its spread, its
 ratio against each of those baseline runs alone (:func:`speedup_cell`, error bars from :func:`spread_bars`); so do
 the other timed figures, tokens/s, T_step, T_verify, T_draft, c and the predictions (:func:`timed_cell`; the
 spreads are :func:`specviz.analysis.arena.timed_spread`'s and :func:`~specviz.analysis.arena.derived_spread`'s).
@@ -39,6 +41,7 @@ from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warni
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.metrics import format_apart
+from specviz.core.verdict import Verdict, read_speedup
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import choices
 from specviz.policy import PolicyError, current_policy
@@ -59,7 +62,7 @@ MAX_NEW_TOKENS_NAME = "Max new tokens per run"  # its label, the name its messag
 SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite", "category"),
            ("The whole suite", "suite"))
 STATUS_INTERVAL_S = 1.0  # a "still running" refresh at most this often between prompts
-NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: its ratio is marked noisy
+NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: the machine's speed changed
 IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the tokens per pass: noise (see _impossible)
 
 SHADES = {  # per drafter, dark to light: one shade per k
@@ -203,8 +206,8 @@ def _cell(value, decimals: int | str | None) -> str:
         return "✓" if value else "✗ differs"
     if decimals is None:
         return str(value)
-    if decimals == "%":  # a drift: "4%", and "31% noisy" above NOISY_DRIFT
-        return f"{value:.0%}" + (" noisy" if value > NOISY_DRIFT else "")
+    if decimals == "%":  # a drift: "4%", and "31% unsteady" above NOISY_DRIFT (the machine's speed changed)
+        return f"{value:.0%}" + (" unsteady" if value > NOISY_DRIFT else "")
     return f"{value:.{decimals}f}"
 
 
@@ -232,15 +235,35 @@ def reference_drift_cell(drift: float | None) -> str:
     return "–" if drift is None else f"{drift:.0%} (its runs apart)"
 
 
+def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
+    """The rule's reading (:func:`specviz.core.verdict.read_speedup`, the one every tab uses) of a method's ratio
+    ``key`` on its spread against each standard run beside it (:func:`spread_text`): baselines that drifted more
+    than :data:`NOISY_DRIFT` apart are the disturbance (a spread across 1 then reads too noisy even when narrow; one
+    wholly on one side of 1 keeps its verdict), and a decoding speedup above its tokens per pass is impossible
+    (:func:`_impossible`). None for the reference row, without the ratio, or without a spread (one run)."""
+    value = row.get(key)
+    if value is None or row.get("drafter") == BASELINE or not _has_spread(row, key):
+        return None
+    drift = row.get("baseline_drift") or 0
+    busy = f"baselines {drift:.0%} apart" if drift > NOISY_DRIFT else None
+    why = "impossible: noise" if key == "decode_speedup" and _impossible(row) else None  # above its tokens/pass
+    low, high = row[f"{key}_low"], row[f"{key}_high"]
+    return read_speedup(value, min(low, value), max(high, value), busy=busy, impossible=why)
+
+
 def speedup_cell(row: dict, key: str) -> str:
-    """A measured speedup as the table shows it: the ratio and its spread, "1.23 (1.15–1.31)" (:func:`spread_text`),
-    "1.00 (reference)" for standard decoding, "1.23 (one run: no spread)" where none can be told; "–" without a
-    ratio. A decoding speedup above what its tokens per pass allow adds " impossible: noise" (:func:`_impossible`)."""
+    """A measured speedup as the table shows it, read by :func:`speedup_reading`: "1.23× faster (1.15–1.31×)", "too
+    noisy to tell: 1.05× measured (0.90–1.25×), baselines 36% apart"; "1.00 (reference)" for standard decoding,
+    "1.23 (one run: no spread)" where none can be told (" impossible: noise" added above its tokens per pass); "–"
+    without a ratio."""
     value = row.get(key)
     if value is None:
         return "–"
-    text = f"{value:.2f} ({spread_text(row, key)})"
-    return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
+    read = speedup_reading(row, key)
+    if read is None:
+        text = f"{value:.2f} ({spread_text(row, key)})"
+        return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
+    return read.cell() + (f", {read.reason}" if not read.finding and read.reason else "")
 
 
 def range_text(low: float, high: float, decimals: int, extra: int = 1) -> str:
@@ -348,9 +371,15 @@ def _impossible(row: dict) -> bool:
 
 
 def _noisy(row: dict) -> bool:
-    """A method's row whose baselines drifted beyond :data:`NOISY_DRIFT`, or whose speedup is impossible
-    (:func:`_impossible`): its timings are no finding."""
-    return row.get("drafter") != BASELINE and ((row.get("baseline_drift") or 0) > NOISY_DRIFT or _impossible(row))
+    """A method's row whose decoding speedup is too noisy to tell (:func:`speedup_reading`) or impossible
+    (:func:`_impossible`), or, without a spread to read, whose baselines drifted beyond :data:`NOISY_DRIFT`: its
+    timings are no finding."""
+    if row.get("drafter") == BASELINE:
+        return False
+    read = speedup_reading(row)
+    if read is None:  # no spread to read (one baseline beside it, or a file without one): drifted baselines decide
+        return _impossible(row) or (row.get("baseline_drift") or 0) > NOISY_DRIFT
+    return _impossible(row) or not read.finding
 
 
 def _noise_marks(rows: list[dict]) -> dict:
@@ -361,14 +390,19 @@ def _noise_marks(rows: list[dict]) -> dict:
 
 
 def _noise_word(row: dict) -> str:
-    """The hover's word on a bar: "(noisy: baselines 36% apart)", "(noisy: faster than possible)" or ""."""
+    """The hover's word on a bar: "(too noisy to tell: its ratios on both sides of 1, baselines 36% apart)", "(too
+    noisy to tell: faster than its tokens per pass allow)" or ""."""
     if _impossible(row):
-        return "(noisy: faster than its tokens per pass allow, no finding)"
-    return f"(noisy: baselines {row['baseline_drift']:.0%} apart, no finding)" if _noisy(row) else ""
+        return "(too noisy to tell: faster than its tokens per pass allow, no finding)"
+    if not _noisy(row):
+        return ""
+    drift = row.get("baseline_drift") or 0
+    return ("(too noisy to tell: its ratios on both sides of 1"
+            + (f", baselines {drift:.0%} apart" if drift > NOISY_DRIFT else "") + ", no finding)")
 
 
-HATCHED_NOTE = (f"hatched bars: noisy (the baselines beside that<br>method differ by more than {NOISY_DRIFT:.0%}, or it is "
-                "faster<br>than its tokens per pass allow): no finding")
+HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides "
+                "of 1,<br>or faster than its tokens per pass): no finding")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
@@ -582,9 +616,9 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
-    drift = (f" · {noisy_count(noisy, result.rows)} noisy (baselines beside the method more than "
-             f"{NOISY_DRIFT:.0%} apart, or a speedup above its tokens per pass): the machine's speed changed, read "
-             "those ratios as noise" if noisy else "")
+    drift = (f" · {noisy_count(noisy, result.rows)} too noisy to tell (ratios against the standard runs beside "
+             "the method on both sides of 1, or a speedup above its tokens per pass): read those ratios as noise"
+             if noisy else "")
     methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
     return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,
@@ -774,13 +808,14 @@ NOTE = (
     "<b>speedup</b> divides its rate by the pooled rate of the two standard runs right beside it, so a slow moment "
     "of the machine weighs on both sides of one ratio instead of on every method of the prompt. <b>Baseline "
     "drift</b> = how much those two standard runs differ (fastest ÷ slowest − 1); above 15% the machine's speed "
-    "changed during the measurement and the ratio is marked noisy. <b>Speedup, decode</b> (after the prefill) is "
+    "changed during the measurement (“unsteady”). <b>Speedup, decode</b> (after the prefill) is "
     "the headline; <b>speedup, end to end</b> includes the prefill. <b>The range after each speedup</b>, e.g. "
-    "1.23 (1.15–1.31), is its spread: the method's rate over each of those two standard runs taken alone (the "
+    "1.23× faster (1.15–1.31×), is its spread: the method's rate over each of those two standard runs taken alone (the "
     "chart's error bars); a category or “all” row gives the lowest and highest over its prompts. A method runs "
     "once per prompt, so its own run-to-run noise is read from the baselines' (how much two runs of the same work "
-    "differ); where no pair of standard runs gives a spread, the cell says “one run: no spread”, and a range that "
-    "spans 1.00 is no finding either way. The standard row pools all its runs (Runs) and is the reference (1 by "
+    "differ); where no pair of standard runs gives a spread, the cell says “one run: no spread”. The words follow the "
+    "rule of every tab: a range wholly above 1 is faster, wholly below slower, however wide; one that spans 1.00 is "
+    "too noisy to tell (about the same when narrow and the baselines steady), its number still given. The standard row pools all its runs (Runs) and is the reference (1 by "
     "definition); its baseline drift is how far all those runs lie apart (“its runs apart”), no flag of its own. "
     "<b>How to read the rest.</b> "
     "<b>Tokens/pass</b> counts the bonus token; <b>acceptance</b> = accepted ÷ drafted; <b>α</b> = accepted ÷ "

@@ -11,9 +11,10 @@ browser tab, ends it before its next forward; the batch sizes that finished are 
 B (:func:`sweep_table`; every measured figure with the lowest and highest of its repeats, :func:`spread_cell`, and
 the predicted speedup, a model, with its inputs' range, :func:`predicted_cell`), the speedup against B beside the pass cost (:func:`sweep_figure`), one sentence that
 reads the lesson off the numbers (:func:`sweep_lesson`), and CSV / JSON downloads (:func:`write_sweep_files`).
-A speedup whose repeats fall on both sides of 1 and disagree by more than :data:`NOISY_SPREAD` is never shown as a
-finding: it reads "too noisy to tell"; repeats all above (or all below) 1 read "faster" ("slower") with their range,
-however wide (:func:`verdict`).
+Every speedup is read by the rule every tab uses (:func:`specviz.core.verdict.read_speedup`, :func:`verdict`) on
+its repeats' range: all above (or all below) 1 reads "faster" ("slower") with the median and the range, however
+wide and however busy the machine; only repeats on both sides of 1 that disagree by more than :data:`NOISY_SPREAD`
+(or on a busy machine) read "too noisy to tell", the median still shown.
 
 **The sampling-law check** (:func:`check`, the Check button). One job runs
 :func:`specviz.analysis.batching.sampling_check`: N short sampled runs of standard and of speculative decoding
@@ -52,6 +53,7 @@ from specviz.analysis.bench import (CONTENDED_SHARE, EXAMPLE_PROMPTS, CpuShare, 
                                     load_prompts)
 from specviz.core.engine import MAX_K, GenerationConfig
 from specviz.core.metrics import format_apart
+from specviz.core.verdict import FASTER, NARROW, NOISY, SAME, SLOWER, Verdict, read_speedup
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.registry import NONE, choices, make_drafter
 from specviz.policy import PolicyError, current_policy
@@ -72,7 +74,7 @@ REPEATS = 3  # standard and speculative runs per batch size, interleaved; rates 
 SHORT, LONG = "short", "long"
 LONG_PROMPT_TOKENS = 1000  # "long prompts": example prompts joined to about this many tokens each
 PROMPT_LENGTHS = (("short prompts (the examples, ~50 tokens)", SHORT), ("long prompts (~1,000 tokens)", LONG))
-NOISY_SPREAD = 0.25  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy to tell
+NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
 IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise
 NEAR_ONE = 1.3  # a pass cost T(B, k+1) / T(B, 1) at most this "stays near 1" in the lesson
 PROBE_WIDE = 64  # tokens of the probe's wide forward (its per-token cost prices the prefills and wide passes)
@@ -328,31 +330,32 @@ def _sweep_work(job: Job, s: SweepSettings) -> dict:
 # ------------------------------------------------------------------------------------------------ reading rows
 
 
-def verdict(row: dict, busy: bool = False) -> str:
-    """"pays" (every repeat above 1, however far apart: all faster), "loses" (every repeat below 1: all slower),
-    "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD`), "noisy" (they straddle 1 and spread by
-    more than :data:`NOISY_SPREAD`, or the row is :func:`impossible`: too noisy to tell) or "none" (nothing
-    measured). A wide spread on one side of 1 is still a finding: only which side is read off it, the range is
-    shown beside it (:func:`speedup_text`). ``busy``: other programs disturbed the whole sweep (:func:`disturbance`):
-    that slows one-token steps more than wide passes, so it can only flatter speculation; a row whose every repeat
-    is below 1 still "loses" (undisturbed it would lose more), every other measured row is "noisy"."""
+def reading(row: dict, busy: bool = False) -> Verdict | None:
+    """The rule's reading of a row's speedup (:func:`specviz.core.verdict.read_speedup`): the median with its
+    repeats' range (lowest to highest); :func:`impossible` timings are too noisy whatever the range. ``busy``: other
+    programs disturbed the sweep (:func:`disturbance`): repeats on both sides of 1 are then too noisy even when
+    close, repeats on one side keep their verdict. None when nothing was measured."""
     ups = repeat_speedups(row)
     if row.get("speedup") is None or not ups:
+        return None
+    why = IMPOSSIBLE_WORDS if impossible(row) else None
+    return read_speedup(row["speedup"], min(ups), max(ups), busy="other programs busy" if busy else None,
+                        impossible=why)
+
+
+IMPOSSIBLE_WORDS = "impossible timings (a pass cheaper than a step, or a speedup above the tokens per pass)"
+
+
+def verdict(row: dict, busy: bool = False) -> str:
+    """"pays" (every repeat above 1, however far apart: all faster), "loses" (every repeat below 1: all slower),
+    "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD` on an undisturbed machine), "noisy" (they
+    straddle 1 and spread by more than :data:`NOISY_SPREAD`, or straddle it on a busy machine, or the row is
+    :func:`impossible`: too noisy to tell) or "none" (nothing measured): the words of :func:`reading`, the rule
+    every tab uses. ``busy`` as there."""
+    read = reading(row, busy)
+    if read is None:
         return "none"
-    if impossible(row):
-        return "noisy"
-    if max(ups) < 1:
-        return "loses"
-    if busy:
-        return "noisy"
-    if min(ups) > 1:
-        return "pays"
-    return "noisy" if wide(ups) else "even"
-
-
-def wide(ups: list[float]) -> bool:
-    """Whether repeats' speedups spread by more than :data:`NOISY_SPREAD` (fastest ÷ slowest − 1)."""
-    return max(ups) / min(ups) - 1 > NOISY_SPREAD
+    return {FASTER: "pays", SLOWER: "loses", SAME: "even", NOISY: "noisy"}[read.word]
 
 
 def impossible(row: dict) -> bool:
@@ -378,17 +381,11 @@ VERDICT_WORDS = {"pays": "faster", "loses": "slower", "even": "even"}
 
 
 def speedup_text(row: dict, busy: bool = False) -> str:
-    """"faster: 2.15× (1.84–2.44)" (every repeat above 1), "slower: 0.80× (0.75–0.85)", "even: 1.02× (0.98–1.05)",
-    or "too noisy to tell (0.80–1.50×)" (:func:`verdict`, ``busy`` as there): the median, then the repeats' own
-    range; "–" when not measured."""
-    ups = repeat_speedups(row)
-    said = verdict(row, busy)
-    if said == "none":
-        return "–"
-    spread = f"{min(ups):.2f}–{max(ups):.2f}"
-    if said == "noisy":
-        return f"too noisy to tell ({spread}×)"
-    return f"{VERDICT_WORDS[said]}: {row['speedup']:.2f}× ({spread})"
+    """"2.15× faster (1.84–2.44×)" (every repeat above 1), "0.80× slower (0.75–0.85×)", "1.02× about the same
+    (0.98–1.05×)", or "too noisy to tell: 1.05× measured (0.80–1.50×)" (:func:`reading`, ``busy`` as there): the
+    median, then the repeats' own range; "–" when not measured."""
+    read = reading(row, busy)
+    return "–" if read is None else read.cell()
 
 
 COST_DISAGREEMENT = 1.25  # the grid's and the sweep's pass costs differ by more than this factor: too noisy
@@ -426,7 +423,7 @@ def predicted_cell(row: dict) -> str:
 
 def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
     """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
-    ``busy``: other programs disturbed the sweep (every speedup too noisy to tell but a clear loss, :func:`verdict`)."""
+    ``busy``: other programs disturbed the sweep (repeats across 1 are too noisy to tell, :func:`verdict`)."""
     return [
         ("B", lambda r: str(r["batch"])),
         ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
@@ -580,9 +577,9 @@ def sweep_lesson(result: dict) -> str:
         return "Nothing was measured yet: no batch size finished."
     disturbed = disturbance(result)
     if disturbed:
-        return (f"The timings are too noisy to tell whether speculation pays at any batch size: {disturbed}, so "
-                "neither the pass cost nor the speedup can be read off them. Measure again when the machine is "
-                "quieter.")
+        read = "; ".join(f"B = {r['batch']}: {speedup_text(r, busy=True)}" for r in rows)
+        return (f"Other programs were busy: {disturbed}, so the pass costs cannot be read, and each speedup is read "
+                f"off its own repeats (a gain may be smaller on a quiet machine): {read}.")
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):
@@ -641,7 +638,7 @@ def sweep_figure(result: dict) -> go.Figure:
     T(B, k+1) / T(B, 1) beside the tokens per pass: speculation pays while a pass costs fewer steps than the
     tokens it emits."""
     k, rows = result["k"], [r for r in result["rows"] if verdict(r) != "none"]
-    busy = disturbance(result) is not None  # other programs disturbed the sweep: too noisy to tell but a clear loss
+    busy = disturbance(result) is not None  # other programs disturbed the sweep: repeats across 1 are too noisy
     layout = _layout(460)
     _two_panels(layout, ("Speedup over standard decoding", f"Cost of a pass over B × {k + 1} tokens"))
     sizes = [r["batch"] for r in result["rows"]] or list(BATCH_SIZES)
@@ -671,7 +668,7 @@ def sweep_figure(result: dict) -> go.Figure:
                      "hovertemplate": "B = %{x}: predicted %{text}× (a model; the range from its inputs' "
                                       "spread)<extra></extra>"})
     data += _measured_traces(rows, busy)
-    cross = None if busy else crossover(rows)
+    cross = crossover(rows)
     if cross is not None:
         data.append({"type": "scatter", "mode": "markers", "x": [cross["batch"]], "y": [cross["speedup"]],
                      "name": f"speculation stops paying (B = {cross['batch']})",
@@ -709,7 +706,7 @@ def _measured_traces(rows: list[dict], busy: bool) -> list[dict]:
                        "text": [speedup_text(r, busy) for r in sure],
                        "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
     if noisy:
-        why = "other programs busy" if busy else "repeats on both sides of 1"
+        why = "repeats on both sides of 1" + (", other programs busy" if busy else "")
         traces.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in noisy],
                        "y": [r["speedup"] for r in noisy], "name": f"too noisy to tell ({why})",
                        "marker": {"size": 10, "symbol": "circle-open", "color": COLORS["other"], "line": {"width": 2}},
@@ -762,9 +759,10 @@ DEFINITIONS = {
                                    "tokens per pass, T(B, 1), T(B, k+1) and the pass cost per repeat); equal with "
                                    "one repeat",
     "speedup": "speculative ÷ standard tokens/s (medians); speedup_min / speedup_max: the repeats' own ratios",
-    "verdict": f"pays / loses (every repeat above / below 1, however far apart), even (the repeats on both sides of "
-               f"1 within {NOISY_SPREAD:.0%} of each other), or noisy (on both sides of 1 and spread more than "
-               f"{NOISY_SPREAD:.0%}, or impossible timings: too noisy to tell)",
+    "verdict": f"pays / loses (every repeat above / below 1, however far apart, however busy the machine), even (the "
+               f"repeats on both sides of 1 within {NOISY_SPREAD:.0%} of each other, the machine quiet), or noisy (on "
+               f"both sides of 1 and spread more than {NOISY_SPREAD:.0%} or the machine busy, or impossible timings: "
+               "too noisy to tell)",
     "predicted": "tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row at B = 1): a model",
     "predicted_low / predicted_high": "the same formula over its inputs' spread: the B = 1 repeats' tokens per pass "
                                       "and T(B, 1), T(B, k+1) from the grid's fastest and slowest forward (or the "
@@ -774,7 +772,8 @@ DEFINITIONS = {
     "pass_cost": "T(B, k+1) / T(B, 1): one verification pass in one-token steps",
     "kv_megabytes": "the batch's KV cache at its longest row's end (keys and values, all layers)",
     "other_programs_cpu_share": f"share (0..1) of all CPUs' time that other programs used while the grid and the "
-                                f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads nothing off the timings",
+                                f"sweep were timed; above {CONTENDED_SHARE:g} the lesson reads no pass cost, and "
+                                "repeats on both sides of 1 are too noisy",
 }
 CSV_COLUMNS = ("batch", "standard_tps", "standard_tps_min", "standard_tps_max", "speculative_tps",
                "speculative_tps_min", "speculative_tps_max", "speedup", "speedup_min", "speedup_max", "verdict",
@@ -911,7 +910,8 @@ def _swept(result: dict | None, seconds: float) -> tuple:
             f"Measured B = {sizes} in {seconds:.0f} s on {result.get('label', 'the target')} ({result['device']}): "
             f"k = {result['k']}, {result['max_new_tokens']} new tokens per row, {REPEATS} interleaved repeats per "
             "B, medians.")
-    status = render.status_html(head + (f" · warning: {busy}: the timings are too noisy to tell" if busy else ""),
+    status = render.status_html(head + (f" · warning: {busy}: a gain may be smaller on a quiet machine" if busy
+                                        else ""),
                                 "info" if result["stopped"] else "done")
     return _sweep_out(status, lesson_html(sweep_lesson(result)), sweep_figure(result), sweep_table(result),
                       gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
@@ -1238,7 +1238,9 @@ SWEEP_NOTE = (
     "forwards; the pass cost: their ratio), <b>in brackets the lowest and highest of the repeats' own</b> (“all "
     "repeats equal” where they agree exactly, “one sample” from one repeat). <b>Speedup</b> = speculative ÷ "
     "standard tokens/s (medians; in brackets the repeats' own ratios; “faster” or “slower” when every repeat is, "
-    f"however far apart; repeats on both sides of 1 spread wider than {NOISY_SPREAD:.0%}: “too noisy to tell”). "
+    f"however far apart and however busy the machine; repeats on both sides of 1 spread wider than "
+    f"{NOISY_SPREAD:.0%}, or on a busy machine: “too noisy to tell”, the median still given; the same rule as the "
+    "Live headline). "
     "<b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) from the runs' own forwards. <b>Predicted (model)</b>: a model's "
     "estimate, not a measurement, = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting per row), T from "
     "the forward grid when timed; in brackets the same over its inputs' spread (“too noisy” above the tokens per "

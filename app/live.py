@@ -241,7 +241,7 @@ class RunView:
         """The decoding speedup and its bootstrap interval, or why it cannot be read (None without a drafter);
         recomputed only when a run made another pass. Other programs above :data:`CONTENDED_SHARE` of the CPUs
         during the runs disturb it in the speculative run's favour (:func:`judge_decode_speedup`'s ``disturbed``):
-        a "slower" run stays slower, a "faster" one is too noisy to tell."""
+        said beside the figure; an interval on one side of 1 keeps its verdict, one across 1 is too noisy to tell."""
         if self.spec is None:
             return None
         counts = (len(self.spec_stats.pass_ms), len(self.base_stats.pass_ms))
@@ -257,9 +257,7 @@ class RunView:
         self._busy = share if share is not None and share > CONTENDED_SHARE else None
         if self._busy is None:
             return None
-        return (f"other programs used {share:.0%} of this machine's CPU time during the run (a browser showing this "
-                f"page on the same machine counts: it redraws the panes as they stream; the Arena, which does not "
-                f"stream tokens, or a browser on another device, measure without it)")
+        return f"other programs used {share:.0%} of the CPUs"  # render.BUSY_NOTE says what that does to the figure
 
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""

@@ -721,11 +721,40 @@ END_TO_END_DEFINITION = ("tokens/s ratio with the prefill (time to first token) 
 TTFT_DEFINITION = "the prefill forward over the prompt: one measurement per run (a single prefill, so no spread)"
 
 
+BUSY_NOTE = ("Other programs on the same CPUs slow a one-token step more than a wide pass, so they flatter the "
+             "speculative run: a gain measured then may be smaller on a quiet machine, a loss larger. A browser "
+             "showing this page on the same machine counts (it redraws the panes as they stream); the Arena, which "
+             "does not stream tokens, or a browser on another device, measure without it.")
+VERDICT_RULE = ("How it is read: the whole interval above 1 is faster, below 1 slower, however wide; an interval "
+                "across 1 is about the same when narrow (high ÷ low at most 1.2) on a quiet machine, else too noisy "
+                "to tell. The number is shown in every case.")
+
+
+def verdict_card(judgement) -> str:
+    """The Live headline card (HTML) of a judged run (:class:`specviz.core.metrics.SpeedupJudgement` with an
+    interval): the measured speedup large with its word ("2.51× faster"; "1.05× too noisy to tell" keeps the
+    number), under it the interval and what disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of
+    the CPUs"), and the long explanation folded in a ``<details>`` element. Green for faster, red for slower,
+    neutral otherwise."""
+    reading = judgement.reading
+    cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy"}.get(reading.word, "neutral")
+    figure = (f'<span class="sv-verdict-figure">{reading.value:.2f}×</span> '
+              f'<span class="sv-verdict-word">{html.escape(reading.word)}</span>')
+    under = " · ".join(html.escape(part) for part in (reading.span(), reading.reason) if part)
+    why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
+    details = ('<details class="sv-verdict-why"><summary>How this is judged</summary>'
+               + "".join(f"<p>{html.escape(text)}</p>" for text in why) + "</details>")
+    return (f'<div class="card hero {cls} sv-verdict" title="{html.escape(reading.headline(), quote=True)}">'
+            f'<div class="card-label">Decoding speedup</div><div class="card-value">{figure}</div>'
+            f'<div class="card-extra sv-verdict-span">{under}</div>{details}</div>')
+
+
 def speedup_cards(spec, base, judgement=None) -> list[str]:
-    """The headline cards of a run with a drafter: the decoding speedup (after the prefill) with its interval,
-    or "too noisy to tell" / "too short to judge" instead of a number (never in green or red then), the
-    end-to-end ratio beside it (prefill included, never coloured), and both runs' rates. ``judgement`` is
-    :func:`specviz.core.metrics.judge_decode_speedup` of the runs (computed here when None)."""
+    """The headline cards of a run with a drafter: the decoding speedup (after the prefill) with its interval
+    (:func:`verdict_card`: the number shown whatever the verdict, never in green or red when too noisy to tell),
+    or "too short to judge" instead of a number, the end-to-end ratio beside it (prefill included, never
+    coloured), and both runs' rates. ``judgement`` is :func:`specviz.core.metrics.judge_decode_speedup` of the runs
+    (computed here when None)."""
     from specviz.core.metrics import end_to_end_interval, judge_decode_speedup, speedup
 
     j = judgement if judgement is not None else judge_decode_speedup(spec, base)
@@ -735,10 +764,7 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
         hero = _card("Decoding speedup", "–", SPEEDUP_DEFINITION, html.escape(words), cls="hero short")
         end = _card("End to end", "–", "tokens/s ratio with the prefill included: not judged either")
     else:
-        cls = {"faster": "good", "slower": "bad", "too noisy": "noisy"}.get(j.verdict, "neutral")
-        value = (f"{j.value:.2f}×" if j.verdict != "too noisy" else
-                 f"too noisy to tell <small>({j.value:.2f}× measured)</small>")
-        hero = _card("Decoding speedup", value, SPEEDUP_DEFINITION, html.escape(j.describe()), cls=f"hero {cls}")
+        hero = verdict_card(j)
         value = speedup(spec, base)
         ratio = spread_html(value, end_to_end_interval(spec, base), "{:.2f}×", 2)
         end = _card("End to end", ratio if j.verdict != "too noisy" else

@@ -46,6 +46,7 @@ from specviz.analysis.arena import (
     whatif_curves,
 )
 from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.core.verdict import SAME, Verdict, read_speedup
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 from specviz.core.engine import MAX_K
 from specviz.policy import PolicyError, current_policy
@@ -184,17 +185,31 @@ def possible_curve(grid: dict, batch: int) -> dict[int, float]:
     return {n: ms for n, ms in grid["ms"].get(batch, {}).items() if n not in bad}
 
 
+def times_measured(grid: dict) -> int:
+    """How many times the batch size measured most often was measured (1 without a remeasure): the impossible
+    points' batch sizes were measured this often before they were flagged. A grid that kept no count (from before
+    the count was kept) was measured twice where it flagged or remeasured anything."""
+    again = grid.get("remeasured") or grid.get("impossible")
+    return max((grid.get("measurements") or {}).values(), default=2 if again else 1)
+
+
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
 def impossible_text(grid: dict) -> str:
-    """One sentence on the points still faster than possible after being measured again ("" when none)."""
+    """One plain sentence when the measurement could not get a possible curve: the points still faster than
+    possible after being measured again ("" when none)."""
     points = grid.get("impossible") or []
     if not points:
         return ""
     shown = "; ".join(f"batch {p['batch']}, {p['n']} token{'s' if p['n'] > 1 else ''} measured faster than batch "
                       f"{p['than_batch']}, {p['than_n']} token{'s' if p['than_n'] > 1 else ''}" for p in points[:3])
     more = f" and {len(points) - 3} more" if len(points) > 3 else ""
-    return (f"⚠ {len(points)} point{'s' if len(points) > 1 else ''} still faster than possible after a second "
-            f"measurement ({shown}{more}): more work cannot take less time, so this is noise from other work on "
-            "the machine, flagged ✕ on the chart and left out of the lines and the what-if curve.")
+    return (f"⚠ Could not get a possible curve: measured {_times(times_measured(grid))}, {len(points)} "
+            f"point{'s' if len(points) > 1 else ''} still came out faster than less work ({shown}{more}). More work "
+            "cannot take less time, so this is noise from other work on the machine, flagged ✕ on the chart and left "
+            "out of the lines and the what-if curve; measure again when the machine is quieter.")
 
 
 def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str, below: str) -> None:
@@ -208,10 +223,10 @@ def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str, belo
                  "marker": {"symbol": "x-thin", "size": 13, "line": {"color": COLORS["rejected"], "width": 3},
                             "color": COLORS["rejected"]},
                  "text": [f"batch {p['batch']}, n = {p['n']}: faster than batch {p['than_batch']}, n = "
-                          f"{p['than_n']}: impossible, measured twice" for p in points],
+                          f"{p['than_n']}: impossible, measured {_times(times_measured(grid))}" for p in points],
                  "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{axis}", "yaxis": f"y{axis}"})
     _note_below(layout, below, f"✕ {render.plural(len(points), 'point')} faster than less work:<br>noise "
-                "(measured twice),<br>not a finding", COLORS["rejected"])
+                f"(measured {_times(times_measured(grid))}),<br>not a finding", COLORS["rejected"])
 
 
 WITHIN_NOISE = "within noise of impossible"
@@ -394,20 +409,40 @@ def _lookahead_cards(grid: dict, batch: int, settings, latest: bool) -> list[tup
         whose = "your latest Live run" if latest and i == 0 else "the default"
         label = f"Lookahead pass (W={w}, N={n}, G={g})"
         head = f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, T({cost['tokens']})/T(1) ({how})"
-        if cost["ratio"] < 1:  # more tokens cannot cost less than one: noise, no finding
-            cards.append(_noisy_card(label, cost["ratio"], head))
+        read = cost_reading(grid, batch, cost["tokens"], cost["ratio"])
+        if not read.finding:  # more tokens timed cheaper than one, or repeats far apart across one step: noise
+            cards.append(_noisy_card(label, read, head))
             continue
         cards.append((label, f"{cost['ratio']:.2f} <small>steps</small>",
-                      f"{head}; it pays only above {cost['ratio']:.2f} tokens per pass"
-                      + _ratio_spread(grid, batch, cost["tokens"])))
+                      f"{head}{ONE_STEP if read.word == SAME else ''}; it pays only above {cost['ratio']:.2f} "
+                      "tokens per pass" + _ratio_spread(grid, batch, cost["tokens"])))
     return cards
 
 
-def _noisy_card(label: str, ratio: float, what: str) -> tuple[str, str, str]:
-    """A cost card whose ratio came out below 1 (more tokens measured faster than one): no finding."""
-    return (label, "too noisy <small>to tell</small>",
-            f"{what} measured {ratio:.2f}: a forward over more tokens cannot take less time than over one, so this "
-            "is noise from other work on the machine; measure again when it is quieter")
+ONE_STEP = " (the same as one step within noise: the flat part of the curve)"
+"""Said of a cost ratio whose repeats straddle 1 narrowly (the rule's "about the same")."""
+
+
+def cost_reading(grid: dict, batch: int, n: float, cost: float) -> Verdict:
+    """A cost ratio T(n)/T(1) at ``batch`` read by the rule every tab uses (:func:`specviz.core.verdict.read_speedup`)
+    on its per-repeat ratios (:func:`round_ratios`; the ratio alone without them): every repeat above 1 is a cost
+    ("faster" in the rule's words: more than one step), repeats across 1 and close together the same as one step
+    ("about the same": the flat part of the curve), every repeat below 1 impossible (more tokens timed cheaper than
+    one) and repeats across 1 far apart too noisy to tell."""
+    ratios = round_ratios(grid, batch, n) or [cost]
+    low, high = min(min(ratios), cost), max(max(ratios), cost)
+    return read_speedup(cost, low, high, impossible="more tokens timed cheaper than one" if high < 1 else None)
+
+
+def _noisy_card(label: str, read: Verdict, what: str) -> tuple[str, str, str]:
+    """A cost card whose ratio is no finding (:func:`cost_reading`): the number kept, and why."""
+    if read.high < 1:
+        why = ("a forward over more tokens cannot take less time than over one, so this is noise from other work on "
+               "the machine")
+    else:
+        why = f"its repeats fall on both sides of one step and far apart ({read.low:.2f}–{read.high:.2f})"
+    return (label, f"{read.value:.2f} <small>steps: too noisy to tell</small>",
+            f"{what} measured {read.value:.2f}: {why}; measure again when it is quieter")
 
 
 def round_ratios(grid: dict, batch: int, n: float) -> list[float]:
@@ -458,11 +493,13 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
         row = ms[batch]
         if 1 in row and len(row) > 1:
             cost = interpolate(row, 5) / row[1]
-            if cost < 1:
-                cards.append(_noisy_card(f"Verifying k=4 (batch {batch})", cost, "T(5)/T(1)"))
+            read = cost_reading(grid, batch, 5, cost)
+            if not read.finding:
+                cards.append(_noisy_card(f"Verifying k=4 (batch {batch})", read, "T(5)/T(1)"))
                 continue
             cards.append((f"Verifying k=4 (batch {batch})", f"{cost:.2f} <small>steps</small>",
-                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}" + _ratio_spread(grid, batch, 5)))
+                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}{ONE_STEP if read.word == SAME else ''}"
+                          + _ratio_spread(grid, batch, 5)))
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
         span = costs.get("early-exit_range")
@@ -782,14 +819,16 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     c = round(costs["early-exit"], 3) if costs else None
     busy = busy_machine_warning(cpu)
     again = grid.get("remeasured") or []
-    twice = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured twice: a point came "
-             "out faster than less work." if again else "")
+    counts = grid.get("measurements") or {}
+    again_text = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured again "
+             f"({', '.join(f'{b}: {_times(counts.get(b, 2))}' for b in again)}): a point came out faster than less "
+             "work." if again else "")
     flagged = " ".join(t for t in (impossible_text(grid), within_noise_text(grid)) if t)
     fitted = f"{measurement['note']} " if measurement.get("note") else ""  # the early-exit layer, fitted
     status = render.status_html(
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
-        f"uses these costs; c is set to the early-exit drafter's.{twice}" + (f" {flagged}" if flagged else "")
+        f"uses these costs; c is set to the early-exit drafter's.{again_text}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done")
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     return _out(status, forward_figure(grid), summary_html(grid, costs, lookahead), measurement,

@@ -20,7 +20,7 @@ repetition_penalty, frequency_penalty, presence_penalty, no_repeat_ngram_size, l
 written "-inf", stop_strings, stop_token_ids, seed), settings_changed (those off their defaults, in words, besides
 temperature and seed; "" when none), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup end to end, decode_speedup with its bootstrap interval, verdict and reading (a run of fewer than 8 passes is
-"too short"; an interval wide across 1.0 "too noisy": then no figure is printed as a result), ids_identical,
+"too short"; an interval wide across 1.0 "too noisy": its figure is printed as measured, not as a result), ids_identical,
 first_difference and the baseline's near_tie_gap there, baseline_compiling). See
 :mod:`specviz.core.metrics` for the definitions.
 """
@@ -581,7 +581,9 @@ def _summary(record: dict, target_label: str) -> str:
         if c.get("decode_speedup_verdict") in ("faster", "slower", "same"):
             reading = (f"decode speedup {f(c['decode_speedup'])}x, {c['decode_speedup_reading']} (end to end "
                        f"{f(c['speedup'])}x, one run each)")
-        else:  # too short or too noisy: no figure is a finding
+        elif c.get("decode_speedup") is not None:  # too noisy: the figure shown, not as a finding
+            reading = f"decode speedup {f(c['decode_speedup'])}x measured, {c['decode_speedup_reading']}"
+        else:  # too short: no figure
             reading = f"speedup {c.get('decode_speedup_reading', 'not judged')}"
         lines.append(f"  standard decoding: {f(c['baseline_tokens_per_s'], '.1f')} tok/s -> {reading}; {same}")
     if record.get("compiling") or record.get("compare", {}).get("baseline_compiling"):

@@ -5,6 +5,7 @@ the chart titles, and k typed above its range is set back to the value runs use,
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -68,6 +69,14 @@ def test_tokens_join_without_gaps_output_only_and_the_toolbar(page):
     assert page.locator("#spec-output span.tok-alt").count() > 0
     stats = page.inner_text("#stats")
     assert "Decoding speedup" in stats and "End to end" in stats
+    # issue 34: the headline is the measured number, large, with its word and interval, whatever the machine's
+    # load; how it is judged is folded away
+    figure = page.locator("#stats .sv-verdict-figure")
+    assert re.fullmatch(r"\d+\.\d\d×", figure.inner_text()), figure.inner_text()
+    assert float(figure.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
+    assert page.inner_text("#stats .sv-verdict-word") in ("faster", "slower", "about the same", "too noisy to tell")
+    assert re.match(r"95 % \d+\.\d+–\d+\.\d+×", page.inner_text("#stats .sv-verdict-span"))
+    assert not page.locator("#stats details.sv-verdict-why").evaluate("e => e.open")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "honest-coloured.png"), full_page=True)
 

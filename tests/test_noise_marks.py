@@ -7,36 +7,51 @@ from app import arena, why
 
 
 def _row(variant: str, drafter: str, drift: float | None, speedup: float = 1.07) -> dict:
-    return {"level": "category", "category": "chat", "variant": variant, "drafter": drafter, "baseline_drift": drift,
-            "decode_speedup": speedup, "tokens_per_pass": 1.5, "acceptance_rate": 0.4, "tokens_per_s": 10.0,
-            "predicted_speedup_paper": 1.2, "predicted_speedup_measured": 1.1, "tree_passes": 0}
+    """A pooled row; a method's decoding speedup spans its ratios against two baselines ``drift`` apart (high ÷ low
+    = 1 + drift, as measured rows have it)."""
+    row = {"level": "category", "category": "chat", "variant": variant, "drafter": drafter, "baseline_drift": drift,
+           "decode_speedup": speedup, "tokens_per_pass": 1.5, "acceptance_rate": 0.4, "tokens_per_s": 10.0,
+           "predicted_speedup_paper": 1.2, "predicted_speedup_measured": 1.1, "tree_passes": 0}
+    if drift is not None and drafter != arena.BASELINE:
+        row |= {"decode_speedup_low": speedup / (1 + drift) ** 0.5, "decode_speedup_high": speedup * (1 + drift) ** 0.5}
+    return row
 
 
 def test_noisy_arena_bars_are_hatched_and_say_so():
-    rows = [_row("standard", arena.BASELINE, None), _row("ngram k=4", "ngram", 0.36), _row("eagle k=4", "eagle", 0.05)]
+    """A ratio whose spread against the baselines beside it spans 1 (0.92–1.25, baselines 36% apart) is too noisy
+    to tell, hatched; one wholly above 1 is a finding even with baselines as far apart (issue 34: the one rule)."""
+    rows = [_row("standard", arena.BASELINE, None), _row("ngram k=4", "ngram", 0.36), _row("eagle k=4", "eagle", 0.05),
+            _row("medusa k=4", "medusa", 0.36, speedup=1.45)]
     figure = arena.arena_figure(rows)
     bars = {(t.name, t.yaxis): t for t in figure.data}
     speed = bars[("ngram k=4", "y4")]
-    assert speed.marker.pattern.shape == ("/",) and "noisy: baselines 36% apart" in speed.text[0]
+    assert speed.marker.pattern.shape == ("/",)
+    assert "(too noisy to tell: its ratios on both sides of 1, baselines 36% apart, no finding)" in speed.text[0]
     assert bars[("eagle k=4", "y4")].marker.pattern.shape == ("",)
+    assert bars[("medusa k=4", "y4")].marker.pattern.shape == ("",)  # 1.24–1.69: faster, baselines unsteady
+    column = arena.table(rows)["headers"].index("Speedup, decode")
+    assert [r[column] for r in arena.table(rows)["data"]][1:] == [
+        "too noisy to tell: 1.07× measured (0.92–1.25×), baselines 36% apart", "1.07× faster (1.04–1.10×)",
+        "1.45× faster (1.24–1.69×)"]
     assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
-    assert any("hatched bars: noisy" in a.text for a in figure.layout.annotations)
+    assert any("hatched bars: too noisy to tell" in a.text for a in figure.layout.annotations)
     predicted = arena.predictions_figure(rows).data[0]
-    assert list(predicted.marker.pattern.shape) == ["/", ""]
+    assert list(predicted.marker.pattern.shape) == ["/", "", ""]
 
 
 def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
     impossible = _row("ngram k=4", "ngram", 0.09, speedup=3.56)  # 1.5 tokens per pass cannot give 3.56x
     impossible |= {"decode_speedup_low": 3.40, "decode_speedup_high": 3.71}
-    possible = _row("eagle k=4", "eagle", 0.05, speedup=1.5)  # no pair of baselines: no spread to tell
+    possible = _row("eagle k=4", "eagle", None, speedup=1.5)  # no pair of baselines: no spread to tell
     rows = [_row("standard", arena.BASELINE, None), impossible, possible]
     cells = arena.table(rows)["data"]
     column = arena.table(rows)["headers"].index("Speedup, decode")
-    assert cells[1][column] == "3.56 (3.40–3.71) impossible: noise"
+    assert cells[1][column] == "too noisy to tell: 3.56× measured (3.40–3.71×), impossible: noise"
     assert cells[2][column] == "1.50 (one run: no spread)" and cells[0][column] == "1.07 (reference)"
     assert arena.noisy_rows(rows) == 1
     speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
-    assert speed.marker.pattern.shape == ("/",) and "faster than its tokens per pass allow" in speed.text[0]
+    assert speed.marker.pattern.shape == ("/",) and "too noisy to tell: faster than its tokens per pass allow" in \
+        speed.text[0]
 
 
 def test_a_cost_ratio_below_one_is_too_noisy_to_tell():
@@ -82,18 +97,19 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
                              variants=["standard", "ngram k=2", "ngram k=3"])
     monkeypatch.setattr(arena, "busy_machine_warning", lambda cpu=None: None)  # whatever else the machine runs
     status = arena._done_status(result, 12.0)
-    assert "Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods noisy (baselines" in status
+    assert ("Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods too noisy to tell (ratios "
+            "against the standard runs beside the method on both sides of 1") in status
     assert "pair" not in status
 
 
 def test_the_reference_row_says_its_drift_is_its_runs_apart_not_noisy():
     """The standard row's Baseline drift is how far all its runs lie apart ("230% (its runs apart)"), next to its
-    "1.00 (reference)"; a method's row keeps the noisy flag."""
+    "1.00 (reference)"; a method's row whose baselines drifted says they were unsteady."""
     rows = [_row("standard", arena.BASELINE, 2.3, speedup=1.0), _row("ngram k=4", "ngram", 0.36),
             _row("eagle k=4", "eagle", 0.05)]
     headers = arena.table(rows)["headers"]
     drift, speedup = headers.index("Baseline drift"), headers.index("Speedup, decode")
     cells = arena.table(rows)["data"]
-    assert [r[drift] for r in cells] == ["230% (its runs apart)", "36% noisy", "5%"]
+    assert [r[drift] for r in cells] == ["230% (its runs apart)", "36% unsteady", "5%"]
     assert cells[0][speedup] == "1.00 (reference)"
     assert arena.reference_drift_cell(None) == "–"

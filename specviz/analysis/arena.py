@@ -52,6 +52,7 @@ import dataclasses
 import io
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -91,7 +92,8 @@ DEFINITIONS = {
     "runs": "runs pooled in the row (the baseline row of a prompt pools every baseline run of that prompt)",
     "baseline_runs": "standard-decoding runs the row's ratios are taken against (2 per method and prompt)",
     "baseline_drift": ("fastest / slowest decoding rate of those baseline runs - 1 (pooled rows: the largest of "
-                       "their rows); above 0.15 the machine's speed changed during the measurement: a noisy ratio"),
+                       "their rows); above 0.15 the machine's speed changed during the measurement: a ratio whose "
+                       "spread spans 1 is then too noisy to tell"),
     "t_step_ms": "baseline: target forward ms per token after the prefill",
     "t_verify_ms": "speculative run: target forward ms per pass (k+1 tokens)",
     "t_draft_ms": "speculative run: drafting ms per pass",
@@ -764,6 +766,7 @@ def to_json(result: ArenaResult) -> dict:
 
 TOKEN_COUNTS = (1, 2, 4, 8, 16, 32)
 BATCH_SIZES = (1, 4, 16)
+REMEASURES = 2  # a batch size whose curve comes out impossible is measured again at most this many more times
 
 
 @torch.inference_mode()
@@ -774,7 +777,7 @@ def _forward(model: torch.nn.Module, ids: torch.Tensor, cache) -> None:
 def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence[int] = TOKEN_COUNTS,
                          batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, warmup: int = 2,
                          bandwidth: bool = False, progress: ArenaProgress | None = None,
-                         should_stop: ShouldStop | None = None, seed: int = 0) -> dict:
+                         should_stop: ShouldStop | None = None, seed: int = 0, remeasures: int = REMEASURES) -> dict:
     """Median ms of one target forward over n new tokens (logits for all n, as a verification) after a cached
     ``prompt_len``-token prompt, for each batch size (the same prompt repeated) and n.
 
@@ -783,16 +786,16 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
     kept) then ``repeats`` rounds over every n, and keeps the median per n.
 
     Honesty: a point that measured faster than a smaller workload beyond noise (more new tokens, or a larger
-    batch, :func:`impossible_points`) cannot be a finding; the batch sizes involved are measured once more, and
-    what is still impossible is listed in ``"impossible"`` for the caller to flag.
+    batch, :func:`impossible_points`: e.g. T(2) below T(1)) cannot be a finding; the batch sizes involved are
+    measured again, up to ``remeasures`` more times while one stays impossible; what still is, is in "impossible".
 
     Returns:
         ``{"token_counts", "batch_sizes", "ms": {batch: {n: ms}}, "spread": {batch: {n: (min ms, max ms)}} over the
         repeats, "samples": {batch: {n: [ms of repeat 1, 2, ...]}} (repeat i of every n timed in the same round),
-        "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured
-        twice], "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost": {k: T(k+1)/T(1) at batch 1, for
-        measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s", "stopped"}``; GB/s = weight bytes
-        read per forward / its time.
+        "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured again],
+        "measurements": {batch: times measured}, "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost":
+        {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s",
+        "stopped"}``; GB/s = weight bytes read per forward / its time.
 
     Raises:
         ValueError: empty or non-positive token counts or batch sizes.
@@ -812,7 +815,7 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         ms[b] = grid.batch(b)
         if grid.stopped:
             break
-    impossible, remeasured = grid.recheck(ms)
+    impossible, remeasured = grid.recheck(ms, remeasures)
     one = ms.get(batch_sizes[0], {})
     step = one.get(1)
     result = {
@@ -822,7 +825,7 @@ def measure_forward_grid(target, *, prompt_len: int = 64, token_counts: Sequence
         "verify_cost": {n - 1: t / step for n, t in one.items() if step and n > 1} if batch_sizes[0] == 1 else {},
         "spread": {b: {n: (min(t), max(t)) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
         "samples": {b: {n: list(t) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
-        "impossible": impossible, "remeasured": remeasured,
+        "impossible": impossible, "remeasured": remeasured, "measurements": dict(grid.measurements),
         "copy_bandwidth_gbs": copy_bandwidth_gbs(target.device) if bandwidth and not grid.stopped else None,
         "settings": {"prompt_len": prompt_len, "repeats": repeats, "warmup": warmup, "seed": seed},
         "stopped": grid.stopped,
@@ -849,23 +852,28 @@ class _Grid:
     done: int = 0
     stopped: bool = False
     samples: dict = field(default_factory=dict)  # batch -> {n: [ms of each kept repeat]}
+    measurements: Counter = field(default_factory=Counter)  # batch -> times its row was measured
 
-    def recheck(self, ms: dict[int, dict[int, float]]) -> tuple[list[dict], list[int]]:
-        """Measure once more every batch size with a point faster than possible (:func:`impossible_points`) or
-        beaten by one, replacing its row of ``ms``. Returns (the points still impossible, the batch sizes
-        measured again)."""
-        found = impossible_points(self.samples)
-        if not found or self.stopped:
-            return found, []
-        again = sorted({p["batch"] for p in found} | {p["than_batch"] for p in found})
-        self.total += sum(b * (self.prompt_len + sum(self.token_counts) * (self.warmup + self.repeats))
-                          for b in again)
-        for b in again:
-            self.say(self.done / self.total, f"batch {b}: measuring again (a point came out faster than possible)")
-            ms[b] = self.batch(b)
-            if self.stopped:
+    def recheck(self, ms: dict[int, dict[int, float]], remeasures: int = 1) -> tuple[list[dict], list[int]]:
+        """Measure again every batch size with a point faster than possible (:func:`impossible_points`) or beaten
+        by one, replacing its row of ``ms``, up to ``remeasures`` times while such a point remains. Returns (the
+        points still impossible, the batch sizes measured again, in order)."""
+        found, again = impossible_points(self.samples), set()
+        for _ in range(remeasures):
+            if not found or self.stopped:
                 break
-        return impossible_points(self.samples), again
+            now = sorted({p["batch"] for p in found} | {p["than_batch"] for p in found})
+            again |= set(now)
+            self.total += sum(b * (self.prompt_len + sum(self.token_counts) * (self.warmup + self.repeats))
+                              for b in now)
+            for b in now:
+                self.say(self.done / self.total, f"batch {b}: measuring again (a point came out faster than "
+                         f"possible; measurement {self.measurements[b] + 1})")
+                ms[b] = self.batch(b)
+                if self.stopped:
+                    break
+            found = impossible_points(self.samples)
+        return found, sorted(again)
 
     def batch(self, b: int) -> dict[int, float]:
         """Median ms per n at batch ``b``: prefill once, then rounds over every n (warm-up rounds first, not kept),
@@ -874,6 +882,7 @@ class _Grid:
         if self.stop():
             self.stopped, self.samples[b] = True, {}
             return {}
+        self.measurements[b] += 1
         self.say(self.done / self.total, f"batch {b}: prefilling {self.prompt_len} tokens")
         cache = new_cache(self.model)
         _forward(self.model, self.ids[:, :self.prompt_len].expand(b, -1).contiguous(), cache)

@@ -39,6 +39,7 @@ from typing import Sequence
 from specviz.core.costs import (Costs, end_to_end_speedup, expected_tokens, expected_tokens_per_pass,  # noqa: F401
                                 predicted_speedup, predicted_speedup_measured, predicted_speedup_paper)
 from specviz.core.events import PassEvent
+from specviz.core.verdict import FASTER, NARROW, NOISY, SAME, SLOWER, Verdict, read_speedup
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -385,8 +386,9 @@ def decode_speedup(spec: Counters, base: Counters) -> float | None:
 
 MIN_JUDGED_PASSES = 8
 """Fewer passes after the prefill than this (in either run) and a speedup is not judged at all."""
-NOISY_SPREAD = 1.2
-"""An interval that contains 1.0 and whose high / low exceeds this is "too noisy to tell"."""
+NOISY_SPREAD = NARROW
+"""An interval that contains 1.0 and whose high / low exceeds this is "too noisy to tell" (the rule's
+:data:`specviz.core.verdict.NARROW`)."""
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.95
 
@@ -550,17 +552,22 @@ def end_to_end_interval(spec: RunStats, base: RunStats) -> Interval | None:
                                 base_fixed=(base.prefill_ms, base.generated - base.emitted))
 
 
+_KEYS = {FASTER: "faster", SLOWER: "slower", SAME: "same", NOISY: "too noisy"}
+"""The judgement's verdict key for each word of the rule (:mod:`specviz.core.verdict`)."""
+
+
 @dataclass(frozen=True)
 class SpeedupJudgement:
-    """What a measured speedup may be read as.
+    """What a measured speedup may be read as: the rule of :func:`specviz.core.verdict.read_speedup` on its
+    bootstrap interval.
 
-    ``verdict``: "faster" / "slower" (the interval lies above / below 1.0: a clear result however wide it is),
-    "same" (it contains 1.0 and is narrow), "too noisy" (it contains 1.0 and is wide: high / low >
-    :data:`NOISY_SPREAD`; or the timings were disturbed in the speculative run's favour, see :func:`judge_speedup`)
-    or "too short" (fewer than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio
-    (None when too short); ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the
-    two runs' passes; ``reason``: what disturbed the timings (the ``disturbed`` of :func:`judge_speedup`), None
-    when nothing did.
+    ``verdict``: "faster" / "slower" (the interval lies above / below 1.0: a clear result however wide it is, and
+    on a busy machine too), "same" (it contains 1.0 and is narrow, on an undisturbed machine), "too noisy" (it
+    contains 1.0 and is wide: high / low > :data:`NOISY_SPREAD`, or the timings were disturbed) or "too short"
+    (fewer than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio (None when too
+    short); ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the two runs'
+    passes; ``reason``: what disturbed the timings (the ``disturbed`` of :func:`judge_speedup`), None when nothing
+    did.
     """
 
     verdict: str
@@ -574,6 +581,16 @@ class SpeedupJudgement:
         """Whether the ratio may be shown as a result (faster, slower or the same), not as noise."""
         return self.verdict in ("faster", "slower", "same")
 
+    @property
+    def reading(self) -> Verdict | None:
+        """The rule's :class:`~specviz.core.verdict.Verdict` (word, value, interval, reason) for a headline; None
+        when too short to judge."""
+        if self.interval is None or self.value is None:
+            return None
+        word = {key: word for word, key in _KEYS.items()}[self.verdict]
+        i = self.interval
+        return Verdict(word, self.value, i.low, i.high, i.level, self.reason)
+
     def describe(self) -> str:
         """One sentence a visitor can read: the interval, or why there is no figure."""
         if self.verdict == "too short":
@@ -582,12 +599,14 @@ class SpeedupJudgement:
         i = self.interval
         span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
         if self.reason and self.verdict == "too noisy":
-            where = "above" if i.low > 1.0 else "across"
             return (f"too noisy to tell: {self.reason}, which slows one-token steps more than wide passes and so "
-                    f"flatters the speculative run (measured {span}, {where} 1.0)")
+                    f"flatters the speculative run (measured {span}, across 1.0)")
         if self.reason and self.verdict == "slower":
             return (f"slower: {span}, although {self.reason}, which flatters the speculative run: undisturbed it "
                     f"would be slower still")
+        if self.reason and self.verdict == "faster":
+            return (f"faster: {span}, the whole interval above 1.0, although {self.reason}, which slows one-token "
+                    f"steps more than wide passes: undisturbed the gain may be smaller")
         return {"faster": f"faster: {span}", "slower": f"slower: {span}",
                 "same": f"no clear difference: {span}",
                 "too noisy": f"too noisy to tell: {span} spans 1.0 widely"}[self.verdict]
@@ -596,17 +615,18 @@ class SpeedupJudgement:
 def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                   base_tokens: Sequence[int], *, min_passes: int = MIN_JUDGED_PASSES,
                   noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None) -> SpeedupJudgement:
-    """Judge a decoding-rate ratio from the passes of two runs (the interval is :func:`bootstrap_rate_ratio`'s).
+    """Judge a decoding-rate ratio from the passes of two runs (the interval is :func:`bootstrap_rate_ratio`'s,
+    the reading :func:`specviz.core.verdict.read_speedup`'s: the one rule every tab uses).
 
     The verdict is the interval's place against 1.0: wholly below is "slower" and wholly above "faster", however
     wide; only an interval across 1.0 is undecided ("same" when narrow, "too noisy" when high / low >
     ``noisy_spread``); a run with fewer than ``min_passes`` passes is "too short".
 
-    ``disturbed``: what disturbed the timings, when something did, in words ("other programs used 45% of this
-    machine's CPU time during the run"). Other work on the CPUs slows a one-token step far more than a wide pass
-    (seen: steps 5-14x slower, and lookahead read 2.1x faster where its passes cost 1.9 steps), so it can only
-    flatter the speculative run: an interval below 1.0 stays "slower" (it would be slower still), one above or
-    across 1.0 becomes "too noisy" with that reason.
+    ``disturbed``: what disturbed the timings, when something did, in words ("other programs used 45% of the
+    CPUs"). Other work on the CPUs slows a one-token step more than a wide pass, so it flatters the speculative
+    run: it is said beside the figure, and an interval across 1.0 reads "too noisy" even when narrow; an interval
+    wholly on one side of 1.0 keeps its verdict (seen: n-gram 2.51×, 95 % 1.48–3.98×, read "too noisy" on a busy
+    machine when the disturbance hid every gain).
     """
     passes = min(len(spec_ms), len(base_ms))
     interval = None
@@ -614,15 +634,9 @@ def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms:
         interval = bootstrap_rate_ratio(spec_ms, spec_tokens, base_ms, base_tokens, seed=seed)
     if interval is None:
         return SpeedupJudgement("too short", None, None, passes)
-    if interval.high < 1.0:
-        verdict = "slower"
-    elif disturbed:
-        verdict = "too noisy"
-    elif interval.low > 1.0:
-        verdict = "faster"
-    else:
-        verdict = "too noisy" if interval.spread > noisy_spread else "same"
-    return SpeedupJudgement(verdict, interval.value, interval, passes, disturbed or None)
+    read = read_speedup(interval.value, interval.low, interval.high, level=interval.level, busy=disturbed or None,
+                        narrow=noisy_spread)
+    return SpeedupJudgement(_KEYS[read.word], interval.value, interval, passes, disturbed or None)
 
 
 def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:

@@ -1,0 +1,107 @@
+"""One rule for reading a measured speedup against 1, used by every tab (Live, Arena, Batching, Why it works).
+
+A speedup is a ratio (speculative ÷ standard rate, or a cost ratio against one step) measured with an interval: a
+bootstrap interval over passes (Live), the ratios against each baseline run beside it (Arena), or the range of
+repeats (Batching, Why). :func:`read_speedup` reads it so:
+
+- the interval lies wholly above 1: "faster", wholly below 1: "slower", however wide it is, and whatever else ran
+  on the machine (other programs' CPU share is said beside the number, never hides it);
+- it straddles 1 and is narrow (high ÷ low at most :data:`NARROW`) on an undisturbed machine: "about the same";
+- it straddles 1 otherwise (wide, or other programs disturbed the timings): "too noisy to tell";
+- the timings are impossible (a speedup above what its tokens per pass allow, more work timed faster than less):
+  "too noisy to tell" whatever the interval, with why.
+
+The measured value always travels with the word: a too-noisy figure is still shown, only not as a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FASTER, SLOWER, SAME, NOISY = "faster", "slower", "about the same", "too noisy to tell"
+WORDS = (FASTER, SLOWER, SAME, NOISY)
+NARROW = 1.2
+"""An interval across 1 whose high ÷ low is at most this reads "about the same"; wider, "too noisy to tell"."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """How a measured ratio may be read (:func:`read_speedup`).
+
+    ``word``: one of :data:`WORDS`; ``value``: the measured ratio (shown in every case); ``low`` / ``high``: its
+    interval (equal where there is a single measurement); ``level``: the interval's confidence (0.95 for a bootstrap
+    interval) or None where it is a range (lowest to highest of repeats); ``reason``: what to say beside it (other
+    programs' share of the CPUs, impossible timings), None when nothing.
+    """
+
+    word: str
+    value: float
+    low: float
+    high: float
+    level: float | None = None
+    reason: str | None = None
+
+    @property
+    def finding(self) -> bool:
+        """Whether the ratio reads as a result (faster, slower, about the same), not as noise."""
+        return self.word != NOISY
+
+    def span(self) -> str:
+        """The interval in words: "95 % 1.30–2.00×" (a confidence interval) or "range 1.30–2.00×"."""
+        from specviz.core.metrics import format_apart  # metrics imports this module: read it at call time
+
+        ends = "–".join(format_apart(self.low, self.high))
+        return f"{self.level:.0%} {ends}×".replace("%", " %", 1) if self.level else f"range {ends}×"
+
+    def figure(self) -> str:
+        """The number and its word: "1.60× faster", "0.62× slower", "1.02× about the same" or "too noisy to tell:
+        1.05× measured"."""
+        return f"{self.word}: {self.value:.2f}× measured" if self.word == NOISY else f"{self.value:.2f}× {self.word}"
+
+    def headline(self) -> str:
+        """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs"."""
+        return " · ".join(part for part in (self.figure(), self.span(), self.reason) if part)
+
+    def cell(self) -> str:
+        """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)"."""
+        from specviz.core.metrics import format_apart
+
+        return f"{self.figure()} ({'–'.join(format_apart(self.low, self.high))}×)"
+
+
+def read_speedup(value: float, low: float, high: float, *, level: float | None = None, busy: str | None = None,
+                 impossible: str | None = None, narrow: float = NARROW) -> Verdict:
+    """Read a measured ratio ``value`` with its interval [``low``, ``high``] against 1 (the module's rule).
+
+    Args:
+        value: the measured ratio (e.g. 1.6 = 1.6× faster).
+        low, high: its interval (a bootstrap interval, or the lowest and highest of repeats); equal to ``value``
+            where there is one measurement.
+        level: the interval's confidence (0.95) or None for a range of repeats.
+        busy: what disturbed the timings in words ("other programs used 74% of the CPUs"), or None: said beside
+            the number; it turns an interval across 1 into "too noisy to tell" even when narrow, and leaves an
+            interval on one side of 1 as it is.
+        impossible: why the timings cannot be true ("faster than its tokens per pass allow"), or None: "too noisy
+            to tell" whatever the interval.
+        narrow: the widest high ÷ low of an interval across 1 that reads "about the same".
+
+    Returns:
+        The :class:`Verdict`, carrying ``value`` in every case.
+
+    Raises:
+        ValueError: ``low`` > ``high``.
+    """
+    if low > high:
+        raise ValueError(f"an interval's low end ({low}) is above its high end ({high})")
+    reason = "; ".join(r for r in (impossible, busy) if r) or None
+    if impossible:
+        word = NOISY
+    elif low > 1.0:
+        word = FASTER
+    elif high < 1.0:
+        word = SLOWER
+    elif busy or low <= 0 or high / low > narrow:
+        word = NOISY
+    else:
+        word = SAME
+    return Verdict(word, float(value), float(low), float(high), level, reason)

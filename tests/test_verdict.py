@@ -1,0 +1,44 @@
+"""Issue 34: one rule reads every measured speedup against 1 (specviz.core.verdict), in Live, Arena, Batching and
+Why it works: an interval wholly above 1 is faster, wholly below slower, whatever the machine's load; only one that
+straddles 1 is too noisy to tell (or about the same when narrow on a quiet machine), and the number stays."""
+
+from __future__ import annotations
+
+import pytest
+
+from specviz.core.verdict import FASTER, NOISY, SAME, SLOWER, read_speedup
+
+BUSY = "other programs used 74% of the CPUs"
+
+
+def test_an_interval_above_one_on_a_busy_machine_is_faster_with_its_number():
+    v = read_speedup(2.51, 1.48, 3.98, level=0.95, busy=BUSY)
+    assert (v.word, v.value, v.low, v.high, v.reason, v.finding) == (FASTER, 2.51, 1.48, 3.98, BUSY, True)
+    assert v.headline() == "2.51× faster · 95 % 1.48–3.98× · other programs used 74% of the CPUs"
+    assert v.cell() == "2.51× faster (1.48–3.98×)"
+
+
+def test_an_interval_straddling_one_is_too_noisy_and_keeps_its_number():
+    v = read_speedup(1.05, 0.80, 1.40, level=0.95)
+    assert (v.word, v.value, v.finding) == (NOISY, 1.05, False)
+    assert v.headline() == "too noisy to tell: 1.05× measured · 95 % 0.80–1.40×"
+    busy = read_speedup(1.00, 0.97, 1.03, busy=BUSY)  # narrow, but the machine was busy: too noisy
+    assert busy.word == NOISY and busy.cell() == "too noisy to tell: 1.00× measured (0.97–1.03×)"
+    quiet = read_speedup(1.00, 0.97, 1.03)  # narrow on a quiet machine: a finding, no clear difference
+    assert quiet.word == SAME and quiet.finding and quiet.headline() == "1.00× about the same · range 0.97–1.03×"
+
+
+def test_an_interval_below_one_is_slower_however_wide_and_busy():
+    v = read_speedup(0.40, 0.28, 0.55, level=0.95, busy=BUSY)
+    assert (v.word, v.finding) == (SLOWER, True) and v.headline().startswith("0.40× slower · 95 % 0.28–0.55×")
+
+
+def test_impossible_timings_are_too_noisy_whatever_the_interval_and_say_why():
+    v = read_speedup(3.56, 3.40, 3.71, impossible="faster than its tokens per pass allow")
+    assert v.word == NOISY and v.reason == "faster than its tokens per pass allow" and v.value == 3.56
+
+
+def test_a_point_has_no_spread_and_an_inverted_interval_is_refused():
+    assert read_speedup(1.3, 1.3, 1.3).word == FASTER and read_speedup(1.0, 1.0, 1.0).word == SAME
+    with pytest.raises(ValueError):
+        read_speedup(1.0, 1.2, 0.9)
