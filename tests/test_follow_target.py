@@ -123,6 +123,9 @@ def test_the_trap_catches_a_tensor_made_without_a_device():
         float((weight[torch.tensor([1])] * torch.tensor([2.0])).sum())
 
 
+# kernels: bfloat16 / float16 verification rows vs one-token steps of the same copy (the tiny target's top-2 gaps keep
+# the ids equal on every instruction set)
+@pytest.mark.kernels
 @pytest.mark.parametrize("dtype", LOW_PRECISION)
 @pytest.mark.parametrize("key", ["eagle", "eagle3", "medusa"])
 @pytest.mark.parametrize("tree_nodes", [0, 6])
@@ -145,6 +148,7 @@ def test_a_float32_head_file_drafts_for_a_low_precision_copy(copies, head_files,
     assert len(sampled.token_ids) == 12 or sampled.finish_reason == "eos"
 
 
+@pytest.mark.kernels
 def test_a_head_built_in_float32_follows_the_target_into_its_dtype(copies):
     """A head handed to a drafter in another dtype than the target's is cast to it (load_heads already does)."""
     from specviz.drafters.heads import EagleDrafter
@@ -178,6 +182,7 @@ def embedded_bf16():
     return load_model("embedded", device="cpu", dtype="bfloat16")
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("key", ["eagle", "medusa", "eagle:lookup"])
 def test_the_shipped_heads_draft_for_the_embedded_bfloat16_copy(embedded_bf16, key):
     """The GPU run's refusal ("No trained eagle heads fit SmolLM2-135M-Instruct (embedded, bfloat16 copy)") is gone,
