@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log stays readable (the GGUF conversion's bar)
 
 DRAFTERS = ("ngram", "suffix", "eagle", "eagle:lookup", "medusa", "lookahead")
 SUITE = ROOT / "assets" / "suite.jsonl"
@@ -108,6 +109,10 @@ def check_environment(args) -> dict:
         from specviz.models import ENV_EMBEDDED_GGUF
 
         os.environ[ENV_EMBEDDED_GGUF] = str(Path(args.gguf).resolve())
+    if args.target == "embedded":
+        _check_embedded()
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     env = {"torch": torch.__version__, "transformers": transformers.__version__, "python": sys.version.split()[0],
            "device": args.device, "gguf_package": importlib.util.find_spec("gguf") is not None,
            "device_name": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu"}
@@ -115,6 +120,21 @@ def check_environment(args) -> dict:
         torch.set_num_threads(args.threads)
     env["threads"] = torch.get_num_threads()
     return env
+
+
+def _check_embedded() -> None:
+    """The embedded model's GGUF file is at hand, and when it has not been converted yet, the gguf package that
+    converts it; else SetupError (one sentence)."""
+    from specviz import models
+
+    try:
+        gguf = models.embedded_gguf_path()
+    except models.ModelLoadError as error:
+        raise SetupError(f"{error} Or pass --gguf FILE (a copy of SmolLM2-135M-Instruct.Q4_1.gguf).") from None
+    converted = (models._embedded_folder(gguf) / models._MARKER).is_file()
+    if not converted and importlib.util.find_spec("gguf") is None:
+        raise SetupError(f"converting {gguf.name} once needs the gguf package (pip install gguf, or its wheel on "
+                         f"PYTHONPATH); no converted copy is in {models.cache_dir()}.")
 
 
 def choose_path(asked: str) -> str:
