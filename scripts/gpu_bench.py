@@ -18,7 +18,7 @@ dtype (``--dtypes``, bfloat16 first):
    its spread over prompts, tokens per pass, and whether the ids are standard decoding's (else the first divergence
    and the baseline's top-2 logit gap there, :mod:`specviz.analysis.exactness`).
 
-Time: ``--budget-s`` (default 270 s, the model's conversion included) is shared evenly by the dtypes; within its
+Time: ``--budget-s`` (default 240 s, the model's conversion included) is shared evenly by the dtypes; within its
 share a dtype's suite starts no new prompt past the share's end (the kernel bench takes seconds). The report
 (``gpu_bench.json`` + ``gpu_bench.md`` in ``--out``, default ``$OUT`` or ``./gpu_bench_report/``) is written after
 every section, so a run cut short keeps what it measured; the Markdown is also printed.
@@ -50,7 +50,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log stays read
 
 DRAFTERS = ("ngram", "suffix", "eagle", "eagle:lookup", "medusa", "lookahead")
 SUITE = ROOT / "assets" / "suite.jsonl"
-BUDGET_S = 270.0
+BUDGET_S = 240.0
 KERNEL_KS = tuple(range(1, 9))
 GRAPHS_MODULE = "specviz.core.graphs"
 GRAPHS_ENV = "SPECVIZ_GRAPHS"  # the graph module's own ENV_GRAPHS is read when it exists

@@ -116,6 +116,14 @@ def test_drafters_create_every_tensor_on_the_target_device(copies, head_files, t
             assert _run(target, prompt, cfg).token_ids == run.token_ids
 
 
+@pytest.mark.parametrize("key", ["model", "cross", "early-exit"])
+def test_draft_models_load_in_the_target_dtype(copies, head_files, tiny_draft_dir, tiny_other_vocab_dir, key):
+    target = copies["bfloat16"]
+    drafter = _drafter(key, target, head_files, tiny_draft_dir, tiny_other_vocab_dir)
+    assert {p.dtype for p in drafter.model.parameters()} == {torch.bfloat16}
+    assert {p.device for p in drafter.model.parameters()} == {target.device}
+
+
 def test_the_trap_catches_a_tensor_made_without_a_device():
     """The trap itself: what the unfixed ``torch.tensor([pos])`` in EagleDrafter.propose did fails under it."""
     weight = torch.ones(3, 2)
