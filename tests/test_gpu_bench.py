@@ -83,7 +83,7 @@ def test_markdown_is_printed_and_written(quick_run):
     proc, report, out = quick_run
     text = (out / "gpu_bench.md").read_text()
     assert text == report["markdown"] and text.strip() in proc.stdout
-    assert "### Kernel: one-token step and T(k+1)/T(1)" in text and "| 64 |" in text
+    assert "one-token step and T(k+1)/T(1)" in text and "| 64 |" in text
     assert "| ours/ngram@auto |" in text and "Speedup per category" in text
     assert "(one prompt: no spread)" in text  # one prompt per category: no spread claimed
 
