@@ -322,15 +322,35 @@ class Bench:
                                   long_context=128 if self.args.quick else 1024,
                                   long_token_counts=(1,) + tuple(k + 1 for k in KERNEL_KS))
 
+    def usable_drafters(self, target, dtype: str) -> tuple[str, ...]:
+        """The drafters that can be made for ``target``; each one that cannot is left out and recorded as an error
+        (so the others still run)."""
+        from specviz.analysis import bench
+
+        usable = []
+        for key in self.args.drafters:
+            try:
+                bench.make_drafters(target, bench.BenchSettings(drafters=(key,)))
+                usable.append(key)
+            except Exception as error:  # noqa: BLE001 - one drafter's failure must not stop the suite
+                self.report["errors"].append({"where": f"{dtype}: drafter {key}",
+                                              "error": f"{type(error).__name__}: {error}"})
+                self.log(f"{dtype}: drafter {key} left out: {error}")
+        return tuple(usable)
+
     def suite(self, target, prompts: list, seconds_left: float) -> dict:
         from specviz.analysis import bench
         from specviz.core.verify import SamplingConfig
 
         settings = bench.BenchSettings(
-            drafters=self.args.drafters, ks=("auto",), max_new_tokens=self.args.max_new_tokens, repeats=1,
+            drafters=self.usable_drafters(target, _dtype_name(target)), ks=("auto",), max_new_tokens=self.args.max_new_tokens, repeats=1,
             warmup_tokens=8, warmup_every_prompt=False, compare_transformers=False, paired=self.args.paired,
             sampling=SamplingConfig(), extra={"gpu_bench": True, "prompts_file": self.args.suite})
         return bench.run_bench(target, prompts, settings, progress=self.log, deadline_s=max(1.0, seconds_left))
+
+
+def _dtype_name(target) -> str:
+    return str(target.dtype).removeprefix("torch.")
 
 
 def _forward_path(target) -> str:

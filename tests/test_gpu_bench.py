@@ -101,6 +101,19 @@ def test_setup_errors_are_one_sentence(tmp_path):
         assert "UI []" in proc.stderr
 
 
+def test_a_drafter_that_cannot_be_made_is_left_out(tiny_model_dir, tmp_path):
+    """The tiny target has no trained heads: eagle is left out (an error in the report, exit status 1), the rest runs."""
+    out = tmp_path / "r"
+    proc = _run("--device", "cpu", "--quick", "--target", str(tiny_model_dir), "--drafters", "ngram,eagle",
+                "--prompts", "1", "--threads", "1", "--skip-kernel", "--out", str(out))
+    report = json.loads((out / "gpu_bench.json").read_text())
+    assert proc.returncode == 1 and report["complete"] is False
+    assert [e["where"] for e in report["errors"]] == ["float32: drafter eagle"]
+    assert "No trained eagle heads fit" in report["errors"][0]["error"]
+    assert set(report["runs"]["float32"]["suite"]["methods"]) == {"ours/standard", "ours/ngram@auto"}
+    assert "float32: drafter eagle: HeadsError: No trained eagle heads fit" in report["markdown"]
+
+
 def test_round_robin_and_spread_cells():
     from specviz.analysis.bench import Prompt
 
