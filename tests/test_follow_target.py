@@ -116,6 +116,25 @@ def test_drafters_create_every_tensor_on_the_target_device(copies, head_files, t
             assert _run(target, prompt, cfg).token_ids == run.token_ids
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_a_batch_creates_every_tensor_on_the_target_device(copies, head_files, tiny_draft_dir, tiny_other_vocab_dir,
+                                                          temperature):
+    """Rows of different lengths and drafters (heads, n-gram, a draft model, none) in one batch, in the trap."""
+    from specviz.core.engine import generate_batch
+    from specviz.core.events import PassEvent
+
+    target = copies["float32"]
+    keys = ("eagle", "ngram", "model", None)
+    drafters = [None if key is None else _drafter(key, target, head_files, tiny_draft_dir, tiny_other_vocab_dir)
+                for key in keys]
+    prompts = [_prompt(target)[: 4 + 3 * i] for i in range(len(keys))]
+    cfg = GenerationConfig(max_new_tokens=10, k=3, sampling=SamplingConfig(temperature=temperature, seed=2))
+    with tensors_default_to_meta():
+        events = [e for e in generate_batch(target, prompts, cfg, drafters=drafters) if isinstance(e, PassEvent)]
+    emitted = {row: sum(len(e.emitted_ids) for e in events if e.row == row) for row in range(len(keys))}
+    assert all(1 <= n <= 10 for n in emitted.values()), emitted
+
+
 @pytest.mark.parametrize("key", ["model", "cross", "early-exit"])
 def test_draft_models_load_in_the_target_dtype(copies, head_files, tiny_draft_dir, tiny_other_vocab_dir, key):
     target = copies["bfloat16"]
