@@ -5,7 +5,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 
-.PHONY: demo test test-avx2 setup setup-dev model compile chromium bench bench-quick gpu-check clean
+.PHONY: demo test test-avx2 setup setup-dev model compile chromium bench bench-quick gpu-check gpu-bench clean
 
 demo: setup model
 	$(PY) app.py
@@ -74,6 +74,14 @@ bench: setup model
 # `python scripts/gpu_check.py --out DIR` (needs torch with CUDA, transformers >= 5.17, safetensors; no gradio).
 gpu-check: setup
 	$(PY) scripts/gpu_check.py
+
+# The GPU bench (scripts/gpu_bench.py; docs/performance.md): the embedded model's real weights on CUDA in bfloat16 and
+# float32: the kernel bench, then the suite (2 prompts per category) with ngram, suffix, eagle, eagle:lookup, medusa
+# and lookahead at k = auto against standard decoding; under 5 minutes; writes gpu_bench.json + .md to $OUT or
+# ./gpu_bench_report/. Without the venv: `python scripts/gpu_bench.py --gguf FILE.gguf --out DIR` (torch with CUDA,
+# transformers, safetensors, gguf; no gradio). GPU_BENCH_FLAGS adds flags, e.g. --path graphs.
+gpu-bench: setup model
+	$(PY) scripts/gpu_bench.py $(GPU_BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -422,13 +422,14 @@ def waiting_status(ahead: int, holder: str, notes=()) -> str:
 
 
 def load_target(spec: str, progress=None):
-    """Load a target (:func:`specviz.models.load_model`, shared per process) and apply the threads and kernels
+    """Load a target (:func:`specviz.models.load_model`, shared per process; in the operator's ``SPECVIZ_DTYPE``, else
+    the device's default: :func:`specviz.models.operator_dtype`) and apply the threads and kernels
     measured fastest for it on this machine (:func:`specviz.tuning.tune`: a few seconds the first time, then read
     from disk). Raises what ``load_model`` raises."""
-    from specviz.models import load_model
+    from specviz.models import load_model, operator_dtype
     from specviz.tuning import tune
 
-    loaded = load_model(spec, progress=progress)
+    loaded = load_model(spec, dtype=operator_dtype(), progress=progress)
     choice = tune(loaded, progress=progress)
     log.info("%s: %s", loaded.label, choice.summary())
     return loaded

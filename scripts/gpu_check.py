@@ -49,6 +49,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from specviz.analysis.exactness import first_divergence  # noqa: E402,F401  (no torch: kept as this script's name)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded: the models are built from the configs below
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -476,25 +478,18 @@ class StaticDecodeStep:
         return self.kv_range.device.type == "cuda"
 
 
-def first_divergence(a: list[int], b: list[int]) -> int | None:
-    """Index of the first position where ``a`` and ``b`` differ (a length difference counts); None if equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+def compare_to_baseline(baseline, ids: list[int], dtype: str = "float32") -> dict:
+    """Exactness record of ``ids`` against a collected standard run (whose event i emitted output token i), from
+    :func:`specviz.analysis.exactness.compare_ids` (the one source the CLI and the bench use too)."""
+    from specviz.analysis.exactness import compare_ids
 
-
-def compare_to_baseline(baseline, ids: list[int]) -> dict:
-    """Exactness record of ``ids`` against a collected standard run (whose event i emitted output token i)."""
     base_ids = list(baseline.token_ids)
-    where = first_divergence(base_ids, ids)
+    exact = compare_ids(base_ids, [e.near_tie_gap for e in baseline.events], ids, dtype)
     gaps = [e.near_tie_gap for e in baseline.events if e.near_tie_gap is not None]
-    record = {"tokens": len(base_ids), "identical": where is None, "first_divergence": where,
-              "gap_at_divergence": None, "matching_prefix": len(base_ids) if where is None else where,
-              "min_baseline_gap": min(gaps) if gaps else None}
-    if where is not None and where < len(baseline.events):
-        record["gap_at_divergence"] = baseline.events[where].near_tie_gap
-    return record
+    return {"tokens": len(base_ids), "identical": exact["ids_identical_to_standard"],
+            "first_divergence": exact["first_divergence"], "gap_at_divergence": exact["top2_gap"],
+            "matching_prefix": exact["matching_prefix"], "min_baseline_gap": min(gaps) if gaps else None,
+            "reason": exact["reason"]}
 
 
 def exactness(model, device, settings: Settings) -> dict:
@@ -514,7 +509,7 @@ def exactness(model, device, settings: Settings) -> dict:
     for name, drafter in drafters.items():
         run = collect(speculative_generate(target, drafter, prompt, config), target.tokenizer, prompt)
         counts = Counters.of(run.events)  # the figures as the app computes them (specviz.core.metrics)
-        record = compare_to_baseline(baseline, list(run.token_ids))
+        record = compare_to_baseline(baseline, list(run.token_ids), str(model.dtype).removeprefix("torch."))
         record.update(drafter=getattr(drafter, "name", name), k=settings.draft_k, passes=counts.passes,
                       acceptance=counts.acceptance_rate, tokens_per_pass=counts.tokens_per_pass)
         out[name] = record

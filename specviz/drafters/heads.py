@@ -35,7 +35,7 @@ import torch
 
 from specviz.core.drafting import Draft, DraftContext
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads
+from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads, follow_target
 from specviz.core.verify import process_logits, restrict_vocab, sample
 
 
@@ -149,9 +149,9 @@ class _FeatureDrafter:
         draft vocabulary, or a sample; with the run's logits processors on, over the processed full logits."""
         if ctx.sampling.greedy and not ctx.sampling.processed:
             sub = self.lm.subset_logits(h)
-            best = int(sub.argmax())
+            best = sub.argmax()  # a 0-dim index on the head's device
             prob = float(torch.softmax(sub.float(), -1)[best])
-            return int(self.lm.to_token_ids(torch.tensor(best))), prob, None
+            return int(self.lm.to_token_ids(best)), prob, None
         logits = ctx.processed(restrict_vocab(self.lm.full_logits(h).float(), ctx.vocab_size), list(drafted))
         probs = process_logits(logits[None], ctx.sampling)[0]
         if ctx.sampling.greedy:
@@ -178,7 +178,7 @@ class EagleDrafter(_FeatureDrafter):
     def __init__(self, target_model: torch.nn.Module, head: EagleHead, tree: TreeSettings | None = None,
                  name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
         super().__init__(target_model, head.vocab_ids, tree, min_confidence, lookup)
-        self.head = head
+        self.head = follow_target(head, target_model)  # the target's device and dtype (a no-op after load_heads)
         self.needs_hidden = head.feature_request  # True, or the hidden states an EAGLE-3 head fuses
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")
         self.reset([])
@@ -240,7 +240,8 @@ class EagleDrafter(_FeatureDrafter):
                 rows.append(row)
             if i + 1 < ctx.k:
                 pos += 1
-                out, (k, v) = self.head(h[None, None], self._emb([token])[None], torch.tensor([pos]), (keys, values))
+                out, (k, v) = self.head(h[None, None], self._emb([token])[None], torch.tensor([pos], device=h.device),
+                                        (keys, values))
                 keys, values, h = torch.cat([keys, k], 2), torch.cat([values, v], 2), out[0, 0]
         return Draft(ids, probs, torch.stack(rows) if rows else None)
 
@@ -263,7 +264,7 @@ class EagleDrafter(_FeatureDrafter):
         stable = keys.shape[2]
         for depth in range(2, ctx.k + 1):
             expand = sorted(frontier, key=lambda i: -nodes[i].logp)[: tree.width]
-            mask = torch.zeros(len(expand), stable + len(fed) + len(expand), dtype=torch.bool)
+            mask = torch.zeros(len(expand), stable + len(fed) + len(expand), dtype=torch.bool, device=keys.device)
             mask[:, :stable] = True
             for row, i in enumerate(expand):
                 mask[row, stable + len(fed) + row] = True
@@ -273,7 +274,7 @@ class EagleDrafter(_FeatureDrafter):
                     j = nodes[j].parent
             feats_in = torch.stack([nodes[i].feat_in for i in expand])[None]
             embeds = self._emb([nodes[i].token for i in expand])[None]
-            positions = torch.full((len(expand),), root_pos + depth - 1)
+            positions = torch.full((len(expand),), root_pos + depth - 1, device=keys.device)
             out, (k, v) = self.head(feats_in, embeds, positions, (keys, values), mask[None, None])
             keys, values = torch.cat([keys, k], 2), torch.cat([values, v], 2)
             fed.extend(expand)
@@ -297,7 +298,7 @@ class MedusaDrafter(_FeatureDrafter):
     def __init__(self, target_model: torch.nn.Module, heads: MedusaHeads, tree: TreeSettings | None = None,
                  name: str = "Medusa heads", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
         super().__init__(target_model, heads.vocab_ids, tree, min_confidence, lookup)
-        self.heads = heads
+        self.heads = follow_target(heads, target_model)  # the target's device and dtype (a no-op after load_heads)
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")
         self.reset([])
 

@@ -44,11 +44,61 @@ class HeadsError(ValueError):
 
 
 def target_signature(model: nn.Module) -> str:
-    """A short string identifying a target's architecture and weights (type, sizes, an embedding checksum)."""
+    """A short string identifying a target's architecture and weights (type, sizes, an embedding checksum: the sum of
+    the first 64 embedding rows, in the dtype the target is loaded in)."""
     cfg = model.config
     emb = model.get_input_embeddings().weight
     checksum = float(emb[:64].double().sum())
     return f"{cfg.model_type}-h{cfg.hidden_size}-l{cfg.num_hidden_layers}-v{emb.shape[0]}-c{checksum:.4f}"
+
+
+def _split_signature(signature: str) -> tuple[str, float] | None:
+    """(architecture part, checksum) of a :func:`target_signature` string, or None when it has no checksum."""
+    head, sep, checksum = signature.rpartition("-c")
+    try:
+        return (head, float(checksum)) if sep else None
+    except ValueError:
+        return None
+
+
+def signature_fits(stored: str, model: nn.Module) -> bool:
+    """Whether a head file's target signature ``stored`` names ``model`` in whatever dtype it is loaded.
+
+    A float32 target must match exactly. A bfloat16 or float16 copy of the same weights has the same architecture
+    part, and its embedding checksum differs from the float32 one by the sum of the summed values' rounding errors:
+    each at most u|x| (u the dtype's unit roundoff), spread evenly, so the sum's standard deviation is at most
+    ``u * sqrt(sum x^2 / 3)``. The copy fits within 8 of those (plus half a subnormal step per value and the
+    4-decimal printing of both checksums); the worst case ``u * sum|x|`` would also accept unrelated weights of the
+    same sizes. SmolLM2-135M's bfloat16 copy: 0.036 off, bound 0.41. A head trained on one copy then drafts for
+    another (its weights are cast to the target's dtype, :func:`follow_target`)."""
+    own = target_signature(model)
+    if stored == own:
+        return True
+    emb = model.get_input_embeddings().weight
+    if emb.dtype == torch.float32 or not emb.dtype.is_floating_point:
+        return False
+    theirs, ours = _split_signature(stored), _split_signature(own)
+    if theirs is None or ours is None or theirs[0] != ours[0]:
+        return False
+    rows = emb[:64].detach().double()
+    info = torch.finfo(emb.dtype)
+    unit = info.eps / 2
+    spread = unit * float((rows.pow(2).sum() / 3).sqrt())
+    bound = 8 * spread + rows.numel() * info.smallest_normal * unit + 1e-4
+    return abs(theirs[1] - ours[1]) <= bound
+
+
+def target_placement(model: nn.Module) -> tuple[torch.device, torch.dtype]:
+    """(device, dtype) of a target's weights (its input embedding's)."""
+    weight = model.get_input_embeddings().weight
+    return weight.device, weight.dtype
+
+
+def follow_target(head: nn.Module, model: nn.Module) -> nn.Module:
+    """``head`` moved (in place, as ``nn.Module.to``) to the target's device and floating dtype (float32, bfloat16
+    or float16); its int64 draft vocabulary stays int64. Returns ``head``."""
+    device, dtype = target_placement(model)
+    return head.to(device=device, dtype=dtype)
 
 
 class RMSNorm(nn.Module):
@@ -355,7 +405,8 @@ def read_metadata(path: str | Path) -> dict:
 
 
 def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None) -> EagleHead | MedusaHeads:
-    """Load a head file for ``target_model`` (float32, on the target's device, eval mode, no gradients).
+    """Load a head file for ``target_model``: on the target's device and in its dtype (float32, bfloat16 or float16:
+    a head trained in one dtype drafts for a target in another, :func:`signature_fits`), eval mode, no gradients.
 
     Raises:
         HeadsError: missing or malformed file, another kind than ``kind``, or made for another target.
@@ -366,7 +417,7 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     if kind is not None and meta["kind"] != kind:
         raise HeadsError(f"{Path(path).name} holds {meta['kind']} heads, not {kind}")
     signature = target_signature(target_model)
-    if meta["target"] != signature:
+    if not signature_fits(meta["target"], target_model):
         raise HeadsError(f"{Path(path).name} was trained for another target ({meta['target']}), not this one "
                          f"({signature}); train heads for it with `python -m specviz train {meta['kind']}`")
     state = load_file(str(path))
@@ -377,7 +428,7 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     state = {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}
     head.load_state_dict(state)
     head.eval().requires_grad_(False)
-    head = head.to(target_model.device)
+    head = follow_target(head, target_model)
     from specviz.speed import prepare_draft_head
 
     prepare_draft_head(head)
@@ -385,16 +436,16 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
 
 
 def shipped_heads(target_model: nn.Module, kind: str) -> Path | None:
-    """The head file in ``assets/heads`` made for this target and kind, or None."""
+    """The head file in ``assets/heads`` made for this target (in any dtype, :func:`signature_fits`) and kind, or
+    None."""
     if not HEADS_DIR.is_dir():
         return None
-    signature = target_signature(target_model)
     for path in sorted(HEADS_DIR.glob(f"*{kind}*.safetensors")):
         try:
             meta = read_metadata(path)
         except HeadsError:
             continue
-        if meta["kind"] == kind and meta["target"] == signature:
+        if meta["kind"] == kind and signature_fits(meta["target"], target_model):
             return path
     return None
 

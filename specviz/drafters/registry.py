@@ -206,13 +206,14 @@ def _bf16(target, o: DrafterOptions) -> Drafter:
 
 
 def _draft_model(target, o: DrafterOptions) -> Drafter:
-    """The target's tokenizer: a :class:`ModelDrafter`; another tokenizer: a
+    """The draft model, loaded on the target's device and in its dtype. The target's tokenizer: a
+    :class:`ModelDrafter`; another tokenizer: a
     :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for the target)."""
     from specviz.models import check_same_vocabulary, load_model, same_vocabulary
 
     if not o.draft_spec or not o.draft_spec.strip():
         raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
-    draft = load_model(o.draft_spec.strip(), device=target.device, progress=o.progress)
+    draft = load_model(o.draft_spec.strip(), device=target.device, dtype=target.dtype, progress=o.progress)
     if not same_vocabulary(target, draft):
         from specviz.drafters.cross_tokenizer import cross_tokenizer_drafter
 
