@@ -19,7 +19,10 @@ timings are real and token ids mean nothing. For each model, in float32 (TF32 of
 4. exactness: ``speculative_generate`` with same-model drafters (an early-exit view of the first half of the layers,
    and n-gram lookup on a repeated prompt) against ``standard_generate``. float32: the ids should be identical.
    bfloat16: a (k+1)-token verification and a one-token step run different kernels, so the report gives the first
-   divergence and the baseline's top-2 logit gap there instead of claiming identity.
+   divergence and the baseline's top-2 logit gap there instead of claiming identity;
+5. the engine's own graph path (issue 36; scripts/gpu_engine_check.py): standard decoding through the engine on its
+   CUDA-graph path beside the bare StaticCache graph step (target <= 1.25x), the engine runner's T(k+1)/T(1), and
+   greedy ids on that path (vs the eager path; speculative vs standard with bfloat16's exact mode on and off).
 The weights are drawn wider than the published initializer (see INIT_STD) so the models do not repeat one token.
 
 Timings: the device is synchronised before a clock is read (CUDA events on the GPU), warm-up calls are excluded, and
@@ -157,6 +160,7 @@ def check_environment(device_name: str) -> dict:
                                 f"needs ({exc}).") from None
     try:
         import specviz.core.engine  # noqa: F401
+        import specviz.core.graphs  # noqa: F401
         import specviz.drafters.early_exit  # noqa: F401
         import specviz.drafters.ngram  # noqa: F401
     except ImportError as exc:
@@ -266,6 +270,7 @@ class RandomTarget:
     device: object
     eos_token_ids: tuple[int, ...]
     vocab_size: int
+    path: str = "auto"  # the engine's forward path (specviz.core.graphs.requested_path)
 
 
 def build_model(sizes: dict, dtype, device, seed: int):
@@ -540,7 +545,7 @@ class Check:
             "report": "specviz GPU check (issue 15)", "schema": 1, "quick": args.quick, "complete": False,
             "environment": env, "precision": precision_settings(),
             "settings": {**settings.__dict__, "budget_s": args.budget_s},
-            "definitions": DEFINITIONS,
+            "definitions": {**DEFINITIONS, **engine_check().DEFINITIONS},
             "weights": (f"random, seeded, normal std {INIT_STD}; the second half of the layers' output projections "
                         f"scaled by {SKIPPED_LAYER_SCALE}; sizes: "
                         + ("tiny stand-ins (--quick), not the published sizes" if args.quick
@@ -653,6 +658,7 @@ class Check:
             for variant in ("eager_ms", "graph_ms", "static_graph_ms"):
                 if floor and step.get(variant):
                     step[variant.replace("_ms", "_x_floor")] = step[variant] / floor
+        engine_check().run_section(sys.modules[__name__], self, where, model, result)
         if not self.skip(f"{where}/exactness"):
             with self.section(f"{where}/exactness"):
                 result["exactness"] = exactness(model, self.device, s)
@@ -707,6 +713,15 @@ class Check:
                 "median_ms"]
         result["graph"]["static"][str(context)] = record
         del decoder
+
+
+def engine_check():
+    """scripts/gpu_engine_check.py (this folder): the engine graph path's section."""
+    if str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gpu_engine_check
+
+    return gpu_engine_check
 
 
 def curve(times: dict[int, float], ks) -> dict:
@@ -776,6 +791,7 @@ def markdown(report: dict) -> str:
     lines += ["", f"## Greedy exactness (speculative vs standard, k={report['settings']['draft_k']})", "",
               "| model | dtype | drafter | tokens | identical | first divergence | top-2 gap there | min top-2 gap "
               "| acceptance | tokens/pass |", "|---|---|---|---|---|---|---|---|---|---|"] + exact_rows
+    lines += engine_check().markdown_rows(report)
     notes = [f"- {name}/{dtype}, context {ctx}: SlabCache graph not captured ({g['error']}); {g['note']}"
              for name, entry in report["models"].items() for dtype, r in entry["dtypes"].items()
              for ctx, g in ((r.get("graph") or {}).get("slab") or {}).items() if g.get("error")]
@@ -838,7 +854,7 @@ def main(argv: list[str] | None = None) -> int:
     report = check.run()
     print(report["markdown"])
     print(f"report: {out_json} and {out_json.with_suffix('.md')}")
-    inexact = float32_inexact(report)
+    inexact = float32_inexact(report) + engine_check().float32_inexact(report)
     if inexact:
         print(f"gpu_check: float32 speculative output differed from standard decoding in {', '.join(inexact)}.",
               file=sys.stderr)

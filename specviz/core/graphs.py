@@ -49,8 +49,12 @@ ENV_GRAPHS = "SPECVIZ_GRAPHS"
 """Operator setting: 0 keeps every run on the eager path; 1 asks for graphs (the default on CUDA)."""
 ENV_EXACT = "SPECVIZ_EXACT"
 """Operator setting: 0 turns exact mode off for bfloat16 / float16 on the graph path (on by default there)."""
-CAPACITY_STEP = 1024
-"""A runner's cache capacity is the positions a run needs, rounded up to a multiple of this."""
+CAPACITY_STEP = 256
+"""A runner's cache capacity is the positions a run needs, rounded up to a multiple of this (doubling when a
+later run needs more)."""
+WIDE_MARGIN = 2 * TREE_BUCKETS[-1]
+"""Positions a run's cache keeps past its last token for the widest forward (a tree bucket, an eager wide pass)."""
+
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,8 @@ class GraphRunner:
         model: the target (a ``*ForCausalLM``), eval mode.
         capacity: the cache's positions (fixed; a run that needs more gets a new runner).
         features: target features each forward returns (False, True = final, or hidden-state indices).
-        pad_to: exact mode's chain width (:func:`pad_width`), or None.
+        pad_to: exact mode's chain width (:func:`pad_width`), or None; a per-run setting (:func:`acquire_runner`
+            sets it): the graphs do not depend on it, only which width a forward takes.
         graph_class: :class:`CudaGraph` (default on CUDA) or :class:`EagerGraph` (default elsewhere; tests).
     """
 
@@ -166,6 +171,7 @@ class GraphRunner:
         self.capture_ms = 0.0
         self.replays: dict[GraphKey, int] = {}
         self.eager_forwards = 0
+        self.capture_error: str | None = None
         self.busy = threading.Lock()
 
     @property
@@ -225,8 +231,7 @@ class GraphRunner:
             self.cache.check_room(key.width)  # the warm-up and capture write slots past the current length
             inputs = self._new_inputs(key)
             t0 = time.perf_counter()
-            self.graphs[key] = self.graph_class(
-                lambda: self._body(inputs.ids, inputs.depth, inputs.block, key.width), self.device, self.pool)
+            self.graphs[key] = self._captured(lambda: self._body(inputs.ids, inputs.depth, inputs.block, key.width))
             if self.cuda:
                 torch.cuda.synchronize(self.device)
             self.capture_ms += (time.perf_counter() - t0) * 1000.0
@@ -234,6 +239,20 @@ class GraphRunner:
             self.replays[key] = 0
             note_capture()
         return self.graphs[key]
+
+    def _captured(self, body: Callable[[], tuple]):
+        """``body`` as a graph of ``graph_class``; a capture that fails is recorded (``capture_error``) and this
+        runner goes on without capturing (EagerGraph: same body, eager), so the run still completes."""
+        try:
+            return self.graph_class(body, self.device, self.pool)
+        except Exception as exc:  # noqa: BLE001 - any capture failure falls back to the same body run eagerly
+            if self.graph_class is EagerGraph:
+                raise
+            self.capture_error = f"{type(exc).__name__}: {exc}"[:500]
+            self.graph_class = EagerGraph
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
+            return EagerGraph(body)
 
     @torch.inference_mode()
     def capture(self, widths: list[int], *, tree: bool = False) -> float:
@@ -316,23 +335,27 @@ def capacity_for(positions: int) -> int:
 
 def acquire_runner(model: torch.nn.Module, positions: int, *, features: bool | tuple[int, ...] = False,
                    pad_to: int | None = None, graph_class: type | None = None) -> GraphRunner | None:
-    """A free :class:`GraphRunner` of ``model`` for a run needing ``positions`` cache positions, reset and locked
-    (release with ``runner.busy.release()``), or None when the one for these settings is busy (another run holds
-    it; the caller runs eagerly). Runners live on the model (``model._specviz_graph_runners``), one per (features,
-    pad_to, graph class); one too small for this run is replaced by a larger one (its graphs are captured again)."""
+    """A free :class:`GraphRunner` of ``model`` for a run needing ``positions`` cache positions, reset, set to the
+    run's ``pad_to`` and locked (release with ``runner.busy.release()``), or None when the one for these settings is
+    busy (another run holds it; the caller runs eagerly). Runners live on the model
+    (``model._specviz_graph_runners``), one per (features, graph class), so the baseline and every drafter reading
+    the same features replay the same graphs; one too small for this run is replaced by a larger one (its graphs
+    are captured again)."""
     runners = model.__dict__.setdefault("_specviz_graph_runners", {})
-    key = (features, pad_to, graph_class)
+    key = (features, graph_class)
     runner = runners.get(key)
     if runner is not None and not runner.busy.acquire(blocking=False):
         return None
     if runner is None or runner.cache.capacity < positions:
+        capacity = capacity_for(positions)
         if runner is not None:
             runner.busy.release()
-        runner = GraphRunner(model, capacity_for(positions), features=features, pad_to=pad_to,
-                             graph_class=graph_class)
+            capacity = max(capacity, 2 * runner.cache.capacity)  # grow by doubling: few re-captures
+        runner = GraphRunner(model, capacity, features=features, graph_class=graph_class)
         runners[key] = runner
         runner.busy.acquire()
     runner.reset()
+    runner.pad_to = pad_to
     return runner
 
 
@@ -385,12 +408,14 @@ def choose_runner(target, prompts: list[list[int]], config, features: bool | tup
         return None, "eager (the forward is compiled with torch.compile; graphs are not captured over it)"
     dtype = next(model.parameters()).dtype
     pad_to = pad_width(config, dtype)
-    positions = len(prompts[0]) + config.max_new_tokens + TREE_BUCKETS[-1] + 1
+    positions = len(prompts[0]) + config.max_new_tokens + WIDE_MARGIN
     cuda = torch.device(target.device).type == "cuda"
     runner = acquire_runner(model, positions, features=features, pad_to=pad_to,
                             graph_class=CudaGraph if cuda else EagerGraph)
     if runner is None:
         return None, "eager (this model's graphs are busy with another run)"
+    if runner.capture_error is not None:
+        return runner, f"graphs not captured ({runner.capture_error[:120]}); the graph bodies run eagerly"
     return runner, _promise(dtype, pad_to, cuda)
 
 
@@ -398,8 +423,16 @@ def graph_report(model: torch.nn.Module) -> dict:
     """What the graph path has done for ``model``: per runner, its capacity, exact width, captured widths, capture
     milliseconds, replays per width and eager forwards (prefill chunks, wide passes)."""
     runners = getattr(model, "_specviz_graph_runners", {})
-    return {"runners": [{"capacity": r.cache.capacity, "pad_to": r.pad_to, "features": r.features,
-                         "captured": r.captured, "widths": sorted({(k.width, k.tree) for k in r.graphs}),
+    return {"runners": [{"capacity": r.cache.capacity, "last_pad_to": r.pad_to, "features": r.features,
+                         "captured": r.captured, "capture_error": r.capture_error, "widths": sorted({(k.width, k.tree) for k in r.graphs}),
                          "capture_ms": round(r.capture_ms, 1), "eager_forwards": r.eager_forwards,
                          "replays": {f"{k.width}{'t' if k.tree else ''}": v for k, v in r.replays.items()}}
                         for r in runners.values()]}
+
+
+def path_label(target) -> str:
+    """A short name of the forward path a single-prompt run of ``target`` takes: "CUDA graphs", "graph bodies
+    (eager, no CUDA)" or "eager" (a run's ``forward_path`` says more, e.g. exact mode or why it fell back)."""
+    if requested_path(target) == "eager":
+        return "eager"
+    return "CUDA graphs" if torch.device(target.device).type == "cuda" else "graph bodies (eager, no CUDA)"
