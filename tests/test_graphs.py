@@ -183,16 +183,18 @@ def test_one_graph_per_width_never_reused_for_another(tiny_target):
     assert GraphKey(8, tree=True) in runner.graphs and runner.cache.row_lengths() == [context + 5]
 
 
-def test_runner_is_held_by_one_run_and_released(graph_target, tiny_target):
+def test_runners_are_held_by_one_run_each_and_released(graph_target, tiny_target):
     prompt = _prompt(tiny_target.tokenizer)
     cfg = GenerationConfig(max_new_tokens=6)
-    held = acquire_runner(tiny_target.model, 64, graph_class=graphs.EagerGraph)
+    held = [acquire_runner(tiny_target.model, 64, graph_class=graphs.EagerGraph) for _ in range(graphs.MAX_RUNNERS)]
     try:
+        assert all(r is not None for r in held) and len({id(r) for r in held}) == graphs.MAX_RUNNERS
         assert acquire_runner(tiny_target.model, 64, graph_class=graphs.EagerGraph) is None
         busy = _run(graph_target, prompt, cfg)
         assert busy.forward_path.startswith("eager") and "busy" in busy.forward_path
     finally:
-        held.busy.release()
+        for runner in held:
+            runner.busy.release()
     run = _run(graph_target, prompt, cfg)
     assert run.forward_path.startswith("graphs")
     assert run.token_ids == busy.token_ids
@@ -201,10 +203,28 @@ def test_runner_is_held_by_one_run_and_released(graph_target, tiny_target):
     runner.busy.release()
     stopped = standard_generate(graph_target, prompt, cfg)
     next(stopped)
-    stopped.close()  # a run abandoned after its first event hands the runner back too
-    assert acquire_runner(tiny_target.model, 64, graph_class=graphs.EagerGraph) is not None
+    stopped.close()  # a run abandoned after its first event hands its runner back too
+    free = [acquire_runner(tiny_target.model, 64, graph_class=graphs.EagerGraph) for _ in range(graphs.MAX_RUNNERS)]
+    assert all(r is not None for r in free)
+    for runner in free:
+        runner.busy.release()
     report = graph_report(tiny_target.model)["runners"]
     assert report and all(r["capacity"] >= 64 and not r["captured"] for r in report)
+
+
+def test_raced_runs_each_take_graphs(graph_target, tiny_target):
+    """The Live tab races the baseline against the speculative run in one thread: both run on the graph path
+    (a runner each) and the greedy ids agree."""
+    from specviz.core.race import race
+
+    prompt = _prompt(tiny_target.tokenizer)
+    cfg = GenerationConfig(max_new_tokens=20, k=3)
+    events = list(race(speculative_generate(graph_target, NgramDrafter(), prompt, cfg),
+                       standard_generate(graph_target, prompt, cfg)))
+    spec = [e for e in events if e.run == "speculative"]
+    base = [e for e in events if e.run == "baseline"]
+    assert spec[0].forward_path.startswith("graphs") and base[0].forward_path.startswith("graphs")
+    assert [t for e in spec for t in e.emitted_ids] == [t for e in base for t in e.emitted_ids]
 
 
 def test_path_choice(tiny_target, monkeypatch):
@@ -230,7 +250,7 @@ def test_bfloat16_exact_mode_pads_every_chain_forward(tiny_model_dir):
     base = _run(target, prompt, cfg)
     spec = _run(target, prompt, cfg, NgramDrafter())
     assert "exact mode: every chain forward 4 wide" in base.forward_path
-    runner = next(iter(target.model._specviz_graph_runners.values()))
+    runner = next(iter(target.model._specviz_graph_runners.values()))[0]
     assert set(runner.replays) == {GraphKey(4)} and runner.replays[GraphKey(4)] == len(base.events) - 1 + len(
         spec.events) - 1
     assert len(spec.token_ids) == len(base.token_ids) == 16

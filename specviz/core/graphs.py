@@ -52,6 +52,9 @@ ENV_EXACT = "SPECVIZ_EXACT"
 CAPACITY_STEP = 256
 """A runner's cache capacity is the positions a run needs, rounded up to a multiple of this (doubling when a
 later run needs more)."""
+MAX_RUNNERS = 4
+"""Runners (each a cache and its graphs) kept per model and feature request: runs alive at the same time."""
+_POOL_LOCK = threading.Lock()
 WIDE_MARGIN = 2 * TREE_BUCKETS[-1]
 """Positions a run's cache keeps past its last token for the widest forward (a tree bucket, an eager wide pass)."""
 
@@ -336,24 +339,29 @@ def capacity_for(positions: int) -> int:
 def acquire_runner(model: torch.nn.Module, positions: int, *, features: bool | tuple[int, ...] = False,
                    pad_to: int | None = None, graph_class: type | None = None) -> GraphRunner | None:
     """A free :class:`GraphRunner` of ``model`` for a run needing ``positions`` cache positions, reset, set to the
-    run's ``pad_to`` and locked (release with ``runner.busy.release()``), or None when the one for these settings is
-    busy (another run holds it; the caller runs eagerly). Runners live on the model
-    (``model._specviz_graph_runners``), one per (features, graph class), so the baseline and every drafter reading
-    the same features replay the same graphs; one too small for this run is replaced by a larger one (its graphs
-    are captured again)."""
-    runners = model.__dict__.setdefault("_specviz_graph_runners", {})
-    key = (features, graph_class)
-    runner = runners.get(key)
-    if runner is not None and not runner.busy.acquire(blocking=False):
-        return None
-    if runner is None or runner.cache.capacity < positions:
-        capacity = capacity_for(positions)
-        if runner is not None:
-            runner.busy.release()
-            capacity = max(capacity, 2 * runner.cache.capacity)  # grow by doubling: few re-captures
-        runner = GraphRunner(model, capacity, features=features, graph_class=graph_class)
-        runners[key] = runner
-        runner.busy.acquire()
+    run's ``pad_to`` and locked (release with ``runner.busy.release()``), or None when all
+    :data:`MAX_RUNNERS` for these settings are held by other runs (the caller runs eagerly).
+
+    Runners live on the model (``model._specviz_graph_runners``: per (features, graph class) a list), so later
+    runs replay the graphs earlier ones captured; runs alive at the same time (the Live tab races the baseline
+    against the speculative run in one thread) each hold their own runner (own cache, own graphs). A free runner
+    too small for this run is replaced by a larger one (its graphs are captured again)."""
+    with _POOL_LOCK:
+        pool = model.__dict__.setdefault("_specviz_graph_runners", {}).setdefault((features, graph_class), [])
+        for i, runner in enumerate(pool):
+            if runner.busy.acquire(blocking=False):
+                if runner.cache.capacity < positions:  # grow by doubling: few re-captures
+                    runner.busy.release()
+                    capacity = max(capacity_for(positions), 2 * runner.cache.capacity)
+                    runner = pool[i] = GraphRunner(model, capacity, features=features, graph_class=graph_class)
+                    runner.busy.acquire()
+                break
+        else:
+            if len(pool) >= MAX_RUNNERS:
+                return None
+            runner = GraphRunner(model, capacity_for(positions), features=features, graph_class=graph_class)
+            runner.busy.acquire()
+            pool.append(runner)
     runner.reset()
     runner.pad_to = pad_to
     return runner
@@ -413,7 +421,7 @@ def choose_runner(target, prompts: list[list[int]], config, features: bool | tup
     runner = acquire_runner(model, positions, features=features, pad_to=pad_to,
                             graph_class=CudaGraph if cuda else EagerGraph)
     if runner is None:
-        return None, "eager (this model's graphs are busy with another run)"
+        return None, f"eager (this model's {MAX_RUNNERS} graph runners are busy with other runs)"
     if runner.capture_error is not None:
         return runner, f"graphs not captured ({runner.capture_error[:120]}); the graph bodies run eagerly"
     return runner, _promise(dtype, pad_to, cuda)
@@ -422,12 +430,12 @@ def choose_runner(target, prompts: list[list[int]], config, features: bool | tup
 def graph_report(model: torch.nn.Module) -> dict:
     """What the graph path has done for ``model``: per runner, its capacity, exact width, captured widths, capture
     milliseconds, replays per width and eager forwards (prefill chunks, wide passes)."""
-    runners = getattr(model, "_specviz_graph_runners", {})
+    runners = [r for pool in getattr(model, "_specviz_graph_runners", {}).values() for r in pool]
     return {"runners": [{"capacity": r.cache.capacity, "last_pad_to": r.pad_to, "features": r.features,
                          "captured": r.captured, "capture_error": r.capture_error, "widths": sorted({(k.width, k.tree) for k in r.graphs}),
                          "capture_ms": round(r.capture_ms, 1), "eager_forwards": r.eager_forwards,
                          "replays": {f"{k.width}{'t' if k.tree else ''}": v for k, v in r.replays.items()}}
-                        for r in runners.values()]}
+                        for r in runners]}
 
 
 def path_label(target) -> str:
