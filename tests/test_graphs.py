@@ -275,3 +275,28 @@ def test_failed_capture_falls_back_to_the_eager_body(tiny_target, monkeypatch):
     torch.testing.assert_close(logits, expected, rtol=0, atol=0)
     assert runner.capture_error.startswith("RuntimeError: operation not permitted") and not runner.captured
     assert runner.cache.row_lengths() == [len(prompt) + 3]
+
+
+@pytest.mark.parametrize("room", [None, 16])
+def test_model_drafter_on_graphs_drafts_as_on_the_eager_path(tiny_target, monkeypatch, room):
+    """A draft model's own forwards through its private runner (SPECVIZ_GRAPHS=1; graph bodies run eagerly on the
+    CPU): the same drafts and accept decisions as on the eager path, also when the run outgrows the runner's
+    cache (``room``: a tiny capacity) and finishes on the eager path."""
+    prompt = _prompt(tiny_target.tokenizer)
+    cfg = GenerationConfig(max_new_tokens=40, k=4)
+    monkeypatch.setenv(graphs.ENV_GRAPHS, "0")
+    eager = _run(tiny_target, prompt, cfg, EarlyExitDrafter(tiny_target.model, 2))
+    monkeypatch.setenv(graphs.ENV_GRAPHS, "1")
+    if room is not None:
+        monkeypatch.setattr(graphs, "DRAFT_ROOM", room)
+        monkeypatch.setattr(graphs, "CAPACITY_STEP", 16)
+    drafter = EarlyExitDrafter(tiny_target.model, 2)
+    graph = _run(dataclasses.replace(tiny_target, path="eager"), prompt, cfg, drafter)
+    assert graph.token_ids == eager.token_ids
+    assert [e.draft_ids for e in graph.events] == [e.draft_ids for e in eager.events]
+    assert [e.draft_cache_len for e in graph.events] == [e.draft_cache_len for e in eager.events]
+    runner = drafter._forwards.runner
+    assert runner is not None and runner.replays
+    assert (drafter._cache is runner.cache) == (room is None)  # outgrown: the run finished on a SlabCache
+    again = _run(dataclasses.replace(tiny_target, path="eager"), prompt, cfg, drafter)  # a second run: reset
+    assert again.token_ids == eager.token_ids

@@ -444,3 +444,77 @@ def path_label(target) -> str:
     if requested_path(target) == "eager":
         return "eager"
     return "CUDA graphs" if torch.device(target.device).type == "cuda" else "graph bodies (eager, no CUDA)"
+
+
+DRAFT_ROOM = 1024
+"""Positions a drafter's private runner keeps past the prompt at a run's start (a run outgrowing it finishes on the
+eager path; the next run gets a runner twice as large)."""
+
+
+DRAFT_GRAPH_WIDTH = 4
+"""Widest feed a drafter's runner replays as a graph (its steps feed 1 token, its catch-ups 1 or 2); a longer feed
+(the prompt) runs in eager chunks over the same cache."""
+
+
+def graphs_wanted(device: torch.device) -> bool:
+    """Whether a drafter's own model on ``device`` runs on the graph path: ``SPECVIZ_GRAPHS`` (0 / 1) when set, else
+    on CUDA (the ``--path`` option sets it)."""
+    env = os.environ.get(ENV_GRAPHS, "").strip().lower()
+    if env in ("0", "false", "no", "off", "eager"):
+        return False
+    return env in ("1", "true", "yes", "on", "graphs") or torch.device(device).type == "cuda"
+
+
+class DraftForwards:
+    """A draft model's forwards over its own cache (:class:`specviz.drafters.model.ModelDrafter`): through a private
+    :class:`GraphRunner` (the drafter's one-token steps and short catch-ups as graphs, up to
+    :data:`DRAFT_GRAPH_WIDTH` tokens wide) when
+    :func:`graphs_wanted`, else the eager SlabCache path. The drafter owns it for every run it serves (one run at a
+    time), so no pool or lock is involved.
+
+    ``cache`` is the cache in use (a DeviceCache or a SlabCache); roll it back with
+    :func:`specviz.core.kv.rollback_cache` as before.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        from specviz.core.kv import new_cache
+
+        self.model = model
+        self.runner: GraphRunner | None = None
+        self.cache = new_cache(model)
+
+    def reset(self, prompt_len: int) -> None:
+        """Start a run with an empty cache: the runner's (grown when this prompt needs more room) or a SlabCache."""
+        from specviz.core.kv import new_cache
+
+        if not graphs_wanted(next(self.model.parameters()).device):
+            self.cache = new_cache(self.model)
+            return
+        needed = prompt_len + DRAFT_ROOM
+        if self.runner is None or self.runner.cache.capacity < needed:
+            old = self.runner.cache.capacity if self.runner is not None else 0
+            self.runner = GraphRunner(self.model, max(capacity_for(needed), 2 * old))
+        self.runner.reset()
+        self.cache = self.runner.cache
+
+    def logits(self, ids: list[int], fed: list[int], cancel: object | None = None) -> torch.Tensor:
+        """(V,) float32 logits after ``ids`` fed after the cache (which holds ``fed``): one graph replay for a short
+        feed, eager chunks for a long one (the prompt). A run outgrowing the runner's cache moves to the eager path:
+        ``fed`` is read again into a SlabCache (same logits up to rounding).
+
+        Raises:
+            RunCancelled: ``cancel`` was set before a forward.
+        """
+        from specviz.core.kv import forward_chunked, new_cache
+        from specviz.core.static_cache import CapacityError
+
+        if self.runner is not None and self.cache is self.runner.cache:
+            try:
+                if len(ids) <= DRAFT_GRAPH_WIDTH:
+                    check_cancel(cancel)
+                    return self.runner.forward(ids)[0][-1]
+                return self.runner.prefill(ids, cancel)[0][-1]
+            except CapacityError:
+                self.cache = new_cache(self.model)
+                ids = list(fed) + list(ids)
+        return forward_chunked(self.model, ids, self.cache, 1, cancel=cancel)[0][-1]
