@@ -115,7 +115,8 @@ DEFINITIONS = {
                             "cache's whole preallocated length (max_cache_len) under a mask",
     "x_floor": "step time / floor_ms (1.0 = at the memory floor)",
     "verify ratio": "T(k+1)/T(1): one forward of k+1 new tokens over one forward of 1, same context and variant",
-    "exactness": "greedy ids of speculative_generate vs standard_generate, same target and prompt; first_divergence "
+    "exactness": "greedy ids of speculative_generate vs standard_generate on the eager engine path (the graph path: "
+                 "'engine ids'), same target and prompt; first_divergence "
                  "is the output index of the first differing token, gap the baseline's top-2 logit gap there",
     "acceptance": "accepted / drafted over the speculative run's passes (bonus excluded, committed work only)",
     "tokens_per_pass": "tokens emitted after the prefill / target passes (bonus included)",
@@ -510,7 +511,7 @@ def exactness(model, device, settings: Settings) -> dict:
 
     vocab = model.config.vocab_size
     prompt = random_ids(16, vocab, seed=settings.seed + 1) * 4  # 64 tokens: a 16-token pattern, four times
-    target = RandomTarget(model, IdsTokenizer(), device, (), vocab)
+    target = RandomTarget(model, IdsTokenizer(), device, (), vocab, path="eager")  # the eager engine path
     config = GenerationConfig(max_new_tokens=settings.new_tokens, k=settings.draft_k)
     baseline = collect(standard_generate(target, prompt, config), target.tokenizer, prompt)
     drafters = {"early-exit": EarlyExitDrafter(model, exit_layer(model)), "n-gram": NgramDrafter()}
@@ -704,7 +705,8 @@ class Check:
         else:
             record["note"] = "no CUDA: the graph's step body was run eagerly (its logic checked, no timing)"
         tokens = decoder.decode(s.graph_tokens)
-        target = RandomTarget(model, IdsTokenizer(), self.device, (), model.config.vocab_size)
+        target = RandomTarget(model, IdsTokenizer(), self.device, (), model.config.vocab_size,
+                              path="eager")  # vs the eager engine path
         baseline = collect(standard_generate(target, prompt, GenerationConfig(max_new_tokens=s.graph_tokens + 1)),
                            target.tokenizer, prompt)
         record["check_vs_engine"] = compare_to_baseline(baseline, tokens)

@@ -27,7 +27,8 @@ DEFINITIONS = {
                       "per-pass total ms after the prefill, graphs already captured",
     "engine x_bare": "engine step_ms / the bare StaticCache graph step at the same context (target <= 1.25)",
     "engine exact_step_ms": "as step_ms with exact mode (bfloat16): each step padded to the width of a k=4 pass",
-    "engine verify ratio": "T(k+1)/T(1) of the engine runner's forward (GraphRunner.forward + rollback by length)",
+    "engine verify ratio": "T(k+1)/T(1) of the engine runner's forward as a greedy pass runs it (GraphRunner.forward: "
+                           "ids in, graph replay, logits read back to the host; then rollback by length)",
     "engine ids": "greedy ids: graph path vs eager path (standard decoding), and speculative vs standard on the "
                   "graph path, with exact mode on and off",
 }
@@ -87,7 +88,7 @@ def verify_curve(gc, model, device, context: int, settings, timer) -> dict:
         times = {}
         for n in (1, *(k + 1 for k in settings.ks)):
             def call(n=n):
-                runner.forward(ids[context:context + n])
+                runner.forward(ids[context:context + n], to_host=True)
                 runner.cache.set_row_lengths([context])
             times[n] = timer.measure(call, settings)["median_ms"]
     finally:
@@ -107,7 +108,7 @@ def id_checks(gc, model, device, settings, dtype_name: str) -> dict:
     out = {}
     reference = _decode(gc, eager, prompt, tokens, k)
     for exact in ([False] if dtype_name == "float32" else [True, False]):
-        label = "exact" if exact else "not exact"
+        label = "float32" if dtype_name == "float32" else "exact" if exact else "not exact"
         with _env("SPECVIZ_EXACT", "1" if exact else "0"):
             base = _decode(gc, graphs, prompt, tokens, k)
             out[f"standard: graphs ({label}) vs eager"] = gc.compare_to_baseline(reference, list(base.token_ids))
@@ -168,9 +169,10 @@ def markdown_rows(report: dict) -> list[str]:
                            f"{gc_f(e['first_divergence'], '{}')} | {gc_f(e['gap_at_divergence'], '{:.4f}')} |")
             capture = engine.get("capture") or {}
             for runner in capture.get("runners", []):
-                ids.append(f"| {name} | {dtype} | graphs captured: widths "
-                           f"{', '.join(f'{w}{chr(116) if t else str()}' for w, t in runner['widths'])} in "
-                           f"{runner['capture_ms']:.0f} ms (captured: {runner['captured']}) | – | – | – | – |")
+                widths = ", ".join(f"{w}{' (tree)' if tree else ''}" for w, tree in runner["widths"])
+                error = f"; capture failed: {runner['capture_error']}" if runner.get("capture_error") else ""
+                ids.append(f"| {name} | {dtype} | graphs {'captured' if runner['captured'] else 'run eagerly'}: "
+                           f"widths {widths} in {runner['capture_ms']:.0f} ms{error} | – | – | – | – |")
     if not (steps or verifies or ids):
         return []
     ks = report["settings"]["ks"]

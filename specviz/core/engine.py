@@ -283,7 +283,8 @@ class _Batch:
         logits are not finite."""
         if self.runner is not None:  # the graph path (a single prompt)
             check_cancel(self.cancel)
-            return self._checked([self.runner.forward(inputs[0], tree.get("parents"))])
+            return self._checked([self.runner.forward(inputs[0], tree.get("parents"),
+                                                      to_host=self.config.sampling.greedy)])
         if len(inputs) == 1:
             logits, feats = forward_chunked(self.target.model, inputs[0], self.cache, len(inputs[0]),
                                             cancel=self.cancel, features=self.features, **tree)

@@ -141,6 +141,7 @@ class _Inputs:
     host_ids: torch.Tensor
     host_depth: torch.Tensor | None = None
     host_block: torch.Tensor | None = None
+    host_logits: torch.Tensor | None = None  # (w, V) float32, pinned: the logits read back in one copy
 
 
 def _host(shape: tuple[int, ...], dtype: torch.dtype, cuda: bool) -> torch.Tensor:
@@ -285,11 +286,16 @@ class GraphRunner:
 
     # ------------------------------------------------------------------ the engine's calls
     @torch.inference_mode()
-    def forward(self, ids: list[int], parents: list[int] | None = None
+    def forward(self, ids: list[int], parents: list[int] | None = None, *, to_host: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The target over ``ids`` (the last committed token + a chain draft, or + a tree's nodes with ``parents``)
         after the cache: (n, V) float32 logits and (n, H) features (or None), n = len(ids). The lengths advance by
         n (the commit then rolls them back to what it keeps).
+
+        ``to_host`` (a greedy run on CUDA): the logits come back on the CPU through one copy into a pinned buffer,
+        the pass's one wait for the device; everything the verifier then reads (argmax, top-2 gap, finiteness,
+        the event's numbers) needs no further sync. They are a view of that buffer, valid until the next forward of
+        the same width. Without it, or without CUDA: a device copy.
 
         Raises:
             CapacityError: the cache has no room for this forward.
@@ -305,7 +311,15 @@ class GraphRunner:
         logits, feats = graph.replay()
         self.replays[key] += 1
         self.cache.advance(n)
-        return logits[:n].clone(), feats[:n].clone() if feats is not None else None
+        feats = feats[:n].clone() if feats is not None else None
+        if not (to_host and self.cuda):
+            return logits[:n].clone(), feats
+        inputs = self.inputs[key]
+        if inputs.host_logits is None:
+            inputs.host_logits = _host(tuple(logits.shape), torch.float32, True)
+        inputs.host_logits[:n].copy_(logits[:n], non_blocking=True)
+        torch.cuda.current_stream(self.device).synchronize()
+        return inputs.host_logits[:n], feats
 
     @torch.inference_mode()
     def prefill(self, ids: list[int], cancel: object | None = None, chunk: int = PREFILL_CHUNK
