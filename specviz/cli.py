@@ -372,6 +372,11 @@ def _load_target(args):
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
     _log(f"forward: {forward_path(target.model)}")
+    from specviz.core.graphs import warm_graphs
+
+    warmed = warm_graphs(target)  # CUDA graphs captured at load on the graph path (None elsewhere)
+    if warmed:
+        _log(warmed)
     return target
 
 

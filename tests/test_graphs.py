@@ -300,3 +300,22 @@ def test_model_drafter_on_graphs_drafts_as_on_the_eager_path(tiny_target, monkey
     assert (drafter._cache is runner.cache) == (room is None)  # outgrown: the run finished on a SlabCache
     again = _run(dataclasses.replace(tiny_target, path="eager"), prompt, cfg, drafter)  # a second run: reset
     assert again.token_ids == eager.token_ids
+
+
+def test_warm_graphs_captures_ahead_only_on_cuda_graphs(tiny_target, monkeypatch):
+    """At load: nothing on the eager path or without CUDA (this machine); with CUDA stubbed in, widths 1..17 are
+    captured into a runner the next run takes (capture faked)."""
+    assert graphs.warm_graphs(tiny_target) is None  # a CPU target: eager
+    assert graphs.warm_graphs(dataclasses.replace(tiny_target, path="graphs")) is None  # no CUDA: nothing to capture
+    FakeGraph.log.clear()
+    monkeypatch.setattr(graphs, "CudaGraph", FakeGraph)
+    fake_cuda = dataclasses.replace(tiny_target, path="graphs")
+    object.__setattr__(fake_cuda, "device", torch.device("cuda"))
+    model = tiny_target.model
+    monkeypatch.setattr(model, "_specviz_graph_runners", {}, raising=False)
+    line = graphs.warm_graphs(fake_cuda)
+    assert line.startswith("graphs: widths 1..17 captured in")
+    assert len([kind for kind, _ in FakeGraph.log if kind == "capture"]) == 17
+    runner = model._specviz_graph_runners[(False, FakeGraph)][0]
+    assert sorted(k.width for k in runner.graphs) == list(range(1, 18)) and runner.cache.row_lengths() == [0]
+    assert not runner.busy.locked()

@@ -169,7 +169,7 @@ class GraphRunner:
         self.device = self.cache.device
         self.cuda = self.device.type == "cuda"
         self.graph_class = graph_class or (CudaGraph if self.cuda else EagerGraph)
-        self.pool = torch.cuda.graph_pool_handle() if self.graph_class is CudaGraph else None
+        self.pool = torch.cuda.graph_pool_handle() if self.cuda and self.graph_class is CudaGraph else None
         self.graphs: dict[GraphKey, object] = {}
         self.inputs: dict[GraphKey, _Inputs] = {}
         self.capture_ms = 0.0
@@ -532,3 +532,27 @@ class DraftForwards:
                 self.cache = new_cache(self.model)
                 ids = list(fed) + list(ids)
         return forward_chunked(self.model, ids, self.cache, 1, cancel=cancel)[0][-1]
+
+
+WARM_CAPACITY = 2048
+"""Cache positions of the runner :func:`warm_graphs` prepares at load (a run needing more gets a larger runner)."""
+
+
+def warm_graphs(target, widths: tuple[int, ...] = tuple(range(1, MAX_CHAIN_WIDTH + 1))) -> str | None:
+    """Capture ``target``'s chain graphs ahead (at load: widths 1..17 serve standard decoding, every k and exact
+    mode) when its runs take the graph path on CUDA; returns one line saying what it did and how long it took, or
+    None when nothing applies (the eager path, no CUDA, a compiled forward, or every runner busy)."""
+    if requested_path(target) != "graphs" or torch.device(target.device).type != "cuda" or \
+            getattr(target.model, "_specviz_compile_report", None) is not None:
+        return None
+    runner = acquire_runner(target.model, WARM_CAPACITY, graph_class=CudaGraph)
+    if runner is None:
+        return None
+    try:
+        ms = runner.capture(list(widths))
+        runner.reset()
+    finally:
+        runner.busy.release()
+    if runner.capture_error is not None:
+        return f"graphs: capture failed ({runner.capture_error[:160]}); the graph bodies run eagerly"
+    return f"graphs: widths {widths[0]}..{widths[-1]} captured in {ms:.0f} ms"
