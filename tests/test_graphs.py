@@ -319,3 +319,30 @@ def test_warm_graphs_captures_ahead_only_on_cuda_graphs(tiny_target, monkeypatch
     runner = model._specviz_graph_runners[(False, FakeGraph)][0]
     assert sorted(k.width for k in runner.graphs) == list(range(1, 18)) and runner.cache.row_lengths() == [0]
     assert not runner.busy.locked()
+
+
+def test_greedy_pass_reads_logits_back_once_into_a_reused_buffer(tiny_target, monkeypatch):
+    """``to_host`` (CUDA stubbed: no pinning, a stream whose synchronize is counted): the logits come back through
+    one buffer per width, equal to a device copy, with one wait per forward."""
+    model, prompt = tiny_target.model, _prompt(tiny_target.tokenizer)
+    waits = []
+
+    class Stream:
+        def synchronize(self):
+            waits.append(1)
+
+    monkeypatch.setattr(graphs, "_host", lambda shape, dtype, cuda: torch.zeros(shape, dtype=dtype))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: Stream())
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)  # after a capture
+    runner = GraphRunner(model, 256)
+    runner.prefill(prompt)
+    expected = runner.forward([3, 4, 5])[0].clone()
+    runner.cache.set_row_lengths([len(prompt)])
+    runner.cuda = True
+    first = runner.forward([3, 4, 5], to_host=True)[0]
+    torch.testing.assert_close(first, expected, rtol=0, atol=0)
+    assert waits == [1] and first.data_ptr() == runner.inputs[GraphKey(3)].host_logits.data_ptr()
+    runner.cache.set_row_lengths([len(prompt)])
+    second = runner.forward([3, 4], to_host=True)[0]  # another width: its own buffer
+    assert waits == [1, 1] and second.shape == (2, tiny_target.vocab_size)
+    assert second.data_ptr() == runner.inputs[GraphKey(2)].host_logits.data_ptr() != first.data_ptr()
