@@ -319,6 +319,8 @@ def test_warm_graphs_captures_ahead_only_on_cuda_graphs(tiny_target, monkeypatch
     runner = model._specviz_graph_runners[(False, FakeGraph)][0]
     assert sorted(k.width for k in runner.graphs) == list(range(1, 18)) and runner.cache.row_lengths() == [0]
     assert not runner.busy.locked()
+    assert graphs.warm_graphs(fake_cuda) is None  # once per model (the app calls it before every run)
+    del model.__dict__["_specviz_graphs_warm"]  # leave the shared tiny model as it was
 
 
 def test_greedy_pass_reads_logits_back_once_into_a_reused_buffer(tiny_target, monkeypatch):

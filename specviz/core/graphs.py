@@ -541,9 +541,11 @@ WARM_CAPACITY = 2048
 def warm_graphs(target, widths: tuple[int, ...] = tuple(range(1, MAX_CHAIN_WIDTH + 1))) -> str | None:
     """Capture ``target``'s chain graphs ahead (at load: widths 1..17 serve standard decoding, every k and exact
     mode) when its runs take the graph path on CUDA; returns one line saying what it did and how long it took, or
-    None when nothing applies (the eager path, no CUDA, a compiled forward, or every runner busy)."""
+    None when nothing applies (the eager path, no CUDA, a compiled forward, every runner busy, or already done for
+    this model: the app calls it before every run)."""
     if requested_path(target) != "graphs" or torch.device(target.device).type != "cuda" or \
-            getattr(target.model, "_specviz_compile_report", None) is not None:
+            getattr(target.model, "_specviz_compile_report", None) is not None or \
+            target.model.__dict__.get("_specviz_graphs_warm"):
         return None
     runner = acquire_runner(target.model, WARM_CAPACITY, graph_class=CudaGraph)
     if runner is None:
@@ -553,6 +555,7 @@ def warm_graphs(target, widths: tuple[int, ...] = tuple(range(1, MAX_CHAIN_WIDTH
         runner.reset()
     finally:
         runner.busy.release()
+    target.model.__dict__["_specviz_graphs_warm"] = True
     if runner.capture_error is not None:
         return f"graphs: capture failed ({runner.capture_error[:160]}); the graph bodies run eagerly"
     return f"graphs: widths {widths[0]}..{widths[-1]} captured in {ms:.0f} ms"
