@@ -429,9 +429,14 @@ def load_target(spec: str, progress=None):
     from specviz.models import load_model, operator_dtype
     from specviz.tuning import tune
 
+    from specviz.core.graphs import warm_graphs
+
     loaded = load_model(spec, dtype=operator_dtype(), progress=progress)
     choice = tune(loaded, progress=progress)
     log.info("%s: %s", loaded.label, choice.summary())
+    warmed = warm_graphs(loaded)  # CUDA graphs captured at load on the graph path (None elsewhere)
+    if warmed:
+        log.info("%s: %s", loaded.label, warmed)
     return loaded
 
 

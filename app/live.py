@@ -54,6 +54,7 @@ from app.tree_view import HeadAccuracy, TreeView
 from specviz.analysis.arena import probe_forward_ms
 from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.compiled import COMPILING_NOTE, forward_path
+from specviz.core.graphs import path_label
 from specviz.core.engine import MAX_K, speculative_generate, standard_generate
 from specviz.core.events import PassEvent
 from specviz.core.metrics import RunStats, SpeedupJudgement, format_apart, judge_decode_speedup
@@ -970,7 +971,8 @@ def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunVi
     prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)
     if note:
         gr.Info(html.escape(note))
-    view = RunView(settings, f"{target.label} · {forward_path(target.model)}", getattr(drafter, "name", "none"),
+    label = f"{target.label} · {forward_path(target.model)} · {path_label(target)}"
+    view = RunView(settings, label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
                    heads=_head_accuracy(drafter), prompt_tokens=len(prompt_ids), cut=cut)

@@ -19,7 +19,10 @@ timings are real and token ids mean nothing. For each model, in float32 (TF32 of
 4. exactness: ``speculative_generate`` with same-model drafters (an early-exit view of the first half of the layers,
    and n-gram lookup on a repeated prompt) against ``standard_generate``. float32: the ids should be identical.
    bfloat16: a (k+1)-token verification and a one-token step run different kernels, so the report gives the first
-   divergence and the baseline's top-2 logit gap there instead of claiming identity.
+   divergence and the baseline's top-2 logit gap there instead of claiming identity;
+5. the engine's own graph path (issue 36; scripts/gpu_engine_check.py): standard decoding through the engine on its
+   CUDA-graph path beside the bare StaticCache graph step (target <= 1.25x), the engine runner's T(k+1)/T(1), and
+   greedy ids on that path (vs the eager path; speculative vs standard with bfloat16's exact mode on and off).
 The weights are drawn wider than the published initializer (see INIT_STD) so the models do not repeat one token.
 
 Timings: the device is synchronised before a clock is read (CUDA events on the GPU), warm-up calls are excluded, and
@@ -114,7 +117,8 @@ DEFINITIONS = {
                             "cache's whole preallocated length (max_cache_len) under a mask",
     "x_floor": "step time / floor_ms (1.0 = at the memory floor)",
     "verify ratio": "T(k+1)/T(1): one forward of k+1 new tokens over one forward of 1, same context and variant",
-    "exactness": "greedy ids of speculative_generate vs standard_generate, same target and prompt; first_divergence "
+    "exactness": "greedy ids of speculative_generate vs standard_generate on the eager engine path (the graph path: "
+                 "'engine ids'), same target and prompt; first_divergence "
                  "is the output index of the first differing token, gap the baseline's top-2 logit gap there",
     "acceptance": "accepted / drafted over the speculative run's passes (bonus excluded, committed work only)",
     "tokens_per_pass": "tokens emitted after the prefill / target passes (bonus included)",
@@ -159,6 +163,7 @@ def check_environment(device_name: str) -> dict:
                                 f"needs ({exc}).") from None
     try:
         import specviz.core.engine  # noqa: F401
+        import specviz.core.graphs  # noqa: F401
         import specviz.drafters.early_exit  # noqa: F401
         import specviz.drafters.ngram  # noqa: F401
     except ImportError as exc:
@@ -268,6 +273,7 @@ class RandomTarget:
     device: object
     eos_token_ids: tuple[int, ...]
     vocab_size: int
+    path: str = "auto"  # the engine's forward path (specviz.core.graphs.requested_path)
 
 
 def build_model(sizes: dict, dtype, device, seed: int):
@@ -501,7 +507,7 @@ def exactness(model, device, settings: Settings) -> dict:
 
     vocab = model.config.vocab_size
     prompt = random_ids(16, vocab, seed=settings.seed + 1) * 4  # 64 tokens: a 16-token pattern, four times
-    target = RandomTarget(model, IdsTokenizer(), device, (), vocab)
+    target = RandomTarget(model, IdsTokenizer(), device, (), vocab, path="eager")  # the eager engine path
     config = GenerationConfig(max_new_tokens=settings.new_tokens, k=settings.draft_k)
     baseline = collect(standard_generate(target, prompt, config), target.tokenizer, prompt)
     drafters = {"early-exit": EarlyExitDrafter(model, exit_layer(model)), "n-gram": NgramDrafter()}
@@ -533,7 +539,7 @@ class Check:
             "report": "specviz GPU check (issue 15)", "schema": 1, "quick": args.quick, "complete": False,
             "environment": env, "precision": precision_settings(),
             "settings": {**settings.__dict__, "budget_s": args.budget_s},
-            "definitions": DEFINITIONS,
+            "definitions": {**DEFINITIONS, **engine_check().DEFINITIONS},
             "weights": (f"random, seeded, normal std {INIT_STD}; the second half of the layers' output projections "
                         f"scaled by {SKIPPED_LAYER_SCALE}; sizes: "
                         + ("tiny stand-ins (--quick), not the published sizes" if args.quick
@@ -646,6 +652,7 @@ class Check:
             for variant in ("eager_ms", "graph_ms", "static_graph_ms"):
                 if floor and step.get(variant):
                     step[variant.replace("_ms", "_x_floor")] = step[variant] / floor
+        engine_check().run_section(sys.modules[__name__], self, where, model, result)
         if not self.skip(f"{where}/exactness"):
             with self.section(f"{where}/exactness"):
                 result["exactness"] = exactness(model, self.device, s)
@@ -691,7 +698,8 @@ class Check:
         else:
             record["note"] = "no CUDA: the graph's step body was run eagerly (its logic checked, no timing)"
         tokens = decoder.decode(s.graph_tokens)
-        target = RandomTarget(model, IdsTokenizer(), self.device, (), model.config.vocab_size)
+        target = RandomTarget(model, IdsTokenizer(), self.device, (), model.config.vocab_size,
+                              path="eager")  # vs the eager engine path
         baseline = collect(standard_generate(target, prompt, GenerationConfig(max_new_tokens=s.graph_tokens + 1)),
                            target.tokenizer, prompt)
         record["check_vs_engine"] = compare_to_baseline(baseline, tokens)
@@ -700,6 +708,15 @@ class Check:
                 "median_ms"]
         result["graph"]["static"][str(context)] = record
         del decoder
+
+
+def engine_check():
+    """scripts/gpu_engine_check.py (this folder): the engine graph path's section."""
+    if str(Path(__file__).resolve().parent) not in sys.path:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import gpu_engine_check
+
+    return gpu_engine_check
 
 
 def curve(times: dict[int, float], ks) -> dict:
@@ -769,6 +786,7 @@ def markdown(report: dict) -> str:
     lines += ["", f"## Greedy exactness (speculative vs standard, k={report['settings']['draft_k']})", "",
               "| model | dtype | drafter | tokens | identical | first divergence | top-2 gap there | min top-2 gap "
               "| acceptance | tokens/pass |", "|---|---|---|---|---|---|---|---|---|---|"] + exact_rows
+    lines += engine_check().markdown_rows(report)
     notes = [f"- {name}/{dtype}, context {ctx}: SlabCache graph not captured ({g['error']}); {g['note']}"
              for name, entry in report["models"].items() for dtype, r in entry["dtypes"].items()
              for ctx, g in ((r.get("graph") or {}).get("slab") or {}).items() if g.get("error")]
@@ -831,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
     report = check.run()
     print(report["markdown"])
     print(f"report: {out_json} and {out_json.with_suffix('.md')}")
-    inexact = float32_inexact(report)
+    inexact = float32_inexact(report) + engine_check().float32_inexact(report)
     if inexact:
         print(f"gpu_check: float32 speculative output differed from standard decoding in {', '.join(inexact)}.",
               file=sys.stderr)

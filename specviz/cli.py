@@ -334,6 +334,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="run the models' forward compiled (torch.compile, as SPECVIZ_COMPILE=1): compiled and "
                         "warmed at load (minutes the first time, `make compile` does it ahead; then read from "
                         "the disk cache); a run during which anything compiled is flagged")
+    p.add_argument("--path", default="auto", choices=("auto", "eager", "graphs"),
+                   help="the target's forward path: graphs (CUDA graphs over a static device-side cache; the default "
+                        "on CUDA) or eager (the default on a CPU; SPECVIZ_GRAPHS=0 too)")
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -369,11 +372,18 @@ def _load_target(args):
 
     if getattr(args, "compile", False):
         os.environ[ENV_COMPILE] = "1"  # load_model compiles every model it loads (the draft model too)
+    if getattr(args, "path", "auto") != "auto":
+        os.environ["SPECVIZ_GRAPHS"] = "1" if args.path == "graphs" else "0"  # read by specviz.core.graphs
     target = load_model(args.target, device=None if args.device == "auto" else args.device,
                         dtype=getattr(args, "dtype", "auto"), progress=_log)
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
     _log(f"forward: {forward_path(target.model)}")
+    from specviz.core.graphs import warm_graphs
+
+    warmed = warm_graphs(target)  # CUDA graphs captured at load on the graph path (None elsewhere)
+    if warmed:
+        _log(warmed)
     return target
 
 
@@ -724,6 +734,8 @@ def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dic
     config = GenerationConfig(sampling=sampling, **base_config)
     on_text = None if args.json else _stdout_stream(args, index, seed)
     result, stats = _run_streaming(target, drafter, prompt_ids, config, on_text)
+    if index == 0:
+        _log(f"path: {result.forward_path}")
     record = _generate_record(args, target, drafter, result, stats, seed)
     record["settings"] = settings_record(sampling, config.stop_token_ids, config.stop_strings)
     record["settings_changed"] = settings_summary(sampling, config.stop_token_ids)
@@ -755,6 +767,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record["device"] = str(target.device)
     record["dtype"] = dtype_name(target.dtype)
     record["forward"] = forward_path(target.model)
+    record["path"] = result.forward_path  # the engine's forward path and what it promises (graphs or eager)
     record["temperature"] = args.temperature
     if args.drafter in HEAD_KEYS:
         record["min_confidence"] = drafter.min_confidence

@@ -49,8 +49,8 @@ from specviz.speed import report_of, set_fast_path
 ENV_COMPILE = "SPECVIZ_COMPILE"
 ENV_INDUCTOR_CACHE = "TORCHINDUCTOR_CACHE_DIR"
 COMPILED_LABEL = "compiled (inductor)"
-COMPILING_NOTE = ("Timings include compilation: torch.compile compiled a graph during this run (a shape the warm-up "
-                  "did not cover); run it again for figures without it.")
+COMPILING_NOTE = ("Timings include compilation: torch.compile compiled a graph, or the graph path captured a CUDA "
+                  "graph, during this run (a shape not seen before); run it again for figures without it.")
 WARM_PROMPT = 24  # tokens of the scratch prefill (then a second chunk, steps and verifications after it)
 WARM_VERIFY = (2, 5)  # verification lengths run at warm-up (k = 1 and k = 4); any other length uses the same graph
 RECOMPILE_LIMIT = 64  # graphs torch keeps per code object: every model's forward shares transformers' wrapper code

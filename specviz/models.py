@@ -87,6 +87,7 @@ class LoadedModel:
     speed: SpeedReport | None = None  # the eager speed-ups applied at load time (specviz.speed)
     num_token_ids: int | None = None  # ids the tokenizer defines (max id + 1); head rows beyond it are padding
     compiled: CompileReport | None = None  # the compiled forward, when SPECVIZ_COMPILE=1 (specviz.compiled)
+    path: str = "auto"  # forward path: "auto" (graphs on CUDA unless SPECVIZ_GRAPHS=0), "eager" or "graphs"
 
 
 # ----------------------------------------------------------------------------------------------- locations

@@ -63,6 +63,7 @@ from specviz.core.kv import Clock, compilations, forward_logits, new_cache, roll
 from specviz.core.metrics import RunStats
 from specviz.compiled import COMPILED_LABEL, COMPILING_NOTE, forward_path
 from specviz.analysis.exactness import compare_ids, divergence_line, first_divergence
+from specviz.core.graphs import requested_path
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "suite.jsonl"  # the benchmark suite
 EXAMPLE_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts.jsonl"  # the app's examples
@@ -676,7 +677,8 @@ def environment(target=None) -> dict:
                           "param_bytes": target.param_bytes,
                           # kernels of the loaded model, shared by our runs and transformers' generate()
                           "kernels": speed.summary() if speed is not None else "default kernels",
-                          "forward": forward_path(target.model)}
+                          "forward": forward_path(target.model),
+                          "engine_path": requested_path(target)}  # graphs or eager (specviz.core.graphs)
     return info
 
 

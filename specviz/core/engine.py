@@ -31,6 +31,7 @@ import torch
 
 from specviz.core.draft_length import AutoK, GateK, HeuristicK
 from specviz.core.drafting import Draft, DraftContext, Drafter
+from specviz.core.graphs import choose_runner
 from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, PassEvent, PositionDetail, RunCancelled,
                                  RunKind, RunResult, Timings, TreeRecord)
 from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, compilations, forward_chunked,
@@ -254,11 +255,13 @@ class _Batch:
         if not prompts or any(not p for p in prompts):
             raise ValueError("The prompt is empty.")
         self.name, self.target, self.config, self.cancel = name, target, config, cancel
-        self.cache = new_cache(target.model)
         self.clock = Clock(target.device)
         self.vocab = shared_vocab(target)
         drafters = drafters if drafters is not None else [None] * len(prompts)
         self.features = feature_request(drafters)
+        # the forward path: a graph runner over a static device-side cache, or the eager SlabCache
+        self.runner, self.path = choose_runner(target, prompts, config, self.features)
+        self.cache = self.runner.cache if self.runner is not None else new_cache(target.model)
         self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
                                                           target.eos_token_ids, config.stop_strings,
                                                           config.stop_token_ids),
@@ -278,6 +281,10 @@ class _Batch:
         """The target over each active row's new ids after its cache: per row, (len, vocab) float32 logits and
         (len, H) features (or None). Raises RunCancelled before starting when cancelled, NumericalError when the
         logits are not finite."""
+        if self.runner is not None:  # the graph path (a single prompt)
+            check_cancel(self.cancel)
+            return self._checked([self.runner.forward(inputs[0], tree.get("parents"),
+                                                      to_host=self.config.sampling.greedy)])
         if len(inputs) == 1:
             logits, feats = forward_chunked(self.target.model, inputs[0], self.cache, len(inputs[0]),
                                             cancel=self.cancel, features=self.features, **tree)
@@ -314,6 +321,9 @@ class _Batch:
     def prefill_logits(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """Read every prompt (in chunks; rows padded at the end to the longest): per row, the logits at its last
         prompt position and the features of its prompt positions (or None)."""
+        if self.runner is not None:
+            logits, feats = self.runner.prefill(self.active[0].prompt_ids, self.cancel)
+            return self._checked([(logits[-1], feats)])
         if len(self.active) == 1:
             row = self.active[0]
             logits, feats = forward_chunked(self.target.model, row.prompt_ids, self.cache, 1, cancel=self.cancel,
@@ -488,6 +498,8 @@ def tree_inputs(batch: _Batch, draft: Draft) -> dict:
     if len(batch.active) != 1:
         raise NotImplementedError("tree and lookahead drafts are verified for a single prompt; draft chains in a "
                                   "batch")
+    if batch.runner is not None:  # the graph path builds the mask and positions on the device
+        return {"parents": list(draft.parents)}
     context = cache_length(batch.cache)  # committed - 1
     return {"attention_mask": tree_attention_mask(list(draft.parents), context, device=batch.target.device),
             "position_ids": tree_positions(list(draft.parents), context, device=batch.target.device)}
@@ -667,8 +679,9 @@ def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
         if row.drafter is not None:
             row.k_next = row.control.choose(row.budget, _ready(row))
         other = batch.clock.now_ms() - t2
-        events.append(_event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length,
-                             compiling=compiling))
+        event = _event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length,
+                       compiling=compiling)
+        events.append(replace(event, forward_path=batch.path))
     batch.elapsed_ms += batch.clock.now_ms() - t0
     yield BatchStep(batch.name, 0, len(events), max(len(r.prompt_ids) for r in batch.active), t1 - t0, 0.0,
                     len(events), batch.elapsed_ms)
@@ -687,7 +700,16 @@ def _join(pending: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tenso
 
 
 def _decode(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
-    """The loop of a batch: prefill, then passes until every row has finished (one forward per pass)."""
+    """The loop of a batch: prefill, then passes until every row has finished (one forward per pass); a graph
+    runner the batch holds is handed back when the loop ends (finished, failed, cancelled or closed)."""
+    try:
+        yield from _decode_passes(batch)
+    finally:
+        if batch.runner is not None:
+            batch.runner.busy.release()
+
+
+def _decode_passes(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
     yield from _prefill(batch)
     while batch.active:
         batch.index += 1

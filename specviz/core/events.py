@@ -184,7 +184,10 @@ class PassEvent:
         lookahead: for a lookahead pass, its window, pool and candidates (:class:`LookaheadRecord`), else None;
             ``draft_ids`` then shows the winning candidate (its accepted prefix and the first rejected token).
         compiling: True when torch.compile traced or compiled a graph while this pass (or prefill) ran, so its
-            timings include compilation (:func:`specviz.core.kv.compilations`; see :mod:`specviz.compiled`).
+            timings include compilation (:func:`specviz.core.kv.compilations`; see :mod:`specviz.compiled`), or
+            when the graph path captured a CUDA graph (:mod:`specviz.core.graphs`).
+        forward_path: on the prefill event only: which forward path the run takes and what it promises ("eager
+            ...", "graphs ..."; :func:`specviz.core.graphs.choose_runner`), else None.
     """
 
     run: RunKind
@@ -215,6 +218,7 @@ class PassEvent:
     lookahead: LookaheadRecord | None = None
     resplit: tuple[bool, ...] = ()
     compiling: bool = False
+    forward_path: str | None = None
 
     @property
     def num_drafted(self) -> int:
@@ -295,3 +299,8 @@ class RunResult:
     def compiling(self) -> bool:
         """True when any pass of the run compiled a graph (torch.compile): its timings include compilation."""
         return any(event.compiling for event in self.events)
+
+    @property
+    def forward_path(self) -> str | None:
+        """The run's forward path as its prefill event names it (:attr:`PassEvent.forward_path`)."""
+        return self.events[0].forward_path if self.events else None

@@ -174,10 +174,21 @@ def compilations() -> int:
 
     A change across a forward means that forward (or anything else running meanwhile) traced and compiled a graph,
     so its time includes compilation: the engine marks such passes (``PassEvent.compiling``). Read from torch's
-    own counter (``torch._dynamo.utils.counters["stats"]["unique_graphs"]``) without importing torch._dynamo.
+    own counter (``torch._dynamo.utils.counters["stats"]["unique_graphs"]``) without importing torch._dynamo, plus
+    the CUDA graphs the graph path captured (:func:`note_capture`).
     """
     utils = sys.modules.get("torch._dynamo.utils")
-    return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+    dynamo = int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+    return dynamo + _CAPTURES[0]
+
+
+_CAPTURES = [0]
+
+
+def note_capture() -> None:
+    """Count one forward graph captured by :mod:`specviz.core.graphs` (its time then falls in a pass, which the
+    engine marks ``compiling`` as it does for torch.compile, through :func:`compilations`)."""
+    _CAPTURES[0] += 1
 
 
 def _use_threads(model: torch.nn.Module, new_tokens: int) -> None:
@@ -364,6 +375,9 @@ def keep_positions(cache: SlabCache, keep: list[int]) -> None:
     moved = next((i for i, position in enumerate(keep) if position != i), len(keep))
     if moved == len(keep):  # a prefix: a rollback
         rollback_cache(cache, len(keep))
+        return
+    if hasattr(cache, "keep"):  # a DeviceCache (specviz.core.static_cache): one move of every layer
+        cache.keep(0, keep)
         return
     for layer in cache.layers:
         layer.keep(0, keep)

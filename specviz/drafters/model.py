@@ -23,7 +23,8 @@ from dataclasses import replace
 import torch
 
 from specviz.core.drafting import Draft, DraftContext
-from specviz.core.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
+from specviz.core.graphs import DraftForwards
+from specviz.core.kv import cache_length, rollback_cache
 from specviz.models import context_window
 from specviz.core.verify import process_logits, restrict_vocab, sample
 
@@ -49,13 +50,13 @@ class ModelDrafter:
         self.model = model
         self.name = name
         self.draft_window = context_window(model)
-        self._cache = new_cache(model)
+        self._forwards = DraftForwards(model)  # graphs on CUDA (specviz.core.graphs), else the eager SlabCache
         self._fed: list[int] = []  # token ids whose keys/values are in the cache, in order
         self._stable = 0  # length of the prefix of _fed known to be committed
 
     def reset(self, prompt_ids: list[int]) -> None:
         """Start a new run (empties the cache; the prompt is fed lazily by the first ``propose``)."""
-        self._cache = new_cache(self.model)
+        self._forwards.reset(len(prompt_ids))
         self._fed = []
         self._stable = 0
 
@@ -63,6 +64,11 @@ class ModelDrafter:
         """How many tokens this drafter can propose after ``committed`` tokens within its window (a large number
         when it has none): feeding the committed tokens and all but the last drafted one must stay below it."""
         return 1 << 30 if self.draft_window is None else self.draft_window + 1 - committed
+
+    @property
+    def _cache(self):
+        """The KV cache in use: the graph runner's DeviceCache or a SlabCache (:class:`DraftForwards`)."""
+        return self._forwards.cache
 
     @property
     def cache_len(self) -> int:
@@ -78,8 +84,7 @@ class ModelDrafter:
                 return Draft([])
             ctx = replace(ctx, k=room)
         missing = ctx.committed_ids[len(self._fed):]
-        logits = restrict_vocab(forward_chunked(self.model, missing, self._cache, 1, cancel=ctx.cancel)[0][-1],
-                                ctx.vocab_size)
+        logits = restrict_vocab(self._forwards.logits(missing, self._fed, ctx.cancel), ctx.vocab_size)
         self._fed.extend(missing)
         ids: list[int] = []
         token_probs: list[float] = []
@@ -95,7 +100,7 @@ class ModelDrafter:
             ids.append(token)
             token_probs.append(float(probs[token]))
             if i + 1 < ctx.k:
-                logits = restrict_vocab(forward_logits(self.model, [token], self._cache, 1)[-1], ctx.vocab_size)
+                logits = restrict_vocab(self._forwards.logits([token], self._fed), ctx.vocab_size)
                 self._fed.append(token)
         draft_probs = torch.stack(rows) if rows else None
         return Draft(ids, token_probs, draft_probs)
