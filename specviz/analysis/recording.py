@@ -218,7 +218,7 @@ EVENT_READERS: dict[str, Callable] = {
     "tree": _optional(lambda v: _object(TreeRecord, _TREE, v)), "notice": _optional(_str),
     "expected_gain": _optional(_float), "row": _int,
     "lookahead": _optional(lambda v: _object(LookaheadRecord, _LOOKAHEAD, v)),
-    "resplit": lambda v: _list(v, _bool), "compiling": _bool,
+    "resplit": lambda v: _list(v, _bool), "compiling": _bool, "forward_path": _optional(lambda v: _str(v, 400)),
 }
 """How each :class:`PassEvent` field is read from a file (a field added to PassEvent needs one here)."""
 

@@ -699,17 +699,18 @@ def _join(pending: torch.Tensor | None, new: torch.Tensor | None) -> torch.Tenso
     return torch.cat([pending, new])
 
 
-def _decode(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
-    """The loop of a batch: prefill, then passes until every row has finished (one forward per pass); a graph
-    runner the batch holds is handed back when the loop ends (finished, failed, cancelled or closed)."""
+def _holding(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
+    """:func:`_decode`, handing the graph runner the batch holds back when the loop ends (finished, failed,
+    cancelled or closed)."""
     try:
-        yield from _decode_passes(batch)
+        yield from _decode(batch)
     finally:
         if batch.runner is not None:
             batch.runner.busy.release()
 
 
-def _decode_passes(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
+def _decode(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
+    """The loop of a batch: prefill, then passes until every row has finished (one forward per pass)."""
     yield from _prefill(batch)
     while batch.active:
         batch.index += 1
@@ -780,7 +781,7 @@ def generate_batch(target, prompts: list[list[int]], config: GenerationConfig, *
         NumericalError: the target's logits turned non-finite.
     """
     name = "speculative" if drafters is not None and any(d is not None for d in drafters) else "baseline"
-    return _decode(_Batch(name, target, [list(p) for p in prompts], config, cancel, drafters))
+    return _holding(_Batch(name, target, [list(p) for p in prompts], config, cancel, drafters))
 
 
 def _rows_only(events: Iterator[PassEvent | BatchStep]) -> Iterator[PassEvent]:
@@ -806,7 +807,7 @@ def standard_generate(target, prompt_ids: list[int], config: GenerationConfig, *
         RunCancelled: when ``cancel`` is set (before the next forward starts).
         NumericalError: the target's logits turned non-finite.
     """
-    return _rows_only(_decode(_Batch("baseline", target, [list(prompt_ids)], config, cancel)))
+    return _rows_only(_holding(_Batch("baseline", target, [list(prompt_ids)], config, cancel)))
 
 
 def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config: GenerationConfig, *,
@@ -833,7 +834,7 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
         RunCancelled: when ``cancel`` is set (before the next forward starts).
         NumericalError: the target's logits turned non-finite.
     """
-    return _rows_only(_decode(_Batch("speculative", target, [list(prompt_ids)], config, cancel, [drafter])))
+    return _rows_only(_holding(_Batch("speculative", target, [list(prompt_ids)], config, cancel, [drafter])))
 
 
 def collect(events: Iterable[PassEvent], tokenizer, prompt_ids: list[int]) -> RunResult:

@@ -122,7 +122,7 @@ class CudaGraph:
                 body()
         torch.cuda.current_stream(device).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
+        with torch.cuda.graph(self.graph, pool=pool, capture_error_mode="thread_local"):  # other threads may run
             self.outputs = body()
 
     def replay(self) -> tuple:
@@ -446,7 +446,8 @@ def graph_report(model: torch.nn.Module) -> dict:
     milliseconds, replays per width and eager forwards (prefill chunks, wide passes)."""
     runners = [r for pool in getattr(model, "_specviz_graph_runners", {}).values() for r in pool]
     return {"runners": [{"capacity": r.cache.capacity, "last_pad_to": r.pad_to, "features": r.features,
-                         "captured": r.captured, "capture_error": r.capture_error, "widths": sorted({(k.width, k.tree) for k in r.graphs}),
+                         "captured": r.captured, "capture_error": r.capture_error,
+                         "widths": sorted({(k.width, k.tree) for k in r.graphs}),
                          "capture_ms": round(r.capture_ms, 1), "eager_forwards": r.eager_forwards,
                          "replays": {f"{k.width}{'t' if k.tree else ''}": v for k, v in r.replays.items()}}
                         for r in runners]}
