@@ -589,9 +589,10 @@ def known_costs(target: str) -> RunCosts | None:
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
     """Costs of ``loaded`` (the target ``spec``) from forwards timed here at the threads its runs use
-    (:func:`app.live_costs.timed_forwards`, a second or two): the one-token step T(1), and a forward of :data:`PREFILL_SAMPLE_TOKENS` tokens, the width a
-    long prompt is read in, per token (a narrow forward's cost per token is several times a prefill's: read so, a
-    2,185-token prompt was planned at minutes and read in seconds). Call it while holding the device (the app's
+    (:func:`app.live_costs.timed_forwards`, a second or two): the one-token step T(1), and a forward of
+    :data:`PREFILL_SAMPLE_TOKENS` tokens, the width a long prompt is read in, per token (a narrow forward's cost
+    per token is several times a prefill's: read so, a 2,185-token prompt was planned at minutes and read in
+    seconds). Call it while holding the device (the app's
     start-up does, :mod:`app.live_costs`). Remembered per spec; a later call returns the remembered costs."""
     with _COSTS_LOCK:
         if spec in _TUNED:
@@ -1170,7 +1171,7 @@ def build_tab(history: gr.State, d: dict) -> None:
 
 def _prompt_controls(ui: dict, d: dict) -> None:
     """The prompt box and the Generate / Stop buttons."""
-    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
+    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=8, elem_id="prompt",
                               placeholder="Ask something, or pick an example below…")
     with gr.Row():
         ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2,
@@ -1293,7 +1294,11 @@ def _examples(ui: dict) -> None:
     """The example prompts (a click fills the prompt box)."""
     examples = load_examples()
     gr.Examples(examples=[[e["prompt"]] for e in examples], inputs=[ui["prompt"]], label="Example prompts",
-                example_labels=example_labels(examples), examples_per_page=18, elem_id="examples")
+                example_labels=example_labels(examples), examples_per_page=EXAMPLES_PER_PAGE, elem_id="examples")
+
+
+EXAMPLES_PER_PAGE = 6  # one line each (style.css): the prompt above them and the drafter menu below them fit the
+# first screen at 1400x900
 
 
 def _results(ui: dict) -> None:
