@@ -48,7 +48,7 @@ from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings,
 from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
                         REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer)
-from app.live_costs import settle_prefill_note, timed_forwards
+from app.live_costs import settle_prefill_note, settled_after_prefill, timed_forwards
 from app.lookahead_view import LookaheadView
 from app.messages import enter_commits_js, log_failure, report, tell_when_clamped, tell_when_invalid, warn
 from app.tree_view import HeadAccuracy, TreeView
@@ -863,10 +863,10 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
     view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
-        yield from _stream(view, stream, job.cancel, reading)
+        yield from _stream(view, settled_after_prefill(stream, view, note), job.cancel, reading)
     finally:  # also when Gradio closes this handler
         stream.close()
-        settle_prefill_note(view, note)  # the prefill's measured time, not its estimate, stays in the status
+        settle_prefill_note(view, note)  # stopped while reading: the estimate goes
     if not (job.cancelled or view.cancelled):
         view.ended = time.monotonic()
         learn_costs(settings.target, view)

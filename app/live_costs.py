@@ -13,8 +13,9 @@ Where the figures come from (:mod:`app.live` plans with them: :func:`app.live.kn
   measured here, not assumed.
 - every later run's own costs (:func:`app.live.learn_costs` after it ends).
 
-:func:`settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced,
-once the run ends, by the time the prefill took, so no estimate is left under "Done in 28.6 s".
+:func:`settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced
+by the time the prefill took as soon as both runs have read the prompt (:func:`settled_after_prefill`), and at the
+latest when the run ends, so no estimate is left under "Done in 28.6 s".
 """
 
 from __future__ import annotations
@@ -84,6 +85,18 @@ def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     finally:
         torch.set_num_threads(before)
     return step, per_token
+
+
+def settled_after_prefill(events, view, note: str):
+    """``events`` (a run's stream: engine events, or None while it computes) passed through; once ``view`` holds
+    both runs' prefills (the consumer folds each event in before asking for the next), ``note`` is settled
+    (:func:`settle_prefill_note`): the prefill's estimate leaves the status as soon as its measured time is known."""
+    for event in events:
+        yield event
+        if note and event is not None and view.base_stats.prefill_ms > 0 and (
+                view.spec is None or view.spec_stats.prefill_ms > 0):
+            settle_prefill_note(view, note)
+            note = ""
 
 
 def settle_prefill_note(view, note: str) -> None:

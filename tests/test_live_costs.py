@@ -109,3 +109,18 @@ def test_a_prefill_estimate_is_replaced_by_its_measured_time_when_the_run_ends()
     assert stopped.notes == ["a cleaned input"]
     live_costs.settle_prefill_note(stopped, "")  # no note: nothing changes
     assert stopped.notes == ["a cleaned input"]
+
+
+def test_the_estimate_leaves_as_soon_as_both_prompts_are_read():
+    note = "A long prompt: 2,185 tokens take about 2 min 47 s to read before the first token appears (...)"
+    view = _view(0.0, 0.0, note)
+    seen = []
+    for event in live_costs.settled_after_prefill(iter([None, "baseline prefill", "spec prefill", "a pass"]), view,
+                                                  note):
+        seen.append(list(view.notes))
+        if event == "baseline prefill":  # the consumer folds each event in before asking for the next
+            view.base_stats.prefill_ms = 4_000.0
+        if event == "spec prefill":
+            view.spec_stats.prefill_ms = 4_500.0
+    assert [note in notes for notes in seen] == [True, True, True, False]  # gone once both prefills were in
+    assert seen[-1][-1] == "The 2,185-token prompt was read in 8.5 s (both runs; the prefill)."
