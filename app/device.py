@@ -421,18 +421,19 @@ def waiting_status(ahead: int, holder: str, notes=()) -> str:
                               f"each one's timing is undisturbed.", "wait", notes=notes)
 
 
-def load_target(spec: str, progress=None):
+def load_target(spec: str, progress=None, *, startup: bool = False):
     """Load a target (:func:`specviz.models.load_model`, shared per process; in the operator's ``SPECVIZ_DTYPE``, else
-    the device's default: :func:`specviz.models.operator_dtype`) and apply the threads and kernels
-    measured fastest for it on this machine (:func:`specviz.tuning.tune`: a few seconds the first time, then read
-    from disk). Raises what ``load_model`` raises."""
+    the device's default: :func:`specviz.models.operator_dtype`) and apply the threads and kernels measured fastest
+    for it on this machine (:func:`specviz.tuning.tune`: measured once per process, 15-25 s on a 2-core machine, or
+    read from disk; later calls take the choice kept in memory). ``startup``: the app's start-up (:func:`preload`),
+    the one place where a choice measured on a busy machine is measured again when the machine is quiet now; never a
+    visitor's run. Raises what ``load_model`` raises."""
+    from specviz.core.graphs import warm_graphs
     from specviz.models import load_model, operator_dtype
     from specviz.tuning import tune
 
-    from specviz.core.graphs import warm_graphs
-
     loaded = load_model(spec, dtype=operator_dtype(), progress=progress)
-    choice = tune(loaded, progress=progress)
+    choice = tune(loaded, progress=progress, remeasure_busy=startup)
     log.info("%s: %s", loaded.label, choice.summary())
     warmed = warm_graphs(loaded)  # CUDA graphs captured at load on the graph path (None elsewhere)
     if warmed:
@@ -440,10 +441,12 @@ def load_target(spec: str, progress=None):
     return loaded
 
 
-def preload(spec: str = "embedded") -> threading.Thread:
-    """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it.
+def preload(spec: str = "embedded", then: Callable[[object], None] | None = None) -> threading.Thread:
+    """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it: the
+    model, its tuning (:func:`load_target` with ``startup``), then ``then(loaded)`` (e.g. the Live tab's
+    default-length measurement) while the lock is still held, so no visitor's run waits for any of it twice.
     Returns the thread (already started). Logs the operator policy in force; a model that cannot be loaded is
-    logged as a warning, not raised."""
+    logged as a warning, not raised, and so is a failure of ``then``."""
     log.info("%s", current_policy().describe())
 
     def work() -> None:
@@ -453,10 +456,14 @@ def preload(spec: str = "embedded") -> threading.Thread:
         DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
         try:
             log.info("pre-loading %s", spec)
-            load_target(spec, progress=lambda message: log.info("%s", message))
+            loaded = load_target(spec, progress=lambda message: log.info("%s", message), startup=True)
             log.info("pre-loaded %s", spec)
+            if then is not None:
+                then(loaded)
         except ModelLoadError as error:
             log.warning("could not pre-load %s: %s", spec, error)
+        except Exception as error:  # noqa: BLE001 - the start-up's extra measurement never stops the server
+            log.warning("after pre-loading %s: %s", spec, error)
         finally:
             DEVICE.release(owner)
 

@@ -48,10 +48,10 @@ from app.inputs import (HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_TREE_NODES, Settings,
 from app.inputs import LOOKAHEAD_DEFAULTS, MAX_CANDIDATES, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_WINDOW
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
                         REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer)
+from app.live_costs import settle_prefill_note, settled_after_prefill, timed_forwards
 from app.lookahead_view import LookaheadView
 from app.messages import enter_commits_js, log_failure, report, tell_when_clamped, tell_when_invalid, warn
 from app.tree_view import HeadAccuracy, TreeView
-from specviz.analysis.arena import probe_forward_ms
 from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.compiled import COMPILING_NOTE, forward_path
 from specviz.core.graphs import path_label
@@ -125,6 +125,10 @@ def load_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
     """The example prompts ({id, category, prompt} per line), sorted by category."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return sorted(rows, key=lambda r: r["category"])
+
+
+FIRST_EXAMPLE = "rag-1"  # in the prompt box when the page opens: grounded, so n-gram drafting shows its gain
+DEFAULTS["prompt"] = next(e["prompt"] for e in load_examples() if e["id"] == FIRST_EXAMPLE)
 
 
 def example_labels(examples: list[dict]) -> list[str]:
@@ -583,35 +587,20 @@ def known_costs(target: str) -> RunCosts | None:
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
-    """Costs of ``loaded`` (the target ``spec``) from its one-token step T(1) and a 16-token forward measured
-    here: the per-machine tuning's times when it kept them (:mod:`specviz.tuning`), else a quick probe
-    (:func:`specviz.analysis.arena.probe_forward_ms`, about a second). Call it while holding the device.
-    Remembered per spec; a later call returns the remembered costs."""
+    """Costs of ``loaded`` (the target ``spec``) from forwards timed here at the threads its runs use
+    (:func:`app.live_costs.timed_forwards`, a second or two): the one-token step T(1), and a forward of
+    :data:`PREFILL_SAMPLE_TOKENS` tokens, the width a long prompt is read in, per token (a narrow forward's cost
+    per token is several times a prefill's: read so, a 2,185-token prompt was planned at minutes and read in
+    seconds). Call it while holding the device (the app's
+    start-up does, :mod:`app.live_costs`). Remembered per spec; a later call returns the remembered costs."""
     with _COSTS_LOCK:
         if spec in _TUNED:
             return _TUNED[spec]
-    step, wide = _tuned_ms(loaded)
-    if step is None:
-        probe = probe_forward_ms(loaded, (1, 16))
-        step, wide = probe[1], probe[16] / 16
-    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "a one-token step timed on this machine", PROBE_SPREAD)
+    step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
+    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD)
     with _COSTS_LOCK:
         _TUNED[spec] = costs
     return costs
-
-
-def _tuned_ms(loaded) -> tuple[float | None, float | None]:
-    """(T(1) ms, T(5) / 5 ms per token) from the tuning kept on disk for ``loaded`` on this machine, else
-    (None, None)."""
-    try:
-        from specviz.models import cache_dir
-        from specviz.tuning import VERIFY_TOKENS, machine_key
-
-        data = json.loads((cache_dir() / "tuning" / f"{machine_key(loaded)}.json").read_text())
-        times = data["ms"][f"{data['step_threads']}/{'fast' if data['fast_path'] else 'plain'}"]
-        return float(times["step"]), float(times["verify"]) / VERIFY_TOKENS
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None, None
 
 
 def default_max_new_tokens(costs: RunCosts | None, cap: int, fallback: int) -> int:
@@ -862,19 +851,21 @@ def _generate_on_device(settings: Settings, history: list[dict], job: Job):
     if loaded is None:
         return
     settings, target, drafter = loaded
-    view, prompt_ids = _open_view(settings, target, drafter, job.session)
     costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                              tuned_costs(settings.target, target))  # the device is held here
-    _warn_long_prompt(view, long_prompt_note(settings, costs, len(prompt_ids)))
+    view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
+    note = long_prompt_note(settings, costs, len(prompt_ids))
+    _warn_long_prompt(view, note)
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
     waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
     yield _outputs(waiting, waiting, status=reading(), cut=view.cut)
     view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
-        yield from _stream(view, stream, job.cancel, reading)
+        yield from _stream(view, settled_after_prefill(stream, view, note), job.cancel, reading)
     finally:  # also when Gradio closes this handler
         stream.close()
+        settle_prefill_note(view, note)  # stopped while reading: the estimate goes
     if not (job.cancelled or view.cancelled):
         view.ended = time.monotonic()
         learn_costs(settings.target, view)
@@ -1162,11 +1153,13 @@ def build_tab(history: gr.State, d: dict) -> None:
     history (gr.State, also read by the "Why it works" tab); ``d`` holds every key of :data:`DEFAULTS`. The
     drafter menu lists the registry's drafters as they are now (:func:`specviz.drafters.registry.choices`)."""
     ui: dict[str, gr.components.Component] = {}  # elem_id-like name -> component
-    # three columns in reading order: controls, results, examples. The stylesheet (.sv-main) shows the examples
-    # under the controls beside the results on a wide screen, and results right after the controls on a phone.
+    # four columns in reading order: the prompt, the controls, results, examples. The stylesheet (.sv-main) shows
+    # the examples right under the prompt (the controls under them) beside the results on a wide screen, so they
+    # are in the first screen; on a phone the results come right after the controls, the examples last.
     with gr.Row(equal_height=False, elem_id="live-main", elem_classes=["sv-main"]):
-        with gr.Column(scale=1, min_width=300, elem_id="controls", elem_classes=["sv-side"]):
+        with gr.Column(scale=1, min_width=300, elem_id="prompt-column", elem_classes=["sv-top"]):
             _prompt_controls(ui, d)
+        with gr.Column(scale=1, min_width=300, elem_id="controls", elem_classes=["sv-side"]):
             _drafter_controls(ui, d)
             _run_controls(ui, d)
         with gr.Column(scale=3, min_width=300, elem_id="results", elem_classes=["sv-results"]):
@@ -1178,7 +1171,7 @@ def build_tab(history: gr.State, d: dict) -> None:
 
 def _prompt_controls(ui: dict, d: dict) -> None:
     """The prompt box and the Generate / Stop buttons."""
-    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=14, elem_id="prompt",
+    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=8, elem_id="prompt",
                               placeholder="Ask something, or pick an example below…")
     with gr.Row():
         ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2,
@@ -1301,12 +1294,17 @@ def _examples(ui: dict) -> None:
     """The example prompts (a click fills the prompt box)."""
     examples = load_examples()
     gr.Examples(examples=[[e["prompt"]] for e in examples], inputs=[ui["prompt"]], label="Example prompts",
-                example_labels=example_labels(examples), examples_per_page=18, elem_id="examples")
+                example_labels=example_labels(examples), examples_per_page=EXAMPLES_PER_PAGE, elem_id="examples")
+
+
+EXAMPLES_PER_PAGE = 6  # one line each (style.css): the prompt above them and the drafter menu below them fit the
+# first screen at 1400x900
 
 
 def _results(ui: dict) -> None:
     """The status line, the legend, both panes, the draft tree and heads' table, stats, charts and history."""
-    ui["status"] = gr.HTML(render.status_html("Ready: type a prompt and press Generate.", "info"), elem_id="status")
+    ui["status"] = gr.HTML(render.status_html("Ready: press Generate, or type your own prompt or pick an "
+                                                   "example.", "info"), elem_id="status")
     gr.HTML(render.legend_html(), elem_id="legend")
     ui["output_only"] = gr.Checkbox(False, label="Output only: the committed text, plain (no drafts, no colours)",
                                     elem_id="output-only", container=False)

@@ -16,9 +16,14 @@ thread count (1 .. min(2, cores)) and for the fast path on and off, interleaved 
 
 The choice is written to ``cache_dir()/tuning/<key>.json``; the key is the CPU model, its core count and
 instruction set, torch's version, the model spec, dtype and device and the speed-ups applied at load, so a later start on the same machine reads it
-(in milliseconds) instead of measuring again (a few seconds). A measurement taken while the machine is busy
-(load average above the core count) is used for this process but not kept. ``SPECVIZ_TUNE=0`` turns tuning off
-(the settings then stay as loaded).
+(in milliseconds) instead of measuring again (15-25 s on a 2-core machine). A machine is measured once per process:
+the choice is kept in memory under the same key whatever the load, and on disk with the load it was taken under
+(``load``: the 1-minute load average when it began; ``others``: the share of the CPUs other programs used while it
+ran; ``busy``: other programs used more than :data:`BUSY_SHARE` of them, or, where that is unknown, the load
+average exceeded the core count). A later start uses the disk's choice, a busy one included; only
+``tune(..., remeasure_busy=True)``, called at the app's start-up and never inside a visitor's run, measures again
+when the kept choice was busy and the machine is quiet now (a busy measurement never replaces a quiet one on disk).
+``SPECVIZ_TUNE=0`` turns tuning off (the settings then stay as loaded).
 
 Exactness: thread counts and kernels change float32 rounding only, and the baseline and the speculative run use
 the same model with the same choice, so greedy output stays identical between them.
@@ -32,8 +37,9 @@ import json
 import os
 import platform
 import statistics
+import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -49,6 +55,8 @@ REPEATS = 5
 WARMUP = 2
 FORMAT = 2  # 2: row padding added (files of format 1 are measured again: the key includes the format)
 PAD_ROWS = 8  # row counts timed for the row padding (1 .. PAD_ROWS)
+BUSY_SHARE = 0.2  # other programs used more than this share of the CPUs while measuring: the choice is "busy"
+QUIET_PROBE_S = 0.5  # how long :func:`tune` watches the CPUs before re-measuring a busy choice
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,12 @@ class Tuning:
         ms: the medians measured, "threads/fast|plain" -> {"step": T(1) ms, "verify": T(5) ms}.
         source: "measured", "disk" (read from an earlier measurement), "off" (tuning disabled) or "compiled" (a
             compiled forward, :mod:`specviz.compiled`: its kernels are inductor's, its threads stay as they are).
-        kept: whether the measurement was written to disk (a busy machine's is not).
+        kept: whether the choice is on disk (written now, or read from there).
+        load: the 1-minute load average when the measurement began (None: unknown, e.g. a file of an older
+            version).
+        others: the share (0..1) of all CPUs' time other programs used while it was measured (None: unknown).
+        busy: whether the machine was busy then (see the module docstring): its times are slower than the
+            machine's, and a start-up on a quiet machine measures again.
     """
 
     step_threads: int
@@ -72,6 +85,9 @@ class Tuning:
     pad_rows: dict = field(default_factory=dict)
     source: str = "measured"
     kept: bool = False
+    load: float | None = None
+    others: float | None = None
+    busy: bool = False
 
     def summary(self) -> str:
         """One line for the status and logs."""
@@ -84,7 +100,8 @@ class Tuning:
         padding = ""
         if self.pad_rows:
             padding = ", rows padded " + " ".join(f"{n}->{m}" for n, m in sorted(self.pad_rows.items()))
-        return f"{kernels}, {threads}{padding} ({self.source})"
+        busy = "; the machine was busy" if self.busy else ""
+        return f"{kernels}, {threads}{padding} ({self.source}{busy})"
 
 
 def tuning_enabled() -> bool:
@@ -102,31 +119,82 @@ def machine_key(target) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
-def tune(target, *, folder: Path | None = None, force: bool = False, progress=None) -> Tuning:
+_KEPT: dict[str, Tuning] = {}  # the file's path (folder + machine_key) -> this process's choice
+_KEPT_LOCK = threading.Lock()  # one measurement at a time: a second caller waits for it and reuses it
+
+
+def tune(target, *, folder: Path | None = None, force: bool = False, progress=None,
+         remeasure_busy: bool = False) -> Tuning:
     """Choose and apply the threads and kernels for ``target`` (see the module docstring); returns the choice.
+
+    The first call in a process for a machine key reads the choice from disk, or measures it (15-25 s on a 2-core
+    machine) and writes it with its load; later calls return the choice kept in memory (``source`` stays what it
+    was: "measured" or "disk"). Concurrent calls measure once: the others wait for it.
 
     Args:
         target: a loaded model (:class:`specviz.models.LoadedModel`); only CPU models are tuned.
         folder: where choices are kept (default ``cache_dir()/tuning``).
-        force: measure even when a kept choice exists.
+        force: measure even when a kept choice exists (in memory or on disk).
         progress: optional callable(str) for a status line.
+        remeasure_busy: measure again when the kept choice was measured on a busy machine and the CPUs are quiet
+            now (watched for :data:`QUIET_PROBE_S`). For the app's start-up only: never inside a visitor's run.
     """
     if getattr(target, "compiled", None) is not None:  # its graphs guard on the kernels: switching them retraces
         return Tuning(torch.get_num_threads(), torch.get_num_threads(), False, source="compiled")
     if not tuning_enabled() or target.device.type != "cpu":
         return Tuning(torch.get_num_threads(), torch.get_num_threads(), _fast_now(target), source="off")
-    from specviz.models import cache_dir
-
-    path = (folder or cache_dir() / "tuning") / f"{machine_key(target)}.json"
-    tuning = None if force else _read(path)
-    if tuning is None:
-        if progress:
-            progress("Measuring the fastest threads and kernels on this machine (once)…")
-        tuning = measure(target)
-        if not _busy():
-            tuning = _write(path, tuning)
+    path = _path(target, folder)
+    with _KEPT_LOCK:
+        tuning = None if force else _KEPT.get(str(path))
+        if tuning is None or (remeasure_busy and tuning.busy and _quiet_now()):
+            tuning = _read_or_measure(target, path, force or tuning is not None, remeasure_busy, progress)
+            _KEPT[str(path)] = tuning
     apply(target, tuning)
     return tuning
+
+
+def known(target, folder: Path | None = None) -> Tuning | None:
+    """The choice this process keeps for ``target`` (set by :func:`tune`), without measuring or reading a file;
+    None before ``tune`` ran for it (or when tuning is off)."""
+    with _KEPT_LOCK:
+        return _KEPT.get(str(_path(target, folder)))
+
+
+def forget() -> None:
+    """Drop every choice kept in memory (a test's fresh process); the files stay."""
+    with _KEPT_LOCK:
+        _KEPT.clear()
+
+
+def _path(target, folder: Path | None) -> Path:
+    from specviz.models import cache_dir
+
+    return (folder or cache_dir() / "tuning") / f"{machine_key(target)}.json"
+
+
+def _read_or_measure(target, path: Path, force: bool, remeasure_busy: bool, progress) -> Tuning:
+    """The disk's choice at ``path`` (unless ``force``; a busy one is measured again when ``remeasure_busy`` and
+    the CPUs are quiet now), else a new measurement, written unless it is busy and the disk holds a quiet one."""
+    disk = _read(path)
+    if disk is not None and not force and not (remeasure_busy and disk.busy and _quiet_now()):
+        return disk
+    if progress:
+        progress("Measuring the fastest threads and kernels on this machine (once)…")
+    tuning = _measure_with_load(target)
+    if tuning.busy and disk is not None and not disk.busy:
+        return tuning  # this process uses it; the file keeps the quiet machine's choice
+    return _write(path, tuning)
+
+
+def _measure_with_load(target) -> Tuning:
+    """:func:`measure`, with the load it was taken under (``load``, ``others``, ``busy``)."""
+    from specviz.analysis.bench import CpuShare
+
+    load = _load_average()
+    cpu = CpuShare()
+    tuning = measure(target)
+    others = cpu.others()
+    return replace(tuning, load=load, others=others, busy=_busy(load, others))
 
 
 def apply(target, tuning: Tuning) -> None:
@@ -211,11 +279,28 @@ def _fast_now(target) -> bool:
     return bool(report is not None and report.active)
 
 
-def _busy() -> bool:
+def _load_average() -> float | None:
     try:
-        return os.getloadavg()[0] > (os.cpu_count() or 1)
-    except OSError:
-        return False
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _busy(load: float | None, others: float | None) -> bool:
+    """Busy: other programs used more than :data:`BUSY_SHARE` of the CPUs; where that share is unknown, a load
+    average above the core count."""
+    if others is not None:
+        return others > BUSY_SHARE
+    return load is not None and load > (os.cpu_count() or 1)
+
+
+def _quiet_now() -> bool:
+    """Whether other programs leave the CPUs free now (watched for :data:`QUIET_PROBE_S`)."""
+    from specviz.analysis.bench import CpuShare
+
+    cpu = CpuShare()
+    time.sleep(QUIET_PROBE_S)
+    return not _busy(_load_average(), cpu.others())
 
 
 def _read(path: Path) -> Tuning | None:
@@ -224,14 +309,17 @@ def _read(path: Path) -> Tuning | None:
         pad = {int(n): int(m) for n, m in dict(data.get("pad_rows", {})).items()}
         if any(m < n for n, m in pad.items()):
             return None
+        load, others = data.get("load"), data.get("others")
         return Tuning(int(data["step_threads"]), int(data["verify_threads"]), bool(data["fast_path"]),
-                      dict(data.get("ms", {})), pad, source="disk", kept=True)
+                      dict(data.get("ms", {})), pad, source="disk", kept=True,
+                      load=None if load is None else float(load), others=None if others is None else float(others),
+                      busy=bool(data.get("busy", False)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def _write(path: Path, tuning: Tuning) -> Tuning:
-    kept = Tuning(**{**asdict(tuning), "kept": True})
+    kept = replace(tuning, kept=True)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {**asdict(kept), "machine": _cpu_name(), "cores": os.cpu_count(), "written": time.time()}

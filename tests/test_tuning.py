@@ -55,14 +55,16 @@ def test_row_padding_is_measured_at_each_chosen_thread_count(tiny_target, monkey
 
 
 def test_the_kept_row_padding_is_read_back_and_applied(tiny_target, tmp_path, tuned_on, monkeypatch):
-    monkeypatch.setattr(tuning, "_busy", lambda: False)
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: False)
     monkeypatch.setattr(tuning, "measure", lambda target: tuning.Tuning(1, 1, True, {}, {1: 4, 2: 4}))
     assert tuning.tune(tiny_target, folder=tmp_path).pad_rows == {1: 4, 2: 4}
+    tuning.forget()  # a later process: the choice comes from the file
     again = tuning.tune(tiny_target, folder=tmp_path)
     assert again.source == "disk" and again.pad_rows == {1: 4, 2: 4}  # JSON's string keys come back as ints
     assert speed.row_padding(tiny_target.model) == {1: 4, 2: 4}
     path = next(tmp_path.glob("*.json"))
     path.write_text(path.read_text().replace('"2": 4', '"2": 1'))  # a damaged file (m < n) is measured again
+    tuning.forget()
     assert tuning.tune(tiny_target, folder=tmp_path).source == "measured"
 
 
@@ -80,13 +82,14 @@ def test_the_choice_follows_the_measured_medians(tiny_target, monkeypatch):
 
 
 def test_tune_measures_once_keeps_it_on_disk_and_applies_it(tiny_target, tmp_path, tuned_on, monkeypatch):
-    monkeypatch.setattr(tuning, "_busy", lambda: False)
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: False)
     first = tuning.tune(tiny_target, folder=tmp_path)
     assert first.source == "measured" and first.kept
     files = list(tmp_path.glob("*.json"))
     assert [f.stem for f in files] == [tuning.machine_key(tiny_target)]
     record = json.loads(files[0].read_text())
-    assert record["step_threads"] == first.step_threads and record["cores"] >= 1
+    assert record["step_threads"] == first.step_threads and record["cores"] >= 1 and record["busy"] is False
+    tuning.forget()  # a later process
     second = tuning.tune(tiny_target, folder=tmp_path)
     assert second.source == "disk" and (second.step_threads, second.fast_path) == (first.step_threads,
                                                                                   first.fast_path)
@@ -94,10 +97,74 @@ def test_tune_measures_once_keeps_it_on_disk_and_applies_it(tiny_target, tmp_pat
     assert "fast path" in second.summary() or "default kernels" in second.summary()
 
 
-def test_a_busy_machine_measurement_is_not_kept(tiny_target, tmp_path, tuned_on, monkeypatch):
-    monkeypatch.setattr(tuning, "_busy", lambda: True)
-    assert tuning.tune(tiny_target, folder=tmp_path).kept is False
-    assert not list(tmp_path.glob("*.json"))
+@pytest.fixture()
+def counted(monkeypatch):
+    """measure() replaced by a stand-in that counts its calls (1 thread, default kernels)."""
+    calls = []
+
+    def measure(target):
+        calls.append(target)
+        return tuning.Tuning(1, 1, False, {"1/plain": {"step": 10.0 * len(calls), "verify": 20.0}})
+
+    monkeypatch.setattr(tuning, "measure", measure)
+    return calls
+
+
+def test_a_busy_machine_is_measured_once_kept_in_memory_and_on_disk_with_its_load(tiny_target, tmp_path, tuned_on,
+                                                                                 monkeypatch, counted):
+    monkeypatch.setattr(tuning, "_load_average", lambda: 3.5)
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: True)
+    first = tuning.tune(tiny_target, folder=tmp_path)
+    assert len(counted) == 1 and first.busy and first.kept and first.load == 3.5
+    assert "(measured; the machine was busy)" in first.summary()
+    again = tuning.tune(tiny_target, folder=tmp_path, progress=lambda message: pytest.fail(message))
+    assert len(counted) == 1 and again == first  # in memory: no second measurement, no status line
+    assert tuning.known(tiny_target, tmp_path) == first
+    record = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert record["busy"] is True and record["load"] == 3.5 and record["ms"]["1/plain"]["step"] == 10.0
+    tuning.forget()  # a later start on a busy machine uses the disk's busy choice
+    later = tuning.tune(tiny_target, folder=tmp_path)
+    assert len(counted) == 1 and later.source == "disk" and later.busy and later.load == 3.5
+    assert tiny_target.model._specviz_threads == (1, 1)
+
+
+def test_a_busy_choice_is_measured_again_only_at_start_up_on_a_quiet_machine(tiny_target, tmp_path, tuned_on,
+                                                                            monkeypatch, counted):
+    busy = [True]
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: busy[0])
+    monkeypatch.setattr(tuning, "_quiet_now", lambda: not busy[0])
+    assert tuning.tune(tiny_target, folder=tmp_path).busy and len(counted) == 1
+    assert tuning.tune(tiny_target, folder=tmp_path, remeasure_busy=True).busy  # still busy: no new measurement
+    busy[0] = False
+    assert tuning.tune(tiny_target, folder=tmp_path).busy and len(counted) == 1  # a run never measures again
+    quiet = tuning.tune(tiny_target, folder=tmp_path, remeasure_busy=True)  # the start-up does
+    assert len(counted) == 2 and not quiet.busy and quiet.ms["1/plain"]["step"] == 20.0
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())["busy"] is False
+    tuning.tune(tiny_target, folder=tmp_path, remeasure_busy=True)  # quiet already: nothing to do
+    assert len(counted) == 2
+    busy[0] = True  # forced on a busy machine: used here, but the file keeps the quiet machine's choice
+    assert tuning.tune(tiny_target, folder=tmp_path, force=True).busy and len(counted) == 3
+    assert json.loads(next(tmp_path.glob("*.json")).read_text())["ms"]["1/plain"]["step"] == 20.0
+
+
+def test_concurrent_callers_measure_once(tiny_target, tmp_path, tuned_on, monkeypatch, counted):
+    import threading
+
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: True)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(tuning.tune(tiny_target, folder=tmp_path)))
+               for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(counted) == 1 and len(results) == 3 and all(r is results[0] for r in results)
+
+
+def test_the_measured_load_is_the_cpu_share_of_other_programs(monkeypatch):
+    monkeypatch.setattr(tuning.os, "cpu_count", lambda: 2)
+    assert tuning._busy(0.5, 0.6) and not tuning._busy(3.0, 0.1)  # the share decides where it is known
+    assert tuning._busy(2.5, None) and not tuning._busy(1.5, None) and not tuning._busy(None, None)
 
 
 def test_forwards_switch_threads_by_size(tiny_target):

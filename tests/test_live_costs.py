@@ -1,0 +1,126 @@
+"""The Live tab's run-time estimates come from this process's measured costs (app/live_costs.py): the start-up run
+at the app's start, then each finished run. An estimate is checked against the recorded time of the run it
+planned (within 2x), and a prefill's estimate is replaced by its measured time when the run ends."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from app import live, live_costs
+from app.inputs import fit_prompt_for, parse_settings
+from specviz import speed, tuning
+from specviz.core.metrics import RunStats
+
+
+@pytest.fixture()
+def fresh_costs(monkeypatch):
+    """No cost learned yet in this process (as at start-up)."""
+    monkeypatch.setattr(live, "_COSTS", {})
+    monkeypatch.setattr(live, "_TUNED", {})
+    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
+
+
+@pytest.fixture()
+def tuned_embedded(embedded, tmp_path, monkeypatch):
+    """The embedded model with the threads and kernels measured here, as the app's start-up chooses them (a busy
+    machine's choice included: on two busy cores one thread, where two stall); put back afterwards."""
+    monkeypatch.setenv("SPECVIZ_TUNE", "1")
+    report = speed.report_of(embedded.model)
+    threads, fast = torch.get_num_threads(), report is not None and report.active
+    tuning.tune(embedded, folder=tmp_path)
+    yield embedded
+    embedded.model._specviz_threads = None
+    if report is not None:
+        speed.set_fast_path(embedded.model, fast)
+        speed.set_row_padding(embedded.model, {})
+    torch.set_num_threads(threads)
+    tuning.forget()
+
+
+def _long_prompt() -> str:
+    """About 600 prompt tokens of real text: every example prompt, to be summarized."""
+    texts = [e["prompt"] for e in live.load_examples()]
+    return "Summarize these requests in one paragraph.\n\n" + "\n\n".join(texts)
+
+
+def _values(prompt: str, max_new_tokens: int) -> dict:
+    return {**live.DEFAULTS, "target": "embedded", "prompt": prompt, "max_new_tokens": max_new_tokens}
+
+
+def _timed_run(values: dict) -> tuple[float, str]:
+    """A visitor's Live run through the Generate handler; returns (its wall seconds, its final status)."""
+    started = time.monotonic()
+    out = list(live.generate(*[values[name] for name in live.INPUTS]))
+    return time.monotonic() - started, out[-1][4]
+
+
+def _estimate(values: dict, target) -> tuple[float, int]:
+    """(seconds the plan gives for a run of ``values``, its prompt tokens), from the costs known now."""
+    settings = parse_settings(*[values[name] for name in live.INPUTS], fit_layer=True)
+    prompt_tokens = len(fit_prompt_for(settings, target)[0])
+    costs = live.known_costs("embedded")
+    assert costs is not None
+    return costs.run_s(prompt_tokens, settings.max_new_tokens, settings.drafter != "none"), prompt_tokens
+
+
+def test_estimates_from_this_process_costs_are_within_2x_of_the_recorded_runs(tuned_embedded, fresh_costs):
+    embedded = tuned_embedded
+    # the start-up: a short run of the page's own settings, then the timed forwards; its prefill and passes recorded
+    wall = live_costs.warm_up("embedded", embedded, {**live.DEFAULTS, "target": "embedded"})
+    startup = live._COSTS["embedded"][-1]
+    assert wall is not None and startup.prompt_tokens >= 50 and startup.prefill_fixed_ms > 0
+    assert startup.base_ms_per_token > 0 and startup.spec_ms_per_token is not None
+    assert live.known_costs("embedded").prefill_ms_per_token > 0  # a short prompt's: at least a 256-token forward's
+    assert live._DEFAULT_TOKENS["embedded"] >= live.MIN_DEFAULT_TOKENS  # the page's default, derived at start-up
+
+    # the first visitor's run: a long prompt (its prefill counts) planned from the start-up's costs alone
+    first = _values(_long_prompt(), 24)
+    planned, prompt_tokens = _estimate(first, embedded)
+    actual, status = _timed_run(first)
+    assert prompt_tokens >= 400 and "Done in" in status and "take about" not in status  # no estimate left
+    assert 0.5 <= actual / planned <= 2.0, (actual, planned)
+
+    # the next run, planned from the runs so far (the first one's long read included)
+    second = _values(live.DEFAULTS["prompt"], 32)
+    planned, _ = _estimate(second, embedded)
+    actual, status = _timed_run(second)
+    assert "Done in" in status and 0.5 <= actual / planned <= 2.0, (actual, planned)
+
+
+def _view(prefill_ms: float, spec_prefill_ms: float, note: str) -> SimpleNamespace:
+    base, spec = RunStats(), RunStats()
+    base.prefill_ms, spec.prefill_ms = prefill_ms, spec_prefill_ms
+    return SimpleNamespace(base_stats=base, spec_stats=spec, spec=object(), prompt_tokens=2185,
+                           notes=["a cleaned input", note])
+
+
+def test_a_prefill_estimate_is_replaced_by_its_measured_time_when_the_run_ends():
+    note = "A long prompt: 2,185 tokens take about 2 min 47 s to read before the first token appears (...)"
+    view = _view(4_100.0, 4_200.0, note)
+    live_costs.settle_prefill_note(view, note)
+    assert view.notes == ["a cleaned input",
+                          "The 2,185-token prompt was read in 8.3 s (both runs; the prefill)."]
+    stopped = _view(0.0, 0.0, note)  # stopped while reading: the estimate goes, no time is claimed
+    live_costs.settle_prefill_note(stopped, note)
+    assert stopped.notes == ["a cleaned input"]
+    live_costs.settle_prefill_note(stopped, "")  # no note: nothing changes
+    assert stopped.notes == ["a cleaned input"]
+
+
+def test_the_estimate_leaves_as_soon_as_both_prompts_are_read():
+    note = "A long prompt: 2,185 tokens take about 2 min 47 s to read before the first token appears (...)"
+    view = _view(0.0, 0.0, note)
+    seen = []
+    for event in live_costs.settled_after_prefill(iter([None, "baseline prefill", "spec prefill", "a pass"]), view,
+                                                  note):
+        seen.append(list(view.notes))
+        if event == "baseline prefill":  # the consumer folds each event in before asking for the next
+            view.base_stats.prefill_ms = 4_000.0
+        if event == "spec prefill":
+            view.spec_stats.prefill_ms = 4_500.0
+    assert [note in notes for notes in seen] == [True, True, True, False]  # gone once both prefills were in
+    assert seen[-1][-1] == "The 2,185-token prompt was read in 8.5 s (both runs; the prefill)."
