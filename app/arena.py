@@ -36,7 +36,7 @@ from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError,
 from app.messages import enter_commits_js, report, tell_when_clamped, tell_when_invalid
 from specviz.analysis.arena import (AUTO, BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES, TREE_DRAFTERS,
                                     TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv, to_json)
-from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
+from specviz.analysis.bench import DEFAULT_PROMPTS, CpuShare, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.metrics import format_apart
@@ -104,9 +104,22 @@ RUNS = CancelRegistry()  # the Arena tab's runs, one per session
 
 
 def suite() -> list[dict]:
-    """The Arena's prompts: the short example prompts (assets/prompts.jsonl, a few per category) as dicts, in file
-    order; the benchmark's longer suite (assets/suite.jsonl) is for the CLI, where a run may take an hour."""
-    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(EXAMPLE_PROMPTS)]
+    """The Arena's prompts: the benchmark suite (assets/suite.jsonl: 54 prompts in 8 categories, the list ``specviz
+    bench`` and the README's tables read, :data:`specviz.analysis.bench.DEFAULT_PROMPTS`) as dicts, in file order.
+    (The Arena ran the Live tab's 18 examples before, a list with another category and without multi-turn.)"""
+    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(DEFAULT_PROMPTS)]
+
+
+def category_choices() -> list[tuple[str, str]]:
+    """(label, category) for the category menu: each suite category with its number of prompts, "math (6 prompts)"."""
+    counts: dict[str, int] = {}
+    for p in suite():
+        counts[p["category"]] = counts.get(p["category"], 0) + 1
+    return [(f"{c} ({render.plural(n, 'prompt')})", c) for c, n in counts.items()]
+
+
+SUITE_INFO = "The benchmark suite: assets/suite.jsonl, {n} prompts in {c} categories (the README's tables use it)"
+"""The Prompts radio's info line: which list "a category" and "the whole suite" read (:func:`suite`)."""
 
 
 def categories() -> list[str]:
@@ -908,14 +921,16 @@ def build_tab(target: str = "embedded") -> None:
                                   info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
                                   "pass cost and acceptance (0 when no k pays), starting at 4")
             source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
-                              elem_id="arena-source")
+                              elem_id="arena-source", info=SUITE_INFO.format(n=len(suite()), c=len(cats)))
             prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
                                 placeholder="Type a prompt…")
-            category = gr.Dropdown(cats, value="code-edit" if "code-edit" in cats else cats[0], label="Category",
+            category = gr.Dropdown(category_choices(), value="code-edit" if "code-edit" in cats else cats[0],
+                                   label="Category",
                                    elem_id="arena-category")
             max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
-                                       info="Small keeps the whole suite to a few minutes on a CPU")
+                                       info="Small keeps a category to a few minutes on a CPU (the whole suite "
+                                            "takes about nine times as long)")
             with gr.Row():
                 run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
                                     min_width=100)  # with Stop beside it in the 300 px column

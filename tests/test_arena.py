@@ -585,8 +585,28 @@ def test_handler_runs_a_suite_category(tiny_model_dir):
     out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "source": "category", "category": "math",
                                          "drafters": ["ngram"], "ks": ["4"], "max_new_tokens": 8})))
     assert {row[0] for row in out["arena-table"]["data"]} == {"math"}
-    assert [row[0] for row in out["arena-prompts"]["data"]] == ["math-1", "math-1", "math-2", "math-2"]
+    # the benchmark suite's math prompts (assets/suite.jsonl), each with its baseline row
+    assert [row[0] for row in out["arena-prompts"]["data"]] == [f"math-{i}" for i in range(1, 7) for _ in range(2)]
     assert out["arena-csv"].endswith(".csv")
+
+
+def test_the_arena_categories_are_the_benchmark_suites():
+    """Seen: "one category of the suite" ran 2 prompts of the Live tab's examples (a list with repeated-text and no
+    multi-turn), not the 54-prompt suite the README's tables use. The Arena reads the suite itself and says so."""
+    from specviz.analysis.bench import DEFAULT_PROMPTS, load_prompts
+
+    suite = load_prompts(DEFAULT_PROMPTS)
+    assert len(suite) == 54 and [p["id"] for p in arena_tab.suite()] == [p.id for p in suite]
+    assert arena_tab.categories() == ["chat", "translation", "summarization", "qa", "math", "rag", "code-edit",
+                                      "multi-turn"]
+    assert ("multi-turn (12 prompts)", "multi-turn") in arena_tab.category_choices()
+    assert ("math (6 prompts)", "math") in arena_tab.category_choices()
+    assert len(arena_tab.choose_prompts("suite", "", "")) == 54
+    assert [p["id"] for p in arena_tab.choose_prompts("category", "", "multi-turn")][-1] == "multi-turn-12"
+    with pytest.raises(arena_tab.InputError, match="Pick a category"):
+        arena_tab.choose_prompts("category", "", "repeated-text")
+    assert arena_tab.SUITE_INFO.format(n=54, c=8) == ("The benchmark suite: assets/suite.jsonl, 54 prompts in 8 "
+                                                      "categories (the README's tables use it)")
 
 
 @pytest.mark.parametrize("change, words", [
