@@ -1149,6 +1149,15 @@ def share_link(*values):
     return share_query(dict(zip(FIELDS, fields)), bool(present), preset or None)
 
 
+def share_follows(shown: str, *values):
+    """The share box after another run was opened (a walkthrough from the menu, a recording file): a box holding a
+    link gets the link to what is now open (:func:`share_link`; ``values``: its inputs), so a teacher never hands out
+    the previous walkthrough's; an empty box stays empty."""
+    if not (shown or "").strip():
+        return ""
+    return share_link(*values)
+
+
 def tab_to_open(params: Mapping[str, str], tab_ids: tuple[str, ...] = ()):
     """The page's tab selection for a page address: the tab its ``tab=`` names when that is one of ``tab_ids`` (the
     app's tab ids), the Classroom for ``tab=classroom`` or for classroom settings without a ``tab=`` (a bare
@@ -1356,15 +1365,19 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
+    follows = {"fn": share_follows, "inputs": [ui["share"], *share["inputs"]], "outputs": [ui["share"]]}
     ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
-                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET)
+                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET).then(
+        **follows, queue=False, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
+                                              **QUIET)  # the share box follows the open walkthrough
     # a click on the button (before the file picker) replaces an earlier upload's message: a file Gradio itself
     # refuses in the browser (over its size limit) never reaches open_upload, and its toast must not sit under
     # another file's refusal
     ui["upload"].click(upload_started, outputs=[ui["status"]], queue=False, **QUIET)
     ui["upload"].upload(open_upload, inputs=[ui["upload"]],
                         outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs, *paused],
-                        concurrency_limit=None, **QUIET)
+                        concurrency_limit=None, **QUIET).then(**follows, queue=False, **QUIET).then(
+        None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     _wire_stepping(ui, views)
     for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
         # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
