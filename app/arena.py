@@ -916,6 +916,9 @@ def build_tab(target: str = "embedded") -> None:
             drafters = gr.CheckboxGroup(drafter_choices(),
                                         value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
                                         info="Each runs against the same standard-decoding baseline")
+            from app.drafter_about import add_about  # what each ticked drafter is and costs, under the list
+
+            add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
                                   elem_id="arena-ks",
                                   info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "

@@ -1308,6 +1308,9 @@ def _settings_controls(ui: dict, first: dict) -> None:
     ui["prompt"] = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices() if c.key != "none"], value=first["drafter"],
                                 label="Drafter", elem_id="classroom-drafter")
+    from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+    ui["drafter_about"] = add_about(ui["drafter"], "classroom-drafter-about", first["drafter"])
     ui["exit_layer"] = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
                                  precision=0, elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
     ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
