@@ -23,6 +23,7 @@ import dataclasses
 import html
 import logging
 import math
+import re
 import time
 
 import gradio as gr
@@ -37,7 +38,7 @@ from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError,
 from app.messages import enter_commits_js, report, tell_when_clamped, tell_when_invalid
 from specviz.analysis.arena import (AUTO, BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES, TREE_DRAFTERS,
                                     TREE_NODES, TREE_SUFFIX, ArenaResult, iter_arena, to_csv, to_json)
-from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, busy_machine_warning, load_prompts
+from specviz.analysis.bench import DEFAULT_PROMPTS, CpuShare, busy_machine_warning, load_prompts
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.metrics import format_apart
@@ -106,9 +107,22 @@ RUNS = CancelRegistry()  # the Arena tab's runs, one per session
 
 
 def suite() -> list[dict]:
-    """The Arena's prompts: the short example prompts (assets/prompts.jsonl, a few per category) as dicts, in file
-    order; the benchmark's longer suite (assets/suite.jsonl) is for the CLI, where a run may take an hour."""
-    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(EXAMPLE_PROMPTS)]
+    """The Arena's prompts: the benchmark suite (assets/suite.jsonl: 54 prompts in 8 categories, the list ``specviz
+    bench`` and the README's tables read, :data:`specviz.analysis.bench.DEFAULT_PROMPTS`) as dicts, in file order.
+    (The Arena ran the Live tab's 18 examples before, a list with another category and without multi-turn.)"""
+    return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(DEFAULT_PROMPTS)]
+
+
+def category_choices() -> list[tuple[str, str]]:
+    """(label, category) for the category menu: each suite category with its number of prompts, "math (6 prompts)"."""
+    counts: dict[str, int] = {}
+    for p in suite():
+        counts[p["category"]] = counts.get(p["category"], 0) + 1
+    return [(f"{c} ({render.plural(n, 'prompt')})", c) for c, n in counts.items()]
+
+
+SUITE_INFO = "The benchmark suite: assets/suite.jsonl, {n} prompts in {c} categories (the README's tables use it)"
+"""The Prompts radio's info line: which list "a category" and "the whole suite" read (:func:`suite`)."""
 
 
 def categories() -> list[str]:
@@ -573,9 +587,53 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
 # ------------------------------------------------------------------------------------------------ files
 
 
-def write_files(result: ArenaResult, folder: str | None = None) -> tuple[str, str]:
-    """Write the result as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths."""
-    return write_csv_and_json("arena", to_csv(result), to_json(result), folder)
+FILE_DEFINITIONS = {
+    "wall_s": "seconds from the Run click to the end, as the status says (waiting for the device and loading the "
+              "target included)",
+    "race_wall_s": "seconds of the arena once the target was loaded: the drafters' set-up, the warm-up and the runs",
+    "noisy": "true where the page marks the row noisy: the standard runs beside it more than "
+             f"{NOISY_DRIFT:.0%} apart, or a decoding speedup above its tokens per pass; no finding",
+    "noise": "why a noisy row is noisy, in the page's words",
+    "status": "the status line the page showed at the end, in words",
+}
+"""What the downloads add to :data:`specviz.analysis.arena.DEFINITIONS`."""
+
+VERDICT_COLUMNS = ("noisy", "noise")
+"""The columns the downloads add to every row: ``noisy`` (true where the page hatches the row's bar and marks its
+drift "noisy" or its speedup "impossible: noise", :func:`_noisy`; empty for standard decoding) and ``noise`` (why,
+in the chart hover's words)."""
+
+
+def with_verdicts(rows: list[dict]) -> list[dict]:
+    """``rows`` with :data:`VERDICT_COLUMNS` added, as the page judges each one."""
+    def words(row: dict) -> str:
+        return _noise_word(row).strip("()").removeprefix("noisy: ")
+
+    return [dict(r, noisy=None if r.get("drafter") == BASELINE else _noisy(r), noise=words(r)) for r in rows]
+
+
+def plain_status(status: str) -> str:
+    """A status line's HTML (:func:`app.render.status_html`) as the words the page shows, notes included."""
+    text = html.unescape(re.sub(r"<br\s*/?>", " · ", re.sub(r"<i [^>]*></i>", "", status)))
+    return " ".join(re.sub(r"<[^>]+>", "", text).split())
+
+
+def write_files(result: ArenaResult, folder: str | None = None, *, wall_s: float | None = None, notes=(),
+                status: str = "") -> tuple[str, str]:
+    """Write the result as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths.
+
+    The files carry what the page shows: every row's noise verdict (:data:`VERDICT_COLUMNS`), and in the JSON the
+    ``notes`` shown under the status, the status itself in words (``status``, HTML) and ``wall_s``: the seconds the
+    status gives (from the Run click: waiting for the device and loading the target included); ``race_wall_s`` is the
+    arena after loading (:attr:`ArenaResult.wall_s`, which ``wall_s`` was before: 32.6 s beside a status's 50 s)."""
+    shown = dataclasses.replace(result, rows=with_verdicts(result.rows), summary=with_verdicts(result.summary))
+    data = to_json(shown)
+    data["race_wall_s"] = round(result.wall_s, 1)
+    data["wall_s"] = round(result.wall_s if wall_s is None else wall_s, 1)
+    data["notes"] = list(dict.fromkeys([*notes, *result.notes]))
+    data["status"] = plain_status(status) if status else ""
+    data["definitions"] = {**data.get("definitions", {}), **FILE_DEFINITIONS}
+    return write_csv_and_json("arena", to_csv(shown, VERDICT_COLUMNS), data, folder)
 
 
 # ------------------------------------------------------------------------------------------------ handlers
@@ -767,9 +825,10 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
         yield _outputs(status=render.status_html("Stopped before the first prompt finished: nothing to show.",
                                                  "info"))
         return
-    csv_path, json_path = write_files(result)
-    final = _result_outputs(result, _done_status(result, seconds, notes + [n for n in result.notes if n not in notes],
-                                                  cpu))
+    shown_notes = notes + [n for n in result.notes if n not in notes]
+    status = _done_status(result, seconds, shown_notes, cpu)
+    csv_path, json_path = write_files(result, wall_s=seconds, notes=shown_notes, status=status)  # what the page says
+    final = _result_outputs(result, status)
     yield final[:6] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
@@ -892,19 +951,24 @@ def build_tab(target: str = "embedded") -> None:
             drafters = gr.CheckboxGroup(drafter_choices(),
                                         value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
                                         info="Each runs against the same standard-decoding baseline")
+            from app.drafter_about import add_about  # what each ticked drafter is and costs, under the list
+
+            add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
                                   elem_id="arena-ks",
                                   info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
                                   "pass cost and acceptance (0 when no k pays), starting at 4")
             source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
-                              elem_id="arena-source")
+                              elem_id="arena-source", info=SUITE_INFO.format(n=len(suite()), c=len(cats)))
             prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
                                 placeholder="Type a prompt…")
-            category = gr.Dropdown(cats, value="code-edit" if "code-edit" in cats else cats[0], label="Category",
+            category = gr.Dropdown(category_choices(), value="code-edit" if "code-edit" in cats else cats[0],
+                                   label="Category",
                                    elem_id="arena-category")
             max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
-                                       info="Small keeps the whole suite to a few minutes on a CPU")
+                                       info="Small keeps a category to a few minutes on a CPU (the whole suite "
+                                            "takes about nine times as long)")
             with gr.Row():
                 run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
                                     min_width=100)  # with Stop beside it in the 300 px column

@@ -1284,6 +1284,9 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="batching-controls"):
             drafter = gr.Dropdown(drafter_menu(), value=DEFAULT_DRAFTER, label="Drafter", elem_id="batching-drafter")
+            from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+            add_about(drafter, "batching-drafter-about", DEFAULT_DRAFTER)
             k = gr.Slider(1, MAX_K, value=DEFAULT_K, step=1, label="Draft length k", elem_id="batching-k")
             max_new = gr.Slider(4, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=4,
                                 label="Max new tokens per row", elem_id="batching-max-new-tokens")
@@ -1328,6 +1331,9 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                                     elem_id="batching-check-temperature")
             check_drafter = gr.Dropdown(drafter_menu(), value=DEFAULT_DRAFTER, label="Drafter",
                                         elem_id="batching-check-drafter")
+            from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+            add_about(check_drafter, "batching-check-drafter-about", DEFAULT_DRAFTER)
             n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", precision=0, elem_id="batching-check-n")
             broken = gr.Checkbox(False, label="Accept every draft (a broken verifier)", elem_id="batching-check-broken")
             with gr.Row():

@@ -1149,6 +1149,15 @@ def share_link(*values):
     return share_query(dict(zip(FIELDS, fields)), bool(present), preset or None)
 
 
+def share_follows(shown: str, *values):
+    """The share box after another run was opened (a walkthrough from the menu, a recording file): a box holding a
+    link gets the link to what is now open (:func:`share_link`; ``values``: its inputs), so a teacher never hands out
+    the previous walkthrough's; an empty box stays empty."""
+    if not (shown or "").strip():
+        return ""
+    return share_link(*values)
+
+
 def tab_to_open(params: Mapping[str, str], tab_ids: tuple[str, ...] = ()):
     """The page's tab selection for a page address: the tab its ``tab=`` names when that is one of ``tab_ids`` (the
     app's tab ids), the Classroom for ``tab=classroom`` or for classroom settings without a ``tab=`` (a bare
@@ -1299,6 +1308,9 @@ def _settings_controls(ui: dict, first: dict) -> None:
     ui["prompt"] = gr.Textbox(first["prompt"], label="Prompt", lines=4, max_lines=10, elem_id="classroom-prompt")
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices() if c.key != "none"], value=first["drafter"],
                                 label="Drafter", elem_id="classroom-drafter")
+    from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+    ui["drafter_about"] = add_about(ui["drafter"], "classroom-drafter-about", first["drafter"])
     ui["exit_layer"] = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
                                  precision=0, elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
     ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
@@ -1356,15 +1368,19 @@ def _wire(ui: dict, tabs: gr.Tabs | None) -> None:
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
+    follows = {"fn": share_follows, "inputs": [ui["share"], *share["inputs"]], "outputs": [ui["share"]]}
     ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
-                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET)
+                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET).then(
+        **follows, queue=False, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
+                                              **QUIET)  # the share box follows the open walkthrough
     # a click on the button (before the file picker) replaces an earlier upload's message: a file Gradio itself
     # refuses in the browser (over its size limit) never reaches open_upload, and its toast must not sit under
     # another file's refusal
     ui["upload"].click(upload_started, outputs=[ui["status"]], queue=False, **QUIET)
     ui["upload"].upload(open_upload, inputs=[ui["upload"]],
                         outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs, *paused],
-                        concurrency_limit=None, **QUIET)
+                        concurrency_limit=None, **QUIET).then(**follows, queue=False, **QUIET).then(
+        None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     _wire_stepping(ui, views)
     for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
         # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would

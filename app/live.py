@@ -1185,6 +1185,9 @@ def _drafter_controls(ui: dict, d: dict) -> None:
     the head drafters' tree, confidence gate and lookup first, and k (with adaptive k)."""
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
                                 elem_id="drafter", info="What proposes the tokens the target checks")
+    from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+    ui["drafter_about"] = add_about(ui["drafter"], "drafter-about", d["drafter"])
     ui["draft_model"] = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
                                    placeholder="hub id (org/name) or local folder; another tokenizer is re-tokenized",
                                    visible=d["drafter"] == "model")

@@ -20,7 +20,9 @@ forward over the last committed token x and two branches:
 Each pass is a ``<details class="la-pass" data-pass=N data-pool=P data-candidates=C data-winner=i|"" data-accepted=n>``
 whose summary gives the window size, the pool size and how many candidate tokens were accepted. While a run streams
 only the latest pass is shown; at the end the pass with the most accepted tokens (open) and the other kept ones
-(closed, newest first).
+(closed, newest first). Accepted tokens are counted by the run's counters' rule
+(:attr:`~specviz.core.events.PassEvent.committed_accepted`): none after the end of the answer (EOS, a stop string,
+the token budget), so a pass of tokens past the end is never featured.
 """
 
 from __future__ import annotations
@@ -72,6 +74,12 @@ class LookaheadPass:
     next_id: int | None
     next_kind: str  # "recovered" or "bonus" (a pass with candidates), else "target"
     full_window: bool  # the window had N-1 levels, so its columns became n-grams (``added`` counts the new ones)
+    committed: int = -1  # accepted tokens inside the answer (the event's committed_accepted); -1: all of them
+
+    @property
+    def counted(self) -> int:
+        """Accepted tokens the run's counters count (:attr:`PassEvent.committed_accepted`), none after the end."""
+        return self.accepted if self.committed < 0 else min(self.committed, self.accepted)
 
     @property
     def columns(self) -> int:
@@ -111,7 +119,7 @@ def make_pass(event: PassEvent, root: int, root_text: str, text, ngram: int | No
         new_ids=tuple(record.new_level), candidates=candidates, candidate_ids=tuple(record.candidates),
         winner=record.winner, accepted=record.accepted, pool_size=record.pool_size, added=record.added,
         next_text=text(event.next_id) if event.next_id is not None else "", next_id=event.next_id, next_kind=kind,
-        full_window=full)
+        full_window=full, committed=event.committed_accepted)
 
 
 def window_html(lp: LookaheadPass, jacobi: bool = True) -> str:
@@ -203,7 +211,9 @@ def pass_html(lp: LookaheadPass, *, open_: bool = True, reveal: str = "all") -> 
     (:data:`REVEALS`) says."""
     jacobi, verdict = reveal != "draft", reveal == "all"
     window = sum(len(level) for level in lp.levels)
-    won = (f"candidate {lp.winner + 1} won: {lp.accepted} token{'s' if lp.accepted != 1 else ''} accepted"
+    past = lp.accepted - lp.counted
+    after = f" ({past} after the end of the answer: not counted as accepted)" if past else ""
+    won = (f"candidate {lp.winner + 1} won: {lp.accepted} token{'s' if lp.accepted != 1 else ''} accepted{after}"
            if lp.winner is not None else "no candidate") if verdict else "not judged yet"
     added = f", {lp.added} new after this pass" if jacobi else ""
     summary = (f"<b>Pass {lp.index}</b> · window {len(lp.levels)}×{lp.columns} = {window} tokens · pool "
@@ -253,8 +263,8 @@ class LookaheadView:
             return ""
         shown, what = self.passes[-1], "latest pass"
         if every_pass:  # the pass with the most accepted tokens, as the draft tree picks its longest path
-            shown, what = best_pass(self.passes, self.total, lambda lp: lp.accepted, "the most accepted tokens",
-                                    "kept pass")
+            shown, what = best_pass(self.passes, self.total, lambda lp: lp.counted, "the most accepted tokens",
+                                    "kept pass")  # counted as the stats count: nothing after the answer's end
         parts = [pass_html(shown, open_=True)]
         others = [lp for lp in reversed(self.passes) if lp is not shown]
         if every_pass and others:

@@ -74,10 +74,18 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     """Say so when a number typed into ``slider``'s box is out of its range. Gradio's slider sends its ``release``
     event with the typed number when the box is left and then quietly sets itself to the nearest end; this listener
     reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a toast and a line
-    in ``status`` (:func:`clamped`). Queued, so that the toast can show; no concurrency limit (it does no work)."""
+    in ``status`` (:func:`clamped`). Queued, so that the toast can show; no concurrency limit (it does no work).
+    Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the pointer's,
+    with the old value), and with Gradio's default ("once") the typed number's release was dropped while that one
+    was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
     slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
-                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")
+                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private",
+                   trigger_mode=RELEASE_TRIGGER_MODE)
+
+
+RELEASE_TRIGGER_MODE = "multiple"
+"""How :func:`tell_when_clamped` sends a slider's releases: each one (see there why not Gradio's "once")."""
 
 
 def refused(value, field: NumberField, parse=None, target=None) -> tuple:

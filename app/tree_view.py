@@ -15,7 +15,9 @@ column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra
 
 The accepted child is drawn first among its siblings, so the accepted path runs along the top row. Each pass is a
 ``<details class="dtree-pass" data-pass=N>``; while a run streams only the latest pass is shown, at the end the
-pass with the longest accepted path (open) and the other kept passes (closed, newest first).
+pass with the longest accepted path (open) and the other kept passes (closed, newest first). "Accepted" there is the
+run's counters' rule (:attr:`~specviz.core.events.PassEvent.committed_accepted`): path tokens after the end of the
+answer (EOS, a stop string, the token budget) are not counted, so a pass of tokens past the end is never featured.
 
 **Medusa heads** (:class:`HeadAccuracy`): head i (1-based) guesses draft position i; its accuracy is the number of
 passes where that position was accepted over the passes where the target judged it. Rows are
@@ -63,6 +65,13 @@ class TreePass:
     root_text: str
     texts: tuple[str, ...]
     next_text: str
+    committed: int = -1  # path tokens inside the answer (the event's committed_accepted); -1: the whole path
+
+    @property
+    def counted(self) -> int:
+        """Accepted path tokens the run's counters count (:attr:`PassEvent.committed_accepted`): those that entered
+        the output, none after the end of the answer."""
+        return len(self.path) if self.committed < 0 else min(self.committed, len(self.path))
 
     @property
     def depth(self) -> int:
@@ -102,7 +111,7 @@ def tree_pass(event: PassEvent, context: list[int], decoder: PieceDecoder) -> Tr
     return TreePass(index=event.index, tokens=tuple(tokens), parents=tuple(parents), path=tuple(path),
                     next_id=next_id, next_kind=event.next_kind if event.next_kind in ("recovered", "bonus") else
                     "recovered", next_emitted=len(event.emitted_ids) > len(path), root_id=root, root_text=root_text,
-                    texts=tuple(texts), next_text=next_text)
+                    texts=tuple(texts), next_text=next_text, committed=event.committed_accepted)
 
 
 def _node(label: str, kind: str, node: str, depth: int, parent: str, title: str, accepted: bool | None = None,
@@ -162,11 +171,13 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
     own = ""
     if tp.next_id is not None:
         own = f" + the target's own token ({tp.next_kind})" + ("" if tp.next_emitted else ", not emitted")
+    past = n - tp.counted
+    after = (f" ({past} after the end of the answer: not counted as accepted)" if past else "")
     summary = (f"<b>Pass {tp.index}</b> · {m} candidate{'s' if m != 1 else ''}, depth {tp.depth} · "
-               f"{n} accepted{own}")
+               f"{n} accepted{after}{own}")
     path = ",".join(str(i) for i in tp.path)
     return (f'<details class="dtree-pass" data-pass="{tp.index}" data-nodes="{m}" data-path="{path}" '
-            f'data-accepted-count="{n}"{" open" if open_ else ""}><summary>{summary}</summary>'
+            f'data-counted="{tp.counted}" data-accepted-count="{n}"{" open" if open_ else ""}><summary>{summary}</summary>'
             f'<div class="dtree-body"><div class="dtree-depths" aria-hidden="true">{heads}</div>'
             f'<div class="dtree"><div class="dt-sub">{root}{kids(-1)}</div></div></div></details>')
 
@@ -205,8 +216,8 @@ class TreeView:
         if not every_pass:
             shown, what = self.passes[-1], "latest tree pass"
         else:
-            shown, what = best_pass(self.passes, self.total, lambda tp: len(tp.path), "the longest accepted path",
-                                    "tree pass")
+            shown, what = best_pass(self.passes, self.total, lambda tp: tp.counted, "the longest accepted path",
+                                    "tree pass")  # counted as the stats count: nothing after the answer's end
         if self.copied:
             what += (f" ({self.copied} other pass{'es' if self.copied != 1 else ''} copied by lookup: no tree, see the "
                      "pane)")

@@ -395,3 +395,27 @@ def test_arena_without_heads_and_with_sampling(tiny_model_dir, tmp_path, monkeyp
     out = arena_drain(arena_tab.run(**(ARENA | {"temperature": 0.7, "max_new_tokens": 8}),
                                     drafters=["medusa:tree"], target=str(tiny_model_dir)))
     assert "Done" in out["arena-status"] and "greedy-only" in out["arena-status"]
+
+
+def test_the_tree_panel_never_features_a_path_past_the_end_of_the_answer():
+    """Seen in the app: the finished run's tree panel featured, as "the longest accepted path", a last pass whose path
+    ran past the end of the answer (". <|im_end|> ⏎ <|im_end|>", "4 accepted"), tokens the stats count as neither
+    drafted nor accepted. The panel ranks passes by the counters' own rule (PassEvent.committed_accepted)."""
+    view = TreeView(FakeTokenizer(PIECES))
+    inside = _tree_event([2, 5, 4, 6], [-1, 0, 1, -1], [0, 1, 2], next_id=9, next_kind="bonus")  # 3 accepted, all in
+    view.add(inside, [1])
+    # the last pass: "!" then EOS (0) then " again", " yes" all accepted by the verifier; the answer ends at EOS
+    past = dataclasses.replace(_tree_event([10, 0, 5, 9], [-1, 0, 1, 2], [0, 1, 2, 3], next_id=7, next_kind="bonus",
+                                           emitted=(10, 0)), finish_reason="eos")
+    assert past.num_accepted == 4 and past.committed_accepted == 2
+    view.add(past, [1, 2, 5, 4, 9])
+    final = view.html(every_pass=True)
+    opened = [m for m in re.findall(r'<details class="dtree-pass"[^>]*>', final) if m.endswith(" open>")]
+    assert len(opened) == 1 and 'data-pass="3"' in opened[0]
+    assert 'data-counted="3" data-accepted-count="3"' in opened[0]
+    assert 'data-counted="2" data-accepted-count="4"' in final  # the last pass, listed closed below
+    assert "4 accepted (2 after the end of the answer: not counted as accepted)" in final
+    assert "pass 3, the longest accepted path of the run&#x27;s 2 tree passes" in final
+    alone = TreeView(FakeTokenizer(PIECES))
+    alone.add(past, [1])
+    assert "4 accepted (2 after the end" in alone.html(every_pass=True)

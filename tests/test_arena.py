@@ -587,8 +587,28 @@ def test_handler_runs_a_suite_category(tiny_model_dir):
     out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "source": "category", "category": "math",
                                          "drafters": ["ngram"], "ks": ["4"], "max_new_tokens": 8})))
     assert {row[0] for row in out["arena-table"]["data"]} == {"math"}
-    assert [row[0] for row in out["arena-prompts"]["data"]] == ["math-1", "math-1", "math-2", "math-2"]
+    # the benchmark suite's math prompts (assets/suite.jsonl), each with its baseline row
+    assert [row[0] for row in out["arena-prompts"]["data"]] == [f"math-{i}" for i in range(1, 7) for _ in range(2)]
     assert out["arena-csv"].endswith(".csv")
+
+
+def test_the_arena_categories_are_the_benchmark_suites():
+    """Seen: "one category of the suite" ran 2 prompts of the Live tab's examples (a list with repeated-text and no
+    multi-turn), not the 54-prompt suite the README's tables use. The Arena reads the suite itself and says so."""
+    from specviz.analysis.bench import DEFAULT_PROMPTS, load_prompts
+
+    suite = load_prompts(DEFAULT_PROMPTS)
+    assert len(suite) == 54 and [p["id"] for p in arena_tab.suite()] == [p.id for p in suite]
+    assert arena_tab.categories() == ["chat", "translation", "summarization", "qa", "math", "rag", "code-edit",
+                                      "multi-turn"]
+    assert ("multi-turn (12 prompts)", "multi-turn") in arena_tab.category_choices()
+    assert ("math (6 prompts)", "math") in arena_tab.category_choices()
+    assert len(arena_tab.choose_prompts("suite", "", "")) == 54
+    assert [p["id"] for p in arena_tab.choose_prompts("category", "", "multi-turn")][-1] == "multi-turn-12"
+    with pytest.raises(arena_tab.InputError, match="Pick a category"):
+        arena_tab.choose_prompts("category", "", "repeated-text")
+    assert arena_tab.SUITE_INFO.format(n=54, c=8) == ("The benchmark suite: assets/suite.jsonl, 54 prompts in 8 "
+                                                      "categories (the README's tables use it)")
 
 
 @pytest.mark.parametrize("change, words", [
@@ -735,3 +755,55 @@ def test_the_pooled_rows_fit_a_desktop_page_as_two_tables():
     assert arena_tab._prediction_word(row, "predicted_speedup_paper") == (
         "(a model of the measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)")
     assert "one sample" in arena_tab._prediction_word({"predicted_speedup_paper": 1.5}, "predicted_speedup_paper")
+
+
+def test_the_downloads_carry_every_verdict_and_note_the_page_shows(tmp_path):
+    """Seen on a busy machine: the CSV had no noisy column, the JSON's notes were empty and its wall_s (32.6 s, the
+    races alone) disagreed with the status's 50 s. The files now carry each row's noise verdict as the page marks it,
+    the notes under the status, the status in words, and the status's own seconds."""
+    from app import render
+    from specviz.analysis.arena import ArenaResult
+
+    base = {"level": "prompt", "category": "qa", "prompt_id": "qa-1", "drafter": "none", "k": "", "variant": "standard",
+            "ids_identical": True}
+    rows = [base,
+            dict(base, drafter="ngram", k=4, variant="ngram k=4", baseline_drift=0.31, decode_speedup=1.2,
+                 tokens_per_pass=1.5),
+            dict(base, drafter="suffix", k=4, variant="suffix k=4", baseline_drift=0.02, decode_speedup=3.0,
+                 tokens_per_pass=1.5),
+            dict(base, drafter="oracle", k=4, variant="oracle k=4", baseline_drift=0.02, decode_speedup=1.1,
+                 tokens_per_pass=4.0)]
+    result = ArenaResult(rows=rows, summary=[], wall_s=32.64, notes=["Drafts were re-tokenized."])
+    note = "Every run (baseline, target and draft alike) uses: repetition penalty 1.2."
+    status = render.status_html("Done: 1 prompt × 3 methods and standard decoding in 50 s · 2 of 3 methods noisy",
+                                "done", notes=[note, "Drafts were re-tokenized."])
+    csv_path, json_path = arena_tab.write_files(result, str(tmp_path), wall_s=50.3, notes=[note], status=status)
+    with open(csv_path, encoding="utf-8") as f:
+        lines = list(csv.DictReader(f))
+    assert [(line["drafter"], line["noisy"]) for line in lines] == [("none", ""), ("ngram", "true"),
+                                                                    ("suffix", "true"), ("oracle", "false")]
+    assert lines[1]["noise"] == "baselines 31% apart, no finding"
+    assert lines[2]["noise"] == "faster than its tokens per pass allow, no finding" and lines[3]["noise"] == ""
+    with open(json_path, encoding="utf-8") as f:
+        data = json.load(f)
+    assert data["wall_s"] == 50.3 and data["race_wall_s"] == 32.6
+    assert data["notes"] == [note, "Drafts were re-tokenized."]
+    assert data["status"] == ("✓ Done: 1 prompt × 3 methods and standard decoding in 50 s · 2 of 3 methods noisy · "
+                              f"ℹ {note} · ℹ Drafts were re-tokenized.")
+    assert [r["noisy"] for r in data["rows"]] == [None, True, True, False]
+    assert {"wall_s", "race_wall_s", "noisy", "noise", "status"} <= set(data["definitions"])
+
+
+def test_the_json_gives_the_wall_time_the_status_gave(tiny_model_dir):
+    out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "drafters": ["ngram"], "ks": ["2"],
+                                         "max_new_tokens": 8})))
+    seconds = int(re.search(r" in (\d+) s", out["arena-status"]).group(1))
+    with open(out["arena-json"], encoding="utf-8") as f:
+        data = json.load(f)
+    assert round(data["wall_s"]) == seconds and data["race_wall_s"] <= data["wall_s"]
+    assert data["status"].startswith("✓ Done: 1 prompt × 1 method and standard decoding in") or \
+        data["status"].startswith("ℹ Done")
+    with open(out["arena-csv"], encoding="utf-8") as f:
+        lines = list(csv.DictReader(f))
+    assert {line["noisy"] for line in lines if line["drafter"] == "ngram"} <= {"true", "false"}
+    assert all(line["noisy"] == "" for line in lines if line["drafter"] == "none")

@@ -607,3 +607,36 @@ def test_whitespace_tokens_in_the_output_get_a_visible_width_and_newline_mark():
     assert ('<span class="tok tok-recovered tok-space" data-kind="recovered"><i class="nl" aria-hidden="true"></i>\n'
             '</span>') in out
     assert '<span class="tok tok-target" data-kind="target">Hi</span>' in out  # text tokens as before
+
+
+def test_share_follows_the_open_walkthrough_or_stays_empty():
+    """A share box holding a link gets the link to the run now open; an empty one stays empty."""
+    poor = next(w for w in classroom.load_walkthroughs() if w["id"] == "poor-drafter")
+    values = [classroom.walkthrough_settings(poor)[f] for f in classroom.FIELDS]
+    assert classroom.share_follows("", *values, False, "poor-drafter") == ""
+    assert classroom.share_follows("http://x/?tab=classroom&preset=grounded-ngram", *values, False,
+                                   "poor-drafter") == "?tab=classroom&preset=poor-drafter"
+    assert classroom.share_follows("?old", *values, True, "poor-drafter") == "?tab=classroom&preset=poor-drafter&present=1"
+
+
+@requires_chromium
+@pytest.mark.parametrize("width", [1400, 400])
+def test_share_box_follows_when_another_walkthrough_opens(browser, app_url, width):
+    """Seen: the share box kept the previous walkthrough's link after another walkthrough was opened, so a teacher
+    handed out the wrong one. Now it follows the walkthrough opened from the menu."""
+    page = open_page(browser, {"width": width, "height": 900})
+    page.goto(app_url + "?tab=classroom&preset=grounded-ngram")
+    page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
+    page.click("#classroom-share-btn")
+    page.wait_for_function("() => (document.querySelector('#classroom-share textarea')?.value || '')"
+                           ".endsWith('preset=grounded-ngram')", timeout=15_000)
+    _choose_walkthrough(page, "Poorly matched")
+    page.wait_for_function("() => document.querySelector('#classroom-status').textContent.includes('Poorly')",
+                           timeout=15_000)
+    page.wait_for_function("() => (document.querySelector('#classroom-share textarea')?.value || '')"
+                           ".endsWith('preset=poor-drafter')", timeout=15_000)
+    link = urlparse(page.input_value("#classroom-share textarea"))
+    assert link.hostname == "127.0.0.1" and link.query == "tab=classroom&preset=poor-drafter"
+    page.locator("#classroom-share").scroll_into_view_if_needed()
+    page.screenshot(path=f"/tmp/classroom-share-{width}.png")
+    page.context.close()

@@ -100,3 +100,29 @@ def test_the_live_sampling_boxes_leave_the_range_to_our_check_not_to_gradio():
         box = boxes[name.replace("_", "-")]
         assert box.minimum is None and box.maximum is None, name
         assert box._id in left, name
+
+
+def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is_queued():
+    """Seen on a busy machine: k = 99 ran k = 16 and 0 ran 1 without a word. The click into a slider's box sends a
+    release (the old value) and Gradio's default trigger mode ("once") dropped the typed number's release while that
+    one was queued. Every tab's k slider (Live, Classroom and its largest k, Batching) answers each release, with the
+    sentence max new tokens gets."""
+    import gradio as gr
+
+    from app import build_demo
+    from app.messages import RELEASE_TRIGGER_MODE, clamped
+
+    demo = build_demo(max_new_tokens=40)
+    sliders = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, gr.Slider)}
+    released = {fn_target: fn for fn in demo.fns.values() for fn_target, event in fn.targets if event == "release"}
+    for elem_id in ("draft-length", "classroom-k", "whatif-kmax", "batching-k", "max-new-tokens"):
+        slider = sliders[elem_id]
+        fn = released[slider._id]
+        assert fn.trigger_mode == RELEASE_TRIGGER_MODE == "multiple", elem_id
+        assert fn.preprocess is False, elem_id
+    k = sliders["draft-length"]
+    assert (k.minimum, k.maximum) == (1, 16)
+    update, status = clamped(99, "Draft length k", k.minimum, k.maximum)
+    assert update["value"] == 16 and "Draft length k is at most 16 here; using 16." in status
+    update, status = clamped(0, "Draft length k", k.minimum, k.maximum)
+    assert update["value"] == 1 and "Draft length k is at least 1; using 1." in status

@@ -289,3 +289,37 @@ def test_the_end_of_run_captions_are_the_shared_tree_view_ones(run, tiny_target)
     assert ('<div class="dtree-earlier"><div class="dtree-earlier-title">Other passes, newest first (5 older not '
             'kept): click one to open it</div>') in page
     assert page.count('class="dtree-earlier"') == 1
+
+
+def test_the_lookahead_panel_never_features_a_pass_past_the_end_of_the_answer():
+    """The finished run's panel ranks passes by the counters' own rule (PassEvent.committed_accepted): a last pass
+    whose winner's accepted tokens run past EOS counts only those inside the answer, and says so."""
+    from app.lookahead_view import LookaheadView
+    from specviz.core.events import LookaheadRecord, PassEvent, Timings
+
+    class Pieces:
+        all_special_ids = []
+
+        def decode(self, ids, **kwargs):
+            return "".join(f"<{i}>" for i in ids)
+
+    def event(index, candidate, accepted, emitted, finish=None):
+        record = LookaheadRecord(levels=((11, 12),), new_level=(13, 14), candidates=(candidate,), winner=0,
+                                 accepted=accepted, pool_size=5)
+        shown = candidate[:accepted + 1]
+        return PassEvent(run="speculative", index=index, kind="pass", k=len(candidate), draft_ids=shown,
+                         accept_mask=tuple(j < accepted for j in range(len(shown))), num_accepted=accepted,
+                         next_id=9, next_kind="bonus" if accepted == len(candidate) else "recovered",
+                         emitted_ids=emitted, details=(), text_delta="", timings=Timings(), t_end_ms=1.0,
+                         num_generated=4, finish_reason=finish, lookahead=record)
+
+    view = LookaheadView(Pieces(), 4)
+    view.add(event(1, (5, 6, 7), 2, (5, 6, 8)), [1])  # 2 accepted, both in the answer, then its own token
+    past = event(2, (0, 4, 4), 3, (0,), "eos")  # all 3 accepted by the verifier; the answer ends at EOS (0)
+    assert past.committed_accepted == 1 and past.num_accepted == 3
+    view.add(past, [1, 5, 6, 8])
+    page = view.html(every_pass=True)
+    title = re.search(r"<div class='dtree-title'>Lookahead decoding <span>(.*?) · ", page).group(1)
+    assert title == html.escape("pass 1, the most accepted tokens of the run's 2 kept passes")  # not pass 2's 3
+    assert "candidate 1 won: 3 tokens accepted (2 after the end of the answer: not counted as accepted)" in page
+    assert "candidate 1 won: 2 tokens accepted" in _block(page, 1) and view.accepted == 2 + 1

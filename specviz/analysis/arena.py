@@ -731,13 +731,15 @@ def _cell(value) -> str:
     return str(value)
 
 
-def to_csv(result: ArenaResult) -> str:
-    """Per-prompt rows then pooled rows, columns :data:`CSV_COLUMNS` (empty cell = not applicable)."""
+def to_csv(result: ArenaResult, extra_columns: Sequence[str] = ()) -> str:
+    """Per-prompt rows then pooled rows, columns :data:`CSV_COLUMNS` then ``extra_columns`` (keys a caller added to
+    the rows, e.g. the app's noise verdicts); an empty cell = not applicable."""
+    columns = (*CSV_COLUMNS, *extra_columns)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     for row in result.rows + result.summary:
-        writer.writerow([_cell(row.get(col)) for col in CSV_COLUMNS])
+        writer.writerow([_cell(row.get(col)) for col in columns])
     return buffer.getvalue()
 
 

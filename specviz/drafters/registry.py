@@ -61,13 +61,20 @@ Factory = Callable[[object, DrafterOptions], Drafter]
 
 @dataclass(frozen=True)
 class DrafterChoice:
-    """A drafter the user can pick: its CLI/app key, a short label, a one-line description and its factory
-    (None only for ``none``, standard decoding)."""
+    """A drafter the user can pick: its CLI/app key, a short label (it fits the app's drafter menu, about 30
+    characters), a one-line description (what it is), its factory (None only for ``none``, standard decoding) and
+    ``cost``: what it costs per pass, in a few words ("" when unknown). :meth:`line` puts the two together; the
+    app shows it under each drafter menu."""
 
     key: str
     label: str
     description: str
     factory: Factory | None = None
+    cost: str = ""
+
+    def line(self) -> str:
+        """What the drafter is and what it costs, one line: "<description> Cost: <cost>"."""
+        return f"{self.description} Cost: {self.cost}" if self.cost else self.description
 
 
 _REGISTRY: dict[str, DrafterChoice] = {}
@@ -107,6 +114,19 @@ def drafter_keys() -> tuple[str, ...]:
 def label_of(key: str) -> str:
     """The label of a drafter key (the key itself when unknown)."""
     return next((c.label for c in choices() if c.key == key), key)
+
+
+def describe(key: str) -> str:
+    """What a drafter key is and what it costs, one line (:meth:`DrafterChoice.line`); a bench / arena variant
+    ("eagle:tree", "medusa:lookup") adds what its suffix changes. "" for an unknown key."""
+    try:
+        variant = split_variant(key)
+    except ValueError:
+        return ""
+    choice = next(c for c in choices() if c.key == variant.base)
+    extra = (" As a tree: many candidates, verified in one pass (greedy only)." if variant.tree else "") + \
+        (" Lookup first: n-gram lookup before the head each pass." if variant.lookup else "")
+    return choice.line() + extra
 
 
 HEAD_KEYS = ("eagle", "medusa")  # the drafters with trained heads: trees, the confidence gate, lookup first
@@ -243,33 +263,33 @@ def _heads(kind: str) -> Factory:
     return factory
 
 
-NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.")
+NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.",
+                     cost="the reference.")
 _BUILT_IN = (
     DrafterChoice("ngram", "N-gram prompt lookup", "Copies what followed the latest earlier match of the last few "
-                  "tokens; no model.", _ngram),
-    DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers + final norm + LM "
-                  "head; weights shared. Untrained, it agrees with SmolLM2-135M on few tokens below its last layers "
-                  "(46% at layer 28/30, under 15% below 20), so it shows the idea more than a speedup.", _early_exit),
+                  "tokens; no model.", _ngram, cost="next to nothing; it pays where the answer repeats the prompt."),
+    DrafterChoice("early-exit", "Self-speculation (early exit)", "The target's own first L layers and its LM head "
+                  "draft, weights shared; untrained, they agree with the target on few tokens.", _early_exit,
+                  cost="L of the target's layers per drafted token, no extra memory."),
     DrafterChoice("bf16", "bfloat16 copy (draft model)", "The target in reduced precision, with its own KV cache.",
-                  _bf16),
-    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with its own KV cache; with another "
-                  "tokenizer than the target's, its drafted text is re-tokenized and verified as one-hot drafts.",
-                  _draft_model),
-    DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature "
-                  "from its current one and the next token; drafts a chain, or a tree with --tree. Ships for the "
-                  "embedded SmolLM2-135M-Instruct.", _heads("eagle")),
-    DrafterChoice("medusa", "Medusa heads (trained)", "Four trained residual heads on the target's last feature each "
-                  "guess one future token in a single step; chain of up to 4, or a tree with --tree. Ships for the "
-                  "embedded SmolLM2-135M-Instruct.", _heads("medusa")),
-    DrafterChoice("lookahead", "Lookahead decoding (no draft model)", "The target itself runs a window of Jacobi "
-                  "iterations beside decoding and verifies n-grams they produced, in the same forward (W window, N "
-                  "n-gram size, G candidates).", _lookahead),
-    DrafterChoice("suffix", "Suffix decoding (prompt + earlier outputs)", "Suffix tries over the prompt, the output "
-                  "so far and this session's earlier outputs propose the most frequent continuation of the longest "
-                  "matching suffix, as many tokens as stay likely; no model. The Live tab keeps the earlier outputs of "
-                  "the page visit; the Arena and the bench run it cold (an empty store each run).", _suffix),
-    DrafterChoice("oracle", "Oracle (target drafts itself)", "Greedy acceptance is 100%: shows the cost side of the "
-                  "trade-off.", _oracle),
+                  _bf16, cost="a second copy of the weights and a full forward per drafted token."),
+    DrafterChoice("model", "Draft model (hub id or folder)", "A smaller model with its own KV cache; another "
+                  "tokenizer's drafts are re-tokenized for the target.", _draft_model,
+                  cost="a draft-model forward per drafted token, and its weights."),
+    DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature; "
+                  "drafts a chain or a tree (shipped for the embedded SmolLM2-135M-Instruct).", _heads("eagle"),
+                  cost="one layer and the LM head per drafted token."),
+    DrafterChoice("medusa", "Medusa heads (trained)", "Four trained heads on the target's last feature each guess "
+                  "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
+                  cost="four small heads and the LM head, once per pass."),
+    DrafterChoice("lookahead", "Lookahead decoding (no draft)", "The target guesses ahead by Jacobi iteration and "
+                  "verifies n-grams it produced, in the same forward (W window, N n-gram size, G candidates).",
+                  _lookahead, cost="no draft model; every target forward is wider."),
+    DrafterChoice("suffix", "Suffix decoding (no model)", "Suffix tries over the prompt, the output and earlier "
+                  "outputs propose the likeliest continuation (the Live tab keeps this visit's outputs; the Arena and "
+                  "the bench run it cold).", _suffix, cost="next to nothing; it pays on text seen before."),
+    DrafterChoice("oracle", "Oracle (target drafts itself)", "The target drafts for itself: greedy acceptance is "
+                  "100%.", _oracle, cost="a full target step per drafted token: the cost side of the trade-off."),
 )
 _BUILT_IN_KEYS = frozenset(c.key for c in _BUILT_IN)
 for _choice in _BUILT_IN:
