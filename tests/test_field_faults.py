@@ -196,3 +196,104 @@ def test_a_draft_model_with_a_shorter_table_stops_drafting(table_pair, prompt_le
         committed = prompt_len + event.num_generated - len(event.emitted_ids)
         assert committed + len(event.draft_ids) <= DRAFT_POSITIONS + 1 or not event.draft_ids
     assert (prompt_len >= DRAFT_POSITIONS) == (not any(e.draft_ids for e in spec.events))
+
+
+# ------------------------------------------------------------------------------ the probabilities shown for accepted
+
+HOVER = re.compile(r'data-kind="accepted"[^>]*data-id="(\d+)" title="[^"]*?target p = ([0-9.]+) · draft q = ([0-9.]+)')
+
+
+def _teacher_forced_probs(target, prompt: list[int], output: list[int], sampling: SamplingConfig) -> torch.Tensor:
+    """(len(output), V) the target's processed distribution at every output position, from one forward over the
+    final ids (no cache, no chunks)."""
+    from specviz.core.verify import process_logits, restrict_vocab
+
+    with torch.inference_mode():
+        logits = target.model(torch.tensor([prompt + output]), use_cache=False).logits[0].float()
+    rows = restrict_vocab(logits[len(prompt) - 1:-1], target.num_token_ids)
+    return process_logits(rows, sampling)
+
+
+@pytest.mark.parametrize("drafter_kind, temperature", [("draft model", 0.0), ("draft model", 0.8),
+                                                       ("n-gram", 0.0), ("lookahead", 0.0)])
+def test_accepted_tokens_show_the_targets_probability(tiny_target, tiny_draft, drafter_kind, temperature):
+    from app.render import Pane
+
+    tok = tiny_target.tokenizer
+    prompt = tok.encode(SENTENCE + " " + SENTENCE, add_special_tokens=False)
+    sampling = SamplingConfig(temperature=temperature, seed=4)
+    config = GenerationConfig(max_new_tokens=40, k=4, sampling=sampling)
+    drafter = {"draft model": ModelDrafter(tiny_draft.model, "d"), "n-gram": NgramDrafter(),
+               "lookahead": LookaheadDrafter()}[drafter_kind]
+    run = collect(speculative_generate(tiny_target, drafter, prompt, config), tok, prompt)
+    output = list(run.token_ids)
+    probs = _teacher_forced_probs(tiny_target, prompt, output, sampling)
+    shown, at = [], 0  # (output position, token, the p the event carries) of every accepted token
+    for event in run.events:
+        for i in range(min(event.committed_accepted, len(event.emitted_ids))):
+            assert event.emitted_ids[i] == event.draft_ids[i]
+            shown.append((at + i, event.draft_ids[i], event.details[i].target_prob, event.details[i].draft_prob))
+        at += len(event.emitted_ids)
+    assert len(shown) >= (3 if drafter_kind == "draft model" else 1), drafter_kind
+    for position, token, p, q in shown:
+        assert p == pytest.approx(float(probs[position, token]), abs=2e-4), (position, token)
+        assert 0.0 < p < 1.0 - 1e-6  # neither 1.0 (a one-hot q shown as p) nor 0
+        if drafter_kind != "draft model":
+            assert q == 1.0  # a deterministic drafter's q is one-hot: p must not be it
+    pane = Pane(tok)
+    for event in run.events:
+        pane.add(event)
+    hovers = HOVER.findall(pane.html())
+    assert [int(token) for token, _, _ in hovers] == [token for _, token, _, _ in shown]
+    for (position, token, p, _), (_, p_text, _) in zip(shown, hovers):
+        assert float(p_text) == pytest.approx(float(probs[position, token]), abs=5e-4 + 2e-4)
+
+
+# --------------------------------------------------------------------------- EOS in copied text; a doubled BOS
+
+
+def test_an_eos_copied_from_the_prompt_ends_the_answer(embedded):
+    """The conversation already holds the answer and its end of turn: n-gram and suffix lookup copy the answer, the
+    <|im_end|> and the next turn's start; the target accepts past the <|im_end|>, and the run still ends at it, as
+    standard decoding does, counting nothing after it."""
+    from specviz.core.metrics import RunStats
+    from specviz.drafters.suffix import SuffixDrafter
+    from specviz.models import encode_turns
+
+    tok = embedded.tokenizer
+    ask = "Repeat exactly: The sky is blue."
+    ids = encode_turns(tok, [("user", ask), ("assistant", "The sky is blue."), ("user", ask)])
+    assert embedded.eos_token_ids[0] in ids[:-3]
+    config = GenerationConfig(max_new_tokens=12, k=8)
+    base = collect(standard_generate(embedded, ids, config), tok, ids)
+    for drafter in (NgramDrafter(), SuffixDrafter()):
+        spec = collect(speculative_generate(embedded, drafter, ids, config), tok, ids)
+        assert spec.token_ids == base.token_ids and spec.finish_reason == base.finish_reason == "eos"
+        assert spec.token_ids[-1] in embedded.eos_token_ids and spec.text == base.text == "The sky is blue."
+        last = spec.events[-1]
+        end = last.draft_ids.index(spec.token_ids[-1])
+        assert last.num_accepted > end + 1  # the verifier accepted drafts after the copied EOS ...
+        assert last.committed_accepted == end + 1 == len(last.emitted_ids)  # ... and none of them was kept
+        stats = RunStats()
+        for event in spec.events:
+            stats.add(event)
+        assert stats.accepted == sum(e.committed_accepted for e in spec.events) == len(spec.token_ids) - stats.passes
+
+
+def test_a_chat_template_that_writes_the_bos_the_tokenizer_adds_gives_one_bos():
+    from tokenizers import processors
+
+    from specviz.models import encode_prompt, encode_turns, fit_prompt
+
+    tok = build_tokenizer(CORPUS, 400, [EOS, "<s>", "<|user|>", "<|assistant|>"])
+    bos = tok.convert_tokens_to_ids("<s>")
+    tok.bos_token = "<s>"
+    tok._tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
+    assert tok("hello")["input_ids"][0] == bos  # the tokenizer adds a BOS itself ...
+    tok.chat_template = ("{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}" + EOS
+                         + "\n{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")  # ... as does this
+    encodings = [encode_prompt(tok, "hello there"), encode_prompt(tok, "hello there", use_chat_template=False),
+                 encode_turns(tok, [("user", "hi"), ("assistant", "yo"), ("user", "again")]),
+                 encode_prompt(tok, "<s> typed as text <s>"), fit_prompt(tok, "hello there " * 50, 40).ids]
+    for ids in encodings:
+        assert ids[0] == bos and ids.count(bos) == 1, ids[:4]
