@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from specviz.core.window import context_window  # noqa: F401  (re-exported: the window lives with the engine)
 from specviz.policy import remote_code_allowed
 from specviz.speed import SpeedReport, prepare_for_decoding
 
@@ -751,24 +752,6 @@ def _unsanitizable(tokenizer, text: str, error: ValueError) -> ValueError:
 
 class PromptTooLongError(ValueError):
     """Even an empty prompt would not leave room for the requested new tokens; the message says what fits."""
-
-
-def context_window(*models) -> int | None:
-    """The smallest context window (``max_position_embeddings``) of the given LoadedModels or torch models;
-    None when none of them states one."""
-    sizes = []
-    for item in models:
-        model = getattr(item, "model", item)
-        config = getattr(model, "config", None)
-        if config is None:
-            continue
-        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-            value = getattr(text_config, name, None)
-            if isinstance(value, int) and value > 0:
-                sizes.append(value)
-                break
-    return min(sizes) if sizes else None
 
 
 _TYPED_TURN = re.compile(r"(?im)^[ \t]*(?:<\|im_start\|>[ \t]*|\[|###[ \t]*)?(system|user|human|assistant)"

@@ -36,7 +36,8 @@ from specviz.core.events import (BatchStep, LookaheadRecord, NumericalError, Pas
                                  RunKind, RunResult, Timings, TreeRecord)
 from specviz.core.kv import (PREFILL_CHUNK, Clock, cache_length, check_cancel, compilations, forward_chunked,
                              forward_rows, keep_positions, new_cache)
-from specviz.core.tree import ancestors, tree_attention_mask, tree_positions, verify_tree_greedy
+from specviz.core.tree import ancestors, depths, tree_attention_mask, tree_positions, verify_tree_greedy
+from specviz.core.window import position_limit, window_budget
 from specviz.core.verify import (SamplingConfig, Verdict, all_finite, apply_processors, fit_vocab, process_logits,
                                  restrict_vocab, sample, verify_greedy, verify_sampling)
 
@@ -257,12 +258,14 @@ class _Batch:
         self.name, self.target, self.config, self.cancel = name, target, config, cancel
         self.clock = Clock(target.device)
         self.vocab = shared_vocab(target)
+        self.window = position_limit(target.model)  # positions 0 .. window - 1 exist (None: no table, no limit)
         drafters = drafters if drafters is not None else [None] * len(prompts)
         self.features = feature_request(drafters)
         # the forward path: a graph runner over a static device-side cache, or the eager SlabCache
         self.runner, self.path = choose_runner(target, prompts, config, self.features)
         self.cache = self.runner.cache if self.runner is not None else new_cache(target.model)
-        self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer, config.max_new_tokens,
+        self.rows = [_Row(name, i, list(p), OutputTracker(target.tokenizer,
+                                                          window_budget(target.model, len(p), config.max_new_tokens),
                                                           target.eos_token_ids, config.stop_strings,
                                                           config.stop_token_ids),
                           self._generator(i), d, config.draft_length(d) if d is not None else None)
@@ -580,6 +583,9 @@ def _draft(batch: _Batch, row: _Row, k: int) -> tuple[Draft, str | None]:
         row.drafter = None
         return Draft([]), (f"The drafter ({name}) produced non-finite numbers (NaN or inf), e.g. a float16 draft "
                            f"that overflowed: the run goes on without drafts, as standard decoding (same output).")
+    if draft.parents is not None and draft.token_ids and batch.window is not None and \
+            max(depths(list(draft.parents))) > batch.window - len(row.committed):
+        return Draft([]), None  # a tree (lookahead window) reaching past the target's context window: a plain step
     if draft.parents is None:  # a chain: at most k tokens, cut before any id outside the shared vocabulary
         ids = draft.token_ids[:k]
         m = next((i for i, t in enumerate(ids) if not 0 <= t < batch.vocab), len(ids))
@@ -680,13 +686,23 @@ def _prefill(batch: _Batch) -> Iterator[PassEvent | BatchStep]:
             row.k_next = row.control.choose(row.budget, _ready(row))
         other = batch.clock.now_ms() - t2
         event = _event(batch, row, outcome, emitted, delta, Timings(0.0, t1 - t0, other), cache_len=length,
-                       compiling=compiling)
+                       compiling=compiling, notice=_window_notice(batch, row))
         events.append(replace(event, forward_path=batch.path))
     batch.elapsed_ms += batch.clock.now_ms() - t0
     yield BatchStep(batch.name, 0, len(events), max(len(r.prompt_ids) for r in batch.active), t1 - t0, 0.0,
                     len(events), batch.elapsed_ms)
     yield from events
     batch.drop_finished()
+
+
+def _window_notice(batch: _Batch, row: _Row) -> str | None:
+    """One sentence when the target's context window, not max_new_tokens, ends the row's run (None otherwise)."""
+    if row.out.max_new_tokens >= batch.config.max_new_tokens:
+        return None
+    room = row.out.max_new_tokens
+    return (f"The target's context window ends {room:,} token{'s' if room != 1 else ''} after the "
+            f"{len(row.prompt_ids):,}-token prompt: the run stops there, before {batch.config.max_new_tokens:,} new "
+            f"tokens.")
 
 
 # -------------------------------------------------------------------------------------------- the loops

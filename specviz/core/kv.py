@@ -22,6 +22,7 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 from specviz.core.events import RunCancelled
+from specviz.core.window import windowed_mask
 
 PREFILL_CHUNK = 256
 """Most tokens one forward reads: a long prompt is read in chunks this size, so a Stop (checked before every
@@ -275,8 +276,8 @@ def forward_logits_features(
     _use_threads(model, len(input_ids))
     ids = torch.tensor([input_ids], dtype=torch.long, device=model.device)
     kwargs = {}
-    if attention_mask is not None:
-        kwargs["attention_mask"] = attention_mask
+    if attention_mask is not None:  # sliding layers get their window applied (specviz.core.window)
+        kwargs["attention_mask"] = windowed_mask(model, attention_mask, position_ids, [cache_length(cache)])
     if position_ids is not None:
         kwargs["position_ids"] = position_ids
     out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=True,
@@ -309,6 +310,9 @@ def forward_rows(
     ids = torch.tensor(rows, dtype=torch.long, device=model.device)
     kwargs = {name: value for name, value in (("attention_mask", attention_mask), ("position_ids", position_ids))
               if value is not None}
+    if attention_mask is not None:  # sliding layers get their window applied (specviz.core.window)
+        lengths = cache.row_lengths() if isinstance(cache, SlabCache) else [cache_length(cache)] * len(rows)
+        kwargs["attention_mask"] = windowed_mask(model, attention_mask, position_ids, lengths or [0] * len(rows))
     out = model(input_ids=ids, use_cache=True, logits_to_keep=num_logits, output_hidden_states=bool(features),
                 **{_cache_argument(model): cache}, **kwargs)
     return out.logits[:, -num_logits:].float(), (pick_features(out.hidden_states, _layers(features)) if features else None)
