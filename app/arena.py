@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 from app import device, render
 from app.device import CancelRegistry, Job, load_target, relay
 from app.downloads import write_csv_and_json
+from app.drafter_about import add_about
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import (EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, InputError, check_exit_layer, check_models,
                         clamp_notice, number, parse_exit_layer, parse_generation_settings)
@@ -943,17 +944,20 @@ def _results_column() -> tuple:
     return status, summary, timings, per_prompt, charts, predictions, csv_file, json_file
 
 
+def _drafter_list() -> gr.CheckboxGroup:
+    """The drafters to race, with what each ticked one is and costs under the list (:func:`app.drafter_about.add_about`)."""
+    drafters = gr.CheckboxGroup(drafter_choices(), value=list(DEFAULT_DRAFTERS), label="Drafters",
+                                elem_id="arena-drafters", info="Each runs against the same standard-decoding baseline")
+    add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
+    return drafters
+
+
 def build_tab(target: str = "embedded") -> None:
     """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
     cats = categories()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
-            drafters = gr.CheckboxGroup(drafter_choices(),
-                                        value=list(DEFAULT_DRAFTERS), label="Drafters", elem_id="arena-drafters",
-                                        info="Each runs against the same standard-decoding baseline")
-            from app.drafter_about import add_about  # what each ticked drafter is and costs, under the list
-
-            add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
+            drafters = _drafter_list()
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
                                   elem_id="arena-ks",
                                   info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
@@ -963,12 +967,10 @@ def build_tab(target: str = "embedded") -> None:
             prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
                                 placeholder="Type a prompt…")
             category = gr.Dropdown(category_choices(), value="code-edit" if "code-edit" in cats else cats[0],
-                                   label="Category",
-                                   elem_id="arena-category")
+                                   label="Category", elem_id="arena-category")
             max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
-                                       info="Small keeps a category to a few minutes on a CPU (the whole suite "
-                                            "takes about nine times as long)")
+                                       info="Small keeps a category to minutes on a CPU (the suite: 9 times that)")
             with gr.Row():
                 run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
                                     min_width=100)  # with Stop beside it in the 300 px column

@@ -188,6 +188,18 @@ def test_a_head_built_in_float32_follows_the_target_into_its_dtype(copies):
     assert _run(target, _prompt(target), cfg, drafter).token_ids == _run(target, _prompt(target), cfg).token_ids
 
 
+def test_head_norms_survive_float16_activations(copies):
+    """SmolLM2's hidden states reach 2e4: squared in float16 they would overflow; the heads' norms work in float32."""
+    target = copies["float16"]
+    layers = fusion_layers(target.model.config.num_hidden_layers)
+    head = new_eagle_head(copies["float32"].model, feature_layers=layers).to(torch.float16)
+    hidden = target.model.config.hidden_size
+    feats = torch.full((2, 3 * hidden), 2.0e4, dtype=torch.float16)
+    fused = head.take_in(feats)
+    assert fused.dtype == torch.float16 and torch.isfinite(fused).all()
+    assert torch.isfinite(head.out_norm(feats[:, :hidden])).all()
+
+
 def test_the_fit_check_ignores_the_dtype_but_not_the_weights(copies, tiny_draft, head_files):
     stored = target_signature(copies["float32"].model)
     for dtype in LOW_PRECISION:

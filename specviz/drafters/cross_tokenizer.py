@@ -38,7 +38,7 @@ import torch
 from specviz.core.drafting import Draft, DraftContext
 from specviz.core.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
 from specviz.core.verify import restrict_vocab
-from specviz.models import VocabularyMismatchError, context_window, token_id_count
+from specviz.models import VocabularyMismatchError, context_window, encode_text, token_id_count
 
 TAIL_TOKENS = 8  # draft tokens at the end of the committed text that are re-encoded every pass
 CONTEXT_TOKENS = 4  # committed target ids the drafted text is re-tokenized after
@@ -139,13 +139,25 @@ def _framing_head(tokenizer) -> list[int]:
     return []
 
 
+def _control_ids(tokenizer) -> frozenset[int]:
+    """Ids of the tokenizer's control tokens (special added tokens, e.g. a chat template's turn markers, and its
+    BOS / EOS / pad)."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    ids = {int(i) for i, token in added.items() if getattr(token, "special", False)}
+    return frozenset(ids | {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or ())})
+
+
 class CommittedText:
     """The text of a growing sequence of target ids, decoded incrementally: new ids are decoded after
-    :data:`DECODE_CONTEXT` ids of context, so the cost per pass does not grow with the text."""
+    :data:`DECODE_CONTEXT` ids of context, so the cost per pass does not grow with the text. ``controls`` lists the
+    character spans (start, end) of the text written by control ids (a chat template's markers): only those are
+    control tokens for the draft; the same characters typed by the user came as plain pieces and stay text."""
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
         self.text = ""
+        self.controls: list[tuple[int, int]] = []
+        self._control_ids = _control_ids(tokenizer)
         self._ids: list[int] = []  # the ids whose text is in ``text``
 
     def update(self, ids: list[int]) -> bool:
@@ -156,7 +168,7 @@ class CommittedText:
         """
         read = len(self._ids)
         if list(ids[:read]) != self._ids:
-            self.text, self._ids, read = "", [], 0
+            self.text, self.controls, self._ids, read = "", [], [], 0
         if read == len(ids):
             return True
         start = max(0, read - DECODE_CONTEXT)
@@ -168,8 +180,36 @@ class CommittedText:
             self.text += after[len(before):]
         else:  # the decoder wrote the context differently with the new ids after it: decode everything
             self.text = _decode(self.tokenizer, list(ids))
+        for j in range(read, len(ids)):
+            if int(ids[j]) in self._control_ids:  # where its text starts: the decoding is additive
+                begin = len(_decode(self.tokenizer, list(ids[:j])))
+                self.controls.append((begin, begin + len(_decode(self.tokenizer, [int(ids[j])]))))
         self._ids = [int(i) for i in ids]
         return True
+
+
+def _encode_marked(tokenizer, text: str, offset: int, controls: list[tuple[int, int]]) -> list[int]:
+    """Ids of ``text`` (which starts at ``offset`` in the committed text): the spans in ``controls`` are encoded as
+    control tokens, the rest as plain text (a control token typed by the user stays text:
+    :func:`specviz.models.encode_text`)."""
+    ids, at = [], 0
+    for begin, end in controls:
+        begin, end = begin - offset, end - offset
+        if end <= at or begin >= len(text):
+            continue
+        ids += _plain(tokenizer, text[at:max(at, begin)]) if begin > at else []
+        ids += _encode(tokenizer, text[max(at, begin):end])
+        at = end
+    return ids + (_plain(tokenizer, text[at:]) if at < len(text) else [])
+
+
+def _plain(tokenizer, text: str) -> list[int]:
+    """Ids of ``text`` as plain text; where the draft's tokenizer cannot keep a typed control token as text, as it
+    encodes it (the draft then reads a control token there: only its guesses suffer, never the output)."""
+    try:
+        return encode_text(tokenizer, text)
+    except ValueError:
+        return _encode(tokenizer, text)
 
 
 class DraftHistory:
@@ -186,12 +226,14 @@ class DraftHistory:
         self._ids: list[int] = []  # settled ids
         self._text = ""  # the text they spell
 
-    def ids_for(self, text: str) -> list[int]:
-        """The draft's ids for ``text`` (which extends earlier calls' text; any other text starts over)."""
+    def ids_for(self, text: str, controls: list[tuple[int, int]] = ()) -> list[int]:
+        """The draft's ids for ``text`` (which extends earlier calls' text; any other text starts over); the
+        character spans ``controls`` of ``text`` are control tokens, the rest is plain text
+        (:attr:`CommittedText.controls`)."""
         if not text.startswith(self._text):
             self._ids, self._text = [], ""
         rest = text[len(self._text):]
-        tail = _encode(self.tokenizer, rest)
+        tail = _encode_marked(self.tokenizer, rest, len(self._text), list(controls))
         ids = self._ids + tail
         extra = len(tail) - TAIL_TOKENS
         if extra > 0:
@@ -253,7 +295,8 @@ class CrossTokenizerDrafter:
     def _draft_ids(self, committed_ids: list[int]) -> list[int] | None:
         """The draft's ids for the committed text (None while the committed ids end inside a character)."""
         if self._synced[0] != len(committed_ids):
-            ids = self._history.ids_for(self._text.text) if self._text.update(committed_ids) else None
+            ids = self._history.ids_for(self._text.text, self._text.controls) \
+                if self._text.update(committed_ids) else None
             self._synced = (len(committed_ids), ids)
         return self._synced[1]
 

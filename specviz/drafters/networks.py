@@ -101,8 +101,15 @@ def follow_target(head: nn.Module, model: nn.Module) -> nn.Module:
     return head.to(device=device, dtype=dtype)
 
 
+def _unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """x scaled to unit root mean square over the last dimension, computed in float32 and returned in x's dtype (a
+    float16 square of a large activation, e.g. 2e4, would overflow; float32 input: unchanged arithmetic)."""
+    wide = x.float()
+    return (wide * torch.rsqrt(wide.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
 class RMSNorm(nn.Module):
-    """Root-mean-square layer norm over the last dimension (eps inside the square root)."""
+    """Root-mean-square layer norm over the last dimension (eps inside the square root; the statistics in float32)."""
 
     def __init__(self, hidden: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -110,7 +117,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+        return self.weight * _unit_rms(x, self.eps)
 
 
 class DraftLMHead:
@@ -261,8 +268,7 @@ class EagleHead(nn.Module):
         if not self.config.feature_layers:
             return feats
         blocks = feats.unflatten(-1, (len(self.config.feature_layers), self.config.hidden))
-        blocks = blocks * torch.rsqrt(blocks.pow(2).mean(-1, keepdim=True) + self.config.eps)
-        return self.fuse(blocks.flatten(-2))
+        return self.fuse(_unit_rms(blocks, self.config.eps).flatten(-2))
 
     def readout(self, out: torch.Tensor) -> torch.Tensor:
         """(..., H) head outputs -> (..., H) features for the draft LM head (``out_norm`` for EAGLE-3)."""
