@@ -764,19 +764,8 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
                  f"{settings.max_new_tokens} new tokens each")
         if suffix_note(settings):
             progress(suffix_note(settings))
-    records, skipped = [], []
-    for i, (prompt, ids) in enumerate(zip(prompts, encoded), start=1):
-        if records and deadline_s is not None and time.perf_counter() - started > deadline_s:
-            skipped = [p.id for p in prompts[i - 1:]]
-            if progress:
-                progress(f"time budget ({deadline_s:.0f} s) reached: {len(skipped)} prompt(s) not run")
-            break
-        if progress:
-            progress(f"[{i}/{len(prompts)}] {prompt.id} ({prompt.category}, {len(ids)} prompt tokens)")
-        warmup = settings.warmup_every_prompt or i == 1
-        records.append(bench_prompt(target, drafters, prompt, ids, methods, settings, progress, warmup))
-        if settings.warm_suffix:
-            _feed_suffix_stores(drafters, ids, records[-1])
+    records, skipped = _bench_prompts(target, drafters, methods, (prompts, encoded), settings, progress,
+                                      (started, deadline_s))
     categories = list(dict.fromkeys(r["category"] for r in records))
     per_category = {c: summarize([r for r in records if r["category"] == c], methods) for c in categories}
     overall = summarize(records, methods)
@@ -807,6 +796,28 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
     result["machine"]["load_average_1min_end"] = load_average()
     result["compiling"] = compilations() != compiled_before  # torch.compile ran during the bench: timings include it
     return result
+
+
+def _bench_prompts(target, drafters, methods, prompts_and_ids, settings: BenchSettings, progress: Progress | None,
+                   clock: tuple[float, float | None]) -> tuple[list[dict], list[str]]:
+    """Each prompt's record (:func:`bench_prompt`), in order, and the ids of the prompts not started because
+    ``clock`` = (start, deadline seconds or None) had passed (at least one prompt always runs)."""
+    prompts, encoded = prompts_and_ids
+    started, deadline_s = clock
+    records: list[dict] = []
+    for i, (prompt, ids) in enumerate(zip(prompts, encoded), start=1):
+        if records and deadline_s is not None and time.perf_counter() - started > deadline_s:
+            skipped = [p.id for p in prompts[i - 1:]]
+            if progress:
+                progress(f"time budget ({deadline_s:.0f} s) reached: {len(skipped)} prompt(s) not run")
+            return records, skipped
+        if progress:
+            progress(f"[{i}/{len(prompts)}] {prompt.id} ({prompt.category}, {len(ids)} prompt tokens)")
+        warmup = settings.warmup_every_prompt or i == 1
+        records.append(bench_prompt(target, drafters, prompt, ids, methods, settings, progress, warmup))
+        if settings.warm_suffix:
+            _feed_suffix_stores(drafters, ids, records[-1])
+    return records, []
 
 
 def _lookahead_setting(window: int | None, ngram: int | None, candidates: int | None) -> tuple[int, int, int]:
@@ -1279,13 +1290,7 @@ def format_bench(result: dict) -> str:
     same = result.get("ids_identical_to_standard")
     if same is not None:
         lines.append(f"ids identical to our standard decoding ({result.get('dtype')}): " + ("yes" if same else "NO"))
-    for rec in result["prompts"]:
-        for name, res in rec["results"].items():
-            if res.get("ids_identical_to_standard") is False:
-                lines.append(f"  {rec['id']} {name}: {divergence_line(res | {'reason': res['divergence_reason']})}")
-            if res.get("ids_identical_to_transformers") is False:
-                lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
-                             f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")
+    lines += _difference_lines(result)
     if result.get("suffix_note"):
         lines.append(result["suffix_note"])
     targets = result.get("head_targets")
@@ -1310,6 +1315,19 @@ def format_bench(result: dict) -> str:
                  f"{result['versions']['transformers']}; {result['wall_s']:.1f} s; load average at start "
                  f"{_fmt(m.get('load_average_1min'), '.1f')}, at end {_fmt(m.get('load_average_1min_end'), '.1f')}")
     return "\n".join(lines)
+
+
+def _difference_lines(result: dict) -> list[str]:
+    """One line per run whose greedy ids left our standard decoding's or transformers' (where and the gap)."""
+    lines = []
+    for rec in result["prompts"]:
+        for name, res in rec["results"].items():
+            if res.get("ids_identical_to_standard") is False:
+                lines.append(f"  {rec['id']} {name}: {divergence_line(res | {'reason': res['divergence_reason']})}")
+            if res.get("ids_identical_to_transformers") is False:
+                lines.append(f"  {rec['id']} {name}: first difference at token {res['first_difference']} "
+                             f"(baseline top-2 logit gap there: {_fmt(res.get('baseline_near_tie_gap'), '.4f')})")
+    return lines
 
 
 def _paired_cell(fig: dict) -> str:
