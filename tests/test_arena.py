@@ -782,8 +782,8 @@ def test_the_downloads_carry_every_verdict_and_note_the_page_shows(tmp_path):
         lines = list(csv.DictReader(f))
     assert [(line["drafter"], line["noisy"]) for line in lines] == [("none", ""), ("ngram", "true"),
                                                                     ("suffix", "true"), ("oracle", "false")]
-    assert lines[1]["noise"] == "baselines 31% apart, no finding"
-    assert lines[2]["noise"] == "faster than its tokens per pass allow, no finding" and lines[3]["noise"] == ""
+    assert lines[1]["noise"] == "too noisy to tell: its ratios on both sides of 1, baselines 31% apart, no finding"
+    assert lines[2]["noise"] == "too noisy to tell: faster than its tokens per pass allow, no finding" and lines[3]["noise"] == ""
     with open(json_path, encoding="utf-8") as f:
         data = json.load(f)
     assert data["wall_s"] == 50.3 and data["race_wall_s"] == 32.6
