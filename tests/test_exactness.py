@@ -110,7 +110,7 @@ def test_the_app_loads_its_target_in_the_operator_dtype(monkeypatch, tiny_model_
     import specviz.tuning
 
     monkeypatch.setenv("SPECVIZ_DTYPE", "bfloat16")
-    monkeypatch.setattr(specviz.tuning, "tune", lambda loaded, progress=None: type("T", (), {"summary": str})())
+    monkeypatch.setattr(specviz.tuning, "tune", lambda loaded, progress=None, **_: type("T", (), {"summary": str})())
     loaded = device.load_target(str(tiny_model_dir))
     assert loaded.dtype == torch.bfloat16 and "bfloat16" in loaded.label
 
