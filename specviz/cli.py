@@ -854,8 +854,8 @@ def _batch_bench(args) -> tuple[dict, str]:
                               stop_token_ids=tuple(args.stop_token_ids))
     _log(f"batch sweep on {target.label}: B = {', '.join(map(str, args.batch))}, drafter {key}, k = {k}")
     result = batching.batch_sweep(target, encoded, config, lambda: _make_drafter(key, args, target),
-                                  batch_sizes=args.batch, repeats=args.repeats or 3,
-                                  progress=lambda f, m: _log(f"{f:4.0%} {m}"))
+                                  batching.SweepOptions(batch_sizes=args.batch, repeats=args.repeats or 3,
+                                                        progress=lambda f, m: _log(f"{f:4.0%} {m}")))
     result.update(drafter=key, target=target.label, command=args.command_line,
                   generation_settings=settings_record(config.sampling, config.stop_token_ids))
     return result, batching.format_sweep(result)

@@ -25,7 +25,7 @@ def _prompts(tok):
 def test_sweep_rows_follow_their_definitions(tiny_target):
     config = GenerationConfig(max_new_tokens=12, k=3)
     result = batching.batch_sweep(tiny_target, _prompts(tiny_target.tokenizer), config, NgramDrafter,
-                                  batch_sizes=(1, 2, 4), repeats=2)
+                                  batching.SweepOptions(batch_sizes=(1, 2, 4), repeats=2))
     rows = result["rows"]
     assert [r["batch"] for r in rows] == [1, 2, 4] and not result["stopped"]
     for r in rows:
@@ -64,7 +64,8 @@ def test_the_sweep_stops_when_asked(tiny_target):
         return len(calls) > 1
 
     result = batching.batch_sweep(tiny_target, _prompts(tiny_target.tokenizer), GenerationConfig(max_new_tokens=6),
-                                  NgramDrafter, batch_sizes=(1, 2, 4), repeats=1, should_stop=stop)
+                                  NgramDrafter,
+                                  batching.SweepOptions(batch_sizes=(1, 2, 4), repeats=1, should_stop=stop))
     assert result["stopped"] and len(result["rows"]) <= 1
 
 

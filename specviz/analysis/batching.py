@@ -25,7 +25,6 @@ makes the test fail: the check can tell a wrong sampler from a right one.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -34,7 +33,7 @@ import torch
 
 from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
-from specviz.core.events import BatchStep, PassEvent
+from specviz.core.events import BatchStep
 from specviz.core.costs import predicted_speedup
 from specviz.core.metrics import format_apart
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
@@ -190,17 +189,31 @@ def predict(rows: list[SweepRow], grid: dict | None, k: int) -> None:
             row.predicted_high = predicted_speedup(tokens[1], steps[1], verifies[0] + row.batch * draft_per_row)
 
 
-def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
-                batch_sizes: Sequence[int] = BATCH_SIZES, repeats: int = 3, grid: dict | None = None,
-                progress: Progress | None = None, should_stop: ShouldStop | None = None) -> dict:
+@dataclass(frozen=True)
+class SweepOptions:
+    """How :func:`batch_sweep` sweeps: the batch sizes (each once, in increasing order), ``repeats`` interleaved
+    standard and speculative runs per size, an optional forward grid for the predicted curve (``grid["ms"][B][n]``
+    in ms, ``grid["spread"][B][n]`` its (min, max); see :func:`predict`), ``progress(fraction 0..1, message)`` and
+    ``should_stop()``, asked before each batch size and each forward."""
+
+    batch_sizes: Sequence[int] = BATCH_SIZES
+    repeats: int = 3
+    grid: dict | None = None
+    progress: Progress | None = None
+    should_stop: ShouldStop | None = None
+
+
+def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter],
+                options: SweepOptions = SweepOptions()) -> dict:
     """The sweep of the module docstring: ``{"rows": [SweepRow.as_dict()...], "k", "max_new_tokens",
     "stopped", "crossover"}``, where ``crossover`` is the smallest B whose measured speedup is below 1 (None if
-    none). ``grid`` is an optional forward grid for the predicted curve. Stops early (``stopped``) when
-    ``should_stop()``; raises what the engine raises (ValueError for an empty prompt)."""
-    say = progress or (lambda fraction, message: None)
+    none). ``options``: the batch sizes, repeats, forward grid and callbacks (:class:`SweepOptions`). Stops early
+    (``stopped``) when ``options.should_stop()``; raises what the engine raises (ValueError for an empty prompt)."""
+    should_stop, repeats = options.should_stop, options.repeats
+    say = options.progress or (lambda fraction, message: None)
     rows: list[SweepRow] = []
     stopped = False
-    sizes = sorted({int(b) for b in batch_sizes})
+    sizes = sorted({int(b) for b in options.batch_sizes})
     for i, batch in enumerate(sizes):
         if should_stop is not None and should_stop():
             stopped = True
@@ -213,7 +226,7 @@ def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make
         except RunCancelled:
             stopped = True
             break
-    predict(rows, grid, config.k)
+    predict(rows, options.grid, config.k)
     below = next((r.batch for r in rows if r.speedup is not None and r.speedup < 1.0), None)
     say(1.0, "Stopped." if stopped else "Done.")
     return {"rows": [r.as_dict() for r in rows], "k": config.k, "max_new_tokens": config.max_new_tokens,
