@@ -21,7 +21,8 @@ def _last(gen) -> tuple:
 
 
 def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
-    out = _last(batching.measure("ngram", 2, 6, [1, 2], batching.SHORT, True, str(tiny_model_dir), ""))
+    out = _last(batching.measure(batching.SweepForm("ngram", 2, 6, [1, 2], batching.SHORT, True, str(tiny_model_dir),
+                                                   "")))
     status, lesson, chart, table, csv_file, json_file = out
     assert "Measured B = 1, 2" in status, status
     assert [row[0] for row in table["data"]] == ["1", "2"]  # one row per batch size
@@ -49,7 +50,7 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
 
 
 def test_the_check_shows_its_statistics(tiny_model_dir):
-    out = _last(batching.check("Hello there", 1.0, "ngram", 30, False, str(tiny_model_dir), ""))
+    out = _last(batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 30, False, str(tiny_model_dir), "")))
     status, lesson, chart, stats = out
     assert "Checked in" in status and "30 standard and 30 speculative" in status, status
     for test in ("standard vs the exact law", "speculative vs the exact law", "standard vs speculative"):
@@ -67,14 +68,15 @@ def test_the_check_shows_its_statistics(tiny_model_dir):
     (("ngram", 99, 6, [1], batching.SHORT, True), "k (draft length)"),
 ])
 def test_bad_sweep_input_gives_one_sentence(tiny_model_dir, args, words):
-    status = _last(batching.measure(*args, str(tiny_model_dir), ""))[0]
+    status = _last(batching.measure(batching.SweepForm(*args, str(tiny_model_dir), "")))[0]
     assert words in status and "Traceback" not in status, status
 
 
 @pytest.mark.parametrize("temperature, n, words", [(0.0, 30, "temperature above 0"),
                                                    (1.0, 5, "N runs per side must be between 20 and 1000 (got 5)")])
 def test_bad_check_input_gives_one_sentence(tiny_model_dir, temperature, n, words):
-    status = _last(batching.check("Hi", temperature, "ngram", n, False, str(tiny_model_dir), ""))[0]
+    status = _last(batching.check(batching.CheckForm("Hi", temperature, "ngram", n, False, str(tiny_model_dir),
+                                                     "")))[0]
     assert words in status and "Traceback" not in status, status
 
 

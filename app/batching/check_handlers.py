@@ -1,0 +1,77 @@
+"""The check's buttons: Check (:func:`check`) and Stop (:func:`stop_check`)."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+
+from app import device, render
+from app.batching.check_figures import check_figure
+from app.batching.check_job import CheckForm, CheckSettings, check_work
+from app.batching.check_reading import check_lesson, check_stats_html
+from app.batching.shared import JobStatus, lesson_html
+from app.device import CancelRegistry, relay
+from app.inputs import InputError
+from app.messages import report
+from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.policy import PolicyError
+
+CHECK_OUTPUTS = ("batching-check-status", "batching-check-lesson", "batching-check-chart", "batching-check-stats")
+"""What :func:`check` yields, in order (the components' elem_ids)."""
+CHECKS = CancelRegistry()  # this tab's sampling checks, one per session
+
+
+def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
+    """The Check button: validate the form, wait for the device, run the sampling check there; yields
+    :data:`CHECK_OUTPUTS` tuples."""
+    try:
+        c = form.parse()
+    except (InputError, PolicyError) as error:
+        yield _check_out(status=report("checking the sampling check's inputs", error))
+        return
+    job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
+    shown = JobStatus(progress, lambda status: _check_out(status=status), "Checking")
+    cpu = CpuShare()
+    try:
+        yield _check_out(status=render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
+        result = None
+        if (yield from relay(job.turn(), shown.waiting)):
+            result = yield from relay(job.call(check_work, job, c, stoppable=True), shown.show)
+        yield _checked(result, c, time.monotonic() - shown.started, cpu)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
+        yield _check_out(status=report("sampling check", error))
+    finally:
+        job.release()
+
+
+# Gradio's handler of the Check button (its API description is the docstring): the controls' values, named by
+# ``inputs_kwargs`` as the fields of :class:`CheckForm`, become one form for :func:`check`.
+def on_check(progress=gr.Progress(), request: gr.Request = None, **controls):
+    """The Check button: validate, wait for the device, run the sampling check there; yields
+    :data:`CHECK_OUTPUTS` tuples."""
+    yield from check(CheckForm(**controls), progress, request)
+
+
+def _check_out(status=None, lesson=None, chart=None, stats=None) -> tuple:
+    """An output tuple in :data:`CHECK_OUTPUTS` order; None leaves a component as it is."""
+    values = (status, lesson, None if chart is None else gr.update(value=chart, visible=True), stats)
+    return tuple(gr.skip() if v is None else v for v in values)
+
+
+def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None) -> tuple:
+    """The check's final outputs, or "Stopped." (``cpu``: started with the check, for the busy warning)."""
+    if result is None:
+        return _check_out(status=render.status_html("Stopped.", "info"))
+    busy = busy_machine_warning(cpu)
+    verifier = "a broken verifier that accepts every draft" if c.broken else "the rejection-sampling verifier"
+    status = render.status_html(f"Checked in {seconds:.0f} s on {result['label']}: {c.n} standard and {c.n} "
+                                f"speculative runs at temperature {c.temperature:g}, {verifier}."
+                                + (f" · {busy}" if busy else ""), "done")
+    return _check_out(status, lesson_html(check_lesson(result)), check_figure(result), check_stats_html(result))
+
+
+def stop_check(request: gr.Request = None) -> str:
+    """The check's Stop button: flag this session's sampling check."""
+    CHECKS.cancel(request)
+    return render.status_html("Stopping…", "info")

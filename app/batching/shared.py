@@ -1,0 +1,150 @@
+"""What both parts of the Batching tab share: the models they run (:class:`Models`, :func:`parse_models`), the drafter
+factory that counts proposals (:class:`CountingDrafter`), the status line of a running job (:class:`JobStatus`), the
+lesson's paragraph and the two-panel figure frame."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from app import device, render
+from app.figures import FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.inputs import InputError, check_models, text
+from specviz.drafters.registry import NONE, choices, make_drafter
+from specviz.policy import current_policy
+
+DEFAULT_DRAFTER = "ngram"
+STATUS_INTERVAL_S = 1.0
+
+
+# ------------------------------------------------------------------------------------------------------------ models
+
+
+@dataclass(frozen=True)
+class Models:
+    """The target spec, the drafter key and the draft model spec (the 'model' drafter's only)."""
+
+    target: str
+    drafter: str
+    draft_spec: str | None = None
+
+
+def drafter_menu() -> list[tuple[str, str]]:
+    """(label, key) of every registry drafter but standard decoding."""
+    return [(c.label, c.key) for c in choices() if c.key != NONE.key]
+
+
+def parse_models(target, drafter, draft_model) -> Models:
+    """The models, checked against the operator's policy. Raises InputError (or PolicyError), one sentence."""
+    spec = text(target, "The target").strip()
+    if not spec:
+        raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+    if drafter not in {key for _, key in drafter_menu()}:
+        raise InputError("Pick a drafter.")
+    draft = text(draft_model, "The draft model").strip() or None
+    if drafter == "model" and not draft:
+        raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
+    draft = draft if drafter == "model" else None
+    check_models(spec, draft, current_policy())  # the operator's model policy (specviz.policy)
+    return Models(spec, drafter, draft)
+
+
+# ---------------------------------------------------------------------------------------------------------- drafters
+
+
+class CountingDrafter:
+    """A drafter that counts what the drafter it wraps proposed (``passes`` asked, ``proposed`` tokens) into a
+    shared ``tally`` dict; everything else is the wrapped drafter's."""
+
+    def __init__(self, inner, tally: dict) -> None:
+        self.inner, self.tally = inner, tally
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def propose(self, ctx):
+        """The wrapped drafter's proposal, counted."""
+        draft = self.inner.propose(ctx)
+        self.tally["passes"] = self.tally.get("passes", 0) + 1
+        self.tally["proposed"] = self.tally.get("proposed", 0) + len(draft.token_ids)
+        return draft
+
+
+def drafter_factory(models: Models, loaded, tally: dict | None = None) -> Callable[[], object]:
+    """A factory of fresh drafters (a drafter holds one run's state; a draft model is loaded once and shared).
+    Makes one at once, so a drafter that cannot be made fails before any timing. ``tally``: count proposals."""
+    def make():
+        drafter = make_drafter(models.drafter, loaded, draft_spec=models.draft_spec)
+        return CountingDrafter(drafter, tally) if tally is not None else drafter
+
+    make()
+    return make
+
+
+# ------------------------------------------------------------------------------------------------- status and lesson
+
+
+class JobStatus:
+    """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
+    status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
+    estimate. ``out(status)`` makes the handler's output tuple."""
+
+    def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
+        self.progress, self.out, self.verb = progress, out, verb
+        self.started, self.last, self.message, self.estimate = time.monotonic(), 0.0, "", None
+
+    def waiting(self, place) -> tuple:
+        """The status while in line for the device."""
+        return self.out(device.waiting_status(place.ahead, place.holder))
+
+    def show(self, item) -> tuple | None:
+        """The output tuple for one item of the job (None: nothing new to show)."""
+        kind, payload = item if item is not None else ("tick", None)
+        if kind == "estimate":
+            self.estimate, self.last = payload, 0.0
+        elif kind == "progress":
+            fraction, message = payload
+            self.progress(fraction, desc=message)
+            if message != self.message:
+                self.message, self.last = message, 0.0
+        now = time.monotonic()
+        if now - self.last < STATUS_INTERVAL_S:
+            return None
+        self.last = now
+        about = (f" of about {self.estimate:.0f} s, estimated from forwards timed here just now"
+                 if self.estimate is not None else "")
+        return self.out(render.status_html(f"{self.verb}… {self.message} ({now - self.started:.0f} s{about})",
+                                           "busy"))
+
+
+def lesson_html(sentence: str) -> str:
+    """The lesson sentence as a highlighted paragraph (escaped)."""
+    import html
+
+    return f"<p class='batching-lesson'>{html.escape(sentence)}</p>" if sentence else ""
+
+
+# ------------------------------------------------------------------------------------------------------ figure frame
+
+
+def figure_layout(height: int) -> dict:
+    """A Plotly layout of ``height`` px in the app's font, legend across the top, room on the right for the mode
+    bar; both parts' figures start from it."""
+    return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
+            "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 90, "b": 55}, "modebar": MODEBAR,
+            "legend": {"orientation": "h", "x": 0, "y": 1.12, "yanchor": "bottom", "font": {"size": 12}}}
+
+
+def two_panels(layout: dict, titles: tuple[str, str], gap: float = 0.12) -> None:
+    """Two side-by-side axes (x/y and x2/y2) with their titles above them."""
+    width = (1 - gap) / 2
+    notes = []
+    for i, title in enumerate(titles):
+        n, x0 = ("" if i == 0 else "2"), i * (width + gap)
+        layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "automargin": True}
+        layout[f"yaxis{n}"] = {"domain": [0, 1], "anchor": f"x{n}", "automargin": True}
+        notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": 1, "xref": "paper", "yref": "paper",
+                      "xanchor": "center", "yanchor": "bottom", "yshift": 6, "showarrow": False,
+                      "font": {"size": 14}})
+    layout["annotations"] = notes

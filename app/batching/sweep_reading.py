@@ -1,0 +1,156 @@
+"""How the sweep's rows are read: each speedup by the rule every tab uses (:func:`reading`, :func:`verdict`,
+:func:`speedup_text`), impossible timings (:func:`impossible`), a noisy prediction (:func:`noisy_prediction`), a
+disturbed machine (:func:`disturbance`), and the table (:func:`sweep_table`)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from app.batching.sweep_job import DEFAULT_K
+from specviz.analysis.batching import repeat_speedups, spread_cell
+from specviz.analysis.bench import CONTENDED_SHARE
+from specviz.core.metrics import format_apart
+from specviz.core.verdict import FASTER, NARROW, NOISY, SAME, SLOWER, Verdict, read_speedup
+
+NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
+IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise
+COST_DISAGREEMENT = 1.25  # the grid's and the sweep's pass costs differ by more than this factor: too noisy
+IMPOSSIBLE_WORDS = "impossible timings (a pass cheaper than a step, or a speedup above the tokens per pass)"
+VERDICT_WORDS = {"pays": "faster", "loses": "slower", "even": "even"}
+"""The table's word for a measured verdict (:func:`speedup_text`)."""
+
+
+# ---------------------------------------------------------------------------------------------------------- verdicts
+
+
+def reading(row: dict, busy: bool = False) -> Verdict | None:
+    """The rule's reading of a row's speedup (:func:`specviz.core.verdict.read_speedup`): the median with its
+    repeats' range (lowest to highest); :func:`impossible` timings are too noisy whatever the range. ``busy``: other
+    programs disturbed the sweep (:func:`disturbance`): repeats on both sides of 1 are then too noisy even when
+    close, repeats on one side keep their verdict. None when nothing was measured."""
+    ups = repeat_speedups(row)
+    if row.get("speedup") is None or not ups:
+        return None
+    why = IMPOSSIBLE_WORDS if impossible(row) else None
+    return read_speedup(row["speedup"], min(ups), max(ups), busy="other programs busy" if busy else None,
+                        impossible=why)
+
+
+def verdict(row: dict, busy: bool = False) -> str:
+    """"pays" (every repeat above 1, however far apart: all faster), "loses" (every repeat below 1: all slower),
+    "even" (the repeats straddle 1 but agree within :data:`NOISY_SPREAD` on an undisturbed machine), "noisy" (they
+    straddle 1 and spread by more than :data:`NOISY_SPREAD`, or straddle it on a busy machine, or the row is
+    :func:`impossible`: too noisy to tell) or "none" (nothing measured): the words of :func:`reading`, the rule
+    every tab uses. ``busy`` as there."""
+    read = reading(row, busy)
+    if read is None:
+        return "none"
+    return {FASTER: "pays", SLOWER: "loses", SAME: "even", NOISY: "noisy"}[read.word]
+
+
+def impossible(row: dict) -> bool:
+    """A row no real machine can produce: a pass over k+1 tokens per row cheaper than a one-token step (pass cost
+    below :data:`IMPOSSIBLE_COST`), or a speedup above the tokens per pass by more than 5 %. The machine's speed
+    changed between the timings."""
+    cost, speedup, tokens = row.get("pass_cost"), row.get("speedup"), row.get("tokens_per_pass")
+    return ((cost is not None and cost < IMPOSSIBLE_COST)
+            or (speedup is not None and tokens is not None and speedup > tokens * 1.05))
+
+
+def crossover(rows: list[dict]) -> dict | None:
+    """The smallest batch size whose repeats all lost (speedup below 1), noisy rows never counting."""
+    return next((r for r in rows if verdict(r) == "loses"), None)
+
+
+def speedup_text(row: dict, busy: bool = False) -> str:
+    """"2.15× faster (1.84–2.44×)" (every repeat above 1), "0.80× slower (0.75–0.85×)", "1.02× about the same
+    (0.98–1.05×)", or "too noisy to tell: 1.05× measured (0.80–1.50×)" (:func:`reading`, ``busy`` as there): the
+    median, then the repeats' own range; "–" when not measured."""
+    read = reading(row, busy)
+    return "–" if read is None else read.cell()
+
+
+def disturbance(result: dict) -> str | None:
+    """Why none of the sweep's timings can be read, or None: other programs took more than
+    :data:`CONTENDED_SHARE` of the machine's CPU time while the grid and the sweep were timed (``cpu_others``, from
+    :class:`CpuShare`: a descheduled torch thread slows a one-token step far more than a wide pass, so every speedup
+    and pass cost is off, in a direction that flatters speculation); where that share is unknown, a load average
+    above half the CPUs at the sweep's end (``environment``)."""
+    share = result.get("cpu_others")
+    if share is not None:
+        return (f"other programs used {share:.0%} of this machine's CPU time while it was measured, which slows "
+                "one-token steps more than wide passes" if share > CONTENDED_SHARE else None)
+    machine = result.get("environment", {}).get("machine", {})
+    load, cpus = machine.get("load_average_1min"), machine.get("cpu_count") or 1
+    if load is not None and load > 0.5 * cpus:
+        return (f"the machine was busy (load average {load:.1f} on {cpus} CPUs), so steps and passes were slowed "
+                "unevenly")
+    return None
+
+
+# --------------------------------------------------------------------------------------------------------- the table
+
+
+def noisy_prediction(row: dict, rows: list[dict]) -> bool:
+    """Whether a row's predicted speedup is too noisy to show as a prediction: it is above the B = 1 tokens per pass
+    it is made from (by more than 5 %: the forward grid timed a pass over k+1 tokens per row cheaper than a one-token
+    step, which no machine does), or the grid's pass cost T(B, k+1) / T(B, 1) and the one the sweep itself measured
+    (the table's) differ by more than :data:`COST_DISAGREEMENT` times (the machine's speed changed between the two
+    timings, e.g. another program took a core: a contention that makes one-token steps several times slower)."""
+    first = next((r for r in rows if r["batch"] == 1 and r.get("tokens_per_pass")), None)
+    predicted = row.get("predicted")
+    if predicted is None or first is None:
+        return False
+    if predicted > first["tokens_per_pass"] * 1.05:
+        return True
+    grid, sweep = row.get("predicted_pass_cost"), row.get("pass_cost")
+    return bool(grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT)
+
+
+def predicted_cell(row: dict) -> str:
+    """The model's predicted speedup with the range its inputs' spread gives (``predicted_low`` / ``_high``,
+    :func:`specviz.analysis.batching.predict`): "1.23 (1.10–1.35)"; "1.23 (all inputs one sample)" where the range
+    is a point; the bare value for a row without the range (a file from before it was kept); "–" without one."""
+    value, low, high = row.get("predicted"), row.get("predicted_low"), row.get("predicted_high")
+    if value is None:
+        return "–"
+    if low is None or high is None:
+        return f"{value:.2f}"
+    if low == high:
+        return f"{value:.2f} (all inputs one sample)"
+    return f"{value:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+
+
+def _fmt(value, spec: str) -> str:
+    """``value`` in the format ``spec``, or "–" where it was not measured."""
+    return "–" if value is None else format(value, spec)
+
+
+def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
+    """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
+    ``busy``: other programs disturbed the sweep (repeats across 1 are too noisy to tell, :func:`verdict`)."""
+    return [
+        ("B", lambda r: str(r["batch"])),
+        ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
+        ("Speculative tok/s", lambda r: spread_cell(r, "speculative_tps", ".1f")),
+        ("Speedup (repeats)", lambda r: speedup_text(r, busy)),
+        ("Predicted (model)", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
+                                         else predicted_cell(r))),
+        ("Tokens/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
+        ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
+        (f"T(B,{k + 1}) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
+        ("Pass cost (steps)", lambda r: spread_cell(r, "pass_cost", ".2f")),
+        ("KV cache MB", lambda r: _fmt(r["kv_megabytes"], ".1f")),
+    ]
+
+
+def sweep_table(result: dict) -> dict:
+    """The gr.Dataframe value ({"headers", "data"}) of a sweep: one row per batch size."""
+    columns = sweep_columns(result["k"], result["rows"], disturbance(result) is not None)
+    return {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
+
+
+def empty_table(k: int = DEFAULT_K) -> dict:
+    """The table's headers and one empty row."""
+    columns = sweep_columns(k)
+    return {"headers": [c[0] for c in columns], "data": [["" for _ in columns]]}
