@@ -1,4 +1,4 @@
-"""The Classroom tab (app/classroom.py): its pure helpers, then the real tab in a real browser (Debian's chromium via
+"""The Classroom tab (app/classroom/): its pure helpers, then the real tab in a real browser (Debian's chromium via
 playwright, the embedded model, loopback only).
 
 In the browser a new user opens a shared link to the "poorly matched drafter" walkthrough (sampling at temperature
