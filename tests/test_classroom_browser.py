@@ -1,4 +1,4 @@
-"""The Classroom tab (app/classroom.py): its pure helpers, then the real tab in a real browser (Debian's chromium via
+"""The Classroom tab (app/classroom/): its pure helpers, then the real tab in a real browser (Debian's chromium via
 playwright, the embedded model, loopback only).
 
 In the browser a new user opens a shared link to the "poorly matched drafter" walkthrough (sampling at temperature
@@ -194,7 +194,7 @@ def test_a_range_whose_ends_read_the_same_says_so():
     assert classroom._with_range(1.96, (1.96, 1.9601), 2, "×") == \
         '1.96× <small class="wi-range">(all resamples equal)</small>'
     assert classroom._with_range(1.96, (1.5, 2.3), 2, "×") == '1.96× <small class="wi-range">(1.50–2.30)</small>'
-    assert classroom._plain_range(1.96, (1.96, 1.96)) == "1.96× (all resamples equal)"
+    assert classroom.plain_range(1.96, (1.96, 1.96)) == "1.96× (all resamples equal)"
     assert classroom._predicts(1.96, 1.96) == "1.96× in every resample"
     assert classroom._predicts(1.5, 2.3) == "1.50–2.30×"
 
@@ -221,7 +221,7 @@ def test_walkthrough_menu_labels_are_short_and_the_note_gives_the_full_title():
     assert choices[-1] == ("Your own prompt and settings", classroom.CUSTOM)
     for walkthrough, label in zip(walkthroughs, labels):
         assert label == walkthrough["menu"] and label != walkthrough["title"]
-        note = classroom._note_html(walkthrough)  # the full title, under the menu
+        note = classroom.note_html(walkthrough)  # the full title, under the menu
         assert f"<b>{classroom.html.escape(walkthrough['title'])}.</b>" in note
     assert classroom.menu_choices([{"id": "x", "title": "An old entry"}])[0] == ("An old entry", "x")
 

@@ -325,13 +325,15 @@ def test_classroom_takes_a_repetition_penalty(tiny_model_dir):
     from app import classroom
     from specviz.analysis import recording as rf
 
-    settings = classroom.parse(PROMPT, "ngram", 0, "", 3, 0.0, 0, 8, str(tiny_model_dir), 1.4)
+    values = {"prompt": PROMPT, "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 3, "temperature": 0.0,
+              "seed": 0, "max_new_tokens": 8, "target": str(tiny_model_dir), "repetition_penalty": 1.4}
+    settings = classroom.parse(values)
     assert settings.config().sampling.repetition_penalty == 1.4
     query = classroom.share_query({**classroom.DEFAULTS, "prompt": "hi", "repetition_penalty": 1.4})
     assert "repetition_penalty=1.4" in query
     assert classroom.settings_from_query({"tab": "classroom", "repetition_penalty": "1.4"})["repetition_penalty"] == 1.4
     with pytest.raises(classroom.InputError, match="Repetition penalty"):
-        classroom.parse(PROMPT, "ngram", 0, "", 3, 0.0, 0, 8, str(tiny_model_dir), 0)
+        classroom.parse({**values, "repetition_penalty": 0})
     recording, *_ = classroom.record_settings(settings)
     assert recording.processing == "repetition penalty 1.4"
     assert rf.loads(rf.dumps(recording)).recording.processing == "repetition penalty 1.4"  # kept in the file

@@ -240,8 +240,8 @@ def test_classroom_on_a_phone_steps_a_recorded_run(phone):
 
     page = phone
     loads = []
-    real = classroom.load_target
-    classroom.load_target = lambda *a, **k: loads.append(a) or real(*a, **k)
+    real = classroom.running.load_target  # where the Classroom's runs load their target
+    classroom.running.load_target = lambda *a, **k: loads.append(a) or real(*a, **k)
     try:
         page.goto(page.app_url + "?tab=classroom&preset=grounded-ngram")
         page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
@@ -268,6 +268,6 @@ def test_classroom_on_a_phone_steps_a_recorded_run(phone):
         _no_sideways_scroll(page)
         page.screenshot(path=str(SHOTS / "phone-classroom.png"), full_page=True)
     finally:
-        classroom.load_target = real
+        classroom.running.load_target = real
     assert loads == []  # no model was loaded (or run) to step through the recorded walkthrough
     assert not non_loopback(page.requests)

@@ -173,7 +173,7 @@ def test_opening_a_walkthrough_needs_no_model(monkeypatch):
     def no_model(*args, **kwargs):
         raise AssertionError("a recorded walkthrough must not load a model")
 
-    monkeypatch.setattr(classroom, "load_target", no_model)
+    monkeypatch.setattr(classroom.running, "load_target", no_model)
     walkthrough = classroom.load_walkthroughs()[0]
     out = classroom.open_walkthrough(walkthrough["id"])
     stepper, status, progress, caption, table, chart, output, download, playing, timer, play = out[
@@ -286,7 +286,7 @@ def test_a_recorded_run_offers_its_download(monkeypatch):
     from app import classroom
 
     rec = copy.deepcopy(greedy_recording())
-    monkeypatch.setattr(classroom, "_on_device", lambda work, what, width: _done((rec, "", 0)))
+    monkeypatch.setattr(classroom.running, "on_device", lambda work, what, width: _done((rec, "", 0)))
     out = list(classroom.record("Hello", "ngram", 0, "", 3, 0.0, 0, 8, "embedded"))
     stepper, status, *_, download = out[-1]
     assert "Recorded" in status and download["value"].endswith("specviz-run.json.gz")
@@ -358,13 +358,15 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_in_a_classroom_
     does: the tiny target has 4 layers, so layer 100 becomes 3, and layer 2 is used as asked, with no note."""
     from app import classroom
 
-    settings = classroom.parse("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
+    values = {"prompt": "one two three", "drafter": "early-exit", "exit_layer": 100, "draft_model": None, "k": 3,
+              "temperature": 0, "seed": 0, "max_new_tokens": 6, "target": str(tiny_model_dir)}
+    settings = classroom.parse(values)
     recording, note, layer = classroom.record_settings(settings)
     assert recording.drafter_name == "early exit (layer 3/4)" and layer == 3
     assert note.startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 for ")
     assert note.endswith("which has 4 layers (got 100). Using 3.")
     recording, note, layer = classroom.record_settings(
-        classroom.parse("one two three", "early-exit", 2, None, 3, 0, 0, 6, str(tiny_model_dir)))
+        classroom.parse({**values, "exit_layer": 2}))
     assert recording.drafter_name == "early exit (layer 2/4)" and note == "" and layer == 2
     *_, last = classroom.record("one two three", "early-exit", 100, None, 3, 0, 0, 6, str(tiny_model_dir))
     stepper, status = last[:2]

@@ -105,11 +105,13 @@ def _returned(gen):
 
 
 def test_a_tab_measurement_runs_in_the_gpu_worker(tiny_model_dir, zero, monkeypatch):
-    settings = classroom.parse("The quick brown fox", "ngram", 0, "", 3, 0.0, 0, 8, str(tiny_model_dir))
+    settings = classroom.parse({"prompt": "The quick brown fox", "drafter": "ngram", "exit_layer": 0,
+                                "draft_model": "", "k": 3, "temperature": 0.0, "seed": 0, "max_new_tokens": 8,
+                                "target": str(tiny_model_dir)})
     work = functools.partial(classroom._record_work, settings)
-    (recording, *_), shown = _returned(classroom._on_device(work, "test", 8))
+    (recording, *_), shown = _returned(classroom.on_device(work, "test", 8))
     assert [c["task"] for c in zero.calls] == ["remote"] and zero.calls[0]["duration"] == zerogpu.WORK_DURATION_S
     monkeypatch.delenv("SPACES_ZERO_GPU")
-    (here, *_), _ = _returned(classroom._on_device(work, "test", 8))
+    (here, *_), _ = _returned(classroom.on_device(work, "test", 8))
     assert len(zero.calls) == 1  # off ZeroGPU: run here
     assert recording.output_ids == here.output_ids

@@ -1,0 +1,163 @@
+"""The Classroom's two Plotly figures: the distributions at a rejection (:func:`rejection_figure`, built once per
+recording, pass and phase and shared by every session: :func:`rejection_chart`) and the what-if's predicted speedup
+against k (:func:`whatif_figure`)."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Mapping
+
+import plotly.graph_objects as go
+
+from app.classroom.whatif_view import range_words
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from specviz.analysis.stepper import Distributions, Recording, Stepper, display_text
+from specviz.analysis.whatif import WhatIf
+
+CHART_TOKENS = 10  # bars per distribution chart
+
+
+def _labels(ids, rec: Recording) -> list[str]:
+    labels, seen = [], {}
+    for t in ids:
+        text = display_text(rec.text(t))
+        label = f"“{text if len(text) <= 14 else text[:13] + '…'}”"
+        seen[label] = seen.get(label, 0) + 1
+        labels.append(label if seen[label] == 1 else f"{label} #{t}")
+    return labels
+
+
+MARK_HEADROOM = 1.6  # the probability axis' top over the tallest bar: room for the ✗ / ★ marks above it
+MARK_ROOM_PX = 64  # the top margin's growth when the axis stops at 1 and a mark stands above the plot
+
+
+def probability_range(tallest: float) -> tuple[float, int]:
+    """(the probability axis' top, extra top margin in px) for a rejection chart whose tallest bar is ``tallest``:
+    room above it for the marks, but never past 1, the largest probability; when the axis stops at 1, the marks of a
+    tall bar stand above the plot, in a top margin grown by :data:`MARK_ROOM_PX`."""
+    top = tallest * MARK_HEADROOM
+    return (top, 0) if top <= 1.0 else (1.0, MARK_ROOM_PX)
+
+
+def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -> go.Figure:
+    """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
+    with the rejected draft token marked and, when ``reveal`` (phase 4, emit), the recovered token: at phase 3
+    (accept / reject) the caption says it is drawn in the next step, so the chart does not show it yet."""
+    must = {dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)}
+    rest = [i for i in range(len(dist.token_ids)) if i not in must]  # already most probable first
+    keep = sorted(must | set(rest[:max(0, CHART_TOKENS - len(must))]))
+    ids = [dist.token_ids[i] for i in keep]
+    x = _labels(ids, rec)
+    traces = [
+        {"type": "bar", "x": x, "y": [dist.target[i] for i in keep], "name": "target p",
+         "marker": {"color": COLORS["verify"]}},
+        {"type": "bar", "x": x, "y": [dist.draft[i] for i in keep],
+         "name": "draft q" + ("" if dist.draft_known else " (only the guess is known)"),
+         "marker": {"color": COLORS["draft"]}},
+    ]
+    if dist.residual is not None:
+        traces.append({"type": "bar", "x": x, "y": [dist.residual[i] for i in keep],
+                       "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
+    heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
+    notes = []
+    marks = [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"])]
+    if reveal:
+        marks.append((dist.chosen_id, "★ recovered", COLORS["recovered"]))
+    for token, text, color in marks:
+        j = ids.index(token)
+        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id and reveal else 0
+        notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
+                      "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
+    why = ("the target's top choice replaces the guess" if dist.residual is None else
+           "the recovered token is drawn from the residual")
+    title = f"At the rejection:<br><span style='font-size:13px'>{why}</span>"  # two short lines fit a phone
+    top, room = probability_range(max(heights + [0.05]))
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380 + room,
+              "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
+              "margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": 70 + room, "b": 20}, "barmode": "group",
+              "modebar": MODEBAR,
+              "xaxis": {"automargin": True, "tickangle": -30 if len(x) > 6 else 0},
+              "yaxis": {"title": {"text": "probability"}, "rangemode": "tozero", "range": [0, top]},
+              # inside the plot's top right, above the small bars (the most probable tokens come first)
+              "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
+                         "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
+    return go.Figure({"data": traces, "layout": layout})
+
+
+_CHARTS: OrderedDict[tuple[int, int], tuple[Recording, go.Figure]] = OrderedDict()
+_CHARTS_LOCK = threading.Lock()
+CHART_CACHE_SIZE = 256  # rejection charts kept (a 64-token run has at most 128: two per pass)
+
+
+def rejection_chart(stepper: Stepper) -> go.Figure | None:
+    """The rejection chart of the stepper's current step (None when it shows none), the recovered token marked at
+    the emit phase only (:func:`rejection_figure`). Built once per recording, pass and phase kind, then shared by every session stepping through that recording: a figure costs tens of milliseconds, a
+    step otherwise well under one."""
+    dist = stepper.distributions()
+    if dist is None:
+        return None
+    rec = stepper.recording
+    reveal = stepper.current.phase == "emit"  # the recovered token is drawn in phase 4, not before
+    key = (id(rec), stepper.current.pass_index, reveal)
+    with _CHARTS_LOCK:
+        hit = _CHARTS.get(key)
+        if hit is not None and hit[0] is rec:  # the entry holds its recording, so the id is not reused meanwhile
+            _CHARTS.move_to_end(key)
+            return hit[1]
+    figure = rejection_figure(dist, rec, reveal)
+    with _CHARTS_LOCK:
+        _CHARTS[key] = (rec, figure)
+        while len(_CHARTS) > CHART_CACHE_SIZE:
+            _CHARTS.popitem(last=False)
+    return figure
+
+
+def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> go.Figure:
+    """Predicted speedup against k (the recommended k starred), the paper's prediction, 1× (standard decoding),
+    the speedup measured at k_max in the what-if run, and any re-run measurements ``checks`` {k: speedup}."""
+    ks = [p.k for p in result.predictions]
+    rec = result.recommended
+    hover = [f"k = {p.k}<br>E[tokens/pass] = {p.expected_tokens:.2f}<br>pass {p.pass_ms:.1f} ms vs step "
+             f"{result.costs.step_ms:.1f} ms<br>predicted {p.speedup:.2f}×" for p in result.predictions]
+    predicted = {"type": "scatter", "mode": "lines+markers", "x": ks, "y": [p.speedup for p in result.predictions],
+                 "name": "predicted (measured costs)", "line": {"color": COLORS["speculative"], "width": 3},
+                 "hovertext": hover, "hoverinfo": "text"}
+    spread = result.spread
+    if spread is not None:  # the bootstrap range of each k's prediction, as error bars
+        level = f"{spread.level:.0%}"
+        predicted["name"] = f"predicted (measured costs;<br>bars: {level} of resampled passes)"  # fits 400 px
+        predicted["error_y"] = {"type": "data", "symmetric": False, "color": COLORS["speculative"], "thickness": 1.5,
+                                "array": [max(0.0, h - p.speedup) for h, p in zip(spread.high, result.predictions)],
+                                "arrayminus": [max(0.0, p.speedup - lo) for lo, p in zip(spread.low, result.predictions)]}
+        hover[:] = [f"{h}<br>{level} of resamples: {range_words((lo, hi), 2)}; best in {share:.0%}"
+                    for h, lo, hi, share in zip(hover, spread.low, spread.high, spread.best_share)]
+    traces = [
+        predicted,
+        {"type": "scatter", "mode": "lines", "x": ks, "y": [p.paper_speedup for p in result.predictions],
+         "name": "paper (a verify costs one step)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}},
+        {"type": "scatter", "mode": "markers", "x": [rec.k], "y": [rec.speedup],
+         "name": f"recommended k = {rec.k}", "marker": {"symbol": "star", "size": 20, "color": COLORS["recovered"]}},
+    ]
+    if result.measured_speedup is not None:
+        traces.append({"type": "scatter", "mode": "markers", "x": [result.k_max], "y": [result.measured_speedup],
+                       "name": f"measured in this run (k = {result.k_max})",
+                       "marker": {"symbol": "diamond-open", "size": 13, "color": COLORS["bonus"],
+                                  "line": {"width": 2}}})
+    if checks:
+        traces.append({"type": "scatter", "mode": "markers", "x": list(checks), "y": list(checks.values()),
+                       "name": "measured by the re-run",
+                       "marker": {"symbol": "diamond", "size": 14, "color": COLORS["accepted"]}})
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380,
+              "title": {"text": "What if k were different?<br><span style='font-size:12px'>Predicted decoding "
+                                "speedup</span>", "font": {"size": 15}},  # two short lines fit a phone
+              "xaxis": {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else None},
+              "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
+              "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                          "line": {"color": "#8c959f", "dash": "dash", "width": 1}}],
+              "annotations": [{"x": rec.k, "y": rec.speedup, "text": f"<b>k = {rec.k}: {rec.speedup:.2f}×</b>",
+                               "showarrow": True, "ay": -34, "ax": 0, "font": {"color": COLORS["recovered"]}}],
+              "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 60, "b": 50}, "modebar": MODEBAR,
+              # below the axis title (y = -0.2 put its rows on it where a phone wraps the legend into four)
+              "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0}}
+    return go.Figure({"data": traces, "layout": layout})

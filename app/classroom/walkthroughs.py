@@ -1,0 +1,101 @@
+"""The Classroom's settings and its built-in walkthroughs: the fields a run needs (:data:`FIELDS`, :data:`DEFAULTS`),
+the walkthroughs of ``assets/walkthroughs.json``, the menu that picks one and the note under it, and whether settings
+are still a walkthrough's (a hand edit away from them makes the menu "Custom")."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Callable, Mapping
+
+import gradio as gr
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+WALKTHROUGHS_PATH = ASSETS / "walkthroughs.json"
+STEP_MAX_NEW_TOKENS = 64  # a step run is read pass by pass: keep it short
+WHATIF_MAX_NEW_TOKENS = 256
+FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", "seed", "max_new_tokens", "target",
+          "repetition_penalty")
+"""The settings a classroom run needs, in the order the handlers take them (and the share link carries them)."""
+DEFAULTS = {"prompt": "", "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 4, "temperature": 0.0,
+            "seed": 0, "max_new_tokens": 24, "target": "embedded", "repetition_penalty": 1.0}
+CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
+
+
+def load_walkthroughs(path: Path = WALKTHROUGHS_PATH) -> list[dict]:
+    """The built-in walkthroughs: [{id, title, menu, description, settings: {field: value}}] (settings are partial;
+    missing fields take :data:`DEFAULTS`; ``menu``, optional, is the short label of the walkthrough menu)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+MENU_LABEL_MAX = 28
+"""The most characters of a walkthrough menu label: the closed menu shows its choice on one line, about 260 px wide
+in the Classroom's narrow column on a desktop and on a 400 px phone alike; the full title stands in the note under
+the menu."""
+
+
+def menu_choices(walkthroughs: list[dict]) -> list[tuple[str, str]]:
+    """The walkthrough menu's (label, id) pairs: each walkthrough's short ``menu`` label (its title when it has
+    none), then "Your own prompt and settings"."""
+    return [(w.get("menu") or w["title"], w["id"]) for w in walkthroughs] + [(CUSTOM_LABEL, CUSTOM)]
+
+
+def walkthrough_settings(walkthrough: dict) -> dict:
+    """A walkthrough's full settings (:data:`DEFAULTS` filled in)."""
+    return {**DEFAULTS, **walkthrough.get("settings", {})}
+
+
+CASTS: dict[str, Callable[[str], object]] = {
+    "prompt": str, "drafter": str, "draft_model": str, "target": str,
+    "exit_layer": int, "k": int, "seed": int, "max_new_tokens": int, "temperature": float, "repetition_penalty": float,
+}
+
+
+def plain(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def same_setting(a, b) -> bool:
+    """Two values of one setting are the same (numbers compared as numbers, text without outer spaces)."""
+    try:
+        return abs(float(a) - float(b)) < 1e-9
+    except (TypeError, ValueError):
+        return str(a if a is not None else "").strip() == str(b if b is not None else "").strip()
+
+
+def matches(walkthrough: dict, values: Mapping[str, object]) -> bool:
+    """``values`` are the walkthrough's settings (the target aside: a walkthrough runs on the app's target)."""
+    wanted = walkthrough_settings(walkthrough)
+    return all(same_setting(wanted[f], values.get(f)) for f in FIELDS if f != "target")
+
+
+def note_html(walkthrough: dict | None) -> str:
+    if not walkthrough:
+        return ""
+    return (f'<div class="cr-note"><b>{html.escape(walkthrough["title"])}.</b> '
+            f'{html.escape(walkthrough["description"])}</div>')
+
+
+def settings_edited(walkthrough_id: str, *fields):
+    """A setting was changed by hand (``fields`` in :data:`FIELDS` order): when they no longer match the selected
+    walkthrough, the menu switches to "Custom" and the walkthrough's note goes, so neither describes settings that
+    are not in use (the share link then carries the settings themselves). Returns (menu, note)."""
+    by_id = {w["id"]: w for w in load_walkthroughs()}
+    walkthrough = by_id.get(walkthrough_id)
+    if walkthrough is None:
+        return gr.skip(), gr.skip()
+    if matches(walkthrough, dict(zip(FIELDS, fields))):
+        return gr.skip(), gr.skip()
+    return gr.update(value=CUSTOM), ""
+
+
+def unknown_preset_message(preset: str, walkthroughs: list[dict]) -> str:
+    """What to say for a link whose ``preset=`` names no walkthrough: that it is unknown, the known ids, and what
+    the tab shows instead."""
+    known = ", ".join(w["id"] for w in walkthroughs) or "none"
+    return (f"The link asks for the walkthrough “{preset}”, which this app does not have. Known walkthroughs: "
+            f"{known}. The settings below are the link's other values over the defaults: pick a walkthrough, or "
+            "press Record run to record them.")

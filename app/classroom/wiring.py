@@ -1,0 +1,133 @@
+"""The Classroom tab's events: opening runs (the walkthrough menu, a recording file, the page load), recording,
+stepping and Play, hand edits of the settings, the share box and what-if k. Opening and stepping a recorded run is
+no model work, so those events skip the queue; runs on the model go through it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.classroom.links import on_load, share_follows, share_link
+from app.classroom.recordings import open_upload, open_walkthrough, stop_playing, upload_started
+from app.classroom.running import record
+from app.classroom.stepping import play_tick, play_toggle, step_first, step_next, step_prev, step_rejection
+from app.classroom.walkthroughs import FIELDS, settings_edited
+from app.classroom.whatif import whatif_rerun, whatif_run
+from app.messages import tell_when_clamped
+
+
+KEYS_JS = """
+if (!window.__specvizClassroomKeys) {
+  window.__specvizClassroomKeys = true;
+  document.addEventListener('keydown', (ev) => {
+    const next = document.getElementById('classroom-next');
+    if (!next || next.offsetParent === null || ev.altKey || ev.ctrlKey || ev.metaKey) return;  // tab not shown
+    const t = ev.target;
+    const tag = t && t.tagName ? t.tagName.toUpperCase() : '';
+    if (t && (t.isContentEditable || tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT')) return;
+    const press = (id) => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
+    if (ev.key === 'ArrowRight') { ev.preventDefault(); press('classroom-next'); }
+    else if (ev.key === 'ArrowLeft') { ev.preventDefault(); press('classroom-prev'); }
+    else if ((ev.key === ' ' || ev.code === 'Space') && tag !== 'BUTTON') {  // a focused button clicks itself
+      ev.preventDefault(); press('classroom-play');
+    }
+  });
+}
+"""
+PRESENT_JS = "(on) => { document.body.classList.toggle('sv-present', !!on); window.scrollTo(0, 0); }"  # the view starts at the top
+ABSOLUTE_JS = ("(q) => (typeof q === 'string' && q.startsWith('?')) ? "
+               "window.location.origin + window.location.pathname + q : q")
+
+
+QUIET = {"show_progress": "hidden", "api_visibility": "private"}
+
+
+def drafter_changed(drafter: str):
+    """Show the exit layer for early exit, the draft model box for 'model'."""
+    return gr.update(visible=drafter == "early-exit"), gr.update(visible=drafter == "model")
+
+
+def wire(ui: dict, tabs: gr.Tabs | None) -> None:
+    """Every event of the tab: opening runs (walkthrough menu, file, page load), recording, stepping, playing,
+    settings, sharing and what-if k."""
+    settings = [ui[name] for name in FIELDS]
+    views = [ui[name] for name in ("progress", "caption", "table", "chart", "output")]
+    opened_outputs = [ui["stepper"], ui["status"], *views, ui["download"]]
+    share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]]}
+    paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
+    ui["record"].click(stop_playing, outputs=paused, queue=False, **QUIET)  # at once, before the run is recorded
+    ui["record"].click(record, inputs=settings, outputs=opened_outputs, concurrency_limit=4,
+                       concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
+        None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
+    # opening a recorded run is no model work either: outside the queue, like a step
+    follows = {"fn": share_follows, "inputs": [ui["share"], *share["inputs"]], "outputs": [ui["share"]]}
+    ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
+                            outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET).then(
+        **follows, queue=False, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
+                                              **QUIET)  # the share box follows the open walkthrough
+    # a click on the button (before the file picker) replaces an earlier upload's message: a file Gradio itself
+    # refuses in the browser (over its size limit) never reaches open_upload, and its toast must not sit under
+    # another file's refusal
+    ui["upload"].click(upload_started, outputs=[ui["status"]], queue=False, **QUIET)
+    ui["upload"].upload(open_upload, inputs=[ui["upload"]],
+                        outputs=[ui["walkthrough"], ui["note"], *settings, *opened_outputs, *paused],
+                        concurrency_limit=None, **QUIET).then(**follows, queue=False, **QUIET).then(
+        None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
+    _wire_stepping(ui, views)
+    for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
+        # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
+        # answer with a server error), and settings_edited compares the raw values as numbers
+        box.input(settings_edited, inputs=[ui["walkthrough"], *settings], outputs=[ui["walkthrough"], ui["note"]],
+                  queue=False, preprocess=False, **QUIET)
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
+                         queue=False, **QUIET)
+    ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
+    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
+    tell_when_clamped(ui["k"], ui["status"], "Draft length k")
+    tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
+    from app.inputs import EXIT_LAYER, REPETITION_PENALTY, SEED, parse_exit_layer  # number boxes, checked when left
+    from app.messages import tell_when_invalid
+    tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer, target=ui["target"])
+    tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY)
+    if "seed" in ui:
+        tell_when_invalid(ui["seed"], ui["status"], SEED)
+    ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
+                                                 **QUIET)
+    _wire_whatif(ui)
+    load_outputs = [ui["walkthrough"], ui["note"], *settings, ui["present"], *opened_outputs]
+    load_outputs += [tabs] if tabs is not None else []
+
+    def load(request: gr.Request = None):
+        if tabs is None:
+            return on_load(request)[:-1]
+        return on_load(request, tuple(str(t.id) for t in tabs.children if isinstance(t, gr.Tab)))
+
+    gr.context.Context.root_block.load(load, outputs=load_outputs, queue=False, **QUIET)
+
+
+def _wire_stepping(ui: dict, views: list) -> None:
+    """The step buttons and Play's timer. A step is pure Python on the session's stepper (well under a millisecond
+    with the shared rejection charts), so it skips the queue: a plain request, answered at once, however many
+    sessions step while a live run computes."""
+    for name, handler in (("next", step_next), ("prev", step_prev), ("rejection", step_rejection),
+                          ("first", step_first)):
+        ui[name].click(handler, inputs=[ui["stepper"]], outputs=[ui["stepper"], *views], queue=False,
+                       trigger_mode="always_last", **QUIET)  # clicks during a step: one more step after it
+    playing, timer = ui["playing"], ui["timer"]
+    ui["play"].click(play_toggle, inputs=[ui["stepper"], playing],
+                     outputs=[playing, timer, ui["play"], ui["stepper"], *views], concurrency_limit=None, **QUIET)
+    timer.tick(play_tick, inputs=[ui["stepper"], playing], outputs=[playing, timer, ui["play"], ui["stepper"], *views],
+               concurrency_limit=None, **QUIET)
+
+
+def _wire_whatif(ui: dict) -> None:
+    """Run what-if and the re-run at the recommended k (on the device, in line with other runs)."""
+    state = gr.State(None)
+    inputs = [ui[name] for name in ("prompt", "drafter", "exit_layer", "draft_model", "seed", "target", "k_max",
+                                    "tokens")]
+    outputs = [state, ui["whatif_status"], ui["whatif_chart"], ui["whatif_result"], ui["whatif_rerun"]]
+    ui["whatif_run"].click(whatif_run, inputs=inputs, outputs=outputs, concurrency_limit=4,
+                           concurrency_id="classroom-run", **QUIET)
+    ui["whatif_rerun"].click(whatif_rerun, inputs=[state], outputs=outputs, concurrency_limit=4,
+                             concurrency_id="classroom-run", **QUIET)
+    tell_when_clamped(ui["tokens"], ui["whatif_status"], "Tokens per run")
+    tell_when_clamped(ui["k_max"], ui["whatif_status"], "Largest k")
