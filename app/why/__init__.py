@@ -43,7 +43,7 @@ __all__ = [
     "RUN_BOXES", "RUN_BOX_EMPTY", "RUN_HINT", "RUN_PROBLEM_ENDINGS", "SLIDERS", "STATUS_INTERVAL_S", "STOPPED",
     "WITHIN_NOISE", "MeasureInputs", "_measure_inputs", "_measured", "_measuring", "_run_boxes", "build_tab",
     "check_run", "clicked", "cost_reading", "forward_figure", "from_history", "impossible_text", "inside_margin",
-    "latest_run", "lookahead_settings", "measure", "measure_from", "noisy_measured", "possible_curve", "release_session",
-    "remember", "round_ratios", "run_issues", "run_point", "slider_typed", "stop", "summary_html", "times_measured",
+    "latest_run", "lookahead_settings", "measure", "measure_from", "noisy_measured", "possible_curve",
+    "release_session", "remember", "round_ratios", "run_issues", "run_point", "slider_typed", "stop", "summary_html", "times_measured",
     "whatif", "whatif_figure", "within_noise_points", "within_noise_text",
 ]

@@ -134,8 +134,6 @@ def _or_kept(value, kept: float) -> float:
 
 SLIDERS = {"alpha": ("Per-token acceptance α", 0.0, 1.0), "c": ("Draft cost c", 0.0, MAX_C)}
 """The what-if sliders: key → (name in messages, low, high)."""
-
-
 KEPT = {"alpha": DEFAULT_ALPHA, "c": DEFAULT_C}
 """The sliders' last numbers before anything is typed (:func:`slider_typed`'s state starts here)."""
 

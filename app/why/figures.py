@@ -25,8 +25,6 @@ def _layout(height: int) -> dict:
 
 
 NOTE_LINE_PX = 15  # one line of an 11 px note below the charts (_note_below)
-
-
 NOTE_GAP_PX = 6  # below each such note
 
 

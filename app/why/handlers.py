@@ -30,17 +30,12 @@ from specviz.policy import PolicyError, current_policy
 
 log = logging.getLogger("specviz.app.why")
 
-
 OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "why-whatif-chart")
 """What :func:`measure` yields, in order (the components' elem_ids; why-measurement is the gr.State)."""
 
 
 STATUS_INTERVAL_S = 1.0
-
-
 ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
-
-
 RUNS = CancelRegistry()  # the tab's measurements, one per session
 
 
