@@ -193,7 +193,7 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
     """k = "abc", 9 tokens per pass at k = 4 (more than k + 1 = 5), k = 0 or 2.5, a speedup of -3: each gets one
     sentence (toast + status) that says whether the run is marked; a possible run has no problem."""
     toasts = []
-    monkeypatch.setattr(why, "warn", toasts.append)
+    monkeypatch.setattr(why.controls, "warn", toasts.append)
     assert why.run_issues("4", "2.5", "1.3") == (True, {})
     assert why.run_issues("", "", "") == (False, {})  # nothing typed: nothing to say
     marked, problems = why.run_issues("abc", "2", "1.5")
@@ -401,17 +401,17 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
     import specviz.analysis.arena
 
     monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
-    monkeypatch.setattr(why, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
-    monkeypatch.setattr(why, "BATCH_SIZES", (1,))
+    monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
+    monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     layers, toasts = [], []
-    real_costs = why.measure_draft_costs
+    real_costs = why.handlers.measure_draft_costs
 
     def costs(loaded, step_ms, exit_layer=None, **kwargs):
         layers.append(exit_layer)
         return real_costs(loaded, step_ms, exit_layer=exit_layer, **kwargs)
 
-    monkeypatch.setattr(why, "measure_draft_costs", costs)
-    monkeypatch.setattr(why, "warn", toasts.append)
+    monkeypatch.setattr(why.handlers, "measure_draft_costs", costs)
+    monkeypatch.setattr(why.handlers, "warn", toasts.append)
     statuses = [out[0] for out in why.measure(str(tiny_model_dir), 100, 0.7, "", "", "")
                 if isinstance(out[0], str)]
     assert layers == [3] and not device.DEVICE.locked

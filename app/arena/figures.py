@@ -1,0 +1,240 @@
+"""The Arena's two figures, pure functions of the pooled rows: :func:`arena_figure` (four grouped bar charts: tokens
+per pass, acceptance, tokens/s and the decoding speedup) and :func:`predictions_figure` (the measured speedup beside
+the two predictions). Noisy bars are hatched; speedups and tokens/s carry their spread as error bars."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from specviz.analysis.arena import BASELINE
+
+
+SHADES = {  # per drafter, dark to light: one shade per k
+    "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
+    "early-exit": ("#3e1f79", "#6f42c1", "#8250df", "#a475f9", "#c297ff", "#d8b9ff"),
+    "bf16": ("#0a3069", "#0550ae", "#0969da", "#218bff", "#54aeff", "#80ccff"),
+    "model": ("#762c00", "#953800", "#bc4c00", "#e16f24", "#fb8f44", "#ffb77c"),
+    "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
+    "eagle": ("#4d2d00", "#7d4e00", "#9a6700", "#bf8700", "#d4a72c", "#eac54f"),
+    "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
+    "eagle:tree": ("#00403e", "#006a67", "#008f8a", "#1fb5ad", "#5fd3cb", "#a6ece6"),
+    "medusa:tree": ("#2f3a00", "#4d5e00", "#6b8000", "#8fa61a", "#b3c94d", "#d6e89a"),
+    "eagle:lookup": ("#1b1f5e", "#2e3a8c", "#4051b5", "#5c6bc0", "#7986cb", "#9fa8da"),
+    "medusa:lookup": ("#67060c", "#a40e26", "#cf222e", "#fa4549", "#ff8182", "#ffcecb"),
+    "lookahead": ("#003d4d", "#005f73", "#0a9396", "#2bb3b1", "#6cd0c9", "#a8e6df"),
+}
+
+
+def variant_colors(rows: list[dict]) -> dict[str, str]:
+    """A colour per method label: the baseline grey, each drafter its own hue (a tree variant such as
+    "eagle:tree" a hue of its own), each k a shade of it, spread from dark to light so that two k's of one
+    drafter stay apart."""
+    labels: dict[str, list[str]] = {}  # drafter -> its method labels, in order of appearance
+    colors = {}
+    for r in rows:
+        label = r["variant"]
+        if r["drafter"] == BASELINE:
+            colors[label] = COLORS["baseline"]
+        elif label not in labels.setdefault(r["drafter"], []):
+            labels[r["drafter"]].append(label)
+    for drafter, names in labels.items():
+        shades = SHADES.get(drafter, SHADES["oracle"])
+        top = len(shades) - 1
+        for i, label in enumerate(names):  # indices 1..top (the darkest is kept for text), evenly spread
+            index = 1 + round(i * (top - 1) / (len(names) - 1)) if len(names) > 1 else 2
+            colors[label] = shades[min(index, top)]
+    return colors
+
+
+def _layout(height: int) -> dict:
+    return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
+            "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 70, "b": 50}, "modebar": MODEBAR, "barmode": "group",
+            "bargap": 0.25,
+            "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "font": {"size": 12},
+                       "title": {"text": "method "}}}
+
+
+ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
+    ("Tokens per target pass (bonus included)", "tokens_per_pass", "tokens / pass", True, None),
+    ("Acceptance rate (accepted ÷ drafted)", "acceptance_rate", "acceptance", False, [0, 1.05]),
+    ("Tokens per second<br>(own clock, prefill included)", "tokens_per_s", "tokens / s", True, None),
+    ("Decoding speedup (after the prefill)", "decode_speedup", "× standard", False, None),
+)
+
+
+TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
+SPREAD_PANELS = SPEEDUP_KEYS + ("tokens_per_s",)  # the panels whose bars carry error bars (spread_bars)
+
+
+def _noise_marks(rows: list[dict]) -> dict:
+    """Plotly marker settings: noisy rows' bars hatched and faded."""
+    return {"pattern": {"shape": ["/" if _noisy(r) else "" for r in rows], "fillmode": "overlay", "size": 6,
+                        "solidity": 0.4},
+            "opacity": [0.45 if _noisy(r) else 1.0 for r in rows]}
+
+
+HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides "
+                "of 1,<br>or faster than its tokens per pass): no finding")
+"""The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
+
+SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
+RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
+"""What the tokens/s panel's error bars are (:func:`specviz.analysis.arena.timed_spread`)."""
+
+
+def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:
+    """The line under a panel's title that says what its error bars are (and where there are none): a speedup's
+    (:data:`SPREAD_NOTE`, methods only) or tokens/s's (:data:`RATE_SPREAD_NOTE`)."""
+    speedup = key in SPEEDUP_KEYS
+    shown = [r for r in rows if r["drafter"] != BASELINE] if speedup else rows
+    if not shown:
+        return ""
+    none = any(not _has_spread(r, key) for r in shown if r.get(key) is not None)
+    text = (SPREAD_NOTE if speedup else RATE_SPREAD_NOTE) + (f"<br>{NO_SPREAD} where no bar is drawn" if none else "")
+    return f"<br><span style='font-size:11px;color:#57606a;font-weight:normal'>{text}</span>"
+
+
+def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
+    """Plotly error bars for the figure ``key`` of ``rows``: from each value down to its ``<key>_low`` and up to its
+    ``<key>_high`` (a speedup: its ratio against one standard run beside the method, :func:`spread_text`; tokens/s:
+    its slowest and fastest run); none for a row without a spread, nor for the standard row's speedups (the
+    reference)."""
+    def ends(r: dict) -> tuple[float, float]:
+        value, low, high = r.get(key), r.get(f"{key}_low"), r.get(f"{key}_high")
+        if value is None or low is None or high is None or (key in SPEEDUP_KEYS and r.get("drafter") == BASELINE):
+            return 0.0, 0.0
+        return max(0.0, high - value), max(0.0, value - low)
+
+    up, down = zip(*(ends(r) for r in rows)) if rows else ((), ())
+    return {"type": "data", "symmetric": False, "array": list(up), "arrayminus": list(down), "visible": any(up + down),
+            "color": "#24292f", "thickness": 1.5, "width": 4}
+
+
+def _spread_word(row: dict, key: str) -> str:
+    """The hover's spread of a bar: "(1.15–1.31 against each standard run beside it)", "(reference)" or
+    "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
+    if key not in SPEEDUP_KEYS:
+        if not _has_spread(row, key):
+            return f"({NO_SPREAD})"
+        return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 1)} from its slowest to its fastest run)"
+    text = spread_text(row, key)
+    return f"({text} against each standard run beside it)" if text not in ("reference", NO_SPREAD) else f"({text})"
+
+
+def _prediction_word(row: dict, key: str) -> str:
+    """The hover's spread of a prediction marker, which is a model's figure, not a measurement: "(a model of the
+    measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)" or "(a model of the
+    measured α; its timings one sample: no spread)". The range holds α fixed: it is a count over the pooled passes."""
+    if not _has_spread(row, key):
+        return "(a model of the measured α; its timings one sample: no spread)" if row.get(key) is not None else ""
+    return (f"(a model of the measured α; {range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from the spread of "
+            "T_step, T_verify, T_draft, α taken as counted)")
+
+
+def shown_rows(summary: list[dict]) -> list[dict]:
+    """The pooled rows worth showing: per category, and "all" only when there is more than one category."""
+    several = len({r["category"] for r in summary if r["level"] == "category"}) > 1
+    return [r for r in summary if r["level"] == "category" or (r["level"] == "overall" and several)]
+
+
+def arena_figure(summary: list[dict]) -> go.Figure:
+    """Four grouped bar charts of the pooled rows: x = category (then "all"), one bar per method."""
+    rows = shown_rows(summary)
+    cats = list(dict.fromkeys(r["category"] for r in rows))
+    colors = variant_colors(rows)
+    labels = list(colors)
+    columns, gap_x, gap_y = 2, 0.08, 0.2
+    width, height = (1 - gap_x) / 2, (1 - gap_y) / 2
+    layout = _layout(760)
+    data, notes = [], []
+    for i, (title, key, ytitle, with_base, yrange) in enumerate(ARENA_PANELS):
+        row, col = divmod(i, columns)
+        n = "" if i == 0 else str(i + 1)
+        x0 = col * (width + gap_x)
+        y1 = 1 - row * (height + gap_y)
+        layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "type": "category",
+                               "categoryorder": "array", "categoryarray": cats, "automargin": True}
+        layout[f"yaxis{n}"] = {"domain": [max(0.0, y1 - height), y1], "anchor": f"x{n}", "automargin": True,
+                               "title": {"text": ytitle, "font": {"size": 12}}, "rangemode": "tozero",
+                               **({"range": yrange} if yrange else {})}
+        for label in labels:
+            mine = [r for r in rows if r["variant"] == label]
+            if not with_base and mine and mine[0]["drafter"] == BASELINE:
+                continue
+            timed = key in TIMED_KEYS
+            words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
+                     for r in mine]
+            data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
+                         "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
+                         "marker": {"color": colors[label], **(_noise_marks(mine) if timed else {})},
+                         **({"error_y": spread_bars(mine, key)} if key in SPREAD_PANELS else {}),
+                         "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
+                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
+        if key == "decode_speedup":
+            layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
+                                 "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
+        notes.append({"text": f"<b>{title}</b>" + (_spread_subtitle(rows, key) if key in SPREAD_PANELS else ""),
+                      "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
+                      "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
+                      "font": {"size": 14}})
+    if any(_noisy(r) for r in rows):
+        # under the last chart's axis (y of the last panel's domain, so that assets/head.html, which moves only
+        # paper-placed notes, keeps it under the last chart when a phone stacks them, not between two charts)
+        notes.append({"text": HATCHED_NOTE, "x": 0, "y": -0.17, "xref": "paper", "yref": f"y{len(ARENA_PANELS)} domain",
+                      "xanchor": "left", "yanchor": "top", "align": "left", "showarrow": False,
+                      "font": {"size": 11, "color": COLORS["rejected"]}})
+    layout["annotations"] = notes
+    layout["legend"]["y"] = 1.06
+    layout["margin"]["t"] = 90
+    layout["margin"]["b"] = 100  # room for the hatched-bars note's three lines
+    return go.Figure({"data": data, "layout": layout})
+
+
+def predictions_figure(summary: list[dict]) -> go.Figure:
+    """Measured speedup after the prefill (bars) beside the two predictions from the measured α (markers), per
+    category and method; the gap between the markers is the verification overhead."""
+    rows = [r for r in shown_rows(summary) if r["drafter"] != BASELINE]
+    colors = variant_colors(rows)
+    x = [[r["category"] for r in rows], [r["variant"] for r in rows]]
+    data = [
+        {"type": "bar", "x": x, "y": [r["decode_speedup"] for r in rows],
+         "name": "measured (after the prefill)",
+         "marker": {"color": [colors[r["variant"]] for r in rows], **_noise_marks(rows)}, "opacity": 0.85,
+         "error_y": spread_bars(rows), "text": [f"{_spread_word(r, 'decode_speedup')} {_noise_word(r)}" for r in rows],
+         "textposition": "none", "hovertemplate": "%{x}<br>measured %{y:.2f}× %{text}<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
+         "name": "predicted, paper (verification = 1 step)",
+         "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},
+         "text": [_prediction_word(r, "predicted_speedup_paper") for r in rows],
+         "hovertemplate": "%{x}<br>paper %{y:.2f}× %{text}<extra></extra>"},
+        {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_measured"] for r in rows],
+         "name": "predicted with measured costs",
+         "marker": {"symbol": "x-thin", "size": 12, "color": COLORS["rejected"], "line": {"color": COLORS["rejected"],
+                                                                                      "width": 3}},
+         "text": [_prediction_word(r, "predicted_speedup_measured") for r in rows],
+         "hovertemplate": "%{x}<br>measured costs %{y:.2f}× %{text}<extra></extra>"},
+    ]
+    layout = _layout(440) | {
+        "title": {"text": "<b>Speedup: measured vs predicted</b><br>from the measured α", "font": {"size": 14},
+                  "x": 0.5, "xanchor": "center", "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
+        "xaxis": {"type": "multicategory", "automargin": True, "tickfont": {"size": 11}},
+        "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
+        "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                    "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}],
+    }
+    # the legend under the chart (below the two rows of category labels), one row at 1400 px and up to three on a
+    # phone: it never covers the title or the bars; the notes go under it, wrapped to fit a phone-wide chart
+    layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
+                        "font": {"size": 12}}
+    layout["margin"] |= {"t": 100, "b": 135}
+    layout["height"] = 500
+    said = ["error bars: the ratio against each standard run<br>beside the method"] if rows else []
+    if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
+        said.append("tree methods: no markers<br>(the formulas are for chains)")
+    if said:
+        layout["annotations"] = [{"text": "<br>".join(said), "xref": "paper", "yref": "paper", "x": 1, "y": 1,
+                                  "xanchor": "right", "yanchor": "bottom", "align": "right", "showarrow": False,
+                                  "font": {"size": 11, "color": "#57606a"}}]
+    return go.Figure({"data": data, "layout": layout})

@@ -1,0 +1,61 @@
+"""The Arena's downloads: the result as CSV and JSON, carrying what the page shows (every row's noise verdict, the
+notes and the status in words)."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import re
+
+from app.arena.verdicts import NOISY_DRIFT, _noise_word, _noisy
+from app.downloads import write_csv_and_json
+from specviz.analysis.arena import BASELINE, ArenaResult, to_csv, to_json
+
+
+FILE_DEFINITIONS = {
+    "wall_s": "seconds from the Run click to the end, as the status says (waiting for the device and loading the "
+              "target included)",
+    "race_wall_s": "seconds of the arena once the target was loaded: the drafters' set-up, the warm-up and the runs",
+    "noisy": "true where the page marks the row noisy: the standard runs beside it more than "
+             f"{NOISY_DRIFT:.0%} apart, or a decoding speedup above its tokens per pass; no finding",
+    "noise": "why a noisy row is noisy, in the page's words",
+    "status": "the status line the page showed at the end, in words",
+}
+"""What the downloads add to :data:`specviz.analysis.arena.DEFINITIONS`."""
+
+VERDICT_COLUMNS = ("noisy", "noise")
+"""The columns the downloads add to every row: ``noisy`` (true where the page hatches the row's bar and marks its
+drift "noisy" or its speedup "impossible: noise", :func:`_noisy`; empty for standard decoding) and ``noise`` (why,
+in the chart hover's words)."""
+
+
+def with_verdicts(rows: list[dict]) -> list[dict]:
+    """``rows`` with :data:`VERDICT_COLUMNS` added, as the page judges each one."""
+    def words(row: dict) -> str:
+        return _noise_word(row).strip("()").removeprefix("noisy: ")
+
+    return [dict(r, noisy=None if r.get("drafter") == BASELINE else _noisy(r), noise=words(r)) for r in rows]
+
+
+def plain_status(status: str) -> str:
+    """A status line's HTML (:func:`app.render.status_html`) as the words the page shows, notes included."""
+    text = html.unescape(re.sub(r"<br\s*/?>", " · ", re.sub(r"<i [^>]*></i>", "", status)))
+    return " ".join(re.sub(r"<[^>]+>", "", text).split())
+
+
+def write_files(result: ArenaResult, folder: str | None = None, *, wall_s: float | None = None, notes=(),
+                status: str = "") -> tuple[str, str]:
+    """Write the result as CSV and JSON into a fresh temporary folder (or ``folder``); returns both paths.
+
+    The files carry what the page shows: every row's noise verdict (:data:`VERDICT_COLUMNS`), and in the JSON the
+    ``notes`` shown under the status, the status itself in words (``status``, HTML) and ``wall_s``: the seconds the
+    status gives (from the Run click: waiting for the device and loading the target included); ``race_wall_s`` is the
+    arena after loading (:attr:`ArenaResult.wall_s`, which ``wall_s`` was before: 32.6 s beside a status's 50 s)."""
+    shown = dataclasses.replace(result, rows=with_verdicts(result.rows), summary=with_verdicts(result.summary))
+    data = to_json(shown)
+    data["race_wall_s"] = round(result.wall_s, 1)
+    data["wall_s"] = round(result.wall_s if wall_s is None else wall_s, 1)
+    data["notes"] = list(dict.fromkeys([*notes, *result.notes]))
+    data["status"] = plain_status(status) if status else ""
+    data["definitions"] = {**data.get("definitions", {}), **FILE_DEFINITIONS}
+    return write_csv_and_json("arena", to_csv(shown, VERDICT_COLUMNS), data, folder)

@@ -1,0 +1,170 @@
+"""The Arena tab's layout and wiring: :func:`build_tab` lays out the controls (drafters, k, prompts, max new
+tokens, Run and Stop, and the target, draft model and sampling in an accordion) and the results (status, tables,
+charts, downloads, the definitions), and wires their events."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app import render
+from app.arena.handlers import clicked, preset_chosen, source_changed, stop
+from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, K_CHOICES, MAX_NEW_TOKENS,
+                                MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO, categories,
+                                category_choices, drafter_choices, suite)
+from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
+from app.drafter_about import add_about
+from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
+from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from specviz.presets import PRESETS
+
+
+NOTE = (
+    "<div class='arena-note'><b>How ratios are formed.</b> Per prompt, each drafter × k runs once, with standard "
+    "decoding timed before the first method, between every two and after the last (standard, method, standard, "
+    "method, …, standard; the methods' order rotates from prompt to prompt), every run on its own clock. A method's "
+    "<b>speedup</b> divides its rate by the pooled rate of the two standard runs right beside it, so a slow moment "
+    "of the machine weighs on both sides of one ratio instead of on every method of the prompt. <b>Baseline "
+    "drift</b> = how much those two standard runs differ (fastest ÷ slowest − 1); above 15% the machine's speed "
+    "changed during the measurement (“unsteady”). <b>Speedup, decode</b> (after the prefill) is "
+    "the headline; <b>speedup, end to end</b> includes the prefill. <b>The range after each speedup</b>, e.g. "
+    "1.23× faster (1.15–1.31×), is its spread: the method's rate over each of those two standard runs taken alone (the "
+    "chart's error bars); a category or “all” row gives the lowest and highest over its prompts. A method runs "
+    "once per prompt, so its own run-to-run noise is read from the baselines' (how much two runs of the same work "
+    "differ); where no pair of standard runs gives a spread, the cell says “one run: no spread”. The words follow the "
+    "rule of every tab: a range wholly above 1 is faster, wholly below slower, however wide; one that spans 1.00 is "
+    "too noisy to tell (about the same when narrow and the baselines steady), its number still given. The standard row pools all its runs (Runs) and is the reference (1 by "
+    "definition); its baseline drift is how far all those runs lie apart (“its runs apart”), no flag of its own. "
+    "<b>How to read the rest.</b> "
+    "<b>Tokens/pass</b> counts the bonus token; <b>acceptance</b> = accepted ÷ drafted; <b>α</b> = accepted ÷ "
+    "(accepted + rejections), the per-token acceptance of the formulas. <b>Predicted, paper</b> = "
+    "(1 − α<sup>m+1</sup>) / ((1 − α)(c·m + 1)), which assumes a verification costs one target step; "
+    "<b>predicted, measured costs</b> = E[tokens/pass] × T_step / (T_verify + T_draft). m = drafted tokens per pass, "
+    "c = drafting ms per drafted token ÷ T_step. The gap between the two predictions is the verification overhead. "
+    "The predictions model decoding after the prefill, as <b>speedup, decode</b> does. <b>The range after "
+    "tokens/s, T_step, T_verify, T_draft, c and the predictions</b> is their spread too: tokens/s from the slowest "
+    "to the fastest run pooled in the row (a method runs once per prompt, so its prompt row says “one run: no "
+    "spread”); T_step from the standard runs beside the method taken alone (the standard row: all its runs); "
+    "T_verify and T_draft (means per pass) the 95% bootstrap interval of that mean over the method's passes "
+    "(“one pass: no spread” with a single pass; a few slow passes stretch it upwards); c and the predictions "
+    "computed from the ends of those spreads that push them furthest each way. A category or “all” row spans its "
+    "prompts. Category and "
+    "“all” rows pool their prompts' counts and times; the CSV and JSON hold every prompt and the definitions.</div>"
+)
+
+
+CLEAR_TOASTS_JS = ("(...inputs) => { document.querySelectorAll('[data-testid=\"toast-close\"]').forEach((close) => "
+                   "close.click()); return inputs; }")
+"""Run arena's client side, before the run is sent: close every toast on the page (their own close buttons), so
+that the warnings of an earlier attempt (a refused input, a failed run) neither stay beside this run nor come back
+inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
+toasts arrive after it. Returns the inputs unchanged."""
+
+ENTER_COMMITS_JS = enter_commits_js("#arena-controls", sliders=True)
+"""On page load: Enter in a number box of the Arena's controls commits it as leaving the box does
+(:func:`app.messages.enter_commits_js`): a slider's box then clamps a number typed outside its range and
+:func:`app.messages.tell_when_clamped` says so at once, and a number box gets its check
+(:func:`app.messages.tell_when_invalid`). Without it Enter did nothing: the box kept showing e.g. 3 below the
+slider's 8, unannounced until the box was left."""
+
+
+def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr.CheckboxGroup) -> None:
+    """The real-pair menu (:func:`preset_chosen` fills the models and ticks the 'Draft model' drafter)."""
+    box = gr.Dropdown([("—", "")] + [(p.label, p.key) for p in PRESETS], value="",
+                      label="Or a real pair (needs a network)", elem_id="arena-preset",
+                      info="Fills the target and draft model and ticks the 'Draft model' drafter")
+    box.change(preset_chosen, inputs=[box, drafters], outputs=[target_box, draft_model, drafters], queue=False,
+               api_visibility="private")
+
+
+def _results_column() -> tuple:
+    """The results column's components: status, summary table, timings table, per-prompt table, charts, predictions,
+    CSV, JSON."""
+    status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
+                     elem_id="arena-status")
+    summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
+                           elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=420,
+                           wrap=True)  # a value and its spread may sit on two lines
+    timings = gr.Dataframe(empty_table(TIMING_COLUMNS), label="Rates, predictions and the timings behind them",
+                           interactive=False, elem_id="arena-timings", elem_classes=["sv-wide-table", "sv-wrap-cells"],
+                           max_height=420, wrap=True)  # the summary's other half: each fits a 1400 px page
+    charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
+    predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
+    with gr.Row(elem_id="arena-downloads"):
+        csv_file = gr.File(label="Results (CSV)", elem_id="arena-csv", interactive=False, visible=False)
+        json_file = gr.File(label="Results, settings, versions and device (JSON)", elem_id="arena-json",
+                            interactive=False, visible=False)
+    with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
+        per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
+                                  elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=480, wrap=True,
+                                  show_label=False)
+    gr.HTML(NOTE, elem_id="arena-definitions")
+    return status, summary, timings, per_prompt, charts, predictions, csv_file, json_file
+
+
+def _drafter_list() -> gr.CheckboxGroup:
+    """The drafters to race, with what each ticked one is and costs under the list (:func:`app.drafter_about.add_about`)."""
+    drafters = gr.CheckboxGroup(drafter_choices(), value=list(DEFAULT_DRAFTERS), label="Drafters",
+                                elem_id="arena-drafters", info="Each runs against the same standard-decoding baseline")
+    add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
+    return drafters
+
+
+def build_tab(target: str = "embedded") -> None:
+    """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
+    cats = categories()
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
+            drafters = _drafter_list()
+            ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
+                                  elem_id="arena-ks",
+                                  info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
+                                  "pass cost and acceptance (0 when no k pays), starting at 4")
+            source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
+                              elem_id="arena-source", info=SUITE_INFO.format(n=len(suite()), c=len(cats)))
+            prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
+                                placeholder="Type a prompt…")
+            category = gr.Dropdown(category_choices(), value="code-edit" if "code-edit" in cats else cats[0],
+                                   label="Category", elem_id="arena-category")
+            max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
+                                       label="Max new tokens per run", elem_id="arena-max-new-tokens",
+                                       info="Small keeps a category to minutes on a CPU (the suite: 9 times that)")
+            with gr.Row():
+                run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
+                                    min_width=100)  # with Stop beside it in the 300 px column
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="arena-stop", scale=1, min_width=80)
+            with gr.Accordion("Target, draft model and sampling", open=False, elem_id="arena-settings"):
+                target_box = gr.Textbox(target, label="Target model", elem_id="arena-target",
+                                        info="'embedded', a hub id or a local folder")
+                draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
+                                         elem_id="arena-draft-model", placeholder="hub id or local folder")
+                _preset_picker(target_box, draft_model, drafters)
+                exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
+                                       elem_id="arena-exit-layer")
+                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
+                                        "checked identical)", elem_id="arena-temperature")
+                seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
+                with gr.Row():  # applied to the target and the draft alike, and to the baseline
+                    repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",
+                                                   elem_id="arena-repetition-penalty")
+                    min_p = gr.Number(0.0, label="Min-p (0 = off; sampling only)", elem_id="arena-min-p")
+                chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
+        with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
+            status, summary, timings, per_prompt, charts, predictions, csv_file, json_file = _results_column()
+    outputs = [status, summary, timings, per_prompt, charts, predictions, csv_file, json_file]
+    inputs = [drafters, ks, source, prompt, category, max_new_tokens, target_box, draft_model, exit_layer,
+              temperature, seed, chat_template, repetition_penalty, min_p]
+    # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
+    # the prompts that finished
+    run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
+                  api_name="arena", show_progress="full", show_progress_on=[status], concurrency_limit=4,
+                  concurrency_id="arena", js=CLEAR_TOASTS_JS)
+    gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
+    stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
+    tell_when_clamped(max_new_tokens, status, MAX_NEW_TOKENS_NAME)
+    tell_when_clamped(temperature, status, "Temperature")
+    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded
+    tell_when_invalid(seed, status, SEED)
+    tell_when_invalid(repetition_penalty, status, REPETITION_PENALTY)
+    tell_when_invalid(min_p, status, MIN_P)
+    source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
+                  api_visibility="private")

@@ -1,0 +1,110 @@
+"""The Arena's three tables (pooled summary, timings, per prompt) as gr.Dataframe values: every speedup and timed
+figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`)."""
+
+from __future__ import annotations
+
+import math
+
+from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, _impossible, range_text,
+                                speedup_reading, spread_text)
+from specviz.analysis.arena import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
+
+
+SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
+    ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0),
+    ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2), ("α", "alpha", 2),
+    ("Speedup, decode", "decode_speedup", 2), ("Baseline drift", "baseline_drift", "%"),
+    ("Speedup, end to end", "speedup", 2), ("Same ids", "ids_identical", None),
+)
+TIMING_COLUMNS = (  # the rates, the predictions and the timings they are made from, with the runs they come from
+    ("Category", "category", None), ("Method", "variant", None), ("Runs", "runs", 0), ("Tokens", "tokens", 0),
+    ("Tokens/s", "tokens_per_s", 1), ("Predicted, paper", "predicted_speedup_paper", 2),
+    ("Predicted, measured costs", "predicted_speedup_measured", 2), ("T_step ms", "t_step_ms", 1),
+    ("T_verify ms", "t_verify_ms", 1), ("T_draft ms", "t_draft_ms", 1), ("c", "c", 3),
+)
+"""The pooled rows are shown as two tables, :data:`SUMMARY_COLUMNS` and these, each narrow enough for a 1400 px
+page (one table of all 19 columns was about 1,670 px wide)."""
+_ALL_COLUMNS = {c[1]: c for c in SUMMARY_COLUMNS + TIMING_COLUMNS}
+PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(_ALL_COLUMNS[key] for key in (  # one table, in an accordion
+    "category", "variant", "runs", "tokens", "tokens_per_pass", "acceptance_rate", "alpha", "tokens_per_s",
+    "decode_speedup", "baseline_drift", "speedup", "predicted_speedup_paper", "predicted_speedup_measured",
+    "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical"))
+
+
+def _cell(value, decimals: int | str | None) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "✓" if value else "✗ differs"
+    if decimals is None:
+        return str(value)
+    if decimals == "%":  # a drift: "4%", and "31% unsteady" above NOISY_DRIFT (the machine's speed changed)
+        return f"{value:.0%}" + (" unsteady" if value > NOISY_DRIFT else "")
+    return f"{value:.{decimals}f}"
+
+
+def reference_drift_cell(drift: float | None) -> str:
+    """The standard-decoding row's Baseline drift cell: how far its own runs' decoding rates lie apart, "230% (its
+    runs apart)", with no "noisy" flag (that marks a method's ratio; this row is the reference, 1 by definition);
+    "–" without two runs."""
+    return "–" if drift is None else f"{drift:.0%} (its runs apart)"
+
+
+def speedup_cell(row: dict, key: str) -> str:
+    """A measured speedup as the table shows it, read by :func:`speedup_reading`: "1.23× faster (1.15–1.31×)", "too
+    noisy to tell: 1.05× measured (0.90–1.25×), baselines 36% apart"; "1.00 (reference)" for standard decoding,
+    "1.23 (one run: no spread)" where none can be told (" impossible: noise" added above its tokens per pass); "–"
+    without a ratio."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    read = speedup_reading(row, key)
+    if read is None:
+        text = f"{value:.2f} ({spread_text(row, key)})"
+        return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
+    return read.cell() + (f", {read.reason}" if not read.finding and read.reason else "")
+
+
+def _places(value: float, decimals: int, most: int = 6) -> int:
+    """``decimals``, or more for a small value, so that it shows two significant digits (0.04 ms: "0.040", not
+    "0.0"); at most ``most``."""
+    if not value or not math.isfinite(value) or abs(value) >= 1:
+        return decimals
+    return min(most, max(decimals, 1 - math.floor(math.log10(abs(value)))))
+
+
+def timed_cell(row: dict, key: str, decimals: int) -> str:
+    """A timed figure (tokens/s, T_step, T_verify, T_draft, c, a prediction) with its spread, "41.2 (39.8–43.0)"
+    (a value below 1 with two significant digits, and the ends with one more decimal where that makes them read
+    apart, the value then as many); "41.2 (one run: no spread)" where none can be told (:data:`NO_PASS_SPREAD` for the
+    per-pass figures); "–" without a value. What each spread is: :data:`specviz.analysis.arena.DEFINITIONS`
+    (``<figure>_low``)."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    places = _places(value, decimals)
+    low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
+    if low is None or high is None:
+        return f"{value:.{places}f} ({NO_PASS_SPREAD if key in PASS_SPREAD_FIGURES else NO_SPREAD})"
+    ends = range_text(low, high, places)
+    return f"{value:.{max(places, len(ends.split('–')[0].partition('.')[2]))}f} ({ends})"
+
+
+def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
+    """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
+    carries its spread, and a decoding speedup above what its tokens per pass allow reads "… impossible: noise"
+    (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`)."""
+    def cell(r: dict, key: str, decimals) -> str:
+        if key == "baseline_drift" and r.get("drafter") == BASELINE:
+            return reference_drift_cell(r.get(key))
+        if key in SPEEDUP_KEYS:
+            return speedup_cell(r, key)
+        return timed_cell(r, key, decimals) if key in TIMED_SPREAD_FIGURES else _cell(r.get(key), decimals)
+
+    return {"headers": [c[0] for c in columns],
+            "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
+
+
+def empty_table(columns=SUMMARY_COLUMNS) -> dict:
+    """A table with headers only."""
+    return {"headers": [c[0] for c in columns], "data": [["" for _ in columns]]}

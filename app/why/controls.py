@@ -1,0 +1,180 @@
+"""The what-if chart's controls and its redraw: the α and c sliders (a typed value out of range is clamped and
+said, an emptied box gets its last number back: :func:`slider_typed`), the run boxes (k, tokens per pass,
+speedup; a run no decoding can give is said and not marked: :func:`run_issues`) and :func:`whatif`, which draws the
+chart from them and the last measurement."""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from app import render
+from app.inputs import clamp_notice
+from app.messages import warn
+from app.why.figures import whatif_figure
+from app.why.noise import possible_curve
+from specviz.analysis.arena import whatif_curves
+from specviz.core.engine import MAX_K
+
+DEFAULT_ALPHA = 0.7
+DEFAULT_C = 0.05
+MAX_C = 2.0
+"""The right end of the what-if's draft cost slider (a larger c typed into its box is drawn as this, as the slider
+shows it)."""
+RUN_BOX_EMPTY = "—"  # what a run box shows until a Live run fills it (or one is typed)
+
+
+def _number(text) -> float | None:
+    """A run box's text as a finite number, or None ("", "abc", "nan", "inf")."""
+    try:
+        value = float(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+RUN_BOXES = ("k", "tokens_per_pass", "speedup")
+"""The run boxes, in order (:func:`run_issues` names its problems by them)."""
+
+
+def run_issues(k, tokens_per_pass, speedup) -> tuple[bool, dict[str, str]]:
+    """Check the typed run (the boxes' text) against what a run can give: k a whole number in 1..MAX_K, tokens per
+    pass in [1, k + 1] (each pass emits at least the target's own token, at most k drafts + the bonus token), a
+    speedup above 0. Returns (whether the run is marked, {box of :data:`RUN_BOXES`: one sentence that says what is
+    wrong and what happens: the run is not marked, or its speedup is left out}). An empty box is no problem
+    (:func:`_blank`; an empty k or tokens per pass: nothing marked yet)."""
+    blank = _blank(k) or _blank(tokens_per_pass)  # not typed yet: nothing marked, nothing wrong
+    problems = {} if blank else _run_problems(k, tokens_per_pass)
+    sp = _number(speedup)
+    if not _blank(speedup) and not (sp and sp > 0):
+        problems["speedup"] = f"Speedup must be a number above 0 (got “{speedup}”): the run's speedup is left out."
+    return not blank and not {"k", "tokens_per_pass"} & problems.keys(), problems
+
+
+def _run_problems(k, tokens_per_pass) -> dict[str, str]:
+    """The problem of a typed k and tokens per pass (both boxes filled), at most one: {box: sentence}."""
+    k_value, tau = _number(k), _number(tokens_per_pass)
+    if k_value is None or not k_value.is_integer() or not 1 <= k_value <= MAX_K:
+        return {"k": f"Run: k must be a whole number from 1 to {MAX_K} (got “{k}”): the run is not marked."}
+    if tau is None:
+        return {"tokens_per_pass": f"Tokens per pass must be a number (got “{tokens_per_pass}”): the run is not "
+                                   "marked."}
+    if not 1 <= tau <= k_value + 1:
+        return {"tokens_per_pass": (
+            f"Tokens per pass at k = {k_value:g} lies between 1 (nothing accepted) and {k_value + 1:g} (all k drafts "
+            f"accepted + the bonus token), not {tau:g}: the run is not marked.")}
+    return {}
+
+
+def _blank(text) -> bool:
+    """A run box with nothing typed: empty, or the "—" it shows until a run fills it."""
+    return str(text if text is not None else "").strip() in ("", RUN_BOX_EMPTY)
+
+
+def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:
+    """The run to mark, or None when its k or tokens per pass is missing or not what a run can give
+    (:func:`run_issues`; the boxes are text: "", "4", "1.6"); a speedup that is missing, not above 0 or not a
+    number is left unmarked."""
+    marked, _ = run_issues(k, tokens_per_pass, speedup)
+    if not marked:
+        return None
+    sp = _number(speedup)
+    return {"k": float(k), "tokens_per_pass": float(tokens_per_pass), "speedup": sp if sp and sp > 0 else None,
+            "label": label}
+
+
+RUN_PROBLEM_ENDINGS = ("the run is not marked.", "the run's speedup is left out.")
+"""How every sentence of :func:`run_issues` ends: a status line that holds one is about the typed run."""
+
+
+def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -> str | object:
+    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: a warning toast for the typed run's problem in that
+    box (:func:`run_issues`), and a status line that names every problem the run has now, each saying whether the
+    run is marked. Once the run has none, a status that still shows an earlier problem (``shown``: the status's
+    HTML) turns into what is marked; any other status stays (a skip), as it does when nothing is typed."""
+    marked, problems = run_issues(k, tokens_per_pass, speedup)
+    if box in problems:
+        warn(problems[box])
+    if problems:
+        return render.status_html(" ".join(problems.values()), "info")
+    if marked and any(end in html.unescape(str(shown or "")) for end in RUN_PROBLEM_ENDINGS):
+        point = run_point(k, tokens_per_pass, speedup)
+        what = f"k = {point['k']:g}, {point['tokens_per_pass']:g} tokens per pass"
+        what += f", {point['speedup']:g}× speedup" if point["speedup"] else ""
+        return render.status_html(f"Your run is marked on the what-if chart ({what}).", "info")
+    return gr.skip()
+
+
+def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict | None = None) -> go.Figure:
+    """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark. The
+    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within [0, MAX_C], as the
+    sliders clamp them; one that is no number (an emptied box: None, or "abc") is drawn at its last number,
+    ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it), which :func:`slider_typed`
+    puts back into the box when it is left."""
+    kept = kept or KEPT
+    alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
+    c = min(max(_or_kept(c, kept["c"]), 0.0), MAX_C)
+    curve = None
+    if measurement:
+        ms = measurement["grid"]["ms"]
+        batch = int(batch) if batch and int(batch) in ms else min(ms)
+        possible = possible_curve(measurement["grid"], batch)
+        curve = possible if len(possible) > 1 else None
+    curves = whatif_curves(alpha, c, curve, MAX_K)
+    return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
+
+
+def _or_kept(value, kept: float) -> float:
+    """A slider's raw payload as a number, or ``kept`` when it is none (:func:`_number`)."""
+    number = _number(value)
+    return kept if number is None else number
+
+
+SLIDERS = {"alpha": ("Per-token acceptance α", 0.0, 1.0), "c": ("Draft cost c", 0.0, MAX_C)}
+"""The what-if sliders: key → (name in messages, low, high)."""
+KEPT = {"alpha": DEFAULT_ALPHA, "c": DEFAULT_C}
+"""The sliders' last numbers before anything is typed (:func:`slider_typed`'s state starts here)."""
+
+
+def slider_typed(key: str, value, kept: dict | None, left: bool = True) -> tuple:
+    """What a what-if slider's box holds, said when the chart cannot use it as typed; the handler of its ``input``
+    (while typing, ``left`` False) and ``release`` (the box left, or Enter in an empty box: :data:`ENTER_EMPTY_JS`)
+    events, on the raw payload (preprocess off).
+
+    Args:
+        key: "alpha" or "c" (:data:`SLIDERS`).
+        value: the box's payload: a number, or None for an emptied box (a number box shows "abc" as empty), or any
+            text from the API.
+        kept: the state {"alpha", "c"}: each slider's last number (None: :data:`KEPT`).
+        left: whether the box was left; while typing, an empty box is a number on its way and is left alone.
+
+    Returns:
+        (slider, status, kept): a number in range: (skip, skip, kept with it); out of range: the slider set to the
+        nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`) as a
+        toast and the status, and that end kept; no number, once left: the slider set back to its kept number and
+        "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
+        kept number); no number while typing: three skips.
+    """
+    name, low, high = SLIDERS[key]
+    kept = dict(kept or KEPT)
+    number = _number(value)
+    if number is None:
+        if not left:
+            return gr.skip(), gr.skip(), gr.skip()
+        message = f"{name} must be a number from {low:g} to {high:g}; keeping {kept[key]:g}."
+    else:
+        found = clamp_notice(number, name, low, high)
+        if found is None:
+            return gr.skip(), gr.skip(), {**kept, key: number}
+        kept[key], message = found
+    gr.Info(html.escape(message))
+    return gr.update(value=kept[key]), render.status_html(message, "info"), kept
+
+
+def remember(alpha, c, kept: dict | None) -> dict:
+    """The state of :func:`slider_typed` after a handler set the sliders (Measure sets c, a Live run sets α): their
+    numbers now (a payload that is no number keeps the kept one)."""
+    kept = kept or KEPT
+    return {"alpha": _or_kept(alpha, kept["alpha"]), "c": _or_kept(c, kept["c"])}

@@ -1,0 +1,238 @@
+"""The Why tab's two figures, pure functions of their data: :func:`forward_figure` (the measured forward times
+against new tokens, with the noise flags of :mod:`app.why.noise`) and :func:`whatif_figure` (tokens per pass and
+predicted speedup against k)."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from app import render
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.why.noise import (WITHIN_NOISE, _times, _why_not_flagged, inside_margin, noisy_measured, times_measured,
+                           within_noise_points)
+from specviz.analysis.arena import IMPOSSIBLE_MARGIN
+
+
+BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}
+
+
+def _layout(height: int) -> dict:
+    return {"template": "plotly_white", "font": {"family": FONT, "size": 12}, "height": height,
+            "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 80, "b": 50}, "modebar": MODEBAR,
+            "legend": {"orientation": "h", "x": 0, "y": 1.09, "yanchor": "bottom", "font": {"size": 12}}}
+
+
+NOTE_LINE_PX = 15  # one line of an 11 px note below the charts (_note_below)
+NOTE_GAP_PX = 6  # below each such note
+
+
+def _note_below(layout: dict, axis: str, text: str, color: str) -> None:
+    """Put ``text`` (lines split by ``<br>``, each short enough for a phone-wide chart) under the charts, never on a
+    plot where it could cover data: below the panel ``axis`` (the lowest; on a phone, where ``assets/head.html``
+    stacks the panels, the last one), from the figure's left edge, where the bottom margin (the tick labels and the
+    axis title) ends. The margin and the height grow by the note's lines, so the plots keep their size and a later
+    note goes under the earlier ones."""
+    top = layout["margin"]["b"]
+    layout["annotations"].append({
+        "text": text, "align": "left", "x": 0, "xref": "paper", "xanchor": "left", "y": 0,
+        "yref": f"y{axis} domain", "yanchor": "top", "yshift": -top, "showarrow": False,
+        "font": {"size": 11, "color": color}})
+    grown = (text.count("<br>") + 1) * NOTE_LINE_PX + NOTE_GAP_PX
+    layout["margin"]["b"] = top + grown
+    layout["height"] += grown
+
+
+def _two_panels(layout: dict, titles: tuple[str, str], gap: float = 0.1) -> list[tuple[str, float, float]]:
+    """Put two side-by-side axes into ``layout``; returns (axis suffix, x0, x1) per panel."""
+    width = (1 - gap) / 2
+    panels, notes = [], []
+    for i, title in enumerate(titles):
+        n = "" if i == 0 else "2"
+        x0 = i * (width + gap)
+        layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "automargin": True}
+        layout[f"yaxis{n}"] = {"domain": [0, 1], "anchor": f"x{n}", "automargin": True}
+        notes.append({"text": f"<b>{title}</b>", "x": x0 + width / 2, "y": 1, "xref": "paper", "yref": "paper",
+                      "xanchor": "center", "yanchor": "bottom", "yshift": 6, "showarrow": False,
+                      "font": {"size": 14}})
+        panels.append((n, x0, x0 + width))
+    layout["annotations"] = notes
+    return panels
+
+
+def forward_figure(grid: dict) -> go.Figure:
+    """Left: ms of one target forward against new tokens n, one line per batch size. Right: T(n)/T(1) of each
+    batch size on log-log axes beside the diagonal of n separate steps (flat = free, diagonal = no gain)."""
+    layout = _layout(440)
+    (a, _, _), (b, _, _) = _two_panels(layout, ("Target forward time vs new tokens",
+                                                "Cost of n tokens, in one-token steps"))
+    counts = grid["token_counts"]
+    ticks = {"tickvals": counts, "ticktext": [str(n) for n in counts]}
+    layout[f"xaxis{a}"] |= {"type": "log", "title": {"text": "new tokens n (k+1 to verify k)", "font": {"size": 12}},
+                            **ticks}
+    layout[f"yaxis{a}"] |= {"title": {"text": "ms per forward"}, "rangemode": "tozero"}
+    layout[f"xaxis{b}"] |= {"type": "log", "title": {"text": "new tokens n"}, **ticks}
+    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}, "tickvals": [0.5, 1, 2, 4, 8, 16, 32],
+                            "ticktext": ["0.5", "1", "2", "4", "8", "16", "32"]}
+    data = []
+    bad = {(p["batch"], p["n"]) for p in grid.get("impossible", [])}
+    for batch, row in grid["ms"].items():
+        ns = [n for n in counts if n in row]
+        if not ns:
+            continue
+        color = BATCH_COLORS.get(int(batch), COLORS["other"])
+        gbs, spread = grid["gbs"][batch], grid.get("spread", {}).get(batch, {})
+        text = [f"batch {batch}, {n} new token{'s' if n > 1 else ''}: {row[n]:.1f} ms"
+                + (f" (repeats {spread[n][0]:.1f}–{spread[n][1]:.1f})" if n in spread else "") + "<br>"
+                f"{grid['param_bytes'] / 1e6:.0f} MB of weights read → {gbs[n]:.1f} GB/s effective" for n in ns]
+        name = f"batch {batch}"
+        shown = [None if (batch, n) in bad else row[n] for n in ns]  # an impossible point is no finding: a gap
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns, "y": shown, "name": name,
+                     "legendgroup": name, "line": {"color": color, "width": 3}, "marker": {"size": 7},
+                     "error_y": _spread_bars(row, spread, ns, color),
+                     "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{a}", "yaxis": f"y{a}"})
+        one = row.get(ns[0])
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ns,
+                     "y": [None if v is None else v / one for v in shown],
+                     "name": name, "legendgroup": name, "showlegend": False, "line": {"color": color, "width": 3},
+                     "marker": {"size": 7},
+                     "hovertemplate": f"batch {batch}, n=%{{x}}: %{{y:.2f}} steps<extra></extra>",
+                     "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    data.append({"type": "scatter", "mode": "lines", "x": counts, "y": counts, "name": "n separate one-token steps",
+                 "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
+                 "hovertemplate": "n steps: %{y}<extra></extra>"})
+    _flag_impossible(grid, data, layout, a, b)
+    _flag_within_noise(grid, data, layout, (a, b))
+    return go.Figure({"data": data, "layout": layout})
+
+
+def _spread_bars(row: dict, spread: dict, ns: list[int], color: str) -> dict:
+    """Plotly error bars from the median up to the slowest repeat and down to the fastest (the spread)."""
+    if not spread:
+        return {"visible": False}
+    return {"type": "data", "symmetric": False, "color": color, "thickness": 1.5, "width": 4,
+            "array": [spread[n][1] - row[n] if n in spread else 0 for n in ns],
+            "arrayminus": [row[n] - spread[n][0] if n in spread else 0 for n in ns]}
+
+
+def _flag_impossible(grid: dict, data: list[dict], layout: dict, axis: str, below: str) -> None:
+    """Mark the impossible points (red ✕ at their measured time on the panel ``axis``, no line through them) and
+    say so in a note under the charts (:func:`_note_below` the panel ``below``)."""
+    points = [p for p in grid.get("impossible", []) if p["n"] in grid["ms"].get(p["batch"], {})]
+    if not points:
+        return
+    data.append({"type": "scatter", "mode": "markers", "name": "impossible: noise, not a finding",
+                 "x": [p["n"] for p in points], "y": [grid["ms"][p["batch"]][p["n"]] for p in points],
+                 "marker": {"symbol": "x-thin", "size": 13, "line": {"color": COLORS["rejected"], "width": 3},
+                            "color": COLORS["rejected"]},
+                 "text": [f"batch {p['batch']}, n = {p['n']}: faster than batch {p['than_batch']}, n = "
+                          f"{p['than_n']}: impossible, measured {_times(times_measured(grid))}" for p in points],
+                 "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{axis}", "yaxis": f"y{axis}"})
+    _note_below(layout, below, f"✕ {render.plural(len(points), 'point')} faster than less work:<br>noise "
+                f"(measured {_times(times_measured(grid))}),<br>not a finding", COLORS["rejected"])
+
+
+def _within_noise_note(points: list[dict]) -> str:
+    """The chart's note on the ringed points, naming the condition that applied to each (:func:`inside_margin`),
+    in short lines (at most about 33 characters) that fit a phone-wide chart."""
+    margin = sum(inside_margin(p) for p in points)
+    overlap = len(points) - margin
+    head = f"○ {render.plural(len(points), 'point')} below less work"
+    if not overlap:
+        why = f",<br>inside the {IMPOSSIBLE_MARGIN:.0%} noise margin"
+    elif not margin:
+        why = ",<br>with overlapping repeats"
+    else:
+        why = f"<br>({margin} inside the {IMPOSSIBLE_MARGIN:.0%} margin,<br>{overlap} with overlapping repeats)"
+    return f"{head}{why}:<br>within noise of impossible,<br>not a finding"
+
+
+def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[str, str]) -> None:
+    """Ring the points within noise of impossible (:func:`within_noise_points`) on both panels (left: ms; right:
+    T(n)/T(1) of their batch) and say so in a note under the charts (:func:`_note_below` the right panel, the
+    lowest on a phone): they stay on the lines, but are no finding."""
+    points = [p for p in within_noise_points(grid) if p["n"] in grid["ms"].get(p["batch"], {})]
+    if not points:
+        return
+    a, b = axes
+    text = [f"batch {p['batch']}, n = {p['n']}: {p['below']:.1%} below batch {p['than_batch']}, n = {p['than_n']} "
+            f"({_why_not_flagged(p)}): within noise of impossible" for p in points]
+    ring = {"symbol": "circle-open", "size": 17, "color": "#24292f", "line": {"width": 2}}
+    data.append({"type": "scatter", "mode": "markers", "name": WITHIN_NOISE, "legendgroup": "within-noise",
+                 "x": [p["n"] for p in points], "y": [grid["ms"][p["batch"]][p["n"]] for p in points],
+                 "marker": ring, "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{a}",
+                 "yaxis": f"y{a}"})
+    one = {p["batch"]: grid["ms"][p["batch"]][min(grid["ms"][p["batch"]])] for p in points}
+    data.append({"type": "scatter", "mode": "markers", "name": WITHIN_NOISE, "legendgroup": "within-noise",
+                 "showlegend": False, "x": [p["n"] for p in points],
+                 "y": [grid["ms"][p["batch"]][p["n"]] / one[p["batch"]] for p in points], "marker": ring,
+                 "text": text, "hovertemplate": "%{text}<extra></extra>", "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    _note_below(layout, b, _within_noise_note(points), "#24292f")
+
+
+def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.Figure:
+    """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
+    the paper's (a verification costs one step) and, when measured, with the measured verification cost
+    T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both."""
+    layout = _layout(430)
+    (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
+    ks = curves["k"]
+    for axis in (a, b):
+        layout[f"xaxis{axis}"] |= {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else 2,
+                                   "range": [0.5, ks[-1] + 0.5]}
+    layout[f"yaxis{a}"] |= {"title": {"text": "tokens / pass"}, "rangemode": "tozero"}
+    layout[f"yaxis{b}"] |= {"title": {"text": "× standard decoding"}, "rangemode": "tozero"}
+    tau = curves["tokens_per_pass"]
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": tau, "name": "expected tokens per pass",
+         "line": {"color": COLORS["expected"], "width": 3}, "marker": {"size": 6}, "xaxis": f"x{a}",
+         "yaxis": f"y{a}", "hovertemplate": "k=%{x}: %{y:.2f} tokens/pass<extra></extra>"},
+        {"type": "scatter", "mode": "lines", "x": ks, "y": [k + 1 for k in ks], "name": "k+1 (every draft accepted)",
+         "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "xaxis": f"x{a}", "yaxis": f"y{a}",
+         "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["paper"],
+         "name": "speedup, paper (verification = 1 step)", "line": {"color": COLORS["speculative"], "width": 3},
+         "marker": {"size": 6}, "xaxis": f"x{b}", "yaxis": f"y{b}",
+         "hovertemplate": "k=%{x}: %{y:.2f}× (paper)<extra></extra>"},
+    ]
+    if curves.get("measured"):
+        data.append({"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["measured"],
+                     "name": f"speedup with the measured T(k+1), batch {batch}",
+                     "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
+                     "xaxis": f"x{b}", "yaxis": f"y{b}",
+                     "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
+    best = [f"Best k, {name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
+            for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
+    if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
+        best = best[:1] + ["Measured costs: too noisy to tell a best k (a verification timed below a one-token step)"]
+    if not curves.get("measured"):
+        best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
+    _note_below(layout, b, "<br>".join(best), COLORS["baseline"])  # under the charts: a rising curve ends top right
+    ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else []))
+    layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
+    inside = [k for k in ks if k + 1 <= ceiling * 1.25]
+    if inside and inside[-1] < ks[-1]:  # say where the ceiling line goes on, above the chart
+        layout["annotations"].append({
+            "text": f"k+1 goes on up (to {ks[-1] + 1} at k = {ks[-1]})", "x": inside[-1], "y": inside[-1] + 1,
+            "xref": f"x{a}", "yref": f"y{a}", "xanchor": "left", "yanchor": "middle", "ax": 24, "ay": 0,
+            "showarrow": False, "xshift": 6, "font": {"size": 11, "color": COLORS["baseline"]}})
+    data.append({"type": "scatter", "mode": "lines", "x": [ks[0], ks[-1]], "y": [1, 1], "xaxis": f"x{b}",
+                 "yaxis": f"y{b}", "name": "standard decoding (1×)",
+                 "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})
+    if run and run.get("k") and run.get("tokens_per_pass"):
+        label = run.get("label") or "your run"
+        marker = {"symbol": "star", "size": 18, "color": COLORS["accepted"], "line": {"color": "#ffffff", "width": 1}}
+        data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["tokens_per_pass"]],
+                     "name": label, "legendgroup": "run", "marker": marker, "xaxis": f"x{a}", "yaxis": f"y{a}",
+                     "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}} tokens/pass<extra></extra>"})
+        if run.get("speedup"):
+            data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["speedup"]], "name": label,
+                         "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
+                         "yaxis": f"y{b}",
+                         "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
+    layout["legend"] |= {"y": 1.1, "entrywidth": 0.5, "entrywidthmode": "fraction"}  # long names: two a row
+    layout["title"] = {"text": f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}", "x": 0.5, "xanchor": "center",
+                       "y": 0.995, "yanchor": "top", "font": {"size": 13}}
+    layout["margin"]["t"] = 120
+    return go.Figure({"data": data, "layout": layout})

@@ -1,0 +1,230 @@
+"""The Measure and Stop buttons. :func:`measure` waits for its turn on the device (:mod:`app.device`: it takes
+turns with every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.measure_forward_grid`
+(with the job's cancel flag as ``should_stop``, so Stop (:func:`stop`) or a closed handler ends it before its next
+forward) and :func:`specviz.analysis.arena.measure_draft_costs` in the job's thread; before the grid, a few forwards
+timed here (:func:`specviz.analysis.arena.probe_forward_ms`) give the status its estimate of the whole measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+import gradio as gr
+
+from app import device, render
+from app.device import CancelRegistry, Job, load_target, relay
+from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
+from app.messages import report, warn
+from app.why.cards import summary_html
+from app.why.controls import DEFAULT_C, whatif
+from app.why.figures import forward_figure
+from app.why.history import lookahead_settings
+from app.why.noise import _times, impossible_text, within_noise_text
+from specviz.analysis.arena import (BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_draft_costs, measure_forward_grid,
+                                    probe_forward_ms)
+from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.policy import PolicyError, current_policy
+
+
+log = logging.getLogger("specviz.app.why")
+
+OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "why-whatif-chart")
+"""What :func:`measure` yields, in order (the components' elem_ids; why-measurement is the gr.State)."""
+
+
+STATUS_INTERVAL_S = 1.0
+ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
+RUNS = CancelRegistry()  # the tab's measurements, one per session
+
+
+def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None) -> tuple:
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is (the chart shows when given)."""
+    chart = None if chart is None else gr.update(value=chart, visible=True)
+    return tuple(gr.skip() if v is None else v for v in (status, chart, summary, state, c, batch, whatif_fig))
+
+
+def _measure_inputs(target, exit_layer) -> tuple[str, int | None]:
+    """(target spec, early-exit layer or None for half the layers). Raises InputError, or PolicyError for a
+    model the operator does not allow."""
+    spec = (target or "").strip()
+    if not spec:
+        raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
+    check_models(spec, None, current_policy())  # the operator's model policy (specviz.policy)
+    return spec, parse_exit_layer(exit_layer)
+
+
+@dataclasses.dataclass(frozen=True)
+class MeasureInputs:
+    """What the Measure button sends, in the order of its API (``why_measure``): the raw values of the target box,
+    the early-exit layer box (0 or empty: half the layers), α and the three run boxes (their text, for the what-if
+    chart drawn at the end) and the Live tab's run history (None without one), which names the lookahead settings
+    whose pass cost the cards show (:func:`app.why.history.lookahead_settings`)."""
+
+    target: str | None
+    exit_layer: object
+    alpha: object
+    run_k: object
+    run_tpp: object
+    run_speedup: object
+    history: list[dict] | None = None
+
+
+MEASURE_INPUTS = tuple(field.name for field in dataclasses.fields(MeasureInputs))
+"""The Measure button's inputs by name, in its API's order (:class:`MeasureInputs`)."""
+
+
+def measure(*values, progress=gr.Progress(), request: gr.Request = None, **named):
+    """:func:`measure_from` for Python callers: the fields of :class:`MeasureInputs` given positionally or by name
+    (``measure("embedded", 0, 0.7, "", "", "")``). Raises TypeError, on the first ``next``, for a missing or an
+    unknown field."""
+    yield from measure_from(MeasureInputs(*values, **named), progress, request)
+
+
+def clicked(progress=gr.Progress(), request: gr.Request = None, **values):
+    """The Measure button: the forward-time grid (batch sizes x new tokens) and the drafters' c on the target,
+    on the device; yields :data:`OUTPUTS` tuples. ``history`` (the Live tab's runs) names the lookahead settings
+    whose pass cost the cards show (:func:`lookahead_settings`)."""
+    # wired with inputs_kwargs (the names of MEASURE_INPUTS): Gradio passes the progress and the request by position
+    yield from measure_from(MeasureInputs(**values), progress, request)
+
+
+def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Request = None):
+    """The Measure button's work on ``inputs``: check them (a bad one: a toast and the status say it), wait for the
+    device, measure, and yield :data:`OUTPUTS` tuples: the status while measuring, then the chart, the cards, the
+    measurement, c (the early-exit drafter's), the batch choices and the what-if chart. ``request``: the session
+    whose Stop or closed tab ends the measurement."""
+    try:
+        spec, layer = _measure_inputs(inputs.target, inputs.exit_layer)
+    except (InputError, PolicyError) as error:
+        warn(str(error))
+        yield _out(status=render.status_html(str(error), "error"))
+        return
+    job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
+    started, cpu = time.monotonic(), CpuShare()
+    try:
+        yield _out(status=render.status_html("Measuring…", "busy"))
+        measurement = yield from _measure_on_device(job, spec, layer, progress, started)
+        if measurement is None:
+            yield _out(status=render.status_html("Stopped.", "info"))
+            return
+        yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
+                        inputs.run_speedup, lookahead_settings(inputs.history), cpu=cpu)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message
+        yield _out(status=report("measurement", error))
+    finally:
+        job.release()  # also when Gradio closes this handler: the grid stops before its next forward
+
+
+def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started: float):
+    """Wait for the device, then run :func:`_measure_work` in the job's thread, feeding the progress bar and a
+    "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when
+    stopped while waiting)."""
+    state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
+
+    def waiting(place) -> tuple:
+        return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
+                                              "wait"))
+
+    def show(item) -> tuple | None:
+        now = time.monotonic()
+        if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
+            state["estimate"], state["last"] = item[1], 0.0
+        elif item is not None and item[0] == "note":  # the early-exit layer was fitted to the target: a toast, and
+            warn(item[1])  # the status says it until the end
+            state["note"], state["last"] = f" {item[1]}", 0.0
+        elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
+            fraction, state["message"] = item[1]
+            progress(fraction, desc=state["message"])
+            return None
+        if now - state["last"] < STATUS_INTERVAL_S:
+            return None
+        state["last"] = now
+        return _out(status=render.status_html(
+            _measuring(state["message"], now - started, state["estimate"]) + state["note"], "busy"))
+
+    if not (yield from relay(job.turn(), waiting)):
+        return None
+    return (yield from relay(job.call(_measure_work, job, spec, layer, stoppable=True), show))
+
+
+def _measuring(message: str, seconds: float, estimate: float | None) -> str:
+    """The status text while measuring: the step, the seconds so far and, once the first forwards were timed,
+    the expected length of the whole measurement."""
+    if estimate is None:
+        return f"Measuring… {message} ({seconds:.0f} s; timing a first forward to tell how long this will take)"
+    return (f"Measuring… {message} ({seconds:.0f} s of about {estimate:.0f} s, estimated from the first forwards "
+            "timed here just now)")
+
+
+def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
+    """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
+    it completed, the drafters' c. An early-exit layer the loaded target lacks is fitted to its layers
+    (:func:`app.inputs.fit_loaded_exit_layer`) and the note is said at once (``("note", text)`` to the job). Returns
+    {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None)}. Raises InputError for a
+    target with no layer to exit after."""
+
+    def say(fraction: float, message: str) -> None:
+        job.say(("progress", (fraction, message)))
+
+    say(0.0, f"Loading the target {spec}…")
+    loaded = load_target(spec, progress=lambda message: say(0.0, message))
+    layer, note = fit_loaded_exit_layer(layer, loaded)  # out of the target's range: its nearest layer, said
+    if note:
+        job.say(("note", note))
+    say(0.0, "Timing a first forward…")
+    probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
+    job.say(("estimate", grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + ESTIMATE_EXTRA_S))
+    grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
+                                progress=lambda f, m: say(0.9 * f, m), should_stop=job.should_stop)
+    costs = None
+    if not grid["stopped"] and grid["step_ms"] and not job.should_stop():  # closed after the grid's last forward
+        say(0.92, "Timing the drafters (c)…")
+        first = min(grid["ms"])
+        costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
+                                    step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
+    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note}
+
+
+def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
+              cpu: CpuShare | None = None) -> tuple:
+    """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
+    early-exit drafter's), the batch choices and the what-if chart with the measured costs."""
+    grid, costs = measurement["grid"], measurement["costs"]
+    c = round(costs["early-exit"], 3) if costs else None
+    busy = busy_machine_warning(cpu)
+    again = grid.get("remeasured") or []
+    counts = grid.get("measurements") or {}
+    again_text = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured again "
+             f"({', '.join(f'{b}: {_times(counts.get(b, 2))}' for b in again)}): a point came out faster than less "
+             "work." if again else "")
+    flagged = " ".join(t for t in (impossible_text(grid), within_noise_text(grid)) if t)
+    fitted = f"{measurement['note']} " if measurement.get("note") else ""  # the early-exit layer, fitted
+    status = render.status_html(
+        f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
+        f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
+        f"uses these costs; c is set to the early-exit drafter's.{again_text}" + (f" {flagged}" if flagged else "")
+        + (f" · {busy}" if busy else ""), "info" if flagged else "done")
+    figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
+    return _out(status, forward_figure(grid), summary_html(grid, costs, lookahead), measurement,
+                gr.update(value=c) if c is not None else None,
+                gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
+                figure)
+
+
+STOPPED = ("Stopped: the measurement ended before its next forward, and the device is free. The chart and c of an "
+           "earlier measurement stay; press Measure to time again.")
+
+
+def stop(request: gr.Request = None) -> str:
+    """The Stop button: flag this session's measurement (it starts no other forward; Gradio also closes its
+    handler, which releases the device) and say so. Only the caller's own session is stopped (a call with no request
+    at all, Python code in this process, stops the measurements started without one). Returns the status line."""
+    RUNS.cancel(request)
+    return render.status_html(STOPPED, "info")
+
+
+def release_session(request: gr.Request = None) -> None:
+    """When a browser tab closes: cancel that session's measurement (and no one else's)."""
+    RUNS.cancel_session(request)

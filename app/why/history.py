@@ -1,0 +1,55 @@
+"""The Live tab's runs as the Why tab reads them: the newest run to mark on the what-if chart
+(:func:`latest_run`, :func:`from_history`) and the lookahead settings whose pass cost the cards show
+(:func:`lookahead_settings`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import gradio as gr
+
+from app.why.controls import DEFAULT_C, whatif
+from specviz.analysis.arena import alpha_for_tokens_per_pass
+from specviz.core.engine import MAX_K
+from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
+
+
+def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int, int]]:
+    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (from its drafter's name,
+    "lookahead (W=3, N=3, G=2)"), then the defaults when they differ."""
+    out: list[tuple[int, int, int]] = []
+    for row in history or []:
+        match = re.search(r"lookahead \(W=(\d+), N=(\d+), G=(\d+)\)", str(row.get("drafter") or ""))
+        if match:
+            out.append(tuple(int(x) for x in match.groups()))
+            break
+    default = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)
+    return out + ([default] if default not in out else [])
+
+
+def latest_run(history: list[dict] | None) -> dict | None:
+    """The newest Live-tab run with a drafter: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
+    for row in history or []:
+        match = re.search(r"k\s*=\s*(\d+)", str(row.get("k") or ""))
+        if match and row.get("tokens_per_pass"):
+            return {"k": int(match.group(1)), "tokens_per_pass": float(row["tokens_per_pass"]),
+                    "speedup": row.get("speedup"), "adaptive": "adaptive" in str(row.get("k")),
+                    "drafter": row.get("drafter")}
+    return None
+
+
+def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
+    """When the Live tab's history changes: mark its newest run, set α to the value that gives that run's tokens
+    per pass at its k, and redraw (an adaptive-k run whose tokens per pass exceed its starting k + 1 is marked at the
+    smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). Returns (run k, tokens/pass,
+    speedup, α, what-if figure)."""
+    run = latest_run(history)
+    if run is None:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    k, tpp = run["k"], round(run["tokens_per_pass"], 3)
+    if run["adaptive"] and tpp > k + 1:  # adaptive k drafted longer than its start: the smallest k that gives it
+        k = min(MAX_K, math.ceil(tpp - 1))
+    alpha = round(alpha_for_tokens_per_pass(tpp, k), 2)
+    speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
+    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)

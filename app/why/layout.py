@@ -1,0 +1,164 @@
+"""The Why tab's layout and wiring: :func:`build_tab` lays out the measurement (target, early-exit layer,
+Measure and Stop, the chart and the cards) and the what-if chart with its controls, and wires their events."""
+
+from __future__ import annotations
+
+import functools
+
+import gradio as gr
+
+from app import render
+from app.inputs import EXIT_LAYER, parse_exit_layer
+from app.messages import tell_when_invalid
+from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, RUN_BOXES, SLIDERS, check_run,
+                              remember, slider_typed, whatif)
+from app.why.handlers import MEASURE_INPUTS, clicked, stop
+from app.why.history import from_history
+from specviz.analysis.arena import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
+
+
+INTRO = (
+    "<div class='why-intro'><p><b>Why verification is nearly free.</b> Generating one token with a large model "
+    "reads every weight from memory once; the arithmetic for that one token is tiny, so the step waits on memory. "
+    "Feeding the target k+1 tokens at once reads the same weights once and does k+1 times the arithmetic "
+    "<i>for free</i> while the arithmetic units are idle anyway: the flat part of the curve below. Where the curve "
+    "bends up, the arithmetic units are full, each extra token costs real time, and drafting more stops paying: "
+    "that is why k cannot grow forever.</p><p><b>Batching uses the same slack.</b> A server that already decodes 16 "
+    "requests at once has filled the arithmetic units with the batch, so its curve bends much earlier and "
+    "verification stops being free: serving stacks tune speculation and batching together.</p></div>"
+)
+
+
+RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
+            "pass and speedup to mark it on the chart.")
+
+
+MEASURE_NOTE = (
+    f"<div class='why-note'>Times one forward over n = {', '.join(map(str, TOKEN_COUNTS))} new tokens after a 64-token "
+    f"prompt, for batch sizes {', '.join(map(str, BATCH_SIZES))} (median of 3, after a warm-up; the bars span the 3), "
+    "on this device, now. It first times a few forwards and says how long the whole measurement will take here. A "
+    "point that comes out faster than less work (impossible: noise from other work on the machine) is measured "
+    f"again, and flagged ✕ if it stays impossible; one below less work by less than {IMPOSSIBLE_MARGIN:.0%} (or with "
+    "repeats that overlap) is ringed ○: within noise of impossible, the two read as equal.</div>")
+"""The note under the Measure button."""
+
+
+def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
+    """The run to mark on the what-if chart: k, tokens per pass, speedup. Empty (showing —) with a hint until the
+    Live tab's latest run fills them (:func:`from_history`) or the visitor types one: never a 0 that reads as a
+    result. Text boxes, read by :func:`run_point`: Gradio's number box shows 0 for no value (its placeholder never
+    shows at first)."""
+    with gr.Row(elem_id="why-run"):
+        boxes = tuple(gr.Textbox(None, label=label, placeholder=RUN_BOX_EMPTY, max_lines=1, elem_id=elem_id,
+                                 min_width=70)
+                      for label, elem_id in (("Run: k", "why-run-k"), ("tokens/pass", "why-run-tpp"),
+                                             ("speedup", "why-run-speedup")))
+    gr.HTML(f"<div class='why-note why-run-hint'>{RUN_HINT}</div>", elem_id="why-run-hint")
+    return boxes
+
+
+ENTER_EMPTY_JS = """() => {
+  if (window.svWhyEnterEmpty) return;
+  window.svWhyEnterEmpty = true;
+  document.addEventListener('keydown', (ev) => {
+    const box = ev.target;
+    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number' || box.value !== ''
+        || !box.closest('#whatif-controls')) return;
+    box.dispatchEvent(new FocusEvent('blur'));
+  }, true);
+}"""
+"""On page load: Enter in an empty what-if slider box (emptied, or holding what a number box cannot read, such as
+"abc") commits it as leaving the box does, so :func:`slider_typed` puts the kept number back and says so at once. A
+box holding a number is left alone: its ``input`` event already redrew the chart and clamped it (committing it
+again would say a clamp twice)."""
+
+
+def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML,
+                         kept: gr.State) -> None:
+    """Say typed values the what-if chart cannot use (toast + a line in ``status``), never drop them silently: a run
+    box left with a value no run gives (:func:`check_run`); α or c typed out of range, already while typing (a
+    number typed redraws the chart, clamped, before the box is left) and when the box is left; and a box left with
+    no number, which gets its last number back (:func:`slider_typed`, which keeps the last numbers in ``kept``)."""
+    for name, box in zip(RUN_BOXES, run_boxes):
+        box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
+                 show_progress="hidden", concurrency_limit=None, api_visibility="private")
+    for slider, key in zip(sliders, SLIDERS):
+        for event, left in ((slider.input, False), (slider.release, True)):
+            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept],
+                  outputs=[slider, status, kept], preprocess=False, show_progress="hidden",
+                  trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
+    gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
+
+
+def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
+    """Lay out the "Why it works" tab inside the current ``gr.Tab`` and wire its events. ``history`` is the Live
+    tab's run history (gr.State); its newest run is marked on the what-if chart."""
+    gr.HTML(INTRO, elem_id="why-intro")
+    measurement = gr.State(None)
+    kept = gr.State(dict(KEPT))  # the what-if sliders' last numbers (slider_typed): an emptied box gets its back
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
+            target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
+                                    info="'embedded', a hub id or a local folder")
+            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
+                                   elem_id="why-exit-layer")
+            with gr.Row():
+                measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure", scale=3)
+                stop_btn = gr.Button("Stop", variant="stop", elem_id="why-stop", scale=1, min_width=80)
+            gr.HTML(MEASURE_NOTE)
+        with gr.Column(scale=3, min_width=600, elem_id="why-results"):
+            status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
+                             elem_id="why-status")
+            chart = gr.Plot(elem_id="why-chart", show_label=False, visible=False)
+            summary = gr.HTML("", elem_id="why-summary")
+    gr.HTML("<h3 class='why-heading'>What if: tokens per pass and speedup against k</h3>"
+            "<div class='why-note'>E[tokens per pass] = (1 − α<sup>k+1</sup>) / (1 − α). Speedup, paper: "
+            "E[tokens/pass] / (c·k + 1). Speedup with measured costs: E[tokens/pass] × T(1) / (T(k+1) + c·k·T(1)), "
+            "T from the measurement above (interpolated between measured n). The star is your latest Live run "
+            "(α is set to the value that gives its tokens per pass), or any run you type in.</div>",
+            elem_id="why-whatif-note")
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=300, elem_id="whatif-controls"):
+            alpha = gr.Slider(0, 1, value=DEFAULT_ALPHA, step=0.01, label="Per-token acceptance α",
+                              elem_id="why-alpha")
+            c = gr.Slider(0, MAX_C, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
+                          elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
+            batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
+                             interactive=False)
+            run_k, run_tpp, run_speedup = _run_boxes()
+        with gr.Column(scale=3, min_width=600):
+            whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
+                                   elem_id="why-whatif-chart", show_label=False)
+    sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history]))
+    measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
+                                  outputs=[status, chart, summary, measurement, c, batch, whatif_chart],
+                                  api_name="why_measure", show_progress="full", show_progress_on=[status],
+                                  concurrency_limit=4, concurrency_id="arena")
+    # Stop: flag the session's measurement (it starts no other forward) and close its handler, which releases the
+    # device; the chart and the c of an earlier measurement stay
+    stop_btn.click(stop, outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
+    _wire_whatif([alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept], whatif_chart, status)
+    tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
+    setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
+    if history is not None:
+        setters.append(history.change(from_history, inputs=[history, c, batch, measurement],
+                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart],
+                                      show_progress="hidden", api_visibility="private"))
+    for setter in setters:  # the sliders' last numbers (slider_typed) follow what these handlers set
+        setter.then(remember, inputs=[alpha, c, kept], outputs=[kept], show_progress="hidden", api_visibility="private")
+
+
+def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) -> None:
+    """Redraw the what-if chart on a user's edit of its controls (``whatif_inputs``: :func:`whatif`'s, α, c, batch,
+    the three run boxes, the measurement and the sliders' kept numbers) and say what it cannot use
+    (:func:`_tell_typed_nonsense`)."""
+    alpha, c, batch, run_k, run_tpp, run_speedup, _, kept = whatif_inputs
+    # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
+    # themselves, so no chain of change events can race them with stale values; always_last drops the
+    # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
+    # the slider clamps it (Gradio's range check would answer with a server error), and whatif clamps it itself
+    gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input, run_k.blur,
+           run_tpp.blur, run_speedup.blur], whatif,
+          inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
+          preprocess=False, api_visibility="private")
+    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept)
