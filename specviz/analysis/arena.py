@@ -33,7 +33,7 @@ Definitions of the figures (one row per prompt x method, and pooled per category
   tokens_per_s over the runs pooled in the row (the baseline's row of a prompt: all its runs; a method runs once
   per prompt: none); baseline_tokens_per_s and t_step_ms over the baseline runs beside the method (the baseline's
   row: all its runs), lowest and highest run; t_verify_ms and t_draft_ms (means over the method's passes) the 95%
-  percentile-bootstrap interval of that mean over its passes (:func:`~specviz.core.metrics.bootstrap_mean`); c and
+  percentile-bootstrap interval of that mean over its passes (:func:`~specviz.measure.stats.bootstrap_mean`); c and
   the two predictions computed from the ends of their parts' spreads (each end from the parts' ends that push it
   furthest that way).
   Pooled rows take the lowest and highest over their prompts (a prompt without a spread of its own adds its value).
@@ -142,7 +142,7 @@ def build_drafter(key: str, target, *, draft_spec: str | None = None, exit_layer
 
 
 def as_prompts(prompts: Iterable[dict | Prompt]) -> list[Prompt]:
-    """Prompts from ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.bench.Prompt`).
+    """Prompts from ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.prompts.Prompt`).
 
     Raises:
         ValueError: no prompts, or an empty prompt.
@@ -330,7 +330,7 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
 
     Args:
         target: a :class:`specviz.models.LoadedModel`.
-        prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.bench.Prompt`).
+        prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.prompts.Prompt`).
         drafters: drafter keys (:func:`~specviz.drafters.registry.drafter_keys`, and "eagle:tree" / "medusa:tree"
             for a tree of :data:`TREE_NODES`; "none" is ignored: the baseline always runs).
         ks: draft lengths, ints in 1..16 and/or "auto" (cost-aware k starting at :data:`AUTO_K_START`).

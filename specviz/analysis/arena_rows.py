@@ -155,7 +155,7 @@ SPREAD_KEYS = ("speedup_low", "speedup_high", "decode_speedup_low", "decode_spee
 
 def speedup_spread(run: Measured, baselines: Sequence[Measured]) -> dict:
     """The spread of a method's two ratios over the baseline runs timed beside it: its rate over each baseline run
-    taken alone (:func:`~specviz.core.metrics.speedup` end to end, :func:`~specviz.core.metrics.decode_speedup`
+    taken alone (:func:`~specviz.core.counters.speedup` end to end, :func:`~specviz.core.counters.decode_speedup`
     after the prefill), lowest and highest. The method runs once per prompt, so this is the spread the machine's
     drift between runs puts on its ratio (high / low = 1 + :func:`baseline_drift`).
 
@@ -196,8 +196,8 @@ def timed_spread(run: Measured, standard: Sequence[Measured], own: Sequence[Meas
     Returns:
         ``{"tokens_per_s_low", "tokens_per_s_high", "baseline_tokens_per_s_low", ..., "t_draft_ms_high"}``: lowest
         and highest over runs for :data:`RUN_SPREAD_FIGURES` (None with fewer than two runs); for
-        :data:`PASS_SPREAD_FIGURES`, the interval of the mean per pass of a :class:`~specviz.core.metrics.RunStats`
-        (:func:`~specviz.core.metrics.bootstrap_mean` over its passes; None for pooled counters, which keep no
+        :data:`PASS_SPREAD_FIGURES`, the interval of the mean per pass of a :class:`~specviz.measure.run_stats.RunStats`
+        (:func:`~specviz.measure.stats.bootstrap_mean` over its passes; None for pooled counters, which keep no
         passes, and for fewer than two passes).
     """
     out: dict = {}
@@ -282,7 +282,7 @@ _ADDITIVE = ("prompts", "runs", "baseline_runs", "tokens", "passes", "emitted_af
 
 
 def _as_counters(c: dict, prefix: str = "") -> Counters:
-    """The :class:`~specviz.core.metrics.Counters` of a row's additive counts (``prefix`` "baseline_" for its
+    """The :class:`~specviz.core.counters.Counters` of a row's additive counts (``prefix`` "baseline_" for its
     baseline's); a row stores elapsed time, so "other" is what is left of it after prefill, draft and verify."""
     def get(key: str, default=0):
         return c.get(prefix + key, default)
@@ -298,7 +298,7 @@ def _as_counters(c: dict, prefix: str = "") -> Counters:
 
 def derive(counts: dict, baseline: bool) -> dict:
     """The figures of :data:`DEFINITIONS` from additive counts (one run, or pooled rows), all computed by
-    :mod:`specviz.core.metrics` from the counters."""
+    :mod:`specviz.core.counters` from the counters."""
     spec, base = _as_counters(counts), _as_counters(counts, "baseline_")
     t_step = base.forward_ms
     out = {

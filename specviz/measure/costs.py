@@ -57,13 +57,14 @@ def measure_draft_costs(target, step_ms: float, *, exit_layer: int | None = None
 
 def lookahead_pass_cost(curve: dict[int, float], window: int, ngram: int, candidates: int) -> dict:
     """What a full lookahead pass costs against a one-token step, from a measured forward curve (n new tokens ->
-    ms, batch 1: :func:`measure_forward_grid`'s row, or :func:`specviz.analysis.bench.time_forward_ms`).
+    ms, batch 1: :func:`~specviz.measure.grid.measure_forward_grid`'s row, or
+    :func:`~specviz.measure.timing.time_forward_ms`).
 
     A pass feeds n = 1 + W(N-1) + G(N-1) tokens (:func:`specviz.drafters.lookahead.forward_tokens`); T(n) is read
-    from the curve, interpolated between measured n (:func:`interpolate`). Returns ``{"window", "ngram",
-    "candidates", "tokens": n, "step_ms": T(1), "pass_ms": T(n), "ratio": T(n)/T(1), "measured": n was timed,
-    "extrapolated": n lies beyond the largest measured n}``. ``ratio`` is also the tokens per pass lookahead needs to
-    break even. Raises ValueError without T(1) in ``curve``.
+    from the curve, interpolated between measured n (:func:`~specviz.core.costs.interpolate`). Returns
+    ``{"window", "ngram", "candidates", "tokens": n, "step_ms": T(1), "pass_ms": T(n), "ratio": T(n)/T(1),
+    "measured": n was timed, "extrapolated": n lies beyond the largest measured n}``. ``ratio`` is also the tokens
+    per pass lookahead needs to break even. Raises ValueError without T(1) in ``curve``.
     """
 
     if 1 not in curve:
@@ -91,8 +92,8 @@ def _lookahead_setting(window: int | None, ngram: int | None, candidates: int | 
 def lookahead_cost(target, window: int | None = None, ngram: int | None = None, candidates: int | None = None,
                    prompt_len: int = 64) -> dict:
     """A full lookahead pass's forward (1 + W(N-1) + G(N-1) tokens) against a one-token step, both timed here after
-    a ``prompt_len``-token cached prompt (:func:`time_forward_ms`, median of 7), as
-    :func:`specviz.analysis.arena.lookahead_pass_cost` (None: the drafter's default W, N, G)."""
+    a ``prompt_len``-token cached prompt (:func:`~specviz.measure.timing.time_forward_ms`, median of 7), as
+    :func:`lookahead_pass_cost` (None: the drafter's default W, N, G)."""
 
     setting = _lookahead_setting(window, ngram, candidates)
     times = time_forward_ms(target.model, target.device, prompt_len, [1, forward_tokens(*setting)])
@@ -121,9 +122,9 @@ def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None 
     """Expected tokens per pass and predicted speedups for k = 1..k_max at per-token acceptance ``alpha`` and draft
     cost ratio ``c``.
 
-    ``verify_curve`` (n new tokens -> ms, batch 1, from :func:`measure_forward_grid`) gives the measured-cost
-    prediction E[tau] x T(1) / (T(k+1) + c k T(1)), with T interpolated between measured n: the cost model of
-    :class:`specviz.core.costs.Costs` (:meth:`~specviz.core.costs.Costs.from_forward_curve`); without it that
+    ``verify_curve`` (n new tokens -> ms, batch 1, from :func:`~specviz.measure.grid.measure_forward_grid`) gives the
+    measured-cost prediction E[tau] x T(1) / (T(k+1) + c k T(1)), with T interpolated between measured n: the cost
+    model of :class:`specviz.core.costs.Costs` (:meth:`~specviz.core.costs.Costs.from_forward_curve`); without it that
     series is None.
     """
     ks = list(range(1, k_max + 1))
@@ -139,7 +140,7 @@ def whatif_curves(alpha: float, c: float, verify_curve: dict[int, float] | None 
 
 def alpha_for_tokens_per_pass(tokens_per_pass: float, k: float) -> float:
     """The per-token acceptance alpha whose expected tokens per pass at draft length ``k`` is ``tokens_per_pass``
-    (clamped to [1, k+1]); the inverse of :func:`~specviz.core.metrics.expected_tokens_per_pass` in alpha, by bisection.
+    (clamped to [1, k+1]); the inverse of :func:`~specviz.core.costs.expected_tokens_per_pass` in alpha, by bisection.
     """
     if k <= 0:
         return 0.0

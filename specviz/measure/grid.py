@@ -208,7 +208,7 @@ IMPOSSIBLE_MARGIN = 0.1  # a larger workload must beat a smaller one by more tha
 def impossible_points(samples: dict[int, dict[int, Sequence[float]]], margin: float = IMPOSSIBLE_MARGIN
                       ) -> list[dict]:
     """The points of a forward grid that measured faster than a smaller workload beyond noise
-    (:func:`specviz.core.metrics.faster_than_possible`): more new tokens at the same batch size, or a larger batch
+    (:func:`specviz.measure.stats.faster_than_possible`): more new tokens at the same batch size, or a larger batch
     at the same n, cannot take less time. ``samples``: batch -> {n: repeat times in ms}. One entry per offending
     point, naming the first smaller workload it beats: ``{"batch", "n", "than_batch", "than_n"}``."""
     out = []
