@@ -4,8 +4,8 @@ Its parts: the prompts (:mod:`specviz.analysis.prompts`), one timed run of a met
 (:mod:`specviz.analysis.bench_runs`), the report (:mod:`specviz.analysis.bench_report`); timing, the
 machine's load and the kernel bench are :mod:`specviz.measure`'s. Their names stay importable from here.
 
-Two benchmarks live here, both as plain functions that return JSON-able dicts (the CLI in
-:mod:`specviz.cli` only parses flags and prints):
+The two benchmarks are plain functions that return JSON-able dicts (the CLI in :mod:`specviz.cli` only
+parses flags and prints):
 
 - :func:`run_bench` (end-to-end). For each prompt, after a warm-up of every method (a short run of
   ``warmup_tokens``; ``--quick`` warms up on the first prompt only), the methods run
