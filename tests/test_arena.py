@@ -93,8 +93,9 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
     monkeypatch.setattr(arena, "measure_run", fake_run)
     methods = variants(["ngram", "model"], [2, 4])
     ticks: list[str] = []
-    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
-                                 lambda v: None if v.drafter == "none" else object(), lambda: False, ticks.append)
+    session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else object(),
+                             lambda: False, ticks.append)
+    runs = arena._measure_prompt(session, methods, 0, Prompt("p", "c", "x"), [1])
     order = [t.split(": ")[1] for t in ticks]
     assert order == ["standard", "ngram k=2", "standard", "ngram k=4", "standard", "model k=2", "standard",
                      "model k=4", "standard"]
@@ -120,8 +121,9 @@ def _rows_measured_by(monkeypatch, fake_run) -> dict:
     from specviz.analysis.bench import Prompt
     monkeypatch.setattr(arena, "measure_run", fake_run)
     methods = variants(["ngram"], [2, 4])
-    runs = arena._measure_prompt(None, methods, 0, Prompt("p", "c", "x"), [1], GenerationConfig(),
-                                 lambda v: None if v.drafter == "none" else object(), lambda: False, lambda _: None)
+    session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else object(),
+                             lambda: False, lambda _: None)
+    runs = arena._measure_prompt(session, methods, 0, Prompt("p", "c", "x"), [1])
     return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
             for v in methods}
 

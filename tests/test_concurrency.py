@@ -259,9 +259,9 @@ def _tab_run(tab: str, model_dir) -> tuple:
 
 @pytest.mark.parametrize("tab", ["classroom", "arena", "why"])
 def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_dir, tab, monkeypatch):
-    import specviz.analysis.arena
+    import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     forwards = _Forwards(models.load_model(str(tiny_model_dir)).model, delay_s=0.03)
     try:
         gen, running = _tab_run(tab, tiny_model_dir)

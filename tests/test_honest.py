@@ -286,14 +286,15 @@ class _Share:
 
 def test_the_busy_warning_after_a_run_reads_other_programs_share_not_the_load_average(monkeypatch):
     from specviz.analysis import bench
-    monkeypatch.setattr(bench, "load_average", lambda: 1.9)  # the run's own two threads on a 2-CPU machine
-    monkeypatch.setattr(bench.os, "cpu_count", lambda: 2)
+    from specviz.measure import machine
+    monkeypatch.setattr(machine, "load_average", lambda: 1.9)  # the run's own two threads on a 2-CPU machine
+    monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
     assert bench.busy_machine_warning(_Share(0.05)) is None  # the run itself made the load: no warning
     warned = bench.busy_machine_warning(_Share(0.45))
     assert warned is not None and "other programs used 45% of this machine's CPU time" in warned
     assert "load average 1.9" in bench.busy_machine_warning(_Share(None))  # unknown share: the load average decides
     assert "load average 1.9" in bench.busy_machine_warning()  # before a run
-    monkeypatch.setattr(bench, "load_average", lambda: 0.4)
+    monkeypatch.setattr(machine, "load_average", lambda: 0.4)
     assert bench.busy_machine_warning() is None
 
 
@@ -334,6 +335,7 @@ def _grid_with(monkeypatch, tiny_target, table):
     """measure_forward_grid where a forward of b rows x n tokens takes ``table(b, n, measurement)`` ms, the
     measurement counting how often that point was timed."""
     import specviz.analysis.arena as arena
+    import specviz.measure.grid as grid
 
     seen: Counter = Counter()
 
@@ -344,9 +346,9 @@ def _grid_with(monkeypatch, tiny_target, table):
         seen[(b, n)] += 1
         _FakeClock.now += table(b, n, seen[(b, n)])
 
-    monkeypatch.setattr(arena, "_forward", forward)
-    monkeypatch.setattr(arena, "Clock", _FakeClock)
-    monkeypatch.setattr(arena, "rollback_cache", lambda cache, length: None)
+    monkeypatch.setattr(grid, "_forward", forward)
+    monkeypatch.setattr(grid, "Clock", _FakeClock)
+    monkeypatch.setattr(grid, "rollback_cache", lambda cache, length: None)
     return arena.measure_forward_grid(tiny_target, prompt_len=16, token_counts=(1, 2, 4), batch_sizes=(1, 4),
                                       repeats=3, warmup=1)
 

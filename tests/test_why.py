@@ -228,9 +228,9 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
 
 
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
-    import specviz.analysis.arena
+    import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     last: dict = {}
     for out in why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5):
         assert len(out) == len(why.OUTPUTS)
@@ -398,9 +398,9 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
     """Measure refused an early-exit layer beyond the loaded target (check_exit_layer) where Live fits it: now c is
     timed at the target's last layer but one, and a toast and every status from then on say so. The tiny target
     has 4 layers: layer 100 becomes 3."""
-    import specviz.analysis.arena
+    import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.analysis.arena, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     layers, toasts = [], []

@@ -1,7 +1,7 @@
 """The cost model of a pass, written once: what a pass yields (expected tokens), what it costs (ms), and the speedup
 predicted from the two. :class:`~specviz.core.draft_length.AutoK`, the what-if of k
-(:mod:`specviz.analysis.whatif`), the Arena's and the Why tab's curves (:func:`specviz.analysis.arena.whatif_curves`)
-and the live cards all read these functions; :mod:`specviz.core.metrics` re-exports them.
+(:mod:`specviz.analysis.whatif`), the Arena's and the Why tab's curves (:func:`specviz.measure.costs.whatif_curves`)
+and the live cards all read these functions; :mod:`specviz.measure.costs` reads measured curves through them.
 
 - expected tokens per pass from the per-token acceptance alpha: E[tau] = (1 - alpha^(k+1)) / (1 - alpha)
   (Leviathan et al. 2023, eq. 1); from per-position rates a_i: 1 + sum_{j<=k} prod_{i<=j} a_i.

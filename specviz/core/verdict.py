@@ -24,6 +24,16 @@ NARROW = 1.2
 """An interval across 1 whose high ÷ low is at most this reads "about the same"; wider, "too noisy to tell"."""
 
 
+def format_apart(a: float, b: float, decimals: int = 2, most: int = 6) -> tuple[str, str]:
+    """``a`` and ``b`` with ``decimals`` decimals, or more (up to ``most``) until two different numbers read
+    differently: (0.018, 0.021) -> ("0.018", "0.021"), where two decimals would show 0.02 twice."""
+    for places in range(decimals, max(decimals, most) + 1):
+        x, y = f"{a:.{places}f}", f"{b:.{places}f}"
+        if x != y or a == b:
+            return x, y
+    return x, y
+
+
 @dataclass(frozen=True)
 class Verdict:
     """How a measured ratio may be read (:func:`read_speedup`).
@@ -48,8 +58,6 @@ class Verdict:
 
     def span(self) -> str:
         """The interval in words: "95 % 1.30–2.00×" (a confidence interval) or "range 1.30–2.00×"."""
-        from specviz.core.metrics import format_apart  # metrics imports this module: read it at call time
-
         ends = "–".join(format_apart(self.low, self.high))
         return f"{self.level:.0%} {ends}×".replace("%", " %", 1) if self.level else f"range {ends}×"
 
@@ -64,8 +72,6 @@ class Verdict:
 
     def cell(self) -> str:
         """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)"."""
-        from specviz.core.metrics import format_apart
-
         return f"{self.figure()} ({'–'.join(format_apart(self.low, self.high))}×)"
 
 

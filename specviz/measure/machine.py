@@ -1,0 +1,132 @@
+"""The machine a timing runs on: how busy it is (the CPU-load probes), what it is (versions, device, kernels) and
+its memory bandwidth (the floor of a one-token step).
+
+Other work on the CPUs skews timings, and not evenly: with two torch threads a forward whose second thread is
+descheduled waits at every operation, so a one-token step slows far more than a wide verification. A run therefore
+starts a :class:`CpuShare` and reads :func:`busy_machine_warning` at its end; :data:`CONTENDED_SHARE` is the share
+of the CPUs above which its ratios are not read.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+
+import torch
+
+from specviz.compiled import forward_path
+from specviz.core.graphs import requested_path
+from specviz.core.kv import Clock
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the OS has none): other work on the machine skews timings."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+CONTENDED_SHARE = 0.2  # other programs took more than this share of the CPUs during a timing: its ratios are not read
+
+
+class CpuShare:
+    """How much of this machine's CPU time other processes took since this object was made: (busy CPU time of all
+    processes, from ``/proc/stat``, steal time included) minus this process's own (``os.times``), over all CPUs'
+    time. A run's timings are distorted where it is high: with two torch threads, a forward whose second thread is
+    descheduled waits at every operation, so a one-token step slows down far more than a wide verify (seen in the
+    browser: a second program at one full core made steps 5-14x slower and lookahead look 2.1x faster where its
+    passes cost 1.9 steps). Linux only; elsewhere :meth:`others` is None."""
+
+    def __init__(self) -> None:
+        self._start = self._snapshot()
+
+    @staticmethod
+    def _snapshot() -> tuple[float, float, float] | None:
+        """(all CPUs' time, their busy time, this process's CPU time), in seconds; None without /proc/stat."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                ticks = [int(v) for v in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+            hertz = os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, AttributeError):
+            return None
+        own = os.times()
+        total = sum(ticks) / hertz
+        return total, total - (ticks[3] + ticks[4]) / hertz, own.user + own.system
+
+    def others(self) -> float | None:
+        """The share (0..1) of all CPUs' time used by other processes since the start; None when unknown or when
+        too little time passed to tell (under 0.2 s of CPU time)."""
+        now = self._snapshot()
+        if now is None or self._start is None:
+            return None
+        total, busy, own = (b - a for a, b in zip(self._start, now))
+        if total < 0.2:
+            return None
+        return min(1.0, max(0.0, (busy - own) / total))
+
+
+def busy_machine_warning(cpu: CpuShare | None = None) -> str | None:
+    """A warning line when other work slowed a run, else None.
+
+    Args:
+        cpu: started when the run began. Where it can tell, the warning is its share of the CPUs taken by other
+            programs above :data:`CONTENDED_SHARE`. The load average would count the run's own threads (two
+            busy torch threads make a load of 2 on a 2-CPU machine), so it decides only before a run (``cpu``
+            None) or where the share is unknown: above half the CPU count.
+    """
+    share = cpu.others() if cpu is not None else None
+    if share is not None:
+        if share > CONTENDED_SHARE:
+            return (f"warning: other programs used {share:.0%} of this machine's CPU time during the run: timings "
+                    f"are slow and noisy")
+        return None
+    load, cpus = load_average(), os.cpu_count() or 1
+    if load is not None and load > 0.5 * cpus:
+        return (f"warning: this machine is busy (load average {load:.1f} on {cpus} CPUs): timings will be slow "
+                f"and noisy")
+    return None
+
+
+def environment(target=None) -> dict:
+    """Versions and machine facts needed to reproduce a result."""
+    import transformers
+
+    import specviz
+
+    info = {
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "transformers": transformers.__version__,
+                     "specviz": getattr(specviz, "__version__", "unknown")},
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+                    "load_average_1min": load_average()},
+    }
+    if target is not None:
+        device = target.device
+        info["device"] = {"device": str(device), "dtype": str(target.dtype).removeprefix("torch."),
+                          "name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+        speed = getattr(target, "speed", None)
+        info["target"] = {"spec": target.spec, "label": target.label, "num_layers": target.num_layers,
+                          "param_bytes": target.param_bytes,
+                          # kernels of the loaded model, shared by our runs and transformers' generate()
+                          "kernels": speed.summary() if speed is not None else "default kernels",
+                          "forward": forward_path(target.model),
+                          "engine_path": requested_path(target)}  # graphs or eager (specviz.core.graphs)
+    return info
+
+
+def copy_bandwidth_gbs(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
+    """Memory bandwidth in GB/s from a large tensor copy, counting bytes read + written (median of repeats)."""
+    n = megabytes * 1024 * 1024 // 4
+    src = torch.ones(n, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    clock = Clock(device)
+    dst.copy_(src)  # warm-up: page in both buffers
+    times = []
+    for _ in range(repeats):
+        t0 = clock.now_ms()
+        dst.copy_(src)
+        times.append((clock.now_ms() - t0) / 1000.0)
+    return 2 * src.numel() * src.element_size() / statistics.median(times) / 1e9
