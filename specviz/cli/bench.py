@@ -68,7 +68,6 @@ def cmd_bench(args) -> int:
     return 0
 
 
-
 def _bench_threads(args) -> None:
     """Warn when the machine is busy and then drop to one torch thread unless ``--threads`` chose: two OpenMP
     threads stall whenever another process takes a core, even for a moment (5-55x slower, docs/performance.md),
@@ -85,7 +84,6 @@ def _bench_threads(args) -> None:
         _log("note: using 1 torch thread because this machine is busy (pass --threads N to choose)")
 
 
-
 def _kernel_bench(args) -> tuple[dict, str]:
     """``bench --kernel``: the target's forward cost and each drafter's pass cost; (result, text report)."""
     from specviz.analysis import bench
@@ -96,7 +94,6 @@ def _kernel_bench(args) -> tuple[dict, str]:
     result["lookahead_cost"] = bench.kernel_lookahead_cost(result, args.window, args.ngram, args.candidates)
     result["settings"]["command"] = args.command_line
     return result, bench.format_kernel(result)
-
 
 
 def _batch_bench(args) -> tuple[dict, str]:
@@ -125,7 +122,6 @@ def _batch_bench(args) -> tuple[dict, str]:
     return result, batching.format_sweep(result)
 
 
-
 def _suite_bench(args) -> tuple[dict, str]:
     """``bench``: every prompt x drafter x k against standard decoding (and transformers); (result, text)."""
     from specviz.analysis import bench
@@ -147,7 +143,6 @@ def _suite_bench(args) -> tuple[dict, str]:
     return result, bench.format_bench(result)
 
 
-
 def _bench_prompts(args, path) -> list:
     """The suite at ``path``, cut to one prompt per category by ``--quick`` and to ``--limit`` prompts."""
     from specviz.analysis import bench
@@ -162,7 +157,6 @@ def _bench_prompts(args, path) -> list:
     if args.limit:
         prompts = prompts[: args.limit]
     return prompts
-
 
 
 def _bench_settings(args, drafters, path):

@@ -9,14 +9,11 @@ import sys
 import warnings
 
 MAX_K = 16  # mirrors specviz.core.engine.MAX_K (checked against it at run time)
-
 EXIT_USAGE = 2
-
 
 
 class UsageError(Exception):
     """A user-facing error: printed as one ``error:`` line, exit status 2."""
-
 
 
 def _drafter_keys():
@@ -25,12 +22,10 @@ def _drafter_keys():
     return drafter_keys()
 
 
-
 def torch_threads() -> int:
     import torch
 
     return torch.get_num_threads()
-
 
 
 def set_torch_threads(n: int) -> None:
@@ -39,16 +34,13 @@ def set_torch_threads(n: int) -> None:
     torch.set_num_threads(n)
 
 
-
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
 
 
 def _check_common(args) -> None:
     if args.ngram_min > args.ngram_max:
         raise UsageError(f"--ngram-min ({args.ngram_min}) must not exceed --ngram-max ({args.ngram_max})")
-
 
 
 def _load_target(args):
@@ -75,11 +67,9 @@ def _load_target(args):
     return target
 
 
-
 def _check_exit_layer(args, target) -> None:
     if args.exit_layer is not None and args.exit_layer > target.num_layers:
         raise UsageError(f"--exit-layer must be in 1..{target.num_layers} for {target.label}, got {args.exit_layer}")
-
 
 
 def _make_drafter(key: str, args, target):
@@ -93,7 +83,6 @@ def _make_drafter(key: str, args, target):
                         tree_nodes=args.tree, min_confidence=args.confidence,
                         lookup=bool(getattr(args, "lookup", False)), window=args.window, ngram=args.ngram,
                         candidates=args.candidates, seed=getattr(args, "seed", 0) or 0, progress=_log)
-
 
 
 @contextlib.contextmanager
@@ -115,7 +104,6 @@ def _quiet_libraries():
             hf_logging.enable_progress_bar()
 
 
-
 def processor_settings(args) -> dict:
     """The SamplingConfig fields of the generation-settings flags (:func:`_add_generation_flags`): the penalties,
     min_p, the no-repeat n-gram size, and the logit bias with the banned ids added as -inf."""
@@ -128,7 +116,6 @@ def processor_settings(args) -> dict:
     return dict(min_p=args.min_p, repetition_penalty=args.repetition_penalty, frequency_penalty=args.frequency_penalty,
                 presence_penalty=args.presence_penalty, no_repeat_ngram_size=args.no_repeat_ngram_size,
                 logit_bias=bias)
-
 
 
 def _check_token_ids(args, target) -> None:

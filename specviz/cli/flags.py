@@ -15,7 +15,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-
 # --------------------------------------------------------------------------------------------- flag types
 
 
@@ -32,7 +31,6 @@ def _int_in(name: str, low: int, high: int | None = None):
     return parse
 
 
-
 def _float(name: str, check, bound: str):
     def parse(text: str) -> float:
         try:
@@ -43,7 +41,6 @@ def _float(name: str, check, bound: str):
             raise argparse.ArgumentTypeError(f"{name} must be {bound}, got {text}")
         return value
     return parse
-
 
 
 def _k_value(text: str) -> int | str:
@@ -59,13 +56,11 @@ def _k_value(text: str) -> int | str:
     return value
 
 
-
 def _k_list(text: str) -> tuple[int | str, ...]:
     items = [t for t in text.split(",") if t.strip()]
     if not items:
         raise argparse.ArgumentTypeError("k needs at least one value, e.g. 2,4,8 or auto")
     return tuple(dict.fromkeys(_k_value(t.strip()) for t in items))
-
 
 
 def _int_list(name: str):
@@ -78,7 +73,6 @@ def _int_list(name: str):
             raise argparse.ArgumentTypeError(f"{name} values must be in 1..64, got {text!r}")
         return tuple(dict.fromkeys(values))
     return parse
-
 
 
 def _drafter_list(text: str) -> tuple[str, ...]:
@@ -99,7 +93,6 @@ def _drafter_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-
 TEMPERATURE = _float("temperature", lambda v: v >= 0, ">= 0 (0 = greedy)")
 
 TOP_P = _float("top-p", lambda v: 0 < v <= 1, "in (0, 1]")
@@ -113,7 +106,6 @@ FREQUENCY_PENALTY = _float("frequency-penalty", lambda v: -2 <= v <= 2, "in [-2,
 PRESENCE_PENALTY = _float("presence-penalty", lambda v: -2 <= v <= 2, "in [-2, 2] (0 = off)")
 
 
-
 def _text_setting(parse):
     """An argparse type from a parser of :mod:`specviz.core.generation_settings` (its ValueError is the message)."""
     def read(text: str):
@@ -122,7 +114,6 @@ def _text_setting(parse):
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
     return read
-
 
 
 # ------------------------------------------------------------------------------------------- flag groups
@@ -157,7 +148,6 @@ def _add_generation_flags(p: argparse.ArgumentParser) -> None:
     group.add_argument("--stop-token-ids", type=_text_setting(gs.parse_token_ids), default=(), metavar="ID,...",
                        help="stop when one of these ids is generated (kept in the output, like EOS; finish reason "
                             "'stop'); special tokens included, which --stop strings cannot match")
-
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import sys
 
 from specviz.cli.common import (UsageError, _check_common, _check_token_ids, _drafter_keys, _load_target, _log,
                                 _make_drafter, processor_settings, set_torch_threads, torch_threads)
-from specviz.cli.flags import (TEMPERATURE, TOP_P, _add_generation_flags, _add_model_flags, _int_in, _k_value)
+from specviz.cli.flags import TEMPERATURE, TOP_P, _add_generation_flags, _add_model_flags, _int_in, _k_value
 
 
 def add_generate_parser(commands) -> None:
@@ -63,7 +63,6 @@ def _read_prompt(flag: str) -> str:
     return clean.text
 
 
-
 def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     """The prompt's ids, cut from the left (chat template kept) when the prompt, the new tokens and a pass's
     drafts would not fit the target's context window; a note on stderr says so.
@@ -99,7 +98,6 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     return fit.ids
 
 
-
 # ------------------------------------------------------------------------------------------------- a run
 
 
@@ -121,7 +119,6 @@ def _run_streaming(target, drafter, prompt_ids, config, on_text):
         if on_text is not None and event.text_delta:
             on_text(event.text_delta)
     return collect(kept, target.tokenizer, prompt_ids), stats
-
 
 
 def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0) -> dict:
@@ -158,7 +155,6 @@ def run_record(result, stats, *, seed: int, drafter: str, k, tree_nodes: int = 0
     }
 
 
-
 def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bool, dtype: str = "float32") -> dict:
     """Speedup over standard decoding with the same settings, and where the ids first differ (greedy runs
     must match, or say why not: :func:`specviz.analysis.exactness.compare_ids`, whose fields ``top2_gap``, ``dtype`` and
@@ -190,7 +186,6 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
             exact = compare_ids(base_result.token_ids, gaps, spec_result.token_ids, dtype)
             out.update(top2_gap=exact["top2_gap"], dtype=dtype, reason=exact["reason"])
     return out
-
 
 
 def _summary(record: dict, target_label: str) -> str:
@@ -236,7 +231,6 @@ def _summary(record: dict, target_label: str) -> str:
     return "\n".join(lines)
 
 
-
 def cmd_generate(args) -> int:
     """``generate``: check every flag before loading anything, load the target and the drafter, then run
     ``--runs`` generations (seeds seed, seed+1, ...) and print each as text or as one JSON line."""
@@ -255,7 +249,6 @@ def cmd_generate(args) -> int:
     return 0
 
 
-
 def _checked_prompt(args) -> str:
     """The prompt text, after the checks that come before reading it (n-gram sizes, the drafter's name)."""
     _check_common(args)
@@ -266,7 +259,6 @@ def _checked_prompt(args) -> str:
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     return prompt
-
 
 
 def _check_generate_flags(args) -> None:
@@ -286,7 +278,6 @@ def _check_generate_flags(args) -> None:
                          f"not {args.drafter}")
 
 
-
 def _base_config(args) -> dict:
     """The GenerationConfig fields every run shares (``--k auto`` starts at 4), validated with the sampling
     flags before any model is loaded."""
@@ -301,7 +292,6 @@ def _base_config(args) -> dict:
     return base_config
 
 
-
 def _one_thread_if_busy(args) -> None:
     """Drop to one torch thread on a busy machine unless ``--threads`` chose (as bench does: OpenMP threads
     stall when another process holds a core; one thread degrades gently)."""
@@ -313,7 +303,6 @@ def _one_thread_if_busy(args) -> None:
         _log("note: using 1 torch thread because this machine is busy (pass --threads N to choose)")
 
 
-
 def _log_generate_setup(args, target, drafter, prompt_ids: list[int]) -> None:
     """What runs on what (stderr), and notes on flags the drafter cannot fully honour."""
     _log(f"target {target.label} on {target.device}; drafter {args.drafter}"
@@ -323,7 +312,6 @@ def _log_generate_setup(args, target, drafter, prompt_ids: list[int]) -> None:
     heads = getattr(getattr(drafter, "heads", None), "num_heads", None)
     if heads is not None and args.k != "auto" and args.k > heads:
         _log(f"note: the Medusa heads draft at most {heads} tokens per pass (k = {args.k} asked)")
-
 
 
 def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dict, index: int) -> dict:
@@ -350,13 +338,11 @@ def _generate_run(args, target, drafter, prompt_ids: list[int], base_config: dic
     return record
 
 
-
 def _stdout_stream(args, index: int, seed: int):
     """Print the run's header when there are several runs; return the callback that prints its text."""
     if args.runs > 1:
         print(f"--- run {index + 1}/{args.runs} (seed {seed}) ---", flush=True)
     return lambda text: print(text, end="", flush=True)
-
 
 
 def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
@@ -380,7 +366,6 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
         record["lookup"] = args.lookup
         record["copied_passes"] = drafter.copied_passes
     return record
-
 
 
 def _print_run(record: dict, args, target_label: str) -> None:

@@ -67,7 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-
 def _one_line(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     return lines[0].strip() if lines else type(error).__name__

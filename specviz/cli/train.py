@@ -76,7 +76,6 @@ def cmd_train(args) -> int:
     return 0
 
 
-
 def _train_forms(args) -> tuple[int, ...] | None:
     """``--forms`` as indices into part three's forms (None: all).
 

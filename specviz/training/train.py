@@ -112,7 +112,6 @@ def draft_vocabulary(corpus: Corpus, size: int) -> tuple[torch.Tensor | None, fl
     return torch.sort(top).values, coverage
 
 
-
 def _split(corpus: Corpus, holdout: float, seed: int) -> tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]:
     """Train / held-out sequences as (start, end, start of the reply)."""
     seqs = [(a, b, a + int(p)) for (a, b), p in zip(corpus.sequences(), corpus.prompt_lens.tolist()) if b - a >= 3]
@@ -120,7 +119,6 @@ def _split(corpus: Corpus, holdout: float, seed: int) -> tuple[list[tuple[int, i
     order = torch.randperm(len(seqs), generator=g).tolist()
     n_hold = max(1, int(len(seqs) * holdout))
     return [seqs[i] for i in order[n_hold:]], [seqs[i] for i in order[:n_hold]]
-
 
 
 def _lr(step: int, total: int, peak: float) -> float:
