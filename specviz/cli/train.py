@@ -1,0 +1,95 @@
+"""``train``: its flags and the self-distillation run of :mod:`specviz.training.train` (an EAGLE head or Medusa
+heads trained on the target's own outputs)."""
+
+from __future__ import annotations
+
+import json
+
+from specviz.cli.common import UsageError, _load_target, _log
+from specviz.cli.flags import _float, _int_in
+
+
+def add_train_parser(commands) -> None:
+    """The ``train`` command's flags on the sub-parsers ``commands``."""
+    train = commands.add_parser("train", help="train the EAGLE head or the Medusa heads on the target's own outputs",
+                                description="Self-distillation: the target answers a fixed prompt set, its "
+                                            "features are recorded, and the head is trained on them. Data and "
+                                            "training resume after an interruption.")
+    train.add_argument("kind", choices=("eagle", "eagle3", "medusa"),
+                       help="eagle3: an EAGLE head with the EAGLE-3 recipe (fused layers, training-time test)")
+    train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
+    train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
+    train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
+    train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 2560: 1280 sampled, then 1280 greedy)")
+    train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
+    train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4 (eagle), 2 (medusa)")
+    train.add_argument("--batch-tokens", type=_int_in("batch-tokens", 16), default=None,
+                       help="positions per optimizer step (default 1024)")
+    train.add_argument("--lr", type=_float("lr", lambda v: 0 < v < 1, "in (0, 1)"), default=None,
+                       help="peak learning rate (default 0.002)")
+    train.add_argument("--init", choices=("last-layer", "random"), default=None,
+                       help="EAGLE head start: random (default) or the target's last layer")
+    train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
+                       help="EAGLE: weight of the cross-entropy term (default 0.1)")
+    train.add_argument("--prompt-set", choices=("default", "part3"), default="default",
+                       help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
+                            "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
+    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only")
+    train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
+    train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
+    train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
+    train.set_defaults(handler=cmd_train)
+
+
+def cmd_train(args) -> int:
+    from dataclasses import replace
+    from pathlib import Path
+
+    from specviz.training.distill import CorpusSettings
+    from specviz.models import cache_dir
+    from specviz.training.train import TrainSettings, run_training
+
+    corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
+    forms = _train_forms(args)
+    if args.prompts:
+        corpus = replace(corpus, num_prompts=args.prompts)
+    if args.max_new_tokens:
+        corpus = replace(corpus, max_new_tokens=args.max_new_tokens)
+    settings = TrainSettings(seed=args.seed)
+    if args.epochs:
+        settings = replace(settings, epochs=args.epochs)
+    if args.batch_tokens:
+        settings = replace(settings, batch_tokens=args.batch_tokens)
+    if args.lr:
+        settings = replace(settings, lr=args.lr)
+    if args.init:
+        settings = replace(settings, init=args.init)
+    if args.ce_weight is not None:
+        settings = replace(settings, ce_weight=args.ce_weight)
+    out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
+    target = _load_target(args)
+    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,
+                          folder=Path(args.data) if args.data else None, progress=_log, forms=forms)
+    print(json.dumps(report, indent=2), flush=True)
+    drafter = "medusa" if args.kind == "medusa" else "eagle"
+    _log(f"use it with: python -m specviz generate --drafter {drafter} --heads {out} --prompt ...")
+    return 0
+
+
+def _train_forms(args) -> tuple[int, ...] | None:
+    """``--forms`` as indices into part three's forms (None: all).
+
+    Raises:
+        UsageError: an unknown form name, or forms without ``eagle3 --prompt-set part3``.
+    """
+    if not args.forms:
+        return None
+    from specviz.training.distill import FORMS_3
+
+    if args.kind != "eagle3" or args.prompt_set != "part3":
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3`")
+    names = [name.strip() for name in args.forms.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FORMS_3]
+    if unknown:
+        raise UsageError(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(FORMS_3)}")
+    return tuple(FORMS_3.index(name) for name in names)
