@@ -337,6 +337,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", default="auto", choices=("auto", "eager", "graphs"),
                    help="the target's forward path: graphs (CUDA graphs over a static device-side cache; the default "
                         "on CUDA) or eager (the default on a CPU; SPECVIZ_GRAPHS=0 too)")
+    from specviz.placement import add_placement_flags
+
+    add_placement_flags(p)  # --device-map, --max-memory, --offload-folder: accelerate's placement
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -368,8 +371,11 @@ def _load_target(args):
     (:mod:`specviz.tuning`), unless ``--threads`` chose."""
     from specviz.compiled import ENV_COMPILE, forward_path
     from specviz.models import load_model
+    from specviz.placement import load_placed_target, placement_requested
     from specviz.tuning import tune
 
+    if placement_requested(args):  # a target placed by accelerate's device map: loaded and run eagerly
+        return load_placed_target(args, _log)
     if getattr(args, "compile", False):
         os.environ[ENV_COMPILE] = "1"  # load_model compiles every model it loads (the draft model too)
     if getattr(args, "path", "auto") != "auto":
