@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from pathlib import Path
 
 import torch
@@ -174,6 +175,7 @@ def plan_device_map(skeleton: torch.nn.Module, device_map: str | dict, max_memor
     else:
         plan = {name: device_of(device) for name, device in device_map.items()}
         _check_names(skeleton, plan)
+        plan = _flatten(plan, skeleton)
     _check_resident(skeleton, plan)
     return plan
 
@@ -220,18 +222,26 @@ def _covering(plan: dict, name: str) -> str | None:
 
 
 def _pin(plan: dict, name: str, device, skeleton) -> dict:
-    """``plan`` with module ``name`` on ``device``: a coarser key covering it is split into its children first."""
+    """``plan`` with module ``name`` on ``device`` (a coarser key covering it is split, see :func:`_flatten`)."""
     if (key := _covering(plan, name)) is not None and plan[key] == device:
         return plan
+    return _flatten({**plan, name: device}, skeleton)
+
+
+def _flatten(plan: dict, skeleton) -> dict:
+    """``plan`` without nested keys, which accelerate cannot dispatch: a key with keys below it is replaced by its
+    child modules (each on its device unless a key names it), until no key lies inside another; same placement."""
     plan = dict(plan)
-    while (key := _covering(plan, name)) is not None and key != name:
-        held = plan.pop(key)
-        parent = skeleton.get_submodule(key) if key else skeleton
+    while (outer := next((a for a in plan if any(b != a and (a == "" or b.startswith(a + ".")) for b in plan)),
+                         None)) is not None:
+        held = plan.pop(outer)
+        parent = skeleton.get_submodule(outer) if outer else skeleton
+        own = next((n for n, _ in parent.named_parameters(recurse=False)), None)
+        if own is not None:
+            raise PlacementError(f"The device map places parts of {outer or 'the model'} apart, but {own!r} belongs "
+                                 f"to it directly: map it as one piece.")
         for child, _ in parent.named_children():
-            plan[f"{key}.{child}" if key else child] = held
-        for own, _ in parent.named_parameters(recurse=False):
-            raise PlacementError(f"Cannot keep {name} apart from {key or 'the model'}, which holds {own} itself.")
-    plan[name] = device
+            plan.setdefault(f"{outer}.{child}" if outer else child, held)
     return plan
 
 
@@ -337,13 +347,16 @@ def _placed_model(source: str, plan: dict, folder: str | None, dtype: torch.dtyp
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
-    quiet = hf_logging.get_verbosity()
+    quiet, accelerate_log = hf_logging.get_verbosity(), logging.getLogger("accelerate.big_modeling")
     hf_logging.set_verbosity_error()  # accelerate's "some parameters are on the meta device" is the point here
+    level = accelerate_log.level
+    accelerate_log.setLevel(logging.ERROR)
     try:
         model = AutoModelForCausalLM.from_pretrained(source, device_map=plan, offload_folder=folder, dtype=dtype,
                                                      trust_remote_code=trust_remote_code, attn_implementation="sdpa")
     finally:
         hf_logging.set_verbosity(quiet)
+        accelerate_log.setLevel(level)
     model.eval()
     model.requires_grad_(False)
     model._specviz_device_map = dict(plan)

@@ -84,6 +84,14 @@ def test_a_preset_map_within_a_memory_limit_offloads_and_stays_exact(tiny_model_
     assert _ids(target, NgramDrafter(), GREEDY, prompt_ids) == _baseline(single, prompt_ids)
 
 
+def test_a_map_with_a_default_entry_is_split_for_accelerate_and_stays_exact(tiny_model_dir, single, tmp_path):
+    target = load_placed(str(tiny_model_dir), device_map="model.layers.2=disk,*=cpu", offload_folder=tmp_path)
+    plan = target.model._specviz_device_map
+    assert plan["model.layers.2"] == "disk" and plan["model.layers.1"] == "cpu" and "" not in plan
+    prompt_ids = encode_prompt(target.tokenizer, PROMPT)
+    assert _ids(target, NgramDrafter(), GREEDY, prompt_ids) == _baseline(single, prompt_ids)
+
+
 def test_sampling_on_a_split_target_is_seeded_and_reproducible(placed, single):
     prompt_ids = encode_prompt(placed.tokenizer, PROMPT)
     config = GenerationConfig(max_new_tokens=20, k=4, sampling=SamplingConfig(temperature=1.0, seed=11))
@@ -153,3 +161,20 @@ def test_parsers_read_the_documented_forms(tiny_model_dir):
     assert parse_max_memory("cpu=2GiB") == {"cpu": 2 * 2**30}
     skeleton = skeleton_of(str(tiny_model_dir), torch.float32)
     assert plan_device_map(skeleton, "auto") == {"": "cpu"}  # it all fits: one device, nothing streamed
+
+
+def test_the_offload_curve_figures_read_a_fixed_streaming_cost_as_a_flatter_curve():
+    from specviz.analysis.offload import curve_figures, format_markdown, line_fit, speedup_table
+
+    compute = {n: 100.0 + 40.0 * n for n in range(1, 10)}  # ms: the same compute in both copies
+    times = {"memory": {n: [ms, ms * 1.1] for n, ms in compute.items()},
+             "disk": {n: [ms + 600.0, (ms + 600.0) * 1.1] for n, ms in compute.items()}}  # + streaming per forward
+    figures = {name: curve_figures(t) for name, t in times.items()}
+    assert figures["disk"][9]["ratio"] < figures["memory"][9]["ratio"]
+    assert line_fit(figures["disk"]) == pytest.approx((735.0, 42.0))  # the medians: 1.05 x the line
+    assert line_fit(figures["memory"])[1] == pytest.approx(42.0)
+    row = speedup_table(figures)[3]  # k = 4
+    assert row["k"] == 4 and row["disk"]["all_accepted"] == pytest.approx(5 / (900 / 740))
+    assert row["memory"]["tau=2"] == pytest.approx(2 / (300 / 140))
+    assert speedup_table(figures)[0]["disk"]["tau=3"] is None  # k = 1 yields at most 2 tokens
+    assert "| 9 (8) |" in format_markdown(figures)
