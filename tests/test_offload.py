@@ -75,6 +75,24 @@ def test_greedy_ids_of_a_split_target_equal_single_device_standard_decoding(plac
     assert sum(len(e.draft_ids) for e in result.events) > 0  # drafts were verified, not skipped
 
 
+@pytest.mark.parametrize("kind, tree_nodes", [("eagle", 0), ("eagle", 6), ("medusa", 6)])
+def test_head_drafters_read_a_split_targets_features_and_keep_greedy_ids(placed, single, kind, tree_nodes):
+    from specviz.drafters.heads import EagleDrafter, MedusaDrafter, TreeSettings
+    from specviz.drafters.networks import new_eagle_head, new_medusa_heads
+
+    torch.manual_seed(0)  # random heads, built from the single-device copy (the placed one streams some weights)
+    tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
+    if kind == "eagle":
+        drafter = EagleDrafter(placed.model, new_eagle_head(single.model).eval().requires_grad_(False), tree)
+    else:
+        drafter = MedusaDrafter(placed.model, new_medusa_heads(single.model, num_heads=4).eval().requires_grad_(False),
+                                tree)
+    prompt_ids = encode_prompt(placed.tokenizer, PROMPT)
+    result = collect(speculative_generate(placed, drafter, prompt_ids, GREEDY), placed.tokenizer, prompt_ids)
+    assert result.token_ids == _baseline(single, prompt_ids)
+    assert sum(len(e.draft_ids) for e in result.events) > 0
+
+
 def test_a_preset_map_within_a_memory_limit_offloads_and_stays_exact(tiny_model_dir, single, tmp_path):
     target = load_placed(str(tiny_model_dir), device_map="auto", max_memory="cpu=420KB", offload_folder=tmp_path)
     plan = target.model._specviz_device_map
