@@ -48,8 +48,11 @@ def _load_target(args):
     (:mod:`specviz.tuning`), unless ``--threads`` chose."""
     from specviz.compiled import ENV_COMPILE, forward_path
     from specviz.models import load_model
+    from specviz.placement import load_placed_target, placement_requested
     from specviz.tuning import tune
 
+    if placement_requested(args):  # a target placed by accelerate's device map: loaded and run eagerly
+        return load_placed_target(args, _log)
     if getattr(args, "compile", False):
         os.environ[ENV_COMPILE] = "1"  # load_model compiles every model it loads (the draft model too)
     if getattr(args, "path", "auto") != "auto":

@@ -186,3 +186,6 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", default="auto", choices=("auto", "eager", "graphs"),
                    help="the target's forward path: graphs (CUDA graphs over a static device-side cache; the default "
                         "on CUDA) or eager (the default on a CPU; SPECVIZ_GRAPHS=0 too)")
+    from specviz.placement import add_placement_flags
+
+    add_placement_flags(p)  # --device-map, --max-memory, --offload-folder: accelerate's placement
