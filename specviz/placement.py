@@ -28,8 +28,9 @@ from pathlib import Path
 
 import torch
 
-from specviz.models import (EMBEDDED, LoadedModel, ModelLoadError, Progress, _eos_token_ids, _explain,
-                            _resolve_dtype, _resolve_spec, ensure_embedded, model_name, token_id_count)
+from specviz.models import EMBEDDED, LoadedModel, ModelLoadError, Progress, ensure_embedded, model_name, token_id_count
+from specviz.models.devices import _resolve_dtype
+from specviz.models.loading import _eos_token_ids, _explain, _resolve_spec
 
 PRESETS = ("auto", "balanced", "balanced_low_0", "sequential")
 OFFLOAD_ONLY = "disk"
