@@ -20,7 +20,6 @@ import functools
 import html
 import logging
 import math
-import re
 import time
 
 import gradio as gr
@@ -31,6 +30,7 @@ from app.device import CancelRegistry, Job, load_target, relay
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import EXIT_LAYER, InputError, check_models, clamp_notice, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, tell_when_invalid, warn
+from app.records import RunSummary
 from specviz.analysis.arena import (
     BATCH_SIZES,
     IMPOSSIBLE_MARGIN,
@@ -381,15 +381,10 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
     return go.Figure({"data": data, "layout": layout})
 
 
-def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int, int]]:
-    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (from its drafter's name,
-    "lookahead (W=3, N=3, G=2)"), then the defaults when they differ."""
-    out: list[tuple[int, int, int]] = []
-    for row in history or []:
-        match = re.search(r"lookahead \(W=(\d+), N=(\d+), G=(\d+)\)", str(row.get("drafter") or ""))
-        if match:
-            out.append(tuple(int(x) for x in match.groups()))
-            break
+def lookahead_settings(history: list[RunSummary] | None = None) -> list[tuple[int, int, int]]:
+    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (its history row's
+    :attr:`~app.records.RunSummary.lookahead`), then the defaults when they differ."""
+    out = [row.lookahead for row in history or [] if row.lookahead is not None][:1]
     default = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)
     return out + ([default] if default not in out else [])
 
@@ -671,14 +666,13 @@ def remember(alpha, c, kept: dict | None) -> dict:
     return {"alpha": _or_kept(alpha, kept["alpha"]), "c": _or_kept(c, kept["c"])}
 
 
-def latest_run(history: list[dict] | None) -> dict | None:
-    """The newest Live-tab run with a drafter: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
+def latest_run(history: list[RunSummary] | None) -> dict | None:
+    """The newest Live-tab run with a drafter and a k it started from (:attr:`~app.records.RunSummary.start_k`: not
+    k = auto) that measured its tokens per pass: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
     for row in history or []:
-        match = re.search(r"k\s*=\s*(\d+)", str(row.get("k") or ""))
-        if match and row.get("tokens_per_pass"):
-            return {"k": int(match.group(1)), "tokens_per_pass": float(row["tokens_per_pass"]),
-                    "speedup": row.get("speedup"), "adaptive": "adaptive" in str(row.get("k")),
-                    "drafter": row.get("drafter")}
+        if row.start_k is not None and row.tokens_per_pass:
+            return {"k": row.start_k, "tokens_per_pass": float(row.tokens_per_pass), "speedup": row.speedup,
+                    "adaptive": row.adaptive, "drafter": row.drafter}
     return None
 
 

@@ -36,12 +36,16 @@ def test_a_target_with_no_layer_to_exit_after_is_refused_with_the_run_paths_word
 
 
 def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
-    settings = inputs.parse_settings("hi", "embedded", "early-exit", "", 100, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    settings = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="early-exit", draft_model="",
+                                          exit_layer=100, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0,
+                                          top_k=0, seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert settings.exit_layer == 100 and not settings.notes
     fitted, note = inputs.fit_settings_exit_layer(settings, TARGET)
     assert note == f"{BOUND} (got 100). Using 29."
     assert fitted.exit_layer == 29 and fitted.notes == (note,) and fitted.prompt == "hi" and fitted.k == 3
-    same = inputs.parse_settings("hi", "embedded", "early-exit", "", 12, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    same = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="early-exit", draft_model="",
+                                      exit_layer=12, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0,
+                                      seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert inputs.fit_settings_exit_layer(same, TARGET) == (same, None)
 
 
@@ -78,8 +82,9 @@ def test_a_sampling_box_left_out_of_range_says_the_setting_its_range_and_the_val
 
 def test_a_repetition_penalty_of_0_is_refused_by_the_run_with_the_hint_that_1_is_off():
     with pytest.raises(inputs.InputError) as refused:
-        inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 64, "", True,
-                              repetition_penalty=0)
+        inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0,
+                                   k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                                   max_new_tokens=64, stop_strings="", chat_template=True, repetition_penalty=0))
     assert str(refused.value) == "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off)."
     assert inputs.REPETITION_PENALTY.parse("") == 1.0 and inputs.REPETITION_PENALTY.parse(0.5) == 0.5
     # the other penalties are off at 0, which their range holds: no hint, no refusal
