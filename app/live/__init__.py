@@ -22,7 +22,9 @@ Honest numbers: the headline is the decoding speedup (after the prefill) with it
 figure in green or red, and enters the history without a speedup. A prompt longer than the target's context
 window (or than ``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left with the chat template kept whole, and the
 status says so; any exception in a run becomes a message for that session only (:mod:`app.messages`), and the
-session's last good result stays in the panes.
+session's last good result stays in the panes. Time you can plan: before a run the status says how long it should
+take (:mod:`app.live.costs`) and how many runs are ahead. "Output only" shows the committed text plainly (a class
+on <body>, :data:`OUTPUT_ONLY_JS`).
 
 The names other code and the tests use are re-exported here.
 """

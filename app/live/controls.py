@@ -34,12 +34,12 @@ def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None
 
 def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = None,
                  status: str | None = None):
-    """The result of a stopped run, as a tuple in :data:`app.live.defaults.OUTPUTS` order: both panes without the typing cursor,
-    the stats with finish reason "stopped" and the output check up to the stop, the final charts and draft tree,
-    the status, and the run history with the run added (marked stopped). When no run was streaming (still
-    loading, or finished on its own) only the status changes. The Stop button calls it a second time, one round
-    trip later, to re-send the view after any update the cancelled run still had in flight; the history row is
-    added once."""
+    """The result of a stopped run, as a tuple in :data:`app.live.defaults.OUTPUTS` order: both panes without the
+    typing cursor, the stats with finish reason "stopped" and the output check up to the stop, the final charts and
+    draft tree, the status, and the run history with the run added (marked stopped). When no run was streaming
+    (still loading, or finished on its own) only the status changes. The Stop button calls it a second time, one
+    round trip later, to re-send the view after any update the cancelled run still had in flight; the history row
+    is added once."""
     key = session_key(request)
     with _VIEWS_LOCK:
         view = _VIEWS.get(key) if key else None

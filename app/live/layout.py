@@ -216,8 +216,8 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
-    run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate", show_progress="minimal",
-                               show_progress_on=[ui["status"]], concurrency_limit=8,
+    run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
+                               show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
         stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
