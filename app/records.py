@@ -4,7 +4,7 @@ tab, which marks the newest run on its what-if chart."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 NO_INTERVAL = ()
 """A rate's interval in a row that keeps none (shown as the rate alone); None is a one-pass run's (no spread)."""
@@ -80,7 +80,3 @@ class RunSummary:
         if self.k_value is None or (self.k_schedule == "auto" and self.lookahead is None):
             return None
         return self.k_value
-
-    def as_dict(self) -> dict:
-        """The row as plain data (field name -> value), e.g. for a JSON file."""
-        return asdict(self)

@@ -131,3 +131,22 @@ def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is
     assert update["value"] == 16 and "Draft length k is at most 16 here; using 16." in status
     update, status = clamped(0, "Draft length k", k.minimum, k.maximum)
     assert update["value"] == 1 and "Draft length k is at least 1; using 1." in status
+
+
+def test_the_settings_are_one_mapping_by_name_with_the_later_inputs_optional():
+    """parse_settings reads one mapping of input names (app.inputs.SETTING_NAMES); the inputs added after the first
+    API clients may be left out (a chain, no penalties, lookahead's defaults); a missing or unknown name is one
+    sentence, never a TypeError."""
+    required = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4,
+                    adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=64,
+                    stop_strings="", chat_template=True)
+    assert set(required) | set(inputs.OPTIONAL_SETTINGS) == set(inputs.SETTING_NAMES)
+    short = inputs.parse_settings(required)
+    full = inputs.parse_settings({**required, **inputs.OPTIONAL_SETTINGS})
+    assert short == full and short.repetition_penalty == 1.0 and short.tree_nodes == 0
+    with pytest.raises(inputs.InputError, match=r"^The setting 'prompt' is missing\.$"):
+        inputs.parse_settings({k: v for k, v in required.items() if k != "prompt"})
+    with pytest.raises(inputs.InputError, match=r"^Unknown setting 'promt'"):
+        inputs.parse_settings({**required, "promt": "hi"})
+    with pytest.raises(inputs.InputError, match="given by name"):
+        inputs.parse_settings(["hi", "embedded"])
