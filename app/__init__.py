@@ -19,7 +19,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr  # noqa: E402
 
-from app import arena, batching, classroom, device, live, live_costs, why, zerogpu  # noqa: E402
+from app import arena, batching, classroom, device, live, why, zerogpu  # noqa: E402
 from app.live import DEFAULTS, load_examples  # noqa: E402,F401 - the Live tab's defaults are the demo's
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -80,12 +80,12 @@ def build_demo(**defaults) -> gr.Blocks:
 def serve(target: str = "embedded", **launch) -> gr.Blocks:
     """Build the demo with ``target`` as every tab's default, start loading that target in the background (so
     the first run does not wait for it: the model, its tuning, a short Live run whose costs plan the next runs and
-    the default max new tokens, :func:`app.live_costs.warm_up`), and serve (``launch``: ``demo.launch`` keywords
+    the default max new tokens, :func:`app.live.warmup.warm_up`), and serve (``launch``: ``demo.launch`` keywords
     such as ``server_name``). Blocks until the server stops (unless ``prevent_thread_lock``); returns the demo."""
     demo = build_demo(target=target)
     if zerogpu.active():  # ZeroGPU: placed on the GPU now, in this process, so its GPU workers inherit it
         zerogpu.place_at_start(target, device.load_target)
     else:  # the model, its tuning and a short Live run at start-up: the first visitor's run measures nothing
-        device.preload(target, then=lambda loaded: live_costs.warm_up(target, loaded, {**DEFAULTS, "target": target}))
+        device.preload(target, then=lambda loaded: live.warm_up(target, loaded, {**DEFAULTS, "target": target}))
     demo.launch(**launch, **launch_options())
     return demo

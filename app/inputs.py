@@ -2,12 +2,10 @@
 message is one sentence for them (a :class:`specviz.policy.PolicyError`, also a ValueError, for a model the
 operator does not allow).
 
-- :func:`number` (bounds written readably), :func:`text`, :func:`parse_stop_strings`, :func:`parse_exit_layer`
-  and :func:`check_exit_layer`: single fields; :class:`NumberField` (``TOP_K``, ``SEED``, ...) holds a number box's
-  rule, read by the Run path and by :func:`number_notice` when the box is left (:func:`empty_notice` when it was
-  emptied; :func:`exit_layer_notice` for the early-exit layer, against the target's layers once they are known);
-- :func:`check_models`: the one place the operator's model policy is enforced for visitors;
-- :class:`Settings` / :func:`parse_settings`: one generation's validated settings (the Live tab, the Classroom);
+- single fields (:func:`number`, :func:`text`, :class:`NumberField`, the early-exit layer, the operator's model
+  policy in :func:`check_models`): :mod:`app.input_fields`, re-exported here;
+- :class:`Settings` / :func:`parse_settings`: one generation's validated settings from one mapping of input names
+  (:data:`SETTING_NAMES`) to values (the Live tab, the Classroom);
   :func:`parse_generation_settings` the logits processors and stop token ids (also the Arena's);
 - :func:`fit_prompt_for`: the prompt's token ids within the target's context window and the operator's cap.
 
@@ -17,9 +15,16 @@ Control characters and invalid surrogates are removed from prompts and stop stri
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+from app.input_fields import (EXIT_LAYER, FREQUENCY_PENALTY, MAX_LAYER, MAX_SEED,  # noqa: F401 - re-exported
+                              MAX_STOP_STRING_CHARS, MAX_STOP_STRINGS, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
+                              REPETITION_PENALTY, SEED, TOP_K, InputError, NumberField, check_exit_layer, check_models,
+                              clamp_notice, empty_notice, exit_layer_notice, fit_exit_layer, fit_loaded_exit_layer,
+                              number, number_notice, parse_exit_layer, parse_stop_strings, target_layers, text)
+from app.input_fields import _or_default
 from specviz.core.engine import MAX_K, GenerationConfig
 from specviz.core.generation_settings import (MAX_BIASED_TOKENS, check_token_ids, parse_logit_bias, parse_token_ids,
                                               settings_summary, with_banned)
@@ -30,13 +35,9 @@ from specviz.drafters.registry import HEAD_KEYS, drafter_keys
 from specviz.policy import Policy, current_policy
 
 MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokenizing: a pasted book stays cheap)
-MAX_STOP_STRINGS = 16
-MAX_STOP_STRING_CHARS = 200
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
-MAX_SEED = 2**53 - 1  # the largest whole number a browser (a 64-bit float) holds exactly: a larger seed would come back changed
 MAX_NEW_TOKENS_HINT = "the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS"  # who caps it
-MAX_LAYER = 10_000  # a layer number beyond any model's (the model's own bound: check_exit_layer, layer_count)
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 LOOKAHEAD_DEFAULTS = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)  # W, N, G (a measured sweep, docs)
@@ -44,328 +45,18 @@ MAX_WINDOW, MAX_NGRAM, MAX_CANDIDATES = 16, 8, 16  # the lookahead sliders' tops
 LOOKAHEAD_SAMPLING_NOTE = ("Lookahead with sampling verifies one pool n-gram per pass (as a one-hot draft), so G "
                            "counts only in greedy mode.")
 
-
-class InputError(ValueError):
-    """Bad input from the user; the message is one sentence for them."""
-
-
-# ------------------------------------------------------------------------------------------------- fields
-
-
-def _bound(x: float, integer: bool) -> str:
-    """A bound as people write it: 10,000 (thousands separated from 10,000 on), 0.05, 16."""
-    if not (integer or x == int(x)):
-        return f"{x:g}"
-    return f"{int(x):,}" if abs(x) >= 10_000 else str(int(x))
-
-
-def number(value, name: str, low: float, high: float, integer: bool, hint: str = "") -> float | int:
-    """``value`` as a number in [low, high] (an int when ``integer``). ``hint`` is added to the message when the
-    value is above ``high`` (e.g. who sets that limit). Raises InputError: "{name} must be a number.", "... must
-    be between {low} and {high} (got {value})." or "... must be a whole number (got {value})."."""
-    if isinstance(value, bool):
-        value = int(value)
-    try:
-        got = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{name} must be a number.") from None
-    if got != got or not low <= got <= high:
-        shown = value if len(str(value)) <= 20 else str(value)[:20] + "…"
-        above = f"; {hint}" if hint and got == got and got > high else ""
-        raise InputError(f"{name} must be between {_bound(low, integer)} and {_bound(high, integer)} "
-                         f"(got {shown}{above}).")
-    if integer:
-        if got != int(got):
-            raise InputError(f"{name} must be a whole number (got {value}).")
-        return int(got)
-    return got
-
-
-def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> tuple[float, str] | None:
-    """What a slider does with a number typed into its box outside [low, high], said in words: Gradio's slider
-    quietly sets itself to the nearest end when the box is left. Returns (the value used, one sentence such as "Max
-    new tokens is at most 1024 here; using 1024."), ``hint`` (who sets that end) added in brackets after an upper
-    bound; None for a value in range, an empty box or anything that is not a number."""
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        typed = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if typed != typed or low <= typed <= high:
-        return None
-    used = high if typed > high else low
-    used = int(used) if float(used).is_integer() else used
-    shown = _bound(used, isinstance(used, int))
-    if typed > high:
-        why = f" ({hint})" if hint else ""
-        return used, f"{name} is at most {shown} here{why}; using {shown}."
-    return used, f"{name} is at least {shown}; using {shown}."
-
-
-def _or_default(value, default):
-    """``default`` for an empty box (None or ""), else ``value``."""
-    return default if value in (None, "") else value
-
-
-@dataclass(frozen=True)
-class NumberField:
-    """The rule of one number box, shared by the Run path (:meth:`parse`) and the check when the box is left
-    (:func:`number_notice`): its name in messages, its range [low, high], whole numbers only or not, and the value
-    an empty box takes; ``outside``: the value used for one outside [low, high] (None: the nearest end),
-    ``default_note``: what the default means, said after it ("0 (half the target's layers)"), and ``zero``: for a
-    field whose range leaves 0 out although 0 means "off" for its neighbours (the repetition penalty, off at 1), the
-    value that is off: a typed 0 is refused by the run with "(got 0; 1 is off)" and the box's check uses it."""
-
-    name: str
-    low: float
-    high: float
-    integer: bool
-    default: float = 0
-    hint: str = ""
-    outside: float | None = None
-    default_note: str = ""
-    zero: float | None = None
-
-    def parse(self, value) -> float | int:
-        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError; a 0 typed into a
-        field with an ``zero`` value says which value is off: "Repetition penalty must be between 0.01 and 10 (got
-        0; 1 is off)."."""
-        value = _or_default(value, self.default)
-        if self._typed_zero(value):
-            raise InputError(f"{self.name} must be between {_bound(self.low, self.integer)} and "
-                             f"{_bound(self.high, self.integer)} (got {float(value):g}; {_bound(self.zero, self.integer)} "
-                             f"is off).")
-        return number(value, self.name, self.low, self.high, self.integer, self.hint)
-
-    def _typed_zero(self, value) -> bool:
-        """Whether ``value`` is a 0 outside the range of a field whose off value is ``zero`` (not 0)."""
-        if self.zero is None or isinstance(value, bool) or self.low <= 0 <= self.high:
-            return False
-        try:
-            return float(value) == 0
-        except (TypeError, ValueError, OverflowError):
-            return False
-
-    def nearest(self, value) -> float | int:
-        """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded as
-        Gradio rounds a box of precision 0; ``default`` for what is not a number."""
-        try:
-            got = float(value)
-        except (TypeError, ValueError, OverflowError):
-            return self.default
-        if got != got:
-            return self.default
-        if self._typed_zero(got):  # 0 meant "off": use the value that is off, not the range's nearest end
-            return int(self.zero) if self.integer else float(self.zero)
-        if self.outside is not None and not self.low <= got <= self.high:
-            return int(self.outside) if self.integer else float(self.outside)
-        if got >= self.high or got <= self.low:
-            end = self.high if got >= self.high else self.low
-            return int(end) if self.integer else float(end)
-        return int(round(got)) if self.integer else got
-
-
-TOP_K = NumberField("Top-k", 0, 1_000_000, True, 0)
-SEED = NumberField("Seed", 0, MAX_SEED, True, 0)
-MIN_P = NumberField("Min-p", 0, 0.99, False, 0.0)
-REPETITION_PENALTY = NumberField("Repetition penalty", 0.01, 10, False, 1.0, default_note="off",
-                                 zero=1.0)  # a typed 0 means off, which is 1 here (0.01 would force repeats)
-FREQUENCY_PENALTY = NumberField("Frequency penalty", -2, 2, False, 0.0)  # as OpenAI's
-PRESENCE_PENALTY = NumberField("Presence penalty", -2, 2, False, 0.0)
-NO_REPEAT_NGRAM_SIZE = NumberField("No-repeat n-gram size", 0, 64, True, 0)
-EXIT_LAYER = NumberField("The early-exit layer", 0, MAX_LAYER, True, 0, outside=0,  # the model's: check_exit_layer
-                         default_note="half the target's layers")
-
-
-def number_notice(value, field: NumberField, parse=None) -> tuple[float | int, str] | None:
-    """What a number box left with a value its run would refuse says, before the run: (the value used instead,
-    :meth:`NumberField.nearest`; the Run path's own message, from ``parse`` (default :meth:`NumberField.parse`), and
-    "Using {value}."). None for a value the run accepts, or an empty box (it takes the default). Never raises."""
-    if value is None or value == "":
-        return None
-    try:
-        (parse or field.parse)(value)
-        return None
-    except InputError as error:
-        message = str(error)
-    except Exception:  # noqa: BLE001 - a payload no parser expects: say it is no number
-        message = f"{field.name} must be a number."
-    used = field.nearest(value)
-    return used, f"{message} Using {_using(used, field)}."
-
-
-def _using(value, field: NumberField) -> str:
-    """``value`` as a notice's "Using ..." says it: "29", or "0 (half the target's layers)" for a default that has a
-    meaning of its own (:attr:`NumberField.default_note`)."""
-    note = f" ({field.default_note})" if field.default_note and value == field.default else ""
-    return f"{_bound(value, field.integer)}{note}"
-
-
-def empty_notice(field: NumberField) -> tuple[float | int, str]:
-    """What an emptied number box says when it is left: (its default, put back in the box; "Seed: the box was left
-    empty, so it is set back to its default, 0."). A run reads an empty box as the default too; this shows it."""
-    default = int(field.default) if field.integer else field.default
-    return default, f"{field.name}: the box was left empty, so it is set back to its default, {_using(default, field)}."
-
-
-def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:
-    """What the early-exit layer box says when left (as :func:`number_notice`): :func:`fit_exit_layer` against the
-    real layer count of the target ``target_spec`` names ("" means embedded) when it is known without loading
-    anything (:func:`target_layers`), so the toast says what the run will do ("The early-exit layer must be 0 (half
-    the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 100). Using
-    29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond any model's uses 0.
-    None for a value the run accepts or an empty box. Never raises."""
-    if value is None or value == "":
-        return None
-    layers, label = target_layers(target_spec) if target_spec is not None else (None, None)
-    try:
-        used, message = fit_exit_layer(value, layers, label)
-    except InputError:  # no number: the box's own message
-        return number_notice(value, EXIT_LAYER, parse_exit_layer)
-    return None if message is None else (used or 0, message)
-
-
-def target_layers(target_spec: str | None) -> tuple[int | None, str | None]:
-    """(layer count, label) of the target ``target_spec`` names ("" or None: embedded), when known without loading
-    anything (:func:`specviz.models.layer_count`: the loaded model, else its config.json in the converted embedded
-    folder, the local folder or the local Hugging Face cache; no network); (None, None) when unknown or under 2
-    layers (no layer to exit after). Never raises."""
-    from specviz.models import cached_model, layer_count, model_name
-
-    spec = str(target_spec or "").strip() or "embedded"
-    try:
-        layers = layer_count(spec)
-        if layers is None or layers < 2:
-            return None, None
-        loaded = cached_model(spec)
-        return layers, (loaded.label if loaded is not None else model_name(spec))
-    except Exception:  # noqa: BLE001 - a check must never break the page; the run checks again once loaded
-        return None, None
-
-
-def fit_exit_layer(value, layers: int | None = None, label: str | None = None) -> tuple[int | None, str | None]:
-    """The early-exit layer a run uses for the box's ``value``, and why when it is not what was typed: one rule
-    for the toast when the box is left (:func:`exit_layer_notice`) and for the Live run, so both do the same.
-
-    Args:
-        value: the box's payload: None, "" or 0 mean the default (half the target's layers).
-        layers / label: the target's layer count and name when known (else only the box's range, 0 ..
-            :data:`MAX_LAYER`, is checked here and :func:`check_exit_layer` checks the loaded target).
-
-    Returns:
-        (layer, message): ``layer`` is None for the default, else 1 .. layers − 1; ``message`` is None when the
-        value is used as typed, else :func:`_exit_layer_message`'s sentence (the same for every value out of
-        range, below 1 or above the target's last layer but one) or the whole-number sentence, and "Using {layer}."
-
-    Raises:
-        InputError: a value that is no number.
-    """
-    if value is None or value == "" or (value == 0 and not isinstance(value, bool)):
-        return None, None
-    try:
-        got = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"{EXIT_LAYER.name} must be a number.") from None
-    if got != got or isinstance(value, bool):
-        raise InputError(f"{EXIT_LAYER.name} must be a number.")
-    top = layers - 1 if layers is not None and layers >= 2 else MAX_LAYER
-    if 1 <= got <= top:
-        if got == int(got):
-            return int(got), None
-        used = min(top, max(1, round(got)))  # as Gradio rounds a box of precision 0
-        return used, f"{EXIT_LAYER.name} must be a whole number (got {value}). Using {used}."
-    used = top if got > top and layers is not None and layers >= 2 else 0  # unknown layers: beyond any model's
-    return used or None, f"{_exit_layer_message(label, layers, value)} Using {_using(used, EXIT_LAYER)}."
-
-
-def _exit_layer_message(label: str | None, layers: int | None, got) -> str:
-    """The sentence for an early-exit layer ``got`` (the box's payload, as typed) outside 1 .. layers − 1, the same
-    for every such value: with the target's ``label`` and ``layers`` when known, else its bound in words."""
-    shown = got if len(str(got)) <= 20 else str(got)[:20] + "…"
-    if layers is not None and layers >= 2:
-        bound = f"{layers - 1} for {label or 'the target'}, which has {layers} layers"
-    else:
-        bound = "the target's layers − 1"
-    return f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to {bound} (got {shown})."
-
-
-def text(value, name: str) -> str:
-    """A text input as str (None is ""; a number is its digits); anything else that is not text is an
-    InputError."""
-    if value is None:
-        return ""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    if not isinstance(value, str):
-        raise InputError(f"{name} must be text.")
-    return value
-
-
-def parse_stop_strings(value: str | None) -> tuple[str, ...]:
-    """Stop strings from a comma- or newline-separated box; ``\\n`` written out means a newline. Control
-    characters are removed; at most :data:`MAX_STOP_STRINGS` strings of :data:`MAX_STOP_STRING_CHARS` characters.
-    Raises InputError."""
-    if not value:
-        return ()
-    from specviz.models import sanitize_prompt
-
-    cleaned = sanitize_prompt(text(value, "The stop strings")).text
-    items = [part.strip() for line in cleaned.splitlines() for part in line.split(",")]
-    stops = tuple(dict.fromkeys(s.replace("\\n", "\n") for s in items if s))
-    if len(stops) > MAX_STOP_STRINGS:
-        raise InputError(f"Too many stop strings ({len(stops)}; at most {MAX_STOP_STRINGS}).")
-    if any(len(s) > MAX_STOP_STRING_CHARS for s in stops):
-        raise InputError(f"A stop string is too long (at most {MAX_STOP_STRING_CHARS} characters).")
-    return stops
-
-
-def parse_exit_layer(value) -> int | None:
-    """The early-exit layer box: None, "" or 0 mean the default (half the target's layers) and give None; else a
-    layer number (its upper bound, the model's layers − 1, is checked by :func:`check_exit_layer` once the model
-    is loaded). Raises InputError."""
-    if value in (None, "", 0):
-        return None
-    try:
-        return int(EXIT_LAYER.parse(value)) or None
-    except InputError as error:
-        if "between" not in str(error):
-            raise
-        raise InputError(_exit_layer_message(None, None, value)) from None
-
-
-def check_exit_layer(layer: int | None, target) -> None:
-    """Raise InputError when ``layer`` (None: the default) is not a layer of the loaded ``target`` to exit
-    after (1 .. layers − 1)."""
-    if layer is not None and not 1 <= layer < target.num_layers:
-        raise InputError(_exit_layer_message(target.label, target.num_layers, layer))
-
-
-def fit_loaded_exit_layer(layer: int | None, target) -> tuple[int | None, str | None]:
-    """The early-exit layer a run uses once its target is loaded, and the note that says so when it is not the
-    layer asked for: :func:`fit_exit_layer` against the loaded ``target``'s own layers (its ``num_layers`` and
-    ``label``), the rule the box's toast follows when it is left (:func:`exit_layer_notice`), so a run does what
-    the toast said even where the target's layers were unknown before loading.
-
-    Args:
-        layer: the parsed layer (:func:`parse_exit_layer`; None: the default, half the target's layers).
-        target: the loaded target (a ``LoadedModel``: ``num_layers``, ``label``).
-
-    Returns:
-        (layer, note): the layer asked for and None when ``target`` has it (1 .. layers − 1; None stays None);
-        else its nearest layer (above its last layer but one: that one; below 1: None, the default) and the note
-        "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct,
-        which has 30 layers (got 100). Using 29." for the status and a toast.
-
-    Raises:
-        InputError: a layer asked of a target with fewer than 2 layers (none to exit after):
-            :func:`check_exit_layer`'s message.
-    """
-    if layer is None:
-        return None, None
-    fitted, note = fit_exit_layer(layer, target.num_layers, target.label)
-    check_exit_layer(fitted, target)
-    return fitted, note
+SETTING_NAMES = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k", "adaptive_k", "temperature",
+                 "top_p", "top_k", "seed", "max_new_tokens", "stop_strings", "chat_template", "tree_nodes",
+                 "confidence", "lookup", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
+                 "no_repeat_ngram_size", "logit_bias", "banned_ids", "stop_token_ids", "window", "ngram",
+                 "candidates")
+"""The names of a generation's inputs, as :func:`parse_settings` reads them from one mapping (the Live tab's controls
+in this order, :data:`app.live.INPUTS`)."""
+OPTIONAL_SETTINGS = {"tree_nodes": 0, "confidence": None, "lookup": False, "min_p": 0.0, "repetition_penalty": 1.0,
+                     "frequency_penalty": 0.0, "presence_penalty": 0.0, "no_repeat_ngram_size": 0, "logit_bias": "",
+                     "banned_ids": "", "stop_token_ids": "", "window": None, "ngram": None, "candidates": None}
+"""The inputs a mapping may leave out, with the value taken then (added after the first API clients were written:
+a chain with the default confidence gate, no lookup, no penalties, lookahead's default W, N, G)."""
 
 
 def fit_settings_exit_layer(settings: Settings, target) -> tuple[Settings, str | None]:
@@ -376,15 +67,6 @@ def fit_settings_exit_layer(settings: Settings, target) -> tuple[Settings, str |
     if note is None:
         return settings, None
     return replace(settings, exit_layer=layer, notes=(*settings.notes, note)), note
-
-
-def check_models(target: str, draft_model: str | None, policy: Policy) -> None:
-    """The one place the operator's model policy is enforced for visitors (raises PolicyError, naming the
-    setting): the target, and the draft model of the 'model' drafter. The other drafters load only the target
-    (its bfloat16 copy, its own layers) or nothing."""
-    policy.check_model(target, "target")
-    if draft_model is not None:
-        policy.check_model(draft_model, "draft model")
 
 
 # ------------------------------------------------------------------------------------------------- settings
@@ -492,10 +174,12 @@ def _drafter(value, draft_model) -> tuple[str, str | None]:
     return drafter, spec
 
 
-def _head_options(drafter: str, tree_nodes, confidence, lookup, temperature: float,
+def _head_options(drafter: str, values: Mapping[str, object], temperature: float,
                   notes: list[str]) -> tuple[int, float, bool]:
-    """(tree nodes, confidence gate, lookup first) for the head drafters (eagle, medusa); the defaults for the
-    others. A tree with sampling adds :data:`TREE_SAMPLING_NOTE` to ``notes``."""
+    """(tree nodes, confidence gate, lookup first) for the head drafters (eagle, medusa), from ``values``'
+    ``tree_nodes``, ``confidence`` and ``lookup``; the defaults for the others. A tree with sampling adds
+    :data:`TREE_SAMPLING_NOTE` to ``notes``."""
+    tree_nodes, confidence = values["tree_nodes"], values["confidence"]
     if drafter not in HEAD_DRAFTERS:
         return 0, DEFAULT_MIN_CONFIDENCE, False
     nodes = 0
@@ -506,7 +190,7 @@ def _head_options(drafter: str, tree_nodes, confidence, lookup, temperature: flo
     gate = DEFAULT_MIN_CONFIDENCE
     if confidence not in (None, ""):
         gate = float(number(confidence, "Confidence gate", 0, MAX_CONFIDENCE, False))
-    return nodes, gate, bool(lookup)
+    return nodes, gate, bool(values["lookup"])
 
 
 def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
@@ -553,6 +237,11 @@ def _token_list(value, parse, name: str):
         raise InputError(f"{name}: {message[message.find(':') + 1:].strip()}.") from None
 
 
+GENERATION_SETTING_NAMES = ("min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
+                            "no_repeat_ngram_size", "logit_bias", "banned_ids", "stop_token_ids")
+"""The inputs of :func:`parse_generation_settings`, in the order of its parameters."""
+
+
 def parse_generation_settings(min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
                               no_repeat_ngram_size=0, logit_bias="", banned_ids="", stop_token_ids="") -> dict:
     """The logits processors and stop token ids of the "Sampling and stopping" fields, checked: the :class:`Settings`
@@ -589,50 +278,63 @@ def check_settings_vocab(settings: Settings, target) -> None:
         raise InputError(f"{message[0].upper()}{message[1:]}.") from None
 
 
-def parse_settings(prompt, target, drafter, draft_model, exit_layer, k, adaptive_k, temperature, top_p,
-                   top_k, seed, max_new_tokens, stop_strings, chat_template, tree_nodes=0, confidence=None,
-                   lookup=False, min_p=0.0, repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0,
-                   no_repeat_ngram_size=0, logit_bias="", banned_ids="", stop_token_ids="", window=None, ngram=None,
-                   candidates=None, policy: Policy | None = None, fit_layer: bool = False) -> Settings:
-    """Check every input of a generation. ``tree_nodes``, ``confidence`` (the confidence gate, in [0, 0.95]; None
-    or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head drafters (eagle, medusa).
-    ``min_p`` .. ``stop_token_ids``: the generation settings (:func:`parse_generation_settings`). ``window``,
-    ``ngram``, ``candidates``: lookahead's W, N and G (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto).
-    ``policy`` defaults to the environment's (:func:`specviz.policy.current_policy`). ``fit_layer``: an early-exit
-    layer outside the target's layers (as far as they are known before loading, :func:`target_layers`) is replaced
-    by the one its box's toast names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
+def setting_values(values: Mapping[str, object]) -> dict[str, object]:
+    """Every input of a generation by name (:data:`SETTING_NAMES`): ``values`` with the optional ones it leaves out
+    at :data:`OPTIONAL_SETTINGS`. Raises InputError for an input that is missing (and not optional) or unknown."""
+    if not isinstance(values, Mapping):
+        raise InputError("The settings must be given by name (a mapping of input names to values).")
+    unknown = [name for name in values if name not in SETTING_NAMES]
+    if unknown:
+        raise InputError(f"Unknown setting {unknown[0]!r}: the settings are {', '.join(SETTING_NAMES)}.")
+    full = {**OPTIONAL_SETTINGS, **values}
+    missing = [name for name in SETTING_NAMES if name not in full]
+    if missing:
+        raise InputError(f"The setting {missing[0]!r} is missing.")
+    return full
+
+
+def parse_settings(values: Mapping[str, object], policy: Policy | None = None, fit_layer: bool = False) -> Settings:
+    """Check every input of a generation, given by name in ``values`` (:data:`SETTING_NAMES`; the optional ones at
+    :data:`OPTIONAL_SETTINGS` when left out, :func:`setting_values`). ``tree_nodes``, ``confidence`` (the confidence
+    gate, in [0, 0.95]; None or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head
+    drafters (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
+    (:func:`parse_generation_settings`). ``window``, ``ngram``, ``candidates``: lookahead's W, N and G
+    (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``policy`` defaults to the
+    environment's (:func:`specviz.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
+    layers (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast
+    names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
 
     Raises:
         InputError: a message for the user, one sentence.
         specviz.policy.PolicyError: a model the operator does not allow (naming the setting).
     """
+    v = setting_values(values)
     policy = policy or current_policy()
     notes: list[str] = []
-    prompt = _prompt(prompt, notes)
-    target = text(target, "The target model").strip() or "embedded"
-    drafter, draft_model = _drafter(drafter, draft_model)
+    prompt = _prompt(v["prompt"], notes)
+    target = text(v["target"], "The target model").strip() or "embedded"
+    drafter, draft_model = _drafter(v["drafter"], v["draft_model"])
     check_models(target, draft_model, policy)
     layer = None
     if drafter == "early-exit" and fit_layer:
-        layer, note = fit_exit_layer(exit_layer, *target_layers(target))
+        layer, note = fit_exit_layer(v["exit_layer"], *target_layers(target))
         notes.extend([note] if note else [])
     elif drafter == "early-exit":
-        layer = parse_exit_layer(exit_layer)
-    temperature = float(number(temperature, "Temperature", 0, 5, False))
-    nodes, gate, lookup = _head_options(drafter, tree_nodes, confidence, lookup, temperature, notes)
-    new_tokens = number(max_new_tokens, "Max new tokens", 1, policy.max_new_tokens, True,
+        layer = parse_exit_layer(v["exit_layer"])
+    temperature = float(number(v["temperature"], "Temperature", 0, 5, False))
+    nodes, gate, lookup = _head_options(drafter, v, temperature, notes)
+    new_tokens = number(v["max_new_tokens"], "Max new tokens", 1, policy.max_new_tokens, True,
                         hint=MAX_NEW_TOKENS_HINT)
-    return _with_lookahead(window, ngram, candidates, Settings(
+    return _with_lookahead(v["window"], v["ngram"], v["candidates"], Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
-        k=int(number(k, "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(adaptive_k),
+        k=int(number(v["k"], "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(v["adaptive_k"]),
         temperature=temperature,
-        top_p=float(number(_or_default(top_p, 1.0), "Top-p", 0.01, 1, False)),
-        top_k=int(TOP_K.parse(top_k)), seed=int(SEED.parse(seed)),
-        max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(stop_strings),
-        chat_template=bool(chat_template), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
+        top_p=float(number(_or_default(v["top_p"], 1.0), "Top-p", 0.01, 1, False)),
+        top_k=int(TOP_K.parse(v["top_k"])), seed=int(SEED.parse(v["seed"])),
+        max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(v["stop_strings"]),
+        chat_template=bool(v["chat_template"]), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
         tree_nodes=nodes, min_confidence=gate, lookup=lookup,
-        **parse_generation_settings(min_p, repetition_penalty, frequency_penalty, presence_penalty,
-                                    no_repeat_ngram_size, logit_bias, banned_ids, stop_token_ids),
+        **parse_generation_settings(*(v[name] for name in GENERATION_SETTING_NAMES)),
     ))
 
 

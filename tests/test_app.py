@@ -388,11 +388,11 @@ GOOD = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exi
 ])
 def test_bad_inputs_have_clear_messages(change, words):
     with pytest.raises(inputs.InputError, match=words):
-        inputs.parse_settings(**{**GOOD, **change})
+        inputs.parse_settings({**GOOD, **change})
 
 
 def test_settings_and_stop_strings():
-    s = inputs.parse_settings(**{**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
+    s = inputs.parse_settings({**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
                                  "temperature": 0.7, "top_k": 40})
     assert s.stop_strings == ("END", "\n\n", "STOP") and s.target == "embedded"
     config = s.config()
@@ -439,7 +439,7 @@ def test_enter_commits_the_live_tabs_number_boxes_and_only_theirs():
 
 
 def _args(**change):
-    return {**GOOD, **change, "history": []}
+    return {**GOOD, **change}
 
 
 def drain(gen) -> dict:
@@ -462,13 +462,13 @@ def drain(gen) -> dict:
 
 def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
     t0 = time.monotonic()
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="model",
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="model",
                                       draft_model=str(tiny_draft_dir), max_new_tokens=40, k=4)))
     elapsed = time.monotonic() - t0
     # the panes refresh at a bounded rate (plus the first event and the final state), after the one "reading" note
     streamed = [p for p in out["all_spec-output"] if "pane-empty" not in p]
     assert len(out["all_spec-output"]) - len(streamed) == 1
-    assert len(streamed) <= elapsed / live.UPDATE_INTERVAL_S + 2
+    assert len(streamed) <= elapsed / live.run.UPDATE_INTERVAL_S + 2
     spec, base = out["spec-output"], out["baseline-output"]
     assert 'data-kind="accepted"' in spec and 'data-kind="rejected"' in spec
     assert 'data-kind="recovered"' in spec and 'data-pass="0"' in spec
@@ -477,7 +477,7 @@ def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
     assert "Decoding speedup" in out["stats"] and "✓" in out["stats"]  # greedy: identical ids
     assert isinstance(out["charts"], go.Figure) and len(out["charts"].data) > 5
     assert "Done in" in out["status"]
-    assert out["history-state"][0]["drafter"] and out["history-state"][0]["identical"] is True
+    assert out["history-state"][0].drafter and out["history-state"][0].identical is True
     assert "<table" in out["history"]
 
 
@@ -485,7 +485,7 @@ def test_a_cut_prompt_keeps_its_warning_in_the_phone_status_through_the_run(tiny
     """The short status under Generate (the phone's) keeps the cut from the run's own fit (``RunView.cut``) from the
     first status to the final one; a whole prompt shows none."""
     monkeypatch.setenv("SPECVIZ_MAX_PROMPT_TOKENS", "24")
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), prompt="the cat sat on the mat " * 30,
+    out = drain(live.generate(_args(target=str(tiny_model_dir), prompt="the cat sat on the mat " * 30,
                                       max_new_tokens=6)))
     assert "Done in" in out["status"]
     progress = [p for p in out["all_run-progress"] if p]
@@ -498,12 +498,12 @@ def test_a_cut_prompt_keeps_its_warning_in_the_phone_status_through_the_run(tiny
     assert live.READING_PANE.replace("’", "'")[:20] in out["all_spec-output"][0]
     assert out["all_baseline-output"][0] == out["all_spec-output"][0] and first_pane >= 1
     monkeypatch.delenv("SPECVIZ_MAX_PROMPT_TOKENS")
-    whole = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=6)))
+    whole = drain(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=6)))
     assert whole["run-progress"] and not any("Prompt cut" in p for p in whole["all_run-progress"] if p)
 
 
 def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="none", temperature=0.8, top_p=0.9,
                                       seed=3, max_new_tokens=12)))
     assert "standard decoding" in out["spec-output"] and 'data-kind="target"' in out["baseline-output"]
     assert "Decoding speedup" not in out["stats"] and "Standard decoding only" in out["stats"]
@@ -511,13 +511,13 @@ def test_generate_with_no_drafter_and_sampling(tiny_model_dir):
 
 
 def test_generate_early_exit_with_adaptive_k_and_stop_string(tiny_model_dir):
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=2,
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=2,
                                       adaptive_k="heuristic", max_new_tokens=30)))
     assert "Done in" in out["status"] and "adaptive" in out["spec-output"]
 
 
 def test_generate_with_k_auto_shows_its_choice_and_expected_gain(tiny_model_dir):
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="ngram", adaptive_k="auto",
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="ngram", adaptive_k="auto",
                                       max_new_tokens=30)))
     assert "Done in" in out["status"] and "k = auto" in out["spec-output"]
     chart = out["charts"]
@@ -547,7 +547,7 @@ def test_an_early_exit_layer_out_of_range_runs_with_the_layer_its_toast_names(ti
     toast = inputs.exit_layer_notice(typed, spec)
     assert toast is not None and toast[1].endswith(f"(got {typed}). Using {shown.replace('&#x27;', chr(39))}.")
     assert toast[1].startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 ")
-    out = drain(live.generate(**_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
+    out = drain(live.generate(_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
     assert "Done in" in out["status"] and "status-error" not in out["status"]
     assert html.escape(toast[1]) in out["status"]  # the toast's own sentence, said in the run's status
     assert f"layer {used}/4" in out["spec-output"]
@@ -559,7 +559,7 @@ def test_an_early_exit_layer_beyond_a_target_whose_layers_were_unknown_is_fitted
     when the box is left; once loaded, the run fits the layer the same way, with the same sentence, not refuses."""
     monkeypatch.setattr(inputs, "target_layers", lambda spec: (None, None))
     with pytest.warns(UserWarning, match="Using 3"):
-        out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=9,
+        out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=9,
                                           max_new_tokens=5)))
     assert "Done in" in out["status"] and "layer 3/4" in out["spec-output"]
     assert "or a layer from 1 to 3 for " in out["status"] and "(got 9). Using 3." in out["status"]
@@ -572,15 +572,15 @@ def test_an_early_exit_layer_beyond_a_target_whose_layers_were_unknown_is_fitted
 def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
     change.setdefault("target", str(tiny_model_dir))
     with pytest.warns(UserWarning):
-        out = drain(live.generate(**_args(**change)))
+        out = drain(live.generate(_args(**change)))
     assert words in out["status"] and "status-error" in out["status"]
     assert "Traceback" not in out["status"]
-    again = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    again = drain(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=5)))
     assert "Done in" in again["status"]
 
 
 def test_a_draft_model_with_another_vocabulary_is_re_tokenized(tiny_model_dir, tiny_other_vocab_dir):
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="model", max_new_tokens=12,
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="model", max_new_tokens=12,
                                       draft_model=str(tiny_other_vocab_dir))))
     assert "Done in" in out["status"] and "re-tokenized for the target" in out["status"]
     assert "re-tokenized from the draft&#x27;s vocabulary" in out["spec-output"]  # the drafted tokens' hover
@@ -598,15 +598,15 @@ def _stream_until(gen, updates: int) -> tuple:
 
 
 def test_stop_cancels_and_releases_the_device(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
-    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200))
     _stream_until(gen, 2)
     assert device.DEVICE.locked
     assert "Stopped" in live.stop()
     rest = list(gen)
     assert len(rest) <= 1 and not device.DEVICE.locked
     # closing a generator (what Gradio does on cancel) releases the device too
-    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200))
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200))
     for out in gen:
         if isinstance(out[0], str) and "data-kind" in out[0]:
             break
@@ -619,7 +619,7 @@ def test_a_second_session_waits_for_the_device(tiny_model_dir):
     releaser = threading.Timer(1.2, lambda: device.DEVICE.release("someone-else"))
     releaser.start()
     t0 = time.monotonic()
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=5)))
+    out = drain(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=5)))
     assert time.monotonic() - t0 >= 1.0
     assert any("Waiting for the device" in s and "a test run" in s for s in out["all_status"])
     assert "Done in" in out["status"]
@@ -628,7 +628,7 @@ def test_a_second_session_waits_for_the_device(tiny_model_dir):
 def test_defaults_are_valid():
     d = {k: v for k, v in DEFAULTS.items()}
     d["prompt"] = "x"
-    inputs.parse_settings(**d)
+    inputs.parse_settings(d)
 
 
 class FakeRequest:
@@ -637,8 +637,8 @@ class FakeRequest:
 
 
 def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
-    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
     for out in gen:
         if isinstance(out[0], str) and "data-kind" in out[0]:
             break
@@ -650,9 +650,9 @@ def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
 
 
 def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
     me = FakeRequest("stopper-view")
-    gen = live.generate(**_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
     out = _stream_until(gen, 3)
     assert 'class="cursor"' in out[1]  # still typing
     out = live.stop_run([], me)
@@ -660,7 +660,7 @@ def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
     assert 'class="cursor"' not in spec and 'class="cursor"' not in base
     assert "stopped" in stats and "…" not in stats and "✓ so far" in stats
     assert "Stopped after" in status and re.search(r"\((speculative )?\d+ tokens?", status)
-    assert len(history) == 1 and history[0]["stopped"] and history[0]["tokens"] >= 1
+    assert len(history) == 1 and history[0].stopped and history[0].tokens >= 1
     assert "(stopped)" in table
     again = live.stopped_view(history, me)  # the button's second round trip: same view, the row added once
     assert again[6] == history and again[0] == spec
@@ -713,7 +713,7 @@ def test_stop_during_a_long_prefill_starts_at_most_one_more_target_forward(wide_
     prompt = " ".join(["The river runs through the green valley past the old stone bridge."] * 120)
     hook = model.register_forward_pre_hook(count, with_kwargs=True)
     try:
-        out = drain(live.generate(**_args(target=str(wide_model_dir), prompt=prompt, drafter="ngram",
+        out = drain(live.generate(_args(target=str(wide_model_dir), prompt=prompt, drafter="ngram",
                                           max_new_tokens=8), request=me))
     finally:
         hook.remove()
@@ -736,7 +736,7 @@ def test_the_last_message_of_a_finished_run_carries_the_whole_end_state(tiny_mod
     component that the handler's last message skips back to an earlier message's value, so the last message of a
     finished run re-sends every output: the every-pass view (lookahead here, an EAGLE tree alike), the panes and
     the charts, beside the history row."""
-    out = list(live.generate(**_args(target=str(tiny_model_dir), drafter="lookahead",
+    out = list(live.generate(_args(target=str(tiny_model_dir), drafter="lookahead",
                                      max_new_tokens=24, prompt="one two three one two three one two three")))
     last = dict(zip(live.OUTPUTS, out[-1]))
     tree = last["draft-tree"]
@@ -859,7 +859,9 @@ def test_a_card_reads_its_times_in_one_unit_chosen_by_the_larger():
 
 
 def _one_pass_view() -> live.RunView:
-    settings = inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 64, "", True)
+    settings = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="",
+                                          exit_layer=0, k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0,
+                                          top_k=0, seed=0, max_new_tokens=64, stop_strings="", chat_template=True))
     view = live.RunView(settings, "tiny", "ngram", render.Pane(FakeTokenizer(PIECES)),
                         render.Pane(FakeTokenizer(PIECES), separators=False), prompt_tokens=10)
     for event in _spec_events()[:2]:

@@ -37,7 +37,7 @@ NEW_TOKENS = 20
 @pytest.fixture(scope="module")
 def heads_folder(tmp_path_factory, tiny_target):
     """A folder with an EAGLE head and Medusa heads for the tiny target (see the module docstring)."""
-    ids, _, _ = inputs.fit_prompt_for(inputs.parse_settings(**_settings_args()), tiny_target)  # as the handler
+    ids, _, _ = inputs.fit_prompt_for(inputs.parse_settings(_settings_args()), tiny_target)  # as the handler
     base = collect(standard_generate(tiny_target, ids, GenerationConfig(max_new_tokens=NEW_TOKENS)),
                    tiny_target.tokenizer, ids)
     common = [t for t, _ in Counter(base.token_ids).most_common(3)]
@@ -55,10 +55,8 @@ def heads_folder(tmp_path_factory, tiny_target):
 
 
 def _settings_args() -> dict:
-    """parse_settings' arguments for the tests' runs (the handler's, less the history)."""
-    args = _args(prompt=PROMPT, max_new_tokens=NEW_TOKENS)
-    del args["history"]
-    return args
+    """parse_settings' values for the tests' runs (the handler's)."""
+    return _args(prompt=PROMPT, max_new_tokens=NEW_TOKENS)
 
 
 @pytest.fixture
@@ -72,19 +70,19 @@ def shipped(heads_folder, monkeypatch):
 def events(monkeypatch):
     """The speculative events the handler streams (recorded on their way to the view)."""
     seen: list[PassEvent] = []
-    original = live.speculative_generate
+    original = live.run.speculative_generate
 
     def recording(*args, **kwargs):
         for event in original(*args, **kwargs):
             seen.append(event)
             yield event
 
-    monkeypatch.setattr(live, "speculative_generate", recording)
+    monkeypatch.setattr(live.run, "speculative_generate", recording)
     return seen
 
 
 def _run(tiny_model_dir, **change) -> dict:
-    return drain(live.generate(**_args(**{"target": str(tiny_model_dir), "prompt": PROMPT,
+    return drain(live.generate(_args(**{"target": str(tiny_model_dir), "prompt": PROMPT,
                                           "max_new_tokens": NEW_TOKENS, **change})))
 
 
@@ -101,7 +99,7 @@ def _first_tree(markup: str) -> str:
 
 def _greedy_identical(out: dict) -> None:
     assert "Done in" in out["status"], out["status"]
-    assert out["history-state"][0]["identical"] is True  # the same ids as standard decoding
+    assert out["history-state"][0].identical is True  # the same ids as standard decoding
     assert "✓" in out["stats"]
 
 
@@ -111,7 +109,7 @@ def _greedy_identical(out: dict) -> None:
 def test_eagle_chain_matches_the_baseline_and_shows_no_tree(tiny_model_dir, shipped, events):
     out = _run(tiny_model_dir, drafter="eagle", k=3)
     _greedy_identical(out)
-    assert "EAGLE head" in out["spec-output"] and "tree" not in out["history-state"][0]["drafter"]
+    assert "EAGLE head" in out["spec-output"] and "tree" not in out["history-state"][0].drafter
     assert not any(e.tree for e in events)
     assert "draft-tree" not in out and "head-accuracy" not in out  # hidden (never given a value)
 
@@ -150,11 +148,11 @@ def test_eagle_tree_shows_the_tree_with_the_accepted_path(tiny_model_dir, shippe
 
 
 def test_tree_updates_stream_at_the_chart_rate(tiny_model_dir, shipped, monkeypatch):
-    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
-    monkeypatch.setattr(live, "CHART_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live.run, "CHART_INTERVAL_S", 0.0)
     chart, tree = live.OUTPUTS.index("charts"), live.OUTPUTS.index("draft-tree")
     updates = []
-    for out in live.generate(**_args(target=str(tiny_model_dir), prompt=PROMPT, max_new_tokens=NEW_TOKENS,
+    for out in live.generate(_args(target=str(tiny_model_dir), prompt=PROMPT, max_new_tokens=NEW_TOKENS,
                                      drafter="eagle", tree_nodes=6, k=2)):
         if isinstance(out[chart], dict) and out[chart].get("value") is not None:  # a chart refresh
             updates.append(out[tree])
@@ -224,27 +222,27 @@ def test_tree_with_sampling_says_it_drafts_a_chain(tiny_model_dir, shipped, even
 
 def test_tree_nodes_input_is_checked_and_ignored_for_other_drafters():
     args = _settings_args()
-    assert inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 12}).tree_nodes == 12
-    assert inputs.parse_settings(**{**args, "drafter": "ngram", "tree_nodes": 12}).tree_nodes == 0
-    assert inputs.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": None}).tree_nodes == 0
-    sampling = inputs.parse_settings(**{**args, "drafter": "medusa", "tree_nodes": 5, "temperature": 0.5})
+    assert inputs.parse_settings({**args, "drafter": "eagle", "tree_nodes": 12}).tree_nodes == 12
+    assert inputs.parse_settings({**args, "drafter": "ngram", "tree_nodes": 12}).tree_nodes == 0
+    assert inputs.parse_settings({**args, "drafter": "medusa", "tree_nodes": None}).tree_nodes == 0
+    sampling = inputs.parse_settings({**args, "drafter": "medusa", "tree_nodes": 5, "temperature": 0.5})
     assert sampling.drafted_tree_nodes == 0 and inputs.TREE_SAMPLING_NOTE in sampling.notes
     with pytest.raises(inputs.InputError, match="Tree nodes must be between 0 and 32"):
-        inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 33})
+        inputs.parse_settings({**args, "drafter": "eagle", "tree_nodes": 33})
     with pytest.raises(inputs.InputError, match="Tree nodes must be a whole number"):
-        inputs.parse_settings(**{**args, "drafter": "eagle", "tree_nodes": 2.5})
+        inputs.parse_settings({**args, "drafter": "eagle", "tree_nodes": 2.5})
 
 
 def test_confidence_gate_input_is_checked_and_shown_in_the_k_label(tiny_model_dir, shipped):
     args = _settings_args()
-    assert inputs.parse_settings(**{**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
-    assert inputs.parse_settings(**{**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
+    assert inputs.parse_settings({**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
+    assert inputs.parse_settings({**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
         inputs.DEFAULT_MIN_CONFIDENCE
-    assert inputs.parse_settings(**{**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
+    assert inputs.parse_settings({**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
         inputs.DEFAULT_MIN_CONFIDENCE  # only the head drafters have a gate
     for bad in (1.0, -0.1, "x"):
         with pytest.raises(inputs.InputError, match="Confidence gate"):
-            inputs.parse_settings(**{**args, "drafter": "medusa", "confidence": bad})
+            inputs.parse_settings({**args, "drafter": "medusa", "confidence": bad})
     out = _run(tiny_model_dir, drafter="eagle", k=3, confidence=0.9)
     _greedy_identical(out)
     assert "gate 0.9" in out["spec-output"]

@@ -58,7 +58,7 @@ def fresh_start(tmp_path, monkeypatch, embedded):
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
     monkeypatch.setenv("SPECVIZ_TUNE", "1")
     for name in ("_COSTS", "_TUNED", "_DEFAULT_TOKENS"):
-        monkeypatch.setattr(live, name, {})
+        monkeypatch.setattr(live.costs, name, {})
     tuning.forget()
     report = speed.report_of(embedded.model)
     threads, fast = torch.get_num_threads(), report is not None and report.active
@@ -74,7 +74,7 @@ def fresh_start(tmp_path, monkeypatch, embedded):
 def _started(spec: str = "embedded") -> bool:
     from app import device, live
 
-    return spec in live._DEFAULT_TOKENS and not device.DEVICE.locked
+    return spec in live.costs._DEFAULT_TOKENS and not device.DEVICE.locked
 
 
 def _run(page) -> str:

@@ -40,7 +40,7 @@ class Request:
 def _args(model_dir, **change):
     base = dict(prompt="The quick brown fox", target=str(model_dir), drafter="ngram", draft_model="", exit_layer=0,
                 k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=6,
-                stop_strings="", chat_template=True, history=[])
+                stop_strings="", chat_template=True)
     return {**base, **change}
 
 
@@ -55,7 +55,7 @@ class Session(threading.Thread):
         self.done_at: float | None = None
 
     def run(self) -> None:
-        for out in live.generate(**self.kwargs, request=Request(self.name)):
+        for out in live.generate(self.kwargs, request=Request(self.name)):
             for key, value in zip(live.OUTPUTS, out):
                 if isinstance(value, dict) and value.get("__type__") == "update":
                     if "value" not in value:
@@ -115,14 +115,14 @@ def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir
 
 
 def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypatch):
-    real = live.standard_generate
+    real = live.run.standard_generate
 
     def sometimes_broken(target, prompt_ids, config, **options):
         if config.max_new_tokens == 7:
             raise RuntimeError("simulated crash inside one run")
         return real(target, prompt_ids, config, **options)
 
-    monkeypatch.setattr(live, "standard_generate", sometimes_broken)
+    monkeypatch.setattr(live.run, "standard_generate", sometimes_broken)
     sessions = [Session(f"s{i}", **_args(tiny_model_dir, max_new_tokens=7 if i == 1 else 6,
                                          prompt=f"The quick brown fox {i}")) for i in range(3)]
     with pytest.warns(UserWarning):
@@ -160,14 +160,14 @@ def test_stop_while_loading_frees_the_worker_at_once(tiny_model_dir, monkeypatch
 
 
 def test_stop_during_a_long_prefill_frees_the_worker_and_the_next_run_starts(tiny_model_dir, monkeypatch):
-    real = live.standard_generate
+    real = live.run.standard_generate
     gate = threading.Event()
 
     def slow_prefill(*args, **kwargs):  # the baseline's first forward takes as long as a huge prompt's would
         gate.wait(3.0)
         yield from real(*args, **kwargs)
 
-    monkeypatch.setattr(live, "standard_generate", slow_prefill)
+    monkeypatch.setattr(live.run, "standard_generate", slow_prefill)
     first = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))
     first.start()
     _wait_for(lambda: any("Reading the prompt" in s for s in first.statuses))
@@ -180,7 +180,7 @@ def test_stop_during_a_long_prefill_frees_the_worker_and_the_next_run_starts(tin
     assert "while the prompt was being read" in out[4] and "nothing was generated" in out[0]
     assert out[2]["visible"] is False and out[6] == []  # no charts, no history row: nothing was measured
     gate.set()
-    monkeypatch.setattr(live, "standard_generate", real)
+    monkeypatch.setattr(live.run, "standard_generate", real)
     second = Session("reader", **_args(tiny_model_dir, drafter="none", max_new_tokens=5))  # the same visitor again
     second.start()
     second.join(60)
@@ -189,7 +189,7 @@ def test_stop_during_a_long_prefill_frees_the_worker_and_the_next_run_starts(tin
 
 
 def test_stop_without_a_session_stops_no_one(tiny_model_dir, monkeypatch):
-    monkeypatch.setattr(live, "UPDATE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
     session = Session("victim", **_args(tiny_model_dir, max_new_tokens=120))
     session.start()
     _wait_for(lambda: any("Generating" in s for s in session.statuses))

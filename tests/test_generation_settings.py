@@ -162,7 +162,7 @@ def _live_args(**change) -> dict:
     base = dict(prompt=REPETITIVE, target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4,
                 adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=24, stop_strings="",
                 chat_template=True, tree_nodes=0)
-    return {**base, **change, "history": []}
+    return {**base, **change}
 
 
 def _drain_live(gen) -> dict:
@@ -186,12 +186,12 @@ def _pane_ids(pane_html: str) -> list[int]:
 def test_live_handler_with_a_penalty_matches_its_baseline_and_differs_from_no_penalty():
     from app import live
 
-    plain = _drain_live(live.generate(**_live_args()))
-    out = _drain_live(live.generate(**_live_args(repetition_penalty=1.3, presence_penalty="", min_p=None)))
+    plain = _drain_live(live.generate(_live_args()))
+    out = _drain_live(live.generate(_live_args(repetition_penalty=1.3, presence_penalty="", min_p=None)))
     assert "Done in" in out["status"], out["status"]
     row = out["history-state"][0]
-    assert row["identical"] is True and row["settings"] == "repetition penalty 1.3"
-    assert plain["history-state"][0]["identical"] is True and plain["history-state"][0]["settings"] == ""
+    assert row.identical is True and row.settings == "repetition penalty 1.3"
+    assert plain["history-state"][0].identical is True and plain["history-state"][0].settings == ""
     assert _pane_ids(out["baseline-output"]) != _pane_ids(plain["baseline-output"])
     assert "repetition penalty 1.3" in out["stats"] and "repetition penalty 1.3" in out["history"]
     assert "Generation settings" not in plain["stats"]
@@ -210,16 +210,18 @@ def test_live_bad_generation_settings_give_one_sentence(tiny_model_dir, change, 
     from app import live
 
     with pytest.warns(UserWarning):
-        out = _drain_live(live.generate(**_live_args(target=str(tiny_model_dir), max_new_tokens=4, **change)))
+        out = _drain_live(live.generate(_live_args(target=str(tiny_model_dir), max_new_tokens=4, **change)))
     assert words in out["status"] and "status-error" in out["status"] and "Traceback" not in out["status"]
 
 
 def test_live_settings_reach_the_engine_config():
     from app.inputs import parse_settings
 
-    s = parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.7, 1.0, 0, 1, 20, "", True,
-                       min_p=0.05, repetition_penalty=1.2, frequency_penalty=0.5, presence_penalty=-0.5,
-                       no_repeat_ngram_size=4, logit_bias="3:1", banned_ids="4", stop_token_ids="2, 9")
+    s = parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4,
+                            adaptive_k="fixed", temperature=0.7, top_p=1.0, top_k=0, seed=1, max_new_tokens=20,
+                            stop_strings="", chat_template=True, min_p=0.05, repetition_penalty=1.2,
+                            frequency_penalty=0.5, presence_penalty=-0.5, no_repeat_ngram_size=4, logit_bias="3:1",
+                            banned_ids="4", stop_token_ids="2, 9"))
     config = s.config()
     assert config.sampling == SamplingConfig(temperature=0.7, seed=1, min_p=0.05, repetition_penalty=1.2,
                                              frequency_penalty=0.5, presence_penalty=-0.5, no_repeat_ngram_size=4,

@@ -19,6 +19,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from app import DEFAULTS, build_demo, device, inputs, live, render, why  # noqa: E402
+from app.records import RunSummary  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.core.metrics import (MIN_JUDGED_PASSES, RunStats, bootstrap_rate_ratio,  # noqa: E402
                                   bootstrap_ratio_of_sums, end_to_end_interval, faster_than_possible, format_apart,
@@ -142,7 +143,9 @@ def _runs(passes: int, spec_ms, base_ms, finish: str | None = "length") -> tuple
 
 
 def _view(spec_events, base_events, drafter="ngram") -> live.RunView:
-    settings = inputs.parse_settings("hi", "embedded", drafter, "", 0, 1, "fixed", 0.0, 1.0, 0, 0, 64, "", True)
+    settings = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter=drafter, draft_model="",
+                                          exit_layer=0, k=1, adaptive_k="fixed", temperature=0.0, top_p=1.0,
+                                          top_k=0, seed=0, max_new_tokens=64, stop_strings="", chat_template=True))
     view = live.RunView(settings, "tiny", drafter, render.Pane(Tokens()), render.Pane(Tokens(), separators=False),
                         prompt_tokens=10)
     for event in [*spec_events, *base_events]:
@@ -158,7 +161,7 @@ def test_a_stopped_two_token_run_shows_no_speedup_and_enters_the_history_without
     assert "too short to judge" in stats and not re.search(r"\d\.\d\d×", stats)
     assert "hero good" not in stats and "hero bad" not in stats
     row = view.summary()
-    assert row["speedup"] is None and row["speedup_note"] == "too short" and row["stopped"]
+    assert row.speedup is None and row.speedup_note == "too short" and row.stopped
     assert "too short" in render.history_html([row])
 
 
@@ -173,8 +176,8 @@ def test_the_headline_is_the_decoding_speedup_with_its_interval_and_the_end_to_e
     assert "hero good" in stats and f"{judged.value:.2f}×" in stats and "bootstrap interval" in stats
     assert "End to end" in stats and "prefill" in stats
     row = view.summary()
-    assert row["speedup"] == pytest.approx(judged.value) and row["speedup_note"] is None
-    assert row["speedup_interval"] == (judged.interval.low, judged.interval.high)
+    assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
+    assert row.speedup_interval == (judged.interval.low, judged.interval.high)
 
 
 def test_a_noisy_run_is_never_shown_in_large_green_or_red():
@@ -184,7 +187,7 @@ def test_a_noisy_run_is_never_shown_in_large_green_or_red():
     stats = view.stats_html()
     assert "too noisy to tell" in stats and "hero noisy" in stats
     assert "hero good" not in stats and "hero bad" not in stats
-    assert view.summary()["speedup"] is None and view.summary()["speedup_note"] == "too noisy"
+    assert view.summary().speedup is None and view.summary().speedup_note == "too noisy"
 
 
 def test_a_run_during_which_other_programs_took_the_cpus_shows_its_speedup_with_their_share():
@@ -216,7 +219,7 @@ def test_a_run_during_which_other_programs_took_the_cpus_shows_its_speedup_with_
     assert "<details" in hero and "How this is judged" in hero and "flatter the speculative run" in hero
     assert hero.index("<details") > hero.index("sv-verdict-span")  # the explanation folded under the figure
     row = busy.summary()
-    assert row["speedup"] == pytest.approx(judged.value) and row["speedup_note"] is None
+    assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
     assert f"{judged.value:.2f}×" in render.history_html([row])
 
 
@@ -230,8 +233,8 @@ def test_a_busy_run_whose_interval_spans_one_is_too_noisy_and_keeps_its_number()
     assert "hero noisy sv-verdict" in stats and "hero good" not in stats and "hero bad" not in stats
     assert f'<span class="sv-verdict-figure">{judged.value:.2f}×</span> <span class="sv-verdict-word">too noisy to ' \
         "tell</span>" in stats and "other programs used 45% of the CPUs" in stats
-    assert busy.summary()["speedup"] is None and busy.summary()["speedup_note"] == "too noisy"
-    assert busy.summary()["speedup_reason"] == "other programs used 45% of the CPU"
+    assert busy.summary().speedup is None and busy.summary().speedup_note == "too noisy"
+    assert busy.summary().speedup_reason == "other programs used 45% of the CPU"
 
 
 def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slower():
@@ -248,8 +251,8 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     assert f'{judged.value:.2f}×</span> <span class="sv-verdict-word">slower' in value
     assert "other programs used 74% of the CPUs" in stats and "slower still" in stats
     row = busy.summary()
-    assert row["speedup"] == pytest.approx(judged.value) and row["speedup_note"] is None
-    assert row["speedup_reason"] is None and "0.5" in render.history_html([row])
+    assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
+    assert row.speedup_reason is None and "0.5" in render.history_html([row])
 
 
 def test_the_busy_reason_follows_the_latest_judgement():
@@ -262,7 +265,7 @@ def test_the_busy_reason_follows_the_latest_judgement():
     view.cpu = _Share(0.05)
     view.add(spec[-1])  # one more pass: judged again
     assert view.judgement().verdict == "same" and view.noise_reason() is None and view._busy is None
-    assert view.summary()["speedup_reason"] is None
+    assert view.summary().speedup_reason is None
 
 
 def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
@@ -444,8 +447,9 @@ def test_the_measure_estimate_comes_from_a_first_measurement(tiny_target):
 
 
 def _settings(prompt="hi", drafter="ngram", max_new_tokens=40, cap=None):
-    s = inputs.parse_settings(prompt, "embedded", drafter, "", 0, 4, "fixed", 0.0, 1.0, 0, 0, max_new_tokens, "",
-                              True)
+    s = inputs.parse_settings(dict(prompt=prompt, target="embedded", drafter=drafter, draft_model="", exit_layer=0,
+                                   k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                                   max_new_tokens=max_new_tokens, stop_strings="", chat_template=True))
     return dataclasses.replace(s, max_prompt_tokens=cap)
 
 
@@ -484,22 +488,22 @@ def test_the_default_max_new_tokens_aims_at_a_run_of_about_twenty_seconds():
 
 def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monkeypatch):
     spec = str(tiny_model_dir)
-    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
+    monkeypatch.setattr(live.costs, "_DEFAULT_TOKENS", {})
     first = live.page_default_tokens(spec, 64)
     assert first["__type__"] == "update" and 16 <= first["value"] <= 1024 and first["value"] % 8 == 0
     assert not device.DEVICE.locked
     calls = []
-    monkeypatch.setattr(live, "tuned_costs", lambda *a: calls.append(a))
+    monkeypatch.setattr(live.costs, "tuned_costs", lambda *a: calls.append(a))
     assert live.page_default_tokens(spec, 64) == first and calls == []  # remembered: computed once
     assert live.page_default_tokens(spec, 64, shown=200) == {"__type__": "update"}  # the visitor's choice stays
 
-    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
-    monkeypatch.setattr(live, "known_costs", lambda spec: None)  # nothing learnt: the default needs the device
-    monkeypatch.setattr(live, "DEFAULT_TOKENS_WAIT_S", 0.1)
+    monkeypatch.setattr(live.costs, "_DEFAULT_TOKENS", {})
+    monkeypatch.setattr(live.costs, "known_costs", lambda spec: None)  # nothing learnt: the default needs the device
+    monkeypatch.setattr(live.costs, "DEFAULT_TOKENS_WAIT_S", 0.1)
     assert device.DEVICE.acquire("someone's run", "a run", 1)
     try:  # a run holds the device: the page keeps its value at once (a late answer would overwrite a typed one)
         assert live.page_default_tokens(spec, 64) == {"__type__": "update"}
-        assert calls == [] and live._DEFAULT_TOKENS == {}  # not measured, not remembered: a later page load will
+        assert calls == [] and live.costs._DEFAULT_TOKENS == {}  # not measured, not remembered: a later page load will
     finally:
         device.DEVICE.release("someone's run")
     live.page_default_tokens(spec, 64)
@@ -541,8 +545,8 @@ def test_an_ordinary_example_is_not_announced_as_a_long_prompt_after_short_runs(
     """Seen in the browser: a shipped example of 113 tokens raised the long-prompt toast. Earlier runs read short
     prompts whose prefill is mostly a forward's fixed cost, and that was read per token (and scaled by the page's
     rendering during the stream): 40 ms a token, 5 min 49 s for 4,349 tokens that took about 70 s a run."""
-    monkeypatch.setattr(live, "_COSTS", {})
-    monkeypatch.setattr(live, "_TUNED", {"short-reads": live.RunCosts(3.0, 60.0, None, "a step")})  # a wide forward
+    monkeypatch.setattr(live.costs, "_COSTS", {})
+    monkeypatch.setattr(live.costs, "_TUNED", {"short-reads": live.RunCosts(3.0, 60.0, None, "a step")})  # a wide forward
     spec, base = _runs(10, lambda i: 100.0, lambda i: 60.0)  # one-token steps of 60 ms
     base[0] = dataclasses.replace(base[0], timings=Timings(0.0, 300.0, 0.0))  # 300 ms to read 10 tokens
     view = _view(spec, base)  # prompt_tokens=10
@@ -566,8 +570,8 @@ def test_a_whole_run_estimate_holds_its_prompt_reading_estimate():
     plan = live.plan_text(_settings(max_new_tokens=16), costs, 4349)
     reading = 2 * 4349 * 40.0 / 1000  # 348 s
     whole = reading + 15 * 160.0 / 1000
-    assert plan == (f"about {live._span(whole * 0.56, whole * 1.35)} (from recent runs of this model on this server), "
-                    f"{live._span(reading * 0.56, reading * 1.35)} of it reading the 4,349-token prompt")
+    assert plan == (f"about {live.costs._span(whole * 0.56, whole * 1.35)} (from recent runs of this model on this server), "
+                    f"{live.costs._span(reading * 0.56, reading * 1.35)} of it reading the 4,349-token prompt")
     assert plan.startswith("about 3 min 16 s – 7 min 53 s") and "3 min 15 s – 7 min 50 s of it reading" in plan
 
 
@@ -575,8 +579,9 @@ def test_the_operator_prompt_cap_cuts_long_prompts(tiny_target):
     from specviz.policy import Policy
 
     policy = Policy(max_prompt_tokens=40)
-    s = inputs.parse_settings("word " * 400, "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 8, "", False,
-                              policy=policy)
+    s = inputs.parse_settings(dict(prompt="word " * 400, target="embedded", drafter="ngram", draft_model="",
+                                   exit_layer=0, k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0,
+                                   seed=0, max_new_tokens=8, stop_strings="", chat_template=False), policy=policy)
     assert s.max_prompt_tokens == 40
     ids, note, _ = inputs.fit_prompt_for(s, tiny_target)
     assert len(ids) == 40 and "SPECVIZ_MAX_PROMPT_TOKENS" in note
@@ -627,9 +632,9 @@ def test_element_ids_are_unique_on_the_page():
 def test_k_and_n_typed_out_of_range_are_read_as_the_slider_clamps_them():
     """The listeners a slider's own edits trigger get its raw payload (a number typed out of range arrives before the
     slider clamps it): they take it as the slider does, and skip what is not a number."""
-    assert [live.k_chosen(v) for v in (0, -3, 99, 7, 7.0, "5")] == [1, 1, live.MAX_K, 7, 7, 5]
+    assert [live.k_chosen(v) for v in (0, -3, 99, 7, 7.0, "5")] == [1, 1, live.controls.MAX_K, 7, 7, 5]
     assert all(live.k_chosen(v) == {"__type__": "update"} for v in (None, "", "abc"))
-    assert live.lookahead_k(1)["value"] == 1 and live.lookahead_k(99)["value"] == live.MAX_NGRAM - 1
+    assert live.lookahead_k(1)["value"] == 1 and live.lookahead_k(99)["value"] == live.controls.MAX_NGRAM - 1
     assert live.lookahead_k(5)["value"] == 4 and live.lookahead_k(5, "ngram") == {"__type__": "update"}
 
 
@@ -673,7 +678,7 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
             "batching-max-new-tokens": ("Max new tokens per row", batching.MAX_NEW_TOKENS),
             "classroom-max-new-tokens": ("Max new tokens", classroom.STEP_MAX_NEW_TOKENS),
             "whatif-tokens": ("Tokens per run", classroom.WHATIF_MAX_NEW_TOKENS),
-            "draft-length": ("Draft length k", live.MAX_K), "batching-k": ("Draft length k", batching.MAX_K),
+            "draft-length": ("Draft length k", live.controls.MAX_K), "batching-k": ("Draft length k", batching.MAX_K),
             "temperature": ("Temperature", 2), "why-c": ("Draft cost c", 2)}
     for elem_id, (name, top) in tops.items():
         box, status = typed(released[elem_id], top + 1000)
@@ -697,7 +702,9 @@ def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
     notice = inputs.number_notice(-3, inputs.TOP_K)
     assert notice == (0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0.")
     with pytest.raises(inputs.InputError) as refused:  # the Run path says the same words
-        inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, -3, 0, 64, "", True)
+        inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0,
+                                   k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=-3, seed=0,
+                                   max_new_tokens=64, stop_strings="", chat_template=True))
     assert notice[1] == f"{refused.value} Using 0."
     assert inputs.number_notice(1.5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 1.5). Using 0.99.")
     assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
@@ -840,9 +847,8 @@ def _field_of(elem_id: str) -> tuple:
 
 
 def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
-    row = {"drafter": "ngram", "k": "k = 4", "temperature": 0.7, "seed": 3, "settings": "top-p 0.9", "tokens": 64,
-           "acceptance": 0.5, "tokens_per_pass": 2.0, "spec_tps": 20.0, "base_tps": 16.0, "speedup": 1.25,
-           "identical": None}
+    row = RunSummary(drafter="ngram", k="k = 4", temperature=0.7, seed=3, settings="top-p 0.9", tokens=64,
+                     acceptance=0.5, tokens_per_pass=2.0, spec_tps=20.0, base_tps=16.0, speedup=1.25, identical=None)
     table = render.history_html([row])
     headers = re.findall(r"<th>([^<]*)</th>", table.replace("<wbr>", ""))  # "tokens/pass" may break after "/"
     assert headers == ["drafter", "k", "temperature, settings", "tokens", "acceptance", "tokens/pass", "spec tok/s*",
@@ -918,15 +924,15 @@ def _last(gen) -> dict:
 
 def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_dir):
     me = FakeRequest("keeps-its-result")
-    good = _last(live.generate(**{**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me))
+    good = _last(live.generate({**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me))
     assert "Done in" in good["status"] and 'data-kind=' in good["spec-output"]
     with pytest.warns(UserWarning):
-        failed = list(live.generate(**{**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
+        failed = list(live.generate({**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
     spec, base, _, stats, status = failed[-1][:5]
     assert spec == good["spec-output"] and base == good["baseline-output"] and stats == good["stats"]
     assert "status-error" in status and "no such local folder" in status
     with pytest.warns(UserWarning):
-        bad_input = list(live.generate(**{**_GOOD, "prompt": " "}, history=[], request=me))
+        bad_input = list(live.generate({**_GOOD, "prompt": " "}, history=[], request=me))
     assert bad_input[-1][0] == good["spec-output"] and "prompt is empty" in bad_input[-1][4]
     live.release_session(me)
     assert not device.DEVICE.locked
@@ -944,8 +950,8 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     assert judged.verdict == "too noisy"
     row = noisy.summary()
     low, high = format_apart(judged.interval.low, judged.interval.high)
-    assert row["speedup"] is None and row["speedup_measured"] == pytest.approx(judged.value)
-    assert row["speedup_reason"] == f"{low}–{high}× spans 1"
+    assert row.speedup is None and row.speedup_measured == pytest.approx(judged.value)
+    assert row.speedup_reason == f"{low}–{high}× spans 1"
     cell = render.history_speedup(row)  # short, on one line (assets/style.css); the reason in its title
     assert cell == (f'<span class="hist-noisy" title="{judged.value:.2f}× measured, too noisy to tell: {low}–{high}× '
                     f'spans 1" style="color: var(--body-text-color-subdued)">{judged.value:.2f}× (too noisy)</span>')
@@ -958,21 +964,23 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     # a finding carries its bootstrap interval; a run too short to judge has no number
     spec, base = _runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))
     found = _view(spec, base).summary()
-    low, high = format_apart(*found["speedup_interval"])
-    assert render.history_speedup(found) == f"{found['speedup']:.2f}× ({low}–{high})"
-    assert found["speedup_measured"] is None and found["speedup_reason"] is None
-    assert render.history_speedup({"speedup": None, "speedup_note": "too short"}) == "too short"
+    low, high = format_apart(*found.speedup_interval)
+    assert render.history_speedup(found) == f"{found.speedup:.2f}× ({low}–{high})"
+    assert found.speedup_measured is None and found.speedup_reason is None
+    assert render.history_speedup(RunSummary(speedup_note="too short")) == "too short"
     # lookahead's k label, shortened (W, N and G are in the drafter cell), stays on one line; the drafter cell is
     # classed for its minimum width (assets/style.css), so "lookahead (W=3, N=3, G=2)" is not four lines
-    lookahead = dict(found, drafter="lookahead (W=4, N=3, G=4)", k="k = 2 (N−1) · W = 4, N = 3, G = 4")
+    lookahead = dataclasses.replace(found, drafter="lookahead (W=4, N=3, G=4)",
+                                    k="k = 2 (N−1) · W = 4, N = 3, G = 4")
     table = render.history_html([lookahead])
     assert '<td class="hist-k" style="white-space: nowrap">k = 2 (N−1)</td>' in table
     assert '<td class="hist-drafter">lookahead (W=4, N=3, G=4)</td>' in table
-    auto = dict(lookahead, k="k = 2 (N−1) or a plain step (auto) · W = 3, N = 3, G = 2")
+    auto = dataclasses.replace(lookahead, k="k = 2 (N−1) or a plain step (auto) · W = 3, N = 3, G = 2")
     assert '<td class="hist-k" style="white-space: nowrap">k = 2 or step (auto)</td>' in render.history_html([auto])
     assert render.history_k("k = 4 · adaptive") == "k = 4 · adaptive"  # other drafters' labels as they are
     # a label of several parts (a tree run's) wraps between them, k itself on one line: the table fits its panel
-    tree = render.history_html([dict(found, drafter="eagle", k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")])
+    tree = render.history_html([dataclasses.replace(found, drafter="eagle",
+                                                           k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")])
     assert ('<td class="hist-k"><span style="white-space: nowrap">k = 4 (adaptive)</span> · tree of 10 nodes, '
             'depth ≤ k</td>') in tree
 
@@ -980,11 +988,13 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
 def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without():
     spec, base = _runs(12, lambda i: 10.0, lambda i: 10.0)
     greedy = _view(spec, base).summary()
-    sampled_settings = inputs.parse_settings("hi", "embedded", "ngram", "", 0, 1, "fixed", 0.8, 1.0, 0, 7, 64, "",
-                                             True)
+    sampled_settings = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="",
+                                                  exit_layer=0, k=1, adaptive_k="fixed", temperature=0.8, top_p=1.0,
+                                                  top_k=0, seed=7, max_new_tokens=64, stop_strings="",
+                                                  chat_template=True))
     sampled = live.RunView(sampled_settings, "tiny", "ngram", render.Pane(Tokens()),
                            render.Pane(Tokens(), separators=False), prompt_tokens=10).summary()
-    assert greedy["seed"] is None and sampled["seed"] == 7
+    assert greedy.seed is None and sampled.seed == 7
     table = render.history_html([sampled, greedy])
     assert "0.8 · seed 7" in table and table.count("seed") == 1
 
@@ -1091,13 +1101,13 @@ def test_the_history_gives_each_rate_its_interval_under_it():
     view = _view(spec, base)
     row = view.summary()
     s, b = view.spec_stats.decode_rate(), view.base_stats.decode_rate()
-    assert row["spec_tps_interval"] == (s.low, s.high) and row["base_tps_interval"] == (b.low, b.high)
+    assert row.spec_tps_interval == (s.low, s.high) and row.base_tps_interval == (b.low, b.high)
     table = render.history_html([row])
-    for value, interval in ((row["spec_tps"], s), (row["base_tps"], b)):
+    for value, interval in ((row.spec_tps, s), (row.base_tps, b)):
         ends = "–".join(format_apart(interval.low, interval.high, 1, 2))
         assert (f'<td>{value:.1f}<br><small class="spread" style="white-space: nowrap">({ends})</small></td>'
                 in table)
     one = _view(*_runs(1, lambda i: 10.0, lambda i: 10.0, finish=None)).summary()  # one speculative pass
-    assert one["spec_tps_interval"] is None and "(one pass)</small>" in render.history_html([one])
-    assert render.history_rate({"spec_tps": None}, "spec_tps") == "–"
-    assert render.history_rate({"spec_tps": 20.0}, "spec_tps") == "20.0"  # a row kept without its interval
+    assert one.spec_tps_interval is None and "(one pass)</small>" in render.history_html([one])
+    assert render.history_rate(RunSummary(spec_tps=None), "spec_tps") == "–"
+    assert render.history_rate(RunSummary(spec_tps=20.0), "spec_tps") == "20.0"  # a row kept without its interval

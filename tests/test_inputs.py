@@ -36,12 +36,16 @@ def test_a_target_with_no_layer_to_exit_after_is_refused_with_the_run_paths_word
 
 
 def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
-    settings = inputs.parse_settings("hi", "embedded", "early-exit", "", 100, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    settings = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="early-exit", draft_model="",
+                                          exit_layer=100, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0,
+                                          top_k=0, seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert settings.exit_layer == 100 and not settings.notes
     fitted, note = inputs.fit_settings_exit_layer(settings, TARGET)
     assert note == f"{BOUND} (got 100). Using 29."
     assert fitted.exit_layer == 29 and fitted.notes == (note,) and fitted.prompt == "hi" and fitted.k == 3
-    same = inputs.parse_settings("hi", "embedded", "early-exit", "", 12, 3, "fixed", 0.0, 1.0, 0, 0, 8, "", True)
+    same = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="early-exit", draft_model="",
+                                      exit_layer=12, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0,
+                                      seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert inputs.fit_settings_exit_layer(same, TARGET) == (same, None)
 
 
@@ -78,8 +82,9 @@ def test_a_sampling_box_left_out_of_range_says_the_setting_its_range_and_the_val
 
 def test_a_repetition_penalty_of_0_is_refused_by_the_run_with_the_hint_that_1_is_off():
     with pytest.raises(inputs.InputError) as refused:
-        inputs.parse_settings("hi", "embedded", "ngram", "", 0, 4, "fixed", 0.0, 1.0, 0, 0, 64, "", True,
-                              repetition_penalty=0)
+        inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0,
+                                   k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                                   max_new_tokens=64, stop_strings="", chat_template=True, repetition_penalty=0))
     assert str(refused.value) == "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off)."
     assert inputs.REPETITION_PENALTY.parse("") == 1.0 and inputs.REPETITION_PENALTY.parse(0.5) == 0.5
     # the other penalties are off at 0, which their range holds: no hint, no refusal
@@ -126,3 +131,22 @@ def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is
     assert update["value"] == 16 and "Draft length k is at most 16 here; using 16." in status
     update, status = clamped(0, "Draft length k", k.minimum, k.maximum)
     assert update["value"] == 1 and "Draft length k is at least 1; using 1." in status
+
+
+def test_the_settings_are_one_mapping_by_name_with_the_later_inputs_optional():
+    """parse_settings reads one mapping of input names (app.inputs.SETTING_NAMES); the inputs added after the first
+    API clients may be left out (a chain, no penalties, lookahead's defaults); a missing or unknown name is one
+    sentence, never a TypeError."""
+    required = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4,
+                    adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=64,
+                    stop_strings="", chat_template=True)
+    assert set(required) | set(inputs.OPTIONAL_SETTINGS) == set(inputs.SETTING_NAMES)
+    short = inputs.parse_settings(required)
+    full = inputs.parse_settings({**required, **inputs.OPTIONAL_SETTINGS})
+    assert short == full and short.repetition_penalty == 1.0 and short.tree_nodes == 0
+    with pytest.raises(inputs.InputError, match=r"^The setting 'prompt' is missing\.$"):
+        inputs.parse_settings({k: v for k, v in required.items() if k != "prompt"})
+    with pytest.raises(inputs.InputError, match=r"^Unknown setting 'promt'"):
+        inputs.parse_settings({**required, "promt": "hi"})
+    with pytest.raises(inputs.InputError, match="given by name"):
+        inputs.parse_settings(["hi", "embedded"])

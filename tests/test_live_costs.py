@@ -1,4 +1,4 @@
-"""The Live tab's run-time estimates come from this process's measured costs (app/live_costs.py): the start-up run
+"""The Live tab's run-time estimates come from this process's measured costs (app/live/costs.py): the start-up run
 at the app's start, then each finished run. An estimate is checked against the recorded time of the run it
 planned (within 2x), and a prefill's estimate is replaced by its measured time when the run ends."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from app import live, live_costs
+from app import live
 from app.inputs import fit_prompt_for, parse_settings
 from specviz import speed, tuning
 from specviz.core.metrics import RunStats
@@ -19,9 +19,9 @@ from specviz.core.metrics import RunStats
 @pytest.fixture()
 def fresh_costs(monkeypatch):
     """No cost learned yet in this process (as at start-up)."""
-    monkeypatch.setattr(live, "_COSTS", {})
-    monkeypatch.setattr(live, "_TUNED", {})
-    monkeypatch.setattr(live, "_DEFAULT_TOKENS", {})
+    monkeypatch.setattr(live.costs, "_COSTS", {})
+    monkeypatch.setattr(live.costs, "_TUNED", {})
+    monkeypatch.setattr(live.costs, "_DEFAULT_TOKENS", {})
 
 
 @pytest.fixture()
@@ -54,13 +54,13 @@ def _values(prompt: str, max_new_tokens: int) -> dict:
 def _timed_run(values: dict) -> tuple[float, str]:
     """A visitor's Live run through the Generate handler; returns (its wall seconds, its final status)."""
     started = time.monotonic()
-    out = list(live.generate(*[values[name] for name in live.INPUTS]))
+    out = list(live.generate({name: values[name] for name in live.INPUTS}))
     return time.monotonic() - started, out[-1][4]
 
 
 def _estimate(values: dict, target) -> tuple[float, int]:
     """(seconds the plan gives for a run of ``values``, its prompt tokens), from the costs known now."""
-    settings = parse_settings(*[values[name] for name in live.INPUTS], fit_layer=True)
+    settings = parse_settings({name: values[name] for name in live.INPUTS}, fit_layer=True)
     prompt_tokens = len(fit_prompt_for(settings, target)[0])
     costs = live.known_costs("embedded")
     assert costs is not None
@@ -70,12 +70,12 @@ def _estimate(values: dict, target) -> tuple[float, int]:
 def test_estimates_from_this_process_costs_are_within_2x_of_the_recorded_runs(tuned_embedded, fresh_costs):
     embedded = tuned_embedded
     # the start-up: a short run of the page's own settings, then the timed forwards; its prefill and passes recorded
-    wall = live_costs.warm_up("embedded", embedded, {**live.DEFAULTS, "target": "embedded"})
-    startup = live._COSTS["embedded"][-1]
+    wall = live.warm_up("embedded", embedded, {**live.DEFAULTS, "target": "embedded"})
+    startup = live.costs._COSTS["embedded"][-1]
     assert wall is not None and startup.prompt_tokens >= 50 and startup.prefill_fixed_ms > 0
     assert startup.base_ms_per_token > 0 and startup.spec_ms_per_token is not None
     assert live.known_costs("embedded").prefill_ms_per_token > 0  # a short prompt's: at least a 256-token forward's
-    assert live._DEFAULT_TOKENS["embedded"] >= live.MIN_DEFAULT_TOKENS  # the page's default, derived at start-up
+    assert live.costs._DEFAULT_TOKENS["embedded"] >= live.MIN_DEFAULT_TOKENS  # the page's default, derived at start-up
 
     # the first visitor's run: a long prompt (its prefill counts) planned from the start-up's costs alone
     first = _values(_long_prompt(), 24)
@@ -101,13 +101,13 @@ def _view(prefill_ms: float, spec_prefill_ms: float, note: str) -> SimpleNamespa
 def test_a_prefill_estimate_is_replaced_by_its_measured_time_when_the_run_ends():
     note = "A long prompt: 2,185 tokens take about 2 min 47 s to read before the first token appears (...)"
     view = _view(4_100.0, 4_200.0, note)
-    live_costs.settle_prefill_note(view, note)
+    live.settle_prefill_note(view, note)
     assert view.notes == ["a cleaned input",
                           "The 2,185-token prompt was read in 8.3 s (both runs; the prefill)."]
     stopped = _view(0.0, 0.0, note)  # stopped while reading: the estimate goes, no time is claimed
-    live_costs.settle_prefill_note(stopped, note)
+    live.settle_prefill_note(stopped, note)
     assert stopped.notes == ["a cleaned input"]
-    live_costs.settle_prefill_note(stopped, "")  # no note: nothing changes
+    live.settle_prefill_note(stopped, "")  # no note: nothing changes
     assert stopped.notes == ["a cleaned input"]
 
 
@@ -115,7 +115,7 @@ def test_the_estimate_leaves_as_soon_as_both_prompts_are_read():
     note = "A long prompt: 2,185 tokens take about 2 min 47 s to read before the first token appears (...)"
     view = _view(0.0, 0.0, note)
     seen = []
-    for event in live_costs.settled_after_prefill(iter([None, "baseline prefill", "spec prefill", "a pass"]), view,
+    for event in live.settled_after_prefill(iter([None, "baseline prefill", "spec prefill", "a pass"]), view,
                                                   note):
         seen.append(list(view.notes))
         if event == "baseline prefill":  # the consumer folds each event in before asking for the next

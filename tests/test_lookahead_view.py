@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 
 from app import inputs, live, render  # noqa: E402
 from app.lookahead_view import LookaheadView  # noqa: E402
+from app.records import RunSummary  # noqa: E402
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate  # noqa: E402
 from specviz.core.metrics import RunStats  # noqa: E402
 from specviz.drafters.lookahead import LookaheadDrafter  # noqa: E402
@@ -148,19 +149,19 @@ def test_pool_drafts_say_so_on_hover_and_the_stats_card_defines_drafted(run, tin
 
 def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
     base = dict(live.DEFAULTS, prompt="x", drafter="lookahead", k=9, adaptive_k="auto")
-    s = inputs.parse_settings(**{**base, "window": 5, "ngram": 4, "candidates": 3})
+    s = inputs.parse_settings({**base, "window": 5, "ngram": 4, "candidates": 3})
     assert (s.window, s.ngram, s.candidates, s.k, s.k_schedule) == (5, 4, 3, 3, "auto")  # gated: GateK
-    assert live._k_label(s) == "k = 3 (N−1) or a plain step (auto) · W = 5, N = 4, G = 3"
-    s = inputs.parse_settings(**{**base, "window": 5, "ngram": 4, "candidates": 3, "adaptive_k": "heuristic"})
-    assert (s.k, s.k_schedule) == (3, "fixed") and live._k_label(s) == "k = 3 (N−1) · W = 5, N = 4, G = 3"
-    assert inputs.parse_settings(**{**base, "drafter": "ngram", "window": 99}).k == 9  # other drafters: unchecked
-    sampled = inputs.parse_settings(**{**base, "temperature": 0.7})
+    assert live.k_label(s) == "k = 3 (N−1) or a plain step (auto) · W = 5, N = 4, G = 3"
+    s = inputs.parse_settings({**base, "window": 5, "ngram": 4, "candidates": 3, "adaptive_k": "heuristic"})
+    assert (s.k, s.k_schedule) == (3, "fixed") and live.k_label(s) == "k = 3 (N−1) · W = 5, N = 4, G = 3"
+    assert inputs.parse_settings({**base, "drafter": "ngram", "window": 99}).k == 9  # other drafters: unchecked
+    sampled = inputs.parse_settings({**base, "temperature": 0.7})
     assert inputs.LOOKAHEAD_SAMPLING_NOTE in sampled.notes
     for change, words in (({"ngram": 1}, "N-gram size N must be between 2 and 8"),
                           ({"window": 0}, "Window W must be between 1 and 16"),
                           ({"candidates": "many"}, "Candidates G must be a number")):
         with pytest.raises(inputs.InputError, match=words):
-            inputs.parse_settings(**{**base, **change})
+            inputs.parse_settings({**base, **change})
     updates = live.drafter_changed("lookahead")
     assert [u.get("visible") for u in updates[-3:]] == [True, True, True]
     assert updates[5]["interactive"] is False and live.drafter_changed("ngram")[-1]["visible"] is False
@@ -172,12 +173,12 @@ def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
 def test_live_lookahead_run_matches_the_baseline(tiny_model_dir):
     from tests.test_app import _args, drain
 
-    out = drain(live.generate(**_args(target=str(tiny_model_dir), drafter="lookahead", window=W, ngram=N,
+    out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="lookahead", window=W, ngram=N,
                                       candidates=G, max_new_tokens=40,
                                       prompt="the cat sat on the mat and the cat sat on the mat and the cat")))
     row = out["history-state"][0]
-    assert "Done in" in out["status"] and row["identical"] is True and row["drafter"].startswith("lookahead")
-    assert row["k"] == f"k = {N - 1} (N−1) · W = {W}, N = {N}, G = {G}"
+    assert "Done in" in out["status"] and row.identical is True and row.drafter.startswith("lookahead")
+    assert row.k == f"k = {N - 1} (N−1) · W = {W}, N = {N}, G = {G}" and row.lookahead == (W, N, G)
     assert 'class="la-window"' in out["draft-tree"] and "Window tokens per pass (not verified)" in out["stats"]
 
 
@@ -230,7 +231,8 @@ def test_the_cost_of_a_lookahead_pass_in_the_bench_and_the_why_tab():
               "settings": {"prompt_len": 64}}
     assert bench.kernel_lookahead_cost(kernel, 3, 3, 2)["ratio"] == 1.6
     assert "pays only above 1.60 tokens per pass" in bench.lookahead_cost_line(bench.kernel_lookahead_cost(kernel))
-    history = [{"drafter": "n-gram", "k": "k = 4"}, {"drafter": "lookahead (W=5, N=4, G=3)"}]
+    history = [RunSummary(drafter="n-gram", k="k = 4"),
+               RunSummary(drafter="lookahead (W=5, N=4, G=3)", lookahead=(5, 4, 3))]
     assert why.lookahead_settings(history) == [(5, 4, 3), (3, 3, 2)] and why.lookahead_settings([]) == [(3, 3, 2)]
     grid = {"ms": {1: {1: 10.0, 8: 12.0, 16: 20.0, 32: 40.0}}, "param_bytes": 1e6}
     html = why.summary_html(grid, None, why.lookahead_settings(history))

@@ -90,11 +90,11 @@ def test_the_live_tab_lists_and_runs_a_registered_drafter(toy, tiny_model_dir):
     assert (LABEL, toy) in [tuple(choice) for choice in _component(demo, "drafter")["choices"]]
     args = dict(prompt=PROMPT, target=str(tiny_model_dir), drafter=toy, draft_model="", exit_layer=0, k=3,
                 adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=12, stop_strings="",
-                chat_template=True, history=[])
-    out = _updates(live.generate(**args), live.OUTPUTS)
+                chat_template=True)
+    out = _updates(live.generate(args), live.OUTPUTS)
     assert "Done in" in out["status"], out["status"]
     assert "toy: repeat the last token" in out["spec-output"] and "✓" in out["stats"]  # greedy: identical ids
-    assert out["history-state"][0]["drafter"] == "toy: repeat the last token"
+    assert out["history-state"][0].drafter == "toy: repeat the last token"
 
 
 def test_the_arena_lists_and_runs_a_registered_drafter(toy, tiny_model_dir):

@@ -38,14 +38,14 @@ def local_policy(monkeypatch):
 def _args(model_dir, **change):
     base = dict(prompt="The quick brown fox", target=str(model_dir), drafter="ngram", draft_model="", exit_layer=0,
                 k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=8,
-                stop_strings="", chat_template=True, history=[])
+                stop_strings="", chat_template=True)
     return {**base, **change}
 
 
 def run(**kwargs) -> dict:
     """Drive the generate handler to its end (as Gradio would); the last value of each output."""
     last: dict = {"statuses": []}
-    for out in live.generate(**kwargs):
+    for out in live.generate(kwargs):
         for name, value in zip(live.OUTPUTS, out):
             if isinstance(value, dict) and value.get("__type__") == "update":
                 if "value" not in value:

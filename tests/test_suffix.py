@@ -239,16 +239,16 @@ def test_the_live_tab_keeps_one_store_per_page_visit(tiny_model_dir):
 
     args = dict(prompt="the cat sat on the mat", target=str(tiny_model_dir), drafter="suffix", draft_model="",
                 exit_layer=0, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=16,
-                stop_strings="", chat_template=False, tree_nodes=0, history=[])
+                stop_strings="", chat_template=False, tree_nodes=0)
     for _ in range(3):
-        outputs = list(live.generate(**args, request=Visit()))
+        outputs = list(live.generate(args, request=Visit()))
         assert "Done in" in outputs[-1][live.OUTPUTS.index("status")]
-    store = live._SUFFIX_STORES["suffix-visit"]
+    store = live.outputs._SUFFIX_STORES["suffix-visit"]
     assert len(store.outputs) == 2  # the first two runs' outputs; the third joins when the next run starts
     first, second = store.outputs  # greedy: the same lead-in and output twice
     assert len(first) >= 16 and first == second
     live.release_session(Visit())
-    assert "suffix-visit" not in live._SUFFIX_STORES
+    assert "suffix-visit" not in live.outputs._SUFFIX_STORES
 
 
 def test_the_pane_marks_a_pass_copied_from_an_earlier_output(tiny_target):

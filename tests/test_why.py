@@ -11,6 +11,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from app import device, why  # noqa: E402
+from app.records import RunSummary  # noqa: E402
 from specviz.analysis.arena import (  # noqa: E402
     alpha_for_tokens_per_pass,
     interpolate,
@@ -153,8 +154,9 @@ def test_whatif_handler_uses_the_chosen_batch_curve():
 
 
 def test_latest_live_run_is_read_from_the_history():
-    history = [{"drafter": "none", "k": "", "tokens_per_pass": None, "speedup": None},
-               {"drafter": "n-gram", "k": "k = 6 (adaptive)", "tokens_per_pass": 2.5, "speedup": 1.7}]
+    history = [RunSummary(drafter="none", k="", tokens_per_pass=None, speedup=None),
+               RunSummary(drafter="n-gram", k="k = 6 (adaptive)", k_value=6, k_schedule="heuristic",
+                          tokens_per_pass=2.5, speedup=1.7)]
     run = why.latest_run(history)
     assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True, "drafter": "n-gram"}
     k, tpp, speedup, alpha, fig = why.from_history(history)
@@ -165,7 +167,8 @@ def test_latest_live_run_is_read_from_the_history():
     assert fig.layout.title.text.startswith(f"α = {alpha:.2f}")
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
-    longer = [{"drafter": "n-gram", "k": "k = 2 (adaptive)", "tokens_per_pass": 4.4, "speedup": 2.1}]
+    longer = [RunSummary(drafter="n-gram", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
+                         tokens_per_pass=4.4, speedup=2.1)]
     k, tpp, speedup, alpha, fig = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
     assert (k, tpp) == (4, 4.4) and why.run_issues(k, tpp, speedup) == (True, {})
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"][0] == ([4], [4.4])
@@ -183,8 +186,9 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
     assert why.run_point("", "", "") is None and why.run_point("four", "1.6", "1.2") is None
     assert why.run_point("4", "1.6", "fast")["speedup"] is None and why.run_point("nan", "1.6", "") is None
     assert "your run" not in {t.name for t in why.whatif(0.7, 0.05, 1, None, None, None, None).data}
-    k, tpp, speedup, alpha, fig = why.from_history([{"drafter": "ngram", "k": "k = 4", "tokens_per_pass": 1.6,
-                                                     "speedup": None}])  # "too short to judge"
+    k, tpp, speedup, alpha, fig = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
+                                                               k_schedule="fixed", tokens_per_pass=1.6,
+                                                               speedup=None)])  # "too short to judge"
     assert (k, tpp, speedup) == (4, 1.6, None)
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
 

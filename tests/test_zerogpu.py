@@ -74,7 +74,7 @@ def _live_ids(tiny_model_dir, drafter: str) -> tuple[str, str]:
                 exit_layer=0, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
                 max_new_tokens=12, stop_strings="", chat_template=False)
     out = None
-    for out in live.generate(**args):
+    for out in live.generate(args):
         pass
 
     def tokens(pane) -> list[tuple[str, str, str]]:  # (kind, pass, id) of every token shown, timings left out

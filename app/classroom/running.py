@@ -39,8 +39,10 @@ def parse(values: Mapping[str, object], *, limit: int = STEP_MAX_NEW_TOKENS) -> 
         raise InputError("Max new tokens must be a whole number.") from None
     if tokens > limit:
         raise InputError(f"Keep it short in the classroom: at most {limit} new tokens (got {tokens}).")
-    return parse_settings(prompt, target, drafter, draft_model, exit_layer, k, False, temperature, 1.0, 0, seed,
-                          max_new_tokens, "", True, repetition_penalty=repetition_penalty)
+    return parse_settings(dict(prompt=prompt, target=target, drafter=drafter, draft_model=draft_model,
+                               exit_layer=exit_layer, k=k, adaptive_k=False, temperature=temperature, top_p=1.0,
+                               top_k=0, seed=seed, max_new_tokens=max_new_tokens, stop_strings="", chat_template=True,
+                               repetition_penalty=repetition_penalty))
 
 
 def _prepare(settings: Settings, say: Callable[[str], None]):

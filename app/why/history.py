@@ -5,37 +5,31 @@
 from __future__ import annotations
 
 import math
-import re
 
 import gradio as gr
 
+from app.records import RunSummary
 from app.why.controls import DEFAULT_C, whatif
 from specviz.analysis.arena import alpha_for_tokens_per_pass
 from specviz.core.engine import MAX_K
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 
 
-def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int, int]]:
-    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (from its drafter's name,
-    "lookahead (W=3, N=3, G=2)"), then the defaults when they differ."""
-    out: list[tuple[int, int, int]] = []
-    for row in history or []:
-        match = re.search(r"lookahead \(W=(\d+), N=(\d+), G=(\d+)\)", str(row.get("drafter") or ""))
-        if match:
-            out.append(tuple(int(x) for x in match.groups()))
-            break
+def lookahead_settings(history: list[RunSummary] | None = None) -> list[tuple[int, int, int]]:
+    """The (W, N, G) of lookahead passes to cost: the newest Live lookahead run's (its history row's
+    :attr:`~app.records.RunSummary.lookahead`), then the defaults when they differ."""
+    out = [row.lookahead for row in history or [] if row.lookahead is not None][:1]
     default = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)
     return out + ([default] if default not in out else [])
 
 
-def latest_run(history: list[dict] | None) -> dict | None:
-    """The newest Live-tab run with a drafter: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
+def latest_run(history: list[RunSummary] | None) -> dict | None:
+    """The newest Live-tab run with a drafter and a k it started from (:attr:`~app.records.RunSummary.start_k`: not
+    k = auto) that measured its tokens per pass: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
     for row in history or []:
-        match = re.search(r"k\s*=\s*(\d+)", str(row.get("k") or ""))
-        if match and row.get("tokens_per_pass"):
-            return {"k": int(match.group(1)), "tokens_per_pass": float(row["tokens_per_pass"]),
-                    "speedup": row.get("speedup"), "adaptive": "adaptive" in str(row.get("k")),
-                    "drafter": row.get("drafter")}
+        if row.start_k is not None and row.tokens_per_pass:
+            return {"k": row.start_k, "tokens_per_pass": float(row.tokens_per_pass), "speedup": row.speedup,
+                    "adaptive": row.adaptive, "drafter": row.drafter}
     return None
 
 

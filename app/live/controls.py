@@ -1,0 +1,119 @@
+"""The Live tab's small handlers: Stop (:func:`stop`, :func:`stop_run`: the run's result so far, :func:`stopped_view`),
+a closed browser tab (:func:`release_session`), and the controls that follow each other: a real pair picked
+(:func:`preset_chosen`), the drafter menu (:func:`drafter_changed`: which options show), lookahead's k = N−1
+(:func:`lookahead_k`) and the visitor's own k (:func:`k_chosen`)."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app.device import session_key
+from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
+from app.live.outputs import (_GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
+                              history_html, keep_good, status_only, stopped_status)
+from app.records import RunSummary
+from specviz.core.engine import MAX_K
+from specviz.presets import PRESETS, preset
+
+
+def stop(request: gr.Request = None):
+    """Flag the session's run as cancelled: its engine starts no other forward, and the handler ends at once and
+    releases the device (Gradio also cancels the event). Returns the status line. Only the caller's own session is
+    stopped: a request without a session stops nothing, and a call with no request at all (Python code in this
+    process) stops the runs started without a request."""
+    RUNS.cancel(request)
+    return stopped_status()
+
+
+def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):
+    """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
+    (:func:`stopped_view`). Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
+    status = stop(request)
+    return stopped_view(history, request, status=status)
+
+
+def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = None,
+                 status: str | None = None):
+    """The result of a stopped run, as a tuple in :data:`app.live.defaults.OUTPUTS` order: both panes without the
+    typing cursor, the stats with finish reason "stopped" and the output check up to the stop, the final charts and
+    draft tree, the status, and the run history with the run added (marked stopped). When no run was streaming
+    (still loading, or finished on its own) only the status changes. The Stop button calls it a second time, one
+    round trip later, to re-send the view after any update the cancelled run still had in flight; the history row
+    is added once."""
+    key = session_key(request)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key) if key else None
+    history = list(history) if isinstance(history, list) else []
+    if view is None:
+        return status_only(status or stopped_status())
+    if view.mark_stopped() and not view.empty:
+        add_to_history(history, view)
+        keep_good(key, view)
+    elif not view.cancelled:  # it finished on its own: its result stays as it is
+        return status_only(view.status(), view.cut)
+    if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
+        return blank("Stopped before the first token: nothing was generated or measured.", view.status(),
+                     history_html(history), history, cut=view.cut)
+    return final(view, history_html(history), history)
+
+
+def release_session(request: gr.Request = None):
+    """When a browser tab closes: cancel its run and forget its last view."""
+    RUNS.cancel_session(request)
+    key = session_key(request)
+    if key:
+        with _VIEWS_LOCK:
+            _VIEWS.pop(key, None)
+            _GOOD.pop(key, None)
+            _SUFFIX_STORES.pop(key, None)
+
+
+PRESET_CHOICES = [("—", "")] + [(p.label, p.key) for p in PRESETS]
+
+
+def preset_chosen(key: str):
+    """A real pair picked (:data:`specviz.presets.PRESETS`): its target, the 'model' drafter and its draft model
+    (outputs: target, drafter, draft model); nothing changes for "—"."""
+    if not key:
+        return gr.skip(), gr.skip(), gr.skip()
+    chosen = preset(key)
+    return chosen.target, "model", gr.update(value=chosen.draft, visible=True)
+
+
+def drafter_changed(drafter: str, ngram=None, chosen_k=None):
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size, the confidence
+    gate and lookup first for the head drafters (eagle, medusa), and W, N, G for lookahead; k only matters with a
+    drafter that takes it (lookahead's is N-1, shown on the k slider from ``ngram``; leaving lookahead puts back
+    ``chosen_k``, the visitor's last own k). Outputs: draft model, exit layer, tree nodes, confidence gate, lookup
+    first, k, adaptive k, window, n-gram size, candidates."""
+    heads, lookahead = drafter in HEAD_DRAFTERS, drafter == "lookahead"
+    head_only = gr.update(visible=heads, interactive=heads)
+    lookahead_only = gr.update(visible=lookahead, interactive=lookahead)
+    own_k = gr.update(interactive=drafter not in ("none", "lookahead"))
+    k = lookahead_k(ngram) if lookahead else own_k if chosen_k is None else \
+        gr.update(value=chosen_k, interactive=drafter != "none")
+    schedule = gr.update(interactive=drafter != "none")  # lookahead: fixed, or auto (whole passes gated)
+    return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
+            head_only, head_only, head_only, k, schedule, lookahead_only, lookahead_only, lookahead_only)
+
+
+def lookahead_k(ngram, drafter: str = "lookahead"):
+    """The k slider for lookahead: N-1 and not editable (another drafter, or an N that is no number: no change)."""
+    try:
+        n = min(max(int(float(ngram)), 2), MAX_NGRAM)  # the raw payload: a number typed out of range is clamped
+    except (TypeError, ValueError, OverflowError):
+        return gr.update(interactive=False) if drafter == "lookahead" else gr.skip()
+    return gr.update(value=n - 1, interactive=False) if drafter == "lookahead" else gr.skip()
+
+
+def k_chosen(value):
+    """The visitor's own k after an edit of the k slider, for :func:`drafter_changed` to put back: ``value`` (the
+    raw payload, perhaps typed out of range) as an int within 1..MAX_K, as the slider clamps it; no change for an
+    empty box or anything that is not a number."""
+    try:
+        typed = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return gr.skip()
+    if typed != typed:
+        return gr.skip()
+    return int(round(min(max(typed, 1), MAX_K)))

@@ -1,0 +1,335 @@
+"""What a Live run costs here, learned from this process's own runs: the status says before a run how long it should
+take (:func:`plan_text`), a long prefill is announced with its expected time (:func:`long_prompt_note`), and the
+default max new tokens is derived once from the measured step cost (:func:`derived_default_tokens`).
+
+Where the figures come from:
+
+- :func:`tuned_costs`: forwards timed here (:func:`timed_forwards`: the one-token step and a wide forward, at the
+  threads the runs use), before any run of a target; the app's start-up times them and then makes a short real run
+  (:func:`app.live.warmup.warm_up`);
+- every finished run's own costs (:func:`learn_costs`, :func:`costs_of_run`): the median of the latest
+  :data:`COST_RUNS` runs of a target plans the next (:func:`known_costs`).
+
+:func:`settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced
+by the time the prefill took as soon as both runs have read the prompt (:func:`settled_after_prefill`), and at the
+latest when the run ends, so no estimate is left under "Done in 28.6 s".
+
+The stores (:data:`_COSTS`, :data:`_TUNED`, :data:`_DEFAULT_TOKENS`) are shared by every session of this process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+import gradio as gr
+
+from app import device
+from app.device import load_target
+from app.inputs import Settings
+from app.live.view import RunView
+from app.messages import log_failure
+from specviz.policy import current_policy
+
+DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
+MIN_DEFAULT_TOKENS = 16
+DEFAULT_TOKENS_WAIT_S = 3.0  # a page load waits this long for the device to derive its default max new tokens
+LONG_PREFILL_S = 10.0  # an expected prefill longer than this is announced before the run
+CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English text, BPE)
+SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
+STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampling, bookkeeping, the page)
+COST_RUNS = 3  # estimates use the median of this many latest runs of a target
+PROBE_SPREAD = (0.7, 1.6)  # a plan from one timed step: the acceptance, the page and the load are all unknown
+MIN_SPREAD = (0.85, 1.25)  # a plan from earlier runs: at least this wide (their spread, the machine's load)
+PREFILL_SAMPLE_TOKENS = 256  # a run's prefill tells the cost per prompt token from this many prompt tokens on; a
+# shorter one is mostly a forward's fixed cost, and read per token it makes a long prompt look minutes long
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What a Live run costs on this machine for one target, in wall-clock ms (both runs share one device).
+
+    A prefill of n prompt tokens costs ``prefill_fixed_ms + n * prefill_ms_per_token`` per run: a forward's fixed
+    cost (about one decoding step) plus a cost per token read.
+
+    Attributes:
+        prefill_ms_per_token: one run's prefill, per prompt token beyond its fixed cost.
+        base_ms_per_token: the baseline's decoding, per token after the first.
+        spec_ms_per_token: the speculative run's decoding, per token after the first (None: not measured yet;
+            :data:`SPEC_SHARE` of the baseline's is assumed).
+        source: where the figures come from, in words, for the status line.
+        spread: (low, high) factors on a planned time: the range a run's time is expected in (earlier runs'
+            spread, at least :data:`MIN_SPREAD`; :data:`PROBE_SPREAD` from one timed step).
+        prefill_fixed_ms: one run's prefill cost whatever the prompt's length (a forward's fixed cost).
+    """
+
+    prefill_ms_per_token: float
+    base_ms_per_token: float
+    spec_ms_per_token: float | None
+    source: str
+    spread: tuple[float, float] = (1.0, 1.0)
+    prefill_fixed_ms: float = 0.0
+    prompt_tokens: int | None = None  # learned from a run: the prompt it read (its prefill's sample size)
+
+    def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
+        """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
+        one = self.prefill_fixed_ms + prompt_tokens * self.prefill_ms_per_token
+        return (2 if drafter else 1) * one / 1000.0
+
+    def run_s(self, prompt_tokens: int, new_tokens: int, drafter: bool) -> float:
+        """Seconds of a whole run: the prefill(s), then ``new_tokens`` of the baseline and, with a drafter, of the
+        speculative run."""
+        spec = self.spec_ms_per_token if self.spec_ms_per_token is not None else SPEC_SHARE * self.base_ms_per_token
+        per_token = self.base_ms_per_token + (spec if drafter else 0.0)
+        return self.prefill_s(prompt_tokens, drafter) + max(new_tokens - 1, 0) * per_token / 1000.0
+
+
+RECENT_RUNS = "recent runs of this model on this server"
+"""Where a planned time learned from finished runs comes from, in words: the runs of every visitor of this server
+(:data:`_COSTS` is shared), so a visitor with no run of their own yet is not told "your runs"."""
+_COSTS: dict[str, list[RunCosts]] = {}  # target spec -> its latest measured runs (newest last)
+_TUNED: dict[str, RunCosts] = {}  # target spec -> costs from a one-token step measured here (before any run)
+_COSTS_LOCK = threading.Lock()
+
+
+def costs_of_run(view: RunView) -> RunCosts | None:
+    """A finished run's costs per token on its wall clock (the runs' own clocks scaled by the wall time of the
+    whole run, which adds rendering and the other run's turns); None for a run too short to tell. The prefill, on
+    the baseline's own clock (it runs before the panes stream), is split into a fixed cost (one baseline step: a
+    forward of one token) and a cost per prompt token beyond it."""
+    s, b = view.spec_stats, view.base_stats
+    own_ms = b.elapsed_ms + (s.elapsed_ms if view.spec is not None else 0.0)
+    if view.ended is None or own_ms <= 0 or b.emitted < 2 or view.prompt_tokens < 1:
+        return None
+    scale = min(max((view.ended - view.started) * 1000.0 / own_ms, 1.0), 3.0)
+    spec = None
+    if view.spec is not None and s.emitted >= 2:
+        spec = (s.elapsed_ms - s.prefill_ms) / s.emitted * scale
+    step = (b.elapsed_ms - b.prefill_ms) / b.emitted  # own clock: one forward of one token
+    fixed = min(step, b.prefill_ms)  # the prefill is not scaled: it runs before the panes stream
+    return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
+                    prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens)
+
+
+def learn_costs(target: str, view: RunView) -> None:
+    """Keep a finished run's costs for the estimates of the next runs of ``target``."""
+    costs = costs_of_run(view)
+    if costs is not None:
+        with _COSTS_LOCK:
+            runs = _COSTS.setdefault(target, [])
+            runs.append(costs)
+            del runs[:-COST_RUNS]
+
+
+def known_costs(target: str) -> RunCosts | None:
+    """The costs to plan a run of ``target`` with: the median of its latest runs, else the costs derived from a
+    one-token step measured here (:func:`tuned_costs`), else None."""
+    with _COSTS_LOCK:
+        runs = list(_COSTS.get(target, ()))
+        tuned = _TUNED.get(target)
+    if not runs:
+        return tuned
+
+    def median(values):
+        values = sorted(v for v in values if v is not None)
+        return values[len(values) // 2] if values else None
+
+    base = median(r.base_ms_per_token for r in runs)
+    spec = median(r.spec_ms_per_token for r in runs)
+    per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
+    middle = median(per_token)
+    spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
+    long_reads = [r for r in runs if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS]
+    per_token = median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
+    if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
+        per_token = max(median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
+    return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
+                    runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs))
+
+
+def tuned_costs(spec: str, loaded) -> RunCosts:
+    """Costs of ``loaded`` (the target ``spec``) from forwards timed here at the threads its runs use
+    (:func:`timed_forwards`, a second or two): the one-token step T(1), and a forward of
+    :data:`PREFILL_SAMPLE_TOKENS` tokens, the width a long prompt is read in, per token (a narrow forward's cost
+    per token is several times a prefill's: read so, a 2,185-token prompt was planned at minutes and read in
+    seconds). Call it while holding the device (the app's
+    start-up does, :func:`app.live.warmup.warm_up`). Remembered per spec; a later call returns the remembered costs."""
+    with _COSTS_LOCK:
+        if spec in _TUNED:
+            return _TUNED[spec]
+    step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
+    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD)
+    with _COSTS_LOCK:
+        _TUNED[spec] = costs
+    return costs
+
+
+def default_max_new_tokens(costs: RunCosts | None, cap: int, fallback: int) -> int:
+    """Max new tokens for a run of about :data:`DEFAULT_RUN_S` seconds with a drafter on a short prompt (rounded
+    down to a multiple of 8, at least :data:`MIN_DEFAULT_TOKENS`, at most ``cap``, the operator's limit);
+    ``fallback`` (capped) without costs."""
+    if costs is None:
+        return min(fallback, cap)
+    per_token_ms = costs.run_s(0, 2, drafter=True) * 1000.0
+    tokens = int(DEFAULT_RUN_S * 1000.0 / max(per_token_ms, 1e-3)) // 8 * 8
+    return max(1, min(cap, max(MIN_DEFAULT_TOKENS, tokens)))
+
+
+_DEFAULT_TOKENS: dict[str, int] = {}  # target spec -> the derived default of max new tokens (computed once)
+_DEFAULT_LOCK = threading.Lock()  # one page load measures; the others keep the page's value meanwhile
+
+
+def derived_default_tokens(spec: str, fallback: int) -> int | None:
+    """The default max new tokens for ``spec``, derived once per process from its measured step cost
+    (:func:`default_max_new_tokens`, within the operator's SPECVIZ_MAX_NEW_TOKENS): the first call waits up to
+    :data:`DEFAULT_TOKENS_WAIT_S` for the device, loads the target (at once when it was pre-loaded) and reads its
+    tuned step time or probes it; later calls return the remembered value. None while another call is measuring,
+    while a run holds the device, or when the target cannot be loaded (the page then keeps ``fallback``). The wait
+    is short because the page's slider gets the value when this returns: after a long wait behind someone's run it
+    would replace a number the visitor had typed since the page opened (seen: 32 typed, runs of 91+ tokens)."""
+    if spec in _DEFAULT_TOKENS:
+        return _DEFAULT_TOKENS[spec]
+    if not _DEFAULT_LOCK.acquire(blocking=False):
+        return None
+    owner = f"defaults:{uuid.uuid4().hex}"
+    try:
+        if spec not in _DEFAULT_TOKENS:
+            costs = known_costs(spec)
+            if costs is None:
+                if device.DEVICE.acquire(owner, "the default run length is being measured", DEFAULT_TOKENS_WAIT_S):
+                    try:
+                        costs = tuned_costs(spec, load_target(spec))
+                    finally:
+                        device.DEVICE.release(owner)
+                else:  # a run holds the device: this page keeps its value; a later page load measures
+                    device.DEVICE.leave(owner)
+            if costs is not None:
+                _DEFAULT_TOKENS[spec] = default_max_new_tokens(costs, current_policy().max_new_tokens, fallback)
+        return _DEFAULT_TOKENS.get(spec)
+    except Exception as error:  # noqa: BLE001 - a page load never fails over its default
+        log_failure("deriving the default max new tokens", error)
+        return None
+    finally:
+        _DEFAULT_LOCK.release()
+
+
+def page_default_tokens(spec: str, fallback: int, shown=None):
+    """On page load: the max-new-tokens slider's derived default (:func:`derived_default_tokens`), or no change
+    (also when the slider no longer showed ``fallback`` when the page loaded, or when deriving it took longer than
+    :data:`DEFAULT_TOKENS_WAIT_S`, e.g. loading the target: the visitor may have typed a number meanwhile)."""
+    started = time.monotonic()
+    value = derived_default_tokens(spec, fallback)
+    if value is None or (shown is not None and shown != fallback):
+        return gr.skip()
+    if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
+        return gr.skip()  # stays remembered for the next page load)
+    return gr.update(value=value)
+
+
+def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
+    """"about 20–30 s (from recent runs of this model on this server)" for a run of ``settings`` (the range of ``costs.spread``), with
+    the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None:
+    estimated from the characters."""
+    if costs is None:
+        return ""
+    tokens = prompt_tokens
+    if tokens is None:
+        tokens = int(len(settings.prompt) / CHARS_PER_TOKEN) + 1
+        if settings.max_prompt_tokens:
+            tokens = min(tokens, settings.max_prompt_tokens)
+    drafter = settings.drafter != "none"
+    total = costs.run_s(tokens, settings.max_new_tokens, drafter)
+    prefill = costs.prefill_s(tokens, drafter)
+    text = f"about {_range(total, costs.spread)} (from {costs.source})"
+    if prefill > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
+        text += (f", {_range(prefill, costs.spread)} of it reading the {'~' if prompt_tokens is None else ''}"
+                 f"{tokens:,}-token prompt")
+    return text
+
+
+def _range(seconds: float, spread: tuple[float, float]) -> str:
+    """``seconds`` with its range ``spread`` (low and high factors): "25 s", "20–30 s", "3 min 5 s – 7 min 2 s"."""
+    low, high = seconds * spread[0], seconds * spread[1]
+    return _seconds(seconds) if _seconds(low) == _seconds(high) else _span(low, high)
+
+
+def _span(low: float, high: float) -> str:
+    """"20–30 s", "1 min 50 s – 3 min 10 s": a planned time's range."""
+    if high < 120:
+        return f"{max(1, round(low))}–{_seconds(high)}"
+    return f"{_seconds(low)} – {_seconds(high)}"
+
+
+def _seconds(s: float) -> str:
+    """"25 s", "3 min 10 s"."""
+    s = max(1, round(s))
+    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
+
+
+def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int) -> str:
+    """The warning before a long prefill: its tokens and expected seconds, and the server's prompt cap
+    (``SPECVIZ_MAX_PROMPT_TOKENS``); "" when the prefill is short or its cost unknown."""
+    if costs is None:
+        return ""
+    seconds = costs.prefill_s(prompt_tokens, settings.drafter != "none")
+    if seconds <= LONG_PREFILL_S:
+        return ""
+    cap = (f"This server reads at most {settings.max_prompt_tokens:,} prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)."
+           if settings.max_prompt_tokens else
+           "The operator can cap prompts with SPECVIZ_MAX_PROMPT_TOKENS.")
+    runs = "both runs read it" if settings.drafter != "none" else "the target reads it"
+    return (f"A long prompt: {prompt_tokens:,} tokens take about {_seconds(seconds)} to read before the first token "
+            f"appears ({runs}; a shorter prompt starts sooner). {cap}")
+
+
+def timed_forwards(loaded, wide: int) -> tuple[float, float]:
+    """(T(1) ms, T(``wide``) / ``wide`` ms per token after ``wide`` cached tokens) of ``loaded``'s target, timed here
+    (:func:`specviz.analysis.arena.probe_forward_ms`) at the thread counts its runs use: the per-machine tuning's
+    choice for a one-token step and for a wider forward (``model._specviz_threads``, :mod:`specviz.tuning`), else
+    torch's current count. (Timed at another count the figures mislead: on two busy cores a two-thread step took
+    1.5 s where the one-thread step the runs use took 0.1 s.)"""
+    import torch
+
+    from specviz.analysis.arena import probe_forward_ms
+
+    choice = getattr(loaded.model, "_specviz_threads", None) or (torch.get_num_threads(),) * 2
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(choice[0])
+        step = probe_forward_ms(loaded, (1,))[1]
+        torch.set_num_threads(choice[1])
+        per_token = probe_forward_ms(loaded, (wide,), prompt_len=wide)[wide] / wide  # after a cached chunk, as a
+        # long prompt's later chunks are read
+    finally:
+        torch.set_num_threads(before)
+    return step, per_token
+
+
+def settled_after_prefill(events, view, note: str):
+    """``events`` (a run's stream: engine events, or None while it computes) passed through; once ``view`` holds
+    both runs' prefills (the consumer folds each event in before asking for the next), ``note`` is settled
+    (:func:`settle_prefill_note`): the prefill's estimate leaves the status as soon as its measured time is known."""
+    for event in events:
+        yield event
+        if note and event is not None and view.base_stats.prefill_ms > 0 and (
+                view.spec is None or view.spec_stats.prefill_ms > 0):
+            settle_prefill_note(view, note)
+            note = ""
+
+
+def settle_prefill_note(view, note: str) -> None:
+    """Replace ``note`` (the estimate said before a long prefill) in ``view.notes`` by the time the prefill took
+    (both runs' prefills on their own clocks, ms from :class:`specviz.core.metrics.RunStats`), or drop it when no
+    prefill finished (the run was stopped while reading). No-op when ``note`` is not there."""
+    if not note or note not in view.notes:
+        return
+    ms = view.base_stats.prefill_ms + (view.spec_stats.prefill_ms if view.spec is not None else 0.0)
+    index = view.notes.index(note)
+    if ms <= 0:
+        del view.notes[index]
+        return
+    runs = "both runs" if view.spec is not None else "the target"
+    view.notes[index] = (f"The {view.prompt_tokens:,}-token prompt was read in {ms / 1000.0:.1f} s ({runs}; "
+                         "the prefill).")

@@ -1,0 +1,289 @@
+"""The Live tab's layout (:func:`build_tab`, inside the current ``gr.Tab``: the prompt, the controls, the results,
+the examples) and its wiring: Generate (:func:`app.live.run.generate`, sent the controls named in
+:data:`app.live.defaults.INPUTS` as one mapping), Stop, the controls that follow each other, numbers typed out of a
+slider's range, "Output only" (a class on <body>, :data:`OUTPUT_ONLY_JS`) and the derived default of max new
+tokens on page load."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from app import render
+from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDIDATES, MAX_CONFIDENCE,
+                        MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
+                        PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
+from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_run,
+                               stopped_view)
+from app.live.costs import page_default_tokens
+from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
+from app.live.run import generate
+from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from specviz.core.engine import MAX_K
+from specviz.drafters.registry import choices
+from specviz.policy import current_policy
+
+
+def build_tab(history: gr.State, d: dict) -> None:
+    """Lay out the Live tab inside the current ``gr.Tab`` and wire its events. ``history`` is the session's run
+    history (gr.State of :class:`app.records.RunSummary` rows, also read by the "Why it works" tab); ``d`` holds
+    every key of :data:`DEFAULTS`. The
+    drafter menu lists the registry's drafters as they are now (:func:`specviz.drafters.registry.choices`)."""
+    ui: dict[str, gr.components.Component] = {}  # elem_id-like name -> component
+    # four columns in reading order: the prompt, the controls, results, examples. The stylesheet (.sv-main) shows
+    # the examples right under the prompt (the controls under them) beside the results on a wide screen, so they
+    # are in the first screen; on a phone the results come right after the controls, the examples last.
+    with gr.Row(equal_height=False, elem_id="live-main", elem_classes=["sv-main"]):
+        with gr.Column(scale=1, min_width=300, elem_id="prompt-column", elem_classes=["sv-top"]):
+            _prompt_controls(ui, d)
+        with gr.Column(scale=1, min_width=300, elem_id="controls", elem_classes=["sv-side"]):
+            _drafter_controls(ui, d)
+            _run_controls(ui, d)
+        with gr.Column(scale=3, min_width=300, elem_id="results", elem_classes=["sv-results"]):
+            _results(ui)
+        with gr.Column(scale=1, min_width=300, elem_id="examples-column", elem_classes=["sv-side2"]):
+            _examples(ui)
+    _wire(ui, history, d)
+
+
+def _prompt_controls(ui: dict, d: dict) -> None:
+    """The prompt box and the Generate / Stop buttons."""
+    ui["prompt"] = gr.Textbox(d["prompt"], label="Prompt", lines=5, max_lines=8, elem_id="prompt",
+                              placeholder="Ask something, or pick an example below…")
+    with gr.Row():
+        ui["generate"] = gr.Button("Generate", variant="primary", elem_id="generate", scale=2,
+                                   min_width=100)  # with Stop beside it in the 300 px column
+        ui["stop"] = gr.Button("Stop", variant="stop", elem_id="stop", scale=1, min_width=80)
+    ui["progress"] = gr.HTML("", elem_id="run-progress")  # the status's compact copy, shown on a phone (style.css)
+
+
+def _drafter_controls(ui: dict, d: dict) -> None:
+    """The drafter menu (read from the registry now) and what each drafter takes: a draft model, an exit layer,
+    the head drafters' tree, confidence gate and lookup first, and k (with adaptive k)."""
+    ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
+                                elem_id="drafter", info="What proposes the tokens the target checks")
+    from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
+
+    ui["drafter_about"] = add_about(ui["drafter"], "drafter-about", d["drafter"])
+    ui["draft_model"] = gr.Textbox(d["draft_model"], label="Draft model", elem_id="draft-model",
+                                   placeholder="hub id (org/name) or local folder; another tokenizer is re-tokenized",
+                                   visible=d["drafter"] == "model")
+    ui["exit_layer"] = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
+                                 precision=0, elem_id="exit-layer",
+                                 info="Untrained, the first layers agree with the full model on few tokens "
+                                      "(SmolLM2-135M: 46% at layer 28/30, under 15% below 20): expect a "
+                                      "low acceptance rate; the idea shows, the speedup does not.",
+                                 visible=d["drafter"] == "early-exit")
+    heads = d["drafter"] in HEAD_DRAFTERS
+    ui["tree_nodes"] = gr.Slider(0, MAX_TREE_NODES, value=d["tree_nodes"], step=1, label="Tree nodes (0 = a chain)",
+                                 elem_id="tree-nodes",
+                                 info="EAGLE / Medusa: draft a tree of candidates (depth ≤ k) and verify it in one "
+                                      "target pass. Greedy only: at temperature > 0 the drafter drafts a chain.",
+                                 visible=heads, interactive=heads)
+    ui["confidence"] = gr.Slider(0, MAX_CONFIDENCE, value=d["confidence"], step=0.05,
+                                 label="Confidence gate (0 = always k)", elem_id="confidence",
+                                 info="EAGLE / Medusa: stop drafting where the head's own probability of the whole "
+                                      "guess so far drops below this; an unsure pass drafts fewer tokens, or none. "
+                                      "The output stays exact.",
+                                 visible=heads, interactive=heads)
+    ui["lookup"] = gr.Checkbox(d["lookup"], label="Lookup first (copy repeated text, else the head)",
+                               elem_id="lookup-first",
+                               info="EAGLE / Medusa: each pass, n-gram lookup looks for the text's last 2-3 tokens "
+                                    "earlier on and, if found, the target checks what followed them (such passes "
+                                    "are marked “copy”); the head drafts only otherwise.",
+                               visible=heads, interactive=heads)
+    _lookahead_controls(ui, d)
+    own_k = d["drafter"] not in ("none", "lookahead")  # lookahead's k is N-1
+    ui["k"] = gr.Slider(1, MAX_K, value=d["k"] if d["drafter"] != "lookahead" else d["ngram"] - 1, step=1,
+                        label="Draft length k", elem_id="draft-length", interactive=own_k)
+    ui["adaptive_k"] = gr.Radio([("fixed", "fixed"), ("adaptive", "heuristic"), ("auto (cost-aware)", "auto")],
+                                value=parse_k_schedule(d["adaptive_k"]), label="Draft length schedule",
+                                elem_id="k-schedule", interactive=d["drafter"] != "none",
+                                info="adaptive: +1 after a fully accepted pass, −1 after a rejection. auto: each "
+                                     "pass's k, 0 included, chosen from this run's measured costs and acceptance "
+                                     "(lookahead: a full pass or a plain step).")
+
+
+def _lookahead_controls(ui: dict, d: dict) -> None:
+    """Lookahead decoding's window W, n-gram size N and candidates G (shown for that drafter only)."""
+    shown = d["drafter"] == "lookahead"
+    ui["window"] = gr.Slider(1, MAX_WINDOW, value=d["window"], step=1, label="Window W (Jacobi positions)",
+                             elem_id="lookahead-window", visible=shown, interactive=shown,
+                             info="Lookahead: the target also guesses W positions ahead by Jacobi iteration in "
+                                  "every forward; its guesses feed an n-gram pool. No draft model.")
+    ui["ngram"] = gr.Slider(2, MAX_NGRAM, value=d["ngram"], step=1, label="N-gram size N (k = N−1)",
+                            elem_id="lookahead-ngram", visible=shown, interactive=shown,
+                            info="The window keeps N−1 levels; a candidate is N−1 tokens after the last one.")
+    ui["candidates"] = gr.Slider(1, MAX_CANDIDATES, value=d["candidates"], step=1, label="Candidates G per pass",
+                                 elem_id="lookahead-candidates", visible=shown, interactive=shown,
+                                 info="Pool n-grams verified in the same forward (one when sampling). A forward "
+                                      "reads 1 + W(N−1) + G(N−1) tokens: on a CPU that costs more than one step.")
+
+
+def _run_controls(ui: dict, d: dict) -> None:
+    """Max new tokens (up to the operator's cap, read now), the target, sampling and stopping."""
+    max_tokens = current_policy().max_new_tokens  # SPECVIZ_MAX_NEW_TOKENS
+    ui["max_new_tokens"] = gr.Slider(1, max_tokens, value=min(d["max_new_tokens"], max_tokens), step=1,
+                                     label="Max new tokens", elem_id="max-new-tokens")
+    ui["target"] = gr.Textbox(d["target"], label="Target model", elem_id="target",
+                              info="'embedded' (SmolLM2-135M-Instruct, shipped), a hub id or a local folder")
+    ui["preset"] = gr.Dropdown(PRESET_CHOICES, value="", label="Or a real pair (needs a network)", elem_id="preset",
+                               info="Fills the target and its draft model of the same family, downloaded from the "
+                                    "Hub on the first run (a GPU is advised; gated models need HF_TOKEN)")
+    with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
+        ui["temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
+                                      label="Temperature (0 = greedy)")
+        with gr.Row():
+            ui["top_p"] = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)", elem_id="top-p")
+            # no minimum= on number boxes: Gradio would refuse a negative number in a popup before the handler
+            # runs; the handler says what is wrong in the status line
+            ui["top_k"] = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, elem_id="top-k")
+        ui["seed"] = gr.Number(d["seed"], label="Seed", precision=0, elem_id="seed")
+        ui["stop_strings"] = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
+                                        placeholder="comma- or newline-separated; \\n for a newline")
+        ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
+        _processor_controls(ui, d)
+
+
+def _processor_controls(ui: dict, d: dict) -> None:
+    """The logits processors and stop token ids (as transformers' generate() names them), inside "Sampling and
+    stopping": applied to the target and the draft alike at every draft position, and to the baseline."""
+    gr.Markdown("Penalties, bans and stop ids apply to the target and the draft alike at every drafted position "
+                "(and to the baseline), as transformers' generate() applies them.", elem_id="processors-note")
+    with gr.Row():
+        ui["repetition_penalty"] = gr.Number(d["repetition_penalty"], label="Repetition penalty (1 = off)",
+                                             elem_id="repetition-penalty")
+        ui["min_p"] = gr.Number(d["min_p"], label="Min-p (0 = off; sampling only)", elem_id="min-p")
+    with gr.Row():
+        ui["frequency_penalty"] = gr.Number(d["frequency_penalty"], label="Frequency penalty (0 = off)",
+                                            elem_id="frequency-penalty")
+        ui["presence_penalty"] = gr.Number(d["presence_penalty"], label="Presence penalty (0 = off)",
+                                           elem_id="presence-penalty")
+    ui["no_repeat_ngram_size"] = gr.Number(d["no_repeat_ngram_size"], label="No-repeat n-gram size (0 = off)",
+                                           precision=0, elem_id="no-repeat-ngram-size")
+    ui["logit_bias"] = gr.Textbox(d["logit_bias"], label="Logit bias", elem_id="logit-bias",
+                                  placeholder="id:bias, e.g. 13:2.5, 30:-inf (-inf bans the token)")
+    with gr.Row():
+        ui["banned_ids"] = gr.Textbox(d["banned_ids"], label="Banned token ids", elem_id="banned-ids",
+                                      placeholder="e.g. 30, 31 (a bias of -inf)")
+        ui["stop_token_ids"] = gr.Textbox(d["stop_token_ids"], label="Stop token ids", elem_id="stop-token-ids",
+                                          placeholder="e.g. 2 (special tokens too)")
+
+
+def _examples(ui: dict) -> None:
+    """The example prompts (a click fills the prompt box)."""
+    examples = load_examples()
+    gr.Examples(examples=[[e["prompt"]] for e in examples], inputs=[ui["prompt"]], label="Example prompts",
+                example_labels=example_labels(examples), examples_per_page=EXAMPLES_PER_PAGE, elem_id="examples")
+
+
+EXAMPLES_PER_PAGE = 6  # one line each (style.css): the prompt above them and the drafter menu below them fit the
+# first screen at 1400x900
+
+
+def _results(ui: dict) -> None:
+    """The status line, the legend, both panes, the draft tree and heads' table, stats, charts and history."""
+    ui["status"] = gr.HTML(render.status_html("Ready: press Generate, or type your own prompt or pick an "
+                                                   "example.", "info"), elem_id="status")
+    gr.HTML(render.legend_html(), elem_id="legend")
+    ui["output_only"] = gr.Checkbox(False, label="Output only: the committed text, plain (no drafts, no colours)",
+                                    elem_id="output-only", container=False)
+    with gr.Row(equal_height=True, elem_id="panes"):  # side by side; stacked on a phone (style.css)
+        ui["spec_out"] = gr.HTML(render.placeholder_html("The speculative run appears here."),
+                                 elem_id="spec-output", elem_classes=["out-pane"])
+        ui["base_out"] = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
+                                 elem_id="baseline-output", elem_classes=["out-pane"])
+    with gr.Row(equal_height=False, elem_id="drafter-insight"):
+        ui["tree_out"] = gr.HTML("", elem_id="draft-tree", visible=False, scale=3)
+        ui["heads_out"] = gr.HTML("", elem_id="head-accuracy", visible=False, scale=1, min_width=280)
+    ui["stats"] = gr.HTML("", elem_id="stats")
+    ui["charts"] = gr.Plot(label="Charts", elem_id="charts", show_label=False, visible=False)
+    ui["history_out"] = gr.HTML("", elem_id="history")
+
+
+def _generate_clicked(request: gr.Request, *values):
+    """Generate's handler: ``values`` are the controls of :data:`INPUTS` in that order, then the session's history;
+    they reach :func:`app.live.run.generate` as one mapping of name -> value (Gradio fills ``request``)."""
+    yield from generate(dict(zip(INPUTS, values)), values[len(INPUTS)] if len(values) > len(INPUTS) else None,
+                        request)
+
+
+def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
+    """Generate, Stop (which cancels the run and shows what it made, then re-sends that view one round trip
+    later, after any update the cancelled run still had in flight), the drafter menu's dependent controls, and
+    :func:`_wire_helpers` (numbers typed out of a slider's range, output only, the derived default of max new
+    tokens). Generate sends the controls of :data:`INPUTS` in that order, then the history (the API's parameters,
+    as before); :func:`_generate_clicked` makes them one mapping."""
+    inputs = [ui[name] for name in INPUTS] + [history]
+    outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
+               ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
+    run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
+                               show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
+                               concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+    ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
+        stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
+    # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
+    # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
+    ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
+                       preprocess=False, api_visibility="private")
+    chosen_k = gr.State(d["k"] if d else DEFAULTS["k"])  # the visitor's own k, put back when lookahead is left
+    ui["k"].input(k_chosen, inputs=[ui["k"]], outputs=[chosen_k], queue=False, preprocess=False,
+                  api_visibility="private")
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"], chosen_k],
+                         outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
+                                                        "lookup", "k", "adaptive_k", "window", "ngram",
+                                                        "candidates")],
+                         queue=False, api_visibility="private")
+    _wire_helpers(ui, d or DEFAULTS)
+
+
+OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
+"""The "Output only" checkbox: a class on <body> that the stylesheet reads (no round trip, also while a run
+streams): both panes show the committed text plainly, without rejected drafts, colours or pass marks."""
+
+
+ENTER_COMMITS_JS = enter_commits_js("#controls")
+"""On page load: Enter in a number box of the Live tab's controls column (top-k, seed, exit layer, the penalties)
+commits it as leaving the box does (:func:`app.messages.enter_commits_js`): the box is checked and a refused value
+said at once. The sliders' own boxes (k, max new tokens, temperature, ...) commit when they are left, which says a
+number out of range (Enter there clamped silently). The other tabs' boxes are left alone."""
+
+
+def _wire_helpers(ui: dict, d: dict) -> None:
+    """Enter in a number box of the controls (:data:`ENTER_COMMITS_JS`), numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
+    runs use, and a toast and the status say so) and number boxes left with a value a run would refuse
+    (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
+    the derived default on each page load."""
+    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
+    for name, label in CLAMPED_SLIDERS.items():
+        tell_when_clamped(ui[name], ui["status"], label)
+    for name, field in CHECKED_NUMBERS.items():
+        if name in ui:
+            layer = field is EXIT_LAYER  # checked against the target's layer count (its config, without loading)
+            tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
+                              target=ui.get("target") if layer else None)
+    from gradio.context import Context
+
+    Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
+    if "output_only" in ui:
+        ui["output_only"].change(None, inputs=[ui["output_only"]], js=OUTPUT_ONLY_JS, queue=False)
+    if "preset" in ui:
+        ui["preset"].change(preset_chosen, inputs=[ui["preset"]], outputs=[ui["target"], ui["drafter"],
+                                                                          ui["draft_model"]],
+                            queue=False, api_visibility="private")
+    if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
+        spec, fallback, box = d["target"], d["max_new_tokens"], ui["max_new_tokens"]
+        Context.root_block.load(lambda shown: page_default_tokens(spec, fallback, shown), inputs=[box],
+                                outputs=[box], show_progress="hidden", concurrency_limit=None,
+                                api_visibility="private")
+
+
+CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",
+                   "window": "Window W", "ngram": "N-gram size N", "candidates": "Candidates G",
+                   "temperature": "Temperature", "top_p": "Top-p"}
+"""The Live tab's sliders (besides max new tokens) whose numbers typed out of range are said
+(:func:`app.messages.tell_when_clamped`), with the name each message gives."""
+CHECKED_NUMBERS = {"top_k": TOP_K, "seed": SEED, "exit_layer": EXIT_LAYER, "min_p": MIN_P,
+                   "repetition_penalty": REPETITION_PENALTY, "frequency_penalty": FREQUENCY_PENALTY,
+                   "presence_penalty": PRESENCE_PENALTY, "no_repeat_ngram_size": NO_REPEAT_NGRAM_SIZE}
+"""The Live tab's number boxes, checked when left (:func:`app.messages.tell_when_invalid`) by the rules the Run
+path reads (:class:`app.inputs.NumberField`)."""

@@ -1,0 +1,269 @@
+"""The Generate button's run (:func:`generate`): it validates the inputs (one mapping of input name -> value,
+:func:`app.inputs.parse_settings`), waits for its turn on the device (:mod:`app.device`: runs of every tab take
+turns, first come first served, and a waiting visitor is told how many runs are ahead), loads the target and the
+drafter, then runs the speculative stream and its baseline through :func:`specviz.core.race.race` (one thread,
+interleaved by each run's own clock, so neither is timed while the other computes) and yields rendered panes,
+stats and charts at a bounded rate (:data:`UPDATE_INTERVAL_S`, :data:`CHART_INTERVAL_S`). Both engine streams get
+the job's cancel flag: Stop, or a closed handler, stops them before their next forward (a long prompt is read 256
+tokens per forward). On ZeroGPU the runs happen in the GPU worker (:func:`gpu_events`)."""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections.abc import Mapping
+
+import gradio as gr
+
+from app import device, render, zerogpu
+from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
+from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
+from app.live.costs import (known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
+                            settled_after_prefill, tuned_costs)
+from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
+                              history_html, keep_good, planned_status, status_only)
+from app.live.view import RunView, head_accuracy
+from app.messages import warn
+from app.records import RunSummary
+from specviz.analysis.bench import CpuShare
+from specviz.compiled import forward_path
+from specviz.core.engine import speculative_generate, standard_generate
+from specviz.core.graphs import path_label
+from specviz.core.race import race
+from specviz.drafters.registry import label_of, make_drafter
+from specviz.drafters.suffix import SuffixStore
+
+UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
+CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
+WHAT = "another session is generating"  # what visitors in line are told a Live run is doing
+READING_PANE = "Reading the prompt… this run's tokens appear here as soon as it is read."
+
+
+def generate(values: Mapping[str, object], history: list[RunSummary] | None = None, request: gr.Request = None):
+    """The Generate button: validate, wait for the device, load, then stream both runs (see the module doc);
+    yields output tuples in :data:`app.live.defaults.OUTPUTS` order.
+
+    Args:
+        values: the run's inputs by name (:data:`app.inputs.SETTING_NAMES`; those added after the first API clients
+            were written may be left out: a chain with the default confidence gate, no lookup and no penalties,
+            lookahead's default W, N and G, :data:`app.inputs.OPTIONAL_SETTINGS`).
+        history: the session's run history (newest first); a finished run's row is added to a copy.
+        request: Gradio's request (its session keys the run, for Stop); None from Python code in this process.
+
+    Bad input of any shape (a missing or unknown name too) is one sentence in the status line, never a crash."""
+    history = list(history) if isinstance(history, list) else []
+    try:
+        settings = parse_settings(values, fit_layer=True)
+    except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
+        yield failed("checking the inputs", error, session_key(request))
+        return
+    job = device.start(RUNS, request, WHAT)
+    try:
+        plan = plan_text(settings, known_costs(settings.target))
+
+        def waiting(place) -> tuple:
+            return status_only(planned_status(settings, plan, place.ahead, place.holder))
+
+        yield status_only(planned_status(settings, plan, device.DEVICE.ahead(job.owner), device.DEVICE.holder))
+        if (yield from relay(job.turn(), waiting)):
+            yield from generate_on_device(settings, history, job)
+    except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
+        yield failed("generation", error, job.session)
+    finally:
+        job.release()  # also when Gradio closes this handler: the engine starts no other forward
+        if job.session.startswith(LOCAL_PREFIX):  # no browser session to press Stop later
+            with _VIEWS_LOCK:
+                _VIEWS.pop(job.session, None)
+
+
+def generate_on_device(settings: Settings, history: list[RunSummary], job: Job):
+    """The run, once the device is held: load, open the view, stream both runs; add the run to ``history`` when
+    it finished on its own (a stopped run is added by :func:`app.live.controls.stopped_view`)."""
+    loaded = yield from _load(settings, job)
+    if loaded is None:
+        return
+    settings, target, drafter = loaded
+    costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
+                                             tuned_costs(settings.target, target))  # the device is held here
+    view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
+    note = long_prompt_note(settings, costs, len(prompt_ids))
+    _warn_long_prompt(view, note)
+    reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
+    waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
+    yield Frame(waiting, waiting, status=reading(), cut=view.cut).values()
+    view.cpu = CpuShare()
+    stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
+    try:
+        yield from _stream(view, settled_after_prefill(stream, view, note), job.cancel, reading)
+    finally:  # also when Gradio closes this handler
+        stream.close()
+        settle_prefill_note(view, note)  # stopped while reading: the estimate goes
+    if not (job.cancelled or view.cancelled):
+        view.ended = time.monotonic()
+        learn_costs(settings.target, view)
+        keep_good(job.session, view)
+        add_to_history(history, view)
+        # the whole end state in the handler's last message, history row included: a component that message
+        # skips can be put back by the browser to its value from a message before the last (seen: the every-pass
+        # draft tree, sent one message earlier, replaced by the latest streamed pass once the history row arrived)
+        yield final(view, history_html(history), history)
+
+
+def _warn_long_prompt(view: RunView, note: str) -> None:
+    """Announce a long prefill before it starts: a toast, and a note in every status of the run."""
+    if note:
+        gr.Warning(html.escape(note))
+        view.notes.append(note)
+
+
+class _Loading:
+    """The status while the target and the drafter load: the latest progress message and the seconds so far."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.notes = settings.notes
+        self.latest = f"Loading the target {settings.target}…"
+        self.started = time.monotonic()
+
+    def show(self, message: object = None, clear: bool = False) -> tuple:
+        """The status tuple; a str ``message`` becomes the latest one (None: a tick). ``clear``: an earlier run's
+        draft tree and heads' table go too."""
+        if isinstance(message, str):
+            self.latest = message
+        seconds = time.monotonic() - self.started
+        status = render.status_html(f"{self.latest} ({seconds:.0f} s)", "busy", notes=self.notes)
+        return Frame(status=status, tree="" if clear else None, heads="" if clear else None).values()
+
+
+def _load(settings: Settings, job: Job):
+    """Load the target and make the drafter in the job's threads, yielding the loading status; returns (settings,
+    target, drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes
+    in its thread, which keeps the device until then). An early-exit layer the loaded target lacks (its layers were
+    unknown before loading) is replaced by its nearest layer, said in a note (:func:`app.inputs.fit_settings_exit_layer`),
+    as the box's toast would have said."""
+
+    loading = _Loading(settings)
+    yield loading.show(clear=True)  # an earlier run's draft tree and heads' table go
+    target = yield from relay(job.call(load_target, settings.target, progress=job.say), loading.show)
+    if job.cancelled:
+        return None
+    settings, note = fit_settings_exit_layer(settings, target)
+    if note is not None:
+        warn(note)  # the toast the box would have shown, had the target's layers been known when it was left
+    check_settings_vocab(settings, target)
+    if settings.drafter == "none":
+        return settings, target, None
+    loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
+    drafter = yield from relay(job.call(_new_drafter, settings, target, job.say, job.session), loading.show)
+    return None if job.cancelled else (settings, target, drafter)
+
+
+def _new_drafter(settings: Settings, target, say, session: str | None = None):
+    """A fresh drafter for ``settings`` (registry key and options) drafting for ``target``; suffix decoding shares
+    the browser session's store of earlier outputs (:func:`_suffix_store`)."""
+    return make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
+                        tree_nodes=settings.drafted_tree_nodes, min_confidence=settings.min_confidence,
+                        lookup=settings.lookup, window=settings.window, ngram=settings.ngram,
+                        candidates=settings.candidates, progress=say,
+                        suffix_store=_suffix_store(session) if settings.drafter == "suffix" else None)
+
+
+def _suffix_store(session: str | None) -> SuffixStore | None:
+    """The session's store of earlier outputs for suffix decoding (made on first use, dropped when the page
+    closes); None without a browser session (the drafter then has a store of its own: cold)."""
+    if not session or session.startswith(LOCAL_PREFIX):
+        return None
+    with _VIEWS_LOCK:
+        return _SUFFIX_STORES.setdefault(session, SuffixStore())
+
+
+def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
+    """Fit the prompt into the target's window (a note says what was cut) and make the run's view, kept for
+    Stop under ``session``. Returns (view, prompt ids)."""
+    prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)
+    if note:
+        gr.Info(html.escape(note))
+    label = f"{target.label} · {forward_path(target.model)} · {path_label(target)}"
+    view = RunView(settings, label, getattr(drafter, "name", "none"),
+                   render.Pane(target.tokenizer) if drafter is not None else None,
+                   render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
+                   heads=head_accuracy(drafter), prompt_tokens=len(prompt_ids), cut=cut)
+    with _VIEWS_LOCK:
+        _VIEWS[session] = view
+    return view, prompt_ids
+
+
+def _reading_status(view: RunView, prompt_tokens: int, plan: str = ""):
+    """A function giving the status while the prompt is read (the prefill), with a ticking timer and the run's
+    expected length (``plan``, see :func:`plan_text`)."""
+    runs = "both runs read" if view.spec is not None else "the target reads"
+    since = time.monotonic()
+    whole = f" · the whole run: {plan}" if plan else ""
+
+    def status() -> str:
+        return render.status_html(
+            f"Reading the prompt: {runs} its {prompt_tokens:,} tokens (the prefill; a long prompt takes a while "
+            f"on a CPU)… ({time.monotonic() - since:.0f} s){whole}", "busy", notes=view.notes)
+
+    return status
+
+
+def _engine_events(settings: Settings, target, drafter, prompt_ids: list[int], cancel: threading.Event):
+    """The baseline's events, raced with the speculative run's when there is a drafter; both check ``cancel``
+    before every forward. On ZeroGPU the runs happen in the GPU worker (:func:`gpu_events`)."""
+    if zerogpu.active():
+        return zerogpu.stream(gpu_events, settings, list(prompt_ids), duration=gpu_seconds)
+    return _local_events(settings, target, drafter, prompt_ids, cancel)
+
+
+def gpu_seconds(settings: Settings, prompt_ids: list[int]) -> int:
+    """The GPU time a ZeroGPU call asks for this run (:func:`app.zerogpu.duration_for`)."""
+    return zerogpu.duration_for(settings.max_new_tokens, len(prompt_ids))
+
+
+def gpu_events(settings: Settings, prompt_ids: list[int]):
+    """In a ZeroGPU worker process: the target (inherited from the app's process, already on the GPU) and a fresh
+    drafter, then :func:`_local_events`; each event checked to hold no GPU tensor (:func:`app.zerogpu.plain`).
+    Plain arguments only: they are pickled to get here."""
+    target = load_target(settings.target)
+    drafter = None if settings.drafter == "none" else _new_drafter(settings, target, lambda message: None)
+    for event in _local_events(settings, target, drafter, prompt_ids, threading.Event()):
+        yield zerogpu.plain(event)
+
+
+def _local_events(settings: Settings, target, drafter, prompt_ids: list[int], cancel: threading.Event):
+    """:func:`_engine_events` in this process."""
+    config = settings.config()
+    base = standard_generate(target, prompt_ids, config, cancel=cancel)
+    if drafter is None:
+        return base
+    return race(speculative_generate(target, drafter, prompt_ids, config, cancel=cancel), base)
+
+
+def _stream(view: RunView, events, cancel: threading.Event, idle_status=None):
+    """Fold events into ``view``; yield the panes and stats at most every UPDATE_INTERVAL_S, charts less often (the
+    end state, :func:`app.live.outputs.final`, is the caller's last message).
+    ``events`` may yield None while the engine computes (:meth:`app.device.Job.stream`): then Stop is noticed at
+    once, and before the first event ``idle_status()`` is shown about once a second (a ticking prefill timer)."""
+    last_update = last_chart = last_idle = 0.0
+    seen = False
+    for event in events:
+        if cancel.is_set() or view.cancelled:  # Stop: controls.stop_run shows the view as it is now
+            return
+        if event is None:
+            now = time.monotonic()
+            if not seen and idle_status is not None and now - last_idle >= 1.0:
+                last_idle = now
+                yield status_only(idle_status(), view.cut)
+            continue
+        seen = True
+        view.add(event)
+        now = time.monotonic()
+        slower = min(4.0, max(1.0, view.base_stats.generated / 256))  # long outputs: big HTML, fewer refreshes
+        if now - last_update >= UPDATE_INTERVAL_S * slower:
+            chart = tree = heads = None
+            if now - last_chart >= CHART_INTERVAL_S * slower:  # the tree and the heads' table at the charts' rate
+                chart, tree, heads, last_chart = view.figure(), view.tree_html(), view.heads_html(), now
+            last_update = now
+            yield Frame(view.spec_html(), view.base_html(), chart, view.stats_html(), view.status(), tree=tree,
+                        heads=heads, cut=view.cut).values()

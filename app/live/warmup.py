@@ -1,0 +1,53 @@
+"""The app's start-up run: a short real Live run while the model is pre-loaded, so the first visitor's run neither
+measures nor waits for a measurement, and its estimate comes from costs measured here, not assumed."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from app.device import LOCAL_PREFIX, Job
+from app.inputs import parse_settings
+from app.live import costs
+from app.live.defaults import DEFAULTS, INPUTS
+from app.live.outputs import _VIEWS, _VIEWS_LOCK
+from app.live.run import generate_on_device
+
+log = logging.getLogger(__name__)
+
+STARTUP_TOKENS = 24  # the start-up run's new tokens: about two seconds on a 2-core CPU for the embedded model
+
+
+def warm_up(spec: str, loaded, defaults: dict) -> float | None:
+    """The start-up run for the target ``spec`` (``loaded``: its load is not redone), at the app's start-up while
+    the model is pre-loaded (:func:`app.device.preload`, the device held): a Live run of the page's own settings
+    (``defaults``: :data:`app.live.defaults.DEFAULTS` keys, the example in the prompt box, the default drafter, k)
+    cut to :data:`STARTUP_TOKENS` new tokens, run as a visitor's run is once it holds the device
+    (:func:`app.live.run.generate_on_device`): the forwards that set the prefill's floor are timed
+    (:func:`app.live.costs.tuned_costs`), both runs raced and rendered, and its costs learned as a run of this
+    server (:func:`app.live.costs.learn_costs`); then the default max new tokens is derived
+    (:func:`app.live.costs.derived_default_tokens`). Call it while holding the device.
+
+    Returns the run's wall time in seconds, or None when the prompt box starts empty (nothing representative to
+    run: the costs then come from the timed forwards alone). Raises what a run raises (bad defaults: ValueError)."""
+    wall_s = None
+    if str(defaults.get("prompt", "")).strip():
+        values = {**defaults, "target": spec, "max_new_tokens": min(STARTUP_TOKENS, int(defaults["max_new_tokens"]))}
+        settings = parse_settings({name: values[name] for name in INPUTS}, fit_layer=True)
+        costs.tuned_costs(spec, loaded)  # timed before the run: its wall clock (the costs' scale) is the run's own
+        job = Job("the app's start-up run", session=f"{LOCAL_PREFIX}startup")
+        started = time.monotonic()
+        try:
+            for _ in generate_on_device(settings, [], job):
+                pass
+        finally:
+            job.release()
+            with _VIEWS_LOCK:
+                _VIEWS.pop(job.session, None)
+        wall_s = time.monotonic() - started
+    else:
+        costs.tuned_costs(spec, loaded)
+    tokens = costs.derived_default_tokens(spec, DEFAULTS["max_new_tokens"])
+    log.info("start-up run of %s: %s s; costs: %s; default max new tokens: %s", spec,
+             "none" if wall_s is None else f"{wall_s:.1f}", costs.known_costs(spec), tokens)
+    return wall_s

@@ -1,0 +1,82 @@
+"""Typed records the tabs share (a tab never imports another tab, :file:`.importlinter`): what one Live run leaves
+in the session's history (:class:`RunSummary`), read by the Live tab's history table and by the "Why it works"
+tab, which marks the newest run on its what-if chart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NO_INTERVAL = ()
+"""A rate's interval in a row that keeps none (shown as the rate alone); None is a one-pass run's (no spread)."""
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One row of the Live tab's run history (newest first in ``gr.State``; frozen, so Gradio's change check hashes
+    it by value).
+
+    Attributes:
+        drafter: the drafter's name as its pane shows it ("n-gram", "lookahead (W=3, N=3, G=2)"), "none" for
+            standard decoding alone.
+        k: how the run drafts, in words for the k column ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k", ""
+            without a drafter).
+        k_value: the run's configured draft length k (lookahead: N−1), None without a drafter.
+        k_schedule: "fixed", "heuristic" (adaptive k) or "auto" (:data:`app.inputs.K_SCHEDULES`); "" without a
+            drafter.
+        lookahead: lookahead's (W, N, G) — window, n-gram size, candidates per pass — or None for other drafters.
+        alpha: the measured per-token acceptance α of the speculative run (None without a drafter).
+        temperature: the sampling temperature (0 = greedy).
+        seed: the sampling seed (None for a greedy run: it needs none to be repeated).
+        tokens: tokens the run made (the speculative run's; the baseline's without a drafter).
+        acceptance: accepted ÷ drafted tokens (None without a drafter).
+        tokens_per_pass: emitted tokens ÷ target passes, bonus included (None without a drafter).
+        spec_tps, base_tps: decoding rates in tokens/s after the prefill (spec: None without a drafter).
+        spec_tps_interval, base_tps_interval: each rate's (low, high) bootstrap interval over the passes; None for
+            a run of one pass, :data:`NO_INTERVAL` in a row that keeps none.
+        speedup: the judged decoding speedup (None when it could not be judged).
+        speedup_interval: its (low, high) interval when judged.
+        speedup_note: why there is no speedup ("too short", "too noisy"), else None.
+        speedup_measured: a too-noisy run's measured ratio, kept for the table's muted figure.
+        speedup_reason: why it is too noisy, in a few words ("0.85–1.40× spans 1").
+        identical: whether both runs made the same ids (greedy only; None when sampling).
+        stopped: the visitor pressed Stop: the row holds what was made so far.
+        settings: the generation settings off their defaults, in words ("" when none).
+    """
+
+    drafter: str = "none"
+    k: str = ""
+    k_value: int | None = None
+    k_schedule: str = ""
+    lookahead: tuple[int, int, int] | None = None
+    alpha: float | None = None
+    temperature: float = 0.0
+    seed: int | None = None
+    tokens: int = 0
+    acceptance: float | None = None
+    tokens_per_pass: float | None = None
+    spec_tps: float | None = None
+    base_tps: float | None = None
+    spec_tps_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL
+    base_tps_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL
+    speedup: float | None = None
+    speedup_interval: tuple[float, float] | None = None
+    speedup_note: str | None = None
+    speedup_measured: float | None = None
+    speedup_reason: str | None = None
+    identical: bool | None = None
+    stopped: bool = False
+    settings: str = ""
+
+    @property
+    def adaptive(self) -> bool:
+        """Adaptive k (the heuristic): k grew and shrank from ``k_value`` during the run (lookahead's k is N−1
+        throughout)."""
+        return self.k_schedule == "heuristic" and self.lookahead is None
+
+    @property
+    def start_k(self) -> int | None:
+        """The k the run drafted with (its start, for adaptive k); None for standard decoding and for k = auto,
+        whose passes each chose their own k (lookahead's k is N−1 whatever the schedule)."""
+        if self.k_value is None or (self.k_schedule == "auto" and self.lookahead is None):
+            return None
+        return self.k_value

@@ -1,0 +1,101 @@
+"""The Live tab's table of this session's runs (:class:`app.records.RunSummary` rows, newest first). Pure: no
+Gradio."""
+
+from __future__ import annotations
+
+import html
+import re
+
+from app.render.markup import scroll_box
+from app.render.stats import _fmt
+from app.records import NO_INTERVAL, RunSummary
+from specviz.core.metrics import format_apart
+
+
+def history_speedup(row: RunSummary) -> str:
+    """The history's speedup cell (HTML): the decoding speedup with its interval when it could be judged ("1.25×
+    (1.10–1.40)", ``speedup_interval``); a too-noisy one keeps its measured number, muted and on one line ("1.12×
+    (too noisy)", ``speedup_measured``), its reason in the title (``speedup_reason``: "1.12× measured, too noisy to
+    tell: 0.85–1.40× spans 1"; shown on hover, and on a tap by ``assets/head.html``); else the ``speedup_note``
+    ("too short") or "–"."""
+    value, interval = row.speedup, row.speedup_interval
+    if value is not None:
+        spread = " ({}–{})".format(*format_apart(*interval)) if interval else ""
+        return html.escape(f"{value:.2f}×{spread}")
+    note, measured = row.speedup_note, row.speedup_measured
+    if note == "too noisy" and measured is not None:
+        reason = f": {row.speedup_reason}" if row.speedup_reason else ""
+        title = html.escape(f"{measured:.2f}× measured, too noisy to tell{reason}", quote=True)
+        return (f'<span class="hist-noisy" title="{title}" style="color: var(--body-text-color-subdued)">'
+                f'{html.escape(f"{measured:.2f}× (too noisy)")}</span>')
+    return html.escape(note or "–")
+
+
+def history_rate(row: RunSummary, key: str) -> str:
+    """The history's tokens/s cell (HTML) for ``key`` ("spec_tps" or "base_tps", after the prefill): the rate with
+    its bootstrap interval over the run's passes under it ("20.4" over "(18.1–22.0)", ``<key>_interval``: (low,
+    high)), or "(one pass)" where the run had a single pass (interval None), the rate alone for a row that keeps no
+    interval (:data:`app.records.NO_INTERVAL`); "–" without a rate."""
+    value = getattr(row, key)
+    if value is None:
+        return "–"
+    ends = getattr(row, f"{key}_interval")
+    if ends == NO_INTERVAL:
+        return f"{value:.1f}"
+    spread = "one pass" if ends is None else "–".join(format_apart(*ends, 1, 2))
+    return f'{value:.1f}<br><small class="spread" style="white-space: nowrap">({spread})</small>'
+
+
+_LOOKAHEAD_K = re.compile(r"^k = (\d+) \(N−1\)( or a plain step \(auto\))?( · W = \d+, N = \d+, G = \d+)?$")
+
+
+def history_k(k: str) -> str:
+    """The history's k cell: a lookahead run's long k label ("k = 2 (N−1) or a plain step (auto) · W = 3, N = 3,
+    G = 2", :func:`app.live.view.k_label`) shortened to "k = 2 or step (auto)" or "k = 2 (N−1)" (W, N and G are in the
+    drafter cell already); any other label as it is."""
+    match = _LOOKAHEAD_K.match(k)
+    if not match:
+        return k
+    return f"k = {match.group(1)} or step (auto)" if match.group(2) else f"k = {match.group(1)} (N−1)"
+
+
+def _history_k_cell(k: str) -> str:
+    """The history's k cell (HTML) for the label ``k``: on one line ("k = 2 or step (auto)"); in a label of several
+    parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · gate 0.15") only the first, k itself, stays on one
+    line, and the rest wraps as text does (a tree run's label would otherwise widen the table past its panel)."""
+    first, *rest = [html.escape(part) for part in k.split(" · ")]
+    if not rest:
+        return f'<td class="hist-k" style="white-space: nowrap">{first}</td>'
+    return f'<td class="hist-k"><span style="white-space: nowrap">{first}</span> · {" · ".join(rest)}</td>'
+
+
+def history_html(history: list[RunSummary]) -> str:
+    """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
+    speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
+    "too short". The k cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`).
+    The temperature cell also gives a sampled run's seed (``seed``) and the generation settings that differ from
+    their defaults (``settings``). The columns are sized to fit the Live tab's results column at a 1400 px window
+    (``assets/style.css``, ``.history``); a phone scrolls the table inside its box."""
+    if not history:
+        return ""
+    head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
+            "<th>tokens/<wbr>pass</th><th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th>"
+            "<th>same ids</th></tr>")
+    rows = []
+    for row in history:
+        same = {True: "✓", False: "✗", None: "–"}[row.identical]
+        if row.stopped:
+            same = "✓ so far" if row.identical is None and row.temperature == 0 else same
+        cells = [f'<td class="hist-drafter">{html.escape(str(row.drafter))}</td>',  # wide enough: style.css
+                 _history_k_cell(history_k(str(row.k or "–")))]
+        cells += [f"<td>{html.escape(str(v))}</td>" for v in (
+            f"{row.temperature:g}" + (f" · seed {row.seed}" if row.seed is not None else "")
+            + (f" · {row.settings}" if row.settings else ""),
+            f"{row.tokens} (stopped)" if row.stopped else row.tokens,
+            _fmt(row.acceptance, "{:.0%}"), _fmt(row.tokens_per_pass, "{:.2f}"))]
+        cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
+        cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",
+                      "Runs in this session (newest first) <small>* after the prefill, each run on its own "
+                      "clock</small>")

@@ -1,0 +1,34 @@
+"""Small HTML pieces every tab uses: the status line, a sideways-scrolling box for wide tables, a count in words.
+Pure: no Gradio."""
+
+from __future__ import annotations
+
+import html
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` in agreement: "1 prompt", "3 prompts" (``many``: an irregular plural)."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def status_html(message: str, kind: str = "info", notes=()) -> str:
+    """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
+    a prompt cut to fit) follow it, one per line. The icon and message sit in one span (``status-text``: the Live
+    tab's compact copy under Generate clamps it to two lines). Everything is escaped: a message may quote user
+    input."""
+    icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "⏳", "done": "✓", "error": "⚠",
+            "info": "ℹ"}.get(kind, "")
+    extra = "".join(f'<br><small class="status-note">ℹ {html.escape(note)}</small>' for note in notes if note)
+    return (f'<div class="status status-{kind}" role="status"><span class="status-text">{icon} {html.escape(message)}'
+            f'</span>{extra}</div>')
+
+
+def scroll_box(table: str, label: str, title: str = "") -> str:
+    """``table`` (HTML) in a box that scrolls sideways when the table is wider than the page allows (a phone): the
+    page itself never scrolls sideways, and while part of the table is hidden on one side a shade on that edge says
+    so (``assets/head.html`` marks the frame ``data-sv-more``; ``style.css`` draws it). The box can take keyboard
+    focus (arrow keys scroll it); ``label`` (plain text) names it for screen readers. ``title`` (HTML, optional)
+    stands above the box, so it stays readable while the table scrolls."""
+    head = f'<div class="sv-scroll-title">{title}</div>' if title else ""
+    return (f'{head}<div class="sv-scroll-frame"><div class="sv-scroll" role="region" tabindex="0" '
+            f'aria-label="{html.escape(label, quote=True)}">{table}</div></div>')

@@ -1,0 +1,24 @@
+"""The Live tab's history row (app.records.RunSummary): typed fields the Why tab reads instead of the display
+labels, and a frozen value Gradio's state can hash for its change events."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from app.records import NO_INTERVAL, RunSummary
+
+
+def test_the_k_a_run_started_from_follows_its_schedule():
+    fixed = RunSummary(drafter="n-gram", k="k = 4", k_value=4, k_schedule="fixed")
+    adaptive = dataclasses.replace(fixed, k="k = 4 (adaptive)", k_schedule="heuristic")
+    auto = dataclasses.replace(fixed, k="k = auto", k_schedule="auto")
+    lookahead = RunSummary(drafter="lookahead (W=3, N=3, G=2)", k="k = 2 (N−1) or a plain step (auto)", k_value=2,
+                           k_schedule="auto", lookahead=(3, 3, 2))
+    assert [row.start_k for row in (fixed, adaptive, auto, lookahead, RunSummary())] == [4, 4, None, 2, None]
+    assert [row.adaptive for row in (fixed, adaptive, auto, lookahead)] == [False, True, False, False]
+
+
+def test_a_row_is_a_frozen_value():
+    row = RunSummary(drafter="n-gram", k="k = 4", spec_tps=20.0, spec_tps_interval=(18.0, 22.0))
+    assert hash(row) == hash(dataclasses.replace(row)) and row == dataclasses.replace(row)
+    assert RunSummary().spec_tps_interval == NO_INTERVAL  # a row that keeps no interval (shown as the rate alone)
