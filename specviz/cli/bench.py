@@ -89,6 +89,10 @@ def _kernel_bench(args) -> tuple[dict, str]:
     from specviz.analysis import bench
 
     target = _load_target(args)
+    if args.weights == "all":  # step, memory floor and verify curve of every weight format (specviz.weights.kernel)
+        from specviz.weights.kernel import kernel_report
+
+        return kernel_report(target, rounds=args.repeats or 9, progress=_log)
     _log(f"kernel bench on {target.label} ({target.device})...")
     result = bench.kernel_bench(target, drafters=args.drafters or bench.KERNEL_DRAFTERS, progress=_log)
     result["lookahead_cost"] = bench.kernel_lookahead_cost(result, args.window, args.ngram, args.candidates)

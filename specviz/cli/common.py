@@ -50,6 +50,7 @@ def _load_target(args):
     from specviz.models import load_model
     from specviz.placement import load_placed_target, placement_requested
     from specviz.tuning import tune
+    from specviz.weights.loaded import weights_for_run
 
     if placement_requested(args):  # a target placed by accelerate's device map: loaded and run eagerly
         return load_placed_target(args, _log)
@@ -61,6 +62,7 @@ def _load_target(args):
                         dtype=getattr(args, "dtype", "auto"), progress=_log)
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
+    target = weights_for_run(target, args, progress=_log)  # --weights: the linears in that format
     _log(f"forward: {forward_path(target.model)}")
     from specviz.core.graphs import warm_graphs
 

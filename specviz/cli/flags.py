@@ -172,11 +172,13 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidates", type=_int_in("candidates", 1, 32), default=None, metavar="G",
                    help="lookahead: most pool n-grams verified per pass (default 2; one when sampling)")
     from specviz.models import DTYPE_CHOICES
+    from specviz.weights.loaded import add_weights_argument
 
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
                    help="the target's weights and activations (draft models and heads follow it); default auto: "
                         "float32 on the CPU, bfloat16 on CUDA. float32 on CUDA runs with TF32 off")
+    add_weights_argument(p)  # --weights (issue 37, specviz.weights)
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
     p.add_argument("--compile", action="store_true",

@@ -351,6 +351,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     from specviz.compiled import forward_path
     from specviz.drafters.registry import HEAD_KEYS
     from specviz.models import dtype_name
+    from specviz.weights import weights_of
 
     k_label = 0 if drafter is None else args.k  # an int, "auto", or 0 for standard decoding
     tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
@@ -358,6 +359,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record["target"] = target.label
     record["device"] = str(target.device)
     record["dtype"] = dtype_name(target.dtype)
+    record["weights"] = weights_of(target.model)  # the linears' format (specviz.weights)
     record["forward"] = forward_path(target.model)
     record["path"] = result.forward_path  # the engine's forward path and what it promises (graphs or eager)
     record["temperature"] = args.temperature
