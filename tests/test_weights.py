@@ -99,7 +99,7 @@ def test_a_format_leaves_the_float32_model_as_it_was(tiny_target):
     assert with_weights(tiny_target, "int4") is int4  # cached per loaded model and format
     assert {n: type(m) for n, m in tiny_target.model.named_modules()} == before
     assert weights_of(tiny_target.model) == "float32" and weights_of(int4.model) == "int4"
-    assert "int4 weights" in int4.label and int4.param_bytes < tiny_target.param_bytes
+    assert "int4 weights" in int4.label and int4.param_bytes < tiny_target.param_bytes / 4
     report = weights_report(int4.model)
     assert report.linears > 0 and report.step_bytes < report.float_bytes / 4 and report.from_file == 0
     assert isinstance(int4.model.lm_head, Int8Linear)  # the head keeps 8 bits (HEAD_FORMAT)
@@ -165,3 +165,16 @@ def test_bench_kernel_takes_weights_all_and_generate_does_not(capsys, tiny_model
     code = main(["generate", "--target", str(tiny_model_dir), "--prompt", PROMPT, "--device", "cpu",
                  "--weights", "all"])
     assert code == 2 and "--weights all is for bench --kernel" in capsys.readouterr().err
+
+
+@pytest.mark.kernels
+def test_the_suite_bench_runs_in_a_format_with_ids_identical_within_it(capsys, tiny_model_dir, tmp_path):
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps({"id": "story-1", "category": "story", "prompt": PROMPT}) + "\n")
+    code = main(["bench", "--target", str(tiny_model_dir), "--prompts", str(suite), "--quick", "--drafters",
+                 "ngram", "--max-new-tokens", "8", "--device", "cpu", "--weights", "int8", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    result = json.loads(out)
+    assert "int8 weights" in result["target"]["label"]
+    assert result["ids_identical_to_transformers"] is True  # transformers' generate() on the same int8 model

@@ -86,6 +86,18 @@ def model_bytes(model: torch.nn.Module) -> int:
     return sum(seen.values())
 
 
+def step_bytes(model: torch.nn.Module) -> int:
+    """Bytes one decode step reads of ``model``'s weights, as ``LoadedModel.param_bytes`` counts them for the
+    floors: all parameters and buffers (:func:`model_bytes`) less the input embedding table when no linear reads
+    it as its weight (a formatted LM head no longer does; a step looks up one row of the table)."""
+    total = model_bytes(model)
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    table = getattr(embeddings, "weight", None)
+    if table is None or any(isinstance(m, torch.nn.Linear) and m.weight is table for m in model.modules()):
+        return total
+    return total - table.numel() * table.element_size()
+
+
 def light_copy(module: torch.nn.Module) -> torch.nn.Module:
     """A copy of ``module`` and all its submodules as new objects that share every parameter and buffer."""
     clone = copy.copy(module)

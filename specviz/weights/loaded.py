@@ -1,8 +1,8 @@
 """A :class:`~specviz.models.LoadedModel` in a weight format: the hook the CLI (and later the app) calls after loading.
 
 ``with_weights(target, "int4")`` returns a new LoadedModel (cached per loaded model and format) whose label names
-the format and whose ``param_bytes`` are the bytes it holds (the float32 embedding table included, though a step
-reads one row of it: :func:`specviz.weights.formats.linear_bytes` counts what a step reads); ``"float32"`` returns the target itself. See :mod:`specviz.weights.formats`.
+the format and whose ``param_bytes`` are the bytes a step reads (:func:`specviz.weights.formats.step_bytes`: the
+float32 embedding table left out, as a formatted head no longer reads it), which the kernel bench's floors use; ``"float32"`` returns the target itself. See :mod:`specviz.weights.formats`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import weakref
 import torch
 
 from specviz.weights.formats import (CPU_ONLY, Progress, WeightsError, WeightsReport, apply_weights, check_format,
-                                     light_copy, model_bytes, weights_of)
+                                     light_copy, step_bytes, weights_of)
 
 _MADE: "weakref.WeakKeyDictionary[object, dict[str, object]]" = weakref.WeakKeyDictionary()
 _REPORTS: "weakref.WeakKeyDictionary[torch.nn.Module, WeightsReport]" = weakref.WeakKeyDictionary()
@@ -72,7 +72,7 @@ def with_weights(target, fmt: str, progress: Progress | None = None):
         report = apply_weights(model, fmt, _file_tensors(target, fmt, progress))
         _REPORTS[model] = report
         made[fmt] = dataclasses.replace(target, model=model, label=labelled(target.label, fmt),
-                                        param_bytes=model_bytes(model))
+                                        param_bytes=step_bytes(model))
     if progress:
         progress(f"weights: {weights_report(made[fmt].model).summary()}")
     return made[fmt]
