@@ -14,8 +14,8 @@ both controllers see the same paths (paired). Nothing is timed, so the machine m
 
 ``--baseline-module`` is a copy of specviz/core/draft_length.py to compare with the current one, e.g.
 ``git show HEAD~1:specviz/core/draft_length.py > /tmp/old.py``. Prints the mean modelled speedup per prompt and
-per (drafter, category) for both. It patches the engine's private clock and pass functions (``engine.Clock``,
-``engine._verify_all``, ``engine._draft_all``): a measuring script, not an API.
+per (drafter, category) for both. It patches the engine's private clock and pass functions (``batch.Clock``,
+``engine._verify``, ``engine._draft``): a measuring script, not an API.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from specviz.core import draft_length, engine  # noqa: E402
+from specviz.core import batch as batch_module, draft_length, engine  # noqa: E402
 from specviz.core.engine import GenerationConfig, speculative_generate  # noqa: E402
 from specviz.drafters.registry import make_drafter  # noqa: E402
 from specviz.models import encode_prompt, load_model  # noqa: E402
@@ -75,24 +75,24 @@ def drift_path(seed: int, n: int) -> list[float]:
 
 def _install() -> None:
     """Route the engine's clock and its draft / verify steps through the model."""
-    verify_all, draft_all = engine._verify_all, engine._draft_all
+    verify, draft = engine._verify, engine._draft
 
-    def modelled_verify(batch, drafts):
-        n = 1 + max(len(d.token_ids) for d in drafts)
+    def modelled_verify(batch, passes):
+        n = 1 + max(len(rp.draft.token_ids) for rp in passes)
         cost = _Virtual.path[min(_Virtual.forward, len(_Virtual.path) - 1)] * (1 + PER_TOKEN * (n - 1))
         _Virtual.forward += 1
         _Virtual.now += cost + OTHER_MS  # the bookkeeping charged here too, so k = auto sees what is scored
         _Virtual.spent += cost + OTHER_MS
-        return verify_all(batch, drafts)
+        return verify(batch, passes)
 
-    def modelled_draft(batch):
-        drafts, ks, notices, _ = draft_all(batch)
-        ms = [_Virtual.draft_ms * len(d.token_ids) for d in drafts]
-        _Virtual.now += sum(ms)
-        _Virtual.spent += sum(ms)
-        return drafts, ks, notices, ms
+    def modelled_draft(batch, row):
+        rp = draft(batch, row)
+        rp.draft_ms = _Virtual.draft_ms * len(rp.draft.token_ids)
+        _Virtual.now += rp.draft_ms
+        _Virtual.spent += rp.draft_ms
+        return rp
 
-    engine.Clock, engine._verify_all, engine._draft_all = _VirtualClock, modelled_verify, modelled_draft
+    batch_module.Clock, engine._verify, engine._draft = _VirtualClock, modelled_verify, modelled_draft
 
 
 def modelled_speedup(target, drafter_name: str, prompt_ids: list[int], control, seed: int, tokens: int) -> float:

@@ -1,9 +1,9 @@
 """The opt-in compiled forward (specviz.compiled): greedy ids, the status of which forward runs, and the flag on
 runs during which torch.compile compiled something. No timings here (docs/performance.md, section 10).
 
-The compile test is one test on purpose: compiling even the tiny model takes tens of seconds on a 2-core CPU
-(1-2 minutes cold, ~40 s once inductor's disk cache holds its kernels: dynamo still traces), so it is marked
-slow.
+The compile tests are few on purpose: compiling even the tiny model takes tens of seconds on a 2-core CPU
+(1-2 minutes cold, ~40 s once inductor's disk cache holds its kernels: dynamo still traces), so they are marked
+slow: one checks the compiled forward's ids and flags, one the reuse of its graphs across draft lengths (k).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 
 import specviz.compiled as compiled
 from specviz.cli import _summary, build_parser
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.kv import compilations
 from specviz.drafters import NgramDrafter
@@ -73,6 +74,60 @@ def test_compiled_forward_gives_identical_greedy_ids_and_flags_compiling_passes(
     assert compilations() == before + 1
     assert flagged.token_ids == base.token_ids and flagged.compiling
     assert [e.index for e in flagged.events if e.compiling] == [2]  # only the pass that compiled is marked
+
+
+# A compiled graph specialised to one k and reused for another (issue 39; vLLM #53366: "expected size 7==9"), or a new
+# graph for every k an automatic schedule visits: one compiled target verifies k = 2, 4, 2 and k = auto as it moves.
+# The forward is dynamic in the new-token count, so after the warm-up no run should compile anything whichever k it
+# verifies; at most one graph in all is allowed (a shape torch specialises), never one per k. It follows the test
+# above in this file on purpose: that one counts the graphs of the first compilation of the tiny model in the process
+# (a later compilation of the same architecture reuses torch's graphs).
+
+
+class _FullDrafter(DrafterBase):
+    """Always proposes exactly k tokens (the last committed tokens repeated), so every pass verifies k + 1 rows:
+    each k of a run reaches the target as its own verification shape, accepted or not."""
+
+    name = "k repeats"
+
+    def reset(self, prompt_ids: list[int]) -> None:
+        """Nothing to reset."""
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        tail = ctx.committed_ids[-ctx.k:]
+        ids = [tail[i % len(tail)] for i in range(ctx.k)]
+        return Draft(ids, [1.0] * len(ids))
+
+
+@pytest.mark.slow
+def test_one_compiled_target_verifies_every_k_with_identical_ids_and_bounded_graphs(tiny_model_dir, tmp_path):
+    target = _own_copy(tiny_model_dir, tmp_path)
+    compiled.compile_forward(target.model, features=False)
+    prompt = target.tokenizer.encode("the cat sat on the mat and the cat sat on the", add_special_tokens=False)
+    base_config = GenerationConfig(max_new_tokens=12, k=2)
+    base = _ids(standard_generate(target, prompt, base_config), target, prompt)
+    assert len(base.token_ids) == 12
+
+    start = compilations()
+    grown = []
+    for k in (2, 4, 2):
+        events = speculative_generate(target, _FullDrafter(), prompt, GenerationConfig(max_new_tokens=12, k=k))
+        run = _ids(events, target, prompt)
+        assert run.token_ids == base.token_ids, f"k = {k} after a compiled run of another k changed the ids"
+        widths = {len(e.draft_ids) for e in run.events if e.index > 0}
+        assert k in widths, f"no pass verified k = {k} draft tokens: {sorted(widths)}"
+        grown.append(compilations() - start)
+    assert grown[-1] == grown[1], "k = 2 again compiled a new graph: the k = 2 graph was not reused"
+
+    auto = GenerationConfig(max_new_tokens=24, k=2, auto_k=True, k_max=6)
+    runs = [_ids(speculative_generate(target, NgramDrafter(), prompt, auto), target, prompt) for _ in range(2)]
+    longer = _ids(standard_generate(target, prompt, GenerationConfig(max_new_tokens=24)), target, prompt)
+    for run in runs:
+        assert run.token_ids == longer.token_ids
+    visited = {e.k for run in runs for e in run.events if e.index > 0}
+    assert len(visited) >= 2, f"k = auto never moved ({sorted(visited)}): the test needs a moving k"
+    total = compilations() - start
+    assert total <= 1, f"{total} graphs compiled across k in 2, 4, 2 and auto {sorted(visited)}: one per k?"
 
 
 def test_forward_path_names_the_eager_paths(tiny_target):

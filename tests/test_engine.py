@@ -253,3 +253,66 @@ def test_bad_settings_raise_clear_errors():
         GenerationConfig(k=17)
     with pytest.raises(ValueError, match="max_new_tokens"):
         GenerationConfig(max_new_tokens=0)
+
+
+# ------------------------------------------------------------------------------------------ the drafter contract
+
+
+def test_every_drafter_of_the_package_keeps_the_contract():
+    """Each drafter class in specviz.drafters subclasses DrafterBase, so the engine's hooks are declared for it."""
+    import inspect
+
+    import specviz.drafters.cross_tokenizer as cross
+    import specviz.drafters.early_exit as early_exit
+    import specviz.drafters.heads as heads
+    import specviz.drafters.lookahead as lookahead
+    import specviz.drafters.model as model
+    import specviz.drafters.ngram as ngram
+    import specviz.drafters.suffix as suffix
+    from specviz.core.drafting import DrafterBase
+
+    modules = (cross, early_exit, heads, lookahead, model, ngram, suffix)
+    classes = [c for m in modules for _, c in inspect.getmembers(m, inspect.isclass)
+               if c.__module__ == m.__name__ and hasattr(c, "propose")]
+    assert len(classes) >= 9
+    assert [c.__name__ for c in classes if not issubclass(c, DrafterBase)] == []
+
+
+def test_the_engine_calls_the_drafter_hooks_without_probing():
+    """No getattr / hasattr on a drafter in the pass: the contract declares every hook (DrafterBase)."""
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[1] / "specviz" / "core"
+    for name in ("engine.py", "batch.py", "rowpass.py", "verify_pass.py"):
+        text = (core / name).read_text(encoding="utf-8")
+        assert "hasattr(" not in text and "getattr(row.drafter" not in text and "getattr(drafter" not in text, name
+
+
+class _Bare:
+    """A drafter with only the structural minimum (no DrafterBase, no optional hooks): proposes nothing."""
+
+    name, needs_hidden, cache_len = "bare", False, None
+
+    def reset(self, prompt_ids):
+        pass
+
+    def propose(self, ctx):
+        from specviz.core.drafting import Draft
+
+        return Draft([])
+
+    def commit(self, committed_ids, num_accepted):
+        pass
+
+
+def test_a_drafter_without_the_optional_hooks_gets_the_contract_defaults(tiny_target):
+    from specviz.core.drafting import DrafterBase, as_drafter
+
+    seen = as_drafter(_Bare())
+    assert isinstance(seen, DrafterBase) and as_drafter(seen) is seen and as_drafter(None) is None
+    assert (seen.fixed_k, seen.warmup_passes, seen.waits_for_candidates, seen.name) == (None, 0, False, "bare")
+    assert seen.has_candidates([1, 2]) is True
+    seen.finish([1, 2])  # a no-op, not an AttributeError
+    prompt = tiny_target.tokenizer.encode("the cat sat", add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=6, k=3)
+    assert _run(tiny_target, prompt, cfg, _Bare()).token_ids == _run(tiny_target, prompt, cfg).token_ids

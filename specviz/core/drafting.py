@@ -118,13 +118,12 @@ class Draft:
 
 @runtime_checkable
 class Drafter(Protocol):
-    """What the engine needs from a drafting strategy.
+    """The least a drafting strategy must have (a structural type: any object with these members drafts).
 
-    ``reset`` starts a run; ``propose`` returns a :class:`Draft`; ``commit`` is called after each pass
-    with the new committed sequence and how many draft tokens were accepted, so the drafter can roll its
-    cache back; ``cache_len`` reports its KV-cache length (None without a cache). A drafter may also define
-    ``finish(committed_ids)``: the engine calls it once when the row ends (done or stopped at a token limit), with
-    the whole committed sequence, since a last pass that drafted nothing is never committed to the drafter.
+    ``reset`` starts a run; ``propose`` returns a :class:`Draft`; ``commit`` is called after each pass that drafted,
+    with the new committed sequence and how many draft tokens were accepted, so the drafter can roll its cache back;
+    ``cache_len`` reports its KV-cache length (None without a cache). The optional hooks the engine also calls are
+    declared, with their defaults, by :class:`DrafterBase`; :func:`as_drafter` gives any Drafter those defaults.
     """
 
     name: str
@@ -138,3 +137,105 @@ class Drafter(Protocol):
 
     @property
     def cache_len(self) -> int | None: ...
+
+
+class DrafterBase:
+    """The drafter contract: every member the engine reads or calls, with the default a plain drafter wants.
+
+    A drafter subclasses this and defines ``name`` and :meth:`propose` (and :meth:`reset` / :meth:`commit` when it
+    keeps state); the rest is optional. What the engine calls, and when:
+
+    - ``reset(prompt_ids)`` once before the prefill of a run;
+    - ``has_candidates(committed_ids)`` whenever the next k is chosen (after the prefill and each pass), for
+      k = auto's gate (:class:`~specviz.core.draft_length.GateK`): whether a pass could accept anything now
+      (default True);
+    - ``propose(ctx)`` in phase 1 (draft) of each pass with k >= 1;
+    - ``commit(committed_ids, num_accepted)`` in phase 4 (update) of each pass that drafted;
+    - ``advance(new_level)`` in phase 4 of a lookahead pass (a draft carrying a :class:`LookaheadPlan`): the
+      Jacobi step's outputs; returns the new n-grams (default 0; only a lookahead drafter is called);
+    - ``finish(committed_ids)`` once when the row ends (a last pass that drafted nothing is never committed);
+    - read: ``name`` (notices), ``needs_hidden`` (which target features the forwards return), ``cache_len`` (the
+      event's ``draft_cache_len``), ``fixed_k`` / ``warmup_passes`` / ``waits_for_candidates`` (the draft-length
+      controller: :meth:`specviz.core.engine.GenerationConfig.draft_length`).
+    """
+
+    name: str = "drafter"
+    needs_hidden: bool | tuple[int, ...] = False
+    cache_len: int | None = None  # KV-cache length after rollback (None: the drafter has no cache)
+    fixed_k: int | None = None  # a drafter that drafts this many tokens every pass, whatever k (lookahead: N-1)
+    warmup_passes: int = 0  # passes k = auto's gate leaves out of its means while the drafter warms up
+    waits_for_candidates: bool = False  # whether k = auto's gate may hold the first pass until has_candidates
+
+    def reset(self, prompt_ids: list[int]) -> None:
+        """Start a run on ``prompt_ids`` (default: nothing to reset)."""
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        """At most ``ctx.k`` tokens after ``ctx.committed_ids``.
+
+        Raises:
+            NotImplementedError: a subclass must define it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define propose(ctx)")
+
+    def commit(self, committed_ids: list[int], num_accepted: int) -> None:
+        """The pass committed ``committed_ids`` (prompt + output), ``num_accepted`` of the draft among them (default:
+        nothing to roll back)."""
+
+    def finish(self, committed_ids: list[int]) -> None:
+        """The row ended with ``committed_ids`` (default: nothing to do)."""
+
+    def has_candidates(self, committed_ids: list[int]) -> bool:
+        """Whether a pass after ``committed_ids`` could draft anything worth verifying (default True)."""
+        return True
+
+    def advance(self, new_level: list[int]) -> int:
+        """A lookahead pass's Jacobi outputs (W ids); returns the n-grams added to the pool (default 0)."""
+        return 0
+
+
+class _Adapted(DrafterBase):
+    """A :class:`Drafter` that does not subclass :class:`DrafterBase` (a test's stub, a wrapper in the app), seen
+    through the contract: its own members where it defines them, the contract's defaults otherwise. Attributes are
+    read on every use, so a changing ``cache_len`` or ``name`` shows through."""
+
+    def __init__(self, inner: Drafter) -> None:
+        self.inner = inner
+
+    def _own(self, name: str):
+        return getattr(self.inner, name, getattr(DrafterBase, name))
+
+    name = property(lambda self: self._own("name"))
+    needs_hidden = property(lambda self: self._own("needs_hidden"))
+    cache_len = property(lambda self: self._own("cache_len"))
+    fixed_k = property(lambda self: self._own("fixed_k"))
+    warmup_passes = property(lambda self: self._own("warmup_passes"))
+    waits_for_candidates = property(lambda self: self._own("waits_for_candidates"))
+
+    def reset(self, prompt_ids: list[int]) -> None:
+        self.inner.reset(prompt_ids)
+
+    def propose(self, ctx: DraftContext) -> Draft:
+        return self.inner.propose(ctx)
+
+    def commit(self, committed_ids: list[int], num_accepted: int) -> None:
+        self.inner.commit(committed_ids, num_accepted)
+
+    def finish(self, committed_ids: list[int]) -> None:
+        own = getattr(self.inner, "finish", None)
+        if own is not None:
+            own(committed_ids)
+
+    def has_candidates(self, committed_ids: list[int]) -> bool:
+        own = getattr(self.inner, "has_candidates", None)
+        return True if own is None else bool(own(committed_ids))
+
+    def advance(self, new_level: list[int]) -> int:
+        return self.inner.advance(new_level)
+
+
+def as_drafter(drafter: Drafter | None) -> DrafterBase | None:
+    """``drafter`` under the full contract of :class:`DrafterBase` (itself when it subclasses it; None stays None).
+    The engine calls this once per run, so it calls every hook directly afterwards."""
+    if drafter is None or isinstance(drafter, DrafterBase):
+        return drafter
+    return _Adapted(drafter)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import sys
 import time
+from dataclasses import dataclass
 
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin
@@ -325,10 +326,19 @@ def check_cancel(cancel: object | None) -> None:
         raise RunCancelled("the run was stopped")
 
 
+@dataclass(frozen=True)
+class TreeLayout:
+    """How a tree pass's new tokens see each other (see :mod:`specviz.core.tree`): a (1, 1, n, cache_len + n) bool
+    attention mask and (1, n) position ids."""
+
+    attention_mask: torch.Tensor
+    position_ids: torch.Tensor
+
+
 def forward_chunked(
     model: torch.nn.Module, input_ids: list[int], cache: Cache, num_logits: int, *,
     cancel: object | None = None, features: bool | tuple[int, ...] = False, chunk: int = PREFILL_CHUNK,
-    attention_mask: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+    tree: TreeLayout | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`forward_logits` (or :func:`forward_logits_features`) over ``input_ids`` in forwards of at most
     ``chunk`` tokens, checking ``cancel`` before each one.
@@ -338,8 +348,8 @@ def forward_chunked(
         cancel: a flag with ``is_set()`` or a callable (see :func:`check_cancel`); checked before every forward.
         features: also return the final features of every new position (concatenated over the chunks; a tuple of
             hidden-state indices: those side by side, see :func:`pick_features`).
-        chunk: most tokens per forward (a tree mask or explicit positions are never split: one forward).
-        attention_mask, position_ids: as :func:`forward_logits_features`.
+        chunk: most tokens per forward (a tree is never split: one forward).
+        tree: the mask and positions of a tree of new tokens (:class:`TreeLayout`), or None for a chain.
 
     Returns:
         (num_logits, V) float32 logits and (n, H) features or None.
@@ -347,7 +357,7 @@ def forward_chunked(
     Raises:
         RunCancelled: ``cancel`` was set before a forward started.
     """
-    if attention_mask is not None or position_ids is not None or len(input_ids) <= chunk:
+    if tree is not None or len(input_ids) <= chunk:
         pieces = [input_ids]
     else:
         pieces = [input_ids[i:i + chunk] for i in range(0, len(input_ids), chunk)]
@@ -355,9 +365,11 @@ def forward_chunked(
     for piece in pieces:
         check_cancel(cancel)
         wanted = num_logits if piece is pieces[-1] else 1
-        if features or attention_mask is not None or position_ids is not None:
-            logits, f = forward_logits_features(model, piece, cache, wanted, attention_mask=attention_mask,
-                                                position_ids=position_ids, layers=_layers(features))
+        if features or tree is not None:
+            logits, f = forward_logits_features(
+                model, piece, cache, wanted, layers=_layers(features),
+                attention_mask=tree.attention_mask if tree is not None else None,
+                position_ids=tree.position_ids if tree is not None else None)
             feats.append(f)
         else:
             logits = forward_logits(model, piece, cache, wanted)

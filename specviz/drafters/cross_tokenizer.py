@@ -35,7 +35,7 @@ import math
 
 import torch
 
-from specviz.core.drafting import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
 from specviz.core.verify import restrict_vocab
 from specviz.models import VocabularyMismatchError, context_window, encode_text, token_id_count
@@ -243,7 +243,7 @@ class DraftHistory:
         return ids if ids[: len(self.head)] == self.head else self.head + ids
 
 
-class CrossTokenizerDrafter:
+class CrossTokenizerDrafter(DrafterBase):
     """A draft model with its own tokenizer: drafts text in its vocabulary, proposes the text's target tokens as a
     one-hot draft (see the module docstring for the four steps).
 

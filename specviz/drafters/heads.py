@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specviz.core.drafting import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads, follow_target
 from specviz.core.verify import process_logits, restrict_vocab, sample
@@ -103,7 +103,7 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
     )
 
 
-class _FeatureDrafter:
+class _FeatureDrafter(DrafterBase):
     """Shared bookkeeping: the target features received so far."""
 
     needs_hidden = True

@@ -34,7 +34,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 
-from specviz.core.drafting import Draft, DraftContext, LookaheadPlan
+from specviz.core.drafting import Draft, DraftContext, DrafterBase, LookaheadPlan
 
 # the defaults: the setting that decoded fastest (median over one prompt per category of the shared suite, greedy, 32
 # tokens) in a small sweep on a 2-core CPU, W in {3, 5}, N in {3, 4}, G in {2, 4} (docs/performance.md,
@@ -52,7 +52,7 @@ def forward_tokens(window: int, ngram: int, candidates: int) -> int:
     return 1 + (window + candidates) * (ngram - 1)
 
 
-class LookaheadDrafter:
+class LookaheadDrafter(DrafterBase):
     """Lookahead decoding's two branches (see the module docstring).
 
     Args:

@@ -22,14 +22,14 @@ from dataclasses import replace
 
 import torch
 
-from specviz.core.drafting import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.graphs import DraftForwards
 from specviz.core.kv import cache_length, rollback_cache
 from specviz.models import context_window
 from specviz.core.verify import process_logits, restrict_vocab, sample
 
 
-class ModelDrafter:
+class ModelDrafter(DrafterBase):
     """Autoregressive drafting with ``model`` (greedy argmax or sampling with the run's settings).
 
     Args:

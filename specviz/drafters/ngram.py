@@ -7,10 +7,10 @@ followed it. It has no model and no cache; its proposals are deterministic (one-
 
 from __future__ import annotations
 
-from specviz.core.drafting import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 
 
-class NgramDrafter:
+class NgramDrafter(DrafterBase):
     """Prompt-lookup drafting.
 
     Args:

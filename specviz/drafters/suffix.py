@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from specviz.core.drafting import Draft, DraftContext
+from specviz.core.drafting import Draft, DraftContext, DrafterBase
 
 DEFAULT_MAX_DEPTH = 16  # longest indexed substring (tokens): matched suffixes of up to 15 tokens
 DEFAULT_MIN_PROB = 0.1  # stop drafting where the chain's empirical probability would fall below this
@@ -220,7 +220,7 @@ class _Candidate:
     origin: str
 
 
-class SuffixDrafter:
+class SuffixDrafter(DrafterBase):
     """Suffix decoding (see the module docstring): the run's trie plus a session's :class:`SuffixStore`.
 
     Args:
