@@ -27,7 +27,7 @@ from specviz.core.events import RunCancelled
 ROUNDS, WARMUP = 3, 1
 OFFLOAD_LABEL = "Also measure with the target's layers offloaded (to disk; to CPU memory on a GPU)"
 OFFLOAD_INFO = ("Loads two more copies of the target (one whole, one streaming its layers at every forward) and times "
-                "both: about a minute more for the embedded model on 2 CPUs.")
+                "both: half a minute to a minute more for the embedded model on 2 CPUs.")
 DEFAULT_K = 4  # the k read without a run in the run boxes
 
 
@@ -92,7 +92,7 @@ def add_offload_lines(figure: go.Figure, offload: dict | None) -> go.Figure:
     (:func:`app.why.figures.forward_figure`); ``figure`` unchanged without a measured offload. Returns it."""
     if not offload or "figures" not in offload:
         return figure
-    styles = {"memory": ("whole, default kernels", COLORS["baseline"], "dot"),
+    styles = {"memory": ("whole, default kernels", COLORS["accepted"], "dash"),  # grey dots: the diagonal's
               "offloaded": (f"layers offloaded to {offload['where']}", COLORS["rejected"], "solid")}
     for name, (words, color, dash) in styles.items():
         curve = offload["figures"][name]
@@ -127,15 +127,15 @@ def offload_html(offload: dict | None, alpha, run: dict | None) -> str:
     if not offload:
         return ""
     if "error" in offload:
-        return f"<div class='why-note why-offload'>{html.escape(offload['error'])}</div>"
+        return f"<div class='why-note why-offload' style='margin-top:12px'>{html.escape(offload['error'])}</div>"
     memory, offloaded, where = offload["figures"]["memory"], offload["figures"]["offloaded"], offload["where"]
     last = max(memory)
     flat_m, flat_o = memory[last]["ratio"], offloaded[last]["ratio"]
     (fixed_m, per_m), (fixed_o, per_o) = line_fit(memory), line_fit(offloaded)
     if flat_o < flat_m:
-        verdict = (f"<b>The offloaded curve is flatter</b>: {last} new tokens cost {flat_o:.2f} one-token steps with the "
-                   f"layers on {where} against {flat_m:.2f} whole. A forward of the offloaded target first streams "
-                   f"every layer's weights from {where}, the same whether it checks 1 token or k+1; only the "
+        verdict = (f"<b>The offloaded curve is flatter</b>: {last} new tokens cost {flat_o:.2f} one-token steps "
+                   f"with the layers on {where} against {flat_m:.2f} whole. A forward of the offloaded target first "
+                   f"streams every layer's weights from {where}, the same whether it checks 1 token or k+1; only the "
                    "arithmetic grows with n, and it is the same arithmetic in both copies.")
     else:
         verdict = (f"<b>The offloaded curve came out no flatter here</b> ({flat_o:.2f} against {flat_m:.2f} steps for "
@@ -143,8 +143,8 @@ def offload_html(offload: dict | None, alpha, run: dict | None) -> str:
                    "machine; measure again when it is quieter.")
     k, tau, whose = run_reading(alpha, run)
     speed_m, speed_o = (implied_speedup(tau, f[k + 1]["ratio"]) for f in (memory, offloaded))
-    return (f"<div class='why-note why-offload'>{verdict} Line fits: whole {fixed_m:.0f} ms per forward + "
-            f"{per_m:.1f} ms per token; offloaded {fixed_o:.0f} ms + {per_o:.1f} ms per token. At "
+    return (f"<div class='why-note why-offload' style='margin-top:12px'>{verdict} Line fits: whole {fixed_m:.0f} ms "
+            f"per forward + {per_m:.1f} ms per token; offloaded {fixed_o:.0f} ms + {per_o:.1f} ms per token. At "
             f"{html.escape(whose)}, a pass would run <b>{speed_o:.2f}×</b> standard decoding offloaded and "
             f"{speed_m:.2f}× whole (τ·T(1)/T(k+1), the draft's own cost left out). Timed interleaved on "
             f"{html.escape(offload['label'])} in {offload['seconds']:.0f} s; both copies run the default kernels, "
