@@ -427,11 +427,21 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     for it on this machine (:func:`specviz.tuning.tune`: measured once per process, 15-25 s on a 2-core machine, or
     read from disk; later calls take the choice kept in memory). ``startup``: the app's start-up (:func:`preload`),
     the one place where a choice measured on a busy machine is measured again when the machine is quiet now; never a
-    visitor's run. Raises what ``load_model`` raises."""
+    visitor's run. Raises what ``load_model`` raises.
+
+    With the operator's placement (``SPECVIZ_DEVICE_MAP``, ``SPECVIZ_MAX_MEMORY``, ``SPECVIZ_OFFLOAD_FOLDER``:
+    :mod:`app.placed`) the target is placed by accelerate's device map instead, kept loaded, and runs eagerly with
+    the default kernels: no tuning, torch.compile or CUDA graphs. Raises PlacementError (one sentence) for a
+    placement that cannot be used."""
     from specviz.core.graphs import warm_graphs
     from specviz.models import load_model, operator_dtype
     from specviz.tuning import tune
 
+    from app.placed import load_operator_placed, operator_placement
+
+    placement = operator_placement()
+    if placement is not None:  # a target bigger than the device: placed, streamed, eager (as the CLI's --device-map)
+        return load_operator_placed(spec, placement, operator_dtype(), progress)
     loaded = load_model(spec, dtype=operator_dtype(), progress=progress)
     choice = tune(loaded, progress=progress, remeasure_busy=startup)
     log.info("%s: %s", loaded.label, choice.summary())

@@ -475,7 +475,8 @@ def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
         events = {t[1] for d in deps for t in d["targets"]
                   if t[0] == ids[elem_id] and ids["why-status"] in d["outputs"]}
         assert {"input", "release"} <= events
-    chart = [d for d in deps if ids["why-whatif-chart"] in d["outputs"] and len(d["inputs"]) == 8]
+    chart = [d for d in deps if ids["why-whatif-chart"] in d["outputs"] and len(d["inputs"]) == 8
+             and d["inputs"][0] == ids["why-alpha"]]  # whatif's (Measure's 8 inputs start with the target box)
     assert chart  # whatif's inputs end with the kept state
     kept = chart[0]["inputs"][-1]
     assert sum(d["outputs"] == [kept] for d in deps) == 2  # after Measure and after a Live run

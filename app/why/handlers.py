@@ -19,9 +19,11 @@ from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_ex
 from app.messages import report, warn
 from app.why.cards import summary_html
 from app.why.controls import DEFAULT_C, whatif
+from app.why.controls import run_point
 from app.why.figures import forward_figure
 from app.why.history import lookahead_settings
 from app.why.noise import _times, impossible_text, within_noise_text
+from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
 from specviz.analysis.arena import (BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_draft_costs, measure_forward_grid,
                                     probe_forward_ms)
 from specviz.analysis.bench import CpuShare, busy_machine_warning
@@ -37,6 +39,7 @@ OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c",
 STATUS_INTERVAL_S = 1.0
 ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
 RUNS = CancelRegistry()  # the tab's measurements, one per session
+OFFLOAD_ROUNDS = ROUNDS + WARMUP  # the offloaded curve's rounds (app.why.offload), the warm-up included
 
 
 def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None) -> tuple:
@@ -60,7 +63,8 @@ class MeasureInputs:
     """What the Measure button sends, in the order of its API (``why_measure``): the raw values of the target box,
     the early-exit layer box (0 or empty: half the layers), α and the three run boxes (their text, for the what-if
     chart drawn at the end) and the Live tab's run history (None without one), which names the lookahead settings
-    whose pass cost the cards show (:func:`app.why.history.lookahead_settings`)."""
+    whose pass cost the cards show (:func:`app.why.history.lookahead_settings`), and ``offload``: whether to also
+    time the target with its layers offloaded (:mod:`app.why.offload`; off by default)."""
 
     target: str | None
     exit_layer: object
@@ -69,6 +73,7 @@ class MeasureInputs:
     run_tpp: object
     run_speedup: object
     history: list[dict] | None = None
+    offload: bool = False
 
 
 MEASURE_INPUTS = tuple(field.name for field in dataclasses.fields(MeasureInputs))
@@ -105,7 +110,7 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
     started, cpu = time.monotonic(), CpuShare()
     try:
         yield _out(status=render.status_html("Measuring…", "busy"))
-        measurement = yield from _measure_on_device(job, spec, layer, progress, started)
+        measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload)), progress, started)
         if measurement is None:
             yield _out(status=render.status_html("Stopped.", "info"))
             return
@@ -117,10 +122,10 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         job.release()  # also when Gradio closes this handler: the grid stops before its next forward
 
 
-def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started: float):
-    """Wait for the device, then run :func:`_measure_work` in the job's thread, feeding the progress bar and a
-    "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when
-    stopped while waiting)."""
+def _measure_on_device(job: Job, work: tuple[str, int | None, bool], progress, started: float):
+    """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
+    offload), feeding the progress bar and a "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds;
+    returns the measurement (None when stopped while waiting)."""
     state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
     def waiting(place) -> tuple:
@@ -131,6 +136,8 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
         now = time.monotonic()
         if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
             state["estimate"], state["last"] = item[1], 0.0
+        elif item is not None and item[0] == "remaining":  # seconds still to go, timed by the offloaded part
+            state["estimate"], state["last"] = now - started + item[1], 0.0
         elif item is not None and item[0] == "note":  # the early-exit layer was fitted to the target: a toast, and
             warn(item[1])  # the status says it until the end
             state["note"], state["last"] = f" {item[1]}", 0.0
@@ -146,7 +153,7 @@ def _measure_on_device(job: Job, spec: str, layer: int | None, progress, started
 
     if not (yield from relay(job.turn(), waiting)):
         return None
-    return (yield from relay(job.call(_measure_work, job, spec, layer, stoppable=True), show))
+    return (yield from relay(job.call(_measure_work, job, *work, stoppable=True), show))
 
 
 def _measuring(message: str, seconds: float, estimate: float | None) -> str:
@@ -158,12 +165,13 @@ def _measuring(message: str, seconds: float, estimate: float | None) -> str:
             "timed here just now)")
 
 
-def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
+def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False) -> dict:
     """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
     it completed, the drafters' c. An early-exit layer the loaded target lacks is fitted to its layers
     (:func:`app.inputs.fit_loaded_exit_layer`) and the note is said at once (``("note", text)`` to the job). Returns
-    {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None)}. Raises InputError for a
-    target with no layer to exit after."""
+    {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None), "offload" (with ``offload``
+    and a completed grid: :func:`_offload_work`'s, else None)}. Raises InputError for a target with no layer to
+    exit after."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
@@ -184,7 +192,26 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
         first = min(grid["ms"])
         costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
                                     step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
-    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note}
+    curves = _offload_work(job, spec) if offload and costs is not None else None
+    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves}
+
+
+def _offload_work(job: Job, spec: str) -> dict | None:
+    """In the job's thread: :func:`app.why.offload.measure_offloaded` with its progress on the bar (at 0.95) and,
+    from its second round on, the seconds still to go (``("remaining", s)``: the rounds timed so far, per round); until
+    then no estimate (``("estimate", None)``)."""
+    rounds: list[float] = []  # when each round ended
+    job.say(("estimate", None))  # the grid's estimate did not count this part: said again once rounds are timed
+
+    def say(message: str) -> None:
+        job.say(("progress", (0.95, message)))
+        if "round" in message:
+            rounds.append(time.monotonic())
+            if len(rounds) > 1:
+                each = (rounds[-1] - rounds[0]) / (len(rounds) - 1)
+                job.say(("remaining", each * max(0, OFFLOAD_ROUNDS - len(rounds))))
+
+    return measure_offloaded(spec, say, job.should_stop)
 
 
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
@@ -201,13 +228,18 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
              "work." if again else "")
     flagged = " ".join(t for t in (impossible_text(grid), within_noise_text(grid)) if t)
     fitted = f"{measurement['note']} " if measurement.get("note") else ""  # the early-exit layer, fitted
+    offload = measurement.get("offload")
+    if offload:  # asked for: drawn beside the whole target's curve, or its failure in one sentence
+        again_text += f" {offload['error']}" if "error" in offload else " The offloaded curve is drawn on the right."
     status = render.status_html(
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
         f"uses these costs; c is set to the early-exit drafter's.{again_text}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done")
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
-    return _out(status, forward_figure(grid), summary_html(grid, costs, lookahead), measurement,
+    offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
+    return _out(status, add_offload_lines(forward_figure(grid), offload), summary_html(grid, costs, lookahead)
+                + offload_text, measurement,
                 gr.update(value=c) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure)

@@ -14,6 +14,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
 from app.why.history import from_history
+from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
 from specviz.analysis.arena import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
 
@@ -102,6 +103,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                     info="'embedded', a hub id or a local folder")
             exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
                                    elem_id="why-exit-layer")
+            offload = gr.Checkbox(False, label=OFFLOAD_LABEL, info=OFFLOAD_INFO, elem_id="why-offload")
             with gr.Row():
                 measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure", scale=3)
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="why-stop", scale=1, min_width=80)
@@ -129,7 +131,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=3, min_width=600):
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
                                    elem_id="why-whatif-chart", show_label=False)
-    sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history]))
+    sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history,
+                                          offload]))
     measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
                                   outputs=[status, chart, summary, measurement, c, batch, whatif_chart],
                                   api_name="why_measure", show_progress="full", show_progress_on=[status],
