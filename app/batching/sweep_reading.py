@@ -50,11 +50,12 @@ def verdict(row: dict, busy: bool = False) -> str:
 
 
 def impossible_reason(row: dict) -> str:
-    """Why an :func:`impossible` row is no finding, in its own words: "a pass measured cheaper than one step (0.80
-    steps)" or "faster than its 2.0 tokens per pass allow"; :data:`IMPOSSIBLE_WORDS` when neither figure says."""
+    """Why an :func:`impossible` row is no finding, in its own words: "a pass measured cheaper than one step" (its
+    cost is noise, so not shown) or "faster than its 2.0 tokens per pass allow"; :data:`IMPOSSIBLE_WORDS` when
+    neither figure says."""
     cost, speedup, tokens = row.get("pass_cost"), row.get("speedup"), row.get("tokens_per_pass")
     if cost is not None and cost < IMPOSSIBLE_COST:
-        return f"a pass measured cheaper than one step ({cost:.2f} steps)"
+        return "a pass measured cheaper than one step"
     if speedup is not None and tokens is not None:
         return f"faster than its {tokens:.1f} tokens per pass allow"
     return IMPOSSIBLE_WORDS
