@@ -34,7 +34,8 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
         "too noisy to tell: 1.07× measured (0.92–1.25×), baselines drifted 36% apart", "1.07× faster (1.04–1.10×)",
         "1.45× faster (1.24–1.69×)"]
     assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
-    assert any("hatched bars: no finding: too noisy to tell" in a.text for a in figure.layout.annotations)
+    assert any("hatched bars: too noisy to tell" in a.text and "or not a finding (above its tokens per pass)" in a.text
+               for a in figure.layout.annotations)
     predicted = arena.predictions_figure(rows).data[0]
     assert list(predicted.marker.pattern.shape) == ["/", "", ""]
 
