@@ -140,7 +140,8 @@ class CheckProgress:
 
     def message(self, side: str) -> str:
         """The progress line while ``side`` is being sampled."""
-        counts = f"standard {self.done['standard']} of {self.n}, speculative {self.done['speculative']} of {self.n} done"
+        done = self.done
+        counts = f"standard {done['standard']} of {self.n}, speculative {done['speculative']} of {self.n} done"
         left = self.seconds_left()
         when = (f"about {_seconds_text(left)} left" if left is not None
                 else "the time left follows once the first batch is done")

@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 
 from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
-from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell, speedup_text,
-                                        verdict)
+from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
+                                        speedup_text, verdict)
 from app.figures import COLORS
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 

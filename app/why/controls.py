@@ -122,10 +122,10 @@ def c_top(measurement: dict | None) -> float:
 
 def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict | None = None) -> go.Figure:
     """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark. The
-    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within [0,
-    :func:`c_top`], as the sliders clamp them; one that is no number (an emptied box: None, or "abc") is drawn at its last number,
-    ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it), which :func:`slider_typed`
-    puts back into the box when it is left."""
+    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within
+    [0, :func:`c_top`], as the sliders clamp them; one that is no number (an emptied box: None, or "abc") is
+    drawn at its last number, ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it),
+    which :func:`slider_typed` puts back into the box when it is left."""
     kept = kept or KEPT
     alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
     c = min(max(_or_kept(c, kept["c"]), 0.0), c_top(measurement))

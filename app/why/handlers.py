@@ -190,7 +190,8 @@ def _measure_work(job: Job, spec: str, layer: int | None) -> dict:
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
               cpu: CpuShare | None = None) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
-    early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if chart with the measured costs."""
+    early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if
+    chart with the measured costs."""
     grid, costs = measurement["grid"], measurement["costs"]
     c = round(costs["early-exit"], 3) if costs else None
     busy = busy_machine_warning(cpu)
