@@ -421,13 +421,17 @@ def waiting_status(ahead: int, holder: str, notes=()) -> str:
                               f"each one's timing is undisturbed.", "wait", notes=notes)
 
 
+_TUNINGS_LOGGED: set[tuple[str, str]] = set()  # (model label, tuning summary) already in this process's log
+
+
 def load_target(spec: str, progress=None, *, startup: bool = False):
     """Load a target (:func:`specviz.models.load_model`, shared per process; in the operator's ``SPECVIZ_DTYPE``, else
     the device's default: :func:`specviz.models.operator_dtype`) and apply the threads and kernels measured fastest
     for it on this machine (:func:`specviz.tuning.tune`: measured once per process, 15-25 s on a 2-core machine, or
     read from disk; later calls take the choice kept in memory). ``startup``: the app's start-up (:func:`preload`),
     the one place where a choice measured on a busy machine is measured again when the machine is quiet now; never a
-    visitor's run. Raises what ``load_model`` raises.
+    visitor's run. The choice is logged once, when it is measured or read from disk, not on each run that reuses
+    it. Raises what ``load_model`` raises.
 
     With the operator's placement (``SPECVIZ_DEVICE_MAP``, ``SPECVIZ_MAX_MEMORY``, ``SPECVIZ_OFFLOAD_FOLDER``:
     :mod:`app.placed`) the target is placed by accelerate's device map instead, kept loaded, and runs eagerly with
@@ -444,7 +448,10 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
         return load_operator_placed(spec, placement, operator_dtype(), progress)
     loaded = load_model(spec, dtype=operator_dtype(), progress=progress)
     choice = tune(loaded, progress=progress, remeasure_busy=startup)
-    log.info("%s: %s", loaded.label, choice.summary())
+    said = (loaded.label, choice.summary())
+    if said not in _TUNINGS_LOGGED:  # measured or read just now; a run reusing the kept choice says nothing
+        _TUNINGS_LOGGED.add(said)
+        log.info("%s: %s", *said)
     warmed = warm_graphs(loaded)  # CUDA graphs captured at load on the graph path (None elsewhere)
     if warmed:
         log.info("%s: %s", loaded.label, warmed)

@@ -27,9 +27,10 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
     assert "Measured B = 1, 2" in status, status
     assert [row[0] for row in table["data"]] == ["1", "2"]  # one row per batch size
     # the lesson reads the cause off the numbers (the pass cost: near 1, or N steps at the smallest B, "already" when
-    # every repeat says it is not nearly free), or says the repeats disagree (a busy machine): never a bare ratio
+    # every repeat says it is not nearly free), or says the repeats disagree (a busy machine), or that impossible
+    # timings are not a finding, with why (issue 34's one rule): never a bare ratio
     assert ("pass cost T(B, 3) / T(B, 1)" in lesson or re.search(r"× 3 tokens (already )?costs \d", lesson)
-            or "too noisy to tell" in lesson), lesson
+            or "too noisy to tell" in lesson or "not a finding: faster than its" in lesson), lesson
     assert chart["visible"] is True
     with open(json_file["value"]) as f:
         saved = json.load(f)
@@ -93,6 +94,10 @@ def test_an_impossible_row_is_noise_in_the_lesson_not_a_finding():
     lesson = batching.sweep_lesson({"k": 4, "device": "cpu", "rows": [cheap_pass, too_fast, fine]})
     assert "at most 1.20) up to B = 4" in lesson and "0.78" not in lesson
     assert lesson.count("the timings are impossible") == 2
+    # each says its own reason, not "too noisy to tell" (issue 34: that means repeats on both sides of 1 only)
+    assert "B = 1 the timings are impossible (a pass measured cheaper than one step): not a finding." in lesson
+    assert "B = 2 the timings are impossible (faster than its 1.9 tokens per pass allow): not a finding." in lesson
+    assert "too noisy to tell" not in lesson
 
 
 def _paying_rows() -> list[dict]:
@@ -217,7 +222,9 @@ def test_an_impossible_row_stays_too_noisy_and_a_busy_machine_hides_no_finding()
     except that repeats on both sides of 1 are too noisy even when close."""
     too_fast = _row(1, [2.6, 2.7, 2.8], tokens=2.0)
     assert batching.verdict(too_fast) == "noisy"
-    assert batching.speedup_text(too_fast) == "too noisy to tell: 2.70× measured (2.60–2.80×)"
+    # wholly above 1, so not "too noisy to tell": it says its own reason (issue 34, the one rule)
+    assert batching.speedup_text(too_fast) == ("2.70× (2.60–2.80×), not a finding: faster than its 2.0 tokens per "
+                                               "pass allow")
     close = _row(4, [0.95, 1.00, 1.05])  # about the same when quiet
     busy = {"k": 4, "device": "CPU", "rows": [_row(1, [1.42, 1.60, 1.76]), _row(2, [0.5, 0.55, 0.6]), close],
             "cpu_others": 0.45}
@@ -397,3 +404,30 @@ def test_the_predicted_column_is_a_model_with_its_inputs_range():
     assert list(curve.error_y.array) == pytest.approx([0.0, 1.35 - 1.234])
     assert list(curve.error_y.arrayminus) == pytest.approx([0.0, 1.234 - 1.1])
     assert list(curve.text) == ["1.50 (all inputs one sample)", "1.23 (1.10–1.35)"] and "a model" in curve.hovertemplate
+
+
+def test_the_sampling_check_says_runs_done_per_side_and_the_time_left_from_its_rate():
+    """Issue 34's trial: after 101 s the check still read "sampling speculative runs, 16 at a time" with no count and
+    no estimate. Each batch now says the runs done of N per side and, once a first batch is done, the time left from
+    the rate measured so far (a clock the test drives: no timing)."""
+    from app.batching.check_job import CheckProgress
+
+    said, now = [], [0.0]
+    shown = CheckProgress(40, lambda fraction, message: said.append((fraction, message)), clock=lambda: now[0])
+    shown.start()
+    assert said[-1] == (0.0, "sampling standard runs, 16 at a time: standard 0 of 40, speculative 0 of 40 done; the "
+                             "time left follows once the first batch is done")
+    now[0] = 8.0  # 16 standard runs in 8 s: 0.5 s a run; 24 + 40 left at that rate
+    shown.batch_done("standard", 16)
+    assert said[-1][1].endswith("standard 16 of 40, speculative 0 of 40 done; about 32 s left")
+    now[0] = 20.0
+    shown.batch_done("standard", 40)  # 40 in 20 s; the speculative side at that rate until its own is known
+    assert said[-1][1] == ("sampling speculative runs, 16 at a time: standard 40 of 40, speculative 0 of 40 done; "
+                           "about 20 s left")
+    now[0] = 52.0  # 16 speculative runs in 32 s: 2 s a run, 24 left
+    shown.batch_done("speculative", 16)
+    assert said[-1][1].endswith("standard 40 of 40, speculative 16 of 40 done; about 48 s left")
+    assert said[-1][0] == pytest.approx(0.9 * 56 / 80)
+    now[0] = 300.0  # the machine slowed down: 280 s for 20 speculative runs, 14 s a run, 20 left
+    shown.batch_done("speculative", 20)
+    assert said[-1][1].endswith("speculative 20 of 40 done; about 4 min 40 s left")

@@ -414,8 +414,9 @@ def test_a_curve_below_its_one_token_step_is_measured_again_until_possible(monke
 
 def test_a_cost_whose_repeats_straddle_one_step_is_the_flat_part_not_noise():
     """The one rule in Why it works: T(5)/T(1) at 0.98 with repeats 0.96-1.02 is one step within noise (the flat
-    part of the curve, its lesson), with its number; every repeat below 1 is impossible: too noisy to tell, the
-    number kept; repeats across 1 far apart are too noisy to tell as well."""
+    part of the curve, its lesson), with its number; every repeat below 1 is impossible: not a finding, with that
+    reason, the number kept (issue 34: too noisy to tell means across 1 only); repeats across 1 far apart are too
+    noisy to tell."""
     def grid_of(rounds):  # per repeat: T(1), T(8) (T(5) interpolated between T(4) = T(8) here)
         samples = {1: {1: [r[0] for r in rounds], 4: [r[1] for r in rounds], 8: [r[1] for r in rounds]}}
         ms = {1: {n: sorted(t)[1] for n, t in samples[1].items()}}
@@ -425,7 +426,8 @@ def test_a_cost_whose_repeats_straddle_one_step_is_the_flat_part_not_noise():
     assert "0.98 <small>steps</small>" in flat and "the same as one step within noise" in flat
     assert "repeats 0.96–1.02" in flat and "too noisy" not in flat
     below = why.summary_html(grid_of([(100.0, 90.0), (100.0, 92.0), (100.0, 95.0)]), None)
-    assert "0.92 <small>steps: too noisy to tell</small>" in below and "cannot take less time" in below
+    assert "0.92 <small>steps: not a finding</small>" in below and "cannot take less time" in below
+    assert "too noisy" not in below
     wide = why.summary_html(grid_of([(100.0, 70.0), (100.0, 98.0), (100.0, 130.0)]), None)
     assert "0.98 <small>steps: too noisy to tell</small>" in wide and "both sides of one step" in wide
 

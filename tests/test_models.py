@@ -300,7 +300,22 @@ def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "x"))
     assert cache_dir() == tmp_path / "x"
     monkeypatch.delenv("SPECVIZ_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     assert cache_dir() == Path.home() / ".cache" / "specviz"
+
+
+def test_cache_dir_honours_xdg_cache_home_below_specviz_cache_dir(monkeypatch, tmp_path):
+    """The app wrote to ~/.cache/specviz whatever XDG_CACHE_HOME said (issue 34's trial): the XDG Base Directory
+    spec's cache folder is used when set and absolute; SPECVIZ_CACHE_DIR still wins; a relative one is ignored."""
+    monkeypatch.delenv("SPECVIZ_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "specviz"
+    monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(tmp_path / "own"))
+    assert cache_dir() == tmp_path / "own"
+    monkeypatch.delenv("SPECVIZ_CACHE_DIR")
+    for ignored in ("relative/cache", ""):
+        monkeypatch.setenv("XDG_CACHE_HOME", ignored)
+        assert cache_dir() == Path.home() / ".cache" / "specviz"
 
 
 def test_layer_count_reads_config_json_without_loading(monkeypatch, tmp_path, tiny_target, tiny_model_dir):

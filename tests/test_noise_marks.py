@@ -26,38 +26,47 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
     bars = {(t.name, t.yaxis): t for t in figure.data}
     speed = bars[("ngram k=4", "y4")]
     assert speed.marker.pattern.shape == ("/",)
-    assert "(too noisy to tell: its ratios on both sides of 1, baselines 36% apart, no finding)" in speed.text[0]
+    assert "(too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart)" in speed.text[0]
     assert bars[("eagle k=4", "y4")].marker.pattern.shape == ("",)
     assert bars[("medusa k=4", "y4")].marker.pattern.shape == ("",)  # 1.24–1.69: faster, baselines unsteady
     column = arena.table(rows)["headers"].index("Speedup, decode")
     assert [r[column] for r in arena.table(rows)["data"]][1:] == [
-        "too noisy to tell: 1.07× measured (0.92–1.25×), baselines 36% apart", "1.07× faster (1.04–1.10×)",
+        "too noisy to tell: 1.07× measured (0.92–1.25×), baselines drifted 36% apart", "1.07× faster (1.04–1.10×)",
         "1.45× faster (1.24–1.69×)"]
     assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
-    assert any("hatched bars: too noisy to tell" in a.text for a in figure.layout.annotations)
+    assert any("hatched bars: too noisy to tell" in a.text and "or not a finding (above its tokens per pass)" in a.text
+               for a in figure.layout.annotations)
     predicted = arena.predictions_figure(rows).data[0]
     assert list(predicted.marker.pattern.shape) == ["/", "", ""]
 
 
 def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
+    """Issue 34: an interval wholly above 1 is never "too noisy to tell"; a speedup above its tokens per pass is no
+    finding and says that reason, in the table, the hover and the downloads alike."""
     impossible = _row("ngram k=4", "ngram", 0.09, speedup=3.56)  # 1.5 tokens per pass cannot give 3.56x
     impossible |= {"decode_speedup_low": 3.40, "decode_speedup_high": 3.71}
     possible = _row("eagle k=4", "eagle", None, speedup=1.5)  # no pair of baselines: no spread to tell
     rows = [_row("standard", arena.BASELINE, None), impossible, possible]
     cells = arena.table(rows)["data"]
     column = arena.table(rows)["headers"].index("Speedup, decode")
-    assert cells[1][column] == "too noisy to tell: 3.56× measured (3.40–3.71×), impossible: noise"
+    assert cells[1][column] == "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow"
     assert cells[2][column] == "1.50 (one run: no spread)" and cells[0][column] == "1.07 (reference)"
     assert arena.noisy_rows(rows) == 1
     speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
-    assert speed.marker.pattern.shape == ("/",) and "too noisy to tell: faster than its tokens per pass allow" in \
-        speed.text[0]
+    assert speed.marker.pattern.shape == ("/",) and "(not a finding: faster than its 1.5 tokens per pass allow)" in \
+        speed.text[0] and "too noisy" not in speed.text[0]
+    noise = {r["variant"]: r["noise"] for r in arena.with_verdicts(rows)}  # the downloads say what the page says
+    assert noise["ngram k=4"] == "not a finding: faster than its 1.5 tokens per pass allow" in cells[1][column]
+    drifted = impossible | {"baseline_drift": 0.16}
+    assert arena.table([drifted])["data"][0][column] == ("3.56× (3.40–3.71×), not a finding: faster than its 1.5 "
+                                                          "tokens per pass allow; baselines drifted 16% apart")
 
 
-def test_a_cost_ratio_below_one_is_too_noisy_to_tell():
+def test_a_cost_ratio_below_one_is_not_a_finding_and_says_why():
     grid = {"ms": {1: {1: 100.0, 2: 96.0, 4: 95.0, 8: 97.0}}, "param_bytes": 1e8, "spread": {}, "impossible": []}
     html = why.summary_html(grid, None, lookahead=[(3, 3, 2)])
-    assert "Verifying k=4 (batch 1)" in html and "too noisy" in html and "for the price of" not in html
+    assert "Verifying k=4 (batch 1)" in html and "not a finding" in html and "for the price of" not in html
+    assert "cannot take less time than over one" in html and "too noisy" not in html  # wholly below 1: its reason
     grid["ms"][1] = {1: 100.0, 2: 104.0, 4: 110.0, 8: 118.0}
     grid["spread"] = {1: {1: (98.0, 103.0), 4: (108.0, 114.0)}}
     html = why.summary_html(grid, None, lookahead=[(3, 3, 2)])
@@ -97,8 +106,8 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
                              variants=["standard", "ngram k=2", "ngram k=3"])
     monkeypatch.setattr(arena.handlers, "busy_machine_warning", lambda cpu=None: None)  # whatever else the machine runs
     status = arena._done_status(result, 12.0)
-    assert ("Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods too noisy to tell (ratios "
-            "against the standard runs beside the method on both sides of 1") in status
+    assert ("Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods no finding (too noisy to "
+            "tell: ratios against the standard runs beside the method on both sides of 1") in status
     assert "pair" not in status
 
 

@@ -187,3 +187,26 @@ def test_tuning_off_changes_nothing(tiny_target, tmp_path):
     choice = tuning.tune(tiny_target, folder=tmp_path)  # SPECVIZ_TUNE=0 in the tests' environment
     assert choice.source == "off" and not list(tmp_path.glob("*.json"))
     assert getattr(tiny_target.model, "_specviz_threads", None) is None
+
+
+def test_the_app_logs_a_tuning_once_not_on_every_run_that_reuses_it(monkeypatch, caplog):
+    """Issue 34's trial: "rows padded 1->2 (measured; the machine was busy)" was logged 28 times, once per run, for
+    one measurement. The app logs the choice when it is measured or read, not when a run reuses the kept one."""
+    import logging
+    from types import SimpleNamespace
+
+    import specviz.core.graphs
+    import specviz.models
+    from app import device
+
+    kept = tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True)
+    loaded = SimpleNamespace(label="tiny")
+    monkeypatch.setattr(specviz.models, "load_model", lambda spec, **kw: loaded)
+    monkeypatch.setattr(tuning, "tune", lambda target, **kw: kept)  # the kept choice, as a later run gets it
+    monkeypatch.setattr(specviz.core.graphs, "warm_graphs", lambda target: None)
+    monkeypatch.setattr(device, "_TUNINGS_LOGGED", set())
+    with caplog.at_level(logging.INFO, logger=device.log.name):
+        for _ in range(5):
+            assert device.load_target("tiny") is loaded
+    said = [r.getMessage() for r in caplog.records if "rows padded" in r.getMessage()]
+    assert said == ["tiny: fast path, 2 threads, rows padded 1->2 (measured; the machine was busy)"]

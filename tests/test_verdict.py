@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.verdict import FASTER, NOISY, SAME, SLOWER, read_speedup
+from specviz.core.verdict import FASTER, NOISY, NOT_FINDING, SAME, SLOWER, read_speedup
 
 BUSY = "other programs used 74% of the CPUs"
 
@@ -33,9 +33,21 @@ def test_an_interval_below_one_is_slower_however_wide_and_busy():
     assert (v.word, v.finding) == (SLOWER, True) and v.headline().startswith("0.40× slower · 95 % 0.28–0.55×")
 
 
-def test_impossible_timings_are_too_noisy_whatever_the_interval_and_say_why():
-    v = read_speedup(3.56, 3.40, 3.71, impossible="faster than its tokens per pass allow")
-    assert v.word == NOISY and v.reason == "faster than its tokens per pass allow" and v.value == 3.56
+def test_impossible_timings_are_no_finding_whatever_the_interval_and_say_why_in_their_own_words():
+    """Seen on a busy machine (issue 34): "too noisy to tell: 2.45× measured (2.27–2.63×), impossible: noise" on an
+    interval wholly above 1. Too noisy to tell means an interval across 1 only; impossible timings give their reason."""
+    why = "faster than its 2.1 tokens per pass allow"
+    v = read_speedup(2.45, 2.27, 2.63, impossible=why, busy="the two baselines drifted 16% apart")
+    assert (v.word, v.value, v.finding) == (NOT_FINDING, 2.45, False) and v.reason.startswith(why)
+    assert v.cell() == ("2.45× (2.27–2.63×), not a finding: faster than its 2.1 tokens per pass allow; the two "
+                        "baselines drifted 16% apart")
+    assert v.headline() == ("2.45× · range 2.27–2.63× · not a finding: faster than its 2.1 tokens per pass allow; "
+                            "the two baselines drifted 16% apart")
+    assert NOISY not in v.cell() and NOISY not in v.headline()
+    below = read_speedup(0.90, 0.85, 0.95, impossible="more tokens timed cheaper than one")
+    assert below.word == NOT_FINDING and below.why_not() == "not a finding: more tokens timed cheaper than one"
+    straddling = read_speedup(1.05, 0.80, 1.40)
+    assert straddling.why_not() == "too noisy to tell: its interval straddles 1"
 
 
 def test_a_point_has_no_spread_and_an_inverted_interval_is_refused():

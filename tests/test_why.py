@@ -481,3 +481,29 @@ def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
     kept = chart[0]["inputs"][-1]
     assert sum(d["outputs"] == [kept] for d in deps) == 2  # after Measure and after a Live run
     assert any(why.ENTER_EMPTY_JS == d.get("js") for d in deps)
+
+
+def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(monkeypatch):
+    """Issue 34's trial: Measure set the draft cost box to 2.482 (early exit) while the slider stopped at 2 and the
+    chart said "c = 2.000". The slider's end now holds the measured c (rounded up), and the box, the chart and a
+    typed value agree."""
+    monkeypatch.setattr(why.gr, "Info", lambda message: None)
+    measured = {"grid": _grid({1: {1: 10.0, 2: 10.5, 4: 11.0}}), "costs": {"early-exit": 2.482}, "label": "T"}
+    assert why.c_top(measured) == 3 and why.c_top(None) == why.MAX_C == 2
+    assert why.c_top({"grid": {}, "costs": {"early-exit": 0.53}}) == 2  # a c within the usual range keeps it
+    assert why.whatif(0.7, 2.482, 1, "", "", "", measured).layout.title.text == "α = 0.70, c = 2.482"
+    assert why.whatif(0.7, 2.482, 1, "", "", "", None).layout.title.text == "α = 0.70, c = 2.000"  # no such c yet
+    kept = {"alpha": 0.7, "c": 2.482}
+    assert why.slider_typed("c", 2.9, kept, measured, left=False)[2] == {"alpha": 0.7, "c": 2.9}  # in range now
+    slider, status, after = why.slider_typed("c", 3.5, kept, measured)
+    assert slider["value"] == 3 and "Draft cost c is at most 3 here; using 3." in status and after["c"] == 3
+    # the Measure handler sets the slider's end with its value
+    from app.why import handlers
+
+    monkeypatch.setattr(handlers, "forward_figure", lambda grid: None)
+    monkeypatch.setattr(handlers, "summary_html", lambda grid, costs, lookahead=(): "")
+    grid = dict(measured["grid"], settings={"repeats": 3, "prompt_len": 64})
+    out = handlers._measured(dict(measured, grid=grid, note=None), 12.0, 0.7, "", "", "")
+    c_update = out[handlers.OUTPUTS.index("why-c")]
+    assert c_update["value"] == 2.482 and c_update["maximum"] == 3
+    assert out[-1].layout.title.text == "α = 0.70, c = 2.482"

@@ -75,8 +75,8 @@ def _noise_marks(rows: list[dict]) -> dict:
             "opacity": [0.45 if _noisy(r) else 1.0 for r in rows]}
 
 
-HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides "
-                "of 1,<br>or faster than its tokens per pass): no finding")
+HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides of "
+                "1),<br>or not a finding (above its tokens per pass)")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"

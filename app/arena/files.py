@@ -7,7 +7,7 @@ import dataclasses
 import html
 import re
 
-from app.arena.verdicts import NOISY_DRIFT, _noise_word, _noisy
+from app.arena.verdicts import NOISY_DRIFT, _noisy, noise_text
 from app.downloads import write_csv_and_json
 from specviz.analysis.arena import BASELINE, ArenaResult, to_csv, to_json
 
@@ -18,23 +18,21 @@ FILE_DEFINITIONS = {
     "race_wall_s": "seconds of the arena once the target was loaded: the drafters' set-up, the warm-up and the runs",
     "noisy": "true where the page marks the row noisy: the standard runs beside it more than "
              f"{NOISY_DRIFT:.0%} apart, or a decoding speedup above its tokens per pass; no finding",
-    "noise": "why a noisy row is noisy, in the page's words",
+    "noise": "why a row is no finding, in the page's words: too noisy to tell (its ratios on both sides of 1) or "
+             "not a finding (faster than its tokens per pass allow; baselines drifted apart)",
     "status": "the status line the page showed at the end, in words",
 }
 """What the downloads add to :data:`specviz.analysis.arena.DEFINITIONS`."""
 
 VERDICT_COLUMNS = ("noisy", "noise")
 """The columns the downloads add to every row: ``noisy`` (true where the page hatches the row's bar and marks its
-drift "noisy" or its speedup "impossible: noise", :func:`_noisy`; empty for standard decoding) and ``noise`` (why,
-in the chart hover's words)."""
+drift "unsteady" or its speedup "not a finding", :func:`_noisy`; empty for standard decoding) and ``noise`` (why, in
+the words of the page, :func:`app.arena.verdicts.noise_text`)."""
 
 
 def with_verdicts(rows: list[dict]) -> list[dict]:
     """``rows`` with :data:`VERDICT_COLUMNS` added, as the page judges each one."""
-    def words(row: dict) -> str:
-        return _noise_word(row).strip("()").removeprefix("noisy: ")
-
-    return [dict(r, noisy=None if r.get("drafter") == BASELINE else _noisy(r), noise=words(r)) for r in rows]
+    return [dict(r, noisy=None if r.get("drafter") == BASELINE else _noisy(r), noise=noise_text(r)) for r in rows]
 
 
 def plain_status(status: str) -> str:

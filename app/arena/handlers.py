@@ -80,9 +80,9 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
-    drift = (f" · {noisy_count(noisy, result.rows)} too noisy to tell (ratios against the standard runs beside "
-             "the method on both sides of 1, or a speedup above its tokens per pass): read those ratios as noise"
-             if noisy else "")
+    drift = (f" · {noisy_count(noisy, result.rows)} no finding (too noisy to tell: ratios against the standard runs "
+             "beside the method on both sides of 1; or not a finding: a speedup above what its tokens per pass "
+             "allow): read those ratios as noise" if noisy else "")
     methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
     return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 
-from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, _impossible, range_text,
+from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words, range_text,
                                 speedup_reading, spread_text)
 from specviz.analysis.arena import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
+from specviz.core.verdict import NOISY
 
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
@@ -52,17 +53,18 @@ def reference_drift_cell(drift: float | None) -> str:
 
 def speedup_cell(row: dict, key: str) -> str:
     """A measured speedup as the table shows it, read by :func:`speedup_reading`: "1.23× faster (1.15–1.31×)", "too
-    noisy to tell: 1.05× measured (0.90–1.25×), baselines 36% apart"; "1.00 (reference)" for standard decoding,
-    "1.23 (one run: no spread)" where none can be told (" impossible: noise" added above its tokens per pass); "–"
-    without a ratio."""
+    noisy to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart", "2.45× (2.27–2.63×), not a finding:
+    faster than its 2.1 tokens per pass allow"; "1.00 (reference)" for standard decoding, "1.23 (one run: no
+    spread)" where none can be told (", not a finding: …" added above its tokens per pass); "–" without a ratio."""
     value = row.get(key)
     if value is None:
         return "–"
     read = speedup_reading(row, key)
     if read is None:
         text = f"{value:.2f} ({spread_text(row, key)})"
-        return text + " impossible: noise" if key == "decode_speedup" and _impossible(row) else text
-    return read.cell() + (f", {read.reason}" if not read.finding and read.reason else "")
+        why = impossible_words(row) if key == "decode_speedup" else None
+        return f"{text}, not a finding: {why}" if why else text
+    return read.cell() + (f", {read.reason}" if read.word == NOISY and read.reason else "")
 
 
 def _places(value: float, decimals: int, most: int = 6) -> int:
@@ -92,7 +94,7 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
 
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
-    carries its spread, and a decoding speedup above what its tokens per pass allow reads "… impossible: noise"
+    carries its spread, and a decoding speedup above what its tokens per pass allow reads "…, not a finding: …"
     (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:

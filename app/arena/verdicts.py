@@ -1,18 +1,18 @@
 """How the Arena reads a pooled or per-prompt row: the spread of its ratios and timings in words, and whether its
-speedup is a finding (:func:`speedup_reading`, the rule every tab uses) or noise (:func:`_noisy`: too noisy to tell,
-or impossible: faster than its tokens per pass allow). The tables, the charts, the status and the downloads all read
-rows through these."""
+speedup is a finding (:func:`speedup_reading`, the rule every tab uses) or not (:func:`_noisy`: too noisy to tell, an
+interval across 1 only; or not a finding: faster than its tokens per pass allow). The words for why are in one place,
+:func:`noise_text`: the tables, the charts, the status and the downloads all read rows through these."""
 
 from __future__ import annotations
 
 from app import render
 from specviz.analysis.arena import BASELINE
 from specviz.core.metrics import format_apart
-from specviz.core.verdict import Verdict, read_speedup
+from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, read_speedup
 
 
 NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: the machine's speed changed
-IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the tokens per pass: noise (see _impossible)
+IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the tokens per pass: not a finding (see _impossible)
 
 
 SPEEDUP_KEYS = ("speedup", "decode_speedup")  # the measured ratios: each shown with its spread (speedup_cell)
@@ -36,16 +36,45 @@ def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
     """The rule's reading (:func:`specviz.core.verdict.read_speedup`, the one every tab uses) of a method's ratio
     ``key`` on its spread against each standard run beside it (:func:`spread_text`): baselines that drifted more
     than :data:`NOISY_DRIFT` apart are the disturbance (a spread across 1 then reads too noisy even when narrow; one
-    wholly on one side of 1 keeps its verdict), and a decoding speedup above its tokens per pass is impossible
-    (:func:`_impossible`). None for the reference row, without the ratio, or without a spread (one run)."""
+    wholly on one side of 1 keeps its verdict), and a decoding speedup above its tokens per pass is no finding, with
+    that reason (:func:`impossible_words`). None for the reference row, without the ratio, or without a spread."""
     value = row.get(key)
     if value is None or row.get("drafter") == BASELINE or not _has_spread(row, key):
         return None
-    drift = row.get("baseline_drift") or 0
-    busy = f"baselines {drift:.0%} apart" if drift > NOISY_DRIFT else None
-    why = "impossible: noise" if key == "decode_speedup" and _impossible(row) else None  # above its tokens/pass
+    why = impossible_words(row) if key == "decode_speedup" else None
     low, high = row[f"{key}_low"], row[f"{key}_high"]
-    return read_speedup(value, min(low, value), max(high, value), busy=busy, impossible=why)
+    return read_speedup(value, min(low, value), max(high, value), busy=drift_words(row), impossible=why)
+
+
+def drift_words(row: dict) -> str | None:
+    """"baselines drifted 16% apart" where the standard runs beside a method differ by more than
+    :data:`NOISY_DRIFT` (the machine's speed changed during the measurement), else None."""
+    drift = row.get("baseline_drift") or 0
+    return f"baselines drifted {drift:.0%} apart" if drift > NOISY_DRIFT else None
+
+
+def impossible_words(row: dict) -> str | None:
+    """"faster than its 2.1 tokens per pass allow" for a decoding speedup above its tokens per pass
+    (:func:`_impossible`), else None."""
+    return f"faster than its {row['tokens_per_pass']:.1f} tokens per pass allow" if _impossible(row) else None
+
+
+def noise_text(row: dict) -> str:
+    """Why a method's row is no finding, in the words the page uses everywhere (table cell, chart hover, status,
+    downloads' ``noise`` column); "" for a finding or the reference row:
+
+    - "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart" (a spread across 1 only);
+    - "not a finding: faster than its 2.1 tokens per pass allow; baselines drifted 16% apart" (impossible timings,
+      whatever the spread);
+    - "not a finding: baselines drifted 36% apart" (no spread to read, and the machine's speed changed).
+    """
+    if not _noisy(row):
+        return ""
+    read = speedup_reading(row)
+    if read is not None and read.word == NOISY:
+        return "; ".join(w for w in (f"{NOISY}: its ratios on both sides of 1", drift_words(row)) if w)
+    reason = "; ".join(w for w in (impossible_words(row), drift_words(row)) if w)
+    return f"{NOT_FINDING}: {reason}"
 
 
 def range_text(low: float, high: float, decimals: int, extra: int = 1) -> str:
@@ -76,15 +105,10 @@ def _noisy(row: dict) -> bool:
 
 
 def _noise_word(row: dict) -> str:
-    """The hover's word on a bar: "(too noisy to tell: its ratios on both sides of 1, baselines 36% apart)", "(too
-    noisy to tell: faster than its tokens per pass allow)" or ""."""
-    if _impossible(row):
-        return "(too noisy to tell: faster than its tokens per pass allow, no finding)"
-    if not _noisy(row):
-        return ""
-    drift = row.get("baseline_drift") or 0
-    return ("(too noisy to tell: its ratios on both sides of 1"
-            + (f", baselines {drift:.0%} apart" if drift > NOISY_DRIFT else "") + ", no finding)")
+    """The hover's words on a bar, :func:`noise_text` in brackets: "(too noisy to tell: its ratios on both sides of
+    1; baselines drifted 36% apart)", "(not a finding: faster than its 2.1 tokens per pass allow)" or ""."""
+    text = noise_text(row)
+    return f"({text})" if text else ""
 
 
 def _has_spread(row: dict, key: str) -> bool:

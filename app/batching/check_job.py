@@ -4,8 +4,9 @@ and :func:`specviz.analysis.batching.sampling_check`, with a readable label per 
 
 from __future__ import annotations
 
-import math
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
@@ -89,29 +90,68 @@ def check_work(job: Job, c: CheckSettings) -> dict:
         raise InputError(f"The prompt has {len(prompt):,} tokens; {loaded.label} reads at most {window:,}.")
     config = GenerationConfig(max_new_tokens=CHECK_TOKENS, k=CHECK_K,
                               sampling=SamplingConfig(temperature=c.temperature, seed=0))
-    counter = _ForwardCounter(job, c.n)
+    shown = CheckProgress(c.n, lambda fraction, message: job.say(("progress", (fraction, message))))
+    shown.start()
     result = sampling_check(loaded, prompt, config, make, n=c.n, batch=CHECK_BATCH, broken=c.broken,
-                            cancel=counter)
+                            cancel=job.should_stop, progress=shown.batch_done)
     result.update(tally=dict(tally), label=loaded.label, temperature=c.temperature,
                   first_text=loaded.tokenizer.decode([result["first"]]),
                   labels=pair_labels(loaded.tokenizer, result))
     return result
 
 
-class _ForwardCounter:
-    """The check's cancel callable: the job's flag, and a progress message from the forwards started so far
-    (about 3 per batch of :data:`CHECK_BATCH` runs, standard then speculative)."""
+class CheckProgress:
+    """The check's progress in words, said after each batch of :data:`CHECK_BATCH` runs: the runs done of N per
+    side and, once a first batch of a side is done, the time left estimated from the rate measured so far (each
+    side at its own rate; the speculative side at the standard one until its first batch is done), e.g. "sampling
+    speculative runs, 16 at a time: standard 200 of 200, speculative 48 of 200 done; about 1 min 10 s left".
 
-    def __init__(self, job: Job, n: int) -> None:
-        self.job, self.calls = job, 0
-        self.expected = 2 * math.ceil(n / CHECK_BATCH) * CHECK_TOKENS
+    ``say(fraction 0..0.9, message)`` receives each line; ``clock`` gives seconds (a test passes its own)."""
 
-    def __call__(self) -> bool:
-        self.calls += 1
-        fraction = min(self.calls / self.expected, 1.0)
-        side = "standard" if fraction < 0.5 else "speculative"
-        self.job.say(("progress", (0.9 * fraction, f"sampling {side} runs, {CHECK_BATCH} at a time")))
-        return self.job.should_stop()
+    SIDES = ("standard", "speculative")
+
+    def __init__(self, n: int, say: Callable[[float, str], None], clock: Callable[[], float] = time.monotonic):
+        self.n, self.say, self.clock = n, say, clock
+        self.done = {side: 0 for side in self.SIDES}
+        self.seconds = {side: 0.0 for side in self.SIDES}  # time spent on each side's finished batches
+        self.mark = clock()
+
+    def start(self) -> None:
+        """Say the first line (nothing done yet) and start the clock."""
+        self.mark = self.clock()
+        self.say(0.0, self.message("standard"))
+
+    def batch_done(self, side: str, runs: int) -> None:
+        """``sampling_check``'s progress callback: ``runs`` of N done on ``side`` ("standard" or "speculative")."""
+        now = self.clock()
+        self.seconds[side] += now - self.mark
+        self.mark, self.done[side] = now, runs
+        current = "speculative" if side == "speculative" or runs >= self.n else "standard"
+        self.say(0.9 * sum(self.done.values()) / (2 * self.n), self.message(current))
+
+    def seconds_left(self) -> float | None:
+        """The time left, from the measured seconds per run (None before a first batch is done)."""
+        rates = {s: self.seconds[s] / self.done[s] for s in self.SIDES if self.done[s]}
+        if not rates:
+            return None
+        standard = rates.get("standard")
+        speculative = rates.get("speculative", standard)
+        return sum((self.n - self.done[s]) * r for s, r in (("standard", standard), ("speculative", speculative)))
+
+    def message(self, side: str) -> str:
+        """The progress line while ``side`` is being sampled."""
+        done = self.done
+        counts = f"standard {done['standard']} of {self.n}, speculative {done['speculative']} of {self.n} done"
+        left = self.seconds_left()
+        when = (f"about {_seconds_text(left)} left" if left is not None
+                else "the time left follows once the first batch is done")
+        return f"sampling {side} runs, {CHECK_BATCH} at a time: {counts}; {when}"
+
+
+def _seconds_text(seconds: float) -> str:
+    """A time left in words: "40 s", "2 min 5 s" (whole seconds)."""
+    s = max(0, round(seconds))
+    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
 
 
 def pair_labels(tokenizer, result: dict) -> dict[tuple[int, int], str]:

@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 
 from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
-from app.batching.sweep_reading import crossover, disturbance, noisy_prediction, predicted_cell, speedup_text, verdict
+from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
+                                        speedup_text, verdict)
 from app.figures import COLORS
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 
@@ -96,8 +97,10 @@ def _measured_traces(rows: list[dict], busy: bool) -> list[dict]:
                        "hovertemplate": "B = %{x}: %{text}<extra></extra>"})
     if noisy:
         why = "repeats on both sides of 1" + (", other programs busy" if busy else "")
+        name = (f"no finding (too noisy to tell: {why}; or impossible timings)" if any(map(impossible, noisy))
+                else f"too noisy to tell ({why})")  # impossible rows say their own reason in the hover (speedup_text)
         traces.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in noisy],
-                       "y": [r["speedup"] for r in noisy], "name": f"too noisy to tell ({why})",
+                       "y": [r["speedup"] for r in noisy], "name": name,
                        "marker": {"size": 10, "symbol": "circle-open", "color": COLORS["other"], "line": {"width": 2}},
                        "error_y": _error_bars(noisy, COLORS["other"]), "text": [speedup_text(r, busy) for r in noisy],
                        "hovertemplate": "B = %{x}: %{text}<extra></extra>"})

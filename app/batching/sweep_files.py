@@ -23,8 +23,8 @@ DEFINITIONS = {
     "speedup": "speculative ÷ standard tokens/s (medians); speedup_min / speedup_max: the repeats' own ratios",
     "verdict": f"pays / loses (every repeat above / below 1, however far apart, however busy the machine), even (the "
                f"repeats on both sides of 1 within {NOISY_SPREAD:.0%} of each other, the machine quiet), or noisy (on "
-               f"both sides of 1 and spread more than {NOISY_SPREAD:.0%} or the machine busy, or impossible timings: "
-               "too noisy to tell)",
+               f"both sides of 1 and spread more than {NOISY_SPREAD:.0%} or the machine busy: too noisy to tell; or "
+               "impossible timings, a pass cheaper than a step or a speedup above the tokens per pass: not a finding)",
     "predicted": "tokens per pass at B = 1 × T(B, 1) / (T(B, k+1) + B × drafting per row at B = 1): a model",
     "predicted_low / predicted_high": "the same formula over its inputs' spread: the B = 1 repeats' tokens per pass "
                                       "and T(B, 1), T(B, k+1) from the grid's fastest and slowest forward (or the "

@@ -4,8 +4,8 @@ number with its repeats' range, a pass called near 1 or costly only where every 
 from __future__ import annotations
 
 from app.batching.sweep_job import LONG_PROMPT_TOKENS
-from app.batching.sweep_reading import (NOISY_SPREAD, VERDICT_WORDS, crossover, disturbance, impossible, speedup_text,
-                                        verdict)
+from app.batching.sweep_reading import (NOISY_SPREAD, VERDICT_WORDS, crossover, disturbance, impossible,
+                                        impossible_reason, speedup_text, verdict)
 from specviz.analysis.batching import ONE_SAMPLE, repeat_speedups, repeat_values, spread_cell
 
 NEAR_ONE = 1.3  # a pass cost T(B, k+1) / T(B, 1) at most this "stays near 1" in the lesson
@@ -122,14 +122,14 @@ def sweep_lesson(result: dict) -> str:
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):
-        return ("The timings are too noisy to tell at every batch size (repeats on both sides of 1 that disagree by "
-                f"more than {NOISY_SPREAD:.0%}, or impossible ones): the machine is busy; measure again when it is "
-                "quieter.")
+        return ("No finding at any batch size (repeats on both sides of 1 that disagree by more than "
+                f"{NOISY_SPREAD:.0%}: too noisy to tell; or impossible timings): the machine is busy; measure again "
+                "when it is quieter.")
     sentence = _first_clause(rows, k, where) + _second_clause(rows, k)
     for r in noisy:
         ups = repeat_speedups(r)
-        sentence += (f" At B = {r['batch']} the timings are impossible (a pass cheaper than a step, or a speedup "
-                     "above the tokens per pass): too noisy to tell." if impossible(r) else
+        sentence += (f" At B = {r['batch']} the timings are impossible ({impossible_reason(r)}): not a finding."
+                     if impossible(r) else
                      f" At B = {r['batch']} the repeats fall on both sides of 1 ({min(ups):.2f}× to "
                      f"{max(ups):.2f}×): too noisy to tell.")
     if result.get("settings", {}).get("long_prompts"):

@@ -10,7 +10,7 @@ from app.batching.sweep_job import DEFAULT_K
 from specviz.analysis.batching import repeat_speedups, spread_cell
 from specviz.analysis.bench import CONTENDED_SHARE
 from specviz.core.metrics import format_apart
-from specviz.core.verdict import FASTER, NARROW, NOISY, SAME, SLOWER, Verdict, read_speedup
+from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, read_speedup
 
 NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
 IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise
@@ -25,13 +25,14 @@ VERDICT_WORDS = {"pays": "faster", "loses": "slower", "even": "even"}
 
 def reading(row: dict, busy: bool = False) -> Verdict | None:
     """The rule's reading of a row's speedup (:func:`specviz.core.verdict.read_speedup`): the median with its
-    repeats' range (lowest to highest); :func:`impossible` timings are too noisy whatever the range. ``busy``: other
+    repeats' range (lowest to highest); :func:`impossible` timings are not a finding whatever the range, with their
+    reason (:func:`impossible_reason`). ``busy``: other
     programs disturbed the sweep (:func:`disturbance`): repeats on both sides of 1 are then too noisy even when
     close, repeats on one side keep their verdict. None when nothing was measured."""
     ups = repeat_speedups(row)
     if row.get("speedup") is None or not ups:
         return None
-    why = IMPOSSIBLE_WORDS if impossible(row) else None
+    why = impossible_reason(row) if impossible(row) else None
     return read_speedup(row["speedup"], min(ups), max(ups), busy="other programs busy" if busy else None,
                         impossible=why)
 
@@ -45,7 +46,19 @@ def verdict(row: dict, busy: bool = False) -> str:
     read = reading(row, busy)
     if read is None:
         return "none"
-    return {FASTER: "pays", SLOWER: "loses", SAME: "even", NOISY: "noisy"}[read.word]
+    return {FASTER: "pays", SLOWER: "loses", SAME: "even", NOISY: "noisy", NOT_FINDING: "noisy"}[read.word]
+
+
+def impossible_reason(row: dict) -> str:
+    """Why an :func:`impossible` row is no finding, in its own words: "a pass measured cheaper than one step" (its
+    cost is noise, so not shown) or "faster than its 2.0 tokens per pass allow"; :data:`IMPOSSIBLE_WORDS` when
+    neither figure says."""
+    cost, speedup, tokens = row.get("pass_cost"), row.get("speedup"), row.get("tokens_per_pass")
+    if cost is not None and cost < IMPOSSIBLE_COST:
+        return "a pass measured cheaper than one step"
+    if speedup is not None and tokens is not None:
+        return f"faster than its {tokens:.1f} tokens per pass allow"
+    return IMPOSSIBLE_WORDS
 
 
 def impossible(row: dict) -> bool:
@@ -64,7 +77,8 @@ def crossover(rows: list[dict]) -> dict | None:
 
 def speedup_text(row: dict, busy: bool = False) -> str:
     """"2.15× faster (1.84–2.44×)" (every repeat above 1), "0.80× slower (0.75–0.85×)", "1.02× about the same
-    (0.98–1.05×)", or "too noisy to tell: 1.05× measured (0.80–1.50×)" (:func:`reading`, ``busy`` as there): the
+    (0.98–1.05×)", "too noisy to tell: 1.05× measured (0.80–1.50×)" or "2.70× (2.60–2.80×), not a finding: faster
+    than its 2.0 tokens per pass allow" (:func:`reading`, ``busy`` as there): the
     median, then the repeats' own range; "–" when not measured."""
     read = reading(row, busy)
     return "–" if read is None else read.cell()

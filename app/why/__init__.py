@@ -26,7 +26,7 @@ import gradio as gr  # noqa: F401 - tests patch gr.Info through this module
 
 from app.why.cards import ONE_STEP, cost_reading, round_ratios, summary_html
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, RUN_BOXES, RUN_PROBLEM_ENDINGS,
-                              SLIDERS, check_run, remember, run_issues, run_point, slider_typed, whatif)
+                              SLIDERS, c_top, check_run, remember, run_issues, run_point, slider_typed, whatif)
 from app.why.figures import BATCH_COLORS, NOTE_GAP_PX, NOTE_LINE_PX, forward_figure, whatif_figure
 from app.why.handlers import (ESTIMATE_EXTRA_S, MEASURE_INPUTS, OUTPUTS, RUNS, STATUS_INTERVAL_S, STOPPED,
                               MeasureInputs, _measure_inputs, _measured, _measuring, clicked, measure, measure_from,
@@ -42,7 +42,8 @@ __all__ = [
     "MAX_K", "MEASURE_INPUTS", "MEASURE_NOTE", "NOTE_GAP_PX", "NOTE_LINE_PX", "ONE_STEP", "OUTPUTS", "RUNS",
     "RUN_BOXES", "RUN_BOX_EMPTY", "RUN_HINT", "RUN_PROBLEM_ENDINGS", "SLIDERS", "STATUS_INTERVAL_S", "STOPPED",
     "WITHIN_NOISE", "MeasureInputs", "_measure_inputs", "_measured", "_measuring", "_run_boxes", "build_tab",
-    "check_run", "clicked", "cost_reading", "forward_figure", "from_history", "impossible_text", "inside_margin",
+    "c_top", "check_run", "clicked", "cost_reading", "forward_figure", "from_history", "impossible_text",
+    "inside_margin",
     "latest_run", "lookahead_settings", "measure", "measure_from", "noisy_measured", "possible_curve",
     "release_session", "remember", "round_ratios", "run_issues", "run_point", "slider_typed", "stop", "summary_html", "times_measured",
     "whatif", "whatif_figure", "within_noise_points", "within_noise_text",

@@ -58,7 +58,7 @@ def _noisy_card(label: str, read: Verdict, what: str) -> tuple[str, str, str]:
                "the machine")
     else:
         why = f"its repeats fall on both sides of one step and far apart ({read.low:.2f}–{read.high:.2f})"
-    return (label, f"{read.value:.2f} <small>steps: too noisy to tell</small>",
+    return (label, f"{read.value:.2f} <small>steps: {read.word}</small>",
             f"{what} measured {read.value:.2f}: {why}; measure again when it is quieter")
 
 

@@ -6,6 +6,7 @@ chart from them and the last measurement."""
 from __future__ import annotations
 
 import html
+import math
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -21,8 +22,8 @@ from specviz.core.engine import MAX_K
 DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05
 MAX_C = 2.0
-"""The right end of the what-if's draft cost slider (a larger c typed into its box is drawn as this, as the slider
-shows it)."""
+"""The right end of the what-if's draft cost slider before a measurement (a larger c typed into its box is drawn as
+this, as the slider shows it); a measured c above it moves the end (:func:`c_top`)."""
 RUN_BOX_EMPTY = "—"  # what a run box shows until a Live run fills it (or one is typed)
 
 
@@ -107,15 +108,27 @@ def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -
     return gr.skip()
 
 
+def c_top(measurement: dict | None) -> float:
+    """The draft cost slider's right end: :data:`MAX_C`, or a measured early-exit c above it rounded up to a whole
+    number (2.482 -> 3), so that the slider, its box and the chart all hold the c that Measure set. The one source
+    for the slider's range (:func:`app.why.handlers._measured`), the chart's clamp (:func:`whatif`) and the typed
+    box's (:func:`slider_typed`)."""
+    costs = (measurement or {}).get("costs") or {}
+    measured = costs.get("early-exit")
+    if measured is None or not math.isfinite(measured) or measured <= MAX_C:
+        return MAX_C
+    return float(math.ceil(measured))
+
+
 def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict | None = None) -> go.Figure:
     """The what-if chart for the sliders, the measured curve at ``batch`` (if measured) and the run to mark. The
-    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within [0, MAX_C], as the
-    sliders clamp them; one that is no number (an emptied box: None, or "abc") is drawn at its last number,
-    ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it), which :func:`slider_typed`
-    puts back into the box when it is left."""
+    sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within
+    [0, :func:`c_top`], as the sliders clamp them; one that is no number (an emptied box: None, or "abc") is
+    drawn at its last number, ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it),
+    which :func:`slider_typed` puts back into the box when it is left."""
     kept = kept or KEPT
     alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
-    c = min(max(_or_kept(c, kept["c"]), 0.0), MAX_C)
+    c = min(max(_or_kept(c, kept["c"]), 0.0), c_top(measurement))
     curve = None
     if measurement:
         ms = measurement["grid"]["ms"]
@@ -138,7 +151,7 @@ KEPT = {"alpha": DEFAULT_ALPHA, "c": DEFAULT_C}
 """The sliders' last numbers before anything is typed (:func:`slider_typed`'s state starts here)."""
 
 
-def slider_typed(key: str, value, kept: dict | None, left: bool = True) -> tuple:
+def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = None, left: bool = True) -> tuple:
     """What a what-if slider's box holds, said when the chart cannot use it as typed; the handler of its ``input``
     (while typing, ``left`` False) and ``release`` (the box left, or Enter in an empty box: :data:`ENTER_EMPTY_JS`)
     events, on the raw payload (preprocess off).
@@ -148,6 +161,7 @@ def slider_typed(key: str, value, kept: dict | None, left: bool = True) -> tuple
         value: the box's payload: a number, or None for an emptied box (a number box shows "abc" as empty), or any
             text from the API.
         kept: the state {"alpha", "c"}: each slider's last number (None: :data:`KEPT`).
+        measurement: the last measurement (its c may move the draft cost slider's end: :func:`c_top`), or None.
         left: whether the box was left; while typing, an empty box is a number on its way and is left alone.
 
     Returns:
@@ -158,6 +172,7 @@ def slider_typed(key: str, value, kept: dict | None, left: bool = True) -> tuple
         kept number); no number while typing: three skips.
     """
     name, low, high = SLIDERS[key]
+    high = c_top(measurement) if key == "c" else high
     kept = dict(kept or KEPT)
     number = _number(value)
     if number is None:

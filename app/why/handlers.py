@@ -18,8 +18,7 @@ from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
 from app.why.cards import summary_html
-from app.why.controls import DEFAULT_C, whatif
-from app.why.controls import run_point
+from app.why.controls import DEFAULT_C, c_top, run_point, whatif
 from app.why.figures import forward_figure
 from app.why.history import lookahead_settings
 from app.why.noise import _times, impossible_text, within_noise_text
@@ -217,7 +216,8 @@ def _offload_work(job: Job, spec: str) -> dict | None:
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
               cpu: CpuShare | None = None) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
-    early-exit drafter's), the batch choices and the what-if chart with the measured costs."""
+    early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if
+    chart with the measured costs."""
     grid, costs = measurement["grid"], measurement["costs"]
     c = round(costs["early-exit"], 3) if costs else None
     busy = busy_machine_warning(cpu)
@@ -240,7 +240,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
     return _out(status, add_offload_lines(forward_figure(grid), offload), summary_html(grid, costs, lookahead)
                 + offload_text, measurement,
-                gr.update(value=c) if c is not None else None,
+                gr.update(value=c, maximum=c_top(measurement)) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure)
 

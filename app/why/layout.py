@@ -75,17 +75,18 @@ again would say a clamp twice)."""
 
 
 def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML,
-                         kept: gr.State) -> None:
+                         kept: gr.State, measurement: gr.State) -> None:
     """Say typed values the what-if chart cannot use (toast + a line in ``status``), never drop them silently: a run
     box left with a value no run gives (:func:`check_run`); α or c typed out of range, already while typing (a
     number typed redraws the chart, clamped, before the box is left) and when the box is left; and a box left with
-    no number, which gets its last number back (:func:`slider_typed`, which keeps the last numbers in ``kept``)."""
+    no number, which gets its last number back (:func:`slider_typed`, which keeps the last numbers in ``kept``; c's
+    range follows the ``measurement``'s c)."""
     for name, box in zip(RUN_BOXES, run_boxes):
         box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
     for slider, key in zip(sliders, SLIDERS):
         for event, left in ((slider.input, False), (slider.release, True)):
-            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept],
+            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept, measurement],
                   outputs=[slider, status, kept], preprocess=False, show_progress="hidden",
                   trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
     gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
@@ -155,7 +156,7 @@ def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) ->
     """Redraw the what-if chart on a user's edit of its controls (``whatif_inputs``: :func:`whatif`'s, α, c, batch,
     the three run boxes, the measurement and the sliders' kept numbers) and say what it cannot use
     (:func:`_tell_typed_nonsense`)."""
-    alpha, c, batch, run_k, run_tpp, run_speedup, _, kept = whatif_inputs
+    alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept = whatif_inputs
     # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
     # themselves, so no chain of change events can race them with stale values; always_last drops the
     # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
@@ -164,4 +165,4 @@ def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) ->
            run_tpp.blur, run_speedup.blur], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
-    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept)
+    _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept, measurement)

@@ -359,8 +359,10 @@ def _joint_two(target, prompt: list[int], first: int, config: GenerationConfig) 
 
 
 def _samples(target, prompt: list[int], config: GenerationConfig, n: int, batch: int,
-             make_drafter: Callable[[], Drafter] | None, cancel=None) -> list[tuple[int, int, int]]:
-    """n sampled runs of 3 tokens, ``batch`` rows at a time (row r of batch j draws with seed base + j*batch + r)."""
+             make_drafter: Callable[[], Drafter] | None, cancel=None,
+             done: Callable[[int], None] | None = None) -> list[tuple[int, int, int]]:
+    """n sampled runs of 3 tokens, ``batch`` rows at a time (row r of batch j draws with seed base + j*batch + r);
+    ``done(runs finished so far)`` after each batch."""
     out: list[tuple[int, int, int]] = []
     for start in range(0, n, batch):
         rows = min(batch, n - start)
@@ -368,6 +370,8 @@ def _samples(target, prompt: list[int], config: GenerationConfig, n: int, batch:
         drafters = [make_drafter() for _ in range(rows)] if make_drafter else None
         got = run_batch(target, [prompt] * rows, run_config, drafters, cancel)
         out.extend(tuple(ids[:3]) for ids in got.ids if len(ids) >= 3)
+        if done is not None:
+            done(start + rows)
     return out
 
 
@@ -386,8 +390,10 @@ def _chi_square(observed: dict, expected: dict, n: int) -> tuple[float, float, i
 
 
 def sampling_check(target, prompt: list[int], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
-                   n: int = 200, batch: int = 16, broken: bool = False, cancel=None) -> dict:
-    """The sampling-law check of the module docstring.
+                   n: int = 200, batch: int = 16, broken: bool = False, cancel=None,
+                   progress: Callable[[str, int], None] | None = None) -> dict:
+    """The sampling-law check of the module docstring. ``progress(side, runs done)``, if given, is called after
+    each batch of ``batch`` runs, ``side`` "standard" (all n first) then "speculative".
 
     Returns ``{"n", "first", "standard", "speculative" (counts of (t2, t3) pairs), "exact" (probabilities),
     "fit_standard", "fit_speculative" (chi-square stat, p, dof against the exact law), "homogeneity" (stat, p,
@@ -396,8 +402,11 @@ def sampling_check(target, prompt: list[int], config: GenerationConfig, make_dra
     if config.sampling.greedy:
         raise ValueError("The sampling check needs a temperature above 0.")
     spec_config = replace(config, accept_all_drafts=broken)
-    standard = _samples(target, prompt, config, n, batch, None, cancel)
-    speculative = _samples(target, prompt, spec_config, n, batch, make_drafter, cancel)
+    def done(side: str) -> Callable[[int], None] | None:
+        return None if progress is None else lambda runs: progress(side, runs)
+
+    standard = _samples(target, prompt, config, n, batch, None, cancel, done("standard"))
+    speculative = _samples(target, prompt, spec_config, n, batch, make_drafter, cancel, done("speculative"))
     firsts = {s[0] for s in standard + speculative}
     first = max(firsts, key=lambda t: sum(1 for s in standard + speculative if s[0] == t))
     std = _pair_counts(standard, first)

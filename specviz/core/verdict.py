@@ -9,7 +9,8 @@ repeats (Batching, Why). :func:`read_speedup` reads it so:
 - it straddles 1 and is narrow (high ÷ low at most :data:`NARROW`) on an undisturbed machine: "about the same";
 - it straddles 1 otherwise (wide, or other programs disturbed the timings): "too noisy to tell";
 - the timings are impossible (a speedup above what its tokens per pass allow, more work timed faster than less):
-  "too noisy to tell" whatever the interval, with why.
+  "not a finding" whatever the interval, with that reason in its own words (never "too noisy to tell", which
+  means an interval across 1 only).
 
 The measured value always travels with the word: a too-noisy figure is still shown, only not as a finding.
 """
@@ -19,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FASTER, SLOWER, SAME, NOISY = "faster", "slower", "about the same", "too noisy to tell"
-WORDS = (FASTER, SLOWER, SAME, NOISY)
+NOT_FINDING = "not a finding"
+"""The word for timings that cannot be true (``impossible`` of :func:`read_speedup`), whatever the interval."""
+WORDS = (FASTER, SLOWER, SAME, NOISY, NOT_FINDING)
 NARROW = 1.2
 """An interval across 1 whose high ÷ low is at most this reads "about the same"; wider, "too noisy to tell"."""
 
@@ -54,7 +57,7 @@ class Verdict:
     @property
     def finding(self) -> bool:
         """Whether the ratio reads as a result (faster, slower, about the same), not as noise."""
-        return self.word != NOISY
+        return self.word not in (NOISY, NOT_FINDING)
 
     def span(self) -> str:
         """The interval in words: "95 % 1.30–2.00×" (a confidence interval) or "range 1.30–2.00×"."""
@@ -62,17 +65,36 @@ class Verdict:
         return f"{self.level:.0%} {ends}×".replace("%", " %", 1) if self.level else f"range {ends}×"
 
     def figure(self) -> str:
-        """The number and its word: "1.60× faster", "0.62× slower", "1.02× about the same" or "too noisy to tell:
-        1.05× measured"."""
+        """The number and its word: "1.60× faster", "0.62× slower", "1.02× about the same", "too noisy to tell:
+        1.05× measured" or "2.45× measured, not a finding"."""
+        if self.word == NOT_FINDING:
+            return f"{self.value:.2f}× measured, {NOT_FINDING}"
         return f"{self.word}: {self.value:.2f}× measured" if self.word == NOISY else f"{self.value:.2f}× {self.word}"
 
     def headline(self) -> str:
-        """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs"."""
+        """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs";
+        timings that cannot be true: "2.45× · range 2.27–2.63× · not a finding: <reason>"."""
+        if self.word == NOT_FINDING:
+            return " · ".join((f"{self.value:.2f}×", self.span(), self.why_not()))
         return " · ".join(part for part in (self.figure(), self.span(), self.reason) if part)
 
+    def why_not(self) -> str:
+        """Why the ratio is no finding, in its own words: "not a finding: faster than its 2.1 tokens per pass allow"
+        (impossible timings), "too noisy to tell: its interval straddles 1" (with the disturbance where one was
+        said); "" for a finding."""
+        if self.word == NOT_FINDING:
+            return f"{NOT_FINDING}: {self.reason}" if self.reason else NOT_FINDING
+        if self.word == NOISY:
+            return f"{NOISY}: its interval straddles 1" + (f"; {self.reason}" if self.reason else "")
+        return ""
+
     def cell(self) -> str:
-        """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)"."""
-        return f"{self.figure()} ({'–'.join(format_apart(self.low, self.high))}×)"
+        """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)", "2.45×
+        (2.27–2.63×), not a finding: faster than its 2.1 tokens per pass allow"."""
+        ends = "–".join(format_apart(self.low, self.high))
+        if self.word == NOT_FINDING:
+            return f"{self.value:.2f}× ({ends}×), {self.why_not()}"
+        return f"{self.figure()} ({ends}×)"
 
 
 def read_speedup(value: float, low: float, high: float, *, level: float | None = None, busy: str | None = None,
@@ -87,8 +109,8 @@ def read_speedup(value: float, low: float, high: float, *, level: float | None =
         busy: what disturbed the timings in words ("other programs used 74% of the CPUs"), or None: said beside
             the number; it turns an interval across 1 into "too noisy to tell" even when narrow, and leaves an
             interval on one side of 1 as it is.
-        impossible: why the timings cannot be true ("faster than its tokens per pass allow"), or None: "too noisy
-            to tell" whatever the interval.
+        impossible: why the timings cannot be true ("faster than its 2.1 tokens per pass allow"), or None: "not a
+            finding" whatever the interval, this reason first in ``reason``.
         narrow: the widest high ÷ low of an interval across 1 that reads "about the same".
 
     Returns:
@@ -101,7 +123,7 @@ def read_speedup(value: float, low: float, high: float, *, level: float | None =
         raise ValueError(f"an interval's low end ({low}) is above its high end ({high})")
     reason = "; ".join(r for r in (impossible, busy) if r) or None
     if impossible:
-        word = NOISY
+        word = NOT_FINDING
     elif low > 1.0:
         word = FASTER
     elif high < 1.0:

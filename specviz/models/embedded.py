@@ -28,8 +28,15 @@ _MARKER = "specviz-conversion.json"  # written last into a converted folder: its
 
 
 def cache_dir() -> Path:
-    """Where converted models live: ``$SPECVIZ_CACHE_DIR``, else ``~/.cache/specviz`` (not created here)."""
-    return Path(os.environ.get("SPECVIZ_CACHE_DIR") or "~/.cache/specviz").expanduser()
+    """Where specviz keeps its files (converted models, the tuning, compiled kernels, distilled drafts; not created
+    here): ``$SPECVIZ_CACHE_DIR``, else ``$XDG_CACHE_HOME/specviz``, else ``~/.cache/specviz``. As the XDG Base
+    Directory spec says, an empty or relative ``XDG_CACHE_HOME`` is ignored."""
+    own = os.environ.get("SPECVIZ_CACHE_DIR")
+    if own:
+        return Path(own).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path("~/.cache").expanduser()
+    return base / "specviz"
 
 
 def embedded_gguf_path() -> Path:
