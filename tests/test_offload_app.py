@@ -13,6 +13,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 
 from app import device, live, placed  # noqa: E402
+from app.live import run as live_run  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.speed import plain_path  # noqa: E402
@@ -21,7 +22,7 @@ PAIRS = ("model.embed_tokens=cpu,model.layers.0=cpu,model.layers.1=disk,model.la
          "model.norm=cpu,model.rotary_emb=cpu,lm_head=cpu")
 ARGS = dict(prompt="The quick brown fox jumps over the lazy dog while the cat", drafter="ngram", draft_model="",
             exit_layer=0, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20,
-            stop_strings="", chat_template=False, tree_nodes=0, history=[])
+            stop_strings="", chat_template=False, tree_nodes=0)
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_the_operator_placement_is_read_from_the_environment():
 def test_the_live_handler_on_an_operator_placed_target_decodes_as_the_single_device_model(
         operator_map, tiny_model_dir, monkeypatch):
     seen: dict = {}
-    real_spec = live.speculative_generate
+    real_spec = live_run.speculative_generate
 
     def spy(target, drafter, prompt_ids, config, *args, **kwargs):
         seen.update(target=target, prompt_ids=list(prompt_ids), config=config, events=[])
@@ -57,8 +58,8 @@ def test_the_live_handler_on_an_operator_placed_target_decodes_as_the_single_dev
             seen["events"].append(event)
             yield event
 
-    monkeypatch.setattr(live, "speculative_generate", spy)
-    outs = list(live.generate(**{**ARGS, "target": str(tiny_model_dir)}))
+    monkeypatch.setattr(live_run, "speculative_generate", spy)
+    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
     assert not device.DEVICE.locked
     target = seen["target"]
     assert target.model._specviz_device_map["model.layers.1"] == "disk" and target.path == "eager"
@@ -72,13 +73,13 @@ def test_the_live_handler_on_an_operator_placed_target_decodes_as_the_single_dev
     status = outs[-1][live.OUTPUTS.index("status")]
     assert "Done in" in status and "2 on disk (streamed)" in status  # the status names the placement
     history = outs[-1][live.OUTPUTS.index("history-state")]
-    assert history[0]["identical"] is True
+    assert history[0].identical is True
 
 
 def test_a_bad_operator_map_is_one_sentence_in_the_status(monkeypatch, tiny_model_dir):
     monkeypatch.setenv(placed.ENV_DEVICE_MAP, PAIRS.replace("disk", "tpu", 1))
     placed.forget_placed()
-    outs = list(live.generate(**{**ARGS, "target": str(tiny_model_dir)}))
+    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
     status = html.unescape(outs[-1][live.OUTPUTS.index("status")])
     assert "status-error" in status and "Unknown device 'tpu'" in status and "Traceback" not in status
     assert not device.DEVICE.locked
