@@ -1,4 +1,4 @@
-"""Compare two k = auto controllers on real acceptance with modelled time (docs/performance.md, section 18).
+"""Compare two k = auto controllers on real acceptance with modelled time (docs/performance-journal.md, section 18).
 
     python scripts/autok_modelled_time.py --baseline-module OLD.py [--prompts translation-1,qa-1]
         [--drafters medusa,ngram,eagle] [--seeds 3] [--tokens 48]

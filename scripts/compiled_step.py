@@ -1,4 +1,4 @@
-"""Time the compiled forward against the eager ones on one model (docs/performance.md, section 10).
+"""Time the compiled forward against the eager ones on one model (docs/performance-journal.md, section 10).
 
     python scripts/compiled_step.py [--target embedded] [--threads 1,2] [--repeats 7] [--freezing] [--profile]
         [--out result.json]

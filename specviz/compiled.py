@@ -1,9 +1,9 @@
 """The opt-in compiled forward: ``torch.compile`` (inductor) of a loaded model, warmed at set-up, cached on disk.
 
 Why: an eager one-token step of the embedded model spends ~5 ms in Python and the dispatcher besides its linears
-(docs/performance.md, section 2); a compiled forward runs the transformers modules as generated C++ kernels.
+(docs/performance-journal.md, section 2); a compiled forward runs the transformers modules as generated C++ kernels.
 It is off by default: compiling takes minutes on a small CPU the first time, and on the project's 2-core VM it made a
-one-token step ~6 % faster but a verification slower than the eager fast path (docs/performance.md, section 10).
+one-token step ~6 % faster but a verification slower than the eager fast path (docs/performance-journal.md, section 10).
 
 How it is switched on: ``SPECVIZ_COMPILE=1`` in the environment (``generate --compile`` / ``bench --compile`` set it,
 ``make compile`` runs ``python -m specviz compile``); :func:`specviz.models.load_model` then calls

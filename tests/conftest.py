@@ -175,7 +175,7 @@ def embedded():
     from specviz.models import load_model
 
     # loaded at this process's cores, as a user's process loads it, whatever thread count a test left: a model loaded
-    # at one thread and run at two verified 1.3x slower, and the browser tests took 2.5x as long (performance.md 19)
+    # at one thread and run at two verified 1.3x slower, and the browser tests took 2.5x as long (performance-journal.md 19)
     with torch_threads(_cores_per_process()):
         return load_model("embedded", device="cpu")
 

@@ -1,5 +1,5 @@
 """The opt-in compiled forward (specviz.compiled): greedy ids, the status of which forward runs, and the flag on
-runs during which torch.compile compiled something. No timings here (docs/performance.md, section 10).
+runs during which torch.compile compiled something. No timings here (docs/performance-journal.md, section 10).
 
 The compile tests are few on purpose: compiling even the tiny model takes tens of seconds on a 2-core CPU
 (1-2 minutes cold, ~40 s once inductor's disk cache holds its kernels: dynamo still traces), so they are marked

@@ -125,7 +125,7 @@ class AutoK:
         1 / (1 - DECAY) = 10: a run whose drafts were never accepted then kept drafting one or two tokens whenever
         its T(2) happened to be timed 5 % under T(1), which a drifting machine does for dozens of passes. On the
         seeded drifting-machine model of tests/test_draft_length.py, with no draft ever accepted, 48 tokens went from
-        0.94x to 0.96x standard decoding; docs/performance.md section 18.)"""
+        0.94x to 0.96x standard decoding; docs/performance-journal.md section 18.)"""
         return [accepted.mean() for accepted in self._accepted]
 
     def verify_ms(self, k: int) -> float | None:
@@ -226,7 +226,7 @@ class GateK:
     without it (an empty pool that only the window can fill) the warm-up starts at once. With ``wait``, a warm-up
     pass that carried a candidate is evidence like any counted pass (its cost and its tokens are counted) and ends
     the warm-up: a rejected first pass then sends the run to plain steps at once instead of after the rest of the
-    warm-up and a counted pass (suite paired A/B, docs/performance.md section 16). Once warm-up has begun, and
+    warm-up and a counted pass (suite paired A/B, docs/performance-journal.md section 16). Once warm-up has begun, and
     while drafting pays, full passes run whether or not they carry candidates, so the window keeps sliding.
 
     Attributes:

@@ -32,7 +32,7 @@ What :func:`prepare_for_decoding` does (each step only where it applies, and onl
    new token without a mask (``pack_gqa``); here it also covers a verification's n > 1 tokens and masked
    (batched, tree) passes. At 1 024 cached tokens (SmolLM2-135M, 30 layers, 1 thread, this machine) attention
    over 5 new tokens took 14.6 ms per forward with SDPA's grouped-query kernel and 11.9 folded; one new token 6.0
-   and 5.3 (docs/performance.md, section 12). It folds only where every thread keeps work (:func:`_enough_work`:
+   and 5.3 (docs/performance-journal.md, section 12). It folds only where every thread keeps work (:func:`_enough_work`:
    one thread, or two batch x key/value-head units per thread). It runs through transformers' ``sdpa`` entry,
    replaced once per process by :func:`_folded_sdpa`, which folds only for the attention modules of a prepared
    CPU model (flag ``_specviz_fold``, off in :func:`plain_path`) and hands every other call (prefill with
@@ -43,7 +43,7 @@ What :func:`prepare_for_decoding` does (each step only where it applies, and onl
    with the rows (28.0, 27.8, ..., 33.2 for four). So a forward of n rows may be computed as m > n rows, the
    extra rows zeros and dropped, where the machine measured m rows faster (:func:`time_linear_rows`,
    :func:`choose_row_padding`, :func:`set_row_padding`); a one-token step then ran 49.5 ms instead of 53.9 and
-   a two-token verification 47.5 instead of 64.7 (docs/performance.md, "Row padding").
+   a two-token verification 47.5 instead of 64.7 (docs/performance-journal.md, "Row padding").
 
 Exactness: the model object is changed in place, so everything that runs it (the standard baseline, every
 verification, early-exit drafters that share its layers, transformers' own ``generate()`` in the benchmark)
