@@ -1012,7 +1012,7 @@ def test_the_status_names_both_runs_progress_and_done_counts_from_the_click(monk
     now = time.monotonic()
     view.clicked, view.started, view.ended = now - 38.4, now - 24.4, now - 0.3
     status = view.status()
-    assert re.search(r"Done in 38\.\d s from Generate to this result \(the two runs: 24\.1 s; before them, loading "
-                     r"and preparing: 14\.0 s\)", status), status
+    assert re.search(r"Done in 38\.\d s from Generate to this result \(37 tokens, finish reason: eos; the two runs: "
+                     r"24\.1 s; before them, loading and preparing: 14\.0 s\)", status), status
     view.clicked = None  # a run from Python code: the runs' time alone
     assert re.search(r"Done in 24\.1 s \(", view.status())

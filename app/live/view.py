@@ -201,8 +201,10 @@ class RunView:
             return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
                                       "shown.", "info", notes=self.notes)
         if self.finished:
-            return render.status_html(f"Done in {self._waited()} ({self._counts(reasons=True)}) · "
-                                      f"{self.target_label}", "done", notes=self.notes)
+            waited, parts = self._waited()
+            details = "; ".join([self._counts(reasons=True), *parts])
+            return render.status_html(f"Done in {waited} ({details}) · {self.target_label}", "done",
+                                      notes=self.notes)
         return render.status_html(f"Generating… {self._progress()} · both runs take turns on one device, each "
                                   "timed on its own clock", "busy", notes=self.notes)
 
@@ -210,23 +212,27 @@ class RunView:
         """Seconds from the runs' start (the prompt read by both) to their end (now, while they run)."""
         return (self.ended or self.stopped_at or time.monotonic()) - self.started
 
-    def _waited(self) -> str:
-        """"38.4 s from Generate to this result (the two runs: 24.1 s; before them, loading and preparing: 14.3 s)"
-        (the part after the runs, the end's charts and views, named when it took half a second or more), or
-        "24.1 s" for a run with no Generate click (:attr:`clicked` None: Python code)."""
+    def _waited(self) -> tuple[str, list[str]]:
+        """("38.4 s from Generate to this result", ["the two runs: 24.1 s", "before them, loading and preparing:
+        14.3 s"]): the visitor's wait and, when it differs from the runs' time by half a second or more, its parts
+        (the part after the runs, drawing the result, named when it took half a second or more); ("24.1 s", []) for
+        a run with no Generate click (:attr:`clicked` None: Python code)."""
         runs = self.runs_s()
         if self.clicked is None:
-            return f"{runs:.1f} s"
+            return f"{runs:.1f} s", []
         waited = time.monotonic() - self.clicked
-        before, after = self.started - self.clicked, max(waited - runs - (self.started - self.clicked), 0.0)
+        before = self.started - self.clicked
+        after = max(waited - runs - before, 0.0)
+        head = f"{waited:.1f} s from Generate to this result"
         if waited - runs < 0.5:
-            return f"{waited:.1f} s from Generate to this result"
-        parts = [f"the two runs: {runs:.1f} s"]
+            return head, []
+        two = self.spec is not None
+        parts = [f"the two runs: {runs:.1f} s" if two else f"the run: {runs:.1f} s"]
         if before >= 0.5:
-            parts.append(f"before them, loading and preparing: {before:.1f} s")
+            parts.append(f"before {'them' if two else 'it'}, loading and preparing: {before:.1f} s")
         if after >= 0.5:
-            parts.append(f"after them, drawing the result: {after:.1f} s")
-        return f"{waited:.1f} s from Generate to this result ({'; '.join(parts)})"
+            parts.append(f"after {'them' if two else 'it'}, drawing the result: {after:.1f} s")
+        return head, parts
 
     def _progress(self) -> str:
         """"pass 31, 37 tokens (finished) · baseline 20 tokens": the speculative run's passes and tokens, then the
