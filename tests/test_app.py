@@ -941,3 +941,78 @@ def test_passes_whose_k_the_budget_cut_are_marked_on_the_k_chart(tiny_target):
     plain = figures.dashboard_figure(plain_stats, _base_stats())
     live.mark_budget_cuts(plain, plain_stats, 4)
     assert not _k_cut_traces(plain)[1] and _k_cut_traces(plain)[0].text is None  # the chart is left as it was
+
+
+def test_the_stop_button_answers_lightly_outside_the_queue_then_sends_the_result():
+    """Seen on a busy machine: Stop's status came 8.9 s after the click. The browser sends Gradio's cancel of the run
+    only after the Stop handler's answer; that handler drew the whole result. Now the first handler only flags the
+    run and freezes its status, outside the queue; the whole result follows in a chained call (the API's "stop")."""
+    demo = build_demo(max_new_tokens=40)
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    on_stop = [fn for fn in demo.fns.values() if any(ids.get(target) == "stop" for target, _ in fn.targets)]
+    first = next(fn for fn in on_stop if fn.fn is not None)
+    assert first.fn is live.stop_now and first.queue is False and not first.inputs
+    chained = [fn for fn in demo.fns.values() if fn.fn is live.stop_run]
+    assert len(chained) == 1 and chained[0].queue is False and chained[0].api_name == "stop"
+    assert chained[0].trigger_after == first._id
+    cancel = next(fn for fn in on_stop if fn.is_cancel_function)
+    assert cancel.queue is False and cancel.cancels
+
+
+def test_generate_says_at_once_in_the_browser_that_the_run_was_sent():
+    """Seen on a phone: after Generate nothing in sight changed until the server's first message (the status is
+    ~900 px below the button). A browser-side answer fills the status and its copy under the button at once."""
+    demo = build_demo(max_new_tokens=40)
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
+    on_click = [fn for fn in demo.fns.values() if fn.fn is None and fn.js
+                and any(ids.get(target) == "generate" for target, _ in fn.targets)]
+    assert len(on_click) == 1 and on_click[0].js == live.layout.starting_js()
+    run = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
+    assert on_click[0]._id < run._id  # wired first: the browser runs a click's listeners in turn, the run's to its end
+    assert [ids[block._id] for block in on_click[0].outputs] == ["status", "run-progress"]
+    assert live.layout.STARTING.replace("…", "\\u2026") in on_click[0].js and "sv-progress" in on_click[0].js
+
+
+def test_stop_now_freezes_the_run_and_stop_run_adds_its_row_once(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
+    me = FakeRequest("stop-now")
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
+    _stream_until(gen, 2)
+    quick = live.stop_now(me)
+    assert "Stopped after" in quick[4] and all(isinstance(v, dict) for i, v in enumerate(quick) if i not in (4, 9))
+    full = live.stop_run([], me)  # the chained call: the whole result, the history row added
+    assert len(full[6]) == 1 and full[6][0].stopped and 'class="cursor"' not in full[0]
+    assert live.stopped_view(full[6], me)[6] == full[6]  # again: the row is not added twice
+    assert list(gen) == [] and not device.DEVICE.locked
+    live.release_session(me)
+
+
+def test_a_pane_title_keeps_the_drafters_parenthetical_apart():
+    """At 1400 px "Speculative · suffix decoding (prompt + earlier outputs)" took two lines; at 400 px "n-gram lookup
+    (1-" / "3)" broke inside the parenthesis. The parenthetical goes to the subtitle, its hyphens non-breaking."""
+    from app.live.view import split_name
+
+    assert split_name("suffix decoding (prompt + earlier outputs)") == ("suffix decoding", "(prompt + earlier outputs)")
+    assert split_name("n-gram lookup (1-3)") == ("n-gram lookup", "(1\u20113)")
+    assert split_name("EAGLE head (tree of 6) + lookup") == ("EAGLE head (tree of 6) + lookup", "")
+    assert split_name("draft model") == ("draft model", "")
+
+
+def test_the_status_names_both_runs_progress_and_done_counts_from_the_click(monkeypatch):
+    """Seen: "pass 31, 37 tokens" stayed for 13 s while the baseline finished, and "Done in 24.1 s" was shown after
+    38.4 s of waiting (loading and measuring came before the runs' clock started)."""
+    settings = inputs.parse_settings(dict(GOOD, drafter="ngram"))
+    view = live.RunView(settings, "tiny", "n-gram lookup (1-3)", render.Pane(FakeTokenizer(PIECES)),
+                        render.Pane(FakeTokenizer(PIECES)))
+    view.spec_stats.generated, view.spec_stats.passes, view.spec_stats.finish_reason = 37, 31, "eos"
+    view.base_stats.generated = 20
+    assert "Generating… pass 31, 37 tokens (finished) · baseline 20 tokens ·" in view.status()
+    assert "(1\u20113) · k = " in view.spec_html() and "Speculative · n-gram lookup<" in view.spec_html()
+    view.base_stats.finish_reason, view.base_stats.generated = "eos", 37
+    now = time.monotonic()
+    view.clicked, view.started, view.ended = now - 38.4, now - 24.4, now - 0.3
+    status = view.status()
+    assert re.search(r"Done in 38\.\d s from Generate to this result \(37 tokens, finish reason: eos; the two runs: "
+                     r"24\.1 s; before them, loading and preparing: 14\.0 s\)", status), status
+    view.clicked = None  # a run from Python code: the runs' time alone
+    assert re.search(r"Done in 24\.1 s \(", view.status())

@@ -124,3 +124,42 @@ def test_the_estimate_leaves_as_soon_as_both_prompts_are_read():
             view.spec_stats.prefill_ms = 4_500.0
     assert [note in notes for notes in seen] == [True, True, True, False]  # gone once both prefills were in
     assert seen[-1][-1] == "The 2,185-token prompt was read in 8.5 s (both runs; the prefill)."
+
+
+def _plan_settings(prompt: str, max_new_tokens: int):
+    return parse_settings({name: _values(prompt, max_new_tokens)[name] for name in live.INPUTS}, fit_layer=False)
+
+
+def test_a_plan_for_a_high_cap_says_the_answer_may_end_sooner_and_how_soon_here():
+    """Seen: 1,024 max new tokens planned "about 4 min 17 s – 11 min 17 s"; the same prompt ended at EOS after 123
+    tokens in 19.9 s. The plan keeps the cap's time as the upper bound and adds the likely one: this prompt's own
+    answer length when a recent run read it, else the recent answers' median."""
+    prompt = "What are three good habits for keeping a garden?"
+    mine = live.costs.prompt_key(prompt)
+    costs = live.RunCosts(2.0, 100.0, 60.0, source="x", answer_tokens=50, answers=((mine, 123), (mine + 1, 50)))
+    plan = live.plan_text(_plan_settings(prompt, 1024), costs, 10)
+    whole, likely = costs.run_s(10, 1024, True), costs.run_s(10, 123, True)
+    assert plan == (f"up to about {live.costs._seconds(whole)} (from x) if it writes all 1,024 tokens; most answers "
+                    f"end sooner (this prompt's ended after 123 tokens here: about {live.costs._seconds(likely)})")
+    other = live.plan_text(_plan_settings("Another question entirely?", 1024), costs, 10)
+    assert "(recent ones ended after 50 tokens here: about 8 s)" in other  # 40 ms + 49 x 160 ms
+    # a cap below the likely answer: the cap's time is the likely one, said alone
+    assert live.plan_text(_plan_settings(prompt, 40), costs, 10) == "about 6 s (from x)"
+    # no answer known: a high cap only says that an answer ending sooner takes less
+    unknown = live.RunCosts(2.0, 100.0, 60.0, source="x")
+    assert live.plan_text(_plan_settings(prompt, 1024), unknown, 10).endswith(
+        "if it writes all 1,024 tokens (an answer that ends sooner takes less)")
+    assert live.plan_text(_plan_settings(prompt, 40), unknown, 10) == "about 6 s (from x)"
+
+
+def test_a_run_that_ended_on_its_own_teaches_its_answer_length(monkeypatch):
+    monkeypatch.setattr(live.costs, "_COSTS", {})
+    base = SimpleNamespace(prefill_ms=50.0, elapsed_ms=1250.0, emitted=12, generated=12, finish_reason="eos")
+    view = SimpleNamespace(spec=None, spec_stats=RunStats(), base_stats=base, prompt_tokens=10, started=0.0, ended=1.3,
+                           settings=SimpleNamespace(prompt="Say hi."))
+    live.learn_costs("answers-target", view)
+    known = live.known_costs("answers-target")
+    assert known.answer_tokens == 12 and known.answers == ((live.costs.prompt_key("Say hi."), 12),)
+    base.finish_reason = "length"  # cut at the cap: no answer length learned
+    live.learn_costs("answers-target", view)
+    assert live.known_costs("answers-target").answers == ((live.costs.prompt_key("Say hi."), 12),)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from app.live import controls, costs, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
 from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen,
-                               release_session, stop, stop_run, stopped_view)
+                               release_session, stop, stop_now, stop_run, stopped_view)
 from app.live.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, MIN_SPREAD, PROBE_SPREAD,
                             RECENT_RUNS, RunCosts, costs_of_run, default_max_new_tokens, derived_default_tokens,
                             known_costs, learn_costs, long_prompt_note, page_default_tokens, plan_text,
@@ -49,7 +49,7 @@ from app.live.warmup import STARTUP_TOKENS, warm_up
 
 __all__ = [
     "PRESET_CHOICES", "drafter_changed", "k_chosen", "lookahead_k", "preset_chosen", "release_session", "stop",
-    "stop_run", "stopped_view", "COST_RUNS", "DEFAULT_RUN_S", "LONG_PREFILL_S", "MIN_DEFAULT_TOKENS", "MIN_SPREAD",
+    "stop_now", "stop_run", "stopped_view", "COST_RUNS", "DEFAULT_RUN_S", "LONG_PREFILL_S", "MIN_DEFAULT_TOKENS", "MIN_SPREAD",
     "PROBE_SPREAD", "RECENT_RUNS", "RunCosts", "costs_of_run", "default_max_new_tokens", "derived_default_tokens",
     "known_costs", "learn_costs", "long_prompt_note", "page_default_tokens", "plan_text", "settle_prefill_note",
     "settled_after_prefill", "timed_forwards", "tuned_costs", "ASSETS", "DEFAULTS", "FIRST_EXAMPLE", "INPUTS",

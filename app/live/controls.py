@@ -1,4 +1,5 @@
-"""The Live tab's small handlers: Stop (:func:`stop`, :func:`stop_run`: the run's result so far, :func:`stopped_view`),
+"""The Live tab's small handlers: Stop (:func:`stop`; the button's :func:`stop_now`, then :func:`stop_run`: the run's
+result so far, :func:`stopped_view`),
 a closed browser tab (:func:`release_session`), and the controls that follow each other: a real pair picked
 (:func:`preset_chosen`), the drafter menu (:func:`drafter_changed`: which options show), lookahead's k = N−1
 (:func:`lookahead_k`) and the visitor's own k (:func:`k_chosen`)."""
@@ -25,6 +26,22 @@ def stop(request: gr.Request = None):
     return stopped_status()
 
 
+def stop_now(request: gr.Request = None):
+    """The Stop button's first, light handler: cancel the session's run (:func:`stop`) and freeze its view
+    (:meth:`app.live.view.RunView.mark_stopped`), answering with the status line only ("Stopped after 12.1 s ...").
+    The whole result (panes, charts, draft tree, the history row) follows in :func:`stop_run`, chained after it: the
+    browser sends Gradio's cancel of the Generate event only once this answer is back, so it must not wait for the
+    drawing of a whole result. Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
+    status = stop(request)
+    key = session_key(request)
+    with _VIEWS_LOCK:
+        view = _VIEWS.get(key) if key else None
+    if view is None:
+        return status_only(status)
+    view.mark_stopped()
+    return status_only(view.status() if view.cancelled else status, view.cut)
+
+
 def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):
     """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
     (:func:`stopped_view`). Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
@@ -37,20 +54,22 @@ def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = 
     """The result of a stopped run, as a tuple in :data:`app.live.defaults.OUTPUTS` order: both panes without the
     typing cursor, the stats with finish reason "stopped" and the output check up to the stop, the final charts and
     draft tree, the status, and the run history with the run added (marked stopped). When no run was streaming
-    (still loading, or finished on its own) only the status changes. The Stop button calls it a second time, one
-    round trip later, to re-send the view after any update the cancelled run still had in flight; the history row
-    is added once."""
+    (still loading, or finished on its own) only the status changes. The Stop button calls it (:func:`stop_run`) one
+    round trip after :func:`stop_now` froze the view, which also re-sends the view after any update the cancelled
+    run still had in flight; the history row is added once, whichever call comes first."""
     key = session_key(request)
     with _VIEWS_LOCK:
         view = _VIEWS.get(key) if key else None
     history = list(history) if isinstance(history, list) else []
     if view is None:
         return status_only(status or stopped_status())
-    if view.mark_stopped() and not view.empty:
+    view.mark_stopped()
+    if not view.cancelled:  # it finished on its own: its result stays as it is
+        return status_only(view.status(), view.cut)
+    if not view.in_history and not view.empty:  # once, whichever of Stop's handlers comes first
+        view.in_history = True
         add_to_history(history, view)
         keep_good(key, view)
-    elif not view.cancelled:  # it finished on its own: its result stays as it is
-        return status_only(view.status(), view.cut)
     if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
         return blank("Stopped before the first token: nothing was generated or measured.", view.status(),
                      history_html(history), history, cut=view.cut)

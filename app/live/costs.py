@@ -72,6 +72,9 @@ class RunCosts:
     spread: tuple[float, float] = (1.0, 1.0)
     prefill_fixed_ms: float = 0.0
     prompt_tokens: int | None = None  # learned from a run: the prompt it read (its prefill's sample size)
+    answer_tokens: int | None = None  # a run's answer length when it ended on its own (EOS, a stop) before the cap;
+    # planned from several runs: the median of those that did (None: none did)
+    answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
         """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
@@ -109,8 +112,15 @@ def costs_of_run(view: RunView) -> RunCosts | None:
         spec = (s.elapsed_ms - s.prefill_ms) / s.emitted * scale
     step = (b.elapsed_ms - b.prefill_ms) / b.emitted  # own clock: one forward of one token
     fixed = min(step, b.prefill_ms)  # the prefill is not scaled: it runs before the panes stream
+    answer = b.generated if b.finish_reason in ("eos", "stop") else None  # ended on its own, not at the cap
     return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
-                    prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens)
+                    prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
+                    answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else ())
+
+
+def prompt_key(prompt: str) -> int:
+    """A prompt's key among the recent runs' answer lengths (:attr:`RunCosts.answers`)."""
+    return hash(prompt.strip())
 
 
 def learn_costs(target: str, view: RunView) -> None:
@@ -146,7 +156,9 @@ def known_costs(target: str) -> RunCosts | None:
     if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
         per_token = max(median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
     return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
-                    runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs))
+                    runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs),
+                    answer_tokens=median(r.answer_tokens for r in runs),
+                    answers=tuple(answer for r in runs for answer in r.answers))
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
@@ -229,9 +241,15 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
-    """"about 20–30 s (from recent runs of this model on this server)" for a run of ``settings`` (the range of ``costs.spread``), with
-    the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None:
-    estimated from the characters."""
+    """"about 20–30 s (from recent runs of this model on this server)" for a run of ``settings`` (the range of
+    ``costs.spread``), with the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs.
+    ``prompt_tokens`` None: estimated from the characters.
+
+    That time is for all of max new tokens. When recent runs here ended on their own sooner (EOS, a stop:
+    :attr:`RunCosts.answers`), the plan says both: "up to about 4 min 17 s – 11 min 17 s if it writes all 1,024
+    tokens; most answers end sooner (this prompt's ended after 123 tokens here: about 15–23 s)"; this prompt's own
+    answer length when a recent run read it, else the median of the recent answers. Without one, a cap of
+    :data:`LONG_CAP_TOKENS` or more says only that an answer ending sooner takes less."""
     if costs is None:
         return ""
     tokens = prompt_tokens
@@ -246,7 +264,29 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     if prefill > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
         text += (f", {_range(prefill, costs.spread)} of it reading the {'~' if prompt_tokens is None else ''}"
                  f"{tokens:,}-token prompt")
+    cap = f"{settings.max_new_tokens:,} token{'' if settings.max_new_tokens == 1 else 's'}"
+    likely = _likely_answer(settings, costs)
+    if likely is not None and likely[0] < settings.max_new_tokens:
+        answer, whose = likely
+        sooner = _range(costs.run_s(tokens, answer, drafter), costs.spread)
+        return (f"up to {text} if it writes all {cap}; most answers end sooner ({whose} ended after {answer:,} "
+                f"token{'' if answer == 1 else 's'} here: about {sooner})")
+    if settings.max_new_tokens >= LONG_CAP_TOKENS:
+        return f"up to {text} if it writes all {cap} (an answer that ends sooner takes less)"
     return text
+
+
+LONG_CAP_TOKENS = 256  # a plan for this many new tokens or more says that an answer may end sooner
+
+
+def _likely_answer(settings: Settings, costs: RunCosts) -> tuple[int, str] | None:
+    """(answer tokens, whose) of a likely answer: this prompt's own, when a recent run here read it and ended on its
+    own ("this prompt's"), else the recent answers' median ("recent ones"); None when no recent run ended so."""
+    key = prompt_key(settings.prompt)
+    own = [tokens for prompt, tokens in costs.answers if prompt == key]
+    if own:
+        return own[-1], "this prompt's"
+    return (costs.answer_tokens, "recent ones") if costs.answer_tokens is not None else None
 
 
 def _range(seconds: float, spread: tuple[float, float]) -> str:

@@ -6,16 +6,18 @@ tokens on page load."""
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
 from app import render
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDIDATES, MAX_CONFIDENCE,
                         MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
                         PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
-from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_run,
-                               stopped_view)
+from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
 from app.live.costs import page_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
+from app.live.outputs import progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
 from specviz.core.engine import MAX_K
@@ -216,11 +218,19 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
+    # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
+    # server's first message (on a busy server it took seconds; on a phone nothing in sight changed meanwhile). Wired
+    # first: the browser runs a click's listeners in turn, each streamed one to its end
+    ui["generate"].click(None, js=starting_js(), outputs=[ui["status"], ui["progress"]], queue=False,
+                         show_progress="hidden", api_visibility="private")
     run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
-    ui["stop"].click(stop_run, inputs=[history], outputs=outputs, cancels=[run], queue=False, api_name="stop").then(
-        stopped_view, inputs=[history], outputs=outputs, queue=False, api_visibility="private")
+    # Stop: first a light answer (the flag, the frozen view's status line: the browser sends Gradio's cancel of the
+    # run only after it), then the whole result, one round trip later, after any update the run still had in flight
+    ui["stop"].click(stop_now, outputs=outputs, cancels=[run], queue=False, show_progress="hidden",
+                     api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=False,
+                                                    api_name="stop")
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
     # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
@@ -234,6 +244,17 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                                                         "candidates")],
                          queue=False, api_visibility="private")
     _wire_helpers(ui, d or DEFAULTS)
+
+
+STARTING = "Starting: your run was sent to the server…"
+
+
+def starting_js() -> str:
+    """Generate's browser-side answer: a function giving the status line and its compact copy under the button
+    (:func:`app.live.outputs.progress_html`, the copy a narrow screen shows in sight of the button) saying
+    :data:`STARTING`, at once, with no round trip."""
+    status = render.status_html(STARTING, "busy")
+    return f"() => [{json.dumps(status)}, {json.dumps(progress_html(status))}]"
 
 
 OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"

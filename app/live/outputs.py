@@ -135,8 +135,11 @@ def keep_good(session: str, view: RunView) -> None:
 def final(view: RunView, history: str | None = None, state: list[RunSummary] | None = None) -> tuple:
     """Everything a finished (or stopped) run shows: panes, charts, stats, status, the whole draft tree; with the
     history table's HTML (``history``) and the session's rows (``state``) when given."""
-    return Frame(view.spec_html(), view.base_html(), view.figure(), view.stats_html(), view.status(), history,
-                 state, tree=view.tree_html(every_pass=True), heads=view.heads_html(), cut=view.cut).values()
+    spec, base, figure, stats = view.spec_html(), view.base_html(), view.figure(), view.stats_html()
+    tree, heads = view.tree_html(every_pass=True), view.heads_html()
+    # the status last: its "Done in" counts the drawing of everything above (the time the visitor waits for it)
+    return Frame(spec, base, figure, stats, view.status(), history, state, tree=tree, heads=heads,
+                 cut=view.cut).values()
 
 
 def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:

@@ -35,7 +35,10 @@ from specviz.drafters.registry import label_of, make_drafter
 from specviz.drafters.suffix import SuffixStore
 
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
-CHART_INTERVAL_S = 0.5  # charts: at most 2 a second (plotly redraws cost the browser)
+CHART_INTERVAL_S = 3.0  # charts (with the draft tree and heads' table): at most one every 3 s while the runs stream.
+# A plotly redraw of the dashboard is the browser's heaviest work: on a 2-core machine with other programs running
+# each one blocked the page for up to 3.3 s (long tasks), at 2 a second a Stop click waited 10 s to be sent (none
+# over 0.31 s without them); the end state draws them once more, complete
 WHAT = "another session is generating"  # what visitors in line are told a Live run is doing
 READING_PANE = "Reading the prompt… this run's tokens appear here as soon as it is read."
 
@@ -52,6 +55,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
         request: Gradio's request (its session keys the run, for Stop); None from Python code in this process.
 
     Bad input of any shape (a missing or unknown name too) is one sentence in the status line, never a crash."""
+    clicked = time.monotonic()  # "Done in" counts from here: the visitor's wait, loading and preparing included
     history = list(history) if isinstance(history, list) else []
     try:
         settings = parse_settings(values, fit_layer=True)
@@ -67,7 +71,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
 
         yield status_only(planned_status(settings, plan, device.DEVICE.ahead(job.owner), device.DEVICE.holder))
         if (yield from relay(job.turn(), waiting)):
-            yield from generate_on_device(settings, history, job)
+            yield from generate_on_device(settings, history, job, clicked)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield failed("generation", error, job.session)
     finally:
@@ -77,9 +81,11 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
                 _VIEWS.pop(job.session, None)
 
 
-def generate_on_device(settings: Settings, history: list[RunSummary], job: Job):
+def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, clicked: float | None = None):
     """The run, once the device is held: load, open the view, stream both runs; add the run to ``history`` when
-    it finished on its own (a stopped run is added by :func:`app.live.controls.stopped_view`)."""
+    it finished on its own (a stopped run is added by :func:`app.live.controls.stopped_view`). ``clicked``: the
+    ``time.monotonic()`` when Generate's handler began (its "Done in" counts from there; None: from the runs'
+    start)."""
     loaded = yield from _load(settings, job)
     if loaded is None:
         return
@@ -87,6 +93,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job):
     costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                              tuned_costs(settings.target, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
+    view.clicked = clicked
     note = long_prompt_note(settings, costs, len(prompt_ids))
     _warn_long_prompt(view, note)
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))

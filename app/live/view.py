@@ -45,6 +45,8 @@ class RunView:
     cut: str = ""  # the prompt's cut in one clause for the phone status ("" when whole; FittedPrompt.cut)
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
+    clicked: float | None = None  # time.monotonic() when Generate's handler began (None: the runs' start)
+    in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
     # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
@@ -144,15 +146,17 @@ class RunView:
                 "Pick a drafter to compare.")
         s = self.spec_stats
         figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}")]
-        header = render.pane_header(f"Speculative · {self.drafter_name}", k_label(self.settings), figures)
-        return render.pane_html(header, self.spec.html())
+        name, detail = split_name(self.drafter_name)
+        subtitle = " · ".join(part for part in (detail, k_label(self.settings)) if part)
+        header = render.pane_header(f"Speculative · {name}", subtitle, figures)
+        return render.pane_html(header, self.spec.html(), done=self.spec.finished)
 
     def base_html(self) -> str:
         """The baseline pane."""
         s = self.base_stats
         figures = [_rate_figure(s), (PASSES, s.passes, "{}")]
         header = render.pane_header("Standard decoding (baseline)", "one target forward per token", figures)
-        return render.pane_html(header, self.base.html())
+        return render.pane_html(header, self.base.html(), done=self.base.finished)
 
     def stats_html(self) -> str:
         """The stats cards."""
@@ -186,7 +190,9 @@ class RunView:
         return figure
 
     def status(self) -> str:
-        """One line: what is happening."""
+        """One line: what is happening. While the runs stream: each run's progress (the speculative run may finish
+        long before its baseline). At the end: the time the visitor waited, from Generate's handler to this result
+        (:attr:`clicked`), and, when it differs, what the two runs themselves took (:meth:`runs_s`)."""
         seconds = (self.stopped_at or time.monotonic()) - self.started
         if self.cancelled and self.empty:
             return render.status_html(f"Stopped after {seconds:.1f} s, while the prompt was being read.", "info",
@@ -195,12 +201,49 @@ class RunView:
             return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
                                       "shown.", "info", notes=self.notes)
         if self.finished:
-            return render.status_html(f"Done in {seconds:.1f} s ({self._counts(reasons=True)}) · {self.target_label}",
-                                      "done", notes=self.notes)
-        stats = self.spec_stats if self.spec is not None else self.base_stats
-        made = f"{stats.generated} token{'' if stats.generated == 1 else 's'}"
-        return render.status_html(f"Generating… pass {stats.passes}, {made} · both runs take turns on one device, "
-                                  "each timed on its own clock", "busy", notes=self.notes)
+            waited, parts = self._waited()
+            details = "; ".join([self._counts(reasons=True), *parts])
+            return render.status_html(f"Done in {waited} ({details}) · {self.target_label}", "done",
+                                      notes=self.notes)
+        return render.status_html(f"Generating… {self._progress()} · both runs take turns on one device, each "
+                                  "timed on its own clock", "busy", notes=self.notes)
+
+    def runs_s(self) -> float:
+        """Seconds from the runs' start (the prompt read by both) to their end (now, while they run)."""
+        return (self.ended or self.stopped_at or time.monotonic()) - self.started
+
+    def _waited(self) -> tuple[str, list[str]]:
+        """("38.4 s from Generate to this result", ["the two runs: 24.1 s", "before them, loading and preparing:
+        14.3 s"]): the visitor's wait and, when it differs from the runs' time by half a second or more, its parts
+        (the part after the runs, drawing the result, named when it took half a second or more); ("24.1 s", []) for
+        a run with no Generate click (:attr:`clicked` None: Python code)."""
+        runs = self.runs_s()
+        if self.clicked is None:
+            return f"{runs:.1f} s", []
+        waited = time.monotonic() - self.clicked
+        before = self.started - self.clicked
+        after = max(waited - runs - before, 0.0)
+        head = f"{waited:.1f} s from Generate to this result"
+        if waited - runs < 0.5:
+            return head, []
+        two = self.spec is not None
+        parts = [f"the two runs: {runs:.1f} s" if two else f"the run: {runs:.1f} s"]
+        if before >= 0.5:
+            parts.append(f"before {'them' if two else 'it'}, loading and preparing: {before:.1f} s")
+        if after >= 0.5:
+            parts.append(f"after {'them' if two else 'it'}, drawing the result: {after:.1f} s")
+        return head, parts
+
+    def _progress(self) -> str:
+        """"pass 31, 37 tokens (finished) · baseline 20 tokens": the speculative run's passes and tokens, then the
+        baseline's tokens (only the baseline's for drafter "none")."""
+        def made(stats: RunStats) -> str:
+            done = " (finished)" if stats.finish_reason is not None else ""
+            return f"{stats.generated} token{'' if stats.generated == 1 else 's'}{done}"
+
+        if self.spec is None:
+            return f"pass {self.base_stats.passes}, {made(self.base_stats)}"
+        return f"pass {self.spec_stats.passes}, {made(self.spec_stats)} · baseline {made(self.base_stats)}"
 
     def _counts(self, reasons: bool = False) -> str:
         """Tokens (and finish reasons) of both runs: "40 tokens, finish reason: length" when they agree, else
@@ -291,6 +334,17 @@ def mark_budget_cuts(figure, stats: RunStats, first_asked: int | None) -> None:
                        text=[f"k = {k}: cut by max new tokens (asked {a})" for k, a, flag
                              in zip(stats.pass_k, asked, cut) if flag],
                        hovertemplate="pass %{x}: %{text}<extra></extra>")
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """A drafter's name for a pane header: ("suffix decoding", "prompt + earlier outputs") from "suffix decoding
+    (prompt + earlier outputs)": the trailing parenthetical goes to the subtitle, so the title fits one line at
+    1400 px and a narrow screen never breaks inside "(1-3)" (its hyphens made non-breaking); (name, "") without
+    one."""
+    main, bracket, rest = name.partition(" (")
+    if not bracket or not rest.endswith(")") or not main:
+        return name, ""
+    return main, "(" + rest.replace("-", "\u2011")
 
 
 def _ends(interval) -> tuple[float, float] | None:

@@ -301,12 +301,15 @@ def legend_html() -> str:
             f'{earlier}{resplit}</div>')
 
 
-def pane_html(header: str, body: str, note: str = "") -> str:
+def pane_html(header: str, body: str, note: str = "", done: bool = False) -> str:
     """A pane: a header line (run name, live figures), an optional note, then the token body in a scroller
-    that stays at the bottom while tokens arrive (column-reverse keeps the newest text in view)."""
+    that stays at the bottom while tokens arrive (column-reverse keeps the newest text in view). ``done``: the run
+    finished or was stopped: the scroller shows the text from its start (class ``pane-done``), so no line is left
+    cut at the top edge."""
     note_html = f'<div class="pane-note">{note}</div>' if note else ""
+    body_class = "pane-body pane-done" if done else "pane-body"
     return (f'<div class="pane"><div class="pane-header">{header}</div>{note_html}'
-            f'<div class="pane-body">{body}</div></div>')
+            f'<div class="{body_class}">{body}</div></div>')
 
 
 def placeholder_html(message: str) -> str:
