@@ -10,9 +10,9 @@ import re
 import gradio as gr
 
 from app.why.controls import DEFAULT_C, whatif
-from specviz.analysis.arena import alpha_for_tokens_per_pass
 from specviz.core.engine import MAX_K
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
+from specviz.measure.costs import alpha_for_tokens_per_pass
 
 
 def lookahead_settings(history: list[dict] | None = None) -> list[tuple[int, int, int]]:
