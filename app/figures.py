@@ -1,6 +1,6 @@
 """Plotly figures from run statistics. Pure functions: (spec RunStats, baseline RunStats) -> Figure.
 
-Each figure's definitions follow :mod:`specviz.core.metrics` (acceptance rate excludes the bonus token; tokens per
+Each figure's definitions follow :mod:`specviz.core.counters` (acceptance rate excludes the bonus token; tokens per
 pass includes it; the prefill is not a pass). :func:`dashboard_figure` lays the single charts out as one figure,
 so the page redraws one plot per refresh.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
 
-from specviz.core.metrics import RunStats
+from specviz.measure.run_stats import RunStats
 
 COLORS = {
     "speculative": "#6f42c1",
@@ -62,14 +62,14 @@ def per_pass_counts(stats: RunStats) -> tuple[list[int], list[int]]:
 
 def running_acceptance(stats: RunStats) -> list[float | None]:
     """Acceptance rate (accepted / drafted) over passes 1..i, for each pass i (None until something is drafted):
-    :attr:`RunStats.running_acceptance`, the card's :attr:`~specviz.core.metrics.Counters.acceptance_rate` after
+    :attr:`RunStats.running_acceptance`, the card's :attr:`~specviz.core.counters.Counters.acceptance_rate` after
     each pass."""
     return list(stats.running_acceptance)
 
 
 def expected_series(stats: RunStats) -> list[float | None]:
     """E[tau] = (1 - α^(m+1)) / (1 - α) after each pass (None until a draft was judged):
-    :attr:`RunStats.running_expected`, the card's :attr:`~specviz.core.metrics.Counters.expected_tokens_per_pass`
+    :attr:`RunStats.running_expected`, the card's :attr:`~specviz.core.counters.Counters.expected_tokens_per_pass`
     after each pass, so the line ends at the card's figure."""
     return list(stats.running_expected)
 

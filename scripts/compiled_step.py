@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specviz.analysis.bench import copy_bandwidth_gbs, load_average  # noqa: E402
 from specviz.compiled import compile_forward  # noqa: E402
 from specviz.core.kv import Clock, compilations, forward_logits, new_cache, rollback_cache  # noqa: E402
+from specviz.measure.machine import copy_bandwidth_gbs, load_average  # noqa: E402
 from specviz.models import load_model  # noqa: E402
 from specviz.speed import set_fast_path  # noqa: E402
 

@@ -63,8 +63,8 @@ def build_pair(folder: Path):
 def ours(target, draft, prompts: list[list[int]], k: int, tokens: int) -> dict:
     """specviz's cross-tokenizer drafter: pooled figures over ``prompts``."""
     from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
-    from specviz.core.metrics import RunStats
     from specviz.drafters.cross_tokenizer import cross_tokenizer_drafter
+    from specviz.measure.run_stats import RunStats
 
     stats, same = RunStats(), True
     for ids in prompts:

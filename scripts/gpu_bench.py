@@ -9,7 +9,7 @@ embedded model, converted by :func:`specviz.models.ensure_embedded` from the ``l
 from the copy ``--gguf`` names (``--target`` takes another spec, e.g. a tiny local folder in the tests). For each
 dtype (``--dtypes``, bfloat16 first):
 
-1. kernel: :func:`specviz.analysis.bench.kernel_bench`: the one-token step (ms), the memory floor (weight bytes / copy
+1. kernel: :func:`specviz.measure.kernel.kernel_bench`: the one-token step (ms), the memory floor (weight bytes / copy
    bandwidth) and the verification cost T(k+1)/T(1) for k = 1..8 after 64 and 1,024 cached tokens;
 2. suite: :func:`specviz.analysis.bench.run_bench` over a subset of the prompt suite (``--per-category`` prompts of
    each category, taken round-robin so that a cut run still covers every category), with n-gram, suffix, EAGLE, EAGLE
@@ -313,14 +313,14 @@ class Bench:
         run["forward_after"] = _forward_path(target)
 
     def kernel(self, target) -> dict:
-        from specviz.analysis import bench
+        from specviz.measure.kernel import kernel_bench
 
         repeats = 3 if self.args.quick else 7
-        return bench.kernel_bench(target, token_counts=tuple(k + 1 for k in KERNEL_KS), repeats=repeats,
-                                  warmup=1 if self.args.quick else 2, compare_plain=False,
-                                  copy_megabytes=64 if self.args.quick else 256,
-                                  long_context=128 if self.args.quick else 1024,
-                                  long_token_counts=(1,) + tuple(k + 1 for k in KERNEL_KS))
+        return kernel_bench(target, token_counts=tuple(k + 1 for k in KERNEL_KS), repeats=repeats,
+                            warmup=1 if self.args.quick else 2, compare_plain=False,
+                            copy_megabytes=64 if self.args.quick else 256,
+                            long_context=128 if self.args.quick else 1024,
+                            long_token_counts=(1,) + tuple(k + 1 for k in KERNEL_KS))
 
     def usable_drafters(self, target, dtype: str) -> tuple[str, ...]:
         """The drafters that can be made for ``target``; each one that cannot is left out and recorded as an error
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         env = check_environment(args)
         args.path = choose_path(args.path)
-        from specviz.analysis.bench import load_prompts
+        from specviz.analysis.prompts import load_prompts
 
         prompts = round_robin(load_prompts(args.suite), args.per_category, args.prompts)
     except (SetupError, ValueError) as error:

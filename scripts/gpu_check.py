@@ -500,8 +500,8 @@ def compare_to_baseline(baseline, ids: list[int], dtype: str = "float32") -> dic
 
 def exactness(model, device, settings: Settings) -> dict:
     """speculative_generate with same-model drafters vs standard_generate (greedy), on a repeated random prompt."""
+    from specviz.core.counters import Counters
     from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
-    from specviz.core.metrics import Counters
     from specviz.drafters.early_exit import EarlyExitDrafter
     from specviz.drafters.ngram import NgramDrafter
 
@@ -514,7 +514,7 @@ def exactness(model, device, settings: Settings) -> dict:
     out = {}
     for name, drafter in drafters.items():
         run = collect(speculative_generate(target, drafter, prompt, config), target.tokenizer, prompt)
-        counts = Counters.of(run.events)  # the figures as the app computes them (specviz.core.metrics)
+        counts = Counters.of(run.events)  # the figures as the app computes them (specviz.core.counters)
         record = compare_to_baseline(baseline, list(run.token_ids), str(model.dtype).removeprefix("torch."))
         record.update(drafter=getattr(drafter, "name", name), k=settings.draft_k, passes=counts.passes,
                       acceptance=counts.acceptance_rate, tokens_per_pass=counts.tokens_per_pass)

@@ -16,7 +16,7 @@ The fastest setting is the one with the highest median per-prompt decoding speed
 of a shared machine drags a pooled ratio, not a median), not the one with the most tokens per pass.
 
 A shared machine's load bursts hit single runs; the forward costs are therefore also timed in a tight interleaved
-loop at the end (:func:`specviz.analysis.bench.time_forward_ms`, after a 64-token prompt, median of 7):
+loop at the end (:func:`specviz.measure.timing.time_forward_ms`, after a 64-token prompt, median of 7):
 ``forward_cost`` = T(1 + W(N-1) + G(N-1)) / T(1) and ``predicted_speedup`` = tokens per pass / forward_cost, the
 speedup the run would show if drafting and bookkeeping were free. ``--costs-from FILE`` redoes only that step on a
 saved result.
@@ -65,7 +65,8 @@ def _config(tokens: int, setting):
 
 def _measure_prompt(target, ids, methods: dict, tokens: int, shift: int) -> dict:
     """label -> Measured for one prompt: the baseline first and last (pooled), each method once in between."""
-    from specviz.analysis.arena import measure_run, pool_runs
+    from specviz.analysis.arena import measure_run
+    from specviz.analysis.arena_rows import pool_runs
 
     labels = list(methods)
     labels = labels[shift % len(labels):] + labels[:shift % len(labels)]
@@ -79,7 +80,7 @@ def _measure_prompt(target, ids, methods: dict, tokens: int, shift: int) -> dict
 
 def _figures(rows: list[dict], label: str) -> dict:
     """Pooled figures of one method over the prompts' rows."""
-    from specviz.core.metrics import Counters
+    from specviz.core.counters import Counters
 
     spec = sum((row[label].stats.counters for row in rows), Counters())
     base = sum((row["baseline"].stats for row in rows), Counters())
@@ -102,7 +103,8 @@ def sweep(windows, ngrams, candidates, tokens: int = 32, say=print) -> dict:
     import torch
 
     from specviz.analysis.arena import measure_run
-    from specviz.analysis.bench import DEFAULT_PROMPTS, environment, load_prompts, one_per_category
+    from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts, one_per_category
+    from specviz.measure.machine import environment
     from specviz.models import encode_prompt, load_model
 
     torch.set_num_threads(1)
@@ -129,10 +131,10 @@ def add_forward_costs(result: dict, target=None) -> dict:
     T(k+1)/T(1) at k = 4."""
     import torch
 
-    from specviz.analysis.arena import lookahead_pass_cost
-    from specviz.analysis.bench import time_forward_ms
     from specviz.core.costs import predicted_speedup
     from specviz.drafters.lookahead import forward_tokens
+    from specviz.measure.costs import lookahead_pass_cost
+    from specviz.measure.timing import time_forward_ms
     from specviz.models import load_model
 
     torch.set_num_threads(1)

@@ -188,7 +188,7 @@ def _read_or_measure(target, path: Path, force: bool, remeasure_busy: bool, prog
 
 def _measure_with_load(target) -> Tuning:
     """:func:`measure`, with the load it was taken under (``load``, ``others``, ``busy``)."""
-    from specviz.analysis.bench import CpuShare
+    from specviz.measure.machine import CpuShare
 
     load = _load_average()
     cpu = CpuShare()
@@ -296,7 +296,7 @@ def _busy(load: float | None, others: float | None) -> bool:
 
 def _quiet_now() -> bool:
     """Whether other programs leave the CPUs free now (watched for :data:`QUIET_PROBE_S`)."""
-    from specviz.analysis.bench import CpuShare
+    from specviz.measure.machine import CpuShare
 
     cpu = CpuShare()
     time.sleep(QUIET_PROBE_S)

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from app import DEFAULTS, build_demo, device, figures, inputs, live, load_examples, render  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
-from specviz.core.metrics import RunStats  # noqa: E402
+from specviz.measure.run_stats import RunStats  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ hand-made events

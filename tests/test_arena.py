@@ -19,16 +19,12 @@ from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app import device  # noqa: E402
-from specviz.analysis.arena import (  # noqa: E402
-    CSV_COLUMNS,
-    Variant,
-    run_arena,
-    to_csv,
-    to_json,
-    variants,
-)
+from specviz.analysis.arena import run_arena, variants  # noqa: E402
+from specviz.analysis.arena_rows import (CSV_COLUMNS, Measured, Variant, _counts, make_row, pool, to_csv,  # noqa: E402
+                                         to_json)
+from specviz.core.costs import (expected_tokens_per_pass, predicted_speedup_measured,  # noqa: E402
+                                predicted_speedup_paper)
 from specviz.core.engine import GenerationConfig  # noqa: E402
-from specviz.core.metrics import expected_tokens_per_pass, predicted_speedup_measured, predicted_speedup_paper  # noqa: E402
 from specviz.core.verify import SamplingConfig  # noqa: E402
 
 PROMPTS = [
@@ -79,8 +75,8 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
     """Hand-made timings: the third baseline run is 5x slower (the machine was busy then). With a baseline timed
     next to every method, only the two methods beside it get a large ratio, and their rows show the drift."""
     import specviz.analysis.arena as arena
-    from specviz.analysis.bench import Prompt
-    from specviz.core.metrics import Counters
+    from specviz.analysis.prompts import Prompt
+    from specviz.core.counters import Counters
 
     baseline_ms = iter([100.0, 100.0, 500.0, 100.0, 100.0])  # ms per token of each baseline run, in order
 
@@ -88,7 +84,7 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
         ms = next(baseline_ms) if drafter is None else 50.0  # every method: 2x the normal baseline
         passes = 10 if drafter is None else 1  # a method's pass makes 10 tokens: its 2x-6x are possible
         stats = Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms)
-        return arena.Measured(stats, (1, 2, 3))
+        return Measured(stats, (1, 2, 3))
 
     monkeypatch.setattr(arena, "measure_run", fake_run)
     methods = variants(["ngram", "model"], [2, 4])
@@ -99,7 +95,7 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
     order = [t.split(": ")[1] for t in ticks]
     assert order == ["standard", "ngram k=2", "standard", "ngram k=4", "standard", "model k=2", "standard",
                      "model k=4", "standard"]
-    rows = {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, runs[v][2]))
+    rows = {v.label: make_row("prompt", "c", "p", v, _counts(*runs[v][:2], True, runs[v][2]))
             for v in methods}
     assert rows["ngram k=2"]["decode_speedup"] == pytest.approx(2.0)
     assert rows["model k=4"]["decode_speedup"] == pytest.approx(2.0)
@@ -118,30 +114,28 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
 def _rows_measured_by(monkeypatch, fake_run) -> dict:
     """The prompt rows of n-gram at k = 2 and 4 and standard decoding, each run by ``fake_run``, by label."""
     import specviz.analysis.arena as arena
-    from specviz.analysis.bench import Prompt
+    from specviz.analysis.prompts import Prompt
     monkeypatch.setattr(arena, "measure_run", fake_run)
     methods = variants(["ngram"], [2, 4])
     session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else object(),
                              lambda: False, lambda _: None)
     runs = arena._measure_prompt(session, methods, 0, Prompt("p", "c", "x"), [1])
-    return {v.label: arena.make_row("prompt", "c", "p", v, arena._counts(*runs[v][:2], True, *runs[v][2:]))
+    return {v.label: make_row("prompt", "c", "p", v, _counts(*runs[v][:2], True, *runs[v][2:]))
             for v in methods}
 
 
 def _hand_made_rows(monkeypatch, baseline_ms: list[float], method_ms: float = 50.0) -> dict:
     """Per-prompt rows of ngram x (2, 4) from hand-made timings: the baseline runs take ``baseline_ms`` ms per token
     in order (B, m1, B, m2, B), every method ``method_ms``; 10 tokens after a 5 ms prefill, 11 in all."""
-    import specviz.analysis.arena as arena
-    from specviz.analysis.bench import Prompt
-    from specviz.core.metrics import Counters
+    from specviz.core.counters import Counters
 
     times = iter(baseline_ms)
 
     def fake_run(target, drafter, ids, config, stop):
         ms = next(times) if drafter is None else method_ms
         passes = 10 if drafter is None else 2
-        return arena.Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0,
-                                       verify_ms=10 * ms), (1, 2, 3))
+        return Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0,
+                                 verify_ms=10 * ms), (1, 2, 3))
 
     return _rows_measured_by(monkeypatch, fake_run)
 
@@ -174,9 +168,7 @@ def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkey
 
 
 def pool_rows(rows: list[dict]) -> dict:
-    import specviz.analysis.arena as arena
-
-    return arena.pool("category", "c", [dict(r, variant="ngram k=2", k="2") for r in rows], Variant("ngram", 2))
+    return pool("category", "c", [dict(r, variant="ngram k=2", k="2") for r in rows], Variant("ngram", 2))
 
 
 def test_a_speedup_without_a_pair_of_baselines_says_it_has_no_spread():
@@ -218,29 +210,28 @@ def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
     """Per-prompt rows of ngram x (2, 4) (B, m1, B, m2, B): the baseline runs take ``baseline_ms`` ms per token
     (10 passes after a 5 ms prefill, 11 tokens), each method 4 passes with the per-pass verify and draft ms of
     :data:`VERIFY_MS` / :data:`DRAFT_MS` (8 drafted, 6 accepted, 2 rejections: alpha 0.75, m 2)."""
-    import specviz.analysis.arena as arena
-    from specviz.analysis.bench import Prompt
-    from specviz.core.metrics import Counters, RunStats
+    from specviz.core.counters import Counters
+    from specviz.measure.run_stats import RunStats
 
     times, methods_seen = iter(baseline_ms), iter(range(2))
 
     def fake_run(target, drafter, ids, config, stop):
         if drafter is None:
             ms = next(times)
-            return arena.Measured(Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0,
-                                           verify_ms=10 * ms), (1, 2, 3))
+            return Measured(Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0,
+                                     verify_ms=10 * ms), (1, 2, 3))
         i = next(methods_seen)
         verify, draft = VERIFY_MS[i], DRAFT_MS[i]
         stats = RunStats(runs=1, passes=4, emitted=10, generated=11, drafted=8, accepted=6, rejections=2,
                          prefill_ms=5.0, verify_ms=sum(verify), draft_ms=sum(draft), pass_verify_ms=list(verify),
                          pass_draft_ms=list(draft))
-        return arena.Measured(stats, (1, 2, 3))
+        return Measured(stats, (1, 2, 3))
 
     return _rows_measured_by(monkeypatch, fake_run)
 
 
 def test_the_mean_per_pass_carries_a_bootstrap_interval():
-    from specviz.core.metrics import bootstrap_mean
+    from specviz.measure.stats import bootstrap_mean
 
     two = bootstrap_mean([0.0, 1.0])  # resampled means 0, 0.5, 1 with p 1/4, 1/2, 1/4: the interval is both ends
     assert (two.value, two.low, two.high, two.level) == (0.5, 0.0, 1.0, 0.95)
@@ -268,7 +259,7 @@ def test_run_stats_keep_each_passs_verify_and_draft_time(tiny_target):
 
 
 def test_timed_figures_spread_over_the_runs_and_passes_they_come_from(monkeypatch):
-    from specviz.core.metrics import predicted_speedup_measured, predicted_speedup_paper
+    from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
 
     rows = _timed_rows(monkeypatch)
     k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
@@ -342,7 +333,7 @@ def test_the_table_shows_each_timed_figure_with_its_spread(monkeypatch):
 
 
 def test_the_downloads_carry_the_timed_figures_spread(monkeypatch):
-    from specviz.analysis.arena import ArenaResult, DEFINITIONS
+    from specviz.analysis.arena_rows import ArenaResult, DEFINITIONS
 
     rows = _timed_rows(monkeypatch)
     result = ArenaResult(rows=list(rows.values()), summary=[pool_rows([rows["ngram k=2"], rows["ngram k=4"]])])
@@ -597,7 +588,7 @@ def test_handler_runs_a_suite_category(tiny_model_dir):
 def test_the_arena_categories_are_the_benchmark_suites():
     """Seen: "one category of the suite" ran 2 prompts of the Live tab's examples (a list with repeated-text and no
     multi-turn), not the 54-prompt suite the README's tables use. The Arena reads the suite itself and says so."""
-    from specviz.analysis.bench import DEFAULT_PROMPTS, load_prompts
+    from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts
 
     suite = load_prompts(DEFAULT_PROMPTS)
     assert len(suite) == 54 and [p["id"] for p in arena_tab.suite()] == [p.id for p in suite]
@@ -764,7 +755,7 @@ def test_the_downloads_carry_every_verdict_and_note_the_page_shows(tmp_path):
     races alone) disagreed with the status's 50 s. The files now carry each row's noise verdict as the page marks it,
     the notes under the status, the status in words, and the status's own seconds."""
     from app import render
-    from specviz.analysis.arena import ArenaResult
+    from specviz.analysis.arena_rows import ArenaResult
 
     base = {"level": "prompt", "category": "qa", "prompt_id": "qa-1", "drafter": "none", "k": "", "variant": "standard",
             "ids_identical": True}

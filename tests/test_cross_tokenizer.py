@@ -22,11 +22,11 @@ from specviz.cli import main
 from specviz.core.drafting import DraftContext
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.events import PassEvent, PositionDetail, Timings
-from specviz.core.metrics import RunStats
 from specviz.core.verify import SamplingConfig
 from specviz.drafters.cross_tokenizer import (TAIL_TOKENS, CommittedText, CrossTokenizerDrafter, DraftHistory,
                                               retokenize, split_marks)
 from specviz.drafters.registry import make_drafter
+from specviz.measure.run_stats import RunStats
 from specviz.models import VocabularyMismatchError, encode_prompt, load_model
 
 MEMO_PROMPTS = ("Tell me a story about a dragon.", "The quick brown fox", "What is the capital of France?")
@@ -317,7 +317,8 @@ def test_the_live_pane_says_where_the_tokenizers_split_differently(tiny_tokenize
 
 
 def test_the_arena_shows_the_note(tiny_target, tiny_other_vocab_dir):
-    from specviz.analysis.arena import run_arena, to_json
+    from specviz.analysis.arena import run_arena
+    from specviz.analysis.arena_rows import to_json
 
     result = run_arena(tiny_target, [{"id": "fox", "prompt": "The quick brown fox"}], ["model"], [2],
                        GenerationConfig(max_new_tokens=6), draft_spec=str(tiny_other_vocab_dir), warmup_tokens=0)

@@ -10,11 +10,12 @@ import torch
 from scipy.stats import chisquare
 
 import specviz.core.kv as kv_mod
-from specviz.drafters import EarlyExitDrafter, ModelDrafter, NgramDrafter
+from specviz.core.costs import expected_tokens_per_pass
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.kv import forward_logits, new_cache
-from specviz.core.metrics import RunStats, expected_tokens_per_pass
 from specviz.core.verify import SamplingConfig, process_logits
+from specviz.drafters import EarlyExitDrafter, ModelDrafter, NgramDrafter
+from specviz.measure.run_stats import RunStats
 
 from float_tolerance import assert_within, model_tolerance
 

@@ -105,7 +105,7 @@ def test_shipped_heads_fit_the_embedded_target_and_are_small(embedded):
 def test_shipped_heads_draft_well_and_exactly(embedded, kind, tree):
     """Greedy ids equal standard decoding, and the trained heads are accepted well above what an untrained head
     reaches (see MIN_TOKENS_PER_PASS; two open-ended prompts where n-gram lookup gives ~1.0)."""
-    from specviz.core.metrics import RunStats
+    from specviz.measure.run_stats import RunStats
 
     cfg = GenerationConfig(max_new_tokens=40, k=4)
     gates = (0.0, None) if tree == 0 else (0.0,)  # 0: every pass drafts k (the heads' quality); None: the default

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from specviz.analysis import bench
+from specviz.analysis.bench_report import format_bench
 from specviz.analysis.exactness import compare_ids, divergence_line, divergence_reason, first_divergence
+from specviz.analysis.prompts import load_prompts
 from specviz.cli import _summary, main
 from specviz.models import exact_float32_on_cuda, operator_dtype
 
@@ -78,7 +80,7 @@ def test_bench_rows_compare_with_standard_decoding(tiny_model_dir, tmp_path):
                      + json.dumps({"id": "p2", "category": "qa", "prompt": "the cat sat on the mat"}) + "\n")
     settings = bench.BenchSettings(drafters=("ngram",), ks=(3,), max_new_tokens=10, repeats=1, warmup_tokens=0,
                                    compare_transformers=False)
-    result = bench.run_bench(target, bench.load_prompts(suite), settings, deadline_s=0.0)
+    result = bench.run_bench(target, load_prompts(suite), settings, deadline_s=0.0)
     assert result["dtype"] == "bfloat16" and result["skipped_prompts"] == ["p2"]  # the budget: one prompt, then stop
     assert list(result["categories"]) == ["chat"]
     row = result["prompts"][0]
@@ -86,7 +88,7 @@ def test_bench_rows_compare_with_standard_decoding(tiny_model_dir, tmp_path):
     res = row["results"]["ours/ngram@k3"]
     assert res["ids_identical_to_standard"] is True and res["first_divergence"] is None and res["top2_gap"] is None
     assert result["ids_identical_to_standard"] is True
-    assert "ids identical to our standard decoding (bfloat16): yes" in bench.format_bench(result)
+    assert "ids identical to our standard decoding (bfloat16): yes" in format_bench(result)
     # a row whose ids differ: the first divergence, the baseline's gap there and why, in the row and the text
     results = {"ours/standard": {"token_ids": [1, 2, 3]}, "ours/ngram@k3": {"token_ids": [1, 2, 9]}}
     bench._compare_to_standard(results, (0.5, 0.4, 0.03), "bfloat16", greedy=True)
@@ -94,7 +96,7 @@ def test_bench_rows_compare_with_standard_decoding(tiny_model_dir, tmp_path):
     assert "different kernels" in results["ours/ngram@k3"]["divergence_reason"]
     result["prompts"][0]["results"]["ours/ngram@k3"].update(results["ours/ngram@k3"])
     assert ("p1 ours/ngram@k3: ids differ from standard decoding at token 2 (top-2 gap 0.03, bfloat16"
-            in bench.format_bench(result))
+            in format_bench(result))
 
 
 def test_operator_dtype_setting():

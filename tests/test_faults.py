@@ -16,14 +16,14 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specviz.drafters import ModelDrafter, NgramDrafter
 from specviz.core.drafting import Draft, DraftContext
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.events import NumericalError, PassEvent, PositionDetail, RunCancelled, Timings, TreeRecord
 from specviz.core.kv import PREFILL_CHUNK, forward_logits, new_cache
-from specviz.core.metrics import RunStats
 from specviz.core.race import race
 from specviz.core.verify import SamplingConfig, process_logits, restrict_vocab
+from specviz.drafters import ModelDrafter, NgramDrafter
+from specviz.measure.run_stats import RunStats
 
 
 def _normal(tok) -> list[int]:

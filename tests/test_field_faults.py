@@ -256,8 +256,8 @@ def test_an_eos_copied_from_the_prompt_ends_the_answer(embedded):
     """The conversation already holds the answer and its end of turn: n-gram and suffix lookup copy the answer, the
     <|im_end|> and the next turn's start; the target accepts past the <|im_end|>, and the run still ends at it, as
     standard decoding does, counting nothing after it."""
-    from specviz.core.metrics import RunStats
     from specviz.drafters.suffix import SuffixDrafter
+    from specviz.measure.run_stats import RunStats
     from specviz.models import encode_turns
 
     tok = embedded.tokenizer

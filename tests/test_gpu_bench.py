@@ -115,7 +115,7 @@ def test_a_drafter_that_cannot_be_made_is_left_out(tiny_model_dir, tmp_path):
 
 
 def test_round_robin_and_spread_cells():
-    from specviz.analysis.bench import Prompt
+    from specviz.analysis.prompts import Prompt
 
     prompts = [Prompt(f"{c}-{i}", c, "x") for c in ("a", "b", "c") for i in (1, 2, 3)]
     assert [p.id for p in gpu_bench.round_robin(prompts, 2)] == ["a-1", "b-1", "c-1", "a-2", "b-2", "c-2"]

@@ -21,9 +21,10 @@ import pytest  # noqa: E402
 from app import DEFAULTS, build_demo, device, inputs, live, render, why  # noqa: E402
 from app.records import RunSummary  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
-from specviz.core.metrics import (MIN_JUDGED_PASSES, RunStats, bootstrap_rate_ratio,  # noqa: E402
-                                  bootstrap_ratio_of_sums, end_to_end_interval, faster_than_possible, format_apart,
-                                  judge_decode_speedup, judge_speedup)
+from specviz.core.verdict import format_apart  # noqa: E402
+from specviz.measure.run_stats import RunStats  # noqa: E402
+from specviz.measure.stats import (MIN_JUDGED_PASSES, bootstrap_rate_ratio, bootstrap_ratio_of_sums,  # noqa: E402
+                                   end_to_end_interval, faster_than_possible, judge_decode_speedup, judge_speedup)
 
 # ------------------------------------------------------------------------------------------ the interval
 
@@ -269,7 +270,7 @@ def test_the_busy_reason_follows_the_latest_judgement():
 
 
 def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
-    from specviz.analysis.bench import CpuShare
+    from specviz.measure.machine import CpuShare
     share = CpuShare()
     assert share.others() is None or 0.0 <= share.others() <= 1.0  # None: under 0.2 s of CPU time passed yet
     share._start = (share._start[0] - 10.0, share._start[1] - 1.0, share._start[2]) if share._start else None
@@ -288,17 +289,16 @@ class _Share:
 
 
 def test_the_busy_warning_after_a_run_reads_other_programs_share_not_the_load_average(monkeypatch):
-    from specviz.analysis import bench
     from specviz.measure import machine
     monkeypatch.setattr(machine, "load_average", lambda: 1.9)  # the run's own two threads on a 2-CPU machine
     monkeypatch.setattr(machine.os, "cpu_count", lambda: 2)
-    assert bench.busy_machine_warning(_Share(0.05)) is None  # the run itself made the load: no warning
-    warned = bench.busy_machine_warning(_Share(0.45))
+    assert machine.busy_machine_warning(_Share(0.05)) is None  # the run itself made the load: no warning
+    warned = machine.busy_machine_warning(_Share(0.45))
     assert warned is not None and "other programs used 45% of this machine's CPU time" in warned
-    assert "load average 1.9" in bench.busy_machine_warning(_Share(None))  # unknown share: the load average decides
-    assert "load average 1.9" in bench.busy_machine_warning()  # before a run
+    assert "load average 1.9" in machine.busy_machine_warning(_Share(None))  # unknown share: the load average decides
+    assert "load average 1.9" in machine.busy_machine_warning()  # before a run
     monkeypatch.setattr(machine, "load_average", lambda: 0.4)
-    assert bench.busy_machine_warning() is None
+    assert machine.busy_machine_warning() is None
 
 
 def test_rates_are_judged_on_the_passes_after_the_prefill():
@@ -337,7 +337,6 @@ class _FakeClock:
 def _grid_with(monkeypatch, tiny_target, table):
     """measure_forward_grid where a forward of b rows x n tokens takes ``table(b, n, measurement)`` ms, the
     measurement counting how often that point was timed."""
-    import specviz.analysis.arena as arena
     import specviz.measure.grid as grid
 
     seen: Counter = Counter()
@@ -352,8 +351,8 @@ def _grid_with(monkeypatch, tiny_target, table):
     monkeypatch.setattr(grid, "_forward", forward)
     monkeypatch.setattr(grid, "Clock", _FakeClock)
     monkeypatch.setattr(grid, "rollback_cache", lambda cache, length: None)
-    return arena.measure_forward_grid(tiny_target, prompt_len=16, token_counts=(1, 2, 4), batch_sizes=(1, 4),
-                                      repeats=3, warmup=1)
+    return grid.measure_forward_grid(tiny_target, prompt_len=16, token_counts=(1, 2, 4), batch_sizes=(1, 4),
+                                     repeats=3, warmup=1)
 
 
 def test_impossible_timings_are_measured_again_and_flagged_when_they_stay(monkeypatch, tiny_target):
@@ -433,7 +432,7 @@ def test_a_cost_whose_repeats_straddle_one_step_is_the_flat_part_not_noise():
 
 
 def test_the_measure_estimate_comes_from_a_first_measurement(tiny_target):
-    from specviz.analysis.arena import grid_seconds, probe_forward_ms
+    from specviz.measure.grid import grid_seconds, probe_forward_ms
 
     probe = probe_forward_ms(tiny_target, (1, 32))
     assert set(probe) == {1, 32} and all(ms > 0 for ms in probe.values())
@@ -891,7 +890,7 @@ def test_p_and_q_are_shown_with_digits_enough_to_tell_them_apart():
 def test_every_chart_keeps_its_toolbar_off_the_titles():
     from app import arena as arena_tab
     from app import figures
-    from specviz.analysis.arena import whatif_curves
+    from specviz.measure.costs import whatif_curves
 
     spec, base = _runs(4, lambda i: 1.0, lambda i: 1.0)
     s, b = RunStats(), RunStats()

@@ -13,7 +13,7 @@ import torch
 from app import live
 from app.inputs import fit_prompt_for, parse_settings
 from specviz import speed, tuning
-from specviz.core.metrics import RunStats
+from specviz.measure.run_stats import RunStats
 
 
 @pytest.fixture()

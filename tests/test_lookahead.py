@@ -15,10 +15,10 @@ from specviz.cli import main
 from specviz.core.drafting import DraftContext
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.kv import forward_logits, forward_logits_features, new_cache
-from specviz.core.metrics import RunStats
 from specviz.core.tree import tree_attention_mask, tree_positions
 from specviz.core.verify import SamplingConfig, process_logits
 from specviz.drafters.lookahead import LookaheadDrafter
+from specviz.measure.run_stats import RunStats
 
 
 def _stress(tok) -> dict[str, list[int]]:

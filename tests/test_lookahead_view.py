@@ -16,8 +16,8 @@ from app import inputs, live, render  # noqa: E402
 from app.lookahead_view import LookaheadView  # noqa: E402
 from app.records import RunSummary  # noqa: E402
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate  # noqa: E402
-from specviz.core.metrics import RunStats  # noqa: E402
 from specviz.drafters.lookahead import LookaheadDrafter  # noqa: E402
+from specviz.measure.run_stats import RunStats  # noqa: E402
 
 W, N, G = 3, 4, 2
 
@@ -218,9 +218,9 @@ def test_the_arena_runs_lookahead(tiny_target):
 
 def test_the_cost_of_a_lookahead_pass_in_the_bench_and_the_why_tab():
     from app import why
-    from specviz.analysis import bench
-    from specviz.analysis.arena import describe_lookahead_cost, lookahead_pass_cost
     from specviz.drafters.lookahead import forward_tokens
+    from specviz.measure.costs import (describe_lookahead_cost, kernel_lookahead_cost, lookahead_cost_line,
+                                       lookahead_pass_cost)
 
     assert forward_tokens(3, 3, 2) == 11 and forward_tokens(4, 4, 4) == 25
     cost = lookahead_pass_cost({1: 10.0, 8: 12.0, 16: 20.0}, 3, 3, 2)  # T(11) = 12 + 8 * 3/8 = 15
@@ -229,8 +229,8 @@ def test_the_cost_of_a_lookahead_pass_in_the_bench_and_the_why_tab():
                                              "(interpolated)")
     kernel = {"curve": [{"new_tokens": n, "ms": ms} for n, ms in ((1, 10.0), (11, 16.0), (32, 40.0))],
               "settings": {"prompt_len": 64}}
-    assert bench.kernel_lookahead_cost(kernel, 3, 3, 2)["ratio"] == 1.6
-    assert "pays only above 1.60 tokens per pass" in bench.lookahead_cost_line(bench.kernel_lookahead_cost(kernel))
+    assert kernel_lookahead_cost(kernel, 3, 3, 2)["ratio"] == 1.6
+    assert "pays only above 1.60 tokens per pass" in lookahead_cost_line(kernel_lookahead_cost(kernel))
     history = [RunSummary(drafter="n-gram", k="k = 4"),
                RunSummary(drafter="lookahead (W=5, N=4, G=3)", lookahead=(5, 4, 3))]
     assert why.lookahead_settings(history) == [(5, 4, 3), (3, 3, 2)] and why.lookahead_settings([]) == [(3, 3, 2)]

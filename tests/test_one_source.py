@@ -10,7 +10,7 @@ from specviz.core.costs import Costs, interpolate, pass_ms, predicted_speedup, p
 from specviz.core.draft_length import AutoK
 from specviz.core.drafting import Draft
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
-from specviz.core.metrics import RunStats
+from specviz.measure.run_stats import RunStats
 from specviz.drafters.lookahead import LookaheadDrafter
 
 

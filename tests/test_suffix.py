@@ -13,14 +13,16 @@ from scipy.stats import chisquare
 
 from app import render
 from specviz.analysis import bench
+from specviz.analysis.bench_report import format_bench
+from specviz.analysis.prompts import Prompt
 from specviz.cli import main
 from specviz.core.drafting import DraftContext
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.kv import forward_logits, new_cache
-from specviz.core.metrics import RunStats
 from specviz.core.verify import SamplingConfig, process_logits
 from specviz.drafters.registry import drafter_keys, make_drafter
 from specviz.drafters.suffix import SuffixDrafter, SuffixStore, SuffixTrie
+from specviz.measure.run_stats import RunStats
 
 # a hand-made sequence: the first 10 tokens are the prompt
 SEQUENCE = [1, 2, 3, 4, 5, 1, 2, 3, 6, 1, 2, 3, 4, 5, 7, 8, 1, 2]
@@ -219,11 +221,11 @@ def test_registered_for_the_cli_the_app_and_the_bench(tiny_target, tiny_model_di
 
 
 def test_the_bench_runs_suffix_cold_unless_asked(tiny_target):
-    prompts = [bench.Prompt("a", "multi-turn", "the cat sat on the mat"), bench.Prompt("b", "multi-turn", "the cat")]
+    prompts = [Prompt("a", "multi-turn", "the cat sat on the mat"), Prompt("b", "multi-turn", "the cat")]
     settings = bench.BenchSettings(drafters=("suffix",), ks=(4,), max_new_tokens=12, repeats=2, warmup_tokens=4,
                                    compare_transformers=False, use_chat_template=False)
     cold = bench.run_bench(tiny_target, prompts, settings)
-    assert "cold" in cold["suffix_note"] and "cold" in bench.format_bench(cold)
+    assert "cold" in cold["suffix_note"] and "cold" in format_bench(cold)
     warm = bench.run_bench(tiny_target, prompts, bench.BenchSettings(**{**settings.__dict__, "warm_suffix": True}))
     assert "warm" in warm["suffix_note"] and warm["settings"]["warm_suffix"] is True
     first = [r["results"]["ours/suffix@k4"] for r in (cold["prompts"][0], warm["prompts"][0])]

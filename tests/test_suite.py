@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 from specviz.analysis import bench
+from specviz.analysis.prompts import DEFAULT_PROMPTS, EXAMPLE_PROMPTS, Prompt, load_prompts, one_per_category
 from specviz.cli import main
 
 CATEGORIES = ("chat", "translation", "summarization", "qa", "math", "rag", "code-edit", "multi-turn")
@@ -49,33 +50,33 @@ def spec_bench_file(tmp_path):
 
 
 def test_the_suite_is_the_benchmark_default_with_every_category():
-    assert bench.DEFAULT_PROMPTS.name == "suite.jsonl"
-    prompts = bench.load_prompts(bench.DEFAULT_PROMPTS)
+    assert DEFAULT_PROMPTS.name == "suite.jsonl"
+    prompts = load_prompts(DEFAULT_PROMPTS)
     counts = Counter(p.category for p in prompts)
     assert set(counts) == set(CATEGORIES)
     assert all(counts[c] >= 5 for c in CATEGORIES), counts
     assert len({p.id for p in prompts}) == len(prompts)  # ids are unique
     assert list(dict.fromkeys(p.category for p in prompts)) == list(CATEGORIES)  # grouped, in this order
-    for line in bench.DEFAULT_PROMPTS.read_text(encoding="utf-8").splitlines():
+    for line in DEFAULT_PROMPTS.read_text(encoding="utf-8").splitlines():
         assert set(json.loads(line)) == {"id", "category", "prompt"}  # our format, nothing else
 
 
 def test_quick_takes_the_first_short_prompt_of_six_categories():
-    quick = bench.one_per_category(bench.load_prompts(bench.DEFAULT_PROMPTS), bench.QUICK_MAX_CATEGORIES)
+    quick = one_per_category(load_prompts(DEFAULT_PROMPTS), bench.QUICK_MAX_CATEGORIES)
     assert [p.id for p in quick] == ["chat-1", "translation-1", "summarization-1", "qa-1", "math-1", "rag-1"]
     assert all(len(p.prompt) < 600 for p in quick)  # no long document in --quick
 
 
 def test_the_app_examples_stay_and_are_in_the_suite():
-    examples = bench.load_prompts(bench.EXAMPLE_PROMPTS)
-    suite = {p.id: p for p in bench.load_prompts(bench.DEFAULT_PROMPTS)}
+    examples = load_prompts(EXAMPLE_PROMPTS)
+    suite = {p.id: p for p in load_prompts(DEFAULT_PROMPTS)}
     shared = [p for p in examples if p.category in CATEGORIES]
     assert len(shared) >= 14
     assert all(suite[p.id] == p for p in shared)
 
 
 def test_multi_turn_prompts_write_out_an_earlier_conversation():
-    for p in bench.load_prompts(bench.DEFAULT_PROMPTS):
+    for p in load_prompts(DEFAULT_PROMPTS):
         if p.category == "multi-turn":
             assert p.prompt.count("User:") >= 2 and "Assistant:" in p.prompt, p.id
 
@@ -83,7 +84,7 @@ def test_multi_turn_prompts_write_out_an_earlier_conversation():
 def test_multi_turn_follow_ups_come_after_the_request_they_repeat():
     """multi-turn-7..12 ask the last request of multi-turn-1..6 again with one change (as a user asks again in the same
     page visit): same conversation before it, later in the suite, so ``bench --warm-suffix`` has the earlier output."""
-    prompts = bench.load_prompts(bench.DEFAULT_PROMPTS)
+    prompts = load_prompts(DEFAULT_PROMPTS)
     where = {p.id: i for i, p in enumerate(prompts)}
     for n in range(1, 7):
         first, again = prompts[where[f"multi-turn-{n}"]], prompts[where[f"multi-turn-{n + 6}"]]
@@ -100,7 +101,7 @@ def test_summarization_and_rag_have_long_documents():
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_embedded())
     lengths = {p.id: (p.category, len(encode_prompt(tokenizer, p.prompt)))
-               for p in bench.load_prompts(bench.DEFAULT_PROMPTS)}
+               for p in load_prompts(DEFAULT_PROMPTS)}
     for category in ("summarization", "rag"):
         long = [pid for pid, (cat, n) in lengths.items() if cat == category and n >= LONG_TOKENS]
         assert len(long) >= 3, (category, lengths)
@@ -111,19 +112,19 @@ def test_summarization_and_rag_have_long_documents():
 
 
 def test_spec_bench_lines_use_the_first_turn(spec_bench_file):
-    prompts = bench.load_prompts(spec_bench_file)
+    prompts = load_prompts(spec_bench_file)
     assert [p.id for p in prompts] == [str(q["question_id"]) for q in SPEC_BENCH]
     assert [p.category for p in prompts] == [q["category"] for q in SPEC_BENCH]
     assert prompts[0].prompt == SPEC_BENCH[0]["turns"][0]  # the second turn is not used
-    assert prompts[5] == bench.Prompt("6", "math_reasoning", "A box holds 6 pencils. How many pencils are in 9 boxes?")
+    assert prompts[5] == Prompt("6", "math_reasoning", "A box holds 6 pencils. How many pencils are in 9 boxes?")
 
 
 def test_a_file_may_mix_both_formats(tmp_path):
     ours = {"id": "garden-1", "category": "chat", "prompt": "Name two flowers that grow well in shade."}
     path = _write(tmp_path / "mixed.jsonl", [SPEC_BENCH[2], "", ours, SPEC_BENCH[4]])
-    assert bench.load_prompts(path) == [bench.Prompt("3", "translation", SPEC_BENCH[2]["turns"][0]),
-                                        bench.Prompt("garden-1", "chat", ours["prompt"]),
-                                        bench.Prompt("5", "qa", SPEC_BENCH[4]["turns"][0])]
+    assert load_prompts(path) == [Prompt("3", "translation", SPEC_BENCH[2]["turns"][0]),
+                                  Prompt("garden-1", "chat", ours["prompt"]),
+                                  Prompt("5", "qa", SPEC_BENCH[4]["turns"][0])]
 
 
 @pytest.mark.parametrize("line, words", [
@@ -141,7 +142,7 @@ def test_a_file_may_mix_both_formats(tmp_path):
 def test_a_bad_line_is_named_in_one_sentence(tmp_path, line, words):
     path = _write(tmp_path / "bad.jsonl", [SPEC_BENCH[0], line])
     with pytest.raises(ValueError) as error:
-        bench.load_prompts(path)
+        load_prompts(path)
     message = str(error.value)
     assert message.startswith(f"{path}:2: ") and words in message
     assert "\n" not in message and message.count(". ") == 0  # one sentence

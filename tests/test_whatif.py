@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.core.events import PassEvent, Timings
-from specviz.core.metrics import predicted_speedup_paper
 from specviz.analysis.whatif import (MIN_PASSES, RESAMPLES, Costs, alpha, analyze, decode_speedup, end_to_end_speedup,
                             expected_tokens, spread, measure_costs, position_counts, predict, predicted_speedup, recommend,
                             tokens_per_pass, tokens_per_s_speedup)
+from specviz.core.costs import predicted_speedup_paper
+from specviz.core.events import PassEvent, Timings
 
 
 def _spec(index, k, drafted, n, draft_ms=4.0, verify_ms=20.0, other_ms=2.0, t_end=0.0, generated=0):

@@ -12,14 +12,9 @@ import pytest  # noqa: E402
 
 from app import device, why  # noqa: E402
 from app.records import RunSummary  # noqa: E402
-from specviz.analysis.arena import (  # noqa: E402
-    alpha_for_tokens_per_pass,
-    interpolate,
-    measure_draft_costs,
-    measure_forward_grid,
-    whatif_curves,
-)
-from specviz.core.metrics import expected_tokens_per_pass, predicted_speedup_paper  # noqa: E402
+from specviz.core.costs import expected_tokens_per_pass, interpolate, predicted_speedup_paper  # noqa: E402
+from specviz.measure.costs import alpha_for_tokens_per_pass, measure_draft_costs, whatif_curves  # noqa: E402
+from specviz.measure.grid import measure_forward_grid  # noqa: E402
 
 
 def test_forward_grid_has_a_time_per_batch_and_token_count(tiny_target):
@@ -346,7 +341,7 @@ def test_live_chart_titles_wrap_and_the_k_chart_says_why_drafted_bars_pass_k():
     centred over a third of a 1400 px page ran past its left edge; the k chart's axis read "tokens (gain: ×)"; its
     drafted bars stood above the k line for tree and lookahead passes with no word why."""
     from app import figures
-    from specviz.core.metrics import RunStats
+    from specviz.measure.run_stats import RunStats
 
     assert figures.title_html("Draft length k per pass") == "<b>Draft length k per pass</b>"
     assert figures.title_html("Acceptance by draft position (no token drafted)") == (

@@ -18,8 +18,8 @@ One module per concern; every name other code uses is importable from ``app.aren
   on both sides too noisy to tell when those baselines drifted above :data:`NOISY_DRIFT` or spread widely).
 - :mod:`app.arena.tables`: every speedup shown carries its spread, its ratio against each of those baseline runs
   alone (:func:`speedup_cell`); so do the other timed figures, tokens/s, T_step, T_verify, T_draft, c and the
-  predictions (:func:`timed_cell`; the spreads are :func:`specviz.analysis.arena.timed_spread`'s and
-  :func:`~specviz.analysis.arena.derived_spread`'s).
+  predictions (:func:`timed_cell`; the spreads are :func:`specviz.analysis.arena_rows.timed_spread`'s and
+  :func:`~specviz.analysis.arena_rows.derived_spread`'s).
 - :mod:`app.arena.figures`: the bar charts and the predictions chart, pure functions of the pooled rows (error bars
   from :func:`spread_bars`).
 - :mod:`app.arena.files`: the CSV and JSON downloads (:func:`write_files`).
@@ -43,7 +43,7 @@ from app.arena.tables import (PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, e
 from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, noisy_count,
                                 noisy_rows, range_text, speedup_reading, spread_text)
 from app.inputs import InputError
-from specviz.analysis.arena import BASELINE
+from specviz.analysis.arena_rows import BASELINE
 
 __all__ = [
     "ARENA_PANELS", "BASELINE", "CLEAR_TOASTS_JS", "DEFAULT_DRAFTERS", "DEFAULT_KS", "DEFAULT_MAX_NEW_TOKENS",

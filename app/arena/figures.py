@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
-from specviz.analysis.arena import BASELINE
+from specviz.analysis.arena_rows import BASELINE
 
 
 SHADES = {  # per drafter, dark to light: one shade per k
@@ -81,7 +81,7 @@ HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
 RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
-"""What the tokens/s panel's error bars are (:func:`specviz.analysis.arena.timed_spread`)."""
+"""What the tokens/s panel's error bars are (:func:`specviz.analysis.arena_rows.timed_spread`)."""
 
 
 def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:

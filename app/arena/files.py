@@ -9,7 +9,7 @@ import re
 
 from app.arena.verdicts import NOISY_DRIFT, _noisy, noise_text
 from app.downloads import write_csv_and_json
-from specviz.analysis.arena import BASELINE, ArenaResult, to_csv, to_json
+from specviz.analysis.arena_rows import BASELINE, ArenaResult, to_csv, to_json
 
 
 FILE_DEFINITIONS = {
@@ -22,7 +22,7 @@ FILE_DEFINITIONS = {
              "not a finding (faster than its tokens per pass allow; baselines drifted apart)",
     "status": "the status line the page showed at the end, in words",
 }
-"""What the downloads add to :data:`specviz.analysis.arena.DEFINITIONS`."""
+"""What the downloads add to :data:`specviz.analysis.arena_rows.DEFINITIONS`."""
 
 VERDICT_COLUMNS = ("noisy", "noise")
 """The columns the downloads add to every row: ``noisy`` (true where the page hatches the row's bar and marks its

@@ -23,11 +23,12 @@ from app.arena.verdicts import noisy_count, noisy_rows
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
 from app.messages import report
-from specviz.analysis.arena import TREE_SUFFIX, ArenaResult, iter_arena
-from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.analysis.arena import iter_arena
+from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.verify import SamplingConfig
+from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.policy import PolicyError
 from specviz.presets import preset
 

@@ -8,8 +8,8 @@ import dataclasses
 
 from app import render
 from app.inputs import SEED, InputError, check_models, clamp_notice, number, parse_exit_layer, parse_generation_settings
-from specviz.analysis.arena import AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX
-from specviz.analysis.bench import DEFAULT_PROMPTS, load_prompts
+from specviz.analysis.arena_rows import AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX
+from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts
 from specviz.drafters.registry import choices
 from specviz.policy import current_policy
 
@@ -30,8 +30,8 @@ TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the â€œ:{TREE_SUFFIX}â€
 
 def drafter_choices() -> list[tuple[str, str]]:
     """(label, key) for the drafters menu: every registry drafter but "none", each head drafter followed by its
-    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.analysis.arena.TREE_NODES` nodes) and its lookup-first
-    variant ("eagle:lookup", "medusa:lookup")."""
+    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.analysis.arena_rows.TREE_NODES` nodes) and its
+    lookup-first variant ("eagle:lookup", "medusa:lookup")."""
     menu = []
     for c in choices():
         if c.key == BASELINE:
@@ -46,7 +46,7 @@ def drafter_choices() -> list[tuple[str, str]]:
 
 def suite() -> list[dict]:
     """The Arena's prompts: the benchmark suite (assets/suite.jsonl: 54 prompts in 8 categories, the list ``specviz
-    bench`` and the README's tables read, :data:`specviz.analysis.bench.DEFAULT_PROMPTS`) as dicts, in file order.
+    bench`` and the README's tables read, :data:`specviz.analysis.prompts.DEFAULT_PROMPTS`) as dicts, in file order.
     (The Arena ran the Live tab's 18 examples before, a list with another category and without multi-turn.)"""
     return [{"id": p.id, "category": p.category, "prompt": p.prompt} for p in load_prompts(DEFAULT_PROMPTS)]
 

@@ -7,7 +7,7 @@ import math
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words, range_text,
                                 speedup_reading, spread_text)
-from specviz.analysis.arena import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
+from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
 from specviz.core.verdict import NOISY
 
 
@@ -79,7 +79,7 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
     """A timed figure (tokens/s, T_step, T_verify, T_draft, c, a prediction) with its spread, "41.2 (39.8–43.0)"
     (a value below 1 with two significant digits, and the ends with one more decimal where that makes them read
     apart, the value then as many); "41.2 (one run: no spread)" where none can be told (:data:`NO_PASS_SPREAD` for the
-    per-pass figures); "–" without a value. What each spread is: :data:`specviz.analysis.arena.DEFINITIONS`
+    per-pass figures); "–" without a value. What each spread is: :data:`specviz.analysis.arena_rows.DEFINITIONS`
     (``<figure>_low``)."""
     value = row.get(key)
     if value is None:

@@ -6,9 +6,8 @@ interval across 1 only; or not a finding: faster than its tokens per pass allow)
 from __future__ import annotations
 
 from app import render
-from specviz.analysis.arena import BASELINE
-from specviz.core.metrics import format_apart
-from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, read_speedup
+from specviz.analysis.arena_rows import BASELINE
+from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, format_apart, read_speedup
 
 
 NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: the machine's speed changed
@@ -79,7 +78,7 @@ def noise_text(row: dict) -> str:
 
 def range_text(low: float, high: float, decimals: int, extra: int = 1) -> str:
     """"39.8–43.0": two ends with ``decimals`` decimals, or up to ``extra`` more until they read differently
-    (:func:`specviz.core.metrics.format_apart`); ends that still read alike say the spread is below that precision."""
+    (:func:`specviz.core.verdict.format_apart`); ends that still read alike say the spread is below that precision."""
     return "–".join(format_apart(low, high, decimals, decimals + extra))
 
 

@@ -3,9 +3,9 @@ the target's distribution. Two parts, each in modules of its own; :func:`build_t
 
 **Speculation × batch size** (the Measure button, :func:`measure`). One :class:`app.device.Job` waits for its turn
 on the device, loads the target, encodes a few example prompts (assets/prompts.jsonl; "long" joins them to about
-:data:`LONG_PROMPT_TOKENS` tokens each), times a few forwards (:func:`specviz.analysis.arena.probe_forward_ms`) for
+:data:`LONG_PROMPT_TOKENS` tokens each), times a few forwards (:func:`specviz.measure.grid.probe_forward_ms`) for
 the estimate in the status line (:func:`sweep_seconds`), optionally times the forward grid T(B, 1), T(B, k+1)
-for the predicted curve (:func:`specviz.analysis.arena.measure_forward_grid`), and runs
+for the predicted curve (:func:`specviz.measure.grid.measure_forward_grid`), and runs
 :func:`specviz.analysis.batching.batch_sweep` with the job's cancel flag as ``should_stop`` (Stop, or a closed
 browser tab, ends it before its next forward; the batch sizes that finished are still shown). Shown: a table per
 B (:func:`sweep_table`; every measured figure with the lowest and highest of its repeats,

@@ -14,7 +14,7 @@ from app.batching.shared import JobStatus, lesson_html
 from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report
-from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.policy import PolicyError
 
 CHECK_OUTPUTS = ("batching-check-status", "batching-check-lesson", "batching-check-chart", "batching-check-stats")

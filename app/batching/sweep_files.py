@@ -11,7 +11,7 @@ from app.batching.sweep_lesson import sweep_lesson
 from app.batching.sweep_reading import NOISY_SPREAD, crossover, disturbance, verdict
 from app.downloads import write_csv_and_json
 from specviz.analysis.batching import REPEATED_FIGURES, repeat_speedups, repeat_values
-from specviz.analysis.bench import CONTENDED_SHARE
+from specviz.measure.machine import CONTENDED_SHARE
 
 DEFINITIONS = {
     "batch": "B: prompts decoded together (the example prompts recycled to fill B rows)",

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
 from app.inputs import InputError, number
-from specviz.analysis.arena import grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.analysis.batching import BATCH_SIZES, SweepOptions, batch_sweep
-from specviz.analysis.bench import EXAMPLE_PROMPTS, CpuShare, environment, load_prompts
+from specviz.analysis.prompts import EXAMPLE_PROMPTS, load_prompts
 from specviz.core.engine import MAX_K, GenerationConfig
+from specviz.measure.grid import grid_seconds, measure_forward_grid, probe_forward_ms
+from specviz.measure.machine import CpuShare, environment
 from specviz.policy import current_policy
 
 DEFAULT_K = 4

@@ -8,9 +8,8 @@ from typing import Callable
 
 from app.batching.sweep_job import DEFAULT_K
 from specviz.analysis.batching import repeat_speedups, spread_cell
-from specviz.analysis.bench import CONTENDED_SHARE
-from specviz.core.metrics import format_apart
-from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, read_speedup
+from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_apart, read_speedup
+from specviz.measure.machine import CONTENDED_SHARE
 
 NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
 IMPOSSIBLE_COST = 0.95  # a pass of k+1 tokens per row measured below this many one-token steps: noise

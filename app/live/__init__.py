@@ -18,7 +18,7 @@ Where each part lives:
 - :mod:`app.live.layout`: the layout and its wiring (:func:`build_tab`).
 
 Honest numbers: the headline is the decoding speedup (after the prefill) with its bootstrap interval over passes
-(:func:`specviz.core.metrics.judge_decode_speedup`); a run too short to judge or too noisy to tell shows no
+(:func:`specviz.measure.stats.judge_decode_speedup`); a run too short to judge or too noisy to tell shows no
 figure in green or red, and enters the history without a speedup. A prompt longer than the target's context
 window (or than ``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left with the chat template kept whole, and the
 status says so; any exception in a run becomes a message for that session only (:mod:`app.messages`), and the

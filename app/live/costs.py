@@ -332,7 +332,7 @@ def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     1.5 s where the one-thread step the runs use took 0.1 s.)"""
     import torch
 
-    from specviz.analysis.arena import probe_forward_ms
+    from specviz.measure.grid import probe_forward_ms
 
     choice = getattr(loaded.model, "_specviz_threads", None) or (torch.get_num_threads(),) * 2
     before = torch.get_num_threads()
@@ -361,7 +361,7 @@ def settled_after_prefill(events, view, note: str):
 
 def settle_prefill_note(view, note: str) -> None:
     """Replace ``note`` (the estimate said before a long prefill) in ``view.notes`` by the time the prefill took
-    (both runs' prefills on their own clocks, ms from :class:`specviz.core.metrics.RunStats`), or drop it when no
+    (both runs' prefills on their own clocks, ms from :class:`specviz.measure.run_stats.RunStats`), or drop it when no
     prefill finished (the run was stopped while reading). No-op when ``note`` is not there."""
     if not note or note not in view.notes:
         return

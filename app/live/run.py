@@ -26,7 +26,7 @@ from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, 
 from app.live.view import RunView, head_accuracy
 from app.messages import warn
 from app.records import RunSummary
-from specviz.analysis.bench import CpuShare
+from specviz.measure.machine import CpuShare
 from specviz.compiled import forward_path
 from specviz.core.engine import speculative_generate, standard_generate
 from specviz.core.graphs import path_label

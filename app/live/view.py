@@ -16,10 +16,12 @@ from app.inputs import HEAD_DRAFTERS, Settings
 from app.lookahead_view import LookaheadView
 from app.records import RunSummary
 from app.tree_view import HeadAccuracy, TreeView
-from specviz.analysis.bench import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
+from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.compiled import COMPILING_NOTE
 from specviz.core.events import PassEvent
-from specviz.core.metrics import RunStats, SpeedupJudgement, format_apart, judge_decode_speedup
+from specviz.core.verdict import format_apart
+from specviz.measure.run_stats import RunStats
+from specviz.measure.stats import SpeedupJudgement, judge_decode_speedup
 
 
 @dataclass
@@ -348,7 +350,7 @@ def split_name(name: str) -> tuple[str, str]:
 
 
 def _ends(interval) -> tuple[float, float] | None:
-    """An :class:`~specviz.core.metrics.Interval`'s (low, high) for the history (None stays None)."""
+    """An :class:`~specviz.measure.stats.Interval`'s (low, high) for the history (None stays None)."""
     return None if interval is None else (interval.low, interval.high)
 
 

@@ -9,7 +9,7 @@ import re
 from app.render.markup import scroll_box
 from app.render.stats import _fmt
 from app.records import NO_INTERVAL, RunSummary
-from specviz.core.metrics import format_apart
+from specviz.core.verdict import format_apart
 
 
 def history_speedup(row: RunSummary) -> str:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from app.render.tokens import Piece, PieceDecoder, Token, byte_label
 from specviz.analysis.stepper import no_draft_reason
 from specviz.core.events import PassEvent
-from specviz.core.metrics import format_apart
+from specviz.core.verdict import format_apart
 
 SUFFIX_SOURCES = {  # a suffix decoding pass's draft_source -> the hover text added to its drafted tokens
     "prompt": "copied by suffix decoding from the prompt",

@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 
 from app.render.markup import plural
-from specviz.core.metrics import format_apart
+from specviz.core.verdict import format_apart
 
 
 def time_card(spec, base) -> str:
@@ -133,7 +133,7 @@ ONE_MEASUREMENT = "one measurement"
 
 
 def spread_text(interval, decimals: int = 1, single: str = ONE_PASS) -> str:
-    """An interval's ends as text, "38.0–44.1" (:func:`~specviz.core.metrics.format_apart`: one more decimal where
+    """An interval's ends as text, "38.0–44.1" (:func:`~specviz.core.verdict.format_apart`: one more decimal where
     that makes them read apart, as the Arena's ranges; ends that still read alike say the spread is below that
     precision); ``single`` when there is no interval (None)."""
     if interval is None:
@@ -144,7 +144,7 @@ def spread_text(interval, decimals: int = 1, single: str = ONE_PASS) -> str:
 
 def spread_html(value: float | None, interval, fmt: str = "{:.1f}", decimals: int = 1, single: str = ONE_PASS) -> str:
     """A measured figure and its spread, compactly: "41.2 <small>(38.0–44.1)</small>" (``interval``: a
-    :class:`~specviz.core.metrics.Interval` over the run's passes), or "41.2 <small>(one pass: no spread)</small>"
+    :class:`~specviz.measure.stats.Interval` over the run's passes), or "41.2 <small>(one pass: no spread)</small>"
     where there is none yet (``single``); "–" without a value."""
     if value is None:
         return "–"
@@ -154,7 +154,7 @@ def spread_html(value: float | None, interval, fmt: str = "{:.1f}", decimals: in
 
 def rate_pair_html(spec, base, decode: bool = True) -> str:
     """Both runs' rates with their spreads, "41.2 (38.0–44.1) vs 30.1 (29.0–31.3)": after the prefill
-    (``decode``, :meth:`~specviz.core.metrics.RunStats.decode_rate`) or with it (:meth:`RunStats.rate`)."""
+    (``decode``, :meth:`~specviz.measure.run_stats.RunStats.decode_rate`) or with it (:meth:`RunStats.rate`)."""
     def one(stats) -> str:
         value = stats.decode_tokens_per_s if decode else stats.tokens_per_s
         return spread_html(value, stats.decode_rate() if decode else stats.rate())
@@ -189,7 +189,7 @@ VERDICT_RULE = ("How it is read: the whole interval above 1 is faster, below 1 s
 
 
 def verdict_card(judgement) -> str:
-    """The Live headline card (HTML) of a judged run (:class:`specviz.core.metrics.SpeedupJudgement` with an
+    """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its word ("2.51× faster"; "1.05× too noisy to tell" keeps the
     number), under it the interval and what disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of
     the CPUs"), and the long explanation folded in a ``<details>`` element. Green for faster, red for slower,
@@ -211,9 +211,10 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
     """The headline cards of a run with a drafter: the decoding speedup (after the prefill) with its interval
     (:func:`verdict_card`: the number shown whatever the verdict, never in green or red when too noisy to tell),
     or "too short to judge" instead of a number, the end-to-end ratio beside it (prefill included, never
-    coloured), and both runs' rates. ``judgement`` is :func:`specviz.core.metrics.judge_decode_speedup` of the runs
+    coloured), and both runs' rates. ``judgement`` is :func:`specviz.measure.stats.judge_decode_speedup` of the runs
     (computed here when None)."""
-    from specviz.core.metrics import end_to_end_interval, judge_decode_speedup, speedup
+    from specviz.core.counters import speedup
+    from specviz.measure.stats import end_to_end_interval, judge_decode_speedup
 
     j = judgement if judgement is not None else judge_decode_speedup(spec, base)
     running = spec.finish_reason is None  # the speculative run still going: its verdict is not in yet
@@ -253,7 +254,7 @@ def lookahead_cards(spec) -> list[str]:
 
 TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expected (1 − α^(m+1)) ÷ (1 − α), "
                               "m = tokens drafted per pass on average (m + 1 when α = 1)")
-"""The "Tokens per pass" card's definition: the formula :attr:`~specviz.core.metrics.RunStats.expected_tokens_per_pass`
+"""The "Tokens per pass" card's definition: the formula :attr:`~specviz.measure.run_stats.RunStats.expected_tokens_per_pass`
 computes (Leviathan et al. 2023, eq. 1, with the run's mean drafted length m for k: a pass may draft fewer than k)."""
 
 

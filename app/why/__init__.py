@@ -6,7 +6,7 @@ One module per concern; every name other code uses is importable from ``app.why`
 - :mod:`app.why.layout`: :func:`build_tab`, the layout and the wiring of its events.
 - :mod:`app.why.handlers`: the Measure and Stop buttons (:func:`measure`, its inputs :class:`MeasureInputs`,
   :func:`stop`). Measure waits for its turn on the device (:mod:`app.device`), loads the target, times a few
-  forwards for its estimate, then the forward grid (:func:`specviz.analysis.arena.measure_forward_grid`, stopped
+  forwards for its estimate, then the forward grid (:func:`specviz.measure.grid.measure_forward_grid`, stopped
   before its next forward by Stop or a closed tab) and the drafters' c, in the job's thread.
 - :mod:`app.why.noise`: the grid read for noise. A point measured faster than less work is measured again by the
   grid and, if still impossible, flagged on the chart and in the text and left out of the lines, the cards and the

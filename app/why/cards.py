@@ -7,13 +7,14 @@ from __future__ import annotations
 import html
 
 from app.why.noise import possible_curve
-from specviz.analysis.arena import interpolate, lookahead_pass_cost
+from specviz.core.costs import interpolate
 from specviz.core.verdict import SAME, Verdict, read_speedup
+from specviz.measure.costs import lookahead_pass_cost
 
 
 def _lookahead_cards(grid: dict, batch: int, settings, latest: bool) -> list[tuple[str, str, str]]:
     """(label, value, note) per lookahead setting: its full pass's forward against a one-token step, read from the
-    ``batch`` curve of ``grid`` without its impossible points (:func:`specviz.analysis.arena.lookahead_pass_cost`),
+    ``batch`` curve of ``grid`` without its impossible points (:func:`specviz.measure.costs.lookahead_pass_cost`),
     with the range of the same ratio over the repeats (:func:`_ratio_spread`). ``latest``: the first setting is
     the newest Live run's."""
     curve = possible_curve(grid, batch)
@@ -64,8 +65,8 @@ def _noisy_card(label: str, read: Verdict, what: str) -> tuple[str, str, str]:
 
 def round_ratios(grid: dict, batch: int, n: float) -> list[float]:
     """T(n)/T(1) at ``batch`` once per repeat: repeat i of every token count was timed in the same round
-    (:func:`specviz.analysis.arena.measure_forward_grid`'s ``"samples"``), so each round gives its own curve, read at
-    ``n`` as the medians are (:func:`specviz.analysis.arena.interpolate` between measured counts; points flagged
+    (:func:`specviz.measure.grid.measure_forward_grid`'s ``"samples"``), so each round gives its own curve, read at
+    ``n`` as the medians are (:func:`specviz.core.costs.interpolate` between measured counts; points flagged
     impossible left out). [] without per-repeat samples or without T(1)."""
     samples = grid.get("samples", {}).get(batch, {})
     bad = {p["n"] for p in grid.get("impossible", []) if p["batch"] == batch}

@@ -16,8 +16,8 @@ from app.inputs import clamp_notice
 from app.messages import warn
 from app.why.figures import whatif_figure
 from app.why.noise import possible_curve
-from specviz.analysis.arena import whatif_curves
 from specviz.core.engine import MAX_K
+from specviz.measure.costs import whatif_curves
 
 DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05

@@ -12,7 +12,7 @@ from app import render
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.why.noise import (WITHIN_NOISE, _times, _why_not_flagged, inside_margin, noisy_measured, times_measured,
                            within_noise_points)
-from specviz.analysis.arena import IMPOSSIBLE_MARGIN
+from specviz.measure.grid import IMPOSSIBLE_MARGIN
 
 
 BATCH_COLORS = {1: COLORS["speculative"], 4: COLORS["bonus"], 16: COLORS["recovered"]}

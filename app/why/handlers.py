@@ -1,8 +1,8 @@
 """The Measure and Stop buttons. :func:`measure` waits for its turn on the device (:mod:`app.device`: it takes
-turns with every other tab's runs), loads the target and runs :func:`specviz.analysis.arena.measure_forward_grid`
+turns with every other tab's runs), loads the target and runs :func:`specviz.measure.grid.measure_forward_grid`
 (with the job's cancel flag as ``should_stop``, so Stop (:func:`stop`) or a closed handler ends it before its next
-forward) and :func:`specviz.analysis.arena.measure_draft_costs` in the job's thread; before the grid, a few forwards
-timed here (:func:`specviz.analysis.arena.probe_forward_ms`) give the status its estimate of the whole measurement.
+forward) and :func:`specviz.measure.costs.measure_draft_costs` in the job's thread; before the grid, a few forwards
+timed here (:func:`specviz.measure.grid.probe_forward_ms`) give the status its estimate of the whole measurement.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from app.why.figures import forward_figure
 from app.why.history import lookahead_settings
 from app.why.noise import _times, impossible_text, within_noise_text
 from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
-from specviz.analysis.arena import (BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_draft_costs, measure_forward_grid,
-                                    probe_forward_ms)
-from specviz.analysis.bench import CpuShare, busy_machine_warning
+from specviz.measure.costs import measure_draft_costs
+from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_forward_grid, probe_forward_ms
+from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.policy import PolicyError, current_policy
 
 

@@ -10,9 +10,9 @@ import gradio as gr
 
 from app.records import RunSummary
 from app.why.controls import DEFAULT_C, whatif
-from specviz.analysis.arena import alpha_for_tokens_per_pass
 from specviz.core.engine import MAX_K
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
+from specviz.measure.costs import alpha_for_tokens_per_pass
 
 
 def lookahead_settings(history: list[RunSummary] | None = None) -> list[tuple[int, int, int]]:

@@ -15,7 +15,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
 from app.why.history import from_history
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
-from specviz.analysis.arena import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
+from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
 
 INTRO = (

@@ -1,12 +1,12 @@
 """The forward-time grid read for noise, shared by the Why tab's charts, cards and text: the points flagged impossible
 (measured faster than less work even after a remeasure, left out of every figure: :func:`possible_curve`) and the
 points within noise of impossible (below less work, but inside the margin or with overlapping repeats: ringed, kept
-on the lines). A grid is :func:`specviz.analysis.arena.measure_forward_grid`'s dict."""
+on the lines). A grid is :func:`specviz.measure.grid.measure_forward_grid`'s dict."""
 
 from __future__ import annotations
 
 from app import render
-from specviz.analysis.arena import IMPOSSIBLE_MARGIN, below_less_work
+from specviz.measure.grid import IMPOSSIBLE_MARGIN, below_less_work
 
 
 def possible_curve(grid: dict, batch: int) -> dict[int, float]:
@@ -49,8 +49,8 @@ chart's note and the hover say why it is no finding)."""
 
 def within_noise_points(grid: dict) -> list[dict]:
     """The grid's points measured below a smaller workload but not flagged impossible (inside the margin of
-    :func:`specviz.analysis.arena.impossible_points`, or their repeats overlap): within noise of impossible
-    (:func:`specviz.analysis.arena.below_less_work`; entries ``{"batch", "n", "than_batch", "than_n", "below"}``)."""
+    :func:`specviz.measure.grid.impossible_points`, or their repeats overlap): within noise of impossible
+    (:func:`specviz.measure.grid.below_less_work`; entries ``{"batch", "n", "than_batch", "than_n", "below"}``)."""
     flagged = [(p["batch"], p["n"]) for p in grid.get("impossible", [])]
     return below_less_work(grid.get("ms", {}), flagged)
 

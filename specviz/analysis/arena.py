@@ -42,7 +42,7 @@ Pooled figures add the counts and the times of their rows first, then divide.
 
 Layout: this module runs the arena (the methods, the loop over prompts, one run); the rows, their figures and the
 exports are :mod:`specviz.analysis.arena_rows`; the cost side (the forward grid, draft costs, what-if curves) is
-:mod:`specviz.measure`. Their names stay importable from here.
+:mod:`specviz.measure`. Import those names from there.
 """
 
 from __future__ import annotations
@@ -52,25 +52,16 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Sequence
 
-# The names below marked F401 moved out of this module; they stay importable from here (the app, tests, scripts).
-from specviz.analysis.arena_rows import (AUTO, AUTO_K_START, BASELINE, CSV_COLUMNS, DEFINITIONS,  # noqa: F401
-                                         DERIVED_SPREAD_FIGURES, PASS_SPREAD_FIGURES, RUN_SPREAD_FIGURES, SPREAD_KEYS,
-                                         TIMED_SPREAD_FIGURES, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX, WARMUP_TOKENS,
-                                         ArenaResult, Measured, Variant, _counts, baseline_drift, derive,
-                                         derived_spread, make_row, pool, pool_runs, speedup_spread, summarize,
-                                         timed_spread, to_csv, to_json)
+from specviz.analysis.arena_rows import (AUTO, AUTO_K_START, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX,
+                                         WARMUP_TOKENS, ArenaResult, Measured, Variant, _counts, baseline_drift,
+                                         make_row, pool_runs, summarize)
 from specviz.analysis.prompts import Prompt
-from specviz.core.costs import interpolate  # noqa: F401
 from specviz.core.engine import MAX_K, GenerationConfig, speculative_generate, standard_generate
 from specviz.core.events import RunCancelled
 from specviz.core.generation_settings import settings_record
 from specviz.drafters.registry import drafter_keys, make_drafter, split_variant
-from specviz.measure.costs import (alpha_for_tokens_per_pass, describe_lookahead_cost,  # noqa: F401
-                                   lookahead_pass_cost, measure_draft_costs, whatif_curves)
-from specviz.measure.grid import (BATCH_SIZES, IMPOSSIBLE_MARGIN, REMEASURES, TOKEN_COUNTS,  # noqa: F401
-                                  ArenaProgress, GridOptions, ShouldStop, below_less_work, grid_seconds,
-                                  impossible_points, measure_forward_grid, probe_forward_ms)
-from specviz.measure.machine import copy_bandwidth_gbs, environment  # noqa: F401
+from specviz.measure.grid import ArenaProgress, ShouldStop
+from specviz.measure.machine import environment
 from specviz.measure.run_stats import RunStats
 
 

@@ -9,7 +9,7 @@ of B x (k+1) tokens becomes compute-bound and costs clearly more than B x 1, and
 batch's own clock after the prefill (:class:`~specviz.core.events.BatchStep`); per B the table gives both rates
 (tokens/s over all rows), the speedup, tokens per pass, the pass cost T(B, k+1) / T(B, 1) measured from the runs'
 own forwards, and the KV-cache memory of the batch. The predicted speedup comes from the batch-1 acceptance alone
-and the measured forward grid (:func:`specviz.analysis.arena.measure_forward_grid`):
+and the measured forward grid (:func:`specviz.measure.grid.measure_forward_grid`):
 
     predicted(B) = E[tokens per pass at B = 1] x T(B, 1) / (T(B, k+1) + B x T_draft per row at B = 1)
 
@@ -31,11 +31,11 @@ from typing import Callable, Sequence
 
 import torch
 
+from specviz.core.costs import predicted_speedup
 from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
 from specviz.core.events import BatchStep
-from specviz.core.costs import predicted_speedup
-from specviz.core.metrics import format_apart
+from specviz.core.verdict import format_apart
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
 
 BATCH_SIZES = (1, 2, 4, 8, 16)

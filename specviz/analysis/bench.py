@@ -2,7 +2,7 @@
 
 Its parts: the prompts (:mod:`specviz.analysis.prompts`), one timed run of a method
 (:mod:`specviz.analysis.bench_runs`), the report (:mod:`specviz.analysis.bench_report`); timing, the
-machine's load and the kernel bench are :mod:`specviz.measure`'s. Their names stay importable from here.
+machine's load and the kernel bench are :mod:`specviz.measure`'s. Import those names from there.
 
 The two benchmarks are plain functions that return JSON-able dicts (the CLI in :mod:`specviz.cli` only
 parses flags and prints):
@@ -18,7 +18,7 @@ parses flags and prints):
   With ``paired`` (``bench --paired``) each of our speculative runs is instead timed in lockstep with a standard-
   decoding run of its own (:func:`run_ours_paired`): one pass of each in turn, each timed on its own clock, so a
   drift of the machine's speed (10-25 % over seconds on a shared VM) falls on both sides of every ratio.
-- :func:`kernel_bench` (the cost side): :mod:`specviz.measure.kernel`, kept importable from here.
+- :func:`~specviz.measure.kernel.kernel_bench` (the cost side): in :mod:`specviz.measure.kernel`.
 
 Definitions used in the results (written here once, next to the numbers):
 - tokens_per_s = generated tokens / wall seconds of the whole call (prefill included, model loading
@@ -52,31 +52,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-# The names below marked F401 moved out of this module; they stay importable from here (the app, the CLI, scripts).
-from specviz.analysis.bench_report import (DEFINITIONS, HEAD_TARGETS, OPEN_ENDED, _paired_cell,  # noqa: F401
-                                           format_bench, head_targets)
-from specviz.analysis.bench_runs import (ForwardCounter, Measurement, Method, TransformersDrafting,  # noqa: F401
-                                         run_ours, run_ours_paired, run_transformers, transformers_counterpart,
-                                         transformers_settings)
+from specviz.analysis.bench_report import DEFINITIONS, head_targets
+from specviz.analysis.bench_runs import (Measurement, Method, TransformersDrafting, run_ours, run_ours_paired,
+                                         run_transformers, transformers_counterpart, transformers_settings)
 from specviz.analysis.exactness import compare_ids, first_divergence
-from specviz.analysis.prompts import (DEFAULT_PROMPTS, EXAMPLE_PROMPTS, Prompt, load_prompts,  # noqa: F401
-                                      one_per_category)
+from specviz.analysis.prompts import Prompt
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_record
 from specviz.core.kv import compilations
 from specviz.core.verify import SamplingConfig
-from specviz.drafters.heads import DEFAULT_TREE_NODES  # noqa: F401
 from specviz.drafters.registry import make_drafter, split_variant
 from specviz.drafters.suffix import SuffixDrafter
-from specviz.measure.costs import kernel_lookahead_cost, lookahead_cost, lookahead_cost_line  # noqa: F401
-from specviz.measure.kernel import (KERNEL_DEFINITIONS, KERNEL_DRAFTERS, KERNEL_TOKEN_COUNTS,  # noqa: F401
-                                    LONG_CONTEXT, LONG_TOKEN_COUNTS, STEP_TARGET_FRACTION, VERIFY_TARGET_MAX_K,
-                                    VERIFY_TARGET_RATIO, KernelOptions, _cost_figures, _verify_costs, drafter_costs,
-                                    _quartiles, format_kernel, kernel_bench)
-from specviz.measure.machine import (CONTENDED_SHARE, CpuShare, busy_machine_warning, copy_bandwidth_gbs,  # noqa: F401
-                                     environment, load_average)
-from specviz.measure.timing import (time_drafter_ms, time_forward_ms, time_forward_rounds,  # noqa: F401
-                                    time_forward_variants)
+from specviz.measure.costs import lookahead_cost
+from specviz.measure.kernel import _quartiles
+from specviz.measure.machine import environment, load_average
 
 QUICK_DRAFTERS = ("ngram", "bf16")
 QUICK_K = (4,)

@@ -41,11 +41,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from specviz.core import metrics
-from specviz.core.events import PassEvent
+from specviz.core import counters as core_counters
 from specviz.core.costs import (Costs, end_to_end_speedup, expected_tokens, predicted_speedup,
                                 predicted_speedup_paper)
-from specviz.core.metrics import Counters
+from specviz.core.counters import Counters
+from specviz.core.events import PassEvent
 
 __all__ = ["MIN_PASSES", "RESAMPLES", "Costs", "PositionCounts", "Prediction", "Spread", "WhatIf", "alpha", "analyze", "decode_speedup",
            "end_to_end_speedup", "expected_tokens", "measure_costs", "position_counts", "predict",
@@ -77,7 +77,7 @@ def _passes(events: Iterable[PassEvent]) -> list[PassEvent]:
 
 def position_counts(events: Iterable[PassEvent], k_max: int | None = None) -> PositionCounts:
     """Count, per position, the passes of a speculative run that reached and accepted it
-    (:attr:`specviz.core.metrics.Counters.position_reached`).
+    (:attr:`specviz.core.counters.Counters.position_reached`).
 
     Args:
         events: the run's events (the prefill and baseline-like events with k == 0 are ignored).
@@ -132,7 +132,7 @@ def tokens_per_pass(events: Iterable[PassEvent], k: int | None = None) -> float 
 
 
 def alpha(events: Iterable[PassEvent]) -> float | None:
-    """Per-token acceptance of a run (:attr:`specviz.core.metrics.Counters.alpha`)."""
+    """Per-token acceptance of a run (:attr:`specviz.core.counters.Counters.alpha`)."""
     return Counters.of(events).alpha
 
 
@@ -350,13 +350,13 @@ class WhatIf:
 
 
 def decode_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
-    """Measured decoding speedup of two runs' events (:func:`specviz.core.metrics.decode_speedup`)."""
-    return metrics.decode_speedup(Counters.of(spec_events), Counters.of(base_events))
+    """Measured decoding speedup of two runs' events (:func:`specviz.core.counters.decode_speedup`)."""
+    return core_counters.decode_speedup(Counters.of(spec_events), Counters.of(base_events))
 
 
 def tokens_per_s_speedup(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent]) -> float | None:
-    """Measured end-to-end speedup of two runs' events, prefill included (:func:`specviz.core.metrics.speedup`)."""
-    return metrics.speedup(Counters.of(spec_events), Counters.of(base_events))
+    """Measured end-to-end speedup of two runs' events, prefill included (:func:`specviz.core.counters.speedup`)."""
+    return core_counters.speedup(Counters.of(spec_events), Counters.of(base_events))
 
 
 def analyze(spec_events: Sequence[PassEvent], base_events: Sequence[PassEvent], k_max: int | None = None,

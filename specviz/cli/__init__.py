@@ -23,7 +23,7 @@ speedup end to end, decode_speedup with its bootstrap interval, verdict and read
 "too short"; an interval wide across 1.0 "too noisy": its figure is printed as measured, not as a result), ids_identical,
 first_difference and the baseline's near_tie_gap there, for a greedy run that differs also top2_gap (the same gap),
 dtype and reason (why it can differ: :mod:`specviz.analysis.exactness`), baseline_compiling); dtype (the target's). See
-:mod:`specviz.core.metrics` for the definitions.
+:mod:`specviz.core.counters` and :mod:`specviz.measure.stats` for the definitions.
 
 The package's rooms: :mod:`~specviz.cli.main` (the parser and ``main``), :mod:`~specviz.cli.generate`,
 :mod:`~specviz.cli.bench`, :mod:`~specviz.cli.train` and :mod:`~specviz.cli.compile` (one command each: its flags and

@@ -73,7 +73,7 @@ def _bench_threads(args) -> None:
     threads stall whenever another process takes a core, even for a moment (5-55x slower, docs/performance.md),
     while one thread only slows down ~2x. On a quiet machine the threads and kernels measured fastest here are
     used (:mod:`specviz.tuning`). Every method of the run gets the same setting, so ratios hold."""
-    from specviz.analysis.bench import busy_machine_warning
+    from specviz.measure.machine import busy_machine_warning
 
     busy = busy_machine_warning()
     if busy:
@@ -86,7 +86,8 @@ def _bench_threads(args) -> None:
 
 def _kernel_bench(args) -> tuple[dict, str]:
     """``bench --kernel``: the target's forward cost and each drafter's pass cost; (result, text report)."""
-    from specviz.analysis import bench
+    from specviz.measure.costs import kernel_lookahead_cost
+    from specviz.measure.kernel import KERNEL_DRAFTERS, format_kernel, kernel_bench
 
     target = _load_target(args)
     if args.weights == "all":  # step, memory floor and verify curve of every weight format (specviz.weights.kernel)
@@ -94,15 +95,16 @@ def _kernel_bench(args) -> tuple[dict, str]:
 
         return kernel_report(target, rounds=args.repeats or 9, progress=_log)
     _log(f"kernel bench on {target.label} ({target.device})...")
-    result = bench.kernel_bench(target, drafters=args.drafters or bench.KERNEL_DRAFTERS, progress=_log)
-    result["lookahead_cost"] = bench.kernel_lookahead_cost(result, args.window, args.ngram, args.candidates)
+    result = kernel_bench(target, drafters=args.drafters or KERNEL_DRAFTERS, progress=_log)
+    result["lookahead_cost"] = kernel_lookahead_cost(result, args.window, args.ngram, args.candidates)
     result["settings"]["command"] = args.command_line
-    return result, bench.format_kernel(result)
+    return result, format_kernel(result)
 
 
 def _batch_bench(args) -> tuple[dict, str]:
     """``bench --batch``: the batch-size sweep of specviz.analysis.batching; (result, text report)."""
-    from specviz.analysis import batching, bench
+    from specviz.analysis import batching
+    from specviz.analysis.prompts import DEFAULT_PROMPTS
     from specviz.core.engine import GenerationConfig
     from specviz.core.generation_settings import settings_record
     from specviz.core.verify import SamplingConfig
@@ -110,7 +112,7 @@ def _batch_bench(args) -> tuple[dict, str]:
 
     key = (args.drafters or ("ngram",))[0]
     k = next((k for k in (args.k or (4,)) if k != "auto"), 4)
-    prompts = _bench_prompts(args, args.prompts or bench.DEFAULT_PROMPTS)
+    prompts = _bench_prompts(args, args.prompts or DEFAULT_PROMPTS)
     target = _load_target(args)
     _check_token_ids(args, target)
     encoded = [encode_prompt(target.tokenizer, p.prompt) for p in prompts[: max(args.batch)]]
@@ -129,6 +131,8 @@ def _batch_bench(args) -> tuple[dict, str]:
 def _suite_bench(args) -> tuple[dict, str]:
     """``bench``: every prompt x drafter x k against standard decoding (and transformers); (result, text)."""
     from specviz.analysis import bench
+    from specviz.analysis.bench_report import format_bench
+    from specviz.analysis.prompts import DEFAULT_PROMPTS
 
     drafters = args.drafters or (bench.QUICK_DRAFTERS if args.quick else ("ngram", "bf16"))
     if args.compile and not args.no_transformers:
@@ -136,7 +140,7 @@ def _suite_bench(args) -> tuple[dict, str]:
         _log("note: --compile skips transformers' generate() runs (its cache type would compile new graphs)")
     if "model" in drafters and not (args.draft_model or "").strip():
         raise UsageError("the 'model' drafter needs --draft-model SPEC (a local folder or a hub id)")
-    path = args.prompts or bench.DEFAULT_PROMPTS
+    path = args.prompts or DEFAULT_PROMPTS
     prompts = _bench_prompts(args, path)
     settings = _bench_settings(args, drafters, path)
     target = _load_target(args)
@@ -144,20 +148,21 @@ def _suite_bench(args) -> tuple[dict, str]:
     if "early-exit" in drafters:
         _check_exit_layer(args, target)
     result = bench.run_bench(target, prompts, settings, progress=_log)
-    return result, bench.format_bench(result)
+    return result, format_bench(result)
 
 
 def _bench_prompts(args, path) -> list:
     """The suite at ``path``, cut to one prompt per category by ``--quick`` and to ``--limit`` prompts."""
     from specviz.analysis import bench
+    from specviz.analysis.prompts import load_prompts, one_per_category
 
     try:
-        prompts = bench.load_prompts(path)
+        prompts = load_prompts(path)
     except ValueError as error:
         hint = "" if args.prompts else " (give a suite with --prompts FILE.jsonl)"
         raise UsageError(f"{error}{hint}") from None
     if args.quick:
-        prompts = bench.one_per_category(prompts, bench.QUICK_MAX_CATEGORIES)
+        prompts = one_per_category(prompts, bench.QUICK_MAX_CATEGORIES)
     if args.limit:
         prompts = prompts[: args.limit]
     return prompts
@@ -167,6 +172,7 @@ def _bench_settings(args, drafters, path):
     """The suite bench's settings: the flags given, else the ``--quick`` or full defaults."""
     from specviz.analysis import bench
     from specviz.core.verify import SamplingConfig
+    from specviz.drafters.heads import DEFAULT_TREE_NODES
 
     quick = args.quick
     return bench.BenchSettings(
@@ -176,7 +182,7 @@ def _bench_settings(args, drafters, path):
         repeats=args.repeats or (bench.QUICK_REPEATS if quick else 3),
         ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
         exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
-        heads_path=args.heads, tree_nodes=args.tree or bench.DEFAULT_TREE_NODES, min_confidence=args.confidence,
+        heads_path=args.heads, tree_nodes=args.tree or DEFAULT_TREE_NODES, min_confidence=args.confidence,
         window=args.window, ngram=args.ngram, candidates=args.candidates,
         compare_transformers=not args.no_transformers, warm_suffix=args.warm_suffix, paired=args.paired,
         sampling=SamplingConfig(**processor_settings(args)), stop_token_ids=tuple(args.stop_token_ids),

@@ -105,7 +105,7 @@ def _run_streaming(target, drafter, prompt_ids, config, on_text):
     """One generation (``drafter`` None: standard decoding); ``on_text(delta)`` gets the text as it becomes
     final. Returns (RunResult, RunStats)."""
     from specviz.core.engine import collect, speculative_generate, standard_generate
-    from specviz.core.metrics import RunStats
+    from specviz.measure.run_stats import RunStats
 
     events = (standard_generate(target, prompt_ids, config) if drafter is None
               else speculative_generate(target, drafter, prompt_ids, config))
@@ -160,7 +160,8 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
     must match, or say why not: :func:`specviz.analysis.exactness.compare_ids`, whose fields ``top2_gap``, ``dtype`` and
     ``reason`` join the record; sampled runs draw different random numbers, so they differ in general)."""
     from specviz.analysis.exactness import compare_ids, first_divergence
-    from specviz.core.metrics import judge_decode_speedup, speedup
+    from specviz.core.counters import speedup
+    from specviz.measure.stats import judge_decode_speedup
 
     diff = first_divergence(spec_result.token_ids, base_result.token_ids)
     judged = judge_decode_speedup(spec_stats, base_stats)
@@ -295,7 +296,7 @@ def _base_config(args) -> dict:
 def _one_thread_if_busy(args) -> None:
     """Drop to one torch thread on a busy machine unless ``--threads`` chose (as bench does: OpenMP threads
     stall when another process holds a core; one thread degrades gently)."""
-    from specviz.analysis.bench import busy_machine_warning
+    from specviz.measure.machine import busy_machine_warning
 
     if args.threads is None and torch_threads() > 1 and busy_machine_warning():
         set_torch_threads(1)

@@ -26,7 +26,7 @@ honoured within one chunk: every forward first checks the run's cancel flag and 
 :class:`~specviz.core.events.RunCancelled`.
 
 Counters count committed work: see :class:`~specviz.core.events.PassEvent` (``committed_accepted``,
-``counted_drafted``) and :mod:`specviz.core.metrics`.
+``counted_drafted``) and :mod:`specviz.core.counters`.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def kernel_by_format(target, formats: Iterable[str] = FORMATS, *, prompt_len: in
     "copy_bandwidth_gbs", "threads", "load_average" (1-minute, before and after), "target", "settings"}.
 
     Raises WeightsError where a format cannot be applied (e.g. int4 off the CPU)."""
-    from specviz.analysis.bench import copy_bandwidth_gbs, load_average
+    from specviz.measure.machine import copy_bandwidth_gbs, load_average
 
     load_before = load_average()
     models = {fmt: with_weights(target, fmt, progress=progress) for fmt in formats}

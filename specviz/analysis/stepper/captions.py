@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from specviz.analysis.stepper.record import Recording, no_draft_reason
 from specviz.core.events import PassEvent
-from specviz.core.metrics import format_apart
+from specviz.core.verdict import format_apart
 from specviz.core.verify import acceptance_probability
 
 if TYPE_CHECKING:
