@@ -16,7 +16,12 @@ dtype (``--dtypes``, bfloat16 first):
    + lookup, Medusa and lookahead at k = auto, each against our standard decoding of the same prompt (``--paired``:
    in lockstep, one pass of each in turn), greedy, ``--max-new-tokens`` tokens: tokens/s, speedup per category with
    its spread over prompts, tokens per pass, and whether the ids are standard decoding's (else the first divergence
-   and the baseline's top-2 logit gap there, :mod:`specviz.analysis.exactness`).
+   and the baseline's top-2 logit gap there, :mod:`specviz.analysis.exactness`);
+3. offload (``--skip-offload`` leaves it out; :mod:`gpu_bench_offload`): the target whole on the device beside its
+   decoder layers offloaded (on CUDA to CPU memory, on ``--device cpu`` to disk), the verify curve T(n)/T(1) for
+   n = 1..9 of each, a greedy speculative run on the offloaded target against standard decoding of it, and each
+   copy's implied speedup at the suite's tokens per pass (at k = 4, tokens per pass 1..5, without a suite). It runs
+   before the suite, within the dtype's share of the budget; its speedups are read after the suite.
 
 Time: ``--budget-s`` (default 240 s, the model's conversion included) is shared evenly by the dtypes; within its
 share a dtype's suite starts no new prompt past the share's end (the kernel bench takes seconds). The report
@@ -44,9 +49,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is downloaded
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # the log stays readable (the GGUF conversion's bar)
+
+from gpu_bench_offload import add_speedups, measure_offload, offload_lines  # noqa: E402  (no torch at import)
 
 DRAFTERS = ("ngram", "suffix", "eagle", "eagle:lookup", "medusa", "lookahead")
 SUITE = ROOT / "assets" / "suite.jsonl"
@@ -82,6 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="1 prompt per category, 24 tokens, fewer kernel repeats")
     p.add_argument("--skip-kernel", action="store_true", help="no kernel bench")
     p.add_argument("--skip-suite", action="store_true", help="no suite")
+    p.add_argument("--skip-offload", action="store_true", help="no offload section")
     p.add_argument("--budget-s", type=float, default=BUDGET_S, help=f"time limit in seconds (default {BUDGET_S:.0f})")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's choice)")
     p.add_argument("--out", help="report folder (default $OUT, else ./gpu_bench_report/)")
@@ -250,7 +260,8 @@ class Bench:
                        "settings": {"target": args.target, "dtypes": args.dtypes, "drafters": list(args.drafters),
                                     "k": "auto", "max_new_tokens": args.max_new_tokens,
                                     "per_category": args.per_category, "paired": args.paired,
-                                    "suite": args.suite, "budget_s": args.budget_s},
+                                    "suite": args.suite, "budget_s": args.budget_s,
+                                    "offload": not args.skip_offload},
                        "runs": {}, "errors": [], "complete": False}
 
     def elapsed(self) -> float:
@@ -305,12 +316,27 @@ class Bench:
             if kernel is not None:
                 run["kernel"] = kernel_summary(kernel)
                 run["kernel_full"] = kernel
+        offload = None
+        if not self.args.skip_offload:
+            offload = self.section(f"{dtype}: offload", lambda: self.offload(dtype, prompts, share_end))
         if not self.args.skip_suite:
             suite = self.section(f"{dtype}: suite", lambda: self.suite(target, prompts, share_end - self.elapsed()))
             if suite is not None:
                 run["suite"] = suite_summary(suite)
                 run["suite_full"] = suite
+        if offload is not None:
+            run["offload"] = add_speedups(offload, run.get("suite_full"))
+            self.write()
         run["forward_after"] = _forward_path(target)
+
+    def offload(self, dtype: str, prompts: list, share_end: float) -> dict:
+        """The offload section's measurement (:func:`gpu_bench_offload.measure_offload`); refused past the share."""
+        if self.elapsed() > share_end:
+            raise TimeoutError("not run: the dtype's share of the time budget was spent")
+        text = prompts[0].prompt if prompts else "Explain speculative decoding in one sentence."
+        return measure_offload(self.args.target, self.args.device, dtype, self.out, text,
+                               rounds=2 if self.args.quick else 3, max_new_tokens=self.args.max_new_tokens,
+                               log=self.log)
 
     def kernel(self, target) -> dict:
         from specviz.measure.kernel import kernel_bench
@@ -382,6 +408,7 @@ def markdown(report: dict) -> str:
         lines += [f"## {dtype}: {run.get('target', '-')}", "", f"forward: {run.get('forward', '-')}", ""]
         lines += _kernel_lines(run.get("kernel"))
         lines += _suite_lines(run.get("suite"), run.get("suite_full"))
+        lines += offload_lines(run.get("offload"))
     if report["errors"]:
         lines += ["## Not measured", ""] + [f"- {e['where']}: {e['error']}" for e in report["errors"]] + [""]
     return "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """scripts/gpu_bench.py in its CPU mode on the tiny target (``--device cpu --quick``): it runs end to end with only
 torch, transformers and specviz (no gradio, no plotly), writes one report (JSON + Markdown) with the kernel figures
 and the suite's tokens/s, speedups with their spread, tokens per pass and exactness per method; float32 greedy ids are
-standard decoding's. Without CUDA, ``--device cuda`` stops with one sentence; so do a missing --gguf file and, on a
+standard decoding's; the offload section holds both verify curves (whole, layers offloaded to disk), the implied
+speedups at the suite's tokens per pass and a speculative run on the offloaded target whose ids are standard
+decoding's of it. Without CUDA, ``--device cuda`` stops with one sentence; so do a missing --gguf file and, on a
 checkout without the graph path, ``--path graphs``."""
 
 from __future__ import annotations
@@ -79,6 +81,38 @@ def test_report_has_the_kernel_and_the_suite(quick_run):
     assert run["suite"]["divergences"] == []
 
 
+def test_offload_section_has_both_curves_and_exact_ids(quick_run):
+    proc, report, out = quick_run
+    section = report["runs"]["float32"]["offload"]
+    assert section["where"] == "disk" and "disk (streamed)" in section["labels"]["offloaded"]
+    assert set(section["figures"]) == {"memory", "offloaded"}
+    for curve in section["figures"].values():
+        assert list(curve) == [str(n) for n in range(1, 10)]  # T(n)/T(1), n = 1..9
+        assert curve["1"]["ratio"] == 1.0 and all(p["ms"] > 0 and p["ratio"] > 0 for p in curve.values())
+    ex = section["exactness"]
+    assert ex["ids_identical"] is True and ex["ids_identical_to_whole"] is True and ex["first_divergence"] is None
+    assert ex["drafted"] > 0  # drafts were verified on the offloaded target
+    assert section["speedups_at"] == "suite"
+    assert {row["method"] for row in section["speedups"]} == {f"ours/{d}@auto" for d in DRAFTERS.split(",")}
+    for row in section["speedups"]:
+        assert row["tokens_per_pass"] >= 1.0 and row["memory"]["speedup"] > 0 and row["offloaded"]["speedup"] > 0
+    assert not (out / "offload").exists()  # the offload folder is removed after the section
+    assert "### Offload: whole on the device vs decoder layers offloaded to disk" in report["markdown"]
+    assert "Flatter: " in report["markdown"] and "ids = its standard decoding: yes" in report["markdown"]
+
+
+def test_offload_speedups_without_a_suite():
+    import gpu_bench_offload as offload
+
+    curve = {str(n): {"ms": 10.0 + n, "ratio": (10.0 + n) / 11.0} for n in range(1, 10)}
+    section = offload.add_speedups({"figures": {"memory": curve, "offloaded": curve}}, None)
+    assert section["speedups_at"] == "k=4" and [r["tokens_per_pass"] for r in section["speedups"]] == [1, 2, 3, 4, 5]
+    assert section["speedups"][4]["memory"]["ratio"] == pytest.approx(15.0 / 11.0)  # T(5)/T(1) at k = 4
+    assert section["speedups"][4]["memory"]["speedup"] == pytest.approx(5 * 11.0 / 15.0)
+    assert offload.ratio_at(curve, 1.5) == pytest.approx(12.5 / 11.0)  # read between n = 2 and n = 3
+    assert offload.ratio_at(curve, 20) == curve["9"]["ratio"]  # clamped to the curve
+
+
 def test_markdown_is_printed_and_written(quick_run):
     proc, report, out = quick_run
     text = (out / "gpu_bench.md").read_text()
@@ -105,7 +139,7 @@ def test_a_drafter_that_cannot_be_made_is_left_out(tiny_model_dir, tmp_path):
     """The tiny target has no trained heads: eagle is left out (an error in the report, exit status 1), the rest runs."""
     out = tmp_path / "r"
     proc = _run("--device", "cpu", "--quick", "--target", str(tiny_model_dir), "--drafters", "ngram,eagle",
-                "--prompts", "1", "--threads", "1", "--skip-kernel", "--out", str(out))
+                "--prompts", "1", "--threads", "1", "--skip-kernel", "--skip-offload", "--out", str(out))
     report = json.loads((out / "gpu_bench.json").read_text())
     assert proc.returncode == 1 and report["complete"] is False
     assert [e["where"] for e in report["errors"]] == ["float32: drafter eagle"]
