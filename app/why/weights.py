@@ -18,6 +18,7 @@ import time
 import plotly.graph_objects as go
 import torch
 
+from app import render
 from app.figures import COLORS
 from app.why.figures import _layout, _note_below, _two_panels
 from specviz.core.events import RunCancelled
@@ -88,11 +89,12 @@ def weights_figure(result: dict) -> go.Figure:
     layout = _layout(440)
     (a, _, _), (b, _, _) = _two_panels(layout, ("One-token step vs weight bytes", "Cost of n tokens, per format"))
     formats, bandwidth = result["formats"], result["copy_bandwidth_gbs"]
-    top = max(f["linear_mb"] for f in formats.values()) * 1.1
-    layout[f"xaxis{a}"] |= {"title": {"text": "MB of linears read per step"}, "rangemode": "tozero"}
+    top = max(f["linear_mb"] for f in formats.values()) * 1.3  # room for the labels right of the points
+    layout[f"xaxis{a}"] |= {"title": {"text": "MB of linears read per step"}, "range": [0, top]}
     layout[f"yaxis{a}"] |= {"title": {"text": "ms per step"}, "rangemode": "tozero"}
     layout[f"xaxis{b}"] |= {"type": "log", "title": {"text": "new tokens n"}, "tickvals": [1, 2, 4, 8]}
-    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}}
+    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}, "tickvals": [0.5, 1, 2, 4, 8],
+                            "ticktext": ["0.5", "1", "2", "4", "8"]}
     data = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top / bandwidth], "xaxis": f"x{a}",
              "yaxis": f"y{a}", "name": f"memory floor (bytes / {bandwidth:.1f} GB/s copy bandwidth)",
              "line": {"color": COLORS["accepted"], "dash": "dash", "width": 2}, "hoverinfo": "skip"}]
@@ -100,7 +102,7 @@ def weights_figure(result: dict) -> go.Figure:
         color = FORMAT_COLORS.get(fmt, COLORS["other"])
         low, high = fig.get("step_ms_range") or (fig["step_ms"], fig["step_ms"])
         data.append({"type": "scatter", "mode": "markers+text", "x": [fig["linear_mb"]], "y": [fig["step_ms"]],
-                     "name": fmt, "legendgroup": fmt, "text": [fmt], "textposition": "top right",
+                     "name": fmt, "legendgroup": fmt, "text": [fmt], "textposition": "middle right",
                      "marker": {"size": 11, "color": color},
                      "error_y": {"type": "data", "symmetric": False, "array": [high - fig["step_ms"]],
                                  "arrayminus": [fig["step_ms"] - low], "color": color},
@@ -149,11 +151,12 @@ def weights_html(result: dict | None) -> str:
     verdict = ""
     if "int4" in formats and "float32" in formats:
         flatter = _verify_at(formats["int4"]) > _verify_at(formats["float32"])
-        verdict = (" int4's curve rises above float32's: with a quarter of the bytes the arithmetic is no longer "
+        fewer = formats["float32"]["linear_mb"] / formats["int4"]["linear_mb"]
+        verdict = (f" int4's curve rises above float32's: with {fewer:.1f}× fewer bytes the arithmetic is no longer "
                    "hidden behind the reads, and verifying drafts stops being nearly free." if flatter else
                    " int4's curve came out no steeper than float32's here: measure again when the machine is "
                    "quieter.")
     return (f"<div class='why-note why-weights' style='margin-top:12px'><b>Step time against weight bytes</b>: "
-            f"{steps} (copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s, {result['threads']} threads). {bound}"
+            f"{steps} (copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s, {render.plural(result['threads'], 'thread')}). {bound}"
             f"Verifying k = 4, T(5)/T(1): {curves}.{verdict}{html.escape(result.get('left_out', ''))} Timed "
             f"interleaved in {result['seconds']:.0f} s.</div>")
