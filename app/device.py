@@ -436,12 +436,14 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     With the operator's placement (``SPECVIZ_DEVICE_MAP``, ``SPECVIZ_MAX_MEMORY``, ``SPECVIZ_OFFLOAD_FOLDER``:
     :mod:`app.placed`) the target is placed by accelerate's device map instead, kept loaded, and runs eagerly with
     the default kernels: no tuning, torch.compile or CUDA graphs. Raises PlacementError (one sentence) for a
-    placement that cannot be used."""
+    placement that cannot be used. Last, the target is put in the operator's weight format (``SPECVIZ_WEIGHTS``:
+    :mod:`app.weights_setting`); raises WeightsError (one sentence) for a format that cannot run here."""
     from specviz.core.graphs import warm_graphs
     from specviz.models import load_model, operator_dtype
     from specviz.tuning import tune
 
     from app.placed import load_operator_placed, operator_placement
+    from app.weights_setting import in_operator_weights
 
     placement = operator_placement()
     if placement is not None:  # a target bigger than the device: placed, streamed, eager (as the CLI's --device-map)
@@ -455,7 +457,7 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     warmed = warm_graphs(loaded)  # CUDA graphs captured at load on the graph path (None elsewhere)
     if warmed:
         log.info("%s: %s", loaded.label, warmed)
-    return loaded
+    return in_operator_weights(loaded, progress)  # SPECVIZ_WEIGHTS (app.weights_setting): float32 unless set
 
 
 def preload(spec: str = "embedded", then: Callable[[object], None] | None = None) -> threading.Thread:

@@ -17,6 +17,8 @@ One module per concern; every name other code uses is importable from ``app.why`
 - :mod:`app.why.cards`: the summary cards under the forward-time chart.
 - :mod:`app.why.controls`: the what-if chart's sliders and run boxes, and :func:`whatif`, which redraws the chart
   from them and the last measurement.
+- :mod:`app.why.offload`: the optional offloaded verify curve; :mod:`app.why.weights`: the optional step time
+  against weight bytes in each weight format (float32, bfloat16, int8, int4) beside the memory floor.
 - :mod:`app.why.history`: the Live tab's runs as this tab reads them (:func:`from_history` marks the latest run).
 """
 

@@ -23,6 +23,8 @@ from app.why.figures import forward_figure
 from app.why.history import lookahead_settings
 from app.why.noise import _times, impossible_text, within_noise_text
 from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
+from app.why.weights import ROUNDS as FORMAT_ROUNDS, WARMUP as FORMAT_WARMUP
+from app.why.weights import measure_formats, weights_figure, weights_html
 from specviz.measure.costs import measure_draft_costs
 from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.measure.machine import CpuShare, busy_machine_warning
@@ -31,7 +33,8 @@ from specviz.policy import PolicyError, current_policy
 
 log = logging.getLogger("specviz.app.why")
 
-OUTPUTS = ("why-status", "why-chart", "why-summary", "why-measurement", "why-c", "why-batch", "why-whatif-chart")
+OUTPUTS = ("why-status", "why-chart", "why-summary", "why-weights-chart", "why-measurement", "why-c", "why-batch",
+           "why-whatif-chart")
 """What :func:`measure` yields, in order (the components' elem_ids; why-measurement is the gr.State)."""
 
 
@@ -41,10 +44,13 @@ RUNS = CancelRegistry()  # the tab's measurements, one per session
 OFFLOAD_ROUNDS = ROUNDS + WARMUP  # the offloaded curve's rounds (app.why.offload), the warm-up included
 
 
-def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None) -> tuple:
-    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is (the chart shows when given)."""
+def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None,
+         weights_fig=None) -> tuple:
+    """An output tuple in :data:`OUTPUTS` order; None leaves a component as it is (a chart shows when given)."""
     chart = None if chart is None else gr.update(value=chart, visible=True)
-    return tuple(gr.skip() if v is None else v for v in (status, chart, summary, state, c, batch, whatif_fig))
+    weights_fig = None if weights_fig is None else gr.update(value=weights_fig, visible=True)
+    return tuple(gr.skip() if v is None else v
+                 for v in (status, chart, summary, weights_fig, state, c, batch, whatif_fig))
 
 
 def _measure_inputs(target, exit_layer) -> tuple[str, int | None]:
@@ -63,7 +69,8 @@ class MeasureInputs:
     the early-exit layer box (0 or empty: half the layers), α and the three run boxes (their text, for the what-if
     chart drawn at the end) and the Live tab's run history (None without one), which names the lookahead settings
     whose pass cost the cards show (:func:`app.why.history.lookahead_settings`), and ``offload``: whether to also
-    time the target with its layers offloaded (:mod:`app.why.offload`; off by default)."""
+    time the target with its layers offloaded (:mod:`app.why.offload`; off by default), and ``weights``: whether to
+    also time the step in each weight format (:mod:`app.why.weights`; off by default)."""
 
     target: str | None
     exit_layer: object
@@ -73,6 +80,7 @@ class MeasureInputs:
     run_speedup: object
     history: list[dict] | None = None
     offload: bool = False
+    weights: bool = False
 
 
 MEASURE_INPUTS = tuple(field.name for field in dataclasses.fields(MeasureInputs))
@@ -109,7 +117,8 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
     started, cpu = time.monotonic(), CpuShare()
     try:
         yield _out(status=render.status_html("Measuring…", "busy"))
-        measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload)), progress, started)
+        measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload),
+                                                                 bool(inputs.weights)), progress, started)
         if measurement is None:
             yield _out(status=render.status_html("Stopped.", "info"))
             return
@@ -121,9 +130,9 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         job.release()  # also when Gradio closes this handler: the grid stops before its next forward
 
 
-def _measure_on_device(job: Job, work: tuple[str, int | None, bool], progress, started: float):
+def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progress, started: float):
     """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
-    offload), feeding the progress bar and a "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds;
+    offload, weights), feeding the progress bar and a "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds;
     returns the measurement (None when stopped while waiting)."""
     state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
@@ -164,12 +173,13 @@ def _measuring(message: str, seconds: float, estimate: float | None) -> str:
             "timed here just now)")
 
 
-def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False) -> dict:
+def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False, weights: bool = False) -> dict:
     """In the job's thread: load the target, time the forward grid (stopping when the job is cancelled) and, when
     it completed, the drafters' c. An early-exit layer the loaded target lacks is fitted to its layers
     (:func:`app.inputs.fit_loaded_exit_layer`) and the note is said at once (``("note", text)`` to the job). Returns
     {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None), "offload" (with ``offload``
-    and a completed grid: :func:`_offload_work`'s, else None)}. Raises InputError for a target with no layer to
+    and a completed grid: :func:`_offload_work`'s, else None), "weights" (with ``weights`` and a completed grid:
+    :func:`_weights_work`'s, else None)}. Raises InputError for a target with no layer to
     exit after."""
 
     def say(fraction: float, message: str) -> None:
@@ -192,7 +202,8 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False)
         costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
                                     step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
     curves = _offload_work(job, spec) if offload and costs is not None else None
-    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves}
+    formats = _weights_work(job, loaded, grid) if weights and costs is not None and not job.should_stop() else None
+    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves, "weights": formats}
 
 
 def _offload_work(job: Job, spec: str) -> dict | None:
@@ -213,6 +224,23 @@ def _offload_work(job: Job, spec: str) -> dict | None:
     return measure_offloaded(spec, say, job.should_stop)
 
 
+def _weights_work(job: Job, loaded, grid: dict) -> dict | None:
+    """In the job's thread: :func:`app.why.weights.measure_formats` on ``loaded`` with the grid's copy bandwidth, its
+    progress on the bar (at 0.97) and, from its second round on, the seconds still to go (``("remaining", s)``)."""
+    rounds: list[float] = []
+    job.say(("estimate", None))  # the grid's estimate did not count this part
+
+    def say(message: str) -> None:
+        job.say(("progress", (0.97, message)))
+        if "round" in message:
+            rounds.append(time.monotonic())
+            if len(rounds) > 1:
+                each = (rounds[-1] - rounds[0]) / (len(rounds) - 1)
+                job.say(("remaining", each * max(0, FORMAT_ROUNDS + FORMAT_WARMUP - len(rounds))))
+
+    return measure_formats(loaded, grid.get("copy_bandwidth_gbs"), say, job.should_stop)
+
+
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
               cpu: CpuShare | None = None) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
@@ -231,6 +259,9 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     offload = measurement.get("offload")
     if offload:  # asked for: drawn beside the whole target's curve, or its failure in one sentence
         again_text += f" {offload['error']}" if "error" in offload else " The offloaded curve is drawn on the right."
+    formats = measurement.get("weights")
+    if formats:  # asked for: its own chart below the cards, or its failure in one sentence
+        again_text += f" {formats['error']}" if "error" in formats else " The weight formats are drawn below."
     status = render.status_html(
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
@@ -239,10 +270,10 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
     return _out(status, add_offload_lines(forward_figure(grid), offload), summary_html(grid, costs, lookahead)
-                + offload_text, measurement,
+                + offload_text + weights_html(formats), measurement,
                 gr.update(value=c, maximum=c_top(measurement)) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
-                figure)
+                figure, weights_figure(formats) if formats and "error" not in formats else None)
 
 
 STOPPED = ("Stopped: the measurement ended before its next forward, and the device is free. The chart and c of an "

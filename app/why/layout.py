@@ -15,6 +15,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
 from app.why.history import from_history
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
+from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
 
@@ -105,6 +106,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
                                    elem_id="why-exit-layer")
             offload = gr.Checkbox(False, label=OFFLOAD_LABEL, info=OFFLOAD_INFO, elem_id="why-offload")
+            weights = gr.Checkbox(False, label=WEIGHTS_LABEL, info=WEIGHTS_INFO, elem_id="why-weights")
             with gr.Row():
                 measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure", scale=3)
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="why-stop", scale=1, min_width=80)
@@ -114,6 +116,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                              elem_id="why-status")
             chart = gr.Plot(elem_id="why-chart", show_label=False, visible=False)
             summary = gr.HTML("", elem_id="why-summary")
+            weights_chart = gr.Plot(elem_id="why-weights-chart", show_label=False, visible=False)
     gr.HTML("<h3 class='why-heading'>What if: tokens per pass and speedup against k</h3>"
             "<div class='why-note'>E[tokens per pass] = (1 − α<sup>k+1</sup>) / (1 − α). Speedup, paper: "
             "E[tokens/pass] / (c·k + 1). Speedup with measured costs: E[tokens/pass] × T(1) / (T(k+1) + c·k·T(1)), "
@@ -133,9 +136,9 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
                                    elem_id="why-whatif-chart", show_label=False)
     sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history,
-                                          offload]))
+                                          offload, weights]))
     measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
-                                  outputs=[status, chart, summary, measurement, c, batch, whatif_chart],
+                                  outputs=[status, chart, summary, weights_chart, measurement, c, batch, whatif_chart],
                                   api_name="why_measure", show_progress="full", show_progress_on=[status],
                                   concurrency_limit=4, concurrency_id="arena")
     # Stop: flag the session's measurement (it starts no other forward) and close its handler, which releases the

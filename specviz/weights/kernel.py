@@ -10,6 +10,7 @@ machine whose speed drifts slows every format of a round alike. Figures per form
   the time a step cannot beat while it reads every weight once;
 - ``verify``: {n: median over rounds of T(n) / T(1) within the round}, what verifying k = n - 1 drafted tokens
   costs in one-token steps;
+- ``step_ms_range``: the fastest and slowest one-token forward over the rounds (ms);
 - ``speedup``: float32's step_ms / this format's (when float32 is measured).
 """
 
@@ -27,13 +28,14 @@ TOKEN_COUNTS = tuple(range(1, 10))
 
 
 def _round_times(models: dict, prompt_len: int, token_counts: list[int], rounds: int, warmup: int,
-                 seed: int = 0) -> dict[str, list[dict[int, float]]]:
-    """format -> one {n: ms} per timed round, each format and n timed once per round (order alternating)."""
+                 after_round: Callable[[int], None] | None = None) -> dict[str, list[dict[int, float]]]:
+    """format -> one {n: ms} per timed round, each format and n timed once per round (order alternating);
+    ``after_round(i)`` is called after round i (warm-ups included, from 1), e.g. to raise RunCancelled on Stop."""
     from specviz.core.kv import Clock, forward_logits, new_cache, rollback_cache
 
     first = next(iter(models.values()))
     vocab = int(first.model.config.get_text_config().vocab_size)
-    ids = torch.randint(0, vocab, (prompt_len + max(token_counts),), generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(0, vocab, (prompt_len + max(token_counts),), generator=torch.Generator().manual_seed(0))
     ids = ids.tolist()
     caches = {}
     for fmt, loaded in models.items():
@@ -53,6 +55,8 @@ def _round_times(models: dict, prompt_len: int, token_counts: list[int], rounds:
         if i >= warmup:
             for fmt in names:
                 out[fmt].append(times[fmt])
+        if after_round is not None:
+            after_round(i + 1)
     return out
 
 
@@ -63,25 +67,29 @@ def _figures(rounds: list[dict[int, float]], linear_bytes: int, bandwidth_gbs: f
     verify = {n: round(statistics.median(r[n] / r[1] for r in rounds), 3) for n in rounds[0]}
     return {"step_ms": round(step_ms, 2), "linear_mb": round(linear_bytes / 1e6, 1), "floor_ms": round(floor_ms, 2),
             "step_over_floor": round(step_ms / floor_ms, 2), "verify": verify,
+            "step_ms_range": [round(min(r[1] for r in rounds), 2), round(max(r[1] for r in rounds), 2)],
             "step_ms_quartiles": [round(q, 2) for q in statistics.quantiles([r[1] for r in rounds], n=4)]
             if len(rounds) > 1 else None}
 
 
 def kernel_by_format(target, formats: Iterable[str] = FORMATS, *, prompt_len: int = 64, rounds: int = 9,
-                     warmup: int = 2, progress: Callable[[str], None] | None = None) -> dict:
+                     warmup: int = 2, progress: Callable[[str], None] | None = None,
+                     bandwidth_gbs: float | None = None, after_round: Callable[[int], None] | None = None) -> dict:
     """Measure ``target`` (a float32 LoadedModel) in each of ``formats``; returns {"formats": {fmt: figures},
     "copy_bandwidth_gbs", "threads", "load_average" (1-minute, before and after), "target", "settings"}.
+    ``bandwidth_gbs``: a copy bandwidth measured already (GB/s; measured here when None); ``after_round(i)``: called
+    after each round of :func:`_round_times` (whatever it raises ends the measurement).
 
     Raises WeightsError where a format cannot be applied (e.g. int4 off the CPU)."""
     from specviz.measure.machine import copy_bandwidth_gbs, load_average
 
     load_before = load_average()
     models = {fmt: with_weights(target, fmt, progress=progress) for fmt in formats}
-    bandwidth = copy_bandwidth_gbs(target.device)
+    bandwidth = bandwidth_gbs or copy_bandwidth_gbs(target.device)
     if progress:
         progress(f"copy bandwidth {bandwidth:.1f} GB/s; timing {len(models)} formats x n = 1..9, {rounds} rounds...")
     with torch.inference_mode():
-        times = _round_times(models, prompt_len, list(TOKEN_COUNTS), rounds, warmup)
+        times = _round_times(models, prompt_len, list(TOKEN_COUNTS), rounds, warmup, after_round)
     figures = {}
     for fmt, loaded in models.items():
         figures[fmt] = _figures(times[fmt], linear_bytes(loaded.model), bandwidth)

@@ -24,6 +24,14 @@ def weights_report(model: torch.nn.Module) -> WeightsReport | None:
     return _REPORTS.get(model)
 
 
+def float_target(loaded):
+    """The float32 LoadedModel ``loaded`` was made from by :func:`with_weights` (``loaded`` itself otherwise)."""
+    for base, made in list(_MADE.items()):
+        if any(m is loaded for m in made.values()):
+            return base
+    return loaded
+
+
 def labelled(label: str, fmt: str) -> str:
     """``label`` naming the weight format: "SmolLM2 (embedded, float32)" -> "SmolLM2 (embedded, float32, int4 weights)"."""
     if fmt == "float32":
