@@ -48,7 +48,7 @@ $(VENV)/.dev: $(VENV)/.runtime requirements-dev.txt
 
 # Convert the embedded GGUF model once (about 30-40 s) into ~/.cache/specviz; later starts load it in ~1 s.
 model: setup
-	$(PY) -c "from specviz.models import ensure_embedded; print(ensure_embedded(progress=print))"
+	$(PY) -c "from specviz.runtime.models import ensure_embedded; print(ensure_embedded(progress=print))"
 
 # Opt-in: compile the embedded model's forward (torch.compile, inductor) for the shapes the engine runs, writing the
 # compiled kernels under ~/.cache/specviz/compile, so that `SPECVIZ_COMPILE=1` / `--compile` later starts from the

@@ -34,7 +34,7 @@ from typing import Callable, Iterator, TypeVar
 
 from app import render, zerogpu
 from specviz.core.events import RunCancelled
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 log = logging.getLogger("specviz.app")
 
@@ -425,9 +425,9 @@ _TUNINGS_LOGGED: set[tuple[str, str]] = set()  # (model label, tuning summary) a
 
 
 def load_target(spec: str, progress=None, *, startup: bool = False):
-    """Load a target (:func:`specviz.models.load_model`, shared per process; in the operator's ``SPECVIZ_DTYPE``, else
-    the device's default: :func:`specviz.models.operator_dtype`) and apply the threads and kernels measured fastest
-    for it on this machine (:func:`specviz.tuning.tune`: measured once per process, 15-25 s on a 2-core machine, or
+    """Load a target (:func:`specviz.runtime.models.load_model`, shared per process; in the operator's ``SPECVIZ_DTYPE``, else
+    the device's default: :func:`specviz.runtime.models.operator_dtype`) and apply the threads and kernels measured fastest
+    for it on this machine (:func:`specviz.measure.tuning.tune`: measured once per process, 15-25 s on a 2-core machine, or
     read from disk; later calls take the choice kept in memory). ``startup``: the app's start-up (:func:`preload`),
     the one place where a choice measured on a busy machine is measured again when the machine is quiet now; never a
     visitor's run. The choice is logged once, when it is measured or read from disk, not on each run that reuses
@@ -439,8 +439,8 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     placement that cannot be used. Last, the target is put in the operator's weight format (``SPECVIZ_WEIGHTS``:
     :mod:`app.weights_setting`); raises WeightsError (one sentence) for a format that cannot run here."""
     from specviz.core.graphs import warm_graphs
-    from specviz.models import load_model, operator_dtype
-    from specviz.tuning import tune
+    from specviz.runtime.models import load_model, operator_dtype
+    from specviz.measure.tuning import tune
 
     from app.placed import load_operator_placed, operator_placement
     from app.weights_setting import in_operator_weights
@@ -469,7 +469,7 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
     log.info("%s", current_policy().describe())
 
     def work() -> None:
-        from specviz.models import ModelLoadError
+        from specviz.runtime.models import ModelLoadError
 
         owner = f"preload:{uuid.uuid4().hex}"
         DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)

@@ -1,5 +1,5 @@
 """Single input fields, checked for every tab: each problem is an :class:`InputError` whose message is one sentence
-for the visitor (a :class:`specviz.policy.PolicyError`, also a ValueError, for a model the operator does not allow).
+for the visitor (a :class:`specviz.runtime.policy.PolicyError`, also a ValueError, for a model the operator does not allow).
 
 - :func:`number` (bounds written readably), :func:`text`, :func:`parse_stop_strings`, :func:`parse_exit_layer`
   and :func:`check_exit_layer`; :class:`NumberField` (``TOP_K``, ``SEED``, ...) holds a number box's rule, read by
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specviz.policy import Policy
+from specviz.runtime.policy import Policy
 
 MAX_STOP_STRINGS = 16
 MAX_STOP_STRING_CHARS = 200
@@ -203,10 +203,10 @@ def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] 
 
 def target_layers(target_spec: str | None) -> tuple[int | None, str | None]:
     """(layer count, label) of the target ``target_spec`` names ("" or None: embedded), when known without loading
-    anything (:func:`specviz.models.layer_count`: the loaded model, else its config.json in the converted embedded
+    anything (:func:`specviz.runtime.models.layer_count`: the loaded model, else its config.json in the converted embedded
     folder, the local folder or the local Hugging Face cache; no network); (None, None) when unknown or under 2
     layers (no layer to exit after). Never raises."""
-    from specviz.models import cached_model, layer_count, model_name
+    from specviz.runtime.models import cached_model, layer_count, model_name
 
     spec = str(target_spec or "").strip() or "embedded"
     try:
@@ -283,7 +283,7 @@ def parse_stop_strings(value: str | None) -> tuple[str, ...]:
     Raises InputError."""
     if not value:
         return ()
-    from specviz.models import sanitize_prompt
+    from specviz.runtime.models import sanitize_prompt
 
     cleaned = sanitize_prompt(text(value, "The stop strings")).text
     items = [part.strip() for line in cleaned.splitlines() for part in line.split(",")]

@@ -1,5 +1,5 @@
 """Parsing and validation of what visitors type, for every tab: each problem is an :class:`InputError` whose
-message is one sentence for them (a :class:`specviz.policy.PolicyError`, also a ValueError, for a model the
+message is one sentence for them (a :class:`specviz.runtime.policy.PolicyError`, also a ValueError, for a model the
 operator does not allow).
 
 - single fields (:func:`number`, :func:`text`, :class:`NumberField`, the early-exit layer, the operator's model
@@ -32,7 +32,7 @@ from specviz.core.verify import SamplingConfig
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
 from specviz.drafters.registry import HEAD_KEYS, drafter_keys
-from specviz.policy import Policy, current_policy
+from specviz.runtime.policy import Policy, current_policy
 
 MAX_PROMPT_CHARS = 200_000  # longer prompts keep only their end (before tokenizing: a pasted book stays cheap)
 MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
@@ -146,7 +146,7 @@ class Settings:
 def _prompt(value, notes: list[str]) -> str:
     """The prompt, cleaned (control characters out) and cut to its last :data:`MAX_PROMPT_CHARS` characters;
     what was changed goes to ``notes``. Raises InputError for an empty prompt."""
-    from specviz.models import sanitize_prompt
+    from specviz.runtime.models import sanitize_prompt
 
     prompt = text(value, "The prompt")
     if len(prompt) > MAX_PROMPT_CHARS:
@@ -300,13 +300,13 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     drafters (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
     (:func:`parse_generation_settings`). ``window``, ``ngram``, ``candidates``: lookahead's W, N and G
     (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``policy`` defaults to the
-    environment's (:func:`specviz.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
+    environment's (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
     layers (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast
     names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
 
     Raises:
         InputError: a message for the user, one sentence.
-        specviz.policy.PolicyError: a model the operator does not allow (naming the setting).
+        specviz.runtime.policy.PolicyError: a model the operator does not allow (naming the setting).
     """
     v = setting_values(values)
     policy = policy or current_policy()
@@ -344,7 +344,7 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
 def _prompt_budget(settings: Settings, target) -> tuple[int | None, list[str]]:
     """The most prompt tokens that fit (None: no limit) and the limit that sets it, in words. Raises InputError
     when max new tokens alone do not fit the target's context window."""
-    from specviz.models import context_window
+    from specviz.runtime.models import context_window
 
     window = context_window(target)
     budget, limits = None, []
@@ -368,7 +368,7 @@ def _prompt_budget(settings: Settings, target) -> tuple[int | None, list[str]]:
 class FittedPrompt(NamedTuple):
     """What :func:`fit_prompt_for` gives: the prompt's ``ids`` the target reads, the ``note`` to show ("" when
     nothing needs saying) and ``cut``, the cut in one short clause for the phone status ("" when the prompt is
-    whole; :meth:`specviz.models.PromptFit.cut_summary`)."""
+    whole; :meth:`specviz.runtime.models.PromptFit.cut_summary`)."""
 
     ids: list[int]
     note: str
@@ -388,11 +388,11 @@ def fit_prompt_for(settings: Settings, target, drafter=None) -> FittedPrompt:
     Returns a :class:`FittedPrompt` (ids, note, cut): the note is "" when nothing needs saying, else one sentence
     per fact (the cut, with how
     many tokens left the start, the first words kept and, for a chat, that the start of the request is gone:
-    :meth:`specviz.models.PromptFit.cut_note`; the draft model's window, the re-tokenized drafts). Raises
+    :meth:`specviz.runtime.models.PromptFit.cut_note`; the draft model's window, the re-tokenized drafts). Raises
     InputError (one sentence) when max new tokens alone do not fit the window, or for a prompt that cannot be
     encoded (empty, or a typed control token the tokenizer cannot keep as text)."""
     from specviz.drafters.model import drafter_note
-    from specviz.models import PromptTooLongError, fit_prompt
+    from specviz.runtime.models import PromptTooLongError, fit_prompt
 
     budget, limits = _prompt_budget(settings, target)
     try:

@@ -29,7 +29,7 @@ def message_for(error: BaseException) -> str:
     """A user-facing sentence for ``error``: the message itself for bad input, a model that cannot be loaded
     or a numerical failure (those are written for visitors); "Not supported yet: ..." for a missing feature;
     else "Something went wrong (Type: first line). The details are in the server log." Never raises."""
-    from specviz.models import ModelLoadError
+    from specviz.runtime.models import ModelLoadError
 
     try:
         if isinstance(error, (ValueError, ModelLoadError, NumericalError)):  # InputError, PolicyError included
@@ -45,7 +45,7 @@ def message_for(error: BaseException) -> str:
 def log_failure(what: str, error: BaseException) -> None:
     """Log a failed run for the operator: a user's mistake (bad input, a model that cannot be found or loaded)
     as one line, anything else with its traceback. ``what`` names the run ("generation", "arena", ...)."""
-    from specviz.models import ModelLoadError
+    from specviz.runtime.models import ModelLoadError
 
     if isinstance(error, (ValueError, ModelLoadError)):
         log.info("%s refused: %s", what, error)
@@ -146,7 +146,7 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
     in ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
     gets its default back, said in ``status`` (:func:`refused`). ``target``: the tab's target model box, read along
     for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when they are
-    known without loading it (:func:`specviz.models.layer_count`; nothing is loaded here). The raw payload is read
+    known without loading it (:func:`specviz.runtime.models.layer_count`; nothing is loaded here). The raw payload is read
     (preprocess off: no Gradio check runs first); queued, so that the toast can show; no concurrency limit (it does
     no work)."""
     inputs = [box] if target is None else [box, target]

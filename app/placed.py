@@ -4,11 +4,11 @@ An operator whose target does not fit one device sets ``SPECVIZ_DEVICE_MAP`` (a 
 object or file, or ``module=device`` pairs, as ``--device-map`` reads them), and optionally ``SPECVIZ_MAX_MEMORY``
 (``cpu=2GiB,0=20GiB``) and ``SPECVIZ_OFFLOAD_FOLDER`` (needed when a part goes to disk). Any of the three turns
 placement on (the map defaults to ``auto``), as the CLI's flags do. :func:`app.device.load_target` then loads every
-target through :func:`specviz.placement.load_placed` (kept here, :data:`KEEP` placements at most: a placed load is
-not shared through :func:`specviz.models.load_model`'s cache) and skips the start-up tuning, torch.compile and CUDA
+target through :func:`specviz.runtime.placement.load_placed` (kept here, :data:`KEEP` placements at most: a placed load is
+not shared through :func:`specviz.runtime.models.load_model`'s cache) and skips the start-up tuning, torch.compile and CUDA
 graphs, which assume weights that stay in place. The target's label names the placement ("device map: 4 on cpu,
 30 on disk (streamed)"), and every tab's status shows that label. A map that cannot be used raises
-:class:`specviz.placement.PlacementError` (one sentence), which the tabs show as any load failure.
+:class:`specviz.runtime.placement.PlacementError` (one sentence), which the tabs show as any load failure.
 """
 
 from __future__ import annotations
@@ -61,11 +61,11 @@ _LOCK = threading.Lock()  # one placed load at a time (they run under the device
 
 
 def load_operator_placed(spec: str, placement: Placement, dtype: str | None = None, progress=None):
-    """The target ``spec`` placed as ``placement`` says (:func:`specviz.placement.load_placed`, in ``dtype``; None
+    """The target ``spec`` placed as ``placement`` says (:func:`specviz.runtime.placement.load_placed`, in ``dtype``; None
     for the main device's default), loaded once and kept (at most :data:`KEEP`). Returns a
-    :class:`specviz.models.LoadedModel` on the eager path. Raises PlacementError for a map, limit or folder that
+    :class:`specviz.runtime.models.LoadedModel` on the eager path. Raises PlacementError for a map, limit or folder that
     cannot be used, ModelLoadError for a model that cannot be loaded."""
-    from specviz.placement import load_placed
+    from specviz.runtime.placement import load_placed
 
     key = (spec, placement, dtype)
     with _LOCK:

@@ -1,6 +1,6 @@
 """The operator's weight format for the app's targets (``SPECVIZ_WEIGHTS``: float32, bfloat16, int8 or int4;
 docs/weights.md): :func:`in_operator_weights` is the one call :func:`app.device.load_target` makes after loading and
-tuning a target. The formatted target is a light copy (:func:`specviz.weights.with_weights`, cached per target and
+tuning a target. The formatted target is a light copy (:func:`specviz.runtime.weights.with_weights`, cached per target and
 format) whose label names the format ("..., int8 weights)"), so every tab's status names it; standard decoding and
 the speculative run both use it, so ids stay identical within the format.
 """
@@ -19,7 +19,7 @@ log = logging.getLogger("specviz.app")
 def operator_weights(env: dict | None = None) -> str:
     """The weight format the operator set (``SPECVIZ_WEIGHTS``, case and spaces ignored), or :data:`DEFAULT_WEIGHTS`
     when unset. A value that is no format is logged as a warning and the default used."""
-    from specviz.weights import FORMATS
+    from specviz.runtime.weights import FORMATS
 
     text = (os.environ if env is None else env).get(ENV_WEIGHTS, "").strip().lower()
     if not text:
@@ -33,11 +33,11 @@ def operator_weights(env: dict | None = None) -> str:
 
 def in_operator_weights(loaded, progress=None):
     """``loaded`` (a float32 LoadedModel) in the operator's weight format (itself for float32). Raises
-    :class:`specviz.weights.WeightsError` (one sentence) where the format cannot run, e.g. int8 or int4 on a GPU, or
+    :class:`specviz.runtime.weights.WeightsError` (one sentence) where the format cannot run, e.g. int8 or int4 on a GPU, or
     a target the operator's ``SPECVIZ_DTYPE`` did not load in float32."""
     import torch
 
-    from specviz.weights import WeightsError, with_weights
+    from specviz.runtime.weights import WeightsError, with_weights
 
     fmt = operator_weights()
     if fmt == DEFAULT_WEIGHTS:

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 from specviz.core import batch as batch_module, draft_length, engine  # noqa: E402
 from specviz.core.engine import GenerationConfig, speculative_generate  # noqa: E402
 from specviz.drafters.registry import make_drafter  # noqa: E402
-from specviz.models import encode_prompt, load_model  # noqa: E402
+from specviz.runtime.models import encode_prompt, load_model  # noqa: E402
 
 DRAFT_MS = {"medusa": 1.0, "eagle": 4.0, "ngram": 0.2, "suffix": 0.3}  # modelled ms per drafted token
 STEP_MS, PER_TOKEN, OTHER_MS = 70.0, 0.06, 0.5

@@ -4,11 +4,11 @@
         [--out result.json]
 
 In one process: load the target (eager fast path), measure the memory floor (copy bandwidth), compile and warm its
-forward (:func:`specviz.compiled.compile_forward`, timed: cold when inductor's disk cache is empty, warm after), then
+forward (:func:`specviz.runtime.compiled.compile_forward`, timed: cold when inductor's disk cache is empty, warm after), then
 time T(n) for n = 1, 2, 5, 9 after a 64-token context, interleaved round by round, for three forwards: the eager
 fast path, the eager default kernels and the compiled forward (the compiled one is swapped in and out of the same
 model object; its guards see the same kernel flag every time, so nothing recompiles; the script checks it).
-(The compiled forward runs the fast path's oneDNN linears as one op each, see specviz/compiled.py.)
+(The compiled forward runs the fast path's oneDNN linears as one op each, see specviz/runtime/compiled.py.)
 ``--freezing`` sets inductor's freezing (weights folded and prepacked as constants; not kept in the disk cache).
 ``--profile`` adds torch.profiler's top operators of 5 compiled one-token steps (where the time goes).
 """
@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specviz.compiled import compile_forward  # noqa: E402
+from specviz.runtime.compiled import compile_forward  # noqa: E402
 from specviz.core.kv import Clock, compilations, forward_logits, new_cache, rollback_cache  # noqa: E402
 from specviz.measure.machine import copy_bandwidth_gbs, load_average  # noqa: E402
-from specviz.models import load_model  # noqa: E402
-from specviz.speed import set_fast_path  # noqa: E402
+from specviz.runtime.models import load_model  # noqa: E402
+from specviz.runtime.speed import set_fast_path  # noqa: E402
 
 PROMPT = 64
 COUNTS = (1, 2, 5, 9)

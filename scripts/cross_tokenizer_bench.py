@@ -1,4 +1,4 @@
-"""Tokens per pass of cross-tokenizer drafting on the tiny pair of ``tests/test_cross_tokenizer.py``, beside transformers'
+"""Tokens per pass of cross-tokenizer drafting on the tiny pair of ``tests/test_drafter_cross_tokenizer.py``, beside transformers'
 universal assisted generation (UAG) on the same pair.
 
     python scripts/cross_tokenizer_bench.py                    # k in {1, 3, 6}, 64 new tokens, greedy
@@ -39,10 +39,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 def build_pair(folder: Path):
     """(target, draft) LoadedModels of the tests' tiny pair, saved under ``folder``."""
     from conftest import CORPUS, EOS, OTHER_CORPUS, build_tiny_model, build_tokenizer
-    from test_cross_tokenizer import MEMO_PROMPTS, MEMO_TOKENS, _memorize, _printable_only
+    from test_drafter_cross_tokenizer import MEMO_PROMPTS, MEMO_TOKENS, _memorize, _printable_only
 
     from specviz.core.engine import GenerationConfig, collect, standard_generate
-    from specviz.models import encode_prompt, load_model
+    from specviz.runtime.models import encode_prompt, load_model
 
     tokenizer = build_tokenizer(CORPUS, 400, [EOS, "<|user|>", "<|assistant|>", "<|system|>"])
     target_dir = build_tiny_model(folder / "target", tokenizer, seed=0, num_layers=4)
@@ -112,9 +112,9 @@ def uag(target_dir: Path, draft_dir: Path, prompts: list[list[int]], k: int, tok
 def main(argv: list[str] | None = None) -> int:
     """Build the pair, measure both methods per k and prompt group, print (and optionally save) JSON."""
     import torch
-    from test_cross_tokenizer import MEMO_PROMPTS, OTHER_PROMPT
+    from test_drafter_cross_tokenizer import MEMO_PROMPTS, OTHER_PROMPT
 
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 3, 6])

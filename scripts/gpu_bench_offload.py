@@ -1,6 +1,6 @@
 """The GPU bench's offload section (issue 40): the target whole on the device beside its decoder layers offloaded.
 
-Two copies of the target are loaded by :func:`specviz.placement.load_placed`, so both run the default kernels on
+Two copies of the target are loaded by :func:`specviz.runtime.placement.load_placed`, so both run the default kernels on
 the eager path: "memory" whole on the main device (device map ``{"": device}``), "offloaded" with the input embedding,
 the final norm and the LM head on the main device and every decoder layer streamed to it at each forward (on CUDA:
 kept in CPU memory, map value "cpu"; on ``--device cpu``: read from the checkpoint through accelerate's disk offload,
@@ -31,7 +31,7 @@ def streamed_to(device: str) -> tuple[object, str]:
 
 def layer_names(model) -> list[str]:
     """The module names of ``model``'s decoder layers (as a device map names them)."""
-    from specviz.placement import decoder_layers
+    from specviz.runtime.placement import decoder_layers
 
     layers = {id(layer) for layer in decoder_layers(model)}
     return [name for name, module in model.named_modules() if id(module) in layers]
@@ -51,10 +51,10 @@ def measure_offload(spec: str, device: str, dtype: str, out: Path, prompt: str, 
         "exactness"}; curves are keyed by n as a string (JSON).
 
     Raises:
-        specviz.placement.PlacementError / ModelLoadError: the target cannot be placed so.
+        specviz.runtime.placement.PlacementError / ModelLoadError: the target cannot be placed so.
     """
     from specviz.analysis.offload import curve_figures, line_fit, time_curves
-    from specviz.placement import load_placed
+    from specviz.runtime.placement import load_placed
 
     main, streamed = streamed_to(device)
     folder = out / "offload" if streamed == "disk" else None
@@ -94,7 +94,7 @@ def check_exactness(whole, offloaded, prompt: str, max_new_tokens: int) -> dict:
     from specviz.analysis.exactness import first_divergence
     from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
     from specviz.drafters.ngram import NgramDrafter
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     config = GenerationConfig(max_new_tokens=max_new_tokens, k=DEFAULT_K)
     prompt_ids = encode_prompt(offloaded.tokenizer, prompt)

@@ -191,7 +191,8 @@ def one_request(client, prompt: str, target: str, max_new_tokens: int, timeout: 
 
 def _count_loads():
     """Count model loads in this process (the server's, when it runs here); returns (counter, undo)."""
-    from specviz import models
+    from specviz.runtime import models
+
 
     counter = [0]
     real = models.loading._load_uncached

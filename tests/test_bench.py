@@ -178,7 +178,8 @@ def test_kernel_bench_curve(tiny_target):
 
 
 def test_kernel_bench_times_the_row_padding_against_none(tiny_target):
-    from specviz import speed
+    from specviz.runtime import speed
+
 
     speed.set_row_padding(tiny_target.model, {1: 4, 2: 4})
     try:

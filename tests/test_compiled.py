@@ -1,4 +1,4 @@
-"""The opt-in compiled forward (specviz.compiled): greedy ids, the status of which forward runs, and the flag on
+"""The opt-in compiled forward (specviz.runtime.compiled): greedy ids, the status of which forward runs, and the flag on
 runs during which torch.compile compiled something. No timings here (docs/performance-journal.md, section 10).
 
 The compile tests are few on purpose: compiling even the tiny model takes tens of seconds on a 2-core CPU
@@ -14,15 +14,15 @@ import shutil
 import pytest
 import torch
 
-import specviz.compiled as compiled
+import specviz.runtime.compiled as compiled
 from specviz.cli import _summary, build_parser
 from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.core.kv import compilations
 from specviz.drafters import NgramDrafter
-from specviz.models import load_model
-from specviz.speed import plain_path
-from specviz.tuning import tune
+from specviz.runtime.models import load_model
+from specviz.runtime.speed import plain_path
+from specviz.measure.tuning import tune
 
 
 class _CompilingDrafter(NgramDrafter):

@@ -9,7 +9,7 @@ import pytest
 
 from specviz.drafters.registry import make_drafter
 from specviz.core.engine import GenerationConfig, OutputTracker, collect, speculative_generate, standard_generate
-from specviz.models import encode_prompt
+from specviz.runtime.models import encode_prompt
 
 SUITE = Path(__file__).resolve().parents[1] / "assets" / "prompts.jsonl"
 

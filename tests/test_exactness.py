@@ -19,7 +19,7 @@ from specviz.analysis.bench_report import format_bench
 from specviz.analysis.exactness import compare_ids, divergence_line, divergence_reason, first_divergence
 from specviz.analysis.prompts import load_prompts
 from specviz.cli import _summary, main
-from specviz.models import exact_float32_on_cuda, operator_dtype
+from specviz.runtime.models import exact_float32_on_cuda, operator_dtype
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The quick brown fox jumps over the lazy dog while the cat"
@@ -72,7 +72,7 @@ def test_the_text_output_says_where_and_why_ids_differ():
 
 @pytest.mark.kernels
 def test_bench_rows_compare_with_standard_decoding(tiny_model_dir, tmp_path):
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     target = load_model(str(tiny_model_dir), device="cpu", dtype="bfloat16")
     suite = tmp_path / "suite.jsonl"
@@ -109,10 +109,10 @@ def test_operator_dtype_setting():
 
 def test_the_app_loads_its_target_in_the_operator_dtype(monkeypatch, tiny_model_dir):
     import app.device as device
-    import specviz.tuning
+    import specviz.measure.tuning
 
     monkeypatch.setenv("SPECVIZ_DTYPE", "bfloat16")
-    monkeypatch.setattr(specviz.tuning, "tune", lambda loaded, progress=None, **_: type("T", (), {"summary": str})())
+    monkeypatch.setattr(specviz.measure.tuning, "tune", lambda loaded, progress=None, **_: type("T", (), {"summary": str})())
     loaded = device.load_target(str(tiny_model_dir))
     assert loaded.dtype == torch.bfloat16 and "bfloat16" in loaded.label
 

@@ -12,7 +12,9 @@ import torch
 
 from app import live
 from app.inputs import fit_prompt_for, parse_settings
-from specviz import speed, tuning
+from specviz.runtime import speed
+
+from specviz.measure import tuning
 from specviz.measure.run_stats import RunStats
 
 

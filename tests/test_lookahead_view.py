@@ -171,7 +171,7 @@ def test_settings_take_w_n_g_and_set_k_to_n_minus_one():
 
 
 def test_live_lookahead_run_matches_the_baseline(tiny_model_dir):
-    from tests.test_app import _args, drain
+    from tests.test_live import _args, drain
 
     out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="lookahead", window=W, ngram=N,
                                       candidates=G, max_new_tokens=40,

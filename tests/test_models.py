@@ -1,4 +1,4 @@
-"""specviz.models: specs, the embedded model's conversion, the model cache, prompts and vocabularies."""
+"""specviz.runtime.models: specs, the embedded model's conversion, the model cache, prompts and vocabularies."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz import models
-from specviz.models import (
+from specviz.runtime import models
+
+from specviz.runtime.models import (
     EMBEDDED,
     LoadedModel,
     ModelLoadError,
@@ -29,7 +30,7 @@ from specviz.models import (
     resolve_device,
     shared_vocab_size,
 )
-from specviz.speed import plain_path, prepare_for_decoding
+from specviz.runtime.speed import plain_path, prepare_for_decoding
 
 from float_tolerance import assert_within, model_tolerance
 
@@ -122,7 +123,7 @@ def _direct_gguf_model(gguf: Path):
 
 @torch.no_grad()
 def _logits_both_paths(model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits (1, T, V) of ``model`` for ``ids`` (1, T): with the default kernels (specviz.speed.plain_path),
+    """Logits (1, T, V) of ``model`` for ``ids`` (1, T): with the default kernels (specviz.runtime.speed.plain_path),
     then as the model runs (the fast path when it was prepared; the default kernels again when not)."""
     with plain_path(model):
         default = model(ids).logits
@@ -135,7 +136,7 @@ def _logits_both_paths(model, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 def test_fresh_conversion_matches_the_gguf(tmp_path, monkeypatch):
     """The converted folder computes what the GGUF loaded directly computes, kernel path for kernel path.
 
-    load_model prepares the converted model for decoding (oneDNN linears, specviz.speed) while the reference
+    load_model prepares the converted model for decoding (oneDNN linears, specviz.runtime.speed) while the reference
     comes straight from transformers with the default (MKL) kernels. Those two sum in different orders, and by
     how much they differ depends on the CPU (1.1e-4 on AVX-512, 1.7e-4 on AVX2 for logits of size ~38), so the
     comparison runs like with like: default kernels on both sides, then the fast path on both sides.

@@ -1,4 +1,4 @@
-"""Targets placed by accelerate's device map (:mod:`specviz.placement`): a tiny model split over the CPU and the disk
+"""Targets placed by accelerate's device map (:mod:`specviz.runtime.placement`): a tiny model split over the CPU and the disk
 (its offload folder in tmp_path) decodes exactly as the single-device model, sampling stays seeded, the KV cache
 and the drafters sit where their inputs are, and bad maps or limits give one sentence."""
 
@@ -16,10 +16,10 @@ from specviz.core.verify import SamplingConfig
 from specviz.drafters.early_exit import EarlyExitDrafter, early_exit_view
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.models import encode_prompt, load_model
-from specviz.placement import (PlacementError, cache_misplacements, load_placed, parse_device_map, parse_max_memory,
+from specviz.runtime.models import encode_prompt, load_model
+from specviz.runtime.placement import (PlacementError, cache_misplacements, load_placed, parse_device_map, parse_max_memory,
                                plan_device_map, skeleton_of)
-from specviz.speed import plain_path
+from specviz.runtime.speed import plain_path
 
 PROMPT = "The quick brown fox jumps over the lazy dog while the cat"
 # layers 1 and 3 are read from the checkpoint at every forward; the rest stays in CPU memory

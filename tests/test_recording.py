@@ -11,13 +11,13 @@ import json
 import os
 
 import pytest
-from test_stepper import greedy_recording, sampling_recording
+from test_classroom_stepper import greedy_recording, sampling_recording
 
 from specviz.analysis import recording as rf
 from specviz.analysis.recording import RecordingError
 from specviz.analysis.stepper import Stepper
 from specviz.core.events import PassEvent
-from specviz.policy import Policy
+from specviz.runtime.policy import Policy
 
 GREEDY_WALKTHROUGHS = ("grounded-ngram", "chat-ngram", "lookahead-jacobi")
 

@@ -97,7 +97,7 @@ def test_multi_turn_follow_ups_come_after_the_request_they_repeat():
 def test_summarization_and_rag_have_long_documents():
     from transformers import AutoTokenizer
 
-    from specviz.models import encode_prompt, ensure_embedded
+    from specviz.runtime.models import encode_prompt, ensure_embedded
 
     tokenizer = AutoTokenizer.from_pretrained(ensure_embedded())
     lengths = {p.id: (p.category, len(encode_prompt(tokenizer, p.prompt)))

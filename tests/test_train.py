@@ -12,7 +12,7 @@ from specviz.training.distill import (PART_ONE, CorpusSettings, distill_prompts,
 from specviz.drafters.registry import make_drafter
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters.networks import load_heads, read_metadata
-from specviz.models import encode_prompt
+from specviz.runtime.models import encode_prompt
 from specviz.training.losses import _chain_lengths, ttt_mask, unroll
 from specviz.training.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
 

@@ -1,4 +1,4 @@
-"""Threads and kernels chosen by measurement (specviz.tuning): the choice rule, the file kept per machine, and the
+"""Threads and kernels chosen by measurement (specviz.measure.tuning): the choice rule, the file kept per machine, and the
 per-forward thread switch."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import json
 import pytest
 import torch
 
-from specviz import speed, tuning
+from specviz.runtime import speed
+
+from specviz.measure import tuning
 from specviz.core.kv import forward_logits, new_cache
 
 
@@ -196,12 +198,12 @@ def test_the_app_logs_a_tuning_once_not_on_every_run_that_reuses_it(monkeypatch,
     from types import SimpleNamespace
 
     import specviz.core.graphs
-    import specviz.models
+    import specviz.runtime.models
     from app import device
 
     kept = tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True)
     loaded = SimpleNamespace(label="tiny")
-    monkeypatch.setattr(specviz.models, "load_model", lambda spec, **kw: loaded)
+    monkeypatch.setattr(specviz.runtime.models, "load_model", lambda spec, **kw: loaded)
     monkeypatch.setattr(tuning, "tune", lambda target, **kw: kept)  # the kept choice, as a later run gets it
     monkeypatch.setattr(specviz.core.graphs, "warm_graphs", lambda target: None)
     monkeypatch.setattr(device, "_TUNINGS_LOGGED", set())

@@ -14,9 +14,9 @@ import torch
 from specviz.cli import main
 from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
 from specviz.drafters import EarlyExitDrafter, NgramDrafter
-from specviz.weights import FORMATS, WeightsError, weights_of, weights_report, with_weights
-from specviz.weights.linears import Bf16Linear, Int4Linear, Int8Linear, quantize_q4_1
-from specviz.weights.q4_1 import Q4_1Tensor, decode_q4_1, matching_rows, read_q4_1_tensors
+from specviz.runtime.weights import FORMATS, WeightsError, weights_of, weights_report, with_weights
+from specviz.runtime.weights.linears import Bf16Linear, Int4Linear, Int8Linear, quantize_q4_1
+from specviz.runtime.weights.q4_1 import Q4_1Tensor, decode_q4_1, matching_rows, read_q4_1_tensors
 
 PROMPT = "The quick brown fox jumps over the lazy dog while the cat"
 
@@ -56,7 +56,7 @@ def test_the_embedded_files_first_q4_1_tensor_round_trips():
     from gguf import GGMLQuantizationType, GGUFReader
     from gguf.quants import dequantize
 
-    from specviz.models import embedded_gguf_path
+    from specviz.runtime.models import embedded_gguf_path
 
     path = embedded_gguf_path()
     name, blocks = next(iter(read_q4_1_tensors(path, limit=1).items()))
@@ -143,7 +143,7 @@ def test_generate_runs_in_a_weight_format_and_names_it(capsys, tiny_model_dir):
 
 
 def test_the_kernel_bench_measures_every_format(tiny_target):
-    from specviz.weights.kernel import TOKEN_COUNTS, format_kernel_by_format, kernel_by_format
+    from specviz.measure.weights_kernel import TOKEN_COUNTS, format_kernel_by_format, kernel_by_format
 
     result = kernel_by_format(tiny_target, rounds=2, warmup=0, prompt_len=8)
     assert list(result["formats"]) == list(FORMATS)

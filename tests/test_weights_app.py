@@ -15,8 +15,8 @@ from app import device, live  # noqa: E402
 from app.live import run as live_run  # noqa: E402
 from app.weights_setting import ENV_WEIGHTS, operator_weights  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
-from specviz.models import load_model  # noqa: E402
-from specviz.weights import FORMATS, weights_of, with_weights  # noqa: E402
+from specviz.runtime.models import load_model  # noqa: E402
+from specviz.runtime.weights import FORMATS, weights_of, with_weights  # noqa: E402
 
 ARGS = dict(prompt="The quick brown fox jumps over the lazy dog while the cat", drafter="ngram", draft_model="",
             exit_layer=0, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20,

@@ -1,4 +1,4 @@
-"""torch's intra-op thread count for the length of a block (tests/conftest.py's fixtures, tests/test_speed.py)."""
+"""torch's intra-op thread count for the length of a block (tests/conftest.py's fixtures, tests/test_cpu_fast_path.py)."""
 
 from __future__ import annotations
 

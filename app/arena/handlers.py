@@ -29,8 +29,8 @@ from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
 from specviz.core.verify import SamplingConfig
 from specviz.measure.machine import CpuShare, busy_machine_warning
-from specviz.policy import PolicyError
-from specviz.presets import preset
+from specviz.runtime.policy import PolicyError
+from specviz.runtime.presets import preset
 
 
 log = logging.getLogger("specviz.app.arena")
@@ -259,7 +259,7 @@ def release_session(request: gr.Request = None) -> None:
 
 
 def preset_chosen(key: str, chosen: list[str] | None):
-    """A real pair picked (:data:`specviz.presets.PRESETS`): its target and draft model, and the 'Draft model'
+    """A real pair picked (:data:`specviz.runtime.presets.PRESETS`): its target and draft model, and the 'Draft model'
     drafter ticked beside the chosen ones (outputs: target, draft model, drafters); nothing changes for "—"."""
     if not key:
         return gr.skip(), gr.skip(), gr.skip()

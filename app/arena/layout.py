@@ -15,7 +15,7 @@ from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
-from specviz.presets import PRESETS
+from specviz.runtime.presets import PRESETS
 
 
 NOTE = (

@@ -11,7 +11,7 @@ from app.inputs import SEED, InputError, check_models, clamp_notice, number, par
 from specviz.analysis.arena_rows import AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX
 from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts
 from specviz.drafters.registry import choices
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 
 K_CHOICES = ("1", "2", "4", "8", AUTO)
@@ -140,7 +140,7 @@ def parse_inputs(inputs: ArenaInputs) -> dict:
         raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
     if not target:
         raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
-    # the operator's model policy (specviz.policy): raises PolicyError, a ValueError naming the setting
+    # the operator's model policy (specviz.runtime.policy): raises PolicyError, a ValueError naming the setting
     check_models(target, draft_model if "model" in drafters else None, current_policy())
     tokens, notice = max_new_tokens_used(inputs.max_new_tokens)
     return {

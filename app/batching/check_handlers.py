@@ -15,7 +15,7 @@ from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report
 from specviz.measure.machine import CpuShare, busy_machine_warning
-from specviz.policy import PolicyError
+from specviz.runtime.policy import PolicyError
 
 CHECK_OUTPUTS = ("batching-check-status", "batching-check-lesson", "batching-check-chart", "batching-check-stats")
 """What :func:`check` yields, in order (the components' elem_ids)."""

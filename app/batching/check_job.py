@@ -77,7 +77,7 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     """In the job's thread: load, encode the prompt, run the sampling check (the job's flag stops it before its
     next forward). Returns sampling_check's result with "labels" (pair -> text), "first_text", "tally" (what the
     drafter proposed) and "label" added."""
-    from specviz.models import context_window, encode_prompt
+    from specviz.runtime.models import context_window, encode_prompt
 
     job.say(("progress", (0.0, f"Loading the target {c.models.target}…")))
     loaded = load_target(c.models.target, progress=lambda message: job.say(("progress", (0.0, message))))

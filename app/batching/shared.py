@@ -12,7 +12,7 @@ from app import device, render
 from app.figures import FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, text
 from specviz.drafters.registry import NONE, choices, make_drafter
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 DEFAULT_DRAFTER = "ngram"
 STATUS_INTERVAL_S = 1.0
@@ -46,7 +46,7 @@ def parse_models(target, drafter, draft_model) -> Models:
     if drafter == "model" and not draft:
         raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
     draft = draft if drafter == "model" else None
-    check_models(spec, draft, current_policy())  # the operator's model policy (specviz.policy)
+    check_models(spec, draft, current_policy())  # the operator's model policy (specviz.runtime.policy)
     return Models(spec, drafter, draft)
 
 

@@ -16,7 +16,7 @@ from app.batching.sweep_reading import disturbance, sweep_table
 from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report
-from specviz.policy import PolicyError
+from specviz.runtime.policy import PolicyError
 
 SWEEP_OUTPUTS = ("batching-status", "batching-lesson", "batching-chart", "batching-table", "batching-csv",
                  "batching-json")

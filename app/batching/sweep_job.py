@@ -15,7 +15,7 @@ from specviz.analysis.prompts import EXAMPLE_PROMPTS, load_prompts
 from specviz.core.engine import MAX_K, GenerationConfig
 from specviz.measure.grid import grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.measure.machine import CpuShare, environment
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 DEFAULT_K = 4
 DEFAULT_MAX_NEW_TOKENS = 24
@@ -93,7 +93,7 @@ def sweep_prompts(tokenizer, long_prompts: bool, count: int) -> list[list[int]]:
     """``count`` encoded prompts (chat template) from the example prompts: each example once (the sweep recycles
     them to fill B rows); long: row i joins the examples, starting at the i-th, until about
     :data:`LONG_PROMPT_TOKENS` tokens (so the rows differ)."""
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     texts = [p.prompt for p in load_prompts(EXAMPLE_PROMPTS)]
     if not long_prompts:
@@ -113,7 +113,7 @@ def sweep_prompts(tokenizer, long_prompts: bool, count: int) -> list[list[int]]:
 def check_room(loaded, prompts: list[list[int]], s: SweepSettings) -> None:
     """Raise InputError when the longest prompt, its new tokens and a draft do not fit the target's window or
     the operator's prompt cap."""
-    from specviz.models import context_window
+    from specviz.runtime.models import context_window
 
     longest = max(len(p) for p in prompts)
     window = context_window(loaded)

@@ -20,7 +20,7 @@ from app.classroom.lesson import view
 from app.classroom.stepping import stop_playing
 from app.classroom.walkthroughs import (ASSETS, CASTS, CUSTOM, DEFAULTS, FIELDS, load_walkthroughs, matches, note_html,
                                         plain, walkthrough_settings)
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
 from specviz.analysis.stepper import Recording, Stepper

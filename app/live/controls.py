@@ -14,7 +14,7 @@ from app.live.outputs import (_GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, 
                               history_html, keep_good, status_only, stopped_status)
 from app.records import RunSummary
 from specviz.core.engine import MAX_K
-from specviz.presets import PRESETS, preset
+from specviz.runtime.presets import PRESETS, preset
 
 
 def stop(request: gr.Request = None):
@@ -91,7 +91,7 @@ PRESET_CHOICES = [("—", "")] + [(p.label, p.key) for p in PRESETS]
 
 
 def preset_chosen(key: str):
-    """A real pair picked (:data:`specviz.presets.PRESETS`): its target, the 'model' drafter and its draft model
+    """A real pair picked (:data:`specviz.runtime.presets.PRESETS`): its target, the 'model' drafter and its draft model
     (outputs: target, drafter, draft model); nothing changes for "—"."""
     if not key:
         return gr.skip(), gr.skip(), gr.skip()

@@ -31,7 +31,7 @@ from app.device import load_target
 from app.inputs import Settings
 from app.live.view import RunView
 from app.messages import log_failure
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
 MIN_DEFAULT_TOKENS = 16
@@ -327,7 +327,7 @@ def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: 
 def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     """(T(1) ms, T(``wide``) / ``wide`` ms per token after ``wide`` cached tokens) of ``loaded``'s target, timed here
     (:func:`specviz.analysis.arena.probe_forward_ms`) at the thread counts its runs use: the per-machine tuning's
-    choice for a one-token step and for a wider forward (``model._specviz_threads``, :mod:`specviz.tuning`), else
+    choice for a one-token step and for a wider forward (``model._specviz_threads``, :mod:`specviz.measure.tuning`), else
     torch's current count. (Timed at another count the figures mislead: on two busy cores a two-thread step took
     1.5 s where the one-thread step the runs use took 0.1 s.)"""
     import torch

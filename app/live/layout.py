@@ -22,7 +22,7 @@ from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
-from specviz.policy import current_policy
+from specviz.runtime.policy import current_policy
 
 
 def build_tab(history: gr.State, d: dict) -> None:

@@ -27,7 +27,7 @@ from app.live.view import RunView, head_accuracy
 from app.messages import warn
 from app.records import RunSummary
 from specviz.measure.machine import CpuShare
-from specviz.compiled import forward_path
+from specviz.runtime.compiled import forward_path
 from specviz.core.engine import speculative_generate, standard_generate
 from specviz.core.graphs import path_label
 from specviz.core.race import race

@@ -17,7 +17,7 @@ from app.lookahead_view import LookaheadView
 from app.records import RunSummary
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
-from specviz.compiled import COMPILING_NOTE
+from specviz.runtime.compiled import COMPILING_NOTE
 from specviz.core.events import PassEvent
 from specviz.core.verdict import format_apart
 from specviz.measure.run_stats import RunStats

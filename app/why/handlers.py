@@ -28,7 +28,7 @@ from app.why.weights import measure_formats, weights_figure, weights_html
 from specviz.measure.costs import measure_draft_costs
 from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_forward_grid, probe_forward_ms
 from specviz.measure.machine import CpuShare, busy_machine_warning
-from specviz.policy import PolicyError, current_policy
+from specviz.runtime.policy import PolicyError, current_policy
 
 
 log = logging.getLogger("specviz.app.why")
@@ -59,7 +59,7 @@ def _measure_inputs(target, exit_layer) -> tuple[str, int | None]:
     spec = (target or "").strip()
     if not spec:
         raise InputError("Give a target model: 'embedded', a hub id or a local folder.")
-    check_models(spec, None, current_policy())  # the operator's model policy (specviz.policy)
+    check_models(spec, None, current_policy())  # the operator's model policy (specviz.runtime.policy)
     return spec, parse_exit_layer(exit_layer)
 
 

@@ -2,7 +2,7 @@
 beside the same target held whole on the device, drawn on the forward chart and read in one paragraph.
 
 Asked for with the tab's "also measure offloaded" box (off by default). :func:`measure_offloaded` loads two copies
-of the target with :func:`specviz.placement.load_placed`, so both run the default kernels on the eager path: one
+of the target with :func:`specviz.runtime.placement.load_placed`, so both run the default kernels on the eager path: one
 whole on the main device, one whose decoder layers are streamed to it at every forward (on the CPU: read from disk
 through accelerate's offload folder, a temporary one; on a GPU: kept in CPU memory and copied to the GPU), and times
 them interleaved (:func:`specviz.analysis.offload.time_curves`, n = 1..9 new tokens, one warm-up and three timed
@@ -39,7 +39,7 @@ def _where() -> tuple[object, str, str]:
 
 def _layer_names(model: torch.nn.Module) -> list[str]:
     """The module names of ``model``'s decoder layers."""
-    from specviz.placement import decoder_layers
+    from specviz.runtime.placement import decoder_layers
 
     layers = {id(layer) for layer in decoder_layers(model)}
     return [name for name, module in model.named_modules() if id(module) in layers]
@@ -58,8 +58,8 @@ def measure_offloaded(spec: str, say, should_stop) -> dict | None:
         "disk" or "CPU memory", "label", "seconds"}; {"error": one sentence} when the target cannot be placed or
         timed so; None when stopped.
     """
-    from specviz.models import ModelLoadError
-    from specviz.placement import load_placed
+    from specviz.runtime.models import ModelLoadError
+    from specviz.runtime.placement import load_placed
 
     main, streamed, words = _where()
     started = time.monotonic()

@@ -3,8 +3,8 @@ the bytes its linears hold, beside the memory floor (those bytes over the measur
 format's verify curve T(n)/T(1).
 
 Asked for with the tab's "also measure the step in each weight format" box (off by default).
-:func:`measure_formats` makes the formatted copies of the float32 target (:func:`specviz.weights.with_weights`: new
-linears, everything else shared) and times them interleaved (:func:`specviz.weights.kernel.kernel_by_format`: every
+:func:`measure_formats` makes the formatted copies of the float32 target (:func:`specviz.runtime.weights.with_weights`: new
+linears, everything else shared) and times them interleaved (:func:`specviz.measure.weights_kernel.kernel_by_format`: every
 format and every n = 1..9 once per round, medians over :data:`ROUNDS` rounds after :data:`WARMUP`), with the copy
 bandwidth the grid measured. :func:`weights_figure` draws step time against weight bytes and the verify curves;
 :func:`weights_html` says where the step is memory-bound and where compute or dispatch takes over.
@@ -34,7 +34,7 @@ FORMAT_COLORS = {"float32": COLORS["baseline"], "bfloat16": COLORS["bonus"], "in
 
 def _formats(device: torch.device) -> tuple[tuple[str, ...], str]:
     """(the formats to time on ``device``, a note on the ones left out: "" on the CPU)."""
-    from specviz.weights.formats import CPU_ONLY, FORMATS
+    from specviz.runtime.weights.formats import CPU_ONLY, FORMATS
 
     if device.type == "cpu":
         return FORMATS, ""
@@ -52,12 +52,12 @@ def measure_formats(loaded, bandwidth_gbs: float | None, say, should_stop) -> di
         should_stop: True once the measurement is to stop (checked after each format's copy and each round).
 
     Returns:
-        :func:`specviz.weights.kernel.kernel_by_format`'s result plus "left_out" (a sentence or "") and "seconds";
+        :func:`specviz.measure.weights_kernel.kernel_by_format`'s result plus "left_out" (a sentence or "") and "seconds";
         {"error": one sentence} when a format cannot be made or timed here; None when stopped.
     """
-    from specviz.weights import WeightsError
-    from specviz.weights.kernel import kernel_by_format
-    from specviz.weights.loaded import float_target
+    from specviz.runtime.weights import WeightsError
+    from specviz.measure.weights_kernel import kernel_by_format
+    from specviz.runtime.weights.loaded import float_target
 
     target = float_target(loaded)
     formats, left_out = _formats(target.device)

@@ -271,7 +271,7 @@ def iter_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str]
                **options) -> Iterator[ArenaResult]:
     """:func:`run_arena` step by step: yields the growing result after each prompt (the last one is final).
     ``options``: the fields of :class:`ArenaOptions` by name (TypeError for any other)."""
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     started = time.perf_counter()
     opts = ArenaOptions(**options)
@@ -320,7 +320,7 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
     """Race drafters x k against standard decoding of ``target`` on each prompt (see the module docstring).
 
     Args:
-        target: a :class:`specviz.models.LoadedModel`.
+        target: a :class:`specviz.runtime.models.LoadedModel`.
         prompts: ``{"id", "category", "prompt"}`` dicts (or :class:`~specviz.analysis.prompts.Prompt`).
         drafters: drafter keys (:func:`~specviz.drafters.registry.drafter_keys`, and "eagle:tree" / "medusa:tree"
             for a tree of :data:`TREE_NODES`; "none" is ignored: the baseline always runs).
@@ -333,7 +333,7 @@ def run_arena(target, prompts: Iterable[dict | Prompt], drafters: Sequence[str],
 
     Raises:
         ValueError: no drafter or k, a bad k or drafter, an empty prompt.
-        specviz.models.ModelLoadError: a draft model that cannot be loaded.
+        specviz.runtime.models.ModelLoadError: a draft model that cannot be loaded.
     """
     result = ArenaResult()
     for result in iter_arena(target, prompts, drafters, ks, config, progress, should_stop, **options):

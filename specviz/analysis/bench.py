@@ -377,7 +377,7 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
     """Run the end-to-end benchmark (see the module docstring) and return the JSON-able result.
 
     Args:
-        target: the :class:`specviz.models.LoadedModel` to decode with.
+        target: the :class:`specviz.runtime.models.LoadedModel` to decode with.
         prompts: the prompts (see :func:`load_prompts`).
         settings: drafters, k values, budget, repeats.
         progress: optional callable(str) for progress lines.
@@ -387,7 +387,7 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
     Raises:
         ValueError / ModelLoadError: bad settings, an empty prompt, or a draft model that cannot be loaded.
     """
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     started = time.perf_counter()
     load_at_start, compiled_before = load_average(), compilations()

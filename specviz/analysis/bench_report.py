@@ -5,7 +5,7 @@ drafters' goals checked on a result (:func:`head_targets`), and the readable tab
 from __future__ import annotations
 
 from specviz.analysis.exactness import divergence_line
-from specviz.compiled import COMPILING_NOTE
+from specviz.runtime.compiled import COMPILING_NOTE
 from specviz.drafters.registry import HEAD_KEYS, split_variant
 from specviz.measure.costs import lookahead_cost_line
 from specviz.measure.kernel import _fmt

@@ -3,7 +3,7 @@ of the same target copy, and why that can happen (issue 36).
 
 Greedy speculative decoding emits exactly the baseline's ids when the target's verification (k+1 tokens in one
 forward) computes each row as the one-token step does. On the CPU in float32, and on CUDA in float32 with TF32 off
-(:func:`specviz.models.exact_float32_on_cuda`), it does for the engine's forwards. In bfloat16 and float16 a
+(:func:`specviz.runtime.models.exact_float32_on_cuda`), it does for the engine's forwards. In bfloat16 and float16 a
 (k+1)-token forward and a one-token step run different kernels (other tilings, other reduction orders), so their
 logits differ in the last bits and, where the baseline's top two logits are nearly tied, the argmax can flip: the
 output is then still the target's greedy text of *some* rounding, but not identical to the baseline's. Nothing hides

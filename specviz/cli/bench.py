@@ -72,7 +72,7 @@ def _bench_threads(args) -> None:
     """Warn when the machine is busy and then drop to one torch thread unless ``--threads`` chose: two OpenMP
     threads stall whenever another process takes a core, even for a moment (5-55x slower, docs/performance.md),
     while one thread only slows down ~2x. On a quiet machine the threads and kernels measured fastest here are
-    used (:mod:`specviz.tuning`). Every method of the run gets the same setting, so ratios hold."""
+    used (:mod:`specviz.measure.tuning`). Every method of the run gets the same setting, so ratios hold."""
     from specviz.measure.machine import busy_machine_warning
 
     busy = busy_machine_warning()
@@ -90,8 +90,8 @@ def _kernel_bench(args) -> tuple[dict, str]:
     from specviz.measure.kernel import KERNEL_DRAFTERS, format_kernel, kernel_bench
 
     target = _load_target(args)
-    if args.weights == "all":  # step, memory floor and verify curve of every weight format (specviz.weights.kernel)
-        from specviz.weights.kernel import kernel_report
+    if args.weights == "all":  # step, memory floor and verify curve of every weight format (specviz.measure.weights_kernel)
+        from specviz.measure.weights_kernel import kernel_report
 
         return kernel_report(target, rounds=args.repeats or 9, progress=_log)
     _log(f"kernel bench on {target.label} ({target.device})...")
@@ -108,7 +108,7 @@ def _batch_bench(args) -> tuple[dict, str]:
     from specviz.core.engine import GenerationConfig
     from specviz.core.generation_settings import settings_record
     from specviz.core.verify import SamplingConfig
-    from specviz.models import encode_prompt
+    from specviz.runtime.models import encode_prompt
 
     key = (args.drafters or ("ngram",))[0]
     k = next((k for k in (args.k or (4,)) if k != "auto"), 4)

@@ -45,12 +45,12 @@ def _check_common(args) -> None:
 
 def _load_target(args):
     """Load the target, then apply the threads and kernels measured fastest on this machine
-    (:mod:`specviz.tuning`), unless ``--threads`` chose."""
-    from specviz.compiled import ENV_COMPILE, forward_path
-    from specviz.models import load_model
-    from specviz.placement import load_placed_target, placement_requested
-    from specviz.tuning import tune
-    from specviz.weights.loaded import weights_for_run
+    (:mod:`specviz.measure.tuning`), unless ``--threads`` chose."""
+    from specviz.runtime.compiled import ENV_COMPILE, forward_path
+    from specviz.runtime.models import load_model
+    from specviz.runtime.placement import load_placed_target, placement_requested
+    from specviz.measure.tuning import tune
+    from specviz.runtime.weights.loaded import weights_for_run
 
     if placement_requested(args):  # a target placed by accelerate's device map: loaded and run eagerly
         return load_placed_target(args, _log)

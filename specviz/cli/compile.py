@@ -1,5 +1,5 @@
 """``compile``: compile and warm the target's (and a draft model's) forward once, so later ``--compile`` starts read
-inductor's caches from disk (:mod:`specviz.compiled`)."""
+inductor's caches from disk (:mod:`specviz.runtime.compiled`)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ def add_compile_parser(commands) -> None:
 
 def cmd_compile(args) -> int:
     """``compile``: load the target (and ``--draft-model``) with the compiled forward, which compiles and warms it
-    (:mod:`specviz.compiled`); print each model's :class:`~specviz.compiled.CompileReport`."""
+    (:mod:`specviz.runtime.compiled`); print each model's :class:`~specviz.runtime.compiled.CompileReport`."""
     from dataclasses import asdict
 
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     target = _load_target(args)
     loaded = [target]

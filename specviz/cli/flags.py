@@ -171,14 +171,14 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="lookahead: n-gram size: N-1 levels, candidates of N-1 tokens (default 3)")
     p.add_argument("--candidates", type=_int_in("candidates", 1, 32), default=None, metavar="G",
                    help="lookahead: most pool n-grams verified per pass (default 2; one when sampling)")
-    from specviz.models import DTYPE_CHOICES
-    from specviz.weights.loaded import add_weights_argument
+    from specviz.runtime.models import DTYPE_CHOICES
+    from specviz.runtime.weights.loaded import add_weights_argument
 
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     p.add_argument("--dtype", default="auto", choices=DTYPE_CHOICES,
                    help="the target's weights and activations (draft models and heads follow it); default auto: "
                         "float32 on the CPU, bfloat16 on CUDA. float32 on CUDA runs with TF32 off")
-    add_weights_argument(p)  # --weights (issue 37, specviz.weights)
+    add_weights_argument(p)  # --weights (issue 37, specviz.runtime.weights)
     p.add_argument("--no-chat-template", action="store_true", help="tokenize the prompt as plain text")
     p.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
     p.add_argument("--compile", action="store_true",
@@ -188,6 +188,6 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", default="auto", choices=("auto", "eager", "graphs"),
                    help="the target's forward path: graphs (CUDA graphs over a static device-side cache; the default "
                         "on CUDA) or eager (the default on a CPU; SPECVIZ_GRAPHS=0 too)")
-    from specviz.placement import add_placement_flags
+    from specviz.runtime.placement import add_placement_flags
 
     add_placement_flags(p)  # --device-map, --max-memory, --offload-folder: accelerate's placement

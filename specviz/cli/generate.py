@@ -48,7 +48,7 @@ def add_generate_parser(commands) -> None:
 def _read_prompt(flag: str) -> str:
     """The prompt text ('-': stdin, decoded as UTF-8 with undecodable bytes replaced), cleaned of control
     characters and unpaired surrogates (from undecodable argv bytes), with a note on stderr when changed."""
-    from specviz.models import sanitize_prompt
+    from specviz.runtime.models import sanitize_prompt
 
     if flag == "-":
         data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "replace")
@@ -73,7 +73,7 @@ def _fit_prompt(prompt: str, target, drafter, args) -> list[int]:
     tokenizer, that its drafts are re-tokenized and verified as one-hot drafts)."""
     from specviz.drafters.model import drafter_note
     from specviz.core.engine import MAX_K as engine_max_k
-    from specviz.models import PromptTooLongError, context_window, fit_prompt
+    from specviz.runtime.models import PromptTooLongError, context_window, fit_prompt
 
     window = context_window(target)
     budget = None
@@ -191,7 +191,7 @@ def _compare_record(spec_result, spec_stats, base_result, base_stats, greedy: bo
 
 def _summary(record: dict, target_label: str) -> str:
     from specviz.analysis.exactness import divergence_line
-    from specviz.compiled import COMPILING_NOTE
+    from specviz.runtime.compiled import COMPILING_NOTE
 
     def f(value, spec=".2f"):
         return "-" if value is None else format(value, spec)
@@ -349,10 +349,10 @@ def _stdout_stream(args, index: int, seed: int):
 def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     """:func:`run_record` plus the settings of ``generate`` (target, device, forward path, temperature,
     head-drafter gates)."""
-    from specviz.compiled import forward_path
+    from specviz.runtime.compiled import forward_path
     from specviz.drafters.registry import HEAD_KEYS
-    from specviz.models import dtype_name
-    from specviz.weights import weights_of
+    from specviz.runtime.models import dtype_name
+    from specviz.runtime.weights import weights_of
 
     k_label = 0 if drafter is None else args.k  # an int, "auto", or 0 for standard decoding
     tree = args.tree if args.tree and args.temperature == 0 else 0  # sampling drafts a chain
@@ -360,7 +360,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record["target"] = target.label
     record["device"] = str(target.device)
     record["dtype"] = dtype_name(target.dtype)
-    record["weights"] = weights_of(target.model)  # the linears' format (specviz.weights)
+    record["weights"] = weights_of(target.model)  # the linears' format (specviz.runtime.weights)
     record["forward"] = forward_path(target.model)
     record["path"] = result.forward_path  # the engine's forward path and what it promises (graphs or eager)
     record["temperature"] = args.temperature

@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as error:  # noqa: BLE001 - the CLI's promise: one line, no traceback
         from specviz.core.events import NumericalError
-        from specviz.models import ModelLoadError
+        from specviz.runtime.models import ModelLoadError
 
         if isinstance(error, (ModelLoadError, ValueError, NotImplementedError, OSError)):
             _log(f"error: {_one_line(error)}")

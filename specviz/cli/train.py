@@ -46,7 +46,7 @@ def cmd_train(args) -> int:
     from pathlib import Path
 
     from specviz.training.distill import CorpusSettings
-    from specviz.models import cache_dir
+    from specviz.runtime.models import cache_dir
     from specviz.training.train import TrainSettings, run_training
 
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 class Target(Protocol):
-    """What the engine needs of a loaded model (:class:`specviz.models.LoadedModel` is one).
+    """What the engine needs of a loaded model (:class:`specviz.runtime.models.LoadedModel` is one).
 
     ``vocab_size`` is the LM head's number of rows; ``num_token_ids`` (optional) the ids the tokenizer defines:
     rows beyond it are padding and get probability 0 (:func:`specviz.core.verify.restrict_vocab`).

@@ -349,7 +349,7 @@ def generate_batch(target, prompts: list[list[int]], config: GenerationConfig, *
     """Decode B prompts together (B >= 1; prompts of any lengths), speculatively for each row with a drafter.
 
     Args:
-        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
+        target: a :class:`specviz.runtime.models.LoadedModel` (any :class:`Target`).
         prompts: B encoded prompts (non-empty lists of ids).
         config: settings shared by every row (k, sampling, stopping; row r samples with seed ``seed + r``).
         drafters: one fresh drafter per row (drafters hold per-run state), None entries or None for standard
@@ -383,7 +383,7 @@ def standard_generate(target, prompt_ids: list[int], config: GenerationConfig, *
     :func:`generate_batch`).
 
     Args:
-        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
+        target: a :class:`specviz.runtime.models.LoadedModel` (any :class:`Target`).
         prompt_ids: the encoded prompt (non-empty list of ids).
         config: settings; ``k`` is ignored.
         cancel: optional flag with ``is_set()`` (a threading.Event), checked before every forward.
@@ -405,7 +405,7 @@ def speculative_generate(target, drafter: Drafter, prompt_ids: list[int], config
     :func:`generate_batch`).
 
     Args:
-        target: a :class:`specviz.models.LoadedModel` (any :class:`Target`).
+        target: a :class:`specviz.runtime.models.LoadedModel` (any :class:`Target`).
         drafter: any :class:`~specviz.core.drafting.Drafter` over the same vocabulary.
         prompt_ids: the encoded prompt (non-empty list of ids).
         config: settings (k, sampling, stopping).

@@ -184,7 +184,7 @@ class PassEvent:
         lookahead: for a lookahead pass, its window, pool and candidates (:class:`LookaheadRecord`), else None;
             ``draft_ids`` then shows the winning candidate (its accepted prefix and the first rejected token).
         compiling: True when torch.compile traced or compiled a graph while this pass (or prefill) ran, so its
-            timings include compilation (:func:`specviz.core.kv.compilations`; see :mod:`specviz.compiled`), or
+            timings include compilation (:func:`specviz.core.kv.compilations`; see :mod:`specviz.runtime.compiled`), or
             when the graph path captured a CUDA graph (:mod:`specviz.core.graphs`).
         forward_path: on the prefill event only: which forward path the run takes and what it promises ("eager
             ...", "graphs ..."; :func:`specviz.core.graphs.choose_runner`), else None.

@@ -383,7 +383,7 @@ def acquire_runner(model: torch.nn.Module, positions: int, *, features: bool | t
 
 def requested_path(target) -> str:
     """The forward path asked for ``target``: its ``path`` attribute when "eager" or "graphs" (a
-    :class:`specviz.models.LoadedModel` carries one), else ``SPECVIZ_GRAPHS`` (0: eager, 1: graphs), else graphs on
+    :class:`specviz.runtime.models.LoadedModel` carries one), else ``SPECVIZ_GRAPHS`` (0: eager, 1: graphs), else graphs on
     CUDA and eager elsewhere. "graphs" on a device without CUDA runs the graph bodies eagerly (nothing captured)."""
     asked = str(getattr(target, "path", "auto") or "auto").strip().lower()
     if asked in ("eager", "graphs"):

@@ -195,7 +195,7 @@ def note_capture() -> None:
 
 def _use_threads(model: torch.nn.Module, new_tokens: int) -> None:
     """Set torch's thread count to the one measured fastest for this forward's size, when the model carries a
-    choice (``model._specviz_threads`` = (one-token, several-token) threads, set by :mod:`specviz.tuning`)."""
+    choice (``model._specviz_threads`` = (one-token, several-token) threads, set by :mod:`specviz.measure.tuning`)."""
     choice = getattr(model, "_specviz_threads", None)
     if choice:
         wanted = choice[0] if new_tokens == 1 else choice[1]

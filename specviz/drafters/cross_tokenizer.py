@@ -38,7 +38,7 @@ import torch
 from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.kv import cache_length, forward_chunked, forward_logits, new_cache, rollback_cache
 from specviz.core.verify import restrict_vocab
-from specviz.models import VocabularyMismatchError, context_window, encode_text, token_id_count
+from specviz.runtime.models import VocabularyMismatchError, context_window, encode_text, token_id_count
 
 TAIL_TOKENS = 8  # draft tokens at the end of the committed text that are re-encoded every pass
 CONTEXT_TOKENS = 4  # committed target ids the drafted text is re-tokenized after
@@ -56,7 +56,7 @@ def _decode(tokenizer, ids: list[int]) -> str:
 
 def _encode(tokenizer, text: str) -> list[int]:
     """Ids of ``text`` without the tokenizer's framing; control tokens written in it (e.g. a chat template's, as the
-    committed text spells them) become their ids again, unlike :func:`specviz.models.encode_text` (user input)."""
+    committed text spells them) become their ids again, unlike :func:`specviz.runtime.models.encode_text` (user input)."""
     return [int(i) for i in tokenizer(text, add_special_tokens=False)["input_ids"]] if text else []
 
 
@@ -191,7 +191,7 @@ class CommittedText:
 def _encode_marked(tokenizer, text: str, offset: int, controls: list[tuple[int, int]]) -> list[int]:
     """Ids of ``text`` (which starts at ``offset`` in the committed text): the spans in ``controls`` are encoded as
     control tokens, the rest as plain text (a control token typed by the user stays text:
-    :func:`specviz.models.encode_text`)."""
+    :func:`specviz.runtime.models.encode_text`)."""
     ids, at = [], 0
     for begin, end in controls:
         begin, end = begin - offset, end - offset
@@ -377,7 +377,7 @@ def check_round_trip(tokenizer, label: str) -> None:
 
 
 def cross_tokenizer_drafter(target, draft) -> CrossTokenizerDrafter:
-    """A :class:`CrossTokenizerDrafter` for two :class:`specviz.models.LoadedModel` s whose tokenizers differ.
+    """A :class:`CrossTokenizerDrafter` for two :class:`specviz.runtime.models.LoadedModel` s whose tokenizers differ.
 
     Raises:
         VocabularyMismatchError: either tokenizer cannot write text back from its ids (:func:`check_round_trip`).

@@ -15,7 +15,7 @@ import copy
 import torch
 
 from specviz.drafters.model import ModelDrafter
-from specviz.placement import rehook_view
+from specviz.runtime.placement import rehook_view
 
 
 def early_exit_view(model: torch.nn.Module, num_layers: int) -> torch.nn.Module:
@@ -39,7 +39,7 @@ def early_exit_view(model: torch.nn.Module, num_layers: int) -> torch.nn.Module:
     outer._modules = dict(outer._modules)
     outer.config = config
     outer.model = inner
-    return rehook_view(outer)  # a placed target's copies run their own forward (specviz.placement)
+    return rehook_view(outer)  # a placed target's copies run their own forward (specviz.runtime.placement)
 
 
 class EarlyExitDrafter(ModelDrafter):

@@ -25,7 +25,7 @@ import torch
 from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.core.graphs import DraftForwards
 from specviz.core.kv import cache_length, rollback_cache
-from specviz.models import context_window
+from specviz.runtime.models import context_window
 from specviz.core.verify import process_logits, restrict_vocab, sample
 
 
@@ -34,7 +34,7 @@ class ModelDrafter(DrafterBase):
 
     Args:
         model: a causal LM whose token ids mean the same as the target's (checked at load time by
-            :func:`specviz.models.check_same_vocabulary`).
+            :func:`specviz.runtime.models.check_same_vocabulary`).
         name: label shown in the UI and CLI.
 
     Each proposed token costs one forward of ``model`` (plus one to catch up with the committed tokens).

@@ -139,8 +139,8 @@ class DraftLMHead:
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) features -> (..., N) logits over the draft vocabulary (oneDNN on the CPU, see
-        :func:`specviz.speed.draft_linear`)."""
-        from specviz.speed import draft_linear
+        :func:`specviz.runtime.speed.draft_linear`)."""
+        from specviz.runtime.speed import draft_linear
 
         return draft_linear(h, self.weight.to(h.dtype))
 
@@ -435,7 +435,7 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     head.load_state_dict(state)
     head.eval().requires_grad_(False)
     head = follow_target(head, target_model)
-    from specviz.speed import prepare_draft_head
+    from specviz.runtime.speed import prepare_draft_head
 
     prepare_draft_head(head)
     return head

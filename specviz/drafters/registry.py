@@ -170,7 +170,7 @@ def make_drafter(key: str, target, **options) -> Drafter | None:
 
     Args:
         key: one of :func:`drafter_keys`.
-        target: the :class:`specviz.models.LoadedModel` being drafted for.
+        target: the :class:`specviz.runtime.models.LoadedModel` being drafted for.
         **options: fields of :class:`DrafterOptions`.
 
     Returns:
@@ -179,7 +179,7 @@ def make_drafter(key: str, target, **options) -> Drafter | None:
     Raises:
         ValueError: unknown key, or a missing/invalid option (:class:`specviz.drafters.networks.HeadsError` when
             no head file fits the target).
-        specviz.models.ModelLoadError: the draft model cannot be loaded, or its tokenizer (or the target's) cannot
+        specviz.runtime.models.ModelLoadError: the draft model cannot be loaded, or its tokenizer (or the target's) cannot
             write text back from its ids, so drafts cannot be re-tokenized between two different vocabularies.
     """
     if key == NONE.key:
@@ -219,7 +219,7 @@ def _oracle(target, o: DrafterOptions) -> Drafter:
 def _bf16(target, o: DrafterOptions) -> Drafter:
     import torch
 
-    from specviz.models import load_model
+    from specviz.runtime.models import load_model
 
     draft = load_model(target.spec, device=target.device, dtype=torch.bfloat16, progress=o.progress)
     return ModelDrafter(draft.model, "bfloat16 copy of the target")
@@ -229,7 +229,7 @@ def _draft_model(target, o: DrafterOptions) -> Drafter:
     """The draft model, loaded on the target's device and in its dtype. The target's tokenizer: a
     :class:`ModelDrafter`; another tokenizer: a
     :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for the target)."""
-    from specviz.models import check_same_vocabulary, load_model, same_vocabulary
+    from specviz.runtime.models import check_same_vocabulary, load_model, same_vocabulary
 
     if not o.draft_spec or not o.draft_spec.strip():
         raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")

@@ -74,7 +74,7 @@ def measure_forward_grid(target, options: GridOptions | None = None, *, progress
         "stopped"}``; GB/s = weight bytes read per forward / its time.
 
     Args:
-        target: a :class:`specviz.models.LoadedModel`.
+        target: a :class:`specviz.runtime.models.LoadedModel`.
         options: what to time (:class:`GridOptions`); ``settings``: its fields by name, replacing ``options``'.
         progress: optional ``progress(fraction done, message)``; should_stop: optional, checked before every
             forward (True ends the grid early: ``"stopped"``).

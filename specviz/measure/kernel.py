@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from specviz.compiled import COMPILED_LABEL, COMPILING_NOTE, forward_path
+from specviz.runtime.compiled import COMPILED_LABEL, COMPILING_NOTE, forward_path
 from specviz.core.kv import compilations
 from specviz.drafters.heads import DEFAULT_TREE_NODES
 from specviz.drafters.registry import make_drafter, split_variant
 from specviz.measure.costs import lookahead_cost_line
 from specviz.measure.machine import copy_bandwidth_gbs, environment
 from specviz.measure.timing import time_drafter_ms, time_forward_rounds
-from specviz.speed import plain_path, report_of, row_padding, without_row_padding
+from specviz.runtime.speed import plain_path, report_of, row_padding, without_row_padding
 
 Progress = Callable[[str], None]
 
@@ -95,8 +95,8 @@ KERNEL_DEFINITIONS = {
                    "each round times every n once, interleaved)",
     "verify_cost_spread": "the 25th and 75th percentiles of those per-round ratios",
     "long_context": "the same curve after a cached prompt of long_context tokens (a long document)",
-    "plain": "the same figures with the default kernels (specviz.speed.plain_path), timed interleaved",
-    "unpadded": "the same figures without the row padding chosen by tuning (specviz.speed.without_row_padding)",
+    "plain": "the same figures with the default kernels (specviz.runtime.speed.plain_path), timed interleaved",
+    "unpadded": "the same figures without the row padding chosen by tuning (specviz.runtime.speed.without_row_padding)",
 }
 
 
@@ -196,7 +196,7 @@ def kernel_bench(target, options: KernelOptions | None = None, *, progress: Prog
     ``fraction_of_floor`` (floor_ms / T(1): 1.0 means a one-token step runs at the memory floor) and
     ``step_effective_gbs`` (param_bytes / T(1)), all after a ``prompt_len``-token context; ``long_context`` holds
     the same figures after ``long_context`` cached tokens for ``long_token_counts`` new tokens (None skips it).
-    The figures are for the model as loaded (with the eager speed-ups of :mod:`specviz.speed`, listed under ``speed``); when those are active and
+    The figures are for the model as loaded (with the eager speed-ups of :mod:`specviz.runtime.speed`, listed under ``speed``); when those are active and
     ``compare_plain``, the default kernels' figures, timed interleaved, are under ``plain``. With ``drafters``
     (keys as in the bench, e.g. "eagle:tree"), ``drafter_costs`` holds each drafter's cost curve for
     ``drafter_ks`` (see :func:`drafter_costs`). ``options``: those settings (:class:`KernelOptions`); ``settings``:

@@ -15,7 +15,7 @@ import statistics
 
 import torch
 
-from specviz.compiled import forward_path
+from specviz.runtime.compiled import forward_path
 from specviz.core.graphs import requested_path
 from specviz.core.kv import Clock
 

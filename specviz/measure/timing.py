@@ -33,7 +33,7 @@ def time_forward_variants(model: torch.nn.Module, device: torch.device, prompt_l
     """Like :func:`time_forward_ms` for several ways of running the same model, measured interleaved.
 
     ``variants`` maps a name to a context-manager factory entered around each timed forward (e.g.
-    :func:`specviz.speed.plain_path` for the default kernels). Returns variant name -> {n: median ms} of
+    :func:`specviz.runtime.speed.plain_path` for the default kernels). Returns variant name -> {n: median ms} of
     :func:`time_forward_rounds`.
     """
     rounds = time_forward_rounds(model, device, prompt_len, token_counts, variants, repeats, warmup, seed)

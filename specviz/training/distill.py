@@ -24,7 +24,7 @@ recomputes the features by a prefill at training time (:func:`prefill_corpus`, k
 
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
 stopped. Shards live in ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
-:func:`specviz.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
+:func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
 and two) and :mod:`specviz.training.prompts_part3`.
 """
 
@@ -75,9 +75,10 @@ def corpus_prompts(settings: CorpusSettings) -> list[tuple[int, str | tuple[tupl
 
 def encode_turns(tokenizer, prompt: str | tuple[tuple[str, str], ...]) -> list[int]:
     """Token ids of a prompt with the chat template: a string is one user message
-    (:func:`specviz.models.encode_prompt`); chat turns ((role, text), ...) are written as those messages, followed
+    (:func:`specviz.runtime.models.encode_prompt`); chat turns ((role, text), ...) are written as those messages, followed
     by the assistant's generation prompt. Raises ValueError for empty turns."""
-    from specviz import models
+    from specviz.runtime import models
+
 
     if isinstance(prompt, str):
         return models.encode_prompt(tokenizer, prompt)
@@ -87,7 +88,7 @@ def encode_turns(tokenizer, prompt: str | tuple[tuple[str, str], ...]) -> list[i
 def data_dir(prompt_set: str = "default") -> Path:
     """Where the distillation shards of a prompt set are kept (``<specviz cache>/distill``; part three's in
     ``<specviz cache>/distill-part3``, as its shard numbers restart at 0)."""
-    from specviz.models import cache_dir
+    from specviz.runtime.models import cache_dir
 
     return cache_dir() / ("distill" if prompt_set == "default" else f"distill-{prompt_set}")
 
