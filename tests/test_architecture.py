@@ -1,4 +1,5 @@
-"""The house rules, checked by ``make test``: the layer contracts of ``.importlinter``, short functions in
+"""The house rules, checked by ``make test``: the layer contracts of ``.importlinter``, short functions with few
+parameters in
 ``specviz/`` and ``app/``, and the shape of the speculative loop (short, its five phases numbered in order).
 
 A failure names what broke the rule; the fix is to split the code, not to raise a limit. Only figure and
@@ -114,6 +115,42 @@ def test_long_builder_list_has_no_stale_entries():
     stale = [name for name in LONG_BUILDERS if lengths.get(name, 0) <= MAX_LINES]
     assert stale == [], f"no longer needed in LONG_BUILDERS (missing or at most {MAX_LINES} lines): {stale}"
     assert all(reason.strip() for reason in LONG_BUILDERS.values())
+
+
+# ------------------------------------------------------------------------------------------- parameter count
+
+MAX_PARAMETERS = 8  # self / cls not counted; *args and **kwargs count one each
+# "path::qualified name" -> why it may take more. At most three; keep it short.
+MANY_PARAMETERS = {
+    "specviz/analysis/batching.py::sampling_check": "the check's target, prompt, config and drafter factory, "
+    "its sample size and batch, the broken-sampler switch, cancel and progress",
+}
+
+
+def _parameter_counts() -> dict[str, int]:
+    """"path::qualified name" -> parameters of every function in the packages (self and cls not counted)."""
+    counts = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            where = path.relative_to(ROOT).as_posix()
+            for name, node in _functions(tree):
+                args = node.args
+                named = [a.arg for a in args.posonlyargs + args.args]
+                count = len(named) + len(args.kwonlyargs) + bool(args.vararg) + bool(args.kwarg)
+                counts[f"{where}::{name}"] = count - (1 if named[:1] in (["self"], ["cls"]) else 0)
+    return counts
+
+
+def test_functions_take_few_parameters():
+    """No function takes more than MAX_PARAMETERS parameters, at most three listed ones excepted (a run's settings
+    travel as one record, not as 30 positional parameters)."""
+    counts = _parameter_counts()
+    many = {name: n for name, n in counts.items() if n > MAX_PARAMETERS and name not in MANY_PARAMETERS}
+    assert many == {}, f"more than {MAX_PARAMETERS} parameters; pass a record instead: {sorted(many.items())}"
+    assert len(MANY_PARAMETERS) <= 3
+    stale = [name for name in MANY_PARAMETERS if counts.get(name, 0) <= MAX_PARAMETERS]
+    assert stale == [], f"no longer needed in MANY_PARAMETERS: {stale}"
 
 
 # ------------------------------------------------------------------------------------ the speculative loop
