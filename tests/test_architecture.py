@@ -1,6 +1,5 @@
 """The house rules, checked by ``make test``: the layer contracts of ``.importlinter``, short functions with few
-parameters in
-``specviz/`` and ``app/``, and the shape of the speculative loop (short, its five phases numbered in order).
+parameters in ``specviz/`` and ``app/``, and the shape of the speculative loop (short, its five phases numbered in order).
 
 A failure names what broke the rule; the fix is to split the code, not to raise a limit. Only figure and
 layout builders may run long (one line per widget, trace or flag reads better than a split): they are
