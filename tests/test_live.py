@@ -270,6 +270,9 @@ def test_compare_outputs():
     diff = render.compare_outputs([1, 2, 5], [1, 2, 3], [1.0, 1.0, 0.02], tok, greedy=True, finished=True)
     assert diff.identical is False and diff.first_diff == 2 and diff.gap == 0.02
     assert "token 3" in diff.message and "0.020" in diff.message and "near-tie" in diff.message
+    named = render.compare_outputs([1, 2, 5], [1, 2, 3], [1.0, 1.0, 0.02], tok, greedy=True, finished=True,
+                                   precision="bfloat16")
+    assert "forward in bfloat16 can flip" in named.message  # the near-tie's explanation names what was computed
 
 
 def _stats(events) -> RunStats:

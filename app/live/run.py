@@ -33,6 +33,8 @@ from specviz.core.graphs import path_label
 from specviz.core.race import race
 from specviz.drafters.registry import label_of, make_drafter
 from specviz.drafters.suffix import SuffixStore
+from specviz.runtime.models import dtype_name
+from specviz.runtime.weights import weights_of
 
 UPDATE_INTERVAL_S = 0.25  # token panes and stats: at most 4 refreshes a second
 CHART_INTERVAL_S = 3.0  # charts (with the draft tree and heads' table): at most one every 3 s while the runs stream.
@@ -184,6 +186,14 @@ def _suffix_store(session: str | None) -> SuffixStore | None:
         return _SUFFIX_STORES.setdefault(session, SuffixStore())
 
 
+def precision_of(target) -> str:
+    """What ``target`` computes in: its dtype, and its weight format where that is not the dtype's own
+    ("bfloat16", "float32 · int4 weights")."""
+    dtype = dtype_name(next(target.model.parameters()).dtype)
+    weights = weights_of(target.model)
+    return dtype if weights in ("float32", dtype) else f"{dtype} · {weights} weights"
+
+
 def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
     """Fit the prompt into the target's window (a note says what was cut) and make the run's view, kept for
     Stop under ``session``. Returns (view, prompt ids)."""
@@ -194,7 +204,7 @@ def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunVi
     view = RunView(settings, label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
-                   heads=head_accuracy(drafter), prompt_tokens=len(prompt_ids), cut=cut)
+                   heads=head_accuracy(drafter), prompt_tokens=len(prompt_ids), cut=cut, precision=precision_of(target))
     with _VIEWS_LOCK:
         _VIEWS[session] = view
     return view, prompt_ids

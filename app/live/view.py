@@ -49,6 +49,7 @@ class RunView:
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     clicked: float | None = None  # time.monotonic() when Generate's handler began (None: the runs' start)
     in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
+    precision: str = ""  # what the target computes in ("bfloat16", "float32 · int8 weights"), for the comparison
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
     # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
@@ -137,7 +138,7 @@ class RunView:
         """Greedy identity check of the two outputs."""
         spec_ids = self.spec.output_ids if self.spec is not None else self.base.output_ids
         return render.compare_outputs(spec_ids, self.base.output_ids, self.base_gaps, self.base.tokenizer,
-                                      greedy=self.settings.greedy, finished=self.finished)
+                                      greedy=self.settings.greedy, finished=self.finished, precision=self.precision)
 
     # ------------------------------------------------------------------------------------------ views
     def spec_html(self) -> str:

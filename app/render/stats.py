@@ -71,8 +71,9 @@ class Comparison:
 
 
 def compare_outputs(spec_ids: list[int], base_ids: list[int], base_gaps: list[float | None], tokenizer,
-                    *, greedy: bool, finished: bool) -> Comparison:
-    """Compare two outputs token by token (see :class:`Comparison`)."""
+                    *, greedy: bool, finished: bool, precision: str = "") -> Comparison:
+    """Compare two outputs token by token (see :class:`Comparison`). ``precision``: what the target computes in
+    ("bfloat16", "float32 · int4 weights"; "" unknown), named where a near-tie explains a greedy difference."""
     n = min(len(spec_ids), len(base_ids))
     diff = next((i for i in range(n) if spec_ids[i] != base_ids[i]), None)
     if diff is None and finished and len(spec_ids) != len(base_ids):
@@ -96,9 +97,10 @@ def compare_outputs(spec_ids: list[int], base_ids: list[int], base_gaps: list[fl
     else:
         message = f"Outputs differ at token {diff + 1}: speculative {spec_tok} vs baseline {base_tok}."
         if gap is not None:
+            where = f" in {precision}" if precision else ""
             message += (f" The baseline's top-two logit gap there is {gap:.3f}"
-                        + (" — a near-tie, which tiny numeric differences between a (k+1)-token verify forward"
-                           " and a one-token forward can flip." if gap < 0.5 else "."))
+                        + (f" — a near-tie, which tiny numeric differences between a (k+1)-token verify forward"
+                           f" and a one-token forward{where} can flip." if gap < 0.5 else "."))
     return Comparison(False, n, diff, spec_tok, base_tok, gap, message)
 
 
