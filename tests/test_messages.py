@@ -111,3 +111,18 @@ def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
         "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow; baselines drifted 16% apart")
     assert verdicts.noise_text(_arena_row(0.31, 1.2, None, None)) == "not a finding: baselines drifted 31% apart"
     assert speedup_cell(_arena_row(None, 1.5, None, None), "decode_speedup") == "1.50 (one run: no spread)"
+
+
+def test_a_speedup_cell_says_its_word_its_median_and_its_range():
+    """:meth:`specviz.core.verdict.Verdict.cell`, the table cell the Batching and Arena tabs show (more of its wording:
+    tests/test_verdict.py)."""
+    from specviz.core.verdict import read_speedup
+
+    assert read_speedup(2.15, 1.84, 2.44).cell() == "2.15× faster (1.84–2.44×)"
+    assert read_speedup(0.62, 0.55, 0.75).cell() == "0.62× slower (0.55–0.75×)"
+    assert read_speedup(1.05, 0.85, 1.20).cell() == "too noisy to tell: 1.05× measured (0.85–1.20×)"
+    assert read_speedup(1.00, 0.95, 1.05).cell() == "1.00× about the same (0.95–1.05×)"
+    assert read_speedup(1.00, 0.95, 1.05, busy="other programs busy").cell() == (
+        "too noisy to tell: 1.00× measured (0.95–1.05×)")
+    assert read_speedup(2.70, 2.60, 2.80, impossible="faster than its 2.0 tokens per pass allow").cell() == (
+        "2.70× (2.60–2.80×), not a finding: faster than its 2.0 tokens per pass allow")
