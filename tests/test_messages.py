@@ -126,3 +126,7 @@ def test_a_speedup_cell_says_its_word_its_median_and_its_range():
         "too noisy to tell: 1.00× measured (0.95–1.05×)")
     assert read_speedup(2.70, 2.60, 2.80, impossible="faster than its 2.0 tokens per pass allow").cell() == (
         "2.70× (2.60–2.80×), not a finding: faster than its 2.0 tokens per pass allow")
+
+
+def test_a_sampling_run_asked_for_a_tree_is_told_it_drafts_a_chain():
+    assert inputs.TREE_SAMPLING_NOTE == "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
