@@ -130,3 +130,16 @@ def test_a_speedup_cell_says_its_word_its_median_and_its_range():
 
 def test_a_sampling_run_asked_for_a_tree_is_told_it_drafts_a_chain():
     assert inputs.TREE_SAMPLING_NOTE == "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
+
+
+def test_a_cleaned_prompt_says_what_was_removed_and_replaced():
+    from specviz.models.prompts import sanitize_prompt
+
+    assert sanitize_prompt("a\x00b\x1bc \ud800d \udcff").note == (
+        "The prompt was cleaned: removed 2 control characters and replaced 2 invalid characters (unpaired surrogates) "
+        "with \ufffd.")
+    assert sanitize_prompt("a\x00b \ud800").note == (
+        "The prompt was cleaned: removed 1 control character and replaced 1 invalid character (unpaired surrogates) "
+        "with \ufffd.")
+    assert sanitize_prompt("a\x00b").note == "The prompt was cleaned: removed 1 control character."
+    assert sanitize_prompt("plain text").note == ""
