@@ -215,7 +215,7 @@ def test_a_run_during_which_other_programs_took_the_cpus_shows_its_speedup_with_
     low, high = format_apart(judged.interval.low, judged.interval.high)
     assert f'<span class="sv-verdict-figure">{judged.value:.2f}×</span> <span class="sv-verdict-word">faster</span>' \
         in hero
-    assert f"95 % {low}–{high}× · other programs used 74% of the CPUs</div>" in hero
+    assert f"95 % {low}–{high}× · {judged.reason}</div>" in hero  # the reason's wording: asserted above
     assert "<details" in hero and "How this is judged" in hero and "flatter the speculative run" in hero
     assert hero.index("<details") > hero.index("sv-verdict-span")  # the explanation folded under the figure
     row = busy.summary()
@@ -232,9 +232,9 @@ def test_a_busy_run_whose_interval_spans_one_is_too_noisy_and_keeps_its_number()
     stats = busy.stats_html()
     assert "hero noisy sv-verdict" in stats and "hero good" not in stats and "hero bad" not in stats
     assert f'<span class="sv-verdict-figure">{judged.value:.2f}×</span> <span class="sv-verdict-word">too noisy to ' \
-        "tell</span>" in stats and "other programs used 45% of the CPUs" in stats
+        "tell</span>" in stats and judged.reason in stats and "45%" in judged.reason
     assert busy.summary().speedup is None and busy.summary().speedup_note == "too noisy"
-    assert busy.summary().speedup_reason == "other programs used 45% of the CPU"
+    assert busy.summary().speedup_reason == busy.noise_reason() and "45%" in busy.noise_reason()
 
 
 def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slower():
@@ -249,7 +249,7 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     value = stats[stats.index('<div class="card-value">'):stats.index("<details")]  # the figure, its interval
     assert "hero bad sv-verdict" in stats and "too noisy" not in value
     assert f'{judged.value:.2f}×</span> <span class="sv-verdict-word">slower' in value
-    assert "other programs used 74% of the CPUs" in stats and "slower still" in stats
+    assert judged.reason in stats and "74%" in judged.reason and "slower still" in stats
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
     assert row.speedup_reason is None and "0.5" in render.history_html([row])

@@ -354,13 +354,12 @@ def test_the_short_status_under_generate_keeps_a_cut_prompt_warning(chatml_model
     assert fitted.cut == f"its first {removed:,} tokens were removed (an instruction there no longer reaches the model)"
     status = render.status_html("Done: 4 tokens in 1 s", "done", notes=["Another note, dropped here.", fitted.note])
     short = live.progress_html(status, fitted.cut)
-    assert (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {removed:,} tokens were removed (an instruction '
-            "there no longer reaches the model).</small>") in short
+    assert f'<small class="sv-progress-cut">⚠ Prompt cut: {fitted.cut}.</small>' in short  # the cut's words: above
     assert short.index("sv-progress-cut") > short.index("</div>")  # outside the status copy, whose notes are hidden
     plain = inputs.fit_prompt_for(dataclasses.replace(settings, chat_template=False), chatml_model)
     plain_cut = re.search(r"([\d,]+) tokens were removed", plain.note).group(1)
     assert plain.cut == f"its first {plain_cut} tokens were removed"
-    assert (f"⚠ Prompt cut: its first {plain_cut} tokens were removed.</small>"
+    assert (f"⚠ Prompt cut: {plain.cut}.</small>"
             in live.progress_html(render.status_html("Done", "done", notes=[plain.note]), plain.cut))
     assert "sv-progress-cut" not in live.progress_html(status)  # no cut given: the note's words alone add nothing
     whole = inputs.fit_prompt_for(dataclasses.replace(settings, max_prompt_tokens=None), chatml_model)
