@@ -143,3 +143,17 @@ def test_a_cleaned_prompt_says_what_was_removed_and_replaced():
         "with \ufffd.")
     assert sanitize_prompt("a\x00b").note == "The prompt was cleaned: removed 1 control character."
     assert sanitize_prompt("plain text").note == ""
+
+
+def test_a_draft_models_window_shorter_than_the_run_is_said():
+    from types import SimpleNamespace
+
+    from specviz.drafters.model import window_note
+
+    short = SimpleNamespace(draft_window=128)
+    assert window_note(short, 499, 8) == ("The draft model's window is 128 tokens, no longer than the 499-token "
+                                          "prompt: it cannot draft, so the target decodes alone (same output, no "
+                                          "speed-up).")
+    assert window_note(short, 100, 60) == ("The draft model's window is 128 tokens: it drafts for the first 28 new "
+                                           "tokens, then the target decodes alone (same output).")
+    assert window_note(short, 100, 29) == ""
