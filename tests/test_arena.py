@@ -19,6 +19,7 @@ from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app import device  # noqa: E402
+from app.arena.verdicts import speedup_reading  # noqa: E402
 from specviz.analysis.arena import (  # noqa: E402
     CSV_COLUMNS,
     Variant,
@@ -29,6 +30,7 @@ from specviz.analysis.arena import (  # noqa: E402
 )
 from specviz.core.engine import GenerationConfig  # noqa: E402
 from specviz.core.metrics import expected_tokens_per_pass, predicted_speedup_measured, predicted_speedup_paper  # noqa: E402
+from specviz.core.verdict import FASTER, NOT_FINDING  # noqa: E402
 from specviz.core.verify import SamplingConfig  # noqa: E402
 
 PROMPTS = [
@@ -164,8 +166,11 @@ def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkey
     # 6.10 is above the 5 tokens per pass of ngram k=4: not a finding whatever its spread, the number kept and that
     # reason in its own words; its spread lies wholly above 1, so never "too noisy to tell" (the one rule, issue 34)
     assert [row[decode] for row in table["data"]] == [
-        "1.00 (reference)", "2.10× faster (2.00–2.20×)",
-        "6.10× (2.20–10.00×), not a finding: faster than its 5.0 tokens per pass allow; baselines drifted 355% apart"]
+        arena_tab.speedup_cell(r, "decode_speedup") for r in (base, k2, k4)]
+    assert table["data"][0][decode] == "1.00 (reference)"  # the cells' wording: tests/test_messages.py
+    assert [(v.word, v.value) for v in map(speedup_reading, (k2, k4))] == [
+        (FASTER, pytest.approx(2.10)), (NOT_FINDING, pytest.approx(6.10))]
+    assert "its 5.0 tokens per pass" in speedup_reading(k4).reason and "355%" in speedup_reading(k4).reason
     assert table["data"][1][end] == "2.09× faster (1.99–2.19×)"
     # a pooled row spans the lowest to the highest over its prompts
     pooled = pool_rows([k2, k4])
@@ -787,8 +792,11 @@ def test_the_downloads_carry_every_verdict_and_note_the_page_shows(tmp_path):
     assert [(line["drafter"], line["noisy"]) for line in lines] == [("none", ""), ("ngram", "true"),
                                                                     ("suffix", "true"), ("oracle", "false")]
     # no spread to read here: the drifted baselines are the reason, said as such (not "too noisy to tell")
-    assert lines[1]["noise"] == "not a finding: baselines drifted 31% apart"
-    assert lines[2]["noise"] == "not a finding: faster than its 1.5 tokens per pass allow" and lines[3]["noise"] == ""
+    from app.arena.verdicts import noise_text  # its wording: tests/test_messages.py
+
+    assert [line["noise"] for line in lines] == [noise_text(row) for row in rows] and lines[3]["noise"] == ""
+    assert "drifted 31%" in lines[1]["noise"] and "too noisy" not in lines[1]["noise"]
+    assert "its 1.5 tokens per pass" in lines[2]["noise"]
     with open(json_path, encoding="utf-8") as f:
         data = json.load(f)
     assert data["wall_s"] == 50.3 and data["race_wall_s"] == 32.6
