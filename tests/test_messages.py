@@ -157,3 +157,10 @@ def test_a_draft_models_window_shorter_than_the_run_is_said():
     assert window_note(short, 100, 60) == ("The draft model's window is 128 tokens: it drafts for the first 28 new "
                                            "tokens, then the target decodes alone (same output).")
     assert window_note(short, 100, 29) == ""
+
+
+def test_a_tuning_choice_is_summed_up_in_one_line():
+    from specviz import tuning
+
+    assert tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True).summary() == (
+        "fast path, 2 threads, rows padded 1->2 (measured; the machine was busy)")

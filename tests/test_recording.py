@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import gzip
 import html
+import json
 import os
 
 import pytest
