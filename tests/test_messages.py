@@ -164,3 +164,22 @@ def test_a_tuning_choice_is_summed_up_in_one_line():
 
     assert tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True).summary() == (
         "fast path, 2 threads, rows padded 1->2 (measured; the machine was busy)")
+
+
+def test_a_finished_runs_panel_names_the_pass_it_opens_and_lists_the_others():
+    from types import SimpleNamespace
+
+    from app.tree_view import best_pass, earlier_passes_html
+
+    passes = [SimpleNamespace(index=i, counted=c) for i, c in ((4, 1), (5, 3), (6, 2))]
+    assert best_pass(passes, 3, lambda p: p.counted, "the longest accepted path", "tree pass")[1] == (
+        "pass 5, the longest accepted path of the run's 3 tree passes")
+    assert best_pass(passes, 9, lambda p: p.index, "the most accepted tokens", "kept pass")[1] == (
+        "pass 6 (the latest), the most accepted tokens of the run's last 3 kept passes")
+    assert best_pass(passes[:1], 1, lambda p: p.counted, "the longest accepted path", "tree pass")[1] == (
+        "pass 4, the longest accepted path of the run's 1 tree pass")
+    assert earlier_passes_html("<x>", 5) == ('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
+                                             'passes, newest first (5 older not kept): click one to open it</div>'
+                                             '<x></div>')
+    assert earlier_passes_html("", 0).startswith('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
+                                                 'passes, newest first: click one to open it</div>')
