@@ -19,12 +19,14 @@ from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app import device  # noqa: E402
+from app.arena.verdicts import speedup_reading  # noqa: E402
 from specviz.analysis.arena import run_arena, variants  # noqa: E402
 from specviz.analysis.arena_rows import (CSV_COLUMNS, Measured, Variant, _counts, make_row, pool, to_csv,  # noqa: E402
                                          to_json)
 from specviz.core.costs import (expected_tokens_per_pass, predicted_speedup_measured,  # noqa: E402
                                 predicted_speedup_paper)
 from specviz.core.engine import GenerationConfig  # noqa: E402
+from specviz.core.verdict import FASTER, NOT_FINDING  # noqa: E402
 from specviz.core.verify import SamplingConfig  # noqa: E402
 
 PROMPTS = [
@@ -158,8 +160,11 @@ def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkey
     # 6.10 is above the 5 tokens per pass of ngram k=4: not a finding whatever its spread, the number kept and that
     # reason in its own words; its spread lies wholly above 1, so never "too noisy to tell" (the one rule, issue 34)
     assert [row[decode] for row in table["data"]] == [
-        "1.00 (reference)", "2.10× faster (2.00–2.20×)",
-        "6.10× (2.20–10.00×), not a finding: faster than its 5.0 tokens per pass allow; baselines drifted 355% apart"]
+        arena_tab.speedup_cell(r, "decode_speedup") for r in (base, k2, k4)]
+    assert table["data"][0][decode] == "1.00 (reference)"  # the cells' wording: tests/test_messages.py
+    assert [(v.word, v.value) for v in map(speedup_reading, (k2, k4))] == [
+        (FASTER, pytest.approx(2.10)), (NOT_FINDING, pytest.approx(6.10))]
+    assert "its 5.0 tokens per pass" in speedup_reading(k4).reason and "355%" in speedup_reading(k4).reason
     assert table["data"][1][end] == "2.09× faster (1.99–2.19×)"
     # a pooled row spans the lowest to the highest over its prompts
     pooled = pool_rows([k2, k4])
@@ -647,14 +652,16 @@ def test_a_max_new_tokens_outside_the_slider_is_clamped_and_said(tiny_model_dir)
     """Seen in the browser: 3 typed into the max-new-tokens box (the slider's range is 8..256) stood there with no
     message. The Run path keeps to the slider's range too: a number outside it runs at the nearest end, and the run's
     status and a toast say so in the slider's own words (app.inputs.clamp_notice)."""
-    assert arena_tab.max_new_tokens_used(3) == (8, "Max new tokens per run is at least 8; using 8.")
-    assert arena_tab.max_new_tokens_used("300") == (256, "Max new tokens per run is at most 256 here; using 256.")
+    said = arena_tab.max_new_tokens_used(3)[1]  # its wording: tests/test_messages.py
+    assert arena_tab.max_new_tokens_used(3) == (8, said) and "8" in said
+    assert arena_tab.max_new_tokens_used("300") == (256, arena_tab.max_new_tokens_used(10 ** 6)[1])
+    assert "256" in arena_tab.max_new_tokens_used("300")[1]
     assert arena_tab.max_new_tokens_used(16) == (16, None)
     with pytest.raises(ValueError, match="Max new tokens per run must be a whole number"):
         arena_tab.max_new_tokens_used(12.5)
     args = GOOD | {"target": str(tiny_model_dir), "drafters": ["ngram"], "ks": ["2"], "max_new_tokens": 3}
     out = drain(arena_tab.run(**args))
-    assert "Done" in out["arena-status"] and "Max new tokens per run is at least 8; using 8." in out["arena-status"]
+    assert "Done" in out["arena-status"] and said in out["arena-status"]
     with open(out["arena-json"], encoding="utf-8") as f:
         assert json.load(f)["settings"]["max_new_tokens"] == 8
 
@@ -706,7 +713,7 @@ def test_in_a_browser_enter_says_the_clamp_and_a_new_run_shows_only_its_own_warn
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('at least 8')",
                                timeout=20_000)
         assert box.input_value() == "8" and box.evaluate("(el) => el === document.activeElement")
-        assert "Max new tokens per run is at least 8; using 8." in " ".join(_toasts(page))
+        assert arena_tab.max_new_tokens_used(3)[1] in " ".join(_toasts(page))
         for label in ("N-gram prompt lookup", "Self-speculation"):  # untick both default drafters
             page.locator("#arena-drafters label", has_text=label).first.click()
         page.locator("#arena-run").click()
@@ -776,8 +783,11 @@ def test_the_downloads_carry_every_verdict_and_note_the_page_shows(tmp_path):
     assert [(line["drafter"], line["noisy"]) for line in lines] == [("none", ""), ("ngram", "true"),
                                                                     ("suffix", "true"), ("oracle", "false")]
     # no spread to read here: the drifted baselines are the reason, said as such (not "too noisy to tell")
-    assert lines[1]["noise"] == "not a finding: baselines drifted 31% apart"
-    assert lines[2]["noise"] == "not a finding: faster than its 1.5 tokens per pass allow" and lines[3]["noise"] == ""
+    from app.arena.verdicts import noise_text  # its wording: tests/test_messages.py
+
+    assert [line["noise"] for line in lines] == [noise_text(row) for row in rows] and lines[3]["noise"] == ""
+    assert "drifted 31%" in lines[1]["noise"] and "too noisy" not in lines[1]["noise"]
+    assert "its 1.5 tokens per pass" in lines[2]["noise"]
     with open(json_path, encoding="utf-8") as f:
         data = json.load(f)
     assert data["wall_s"] == 50.3 and data["race_wall_s"] == 32.6

@@ -134,8 +134,8 @@ def test_control_characters_and_invalid_surrogates_are_removed_and_said(tiny_mod
     prompt = "The quick\x00 brown\x1b[31m fox\x7f \ud800jumps \udcff over\r\nthe \ud83d\ude00 lazy dog\x85"
     out = run(**_args(tiny_model_dir, prompt=prompt))
     assert "Done in" in out["status"], out["status"]
-    assert "The prompt was cleaned: removed 4 control characters and replaced 2 invalid characters" in out["status"]
-    clean = sanitize_prompt(prompt)
+    clean = sanitize_prompt(prompt)  # the note's wording: tests/test_messages.py
+    assert (clean.removed_controls, clean.replaced_invalid) == (4, 2) and clean.note in out["status"]
     assert clean.text == "The quick brown[31m fox \ufffdjumps \ufffd over\nthe \U0001F600 lazy dog"
     assert encode_prompt(models.load_model(str(tiny_model_dir), device="cpu").tokenizer, prompt)  # never raises
     bidi = sanitize_prompt("price \u202e01$\u202c and \u2067x\u2069 \u200f")  # overrides/isolates go, RLM stays
@@ -386,7 +386,8 @@ def test_cli_is_not_restricted_by_the_public_policy(capsys, tiny_model_dir, monk
 def test_cli_control_characters_and_bad_bytes(capsys, tiny_model_dir, monkeypatch):
     code, out, err = cli(capsys, *_gen(tiny_model_dir, "--prompt", "the fox\x00\x1b and \udcff dog"))
     assert code == 0, err
-    assert "note: The prompt was cleaned: removed 2 control characters and replaced 1 invalid character" in err
+    clean = sanitize_prompt("the fox\x00\x1b and \udcff dog")  # the note's wording: tests/test_messages.py
+    assert (clean.removed_controls, clean.replaced_invalid) == (2, 1) and f"note: {clean.note}" in err
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"the quick \xff\xfe brown fox"), encoding="utf-8"))
     code, out, err = cli(capsys, *_gen(tiny_model_dir, "--prompt", "-"))
     assert code == 0, err

@@ -11,6 +11,8 @@ import re
 import pytest
 
 from app import batching, device
+from app.batching.sweep_reading import reading
+from specviz.core.verdict import FASTER, NOISY, NOT_FINDING, SAME, SLOWER
 
 
 def _last(gen) -> tuple:
@@ -185,6 +187,12 @@ def _row(batch: int, speedups: list[float], tokens: float = 2.33, cost: float = 
             "speculative_tps": 10.0 * median, "step_ms": 80.0, "verify_ms": 80.0 * cost, "predicted": None}
 
 
+def _read(row: dict, busy: bool = False) -> tuple:
+    """(word, median, lowest, highest repeat) of a sweep row's reading, rounded as its cell shows them."""
+    read = reading(row, busy)
+    return read.word, round(read.value, 2), round(read.low, 2), round(read.high, 2)
+
+
 def test_repeats_all_on_one_side_of_one_are_a_finding_however_wide():
     """Seen in the browser: at B = 1 every repeat was 1.84x to 2.44x, and the table said "too noisy to tell". A spread
     wider than NOISY_SPREAD hides nothing when every repeat is faster (or every one slower): it says so, with the
@@ -194,12 +202,14 @@ def test_repeats_all_on_one_side_of_one_are_a_finding_however_wide():
     across = _row(4, [0.85, 1.05, 1.20])  # 41 % apart, on both sides of 1
     even = _row(8, [0.95, 1.00, 1.05])  # on both sides of 1, within 25 %
     assert [batching.verdict(r) for r in (faster, slower, across, even)] == ["pays", "loses", "noisy", "even"]
+    # the cells' words: Verdict.cell (tests/test_verdict.py); here, each row's reading and its median and range
+    assert [_read(r) for r in (faster, slower, across, even)] == [
+        (FASTER, 2.15, 1.84, 2.44), (SLOWER, 0.62, 0.55, 0.75), (NOISY, 1.05, 0.85, 1.20), (SAME, 1.00, 0.95, 1.05)]
     assert [batching.speedup_text(r) for r in (faster, slower, across, even)] == [
-        "2.15× faster (1.84–2.44×)", "0.62× slower (0.55–0.75×)", "too noisy to tell: 1.05× measured (0.85–1.20×)",
-        "1.00× about the same (0.95–1.05×)"]
+        reading(r).cell() for r in (faster, slower, across, even)]
     table = batching.sweep_table({"k": 4, "rows": [faster, slower, across, even]})
     column = table["headers"].index("Speedup (repeats)")
-    assert table["data"][0][column] == "2.15× faster (1.84–2.44×)"
+    assert table["data"][0][column] == batching.speedup_text(faster)
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [faster, slower, across], "cpu_others": 0.0})
     assert lesson.startswith("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.21) up "
                              "to B = 4, so speculation pays at B = 1 (2.15×, every repeat faster: 1.84–2.44×)"), lesson
@@ -223,15 +233,17 @@ def test_an_impossible_row_stays_too_noisy_and_a_busy_machine_hides_no_finding()
     too_fast = _row(1, [2.6, 2.7, 2.8], tokens=2.0)
     assert batching.verdict(too_fast) == "noisy"
     # wholly above 1, so not "too noisy to tell": it says its own reason (issue 34, the one rule)
-    assert batching.speedup_text(too_fast) == ("2.70× (2.60–2.80×), not a finding: faster than its 2.0 tokens per "
-                                               "pass allow")
+    assert _read(too_fast) == (NOT_FINDING, 2.70, 2.60, 2.80)
+    assert batching.speedup_text(too_fast) == reading(too_fast).cell() and "its 2.0 tokens per pass" in \
+        reading(too_fast).reason
     close = _row(4, [0.95, 1.00, 1.05])  # about the same when quiet
     busy = {"k": 4, "device": "CPU", "rows": [_row(1, [1.42, 1.60, 1.76]), _row(2, [0.5, 0.55, 0.6]), close],
             "cpu_others": 0.45}
     table = batching.sweep_table(busy)
     column = table["headers"].index("Speedup (repeats)")
-    assert [r[column] for r in table["data"]] == ["1.60× faster (1.42–1.76×)", "0.55× slower (0.50–0.60×)",
-                                                  "too noisy to tell: 1.00× measured (0.95–1.05×)"]
+    assert [r[column] for r in table["data"]] == [reading(r, busy=True).cell() for r in busy["rows"]]
+    assert [_read(r, busy=True) for r in busy["rows"]] == [
+        (FASTER, 1.60, 1.42, 1.76), (SLOWER, 0.55, 0.50, 0.60), (NOISY, 1.00, 0.95, 1.05)]
     traces = {t.name: t for t in batching.sweep_figure(busy).data}
     assert list(traces["measured (median of 3; bars: repeats)"].x) == [1, 2]
     assert list(traces["too noisy to tell (repeats on both sides of 1, other programs busy)"].x) == [4]

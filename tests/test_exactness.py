@@ -66,8 +66,9 @@ def test_the_text_output_says_where_and_why_ids_differ():
                           "baseline_tokens_per_s": 18.0, "decode_speedup_verdict": "too short", "speedup": 1.1,
                           "decode_speedup_reading": "too short to tell"}}
     text = _summary(record, "tiny (bfloat16)")
-    assert ("ids differ from standard decoding at token 11 (top-2 gap 0.25, bfloat16: verification and step run "
-            "different kernels)") in text
+    said = divergence_line({"ids_identical_to_standard": False, "first_divergence": 11, "top2_gap": 0.25,
+                            "reason": "bfloat16: verification and step run different kernels"})
+    assert said in text  # the sentence's wording: test_first_divergence_and_its_record
 
 
 @pytest.mark.kernels
@@ -95,8 +96,8 @@ def test_bench_rows_compare_with_standard_decoding(tiny_model_dir, tmp_path):
     assert results["ours/ngram@k3"]["first_divergence"] == 2 and results["ours/ngram@k3"]["top2_gap"] == 0.03
     assert "different kernels" in results["ours/ngram@k3"]["divergence_reason"]
     result["prompts"][0]["results"]["ours/ngram@k3"].update(results["ours/ngram@k3"])
-    assert ("p1 ours/ngram@k3: ids differ from standard decoding at token 2 (top-2 gap 0.03, bfloat16"
-            in format_bench(result))
+    said = divergence_line(results["ours/ngram@k3"] | {"reason": results["ours/ngram@k3"]["divergence_reason"]})
+    assert "token 2 (top-2 gap 0.03, bfloat16" in said and f"p1 ours/ngram@k3: {said}" in format_bench(result)
 
 
 def test_operator_dtype_setting():

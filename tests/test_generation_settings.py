@@ -69,7 +69,8 @@ def test_cli_greedy_compare_stays_identical_with_a_repetition_penalty(capsys, ti
     settings = run["settings"]
     assert settings["repetition_penalty"] == 1.3 and settings["no_repeat_ngram_size"] == 3
     assert settings["logit_bias"] == {"5": "-inf"} and settings["temperature"] == 0.0
-    assert run["settings_changed"] == "repetition penalty 1.3 · no-repeat 3-grams · 1 banned id"
+    asked = SamplingConfig(repetition_penalty=1.3, no_repeat_ngram_size=3, logit_bias=((5, -math.inf),))
+    assert run["settings_changed"] == gs.settings_summary(asked)  # its wording: test_parsing_the_text_forms
     code, [plain], err = _generate(capsys, tiny_model_dir, *drafter)
     assert code == 0 and plain["token_ids"] != run["token_ids"], "the settings changed nothing"
 
@@ -295,7 +296,7 @@ def test_stepper_probabilities_are_the_processed_ones(tiny_target, tiny_draft, t
     for _ in recorder.events():
         pass
     recording = recorder.recording()
-    assert recording.processing == "repetition penalty 1.5 · presence penalty 0.5"
+    assert recording.processing == gs.settings_summary(sampling) and "repetition penalty 1.5" in recording.processing
     assert recording.rejections, "the run needs a rejection to show"
     committed, unprocessed_differs = list(prompt), False
     plain = SamplingConfig(temperature=temperature)
@@ -320,7 +321,7 @@ def test_stepper_probabilities_are_the_processed_ones(tiny_target, tiny_draft, t
     stepper.next_rejection()
     from app.classroom import table_html
 
-    assert "p and q after repetition penalty 1.5 · presence penalty 0.5" in table_html(stepper)
+    assert f"p and q after {recording.processing}" in table_html(stepper)
 
 
 def test_classroom_takes_a_repetition_penalty(tiny_model_dir):

@@ -216,7 +216,7 @@ def test_a_run_during_which_other_programs_took_the_cpus_shows_its_speedup_with_
     low, high = format_apart(judged.interval.low, judged.interval.high)
     assert f'<span class="sv-verdict-figure">{judged.value:.2f}×</span> <span class="sv-verdict-word">faster</span>' \
         in hero
-    assert f"95 % {low}–{high}× · other programs used 74% of the CPUs</div>" in hero
+    assert f"95 % {low}–{high}× · {judged.reason}</div>" in hero  # the reason's wording: asserted above
     assert "<details" in hero and "How this is judged" in hero and "flatter the speculative run" in hero
     assert hero.index("<details") > hero.index("sv-verdict-span")  # the explanation folded under the figure
     row = busy.summary()
@@ -233,9 +233,9 @@ def test_a_busy_run_whose_interval_spans_one_is_too_noisy_and_keeps_its_number()
     stats = busy.stats_html()
     assert "hero noisy sv-verdict" in stats and "hero good" not in stats and "hero bad" not in stats
     assert f'<span class="sv-verdict-figure">{judged.value:.2f}×</span> <span class="sv-verdict-word">too noisy to ' \
-        "tell</span>" in stats and "other programs used 45% of the CPUs" in stats
+        "tell</span>" in stats and judged.reason in stats and "45%" in judged.reason
     assert busy.summary().speedup is None and busy.summary().speedup_note == "too noisy"
-    assert busy.summary().speedup_reason == "other programs used 45% of the CPU"
+    assert busy.summary().speedup_reason == busy.noise_reason() and "45%" in busy.noise_reason()
 
 
 def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slower():
@@ -250,7 +250,7 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     value = stats[stats.index('<div class="card-value">'):stats.index("<details")]  # the figure, its interval
     assert "hero bad sv-verdict" in stats and "too noisy" not in value
     assert f'{judged.value:.2f}×</span> <span class="sv-verdict-word">slower' in value
-    assert "other programs used 74% of the CPUs" in stats and "slower still" in stats
+    assert judged.reason in stats and "74%" in judged.reason and "slower still" in stats
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
     assert row.speedup_reason is None and "0.5" in render.history_html([row])
@@ -647,13 +647,7 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     from app import arena, batching, classroom
     from specviz.runtime.policy import current_policy
 
-    assert inputs.clamp_notice(5000, "Max new tokens", 1, 1024, "the server's limit") == (
-        1024, "Max new tokens is at most 1024 here (the server's limit); using 1024.")
-    assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4; "
-                                                                          "using 4.")
-    assert inputs.clamp_notice(-1, "Temperature", 0, 2) == (0, "Temperature is at least 0; using 0.")
-    in_range_or_no_number = (1, 64, 12.5, None, "", "abc", float("nan"), True)
-    assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
+    # the sentences' wording: tests/test_messages.py (clamp_notice); here, that every slider says them
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     released = {names[target]: fn for fn in demo.fns.values() for target, event in fn.targets if event == "release"}
@@ -686,11 +680,16 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
         assert f"{name} is at most {top} here" in status and f"using {top}." in status, status
     assert "SPECVIZ_MAX_NEW_TOKENS" in released["max-new-tokens"].fn(10 ** 6)[1]  # who sets the Live tab's end
     box, status = released["batching-max-new-tokens"].fn(1)
-    assert box["value"] == 4 and "Max new tokens per row is at least 4; using 4." in status
+    assert box["value"] == 4 and _said(inputs.clamp_notice(1, "Max new tokens per row", 4, 128)) in status
     box, status = released["draft-length"].fn(0)
-    assert box["value"] == 1 and "Draft length k is at least 1; using 1." in status
+    assert box["value"] == 1 and _said(inputs.clamp_notice(0, "Draft length k", 1, live.controls.MAX_K)) in status
     box, status = released["temperature"].fn(-1)
-    assert box["value"] == 0 and "Temperature is at least 0; using 0." in status
+    assert box["value"] == 0 and _said(inputs.clamp_notice(-1, "Temperature", 0, 2)) in status
+
+
+def _said(notice: tuple) -> str:
+    """A notice's sentence (``(value used, sentence)``, from its builder) as the status line's HTML shows it."""
+    return html.escape(notice[1])
 
 
 def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
@@ -700,20 +699,13 @@ def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
     (preprocess off), so no Gradio check runs first, and nothing raises."""
     from app import batching
 
-    notice = inputs.number_notice(-3, inputs.TOP_K)
-    assert notice == (0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0.")
+    notice = inputs.number_notice(-3, inputs.TOP_K)  # the sentences' wording: tests/test_messages.py
+    assert notice[0] == 0
     with pytest.raises(inputs.InputError) as refused:  # the Run path says the same words
         inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0,
                                    k=4, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=-3, seed=0,
                                    max_new_tokens=64, stop_strings="", chat_template=True))
     assert notice[1] == f"{refused.value} Using 0."
-    assert inputs.number_notice(1.5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 1.5). Using 0.99.")
-    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
-    assert inputs.number_notice(-2, inputs.EXIT_LAYER, inputs.parse_exit_layer) == (
-        0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
-           "(got -2). Using 0 (half the target's layers).")
-    assert inputs.number_notice([1], inputs.REPETITION_PENALTY) == (1.0, "Repetition penalty must be a number. "
-                                                                          "Using 1 (off).")
     accepted = ((0, inputs.TOP_K), (None, inputs.SEED), ("", inputs.MIN_P), (1.3, inputs.REPETITION_PENALTY),
                 (-2, inputs.FREQUENCY_PENALTY), (2, inputs.PRESENCE_PENALTY), (64, inputs.NO_REPEAT_NGRAM_SIZE))
     assert [inputs.number_notice(v, f) for v, f in accepted] == [None] * len(accepted)
@@ -736,14 +728,14 @@ def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
     with pytest.warns(UserWarning):
         update, status = left["batching-check-n"].fn(10 ** 9)
     assert update["value"] == batching.MAX_N
-    assert "N runs per side must be between 20 and 1000 (got 1000000000). Using 1000." in status  # the label's name
+    assert _said(inputs.number_notice(10 ** 9, batching.N_FIELD)) in status
     assert batching.N_FIELD.name in "N runs per side (20–1000)"
     with pytest.warns(UserWarning):
         update, status = left["top-k"].fn(-3)
-    assert update["value"] == 0 and "Top-k must be between 0 and 1,000,000 (got -3). Using 0." in status
+    assert update["value"] == 0 and _said(notice) in status
     with pytest.warns(UserWarning):
         update, status = left["arena-min-p"].fn(5)
-    assert update["value"] == 0.99 and "Min-p must be between 0 and 0.99 (got 5). Using 0.99." in status
+    assert update["value"] == 0.99 and _said(inputs.number_notice(5, inputs.MIN_P)) in status
 
 
 def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left(tiny_model_dir):
@@ -755,21 +747,24 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
     spec = str(tiny_model_dir)
     loaded = load_model(spec, device="cpu")  # in the process's model cache now (another test may have dropped it)
     label = loaded.label  # 4 layers: exits after 1..3
-    bound = (f"The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 for {label}, which has "
-             "4 layers")
-    assert inputs.exit_layer_notice(100, spec) == (3, f"{bound} (got 100). Using 3.")
-    assert inputs.exit_layer_notice(4, f" {spec} ") == (3, f"{bound} (got 4). Using 3.")
-    assert inputs.exit_layer_notice(10 ** 5, spec) == (3, f"{bound} (got 100000). Using 3.")
+    def fit(value) -> tuple:
+        """The notice for ``value`` against this target's own layers and label (wording: tests/test_messages.py)."""
+        used, message = inputs.fit_exit_layer(value, 4, label)
+        return used or 0, message
+
+    assert all(f"1 to 3 for {label}, which has 4 layers" in fit(v)[1] for v in (100, 4, 10 ** 5, -2))
+    assert inputs.exit_layer_notice(100, spec) == fit(100) and fit(100)[0] == 3
+    assert inputs.exit_layer_notice(4, f" {spec} ") == fit(4) and fit(4)[0] == 3
+    assert inputs.exit_layer_notice(10 ** 5, spec) == fit(10 ** 5) and fit(10 ** 5)[0] == 3
     assert [inputs.exit_layer_notice(v, spec) for v in (3, 1, 0, None, "")] == [None] * 5
     assert inputs.exit_layer_notice(-2, spec)[0] == 0 and inputs.exit_layer_notice(2.5, spec)[0] == 2
-    assert inputs.exit_layer_notice(-2, spec) == (0, f"{bound} (got -2). Using 0 (half the target's layers).")  # alike
-    with pytest.raises(inputs.InputError, match=f"^{re.escape(bound)} \\(got 4\\)\\.$"):  # the Run path's words
+    assert inputs.exit_layer_notice(-2, spec) == fit(-2)  # below 1 alike: 0, the default
+    with pytest.raises(inputs.InputError) as refused:  # the Run path's words
         inputs.check_exit_layer(4, loaded)
+    assert fit(4)[1] == f"{refused.value} Using 3."
     unloaded = "someone/never-loaded-model"
     assert inputs.exit_layer_notice(100, unloaded) is None  # its layers are unknown until a run loads it
-    assert inputs.exit_layer_notice(10 ** 5, unloaded) == (
-        0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
-           "(got 100000). Using 0 (half the target's layers).")
+    assert inputs.exit_layer_notice(10 ** 5, unloaded) == (0, inputs.fit_exit_layer(10 ** 5)[1])  # layers unknown
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
@@ -778,7 +773,7 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
         assert [names[block._id] for block in fn.inputs] == [elem_id, target_id]
         with pytest.warns(UserWarning, match="Using 3"):
             update, status = fn.fn(100, spec)
-        assert update["value"] == 3 and html.escape(f"{bound} (got 100). Using 3.") in status
+        assert update["value"] == 3 and _said(fit(100)) in status
         assert all(v == {"__type__": "update"} for v in fn.fn(2, spec))
 
 
@@ -792,8 +787,9 @@ def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_conf
 
     spec = str(build_tiny_model(tmp_path / "six-layers", tiny_tokenizer, seed=5, num_layers=6))
     assert cached_model(spec) is None
-    bound = ("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 5 for six-layers, which has "
-             "6 layers")
+    def said(value) -> str:
+        """The notice for ``value`` against six-layers' own 6 layers (wording: tests/test_messages.py), as shown."""
+        return _said(inputs.fit_exit_layer(value, 6, "six-layers"))
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
@@ -801,13 +797,14 @@ def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_conf
         fn = left[elem_id]
         with pytest.warns(UserWarning, match="Using 5"):
             update, status = fn.fn(100, spec)
-        assert update["value"] == 5 and html.escape(f"{bound} (got 100). Using 5.") in status
+        assert update["value"] == 5 and said(100) in status
         with pytest.warns(UserWarning, match="Using 5"):
             update, status = fn.fn(6, f" {spec} ")
-        assert update["value"] == 5 and html.escape(f"{bound} (got 6). Using 5.") in status
+        assert update["value"] == 5 and said(6) in status
         assert all(v == {"__type__": "update"} for v in fn.fn(5, spec))  # its last layer but one: passes
         assert all(v == {"__type__": "update"} for v in fn.fn(1, spec))
-    assert inputs.exit_layer_notice(100, spec) == (5, f"{bound} (got 100). Using 5.")
+    assert inputs.exit_layer_notice(100, spec) == inputs.fit_exit_layer(100, 6, "six-layers")
+    assert "1 to 5 for six-layers, which has 6 layers" in said(100)  # the bound read from its config
     assert cached_model(spec) is None  # the checks read the config only
 
 
@@ -825,13 +822,12 @@ def test_an_emptied_number_box_gets_its_default_back_and_says_so():
         warnings.simplefilter("error")  # a toast outside a request is a UserWarning
         update, status = left["batching-check-n"].fn(None)
         assert update["value"] == batching.CHECK_N == 200
-        assert "N runs per side: the box was left empty, so it is set back to its default, 200." in status
+        assert _said(inputs.empty_notice(batching.N_FIELD)) in status  # wording: tests/test_messages.py
         for elem_id in ("seed", "arena-seed", "classroom-seed"):
             update, status = left[elem_id].fn("")
-            assert update["value"] == 0 and "Seed: the box was left empty, so it is set back to its default, 0." \
-                in status, elem_id
+            assert update["value"] == 0 and _said(inputs.empty_notice(inputs.SEED)) in status, elem_id
         update, status = left["arena-exit-layer"].fn(None, "embedded")
-        assert update["value"] == 0 and "its default, 0 (half the target&#x27;s layers)." in status
+        assert update["value"] == 0 and _said(inputs.empty_notice(inputs.EXIT_LAYER)) in status
     assert batching.parse_check("hi", 1.0, "ngram", None, False, "embedded", "").n == 200  # the run agrees
 
 

@@ -12,8 +12,11 @@ import pytest
 from app import inputs
 
 TARGET = SimpleNamespace(num_layers=30, label="SmolLM2-135M-Instruct")
-BOUND = ("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for "
-         "SmolLM2-135M-Instruct, which has 30 layers")
+
+
+def _note(value) -> str:
+    """The sentence for early-exit layer ``value`` against TARGET's own layers (wording: tests/test_messages.py)."""
+    return inputs.fit_exit_layer(value, TARGET.num_layers, TARGET.label)[1]
 
 
 def test_a_layer_the_loaded_target_has_is_used_as_asked():
@@ -22,8 +25,9 @@ def test_a_layer_the_loaded_target_has_is_used_as_asked():
 
 
 def test_a_layer_beyond_the_loaded_target_takes_its_last_layer_but_one_and_says_so():
-    assert inputs.fit_loaded_exit_layer(30, TARGET) == (29, f"{BOUND} (got 30). Using 29.")
-    assert inputs.fit_loaded_exit_layer(100, TARGET) == (29, f"{BOUND} (got 100). Using 29.")
+    assert inputs.fit_loaded_exit_layer(30, TARGET) == (29, _note(30))
+    assert inputs.fit_loaded_exit_layer(100, TARGET) == (29, _note(100))
+    assert "1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 30)" in _note(30)  # the target's own bound
     # the same sentence as the box's toast when the target's layers are known before the run
     assert inputs.fit_exit_layer(100, 30, TARGET.label) == inputs.fit_loaded_exit_layer(100, TARGET)
 
@@ -41,7 +45,7 @@ def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
                                           top_k=0, seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert settings.exit_layer == 100 and not settings.notes
     fitted, note = inputs.fit_settings_exit_layer(settings, TARGET)
-    assert note == f"{BOUND} (got 100). Using 29."
+    assert note == _note(100) and "(got 100). Using 29." in note
     assert fitted.exit_layer == 29 and fitted.notes == (note,) and fitted.prompt == "hi" and fitted.k == 3
     same = inputs.parse_settings(dict(prompt="hi", target="embedded", drafter="early-exit", draft_model="",
                                       exit_layer=12, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0,
@@ -128,9 +132,9 @@ def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is
     k = sliders["draft-length"]
     assert (k.minimum, k.maximum) == (1, 16)
     update, status = clamped(99, "Draft length k", k.minimum, k.maximum)
-    assert update["value"] == 16 and "Draft length k is at most 16 here; using 16." in status
+    assert update["value"] == 16 and inputs.clamp_notice(99, "Draft length k", 1, 16)[1] in status
     update, status = clamped(0, "Draft length k", k.minimum, k.maximum)
-    assert update["value"] == 1 and "Draft length k is at least 1; using 1." in status
+    assert update["value"] == 1 and inputs.clamp_notice(0, "Draft length k", 1, 16)[1] in status
 
 
 def test_the_settings_are_one_mapping_by_name_with_the_later_inputs_optional():

@@ -4,6 +4,10 @@ hatched and say so; a Why-tab cost ratio below 1 (more tokens faster than one) r
 from __future__ import annotations
 
 from app import arena, why
+from app.arena.verdicts import _noise_word, noise_text, speedup_reading
+from specviz.core.verdict import FASTER, NOISY, NOT_FINDING
+
+DECODE = "decode_speedup"  # the cells' wording: tests/test_messages.py; here, which reading each row gets and where
 
 
 def _row(variant: str, drafter: str, drift: float | None, speedup: float = 1.07) -> dict:
@@ -26,13 +30,14 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
     bars = {(t.name, t.yaxis): t for t in figure.data}
     speed = bars[("ngram k=4", "y4")]
     assert speed.marker.pattern.shape == ("/",)
-    assert "(too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart)" in speed.text[0]
+    assert speedup_reading(rows[1]).word == NOISY and "36%" in noise_text(rows[1]) and "drifted" in noise_text(rows[1])
+    assert _noise_word(rows[1]) in speed.text[0]
     assert bars[("eagle k=4", "y4")].marker.pattern.shape == ("",)
     assert bars[("medusa k=4", "y4")].marker.pattern.shape == ("",)  # 1.24–1.69: faster, baselines unsteady
     column = arena.table(rows)["headers"].index("Speedup, decode")
-    assert [r[column] for r in arena.table(rows)["data"]][1:] == [
-        "too noisy to tell: 1.07× measured (0.92–1.25×), baselines drifted 36% apart", "1.07× faster (1.04–1.10×)",
-        "1.45× faster (1.24–1.69×)"]
+    assert [r[column] for r in arena.table(rows)["data"]][1:] == [arena.speedup_cell(r, DECODE) for r in rows[1:]]
+    assert [(v.word, v.value, f"{v.low:.2f}–{v.high:.2f}") for v in map(speedup_reading, rows[1:])] == [
+        (NOISY, 1.07, "0.92–1.25"), (FASTER, 1.07, "1.04–1.10"), (FASTER, 1.45, "1.24–1.69")]
     assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
     assert any("hatched bars: too noisy to tell" in a.text and "or not a finding (above its tokens per pass)" in a.text
                for a in figure.layout.annotations)
@@ -49,17 +54,19 @@ def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
     rows = [_row("standard", arena.BASELINE, None), impossible, possible]
     cells = arena.table(rows)["data"]
     column = arena.table(rows)["headers"].index("Speedup, decode")
-    assert cells[1][column] == "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow"
+    read = speedup_reading(impossible)
+    assert (read.word, read.value, read.low, read.high) == (NOT_FINDING, 3.56, 3.40, 3.71)
+    assert cells[1][column] == arena.speedup_cell(impossible, DECODE) == read.cell() and "1.5 tokens" in read.cell()
     assert cells[2][column] == "1.50 (one run: no spread)" and cells[0][column] == "1.07 (reference)"
     assert arena.noisy_rows(rows) == 1
     speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
-    assert speed.marker.pattern.shape == ("/",) and "(not a finding: faster than its 1.5 tokens per pass allow)" in \
-        speed.text[0] and "too noisy" not in speed.text[0]
+    assert speed.marker.pattern.shape == ("/",) and _noise_word(impossible) in speed.text[0] \
+        and NOISY not in speed.text[0]
     noise = {r["variant"]: r["noise"] for r in arena.with_verdicts(rows)}  # the downloads say what the page says
-    assert noise["ngram k=4"] == "not a finding: faster than its 1.5 tokens per pass allow" in cells[1][column]
+    assert noise["ngram k=4"] == noise_text(impossible) == read.why_not() in cells[1][column]
     drifted = impossible | {"baseline_drift": 0.16}
-    assert arena.table([drifted])["data"][0][column] == ("3.56× (3.40–3.71×), not a finding: faster than its 1.5 "
-                                                          "tokens per pass allow; baselines drifted 16% apart")
+    assert arena.table([drifted])["data"][0][column] == arena.speedup_cell(drifted, DECODE)
+    assert arena.speedup_cell(drifted, DECODE) == f"{read.cell()}; baselines drifted 16% apart"
 
 
 def test_a_cost_ratio_below_one_is_not_a_finding_and_says_why():

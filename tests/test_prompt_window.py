@@ -15,6 +15,7 @@ import dataclasses
 import importlib.util
 import json
 import re
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -143,8 +144,8 @@ def test_the_draft_model_does_not_change_the_prompt_the_target_reads(tiny_target
     drafted, note, _ = inputs.fit_prompt_for(settings, tiny_target, ModelDrafter(short_draft.model, "short"))
     assert drafted == alone and len(alone) == 512 - 16 - 4 - 1  # the target's window sets the budget: 491
     assert "cut" in alone_note and "draft model's window" not in alone_note
-    assert note.startswith(alone_note) and "The draft model's window is 128 tokens" in note
-    assert "the target decodes alone" in note
+    said = window_note(ModelDrafter(short_draft.model, "short"), len(alone), 16)  # wording: tests/test_messages.py
+    assert note.startswith(alone_note) and said and said in note and f"{DRAFT_WINDOW} tokens" in said
 
 
 def test_cli_compare_same_prompt_and_note(capsys, tiny_model_dir, short_draft_dir):
@@ -162,8 +163,8 @@ def test_cli_compare_same_prompt_and_note(capsys, tiny_model_dir, short_draft_di
     assert run["token_ids"] == baseline["token_ids"] and run["compare"]["ids_identical"]
     assert run["drafted"] == 0  # the 499-token prompt is longer than the draft's window: the target decodes alone
     notes = [line for line in err.splitlines() if "draft model's window" in line]
-    assert notes == ["note: The draft model's window is 128 tokens, no longer than the 499-token prompt: it cannot "
-                     "draft, so the target decodes alone (same output, no speed-up)."]
+    said = window_note(SimpleNamespace(draft_window=DRAFT_WINDOW), 499, 8)  # wording: tests/test_messages.py
+    assert notes == [f"note: {said}"] and "cannot draft" in said
     assert "Traceback" not in err
 
 
@@ -186,8 +187,8 @@ def test_drafting_stops_at_the_draft_window_and_the_output_is_standard(tiny_targ
     assert outside and all(m == 0 for m in outside)
     assert any(e.draft_ids for e in spec[1:]) and not any(e.draft_ids for e in spec[-5:])
     note = window_note(drafter.inner, len(prompt_ids), 60)
-    assert note == (f"The draft model's window is 128 tokens: it drafts for the first {128 - len(prompt_ids)} new "
-                    f"tokens, then the target decodes alone (same output).")
+    assert note == window_note(SimpleNamespace(draft_window=DRAFT_WINDOW), len(prompt_ids), 60)  # its own window
+    assert f"first {DRAFT_WINDOW - len(prompt_ids)} new tokens" in note  # wording: tests/test_messages.py
 
 
 def test_window_note_only_when_the_run_outgrows_the_draft(tiny_target, short_draft):
@@ -354,13 +355,12 @@ def test_the_short_status_under_generate_keeps_a_cut_prompt_warning(chatml_model
     assert fitted.cut == f"its first {removed:,} tokens were removed (an instruction there no longer reaches the model)"
     status = render.status_html("Done: 4 tokens in 1 s", "done", notes=["Another note, dropped here.", fitted.note])
     short = live.progress_html(status, fitted.cut)
-    assert (f'<small class="sv-progress-cut">⚠ Prompt cut: its first {removed:,} tokens were removed (an instruction '
-            "there no longer reaches the model).</small>") in short
+    assert f'<small class="sv-progress-cut">⚠ Prompt cut: {fitted.cut}.</small>' in short  # the cut's words: above
     assert short.index("sv-progress-cut") > short.index("</div>")  # outside the status copy, whose notes are hidden
     plain = inputs.fit_prompt_for(dataclasses.replace(settings, chat_template=False), chatml_model)
     plain_cut = re.search(r"([\d,]+) tokens were removed", plain.note).group(1)
     assert plain.cut == f"its first {plain_cut} tokens were removed"
-    assert (f"⚠ Prompt cut: its first {plain_cut} tokens were removed.</small>"
+    assert (f"⚠ Prompt cut: {plain.cut}.</small>"
             in live.progress_html(render.status_html("Done", "done", notes=[plain.note]), plain.cut))
     assert "sv-progress-cut" not in live.progress_html(status)  # no cut given: the note's words alone add nothing
     whole = inputs.fit_prompt_for(dataclasses.replace(settings, max_prompt_tokens=None), chatml_model)

@@ -1,0 +1,185 @@
+"""The wording of each user-facing message, checked once, where it is built, from its inputs.
+
+Every other test asserts on behaviour and values (the value used, the status line's kind, that the sentence is
+shown) and compares with the builder's own output (``clamp_notice(...)[1] in status``), so a rewording changes this
+file only. Builders covered: the input notices of :mod:`app.input_fields` (a slider's clamp, a number box's refusal,
+an emptied box, the early-exit layer), the Arena's max-new-tokens notice, and :func:`app.messages.message_for`.
+"""
+
+from __future__ import annotations
+
+from app import inputs
+from app.batching.check_job import N_FIELD
+from app.messages import message_for
+
+
+def test_a_number_typed_outside_a_sliders_range_is_said_in_one_sentence():
+    assert inputs.clamp_notice(5000, "Max new tokens", 1, 1024, "the server's limit") == (
+        1024, "Max new tokens is at most 1024 here (the server's limit); using 1024.")
+    assert inputs.clamp_notice(99, "Draft length k", 1, 16) == (16, "Draft length k is at most 16 here; using 16.")
+    assert inputs.clamp_notice(0, "Draft length k", 1, 16) == (1, "Draft length k is at least 1; using 1.")
+    assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4; "
+                                                                          "using 4.")
+    assert inputs.clamp_notice(-1, "Temperature", 0, 2) == (0, "Temperature is at least 0; using 0.")
+    in_range_or_no_number = (1, 64, 12.5, None, "", "abc", float("nan"), True)
+    assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
+
+
+def test_the_arenas_max_new_tokens_notice_names_the_end_a_run_uses():
+    from app import arena as arena_tab
+
+    assert arena_tab.max_new_tokens_used(3) == (8, "Max new tokens per run is at least 8; using 8.")
+    assert arena_tab.max_new_tokens_used("300") == (256, "Max new tokens per run is at most 256 here; using 256.")
+
+
+def test_a_number_box_a_run_refuses_says_the_runs_own_message_and_the_value_used():
+    assert inputs.number_notice(-3, inputs.TOP_K) == (0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0.")
+    assert inputs.number_notice(1.5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 1.5). Using 0.99.")
+    assert inputs.number_notice(5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 5). Using 0.99.")
+    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
+    assert inputs.number_notice(10 ** 9, N_FIELD) == (
+        1000, "N runs per side must be between 20 and 1000 (got 1000000000). Using 1000.")
+    assert inputs.number_notice(-2, inputs.EXIT_LAYER, inputs.parse_exit_layer) == (
+        0, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
+           "(got -2). Using 0 (half the target's layers).")
+    assert inputs.number_notice([1], inputs.REPETITION_PENALTY) == (1.0, "Repetition penalty must be a number. "
+                                                                          "Using 1 (off).")
+
+
+def test_a_repetition_penalty_of_0_is_refused_with_the_value_that_is_off():
+    try:
+        inputs.REPETITION_PENALTY.parse(0)
+    except inputs.InputError as error:
+        assert str(error) == "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off)."
+    else:
+        raise AssertionError("a repetition penalty of 0 was accepted")
+
+
+def test_an_emptied_box_says_it_is_set_back_to_its_default():
+    assert inputs.empty_notice(inputs.SEED) == (0, "Seed: the box was left empty, so it is set back to its default, 0.")
+    assert inputs.empty_notice(N_FIELD) == (
+        200, "N runs per side: the box was left empty, so it is set back to its default, 200.")
+    assert inputs.empty_notice(inputs.EXIT_LAYER) == (
+        0, "The early-exit layer: the box was left empty, so it is set back to its default, 0 (half the target's "
+           "layers).")
+
+
+def test_an_early_exit_layer_the_target_lacks_names_the_targets_own_bound():
+    bound = ("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for "
+             "SmolLM2-135M-Instruct, which has 30 layers")
+    assert inputs.fit_exit_layer(100, 30, "SmolLM2-135M-Instruct") == (29, f"{bound} (got 100). Using 29.")
+    assert inputs.fit_exit_layer(-2, 30, "SmolLM2-135M-Instruct") == (
+        None, f"{bound} (got -2). Using 0 (half the target's layers).")
+    assert inputs.fit_exit_layer(2.5, 30, "SmolLM2-135M-Instruct") == (
+        2, "The early-exit layer must be a whole number (got 2.5). Using 2.")
+    assert inputs.fit_exit_layer(10 ** 5) == (
+        None, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
+              "(got 100000). Using 0 (half the target's layers).")
+
+
+def test_any_error_becomes_one_sentence_for_the_visitor():
+    assert message_for(ValueError("Draft length k must be between 1 and 16 (got 99).")) == (
+        "Draft length k must be between 1 and 16 (got 99).")
+    assert message_for(ValueError()) == "Invalid input."
+    assert message_for(NotImplementedError("trees with sampling")) == "Not supported yet: trees with sampling"
+    assert message_for(RuntimeError("CUDA error: out of memory\nmore lines")) == (
+        "Something went wrong (RuntimeError: CUDA error: out of memory). The details are in the server log.")
+
+
+def _arena_row(drift: float | None, speedup: float, low: float | None, high: float | None) -> dict:
+    """A method's pooled Arena row at 1.5 tokens per pass, its decoding speedup spanning [low, high]."""
+    return {"variant": "ngram k=4", "drafter": "ngram", "baseline_drift": drift, "tokens_per_pass": 1.5,
+            "decode_speedup": speedup, "decode_speedup_low": low, "decode_speedup_high": high}
+
+
+def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
+    from app.arena import verdicts
+    from app.arena.tables import speedup_cell
+
+    noisy = _arena_row(0.36, 1.07, 0.92, 1.25)
+    assert speedup_cell(noisy, "decode_speedup") == (
+        "too noisy to tell: 1.07× measured (0.92–1.25×), baselines drifted 36% apart")
+    assert verdicts.noise_text(noisy) == "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart"
+    assert verdicts._noise_word(noisy) == (
+        "(too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart)")
+    assert speedup_cell(_arena_row(0.36, 1.45, 1.24, 1.69), "decode_speedup") == "1.45× faster (1.24–1.69×)"
+    impossible = _arena_row(0.09, 3.56, 3.40, 3.71)
+    assert speedup_cell(impossible, "decode_speedup") == (
+        "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow")
+    assert verdicts.noise_text(impossible) == "not a finding: faster than its 1.5 tokens per pass allow"
+    assert speedup_cell(impossible | {"baseline_drift": 0.16}, "decode_speedup") == (
+        "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow; baselines drifted 16% apart")
+    assert verdicts.noise_text(_arena_row(0.31, 1.2, None, None)) == "not a finding: baselines drifted 31% apart"
+    assert speedup_cell(_arena_row(None, 1.5, None, None), "decode_speedup") == "1.50 (one run: no spread)"
+
+
+def test_a_speedup_cell_says_its_word_its_median_and_its_range():
+    """:meth:`specviz.core.verdict.Verdict.cell`, the table cell the Batching and Arena tabs show (more of its wording:
+    tests/test_verdict.py)."""
+    from specviz.core.verdict import read_speedup
+
+    assert read_speedup(2.15, 1.84, 2.44).cell() == "2.15× faster (1.84–2.44×)"
+    assert read_speedup(0.62, 0.55, 0.75).cell() == "0.62× slower (0.55–0.75×)"
+    assert read_speedup(1.05, 0.85, 1.20).cell() == "too noisy to tell: 1.05× measured (0.85–1.20×)"
+    assert read_speedup(1.00, 0.95, 1.05).cell() == "1.00× about the same (0.95–1.05×)"
+    assert read_speedup(1.00, 0.95, 1.05, busy="other programs busy").cell() == (
+        "too noisy to tell: 1.00× measured (0.95–1.05×)")
+    assert read_speedup(2.70, 2.60, 2.80, impossible="faster than its 2.0 tokens per pass allow").cell() == (
+        "2.70× (2.60–2.80×), not a finding: faster than its 2.0 tokens per pass allow")
+
+
+def test_a_sampling_run_asked_for_a_tree_is_told_it_drafts_a_chain():
+    assert inputs.TREE_SAMPLING_NOTE == "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
+
+
+def test_a_cleaned_prompt_says_what_was_removed_and_replaced():
+    from specviz.runtime.models.prompts import sanitize_prompt
+
+    assert sanitize_prompt("a\x00b\x1bc \ud800d \udcff").note == (
+        "The prompt was cleaned: removed 2 control characters and replaced 2 invalid characters (unpaired surrogates) "
+        "with \ufffd.")
+    assert sanitize_prompt("a\x00b \ud800").note == (
+        "The prompt was cleaned: removed 1 control character and replaced 1 invalid character (unpaired surrogates) "
+        "with \ufffd.")
+    assert sanitize_prompt("a\x00b").note == "The prompt was cleaned: removed 1 control character."
+    assert sanitize_prompt("plain text").note == ""
+
+
+def test_a_draft_models_window_shorter_than_the_run_is_said():
+    from types import SimpleNamespace
+
+    from specviz.drafters.model import window_note
+
+    short = SimpleNamespace(draft_window=128)
+    assert window_note(short, 499, 8) == ("The draft model's window is 128 tokens, no longer than the 499-token "
+                                          "prompt: it cannot draft, so the target decodes alone (same output, no "
+                                          "speed-up).")
+    assert window_note(short, 100, 60) == ("The draft model's window is 128 tokens: it drafts for the first 28 new "
+                                           "tokens, then the target decodes alone (same output).")
+    assert window_note(short, 100, 29) == ""
+
+
+def test_a_tuning_choice_is_summed_up_in_one_line():
+    from specviz.measure import tuning
+
+    assert tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True).summary() == (
+        "fast path, 2 threads, rows padded 1->2 (measured; the machine was busy)")
+
+
+def test_a_finished_runs_panel_names_the_pass_it_opens_and_lists_the_others():
+    from types import SimpleNamespace
+
+    from app.tree_view import best_pass, earlier_passes_html
+
+    passes = [SimpleNamespace(index=i, counted=c) for i, c in ((4, 1), (5, 3), (6, 2))]
+    assert best_pass(passes, 3, lambda p: p.counted, "the longest accepted path", "tree pass")[1] == (
+        "pass 5, the longest accepted path of the run's 3 tree passes")
+    assert best_pass(passes, 9, lambda p: p.index, "the most accepted tokens", "kept pass")[1] == (
+        "pass 6 (the latest), the most accepted tokens of the run's last 3 kept passes")
+    assert best_pass(passes[:1], 1, lambda p: p.counted, "the longest accepted path", "tree pass")[1] == (
+        "pass 4, the longest accepted path of the run's 1 tree pass")
+    assert earlier_passes_html("<x>", 5) == ('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
+                                             'passes, newest first (5 older not kept): click one to open it</div>'
+                                             '<x></div>')
+    assert earlier_passes_html("", 0).startswith('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
+                                                 'passes, newest first: click one to open it</div>')
