@@ -49,14 +49,16 @@ SETTING_NAMES = ("prompt", "target", "drafter", "draft_model", "exit_layer", "k"
                  "top_p", "top_k", "seed", "max_new_tokens", "stop_strings", "chat_template", "tree_nodes",
                  "confidence", "lookup", "min_p", "repetition_penalty", "frequency_penalty", "presence_penalty",
                  "no_repeat_ngram_size", "logit_bias", "banned_ids", "stop_token_ids", "window", "ngram",
-                 "candidates")
+                 "candidates", "weights")
 """The names of a generation's inputs, as :func:`parse_settings` reads them from one mapping (the Live tab's controls
 in this order, :data:`app.live.INPUTS`)."""
 OPTIONAL_SETTINGS = {"tree_nodes": 0, "confidence": None, "lookup": False, "min_p": 0.0, "repetition_penalty": 1.0,
                      "frequency_penalty": 0.0, "presence_penalty": 0.0, "no_repeat_ngram_size": 0, "logit_bias": "",
-                     "banned_ids": "", "stop_token_ids": "", "window": None, "ngram": None, "candidates": None}
+                     "banned_ids": "", "stop_token_ids": "", "window": None, "ngram": None, "candidates": None,
+                     "weights": None}
 """The inputs a mapping may leave out, with the value taken then (added after the first API clients were written:
-a chain with the default confidence gate, no lookup, no penalties, lookahead's default W, N, G)."""
+a chain with the default confidence gate, no lookup, no penalties, lookahead's default W, N, G, and the target's
+weights in the operator's format, :func:`parse_weights`)."""
 
 
 def fit_settings_exit_layer(settings: Settings, target) -> tuple[Settings, str | None]:
@@ -107,6 +109,8 @@ class Settings:
     window: int = LOOKAHEAD_DEFAULTS[0]
     ngram: int = LOOKAHEAD_DEFAULTS[1]
     candidates: int = LOOKAHEAD_DEFAULTS[2]
+    # the target's weight format (specviz.runtime.weights.FORMATS): the baseline and the speculative run both use it
+    weights: str = "float32"
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -211,6 +215,21 @@ def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
     return replace(settings, window=w, ngram=n, candidates=g, k=n - 1, k_schedule=schedule, notes=notes)
 
 
+def parse_weights(value) -> str:
+    """The target's weight format from the "Weights" control: one of :data:`specviz.runtime.weights.FORMATS` (case
+    and spaces ignored); None or "" = the operator's (``SPECVIZ_WEIGHTS``, else float32,
+    :func:`app.weights_setting.operator_weights`). Raises InputError (one sentence) for anything else."""
+    from app.weights_setting import operator_weights
+    from specviz.runtime.weights import FORMATS
+
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return operator_weights()
+    fmt = value.strip().lower() if isinstance(value, str) else value
+    if fmt not in FORMATS:
+        raise InputError(f"Unknown weight format {value!r}: choose {', '.join(FORMATS[:-1])} or {FORMATS[-1]}.")
+    return fmt
+
+
 K_SCHEDULES = {
     "fixed": "k stays as set",
     "heuristic": "adaptive k: +1 after a fully accepted pass, −1 after a rejection",
@@ -299,7 +318,8 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     gate, in [0, 0.95]; None or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head
     drafters (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
     (:func:`parse_generation_settings`). ``window``, ``ngram``, ``candidates``: lookahead's W, N and G
-    (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``policy`` defaults to the
+    (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``weights``: the target's weight
+    format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the
     environment's (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
     layers (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast
     names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
@@ -333,7 +353,7 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
         top_k=int(TOP_K.parse(v["top_k"])), seed=int(SEED.parse(v["seed"])),
         max_new_tokens=int(new_tokens), stop_strings=parse_stop_strings(v["stop_strings"]),
         chat_template=bool(v["chat_template"]), notes=tuple(notes), max_prompt_tokens=policy.max_prompt_tokens,
-        tree_nodes=nodes, min_confidence=gate, lookup=lookup,
+        tree_nodes=nodes, min_confidence=gate, lookup=lookup, weights=parse_weights(v["weights"]),
         **parse_generation_settings(*(v[name] for name in GENERATION_SETTING_NAMES)),
     ))
 

@@ -41,6 +41,7 @@ class RunSummary:
         identical: whether both runs made the same ids (greedy only; None when sampling).
         stopped: the visitor pressed Stop: the row holds what was made so far.
         settings: the generation settings off their defaults, in words ("" when none).
+        weights: the target's weight format ("float32", "bfloat16", "int8", "int4"; the Live tab's "Weights").
     """
 
     drafter: str = "none"
@@ -66,6 +67,7 @@ class RunSummary:
     identical: bool | None = None
     stopped: bool = False
     settings: str = ""
+    weights: str = "float32"
 
     @property
     def adaptive(self) -> bool:

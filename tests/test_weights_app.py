@@ -151,3 +151,84 @@ def test_the_weights_paragraph_says_where_the_step_is_memory_bound():
     assert weights_html(None) == ""
     bars = [t for t in weights_figure(_result(2.1)).data if t.name == "int4" and t.mode == "markers+text"][0]
     assert bars.error_y.array[0] == pytest.approx(4.0) and bars.error_y.arrayminus[0] == pytest.approx(2.0)
+
+
+# ------------------------------------------------------------------------------ the visitor's "Weights" choice
+
+
+def _live_run(tiny_model_dir, monkeypatch, **values) -> tuple[list, dict]:
+    """The Live handler on the tiny target with ``values`` added to :data:`ARGS`; (its outputs, the speculative
+    run's target and events)."""
+    seen: dict = {}
+    real_spec = live_run.speculative_generate
+
+    def spy(target, drafter, prompt_ids, config, *args, **kwargs):
+        seen.update(target=target, prompt_ids=list(prompt_ids), config=config, events=[])
+        for event in real_spec(target, drafter, prompt_ids, config, *args, **kwargs):
+            seen["events"].append(event)
+            yield event
+
+    monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    monkeypatch.setattr(live_run, "speculative_generate", spy)
+    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir), **values}, []))
+    assert not device.DEVICE.locked
+    return outs, seen
+
+
+def test_the_visitor_chooses_int8_and_both_runs_use_it(tiny_model_dir, monkeypatch):
+    outs, seen = _live_run(tiny_model_dir, monkeypatch, weights="int8")
+    target = seen["target"]
+    assert weights_of(target.model) == "int8"
+    got = collect(iter(seen["events"]), target.tokenizer, seen["prompt_ids"]).token_ids
+    same_format = with_weights(load_model(str(tiny_model_dir), device="cpu"), "int8")
+    expected = collect(standard_generate(same_format, seen["prompt_ids"], seen["config"]), same_format.tokenizer,
+                       seen["prompt_ids"]).token_ids
+    assert got == expected and len(got) > 0
+    status = outs[-1][live.OUTPUTS.index("status")]
+    assert "Done in" in status and "int8 weights" in status
+    row = outs[-1][live.OUTPUTS.index("history-state")][0]
+    assert row.identical is True and row.weights == "int8"
+    assert "int8 weights" in outs[-1][live.OUTPUTS.index("history")]
+
+
+def test_a_run_that_omits_the_weights_keeps_float32(tiny_model_dir, monkeypatch):
+    outs, seen = _live_run(tiny_model_dir, monkeypatch)
+    assert weights_of(seen["target"].model) == "float32"
+    row = outs[-1][live.OUTPUTS.index("history-state")][0]
+    assert row.weights == "float32" and row.identical is True
+    assert "weights" not in outs[-1][live.OUTPUTS.index("history")]
+
+
+def test_a_bad_weight_format_is_one_sentence(tiny_model_dir, monkeypatch):
+    outs, seen = _live_run(tiny_model_dir, monkeypatch, weights="int3")
+    status = html.unescape(outs[-1][live.OUTPUTS.index("status")])
+    assert "status-error" in status and "Unknown weight format 'int3'" in status and "Traceback" not in status
+    assert not seen  # nothing ran
+
+
+def test_the_weights_setting_is_optional_and_defaults_to_the_operators(monkeypatch):
+    from app.inputs import InputError, OPTIONAL_SETTINGS, parse_weights
+
+    assert OPTIONAL_SETTINGS["weights"] is None
+    monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    assert parse_weights(None) == parse_weights("") == "float32"
+    assert parse_weights(" INT4 ") == "int4"
+    monkeypatch.setenv(ENV_WEIGHTS, "bfloat16")
+    assert parse_weights(None) == "bfloat16" and parse_weights("float32") == "float32"
+    with pytest.raises(InputError, match="choose float32, bfloat16, int8 or int4"):
+        parse_weights(8)
+
+
+def test_int8_on_a_target_not_in_float32_is_one_sentence(tiny_model_dir):
+    import torch
+
+    from app.weights_setting import in_chosen_weights
+    from specviz.runtime.weights import WeightsError
+
+    loaded = load_model(str(tiny_model_dir), device="cpu", dtype=torch.bfloat16)
+    assert in_chosen_weights(loaded, "bfloat16") is loaded and in_chosen_weights(loaded, "float32") is loaded
+    with pytest.raises(WeightsError, match=r"loads the target in bfloat16 \(SPECVIZ_DTYPE\): choose float32"):
+        in_chosen_weights(loaded, "int8")
+    on_gpu = type("Loaded", (), {"model": loaded.model, "dtype": torch.float32, "device": torch.device("cuda")})()
+    with pytest.raises(WeightsError, match=r"CPU only .* choose float32 or bfloat16\."):
+        in_chosen_weights(on_gpu, "int4")

@@ -20,9 +20,11 @@ from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.outputs import progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from app.weights_setting import operator_weights
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
 from specviz.runtime.policy import current_policy
+from specviz.runtime.weights import FORMATS
 
 
 def build_tab(history: gr.State, d: dict) -> None:
@@ -131,6 +133,7 @@ def _run_controls(ui: dict, d: dict) -> None:
     ui["preset"] = gr.Dropdown(PRESET_CHOICES, value="", label="Or a real pair (needs a network)", elem_id="preset",
                                info="Fills the target and its draft model of the same family, downloaded from the "
                                     "Hub on the first run (a GPU is advised; gated models need HF_TOKEN)")
+    _weights_control(ui, d)
     with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
         ui["temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
                                       label="Temperature (0 = greedy)")
@@ -144,6 +147,18 @@ def _run_controls(ui: dict, d: dict) -> None:
                                         placeholder="comma- or newline-separated; \\n for a newline")
         ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
         _processor_controls(ui, d)
+
+
+WEIGHTS_NOTE = ("Fewer bytes read per step, faster steps. int8 and int4 change the model's numbers: the text can "
+                "differ from float32's, but both runs here still match each other.")
+"""The note of the "Weights" control: what a format trades (docs/weights.md)."""
+
+
+def _weights_control(ui: dict, d: dict) -> None:
+    """The target's weight format (float32, bfloat16, int8, int4; the operator's ``SPECVIZ_WEIGHTS`` by default, read
+    now), :data:`WEIGHTS_NOTE` under its label as the other controls' notes are."""
+    ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights(), label="Weights",
+                             elem_id="weights", info=WEIGHTS_NOTE)
 
 
 def _processor_controls(ui: dict, d: dict) -> None:

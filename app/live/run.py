@@ -25,6 +25,7 @@ from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, 
                               history_html, keep_good, planned_status, status_only)
 from app.live.view import RunView, head_accuracy
 from app.messages import warn
+from app.weights_setting import in_chosen_weights, operator_weights
 from app.records import RunSummary
 from specviz.measure.machine import CpuShare
 from specviz.runtime.compiled import forward_path
@@ -66,7 +67,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
         return
     job = device.start(RUNS, request, WHAT)
     try:
-        plan = plan_text(settings, known_costs(settings.target))
+        plan = plan_text(settings, known_costs(costs_key(settings)))
 
         def waiting(place) -> tuple:
             return status_only(planned_status(settings, plan, place.ahead, place.holder))
@@ -92,8 +93,9 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     if loaded is None:
         return
     settings, target, drafter = loaded
-    costs = known_costs(settings.target) or (None if zerogpu.active() else  # no forward here on ZeroGPU
-                                             tuned_costs(settings.target, target))  # the device is held here
+    key = costs_key(settings)
+    costs = known_costs(key) or (None if zerogpu.active() else  # no forward here on ZeroGPU
+                                 tuned_costs(key, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
     view.clicked = clicked
     note = long_prompt_note(settings, costs, len(prompt_ids))
@@ -110,7 +112,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         settle_prefill_note(view, note)  # stopped while reading: the estimate goes
     if not (job.cancelled or view.cancelled):
         view.ended = time.monotonic()
-        learn_costs(settings.target, view)
+        learn_costs(key, view)
         keep_good(job.session, view)
         add_to_history(history, view)
         # the whole end state in the handler's last message, history row included: a component that message
@@ -153,7 +155,7 @@ def _load(settings: Settings, job: Job):
 
     loading = _Loading(settings)
     yield loading.show(clear=True)  # an earlier run's draft tree and heads' table go
-    target = yield from relay(job.call(load_target, settings.target, progress=job.say), loading.show)
+    target = yield from relay(job.call(target_in_weights, settings, progress=job.say), loading.show)
     if job.cancelled:
         return None
     settings, note = fit_settings_exit_layer(settings, target)
@@ -165,6 +167,23 @@ def _load(settings: Settings, job: Job):
     loading.latest = f"Preparing the drafter ({label_of(settings.drafter)})…"
     drafter = yield from relay(job.call(_new_drafter, settings, target, job.say, job.session), loading.show)
     return None if job.cancelled else (settings, target, drafter)
+
+
+def target_in_weights(settings: Settings, progress=None):
+    """The run's target: ``settings.target`` loaded (:func:`app.device.load_target`) in the visitor's weight format
+    ``settings.weights`` (:func:`app.weights_setting.in_chosen_weights`: one copy per format, kept; float32 the target
+    as loaded). The baseline and the speculative run both use it, so greedy ids stay identical within the format.
+    Raises what ``load_target`` raises, and WeightsError (one sentence) for a format that cannot run here."""
+    target = load_target(settings.target, progress=progress)
+    return in_chosen_weights(target, settings.weights, progress)
+
+
+def costs_key(settings: Settings) -> str:
+    """Where the run's measured costs are kept (:mod:`app.live.costs`): the target spec, with the weight format when
+    it is not the operator's ("embedded · int4 weights"), as a format's step costs its own."""
+    if settings.weights == operator_weights():
+        return settings.target
+    return f"{settings.target} · {settings.weights} weights"
 
 
 def _new_drafter(settings: Settings, target, say, session: str | None = None):
@@ -242,7 +261,7 @@ def gpu_events(settings: Settings, prompt_ids: list[int]):
     """In a ZeroGPU worker process: the target (inherited from the app's process, already on the GPU) and a fresh
     drafter, then :func:`_local_events`; each event checked to hold no GPU tensor (:func:`app.zerogpu.plain`).
     Plain arguments only: they are pickled to get here."""
-    target = load_target(settings.target)
+    target = target_in_weights(settings)
     drafter = None if settings.drafter == "none" else _new_drafter(settings, target, lambda message: None)
     for event in _local_events(settings, target, drafter, prompt_ids, threading.Event()):
         yield zerogpu.plain(event)

@@ -302,7 +302,7 @@ class RunView:
             speedup_measured=judged.value if judged is not None and not found else None,
             speedup_reason=self.noise_reason(),
             identical=self.comparison().identical if settings.greedy else None,  # sampling: ids may differ
-            stopped=self.cancelled, settings=settings.settings_changed)
+            stopped=self.cancelled, settings=settings.settings_changed, weights=settings.weights)
 
 
 PASSES = ("pass", "passes")  # a pane header's pass count, in agreement: "1 pass", "17 passes"

@@ -73,8 +73,8 @@ def history_html(history: list[RunSummary]) -> str:
     """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
     speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
     "too short". The k cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`).
-    The temperature cell also gives a sampled run's seed (``seed``) and the generation settings that differ from
-    their defaults (``settings``). The columns are sized to fit the Live tab's results column at a 1400 px window
+    The temperature cell also gives a sampled run's seed (``seed``), the generation settings that differ from
+    their defaults (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live tab's results column at a 1400 px window
     (``assets/style.css``, ``.history``); a phone scrolls the table inside its box."""
     if not history:
         return ""
@@ -90,7 +90,8 @@ def history_html(history: list[RunSummary]) -> str:
                  _history_k_cell(history_k(str(row.k or "–")))]
         cells += [f"<td>{html.escape(str(v))}</td>" for v in (
             f"{row.temperature:g}" + (f" · seed {row.seed}" if row.seed is not None else "")
-            + (f" · {row.settings}" if row.settings else ""),
+            + (f" · {row.settings}" if row.settings else "")
+            + (f" · {row.weights} weights" if row.weights != "float32" else ""),
             f"{row.tokens} (stopped)" if row.stopped else row.tokens,
             _fmt(row.acceptance, "{:.0%}"), _fmt(row.tokens_per_pass, "{:.2f}"))]
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
