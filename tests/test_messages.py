@@ -183,3 +183,40 @@ def test_a_finished_runs_panel_names_the_pass_it_opens_and_lists_the_others():
                                              '<x></div>')
     assert earlier_passes_html("", 0).startswith('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
                                                  'passes, newest first: click one to open it</div>')
+
+
+def test_a_run_waiting_for_the_device_sees_its_place_in_line():
+    from html import escape
+    from types import SimpleNamespace
+
+    from app import device, live
+
+    settings = SimpleNamespace(notes=())  # the status reads only the run's notes from its settings
+    said = {escape("Waiting for the device… 1 run is ahead of yours (a test holds the device). Runs take turns so that "
+                   "each one's timing is undisturbed."): device.waiting_status(1, "a test holds the device"),
+            escape("Waiting for the device… 2 runs are ahead of yours. Runs take turns so that each one's timing is "
+                   "undisturbed."): device.waiting_status(2, ""),
+            escape("Waiting for the device… 1 run is ahead of yours (running a). Yours takes about 6 s once it starts. "
+                   "Runs take turns so that each one's timing is undisturbed."): live.planned_status(
+                settings, "about 6 s", 1, "running a"),
+            escape("Starting: no run ahead of yours; yours takes about 6 s."): live.planned_status(
+                settings, "about 6 s", 0)}
+    for sentence, status in said.items():
+        assert sentence in status, status
+
+
+def test_a_long_prompts_estimate_becomes_the_time_its_prefill_took():
+    from types import SimpleNamespace
+
+    from app import live
+    from specviz.measure.run_stats import RunStats
+
+    def settled(spec, base_ms: float, spec_ms: float) -> list[str]:
+        base, spec_stats = RunStats(), RunStats()
+        base.prefill_ms, spec_stats.prefill_ms = base_ms, spec_ms
+        view = SimpleNamespace(base_stats=base, spec_stats=spec_stats, spec=spec, prompt_tokens=2185, notes=["x"])
+        live.settle_prefill_note(view, "x")
+        return view.notes
+
+    assert settled(object(), 4_100.0, 4_200.0) == ["The 2,185-token prompt was read in 8.3 s (both runs; the prefill)."]
+    assert settled(None, 4_100.0, 0.0) == ["The 2,185-token prompt was read in 4.1 s (the target; the prefill)."]
