@@ -220,3 +220,38 @@ def test_a_long_prompts_estimate_becomes_the_time_its_prefill_took():
 
     assert settled(object(), 4_100.0, 4_200.0) == ["The 2,185-token prompt was read in 8.3 s (both runs; the prefill)."]
     assert settled(None, 4_100.0, 0.0) == ["The 2,185-token prompt was read in 4.1 s (the target; the prefill)."]
+
+
+def test_a_sweeps_lesson_says_what_the_pass_cost_and_the_repeats_show():
+    """:func:`app.batching.sweep_lesson` on a busy machine, a pass near 1 and a pass cost straddling the line (the
+    rows: tests/test_batching.py)."""
+    from app import batching
+    from test_batching import _paying_rows, _spread_row
+
+    busy = {"k": 4, "device": "cpu", "rows": _paying_rows(), "cpu_others": 0.45}
+    assert batching.sweep_lesson(busy) == (
+        "Other programs were busy: other programs used 45% of this machine's CPU time while it was measured, which "
+        "slows one-token steps more than wide passes, so the pass costs cannot be read, and each speedup is read off "
+        "its own repeats (a gain may be smaller on a quiet machine): B = 1: 1.60× faster (1.60–1.60×); B = 2: 1.60× "
+        "faster (1.60–1.60×).")
+    near = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 100.0)])
+    assert batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [near], "cpu_others": 0.0}) == (
+        "On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.25) up to B = 1, so "
+        "speculation pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×).")
+    straddling = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 120.0)])
+    assert batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [straddling], "cpu_others": 0.0}) == (
+        "On this CPU a pass over 1 × 5 tokens costs 1.2 steps (1.1–1.5) at B = 1, and speculation pays at B = 1 "
+        "(1.60×, every repeat faster: 1.50–1.70×).")
+
+
+def test_a_sampling_check_with_too_few_runs_says_how_many_it_needs():
+    """:func:`app.batching.check_lesson` (the hand-made check: tests/test_batching.py)."""
+    from app import batching
+    from test_batching import NAN, _check_result
+
+    result = _check_result({(2, 3): 4, (4, 5): 2, (6, 7): 3, (10, 11): 5}, {(2, 3): 7, (4, 5): 4, (8, 9): 3},
+                           ((NAN, NAN, 0), (NAN, NAN, 0)), (0.6, 0.44, 1))
+    assert batching.check_lesson(result) == (
+        "Too few to test, so no p-value: 14 standard and 14 speculative runs of 20 were counted; the chi-square test "
+        "needs two pairs expected at least 5 times, and the second most likely, “ sky is” (p = 0.220), gets there at "
+        "23 counted runs: about N = 33 runs per side. Raise N to 33 or more.")
