@@ -255,3 +255,13 @@ def test_a_sampling_check_with_too_few_runs_says_how_many_it_needs():
         "Too few to test, so no p-value: 14 standard and 14 speculative runs of 20 were counted; the chi-square test "
         "needs two pairs expected at least 5 times, and the second most likely, “ sky is” (p = 0.220), gets there at "
         "23 counted runs: about N = 33 runs per side. Raise N to 33 or more.")
+
+
+def test_a_link_to_an_unknown_walkthrough_names_it_and_the_known_ones():
+    from app.classroom.walkthroughs import unknown_preset_message
+
+    assert unknown_preset_message("nope", [{"id": "chat-ngram"}, {"id": "poor-drafter"}]) == (
+        "The link asks for the walkthrough “nope”, which this app does not have. Known walkthroughs: chat-ngram, "
+        "poor-drafter. The settings below are the link's other values over the defaults: pick a walkthrough, or press "
+        "Record run to record them.")
+    assert "Known walkthroughs: none." in unknown_preset_message("nope", [])
