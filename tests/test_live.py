@@ -549,7 +549,8 @@ def test_an_early_exit_layer_out_of_range_runs_with_the_layer_its_toast_names(ti
     spec = str(tiny_model_dir)  # 4 layers: exits after 1..3; the default is half, layer 2
     toast = inputs.exit_layer_notice(typed, spec)
     assert toast is not None and toast[1].endswith(f"(got {typed}). Using {shown.replace('&#x27;', chr(39))}.")
-    assert toast[1].startswith("The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 3 ")
+    layers, label = inputs.target_layers(spec)  # the target's own bound: the sentence's wording, tests/test_messages.py
+    assert layers == 4 and toast[1] == inputs.fit_exit_layer(typed, layers, label)[1]
     out = drain(live.generate(_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
     assert "Done in" in out["status"] and "status-error" not in out["status"]
     assert html.escape(toast[1]) in out["status"]  # the toast's own sentence, said in the run's status
