@@ -265,3 +265,23 @@ def test_a_link_to_an_unknown_walkthrough_names_it_and_the_known_ones():
         "poor-drafter. The settings below are the link's other values over the defaults: pick a walkthrough, or press "
         "Record run to record them.")
     assert "Known walkthroughs: none." in unknown_preset_message("nope", [])
+
+
+def test_the_two_outputs_compared_say_whether_they_match_and_where_they_differ():
+    """:func:`app.render.compare_outputs`' sentence (its token-by-token verdicts: tests/test_live.py)."""
+    from app import render
+
+    class Tokens:
+        all_special_ids = [0]
+
+        def decode(self, ids, **kwargs):
+            return "".join(f"<{i}>" for i in ids)
+
+    def said(spec: list[int], base: list[int], greedy: bool) -> str:
+        return render.compare_outputs(spec, base, [1.0] * len(base), Tokens(), greedy=greedy, finished=True).message
+
+    assert said([1], [1], True) == "Identical token ids: the one token matches the baseline."
+    assert said([1, 2], [1, 2], True) == "Identical token ids: all 2 tokens match the baseline."
+    assert said([1, 2, 3], [1, 2, 4], False) == (
+        "Sampling: the two outputs differ from token 3 on (the runs draw their random numbers in a different order); "
+        "the speculative output still follows the target's distribution exactly.")
