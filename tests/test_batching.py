@@ -122,10 +122,9 @@ def test_a_sweep_other_programs_disturbed_reads_no_pass_cost_and_each_speedup_by
             "per pass more than cover it)") in batching.sweep_lesson(quiet)
     busy = dict(quiet, cpu_others=0.45)
     lesson = batching.sweep_lesson(busy)
-    assert lesson == ("Other programs were busy: other programs used 45% of this machine's CPU time while it was "
-                      "measured, which slows one-token steps more than wide passes, so the pass costs cannot be read, "
-                      "and each speedup is read off its own repeats (a gain may be smaller on a quiet machine): "
-                      "B = 1: 1.60× faster (1.60–1.60×); B = 2: 1.60× faster (1.60–1.60×)."), lesson
+    # worded in tests/test_messages.py; here: the share, why no pass cost is read, and each row's own reading
+    assert "45%" in lesson and "pass costs cannot be read" in lesson, lesson
+    assert lesson.endswith("; ".join(f"B = {r['batch']}: {reading(r, True).cell()}" for r in busy["rows"]) + "."), lesson
     assert not any(claim in lesson for claim in ("pays at B", "breaks even", "does not pay", "2.0 steps"))
     # where the share is unknown (no /proc/stat): the load average recorded at the sweep's end
     loaded = {"k": 4, "device": "cpu", "rows": _paying_rows(),
@@ -275,9 +274,9 @@ def test_too_few_pairs_to_test_prints_no_p_value_and_says_how_many_runs_are_need
                            ((NAN, NAN, 0), (NAN, NAN, 0)), (0.6, 0.44, 1))
     assert batching.too_few(result) and batching.runs_needed(result) == (23, 33)
     lesson = batching.check_lesson(result)
-    assert lesson == ("Too few to test, so no p-value: 14 standard and 14 speculative runs of 20 were counted; the "
-                      "chi-square test needs two pairs expected at least 5 times, and the second most likely, “ sky is” "
-                      "(p = 0.220), gets there at 23 counted runs: about N = 33 runs per side. Raise N to 33 or more.")
+    # worded in tests/test_messages.py; here: the counts, the pair that decides, and the runs it needs (23, 33)
+    assert lesson.startswith("Too few to test, so no p-value") and "14 standard and 14 speculative runs of 20" in lesson
+    assert "“ sky is” (p = 0.220)" in lesson and " 23 counted runs" in lesson and lesson.endswith("N to 33 or more.")
     stats = batching.check_stats_html(result)
     cells = re.findall(r"<td>(.*?)</td>", stats)
     assert cells.count("too few to test") == 3, cells  # every test, the homogeneity one included
@@ -375,11 +374,12 @@ def test_the_lesson_calls_a_pass_near_one_or_costly_only_where_every_repeat_is()
     costly = _spread_row(1, [(80.0, 120.0), (80.0, 160.0), (80.0, 168.0)])  # 1.50, 2.00, 2.10
     assert [batching.cost_verdict(r) for r in (near, straddling, costly)] == ["near", "unclear", "costly"]
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [near], "cpu_others": 0.0})
-    assert lesson == ("On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.25) up to "
-                      "B = 1, so speculation pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
+    # the lessons' wording: tests/test_messages.py; here, the claim each makes and its numbers
+    assert "stays near 1 (every repeat at most 1.25)" in lesson and "already" not in lesson, lesson
+    assert lesson.endswith("pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [straddling], "cpu_others": 0.0})
-    assert lesson == ("On this CPU a pass over 1 × 5 tokens costs 1.2 steps (1.1–1.5) at B = 1, and speculation pays "
-                      "at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
+    assert "costs 1.2 steps (1.1–1.5) at B = 1" in lesson, lesson
+    assert lesson.endswith("pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×)."), lesson
     assert "near 1" not in lesson and "already" not in lesson
     lesson = batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [costly], "cpu_others": 0.0})
     assert lesson.startswith("On this CPU a pass over 1 × 5 tokens already costs 2.0 steps (1.5–2.1) at B = 1, yet "

@@ -13,6 +13,7 @@ Screenshots go to /tmp/classroom-*.png.
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import re
 import time
@@ -24,6 +25,7 @@ import pytest  # noqa: E402
 from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
 
 from app import classroom  # noqa: E402
+from app.classroom.walkthroughs import unknown_preset_message  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.analysis.stepper import Distributions, Recording, Step, Stepper  # noqa: E402
 
@@ -77,8 +79,8 @@ def test_an_unknown_preset_in_the_link_is_named_with_the_known_ones():
     assert classroom.settings_from_query({"preset": walkthroughs[0]["id"]})["unknown_preset"] == ""
     out = classroom.on_load(SimpleNamespace(query_params={"tab": "classroom", "preset": "nope"}))
     status = out[4 + len(classroom.FIELDS)]
-    assert "status-error" in status and "“nope”, which this app does not have" in status
-    assert "Known walkthroughs: " + ", ".join(w["id"] for w in walkthroughs) + "." in status
+    # the sentence (the preset named, the known ids listed) is worded in tests/test_messages.py
+    assert "status-error" in status and html.escape(unknown_preset_message("nope", walkthroughs)) in status
     assert out[0]["value"] == classroom.CUSTOM and out[3 + len(classroom.FIELDS)] is None
 
 
@@ -90,7 +92,8 @@ def test_a_preset_in_the_link_never_overrides_the_tab_it_asks_for():
     tabs = ("live", "arena", "why", "batching", "classroom")
     out = classroom.on_load(SimpleNamespace(query_params={"tab": "arena", "preset": "bogus"}), tabs)
     assert out[-1].selected == "arena"
-    assert "“bogus”, which this app does not have" in out[4 + len(classroom.FIELDS)]
+    said = html.escape(unknown_preset_message("bogus", classroom.load_walkthroughs()))
+    assert said in out[4 + len(classroom.FIELDS)]
     assert classroom.tab_to_open({"preset": "bogus"}, tabs).selected == "classroom"  # no tab=: the classroom's link
     assert classroom.tab_to_open({"tab": "classroom", "preset": "bogus"}, tabs).selected == "classroom"
     assert classroom.tab_to_open({"tab": "why"}, tabs).selected == "why"

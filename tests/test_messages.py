@@ -183,3 +183,105 @@ def test_a_finished_runs_panel_names_the_pass_it_opens_and_lists_the_others():
                                              '<x></div>')
     assert earlier_passes_html("", 0).startswith('<div class="dtree-earlier"><div class="dtree-earlier-title">Other '
                                                  'passes, newest first: click one to open it</div>')
+
+
+def test_a_run_waiting_for_the_device_sees_its_place_in_line():
+    from html import escape
+    from types import SimpleNamespace
+
+    from app import device, live
+
+    settings = SimpleNamespace(notes=())  # the status reads only the run's notes from its settings
+    said = {escape("Waiting for the device… 1 run is ahead of yours (a test holds the device). Runs take turns so that "
+                   "each one's timing is undisturbed."): device.waiting_status(1, "a test holds the device"),
+            escape("Waiting for the device… 2 runs are ahead of yours. Runs take turns so that each one's timing is "
+                   "undisturbed."): device.waiting_status(2, ""),
+            escape("Waiting for the device… 1 run is ahead of yours (running a). Yours takes about 6 s once it starts. "
+                   "Runs take turns so that each one's timing is undisturbed."): live.planned_status(
+                settings, "about 6 s", 1, "running a"),
+            escape("Starting: no run ahead of yours; yours takes about 6 s."): live.planned_status(
+                settings, "about 6 s", 0)}
+    for sentence, status in said.items():
+        assert sentence in status, status
+
+
+def test_a_long_prompts_estimate_becomes_the_time_its_prefill_took():
+    from types import SimpleNamespace
+
+    from app import live
+    from specviz.measure.run_stats import RunStats
+
+    def settled(spec, base_ms: float, spec_ms: float) -> list[str]:
+        base, spec_stats = RunStats(), RunStats()
+        base.prefill_ms, spec_stats.prefill_ms = base_ms, spec_ms
+        view = SimpleNamespace(base_stats=base, spec_stats=spec_stats, spec=spec, prompt_tokens=2185, notes=["x"])
+        live.settle_prefill_note(view, "x")
+        return view.notes
+
+    assert settled(object(), 4_100.0, 4_200.0) == ["The 2,185-token prompt was read in 8.3 s (both runs; the prefill)."]
+    assert settled(None, 4_100.0, 0.0) == ["The 2,185-token prompt was read in 4.1 s (the target; the prefill)."]
+
+
+def test_a_sweeps_lesson_says_what_the_pass_cost_and_the_repeats_show():
+    """:func:`app.batching.sweep_lesson` on a busy machine, a pass near 1 and a pass cost straddling the line (the
+    rows: tests/test_batching.py)."""
+    from app import batching
+    from test_batching import _paying_rows, _spread_row
+
+    busy = {"k": 4, "device": "cpu", "rows": _paying_rows(), "cpu_others": 0.45}
+    assert batching.sweep_lesson(busy) == (
+        "Other programs were busy: other programs used 45% of this machine's CPU time while it was measured, which "
+        "slows one-token steps more than wide passes, so the pass costs cannot be read, and each speedup is read off "
+        "its own repeats (a gain may be smaller on a quiet machine): B = 1: 1.60× faster (1.60–1.60×); B = 2: 1.60× "
+        "faster (1.60–1.60×).")
+    near = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 100.0)])
+    assert batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [near], "cpu_others": 0.0}) == (
+        "On this CPU the pass cost T(B, 5) / T(B, 1) stays near 1 (every repeat at most 1.25) up to B = 1, so "
+        "speculation pays at B = 1 (1.60×, every repeat faster: 1.50–1.70×).")
+    straddling = _spread_row(1, [(80.0, 88.0), (80.0, 96.0), (80.0, 120.0)])
+    assert batching.sweep_lesson({"k": 4, "device": "CPU", "rows": [straddling], "cpu_others": 0.0}) == (
+        "On this CPU a pass over 1 × 5 tokens costs 1.2 steps (1.1–1.5) at B = 1, and speculation pays at B = 1 "
+        "(1.60×, every repeat faster: 1.50–1.70×).")
+
+
+def test_a_sampling_check_with_too_few_runs_says_how_many_it_needs():
+    """:func:`app.batching.check_lesson` (the hand-made check: tests/test_batching.py)."""
+    from app import batching
+    from test_batching import NAN, _check_result
+
+    result = _check_result({(2, 3): 4, (4, 5): 2, (6, 7): 3, (10, 11): 5}, {(2, 3): 7, (4, 5): 4, (8, 9): 3},
+                           ((NAN, NAN, 0), (NAN, NAN, 0)), (0.6, 0.44, 1))
+    assert batching.check_lesson(result) == (
+        "Too few to test, so no p-value: 14 standard and 14 speculative runs of 20 were counted; the chi-square test "
+        "needs two pairs expected at least 5 times, and the second most likely, “ sky is” (p = 0.220), gets there at "
+        "23 counted runs: about N = 33 runs per side. Raise N to 33 or more.")
+
+
+def test_a_link_to_an_unknown_walkthrough_names_it_and_the_known_ones():
+    from app.classroom.walkthroughs import unknown_preset_message
+
+    assert unknown_preset_message("nope", [{"id": "chat-ngram"}, {"id": "poor-drafter"}]) == (
+        "The link asks for the walkthrough “nope”, which this app does not have. Known walkthroughs: chat-ngram, "
+        "poor-drafter. The settings below are the link's other values over the defaults: pick a walkthrough, or press "
+        "Record run to record them.")
+    assert "Known walkthroughs: none." in unknown_preset_message("nope", [])
+
+
+def test_the_two_outputs_compared_say_whether_they_match_and_where_they_differ():
+    """:func:`app.render.compare_outputs`' sentence (its token-by-token verdicts: tests/test_live.py)."""
+    from app import render
+
+    class Tokens:
+        all_special_ids = [0]
+
+        def decode(self, ids, **kwargs):
+            return "".join(f"<{i}>" for i in ids)
+
+    def said(spec: list[int], base: list[int], greedy: bool) -> str:
+        return render.compare_outputs(spec, base, [1.0] * len(base), Tokens(), greedy=greedy, finished=True).message
+
+    assert said([1], [1], True) == "Identical token ids: the one token matches the baseline."
+    assert said([1, 2], [1, 2], True) == "Identical token ids: all 2 tokens match the baseline."
+    assert said([1, 2, 3], [1, 2, 4], False) == (
+        "Sampling: the two outputs differ from token 3 on (the runs draw their random numbers in a different order); "
+        "the speculative output still follows the target's distribution exactly.")

@@ -20,6 +20,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 
 from app import device, live  # noqa: E402
+from app.messages import message_for  # noqa: E402
 from specviz.runtime import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +94,12 @@ def test_device_lock_is_first_come_first_served_with_positions():
     assert lock.release("b") and lock.acquire("e", "e", timeout=0)  # the stale place did not block e
 
 
+def _places(statuses: list[str]) -> set[tuple[int, str]]:
+    """The (runs ahead, what holds the device or "") that waiting status lines name."""
+    return {(int(m[1]), m[2] or "") for s in statuses
+            for m in re.finditer(r"(\d+) runs? (?:is|are) ahead of yours(?: \(([^)]*)\))?", s)}
+
+
 def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir):
     assert device.DEVICE.acquire("test-holder", "a test holds the device", timeout=1)
     try:
@@ -106,8 +113,9 @@ def test_waiting_visitors_see_their_place_and_go_in_arrival_order(tiny_model_dir
         device.DEVICE.release("test-holder")
     first.join(60)
     second.join(60)
-    assert any("1 run is ahead of yours (a test holds the device)" in s for s in first.statuses)
-    assert any("2 runs are ahead of yours" in s for s in second.statuses)
+    # the place in line and what holds the device (the sentence is worded in tests/test_messages.py)
+    assert (1, "a test holds the device") in _places(first.statuses)
+    assert 2 in {ahead for ahead, _ in _places(second.statuses)}
     assert "Done in" in first.last["status"] and "Done in" in second.last["status"]
     assert first.done_at < second.done_at
     assert first.last["baseline-output"] != second.last["baseline-output"]
@@ -130,7 +138,7 @@ def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypat
             session.start()
         for session in sessions:
             session.join(60)
-    assert "Something went wrong (RuntimeError: simulated crash inside one run)" in sessions[1].last["status"]
+    assert message_for(RuntimeError("simulated crash inside one run")) in sessions[1].last["status"]
     assert "Done in" in sessions[0].last["status"] and "Done in" in sessions[2].last["status"]
     assert not device.DEVICE.locked
     again = Session("s1", **_args(tiny_model_dir))  # the failed session itself goes on

@@ -3,6 +3,7 @@ marker, and the Measure handler called directly."""
 
 from __future__ import annotations
 
+import html
 import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -11,6 +12,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from app import device, why  # noqa: E402
+from app.inputs import clamp_notice  # noqa: E402
 from app.records import RunSummary  # noqa: E402
 from specviz.core.costs import expected_tokens_per_pass, interpolate, predicted_speedup_paper  # noqa: E402
 from specviz.measure.costs import alpha_for_tokens_per_pass, measure_draft_costs, whatif_curves  # noqa: E402
@@ -210,9 +212,8 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
     assert why.run_point("4", "9", "1.5") is None and why.run_point("4", "5", "1.5")["tokens_per_pass"] == 5.0
     assert why.run_point("4", "2.5", "-3")["speedup"] is None
     status = why.check_run("tokens_per_pass", "4", "9", "1.5")  # leaving the tokens-per-pass box
-    assert "status-info" in status and "not 9: the run is not marked" in status and toasts == [
-        "Tokens per pass at k = 4 lies between 1 (nothing accepted) and 5 (all k drafts accepted + the bonus token), "
-        "not 9: the run is not marked."]
+    too_many = why.run_issues("4", "9", "1.5")[1]["tokens_per_pass"]  # worded above, once
+    assert "status-info" in status and html.escape(too_many) in status and toasts == [too_many]
     # leaving the other boxes keeps the status on the problem but toasts it only once, where it is
     assert why.check_run("speedup", "4", "9", "1.5") == status == why.check_run("k", "4", "9", "1.5")
     both = why.check_run("k", "2.5", "2", "-1")  # two problems: the status names both
@@ -444,7 +445,7 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     assert why.slider_typed("c", 0.125, kept, left=False) == (why.gr.skip(), why.gr.skip(), {"alpha": 0.8, "c": 0.125})
     slider, status, after = why.slider_typed("alpha", 1.5, kept, left=False)
     assert slider["value"] == 1 and after == {"alpha": 1, "c": 0.3}
-    assert infos[-1] == "Per-token acceptance α is at most 1 here; using 1."
+    assert infos[-1] == clamp_notice(1.5, "Per-token acceptance α", 0, 1)[1]  # worded in tests/test_messages.py
     slider, _, after = why.slider_typed("c", "-1", None)  # no state yet: the defaults
     assert slider["value"] == 0 and after == {"alpha": why.DEFAULT_ALPHA, "c": 0}
     # the chart draws the kept number for a box with none, never 0
@@ -491,7 +492,7 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     kept = {"alpha": 0.7, "c": 2.482}
     assert why.slider_typed("c", 2.9, kept, measured, left=False)[2] == {"alpha": 0.7, "c": 2.9}  # in range now
     slider, status, after = why.slider_typed("c", 3.5, kept, measured)
-    assert slider["value"] == 3 and "Draft cost c is at most 3 here; using 3." in status and after["c"] == 3
+    assert slider["value"] == 3 and clamp_notice(3.5, "Draft cost c", 0, 3)[1] in status and after["c"] == 3
     # the Measure handler sets the slider's end with its value
     from app.why import handlers
 
