@@ -460,24 +460,39 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     return in_operator_weights(loaded, progress)  # SPECVIZ_WEIGHTS (app.weights_setting): float32 unless set
 
 
+STARTUP_MEASURING = "the app is measuring this machine once at start-up (about 20 s)"
+"""What a waiting visitor is told while the start-up measures the fastest threads and kernels (:func:`preload`)."""
+STARTUP_TIMING = "the app is timing a first short run once at start-up, so that later runs are planned from it"
+"""What a waiting visitor is told while the start-up's ``then`` runs (:func:`preload`)."""
+
+
 def preload(spec: str = "embedded", then: Callable[[object], None] | None = None) -> threading.Thread:
     """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it: the
     model, its tuning (:func:`load_target` with ``startup``), then ``then(loaded)`` (e.g. the Live tab's
     default-length measurement) while the lock is still held, so no visitor's run waits for any of it twice.
+    Visitors waiting meanwhile are told which part holds the device: the load, the machine's measurement
+    (:data:`STARTUP_MEASURING`) or ``then`` (:data:`STARTUP_TIMING`).
     Returns the thread (already started). Logs the operator policy in force; a model that cannot be loaded is
     logged as a warning, not raised, and so is a failure of ``then``."""
     log.info("%s", current_policy().describe())
 
     def work() -> None:
+        from specviz.measure.tuning import MEASURING
         from specviz.runtime.models import ModelLoadError
 
         owner = f"preload:{uuid.uuid4().hex}"
         DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
         try:
             log.info("pre-loading %s", spec)
-            loaded = load_target(spec, progress=lambda message: log.info("%s", message), startup=True)
+            def said(message: str) -> None:
+                log.info("%s", message)
+                if message == MEASURING:
+                    DEVICE.relabel(owner, STARTUP_MEASURING)
+
+            loaded = load_target(spec, progress=said, startup=True)
             log.info("pre-loaded %s", spec)
             if then is not None:
+                DEVICE.relabel(owner, STARTUP_TIMING)
                 then(loaded)
         except ModelLoadError as error:
             log.warning("could not pre-load %s: %s", spec, error)

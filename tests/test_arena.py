@@ -811,3 +811,26 @@ def test_the_json_gives_the_wall_time_the_status_gave(tiny_model_dir):
         lines = list(csv.DictReader(f))
     assert {line["noisy"] for line in lines if line["drafter"] == "ngram"} <= {"true", "false"}
     assert all(line["noisy"] == "" for line in lines if line["drafter"] == "none")
+
+
+def test_arena_pace_says_where_the_run_is_and_the_time_left_from_the_first_prompt():
+    """The status's "prompt i of N, method j of M" and the time left, from a fake clock (no timing)."""
+    from app.arena.progress import ArenaPace
+
+    now = [100.0]
+    pace = ArenaPace(["a-1", "b-2", "c-3"], 2, clock=lambda: now[0])  # 5 timed runs per prompt
+    assert not pace.started(0.0, "Warming up (one short run of each method)…") and pace.position() == ""
+    assert pace.started(0.0, "a-1 (code): standard decoding")
+    assert pace.position() == "prompt 1 of 3, standard decoding before method 1 of 2"
+    assert "follows once the first prompt is measured" in pace.timing()
+    pace.started(3 / 15, "a-1 (code): n-gram k=4")
+    assert pace.position() == "prompt 1 of 3, method 2 of 2"
+    pace.started(4 / 15, "a-1 (code): standard decoding")
+    assert pace.position() == "prompt 1 of 3, standard decoding after method 2 of 2"
+    now[0] = 160.0  # the first prompt took 60 s
+    pace.prompts_done(1)
+    pace.started(6 / 15, "b-2 (qa): n-gram k=4")
+    assert pace.position() == "prompt 2 of 3, method 1 of 2"
+    assert pace.seconds_per_prompt() == 60.0
+    now[0] = 170.0
+    assert pace.timing() == "about 110 s left of about 3 min 0 s (the pace of the first prompt)"

@@ -443,3 +443,34 @@ def test_the_sampling_check_says_runs_done_per_side_and_the_time_left_from_its_r
     now[0] = 300.0  # the machine slowed down: 280 s for 20 speculative runs, 14 s a run, 20 left
     shown.batch_done("speculative", 20)
     assert said[-1][1].endswith("speculative 20 of 40 done; about 4 min 40 s left")
+
+
+def test_stop_with_nothing_running_says_so_and_the_check_stops_between_batches(monkeypatch):
+    """Issue 34's trial: the Measure pane's Stop with nothing running left "Stopping…" for good, and the check's Stop
+    let batches tick on (to 128 of 200). Now Stop says "Nothing is running.", and the check looks at the flag
+    before each batch."""
+    import threading
+
+    from app.batching.check_handlers import stop_check
+    from app.batching.sweep_handlers import stop_sweep
+    from specviz.analysis import batching as analysis
+    from specviz.core.events import RunCancelled
+
+    assert "Nothing is running." in stop_sweep(None) and "Nothing is running." in stop_check(None)
+    key, flag = batching.check_handlers.CHECKS.start(None)
+    try:
+        assert "Stopping…" in stop_check(None) and flag.is_set()
+    finally:
+        batching.check_handlers.CHECKS.finish(key, flag)
+    batches = []
+
+    def fake_run_batch(target, prompts, config, drafters, cancel):  # an engine that never looks at the flag
+        batches.append(len(prompts))
+        return type("Run", (), {"ids": [(1, 2, 3)] * len(prompts)})()
+
+    monkeypatch.setattr(analysis, "run_batch", fake_run_batch)
+    stop = threading.Event()
+    config = analysis.GenerationConfig(max_new_tokens=3)
+    with pytest.raises(RunCancelled):
+        analysis._samples(None, [1], config, 200, 16, None, stop, done=lambda runs: stop.set())
+    assert batches == [16]  # the Stop after the first batch: no second one

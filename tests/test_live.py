@@ -1024,3 +1024,20 @@ def test_the_status_names_both_runs_progress_and_done_counts_from_the_click(monk
                      r"24\.1 s; before them, loading and preparing: 14\.0 s\)", status), status
     view.clicked = None  # a run from Python code: the runs' time alone
     assert re.search(r"Done in 24\.1 s \(", view.status())
+
+
+def test_done_names_the_wait_for_the_device_apart_from_loading():
+    """Seen: "before them, loading and preparing: 9.7 s" for 9.7 s spent waiting for another tab's run."""
+    settings = inputs.parse_settings(dict(GOOD, drafter="ngram"))
+    view = live.RunView(settings, "tiny", "n-gram lookup (1-3)", render.Pane(FakeTokenizer(PIECES)),
+                        render.Pane(FakeTokenizer(PIECES)))
+    view.spec_stats.generated, view.spec_stats.finish_reason = 37, "eos"
+    view.base_stats.generated, view.base_stats.finish_reason = 37, "eos"
+    now = time.monotonic()
+    view.clicked, view.obtained, view.started, view.ended = now - 30.0, now - 20.0, now - 19.0, now - 0.1
+    status = view.status()
+    assert re.search(r"the two runs: 18\.9 s; before them, waiting for the device: 10\.0 s; loading and "
+                     r"preparing: 1\.0 s\)", status), status
+    view.obtained = view.clicked + 0.2  # no wait to speak of: all of it loading and preparing
+    assert "waiting for the device" not in view.status()
+    assert re.search(r"before them, loading and preparing: 10\.8 s\)", view.status()), view.status()

@@ -341,3 +341,24 @@ def test_classroom_load_test_steps_stay_fast_while_a_live_run_computes(embedded,
     assert report["step_p95_s"] < 0.5 * report["live_run_p50_s"], report  # steps did not queue behind the run
     assert time.monotonic() - started < 120
     assert not device.DEVICE.locked
+
+
+def test_a_visitor_waiting_at_start_up_is_told_the_app_is_measuring_the_machine(monkeypatch):
+    """Seen: 46 s of "1 run is ahead of yours (the model 'embedded' is loading)" while the start-up measured this
+    machine's threads and kernels; the waiting line names what the start-up is doing."""
+    from specviz.measure.tuning import MEASURING
+
+    seen = []
+
+    def fake_load(spec, progress=None, startup=False):
+        seen.append(device.DEVICE.holder)
+        progress(MEASURING)
+        seen.append(device.waiting_status(device.DEVICE.ahead("visitor"), device.DEVICE.holder))
+        return object()
+
+    monkeypatch.setattr(device, "load_target", fake_load)
+    device.preload("embedded", then=lambda loaded: seen.append(device.DEVICE.holder)).join(30)
+    assert seen[0] == "the model 'embedded' is loading"
+    assert f"1 run is ahead of yours ({device.STARTUP_MEASURING})" in seen[1]
+    assert "measuring this machine once at start-up" in seen[1]
+    assert seen[2] == device.STARTUP_TIMING and not device.DEVICE.locked

@@ -503,3 +503,29 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     c_update = out[handlers.OUTPUTS.index("why-c")]
     assert c_update["value"] == 2.482 and c_update["maximum"] == 3
     assert out[-1].layout.title.text == "α = 0.70, c = 2.482"
+
+
+def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():
+    """Issue 34's trial on a busy machine: typing 2.48 as draft cost c became 2 and -1 became 0 without a word, as
+    k = 99 once did in Live: held back behind the click's release ("always_last"), the typed number's release read
+    the box after Gradio had clamped it. Each slider's release is now sent at once, as Live's k's, and says the
+    clamp with the sentence Live's k gets."""
+    import gradio as gr
+
+    from app.inputs import clamp_notice
+    from app.messages import RELEASE_TRIGGER_MODE
+
+    with gr.Blocks() as demo:
+        why.build_tab(gr.State([]))
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    for elem_id in ("why-alpha", "why-c"):
+        released = [fn for fn in demo.fns.values() if (ids[elem_id], "release") in fn.targets]
+        assert released and all(fn.trigger_mode == RELEASE_TRIGGER_MODE and fn.preprocess is False
+                                for fn in released), elem_id
+    infos = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(why.gr, "Info", infos.append)
+        for typed, used in ((2.48, 2), (-1, 0)):
+            slider, status, kept = why.slider_typed("c", typed, None)
+            message = clamp_notice(typed, "Draft cost c", 0, why.MAX_C)[1]
+            assert slider["value"] == used == kept["c"] and message in status and infos[-1] == message

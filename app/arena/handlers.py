@@ -17,13 +17,14 @@ import gradio as gr
 from app import device, render
 from app.arena.figures import arena_figure, predictions_figure, shown_rows
 from app.arena.files import write_files
+from app.arena.progress import ArenaPace
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
 from app.arena.verdicts import noisy_count, noisy_rows
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
 from app.messages import report
-from specviz.analysis.arena import iter_arena
+from specviz.analysis.arena import as_prompts, iter_arena
 from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
@@ -123,10 +124,12 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
         hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status
         yield _outputs(status=render.status_html(
             f"Starting: {prompts} × {render.plural(methods - 1, 'method')}, with standard decoding timed before "
-            f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each…", "busy",
+            f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each; the time "
+            "left and the whole run's length follow once the first prompt is measured…", "busy",
             notes=notes), summary=table([]), timings=table([], TIMING_COLUMNS),
             prompts=table([], PROMPT_COLUMNS))[:4] + (hidden,) * 4
-        result = yield from _race_on_device(job, s, _Progress(progress, notes, started))
+        pace = ArenaPace([p.id for p in as_prompts(s["prompts"])], methods - 1)
+        result = yield from _race_on_device(job, s, _Progress(progress, notes, started, pace))
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)
@@ -194,8 +197,9 @@ class _Progress:
     and status updates: a new message at once, the table and charts after each prompt, "still running" about
     every :data:`STATUS_INTERVAL_S` seconds."""
 
-    def __init__(self, progress, notes: list[str], started: float) -> None:
+    def __init__(self, progress, notes: list[str], started: float, pace: ArenaPace | None = None) -> None:
         self.progress, self.notes, self.started = progress, notes, started
+        self.pace = pace  # where the run is ("prompt 2 of 6, method 1 of 2") and the time left
         self.message, self.fraction, self.last = "", 0.0, 0.0
         self.result: ArenaResult | None = None  # the latest partial result
 
@@ -209,9 +213,13 @@ class _Progress:
             if message == self.message:
                 return None
             self.message = message  # the status names the same run as the progress bar
+            if self.pace is not None:
+                self.pace.started(self.fraction, message)
             return self._status(now)
         if kind == "partial" and payload.rows:
             self.result = payload
+            if self.pace is not None:
+                self.pace.prompts_done(len({r["prompt_id"] for r in payload.rows}))
             self.notes.extend(note for note in payload.notes if note not in self.notes)  # e.g. re-tokenized drafts
             return _result_outputs(payload, self._running(now))
         if now - self.last < STATUS_INTERVAL_S:
@@ -222,7 +230,10 @@ class _Progress:
     def _running(self, now: float) -> str:
         """The "Running… message (seconds)" status line; counts as shown now."""
         self.last = now
-        return render.status_html(f"Running… {self.message} ({now - self.started:.0f} s)", "busy", notes=self.notes)
+        where = self.pace.position() if self.pace is not None else ""
+        timing = f"; {self.pace.timing()}" if self.pace is not None and where else ""
+        return render.status_html(f"Running… {where + ': ' if where else ''}{self.message} "
+                                  f"({now - self.started:.0f} s{timing})", "busy", notes=self.notes)
 
     def _status(self, now: float) -> tuple:
         return _outputs(status=self._running(now))

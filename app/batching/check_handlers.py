@@ -10,7 +10,7 @@ from app import device, render
 from app.batching.check_figures import check_figure
 from app.batching.check_job import CheckForm, CheckSettings, check_work
 from app.batching.check_reading import check_lesson, check_stats_html
-from app.batching.shared import JobStatus, lesson_html
+from app.batching.shared import NOTHING_RUNNING, JobStatus, lesson_html
 from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report
@@ -72,6 +72,7 @@ def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShar
 
 
 def stop_check(request: gr.Request = None) -> str:
-    """The check's Stop button: flag this session's sampling check."""
-    CHECKS.cancel(request)
+    """The check's Stop button: flag this session's sampling check ("Nothing is running." when it has none)."""
+    if not CHECKS.cancel(request):
+        return render.status_html(NOTHING_RUNNING, "info")
     return render.status_html("Stopping…", "info")

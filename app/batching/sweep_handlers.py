@@ -7,7 +7,7 @@ import time
 import gradio as gr
 
 from app import device, render
-from app.batching.shared import JobStatus, lesson_html
+from app.batching.shared import NOTHING_RUNNING, JobStatus, lesson_html
 from app.batching.sweep_figures import sweep_figure
 from app.batching.sweep_files import write_sweep_files
 from app.batching.sweep_job import REPEATS, SweepForm, sweep_work
@@ -83,6 +83,7 @@ def _swept(result: dict | None, seconds: float) -> tuple:
 
 def stop_sweep(request: gr.Request = None) -> str:
     """The sweep's Stop button: flag this session's sweep (it ends before its next forward and shows the batch
-    sizes that finished)."""
-    SWEEPS.cancel(request)
+    sizes that finished; "Nothing is running." when there is no sweep of this session to stop)."""
+    if not SWEEPS.cancel(request):
+        return render.status_html(NOTHING_RUNNING, "info")
     return render.status_html("Stopping…", "info")

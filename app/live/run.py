@@ -89,6 +89,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     it finished on its own (a stopped run is added by :func:`app.live.controls.stopped_view`). ``clicked``: the
     ``time.monotonic()`` when Generate's handler began (its "Done in" counts from there; None: from the runs'
     start)."""
+    obtained = time.monotonic()  # the device is held from here: the time before is the wait for it
     loaded = yield from _load(settings, job)
     if loaded is None:
         return
@@ -97,7 +98,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     costs = known_costs(key) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                  tuned_costs(key, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
-    view.clicked = clicked
+    view.clicked, view.obtained = clicked, obtained
     note = long_prompt_note(settings, costs, len(prompt_ids))
     _warn_long_prompt(view, note)
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))

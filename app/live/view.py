@@ -48,6 +48,7 @@ class RunView:
     ended: float | None = None  # time.monotonic() when both runs finished (for the run-cost estimate)
     cpu: CpuShare | None = None  # other programs' share of the CPUs since the runs started (set when they start)
     clicked: float | None = None  # time.monotonic() when Generate's handler began (None: the runs' start)
+    obtained: float | None = None  # time.monotonic() when this run got the device (None: not known, no wait named)
     in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
     precision: str = ""  # what the target computes in ("bfloat16", "float32 · int8 weights"), for the comparison
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
@@ -219,7 +220,9 @@ class RunView:
         """("38.4 s from Generate to this result", ["the two runs: 24.1 s", "before them, loading and preparing:
         14.3 s"]): the visitor's wait and, when it differs from the runs' time by half a second or more, its parts
         (the part after the runs, drawing the result, named when it took half a second or more); ("24.1 s", []) for
-        a run with no Generate click (:attr:`clicked` None: Python code)."""
+        a run with no Generate click (:attr:`clicked` None: Python code). The time before the runs is split at
+        :attr:`obtained` (when known): the wait for the device (another visitor's run, or the start-up's measurement,
+        held it) apart from loading and preparing."""
         runs = self.runs_s()
         if self.clicked is None:
             return f"{runs:.1f} s", []
@@ -231,8 +234,8 @@ class RunView:
             return head, []
         two = self.spec is not None
         parts = [f"the two runs: {runs:.1f} s" if two else f"the run: {runs:.1f} s"]
-        if before >= 0.5:
-            parts.append(f"before {'them' if two else 'it'}, loading and preparing: {before:.1f} s")
+        parts += _before_runs(before, self.started - self.obtained if self.obtained is not None else None,
+                              "them" if two else "it")
         if after >= 0.5:
             parts.append(f"after {'them' if two else 'it'}, drawing the result: {after:.1f} s")
         return head, parts
@@ -388,3 +391,17 @@ def head_accuracy(drafter) -> HeadAccuracy | None:
     heads = getattr(drafter, "heads", None)
     count = getattr(heads, "num_heads", None)
     return HeadAccuracy(int(count)) if isinstance(count, int) and count > 0 else None
+
+
+def _before_runs(before: float, preparing: float | None, them: str) -> list[str]:
+    """The status's part for the ``before`` seconds between Generate and the runs' start ("before them, waiting for
+    the device: 9.7 s; loading and preparing: 0.6 s"), ``preparing`` of them after the device was obtained (None:
+    not known, all of it called loading and preparing); each part named when it took half a second or more."""
+    if preparing is None:
+        return [f"before {them}, loading and preparing: {before:.1f} s"] if before >= 0.5 else []
+    preparing = min(max(preparing, 0.0), before)
+    waited = before - preparing
+    if waited < 0.5:
+        return [f"before {them}, loading and preparing: {preparing:.1f} s"] if preparing >= 0.5 else []
+    parts = [f"before {them}, waiting for the device: {waited:.1f} s"]
+    return parts + ([f"loading and preparing: {preparing:.1f} s"] if preparing >= 0.5 else [])

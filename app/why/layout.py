@@ -9,7 +9,7 @@ import gradio as gr
 
 from app import render
 from app.inputs import EXIT_LAYER, parse_exit_layer
-from app.messages import tell_when_invalid
+from app.messages import RELEASE_TRIGGER_MODE, tell_when_invalid
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, RUN_BOXES, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
@@ -85,11 +85,14 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     for name, box in zip(RUN_BOXES, run_boxes):
         box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
+    # every release is sent at once (RELEASE_TRIGGER_MODE, as tell_when_clamped's): held back behind the click's
+    # release ("always_last"), the typed number's release read the box after Gradio had clamped it (2.48 -> 2,
+    # -1 -> 0), and nothing was said (issue 34's trial on a busy machine)
     for slider, key in zip(sliders, SLIDERS):
-        for event, left in ((slider.input, False), (slider.release, True)):
+        for event, left, mode in ((slider.input, False, "always_last"), (slider.release, True, RELEASE_TRIGGER_MODE)):
             event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept, measurement],
                   outputs=[slider, status, kept], preprocess=False, show_progress="hidden",
-                  trigger_mode="always_last", concurrency_limit=None, api_visibility="private")
+                  trigger_mode=mode, concurrency_limit=None, api_visibility="private")
     gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
 
 

@@ -35,6 +35,7 @@ from specviz.core.costs import predicted_speedup
 from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
 from specviz.core.events import BatchStep
+from specviz.core.kv import check_cancel
 from specviz.core.verdict import format_apart
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
 
@@ -362,9 +363,12 @@ def _samples(target, prompt: list[int], config: GenerationConfig, n: int, batch:
              make_drafter: Callable[[], Drafter] | None, cancel=None,
              done: Callable[[int], None] | None = None) -> list[tuple[int, int, int]]:
     """n sampled runs of 3 tokens, ``batch`` rows at a time (row r of batch j draws with seed base + j*batch + r);
-    ``done(runs finished so far)`` after each batch."""
+    ``done(runs finished so far)`` after each batch. ``cancel`` (a flag with ``is_set()`` or a callable) is also
+    looked at before each batch, its drafters made: raises RunCancelled when it is set, so a Stop ends the check
+    within the batch under way."""
     out: list[tuple[int, int, int]] = []
     for start in range(0, n, batch):
+        check_cancel(cancel)
         rows = min(batch, n - start)
         run_config = replace(config, max_new_tokens=3, sampling=replace(config.sampling, seed=start))
         drafters = [make_drafter() for _ in range(rows)] if make_drafter else None

@@ -172,6 +172,10 @@ def _path(target, folder: Path | None) -> Path:
     return (folder or cache_dir() / "tuning") / f"{machine_key(target)}.json"
 
 
+MEASURING = "Measuring the fastest threads and kernels on this machine (once)…"
+"""The progress line :func:`tune` says when it measures (the app names its start-up's wait with it)."""
+
+
 def _read_or_measure(target, path: Path, force: bool, remeasure_busy: bool, progress) -> Tuning:
     """The disk's choice at ``path`` (unless ``force``; a busy one is measured again when ``remeasure_busy`` and
     the CPUs are quiet now), else a new measurement, written unless it is busy and the disk holds a quiet one."""
@@ -179,7 +183,7 @@ def _read_or_measure(target, path: Path, force: bool, remeasure_busy: bool, prog
     if disk is not None and not force and not (remeasure_busy and disk.busy and _quiet_now()):
         return disk
     if progress:
-        progress("Measuring the fastest threads and kernels on this machine (once)…")
+        progress(MEASURING)
     tuning = _measure_with_load(target)
     if tuning.busy and disk is not None and not disk.busy:
         return tuning  # this process uses it; the file keeps the quiet machine's choice
