@@ -285,3 +285,10 @@ def test_the_two_outputs_compared_say_whether_they_match_and_where_they_differ()
     assert said([1, 2, 3], [1, 2, 4], False) == (
         "Sampling: the two outputs differ from token 3 on (the runs draw their random numbers in a different order); "
         "the speculative output still follows the target's distribution exactly.")
+
+
+def test_a_length_of_time_reads_in_whole_seconds_then_minutes():
+    from app.render import seconds_text
+
+    assert [seconds_text(s) for s in (0.2, 40, 119.4, 125, 3600)] == ["0 s", "40 s", "119 s", "2 min 5 s", "60 min 0 s"]
+    assert seconds_text(0.2, at_least=1) == "1 s"  # a plan never reads "0 s"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
+from app.render import seconds_text
+
 
 class ArenaPace:
     """The progress of ``prompts`` (their ids, in order) × ``methods`` methods (drafter methods, standard decoding
@@ -64,9 +66,3 @@ class ArenaPace:
         total = len(self.ids) * rate
         measured = "the first prompt" if self.done == 1 else f"the first {self.done} prompts"
         return f"about {seconds_text(left)} left of about {seconds_text(total)} (the pace of {measured})"
-
-
-def seconds_text(seconds: float) -> str:
-    """A length in words: "40 s", "2 min 5 s" (whole seconds)."""
-    s = max(0, round(seconds))
-    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"

@@ -10,6 +10,7 @@ from typing import Callable
 
 from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
+from app.render import seconds_text
 from app.inputs import InputError, NumberField, number, text
 from specviz.analysis.batching import sampling_check
 from specviz.core.engine import GenerationConfig
@@ -143,15 +144,9 @@ class CheckProgress:
         done = self.done
         counts = f"standard {done['standard']} of {self.n}, speculative {done['speculative']} of {self.n} done"
         left = self.seconds_left()
-        when = (f"about {_seconds_text(left)} left" if left is not None
+        when = (f"about {seconds_text(left)} left" if left is not None
                 else "the time left follows once the first batch is done")
         return f"sampling {side} runs, {CHECK_BATCH} at a time: {counts}; {when}"
-
-
-def _seconds_text(seconds: float) -> str:
-    """A time left in words: "40 s", "2 min 5 s" (whole seconds)."""
-    s = max(0, round(seconds))
-    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
 
 
 def pair_labels(tokenizer, result: dict) -> dict[tuple[int, int], str]:

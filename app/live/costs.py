@@ -19,6 +19,7 @@ The stores (:data:`_COSTS`, :data:`_TUNED`, :data:`_DEFAULT_TOKENS`) are shared 
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import uuid
@@ -31,7 +32,10 @@ from app.device import load_target
 from app.inputs import Settings
 from app.live.view import RunView
 from app.messages import log_failure
+from app.render import seconds_text
 from specviz.runtime.policy import current_policy
+
+_seconds = functools.partial(seconds_text, at_least=1)  # a plan never reads "0 s"
 
 DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
 MIN_DEFAULT_TOKENS = 16
@@ -300,12 +304,6 @@ def _span(low: float, high: float) -> str:
     if high < 120:
         return f"{max(1, round(low))}–{_seconds(high)}"
     return f"{_seconds(low)} – {_seconds(high)}"
-
-
-def _seconds(s: float) -> str:
-    """"25 s", "3 min 10 s"."""
-    s = max(1, round(s))
-    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
 
 
 def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int) -> str:

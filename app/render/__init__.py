@@ -1,7 +1,8 @@
 """HTML the tabs render, pure (no Gradio, no model), in five small modules re-exported here so every tab reads
 ``from app import render`` / ``render.status_html(...)``:
 
-- :mod:`app.render.markup`: the status line, a sideways-scrolling box for wide tables, a count in words (every tab);
+- :mod:`app.render.markup`: the status line, a sideways-scrolling box for wide tables, a count and a length of time in words
+  (every tab);
 - :mod:`app.render.tokens`: a token's text decoded as a continuation of the tokens before it (:class:`PieceDecoder`,
   also the draft tree's and lookahead's views);
 - :mod:`app.render.pane`: the Live tab's output panes, token by token, from engine events (:class:`Pane`; how each
@@ -14,7 +15,7 @@
 from __future__ import annotations
 
 from app.render.history import history_html, history_k, history_rate, history_speedup
-from app.render.markup import plural, scroll_box, status_html
+from app.render.markup import plural, scroll_box, seconds_text, status_html
 from app.render.pane import (KIND_LABELS, SUFFIX_SOURCES, Pane, _detail_title, legend_html, pane_header, pane_html,
                              placeholder_html, text_html, token_html)
 from app.render.stats import (BUSY_NOTE, END_TO_END_DEFINITION, LOOKAHEAD_DEFINITION, ONE_MEASUREMENT, ONE_PASS,

@@ -11,6 +11,13 @@ def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
+def seconds_text(seconds: float, at_least: int = 0) -> str:
+    """A length of time in words, whole seconds: "40 s", "2 min 5 s" (``at_least``: the smallest number said,
+    e.g. 1 so that a plan never reads "0 s")."""
+    s = max(at_least, round(seconds))
+    return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
+
+
 def status_html(message: str, kind: str = "info", notes=()) -> str:
     """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
     a prompt cut to fit) follow it, one per line. The icon and message sit in one span (``status-text``: the Live
