@@ -114,6 +114,9 @@ def test_stop_cancels_and_frees_the_device(page):
     while device.DEVICE.locked and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not device.DEVICE.locked, "Stop must release the device lock"
+    # Stop answers in two steps: the status at once (stop_now), then the whole stopped result (stop_run: panes as
+    # made so far, stats, the history row); count the tokens once that result is drawn
+    page.wait_for_selector("#history:has-text('(stopped)')", timeout=20_000)
     count = page.locator("#baseline-output span[data-kind]").count()
     time.sleep(1.0)
     assert page.locator("#baseline-output span[data-kind]").count() == count  # nothing streams after Stop
