@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 
 from app import device, live, placed  # noqa: E402
 from app.live import run as live_run  # noqa: E402
+from why_support import drain_measure  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
 from specviz.runtime.models import load_model  # noqa: E402
 from specviz.runtime.speed import plain_path  # noqa: E402
@@ -96,17 +97,7 @@ def _measure(tiny_model_dir, monkeypatch, **named) -> dict:
     monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2, 4))
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
-    last: dict = {}
-    for out in why.measure(str(tiny_model_dir), 2, 0.7, "4", "2.5", "", **named):
-        for name, value in zip(why.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-            last.setdefault("all_" + name, []).append(value)
-    assert not device.DEVICE.locked
-    return last
+    return drain_measure(str(tiny_model_dir), **named)
 
 
 def test_the_why_tab_draws_the_offloaded_curve_beside_the_whole_one_when_asked(tiny_model_dir, monkeypatch):

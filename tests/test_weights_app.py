@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 from app import device, live  # noqa: E402
 from app.live import run as live_run  # noqa: E402
 from app.weights_setting import ENV_WEIGHTS, operator_weights  # noqa: E402
+from why_support import drain_measure  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
 from specviz.runtime.models import load_model  # noqa: E402
 from specviz.runtime.weights import FORMATS, weights_of, with_weights  # noqa: E402
@@ -80,18 +81,7 @@ def _measure(tiny_model_dir, monkeypatch, **named) -> dict:
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     monkeypatch.setattr(weights, "ROUNDS", 2)
     monkeypatch.setattr(weights, "WARMUP", 0)
-    last: dict = {}
-    for out in why.measure(str(tiny_model_dir), 2, 0.7, "4", "2.5", "", **named):
-        assert len(out) == len(why.OUTPUTS)
-        for name, value in zip(why.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-            last.setdefault("all_" + name, []).append(value)
-    assert not device.DEVICE.locked
-    return last
+    return drain_measure(str(tiny_model_dir), **named)
 
 
 def test_the_why_tab_draws_step_time_against_weight_bytes_when_asked(tiny_model_dir, monkeypatch):
