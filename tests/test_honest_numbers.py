@@ -518,6 +518,21 @@ def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monke
     assert not loads_the_default(build_demo(max_new_tokens=40))  # an operator's choice stays
 
 
+def test_a_page_opened_before_the_default_was_derived_gets_it_when_known(monkeypatch):
+    derived = {}
+    monkeypatch.setattr(live.costs, "derived_default_tokens", lambda spec, fallback: derived.get(spec))
+    update, timer, tries = live.costs.retry_default_tokens("x", 64, 64, 0)  # still measuring: ask again later
+    assert update == {"__type__": "update"} and timer.active is True and tries == 1
+    derived["x"] = 32
+    update, timer, tries = live.costs.retry_default_tokens("x", 64, 64, tries)
+    assert update["value"] == 32 and timer.active is False and tries == 2  # the derived value, and the timer stops
+    update, timer, _ = live.costs.retry_default_tokens("x", 64, 100, 0)  # the visitor's own number stays
+    assert update == {"__type__": "update"} and timer.active is False
+    derived.clear()
+    _, timer, _ = live.costs.retry_default_tokens("x", 64, 64, live.costs.DEFAULT_TOKENS_TRIES - 1)
+    assert timer.active is False  # it gives up after its tries
+
+
 def test_costs_are_learned_from_a_finished_run():
     spec, base = _runs(10, lambda i: 20.0, lambda i: 10.0)
     view = _view(spec, base)

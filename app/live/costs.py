@@ -40,6 +40,8 @@ _seconds = functools.partial(seconds_text, at_least=1)  # a plan never reads "0 
 DEFAULT_RUN_S = 20.0  # the derived default of max new tokens aims at a run about this long here
 MIN_DEFAULT_TOKENS = 16
 DEFAULT_TOKENS_WAIT_S = 3.0  # a page load waits this long for the device to derive its default max new tokens
+DEFAULT_TOKENS_RETRY_S = 5.0  # a page opened before the default was derived asks again this often ...
+DEFAULT_TOKENS_TRIES = 36  # ... this many times (3 min: the start-up's measurement), then keeps its value
 LONG_PREFILL_S = 10.0  # an expected prefill longer than this is announced before the run
 CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English text, BPE)
 SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
@@ -242,6 +244,20 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
     if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
         return gr.skip()  # stays remembered for the next page load)
     return gr.update(value=value)
+
+
+def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
+    """A tick of the Live tab's retry timer: a page opened while the start-up was still measuring showed
+    ``fallback``; it gets the derived default as soon as there is one (:func:`page_default_tokens`), so pages opened
+    before and after the measurement agree. Returns (slider update, timer update, tries + 1): the timer stops once
+    the slider shows anything but ``fallback`` (the derived value, or the visitor's own), or after
+    :data:`DEFAULT_TOKENS_TRIES` ticks."""
+    tries = int(tries or 0) + 1
+    if shown is not None and shown != fallback:
+        return gr.skip(), gr.Timer(active=False), tries
+    update = page_default_tokens(spec, fallback, shown)
+    done = "value" in update or tries >= DEFAULT_TOKENS_TRIES
+    return update, gr.Timer(active=not done), tries
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
