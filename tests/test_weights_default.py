@@ -150,3 +150,22 @@ def test_with_tuning_off_the_default_stays_float32(tiny_target, monkeypatch):
     monkeypatch.delenv(setting.ENV_WEIGHTS, raising=False)
     monkeypatch.setenv("SPECVIZ_TUNE", "0")
     assert setting.in_operator_weights(tiny_target) is tiny_target and setting.operator_weights() == "float32"
+
+
+def test_a_draft_model_runs_in_a_chosen_weight_format(tiny_target, tiny_model_dir):
+    """The 'model' drafter's ``draft_weights``: an int8 copy of the target drafts for the float32 target; the
+    output stays standard decoding's ids."""
+    from specviz.core.engine import GenerationConfig, collect, speculative_generate, standard_generate
+    from specviz.drafters.registry import make_drafter
+    from specviz.runtime.weights import weights_of
+
+    drafter = make_drafter("model", tiny_target, draft_spec=str(tiny_model_dir), draft_weights="int8")
+    assert weights_of(drafter.model) == "int8" and "int8 weights" in drafter.name
+    assert weights_of(tiny_target.model) == "float32"  # the target keeps its own weights
+    prompt = tiny_target.tokenizer.encode("the cat sat on the mat and the cat")
+    cfg = GenerationConfig(max_new_tokens=24, k=4)
+    run = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
+    base = collect(standard_generate(tiny_target, prompt, cfg), tiny_target.tokenizer, prompt)
+    assert run.token_ids == base.token_ids and len(run.token_ids) > 0
+    with pytest.raises(ValueError, match="int3"):
+        make_drafter("model", tiny_target, draft_spec=str(tiny_model_dir), draft_weights="int3")
