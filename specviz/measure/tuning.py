@@ -25,6 +25,10 @@ average exceeded the core count). A later start uses the disk's choice, a busy o
 when the kept choice was busy and the machine is quiet now (a busy measurement never replaces a quiet one on disk).
 ``SPECVIZ_TUNE=0`` turns tuning off (the settings then stay as loaded).
 
+The app's start-up also asks :func:`tune_weights` for the CPU's default weight format: every format's one-token step
+and verify curve (:mod:`specviz.measure.weights_default`, a few seconds), kept in the same record (``weights``,
+``weights_ms``), so a restart reads them; k = auto reads each format's curve (:func:`verify_curve`).
+
 Exactness: thread counts and kernels change float32 rounding only, and the baseline and the speculative run use
 the same model with the same choice, so greedy output stays identical between them.
 """
@@ -174,7 +178,8 @@ def tune_weights(target, *, folder: Path | None = None, progress=None) -> Tuning
     """The tuning of ``target`` (a float32 LoadedModel, tuned by :func:`tune` first when this process has not) with
     the default weight format measured on this machine (:mod:`specviz.measure.weights_default`: every format's
     one-token step and verify curve, interleaved rounds, a few seconds on the embedded model), measured once and
-    kept with the rest of the tuning (in memory, and on disk where the tuning is kept), so a restart reads it.
+    kept with the rest of the tuning (in memory, and on disk where the tuning is kept, unless other programs kept
+    the CPUs busy meanwhile: then a later start measures again), so a restart reads it.
     Where tuning does not apply (off, a compiled forward, a GPU, a target not loaded in float32) the tuning is
     returned with ``weights`` None: the caller keeps float32."""
     from specviz.measure import weights_default
@@ -188,10 +193,12 @@ def tune_weights(target, *, folder: Path | None = None, progress=None) -> Tuning
         if tuning.weights is None:
             if progress:
                 progress(MEASURING_WEIGHTS)
-            began = time.monotonic()
+            from specviz.measure.machine import CpuShare
+
+            began, load, cpu = time.monotonic(), _load_average(), CpuShare()
             figures = weights_default.measure_formats(target, progress=progress)
             tuning = replace(tuning, weights=weights_default.choose_default(figures), weights_ms=figures)
-            if tuning.kept:
+            if tuning.kept and not _busy(load, cpu.others()):  # busy: this process only; a later start measures
                 tuning = _write(path, tuning)
             _KEPT[str(path)] = tuning
             if progress:
