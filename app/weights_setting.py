@@ -80,7 +80,7 @@ def with_curve(formatted, base):
 def in_operator_weights(loaded, progress=None):
     """``loaded`` (a float32 LoadedModel) in the operator's weight format (:func:`explicit_weights`), else, on the
     CPU, in the format measured fastest here (:func:`measured_default`; the measurement also gives every format's
-    verify curve to k = auto, so it runs on the CPU whichever format the operator set); itself for float32.
+    verify curve to k = auto; an explicit format measures nothing); itself for float32.
     Raises :class:`specviz.runtime.weights.WeightsError` (one sentence) where the operator's format cannot run,
     e.g. int8 or int4 on a GPU, or a target the operator's ``SPECVIZ_DTYPE`` did not load in float32."""
     import torch
@@ -88,11 +88,9 @@ def in_operator_weights(loaded, progress=None):
     from specviz.runtime.weights import WeightsError, with_weights
 
     fmt = explicit_weights()
-    measured = None
-    if loaded.device.type == "cpu" and loaded.dtype == torch.float32:
-        measured = measured_default(loaded, progress)
     if fmt is None:  # unset or auto: the format measured fastest here (float32 where not measured)
-        fmt = measured or DEFAULT_WEIGHTS
+        on_cpu = loaded.device.type == "cpu" and loaded.dtype == torch.float32
+        fmt = measured_default(loaded, progress) if on_cpu else DEFAULT_WEIGHTS
     if fmt == DEFAULT_WEIGHTS:
         return with_curve(loaded, loaded)
     if loaded.dtype != torch.float32:
