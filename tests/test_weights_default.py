@@ -169,3 +169,12 @@ def test_a_draft_model_runs_in_a_chosen_weight_format(tiny_target, tiny_model_di
     assert run.token_ids == base.token_ids and len(run.token_ids) > 0
     with pytest.raises(ValueError, match="int3"):
         make_drafter("model", tiny_target, draft_spec=str(tiny_model_dir), draft_weights="int3")
+
+
+def test_every_format_is_timed_at_each_size_with_its_spread(tiny_target):
+    figures = weights_default.measure_formats(tiny_target, rounds=2, warmup=0)
+    assert list(figures) == ["float32", "bfloat16", "int8", "int4"]
+    for fig in figures.values():
+        assert sorted(fig["verify"]) == list(weights_default.TOKEN_COUNTS) and fig["verify"][1] == 1.0
+        assert 0 < fig["range"][0] <= fig["step"] <= fig["range"][1]
+    assert choose_default(figures) in figures
