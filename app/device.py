@@ -437,7 +437,9 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     :mod:`app.placed`) the target is placed by accelerate's device map instead, kept loaded, and runs eagerly with
     the default kernels: no tuning, torch.compile or CUDA graphs. Raises PlacementError (one sentence) for a
     placement that cannot be used. Last, the target is put in the operator's weight format (``SPECVIZ_WEIGHTS``:
-    :mod:`app.weights_setting`); raises WeightsError (one sentence) for a format that cannot run here."""
+    :mod:`app.weights_setting`), or where that is unset, on the CPU, in the format the start-up measured fastest
+    here (a few seconds more once, kept with the tuning); raises WeightsError (one sentence) for a format that
+    cannot run here."""
     from specviz.core.graphs import warm_graphs
     from specviz.runtime.models import load_model, operator_dtype
     from specviz.measure.tuning import tune
@@ -457,7 +459,7 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     warmed = warm_graphs(loaded)  # CUDA graphs captured at load on the graph path (None elsewhere)
     if warmed:
         log.info("%s: %s", loaded.label, warmed)
-    return in_operator_weights(loaded, progress)  # SPECVIZ_WEIGHTS (app.weights_setting): float32 unless set
+    return in_operator_weights(loaded, progress)  # SPECVIZ_WEIGHTS, else the CPU's measured fastest
 
 
 STARTUP_MEASURING = "the app is measuring this machine once at start-up (about 20 s)"
@@ -477,7 +479,7 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
     log.info("%s", current_policy().describe())
 
     def work() -> None:
-        from specviz.measure.tuning import MEASURING
+        from specviz.measure.tuning import MEASURING, MEASURING_WEIGHTS
         from specviz.runtime.models import ModelLoadError
 
         owner = f"preload:{uuid.uuid4().hex}"
@@ -486,7 +488,7 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
             log.info("pre-loading %s", spec)
             def said(message: str) -> None:
                 log.info("%s", message)
-                if message == MEASURING:
+                if message in (MEASURING, MEASURING_WEIGHTS):
                     DEVICE.relabel(owner, STARTUP_MEASURING)
 
             loaded = load_target(spec, progress=said, startup=True)

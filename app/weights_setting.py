@@ -3,6 +3,12 @@ docs/weights.md): :func:`in_operator_weights` is the one call :func:`app.device.
 tuning a target. The formatted target is a light copy (:func:`specviz.runtime.weights.with_weights`, cached per target and
 format) whose label names the format ("..., int8 weights)"), so every tab's status names it; standard decoding and
 the speculative run both use it, so ids stay identical within the format.
+
+Unset (or ``auto``), the CPU's default is the format measured fastest on the machine at hand at start-up
+(:func:`specviz.measure.tuning.tune_weights`, kept with the tuning so a restart reads it; a format replaces float32
+only when clearly faster: :func:`specviz.measure.weights_default.choose_default`); on a GPU, with tuning off, or a
+target not loaded in float32, float32. Each format's model gets the verify curve measured for it, which k = auto
+reads (:func:`specviz.core.costs.set_verify_curve`).
 """
 
 from __future__ import annotations
@@ -12,41 +18,86 @@ import os
 
 ENV_WEIGHTS = "SPECVIZ_WEIGHTS"
 DEFAULT_WEIGHTS = "float32"
+AUTO = "auto"  # SPECVIZ_WEIGHTS=auto, as unset: the format measured fastest here
+
+_MEASURED: dict[str, str] = {}  # target spec -> the default format measured at its load in this process
 
 log = logging.getLogger("specviz.app")
 
 
-def operator_weights(env: dict | None = None) -> str:
-    """The weight format the operator set (``SPECVIZ_WEIGHTS``, case and spaces ignored), or :data:`DEFAULT_WEIGHTS`
-    when unset. A value that is no format is logged as a warning and the default used."""
+def explicit_weights(env: dict | None = None) -> str | None:
+    """The weight format the operator set (``SPECVIZ_WEIGHTS``, case and spaces ignored); None when unset or
+    ``auto`` (the measured default applies). A value that is no format is logged as a warning and
+    :data:`DEFAULT_WEIGHTS` returned."""
     from specviz.runtime.weights import FORMATS
 
     text = (os.environ if env is None else env).get(ENV_WEIGHTS, "").strip().lower()
-    if not text:
-        return DEFAULT_WEIGHTS
+    if not text or text == AUTO:
+        return None
     if text not in FORMATS:
-        log.warning("%s=%r is not a weight format (%s): using %s", ENV_WEIGHTS, text, ", ".join(FORMATS),
-                    DEFAULT_WEIGHTS)
+        log.warning("%s=%r is not a weight format (%s, or %s): using %s", ENV_WEIGHTS, text, ", ".join(FORMATS),
+                    AUTO, DEFAULT_WEIGHTS)
         return DEFAULT_WEIGHTS
     return text
 
 
+def operator_weights(env: dict | None = None, target: str | None = None) -> str:
+    """The app's default weight format: the operator's ``SPECVIZ_WEIGHTS`` (:func:`explicit_weights`), else the
+    format measured fastest when the target ``target`` (a spec; None: the one loaded first) was loaded in this
+    process (:func:`in_operator_weights`), else :data:`DEFAULT_WEIGHTS`."""
+    explicit = explicit_weights(env)
+    if explicit is not None:
+        return explicit
+    if target is None:
+        return next(iter(_MEASURED.values()), DEFAULT_WEIGHTS)
+    return _MEASURED.get(target, DEFAULT_WEIGHTS)
+
+
+def measured_default(loaded, progress=None) -> str:
+    """The default format measured fastest for ``loaded`` (a float32 LoadedModel) on this machine
+    (:func:`specviz.measure.tuning.tune_weights`: measured once, kept with the tuning), remembered under its spec
+    for :func:`operator_weights`; float32 where it is not measured (a GPU, tuning off, not float32)."""
+    from specviz.measure.tuning import tune_weights
+
+    fmt = tune_weights(loaded, progress=progress).weights or DEFAULT_WEIGHTS
+    _MEASURED[str(loaded.spec)] = fmt
+    return fmt
+
+
+def with_curve(formatted, base):
+    """``formatted`` (``base`` in a weight format) after giving its model the verify curve measured for its
+    format (:func:`specviz.measure.tuning.verify_curve`), which k = auto reads; returns ``formatted``."""
+    from specviz.core.costs import set_verify_curve
+    from specviz.measure.tuning import verify_curve
+    from specviz.runtime.weights import weights_of
+
+    curve = verify_curve(base, weights_of(formatted.model))
+    if curve is not None:
+        set_verify_curve(formatted.model, curve)
+    return formatted
+
+
 def in_operator_weights(loaded, progress=None):
-    """``loaded`` (a float32 LoadedModel) in the operator's weight format (itself for float32). Raises
-    :class:`specviz.runtime.weights.WeightsError` (one sentence) where the format cannot run, e.g. int8 or int4 on a GPU, or
-    a target the operator's ``SPECVIZ_DTYPE`` did not load in float32."""
+    """``loaded`` (a float32 LoadedModel) in the operator's weight format (:func:`explicit_weights`), else, on the
+    CPU, in the format measured fastest here (:func:`measured_default`; the measurement also gives every format's
+    verify curve to k = auto; an explicit format measures nothing); itself for float32.
+    Raises :class:`specviz.runtime.weights.WeightsError` (one sentence) where the operator's format cannot run,
+    e.g. int8 or int4 on a GPU, or a target the operator's ``SPECVIZ_DTYPE`` did not load in float32."""
     import torch
 
     from specviz.runtime.weights import WeightsError, with_weights
 
-    fmt = operator_weights()
+    fmt = explicit_weights()
+    if fmt is None:  # unset or auto: the format measured fastest here (float32 where not measured)
+        on_cpu = loaded.device.type == "cpu" and loaded.dtype == torch.float32
+        fmt = measured_default(loaded, progress) if on_cpu else DEFAULT_WEIGHTS
     if fmt == DEFAULT_WEIGHTS:
-        return loaded
+        return with_curve(loaded, loaded)
     if loaded.dtype != torch.float32:
         raise WeightsError(f"{ENV_WEIGHTS}={fmt} starts from float32 weights, but this target was loaded in "
                            f"{str(loaded.dtype).removeprefix('torch.')} (SPECVIZ_DTYPE): set SPECVIZ_DTYPE=float32 "
                            f"or unset {ENV_WEIGHTS}.")
-    return with_weights(loaded, fmt, progress=progress)
+    return with_curve(with_weights(loaded, fmt, progress=progress), loaded)
 
 
 def in_chosen_weights(target, fmt: str, progress=None):
@@ -63,7 +114,7 @@ def in_chosen_weights(target, fmt: str, progress=None):
     base = float_target(target)
     loaded_as = dtype_name(base.dtype)
     if fmt in (weights_of(base.model), loaded_as):
-        return base
+        return with_curve(base, base)
     if getattr(base.model, "hf_device_map", None):
         raise WeightsError(f"The {fmt} weights are not available for a target the operator placed across devices "
                            "(SPECVIZ_DEVICE_MAP): choose float32.")
@@ -73,4 +124,4 @@ def in_chosen_weights(target, fmt: str, progress=None):
     if loaded_as != "float32":
         raise WeightsError(f"The {fmt} weights are made from float32 weights, but this server loads the target in "
                            f"{loaded_as} (SPECVIZ_DTYPE): choose float32, the weights as loaded.")
-    return with_weights(base, fmt, progress=progress)
+    return with_curve(with_weights(base, fmt, progress=progress), base)

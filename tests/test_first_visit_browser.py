@@ -59,6 +59,7 @@ def fresh_start(tmp_path, monkeypatch, embedded):
         (cache / folder.name).symlink_to(folder, target_is_directory=True)
     monkeypatch.setenv("SPECVIZ_CACHE_DIR", str(cache))
     monkeypatch.setenv("SPECVIZ_TUNE", "1")
+    monkeypatch.setenv("SPECVIZ_WEIGHTS", "float32")  # the threads' tuning is the subject: no format measured
     for name in ("_COSTS", "_TUNED", "_DEFAULT_TOKENS"):
         monkeypatch.setattr(live.costs, name, {})
     tuning.forget()

@@ -31,6 +31,7 @@ def tuned_embedded(embedded, tmp_path, monkeypatch):
     """The embedded model with the threads and kernels measured here, as the app's start-up chooses them (a busy
     machine's choice included: on two busy cores one thread, where two stall); put back afterwards."""
     monkeypatch.setenv("SPECVIZ_TUNE", "1")
+    monkeypatch.setenv("SPECVIZ_WEIGHTS", "float32")  # the runs' costs are float32's: no format measured at load
     report = speed.report_of(embedded.model)
     threads, fast = torch.get_num_threads(), report is not None and report.active
     tuning.tune(embedded, folder=tmp_path)

@@ -199,6 +199,7 @@ def test_the_app_logs_a_tuning_once_not_on_every_run_that_reuses_it(monkeypatch,
 
     import specviz.core.graphs
     import specviz.runtime.models
+    import app.weights_setting
     from app import device
 
     kept = tuning.Tuning(2, 2, True, pad_rows={1: 2}, busy=True)
@@ -206,6 +207,7 @@ def test_the_app_logs_a_tuning_once_not_on_every_run_that_reuses_it(monkeypatch,
     monkeypatch.setattr(specviz.runtime.models, "load_model", lambda spec, **kw: loaded)
     monkeypatch.setattr(tuning, "tune", lambda target, **kw: kept)  # the kept choice, as a later run gets it
     monkeypatch.setattr(specviz.core.graphs, "warm_graphs", lambda target: None)
+    monkeypatch.setattr(app.weights_setting, "in_operator_weights", lambda target, progress=None: target)
     monkeypatch.setattr(device, "_TUNINGS_LOGGED", set())
     with caplog.at_level(logging.INFO, logger=device.log.name):
         for _ in range(5):

@@ -50,7 +50,7 @@ DEFAULTS = {
     "window": LOOKAHEAD_DEFAULTS[0],
     "ngram": LOOKAHEAD_DEFAULTS[1],
     "candidates": LOOKAHEAD_DEFAULTS[2],
-    "weights": None,  # the operator's SPECVIZ_WEIGHTS, else float32 (read when the page is built)
+    "weights": None,  # the operator's SPECVIZ_WEIGHTS, else the format measured fastest here (read on page load)
 }
 """The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides). Left as it is,
 ``max_new_tokens`` is replaced on page load by a default derived from the target's measured step cost (a run of

@@ -155,9 +155,11 @@ WEIGHTS_NOTE = ("Fewer bytes read per step, faster steps. int8 and int4 change t
 
 
 def _weights_control(ui: dict, d: dict) -> None:
-    """The target's weight format (float32, bfloat16, int8, int4; the operator's ``SPECVIZ_WEIGHTS`` by default, read
-    now), :data:`WEIGHTS_NOTE` under its label as the other controls' notes are."""
-    ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights(), label="Weights",
+    """The target's weight format (float32, bfloat16, int8, int4; by default the operator's ``SPECVIZ_WEIGHTS``, else
+    the format the start-up measured fastest on this CPU: :func:`app.weights_setting.operator_weights`, read on each
+    page load, so a page opened after the measurement shows it), :data:`WEIGHTS_NOTE` under its label as the other
+    controls' notes are."""
+    ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights, label="Weights",
                              elem_id="weights", info=WEIGHTS_NOTE)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import torch
 
+from specviz.core.costs import verify_curve_of
 from specviz.core.drafting import Drafter, DrafterBase, as_drafter
 from specviz.core.events import NumericalError, RunKind
 from specviz.core.graphs import choose_runner
@@ -88,7 +89,8 @@ class Batch:
                                                           window_budget(target.model, len(p), config.max_new_tokens),
                                                           target.eos_token_ids, config.stop_strings,
                                                           config.stop_token_ids),
-                          self._generator(i), d, config.draft_length(d) if d is not None else None)
+                          self._generator(i), d,
+                          config.draft_length(d, verify_curve_of(target.model)) if d is not None else None)
                      for i, (p, d) in enumerate(zip(prompts, drafters))]
         self.active = list(self.rows)
         self.index = 0

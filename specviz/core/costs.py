@@ -184,3 +184,42 @@ def end_to_end_speedup(expected: float, costs: Costs, k: int, tokens: int) -> fl
     base = costs.prefill_ms + rest * costs.step_ms
     spec = costs.prefill_ms + rest / expected * costs.pass_ms(k)
     return base / spec if spec > 0 else float("nan")
+
+
+# ------------------------------------------------------------------------------- a format's measured verify curve
+
+def set_verify_curve(model, curve: Mapping[int, float] | None) -> None:
+    """Give ``model`` (a target's torch module) the verify curve measured for it, {n tokens read: T(n) / T(1)}
+    (start-up tuning per weight format: :func:`specviz.measure.tuning.tune_weights`), which k = auto reads as its
+    prior (:func:`verify_curve_of`); None removes it. The curve belongs to this module object only: a copy of it
+    (another weight format made from it) does not inherit it."""
+    model._specviz_verify_curve = None if curve is None else (id(model), {int(n): float(r) for n, r in curve.items()})
+
+
+def with_verify_curve(known: Mapping[int, float], curve: Mapping[int, float] | None) -> dict[int, float]:
+    """A run's measured forward times ``known`` ({n tokens read: ms}) with the sizes it has not measured filled from
+    a measured verify ``curve`` ({n: T(n) / T(1)}), scaled to the run: by its own T(1) when it has one, else by the
+    median of known ms / curve ratio over the sizes both hold. Sizes the run measured keep their own times. Returns
+    ``known`` as a new dict when ``curve`` is None or shares no size with it (no scale can be read)."""
+    points = dict(known)
+    if not curve or not points:
+        return points
+    if 1 in points:
+        scale = points[1]
+    else:
+        shared = [points[n] / curve[n] for n in points if n in curve and curve[n] > 0]
+        if not shared:
+            return points
+        scale = sorted(shared)[len(shared) // 2]
+    for n, ratio in curve.items():
+        points.setdefault(int(n), scale * float(ratio))
+    return points
+
+
+def verify_curve_of(model) -> dict[int, float] | None:
+    """The verify curve set on ``model`` by :func:`set_verify_curve` ({n: T(n) / T(1)}), None when none was set
+    on this very module object."""
+    held = getattr(model, "_specviz_verify_curve", None)
+    if not held or held[0] != id(model):
+        return None
+    return dict(held[1])

@@ -37,7 +37,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
-from specviz.core.costs import expected_tokens, interpolate, pass_ms, predicted_speedup
+from specviz.core.costs import expected_tokens, interpolate, pass_ms, predicted_speedup, with_verify_curve
 
 DECAY = 0.9  # weight kept by older observations per new one (~10 passes of memory)
 PRIOR_ACCEPTANCE = 0.5  # a_i before a position was ever reached: the decaying means' starting point, of weight
@@ -98,11 +98,15 @@ class AutoK:
         expected_gain: rate(k) / rate(0) of the last choice (None before costs are known).
         probe_after: plain passes in a row before the next probe (:data:`DRAFT_PROBE_AFTER` doubling to
             :data:`AUTO_PROBE_MAX` after each probe that did not make drafting pay).
+        prior: the target's verify curve measured at start-up in its weight format ({n: T(n) / T(1)},
+            :func:`specviz.core.costs.verify_curve_of`; None: none), read for the forward sizes this run has not
+            timed yet, scaled to the sizes it has (:func:`specviz.core.costs.with_verify_curve`).
     """
 
     k_max: int
     k: int = 4
     expected_gain: float | None = None
+    prior: dict[int, float] | None = None
     _accepted: list[_Decaying] = field(default_factory=list)  # per position: accepted (total) of reached (weight)
     _verify: dict[int, _Decaying] = field(default_factory=dict)  # forward length n -> ms
     _draft: _Decaying = field(default_factory=_Decaying)  # ms per drafted token
@@ -131,10 +135,12 @@ class AutoK:
     def verify_ms(self, k: int) -> float | None:
         """T_verify(k), ms: the target forward of a pass verifying ``k`` drafted tokens (a forward over n = k + 1
         tokens; T_verify(0) is a plain step's), as :meth:`specviz.core.costs.Costs.verify_ms` means it. The measured
-        mean for n tokens, else :func:`~specviz.core.costs.interpolate`'d between measured sizes (the end segments'
+        mean for n tokens, else the start-up's curve for the target's format (:attr:`prior`) scaled to this run, else
+        :func:`~specviz.core.costs.interpolate`'d between measured sizes (the end segments'
         slopes, floored at 0, continue outside them; :data:`PRIOR_SLOPE` while only one size is known); None before
         any pass."""
         known = {size: avg.mean() for size, avg in self._verify.items() if avg.mean() is not None}
+        known = with_verify_curve(known, self.prior)
         if not known:
             return None
         lone_slope = 0.0

@@ -98,10 +98,13 @@ class GenerationConfig:
         if self.adaptive_k and self.auto_k:
             raise ValueError("choose one draft-length schedule: adaptive_k (heuristic) or auto_k (cost-aware)")
 
-    def draft_length(self, drafter: Drafter | None = None) -> HeuristicK | AutoK | GateK:
+    def draft_length(self, drafter: Drafter | None = None,
+                     verify_curve: dict[int, float] | None = None) -> HeuristicK | AutoK | GateK:
         """A fresh draft-length controller for one run. A drafter with a ``fixed_k`` (lookahead: its candidates'
         length N-1) drafts that many tokens every pass, whatever k the config asks for; with ``auto_k`` it may
-        take plain one-token steps instead where its passes do not pay (:class:`~specviz.core.draft_length.GateK`)."""
+        take plain one-token steps instead where its passes do not pay (:class:`~specviz.core.draft_length.GateK`).
+        ``verify_curve``: the target's verify curve in its weight format ({n: T(n) / T(1)},
+        :func:`specviz.core.costs.verify_curve_of`), k = auto's prior for the sizes a run has not timed."""
         contract = as_drafter(drafter)
         if contract is not None and contract.fixed_k is not None:
             fixed = int(contract.fixed_k)
@@ -109,7 +112,7 @@ class GenerationConfig:
                 return GateK(fixed, warmup=int(contract.warmup_passes), wait=bool(contract.waits_for_candidates))
             return HeuristicK(fixed, fixed, False)
         if self.auto_k:
-            return AutoK(self.k_max, min(self.k, self.k_max))
+            return AutoK(self.k_max, min(self.k, self.k_max), prior=verify_curve)
         return HeuristicK(self.k, self.k_max, self.adaptive_k)
 
 

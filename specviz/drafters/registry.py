@@ -37,6 +37,9 @@ class DrafterOptions:
         remember_outputs: ``suffix``: each run's output joins the store when the next run starts (False: cold, as
             the bench runs it unless ``--warm-suffix``).
         progress: optional callable(str) for loading messages.
+        draft_weights: ``model``: the draft model's weight format (float32, bfloat16, int8, int4:
+            :func:`specviz.runtime.weights.with_weights`, made from its float32 load; None: as loaded), e.g. an int4
+            copy of the target drafting for it (``draft_spec`` the target's spec).
     """
 
     draft_spec: str | None = None
@@ -54,6 +57,7 @@ class DrafterOptions:
     suffix_store: object | None = None
     remember_outputs: bool = True
     progress: Callable[[str], None] | None = None
+    draft_weights: str | None = None
 
 
 Factory = Callable[[object, DrafterOptions], Drafter]
@@ -226,14 +230,19 @@ def _bf16(target, o: DrafterOptions) -> Drafter:
 
 
 def _draft_model(target, o: DrafterOptions) -> Drafter:
-    """The draft model, loaded on the target's device and in its dtype. The target's tokenizer: a
-    :class:`ModelDrafter`; another tokenizer: a
-    :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for the target)."""
+    """The draft model, loaded on the target's device and in its dtype, then in ``o.draft_weights`` where given
+    (:func:`specviz.runtime.weights.with_weights`: float32 loads only; raises WeightsError, a ValueError, in one
+    sentence otherwise, or for int8/int4 off the CPU). The target's tokenizer: a :class:`ModelDrafter`; another
+    tokenizer: a :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for
+    the target)."""
     from specviz.runtime.models import check_same_vocabulary, load_model, same_vocabulary
+    from specviz.runtime.weights import with_weights
 
     if not o.draft_spec or not o.draft_spec.strip():
         raise ValueError("The 'model' drafter needs a draft model (a hub id or a local folder).")
     draft = load_model(o.draft_spec.strip(), device=target.device, dtype=target.dtype, progress=o.progress)
+    if o.draft_weights:
+        draft = with_weights(draft, o.draft_weights.strip().lower(), progress=o.progress)
     if not same_vocabulary(target, draft):
         from specviz.drafters.cross_tokenizer import cross_tokenizer_drafter
 

@@ -25,6 +25,10 @@ average exceeded the core count). A later start uses the disk's choice, a busy o
 when the kept choice was busy and the machine is quiet now (a busy measurement never replaces a quiet one on disk).
 ``SPECVIZ_TUNE=0`` turns tuning off (the settings then stay as loaded).
 
+The app's start-up also asks :func:`tune_weights` for the CPU's default weight format: every format's one-token step
+and verify curve (:mod:`specviz.measure.weights_default`, a few seconds), kept in the same record (``weights``,
+``weights_ms``), so a restart reads them; k = auto reads each format's curve (:func:`verify_curve`).
+
 Exactness: thread counts and kernels change float32 rounding only, and the baseline and the speculative run use
 the same model with the same choice, so greedy output stays identical between them.
 """
@@ -76,6 +80,9 @@ class Tuning:
         others: the share (0..1) of all CPUs' time other programs used while it was measured (None: unknown).
         busy: whether the machine was busy then (see the module docstring): its times are slower than the
             machine's, and a start-up on a quiet machine measures again.
+        weights: the default weight format measured fastest here (:func:`tune_weights`; None: not measured).
+        weights_ms: per format, {"step": median one-token ms, "range": [fastest, slowest], "verify": {n: T(n)/T(1)}}
+            (:func:`specviz.measure.weights_default.measure_formats`; {}: not measured).
     """
 
     step_threads: int
@@ -88,6 +95,8 @@ class Tuning:
     load: float | None = None
     others: float | None = None
     busy: bool = False
+    weights: str | None = None
+    weights_ms: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         """One line for the status and logs."""
@@ -101,7 +110,8 @@ class Tuning:
         if self.pad_rows:
             padding = ", rows padded " + " ".join(f"{n}->{m}" for n, m in sorted(self.pad_rows.items()))
         busy = "; the machine was busy" if self.busy else ""
-        return f"{kernels}, {threads}{padding} ({self.source}{busy})"
+        weights = f", default weights {self.weights}" if self.weights else ""
+        return f"{kernels}, {threads}{padding}{weights} ({self.source}{busy})"
 
 
 def tuning_enabled() -> bool:
@@ -158,6 +168,51 @@ def known(target, folder: Path | None = None) -> Tuning | None:
     None before ``tune`` ran for it (or when tuning is off)."""
     with _KEPT_LOCK:
         return _KEPT.get(str(_path(target, folder)))
+
+
+MEASURING_WEIGHTS = "Measuring the one-token step in each weight format on this machine (once, a few seconds)…"
+"""The progress line :func:`tune_weights` says when it measures."""
+
+
+def tune_weights(target, *, folder: Path | None = None, progress=None) -> Tuning:
+    """The tuning of ``target`` (a float32 LoadedModel, tuned by :func:`tune` first when this process has not) with
+    the default weight format measured on this machine (:mod:`specviz.measure.weights_default`: every format's
+    one-token step and verify curve, interleaved rounds, a few seconds on the embedded model), measured once and
+    kept with the rest of the tuning (in memory, and on disk where the tuning is kept, unless other programs kept
+    the CPUs busy meanwhile: then a later start measures again), so a restart reads it.
+    Where tuning does not apply (off, a compiled forward, a GPU, a target not loaded in float32) the tuning is
+    returned with ``weights`` None: the caller keeps float32."""
+    from specviz.measure import weights_default
+
+    tuning = known(target, folder) or tune(target, folder=folder, progress=progress)
+    if tuning.source in ("off", "compiled") or target.device.type != "cpu" or target.dtype != torch.float32:
+        return tuning
+    path = _path(target, folder)
+    with _KEPT_LOCK:
+        tuning = _KEPT.get(str(path), tuning)
+        if tuning.weights is None:
+            if progress:
+                progress(MEASURING_WEIGHTS)
+            from specviz.measure.machine import CpuShare
+
+            began, load, cpu = time.monotonic(), _load_average(), CpuShare()
+            figures = weights_default.measure_formats(target, progress=progress)
+            tuning = replace(tuning, weights=weights_default.choose_default(figures), weights_ms=figures)
+            if tuning.kept and not _busy(load, cpu.others()):  # busy: this process only; a later start measures
+                tuning = _write(path, tuning)
+            _KEPT[str(path)] = tuning
+            if progress:
+                progress(weights_default.describe(figures, tuning.weights, time.monotonic() - began))
+    return tuning
+
+
+def verify_curve(target, fmt: str, folder: Path | None = None) -> dict[int, float] | None:
+    """The verify curve {n: T(n)/T(1)} measured for ``target`` (the float32 LoadedModel) in weight format ``fmt``
+    by :func:`tune_weights` in this process or an earlier one (None: not measured)."""
+    tuning = known(target, folder)
+    if tuning is None or fmt not in tuning.weights_ms:
+        return None
+    return dict(tuning.weights_ms[fmt]["verify"])
 
 
 def forget() -> None:
@@ -317,9 +372,26 @@ def _read(path: Path) -> Tuning | None:
         return Tuning(int(data["step_threads"]), int(data["verify_threads"]), bool(data["fast_path"]),
                       dict(data.get("ms", {})), pad, source="disk", kept=True,
                       load=None if load is None else float(load), others=None if others is None else float(others),
-                      busy=bool(data.get("busy", False)))
+                      busy=bool(data.get("busy", False)), weights=_format_or_none(data.get("weights")),
+                      weights_ms=_weights_ms(data.get("weights_ms")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _format_or_none(value) -> str | None:
+    """A kept default weight format (a file's ``weights``), None when absent or not a format."""
+    from specviz.runtime.weights import FORMATS
+
+    return value if value in FORMATS else None
+
+
+def _weights_ms(value) -> dict:
+    """A file's ``weights_ms`` with the verify curves' token counts back as ints ({}: absent)."""
+    if not value:
+        return {}
+    return {fmt: {"step": float(fig["step"]), "range": [float(x) for x in fig["range"]],
+                  "verify": {int(n): float(r) for n, r in dict(fig["verify"]).items()}}
+            for fmt, fig in dict(value).items()}
 
 
 def _write(path: Path, tuning: Tuning) -> Tuning:

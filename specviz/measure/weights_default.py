@@ -1,0 +1,90 @@
+"""The CPU's default weight format chosen by measurement, and each format's verify curve for k = auto (issue 37).
+
+:func:`measure_formats` times the target in every weight format that can run here (float32, bfloat16, int8, int4:
+:mod:`specviz.runtime.weights`) after the same cached prompt: forwards of n = :data:`TOKEN_COUNTS` new tokens, every
+format and n once per round, their order alternating between rounds (:func:`specviz.measure.weights_kernel`'s
+rounds), :data:`WARMUP` warm-up and :data:`ROUNDS` timed rounds. Per format it keeps the median one-token step
+(ms), its fastest and slowest round, and the verify curve T(n) / T(1) (median over rounds of the ratio within a
+round). On the embedded model this adds a few seconds to the start-up's tuning (:func:`specviz.measure.tuning.tune_weights`
+keeps the figures with the other tuning results, so a restart does not measure again).
+
+:func:`choose_default` is the rule: a format replaces float32 only when it is clearly faster, its median step at
+least :data:`MARGIN` under float32's *and* its slowest round under float32's median (so a format is not chosen on
+noise); among those the lowest median wins. Otherwise float32 stays.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+
+import torch
+
+from specviz.runtime.weights import FORMATS, WeightsError, with_weights
+
+TOKEN_COUNTS = (1, 2, 3, 5, 9)  # forward sizes timed per format: the step and the verify curve's shape
+ROUNDS = 4
+WARMUP = 1
+PROMPT_TOKENS = 64
+MARGIN = 0.10  # a format replaces float32 only if its median step is at least this share faster
+BASE = "float32"
+
+
+def choose_default(figures: dict[str, dict]) -> str:
+    """The default format from per-format figures ``{fmt: {"step": median ms, "range": [fastest, slowest] ms}}``:
+    the fastest format (lowest median) among those whose median is at least :data:`MARGIN` under float32's and
+    whose slowest round is under float32's median; float32 when none qualifies or float32 was not measured.
+
+    >>> choose_default({"float32": {"step": 37.4, "range": [36, 39]}, "int4": {"step": 16.7, "range": [16, 18]}})
+    'int4'
+    """
+    base = figures.get(BASE)
+    if base is None:
+        return BASE
+    ceiling = base["step"] * (1.0 - MARGIN)
+    clear = {fmt: fig["step"] for fmt, fig in figures.items()
+             if fmt != BASE and fig["step"] <= ceiling and fig["range"][1] < base["step"]}
+    return min(clear, key=clear.get) if clear else BASE
+
+
+def formats_that_run(target, progress: Callable[[str], None] | None = None) -> dict:
+    """{fmt: LoadedModel} for every format of :data:`specviz.runtime.weights.FORMATS` that ``target`` (a float32
+    LoadedModel) can take here (:func:`specviz.runtime.weights.with_weights`; a format raising WeightsError, e.g.
+    int8 off the CPU, is left out)."""
+    models = {}
+    for fmt in FORMATS:
+        try:
+            models[fmt] = with_weights(target, fmt, progress=progress)
+        except WeightsError:
+            continue
+    return models
+
+
+def measure_formats(target, formats: Iterable[str] | None = None, *, rounds: int = ROUNDS, warmup: int = WARMUP,
+                    progress: Callable[[str], None] | None = None) -> dict[str, dict]:
+    """Time ``target`` (a float32 LoadedModel) in each format that runs here (all of ``formats``, default every
+    format); returns ``{fmt: {"step": median one-token ms, "range": [fastest, slowest] ms, "verify": {n: median
+    T(n)/T(1)}}}`` with n in :data:`TOKEN_COUNTS`. Uses the threads set now (the tuning's, via the model)."""
+    from specviz.measure.weights_kernel import _round_times
+
+    models = formats_that_run(target, progress)
+    if formats is not None:
+        models = {fmt: m for fmt, m in models.items() if fmt in set(formats)}
+    with torch.inference_mode():
+        times = _round_times(models, PROMPT_TOKENS, list(TOKEN_COUNTS), max(1, rounds), max(0, warmup))
+    return {fmt: figures_of(rounds_) for fmt, rounds_ in times.items()}
+
+
+def figures_of(rounds: list[dict[int, float]]) -> dict:
+    """One format's figures from its timed rounds ({n: ms} each): see :func:`measure_formats`."""
+    steps = [r[1] for r in rounds]
+    verify = {n: round(statistics.median(r[n] / r[1] for r in rounds), 3) for n in rounds[0]}
+    return {"step": round(statistics.median(steps), 2), "range": [round(min(steps), 2), round(max(steps), 2)],
+            "verify": verify}
+
+
+def describe(figures: dict[str, dict], chosen: str, seconds: float | None = None) -> str:
+    """One log line: each format's median step, the choice and what the measurement added (``seconds``)."""
+    steps = ", ".join(f"{fmt} {fig['step']:.1f}" for fmt, fig in figures.items())
+    took = f"; measured in {seconds:.1f} s" if seconds is not None else ""
+    return f"one-token step (ms, median): {steps}; default weights {chosen}{took}"
