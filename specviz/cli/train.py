@@ -58,7 +58,7 @@ def cmd_train(args) -> int:
 
     from specviz.training.distill import CorpusSettings
     from specviz.runtime.models import cache_dir
-    from specviz.training.train import TrainSettings, run_training
+    from specviz.training.train import TrainData, TrainSettings, run_training
 
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
     forms = _train_forms(args)
@@ -84,9 +84,10 @@ def cmd_train(args) -> int:
     sets = _committed_sets(args.data)
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
-    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,
-                          folder=Path(args.data) if args.data and not sets else None, progress=_log, forms=forms,
-                          sets=sets, checkpoint=Path(args.ckpt) if args.ckpt else None)
+    data = TrainData(folder=Path(args.data) if args.data and not sets else None, sets=tuple(sets or ()),
+                     forms=forms, checkpoint=Path(args.ckpt) if args.ckpt else None)
+    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus, data=data,
+                          progress=_log)
     print(json.dumps(report, indent=2), flush=True)
     drafter = "medusa" if args.kind == "medusa" else "eagle"
     _log(f"use it with: python -m specviz generate --drafter {drafter} --heads {out} --prompt ...")

@@ -377,20 +377,32 @@ def _say(progress: Progress | None, message: str) -> None:
         progress(message)
 
 
-def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
-                 corpus_settings: CorpusSettings = CorpusSettings(), folder: Path | None = None,
-                 progress: Progress | None = None, forms: tuple[int, ...] | None = None,
-                 sets: list[Path] | None = None, checkpoint: Path | None = None) -> dict:
-    """The whole recipe for ``kind`` ("eagle", "eagle3" or "medusa"): data (made or resumed), training (resumed
-    from ``checkpoint``, default ``<data>/ckpt-<kind>-seed<seed>.pt``, when present), held-out report, head file
-    at ``out``. Returns the report. "eagle3" trains an EAGLE head with the EAGLE-3 recipe on features recomputed
-    by a prefill (kept in memory, no feature files), optionally on the part-three ``forms`` only (indices into
-    ``FORMS_3``).
+@dataclass(frozen=True)
+class TrainData:
+    """Where :func:`run_training` finds its data and keeps its checkpoint.
 
-    ``sets`` trains on committed id shards instead (folders of :mod:`specviz.training.dataset`, e.g.
-    ``data/distill/part3``): nothing is generated, and every kind's features come from a prefill. A ``checkpoint``
-    given by the caller is kept when training ends (it can be committed; a rerun then only writes the head); the
-    default one is removed.
+    Attributes:
+        folder: a cache-form folder (``ids-*.safetensors``), made when missing (None: ``<cache>/distill[-part3]``).
+        sets: committed set folders (:mod:`specviz.training.dataset`, e.g. ``data/distill/part3``); when given,
+            nothing is generated and every kind's features come from a prefill.
+        forms: part-three forms to train on (indices into ``FORMS_3``; None: all).
+        checkpoint: the checkpoint to resume from and keep (it can be committed; a rerun of a finished training
+            then only writes the head). None: ``<data>/ckpt-<kind>-seed<seed>.pt``, removed when training ends.
+    """
+
+    folder: Path | None = None
+    sets: tuple[Path, ...] = ()
+    forms: tuple[int, ...] | None = None
+    checkpoint: Path | None = None
+
+
+def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
+                 corpus_settings: CorpusSettings = CorpusSettings(), data: TrainData = TrainData(),
+                 progress: Progress | None = None) -> dict:
+    """The whole recipe for ``kind`` ("eagle", "eagle3" or "medusa"): data (made or resumed, or committed sets
+    read: :class:`TrainData`), training (resumed from the checkpoint when present), held-out report, head file at
+    ``out``. Returns the report. "eagle3" trains an EAGLE head with the EAGLE-3 recipe on features recomputed by a
+    prefill (kept in memory, no feature files), optionally on the part-three ``data.forms`` only.
 
     Raises:
         ValueError: unknown kind.
@@ -400,12 +412,13 @@ def run_training(kind: str, target, out: Path, *, settings: TrainSettings = Trai
     layers = fusion_layers(target.model.config.num_hidden_layers) if kind == "eagle3" else ()
     if kind == "eagle3":
         settings = replace(settings, recipe="eagle3")
+    forms, sets = data.forms, list(data.sets)
     if sets:
         _say(progress, f"data: {', '.join(str(s) for s in sets)} (committed id shards, features by a prefill)")
         folder = sets[0]
-        corpus = prefill_corpus(target, list(sets), layers, forms, progress)
+        corpus = prefill_corpus(target, sets, layers, forms, progress)
     else:
-        folder = folder or data_dir(corpus_settings.prompt_set)
+        folder = data.folder or data_dir(corpus_settings.prompt_set)
         _say(progress, f"data: {folder}")
         generate_corpus(target, folder, corpus_settings, progress)
         if kind == "eagle3":
@@ -416,8 +429,8 @@ def run_training(kind: str, target, out: Path, *, settings: TrainSettings = Trai
     _say(progress, f"data: {corpus.num_positions} positions in {corpus.offsets.numel() - 1} sequences")
     if settings.epochs is None:
         settings = replace(settings, epochs=EPOCHS["medusa" if kind == "medusa" else "eagle"])
-    given = checkpoint is not None
-    checkpoint = checkpoint or folder / f"ckpt-{kind}-seed{settings.seed}.pt"
+    given = data.checkpoint is not None
+    checkpoint = data.checkpoint or folder / f"ckpt-{kind}-seed{settings.seed}.pt"
     trainer = train_medusa if kind == "medusa" else train_eagle
     head, report = trainer(target, corpus, settings, checkpoint, progress)
     report["data"] = ({"sets": [str(s) for s in sets]} if sets else asdict(corpus_settings)) | (
