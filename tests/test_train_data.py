@@ -108,6 +108,9 @@ def test_training_reads_committed_shards_and_keeps_its_checkpoint(tiny_target, t
                          data=TrainData(sets=tuple(sets), checkpoint=ckpt))  # resumes at the end: the same head, no step retrained
     assert again["holdout_acc_per_step"] == report["holdout_acc_per_step"]
     assert torch.load(ckpt, weights_only=True)["step"] == state["step"]
+    medusa = run_training("medusa", tiny_target, tmp_path / "m.safetensors", data=TrainData(sets=(sets[0],)),
+                          settings=TrainSettings(epochs=1, batch_tokens=32, vocab_size=40, holdout=0.25))
+    assert medusa["train_sequences"] + medusa["holdout_sequences"] == 4 and not (sets[0] / "ckpt-medusa-seed0.pt").exists()
 
 
 def test_the_data_command_writes_a_set_and_training_names_missing_sets(tiny_model_dir, tmp_path, capsys):

@@ -158,6 +158,8 @@ def generate_set(target, folder: Path, settings: CorpusSettings, shards: str | N
         seconds = time.perf_counter() - t0
         save_id_shard(path, tensors)
         new = int(tensors["offsets"][-1]) - int(tensors["prompt_lens"].sum())
+        manifest = read_manifest(folder) or manifest  # another process may have added shards meanwhile
+        manifest["num_prompts"] = max(manifest["num_prompts"], len(prompts))
         manifest["shards"][f"{shard:04d}"] = {
             "sequences": count, "positions": int(tensors["offsets"][-1]), "new_tokens": new,
             "seconds": round(seconds, 1), "tokens_per_s": round(new / max(seconds, 1e-9), 1),

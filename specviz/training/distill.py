@@ -23,7 +23,9 @@ sequence's form so that training can hold whole forms out. It is stored as token
 recomputes the features by a prefill at training time (:func:`prefill_corpus`, kept in memory for the run).
 
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
-stopped. Shards live in ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
+stopped. The committed form of the same shards (uint16 ids in ``data/distill/<set>/``, made by ``python -m specviz
+train data``) is :mod:`specviz.training.dataset`; :func:`prefill_corpus` reads both forms. Cache shards live in
+``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
 :func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
 and two) and :mod:`specviz.training.prompts_part3`.
 """
