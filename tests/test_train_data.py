@@ -125,3 +125,11 @@ def test_the_data_command_writes_a_set_and_training_names_missing_sets(tiny_mode
     code = main(["train", "eagle3", "--target", str(tiny_model_dir), "--threads", "1",
                  "--data", f"{tmp_path / 'part3'},{tmp_path / 'nothing'}"])
     assert code == 2 and "holds no committed id shards" in capsys.readouterr().err
+    ckpt = tmp_path / "ckpt" / "e3.pt"
+    code = main(["train", "eagle3", "--target", str(tiny_model_dir), "--threads", "1", "--device", "cpu",
+                 "--data", str(tmp_path / "part3"), "--forms", "everyday,open", "--epochs", "1", "--batch-tokens", "32",
+                 "--ckpt", str(ckpt), "--out", str(tmp_path / "e3.safetensors")])
+    printed, err = capsys.readouterr()
+    report = json.loads(printed)
+    assert code == 0 and report["data"] == {"sets": [str(tmp_path / "part3")], "forms": [0, 1]}
+    assert report["train_sequences"] == 1 and report["holdout_sequences"] == 1 and ckpt.exists()

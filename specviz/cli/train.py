@@ -45,7 +45,8 @@ def add_train_parser(commands) -> None:
     train.add_argument("--prompt-set", choices=("default", "part3"), default="default",
                        help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
                             "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
-    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only")
+    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only "
+                                       "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -98,14 +99,15 @@ def _train_forms(args) -> tuple[int, ...] | None:
     """``--forms`` as indices into part three's forms (None: all).
 
     Raises:
-        UsageError: an unknown form name, or forms without ``eagle3 --prompt-set part3``.
+        UsageError: an unknown form name, or forms without ``eagle3`` on part three (``--prompt-set part3``, or
+            committed sets: sequences without a form are then left out).
     """
     if not args.forms:
         return None
     from specviz.training.distill import FORMS_3
 
-    if args.kind != "eagle3" or args.prompt_set != "part3":
-        raise UsageError("--forms needs `train eagle3 --prompt-set part3`")
+    if args.kind != "eagle3" or (args.prompt_set != "part3" and not _committed_sets(args.data)):
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3` or `train eagle3 --data <committed sets>`")
     names = [name.strip() for name in args.forms.split(",") if name.strip()]
     unknown = [name for name in names if name not in FORMS_3]
     if unknown:
