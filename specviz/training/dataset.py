@@ -56,9 +56,26 @@ def read_manifest(folder: Path) -> dict | None:
 
 
 def _write_manifest(folder: Path, manifest: dict) -> None:
-    tmp = folder / (MANIFEST + ".tmp")
+    tmp = folder / (MANIFEST + f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     tmp.replace(folder / MANIFEST)
+
+
+def _record_shard(folder: Path, manifest: dict, key: str, entry: dict) -> dict:
+    """Add one shard's entry to the manifest on disk, under a lock, re-read first: processes making other
+    ``--shards`` ranges of the same set at the same time keep each other's entries. Returns the manifest written."""
+    with open(folder / ".manifest.lock", "w") as lock:
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        except ImportError:  # no fcntl (Windows): one process per set
+            pass
+        current = read_manifest(folder) or manifest
+        current["num_prompts"] = max(current["num_prompts"], manifest["num_prompts"])
+        current["shards"][key] = entry
+        _write_manifest(folder, current)
+    return current
 
 
 def _check_recipe(stored: dict, wanted: dict, target, folder: Path) -> None:
@@ -158,18 +175,15 @@ def generate_set(target, folder: Path, settings: CorpusSettings, shards: str | N
         seconds = time.perf_counter() - t0
         save_id_shard(path, tensors)
         new = int(tensors["offsets"][-1]) - int(tensors["prompt_lens"].sum())
-        manifest = read_manifest(folder) or manifest  # another process may have added shards meanwhile
-        manifest["num_prompts"] = max(manifest["num_prompts"], len(prompts))
-        manifest["shards"][f"{shard:04d}"] = {
-            "sequences": count, "positions": int(tensors["offsets"][-1]), "new_tokens": new,
-            "seconds": round(seconds, 1), "tokens_per_s": round(new / max(seconds, 1e-9), 1),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **machine_info(target)}
-        _write_manifest(folder, manifest)
+        entry = {"sequences": count, "positions": int(tensors["offsets"][-1]), "new_tokens": new,
+                 "seconds": round(seconds, 1), "tokens_per_s": round(new / max(seconds, 1e-9), 1),
+                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **machine_info(target)}
+        manifest = _record_shard(folder, manifest, f"{shard:04d}", entry)
         made += 1
         load = f", load {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""
         _say(progress, f"shard {shard} ({n + 1}/{len(asked)}): {count} prompts, {new} new tokens in {seconds:.0f} s, "
                        f"{new / max(seconds, 1e-9):.1f} tokens/s{load}")
-    if not made:
+    if not made and not (folder / MANIFEST).exists():
         _write_manifest(folder, manifest)
     _say(progress, f"{folder}: shards {asked.start}..{asked.stop - 1} present ({made} made now)")
     return paths
