@@ -14,7 +14,7 @@ from specviz.core.engine import GenerationConfig, collect, speculative_generate,
 from specviz.drafters.networks import load_heads, read_metadata
 from specviz.runtime.models import encode_prompt
 from specviz.training.losses import _chain_lengths, ttt_mask, unroll
-from specviz.training.train import TrainSettings, _medusa_rows, draft_vocabulary, run_training
+from specviz.training.train import TrainData, TrainSettings, _medusa_rows, draft_vocabulary, run_training
 
 SMALL = CorpusSettings(num_prompts=6, batch_size=3, max_new_tokens=12, seed=0)
 
@@ -84,7 +84,8 @@ def test_training_writes_heads_that_draft_exactly(tiny_target, tmp_path):
     base = collect(standard_generate(tiny_target, prompt, cfg), tiny_target.tokenizer, prompt)
     for kind in ("eagle", "medusa"):
         out = tmp_path / f"{kind}.safetensors"
-        report = run_training(kind, tiny_target, out, settings=settings, corpus_settings=SMALL, folder=tmp_path / "d")
+        report = run_training(kind, tiny_target, out, settings=settings, corpus_settings=SMALL,
+                              data=TrainData(folder=tmp_path / "d"))
         meta = read_metadata(out)
         assert meta["kind"] == kind and meta["info"]["vocab"] == 40
         assert 0 <= meta["info"]["vocab_coverage"] <= 1
@@ -179,9 +180,10 @@ def test_unrolled_steps_are_what_the_drafter_computes(tiny_target):
 def test_eagle3_recipe_trains_a_head_that_drafts_exactly(tiny_target, tmp_path):
     settings = TrainSettings(epochs=1, batch_tokens=64, vocab_size=40, holdout=0.2)
     out = tmp_path / "e3.safetensors"
-    report = run_training("eagle3", tiny_target, out, settings=settings, folder=tmp_path / "d",
+    report = run_training("eagle3", tiny_target, out, settings=settings,
                           corpus_settings=CorpusSettings(num_prompts=8, batch_size=4, max_new_tokens=12,
-                                                         prompt_set="part3"), forms=(0, 1, 2, 3, 4, 5))
+                                                         prompt_set="part3"),
+                          data=TrainData(folder=tmp_path / "d", forms=(0, 1, 2, 3, 4, 5)))
     assert not list((tmp_path / "d").glob("feats-*"))  # token ids only: features came from a prefill
     meta = read_metadata(out)
     assert meta["recipe"] == "eagle3" and meta["info"]["settings"]["recipe"] == "eagle3"

@@ -8,6 +8,8 @@ import json
 from specviz.cli.common import UsageError, _load_target, _log
 from specviz.cli.flags import _float, _int_in
 
+DEFAULT_BATCH = 32  # prompts per generated batch (CorpusSettings.batch_size; docs/heads.md measures the width)
+
 
 def add_train_parser(commands) -> None:
     """The ``train`` command's flags on the sub-parsers ``commands``."""
@@ -15,11 +17,20 @@ def add_train_parser(commands) -> None:
                                 description="Self-distillation: the target answers a fixed prompt set, its "
                                             "features are recorded, and the head is trained on them. Data and "
                                             "training resume after an interruption.")
-    train.add_argument("kind", choices=("eagle", "eagle3", "medusa"),
-                       help="eagle3: an EAGLE head with the EAGLE-3 recipe (fused layers, training-time test)")
+    train.add_argument("kind", choices=("eagle", "eagle3", "medusa", "data"),
+                       help="eagle3: an EAGLE head with the EAGLE-3 recipe (fused layers, training-time test); "
+                            "data: only generate committed id shards (data/distill/<set>, resumable)")
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
-    train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors)")
-    train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill)")
+    train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors); for `data`, the "
+                                     "folder that holds the sets (default data/distill)")
+    train.add_argument("--data", help="folder for the distillation shards (default <cache>/distill), or committed "
+                                      "sets made by `train data`, comma-separated (data/distill/part3,...): "
+                                      "nothing is generated, features come from a prefill")
+    train.add_argument("--shards", help="data: which shards to make, a:b (a..b-1), a: or a (default all)")
+    train.add_argument("--batch-size", type=_int_in("batch-size", 1), default=None,
+                       help=f"data: prompts per shard, generated as one batch (default {DEFAULT_BATCH})")
+    train.add_argument("--ckpt", help="training checkpoint to resume from and keep (commit it to resume elsewhere; "
+                                      "default <data>/ckpt-<kind>-seed<seed>.pt, removed when training ends)")
     train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 2560: 1280 sampled, then 1280 greedy)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
     train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4 (eagle), 2 (medusa)")
@@ -34,7 +45,8 @@ def add_train_parser(commands) -> None:
     train.add_argument("--prompt-set", choices=("default", "part3"), default="default",
                        help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
                             "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
-    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only")
+    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only "
+                                       "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -47,7 +59,7 @@ def cmd_train(args) -> int:
 
     from specviz.training.distill import CorpusSettings
     from specviz.runtime.models import cache_dir
-    from specviz.training.train import TrainSettings, run_training
+    from specviz.training.train import TrainData, TrainSettings, run_training
 
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
     forms = _train_forms(args)
@@ -66,10 +78,17 @@ def cmd_train(args) -> int:
         settings = replace(settings, init=args.init)
     if args.ce_weight is not None:
         settings = replace(settings, ce_weight=args.ce_weight)
+    if args.batch_size:
+        corpus = replace(corpus, batch_size=args.batch_size)
+    if args.kind == "data":
+        return _make_data(args, corpus)
+    sets = _committed_sets(args.data)
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
-    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus,
-                          folder=Path(args.data) if args.data else None, progress=_log, forms=forms)
+    data = TrainData(folder=Path(args.data) if args.data and not sets else None, sets=tuple(sets or ()),
+                     forms=forms, checkpoint=Path(args.ckpt) if args.ckpt else None)
+    report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus, data=data,
+                          progress=_log)
     print(json.dumps(report, indent=2), flush=True)
     drafter = "medusa" if args.kind == "medusa" else "eagle"
     _log(f"use it with: python -m specviz generate --drafter {drafter} --heads {out} --prompt ...")
@@ -80,16 +99,57 @@ def _train_forms(args) -> tuple[int, ...] | None:
     """``--forms`` as indices into part three's forms (None: all).
 
     Raises:
-        UsageError: an unknown form name, or forms without ``eagle3 --prompt-set part3``.
+        UsageError: an unknown form name, or forms without ``eagle3`` on part three (``--prompt-set part3``, or
+            committed sets: sequences without a form are then left out).
     """
     if not args.forms:
         return None
     from specviz.training.distill import FORMS_3
 
-    if args.kind != "eagle3" or args.prompt_set != "part3":
-        raise UsageError("--forms needs `train eagle3 --prompt-set part3`")
+    if args.kind != "eagle3" or (args.prompt_set != "part3" and not _committed_sets(args.data)):
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3` or `train eagle3 --data <committed sets>`")
     names = [name.strip() for name in args.forms.split(",") if name.strip()]
     unknown = [name for name in names if name not in FORMS_3]
     if unknown:
         raise UsageError(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(FORMS_3)}")
     return tuple(FORMS_3.index(name) for name in names)
+
+
+def _make_data(args, corpus) -> int:
+    """``train data``: generate the shards asked for into ``<out>/<set>`` (:func:`specviz.training.dataset.generate_set`).
+
+    Raises:
+        UsageError: the folder's recipe differs, or --shards is out of range.
+    """
+    from pathlib import Path
+
+    from specviz.training.dataset import DEFAULT_ROOT, DataSetError, generate_set, set_name
+
+    folder = Path(args.out or DEFAULT_ROOT) / set_name(corpus)
+    target = _load_target(args)
+    try:
+        generate_set(target, folder, corpus, args.shards, progress=_log)
+    except DataSetError as error:
+        raise UsageError(str(error)) from None
+    return 0
+
+
+def _committed_sets(data: str | None):
+    """``--data`` as committed set folders (those holding ``ids-*.npz`` or a manifest), or None for a cache folder.
+
+    Raises:
+        UsageError: a listed folder does not exist, or a list mixes committed sets with a cache folder.
+    """
+    from pathlib import Path
+
+    if not data:
+        return None
+    folders = [Path(part.strip()) for part in data.split(",") if part.strip()]
+    committed = [f.is_dir() and (any(f.glob("ids-*.npz")) or (f / "manifest.json").exists()) for f in folders]
+    if len(folders) > 1 or any(committed):
+        missing = [str(f) for f, ok in zip(folders, committed) if not ok]
+        if missing:
+            raise UsageError(f"--data: {', '.join(missing)} holds no committed id shards (make them with "
+                             f"`python -m specviz train data`)")
+        return folders
+    return None

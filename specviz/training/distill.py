@@ -23,7 +23,9 @@ sequence's form so that training can hold whole forms out. It is stored as token
 recomputes the features by a prefill at training time (:func:`prefill_corpus`, kept in memory for the run).
 
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
-stopped. Shards live in ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
+stopped. The committed form of the same shards (uint16 ids in ``data/distill/<set>/``, made by ``python -m specviz
+train data``) is :mod:`specviz.training.dataset`; :func:`prefill_corpus` reads both forms. Cache shards live in
+``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
 :func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
 and two) and :mod:`specviz.training.prompts_part3`.
 """
@@ -38,6 +40,7 @@ from typing import Callable, Iterator
 import torch
 from safetensors.torch import load_file, save_file
 
+from specviz.training.idshards import id_shard_paths, load_id_shard
 from specviz.training.prompts import PART_ONE, distill_prompts  # noqa: F401  (re-exported)
 from specviz.training.prompts_part3 import FORMS_3, part_three_prompts  # noqa: F401  (re-exported)
 
@@ -134,16 +137,27 @@ def generate_corpus(target, folder: Path, settings: CorpusSettings = CorpusSetti
         if path.exists():
             continue
         t0 = time.perf_counter()
-        torch.manual_seed(settings.seed * 100003 + shard)
-        sampled = not given and settings.prompt_set == "default" and start < settings.sampled_prompts
-        group = prompts[start:start + settings.batch_size]
-        tensors = _generate_shard(target, [p for _, p in group], settings, sampled)
-        if given or settings.prompt_set != "default":
-            tensors["forms"] = torch.tensor([f for f, _ in group], dtype=torch.int32)
+        tensors = make_shard(target, prompts, settings, shard, given)
         _save(tensors, path)
         new = int(tensors["offsets"][-1]) - int(tensors["prompt_lens"].sum())
         _say(progress, f"shard {shard + 1}/{len(batches)}: {new} new tokens in {time.perf_counter() - t0:.0f} s")
     return paths
+
+
+def make_shard(target, prompts: list, settings: CorpusSettings, shard: int, given: bool = False
+               ) -> dict[str, torch.Tensor]:
+    """Shard ``shard`` of the (form, prompt) pairs ``prompts`` (those from ``shard * settings.batch_size`` on, one
+    batch): ``ids`` int32, ``offsets`` int64, ``prompt_lens`` int32 and, for part three or ``given`` prompts,
+    ``forms`` int32. Seeded per shard (``seed * 100003 + shard``), so a shard made alone equals the same shard of a
+    whole run on the same machine kind; sampled only in part one of the default set."""
+    start = shard * settings.batch_size
+    torch.manual_seed(settings.seed * 100003 + shard)
+    sampled = not given and settings.prompt_set == "default" and start < settings.sampled_prompts
+    group = prompts[start:start + settings.batch_size]
+    tensors = _generate_shard(target, [p for _, p in group], settings, sampled)
+    if given or settings.prompt_set != "default":
+        tensors["forms"] = torch.tensor([f for f, _ in group], dtype=torch.int32)
+    return tensors
 
 
 def _generate_shard(target, prompts: list, settings: CorpusSettings, sampled: bool) -> dict[str, torch.Tensor]:
@@ -238,9 +252,10 @@ def _prefill(target, seqs: list[torch.Tensor], batch_size: int, layers: tuple[in
     return feats, top1, fused
 
 
-def prefill_corpus(target, folder: Path, layers: tuple[int, ...] = (), forms: tuple[int, ...] | None = None,
+def prefill_corpus(target, folder: Path | list[Path], layers: tuple[int, ...] = (), forms: tuple[int, ...] | None = None,
                    progress: Progress | None = None, batch_size: int = 8) -> Corpus:
-    """A :class:`Corpus` from the ``ids`` shards of ``folder`` alone: features recomputed by a prefill and kept in
+    """A :class:`Corpus` from the ``ids`` shards of ``folder`` (or of several folders, in order: committed
+    ``ids-*.npz`` sets under ``data/distill`` or cache ``ids-*.safetensors`` ones, :func:`id_shard_paths`) alone: features recomputed by a prefill and kept in
     memory for the run (no feature files), optionally only the sequences whose form is in ``forms`` (part three),
     with the hidden states ``layers`` (for EAGLE-3 heads, :func:`specviz.drafters.networks.fusion_layers`) in
     ``Corpus.layer_features``. Cost: one forward over every kept token (about 2 minutes per 30 k positions for
@@ -250,17 +265,18 @@ def prefill_corpus(target, folder: Path, layers: tuple[int, ...] = (), forms: tu
         FileNotFoundError: no ``ids`` shard in ``folder``, or no sequence of the forms asked for.
     """
     seqs, prompt_lens, kinds = [], [], []
-    for ids_path in sorted(folder.glob("ids-*.safetensors")):
-        d = load_file(str(ids_path))
-        ids, bounds = d["ids"].long(), d["offsets"].tolist()
-        shard_forms = d["forms"].tolist() if "forms" in d else [-1] * (len(bounds) - 1)
-        for i, form in enumerate(shard_forms):
+    folders = [folder] if isinstance(folder, Path) else list(folder)
+    for ids_path in [p for f in folders for p in id_shard_paths(f)]:
+        d = load_id_shard(ids_path)
+        ids, bounds = d["ids"], d["offsets"].tolist()
+        for i, form in enumerate(d["forms"].tolist()):
             if forms is None or form in forms:
                 seqs.append(ids[bounds[i]:bounds[i + 1]])
                 prompt_lens.append(int(d["prompt_lens"][i]))
                 kinds.append(form)
     if not seqs:
-        raise FileNotFoundError(f"no distillation sequences{' of those forms' if forms else ''} in {folder}; "
+        raise FileNotFoundError(f"no distillation sequences{' of those forms' if forms else ''} in "
+                                f"{', '.join(str(f) for f in folders)}; "
                                 f"make them with `python -m specviz train`")
     t0 = time.perf_counter()
     feats, top1, fused = _prefill(target, seqs, batch_size, layers)

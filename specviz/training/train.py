@@ -193,6 +193,8 @@ def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pat
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}", **{k: f"{v:.2f}" for k, v in shown.items()})
         if checkpoint is not None and step % 100 == 0:
             _save_checkpoint(checkpoint, head, opt, step)
+    if checkpoint is not None and step % 100:
+        _save_checkpoint(checkpoint, head, opt, step)  # the finished state (a kept checkpoint then only reports)
     bar.close()
     head.eval()
     report = _eagle_report(parts, target, (train, hold), coverage, settings)
@@ -324,6 +326,8 @@ def train_medusa(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pa
         bar.set_postfix(loss=f"{float(loss.detach()):.3f}")
         if checkpoint is not None and (s + 1) % 100 == 0:
             _save_checkpoint(checkpoint, heads, opt, s + 1)
+    if checkpoint is not None and total % 100 and step < total:
+        _save_checkpoint(checkpoint, heads, opt, total)  # the finished state
     bar.close()
     heads.eval()
     acc = _medusa_accuracy(heads, lm, corpus, hold, labels, settings.medusa_heads)
@@ -373,37 +377,66 @@ def _say(progress: Progress | None, message: str) -> None:
         progress(message)
 
 
+@dataclass(frozen=True)
+class TrainData:
+    """Where :func:`run_training` finds its data and keeps its checkpoint.
+
+    Attributes:
+        folder: a cache-form folder (``ids-*.safetensors``), made when missing (None: ``<cache>/distill[-part3]``).
+        sets: committed set folders (:mod:`specviz.training.dataset`, e.g. ``data/distill/part3``); when given,
+            nothing is generated and every kind's features come from a prefill.
+        forms: part-three forms to train on (indices into ``FORMS_3``; None: all).
+        checkpoint: the checkpoint to resume from and keep (it can be committed; a rerun of a finished training
+            then only writes the head). None: ``<data>/ckpt-<kind>-seed<seed>.pt``, removed when training ends.
+    """
+
+    folder: Path | None = None
+    sets: tuple[Path, ...] = ()
+    forms: tuple[int, ...] | None = None
+    checkpoint: Path | None = None
+
+
 def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
-                 corpus_settings: CorpusSettings = CorpusSettings(), folder: Path | None = None,
-                 progress: Progress | None = None, forms: tuple[int, ...] | None = None) -> dict:
-    """The whole recipe for ``kind`` ("eagle", "eagle3" or "medusa"): data (made or resumed), training (resumed
-    from ``<data>/ckpt-<kind>-seed<seed>.pt`` when present), held-out report, head file at ``out``. Returns the
-    report. "eagle3" trains an EAGLE head with the EAGLE-3 recipe on features recomputed by a prefill (kept in
-    memory, no feature files), optionally on the part-three ``forms`` only (indices into ``FORMS_3``).
+                 corpus_settings: CorpusSettings = CorpusSettings(), data: TrainData = TrainData(),
+                 progress: Progress | None = None) -> dict:
+    """The whole recipe for ``kind`` ("eagle", "eagle3" or "medusa"): data (made or resumed, or committed sets
+    read: :class:`TrainData`), training (resumed from the checkpoint when present), held-out report, head file at
+    ``out``. Returns the report. "eagle3" trains an EAGLE head with the EAGLE-3 recipe on features recomputed by a
+    prefill (kept in memory, no feature files), optionally on the part-three ``data.forms`` only.
 
     Raises:
         ValueError: unknown kind.
     """
     if kind not in ("eagle", "eagle3", "medusa"):
         raise ValueError(f"unknown head kind {kind!r}; choose eagle, eagle3 or medusa")
-    folder = folder or data_dir(corpus_settings.prompt_set)
-    _say(progress, f"data: {folder}")
-    generate_corpus(target, folder, corpus_settings, progress)
+    layers = fusion_layers(target.model.config.num_hidden_layers) if kind == "eagle3" else ()
     if kind == "eagle3":
         settings = replace(settings, recipe="eagle3")
-        corpus = prefill_corpus(target, folder, fusion_layers(target.model.config.num_hidden_layers), forms, progress)
+    forms, sets = data.forms, list(data.sets)
+    if sets:
+        _say(progress, f"data: {', '.join(str(s) for s in sets)} (committed id shards, features by a prefill)")
+        folder = sets[0]
+        corpus = prefill_corpus(target, sets, layers, forms, progress)
     else:
-        extract_features(target, folder, progress)
-        corpus = load_corpus(folder)
+        folder = data.folder or data_dir(corpus_settings.prompt_set)
+        _say(progress, f"data: {folder}")
+        generate_corpus(target, folder, corpus_settings, progress)
+        if kind == "eagle3":
+            corpus = prefill_corpus(target, folder, layers, forms, progress)
+        else:
+            extract_features(target, folder, progress)
+            corpus = load_corpus(folder)
     _say(progress, f"data: {corpus.num_positions} positions in {corpus.offsets.numel() - 1} sequences")
     if settings.epochs is None:
         settings = replace(settings, epochs=EPOCHS["medusa" if kind == "medusa" else "eagle"])
-    checkpoint = folder / f"ckpt-{kind}-seed{settings.seed}.pt"
+    given = data.checkpoint is not None
+    checkpoint = data.checkpoint or folder / f"ckpt-{kind}-seed{settings.seed}.pt"
     trainer = train_medusa if kind == "medusa" else train_eagle
     head, report = trainer(target, corpus, settings, checkpoint, progress)
-    report["data"] = asdict(corpus_settings) | ({"forms": list(forms)} if forms is not None else {})
+    report["data"] = ({"sets": [str(s) for s in sets]} if sets else asdict(corpus_settings)) | (
+        {"forms": list(forms)} if forms is not None else {})
     save_heads(head, out, target.model, report)
-    if checkpoint.exists():
+    if checkpoint.exists() and not given:
         checkpoint.unlink()  # finished: a rerun starts a fresh training
     _say(progress, f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return report
