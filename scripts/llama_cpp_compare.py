@@ -175,8 +175,9 @@ def parse_lookup(text: str) -> LookupFigures:
 
 def parse_bench(text: str) -> dict:
     """llama-bench's ``-o json`` output (a JSON list, one object per test) as ``{"pp64": {...}, "tg64": {...}}``:
-    per test ``tokens_per_s`` (llama-bench's mean over its repetitions), ``stddev``, ``samples`` (tokens/s of each
-    repetition) and ``threads``, plus ``"build"`` (llama.cpp's commit and build number, the CPU it saw). Raises
+    per test ``tokens_per_s`` (the median of its repetitions' tokens/s: on a shared machine one stalled repetition
+    drags the mean), ``mean`` and ``stddev`` (llama-bench's own), ``samples`` (tokens/s of each repetition) and
+    ``threads``, plus ``"build"`` (llama.cpp's commit and build number, the CPU it saw). Raises
     ValueError (one sentence) when ``text`` holds no such list."""
     start = text.find("[")
     try:
@@ -188,8 +189,10 @@ def parse_bench(text: str) -> dict:
     out: dict = {}
     for row in rows:
         name = f"pp{row['n_prompt']}" if row.get("n_gen", 0) == 0 else f"tg{row['n_gen']}"
-        out[name] = {"tokens_per_s": float(row["avg_ts"]), "stddev": float(row.get("stddev_ts", 0.0)),
-                     "samples": [float(x) for x in row.get("samples_ts", [])], "threads": row.get("n_threads")}
+        samples = [float(x) for x in row.get("samples_ts", [])]
+        out[name] = {"tokens_per_s": statistics.median(samples) if samples else float(row["avg_ts"]),
+                     "mean": float(row["avg_ts"]), "stddev": float(row.get("stddev_ts", 0.0)), "samples": samples,
+                     "threads": row.get("n_threads")}
     first = rows[0]
     out["build"] = {"commit": first.get("build_commit"), "number": first.get("build_number"),
                     "cpu": first.get("cpu_info"), "model_type": first.get("model_type")}
@@ -379,7 +382,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--formats", default="float32,int8,int4", help="our weight formats (default float32,int8,int4)")
     p.add_argument("--lookup-weights", default="int4", help="our format for the n-gram runs (default int4)")
     p.add_argument("--standard-prompt", default="chat-1", help="suite id of our standard decoding's prompt")
-    p.add_argument("--lookup-prompts", default="summarization-1,chat-1", help="suite ids of the lookup prompts")
+    p.add_argument("--lookup-prompts", default="rag-1,chat-1",
+                   help="suite ids of the lookup prompts (default rag-1,chat-1: the first rag and chat prompts, whose "
+                        "replies run past 64 tokens; summarization-1 ends after 18)")
     p.add_argument("--json", type=Path, help="where the figures go (default <cache>/llama.cpp/compare-t<N>.json)")
     args = p.parse_args(argv)
     args.formats = [x for x in args.formats.split(",") if x]

@@ -25,59 +25,62 @@ def compare():
     return module
 
 
+# the close of llama-lookup's stderr (rag-1 of the suite, --draft-max 4, then 0), as captured
 LOOKUP_OUTPUT = """\
-main: build = 1 (unknown)
-llama_model_loader: loaded meta data with 33 key-value pairs and 272 tensors from SmolLM2-135M-Instruct.Q4_1.gguf
-
-
-<|im_start|>system
-You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>
-<|im_start|>user
-Summarize the text.<|im_end|>
-<|im_start|>assistant
-The text says the sea is calm.
-
-encoded   45 tokens in    0.031 seconds, speed: 1451.613 t/s
-decoded   65 tokens in    0.412 seconds, speed:  157.767 t/s
+llama_model_loader: - kv  21:               tokenizer.ggml.add_bos_token bool             = false
+encoded  112 tokens in    0.144 seconds, speed: 1234.380 t/s
+decoded   66 tokens in    0.491 seconds, speed:  134.446 t/s
 
 n_draft      = 4
-n_predict    = 65
-n_drafted    = 48
-t_draft_flat = 0.02 ms
-t_draft      = 0.35 ms, 7.29 us per token, 137142.86 tokens per second
-n_accept     = 30
-accept       = 62.500%
+n_predict    = 66
+n_drafted    = 33
+t_draft_flat = 0.06 ms
+t_draft      = 0.44 ms, 13.24 us per token, 75514.87 tokens per second
+n_accept     = 19
+accept       = 57.576%
 
 target:
 
-llama_perf_context_print:        load time =      52.10 ms
+llama_perf_sampler_print:    sampling time =       1.61 ms /    66 runs   (    0.02 ms per token, 40866.87 tokens per second)
+llama_perf_context_print:        load time =    1684.51 ms
+llama_perf_context_print: prompt eval time =     287.79 ms /   154 tokens (    1.87 ms per token,   535.10 tokens per second)
+llama_perf_context_print:        eval time =     337.51 ms /    37 runs   (    9.12 ms per token,   109.63 tokens per second)
 """
 
-LOOKUP_PLAIN = LOOKUP_OUTPUT.replace("n_draft      = 4", "n_draft      = 0").replace(
-    "n_drafted    = 48", "n_drafted    = 0").replace("n_accept     = 30", "n_accept     = 0").replace(
-    "accept       = 62.500%", "accept       = -nan%")
+LOOKUP_PLAIN = """\
+decoded   65 tokens in    0.605 seconds, speed:  107.514 t/s
+n_draft      = 0
+n_predict    = 65
+n_drafted    = 0
+n_accept     = 0
+accept       = -nan%
+"""
 
-BENCH_OUTPUT = json.dumps([
-    {"build_commit": "4227c9be", "build_number": 1, "cpu_info": "AMD EPYC", "model_type": "llama ?B Q4_1",
-     "n_threads": 2, "n_prompt": 64, "n_gen": 0, "avg_ts": 812.5, "stddev_ts": 11.25,
-     "samples_ts": [800.0, 812.5, 825.0]},
-    {"build_commit": "4227c9be", "build_number": 1, "cpu_info": "AMD EPYC", "model_type": "llama ?B Q4_1",
-     "n_threads": 2, "n_prompt": 0, "n_gen": 64, "avg_ts": 120.25, "stddev_ts": 2.5,
-     "samples_ts": [118.0, 120.25, 122.5]},
-], indent=2)
+# llama-bench -p 64 -n 64 -t 2 -r 2 -o json, as captured on the loaded 2-core VM (one repetition stalled), keys abridged
+BENCH_OUTPUT = """\
+[
+  {"build_commit": "unknown", "build_number": 0, "cpu_info": "Intel(R) Xeon(R) Processor",
+   "model_type": "llama 256M Q4_1", "n_threads": 2, "defrag_thold": -1.000000, "n_prompt": 64, "n_gen": 0,
+   "avg_ts": 143.778406, "stddev_ts": 182.537844, "samples_ts": [ 272.852, 14.7047 ]},
+  {"build_commit": "unknown", "build_number": 0, "cpu_info": "Intel(R) Xeon(R) Processor",
+   "model_type": "llama 256M Q4_1", "n_threads": 2, "defrag_thold": -1.000000, "n_prompt": 0, "n_gen": 64,
+   "avg_ts": 0.986502, "stddev_ts": 0.572388, "samples_ts": [ 0.581763, 1.39124 ]}
+]
+"""
 
 
 def test_lookup_report_is_read(compare):
     figures = compare.parse_lookup(LOOKUP_OUTPUT)
-    assert (figures.decoded, figures.draft, figures.drafted, figures.accepted) == (65, 4, 48, 30)
-    assert figures.seconds == pytest.approx(0.412)
-    assert figures.tokens_per_s == pytest.approx(157.767)
-    assert figures.acceptance_rate == pytest.approx(0.625)
+    assert (figures.decoded, figures.draft, figures.drafted, figures.accepted) == (66, 4, 33, 19)
+    assert figures.seconds == pytest.approx(0.491)
+    assert figures.tokens_per_s == pytest.approx(134.446)  # the decode phase's, not the perf lines' eval rate
+    assert figures.acceptance_rate == pytest.approx(19 / 33)
 
 
 def test_lookup_without_drafting_has_no_acceptance_rate(compare):
     figures = compare.parse_lookup(LOOKUP_PLAIN)
-    assert (figures.draft, figures.drafted, figures.accepted, figures.acceptance_rate) == (0, 0, 0, None)
+    assert (figures.decoded, figures.draft, figures.drafted, figures.accepted) == (65, 0, 0, 0)
+    assert figures.acceptance_rate is None
 
 
 def test_lookup_output_without_its_report_is_one_sentence(compare):
@@ -88,10 +91,12 @@ def test_lookup_output_without_its_report_is_one_sentence(compare):
 
 def test_bench_json_is_read(compare):
     got = compare.parse_bench("warning: some log line\n" + BENCH_OUTPUT)
-    assert got["tg64"]["tokens_per_s"] == 120.25
-    assert got["tg64"]["samples"] == [118.0, 120.25, 122.5]
-    assert got["pp64"] == {"tokens_per_s": 812.5, "stddev": 11.25, "samples": [800.0, 812.5, 825.0], "threads": 2}
-    assert got["build"]["commit"] == "4227c9be"
+    assert got["tg64"]["samples"] == [0.581763, 1.39124]
+    assert got["tg64"]["tokens_per_s"] == pytest.approx((0.581763 + 1.39124) / 2)  # the median of its repetitions
+    assert got["pp64"] == {"tokens_per_s": pytest.approx((272.852 + 14.7047) / 2), "mean": 143.778406,
+                           "stddev": 182.537844, "samples": [272.852, 14.7047], "threads": 2}
+    assert got["build"] == {"commit": "unknown", "number": 0, "cpu": "Intel(R) Xeon(R) Processor",
+                            "model_type": "llama 256M Q4_1"}
 
 
 def test_bench_text_table_is_refused(compare):
