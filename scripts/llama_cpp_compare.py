@@ -328,6 +328,14 @@ def prepare_prompts(args, ours: dict, home: Path) -> dict:
 # --- the report --------------------------------------------------------------------------------------------------
 
 
+def ratios(medians: dict, formats: list[str], tokens: int) -> dict[str, float | None]:
+    """Per format: llama-bench's tg<tokens> tokens/s over our standard decoding's (above 1: llama.cpp is faster;
+    None where either is missing)."""
+    tg = medians.get(f"llama.tg{tokens}")
+    return {fmt: tg / medians[f"ours.standard.{fmt}"] if tg and medians.get(f"ours.standard.{fmt}") else None
+            for fmt in formats}
+
+
 def table(medians: dict, formats: list[str], lookup_prompts: list[str], tokens: int, weights: str) -> str:
     """The printed table: llama-bench's tg/pp tokens/s, our standard decoding per format with the ratio
     llama.cpp tg / ours, then per prompt both lookup speedups side by side."""
@@ -337,9 +345,8 @@ def table(medians: dict, formats: list[str], lookup_prompts: list[str], tokens: 
     tg = medians.get(f"llama.tg{tokens}")
     lines = [f"llama.cpp llama-bench: tg{tokens} {f(tg)} tok/s, pp{tokens} {f(medians.get(f'llama.pp{tokens}'))} tok/s",
              "", f"{'ours, standard decoding':<28}{'tok/s':>9}{'llama.cpp / ours':>19}"]
-    for fmt in formats:
-        ours = medians.get(f"ours.standard.{fmt}")
-        lines.append(f"{fmt:<28}{f(ours):>9}{f(tg / ours if tg and ours else None, '.2f') + 'x':>19}")
+    for fmt, ratio in ratios(medians, formats, tokens).items():
+        lines.append(f"{fmt:<28}{f(medians.get(f'ours.standard.{fmt}')):>9}{f(ratio, '.2f') + 'x':>19}")
     lines += ["", f"n-gram lookup, greedy, k = draft max ({weights} weights for ours):",
               f"{'prompt':<18}{'llama tok/s':>12}{'speedup':>9}{'accept':>8}{'ours tok/s':>12}{'speedup':>9}"
               f"{'accept':>8}{'plain llama/ours':>18}"]
@@ -375,7 +382,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--build", action="store_true", help="pip download the sdist and build llama.cpp's tools first")
     p.add_argument("--jobs", type=int, default=2, help="parallel build jobs (default 2)")
     p.add_argument("--threads", type=int, default=2, help="threads of both programs (default 2)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported (default 3)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported (default 5)")
     p.add_argument("--reps", type=int, default=3, help="llama-bench repetitions per round (default 3)")
     p.add_argument("--new-tokens", type=int, default=64, help="tokens generated per run (default 64)")
     p.add_argument("--k", type=int, default=4, help="draft length of both n-gram drafters (default 4)")
@@ -438,6 +445,7 @@ def _compare(args, home: Path) -> int:
               "lookup_weights": args.lookup_weights, "load_average_before": list(load_before),
               "load_average_after": list(os.getloadavg()), "versions": versions(),
               "llama_cpp_build": samples.values.get("llama.build", [None])[0], "medians": medians,
+              "llama_over_ours": ratios(medians, args.formats, args.new_tokens),
               "samples": {k: v for k, v in samples.values.items() if k != "llama.build"}}
     out = args.json or home / f"compare-t{args.threads}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
