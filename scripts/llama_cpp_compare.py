@@ -207,17 +207,18 @@ def run_llama_bench(bench: Path, gguf: Path, threads: int, reps: int, tokens: in
 
 
 def run_llama_lookup(lookup: Path, gguf: Path, prompt_file: Path, threads: int, draft: int,
-                     new_tokens: int) -> LookupFigures:
+                     new_tokens: int) -> tuple[LookupFigures, str]:
     """llama-lookup on the text in ``prompt_file`` (the chat template already applied), greedy, at most
     ``draft`` tokens drafted per pass (0: standard decoding through the same program), about ``new_tokens``
-    tokens. Raises RuntimeError when it fails, ValueError when its report cannot be read."""
+    tokens. Returns its figures and its text (stdout: the prompt and the reply). Raises RuntimeError when it fails,
+    ValueError when its report cannot be read."""
     done = subprocess.run([str(lookup), "-m", str(gguf), "-f", str(prompt_file), "-n", str(new_tokens),
                            "-t", str(threads), "-tb", str(threads), "--draft-max", str(draft), "--temp", "0",
                            "--top-k", "1", "-c", "2048"], capture_output=True, text=True)
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or ["(no output)"]
         raise RuntimeError(f"llama-lookup failed (exit {done.returncode}): {lines[-1]}")
-    return parse_lookup(done.stderr + done.stdout)
+    return parse_lookup(done.stderr + done.stdout), done.stdout
 
 
 # --- ours --------------------------------------------------------------------------------------------------------
@@ -233,7 +234,8 @@ def suite_prompts(ids: list[str], path: Path = ROOT / "assets" / "suite.jsonl") 
 
 
 def our_run(target, prompt_ids: list[int], new_tokens: int, k: int, ngram: bool):
-    """One greedy run of ours (standard decoding, or the n-gram drafter at draft length ``k``); its RunStats."""
+    """One greedy run of ours (standard decoding, or the n-gram drafter at draft length ``k``): its RunStats and
+    the generated ids."""
     from specviz.core.engine import GenerationConfig, speculative_generate, standard_generate
     from specviz.drafters.registry import make_drafter
     from specviz.measure.run_stats import RunStats
@@ -241,10 +243,11 @@ def our_run(target, prompt_ids: list[int], new_tokens: int, k: int, ngram: bool)
     config = GenerationConfig(max_new_tokens=new_tokens, k=k)
     events = (speculative_generate(target, make_drafter("ngram", target), prompt_ids, config) if ngram
               else standard_generate(target, prompt_ids, config))
-    stats = RunStats()
+    stats, ids = RunStats(), []
     for event in events:
         stats.add(event)
-    return stats
+        ids.extend(event.emitted_ids)
+    return stats, ids
 
 
 def load_ours(formats: list[str]) -> dict:
@@ -283,19 +286,22 @@ def one_round(args, tools: dict, gguf: Path, ours: dict, prompts: dict, samples:
     samples.values["llama.build"] = [bench["build"]]
     standard_ids = prompts["ids"][args.standard_prompt]
     for fmt, target in ours.items():
-        samples.add(f"ours.standard.{fmt}", our_run(target, standard_ids, args.new_tokens, 1, False)
+        samples.add(f"ours.standard.{fmt}", our_run(target, standard_ids, args.new_tokens, 1, False)[0]
                     .decode_tokens_per_s)
     for pid, files in prompts["files"].items():
-        drafted = run_llama_lookup(tools["llama-lookup"], gguf, files, args.threads, args.k, args.new_tokens)
-        plain = run_llama_lookup(tools["llama-lookup"], gguf, files, args.threads, 0, args.new_tokens)
+        drafted, drafted_text = run_llama_lookup(tools["llama-lookup"], gguf, files, args.threads, args.k,
+                                                 args.new_tokens)
+        plain, plain_text = run_llama_lookup(tools["llama-lookup"], gguf, files, args.threads, 0, args.new_tokens)
+        samples.add(f"llama.lookup.{pid}.text_identical", int(drafted_text == plain_text))
         samples.add(f"llama.lookup.{pid}.tokens_per_s", drafted.tokens_per_s)
         samples.add(f"llama.lookup.{pid}.standard_tokens_per_s", plain.tokens_per_s)
         samples.add(f"llama.lookup.{pid}.speedup", drafted.tokens_per_s / plain.tokens_per_s)
         samples.add(f"llama.lookup.{pid}.acceptance_rate", drafted.acceptance_rate)
         samples.add(f"llama.lookup.{pid}.decoded", drafted.decoded)
         target = ours[args.lookup_weights]
-        spec = our_run(target, prompts["ids"][pid], args.new_tokens, args.k, True)
-        base = our_run(target, prompts["ids"][pid], args.new_tokens, args.k, False)
+        spec, spec_ids = our_run(target, prompts["ids"][pid], args.new_tokens, args.k, True)
+        base, base_ids = our_run(target, prompts["ids"][pid], args.new_tokens, args.k, False)
+        samples.add(f"ours.ngram.{pid}.ids_identical", int(spec_ids == base_ids))
         samples.add(f"ours.ngram.{pid}.tokens_per_s", spec.decode_tokens_per_s)
         samples.add(f"ours.ngram.{pid}.standard_tokens_per_s", base.decode_tokens_per_s)
         samples.add(f"ours.ngram.{pid}.speedup", _speedup(spec, base))
