@@ -89,6 +89,16 @@ def test_lookup_output_without_its_report_is_one_sentence(compare):
     assert str(error.value).count(".") >= 1 and "\n" not in str(error.value)
 
 
+def test_lookup_text_compared_without_its_draft_candidates(compare):
+    # chat-1 at 1 thread, as captured: with --draft-max 4 the reply leaves the plain one at "Outdoor adventure"
+    drafted = ("Day 1: Arrival\n\nDay - draft candidate: token=216\n - draft candidate: token=33\n 2: Outdoor "
+               "adventure - draft candidate: token=198\n\n\n")
+    plain = "Day 1: Arrival\n\nDay 2: Outdoor activity\n\n"
+    assert not compare.same_reply(drafted, plain)
+    assert compare.same_reply(drafted, "Day 1: Arrival\n\nDay 2: Outdoor adventure")
+    assert compare.same_reply(drafted, "Day 1: Arrival\n\nDay 2: Outdoor")  # one ran a token past the other
+
+
 def test_bench_json_is_read(compare):
     got = compare.parse_bench("warning: some log line\n" + BENCH_OUTPUT)
     assert got["tg64"]["samples"] == [0.581763, 1.39124]
