@@ -281,10 +281,12 @@ class Samples:
     values: dict
 
     def add(self, name: str, value) -> None:
+        """Append one round's ``value`` to ``name`` (None, a figure not defined this round, is left out)."""
         if value is not None:
             self.values.setdefault(name, []).append(value)
 
     def medians(self) -> dict:
+        """The median of each name's values over the rounds."""
         return {name: statistics.median(v) for name, v in self.values.items()}
 
 
@@ -321,6 +323,7 @@ def one_round(args, tools: dict, gguf: Path, ours: dict, prompts: dict, samples:
 
 
 def _speedup(spec, base) -> float | None:
+    """Our decode speedup of ``spec`` over ``base`` (RunStats), from the one place the project derives it."""
     from specviz.core.counters import speedup
 
     return speedup(spec, base)
@@ -387,6 +390,7 @@ def table(medians: dict, formats: list[str], lookup_prompts: list[str], tokens: 
 
 
 def versions() -> dict:
+    """The sdist, torch, transformers and Python versions, the CPU's model name and the CPU count."""
     import platform
 
     import torch
@@ -400,6 +404,7 @@ def versions() -> dict:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The flags (argparse exits with one sentence for a bad one); ``formats`` and ``lookup_prompts`` as lists."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", action="store_true", help="pip download the sdist and build llama.cpp's tools first")
     p.add_argument("--jobs", type=int, default=2, help="parallel build jobs (default 2)")
@@ -444,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _compare(args, home: Path) -> int:
+    """Load ours at ``args.threads`` torch threads, warm each format, run the rounds, print the table and write
+    the JSON. Returns 0."""
     import torch
 
     from specviz.runtime.models import embedded_gguf_path
