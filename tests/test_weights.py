@@ -103,7 +103,10 @@ def test_a_format_leaves_the_float32_model_as_it_was(tiny_target):
     report = weights_report(int4.model)
     assert report.linears > 0 and report.step_bytes < report.float_bytes / 4 and report.from_file == 0
     assert isinstance(int4.model.lm_head, Int8Linear)  # the head keeps 8 bits (HEAD_FORMAT)
-    assert isinstance(int4.model.model.layers[0].mlp.up_proj, Int4Linear)
+    mlp = int4.model.model.layers[0].mlp
+    assert isinstance(mlp.gate_proj.fused, Int4Linear) and mlp.up_proj.group is mlp.gate_proj.group  # one group
+    assert isinstance(mlp.down_proj, Int4Linear)
+    assert report.fused_groups == 4 * 2 and report.linears == 4 * 7 + 1  # q/k/v and gate/up per layer; the head
     assert int4.model.model.embed_tokens is not tiny_target.model.model.embed_tokens  # a copy of the module...
     assert int4.model.model.embed_tokens.weight is tiny_target.model.model.embed_tokens.weight  # ...sharing tensors
     with pytest.raises(WeightsError, match="choose one of"):
