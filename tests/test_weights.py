@@ -103,7 +103,10 @@ def test_a_format_leaves_the_float32_model_as_it_was(tiny_target):
     report = weights_report(int4.model)
     assert report.linears > 0 and report.step_bytes < report.float_bytes / 4 and report.from_file == 0
     assert isinstance(int4.model.lm_head, Int8Linear)  # the head keeps 8 bits (HEAD_FORMAT)
-    assert isinstance(int4.model.model.layers[0].mlp.up_proj, Int4Linear)
+    mlp = int4.model.model.layers[0].mlp
+    assert isinstance(mlp.gate_proj.fused, Int4Linear) and mlp.up_proj.group is mlp.gate_proj.group  # one group
+    assert isinstance(mlp.down_proj, Int4Linear)
+    assert report.fused_groups == 4 * 2 and report.linears == 4 * 7 + 1  # q/k/v and gate/up per layer; the head
     assert int4.model.model.embed_tokens is not tiny_target.model.model.embed_tokens  # a copy of the module...
     assert int4.model.model.embed_tokens.weight is tiny_target.model.model.embed_tokens.weight  # ...sharing tensors
     with pytest.raises(WeightsError, match="choose one of"):
@@ -178,3 +181,45 @@ def test_the_suite_bench_runs_in_a_format_with_ids_identical_within_it(capsys, t
     result = json.loads(out)
     assert "int8 weights" in result["target"]["label"]
     assert result["ids_identical_to_transformers"] is True  # transformers' generate() on the same int8 model
+
+
+def _formatted_copy(target, fmt, fuse):
+    from specviz.runtime.weights.formats import apply_weights, light_copy
+
+    model = light_copy(target.model)
+    report = apply_weights(model, fmt, fuse=fuse)
+    return model, report
+
+
+@pytest.mark.kernels  # the same kernels over a wider weight: each output column computed as before
+@pytest.mark.parametrize("fmt", ["bfloat16", "int8", "int4"])
+def test_fusing_q_k_v_and_gate_up_changes_no_logit(tiny_target, fmt):
+    from specviz.core.kv import forward_logits, new_cache
+
+    prompt = list(range(3, 40))
+    logits = {}
+    for fuse in (False, True):
+        model, report = _formatted_copy(tiny_target, fmt, fuse)
+        assert report.fused_groups == (8 if fuse else 0) and report.linears == 29
+        with torch.inference_mode():
+            cache = new_cache(model)
+            logits[fuse] = [forward_logits(model, prompt[:30], cache, 1), forward_logits(model, prompt[30:], cache, 7)]
+        assert sum(1 for m in model.modules() if type(m).__name__ == "FusedMember") == (20 if fuse else 0)
+    assert all(torch.equal(a, b) for a, b in zip(logits[False], logits[True]))
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_a_fused_group_gives_each_row_and_member_as_a_one_row_step_would(tiny_target, fmt):
+    model, _ = _formatted_copy(tiny_target, fmt, True)
+    attention = model.model.layers[1].self_attn
+    members = [attention.q_proj, attention.k_proj, attention.v_proj]
+    x = torch.randn(1, 5, attention.q_proj.in_features, generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode():
+        together = [m(x) for m in members]  # q computes all three; k and v take their slices of it
+        assert [t.shape[-1] for t in together] == [m.out_features for m in members]
+        for row in range(5):  # a verification's row equals the one-row step's, bit for bit (torch's row loop)
+            alone = x[:, row:row + 1].clone()
+            assert all(torch.equal(m(alone), t[:, row:row + 1]) for m, t in zip(members[::-1], together[::-1]))
+        product = members[0].group.linear(x)  # any order, any input object: the member's columns of the product
+        assert torch.equal(attention.v_proj(x.clone()), product[..., -attention.v_proj.out_features:])
+        assert torch.equal(attention.k_proj(x), together[1]) and torch.equal(attention.k_proj(x), together[1])

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import torch
 
+from specviz.runtime.weights.fused import fusable_groups, fuse_group
 from specviz.runtime.weights.linears import Bf16Linear, Int4Linear, Int8Linear, WeightLinear
 
 FORMATS = ("float32", "bfloat16", "int8", "int4")
@@ -46,13 +47,15 @@ class WeightsReport:
     kept: tuple[str, ...] = ()
     float_bytes: int = 0
     step_bytes: int = 0
+    fused_groups: int = 0
 
     def summary(self) -> str:
         """One line, e.g. "int4: 211 linears (210 from the file's Q4_1 blocks), 80 MB of linears (float32: 538 MB)"."""
         source = f" ({self.from_file} from the file's Q4_1 blocks)" if self.from_file else ""
         kept = f"; kept: {', '.join(self.kept)}" if self.kept else ""
+        fused = f"; {self.fused_groups} q/k/v and gate/up groups fused" if self.fused_groups else ""
         return (f"{self.format}: {self.linears} linears{source}, {self.step_bytes / 1e6:.0f} MB of linears "
-                f"(float32: {self.float_bytes / 1e6:.0f} MB){kept}")
+                f"(float32: {self.float_bytes / 1e6:.0f} MB){fused}{kept}")
 
 
 def check_format(name: str) -> str:
@@ -118,17 +121,28 @@ def _formatted(linear: torch.nn.Linear, fmt: str, blocks) -> WeightLinear:
     return Int4Linear.from_float(linear.weight, linear.bias)
 
 
-def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = None) -> WeightsReport:
+def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = None,
+                  fuse: bool = True) -> WeightsReport:
     """Replace every ``nn.Linear`` of ``model`` (in place) by its ``fmt`` form; ``file_tensors`` maps module paths to
-    Q4_1 tensors to pack as they are (int4). A linear the format cannot hold (int4: input width not a multiple of
-    32) is kept and named in the report. Raises WeightsError for an unknown format."""
+    Q4_1 tensors to pack as they are (int4). With ``fuse``, each q/k/v and gate/up group becomes one fused linear
+    (specviz.runtime.weights.fused). A linear the format cannot hold (int4: input width not a multiple of 32) is
+    kept and named in the report. Raises WeightsError for an unknown format."""
     check_format(fmt)
     before = linear_bytes(model)
     if fmt == "float32":
         return WeightsReport(fmt, float_bytes=before, step_bytes=before)
     table = file_tensors or {}
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    changed, from_file, kept = 0, 0, []
+    changed, from_file, groups = 0, 0, 0
+    for path, names in fusable_groups(model, skip=head) if fuse else []:
+        parent = model.get_submodule(path) if path else model
+        full = [f"{path}.{n}" if path else n for n in names]
+        try:
+            fuse_group(parent, names, fmt, [table.get(n) for n in full])
+        except ValueError:
+            continue  # formatted one by one below, where the reason is reported
+        changed, from_file, groups = changed + len(names), from_file + sum(n in table for n in full), groups + 1
+    kept = []
     for name, linear in [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)]:
         try:
             new = _formatted(linear, HEAD_FORMAT.get(fmt, fmt) if linear is head else fmt, table.get(name))
@@ -142,4 +156,4 @@ def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = 
         from_file += name in table
     model._specviz_weights = fmt
     return WeightsReport(fmt, linears=changed, from_file=from_file, from_float=changed - from_file,
-                         kept=tuple(kept), float_bytes=before, step_bytes=linear_bytes(model))
+                         kept=tuple(kept), fused_groups=groups, float_bytes=before, step_bytes=linear_bytes(model))
