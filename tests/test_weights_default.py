@@ -178,3 +178,18 @@ def test_every_format_is_timed_at_each_size_with_its_spread(tiny_target):
         assert sorted(fig["verify"]) == list(weights_default.TOKEN_COUNTS) and fig["verify"][1] == 1.0
         assert 0 < fig["range"][0] <= fig["step"] <= fig["range"][1]
     assert choose_default(figures) in figures
+
+
+def test_the_cli_measures_the_curve_of_its_format_when_k_is_auto(tiny_target):
+    from argparse import Namespace
+
+    from specviz.cli.common import _with_curve
+    from specviz.runtime.weights import with_weights
+
+    int8 = with_weights(tiny_target, "int8")
+    set_verify_curve(int8.model, None)
+    assert _with_curve(tiny_target, int8, Namespace(k=4)) is int8 and verify_curve_of(int8.model) is None
+    _with_curve(tiny_target, int8, Namespace(k=["auto", 4]))  # bench's list with auto
+    curve = verify_curve_of(int8.model)
+    assert sorted(curve) == list(weights_default.TOKEN_COUNTS) and curve[1] == pytest.approx(1.0)
+    set_verify_curve(int8.model, None)

@@ -62,13 +62,38 @@ def _load_target(args):
                         dtype=getattr(args, "dtype", "auto"), progress=_log)
     if getattr(args, "threads", None) is None:
         _log(f"settings: {tune(target, progress=_log).summary()}")
-    target = weights_for_run(target, args, progress=_log)  # --weights: the linears in that format
+    target = _with_curve(target, weights_for_run(target, args, progress=_log), args)  # --weights: that format
     _log(f"forward: {forward_path(target.model)}")
     from specviz.core.graphs import warm_graphs
 
     warmed = warm_graphs(target)  # CUDA graphs captured at load on the graph path (None elsewhere)
     if warmed:
         _log(warmed)
+    return target
+
+
+def _asks_auto_k(args) -> bool:
+    """Whether ``--k`` is auto (generate) or lists auto (bench)."""
+    k = getattr(args, "k", None)
+    return k == "auto" or (isinstance(k, (list, tuple)) and "auto" in k)
+
+
+def _with_curve(base, target, args):
+    """``target`` (``base`` in the format ``--weights`` chose) with its verify curve T(n)/T(1) measured here when
+    ``--k auto`` will read it (:func:`specviz.core.costs.set_verify_curve`; a few seconds, the CPU only): a format
+    whose verification grows with its rows (int8, int4) gets a shorter k than float32's flat curve."""
+    if not _asks_auto_k(args) or target.device.type != "cpu" or getattr(args, "kernel", False):
+        return target
+    from specviz.core.costs import set_verify_curve
+    from specviz.measure.weights_default import measure_formats
+    from specviz.runtime.weights import weights_of
+
+    fmt = weights_of(target.model)
+    figures = measure_formats(base, [fmt]).get(fmt)
+    if figures:
+        set_verify_curve(target.model, figures["verify"])
+        curve = " ".join(f"{ratio:.2f}" for n, ratio in sorted(figures["verify"].items()) if n > 1)
+        _log(f"k = auto: {fmt} verify curve T(n)/T(1), n = 2, 3, 5, 9: {curve}")
     return target
 
 
