@@ -400,3 +400,22 @@ def test_a_batch_reads_one_kind_of_target_features(tiny_target):
         assert_within(fused[:, block * hidden:(block + 1) * hidden], expected, model_tolerance(expected, hidden),
                       f"hidden state {index}")
     assert_within(final, states[-1][0], model_tolerance(states[-1][0], hidden), "final features")
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+def test_head_drafters_run_on_a_target_in_a_weight_format(tiny_target, fmt):
+    from specviz.runtime.weights import with_weights
+    from specviz.runtime.weights.formats import head_weight
+
+    formatted = with_weights(tiny_target, fmt)
+    table = tiny_target.model.get_input_embeddings().weight
+    if tiny_target.model.config.tie_word_embeddings:  # the formatted head is tied: drafting reads the float table
+        assert head_weight(formatted.model) is table
+    assert tuple(head_weight(formatted.model).shape) == tuple(table.shape)
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    prompt = next(iter(_prompts(tiny_target.tokenizer).values()))
+    cfg = GenerationConfig(max_new_tokens=24, k=4)
+    base = _run(formatted, prompt, cfg)
+    for drafter in (EagleDrafter(formatted.model, _eagle(formatted, vocab)),
+                    MedusaDrafter(formatted.model, _medusa(formatted, vocab=vocab))):
+        assert _run(formatted, prompt, cfg, drafter).token_ids == base.token_ids, (fmt, type(drafter).__name__)

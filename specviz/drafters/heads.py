@@ -37,6 +37,7 @@ from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads, follow_target
 from specviz.core.verify import process_logits, restrict_vocab, sample
+from specviz.runtime.weights.formats import head_weight
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
@@ -116,7 +117,7 @@ class _FeatureDrafter(DrafterBase):
         self.lookup = NgramDrafter(min_ngram=LOOKUP_NGRAM[0], max_ngram=LOOKUP_NGRAM[1]) if lookup else None
         self.copied_passes = 0  # passes of this run that verified a copied continuation instead of the head's draft
         self.embed = target_model.get_input_embeddings()
-        self.lm = DraftLMHead(target_model.get_output_embeddings().weight, vocab_ids if vocab_ids.numel() else None)
+        self.lm = DraftLMHead(head_weight(target_model), vocab_ids if vocab_ids.numel() else None)
         self.tree = tree
         self._feats: torch.Tensor | None = None
 

@@ -157,3 +157,23 @@ def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = 
     model._specviz_weights = fmt
     return WeightsReport(fmt, linears=changed, from_file=from_file, from_float=changed - from_file,
                          kept=tuple(kept), fused_groups=groups, float_bytes=before, step_bytes=linear_bytes(model))
+
+
+def head_weight(model: torch.nn.Module) -> torch.Tensor:
+    """The LM head's weight as floats, (vocab, hidden), for code that reads it directly (the trained heads' draft
+    LM head): the head's own weight while it is an ``nn.Linear``; in a weight format, the input embedding table it
+    is tied to (the float32 values the format was made from), else the format's values read back (int8: codes x
+    scales; int4: through its kernel). Drafting only: verification always runs the formatted head itself."""
+    head = model.get_output_embeddings()
+    if isinstance(head, torch.nn.Linear):
+        return head.weight
+    config = getattr(model, "config", None)
+    table = model.get_input_embeddings().weight
+    if getattr(config, "tie_word_embeddings", False) and tuple(table.shape) == (head.out_features, head.in_features):
+        return table
+    if hasattr(head, "dequantized"):
+        return head.dequantized()
+    if hasattr(head, "codes"):
+        return head.codes.float() * head.scales.float()[:, None]
+    return head.weight.float()
+
