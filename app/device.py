@@ -438,7 +438,7 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     the default kernels: no tuning, torch.compile or CUDA graphs. Raises PlacementError (one sentence) for a
     placement that cannot be used. Last, the target is put in the operator's weight format (``SPECVIZ_WEIGHTS``:
     :mod:`app.weights_setting`), or where that is unset, on the CPU, in the format the start-up measured fastest
-    here (a few seconds more once, kept with the tuning); raises WeightsError (one sentence) for a format that
+    here (half a minute or more once, kept with the tuning); raises WeightsError (one sentence) for a format that
     cannot run here."""
     from specviz.core.graphs import warm_graphs
     from specviz.runtime.models import load_model, operator_dtype

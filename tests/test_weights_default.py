@@ -19,8 +19,9 @@ FLAT = {1: 1.0, 2: 1.06, 3: 1.10, 4: 1.07, 5: 1.11, 6: 1.16, 7: 1.22, 8: 1.25, 9
 RISING = {1: 1.0, 2: 1.09, 3: 1.17, 4: 1.27, 5: 1.63, 6: 1.66, 7: 1.69, 8: 1.77, 9: 2.23}  # int4
 
 
-def _fig(step: float, spread: float = 1.0, verify: dict | None = None) -> dict:
-    return {"step": step, "range": [step - spread, step + spread], "verify": verify or {1: 1.0, 2: 1.1}}
+def _fig(step: float, spread: float = 1.0, verify: dict | None = None, gap: float | None = 0.0) -> dict:
+    fig = {"step": step, "range": [step - spread, step + spread], "verify": verify or {1: 1.0, 2: 1.1}}
+    return fig if gap is None else {**fig, "verify_gap": gap}
 
 
 def test_a_clearly_faster_format_replaces_float32():
@@ -36,6 +37,22 @@ def test_float32_stays_unless_a_format_is_clearly_faster():
     assert choose_default({"float32": _fig(40.0), "int8": _fig(35.0, spread=6.0)}) == "float32"
     assert choose_default({"int4": _fig(10.0)}) == "float32"  # float32 not measured: nothing to compare with
     assert choose_default({"float32": _fig(37.4)}) == "float32"
+
+
+def test_a_format_whose_verification_is_not_exact_is_never_the_default():
+    measured = {"float32": _fig(37.4, gap=1.8e-5), "int8": _fig(20.6, gap=0.25), "int4": _fig(16.7, gap=0.25)}
+    assert choose_default(measured) == "float32"  # measured on this project's VMs at 2 threads (2026-12-05)
+    measured["int8"] = _fig(20.6, gap=0.0)
+    assert choose_default(measured) == "int8"
+    measured["int8"] = _fig(20.6, gap=None)  # kept before the gap was measured: not known exact
+    assert choose_default(measured) == "float32"
+    line = weights_default.describe({"float32": _fig(37.4), "int4": _fig(16.7, gap=0.25)}, "float32")
+    assert "not exact here, so not chosen: int4 (a verification's logits up to 0.25" in line
+
+
+def test_the_verify_gap_is_zero_where_rows_are_computed_alike(tiny_target):
+    gap = weights_default.verify_gap(tiny_target.model, tiny_target.vocab_size)
+    assert 0.0 <= gap < 1e-3  # float32 on the tiny target: a verification's rows as one-token steps, within rounding
 
 
 def test_a_curve_fills_the_sizes_a_run_has_not_timed():

@@ -81,7 +81,8 @@ class Tuning:
         busy: whether the machine was busy then (see the module docstring): its times are slower than the
             machine's, and a start-up on a quiet machine measures again.
         weights: the default weight format measured fastest here (:func:`tune_weights`; None: not measured).
-        weights_ms: per format, {"step": median one-token ms, "range": [fastest, slowest], "verify": {n: T(n)/T(1)}}
+        weights_ms: per format, {"step": median one-token ms, "range": [fastest, slowest], "verify": {n: T(n)/T(1)},
+            "verify_gap": largest logit difference of a verification from one-token steps (exactness)}
             (:func:`specviz.measure.weights_default.measure_formats`; {}: not measured).
     """
 
@@ -170,7 +171,7 @@ def known(target, folder: Path | None = None) -> Tuning | None:
         return _KEPT.get(str(_path(target, folder)))
 
 
-MEASURING_WEIGHTS = "Measuring the one-token step in each weight format on this machine (once, a few seconds)…"
+MEASURING_WEIGHTS = "Measuring the one-token step in each weight format on this machine (once: about half a minute on 2 free CPUs, longer on busy ones; kept for later starts)…"
 """The progress line :func:`tune_weights` says when it measures."""
 
 
@@ -190,6 +191,8 @@ def tune_weights(target, *, folder: Path | None = None, progress=None) -> Tuning
     path = _path(target, folder)
     with _KEPT_LOCK:
         tuning = _KEPT.get(str(path), tuning)
+        if tuning.weights is not None and tuning.weights != weights_default.choose_default(tuning.weights_ms):
+            tuning = replace(tuning, weights=weights_default.choose_default(tuning.weights_ms))  # kept by an older rule
         if tuning.weights is None:
             if progress:
                 progress(MEASURING_WEIGHTS)
@@ -390,7 +393,8 @@ def _weights_ms(value) -> dict:
     if not value:
         return {}
     return {fmt: {"step": float(fig["step"]), "range": [float(x) for x in fig["range"]],
-                  "verify": {int(n): float(r) for n, r in dict(fig["verify"]).items()}}
+                  "verify": {int(n): float(r) for n, r in dict(fig["verify"]).items()},
+                  **({"verify_gap": float(fig["verify_gap"])} if "verify_gap" in fig else {})}
             for fmt, fig in dict(value).items()}
 
 

@@ -10,7 +10,11 @@ keeps the figures with the other tuning results, so a restart does not measure a
 
 :func:`choose_default` is the rule: a format replaces float32 only when it is clearly faster, its median step at
 least :data:`MARGIN` under float32's *and* its slowest round under float32's median (so a format is not chosen on
-noise); among those the lowest median wins. Otherwise float32 stays.
+noise); among those the lowest median wins. Otherwise float32 stays. Only an *exact* format qualifies: one whose
+verification of several tokens gives each row the logits a one-token step gives it (:func:`verify_gap` at most
+:data:`EXACT_GAP`), so greedy ids of a speculative run equal standard decoding's. On the project's 2-core VMs int8
+and int4 were not (2026-12-05: logits up to 0.25 apart at 2 threads, with the bfloat16 activations their kernels
+take; the suite bench in int4 gave ids different from standard decoding on 2 of 14 prompts), so float32 stayed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ WARMUP = 1
 PROMPT_TOKENS = 64
 MARGIN = 0.10  # a format replaces float32 only if its median step is at least this share faster
 BASE = "float32"
+GAP_TOKENS = 5  # the verification :func:`verify_gap` compares with one-token steps
+EXACT_GAP = 1e-3  # the largest logit difference taken as exact (float32's own: about 2e-5 on the embedded model)
 
 
 def choose_default(figures: dict[str, dict]) -> str:
@@ -35,7 +41,10 @@ def choose_default(figures: dict[str, dict]) -> str:
     the fastest format (lowest median) among those whose median is at least :data:`MARGIN` under float32's and
     whose slowest round is under float32's median; float32 when none qualifies or float32 was not measured.
 
-    >>> choose_default({"float32": {"step": 37.4, "range": [36, 39]}, "int4": {"step": 16.7, "range": [16, 18]}})
+    Formats that are not exact here (:func:`is_exact`) never qualify.
+
+    >>> choose_default({"float32": {"step": 37.4, "range": [36, 39]},
+    ...                 "int4": {"step": 16.7, "range": [16, 18], "verify_gap": 0.0}})
     'int4'
     """
     base = figures.get(BASE)
@@ -43,8 +52,32 @@ def choose_default(figures: dict[str, dict]) -> str:
         return BASE
     ceiling = base["step"] * (1.0 - MARGIN)
     clear = {fmt: fig["step"] for fmt, fig in figures.items()
-             if fmt != BASE and fig["step"] <= ceiling and fig["range"][1] < base["step"]}
+             if fmt != BASE and fig["step"] <= ceiling and fig["range"][1] < base["step"] and is_exact(fig)}
     return min(clear, key=clear.get) if clear else BASE
+
+
+def is_exact(figures: dict) -> bool:
+    """Whether a format's figures show it exact here: its :func:`verify_gap` measured and at most :data:`EXACT_GAP`
+    (figures kept before the gap was measured count as not exact)."""
+    gap = figures.get("verify_gap")
+    return gap is not None and gap <= EXACT_GAP
+
+
+@torch.inference_mode()
+def verify_gap(model, vocab_size: int, tokens: int = GAP_TOKENS) -> float:
+    """The largest absolute difference between the logits of one forward over ``tokens`` new tokens (a
+    verification) and those of the same tokens fed one at a time (one-token steps), after the same
+    :data:`PROMPT_TOKENS`-token prompt, at the threads the runs use. 0.0: every row exact."""
+    from specviz.core.kv import forward_logits, new_cache
+
+    ids = [(7919 * i + 13) % vocab_size for i in range(PROMPT_TOKENS + tokens)]
+    cache = new_cache(model)
+    forward_logits(model, ids[:PROMPT_TOKENS], cache, 1)
+    multi = forward_logits(model, ids[PROMPT_TOKENS:], cache, tokens).float()
+    cache = new_cache(model)
+    forward_logits(model, ids[:PROMPT_TOKENS], cache, 1)
+    single = torch.cat([forward_logits(model, [i], cache, 1) for i in ids[PROMPT_TOKENS:]]).float()
+    return float((multi - single).abs().max())
 
 
 def formats_that_run(target, progress: Callable[[str], None] | None = None) -> dict:
@@ -72,7 +105,10 @@ def measure_formats(target, formats: Iterable[str] | None = None, *, rounds: int
         models = {fmt: m for fmt, m in models.items() if fmt in set(formats)}
     with torch.inference_mode():
         times = _round_times(models, PROMPT_TOKENS, list(TOKEN_COUNTS), max(1, rounds), max(0, warmup))
-    return {fmt: figures_of(rounds_) for fmt, rounds_ in times.items()}
+    figures = {fmt: figures_of(rounds_) for fmt, rounds_ in times.items()}
+    for fmt, fig in figures.items():
+        fig["verify_gap"] = round(verify_gap(models[fmt].model, int(target.vocab_size)), 6)
+    return figures
 
 
 def figures_of(rounds: list[dict[int, float]]) -> dict:
@@ -87,4 +123,7 @@ def describe(figures: dict[str, dict], chosen: str, seconds: float | None = None
     """One log line: each format's median step, the choice and what the measurement added (``seconds``)."""
     steps = ", ".join(f"{fmt} {fig['step']:.1f}" for fmt, fig in figures.items())
     took = f"; measured in {seconds:.1f} s" if seconds is not None else ""
-    return f"one-token step (ms, median): {steps}; default weights {chosen}{took}"
+    inexact = [f"{fmt} (a verification's logits up to {fig['verify_gap']:.3g} from one-token steps')"
+               for fmt, fig in figures.items() if fmt != BASE and "verify_gap" in fig and not is_exact(fig)]
+    left = f"; not exact here, so not chosen: {', '.join(inexact)}" if inexact else ""
+    return f"one-token step (ms, median): {steps}; default weights {chosen}{left}{took}"
