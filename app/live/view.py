@@ -269,6 +269,8 @@ class RunView:
         """Why the decoding speedup is too noisy to tell, in a few words for the history ("other programs used 45%
         of the CPU" or "0.85–1.40× spans 1"); None when it is not "too noisy"."""
         judged = self.judgement()
+        if judged is not None and judged.verdict == "not a finding":
+            return judged.reason
         if judged is None or judged.verdict != "too noisy":
             return None
         if self._busy is not None:

@@ -23,11 +23,12 @@ def history_speedup(row: RunSummary) -> str:
         spread = " ({}–{})".format(*format_apart(*interval)) if interval else ""
         return html.escape(f"{value:.2f}×{spread}")
     note, measured = row.speedup_note, row.speedup_measured
-    if note == "too noisy" and measured is not None:
+    if note in ("too noisy", "not a finding") and measured is not None:
         reason = f": {row.speedup_reason}" if row.speedup_reason else ""
-        title = html.escape(f"{measured:.2f}× measured, too noisy to tell{reason}", quote=True)
+        words = "too noisy to tell" if note == "too noisy" else note
+        title = html.escape(f"{measured:.2f}× measured, {words}{reason}", quote=True)
         return (f'<span class="hist-noisy" title="{title}" style="color: var(--body-text-color-subdued)">'
-                f'{html.escape(f"{measured:.2f}× (too noisy)")}</span>')
+                f'{html.escape(f"{measured:.2f}× ({note})")}</span>')
     return html.escape(note or "–")
 
 

@@ -197,7 +197,8 @@ def verdict_card(judgement) -> str:
     the CPUs"), and the long explanation folded in a ``<details>`` element. Green for faster, red for slower,
     neutral otherwise."""
     reading = judgement.reading
-    cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy"}.get(reading.word, "neutral")
+    cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy"}.get(reading.word,
+                                                                                                       "neutral")
     figure = (f'<span class="sv-verdict-figure">{reading.value:.2f}×</span> '
               f'<span class="sv-verdict-word">{html.escape(reading.word)}</span>')
     under = " · ".join(html.escape(part) for part in (reading.span(), reading.reason) if part)
@@ -228,8 +229,8 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
         hero = verdict_card(j)
         value = speedup(spec, base)
         ratio = spread_html(value, end_to_end_interval(spec, base), "{:.2f}×", 2)
-        end = _card("End to end", ratio if j.verdict != "too noisy" else
-                    f"too noisy <small>({_fmt(value, '{:.2f}×')} measured)</small>", END_TO_END_DEFINITION)
+        end = _card("End to end", ratio if j.finding else
+                    f"{j.verdict} <small>({_fmt(value, '{:.2f}×')} measured)</small>", END_TO_END_DEFINITION)
     rates = _card("Tokens/s after the prefill", rate_pair_html(spec, base), RATES_DEFINITION,
                   f"prefill included: {rate_pair_html(spec, base, decode=False)}")
     return [hero, end, rates]

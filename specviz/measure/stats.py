@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from specviz.core.counters import speedup
-from specviz.core.verdict import FASTER, NARROW, NOISY, SAME, SLOWER, Verdict, read_speedup
+from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, read_speedup
 
 if TYPE_CHECKING:
     from specviz.measure.run_stats import RunStats
@@ -224,7 +224,8 @@ def end_to_end_interval(spec: RunStats, base: RunStats) -> Interval | None:
                                        (base.prefill_ms, base.generated - base.emitted)))
 
 
-_KEYS = {FASTER: "faster", SLOWER: "slower", SAME: "same", NOISY: "too noisy"}
+_KEYS = {FASTER: "faster", SLOWER: "slower", SAME: "same", NOISY: "too noisy", NOT_FINDING: "not a finding"}
+IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the run's tokens per pass cannot be true
 """The judgement's verdict key for each word of the rule (:mod:`specviz.core.verdict`)."""
 
 
@@ -270,6 +271,9 @@ class SpeedupJudgement:
                     f"the run with fewer, at least {MIN_JUDGED_PASSES} needed in each")
         i = self.interval
         span = f"{i.low:.2f}–{i.high:.2f}× ({i.level:.0%} bootstrap interval over passes)"
+        if self.verdict == "not a finding":
+            return (f"not a finding: {self.reason} (measured {span}); a pass cannot cost less than a one-token step, "
+                    f"so the machine's speed changed between the two runs")
         if self.reason and self.verdict == "too noisy":
             return (f"too noisy to tell: {self.reason}, which slows one-token steps more than wide passes and so "
                     f"flatters the speculative run (measured {span}, across 1.0)")
@@ -286,7 +290,8 @@ class SpeedupJudgement:
 
 def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                   base_tokens: Sequence[int], *, min_passes: int = MIN_JUDGED_PASSES,
-                  noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None) -> SpeedupJudgement:
+                  noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None,
+                  most: float | None = None) -> SpeedupJudgement:
     """Judge a decoding-rate ratio from the passes of two runs (the interval is :func:`bootstrap_rate_ratio`'s,
     the reading :func:`specviz.core.verdict.read_speedup`'s: the one rule every tab uses).
 
@@ -306,15 +311,22 @@ def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms:
         interval = bootstrap_rate_ratio(spec_ms, spec_tokens, base_ms, base_tokens, seed=seed)
     if interval is None:
         return SpeedupJudgement("too short", None, None, passes)
+    impossible = None
+    if most is not None and interval.value > most * (1.0 + IMPOSSIBLE_MARGIN):
+        impossible = f"faster than its {most:.1f} tokens per pass allow"
     read = read_speedup(interval.value, interval.low, interval.high, level=interval.level, busy=disturbed or None,
-                        narrow=noisy_spread)
-    return SpeedupJudgement(_KEYS[read.word], interval.value, interval, passes, disturbed or None)
+                        narrow=noisy_spread, impossible=impossible)
+    reason = read.reason if read.word == NOT_FINDING else disturbed or None
+    return SpeedupJudgement(_KEYS[read.word], interval.value, interval, passes, reason)
 
 
 def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:
     """:func:`judge_speedup` of two runs' passes after the prefill (each on its own clock): the decoding speedup
     of ``spec`` over ``base`` (:func:`decode_speedup`) with its interval, or why it cannot be read; ``options``:
-    :func:`judge_speedup`'s (``disturbed``: what disturbed the timings, e.g. other programs on the CPUs)."""
+    :func:`judge_speedup`'s (``disturbed``: what disturbed the timings, e.g. other programs on the CPUs). A
+    speedup above ``spec``'s tokens per pass (by :data:`IMPOSSIBLE_MARGIN`) is "not a finding": a pass would have
+    cost less than one standard step."""
+    options.setdefault("most", spec.tokens_per_pass or None)
     return judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
 
 
