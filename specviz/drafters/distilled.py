@@ -58,7 +58,9 @@ class SubsetLMHead(nn.Module):
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., N) logits over the draft vocabulary (N = V without one)."""
-        return h @ self.rows.to(h.dtype).T
+        from specviz.runtime.speed import draft_linear
+
+        return draft_linear(h, self.rows.to(h.dtype))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., V) logits, -inf outside the draft vocabulary."""
@@ -71,18 +73,32 @@ class SubsetLMHead(nn.Module):
 
 
 def _layer_copies(target_model: nn.Module, source_layers: list[int]) -> nn.ModuleList:
-    """Fresh copies of the target's decoder layers ``source_layers``, renumbered 0..N-1 for the KV cache."""
+    """New decoder layers of the target's class, numbered 0..N-1 for the draft's own KV cache, holding copies of the
+    target layers ``source_layers``' weights (from their ``state_dict``: a target prepared for decoding keeps packed
+    or fused copies that a module copy would not carry), in the target's dtype and on its device.
+
+    Raises:
+        ValueError: a source layer outside the target's layers, or none.
+    """
     total = target_model.config.num_hidden_layers
     if not source_layers or any(not 0 <= i < total for i in source_layers):
         raise ValueError(f"draft layers must be copied from target layers 0..{total - 1}, got {source_layers}")
+    weight = target_model.get_input_embeddings().weight
+    cls = type(target_model.model.layers[0])
     layers = nn.ModuleList()
     for n, i in enumerate(source_layers):
-        layer = copy.deepcopy(target_model.model.layers[i])
-        for module in layer.modules():
-            if hasattr(module, "layer_idx"):
-                module.layer_idx = n
+        layer = cls(target_model.config, n).to(device=weight.device, dtype=weight.dtype)
+        layer.load_state_dict({k: v.detach().clone() for k, v in target_model.model.layers[i].state_dict().items()})
         layers.append(layer)
     return layers
+
+
+def _norm_copy(target_model: nn.Module) -> nn.Module:
+    """A new final norm of the target's class with a copy of its weight."""
+    source = target_model.model.norm
+    norm = type(source)(target_model.config.hidden_size, eps=getattr(target_model.config, "rms_norm_eps", 1e-6))
+    norm.load_state_dict({k: v.detach().clone() for k, v in source.state_dict().items()})
+    return norm.to(source.weight.device)
 
 
 def draft_view(target_model: nn.Module, layers: nn.ModuleList, norm: nn.Module, head: SubsetLMHead) -> nn.Module:
@@ -114,7 +130,7 @@ class DraftModel:
     def __init__(self, target_model: nn.Module, source_layers: list[int], vocab_ids: torch.Tensor | None) -> None:
         self.source_layers = [int(i) for i in source_layers]
         self.layers = _layer_copies(target_model, self.source_layers)
-        self.norm = copy.deepcopy(target_model.model.norm)
+        self.norm = _norm_copy(target_model)
         self.head = SubsetLMHead(target_model.get_output_embeddings().weight, vocab_ids)
         self.vocab_ids = None if vocab_ids is None or not vocab_ids.numel() else vocab_ids.long().cpu()
         self.view = draft_view(target_model, self.layers, self.norm, self.head)
@@ -210,6 +226,9 @@ def load_draft_model(path: str | Path, target_model: nn.Module) -> DraftModel:
     draft.load_state_dict(state)
     for module in (draft.layers, draft.norm):
         module.eval().requires_grad_(False)
+    from specviz.runtime.speed import prepare_draft_head
+
+    prepare_draft_head(draft.layers)  # oneDNN linears on the CPU, as the heads (drafting only; exactness untouched)
     return draft
 
 
