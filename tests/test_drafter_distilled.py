@@ -60,6 +60,13 @@ def test_files_round_trip_and_refuse_another_target(tiny_target, tiny_draft, tmp
     with pytest.raises(HeadsError, match="not found"):
         load_draft_model(tmp_path / "missing.safetensors", tiny_target.model)
     assert isinstance(make_drafter("distilled", tiny_target, heads_path=str(path)), DistilledDrafter)
+    from specviz.training.draft_model import SoftCorpus, _vocabulary
+
+    labels = torch.tensor([[0], [2], [3], [4]])  # 3 of 4 greedy labels are even: inside the file's vocabulary
+    corpus = SoftCorpus(torch.zeros(4, dtype=torch.long), torch.tensor([0, 4]), torch.tensor([1]), labels,
+                        torch.ones(4, 1))
+    vocab, coverage = _vocabulary(corpus, 0, str(path))
+    assert torch.equal(vocab, draft.vocab_ids) and coverage == 0.75
     with pytest.raises(HeadsError, match="No distilled draft model fits"):
         make_drafter("distilled", tiny_target)  # the shipped file is for the embedded model only
     assert "distilled" in drafter_keys() and "trained on its outputs" in describe("distilled")

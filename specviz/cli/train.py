@@ -52,6 +52,8 @@ def add_train_parser(commands) -> None:
                        help="distilled: decoder layers of the draft model (default 2)")
     train.add_argument("--layer-init", choices=("first", "spaced"), default="first",
                        help="distilled: start from the target's first layers or evenly spaced ones (default first)")
+    train.add_argument("--vocab-from", metavar="FILE", help="distilled: use this head file's draft vocabulary "
+                                                            "(e.g. assets/heads/smollm2-135m-eagle.safetensors)")
     train.add_argument("--eval-data", help="distilled: committed sets to report held-out figures on "
                                            "(comma-separated, e.g. data/distill/part3)")
     train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
@@ -123,7 +125,7 @@ def _train_distilled(args) -> int:
     evals = _committed_sets(args.eval_data) if args.eval_data else []
     if evals is None:
         raise UsageError(f"--eval-data {args.eval_data} holds no committed id shards")
-    settings = DistillSettings(layers=args.layers, init=args.layer_init, seed=args.seed)
+    settings = DistillSettings(layers=args.layers, init=args.layer_init, seed=args.seed, vocab_from=args.vocab_from)
     for flag, field in (("epochs", "epochs"), ("batch_tokens", "batch_tokens"), ("lr", "lr")):
         if getattr(args, flag):
             settings = replace(settings, **{field: getattr(args, flag)})
