@@ -229,12 +229,12 @@ def train_draft_model(target, corpus: SoftCorpus, settings: DistillSettings, che
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if (step + 1) % settings.checkpoint_every == 0 or step + 1 == len(steps):
             _save_checkpoint(checkpoint, draft, opt, step + 1)
         if time.perf_counter() - last > 30 or step + 1 == len(steps):
             last = time.perf_counter()
-            _say(progress, f"step {step + 1}/{len(steps)}: loss {float(loss):.3f}, {last - t0:.0f} s{_load()}")
+            _say(progress, f"step {step + 1}/{len(steps)}: loss {losses[-1]:.3f}, {last - t0:.0f} s{_load()}")
     for module in (draft.layers, draft.norm):
         module.eval().requires_grad_(False)
     report = {"settings": asdict(settings), "source_layers": source, "vocab_coverage": round(coverage, 4),
