@@ -309,10 +309,9 @@ _BUILT_IN = (
     DrafterChoice("medusa", "Medusa heads (trained)", "Four trained heads on the target's last feature each guess "
                   "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
                   cost="four small heads and the LM head, once per pass."),
-    DrafterChoice("distilled", "Distilled draft model (trained)", "A few decoder layers of the target's width, "
-                  "started from its own layers and trained on its outputs; shares its embedding and LM head "
-                  "(shipped for the embedded SmolLM2-135M-Instruct).", _distilled,
-                  cost="N small layers and the LM head's draft-vocabulary rows per drafted token."),
+    DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width, trained on its "
+                  "outputs; its embedding and LM head are the target's (shipped for the embedded SmolLM2-135M).",
+                  _distilled, cost="two small layers and part of the LM head per drafted token."),
     DrafterChoice("lookahead", "Lookahead decoding (no draft)", "The target guesses ahead by Jacobi iteration and "
                   "verifies n-grams it produced, in the same forward (W window, N n-gram size, G candidates).",
                   _lookahead, cost="no draft model; every target forward is wider."),
