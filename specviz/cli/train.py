@@ -17,8 +17,9 @@ def add_train_parser(commands) -> None:
                                 description="Self-distillation: the target answers a fixed prompt set, its "
                                             "features are recorded, and the head is trained on them. Data and "
                                             "training resume after an interruption.")
-    train.add_argument("kind", choices=("eagle", "eagle3", "medusa", "data"),
+    train.add_argument("kind", choices=("eagle", "eagle3", "medusa", "distilled", "data"),
                        help="eagle3: an EAGLE head with the EAGLE-3 recipe (fused layers, training-time test); "
+                            "distilled: a small draft model of --layers decoder layers (committed --data sets); "
                             "data: only generate committed id shards (data/distill/<set>, resumable)")
     train.add_argument("--target", default="embedded", help="model spec: 'embedded', a local folder or a hub id")
     train.add_argument("--out", help="head file to write (default <cache>/heads/<kind>.safetensors); for `data`, the "
@@ -47,6 +48,14 @@ def add_train_parser(commands) -> None:
                             "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
     train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
+    train.add_argument("--layers", type=_int_in("layers", 1), default=2,
+                       help="distilled: decoder layers of the draft model (default 2)")
+    train.add_argument("--layer-init", choices=("first", "spaced"), default="first",
+                       help="distilled: start from the target's first layers or evenly spaced ones (default first)")
+    train.add_argument("--vocab-from", metavar="FILE", help="distilled: use this head file's draft vocabulary "
+                                                            "(e.g. assets/heads/smollm2-135m-eagle.safetensors)")
+    train.add_argument("--eval-data", help="distilled: committed sets to report held-out figures on "
+                                           "(comma-separated, e.g. data/distill/part3)")
     train.add_argument("--seed", type=_int_in("seed", 0, 2**63 - 1), default=0)
     train.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     train.add_argument("--threads", type=_int_in("threads", 1), help="torch CPU threads (default: torch's choice)")
@@ -61,6 +70,8 @@ def cmd_train(args) -> int:
     from specviz.runtime.models import cache_dir
     from specviz.training.train import TrainData, TrainSettings, run_training
 
+    if args.kind == "distilled":
+        return _train_distilled(args)
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
     forms = _train_forms(args)
     if args.prompts:
@@ -92,6 +103,40 @@ def cmd_train(args) -> int:
     print(json.dumps(report, indent=2), flush=True)
     drafter = "medusa" if args.kind == "medusa" else "eagle"
     _log(f"use it with: python -m specviz generate --drafter {drafter} --heads {out} --prompt ...")
+    return 0
+
+
+def _train_distilled(args) -> int:
+    """``train distilled``: a draft model of ``--layers`` layers on committed sets (:mod:`specviz.training.draft_model`).
+
+    Raises:
+        UsageError: no committed ``--data`` (or ``--eval-data``) sets, or more layers than the target has.
+    """
+    from dataclasses import replace
+    from pathlib import Path
+
+    from specviz.runtime.models import cache_dir
+    from specviz.training.draft_model import DistillSettings, run_draft_training
+
+    sets = _committed_sets(args.data)
+    if not sets:
+        raise UsageError("train distilled needs --data with committed sets, e.g. --data data/distill/default "
+                         "(make them with `python -m specviz train data`)")
+    evals = _committed_sets(args.eval_data) if args.eval_data else []
+    if evals is None:
+        raise UsageError(f"--eval-data {args.eval_data} holds no committed id shards")
+    settings = DistillSettings(layers=args.layers, init=args.layer_init, seed=args.seed, vocab_from=args.vocab_from)
+    for flag, field in (("epochs", "epochs"), ("batch_tokens", "batch_tokens"), ("lr", "lr")):
+        if getattr(args, flag):
+            settings = replace(settings, **{field: getattr(args, flag)})
+    target = _load_target(args)
+    if args.layers > target.model.config.num_hidden_layers:
+        raise UsageError(f"--layers {args.layers} is more than the target's {target.model.config.num_hidden_layers} layers")
+    out = Path(args.out) if args.out else cache_dir() / "drafters" / f"distilled-L{args.layers}.safetensors"
+    report = run_draft_training(target, sets, out, settings, Path(args.ckpt) if args.ckpt else None, evals,
+                                progress=_log)
+    print(json.dumps(report, indent=2), flush=True)
+    _log(f"use it with: python -m specviz generate --drafter distilled --heads {out} --prompt ...")
     return 0
 
 

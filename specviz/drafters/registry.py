@@ -25,7 +25,8 @@ class DrafterOptions:
         draft_spec: the draft model's spec (``model``).
         exit_layer: layers the early-exit drafter runs (None: :func:`default_exit_layer`).
         ngram_max / ngram_min: suffix sizes (tokens) for n-gram lookup.
-        heads_path: a head file for ``eagle`` / ``medusa`` (None: the shipped one made for this target).
+        heads_path: a head file for ``eagle`` / ``medusa``, or a draft-model file for ``distilled`` (None: the
+            shipped one made for this target).
         tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
         min_confidence: ``eagle`` / ``medusa``: the confidence gate in [0, 1) (None: the default).
         lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
@@ -272,6 +273,23 @@ def _heads(kind: str) -> Factory:
     return factory
 
 
+def _distilled(target, o: DrafterOptions) -> Drafter:
+    """The distilled draft model: ``o.heads_path`` or the shipped file made for this target.
+
+    Raises:
+        HeadsError: no file fits the target, or the file given is malformed or made for another target.
+    """
+    from specviz.drafters.distilled import DistilledDrafter, load_draft_model, shipped_draft_model
+    from specviz.drafters.networks import HeadsError
+
+    given = o.heads_path.strip() if o.heads_path and o.heads_path.strip() else None
+    path = given or shipped_draft_model(target.model)
+    if path is None:
+        raise HeadsError(f"No distilled draft model fits {target.label}: the shipped one is for the embedded "
+                         f"SmolLM2-135M-Instruct. Train one with `python -m specviz train distilled --layers 2`.")
+    return DistilledDrafter(load_draft_model(path, target.model))
+
+
 NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.",
                      cost="the reference.")
 _BUILT_IN = (
@@ -291,6 +309,9 @@ _BUILT_IN = (
     DrafterChoice("medusa", "Medusa heads (trained)", "Four trained heads on the target's last feature each guess "
                   "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
                   cost="four small heads and the LM head, once per pass."),
+    DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width, trained on its "
+                  "outputs; its embedding and LM head are the target's (shipped for the embedded SmolLM2-135M).",
+                  _distilled, cost="two small layers and part of the LM head per drafted token."),
     DrafterChoice("lookahead", "Lookahead decoding (no draft)", "The target guesses ahead by Jacobi iteration and "
                   "verifies n-grams it produced, in the same forward (W window, N n-gram size, G candidates).",
                   _lookahead, cost="no draft model; every target forward is wider."),
