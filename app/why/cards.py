@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from app.why.noise import possible_curve
+from app.why.noise import noisy_c, possible_curve, spread_noise_text, spread_too_wide
 from specviz.core.costs import interpolate
 from specviz.core.verdict import SAME, Verdict, read_speedup
 from specviz.measure.costs import lookahead_pass_cost
@@ -37,6 +37,9 @@ def _lookahead_cards(grid: dict, batch: int, settings, latest: bool) -> list[tup
     return cards
 
 
+NOISY_TAG = ": too noisy to tell"
+"""Put after a card's unit when its repeats spread too far (:func:`app.why.noise.spread_too_wide`): the number is
+kept, labelled as :func:`_noisy_card` labels a noisy cost ratio."""
 ONE_STEP = " (the same as one step within noise: the flat part of the curve)"
 """Said of a cost ratio whose repeats straddle 1 narrowly (the rule's "about the same")."""
 
@@ -101,9 +104,11 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
         cards.insert(0, ("Impossible points", f"{len(grid['impossible'])} <small>flagged ✕</small>",
                          "faster than less work even when measured again: noise, left out of every figure here"))
     if step:
-        cards.append(("One-token step (batch 1)", f"{step:.1f} <small>ms</small>",
+        noisy = spread is not None and spread_too_wide(spread[0], spread[1])
+        cards.append(("One-token step (batch 1)", f"{step:.1f} <small>ms{NOISY_TAG if noisy else ''}</small>",
                       f"= {grid['param_bytes'] / (step / 1000) / 1e9:.1f} GB/s of weights (effective)"
-                      + (f"; repeats {spread[0]:.1f}–{spread[1]:.1f} ms" if spread else "")))
+                      + (f"; {spread_noise_text(spread[0], spread[1], ' ms')}" if noisy else
+                         f"; repeats {spread[0]:.1f}–{spread[1]:.1f} ms" if spread else "")))
     if grid.get("copy_bandwidth_gbs"):
         cards.append(("Memory copy bandwidth", f"{grid['copy_bandwidth_gbs']:.1f} <small>GB/s</small>",
                       "read + written by a large tensor copy: the ceiling for reading weights"))
@@ -121,9 +126,11 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
         span = costs.get("early-exit_range")
-        cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit</small>",
+        noisy = noisy_c(costs)
+        tag = NOISY_TAG if noisy else ""
+        cards.append(("Draft cost c", f"{costs['early-exit']:.2f} <small>early exit{tag}</small>",
                       f"first {layer} layers, 1 token ÷ a target step"
-                      + (f"; repeats {span[0]:.2f}–{span[1]:.2f}" if span else "")
+                      + (f"; {noisy}" if noisy else f"; repeats {span[0]:.2f}–{span[1]:.2f}" if span else "")
                       + f"; n-gram lookup: {costs['ngram']:.4f}"))
     cards += _lookahead_cards(grid, first, lookahead, latest=len(lookahead) > 1)
     body = "".join(f"<div class='card'><div class='card-label'>{html.escape(label)}</div>"

@@ -15,7 +15,7 @@ from app import render
 from app.inputs import clamp_notice
 from app.messages import warn
 from app.why.figures import whatif_figure
-from app.why.noise import possible_curve
+from app.why.noise import noisy_c, possible_curve
 from specviz.core.engine import MAX_K
 from specviz.measure.costs import whatif_curves
 
@@ -125,7 +125,8 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
     sliders' values may be raw payloads, typed out of range: α is taken within [0, 1] and c within
     [0, :func:`c_top`], as the sliders clamp them; one that is no number (an emptied box: None, or "abc") is
     drawn at its last number, ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it),
-    which :func:`slider_typed` puts back into the box when it is left."""
+    which :func:`slider_typed` puts back into the box when it is left. Drawn at the measured c whose repeats spread
+    too far (:func:`app.why.noise.noisy_c`), the title says that c is too noisy to tell."""
     kept = kept or KEPT
     alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
     c = min(max(_or_kept(c, kept["c"]), 0.0), c_top(measurement))
@@ -136,7 +137,11 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
         possible = possible_curve(measurement["grid"], batch)
         curve = possible if len(possible) > 1 else None
     curves = whatif_curves(alpha, c, curve, MAX_K)
-    return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
+    figure = whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
+    noisy = noisy_c((measurement or {}).get("costs"))
+    if noisy and abs(c - measurement["costs"]["early-exit"]) < 5e-3:  # the measured c drawn: say it is noise
+        figure.layout.title.text += f"<br>measured c {noisy}: no finding, try the slider"
+    return figure
 
 
 def _or_kept(value, kept: float) -> float:

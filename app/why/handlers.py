@@ -270,7 +270,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
     return _out(status, add_offload_lines(forward_figure(grid), offload), summary_html(grid, costs, lookahead)
-                + offload_text + weights_html(formats), measurement,
+                + offload_text + weights_html(formats, busy), measurement,
                 gr.update(value=c, maximum=c_top(measurement)) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure, weights_figure(formats) if formats and "error" not in formats else None)

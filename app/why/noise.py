@@ -87,3 +87,62 @@ def noisy_measured(curves: dict) -> bool:
     which no machine does (noise)."""
     measured = curves.get("measured") or []
     return any(m > p * 1.01 for m, p in zip(measured, curves["paper"]))
+
+
+SPREAD_LIMIT = 2.0
+"""Repeats whose highest is more than this many times their lowest make a time or a draft cost c too noisy to tell
+(:func:`spread_too_wide`). Such a figure is read against no 1, so the verdict rule's narrow test
+(:data:`specviz.core.verdict.NARROW`, for a ratio across 1) does not apply; a slowest repeat over twice the fastest
+means the rounds timed a machine whose speed changed under them (other programs), not the step."""
+BELOW_ONE = 0.9
+"""A verify ratio T(n)/T(1) (n > 1) below this is clearly below one step: more tokens timed cheaper than one, which no
+machine does (noise; just under 1 is the flat part of the curve)."""
+
+
+def spread_too_wide(low: float | None, high: float | None) -> bool:
+    """Whether repeats from ``low`` to ``high`` (ms, or a cost c: any positive unit) spread more than
+    :data:`SPREAD_LIMIT` (a non-positive ``low`` counts as too wide); False without a range (None)."""
+    if low is None or high is None:
+        return False
+    return low <= 0 or high / low > SPREAD_LIMIT
+
+
+def spread_noise_text(low: float, high: float, unit: str = "") -> str:
+    """Why a figure with repeats ``low``–``high`` is too noisy to tell, in words: "too noisy to tell: repeats
+    128.0–927.7 ms, 7.2× apart"."""
+    apart = f", {high / low:.1f}× apart" if low > 0 else ""
+    decimals = 1 if unit else 2
+    return f"too noisy to tell: repeats {low:.{decimals}f}–{high:.{decimals}f}{unit}{apart}"
+
+
+def noisy_c(costs: dict | None) -> str:
+    """Why the measured early-exit draft cost c is too noisy to tell (:func:`spread_noise_text` of its repeats),
+    "" when its repeats are close enough or were not kept. ``costs``:
+    :func:`specviz.measure.costs.measure_draft_costs`'s dict, with "early-exit_range" (low, high)."""
+    span = (costs or {}).get("early-exit_range")
+    if not span or not spread_too_wide(span[0], span[1]):
+        return ""
+    return spread_noise_text(span[0], span[1])
+
+
+def format_noise(figures: dict) -> str:
+    """Why one weight format's figures are too noisy to tell ("" when they are not): its rounds' one-token steps
+    spread more than :data:`SPREAD_LIMIT` ("one-token steps 128.0–927.7 ms across rounds, 7.2× apart"), or its verify
+    curve has ratios below :data:`BELOW_ONE` ("T(n)/T(1) below one step at n = 3, 5"). ``figures``: one format's
+    entry of :func:`specviz.measure.weights_kernel.kernel_by_format` ("step_ms_range" [low, high] ms, "verify"
+    {n: ratio}, keys ints or strings)."""
+    reasons = []
+    low, high = figures.get("step_ms_range") or (None, None)
+    if spread_too_wide(low, high):
+        reasons.append(f"one-token steps {low:.1f}–{high:.1f} ms across rounds"
+                       + (f", {high / low:.1f}× apart" if low > 0 else ""))
+    below = below_one(figures)
+    if below:
+        reasons.append(f"T(n)/T(1) below one step at n = {', '.join(map(str, below))}")
+    return "; ".join(reasons)
+
+
+def below_one(figures: dict) -> list[int]:
+    """The n > 1 of a weight format's verify curve whose T(n)/T(1) is below :data:`BELOW_ONE`, ascending."""
+    verify = {int(n): v for n, v in figures.get("verify", {}).items()}
+    return sorted(n for n, v in verify.items() if n > 1 and v < BELOW_ONE)

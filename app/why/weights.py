@@ -21,6 +21,7 @@ import torch
 from app import render
 from app.figures import COLORS
 from app.why.figures import _layout, _note_below, _two_panels
+from app.why.noise import BELOW_ONE, below_one, format_noise
 from specviz.core.events import RunCancelled
 
 ROUNDS, WARMUP = 4, 1
@@ -93,8 +94,8 @@ def weights_figure(result: dict) -> go.Figure:
     layout[f"xaxis{a}"] |= {"title": {"text": "MB of linears read per step"}, "range": [0, top]}
     layout[f"yaxis{a}"] |= {"title": {"text": "ms per step"}, "rangemode": "tozero"}
     layout[f"xaxis{b}"] |= {"type": "log", "title": {"text": "new tokens n"}, "tickvals": [1, 2, 4, 8]}
-    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"}, "tickvals": [0.5, 1, 2, 4, 8],
-                            "ticktext": ["0.5", "1", "2", "4", "8"]}
+    layout[f"yaxis{b}"] |= {"type": "log", "title": {"text": "T(n) / T(1)"},
+                            "tickvals": [0.25, 0.5, 1, 2, 4, 8], "ticktext": ["0.25", "0.5", "1", "2", "4", "8"]}
     data = [{"type": "scatter", "mode": "lines", "x": [0, top], "y": [0, top / bandwidth], "xaxis": f"x{a}",
              "yaxis": f"y{a}", "name": f"memory floor (bytes / {bandwidth:.1f} GB/s copy bandwidth)",
              "line": {"color": COLORS["accepted"], "dash": "dash", "width": 2}, "hoverinfo": "skip"}]
@@ -114,13 +115,35 @@ def weights_figure(result: dict) -> go.Figure:
                      "name": fmt, "legendgroup": fmt, "showlegend": False, "line": {"color": color, "width": 3},
                      "hovertemplate": f"{fmt}, n=%{{x}}: %{{y:.2f}} steps<extra></extra>",
                      "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    data += _noisy_rings(formats, b)
     ns = sorted(int(n) for n in next(iter(formats.values()))["verify"])
     data.append({"type": "scatter", "mode": "lines", "x": ns, "y": ns, "name": "n separate one-token steps",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 2}, "xaxis": f"x{b}", "yaxis": f"y{b}",
                  "hovertemplate": "n steps: %{y}<extra></extra>"})
+    rings = "<br>○ too noisy to tell: below one step or rounds far apart" if _noisy_rings(formats, b) else ""
     _note_below(layout, b, f"Medians of {result['settings']['rounds']} interleaved rounds;<br>bars: fastest and "
-                "slowest round", COLORS["baseline"])
+                f"slowest round{rings}", COLORS["baseline"])
     return go.Figure({"data": data, "layout": layout})
+
+
+def _noisy_rings(formats: dict, b: int) -> list[dict]:
+    """Rings on the verify curves' points that are noise (panel ``b``): every point of a format whose rounds spread
+    too far (:func:`app.why.noise.format_noise`), and any T(n)/T(1) below :data:`app.why.noise.BELOW_ONE`; [] when
+    none. One legend entry, "too noisy to tell"."""
+    traces = []
+    for fmt, fig in formats.items():
+        verify = {int(n): v for n, v in fig["verify"].items()}
+        wide = format_noise({"step_ms_range": fig.get("step_ms_range")})
+        ns = sorted(verify) if wide else below_one(fig)
+        if not ns:
+            continue
+        why = wide or f"T(n)/T(1) below {BELOW_ONE:g}: more tokens timed cheaper than one"
+        traces.append({"type": "scatter", "mode": "markers", "x": ns, "y": [verify[n] for n in ns],
+                       "name": "too noisy to tell", "legendgroup": "too-noisy", "showlegend": not traces,
+                       "marker": {"symbol": "circle-open", "size": 17, "color": "#24292f", "line": {"width": 2}},
+                       "hovertemplate": f"{fmt}, n=%{{x}}: %{{y:.2f}} steps, too noisy to tell "
+                                        f"({html.escape(why)})<extra></extra>", "xaxis": f"x{b}", "yaxis": f"y{b}"})
+    return traces
 
 
 def _verify_at(fig: dict, n: int = 5) -> float | None:
@@ -129,10 +152,12 @@ def _verify_at(fig: dict, n: int = 5) -> float | None:
     return verify.get(n)
 
 
-def weights_html(result: dict | None) -> str:
+def weights_html(result: dict | None, busy: str | None = None) -> str:
     """The paragraph under the cards: step time against bytes, which formats run near their memory floor and which
     far above it, and how each format's cost of verifying k = 4 grows; one sentence for a failure; "" when nothing
-    was asked."""
+    was asked. Formats whose rounds are too noisy (:func:`app.why.noise.format_noise`) are named with why, beside
+    ``busy`` (other programs' share of the CPU, :func:`specviz.measure.machine.busy_machine_warning`, or None), and
+    then no curve is read against another."""
     if not result:
         return ""
     if "error" in result:
@@ -148,15 +173,34 @@ def weights_html(result: dict | None) -> str:
         bound += (f"<b>Far above the floor</b>: {', '.join(far)}: there the kernels' dispatch and arithmetic (and "
                   "the de-quantizing of packed weights) take over from reading. ")
     curves = ", ".join(f"{fmt} {_verify_at(f):.2f}" for fmt, f in formats.items() if _verify_at(f) is not None)
-    verdict = ""
-    if "int4" in formats and "float32" in formats:
-        flatter = _verify_at(formats["int4"]) > _verify_at(formats["float32"])
-        fewer = formats["float32"]["linear_mb"] / formats["int4"]["linear_mb"]
-        verdict = (f" int4's curve rises above float32's: with {fewer:.1f}× fewer bytes the arithmetic is no longer "
-                   "hidden behind the reads, and verifying drafts stops being nearly free." if flatter else
-                   " int4's curve came out no steeper than float32's here: measure again when the machine is "
-                   "quieter.")
+    noisy = {fmt: why for fmt, f in formats.items() if (why := format_noise(f))}
+    verdict = _noisy_formats_text(noisy, busy) if noisy else _int4_verdict(formats)
     return (f"<div class='why-note why-weights' style='margin-top:12px'><b>Step time against weight bytes</b>: "
             f"{steps} (copy bandwidth {result['copy_bandwidth_gbs']:.1f} GB/s, {render.plural(result['threads'], 'thread')}). {bound}"
-            f"Verifying k = 4, T(5)/T(1): {curves}.{verdict}{html.escape(result.get('left_out', ''))} Timed "
+            f"Verifying k = 4, T(5)/T(1): {curves}.{html.escape(verdict + result.get('left_out', ''))} Timed "
             f"interleaved in {result['seconds']:.0f} s.</div>")
+
+
+def _int4_verdict(formats: dict) -> str:
+    """Whether int4's verify curve rises above float32's, in one sentence ("" without both formats)."""
+    if "int4" not in formats or "float32" not in formats:
+        return ""
+    flatter = _verify_at(formats["int4"]) > _verify_at(formats["float32"])
+    fewer = formats["float32"]["linear_mb"] / formats["int4"]["linear_mb"]
+    return (f" int4's curve rises above float32's: with {fewer:.1f}× fewer bytes the arithmetic is no longer "
+            "hidden behind the reads, and verifying drafts stops being nearly free." if flatter else
+            " int4's curve came out no steeper than float32's here: measure again when the machine is quieter.")
+
+
+def _noisy_formats_text(noisy: dict[str, str], busy: str | None) -> str:
+    """The sentence for formats too noisy to tell (``noisy``: format → why, :func:`app.why.noise.format_noise`):
+    no curve is compared, and ``busy`` (other programs' CPU share) is said when known."""
+    named = "; ".join(f"{fmt}: {why}" for fmt, why in noisy.items())
+    share = f" ({busy.removeprefix('warning: ')})" if busy else ""
+    below = any("below one" in w for w in noisy.values())
+    apart = any("across rounds" in w for w in noisy.values())
+    why = " and ".join(text for text, found in (
+        ("a forward over more tokens cannot take less time than over one", below),
+        ("rounds this far apart timed other programs as much as the step", apart)) if found)
+    return (f" Too noisy to tell{share}: {named}. {why[:1].upper() + why[1:]}, so no curve is read against "
+            "another here (the noisy points are ringed on the chart); measure again when the machine is quieter.")
