@@ -58,15 +58,15 @@ def test_a_point_has_no_spread_and_an_inverted_interval_is_refused():
 
 def test_a_live_speedup_above_its_tokens_per_pass_is_not_a_finding():
     from app.render.stats import verdict_card
-    from specviz.measure.stats import judge_speedup
+    from specviz.measure.stats import above_possible, judge_speedup
 
     # the new-user trial's run on a loaded machine: 3.1 tokens per pass, the baseline's steps slowed ~5x
     spec_ms, spec_tokens = [100.0] * 20, [3] * 20
     base_ms, base_tokens = [180.0] * 60, [1] * 60
-    judged = judge_speedup(spec_ms, spec_tokens, base_ms, base_tokens, most=3.1)
+    judged = above_possible(judge_speedup(spec_ms, spec_tokens, base_ms, base_tokens), 3.1)
     assert judged.value == pytest.approx(5.4) and judged.verdict == "not a finding" and not judged.finding
     assert judged.reason == "faster than its 3.1 tokens per pass allow"
     assert judged.reading.word == NOT_FINDING and "not a finding" in judged.describe()
     assert "noisy" in verdict_card(judged) and "5.40×" in verdict_card(judged)
-    fine = judge_speedup(spec_ms, spec_tokens, [100.0] * 60, base_tokens, most=3.1)  # 3.0x at 3.1 tokens per pass
+    fine = above_possible(judge_speedup(spec_ms, spec_tokens, [100.0] * 60, base_tokens), 3.1)  # 3.0x at 3.1 tokens per pass
     assert fine.verdict == "faster" and fine.reason is None

@@ -31,6 +31,7 @@ from torch import nn
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.networks import HeadsError, signature_fits, target_signature
 from specviz.runtime.placement import rehook_view
+from specviz.runtime.weights.formats import head_weight
 
 DRAFTERS_DIR = Path(__file__).resolve().parents[2] / "assets" / "drafters"
 KIND = "distilled"
@@ -131,7 +132,7 @@ class DraftModel:
         self.source_layers = [int(i) for i in source_layers]
         self.layers = _layer_copies(target_model, self.source_layers)
         self.norm = _norm_copy(target_model)
-        self.head = SubsetLMHead(target_model.get_output_embeddings().weight, vocab_ids)
+        self.head = SubsetLMHead(head_weight(target_model), vocab_ids)
         self.vocab_ids = None if vocab_ids is None or not vocab_ids.numel() else vocab_ids.long().cpu()
         self.view = draft_view(target_model, self.layers, self.norm, self.head)
 

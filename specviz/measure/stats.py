@@ -290,8 +290,7 @@ class SpeedupJudgement:
 
 def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms: Sequence[float],
                   base_tokens: Sequence[int], *, min_passes: int = MIN_JUDGED_PASSES,
-                  noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None,
-                  most: float | None = None) -> SpeedupJudgement:
+                  noisy_spread: float = NOISY_SPREAD, seed: int = 0, disturbed: str | None = None) -> SpeedupJudgement:
     """Judge a decoding-rate ratio from the passes of two runs (the interval is :func:`bootstrap_rate_ratio`'s,
     the reading :func:`specviz.core.verdict.read_speedup`'s: the one rule every tab uses).
 
@@ -311,13 +310,21 @@ def judge_speedup(spec_ms: Sequence[float], spec_tokens: Sequence[int], base_ms:
         interval = bootstrap_rate_ratio(spec_ms, spec_tokens, base_ms, base_tokens, seed=seed)
     if interval is None:
         return SpeedupJudgement("too short", None, None, passes)
-    impossible = None
-    if most is not None and interval.value > most * (1.0 + IMPOSSIBLE_MARGIN):
-        impossible = f"faster than its {most:.1f} tokens per pass allow"
     read = read_speedup(interval.value, interval.low, interval.high, level=interval.level, busy=disturbed or None,
-                        narrow=noisy_spread, impossible=impossible)
-    reason = read.reason if read.word == NOT_FINDING else disturbed or None
-    return SpeedupJudgement(_KEYS[read.word], interval.value, interval, passes, reason)
+                        narrow=noisy_spread)
+    return SpeedupJudgement(_KEYS[read.word], interval.value, interval, passes, disturbed or None)
+
+
+def above_possible(judged: SpeedupJudgement, most: float | None) -> SpeedupJudgement:
+    """``judged`` read again as "not a finding" when its speedup is above ``most`` (the speculative run's tokens
+    per pass) by more than :data:`IMPOSSIBLE_MARGIN`: a pass would have cost less than one standard step, so the
+    machine's speed changed between the runs (the reason says so, then what disturbed them); else ``judged``."""
+    if most is None or judged.value is None or judged.value <= most * (1.0 + IMPOSSIBLE_MARGIN):
+        return judged
+    i = judged.interval
+    read = read_speedup(judged.value, i.low, i.high, level=i.level, busy=judged.reason,
+                        impossible=f"faster than its {most:.1f} tokens per pass allow")
+    return SpeedupJudgement(_KEYS[NOT_FINDING], judged.value, i, judged.passes, read.reason)
 
 
 def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:
@@ -326,8 +333,8 @@ def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJu
     :func:`judge_speedup`'s (``disturbed``: what disturbed the timings, e.g. other programs on the CPUs). A
     speedup above ``spec``'s tokens per pass (by :data:`IMPOSSIBLE_MARGIN`) is "not a finding": a pass would have
     cost less than one standard step."""
-    options.setdefault("most", spec.tokens_per_pass or None)
-    return judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
+    judged = judge_speedup(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens, **options)
+    return above_possible(judged, spec.tokens_per_pass or None)
 
 
 def faster_than_possible(fewer_ms: Sequence[float], more_ms: Sequence[float], *, margin: float = 0.05) -> bool:
