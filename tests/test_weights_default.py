@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from specviz.core.costs import set_verify_curve, verify_curve_of, with_verify_curve
 from specviz.core.draft_length import AutoK
@@ -109,7 +110,11 @@ def kept_in(tmp_path, monkeypatch, tiny_target):
     monkeypatch.setattr(tuning, "measure", lambda target: tuning.Tuning(1, 1, False, {}))
     monkeypatch.setattr(setting, "_MEASURED", {})
     tuning.forget()
+    flags = [(m, name, getattr(m, name)) for m in tiny_target.model.modules()
+             for name in ("_specviz_fast", "_specviz_fold") if hasattr(m, name)]  # the faked tuning turns them off
     yield tmp_path
+    for module, name, value in flags:
+        setattr(module, name, value)
     tuning.forget()
     from specviz.runtime.weights import with_weights
 
@@ -210,3 +215,18 @@ def test_the_cli_measures_the_curve_of_its_format_when_k_is_auto(tiny_target):
     curve = verify_curve_of(int8.model)
     assert sorted(curve) == list(weights_default.TOKEN_COUNTS) and curve[1] == pytest.approx(1.0)
     set_verify_curve(int8.model, None)
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "int8", "int4"])
+def test_a_verification_in_a_weight_format_computes_each_row_as_a_one_token_step(tiny_target, fmt):
+    from specviz.runtime.speed.attention import ROW_EXACT_MAX, _plain_causal
+    from specviz.runtime.weights import with_weights
+
+    model = with_weights(tiny_target, fmt).model
+    assert all(m._specviz_row_exact for m in model.modules() if hasattr(m, "num_key_value_groups"))
+    assert not any(getattr(m, "_specviz_row_exact", False) for m in tiny_target.model.modules())  # float32 as it was
+    for tokens in (2, 5, 9):
+        assert weights_default.verify_gap(model, tiny_target.vocab_size, tokens) == 0.0  # bit for bit
+    assert _plain_causal(None, 3, 10) and ROW_EXACT_MAX >= 17
+    causal = torch.ones(3, 10, dtype=torch.bool).tril(7)[None, None]
+    assert _plain_causal(causal, 3, 10) and not _plain_causal(causal.transpose(-1, -1).clone().fill_(True), 3, 10)

@@ -1,5 +1,6 @@
 """The attention speed-ups of the fast path: SDPA's grouped-query kernel with masks (``sdpa-gqa``) and the query
-heads of a group folded into rows (``folded-gqa``, :func:`_folded_sdpa`)."""
+heads of a group folded into rows (``folded-gqa``, :func:`_folded_sdpa`); and attention row by row for a model whose
+verifications must compute each row exactly as a one-token step does (:func:`mark_row_exact`)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,46 @@ def _install_folded_sdpa() -> bool:
     return True
 
 
+ROW_EXACT_MAX = 32  # forwards of at most this many new tokens (verifications) go row by row in a row-exact model
+
+
+def mark_row_exact(model: torch.nn.Module) -> int:
+    """Make ``model``'s attention compute a forward of 2..:data:`ROW_EXACT_MAX` new tokens of one sequence under the
+    plain causal mask (a chain verification) row by row, each row as the one-token step at its position computes it
+    (its own query, the keys up to it, no mask: :func:`_per_row`). A model whose linears round their input to
+    bfloat16 (the int8/int4/bfloat16 weight formats) needs it: attention over several queries differs from one
+    query's by float32 rounding (~1e-7), which a bfloat16 rounding can turn into a 2^-8 change and a different
+    greedy token. Marks the attention modules (of this model object only) and installs the hook; returns how many
+    were marked (0: not an sdpa model, nothing to do)."""
+    config = model.config.get_text_config() if hasattr(model, "config") else None
+    if getattr(config, "_attn_implementation", None) != "sdpa" or not _install_folded_sdpa():
+        return 0
+    modules = [m for m in model.modules() if hasattr(m, "num_key_value_groups")]
+    for module in modules:
+        module._specviz_row_exact = True
+    return len(modules)
+
+
+def _plain_causal(mask: torch.Tensor | None, n: int, length: int) -> bool:
+    """Whether ``mask`` (None, or (1, 1, n, L) boolean or additive) lets new row i see exactly keys 0..L-n+i."""
+    if mask is None:
+        return True
+    if mask.dim() != 4 or tuple(mask.shape[-2:]) != (n, length) or mask.shape[0] != 1 or mask.shape[1] != 1:
+        return False
+    seen = mask[0, 0] if mask.dtype == torch.bool else mask[0, 0] == 0
+    causal = torch.ones(n, length, dtype=torch.bool).tril(length - n)
+    return bool(torch.equal(seen.cpu(), causal))
+
+
+def _per_row(module, query, key, value, options):
+    """Attention for each new row alone, as its one-token step computes it: (1, n, H, D) output, None."""
+    n, length = query.shape[2], key.shape[2]
+    options = {k: v for k, v in options.items() if k != "is_causal"}
+    rows = [_folded_sdpa(module, query[:, :, i:i + 1], key[:, :, :length - n + i + 1],
+                         value[:, :, :length - n + i + 1], None, **options)[0] for i in range(n)]
+    return torch.cat(rows, dim=1), None
+
+
 def _folded_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                  attention_mask: torch.Tensor | None, **options):
     """transformers' ``sdpa`` attention with the query heads of a group folded into rows (``folded-gqa`` above).
@@ -74,6 +115,9 @@ def _folded_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
     dropout, position bias, soft-capping, attention sinks, attention weights asked for, or under torch.compile) goes
     to transformers' own function with the same arguments.
     """
+    if (getattr(module, "_specviz_row_exact", False) and query.shape[0] == 1 and 1 < query.shape[2] <= ROW_EXACT_MAX
+            and _plain_causal(attention_mask, query.shape[2], key.shape[2])):
+        return _per_row(module, query, key, value, options)
     if not _foldable(module, query, key, attention_mask, options):
         return _STOCK_SDPA(module, query, key, value, attention_mask, **options)
     groups = module.num_key_value_groups

@@ -155,6 +155,10 @@ def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = 
         changed += 1
         from_file += name in table
     model._specviz_weights = fmt
+    if next(model.parameters()).device.type == "cpu":  # bfloat16 inputs: verifications' attention row by row
+        from specviz.runtime.speed.attention import mark_row_exact
+
+        mark_row_exact(model)
     return WeightsReport(fmt, linears=changed, from_file=from_file, from_float=changed - from_file,
                          kept=tuple(kept), fused_groups=groups, float_bytes=before, step_bytes=linear_bytes(model))
 
