@@ -220,7 +220,8 @@ def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunVi
     prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)
     if note:
         gr.Info(html.escape(note))
-    label = f"{target.label} · {forward_path(target.model)} · {path_label(target)}"
+    engine = path_label(target)  # "eager" says nothing the forward's own path has not said
+    label = f"{target.label} · {forward_path(target.model)}" + ("" if engine == "eager" else f" · {engine}")
     view = RunView(settings, label, getattr(drafter, "name", "none"),
                    render.Pane(target.tokenizer) if drafter is not None else None,
                    render.Pane(target.tokenizer, separators=False), notes=[*settings.notes, *([note] if note else [])],
