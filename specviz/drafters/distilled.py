@@ -24,12 +24,11 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.networks import HeadsError, signature_fits, target_signature
+from specviz.drafters.networks import HeadsError, file_metadata, signature_fits, target_signature
 from specviz.runtime.placement import rehook_view
 from specviz.runtime.weights.formats import head_weight
 
@@ -196,13 +195,7 @@ def read_draft_metadata(path: str | Path) -> dict:
         HeadsError: the file is missing, not a distilled draft-model file, or of a newer format.
     """
     path = Path(path)
-    if not path.is_file():
-        raise HeadsError(f"draft-model file not found: {path}")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except Exception as error:  # noqa: BLE001 - any parse failure means "not a draft-model file"
-        raise HeadsError(f"{path.name} is not a safetensors draft-model file ({error})") from None
+    meta = file_metadata(path, "draft-model file")
     if meta.get("kind") != KIND:
         raise HeadsError(f"{path.name} is not a distilled draft-model file (its kind is {meta.get('kind')!r})")
     if meta.get("format") != str(FORMAT):

@@ -383,6 +383,18 @@ def save_heads(head: EagleHead | MedusaHeads, path: str | Path, target_model: nn
     return path
 
 
+def file_metadata(path: Path, what: str) -> dict:
+    """The safetensors metadata of ``path`` ({} when it has none); ``what`` names the file in the errors ("head
+    file", "draft-model file"). Raises HeadsError (one sentence) when it is missing or not a safetensors file."""
+    if not path.is_file():
+        raise HeadsError(f"{what} not found: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return f.metadata() or {}
+    except Exception as error:  # noqa: BLE001 - any parse failure means "not such a file"
+        raise HeadsError(f"{path.name} is not a safetensors {what} ({error})") from None
+
+
 def read_metadata(path: str | Path) -> dict:
     """The metadata of a head file: kind, settings (dict), target signature, info (dict), format (int; 1 when the
     file has no ``format`` key) and recipe ("eagle", "eagle3" or "medusa").
@@ -391,13 +403,7 @@ def read_metadata(path: str | Path) -> dict:
         HeadsError: if the file is missing, not a head file, or of a newer format than :data:`FORMAT`.
     """
     path = Path(path)
-    if not path.is_file():
-        raise HeadsError(f"head file not found: {path}")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-    except Exception as error:  # noqa: BLE001 - any parse failure means "not a head file"
-        raise HeadsError(f"{path.name} is not a safetensors head file ({error})") from None
+    meta = file_metadata(path, "head file")
     if meta.get("kind") not in ("eagle", "medusa"):
         raise HeadsError(f"{path.name} is not a specviz head file (no kind eagle/medusa in its metadata)")
     stated = str(meta.get("format", "1"))
