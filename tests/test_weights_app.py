@@ -32,26 +32,11 @@ def test_the_operator_weight_format_is_read_from_the_environment():
 
 
 def test_the_live_handler_in_int8_decodes_as_standard_decoding_in_int8(tiny_model_dir, monkeypatch):
-    monkeypatch.setenv(ENV_WEIGHTS, "int8")
-    seen: dict = {}
-    real_spec = live_run.speculative_generate
-
-    def spy(target, drafter, prompt_ids, config, *args, **kwargs):
-        seen.update(target=target, prompt_ids=list(prompt_ids), config=config, events=[])
-        for event in real_spec(target, drafter, prompt_ids, config, *args, **kwargs):
-            seen["events"].append(event)
-            yield event
-
-    monkeypatch.setattr(live_run, "speculative_generate", spy)
-    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
-    assert not device.DEVICE.locked
+    outs, seen = _live_run(tiny_model_dir, monkeypatch, env_weights="int8")
     target = seen["target"]
     assert weights_of(target.model) == "int8"
     got = collect(iter(seen["events"]), target.tokenizer, seen["prompt_ids"]).token_ids
-    same_format = with_weights(load_model(str(tiny_model_dir), device="cpu"), "int8")
-    expected = collect(standard_generate(same_format, seen["prompt_ids"], seen["config"]), same_format.tokenizer,
-                       seen["prompt_ids"]).token_ids
-    assert got == expected and len(got) > 0
+    assert got == _standard_ids(tiny_model_dir, "int8", seen) and len(got) > 0
     status = outs[-1][live.OUTPUTS.index("status")]
     assert "Done in" in status and "int8 weights" in status  # the status names the format
     assert outs[-1][live.OUTPUTS.index("history-state")][0].identical is True
@@ -146,9 +131,17 @@ def test_the_weights_paragraph_says_where_the_step_is_memory_bound():
 # ------------------------------------------------------------------------------ the visitor's "Weights" choice
 
 
-def _live_run(tiny_model_dir, monkeypatch, **values) -> tuple[list, dict]:
-    """The Live handler on the tiny target with ``values`` added to :data:`ARGS`; (its outputs, the speculative
-    run's target and events)."""
+def _standard_ids(tiny_model_dir, fmt: str, seen: dict) -> list[int]:
+    """Standard decoding's ids of the spied run's prompt and settings, on the tiny target in ``fmt``."""
+    same_format = with_weights(load_model(str(tiny_model_dir), device="cpu"), fmt)
+    return collect(standard_generate(same_format, seen["prompt_ids"], seen["config"]), same_format.tokenizer,
+                   seen["prompt_ids"]).token_ids
+
+
+def _live_run(tiny_model_dir, monkeypatch, env_weights: str | None = None, **values) -> tuple[list, dict]:
+    """The Live handler on the tiny target with ``values`` added to :data:`ARGS` and the operator's
+    ``SPECVIZ_WEIGHTS`` set to ``env_weights`` (None: unset); (its outputs, the speculative run's target and
+    events)."""
     seen: dict = {}
     real_spec = live_run.speculative_generate
 
@@ -158,7 +151,10 @@ def _live_run(tiny_model_dir, monkeypatch, **values) -> tuple[list, dict]:
             seen["events"].append(event)
             yield event
 
-    monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    if env_weights is None:
+        monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    else:
+        monkeypatch.setenv(ENV_WEIGHTS, env_weights)
     monkeypatch.setattr(live_run, "speculative_generate", spy)
     outs = list(live.generate({**ARGS, "target": str(tiny_model_dir), **values}, []))
     assert not device.DEVICE.locked
@@ -170,9 +166,7 @@ def test_the_visitor_chooses_int8_and_both_runs_use_it(tiny_model_dir, monkeypat
     target = seen["target"]
     assert weights_of(target.model) == "int8"
     got = collect(iter(seen["events"]), target.tokenizer, seen["prompt_ids"]).token_ids
-    same_format = with_weights(load_model(str(tiny_model_dir), device="cpu"), "int8")
-    expected = collect(standard_generate(same_format, seen["prompt_ids"], seen["config"]), same_format.tokenizer,
-                       seen["prompt_ids"]).token_ids
+    expected = _standard_ids(tiny_model_dir, "int8", seen)
     assert got == expected and len(got) > 0
     status = outs[-1][live.OUTPUTS.index("status")]
     assert "Done in" in status and "int8 weights" in status

@@ -224,6 +224,16 @@ def extract_features(target, folder: Path, progress: Progress | None = None, bat
     return paths
 
 
+def padded_batch(group: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences of token ids right-padded into (len(group), longest) int64 ids and their attention mask (1 = real)."""
+    width = max(len(s) for s in group)
+    batch = torch.zeros((len(group), width), dtype=torch.long)
+    mask = torch.zeros((len(group), width), dtype=torch.long)
+    for row, s in enumerate(group):
+        batch[row, :len(s)], mask[row, :len(s)] = s, 1
+    return batch, mask
+
+
 @torch.inference_mode()
 def _prefill(target, seqs: list[torch.Tensor], batch_size: int, layers: tuple[int, ...] = ()
              ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
@@ -233,12 +243,7 @@ def _prefill(target, seqs: list[torch.Tensor], batch_size: int, layers: tuple[in
     feats, top1, fused = [], [], []
     for start in range(0, len(seqs), batch_size):
         group = seqs[start:start + batch_size]
-        width = max(len(s) for s in group)
-        batch = torch.zeros((len(group), width), dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for row, s in enumerate(group):
-            batch[row, :len(s)] = s
-            mask[row, :len(s)] = 1
+        batch, mask = padded_batch(group)
         out = target.model(input_ids=batch.to(target.device), attention_mask=mask.to(target.device),
                            output_hidden_states=True, use_cache=False)
         hidden = out.hidden_states[-1]

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from specviz.drafters.distilled import DistilledDrafter, DraftModel, save_draft_model, spaced_layers
 from specviz.training.idshards import id_shard_paths, load_id_shard
+from specviz.training.distill import padded_batch
 
 Progress = Callable[[str], None]
 
@@ -108,11 +109,7 @@ def soft_prefill(target, sets: list[Path], top_k: int, progress: Progress | None
     top_ids, top_probs = [], []
     for start in range(0, len(seqs), batch_size):
         group = seqs[start:start + batch_size]
-        width = max(len(s) for s in group)
-        batch = torch.zeros((len(group), width), dtype=torch.long)
-        mask = torch.zeros((len(group), width), dtype=torch.long)
-        for row, s in enumerate(group):
-            batch[row, :len(s)], mask[row, :len(s)] = s, 1
+        batch, mask = padded_batch(group)
         logits = target.model(input_ids=batch.to(target.device), attention_mask=mask.to(target.device),
                               use_cache=False).logits.float()
         probs, ids = logits.softmax(-1).topk(top_k, dim=-1)
