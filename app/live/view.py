@@ -149,7 +149,8 @@ class RunView:
                 "Drafter 'none' is standard decoding: the baseline pane on the right is the whole run. "
                 "Pick a drafter to compare.")
         s = self.spec_stats
-        figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}")]
+        accepted = render.counted_spread(s.acceptance_interval(), s, percent=True)
+        figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}", accepted)]
         name, detail = split_name(self.drafter_name)
         subtitle = " · ".join(part for part in (detail, k_label(self.settings)) if part)
         header = render.pane_header(f"Speculative · {name}", subtitle, figures)

@@ -154,6 +154,37 @@ def spread_html(value: float | None, interval, fmt: str = "{:.1f}", decimals: in
             f'({html.escape(spread_text(interval, decimals, single))})</small>')
 
 
+TOO_FEW_PASSES = "too few passes to tell"
+"""What a counted figure (acceptance, α, tokens per pass) says beside its interval while its run has fewer passes
+than :data:`specviz.measure.stats.MIN_JUDGED_PASSES`."""
+
+
+def counted_spread(interval, stats, *, percent: bool = False) -> str:
+    """The spread of a figure counted over a run's passes as plain text: its 95% interval, "55–70%" (``percent``: a
+    share in [0, 1], its ends in %) or "2.10–2.75"; with "; 5 passes: too few passes to tell" while ``stats`` (the
+    run's :class:`~specviz.measure.run_stats.RunStats`) has fewer than
+    :data:`~specviz.measure.stats.MIN_JUDGED_PASSES` passes; without an interval :data:`ONE_PASS` after one pass,
+    :data:`TOO_FEW_PASSES` after more (passes that drafted nothing, a plain step of k = auto, count nothing)."""
+    if interval is None:
+        return ONE_PASS if stats.passes <= 1 else TOO_FEW_PASSES
+    if percent:
+        text = "{}–{}%".format(*format_apart(interval.low * 100, interval.high * 100, 0, 1))
+    else:
+        text = spread_text(interval, 2)
+    if stats.too_few_passes:
+        text += f"; {plural(stats.passes, 'pass', 'passes')}: {TOO_FEW_PASSES}"
+    return text
+
+
+def counted_html(value: float | None, interval, stats, *, percent: bool = False) -> str:
+    """A figure counted over a run's passes with its spread (:func:`counted_spread`): "62% <small>(55–70%)</small>"
+    (``percent``) or "2.41 <small>(2.10–2.75)</small>"; "–" without a value."""
+    if value is None:
+        return "–"
+    shown = f"{value:.0%}" if percent else f"{value:.2f}"
+    return f'{shown} <small class="spread">({html.escape(counted_spread(interval, stats, percent=percent))})</small>'
+
+
 def rate_pair_html(spec, base, decode: bool = True) -> str:
     """Both runs' rates with their spreads, "41.2 (38.0–44.1) vs 30.1 (29.0–31.3)": after the prefill
     (``decode``, :meth:`~specviz.measure.run_stats.RunStats.decode_rate`) or with it (:meth:`RunStats.rate`)."""
@@ -255,6 +286,10 @@ def lookahead_cards(spec) -> list[str]:
                   f"{plural(spec.drafted, 'candidate token')} verified (drafted), {spec.accepted} accepted")]
 
 
+COUNTED_SPREAD = ("in brackets the 95% interval over the passes: the wider of the bootstrap over the passes and "
+                  "the Wilson interval of the counts")
+"""How the acceptance and α cards' intervals are drawn (:func:`specviz.measure.stats.pass_share_interval`)."""
+
 TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expected (1 − α^(m+1)) ÷ (1 − α), "
                               "m = tokens drafted per pass on average (m + 1 when α = 1)")
 """The "Tokens per pass" card's definition: the formula :attr:`~specviz.measure.run_stats.RunStats.expected_tokens_per_pass`
@@ -283,13 +318,15 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         drafted_what = (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
                         f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)" if spec.tree_passes
                         else f"{spec.accepted} of {spec.drafted} drafted")
-        cards.append(_card("Acceptance rate", _fmt(spec.acceptance_rate, "{:.0%}"),
+        cards.append(_card("Acceptance rate", counted_html(spec.acceptance_rate, spec.acceptance_interval(), spec,
+                                                           percent=True),
                            "accepted ÷ drafted (bonus excluded); only committed drafts count: drafts after the end "
-                           "(EOS, stop, max tokens) are neither", drafted_what))
+                           f"(EOS, stop, max tokens) are neither; {COUNTED_SPREAD}", drafted_what))
         cards.extend(lookahead_cards(spec))
-        cards.append(_card("Per-token α", _fmt(spec.alpha, "{:.2f}"),
-                           "accepted ÷ (accepted + rejections): only positions the target judged"))
-        cards.append(_card("Tokens per pass", _fmt(spec.tokens_per_pass, "{:.2f}"), TOKENS_PER_PASS_DEFINITION,
+        cards.append(_card("Per-token α", counted_html(spec.alpha, spec.alpha_interval(), spec),
+                           f"accepted ÷ (accepted + rejections): only positions the target judged; {COUNTED_SPREAD}"))
+        cards.append(_card("Tokens per pass", counted_html(spec.tokens_per_pass, spec.tokens_per_pass_interval(), spec),
+                           f"{TOKENS_PER_PASS_DEFINITION}; in brackets the 95% bootstrap interval over the passes",
                            f"{expected_text(spec)} · {plural(spec.passes, 'target pass', 'target passes')} vs "
                            f"{plural(base.passes, 'baseline step')}"))
         scale = largest_ms(*(run.ttft_ms for run in (spec, base) if run.curve_ms))  # one unit for the card

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from specviz.core.counters import _LISTS, _SCALARS, Counters
 from specviz.core.events import PassEvent
-from specviz.measure.stats import Interval, _times, bootstrap_ratio_of_sums
+from specviz.measure.stats import (MIN_JUDGED_PASSES, Interval, _times, bootstrap_mean, bootstrap_ratio_of_sums,
+                                   pass_share_interval)
 
 
 @dataclass
@@ -17,7 +18,7 @@ class RunStats(Counters):
 
     Attributes (beyond the counters): ``run`` ("speculative" / "baseline"), ``finish_reason``, ``max_k``, and per
     pass after the prefill: ``pass_acceptance`` (committed accepted / counted drafted, None without a draft),
-    ``pass_tokens``, ``pass_k``, ``pass_drafted``, ``pass_accepted``, ``pass_gain`` (k = auto's expected gain of
+    ``pass_tokens``, ``pass_k``, ``pass_drafted``, ``pass_accepted``, ``pass_rejections``, ``pass_gain`` (k = auto's expected gain of
     the pass's k over a plain step, else None); per event (prefill included): ``curve_ms``
     (the run's clock, ms) and ``curve_tokens`` (tokens so far); ``pass_ms``: each pass's own-clock time (draft +
     verify + other, ms), what :func:`judge_decode_speedup` resamples; ``pass_verify_ms`` / ``pass_draft_ms``: each
@@ -41,6 +42,7 @@ class RunStats(Counters):
     pass_k: list[int] = field(default_factory=list)
     pass_drafted: list[int] = field(default_factory=list)
     pass_accepted: list[int] = field(default_factory=list)
+    pass_rejections: list[int] = field(default_factory=list)  # per pass: 1 when the target refused a draft, else 0
     pass_gain: list[float | None] = field(default_factory=list)
     curve_ms: list[float] = field(default_factory=list)
     curve_tokens: list[int] = field(default_factory=list)
@@ -72,6 +74,7 @@ class RunStats(Counters):
         self.pass_k.append(event.k)
         self.pass_drafted.append(drafted)
         self.pass_accepted.append(accepted)
+        self.pass_rejections.append(event.num_rejections)
         self.pass_gain.append(event.expected_gain)
         self.pass_ms.append(event.timings.total_ms)
         self.pass_verify_ms.append(event.timings.verify_ms)
@@ -106,6 +109,31 @@ class RunStats(Counters):
         passes."""
         fixed = (self.generated - self.emitted, self.prefill_ms)
         return _times(bootstrap_ratio_of_sums(self.pass_tokens, self.pass_ms, fixed=fixed), 1000.0)
+
+    def acceptance_interval(self) -> Interval | None:
+        """:attr:`acceptance_rate` (accepted / drafted, in [0, 1]) with its 95% interval over this run's passes
+        (:func:`~specviz.measure.stats.pass_share_interval` of accepted and drafted per pass); None with fewer than
+        two passes that drafted."""
+        return pass_share_interval(self.pass_accepted, self.pass_drafted)
+
+    def alpha_interval(self) -> Interval | None:
+        """:attr:`alpha` (accepted / (accepted + rejections)) with its 95% interval over this run's passes (as
+        :meth:`acceptance_interval`, out of the positions each pass's target judged); None with fewer than two
+        passes that judged a draft."""
+        judged = [a + r for a, r in zip(self.pass_accepted, self.pass_rejections)]
+        return pass_share_interval(self.pass_accepted, judged)
+
+    def tokens_per_pass_interval(self) -> Interval | None:
+        """:attr:`tokens_per_pass` (emitted / passes, bonus included) with its 95% percentile-bootstrap interval
+        over this run's passes (:func:`~specviz.measure.stats.bootstrap_mean` of the tokens each pass emitted); None
+        with fewer than two passes."""
+        return bootstrap_mean(self.pass_tokens)
+
+    @property
+    def too_few_passes(self) -> bool:
+        """Fewer passes after the prefill than :data:`~specviz.measure.stats.MIN_JUDGED_PASSES`: a figure counted
+        over them (acceptance, tokens per pass) is too noisy to tell, whatever its interval says."""
+        return self.passes < MIN_JUDGED_PASSES
 
     def share(self, part: str) -> Interval | None:
         """The share of ``part`` ("verify", "draft" or "other") in the time after the prefill, in [0, 1], with its

@@ -8,6 +8,8 @@ that cannot be true.
 - :func:`bootstrap_ratio_of_sums`: one run's rate, or a part's share of its time, with its interval
   (:meth:`specviz.measure.run_stats.RunStats.decode_rate`); :func:`bootstrap_mean`: a mean per pass (T_verify,
   T_draft) with its interval; :func:`end_to_end_interval`: the end-to-end ratio, each prefill one measurement.
+- :func:`pass_share_interval`: a counted share (the acceptance rate, α) over a run's passes, the wider of the
+  bootstrap over passes and the Wilson score interval (:func:`wilson_interval`) of its counts.
 - :func:`faster_than_possible`: more work timed faster than less beyond noise (a forward grid's impossible points).
 
 Intervals are :class:`Interval` records (value, low, high, level); every bootstrap is seeded, so the same
@@ -210,6 +212,62 @@ def bootstrap_mean(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMP
     low, high = np.quantile(data[picks].mean(axis=1), [(1 - level) / 2, (1 + level) / 2])
     mean = float(data.mean())
     return Interval(mean, min(float(low), mean), max(float(high), mean), level)
+
+
+def wilson_interval(successes: int, trials: int, level: float = BOOTSTRAP_LEVEL) -> Interval | None:
+    """``successes / trials`` with its Wilson score interval (Wilson 1927): the binomial interval that stays inside
+    [0, 1] and keeps a width when every trial (or none) succeeded, e.g. 10 of 10 -> 1.0 in 0.72–1.0 at 95%.
+
+    Returns:
+        The share and its interval, or None for no trials.
+
+    Raises:
+        ValueError: successes outside [0, trials], or a level outside (0, 1).
+    """
+    from statistics import NormalDist
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must be between 0 and the trials ({trials}), got {successes}")
+    if trials == 0:
+        return None
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    share = successes / trials
+    centre = (share + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * (share * (1 - share) / trials + z * z / (4 * trials * trials)) ** 0.5
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    return Interval(share, low, 1.0 if successes == trials else min(1.0, centre + half), level)
+
+
+@_by_value
+def pass_share_interval(numerators: Sequence[int], denominators: Sequence[int], *,
+                        level: float = BOOTSTRAP_LEVEL) -> Interval | None:
+    """A share counted token by token over a run's passes (the acceptance rate: accepted / drafted per pass; α:
+    accepted / judged per pass) with an interval that holds both of two: the percentile bootstrap over the passes
+    that counted any token (:func:`bootstrap_ratio_of_sums`: a pass's tokens are not independent trials, one
+    rejection ends the pass, so the passes are resampled whole) and the Wilson score interval of the summed counts
+    (:func:`wilson_interval`: a run whose every pass accepted everything still reads as uncertain, where the
+    bootstrap would draw 100% every time). Passes that counted nothing (a plain step of k = auto) are left out.
+
+    Args:
+        numerators / denominators: one count per pass (same lengths), 0 <= numerator <= denominator.
+
+    Returns:
+        The share of the sums and the wider interval, or None with fewer than two passes that counted a token.
+
+    Raises:
+        ValueError: lists of different lengths, or a level outside (0, 1).
+    """
+    if len(numerators) != len(denominators):
+        raise ValueError("every pass needs both its count and what it was counted out of")
+    counted = [(n, d) for n, d in zip(numerators, denominators) if d > 0]
+    if len(counted) < 2:
+        return None
+    nums, dens = [n for n, _ in counted], [d for _, d in counted]
+    boot = bootstrap_ratio_of_sums(nums, dens, level=level)
+    wilson = wilson_interval(sum(nums), sum(dens), level)
+    return Interval(wilson.value, min(boot.low, wilson.low), max(boot.high, wilson.high), level)
 
 
 def end_to_end_interval(spec: RunStats, base: RunStats) -> Interval | None:

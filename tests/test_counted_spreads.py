@@ -1,0 +1,115 @@
+"""A new user's trial: the Live tab's acceptance, α and tokens-per-pass cards showed bare numbers. Each now carries
+its 95% interval over the run's passes (specviz.measure.stats.pass_share_interval, bootstrap_mean) and says when the
+run has too few passes to tell."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import render  # noqa: E402
+from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
+from specviz.measure.run_stats import RunStats  # noqa: E402
+from specviz.measure.stats import MIN_JUDGED_PASSES, bootstrap_mean, pass_share_interval, wilson_interval  # noqa: E402
+
+Z95 = 1.959963984540054
+
+
+def _event(index: int, drafted: int = 0, accepted: int = 0, run: str = "speculative") -> PassEvent:
+    """A pass drafting ``drafted`` tokens (ids 2, 3, …) of which the first ``accepted`` are kept; a rejection when
+    fewer were accepted than drafted (then a recovered token), else the bonus; index 0 is the prefill."""
+    draft = tuple(range(2, 2 + drafted))
+    details = tuple(PositionDetail(target_prob=0.9 if i < accepted else 0.1, draft_prob=1.0, uniform=None,
+                                   target_top_id=1, judged=i <= accepted) for i in range(drafted))
+    return PassEvent(run=run, index=index, kind="prefill" if index == 0 else "pass", k=drafted, draft_ids=draft,
+                     accept_mask=tuple(i < accepted for i in range(drafted)), num_accepted=accepted, next_id=1,
+                     next_kind="bonus" if accepted == drafted and index else ("recovered" if index else "target"),
+                     emitted_ids=draft[:accepted] + (1,), details=details, text_delta="",
+                     timings=Timings(1.0, 5.0, 0.5), t_end_ms=10.0 * (index + 1), num_generated=index + 1,
+                     finish_reason=None, near_tie_gap=None, next_k=drafted)
+
+
+def _run(passes: list[tuple[int, int]], run: str = "speculative") -> RunStats:
+    """A RunStats of a prefill and one pass per (drafted, accepted)."""
+    stats = RunStats()
+    for i, (drafted, accepted) in enumerate([(0, 0)] + passes):
+        stats.add(_event(i, drafted, accepted, run))
+    return stats
+
+
+def test_the_wilson_interval_keeps_a_width_when_every_trial_succeeded():
+    full = wilson_interval(40, 40)
+    assert full.value == 1.0 and full.high == 1.0
+    assert full.low == pytest.approx(40 / (40 + Z95 ** 2))  # p = 1: the lower end is n / (n + z²)
+    half = wilson_interval(5, 10)
+    assert (half.low, half.high) == (pytest.approx(0.236593, abs=1e-6), pytest.approx(0.763407, abs=1e-6))
+    assert wilson_interval(0, 0) is None and wilson_interval(0, 12).low == 0.0
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_a_counted_share_holds_both_the_bootstrap_over_passes_and_the_wilson_interval():
+    # every pass accepted all 4: the bootstrap draws 100% every time; the Wilson interval of 40 / 40 keeps a width
+    full = pass_share_interval([4] * 10, [4] * 10)
+    assert (full.value, full.high) == (1.0, 1.0) and full.low == pytest.approx(40 / (40 + Z95 ** 2))
+    # passes that drafted nothing (k = auto's plain steps) count nothing
+    assert pass_share_interval([4] * 10 + [0, 0], [4] * 10 + [0, 0]) == full
+    mixed = pass_share_interval([4, 0, 4, 0, 4, 0], [4] * 6)  # all or nothing: passes, not tokens, are the units
+    wilson = wilson_interval(12, 24)
+    assert mixed.value == 0.5 and mixed.low < wilson.low and mixed.high > wilson.high  # the bootstrap is wider
+    assert pass_share_interval([3], [4]) is None and pass_share_interval([3, 0], [4, 0]) is None
+
+
+def test_the_runs_intervals_are_of_its_own_figures():
+    spec = _run([(4, 2), (4, 4), (4, 0), (4, 3), (4, 4), (2, 1), (4, 4), (4, 1), (3, 3)])
+    assert spec.pass_rejections == [1, 0, 1, 1, 0, 1, 0, 1, 0] and sum(spec.pass_rejections) == spec.rejections
+    acceptance, alpha, tpp = spec.acceptance_interval(), spec.alpha_interval(), spec.tokens_per_pass_interval()
+    assert acceptance.value == spec.acceptance_rate == 22 / 33
+    assert alpha.value == spec.alpha == 22 / 27
+    assert tpp == bootstrap_mean([3, 5, 1, 4, 5, 2, 5, 2, 4]) and tpp.value == spec.tokens_per_pass == 31 / 9
+    for interval in (acceptance, alpha, tpp):
+        assert interval.low < interval.value < interval.high
+    assert not spec.too_few_passes and _run([(4, 2)] * (MIN_JUDGED_PASSES - 1)).too_few_passes
+
+
+def _cards(spec: RunStats) -> str:
+    base = _run([(0, 0)] * 12, run="baseline")
+    comparison = render.compare_outputs([1], [1], [1.0], None, greedy=True, finished=True)
+    return html.unescape(re.sub(r"<[^>]+>", " ", render.stats_html(spec, base, comparison, greedy=True)))
+
+
+def _card(text: str, label: str) -> str:
+    return " ".join(text.split(label, 1)[1].split())[:120]
+
+
+def test_the_acceptance_alpha_and_tokens_per_pass_cards_carry_their_intervals():
+    spec = _run([(4, 2), (4, 4), (4, 0), (4, 3), (4, 4), (2, 1), (4, 4), (4, 1), (3, 3)])
+    text = _cards(spec)
+    a, al, t = spec.acceptance_interval(), spec.alpha_interval(), spec.tokens_per_pass_interval()
+    assert _card(text, "Acceptance rate").startswith(f"67% ({a.low * 100:.0f}–{a.high * 100:.0f}%)")
+    assert _card(text, "Per-token α").startswith(f"0.81 ({al.low:.2f}–{al.high:.2f})")
+    assert _card(text, "Tokens per pass").startswith(f"3.44 ({t.low:.2f}–{t.high:.2f})")
+    assert "too few passes" not in text and "interval over the passes" in _card(text, "Per-token α") + text
+
+
+def test_a_short_run_says_it_has_too_few_passes_to_tell():
+    three = _cards(_run([(4, 2), (4, 4), (4, 0)]))
+    for label in ("Acceptance rate", "Per-token α", "Tokens per pass"):
+        assert "; 3 passes: too few passes to tell)" in _card(three, label), _card(three, label)
+    one = _cards(_run([(4, 2)]))
+    assert _card(one, "Acceptance rate").startswith("50% (one pass: no spread)")
+    assert _card(one, "Tokens per pass").startswith("3.00 (one pass: no spread)")
+
+
+def test_the_speculative_pane_header_gives_the_acceptance_its_interval():
+    spec = _run([(4, 2), (4, 4), (4, 0), (4, 3), (4, 4), (2, 1), (4, 4), (4, 1), (3, 3)])
+    a = spec.acceptance_interval()
+    spread = render.counted_spread(a, spec, percent=True)
+    assert spread == f"{a.low * 100:.0f}–{a.high * 100:.0f}%"
+    header = render.pane_header("Speculative", "", [("accepted", spec.acceptance_rate, "{:.0%}", spread)])
+    assert f"<b>67%</b>" in header and f"({spread})</small> accepted" in header
