@@ -327,3 +327,17 @@ def test_the_lookahead_panel_never_features_a_pass_past_the_end_of_the_answer():
     assert title == html.escape("pass 1, the most accepted tokens of the run's 2 kept passes")  # not pass 2's 3
     assert "candidate 1 won: 3 tokens accepted (2 after the end of the answer: not counted as accepted)" in page
     assert "candidate 1 won: 2 tokens accepted" in _block(page, 1) and view.accepted == 2 + 1
+
+
+def test_the_pane_header_names_w_n_and_g_once():
+    """A new user's trial: the lookahead pane's header read "(W=5, N=4, G=3) · k = 3 (N−1) · W = 5, N = 4, G = 3"."""
+    base = dict(live.DEFAULTS, prompt="x", drafter="lookahead", k=9, adaptive_k="fixed")
+    s = inputs.parse_settings({**base, "window": 5, "ngram": 4, "candidates": 3})
+    name = LookaheadDrafter(window=5, ngram=4, candidates=3).name
+    assert name == "lookahead (W=5, N=4, G=3)"
+    assert live.view.pane_title(name, s) == ("lookahead", "k = 3 (N−1) · W = 5, N = 4, G = 3")
+    view = live.RunView(s, "tiny", name, render.Pane(None), render.Pane(None, separators=False))
+    header = html.unescape(view.spec_html())
+    assert header.count("W = 5") == 1 and "W=5" not in header and "Speculative · lookahead<" in header
+    ngram = inputs.parse_settings({**base, "drafter": "ngram"})  # other drafters keep their parenthetical
+    assert live.view.pane_title("n-gram lookup (1-3)", ngram) == ("n-gram lookup", "(1\u20113) · k = 9")

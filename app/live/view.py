@@ -151,8 +151,7 @@ class RunView:
         s = self.spec_stats
         accepted = render.counted_spread(s.acceptance_interval(), s, percent=True)
         figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}", accepted)]
-        name, detail = split_name(self.drafter_name)
-        subtitle = " · ".join(part for part in (detail, k_label(self.settings)) if part)
+        name, subtitle = pane_title(self.drafter_name, self.settings)
         header = render.pane_header(f"Speculative · {name}", subtitle, figures)
         return render.pane_html(header, self.spec.html(), done=self.spec.finished)
 
@@ -354,6 +353,16 @@ def split_name(name: str) -> tuple[str, str]:
     if not bracket or not rest.endswith(")") or not main:
         return name, ""
     return main, "(" + rest.replace("-", "\u2011")
+
+
+def pane_title(drafter_name: str, settings: Settings) -> tuple[str, str]:
+    """The speculative pane header's drafter name and subtitle: ("n-gram lookup", "(1‑3) · k = 4"), the drafter's
+    trailing parenthetical (:func:`split_name`) before :func:`k_label`. A lookahead drafter's parenthetical,
+    "(W=3, N=3, G=2)", is left out: :func:`k_label` names W, N and G already (seen: they showed twice)."""
+    name, detail = split_name(drafter_name)
+    if settings.drafter == "lookahead":
+        detail = ""
+    return name, " · ".join(part for part in (detail, k_label(settings)) if part)
 
 
 def _ends(interval) -> tuple[float, float] | None:
