@@ -132,8 +132,27 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
         return Panel("Acceptance by draft position (no token drafted)", traces,
                      _axis("position in the draft", dtick=1, range=[0.5, 4.5]),
                      _axis("P(kept | earlier kept)", range=[0, 1.05]))
-    return Panel("Acceptance by draft position", traces, _axis("position in the draft", dtick=1),
+    return Panel("Acceptance by draft position", traces, _axis("position in the draft", **position_ticks(len(x))),
                  _axis("P(kept | earlier kept)", range=[0, 1.05]))
+
+
+POSITION_TICKS = 8
+"""The most labels the draft-position axis carries: a third of the Live tab at 1400 px (and a 400 px phone) holds
+about this many upright two-digit labels; k = auto may draft up to 16 positions, whose 16 labels collided."""
+
+
+def position_ticks(positions: int) -> dict:
+    """The draft-position axis' ticks for positions 1..``positions``: every position up to :data:`POSITION_TICKS`,
+    else position 1, every ``step``-th (2 up to 12 positions, 4 above) and the last, e.g. 16 -> 1, 4, 8, 12, 16;
+    labels stay upright (``tickangle`` 0), as Plotly would turn a crowded axis' labels on their side. The hover
+    still names every bar's position."""
+    if positions <= POSITION_TICKS:
+        return {"tickmode": "array", "tickvals": list(range(1, positions + 1)), "tickangle": 0}
+    step = 2 if positions <= 12 else 4
+    ticks = sorted({1, positions, *range(step, positions + 1, step)})
+    if positions - 1 in ticks and positions - 1 != 1:  # the last label never crowds the one before it
+        ticks.remove(positions - 1)
+    return {"tickmode": "array", "tickvals": ticks, "tickangle": 0}
 
 
 def k_panel(spec: RunStats, base: RunStats) -> Panel:
