@@ -834,3 +834,22 @@ def test_arena_pace_says_where_the_run_is_and_the_time_left_from_the_first_promp
     assert pace.seconds_per_prompt() == 60.0
     now[0] = 170.0
     assert pace.timing() == "about 110 s left of about 3 min 0 s (the pace of the first prompt)"
+
+
+def test_the_one_prompt_box_starts_with_an_example_so_run_works_at_once():
+    """A new user's trial: picking "one prompt" showed an empty box, and Run answered that the prompt is empty. The
+    box starts with the app's first example (the Live tab's too); its placeholder still asks for one when cleared."""
+    import gradio as gr
+
+    from app.arena.layout import build_tab
+    from app.arena.settings import DEFAULT_PROMPT, choose_prompts
+    from specviz.analysis.prompts import EXAMPLE_PROMPTS, FIRST_EXAMPLE, load_prompts
+
+    example = next(p.prompt for p in load_prompts(EXAMPLE_PROMPTS) if p.id == FIRST_EXAMPLE)
+    assert DEFAULT_PROMPT == example and example.startswith("Use only the context to answer the question.")
+    with gr.Blocks() as demo:
+        build_tab()
+    box = next(c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "arena-prompt")
+    assert box["props"]["value"] == example and box["props"]["placeholder"] == "Type a prompt…"
+    assert choose_prompts("prompt", box["props"]["value"], "") == [
+        {"id": "your-prompt", "category": "your prompt", "prompt": example.strip()}]

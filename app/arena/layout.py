@@ -8,9 +8,9 @@ import gradio as gr
 
 from app import render
 from app.arena.handlers import clicked, preset_chosen, source_changed, stop
-from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, K_CHOICES, MAX_NEW_TOKENS,
-                                MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO, categories,
-                                category_choices, drafter_choices, suite)
+from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT, K_CHOICES,
+                                MAX_NEW_TOKENS, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO,
+                                categories, category_choices, drafter_choices, suite)
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
@@ -123,8 +123,8 @@ def build_tab(target: str = "embedded") -> None:
                                   "pass cost and acceptance (0 when no k pays), starting at 4")
             source = gr.Radio([(label, key) for label, key in SOURCES], value="category", label="Prompts",
                               elem_id="arena-source", info=SUITE_INFO.format(n=len(suite()), c=len(cats)))
-            prompt = gr.Textbox("", label="Prompt", lines=3, max_lines=10, visible=False, elem_id="arena-prompt",
-                                placeholder="Type a prompt…")
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, visible=False,
+                                elem_id="arena-prompt", placeholder="Type a prompt…")
             category = gr.Dropdown(category_choices(), value="code-edit" if "code-edit" in cats else cats[0],
                                    label="Category", elem_id="arena-category")
             max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,

@@ -9,7 +9,7 @@ import dataclasses
 from app import render
 from app.inputs import SEED, InputError, check_models, clamp_notice, number, parse_exit_layer, parse_generation_settings
 from specviz.analysis.arena_rows import AUTO, BASELINE, TREE_DRAFTERS, TREE_NODES, TREE_SUFFIX
-from specviz.analysis.prompts import DEFAULT_PROMPTS, load_prompts
+from specviz.analysis.prompts import DEFAULT_PROMPTS, example_prompt, load_prompts
 from specviz.drafters.registry import choices
 from specviz.runtime.policy import current_policy
 
@@ -20,6 +20,9 @@ DEFAULT_KS = ("4", AUTO)
 DEFAULT_MAX_NEW_TOKENS = 48
 MIN_NEW_TOKENS, MAX_NEW_TOKENS = 8, 256  # the max-new-tokens slider's range, which runs keep to (max_new_tokens_used)
 MAX_NEW_TOKENS_NAME = "Max new tokens per run"  # its label, the name its messages give
+DEFAULT_PROMPT = example_prompt()
+"""The prompt box's text when the page opens (the app's first example, as the Live tab's), so "one prompt" runs at
+once; the box's placeholder still asks for one when it is cleared."""
 SOURCES = (("One prompt (typed below)", "prompt"), ("One category of the suite", "category"),
            ("The whole suite", "suite"))
 

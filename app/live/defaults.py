@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from app.inputs import LOOKAHEAD_DEFAULTS, SETTING_NAMES
+from specviz.analysis.prompts import FIRST_EXAMPLE, example_prompt
 from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -67,8 +68,7 @@ def load_examples(path: Path = ASSETS / "prompts.jsonl") -> list[dict]:
     return sorted(rows, key=lambda r: r["category"])
 
 
-FIRST_EXAMPLE = "rag-1"  # in the prompt box when the page opens: grounded, so n-gram drafting shows its gain
-DEFAULTS["prompt"] = next(e["prompt"] for e in load_examples() if e["id"] == FIRST_EXAMPLE)
+DEFAULTS["prompt"] = example_prompt(FIRST_EXAMPLE)  # in the prompt box when the page opens
 
 
 def example_labels(examples: list[dict]) -> list[str]:

@@ -15,6 +15,23 @@ DEFAULT_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "suite.jsonl"
 EXAMPLE_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts.jsonl"  # the app's examples
 
 
+FIRST_EXAMPLE = "rag-1"
+"""The example a prompt box starts with (the Live tab's, the Arena's one prompt): grounded in its context, so n-gram
+drafting shows its gain."""
+
+
+def example_prompt(example_id: str = FIRST_EXAMPLE) -> str:
+    """The text of the app's example ``example_id`` (:data:`EXAMPLE_PROMPTS`).
+
+    Raises:
+        ValueError: no example has that id (or the examples cannot be read: :func:`load_prompts`).
+    """
+    for prompt in load_prompts(EXAMPLE_PROMPTS):
+        if prompt.id == example_id:
+            return prompt.prompt
+    raise ValueError(f"no example prompt has the id {example_id!r}")
+
+
 @dataclass(frozen=True)
 class Prompt:
     """One benchmark prompt: ``{"id", "category", "prompt"}`` in the JSONL suite."""
