@@ -40,12 +40,14 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
         yield _sweep_out(status=report("checking the batching inputs", error))
         return
     job = device.start(SWEEPS, request, f"the batch-size sweep is running on '{s.models.target}'")
-    shown = JobStatus(progress, lambda status: _sweep_out(status=status), "Measuring")
+    shown = SweepStatus(progress, lambda status: _sweep_out(status=status), "Measuring")
     try:
         yield _sweep_out(status=render.status_html("Starting the batch-size sweep…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(sweep_work, job, s, stoppable=True), shown.show)
+        if result is None and shown.partial is not None:  # stopped, and the sweep's own result did not come back
+            result = dict(shown.partial, stopped=True)
         yield _swept(result, time.monotonic() - shown.started)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _sweep_out(status=report("batch sweep", error))
@@ -61,6 +63,39 @@ def on_measure(progress=gr.Progress(), request: gr.Request = None, **controls):
     yield from measure(SweepForm(**controls), progress, request)
 
 
+class SweepStatus(JobStatus):
+    """:class:`JobStatus` plus the sweep's partial results: after each finished batch size the table and chart show
+    the sizes so far (as the Arena shows its prompts so far), and :attr:`partial` keeps the latest, the result to
+    show should a Stop end the job before its own result comes back."""
+
+    def __init__(self, progress, out, verb: str) -> None:
+        super().__init__(progress, out, verb)
+        self.partial: dict | None = None
+
+    def show(self, item) -> tuple | None:
+        """The output tuple for one item of the job (None: nothing new to show)."""
+        if item is None or item[0] != "partial":
+            return super().show(item)
+        self.partial = item[1]
+        sizes = ", ".join(str(r["batch"]) for r in self.partial["rows"])
+        now = f"; {self.message}" if self.message else ""
+        status = render.status_html(f"{self.verb}… B = {sizes} done ({time.monotonic() - self.started:.0f} s)"
+                                    f"{now}", "busy")
+        return _sweep_out(status, chart=sweep_figure(self.partial), table=sweep_table(self.partial))
+
+
+def stopped_text(result: dict, seconds: float) -> str:
+    """The status of a sweep a Stop ended after some batch sizes: "Stopped after B = 1, 2 (40 s); not measured:
+    B = 4, 8. The table, chart, lesson and downloads hold the finished sizes." (the sizes asked for are the
+    result's ``settings["batch_sizes"]``)."""
+    done = [r["batch"] for r in result["rows"]]
+    asked = (result.get("settings") or {}).get("batch_sizes") or done
+    left = [b for b in sorted(asked) if b not in done]
+    return (f"Stopped after B = {', '.join(map(str, done))} ({seconds:.0f} s)"
+            + (f"; not measured: B = {', '.join(map(str, left))}" if left else "")
+            + ". The table, chart, lesson and downloads hold the finished sizes.")
+
+
 def _swept(result: dict | None, seconds: float) -> tuple:
     """The final outputs: table, chart, lesson and files; or why there is nothing to show."""
     if result is None or not result["rows"]:
@@ -70,7 +105,7 @@ def _swept(result: dict | None, seconds: float) -> tuple:
     csv_path, json_path = write_sweep_files(result)
     busy = disturbance(result)
     sizes = ", ".join(str(r["batch"]) for r in result["rows"])
-    head = (f"Stopped after B = {sizes} ({seconds:.0f} s); the downloads hold those." if result["stopped"] else
+    head = (stopped_text(result, seconds) if result["stopped"] else
             f"Measured B = {sizes} in {seconds:.0f} s on {result.get('label', 'the target')} ({result['device']}): "
             f"k = {result['k']}, {result['max_new_tokens']} new tokens per row, {REPEATS} interleaved repeats per "
             "B, medians.")

@@ -160,9 +160,10 @@ def device_name(loaded) -> str:
 
 def sweep_work(job: Job, s: SweepSettings) -> dict:
     """In the job's thread: load, encode, probe (the estimate), the grid (when asked) and the sweep. Says
-    ("progress", (fraction, message)) and ("estimate", seconds) through the job. Returns batch_sweep's result
-    with "settings", "environment", "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of
-    the CPUs while the grid and the sweep were timed, :class:`CpuShare`; None where unknown) added."""
+    ("progress", (fraction, message)), ("estimate", seconds) and, after each finished batch size, ("partial", the
+    result so far, "stopped" False) through the job. Returns batch_sweep's result with "settings", "environment",
+    "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of the CPUs while the grid and the
+    sweep were timed, :class:`CpuShare`; None where unknown) added."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
@@ -184,16 +185,16 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
         grid = measure_forward_grid(loaded, prompt_len=prompt_len, token_counts=(1, s.k + 1),
                                     batch_sizes=s.batch_sizes, progress=lambda f, m: say(share * f, m),
                                     should_stop=job.should_stop)
+    about = dict(settings=asdict(s), environment=environment(loaded), device=device_name(loaded),
+                 label=loaded.label, prompt_tokens=[len(p) for p in prompts],
+                 grid=None if grid is None else {"ms": grid["ms"], "spread": grid.get("spread"),
+                                                  "impossible": grid.get("impossible"), "prompt_len": prompt_len})
     config = GenerationConfig(max_new_tokens=s.max_new_tokens, k=s.k)
     options = SweepOptions(batch_sizes=s.batch_sizes, repeats=REPEATS,
                            grid=None if grid is None or grid["stopped"] else grid,
-                           progress=lambda f, m: say(share + (1 - share) * f, m), should_stop=job.should_stop)
+                           progress=lambda f, m: say(share + (1 - share) * f, m), should_stop=job.should_stop,
+                           on_row=lambda partial: job.say(("partial", {**partial, **about,
+                                                                       "cpu_others": cpu.others()})))
     result = batch_sweep(loaded, prompts, config, make, options)
     result["stopped"] = result["stopped"] or bool(grid and grid["stopped"])
-    result.update(settings=asdict(s), environment=environment(loaded), device=device_name(loaded),
-                  cpu_others=cpu.others(),
-                  label=loaded.label, prompt_tokens=[len(p) for p in prompts],
-                  grid=None if grid is None else {"ms": grid["ms"], "spread": grid.get("spread"),
-                                                   "impossible": grid.get("impossible"),
-                                                   "prompt_len": prompt_len})
-    return result
+    return {**result, **about, "cpu_others": cpu.others()}

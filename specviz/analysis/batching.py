@@ -195,13 +195,16 @@ class SweepOptions:
     """How :func:`batch_sweep` sweeps: the batch sizes (each once, in increasing order), ``repeats`` interleaved
     standard and speculative runs per size, an optional forward grid for the predicted curve (``grid["ms"][B][n]``
     in ms, ``grid["spread"][B][n]`` its (min, max); see :func:`predict`), ``progress(fraction 0..1, message)`` and
-    ``should_stop()``, asked before each batch size and each forward."""
+    ``should_stop()``, asked before each batch size and each forward; ``on_row(result so far)``, called after each
+    batch size finishes with the sweep's result as :func:`batch_sweep` would return it then (``"stopped"`` False), so
+    a caller can show, and keep, the finished batch sizes should the sweep end early."""
 
     batch_sizes: Sequence[int] = BATCH_SIZES
     repeats: int = 3
     grid: dict | None = None
     progress: Progress | None = None
     should_stop: ShouldStop | None = None
+    on_row: Callable[[dict], None] | None = None
 
 
 def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make_drafter: Callable[[], Drafter],
@@ -227,9 +230,18 @@ def batch_sweep(target, prompts: list[list[int]], config: GenerationConfig, make
         except RunCancelled:
             stopped = True
             break
-    predict(rows, options.grid, config.k)
-    below = next((r.batch for r in rows if r.speedup is not None and r.speedup < 1.0), None)
+        if options.on_row is not None:
+            options.on_row(_sweep_result(rows, options.grid, config, stopped=False))
     say(1.0, "Stopped." if stopped else "Done.")
+    return _sweep_result(rows, options.grid, config, stopped)
+
+
+def _sweep_result(rows: list[SweepRow], grid: dict | None, config: GenerationConfig, stopped: bool) -> dict:
+    """:func:`batch_sweep`'s result of the rows measured so far: their predictions filled in (:func:`predict`, on
+    copies), and the crossover, the smallest B whose measured speedup is below 1."""
+    rows = [replace(r) for r in rows]
+    predict(rows, grid, config.k)
+    below = next((r.batch for r in rows if r.speedup is not None and r.speedup < 1.0), None)
     return {"rows": [r.as_dict() for r in rows], "k": config.k, "max_new_tokens": config.max_new_tokens,
             "stopped": stopped, "crossover": below}
 
