@@ -161,7 +161,7 @@ than :data:`specviz.measure.stats.MIN_JUDGED_PASSES`."""
 
 def counted_spread(interval, stats, *, percent: bool = False) -> str:
     """The spread of a figure counted over a run's passes as plain text: its 95% interval, "55–70%" (``percent``: a
-    share in [0, 1], its ends in %) or "2.10–2.75"; with "; 5 passes: too few passes to tell" while ``stats`` (the
+    share in [0, 1], its ends in %) or "2.10–2.75"; with "; 5 passes: too few to tell" while ``stats`` (the
     run's :class:`~specviz.measure.run_stats.RunStats`) has fewer than
     :data:`~specviz.measure.stats.MIN_JUDGED_PASSES` passes; without an interval :data:`ONE_PASS` after one pass,
     :data:`TOO_FEW_PASSES` after more (passes that drafted nothing, a plain step of k = auto, count nothing)."""
@@ -172,7 +172,7 @@ def counted_spread(interval, stats, *, percent: bool = False) -> str:
     else:
         text = spread_text(interval, 2)
     if stats.too_few_passes:
-        text += f"; {plural(stats.passes, 'pass', 'passes')}: {TOO_FEW_PASSES}"
+        text += f"; {plural(stats.passes, 'pass', 'passes')}: too few to tell"
     return text
 
 
