@@ -114,4 +114,4 @@ def test_the_speculative_pane_header_gives_the_acceptance_its_interval():
     spread = render.counted_spread(a, spec, percent=True)
     assert spread == f"{a.low * 100:.0f}–{a.high * 100:.0f}%"
     header = render.pane_header("Speculative", "", [("accepted", spec.acceptance_rate, "{:.0%}", spread)])
-    assert f"<b>67%</b>" in header and f"({spread})</small> accepted" in header
+    assert "<b>67%</b>" in header and f"({spread})</small> accepted" in header
