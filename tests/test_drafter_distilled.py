@@ -87,6 +87,25 @@ def test_greedy_output_is_the_target_s_own(tiny_target, k):
     assert accepted > 0  # started from the target's layers: it agrees on some tokens
 
 
+@pytest.mark.parametrize("fmt", ["int8", "int4", "bfloat16"])
+def test_a_file_loads_for_a_target_in_another_weight_format(tiny_target, tmp_path, fmt):
+    """Seen in the Arena: with the app's weight format on (int4: packed codes, fused projections) loading the
+    shipped file failed copying the target's layers ("Missing key(s) ... q_proj.weight"); the file fills every
+    layer itself, so it loads whatever the target's linears are, with the same weights, and the output stays that
+    target's own."""
+    from specviz.runtime.weights.loaded import with_weights
+
+    path = save_draft_model(_draft(tiny_target), tmp_path / "d.safetensors", tiny_target.model, {})
+    packed = with_weights(tiny_target, fmt)
+    assert packed.model is not tiny_target.model
+    loaded, plain = load_draft_model(path, packed.model), load_draft_model(path, tiny_target.model)
+    assert all(torch.equal(a, b) for a, b in zip(loaded.layers.state_dict().values(),
+                                                  plain.layers.state_dict().values()))
+    prompt = next(iter(_prompts(packed.tokenizer).values()))
+    cfg = GenerationConfig(max_new_tokens=16, k=4)
+    assert _run(packed, prompt, cfg, DistilledDrafter(loaded)).token_ids == _run(packed, prompt, cfg).token_ids
+
+
 def test_sampling_keeps_the_target_distribution(tiny_target):
     draft = _draft(tiny_target)
     assert _chi_square(tiny_target, lambda: DistilledDrafter(draft), dict(temperature=1.0), n=600) > 1e-3

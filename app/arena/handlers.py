@@ -17,6 +17,7 @@ import gradio as gr
 from app import device, render
 from app.arena.figures import arena_figure, predictions_figure, shown_rows
 from app.arena.files import write_files
+from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import ArenaPace
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
@@ -71,6 +72,10 @@ def _result_outputs(result: ArenaResult, status: str):
 
 
 def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | None = None) -> str:
+    """The status line of a finished (or stopped) run, with ``notes`` under it; a run that raced the early exit
+    and the distilled draft gets their comparison first among the notes (:func:`app.arena.matching.sentence`)."""
+    compare = matching_sentence(result.summary)
+    notes = ([compare] if compare else []) + [n for n in notes if n != compare]
     same = result.ids_identical
     check = {True: " · greedy outputs identical to standard decoding ✓",
              False: " · some greedy outputs differ from standard decoding (see “Same ids”)",

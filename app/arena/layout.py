@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import render
+from app.arena import matching
 from app.arena.handlers import clicked, preset_chosen, source_changed, stop
 from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT, K_CHOICES,
                                 MAX_NEW_TOKENS, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO,
@@ -103,12 +104,13 @@ def _results_column() -> tuple:
     return status, summary, timings, per_prompt, charts, predictions, csv_file, json_file
 
 
-def _drafter_list() -> gr.CheckboxGroup:
-    """The drafters to race, with what each ticked one is and costs under the list (:func:`app.drafter_about.add_about`)."""
+def _drafter_list() -> tuple[gr.CheckboxGroup, gr.Button]:
+    """The drafters to race, with what each ticked one is and costs under the list (:func:`app.drafter_about.add_about`),
+    and under that the "Poorly vs well matched draft" button (:mod:`app.arena.matching`; :func:`build_tab` wires it)."""
     drafters = gr.CheckboxGroup(drafter_choices(), value=list(DEFAULT_DRAFTERS), label="Drafters",
                                 elem_id="arena-drafters", info="Each runs against the same standard-decoding baseline")
     add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))
-    return drafters
+    return drafters, gr.Button(matching.LABEL, size="sm", elem_id="arena-matching")
 
 
 def build_tab(target: str = "embedded") -> None:
@@ -116,7 +118,7 @@ def build_tab(target: str = "embedded") -> None:
     cats = categories()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
-            drafters = _drafter_list()
+            drafters, matching_btn = _drafter_list()
             ks = gr.CheckboxGroup(list(K_CHOICES), value=list(DEFAULT_KS), label="Draft length k",
                                   elem_id="arena-ks",
                                   info="auto = cost-aware k, as in the Live tab: chosen each pass from the measured "
@@ -168,5 +170,6 @@ def build_tab(target: str = "embedded") -> None:
     tell_when_invalid(seed, status, SEED)
     tell_when_invalid(repetition_penalty, status, REPETITION_PENALTY)
     tell_when_invalid(min_p, status, MIN_P)
+    matching.wire(matching_btn, [drafters, ks, source, category, temperature, status])  # PRESET_OUTPUTS' order
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

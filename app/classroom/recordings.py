@@ -24,6 +24,7 @@ from specviz.runtime.policy import current_policy
 from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
 from specviz.analysis.stepper import Recording, Stepper
+from specviz.core.counters import Counters
 
 log = logging.getLogger("specviz.app.classroom")
 
@@ -100,9 +101,16 @@ def download_file(file: RecordingFile) -> str:
 
 
 def summary(recording: Recording) -> str:
+    """A run in words for the status line: its tokens, passes and passes with a rejection, then its acceptance rate
+    (accepted of drafted) and tokens per pass, the run's counters (:meth:`specviz.core.counters.Counters.of`, the
+    figures every tab shows), so two walkthroughs' runs compare at a glance; then how to step."""
     passes = sum(1 for e in recording.events if e.kind == "pass")
     rejections = sum(1 for e in recording.events if e.num_rejections)
-    return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection). Step with Next / "
+    counts = Counters.of(recording.events)
+    rate = "–" if counts.acceptance_rate is None else f"{counts.acceptance_rate:.2f}"
+    tokens = "–" if counts.tokens_per_pass is None else f"{counts.tokens_per_pass:.2f}"
+    return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection); acceptance rate "
+            f"{rate} ({counts.accepted} of {counts.drafted} drafted), {tokens} tokens per pass. Step with Next / "
             "Previous (or → ← on the keyboard), Play with space")
 
 

@@ -24,8 +24,9 @@ CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
 
 
 def load_walkthroughs(path: Path = WALKTHROUGHS_PATH) -> list[dict]:
-    """The built-in walkthroughs: [{id, title, menu, description, settings: {field: value}}] (settings are partial;
-    missing fields take :data:`DEFAULTS`; ``menu``, optional, is the short label of the walkthrough menu)."""
+    """The built-in walkthroughs: [{id, title, menu, description, compare, settings: {field: value}}] (settings are
+    partial; missing fields take :data:`DEFAULTS`; ``menu``, optional, is the short label of the walkthrough menu;
+    ``compare``, optional, the id of the walkthrough its note points to, :func:`compare_html`)."""
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -72,11 +73,27 @@ def matches(walkthrough: dict, values: Mapping[str, object]) -> bool:
     return all(same_setting(wanted[f], values.get(f)) for f in FIELDS if f != "target")
 
 
+def compare_html(walkthrough: dict, walkthroughs: list[dict] | None = None) -> str:
+    """The way to the walkthrough that ``walkthrough["compare"]`` names (optional: the same prompt and settings with
+    one thing changed, e.g. a poorly and a well matched drafter): a sentence naming its menu label, with a link that
+    opens it (``?tab=classroom&preset=<id>``); "" when it names none or an unknown one."""
+    other = next((w for w in (load_walkthroughs() if walkthroughs is None else walkthroughs)
+                  if w["id"] == walkthrough.get("compare")), None)
+    if other is None:
+        return ""
+    label = html.escape(other.get("menu") or other["title"])
+    href = html.escape(f"?tab=classroom&preset={other['id']}", quote=True)
+    return (f' <span class="cr-compare">Compare it run by run with “{label}” (the same prompt and settings but the '
+            f'drafter): pick it in the menu above, or <a href="{href}">open it</a>.</span>')
+
+
 def note_html(walkthrough: dict | None) -> str:
+    """The note under the walkthrough menu: the full title, the description, and the way to the walkthrough it
+    compares with (:func:`compare_html`); "" for none."""
     if not walkthrough:
         return ""
     return (f'<div class="cr-note"><b>{html.escape(walkthrough["title"])}.</b> '
-            f'{html.escape(walkthrough["description"])}</div>')
+            f'{html.escape(walkthrough["description"])}{compare_html(walkthrough)}</div>')
 
 
 def settings_edited(walkthrough_id: str, *fields):

@@ -72,10 +72,13 @@ class SubsetLMHead(nn.Module):
         return full
 
 
-def _layer_copies(target_model: nn.Module, source_layers: list[int]) -> nn.ModuleList:
+def _layer_copies(target_model: nn.Module, source_layers: list[int], copy_weights: bool = True) -> nn.ModuleList:
     """New decoder layers of the target's class, numbered 0..N-1 for the draft's own KV cache, holding copies of the
     target layers ``source_layers``' weights (from their ``state_dict``: a target prepared for decoding keeps packed
-    or fused copies that a module copy would not carry), in the target's dtype and on its device.
+    or fused copies that a module copy would not carry), in the target's dtype and on its device. Without
+    ``copy_weights`` the layers keep their fresh initial weights, for a file to fill (:func:`load_draft_model`): a
+    target whose linears are in another weight format (int8, int4, bfloat16: packed codes and fused projections)
+    has no float layer state to copy.
 
     Raises:
         ValueError: a source layer outside the target's layers, or none.
@@ -88,7 +91,8 @@ def _layer_copies(target_model: nn.Module, source_layers: list[int]) -> nn.Modul
     layers = nn.ModuleList()
     for n, i in enumerate(source_layers):
         layer = cls(target_model.config, n).to(device=weight.device, dtype=weight.dtype)
-        layer.load_state_dict({k: v.detach().clone() for k, v in target_model.model.layers[i].state_dict().items()})
+        if copy_weights:
+            layer.load_state_dict({k: v.detach().clone() for k, v in target_model.model.layers[i].state_dict().items()})
         layers.append(layer)
     return layers
 
@@ -125,11 +129,13 @@ class DraftModel:
     """A distilled draft model for one target: its own ``layers`` and ``norm``, the draft vocabulary's ``head``, and
     ``view``, the causal LM over them (:func:`draft_view`). ``source_layers``: the target layers each draft layer
     started from. ``trainable()`` lists the parameters training updates (layers and norm; embedding and head stay
-    frozen)."""
+    frozen). ``copy_weights``: start the layers from the target's (training); False leaves them for a file to fill
+    (:func:`load_draft_model`), which works whatever the target's weight format."""
 
-    def __init__(self, target_model: nn.Module, source_layers: list[int], vocab_ids: torch.Tensor | None) -> None:
+    def __init__(self, target_model: nn.Module, source_layers: list[int], vocab_ids: torch.Tensor | None,
+                 copy_weights: bool = True) -> None:
         self.source_layers = [int(i) for i in source_layers]
-        self.layers = _layer_copies(target_model, self.source_layers)
+        self.layers = _layer_copies(target_model, self.source_layers, copy_weights)
         self.norm = _norm_copy(target_model)
         self.head = SubsetLMHead(head_weight(target_model), vocab_ids)
         self.vocab_ids = None if vocab_ids is None or not vocab_ids.numel() else vocab_ids.long().cpu()
@@ -216,7 +222,9 @@ def load_draft_model(path: str | Path, target_model: nn.Module) -> DraftModel:
                          f"({target_signature(target_model)}); train one with `python -m specviz train distilled`.")
     state = load_file(str(path))
     vocab = state.pop("vocab_ids", None)
-    draft = DraftModel(target_model, meta["settings"]["source_layers"], vocab)
+    # the file holds every layer weight (loaded strictly): nothing is copied from the target, whose linears may be
+    # packed in another weight format
+    draft = DraftModel(target_model, meta["settings"]["source_layers"], vocab, copy_weights=False)
     draft.load_state_dict(state)
     for module in (draft.layers, draft.norm):
         module.eval().requires_grad_(False)

@@ -1,0 +1,131 @@
+"""The Arena's "Poorly vs well matched draft" comparison: a preset that sets it up in one click (:func:`preset`:
+the early exit and the distilled draft model, k = 4, one short category, greedy) and, after a run that raced both,
+one plain sentence comparing them (:func:`sentence`).
+
+The early exit drafts with the target's own first layers, untrained: a large draft whose distribution is far from
+the target's. The distilled draft model is two layers trained on the target's outputs: a small draft taught to
+follow it. The sentence reads every figure from the pooled rows the tables show (``acceptance_rate``,
+``tokens_per_pass``, and the decoding speedup read by :func:`app.arena.tables.speedup_cell` and
+:func:`app.arena.verdicts.speedup_reading`, the rule every tab uses); it computes none of them again.
+"""
+
+from __future__ import annotations
+
+from app import render
+from app.arena.settings import categories
+from app.arena.tables import speedup_cell
+from app.arena.verdicts import NO_SPREAD, noise_text, speedup_reading
+from specviz.core.verdict import FASTER, SLOWER
+
+LABEL = "Poorly vs well matched draft"
+"""The preset's button label (and the sentence's first words)."""
+POOR, WELL = "early-exit", "distilled"
+"""The two drafters compared: the target's first layers untrained (poorly matched), a small draft model trained on
+the target's outputs (well matched)."""
+NAMES = {POOR: "early exit (the target's first layers, untrained)",
+         WELL: "distilled draft (a few layers trained on the target's outputs)"}
+SHORT = {POOR: "early exit", WELL: "distilled draft"}
+K = "4"
+CATEGORY = "qa"
+"""The preset's category of the suite: short questions, a few minutes on a CPU for both drafters."""
+INFO = (f"{LABEL}: ticks exactly the early exit and the distilled draft, k = {K}, the {CATEGORY} category and greedy "
+        "decoding; press Run arena to race them.")
+
+
+def preset(offered: list[str]) -> dict:
+    """The comparison's settings, by control: {"drafters": [early-exit, distilled], "ks": ["4"], "source":
+    "category", "category": :data:`CATEGORY` (the first of the ``offered`` categories when the suite lacks it),
+    "temperature": 0.0 (greedy)}. Raises ValueError when no category is offered."""
+    if not offered:
+        raise ValueError("the suite has no categories")
+    return {"drafters": [POOR, WELL], "ks": [K], "source": "category",
+            "category": CATEGORY if CATEGORY in offered else offered[0], "temperature": 0.0}
+
+
+def status() -> str:
+    """The status line once the preset is set: what it ticked, and to press Run arena."""
+    return render.status_html(INFO, "info")
+
+
+PRESET_OUTPUTS = ("drafters", "ks", "source", "category", "temperature", "status")
+"""What :func:`chosen` sets, in order (the Arena's controls, then its status line)."""
+
+
+def chosen() -> tuple:
+    """The preset's button: the values of :data:`PRESET_OUTPUTS` (:func:`preset` on the suite's categories, then
+    :func:`status`)."""
+    values = preset(categories())
+    return (*(values[name] for name in PRESET_OUTPUTS[:-1]), status())
+
+
+def wire(button, outputs: list) -> None:
+    """Make ``button`` (a gr.Button) set the preset: :func:`chosen` into ``outputs``, the components of
+    :data:`PRESET_OUTPUTS` in that order (in the browser's round trip, outside the queue: it does no work)."""
+    button.click(chosen, outputs=outputs, queue=False, api_visibility="private")
+
+
+def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
+    """The overall ("all") pooled rows of the early exit and the distilled draft at the same k (k = 4 when both
+    ran it, else the first k both ran, in the rows' order); None unless both ran."""
+    rows = [r for r in summary if r.get("level") == "overall" and r.get("drafter") in (POOR, WELL)]
+    ks = [r["k"] for r in rows if r["drafter"] == POOR]
+    shared = [k for k in ks if any(r["drafter"] == WELL and r["k"] == k for r in rows)]
+    if not shared:
+        return None
+    k = K if K in shared else shared[0]
+    pick = {r["drafter"]: r for r in rows if r["k"] == k}
+    return pick[POOR], pick[WELL]
+
+
+def _counted(row: dict) -> str:
+    """"early exit (the target's first layers, untrained): acceptance rate 0.02, 1.08 tokens per pass" from a row's
+    own figures ("–" for one it lacks)."""
+    rate, tokens = row.get("acceptance_rate"), row.get("tokens_per_pass")
+    rate_text = "–" if rate is None else f"{rate:.2f}"
+    tokens_text = "–" if tokens is None else f"{tokens:.2f}"
+    return f"{NAMES[row['drafter']]}: acceptance rate {rate_text}, {tokens_text} tokens per pass"
+
+
+def _acceptance_meaning(poor: dict, well: dict) -> str:
+    """What the two acceptance rates say about matching (from the rows' values)."""
+    a, b = poor.get("acceptance_rate"), well.get("acceptance_rate")
+    if a is None or b is None:
+        return "Without drafted tokens on both sides there is no acceptance to compare."
+    if b > a:
+        return ("The distilled draft, the smaller model, is accepted more often: matching the target, not size, "
+                "decides acceptance.")
+    return ("Here the distilled draft was not accepted more often than the early exit, so this run does not show "
+            "what training on the target's outputs buys.")
+
+
+def _pays(row: dict) -> str:
+    """Whether a drafter pays, by the rule's reading of its decoding speedup: "the early exit does not pay"
+    (slower), "the distilled draft pays" (faster), "the distilled draft costs about what it saves", or why it cannot
+    be told in the page's words (:func:`app.arena.verdicts.noise_text`): "for the early exit, too noisy to tell: its
+    ratios on both sides of 1"."""
+    name = SHORT[row["drafter"]]
+    noise = noise_text(row)
+    if noise:
+        return f"for the {name}, {noise}"
+    read = speedup_reading(row)
+    if read is None:
+        return f"for the {name}, it cannot be told ({NO_SPREAD})"
+    return {FASTER: f"the {name} pays", SLOWER: f"the {name} does not pay"}.get(
+        read.word, f"the {name} costs about what it saves")
+
+
+def sentence(summary: list[dict]) -> str | None:
+    """One plain paragraph comparing the early exit and the distilled draft from the pooled rows ``summary``
+    (:attr:`specviz.analysis.arena_rows.ArenaResult.summary`): the acceptance rate and tokens per pass of each, their
+    decoding speedups with spread (:func:`app.arena.tables.speedup_cell`; too noisy to tell when the rule says so),
+    and what it means; None unless both drafters ran at a common k."""
+    pair = _pair(summary)
+    if pair is None:
+        return None
+    poor, well = pair
+    prompts = render.plural(int(well.get("prompts") or 0), "prompt")
+    counted = f"{LABEL} (k = {well['k']}, {prompts}): {_counted(poor)}; {_counted(well)}."
+    speeds = (f"Speedup, decode: {SHORT[POOR]} {speedup_cell(poor, 'decode_speedup')}, {SHORT[WELL]} "
+              f"{speedup_cell(well, 'decode_speedup')}.")
+    cost = f"Cost decides whether a draft pays: {_pays(poor)}; {_pays(well)}."
+    return " ".join((counted, speeds, _acceptance_meaning(poor, well), cost))

@@ -1,0 +1,130 @@
+"""The Arena's "Poorly vs well matched draft" vignette (app/arena/matching.py): the preset ticks the early exit and
+the distilled draft at k = 4 on one short category, greedy; after a run of both, one sentence compares them from the
+measured rows (made here by the arena's own row builder from hand-made counts and timings: no model runs)."""
+
+from __future__ import annotations
+
+import html
+import os
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import arena as arena_tab  # noqa: E402
+from app.arena import matching  # noqa: E402
+from specviz.analysis.arena import variants  # noqa: E402
+from specviz.analysis.arena_rows import ArenaResult, Measured, _counts, make_row, summarize  # noqa: E402
+from specviz.core.counters import Counters  # noqa: E402
+from specviz.core.engine import GenerationConfig  # noqa: E402
+
+# (passes, drafted, accepted, ms per token) of each drafter's run: 10 tokens after a 5 ms prefill, 11 in all
+POOR_RUN = (8, 32, 2, 200.0)  # 1.25 tokens per pass, acceptance 2 / 32
+WELL_RUN = (5, 20, 5, 75.0)  # 2.00 tokens per pass, acceptance 5 / 20
+
+
+def _result(monkeypatch, baseline_ms: list[float], poor=POOR_RUN, well=WELL_RUN,
+            drafters=("early-exit", "distilled")) -> ArenaResult:
+    """One prompt raced by the arena's own loop (:func:`specviz.analysis.arena._measure_prompt`, baseline runs of
+    ``baseline_ms`` ms per token in order B, early exit, B, distilled, B) with ``measure_run`` replaced by
+    hand-made counts, and its rows made and pooled by the arena's row builder."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.prompts import Prompt
+
+    times = iter(baseline_ms)
+    runs = {"early-exit": poor, "distilled": well}
+
+    def fake_run(target, drafter, ids, config, stop):
+        if drafter is None:
+            ms = next(times)
+            return Measured(Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms),
+                            (1, 2, 3))
+        passes, drafted, accepted, ms = runs[drafter]
+        return Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, drafted=drafted, accepted=accepted,
+                                 rejections=passes - 1, prefill_ms=5.0, verify_ms=10 * ms), (1, 2, 3))
+
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(list(drafters), [4])
+    session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else v.drafter,
+                             lambda: False, lambda _: None)
+    measured = arena._measure_prompt(session, methods, 0, Prompt("qa-1", "qa", "x"), [1])
+    rows = [make_row("prompt", "qa", "qa-1", v, _counts(*measured[v][:2], True, *measured[v][2:])) for v in methods]
+    return ArenaResult(rows=rows, summary=summarize(rows, methods), variants=methods)
+
+
+def test_the_sentence_compares_the_two_drafters_from_their_rows(monkeypatch):
+    """Baselines of 100, 110, 100 ms per token: the early exit (200) sits between 100 and 110, the distilled draft
+    (75) between 110 and 100; every figure comes from the pooled "all" rows."""
+    result = _result(monkeypatch, [100.0, 110.0, 100.0])
+    poor, well = (next(r for r in result.summary if r["level"] == "overall" and r["drafter"] == d)
+                  for d in ("early-exit", "distilled"))
+    assert (poor["acceptance_rate"], poor["tokens_per_pass"]) == (pytest.approx(2 / 32), pytest.approx(1.25))
+    assert (well["acceptance_rate"], well["tokens_per_pass"]) == (pytest.approx(5 / 20), pytest.approx(2.0))
+    said = matching.sentence(result.summary)
+    assert said == (
+        "Poorly vs well matched draft (k = 4, 1 prompt): early exit (the target's first layers, untrained): "
+        "acceptance rate 0.06, 1.25 tokens per pass; distilled draft (a few layers trained on the target's outputs): "
+        "acceptance rate 0.25, 2.00 tokens per pass. "
+        "Speedup, decode: early exit 0.53× slower (0.50–0.55×), distilled draft 1.40× faster (1.33–1.47×). "
+        "The distilled draft, the smaller model, is accepted more often: matching the target, not size, decides "
+        "acceptance. Cost decides whether a draft pays: the early exit does not pay; the distilled draft pays.")
+    # the speedups are the table's own cells (one reading of a row)
+    for row in (poor, well):
+        assert arena_tab.speedup_cell(row, "decode_speedup") in said
+
+
+def test_too_noisy_speedups_are_said_so_not_read(monkeypatch):
+    """A middle baseline 3x slower (the machine was busy): each drafter's ratios against the two standard runs
+    beside it lie on both sides of 1, so neither pays nor fails to pay; the acceptance still reads."""
+    result = _result(monkeypatch, [100.0, 300.0, 100.0], well=(5, 20, 5, 150.0))
+    said = matching.sentence(result.summary)
+    assert "Speedup, decode: early exit too noisy to tell: 1.00× measured (0.50–1.50×), baselines drifted 200% " \
+           "apart, distilled draft too noisy to tell: 1.33× measured (0.67–2.00×), baselines drifted 200% apart." in said
+    assert said.endswith(
+        "Cost decides whether a draft pays: for the early exit, too noisy to tell: its ratios on both sides of 1; "
+        "baselines drifted 200% apart; for the distilled draft, too noisy to tell: its ratios on both sides of 1; "
+        "baselines drifted 200% apart.")
+    assert "matching the target, not size, decides acceptance" in said
+    assert " pays" not in said.replace("whether a draft pays", "")
+
+
+def test_the_sentence_says_when_the_distilled_draft_was_not_accepted_more(monkeypatch):
+    result = _result(monkeypatch, [100.0, 110.0, 100.0], well=(8, 32, 1, 75.0))
+    said = matching.sentence(result.summary)
+    assert "acceptance rate 0.03, 1.25 tokens per pass." in said
+    assert ("Here the distilled draft was not accepted more often than the early exit, so this run does not show what "
+            "training on the target's outputs buys.") in said
+
+
+def test_no_sentence_without_both_drafters(monkeypatch):
+    result = _result(monkeypatch, [100.0, 110.0], drafters=("early-exit",))
+    assert matching.sentence(result.summary) is None
+    assert matching.sentence([]) is None
+    status = arena_tab._done_status(result, 3.0)
+    assert "Poorly vs well" not in status
+
+
+def test_the_status_of_a_finished_run_carries_the_sentence(monkeypatch):
+    result = _result(monkeypatch, [100.0, 110.0, 100.0])
+    status = arena_tab._done_status(result, 3.0, notes=["another note"])
+    said = html.escape(matching.sentence(result.summary))
+    assert said in status and status.index(said) < status.index("another note")  # the comparison comes first
+
+
+def test_the_preset_ticks_the_early_exit_and_the_distilled_draft_at_k_4_greedy():
+    values = dict(zip(matching.PRESET_OUTPUTS, matching.chosen()))
+    assert values["drafters"] == ["early-exit", "distilled"] and values["ks"] == ["4"]
+    assert (values["source"], values["category"], values["temperature"]) == ("category", "qa", 0.0)
+    assert "Run arena" in values["status"] and "status-info" in values["status"]
+    # every value is one the controls offer
+    assert set(values["drafters"]) <= {key for _, key in arena_tab.drafter_choices()}
+    assert set(values["ks"]) <= set(arena_tab.K_CHOICES) and values["category"] in arena_tab.categories()
+    # and the Run button accepts them: the suite's qa prompts, both drafters, k = 4, greedy
+    s = arena_tab.parse_inputs(arena_tab.ArenaInputs(values["drafters"], values["ks"], values["source"], "",
+                                                     values["category"], 48, "embedded", "", 0,
+                                                     values["temperature"], 0, True))
+    assert s["drafters"] == ["early-exit", "distilled"] and s["ks"] == ["4"] and s["temperature"] == 0.0
+    assert {p["category"] for p in s["prompts"]} == {"qa"} and len(s["prompts"]) == 6
+    assert matching.preset(["chat", "math"])["category"] == "chat"  # a suite without qa: its first category
+    with pytest.raises(ValueError):
+        matching.preset([])
