@@ -194,7 +194,7 @@ POOLED_MODULES = frozenset({
     "test_recording", "test_registry", "test_bad_input", "test_cpu_fast_path", "test_classroom_stepper", "test_drafter_suffix",
     "test_suite", "test_train", "test_verify", "test_whatif", "test_zerogpu", "test_offload", "test_weights",
     "test_engine_field_faults", "test_drafter_cross_tokenizer_edges", "test_messages", "test_drafter_distilled",
-    "test_train_data", "test_llama_cpp_compare", "test_why_noise",
+    "test_train_data", "test_llama_cpp_compare", "test_why_noise", "test_row_exact",
 })
 SERVER_FIXTURES = frozenset({"app_url", "browser"})
 
