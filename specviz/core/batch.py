@@ -17,7 +17,7 @@ from specviz.core.drafting import Drafter, DrafterBase, as_drafter
 from specviz.core.events import NumericalError, RunKind
 from specviz.core.graphs import choose_runner
 from specviz.core.kv import (PREFILL_CHUNK, Clock, TreeLayout, cache_length, check_cancel, compilations,
-                             forward_chunked, forward_rows, new_cache)
+                             forward_chunked, forward_rows, new_cache, row_exact)
 from specviz.core.output import OutputTracker
 from specviz.core.rowpass import Row
 from specviz.core.tree import tree_attention_mask, tree_positions
@@ -163,6 +163,8 @@ class Batch:
             logits, feats = forward_chunked(self.target.model, row.prompt_ids, self.cache, 1, cancel=self.cancel,
                                             features=self.features)
             return self._checked([(logits[-1], feats)])
+        if row_exact(self.target.model):
+            return self._prefill_each()
         longest = max(len(r.prompt_ids) for r in self.active)
         padded = [r.prompt_ids + [r.prompt_ids[-1]] * (longest - len(r.prompt_ids)) for r in self.active]
         logits_at: list = [None] * len(padded)
@@ -180,6 +182,20 @@ class Batch:
         self.cache.set_row_lengths([len(r.prompt_ids) for r in self.active])
         return self._checked([(logits_at[b], torch.cat(feats[b])[:len(row.prompt_ids)] if feats[b] else None)
                               for b, row in enumerate(self.active)])
+
+    def _prefill_each(self) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """:meth:`prefill_logits` for a row-exact model (:func:`~specviz.core.kv.row_exact`: a weight format on the
+        CPU): each prompt read alone, as its single-prompt run reads it (padded rows read together differ from it in
+        the last bits, which bfloat16 inputs can turn into another greedy token), then the caches stacked."""
+        out, caches = [], []
+        for row in self.active:
+            cache = new_cache(self.target.model)
+            logits, feats = forward_chunked(self.target.model, row.prompt_ids, cache, 1, cancel=self.cancel,
+                                            features=self.features)
+            out.append((logits[-1], feats))
+            caches.append(cache)
+        self.cache.stack_rows(caches)
+        return self._checked(out)
 
     def processed(self, row: Row, logits: torch.Tensor, prefixes: list[list[int]]) -> torch.Tensor:
         """(n, vocab) logits after the run's logits processors (:func:`specviz.core.verify.apply_processors`),

@@ -147,6 +147,21 @@ class SlabCache(Cache):
             layer.values = layer.values.index_select(0, index)
             layer.lengths = [layer.lengths[row] for row in rows]
 
+    @torch.inference_mode()
+    def stack_rows(self, caches: list[SlabCache]) -> None:
+        """Become the batch of ``caches`` (single-row SlabCaches of the same model, each of its own length): row b
+        holds caches[b]'s positions, at caches[b]'s length."""
+        for layer, rows in zip(self.layers, zip(*(cache.layers for cache in caches))):
+            lengths = [row.lengths[0] for row in rows]
+            layer.capacity = max(row.capacity for row in rows)
+            for name in ("keys", "values"):
+                first = getattr(rows[0], name)
+                stacked = first.new_zeros((len(rows), first.shape[1], layer.capacity, first.shape[-1]))
+                for b, row in enumerate(rows):
+                    stacked[b, :, :lengths[b]] = getattr(row, name)[0, :, :lengths[b]]
+                setattr(layer, name, stacked)
+            layer.device, layer.lengths, layer.is_initialized = rows[0].device, lengths, True
+
     def set_row_lengths(self, lengths: list[int]) -> None:
         """Shorten rows to ``lengths`` (each <= the row's current length): a rollback per row."""
         current = self.row_lengths()
@@ -159,6 +174,12 @@ class SlabCache(Cache):
 def _decoder_layers(model: torch.nn.Module) -> int:
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     return int(config.num_hidden_layers)
+
+
+def row_exact(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s attention computes a verification's rows as one-token steps do (attention modules marked
+    ``_specviz_row_exact`` by :func:`specviz.runtime.speed.attention.mark_row_exact`: a weight format on the CPU)."""
+    return any(getattr(module, "_specviz_row_exact", False) for module in model.modules())
 
 
 def new_cache(model: torch.nn.Module, capacity: int = INITIAL_CAPACITY) -> SlabCache:

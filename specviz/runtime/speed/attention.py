@@ -5,7 +5,7 @@ verifications must compute each row exactly as a one-token step does (:func:`mar
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -57,16 +57,20 @@ def _install_folded_sdpa() -> bool:
 
 
 ROW_EXACT_MAX = 32  # forwards of at most this many new tokens (verifications) go row by row in a row-exact model
+ROW_EXACT_ROWS = 64  # masked forwards (trees, lookahead's window, batches) of at most this many rows in all, too
 
 
 def mark_row_exact(model: torch.nn.Module) -> int:
-    """Make ``model``'s attention compute a forward of 2..:data:`ROW_EXACT_MAX` new tokens of one sequence under the
-    plain causal mask (a chain verification) row by row, each row as the one-token step at its position computes it
-    (its own query, the keys up to it, no mask: :func:`_per_row`). A model whose linears round their input to
-    bfloat16 (the int8/int4/bfloat16 weight formats) needs it: attention over several queries differs from one
-    query's by float32 rounding (~1e-7), which a bfloat16 rounding can turn into a 2^-8 change and a different
-    greedy token. Marks the attention modules (of this model object only) and installs the hook; returns how many
-    were marked (0: not an sdpa model, nothing to do)."""
+    """Make ``model``'s attention compute a verification row by row, each row as the one-token step that would
+    compute it alone (its own query, exactly the keys it may see, in cache order, no mask: :func:`_row_keys`,
+    :func:`_per_row`): a chain verification (one sequence, 2..:data:`ROW_EXACT_MAX` new tokens, plain causal mask),
+    and a forward with an explicit mask of at most :data:`ROW_EXACT_ROWS` rows in all (batch rows x new tokens): a
+    tree pass (each node sees the context, its ancestors and itself, as its step on the accepted path would; the
+    lookahead drafter's window is such a tree) or a batch's pass (each row its own cached length). A model whose
+    linears round their input to bfloat16 (the int8/int4/bfloat16 weight formats) needs it: attention over several
+    queries differs from one query's by float32 rounding (~1e-7), which a bfloat16 rounding can turn into a 2^-8
+    change and a different greedy token. Marks the attention modules (of this model object only) and installs the
+    hook; returns how many were marked (0: not an sdpa model, nothing to do)."""
     config = model.config.get_text_config() if hasattr(model, "config") else None
     if getattr(config, "_attn_implementation", None) != "sdpa" or not _install_folded_sdpa():
         return 0
@@ -87,13 +91,110 @@ def _plain_causal(mask: torch.Tensor | None, n: int, length: int) -> bool:
     return bool(torch.equal(seen.cpu(), causal))
 
 
-def _per_row(module, query, key, value, options):
-    """Attention for each new row alone, as its one-token step computes it: (1, n, H, D) output, None."""
-    n, length = query.shape[2], key.shape[2]
+class Gather(NamedTuple):
+    """The cached positions a row attends to when they are not one range: ``indices`` (m,) int64, ascending; the
+    first ``lead`` of them are 0..lead-1 (a tree node's context and root)."""
+
+    indices: torch.Tensor
+    lead: int
+
+
+Keys = slice | Gather  # the cached positions one row attends to: a range (read as a view of the cache) or a Gather
+
+
+def _row_keys(mask: torch.Tensor | None, batch: int, n: int, length: int) -> list[list[Keys]] | None:
+    """Per batch row b and new token i, the key positions its one-token step reads, or None: keep the one-call path.
+
+    Args:
+        mask: None (causal: row i sees keys 0..L-n+i), or (B or 1, 1, n, L) boolean (True: may attend) or additive
+            (0: may attend).
+        batch, n, length: B, new tokens per row, L key positions.
+
+    Returns:
+        ``keys[b][i]``: a slice when the row sees a contiguous range (a chain, a batch row, a tree node whose
+        ancestors are its predecessors), else a (m,) int64 tensor of the positions it sees, in cache order (a tree
+        node: the context, its ancestors from the root down, itself). None for one token of one sequence without a
+        mask (the step itself), a causal forward of more than :data:`ROW_EXACT_MAX` new tokens, more than
+        :data:`ROW_EXACT_ROWS` rows of a batch or under a mask, any other shape of mask, or a row that sees nothing.
+    """
+    if mask is None:
+        return _causal_rows(batch, n, length)
+    if (batch * n > ROW_EXACT_ROWS or mask.dim() != 4 or mask.shape[1] != 1
+            or tuple(mask.shape[-2:]) != (n, length) or mask.shape[0] not in (1, batch)):
+        return None
+    global _LAST_MASK
+    last = _LAST_MASK  # every layer of a forward gets the same mask: read it once (a copy kept, compared)
+    if (last is not None and last[1] == batch and last[0].shape == mask.shape and last[0].dtype == mask.dtype
+            and last[0].device == mask.device and torch.equal(last[0], mask)):
+        return last[2]
+    if batch == 1 and n > 1 and _plain_causal(mask, n, length):
+        rows = _causal_rows(batch, n, length)
+    else:
+        rows = _masked_rows(mask, batch, n, length)
+    _LAST_MASK = (mask.clone(), batch, rows)
+    return rows
+
+
+_LAST_MASK: tuple | None = None  # (a copy of the last mask read, its batch size, its rows)
+
+
+def _causal_rows(batch: int, n: int, length: int) -> list[list[Keys]] | None:
+    """:func:`_row_keys` under the causal mask: row i of every batch row sees keys 0..L-n+i."""
+    if batch * n == 1 or n > ROW_EXACT_MAX or batch > 1 and batch * n > ROW_EXACT_ROWS:
+        return None
+    return [[slice(0, length - n + i + 1) for i in range(n)]] * batch
+
+
+def _masked_rows(mask: torch.Tensor, batch: int, n: int, length: int) -> list[list[Keys]] | None:
+    """:func:`_row_keys` for a (B or 1, 1, n, L) mask of the right shape, read from scratch."""
+    seen = (mask[:, 0] if mask.dtype == torch.bool else mask[:, 0] == 0).cpu().expand(batch, n, length)
+    counts = seen.sum(-1).reshape(-1)
+    if not bool((counts > 0).all()):
+        return None
+    first = seen.int().argmax(-1).reshape(-1)  # the first position each row sees, its last, its first unseen
+    last = (length - 1 - seen.flip(-1).int().argmax(-1)).reshape(-1)
+    gap = torch.where(seen.all(-1), length, (~seen).int().argmax(-1)).reshape(-1)
+    contiguous = (last - first + 1 == counts).tolist()
+    first, counts, gap = first.tolist(), counts.tolist(), gap.tolist()
+    columns = seen.reshape(batch * n, length).nonzero()[:, 1].split(counts)
+    rows = [slice(first[r], first[r] + counts[r]) if contiguous[r] else Gather(columns[r], gap[r] if first[r] == 0
+                                                                                else 0) for r in range(batch * n)]
+    return [rows[b * n:(b + 1) * n] for b in range(batch)]
+
+
+def _per_row(module, query, key, value, rows: list[list[Keys]], options):
+    """Attention for each new row alone, as its one-token step computes it: (B, n, H, D) output, None.
+
+    ``rows`` as :func:`_row_keys` returns them. Each row goes through :func:`_folded_sdpa` with one query, its keys
+    and values (:func:`_row_views`) and no mask."""
     options = {k: v for k, v in options.items() if k != "is_causal"}
-    rows = [_folded_sdpa(module, query[:, :, i:i + 1], key[:, :, :length - n + i + 1],
-                         value[:, :, :length - n + i + 1], None, **options)[0] for i in range(n)]
-    return torch.cat(rows, dim=1), None
+    out = []
+    for b, keys in enumerate(rows):
+        views = _row_views(key[b:b + 1], value[b:b + 1], keys)
+        out.append(torch.cat([_folded_sdpa(module, query[b:b + 1, :, i:i + 1], *next(views), None, **options)[0]
+                              for i in range(len(keys))], dim=1))
+    return torch.cat(out) if len(out) > 1 else out[0], None
+
+
+def _row_views(key: torch.Tensor, value: torch.Tensor, keys: list[Keys]):
+    """Per row of one sequence, in order, its (1, H_kv, m, D) keys and values: a range is a view of the cache (as
+    the step reads it); a :class:`Gather`'s positions are written after their shared lead in one scratch buffer
+    (the lead copied once, then each row's other positions: a tree node's ancestors and itself), valid until the
+    next row's are yielded."""
+    gathers = [k for k in keys if isinstance(k, Gather)]
+    if gathers:
+        lead = min(k.lead for k in gathers)
+        size = (1, key.shape[1], max(len(k.indices) for k in gathers), key.shape[-1])
+        scratch = key.new_empty(size), value.new_empty(size)
+        scratch[0][:, :, :lead], scratch[1][:, :, :lead] = key[:, :, :lead], value[:, :, :lead]
+    for k in keys:
+        if isinstance(k, slice):
+            yield key[:, :, k], value[:, :, k]
+            continue
+        rest, m = k.indices[lead:].to(key.device), len(k.indices)
+        scratch[0][:, :, lead:m] = key.index_select(2, rest)
+        scratch[1][:, :, lead:m] = value.index_select(2, rest)
+        yield scratch[0][:, :, :m], scratch[1][:, :, :m]
 
 
 def _folded_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -115,9 +216,10 @@ def _folded_sdpa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor
     dropout, position bias, soft-capping, attention sinks, attention weights asked for, or under torch.compile) goes
     to transformers' own function with the same arguments.
     """
-    if (getattr(module, "_specviz_row_exact", False) and query.shape[0] == 1 and 1 < query.shape[2] <= ROW_EXACT_MAX
-            and _plain_causal(attention_mask, query.shape[2], key.shape[2])):
-        return _per_row(module, query, key, value, options)
+    if getattr(module, "_specviz_row_exact", False):
+        rows = _row_keys(attention_mask, query.shape[0], query.shape[2], key.shape[2])
+        if rows is not None:
+            return _per_row(module, query, key, value, rows, options)
     if not _foldable(module, query, key, attention_mask, options):
         return _STOCK_SDPA(module, query, key, value, attention_mask, **options)
     groups = module.num_key_value_groups
