@@ -11,12 +11,14 @@ from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from specviz.analysis.arena_rows import BASELINE
 
 
-SHADES = {  # per drafter, dark to light: one shade per k
+SHADES = {  # per drafter, dark to light: one shade per k; none is the baseline's neutral grey (COLORS["baseline"])
     "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
     "early-exit": ("#3e1f79", "#6f42c1", "#8250df", "#a475f9", "#c297ff", "#d8b9ff"),
     "bf16": ("#0a3069", "#0550ae", "#0969da", "#218bff", "#54aeff", "#80ccff"),
     "model": ("#762c00", "#953800", "#bc4c00", "#e16f24", "#fb8f44", "#ffb77c"),
-    "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
+    "oracle": ("#000000", "#1f2328", "#24292f", "#32383f", "#424a53", "#57606a"),  # charcoal: apart from the grey
+    "distilled": ("#3b2314", "#5c3a21", "#8a5a36", "#b07a4f", "#cf9f78", "#e8c9ad"),
+    "suffix": ("#0c4a6e", "#075985", "#0284c7", "#0ea5e9", "#38bdf8", "#7dd3fc"),
     "eagle": ("#4d2d00", "#7d4e00", "#9a6700", "#bf8700", "#d4a72c", "#eac54f"),
     "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
     "eagle:tree": ("#00403e", "#006a67", "#008f8a", "#1fb5ad", "#5fd3cb", "#a6ece6"),
