@@ -14,7 +14,7 @@ import pytest  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app.arena import matching  # noqa: E402
-from app.arena.tables import share_cell  # noqa: E402
+from app.arena.tables import share_cell, share_interval  # noqa: E402
 from specviz.analysis.arena import variants  # noqa: E402
 from specviz.analysis.arena_rows import ArenaResult, Measured, _counts, make_row, summarize  # noqa: E402
 from specviz.core.counters import Counters  # noqa: E402
@@ -162,3 +162,18 @@ def test_the_preset_ticks_the_early_exit_and_the_distilled_draft_at_k_4_greedy()
     assert matching.preset(["chat", "math"])["category"] == "chat"  # a suite without qa: its first category
     with pytest.raises(ValueError):
         matching.preset([])
+
+
+def test_the_acceptance_chart_carries_the_same_intervals(monkeypatch):
+    """The acceptance panel's bars have error bars to the ends of the Wilson interval of each row's counts, the
+    same interval the table's cell and the sentence give."""
+    result = _result(monkeypatch, [100.0, 110.0, 100.0])
+    figure = arena_tab.arena_figure(result.summary)
+    bars = {t.name: t for t in figure.data if t.yaxis == "y2"}  # the second panel: acceptance
+    assert set(bars) == {"early-exit k=4", "distilled k=4"}  # standard decoding drafts nothing
+    for row in (r for r in result.summary if r["drafter"] in ("early-exit", "distilled")):
+        trace, interval = bars[row["variant"]], share_interval(row, "acceptance_rate")
+        assert trace.error_y.array[0] == pytest.approx(interval.high - row["acceptance_rate"])
+        assert trace.error_y.arrayminus[0] == pytest.approx(row["acceptance_rate"] - interval.low)
+        assert "95% Wilson interval of its counts" in trace.text[0]
+    assert any("95% Wilson interval of its counts" in a.text for a in figure.layout.annotations)
