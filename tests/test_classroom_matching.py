@@ -84,5 +84,6 @@ def test_each_says_why_the_same_seed_gives_another_text():
     for walkthrough_id in (POOR, WELL):
         description = walkthroughs[walkthrough_id]["description"]
         assert ("sample at temperature 1 with the same seed, yet their texts differ: both keep the target's "
-                "distribution exactly, but each drafter makes its run draw its random numbers differently") in description
+                "distribution exactly, but each drafter makes its run draw its random numbers "
+                "differently") in description
         assert "at temperature 0 the two texts would be identical." in description

@@ -140,8 +140,8 @@ def _caption_emit(s: Stepper, e: PassEvent) -> str:
     if e.next_kind == "bonus":
         how = "took its top choice" if rec.greedy else "sampled from its own distribution"
         verb = "was" if m == 1 else "were"
-        return (f"{_all_guesses(m).capitalize()} {verb} accepted, so the target's forward pass gives one more token for free: it "
-                f"{how} after the last guess — the bonus token {token}.{gain}" + _cut_note(e, m + 1) + end)
+        return (f"{_all_guesses(m).capitalize()} {verb} accepted, so the target's forward pass gives one more token "
+                f"for free: it {how} after the last guess — the bonus token {token}.{gain}" + _cut_note(e, m + 1) + end)
     if rec.greedy:
         how = (f"the target's own top choice {token} replaces the rejected guess — exactly the token standard "
                "decoding would have produced here")
