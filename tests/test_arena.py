@@ -510,6 +510,23 @@ def test_each_method_gets_its_own_colour():
     assert colors["eagle:tree k=2"] in arena_tab.SHADES["eagle:tree"]  # a tree is a hue of its own
 
 
+def test_every_offered_drafter_has_a_hue_apart_from_the_standard_grey():
+    """Each drafter the Arena offers, at one k, gets its own colour (the distilled draft was the fallback grey,
+    beside standard decoding's); standard decoding keeps the neutral grey, and no drafter's colour lies near it."""
+    drafters = [key for _, key in arena_tab.drafter_choices()]
+    rows = [{"variant": "none", "drafter": "none"}] + [{"variant": f"{d} k=4", "drafter": d} for d in drafters]
+    colors = arena_tab.variant_colors(rows)
+    assert set(drafters) <= set(arena_tab.SHADES) and len(set(colors.values())) == len(rows)
+
+    def rgb(color: str) -> tuple[int, ...]:
+        return tuple(int(color[i:i + 2], 16) for i in (1, 3, 5))
+
+    grey = rgb(colors["none"])
+    assert colors["none"] == "#6e7781"
+    for d in drafters:
+        assert sum(abs(a - b) for a, b in zip(rgb(colors[f"{d} k=4"]), grey)) > 60, d
+
+
 def test_variants_and_bad_settings():
     assert variants(["ngram", "none", "ngram"], ["4", "auto", 4]) == [
         Variant("none"), Variant("ngram", 4), Variant("ngram", 4, adaptive=True)]

@@ -1,6 +1,7 @@
-"""The Arena's "Poorly vs well matched draft" vignette (app/arena/matching.py): the preset ticks the early exit and
-the distilled draft at k = 4 on one short category, greedy; after a run of both, one sentence compares them from the
-measured rows (made here by the arena's own row builder from hand-made counts and timings: no model runs)."""
+"""The Arena's "Poorly vs better matched draft" vignette (app/arena/matching.py): the preset ticks the early exit
+and the distilled draft at k = 4 on one short category, greedy; after a run of both, one sentence compares them from
+the measured rows (made here by the arena's own row builder from hand-made counts and timings: no model runs), and
+says one is accepted more often only when the Wilson intervals of the two rates do not overlap."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from app.arena import matching  # noqa: E402
+from app.arena.tables import share_cell, share_interval  # noqa: E402
 from specviz.analysis.arena import variants  # noqa: E402
 from specviz.analysis.arena_rows import ArenaResult, Measured, _counts, make_row, summarize  # noqa: E402
 from specviz.core.counters import Counters  # noqa: E402
@@ -20,7 +22,7 @@ from specviz.core.engine import GenerationConfig  # noqa: E402
 
 # (passes, drafted, accepted, ms per token) of each drafter's run: 10 tokens after a 5 ms prefill, 11 in all
 POOR_RUN = (8, 32, 2, 200.0)  # 1.25 tokens per pass, acceptance 2 / 32
-WELL_RUN = (5, 20, 5, 75.0)  # 2.00 tokens per pass, acceptance 5 / 20
+WELL_RUN = (5, 20, 12, 75.0)  # 2.00 tokens per pass, acceptance 12 / 20
 
 
 def _result(monkeypatch, baseline_ms: list[float], poor=POOR_RUN, well=WELL_RUN,
@@ -59,24 +61,32 @@ def test_the_sentence_compares_the_two_drafters_from_their_rows(monkeypatch):
     poor, well = (next(r for r in result.summary if r["level"] == "overall" and r["drafter"] == d)
                   for d in ("early-exit", "distilled"))
     assert (poor["acceptance_rate"], poor["tokens_per_pass"]) == (pytest.approx(2 / 32), pytest.approx(1.25))
-    assert (well["acceptance_rate"], well["tokens_per_pass"]) == (pytest.approx(5 / 20), pytest.approx(2.0))
+    assert (well["acceptance_rate"], well["tokens_per_pass"]) == (pytest.approx(12 / 20), pytest.approx(2.0))
     said = matching.sentence(result.summary)
+    # Wilson 95%: 2 of 32 -> 0.017–0.20, 12 of 20 -> 0.39–0.78: apart, so the claim is made
     assert said == (
-        "Poorly vs well matched draft (k = 4, 1 prompt): early exit (the target's first layers, untrained): "
-        "acceptance rate 0.06, 1.25 tokens per pass; distilled draft (a few layers trained on the target's outputs): "
-        "acceptance rate 0.25, 2.00 tokens per pass. "
+        "Poorly vs better matched draft (k = 4, 1 prompt): early exit (the target's first layers, untrained): "
+        "acceptance rate 0.06 (0.02–0.20), 1.25 tokens per pass; distilled draft (a few layers trained on the "
+        "target's outputs): acceptance rate 0.60 (0.39–0.78), 2.00 tokens per pass. "
         "Speedup, decode: early exit 0.53× slower (0.50–0.55×), distilled draft 1.40× faster (1.33–1.47×). "
-        "The distilled draft, the smaller model, is accepted more often: matching the target, not size, decides "
-        "acceptance. Cost decides whether a draft pays: the early exit does not pay; the distilled draft pays.")
-    # the speedups are the table's own cells (one reading of a row)
+        "The distilled draft, the smaller model, is accepted more often (the two rates' intervals do not overlap): "
+        "it is better matched to the target, so matching, not size, decides acceptance. "
+        "Cost decides whether a draft pays: the early exit does not pay; the distilled draft pays.")
+    # the speedups and the acceptance rates are the table's own cells (one reading of a row)
     for row in (poor, well):
         assert arena_tab.speedup_cell(row, "decode_speedup") in said
+        assert f"acceptance rate {share_cell(row, 'acceptance_rate')}," in said
+    summary = arena_tab.table([poor, well])
+    column = summary["headers"].index("Acceptance")
+    assert [line[column] for line in summary["data"]] == ["0.06 (0.02–0.20)", "0.60 (0.39–0.78)"]
+    alphas = [line[summary["headers"].index("α")] for line in summary["data"]]
+    assert alphas == [share_cell(row, "alpha") for row in (poor, well)] and all("(" in a for a in alphas)
 
 
 def test_too_noisy_speedups_are_said_so_not_read(monkeypatch):
     """A middle baseline 3x slower (the machine was busy): each drafter's ratios against the two standard runs
     beside it lie on both sides of 1, so neither pays nor fails to pay; the acceptance still reads."""
-    result = _result(monkeypatch, [100.0, 300.0, 100.0], well=(5, 20, 5, 150.0))
+    result = _result(monkeypatch, [100.0, 300.0, 100.0], well=(5, 20, 12, 150.0))
     said = matching.sentence(result.summary)
     assert "Speedup, decode: early exit too noisy to tell: 1.00× measured (0.50–1.50×), baselines drifted 200% " \
            "apart, distilled draft too noisy to tell: 1.33× measured (0.67–2.00×), baselines drifted 200% apart." in said
@@ -84,16 +94,39 @@ def test_too_noisy_speedups_are_said_so_not_read(monkeypatch):
         "Cost decides whether a draft pays: for the early exit, too noisy to tell: its ratios on both sides of 1; "
         "baselines drifted 200% apart; for the distilled draft, too noisy to tell: its ratios on both sides of 1; "
         "baselines drifted 200% apart.")
-    assert "matching the target, not size, decides acceptance" in said
+    assert "matching, not size, decides acceptance" in said
     assert " pays" not in said.replace("whether a draft pays", "")
 
 
-def test_the_sentence_says_when_the_distilled_draft_was_not_accepted_more(monkeypatch):
-    result = _result(monkeypatch, [100.0, 110.0, 100.0], well=(8, 32, 1, 75.0))
+def test_overlapping_intervals_make_no_claim(monkeypatch):
+    """2 of 32 (0.017–0.20) against 5 of 20 (0.11–0.47): the rates differ, their intervals overlap, so the sentence
+    says the difference is too small to tell, and that both are mostly rejected."""
+    result = _result(monkeypatch, [100.0, 110.0, 100.0], well=(5, 20, 5, 75.0))
     said = matching.sentence(result.summary)
-    assert "acceptance rate 0.03, 1.25 tokens per pass." in said
-    assert ("Here the distilled draft was not accepted more often than the early exit, so this run does not show what "
-            "training on the target's outputs buys.") in said
+    assert "acceptance rate 0.25 (0.11–0.47), 2.00 tokens per pass." in said
+    assert ("The difference in acceptance is too small to tell on this run: the two rates' intervals overlap. "
+            "Both are mostly rejected: 6% of the early exit's drafted tokens accepted against 25% of the distilled "
+            "draft's. Cost decides") in said
+    assert "accepted more often" not in said and "better matched" not in said.replace("Poorly vs better matched", "")
+
+
+def test_apart_but_both_mostly_rejected_says_both(monkeypatch):
+    """1 of 78 (0.002–0.07) against 12 of 40 (0.18–0.45): apart, so better matched, and yet both mostly rejected."""
+    result = _result(monkeypatch, [100.0, 110.0, 100.0], poor=(8, 78, 1, 200.0), well=(5, 40, 12, 75.0))
+    said = matching.sentence(result.summary)
+    assert "acceptance rate 0.01 (0.00–0.07)" in said and "acceptance rate 0.30 (0.18–0.45)" in said
+    assert ("is accepted more often (the two rates' intervals do not overlap): it is better matched to the target, "
+            "so matching, not size, decides acceptance. Both are mostly rejected: 1% of the early exit's drafted "
+            "tokens accepted against 30% of the distilled draft's.") in said
+
+
+def test_the_sentence_says_when_the_early_exit_was_accepted_more(monkeypatch):
+    result = _result(monkeypatch, [100.0, 110.0, 100.0], poor=(8, 32, 20, 200.0), well=(8, 32, 1, 75.0))
+    said = matching.sentence(result.summary)
+    assert "acceptance rate 0.03 (0.01–0.16), 1.25 tokens per pass." in said
+    assert ("Here the early exit is accepted more often (the two rates' intervals do not overlap), so this run does "
+            "not show what training on the target's outputs buys.") in said
+    assert "mostly rejected" not in said  # 20 of 32 of the early exit's were accepted
 
 
 def test_no_sentence_without_both_drafters(monkeypatch):
@@ -101,7 +134,7 @@ def test_no_sentence_without_both_drafters(monkeypatch):
     assert matching.sentence(result.summary) is None
     assert matching.sentence([]) is None
     status = arena_tab._done_status(result, 3.0)
-    assert "Poorly vs well" not in status
+    assert "Poorly vs better" not in status
 
 
 def test_the_status_of_a_finished_run_carries_the_sentence(monkeypatch):
@@ -116,6 +149,7 @@ def test_the_preset_ticks_the_early_exit_and_the_distilled_draft_at_k_4_greedy()
     assert values["drafters"] == ["early-exit", "distilled"] and values["ks"] == ["4"]
     assert (values["source"], values["category"], values["temperature"]) == ("category", "qa", 0.0)
     assert "Run arena" in values["status"] and "status-info" in values["status"]
+    assert "several minutes on a 2-core CPU" in values["status"]
     # every value is one the controls offer
     assert set(values["drafters"]) <= {key for _, key in arena_tab.drafter_choices()}
     assert set(values["ks"]) <= set(arena_tab.K_CHOICES) and values["category"] in arena_tab.categories()
@@ -128,3 +162,18 @@ def test_the_preset_ticks_the_early_exit_and_the_distilled_draft_at_k_4_greedy()
     assert matching.preset(["chat", "math"])["category"] == "chat"  # a suite without qa: its first category
     with pytest.raises(ValueError):
         matching.preset([])
+
+
+def test_the_acceptance_chart_carries_the_same_intervals(monkeypatch):
+    """The acceptance panel's bars have error bars to the ends of the Wilson interval of each row's counts, the
+    same interval the table's cell and the sentence give."""
+    result = _result(monkeypatch, [100.0, 110.0, 100.0])
+    figure = arena_tab.arena_figure(result.summary)
+    bars = {t.name: t for t in figure.data if t.yaxis == "y2"}  # the second panel: acceptance
+    assert set(bars) == {"early-exit k=4", "distilled k=4"}  # standard decoding drafts nothing
+    for row in (r for r in result.summary if r["drafter"] in ("early-exit", "distilled")):
+        trace, interval = bars[row["variant"]], share_interval(row, "acceptance_rate")
+        assert trace.error_y.array[0] == pytest.approx(interval.high - row["acceptance_rate"])
+        assert trace.error_y.arrayminus[0] == pytest.approx(row["acceptance_rate"] - interval.low)
+        assert "95% Wilson interval of its counts" in trace.text[0]
+    assert any("95% Wilson interval of its counts" in a.text for a in figure.layout.annotations)

@@ -371,6 +371,22 @@ def test_every_walkthrough_name_fits_the_closed_menu(browser, app_url, width):
 
 
 @requires_chromium
+def test_the_notes_link_reads_as_part_of_its_sentence(browser, app_url):
+    """A new user read "or  open it ." in the poorly matched drafter's note: Gradio pads every link like a button;
+    the note's link has no padding, so the sentence reads "or open it."."""
+    page = open_page(browser, {"width": 1400, "height": 900})
+    try:
+        page.goto(app_url + "?tab=classroom&preset=poor-drafter")
+        page.wait_for_selector("#classroom-note .cr-compare a", timeout=30_000)
+        padding = page.eval_on_selector("#classroom-note .cr-compare a",
+                                        "a => [getComputedStyle(a).paddingLeft, getComputedStyle(a).paddingRight]")
+        assert padding == ["0px", "0px"]
+        assert "or open it." in page.inner_text("#classroom-note")
+    finally:
+        page.context.close()
+
+
+@requires_chromium
 def test_a_link_with_tab_opens_that_tab(browser, app_url):
     """A new user found that ?tab=arena and ?tab=why opened on Live; the Classroom's page load now opens the tab
     any ?tab= names (app.classroom.tab_to_open), a preset never overriding it, and an unknown one opens Live."""

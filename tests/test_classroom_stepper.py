@@ -283,3 +283,14 @@ def test_recorded_greedy_ngram_run_is_deterministic_with_one_hot_q(tiny_target):
         assert dist.residual is None and dist.chosen_id == rec.events[index].next_id
         assert dist.draft[dist.token_ids.index(dist.drafted_id)] == 1.0
         assert dist.target[dist.token_ids.index(dist.chosen_id)] == max(dist.target)  # greedy: the argmax
+
+
+def test_one_guess_reads_in_the_singular():
+    """A pass that drafted one guess, accepted with a bonus: "the guess", never "all 1 guesses"."""
+    events = (_prefill(), _pass(1, [6], 1, 9, "bonus", p=[0.9], q=[0.7], u=[0.1]))
+    s = Stepper(Recording(events, greedy=False, drafter_name="tiny draft", token_texts=TEXTS, prompt_tokens=7))
+    said = [s.caption(Step(1, phase)) for phase in ("verify", "decide", "emit")]
+    assert said[0].startswith("The target checked the guess in a single forward pass (one pass over 2 positions")
+    assert "The guess was accepted." in said[1]
+    assert said[2].startswith("The guess was accepted, so the target's forward pass gives one more token for free")
+    assert not any("all 1" in text.lower() or "1 guesses" in text for text in said)

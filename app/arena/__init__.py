@@ -23,7 +23,7 @@ One module per concern; every name other code uses is importable from ``app.aren
 - :mod:`app.arena.figures`: the bar charts and the predictions chart, pure functions of the pooled rows (error bars
   from :func:`spread_bars`).
 - :mod:`app.arena.files`: the CSV and JSON downloads (:func:`write_files`).
-- :mod:`app.arena.matching`: the "Poorly vs well matched draft" button (the early exit against the distilled draft,
+- :mod:`app.arena.matching`: the "Poorly vs better matched draft" button (the early exit against the distilled draft,
   k = 4, greedy) and the sentence comparing the two after a run (:func:`app.arena.matching.sentence`, from the
   pooled rows: the status's first note).
 """

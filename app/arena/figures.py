@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from app.arena.tables import share_interval
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from specviz.analysis.arena_rows import BASELINE
 
 
-SHADES = {  # per drafter, dark to light: one shade per k
+SHADES = {  # per drafter, dark to light: one shade per k; none is the baseline's neutral grey (COLORS["baseline"])
     "ngram": ("#0f5323", "#1a7f37", "#2da44e", "#4ac26b", "#6fdd8b", "#aceebb"),
     "early-exit": ("#3e1f79", "#6f42c1", "#8250df", "#a475f9", "#c297ff", "#d8b9ff"),
     "bf16": ("#0a3069", "#0550ae", "#0969da", "#218bff", "#54aeff", "#80ccff"),
     "model": ("#762c00", "#953800", "#bc4c00", "#e16f24", "#fb8f44", "#ffb77c"),
-    "oracle": ("#24292f", "#424a53", "#57606a", "#6e7781", "#8c959f", "#afb8c1"),
+    "oracle": ("#000000", "#1f2328", "#24292f", "#32383f", "#424a53", "#57606a"),  # charcoal: apart from the grey
+    "distilled": ("#3b2314", "#5c3a21", "#8a5a36", "#b07a4f", "#cf9f78", "#e8c9ad"),
+    "suffix": ("#0c4a6e", "#075985", "#0284c7", "#0ea5e9", "#38bdf8", "#7dd3fc"),
     "eagle": ("#4d2d00", "#7d4e00", "#9a6700", "#bf8700", "#d4a72c", "#eac54f"),
     "medusa": ("#5c0020", "#99003a", "#bf3989", "#e85aad", "#f692ce", "#ffadda"),
     "eagle:tree": ("#00403e", "#006a67", "#008f8a", "#1fb5ad", "#5fd3cb", "#a6ece6"),
@@ -66,6 +69,7 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
 
 TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
 SPREAD_PANELS = SPEEDUP_KEYS + ("tokens_per_s",)  # the panels whose bars carry error bars (spread_bars)
+SHARE_PANELS = ("acceptance_rate",)  # the panels of a counted share: error bars of its Wilson interval
 
 
 def _noise_marks(rows: list[dict]) -> dict:
@@ -81,6 +85,8 @@ HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
 RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
+SHARE_SPREAD_NOTE = "error bars: 95% Wilson interval of its counts"
+"""What the acceptance panel's error bars are (:func:`app.arena.tables.share_interval`)."""
 """What the tokens/s panel's error bars are (:func:`specviz.analysis.arena_rows.timed_spread`)."""
 
 
@@ -93,6 +99,11 @@ def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:
         return ""
     none = any(not _has_spread(r, key) for r in shown if r.get(key) is not None)
     text = (SPREAD_NOTE if speedup else RATE_SPREAD_NOTE) + (f"<br>{NO_SPREAD} where no bar is drawn" if none else "")
+    return _note_line(text)
+
+
+def _note_line(text: str) -> str:
+    """``text`` as the small grey line under a panel's title."""
     return f"<br><span style='font-size:11px;color:#57606a;font-weight:normal'>{text}</span>"
 
 
@@ -121,6 +132,29 @@ def _spread_word(row: dict, key: str) -> str:
         return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 1)} from its slowest to its fastest run)"
     text = spread_text(row, key)
     return f"({text} against each standard run beside it)" if text not in ("reference", NO_SPREAD) else f"({text})"
+
+
+def _with_share_ends(rows: list[dict], key: str) -> list[dict]:
+    """``rows`` with ``<key>_low`` / ``<key>_high`` set from the Wilson interval of each row's counts
+    (:func:`app.arena.tables.share_interval`; None where it has none), for :func:`spread_bars`."""
+    out = []
+    for r in rows:
+        interval = share_interval(r, key)
+        out.append(r | {f"{key}_low": interval and interval.low, f"{key}_high": interval and interval.high})
+    return out
+
+
+def _bar_spread(rows: list[dict], key: str) -> tuple[list[str], dict]:
+    """The hover words and the plotly settings (error bars, noise marks) of one method's bars of panel ``key``."""
+    timed = key in TIMED_KEYS
+    if key in SHARE_PANELS:
+        ended = _with_share_ends(rows, key)
+        words = [f"({range_text(r[f'{key}_low'], r[f'{key}_high'], 2)}, 95% Wilson interval of its counts)"
+                 if r[f"{key}_low"] is not None else "" for r in ended]
+        return words, {"error_y": spread_bars(ended, key)}
+    words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
+             for r in rows]
+    return words, ({"error_y": spread_bars(rows, key)} if key in SPREAD_PANELS else {})
 
 
 def _prediction_word(row: dict, key: str) -> str:
@@ -163,19 +197,19 @@ def arena_figure(summary: list[dict]) -> go.Figure:
             mine = [r for r in rows if r["variant"] == label]
             if not with_base and mine and mine[0]["drafter"] == BASELINE:
                 continue
-            timed = key in TIMED_KEYS
-            words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
-                     for r in mine]
+            words, bars = _bar_spread(mine, key)
             data.append({"type": "bar", "x": [r["category"] for r in mine], "y": [r.get(key) for r in mine],
                          "name": label, "legendgroup": label, "showlegend": i == 0 or (i == 2 and not with_base),
-                         "marker": {"color": colors[label], **(_noise_marks(mine) if timed else {})},
-                         **({"error_y": spread_bars(mine, key)} if key in SPREAD_PANELS else {}),
+                         "marker": {"color": colors[label], **(_noise_marks(mine) if key in TIMED_KEYS else {})},
+                         **bars,
                          "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
                          "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
-        notes.append({"text": f"<b>{title}</b>" + (_spread_subtitle(rows, key) if key in SPREAD_PANELS else ""),
+        subtitle = (_spread_subtitle(rows, key) if key in SPREAD_PANELS else _note_line(SHARE_SPREAD_NOTE)
+                    if key in SHARE_PANELS else "")
+        notes.append({"text": f"<b>{title}</b>" + subtitle,
                       "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                       "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                       "font": {"size": 14}})

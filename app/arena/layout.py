@@ -106,7 +106,8 @@ def _results_column() -> tuple:
 
 def _drafter_list() -> tuple[gr.CheckboxGroup, gr.Button]:
     """The drafters to race, with what each ticked one is and costs under the list (:func:`app.drafter_about.add_about`),
-    and under that the "Poorly vs well matched draft" button (:mod:`app.arena.matching`; :func:`build_tab` wires it)."""
+    and under that the "Poorly vs better matched draft" button (:mod:`app.arena.matching`; :func:`build_tab` wires
+    it)."""
     drafters = gr.CheckboxGroup(drafter_choices(), value=list(DEFAULT_DRAFTERS), label="Drafters",
                                 elem_id="arena-drafters", info="Each runs against the same standard-decoding baseline")
     add_about(drafters, "arena-drafters-about", list(DEFAULT_DRAFTERS))

@@ -1,35 +1,42 @@
-"""The Arena's "Poorly vs well matched draft" comparison: a preset that sets it up in one click (:func:`preset`:
+"""The Arena's "Poorly vs better matched draft" comparison: a preset that sets it up in one click (:func:`preset`:
 the early exit and the distilled draft model, k = 4, one short category, greedy) and, after a run that raced both,
 one plain sentence comparing them (:func:`sentence`).
 
 The early exit drafts with the target's own first layers, untrained: a large draft whose distribution is far from
 the target's. The distilled draft model is two layers trained on the target's outputs: a small draft taught to
-follow it. The sentence reads every figure from the pooled rows the tables show (``acceptance_rate``,
-``tokens_per_pass``, and the decoding speedup read by :func:`app.arena.tables.speedup_cell` and
-:func:`app.arena.verdicts.speedup_reading`, the rule every tab uses); it computes none of them again.
+follow it (the shipped one, trained on little data, is better matched than the early exit but still mostly
+rejected). The sentence reads every figure from the pooled rows the tables show (``acceptance_rate`` with the Wilson
+interval of the row's counts, :func:`app.arena.tables.share_interval`; ``tokens_per_pass``; and the decoding speedup
+read by :func:`app.arena.tables.speedup_cell` and :func:`app.arena.verdicts.speedup_reading`, the rule every tab
+uses); it computes none of them again, and it says one drafter is accepted more often only when the two acceptance
+rates' intervals do not overlap.
 """
 
 from __future__ import annotations
 
 from app import render
 from app.arena.settings import categories
-from app.arena.tables import speedup_cell
+from app.arena.tables import share_cell, share_interval, speedup_cell
 from app.arena.verdicts import NO_SPREAD, noise_text, speedup_reading
 from specviz.core.verdict import FASTER, SLOWER
 
-LABEL = "Poorly vs well matched draft"
+LABEL = "Poorly vs better matched draft"
 """The preset's button label (and the sentence's first words)."""
 POOR, WELL = "early-exit", "distilled"
 """The two drafters compared: the target's first layers untrained (poorly matched), a small draft model trained on
-the target's outputs (well matched)."""
+the target's outputs (better matched, where the run shows it)."""
+MOSTLY_REJECTED = 0.5
+"""An acceptance rate below this: most drafted tokens were rejected."""
 NAMES = {POOR: "early exit (the target's first layers, untrained)",
          WELL: "distilled draft (a few layers trained on the target's outputs)"}
 SHORT = {POOR: "early exit", WELL: "distilled draft"}
 K = "4"
 CATEGORY = "qa"
-"""The preset's category of the suite: short questions, a few minutes on a CPU for both drafters."""
+"""The preset's category of the suite: short questions (six of them; about 8 minutes for both drafters on a 2-core
+CPU shared with other work)."""
 INFO = (f"{LABEL}: ticks exactly the early exit and the distilled draft, k = {K}, the {CATEGORY} category and greedy "
-        "decoding; press Run arena to race them.")
+        "decoding; press Run arena to race them (several minutes on a 2-core CPU; the time left shows once the first "
+        "prompt is measured).")
 
 
 def preset(offered: list[str]) -> dict:
@@ -78,24 +85,42 @@ def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
 
 
 def _counted(row: dict) -> str:
-    """"early exit (the target's first layers, untrained): acceptance rate 0.02, 1.08 tokens per pass" from a row's
-    own figures ("–" for one it lacks)."""
-    rate, tokens = row.get("acceptance_rate"), row.get("tokens_per_pass")
-    rate_text = "–" if rate is None else f"{rate:.2f}"
+    """"early exit (the target's first layers, untrained): acceptance rate 0.02 (0.01–0.07), 1.08 tokens per pass"
+    from a row's own figures (the rate with its interval, :func:`app.arena.tables.share_cell`; "–" for one it
+    lacks)."""
+    tokens = row.get("tokens_per_pass")
     tokens_text = "–" if tokens is None else f"{tokens:.2f}"
-    return f"{NAMES[row['drafter']]}: acceptance rate {rate_text}, {tokens_text} tokens per pass"
+    return (f"{NAMES[row['drafter']]}: acceptance rate {share_cell(row, 'acceptance_rate')}, {tokens_text} tokens "
+            "per pass")
+
+
+def _rejected(a: float, b: float) -> str:
+    """" Both are mostly rejected: 1% of the early exit's drafted tokens accepted against 5% of the distilled
+    draft's." when both rates (early exit ``a``, distilled ``b``, in [0, 1]) lie below :data:`MOSTLY_REJECTED`; ""
+    otherwise."""
+    if a < MOSTLY_REJECTED and b < MOSTLY_REJECTED:
+        return (f" Both are mostly rejected: {a:.0%} of the {SHORT[POOR]}'s drafted tokens accepted against {b:.0%} "
+                f"of the {SHORT[WELL]}'s.")
+    return ""
 
 
 def _acceptance_meaning(poor: dict, well: dict) -> str:
-    """What the two acceptance rates say about matching (from the rows' values)."""
-    a, b = poor.get("acceptance_rate"), well.get("acceptance_rate")
+    """What the two acceptance rates say about matching: a drafter is said to be accepted more often only when the
+    Wilson intervals of the rows' counts (:func:`app.arena.tables.share_interval`) do not overlap; otherwise the
+    difference is too small to tell on this run. Adds whether both are mostly rejected (:func:`_rejected`)."""
+    a, b = share_interval(poor, "acceptance_rate"), share_interval(well, "acceptance_rate")
     if a is None or b is None:
         return "Without drafted tokens on both sides there is no acceptance to compare."
-    if b > a:
-        return ("The distilled draft, the smaller model, is accepted more often: matching the target, not size, "
-                "decides acceptance.")
-    return ("Here the distilled draft was not accepted more often than the early exit, so this run does not show "
-            "what training on the target's outputs buys.")
+    rejected = _rejected(a.value, b.value)
+    if b.low > a.high:
+        return ("The distilled draft, the smaller model, is accepted more often (the two rates' intervals do not "
+                "overlap): it is better matched to the target, so matching, not size, decides acceptance."
+                + rejected)
+    if a.low > b.high:
+        return ("Here the early exit is accepted more often (the two rates' intervals do not overlap), so this run "
+                "does not show what training on the target's outputs buys." + rejected)
+    return ("The difference in acceptance is too small to tell on this run: the two rates' intervals overlap."
+            + rejected)
 
 
 def _pays(row: dict) -> str:

@@ -1,5 +1,6 @@
 """The Arena's three tables (pooled summary, timings, per prompt) as gr.Dataframe values: every speedup and timed
-figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`)."""
+figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every counted share (the acceptance rate,
+α) with its Wilson interval on the row's own counts (:func:`share_interval`, :func:`share_cell`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_
                                 speedup_reading, spread_text)
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
 from specviz.core.verdict import NOISY
+from specviz.measure.stats import Interval, wilson_interval
 
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
@@ -67,6 +69,38 @@ def speedup_cell(row: dict, key: str) -> str:
     return read.cell() + (f", {read.reason}" if read.word == NOISY and read.reason else "")
 
 
+SHARE_COUNTS = {"acceptance_rate": ("accepted", ("drafted",)), "alpha": ("accepted", ("accepted", "rejections"))}
+"""The counted shares of a row and the counts they are made of: (numerator, the counts summed into the denominator);
+acceptance rate = accepted / drafted, α = accepted / (accepted + rejections) (:mod:`specviz.core.counters`)."""
+
+
+def share_interval(row: dict, key: str) -> Interval | None:
+    """A counted share of a row (``key`` in :data:`SHARE_COUNTS`) with the 95% Wilson score interval of the row's
+    own counts (:func:`specviz.measure.stats.wilson_interval`; a pooled row's counts are its prompts' sums), e.g. 5
+    accepted of 68 drafted -> 0.074 in 0.032–0.16; None when the row has no such share or nothing was counted.
+    Raises KeyError for a ``key`` that is not a counted share."""
+    numerator, parts = SHARE_COUNTS[key]
+    if row.get(key) is None:
+        return None
+    trials = sum(int(row.get(part) or 0) for part in parts)
+    successes = int(row.get(numerator) or 0)
+    if trials <= 0 or not 0 <= successes <= trials:
+        return None
+    return wilson_interval(successes, trials)
+
+
+def share_cell(row: dict, key: str, decimals: int = 2) -> str:
+    """A counted share as the tables show it, with its interval (:func:`share_interval`): "0.07 (0.03–0.16)"; the
+    value alone with "(no counts: no spread)" for a row that has the share but not its counts; "–" without it."""
+    value = row.get(key)
+    if value is None:
+        return "–"
+    interval = share_interval(row, key)
+    if interval is None:
+        return f"{value:.{decimals}f} (no counts: no spread)"
+    return f"{value:.{decimals}f} ({range_text(interval.low, interval.high, decimals)})"
+
+
 def _places(value: float, decimals: int, most: int = 6) -> int:
     """``decimals``, or more for a small value, so that it shows two significant digits (0.04 ms: "0.040", not
     "0.0"); at most ``most``."""
@@ -95,12 +129,15 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
     carries its spread, and a decoding speedup above what its tokens per pass allow reads "…, not a finding: …"
-    (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`)."""
+    (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`) and the counted shares
+    (:func:`share_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:
             return reference_drift_cell(r.get(key))
         if key in SPEEDUP_KEYS:
             return speedup_cell(r, key)
+        if key in SHARE_COUNTS:
+            return share_cell(r, key, decimals)
         return timed_cell(r, key, decimals) if key in TIMED_SPREAD_FIGURES else _cell(r.get(key), decimals)
 
     return {"headers": [c[0] for c in columns],

@@ -75,7 +75,7 @@ def matches(walkthrough: dict, values: Mapping[str, object]) -> bool:
 
 def compare_html(walkthrough: dict, walkthroughs: list[dict] | None = None) -> str:
     """The way to the walkthrough that ``walkthrough["compare"]`` names (optional: the same prompt and settings with
-    one thing changed, e.g. a poorly and a well matched drafter): a sentence naming its menu label, with a link that
+    one thing changed, e.g. a poorly and a better matched drafter): a sentence naming its menu label, with a link that
     opens it (``?tab=classroom&preset=<id>``); "" when it names none or an unknown one."""
     other = next((w for w in (load_walkthroughs() if walkthroughs is None else walkthroughs)
                   if w["id"] == walkthrough.get("compare")), None)

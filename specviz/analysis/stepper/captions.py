@@ -27,6 +27,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}es" if word.endswith("s") else f"{n} {word}s"
 
 
+def _all_guesses(m: int) -> str:
+    """"the guess" for one guess (m = 1), "all 3 guesses" for more: no "all 1 guesses"."""
+    return "the guess" if m == 1 else f"all {m} guesses"
+
+
 def _caption_prefill(s: Stepper, e: PassEvent) -> str:
     rec = s.recording
     first = _q(rec, e.emitted_ids[0]) if e.emitted_ids else "nothing"
@@ -59,7 +64,7 @@ def _caption_verify(s: Stepper, e: PassEvent) -> str:
                 "its probabilities for the next token.")
     what = ("its own top choice at every position" if s.recording.greedy else
             "p, its own probability for each guessed token")
-    return (f"The target checked all {m} guesses in a single forward pass (one pass over {m + 1} positions costs "
+    return (f"The target checked {_all_guesses(m)} in a single forward pass (one pass over {m + 1} positions costs "
             f"about as much as one ordinary decoding step when the hardware has spare parallel capacity) and "
             f"computed {what}. It also already knows what it would say after the last guess.")
 
@@ -134,8 +139,9 @@ def _caption_emit(s: Stepper, e: PassEvent) -> str:
                 "token: not recovered (no guess was rejected) and not a bonus (no guess was accepted)." + end)
     if e.next_kind == "bonus":
         how = "took its top choice" if rec.greedy else "sampled from its own distribution"
-        return (f"All {m} guesses were accepted, so the target's forward pass gives one more token for free: it "
-                f"{how} after the last guess — the bonus token {token}.{gain}" + _cut_note(e, m + 1) + end)
+        verb = "was" if m == 1 else "were"
+        return (f"{_all_guesses(m).capitalize()} {verb} accepted, so the target's forward pass gives one more token "
+                f"for free: it {how} after the last guess — the bonus token {token}.{gain}" + _cut_note(e, m + 1) + end)
     if rec.greedy:
         how = (f"the target's own top choice {token} replaces the rejected guess — exactly the token standard "
                "decoding would have produced here")
