@@ -230,7 +230,7 @@ def verdict_card(judgement) -> str:
     reading = judgement.reading
     cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy"}.get(reading.word,
                                                                                                        "neutral")
-    figure = (f'<span class="sv-verdict-figure">{reading.value:.2f}×</span> '
+    figure = (f'<span class="sv-verdict-figure">{reading.shown()}×</span> '
               f'<span class="sv-verdict-word">{html.escape(reading.word)}</span>')
     under = " · ".join(html.escape(part) for part in (reading.span(), reading.reason) if part)
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
