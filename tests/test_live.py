@@ -1063,3 +1063,15 @@ def test_a_number_typed_out_of_a_sliders_range_is_said_at_generate_and_its_box_s
     assert clamped_values("not json", bounds) == [] and clamped_values("", bounds) == []
     updates = say_clamped(typed, bounds)
     assert updates[0]["value"] == 1 and updates[1]["value"] == 1024 and "value" not in updates[2]
+
+
+def test_a_tree_drafters_pane_title_names_its_tree_once():
+    """Trial: the EAGLE pane's header read "(tree of 8) · k = 4 · tree of 8 nodes, depth ≤ k"."""
+    s = inputs.parse_settings(dict(live.DEFAULTS, prompt="x", drafter="eagle", k=4, adaptive_k="fixed", tree_nodes=8, confidence=0,
+                                   temperature=0.0))
+    assert s.drafted_tree_nodes == 8
+    assert live.view.pane_title("EAGLE head (tree of 8)", s) == ("EAGLE head", "k = 4 · tree of 8 nodes, depth ≤ k")
+    both = inputs.parse_settings(dict(live.DEFAULTS, prompt="x", drafter="eagle", k=4, adaptive_k="fixed",
+                                      tree_nodes=8, confidence=0, temperature=0.0, lookup=True))
+    title = live.view.pane_title("EAGLE head (tree of 8) + lookup", both)
+    assert title == ("EAGLE head", "k = 4 · tree of 8 nodes, depth ≤ k · lookup first")
