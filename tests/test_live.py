@@ -1075,3 +1075,19 @@ def test_a_tree_drafters_pane_title_names_its_tree_once():
                                       tree_nodes=8, confidence=0, temperature=0.0, lookup=True))
     title = live.view.pane_title("EAGLE head (tree of 8) + lookup", both)
     assert title == ("EAGLE head", "k = 4 · tree of 8 nodes, depth ≤ k · lookup first")
+
+
+def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title():
+    """Trial: struck-through drafts printed raw "<|im_end|><|im_start|>" in the pane."""
+    from app.render.pane import control_label
+    from app.render.tokens import Token
+
+    end = Token("rejected", 3, 151645, "<|im_end|>", "draft 2/4 · rejected", special=True)
+    shown = render.token_html(end)
+    assert '<i class="tok-chip" title="&lt;|im_end|&gt;">⏎ end of turn</i>' in shown
+    assert "tok-special" in shown and "raw token: &lt;|im_end|&gt;" in shown
+    assert shown.count("&lt;|im_end|&gt;") == 2  # the chip's and the token's titles only, not the body
+    assert control_label("<|im_start|>") == "▸ start of turn" and control_label("<|tool_call|>") == "◆ tool_call"
+    assert control_label("hello") is None and control_label("<b>") is None
+    plain = render.token_html(Token("accepted", 3, 17, "hello", "accepted"))
+    assert "tok-chip" not in plain and "raw token" not in plain and ">hello<" in plain
