@@ -31,7 +31,7 @@ The names other code and the tests use are re-exported here.
 
 from __future__ import annotations
 
-from app.live import controls, costs, defaults, layout, outputs, run, typed, view, warmup  # noqa: F401 - the parts
+from app.live import controls, costs, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
 from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen,
                                release_session, stop, stop_now, stop_run, stopped_view)
 from app.live.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, MIN_SPREAD, PROBE_SPREAD,

@@ -19,7 +19,6 @@ from app.live.costs import DEFAULT_TOKENS_RETRY_S, page_default_tokens, retry_de
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.outputs import progress_html
 from app.live.run import generate
-from app.live.typed import TYPED_SLIDERS, say_clamped, typed_js
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
 from app.weights_setting import default_reason, operator_weights
 from specviz.core.engine import MAX_K
@@ -252,14 +251,8 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
     # server's first message (on a busy server it took seconds; on a phone nothing in sight changed meanwhile). Wired
     # first: the browser runs a click's listeners in turn, each streamed one to its end
-    sliders = [name for name in TYPED_SLIDERS if name in ui]
-    typed = gr.Textbox("", visible=False)  # what the sliders' boxes showed at the click (app.live.typed)
-    ui["generate"].click(None, js=starting_js(sliders), outputs=[ui["status"], ui["progress"], typed], queue=False,
+    ui["generate"].click(None, js=starting_js(), outputs=[ui["status"], ui["progress"]], queue=False,
                          show_progress="hidden", api_visibility="private")
-    bounds = {name: (ui[name].minimum, ui[name].maximum, MAX_NEW_TOKENS_HINT if name == "max_new_tokens" else "")
-              for name in sliders}
-    typed.change(lambda text: say_clamped(text, bounds), inputs=[typed], outputs=[ui[name] for name in sliders],
-                 show_progress="hidden", concurrency_limit=None, api_visibility="private")  # queued: toasts show
     run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
@@ -286,14 +279,12 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
 STARTING = "Starting: your run was sent to the server…"
 
 
-def starting_js(names=()) -> str:
+def starting_js() -> str:
     """Generate's browser-side answer: a function giving the status line and its compact copy under the button
     (:func:`app.live.outputs.progress_html`, the copy a narrow screen shows in sight of the button) saying
-    :data:`STARTING`, at once, with no round trip; then, with ``names`` (sliders of
-    :data:`app.live.typed.TYPED_SLIDERS`), what their boxes show (:func:`app.live.typed.typed_js`)."""
+    :data:`STARTING`, at once, with no round trip."""
     status = render.status_html(STARTING, "busy")
-    typed = f", {typed_js(names)}" if names else ""
-    return f"() => [{json.dumps(status)}, {json.dumps(progress_html(status))}{typed}]"
+    return f"() => [{json.dumps(status)}, {json.dumps(progress_html(status))}]"
 
 
 OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
