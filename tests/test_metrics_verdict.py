@@ -83,3 +83,14 @@ def test_an_interval_end_that_rounds_to_one_shows_which_side_of_one_it_is():
     assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× slower · range 0.99–0.9996×"
     assert format_ratio(1.0) == "1.00" and format_ratio(0.82) == "0.82" and format_ratio(0.999999) == "≈1"
     assert format_ratio_ends(1.3, 2.0) == ("1.30", "2.00")
+
+
+def test_the_live_history_and_the_batching_prediction_show_an_end_near_one_on_its_side():
+    from app.batching.sweep_reading import predicted_cell
+    from app.records import RunSummary
+    from app.render.history import history_speedup
+
+    assert predicted_cell({"predicted": 0.9, "predicted_low": 0.8, "predicted_high": 0.997}) == "0.90 (0.80–0.997)"
+    fields = {f: None for f in RunSummary.__dataclass_fields__}
+    row = RunSummary(**{**fields, "speedup": 0.9, "speedup_interval": (0.8, 0.996)})
+    assert history_speedup(row) == "0.90× (0.80–0.996)"

@@ -20,7 +20,7 @@ from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.runtime.compiled import COMPILING_NOTE
 from specviz.core.events import PassEvent
-from specviz.core.verdict import format_apart
+from specviz.core.verdict import format_ratio_ends
 from specviz.measure.run_stats import RunStats
 from specviz.measure.stats import SpeedupJudgement, judge_decode_speedup
 
@@ -278,7 +278,7 @@ class RunView:
             return f"other programs used {self._busy:.0%} of the CPU"
         if judged.interval is None:
             return "its interval spans 1"
-        low, high = format_apart(judged.interval.low, judged.interval.high)
+        low, high = format_ratio_ends(judged.interval.low, judged.interval.high)  # an end near 1: its side shown
         return f"{low}–{high}× spans 1"
 
     def summary(self) -> RunSummary:
