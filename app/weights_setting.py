@@ -21,6 +21,7 @@ DEFAULT_WEIGHTS = "float32"
 AUTO = "auto"  # SPECVIZ_WEIGHTS=auto, as unset: the format measured fastest here
 
 _MEASURED: dict[str, str] = {}  # target spec -> the default format measured at its load in this process
+_REASONS: dict[str, str] = {}  # target spec -> why that default (specviz.measure.weights_default.reason)
 
 log = logging.getLogger("specviz.app")
 
@@ -59,9 +60,29 @@ def measured_default(loaded, progress=None) -> str:
     for :func:`operator_weights`; float32 where it is not measured (a GPU, tuning off, not float32)."""
     from specviz.measure.tuning import tune_weights
 
-    fmt = tune_weights(loaded, progress=progress).weights or DEFAULT_WEIGHTS
+    from specviz.measure.weights_default import reason
+
+    tuning = tune_weights(loaded, progress=progress)
+    fmt = tuning.weights or DEFAULT_WEIGHTS
     _MEASURED[str(loaded.spec)] = fmt
+    why = reason(tuning.weights_ms or {}, fmt)
+    if why:
+        _REASONS[str(loaded.spec)] = why
+        log.info("default weights for %s: %s", loaded.spec, why)
     return fmt
+
+
+def default_reason(env: dict | None = None, target: str | None = None) -> str:
+    """Why the default weight format (:func:`operator_weights`) is what it is, one or two sentences for the Weights
+    control: the operator's choice ("set by the operator: SPECVIZ_WEIGHTS=int8."), the start-up measurement's
+    reason with its figures (:func:`specviz.measure.weights_default.reason`, logged at start-up: "float32 kept (355
+    ms a one-token step) ...: int4 221 ms, but not exact here ..."), or "" before anything was measured."""
+    explicit = explicit_weights(env)
+    if explicit is not None:
+        return f"Default set by the operator: {ENV_WEIGHTS}={explicit}."
+    if target is None:
+        return next(iter(_REASONS.values()), "")
+    return _REASONS.get(target, "")
 
 
 def with_curve(formatted, base):

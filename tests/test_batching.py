@@ -358,10 +358,10 @@ def test_every_timed_figure_shows_the_range_of_its_repeats_in_table_chart_and_fi
         "2.30 (all repeats equal)"
     # the chart: the pass cost and tokens per pass with bars spanning their repeats, and the range in the hover
     traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": [row]}).data}
-    cost = traces["pass cost T(B, 5) / T(B, 1) (bars: repeats)"]
+    cost = traces["pass cost T(B, 5) / T(B, 1), in one-token steps (bars: repeats)"]
     assert cost.error_y.array[0] == pytest.approx(0.0) and cost.error_y.arrayminus[0] == pytest.approx(1.2 - 99 / 86)
     assert list(cost.text) == ["1.20 (1.15–1.20)"] and "%{text} steps" in cost.hovertemplate
-    tokens = traces["tokens per pass (emitted)"]
+    tokens = traces["tokens per pass (emitted), in tokens"]
     assert tokens.error_y.array[0] == pytest.approx(0.1) and list(tokens.text) == ["2.30 (2.30–2.40)"]
     # the files: each figure's lowest and highest repeat
     saved = list(csv.DictReader(io.StringIO(batching.sweep_csv({"k": 4, "rows": [row]}))))[0]
@@ -478,3 +478,19 @@ def test_stop_with_nothing_running_says_so_and_the_check_stops_between_batches(m
     with pytest.raises(RunCancelled):
         analysis._samples(None, [1], config, 200, 16, None, stop, done=lambda runs: stop.set())
     assert batches == [16]  # the Stop after the first batch: no second one
+
+
+def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_quiet_machine():
+    """Trial: the right panel's axis read "one-token steps · tokens" (two units on one axis), and the status's
+    estimate of about 184 s was beaten by B = 1 alone taking 120 s on a loaded machine."""
+    from app.batching.shared import JobStatus
+
+    figure = batching.sweep_figure({"k": 4, "rows": [_spread_row(1, [(80.0, 96.0)], speedups=(1.6,), tokens=(2.3,))]})
+    assert figure.layout.yaxis2.title.text == "per pass (units in each line's name)"
+    names = [t.name for t in figure.data if t.yaxis == "y2" and t.showlegend is not False]
+    assert names == ["pass cost T(B, 5) / T(B, 1), in one-token steps (bars: repeats)",
+                     "tokens per pass (emitted), in tokens"]
+    status = JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
+    status.show(("estimate", 184.0))
+    shown = html.unescape(status.show(("progress", (0.1, "B = 1")))[0])
+    assert "of about 184 s, a quiet-machine estimate" in shown and "other programs' load" in shown

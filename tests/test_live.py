@@ -1041,3 +1041,31 @@ def test_done_names_the_wait_for_the_device_apart_from_loading():
     view.obtained = view.clicked + 0.2  # no wait to speak of: all of it loading and preparing
     assert "waiting for the device" not in view.status()
     assert re.search(r"before them, loading and preparing: 10\.8 s\)", view.status()), view.status()
+
+
+def test_a_tree_drafters_pane_title_names_its_tree_once():
+    """Trial: the EAGLE pane's header read "(tree of 8) · k = 4 · tree of 8 nodes, depth ≤ k"."""
+    s = inputs.parse_settings(dict(live.DEFAULTS, prompt="x", drafter="eagle", k=4, adaptive_k="fixed", tree_nodes=8, confidence=0,
+                                   temperature=0.0))
+    assert s.drafted_tree_nodes == 8
+    assert live.view.pane_title("EAGLE head (tree of 8)", s) == ("EAGLE head", "k = 4 · tree of 8 nodes, depth ≤ k")
+    both = inputs.parse_settings(dict(live.DEFAULTS, prompt="x", drafter="eagle", k=4, adaptive_k="fixed",
+                                      tree_nodes=8, confidence=0, temperature=0.0, lookup=True))
+    title = live.view.pane_title("EAGLE head (tree of 8) + lookup", both)
+    assert title == ("EAGLE head", "k = 4 · tree of 8 nodes, depth ≤ k · lookup first")
+
+
+def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title():
+    """Trial: struck-through drafts printed raw "<|im_end|><|im_start|>" in the pane."""
+    from app.render.pane import control_label
+    from app.render.tokens import Token
+
+    end = Token("rejected", 3, 151645, "<|im_end|>", "draft 2/4 · rejected", special=True)
+    shown = render.token_html(end)
+    assert '<i class="tok-chip" title="&lt;|im_end|&gt;">⏎ end of turn</i>' in shown
+    assert "tok-special" in shown and "raw token: &lt;|im_end|&gt;" in shown
+    assert shown.count("&lt;|im_end|&gt;") == 2  # the chip's and the token's titles only, not the body
+    assert control_label("<|im_start|>") == "▸ start of turn" and control_label("<|tool_call|>") == "◆ tool_call"
+    assert control_label("hello") is None and control_label("<b>") is None
+    plain = render.token_html(Token("accepted", 3, 17, "hello", "accepted"))
+    assert "tok-chip" not in plain and "raw token" not in plain and ">hello<" in plain

@@ -70,3 +70,27 @@ def test_a_live_speedup_above_its_tokens_per_pass_is_not_a_finding():
     assert "noisy" in verdict_card(judged) and "5.40×" in verdict_card(judged)
     fine = above_possible(judge_speedup(spec_ms, spec_tokens, [100.0] * 60, base_tokens), 3.1)  # 3.0x at 3.1 tokens per pass
     assert fine.verdict == "faster" and fine.reason is None
+
+
+def test_an_interval_end_that_rounds_to_one_shows_which_side_of_one_it_is():
+    """0.67–0.997 is wholly below 1 (slower); printed with two decimals it read "0.67–1.00", as if it touched 1."""
+    from specviz.core.verdict import format_ratio, format_ratio_ends
+
+    below = read_speedup(0.82, 0.67, 0.997, level=0.95)
+    assert below.word == "slower" and below.span() == "95 % 0.67–0.997×"
+    across = read_speedup(0.82, 0.67, 1.004, level=0.95)
+    assert across.word == "too noisy to tell" and across.span() == "95 % 0.67–1.004×"
+    assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× slower · range 0.99–0.9996×"
+    assert format_ratio(1.0) == "1.00" and format_ratio(0.82) == "0.82" and format_ratio(0.999999) == "≈1"
+    assert format_ratio_ends(1.3, 2.0) == ("1.30", "2.00")
+
+
+def test_the_live_history_and_the_batching_prediction_show_an_end_near_one_on_its_side():
+    from app.batching.sweep_reading import predicted_cell
+    from app.records import RunSummary
+    from app.render.history import history_speedup
+
+    assert predicted_cell({"predicted": 0.9, "predicted_low": 0.8, "predicted_high": 0.997}) == "0.90 (0.80–0.997)"
+    fields = {f: None for f in RunSummary.__dataclass_fields__}
+    row = RunSummary(**{**fields, "speedup": 0.9, "speedup_interval": (0.8, 0.996)})
+    assert history_speedup(row) == "0.90× (0.80–0.996)"

@@ -230,3 +230,34 @@ def test_a_verification_in_a_weight_format_computes_each_row_as_a_one_token_step
     assert _plain_causal(None, 3, 10) and ROW_EXACT_MAX >= 17
     causal = torch.ones(3, 10, dtype=torch.bool).tril(7)[None, None]
     assert _plain_causal(causal, 3, 10) and not _plain_causal(causal.transpose(-1, -1).clone().fill_(True), 3, 10)
+
+
+def test_the_default_says_why_it_was_kept_with_the_measured_steps():
+    """Trial: the start-up measured int4 at 221 ms vs float32 355 ms, yet float32 stayed with no reason shown."""
+    measured = {"float32": _fig(355.0, spread=10.0), "int4": _fig(221.0, spread=10.0, gap=0.25),
+                "bfloat16": _fig(350.0, gap=0.0), "int8": _fig(300.0, spread=60.0, gap=0.0)}
+    chosen = choose_default(measured)
+    assert chosen == "float32"
+    why = weights_default.reason(measured, chosen)
+    assert why.startswith("float32 kept (355 ms a one-token step) (the rule: at least 10% faster, its slowest round "
+                          "under float32's median, exact here")
+    assert ("int4 221 ms, but not exact here (a verification's logits differ from one-token steps' by up to 0.25); "
+            "int8 300 ms, but its slowest round (360 ms) is not under float32's median (355 ms); "
+            "bfloat16 350 ms, but its median step is only 1% under float32's.") in why
+    measured["int4"] = _fig(221.0, spread=10.0, gap=0.0)
+    assert weights_default.reason(measured, choose_default(measured)).startswith(
+        "int4 is the default: its one-token step took 221 ms, float32's 355 ms (the rule:")
+    assert weights_default.reason({}, "float32") == ""
+
+
+def test_the_weights_control_shows_the_measured_reason_or_the_operators_choice(tiny_target, kept_in, monkeypatch):
+    from app.live.layout import WEIGHTS_NOTE, weights_info
+    from app.weights_setting import ENV_WEIGHTS, in_operator_weights
+
+    monkeypatch.setattr(weights_default, "measure_formats", _fake_formats([]))
+    monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    in_operator_weights(tiny_target)
+    info = weights_info(target=str(tiny_target.spec))
+    assert info.startswith(WEIGHTS_NOTE + " int4 is the default: its one-token step took 17 ms, float32's 37 ms")
+    assert weights_info({ENV_WEIGHTS: "int8"}) == f"{WEIGHTS_NOTE} Default set by the operator: {ENV_WEIGHTS}=int8."
+    assert weights_info(target="no such target") == WEIGHTS_NOTE

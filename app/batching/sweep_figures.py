@@ -29,7 +29,7 @@ def sweep_figure(result: dict) -> go.Figure:
     layout["xaxis"] |= ticks
     layout["xaxis2"] |= ticks
     layout["yaxis"] |= {"title": {"text": "× standard decoding"}, "rangemode": "tozero"}
-    layout["yaxis2"] |= {"title": {"text": "one-token steps · tokens"}, "rangemode": "tozero"}
+    layout["yaxis2"] |= {"title": {"text": "per pass (units in each line's name)"}, "rangemode": "tozero"}
     data = [{"type": "scatter", "mode": "lines", "x": [sizes[0], sizes[-1]], "y": [1, 1],
              "name": "standard decoding (1×)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5},
              "hoverinfo": "skip"}]
@@ -123,13 +123,13 @@ def _cost_traces(rows: list[dict], k: int, sizes: list[int]) -> list[dict]:
     tpp = [r for r in rows if r.get("tokens_per_pass") is not None]
     return [
         {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in cost],
-         "y": [r["pass_cost"] for r in cost], "name": f"pass cost T(B, {k + 1}) / T(B, 1) (bars: repeats)",
+         "y": [r["pass_cost"] for r in cost], "name": f"pass cost T(B, {k + 1}) / T(B, 1), in one-token steps (bars: repeats)",
          "line": {"color": COLORS["verify"], "width": 3}, "marker": {"size": 8}, "xaxis": "x2", "yaxis": "y2",
          "error_y": _repeat_bars(cost, "pass_cost", COLORS["verify"]),
          "text": [spread_cell(r, "pass_cost", ".2f") for r in cost],
          "hovertemplate": "B = %{x}: a pass costs %{text} steps<extra></extra>"},
         {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in tpp],
-         "y": [r["tokens_per_pass"] for r in tpp], "name": "tokens per pass (emitted)",
+         "y": [r["tokens_per_pass"] for r in tpp], "name": "tokens per pass (emitted), in tokens",
          "line": {"color": COLORS["accepted"], "width": 2, "dash": "dash"}, "marker": {"size": 7},
          "error_y": _repeat_bars(tpp, "tokens_per_pass", COLORS["accepted"]),
          "text": [spread_cell(r, "tokens_per_pass", ".2f") for r in tpp],

@@ -8,7 +8,7 @@ from typing import Callable
 
 from app.batching.sweep_job import DEFAULT_K
 from specviz.analysis.batching import repeat_speedups, spread_cell
-from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_apart, read_speedup
+from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_ratio_ends, read_speedup
 from specviz.measure.machine import CONTENDED_SHARE
 
 NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
@@ -131,7 +131,7 @@ def predicted_cell(row: dict) -> str:
         return f"{value:.2f}"
     if low == high:
         return f"{value:.2f} (all inputs one sample)"
-    return f"{value:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+    return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high, 2, 4))})"  # an end near 1: its side shown
 
 
 def _fmt(value, spec: str) -> str:

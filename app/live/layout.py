@@ -20,7 +20,7 @@ from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.outputs import progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
-from app.weights_setting import operator_weights
+from app.weights_setting import default_reason, operator_weights
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
 from specviz.runtime.policy import current_policy
@@ -161,6 +161,19 @@ def _weights_control(ui: dict, d: dict) -> None:
     controls' notes are."""
     ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights, label="Weights",
                              elem_id="weights", info=WEIGHTS_NOTE)
+    if not d.get("weights"):  # the default is the measured one: its reason under the label, once it is known
+        from gradio.context import Context
+
+        Context.root_block.load(lambda: gr.update(info=weights_info()), outputs=[ui["weights"]],
+                                show_progress="hidden", queue=False, api_visibility="private")
+
+
+def weights_info(env: dict | None = None, target: str | None = None) -> str:
+    """The Weights control's note: :data:`WEIGHTS_NOTE`, then why the default is the default
+    (:func:`app.weights_setting.default_reason`: the start-up measurement's logged reason, or the operator's
+    choice), where known."""
+    why = default_reason(env, target)
+    return f"{WEIGHTS_NOTE} {why}" if why else WEIGHTS_NOTE
 
 
 def _processor_controls(ui: dict, d: dict) -> None:

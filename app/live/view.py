@@ -6,6 +6,7 @@ the decoding speedup, renders each part (:mod:`app.render`) and sums the run up 
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.runtime.compiled import COMPILING_NOTE
 from specviz.core.events import PassEvent
-from specviz.core.verdict import format_apart
+from specviz.core.verdict import format_ratio_ends
 from specviz.measure.run_stats import RunStats
 from specviz.measure.stats import SpeedupJudgement, judge_decode_speedup
 
@@ -277,7 +278,7 @@ class RunView:
             return f"other programs used {self._busy:.0%} of the CPU"
         if judged.interval is None:
             return "its interval spans 1"
-        low, high = format_apart(judged.interval.low, judged.interval.high)
+        low, high = format_ratio_ends(judged.interval.low, judged.interval.high)  # an end near 1: its side shown
         return f"{low}–{high}× spans 1"
 
     def summary(self) -> RunSummary:
@@ -358,7 +359,13 @@ def split_name(name: str) -> tuple[str, str]:
 def pane_title(drafter_name: str, settings: Settings) -> tuple[str, str]:
     """The speculative pane header's drafter name and subtitle: ("n-gram lookup", "(1‑3) · k = 4"), the drafter's
     trailing parenthetical (:func:`split_name`) before :func:`k_label`. A lookahead drafter's parenthetical,
-    "(W=3, N=3, G=2)", is left out: :func:`k_label` names W, N and G already (seen: they showed twice)."""
+    "(W=3, N=3, G=2)", is left out: :func:`k_label` names W, N and G already (seen: they showed twice); so is a
+    tree drafter's "(tree of 8)" and "+ lookup" where :func:`k_label` says "tree of 8 nodes, depth ≤ k" and "lookup
+    first" (seen: "(tree of 8) · k = 4 · tree of 8 nodes, depth ≤ k")."""
+    if settings.drafted_tree_nodes:
+        drafter_name = re.sub(r" \(tree of \d+\)", "", drafter_name)
+    if settings.lookup and drafter_name.endswith(" + lookup"):
+        drafter_name = drafter_name[:-len(" + lookup")]
     name, detail = split_name(drafter_name)
     if settings.drafter == "lookahead":
         detail = ""

@@ -9,7 +9,7 @@ import re
 from app.render.markup import scroll_box
 from app.render.stats import _fmt
 from app.records import NO_INTERVAL, RunSummary
-from specviz.core.verdict import format_apart
+from specviz.core.verdict import format_apart, format_ratio, format_ratio_ends
 
 
 def history_speedup(row: RunSummary) -> str:
@@ -20,8 +20,8 @@ def history_speedup(row: RunSummary) -> str:
     ("too short") or "–"."""
     value, interval = row.speedup, row.speedup_interval
     if value is not None:
-        spread = " ({}–{})".format(*format_apart(*interval)) if interval else ""
-        return html.escape(f"{value:.2f}×{spread}")
+        spread = " ({}–{})".format(*format_ratio_ends(*interval)) if interval else ""
+        return html.escape(f"{format_ratio(value)}×{spread}")
     note, measured = row.speedup_note, row.speedup_measured
     if note in ("too noisy", "not a finding") and measured is not None:
         reason = f": {row.speedup_reason}" if row.speedup_reason else ""

@@ -35,6 +35,7 @@ instead, e.g. “‹F0 9F›” in an ``<i class="tok-bytes">`` badge, and says 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from app.render.tokens import Piece, PieceDecoder, Token, byte_label
@@ -257,6 +258,36 @@ def text_html(text: str, breaks: bool = True) -> str:
     return escaped.replace("\n", '<i class="nl" aria-hidden="true"></i>' + ("\n" if breaks else ""))
 
 
+CONTROL_LABELS = {"<|im_end|>": "⏎ end of turn", "<|eot_id|>": "⏎ end of turn", "<|end|>": "⏎ end of turn",
+                  "<end_of_turn>": "⏎ end of turn", "<|im_start|>": "▸ start of turn",
+                  "<|start_header_id|>": "▸ header", "<|end_header_id|>": "◂ header",
+                  "<start_of_turn>": "▸ start of turn", "<|endoftext|>": "■ end of text", "</s>": "■ end of text",
+                  "<|end_of_text|>": "■ end of text", "<s>": "▸ start of text", "<|begin_of_text|>": "▸ start of text"}
+"""Readable markers of the control tokens seen most (chat templates' turn marks, end of text)."""
+_CONTROL = re.compile(r"^<\|[^<>|\s]{1,40}\|>$")
+
+
+def control_label(text: str) -> str | None:
+    """The readable marker of a control token's literal text: "⏎ end of turn" for "<|im_end|>" (:data:`CONTROL_LABELS`),
+    "◆ tool_call" for another "<|tool_call|>"-like mark; None for text that is no control mark."""
+    if text in CONTROL_LABELS:
+        return CONTROL_LABELS[text]
+    if _CONTROL.match(text):
+        return "◆ " + text[2:-2]
+    return None
+
+
+def _control_html(token: Token) -> str | None:
+    """A special or control token as a small chip with a readable marker (:func:`control_label`), its raw text in
+    the chip's title; None for another token."""
+    label = control_label(token.text.strip()) if token.text else None
+    if label is None and token.special and token.text.strip():
+        label = "◆ " + token.text.strip()
+    if label is None:
+        return None
+    return (f'<i class="tok-chip" title="{html.escape(token.text.strip(), quote=True)}">{html.escape(label)}</i>')
+
+
 def token_html(token: Token, alt: bool = False) -> str:
     """One token's span (see the module docstring for the attributes); ``alt`` adds class ``tok-alt`` (the
     alternate tint of every other token)."""
@@ -267,15 +298,17 @@ def token_html(token: Token, alt: bool = False) -> str:
         classes.append("tok-unjudged")
     if token.partial:
         classes.append("tok-partial")
-    if token.special:
+    chip = _control_html(token)
+    if token.special or chip is not None:
         classes.append("tok-special")
     if token.resplit:
         classes.append("tok-resplit")
     if token.text and not token.text.strip():
         classes.append("tok-space")
-    title = html.escape(token.title, quote=True).replace("\n", "&#10;")
+    raw = f"\nraw token: {token.text.strip()}" if chip is not None else ""
+    title = html.escape(token.title + raw, quote=True).replace("\n", "&#10;")
     breaks = token.kind != "rejected"
-    body = "".join(f'<i class="tok-bytes">{html.escape(byte_label(part))}</i>' if isinstance(part, bytes) else
+    body = chip if chip is not None else "".join(f'<i class="tok-bytes">{html.escape(byte_label(part))}</i>' if isinstance(part, bytes) else
                    text_html(part, breaks) for part in token.parts) if token.parts else text_html(token.text, breaks)
     return (f'<span class="{" ".join(classes)}" data-kind="{token.kind}" data-pass="{token.pass_index}" '
             f'data-id="{token.token_id}" title="{title}">{body}</span>')

@@ -155,8 +155,13 @@ def spread_html(value: float | None, interval, fmt: str = "{:.1f}", decimals: in
 
 
 TOO_FEW_PASSES = "too few passes to tell"
-"""What a counted figure (acceptance, α, tokens per pass) says beside its interval while its run has fewer passes
-than :data:`specviz.measure.stats.MIN_JUDGED_PASSES`."""
+"""Kept for old imports; the cards say :func:`too_few_words` ("3 passes: too few to tell"), one form with or
+without an interval."""
+
+
+def too_few_words(passes: int) -> str:
+    """The one form every card uses for a run with too few passes to read a figure: "3 passes: too few to tell"."""
+    return f"{plural(passes, 'pass', 'passes')}: too few to tell"
 
 
 def counted_spread(interval, stats, *, percent: bool = False) -> str:
@@ -164,15 +169,15 @@ def counted_spread(interval, stats, *, percent: bool = False) -> str:
     share in [0, 1], its ends in %) or "2.10–2.75"; with "; 5 passes: too few to tell" while ``stats`` (the
     run's :class:`~specviz.measure.run_stats.RunStats`) has fewer than
     :data:`~specviz.measure.stats.MIN_JUDGED_PASSES` passes; without an interval :data:`ONE_PASS` after one pass,
-    :data:`TOO_FEW_PASSES` after more (passes that drafted nothing, a plain step of k = auto, count nothing)."""
+    :func:`too_few_words` after more (passes that drafted nothing, a plain step of k = auto, count nothing)."""
     if interval is None:
-        return ONE_PASS if stats.passes <= 1 else TOO_FEW_PASSES
+        return ONE_PASS if stats.passes <= 1 else too_few_words(stats.passes)
     if percent:
         text = "{}–{}%".format(*format_apart(interval.low * 100, interval.high * 100, 0, 1))
     else:
         text = spread_text(interval, 2)
     if stats.too_few_passes:
-        text += f"; {plural(stats.passes, 'pass', 'passes')}: too few to tell"
+        text += f"; {too_few_words(stats.passes)}"
     return text
 
 
@@ -230,7 +235,7 @@ def verdict_card(judgement) -> str:
     reading = judgement.reading
     cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy"}.get(reading.word,
                                                                                                        "neutral")
-    figure = (f'<span class="sv-verdict-figure">{reading.value:.2f}×</span> '
+    figure = (f'<span class="sv-verdict-figure">{reading.shown()}×</span> '
               f'<span class="sv-verdict-word">{html.escape(reading.word)}</span>')
     under = " · ".join(html.escape(part) for part in (reading.span(), reading.reason) if part)
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])

@@ -37,6 +37,26 @@ def format_apart(a: float, b: float, decimals: int = 2, most: int = 6) -> tuple[
     return x, y
 
 
+def format_ratio(value: float, decimals: int = 2, most: int = 4) -> str:
+    """A ratio read against 1 as text, with ``decimals`` decimals, or more (up to ``most``) where it would print
+    as 1 without being 1, since which side of 1 it lies on decides its verdict: 0.82 -> "0.82", 0.997 -> "0.997",
+    1.004 -> "1.004", 1.0 -> "1.00"; "≈1" where even ``most`` decimals print 1 (0.99999 -> "≈1")."""
+    for places in range(decimals, max(decimals, most) + 1):
+        text = f"{value:.{places}f}"
+        if value == 1.0 or text != f"{1.0:.{places}f}":
+            return text
+    return "≈1"
+
+
+def format_ratio_ends(low: float, high: float, decimals: int = 2, most: int = 6) -> tuple[str, str]:
+    """An interval of a ratio as two texts that read apart (:func:`format_apart`) and each on its own side of 1
+    (:func:`format_ratio`), so the printed range agrees with the verdict read from it: (0.67, 0.997) ->
+    ("0.67", "0.997") (wholly below 1: slower), (0.67, 1.004) -> ("0.67", "1.004") (across 1)."""
+    low_text, high_text = format_apart(low, high, decimals, most)
+    places = max(decimals, *(len(t.split(".")[1]) for t in (low_text, high_text) if "." in t))
+    return format_ratio(low, places, most), format_ratio(high, places, most)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """How a measured ratio may be read (:func:`read_speedup`).
@@ -61,21 +81,26 @@ class Verdict:
 
     def span(self) -> str:
         """The interval in words: "95 % 1.30–2.00×" (a confidence interval) or "range 1.30–2.00×"."""
-        ends = "–".join(format_apart(self.low, self.high))
+        ends = "–".join(format_ratio_ends(self.low, self.high))
         return f"{self.level:.0%} {ends}×".replace("%", " %", 1) if self.level else f"range {ends}×"
 
     def figure(self) -> str:
         """The number and its word: "1.60× faster", "0.62× slower", "1.02× about the same", "too noisy to tell:
         1.05× measured" or "2.45× measured, not a finding"."""
         if self.word == NOT_FINDING:
-            return f"{self.value:.2f}× measured, {NOT_FINDING}"
-        return f"{self.word}: {self.value:.2f}× measured" if self.word == NOISY else f"{self.value:.2f}× {self.word}"
+            return f"{self.shown()}× measured, {NOT_FINDING}"
+        return f"{self.word}: {self.shown()}× measured" if self.word == NOISY else f"{self.shown()}× {self.word}"
+
+    def shown(self) -> str:
+        """The measured ratio as text (:func:`format_ratio`): "0.82", or "0.997" where two decimals would print a
+        ratio below 1 as 1.00 beside the word "slower"."""
+        return format_ratio(self.value)
 
     def headline(self) -> str:
         """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs";
         timings that cannot be true: "2.45× · range 2.27–2.63× · not a finding: <reason>"."""
         if self.word == NOT_FINDING:
-            return " · ".join((f"{self.value:.2f}×", self.span(), self.why_not()))
+            return " · ".join((f"{self.shown()}×", self.span(), self.why_not()))
         return " · ".join(part for part in (self.figure(), self.span(), self.reason) if part)
 
     def why_not(self) -> str:
@@ -91,9 +116,9 @@ class Verdict:
     def cell(self) -> str:
         """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)", "2.45×
         (2.27–2.63×), not a finding: faster than its 2.1 tokens per pass allow"."""
-        ends = "–".join(format_apart(self.low, self.high))
+        ends = "–".join(format_ratio_ends(self.low, self.high))
         if self.word == NOT_FINDING:
-            return f"{self.value:.2f}× ({ends}×), {self.why_not()}"
+            return f"{self.shown()}× ({ends}×), {self.why_not()}"
         return f"{self.figure()} ({ends}×)"
 
 

@@ -119,6 +119,47 @@ def figures_of(rounds: list[dict[int, float]]) -> dict:
             "verify": verify}
 
 
+def why_not(fmt: str, figures: dict[str, dict]) -> str | None:
+    """Why format ``fmt`` did not replace float32 by :func:`choose_default`'s rule, in words ("its median step is
+    only 4% under float32's", "its slowest round (240 ms) is not under float32's median (230 ms)", "not exact here:
+    a verification's logits up to 0.25 from one-token steps'"); None where it qualifies, or without figures for it
+    and float32."""
+    base, fig = figures.get(BASE), figures.get(fmt)
+    if base is None or fig is None or fmt == BASE:
+        return None
+    if fig["step"] > base["step"] * (1.0 - MARGIN):
+        under = 1.0 - fig["step"] / base["step"]
+        return (f"its median step is only {under:.0%} under float32's" if under > 0
+                else "its median step is not under float32's")
+    if fig["range"][1] >= base["step"]:
+        return f"its slowest round ({fig['range'][1]:.0f} ms) is not under float32's median ({base['step']:.0f} ms)"
+    if not is_exact(fig):
+        gap = fig.get("verify_gap")
+        return (f"not exact here (a verification's logits differ from one-token steps' by up to {gap:.2g})"
+                if gap is not None else "not checked for exactness here")
+    return None
+
+
+def reason(figures: dict[str, dict], chosen: str) -> str:
+    """One or two sentences saying why ``chosen`` (:func:`choose_default` of ``figures``) is the default, with the
+    measured medians: "int4 is the default: its one-token step took 221 ms, float32's 355 ms (the rule: at least
+    10% faster, its slowest round under float32's median, exact here)." or "float32 kept: int4 221 ms a step vs
+    355 ms, but not exact here: ...; int8 ...". "" without float32's figures (nothing was measured)."""
+    base = figures.get(BASE)
+    if base is None:
+        return ""
+    rule = (f"(the rule: at least {MARGIN:.0%} faster, its slowest round under float32's median, exact here, so "
+            "that a speculative run gives standard decoding's greedy ids)")
+    if chosen != BASE and chosen in figures:
+        return (f"{chosen} is the default: its one-token step took {figures[chosen]['step']:.0f} ms, float32's "
+                f"{base['step']:.0f} ms {rule}.")
+    faster = [f"{fmt} {fig['step']:.0f} ms, but {why_not(fmt, figures)}" for fmt, fig in
+              sorted(figures.items(), key=lambda item: item[1]["step"]) if fmt != BASE and why_not(fmt, figures)]
+    if not faster:
+        return f"float32 kept: no other format was measured here {rule}."
+    return (f"float32 kept ({base['step']:.0f} ms a one-token step) {rule}: " + "; ".join(faster) + ".")
+
+
 def describe(figures: dict[str, dict], chosen: str, seconds: float | None = None) -> str:
     """One log line: each format's median step, the choice and what the measurement added (``seconds``)."""
     steps = ", ".join(f"{fmt} {fig['step']:.1f}" for fmt, fig in figures.items())
