@@ -123,7 +123,8 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
     notes = _run_notes(s)
     methods = len(s["drafters"]) * len(s["ks"]) + 1
     prompts = render.plural(len(s["prompts"]), "prompt")
-    job = device.start(RUNS, request, f"the arena is running ({prompts} × {render.plural(methods, 'method')})")
+    job = device.start(RUNS, request, f"the arena is running ({prompts} × {render.plural(methods - 1, 'method')} "
+                                      "and standard decoding)")  # the words of its status
     started, cpu = time.monotonic(), CpuShare()
     try:
         hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app import render
 from specviz.analysis.arena_rows import BASELINE
-from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, format_apart, read_speedup
+from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, format_apart, format_ratio_ends, read_speedup
 
 
 NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: the machine's speed changed
@@ -28,7 +28,7 @@ def spread_text(row: dict, key: str) -> str:
     low, high = row.get(f"{key}_low"), row.get(f"{key}_high")
     if low is None or high is None:
         return NO_SPREAD
-    return "–".join(format_apart(low, high))
+    return "–".join(format_ratio_ends(low, high))  # an end near 1 keeps the side of 1 it is on
 
 
 def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
