@@ -44,6 +44,13 @@ def _ids(vocab: int, count: int, seed: int) -> list[int]:
 
 
 @torch.inference_mode()
+def _step_logits(model, prefix: list[int], tokens: list[int]) -> torch.Tensor:
+    """(len(tokens), V) logits of one-token steps over ``tokens`` after a fresh cache has read ``prefix``."""
+    cache = new_cache(model)
+    forward_logits(model, prefix, cache, 1)
+    return torch.cat([forward_logits(model, [t], cache, 1) for t in tokens])
+
+
 def _tree_gap(model, vocab: int, context: list[int], parents: list[int], tokens: list[int]) -> float:
     """Largest |logit difference| between a tree pass over [last context token] + ``tokens`` and the one-token steps
     along each leaf's path (the root, then the path's nodes), every node of the tree compared."""
@@ -56,9 +63,7 @@ def _tree_gap(model, vocab: int, context: list[int], parents: list[int], tokens:
     worst = 0.0
     for leaf in (i for i in range(len(parents)) if i not in parents):
         path = ancestors(parents, leaf)
-        cache = new_cache(model)
-        forward_logits(model, context[:-1], cache, 1)
-        steps = torch.cat([forward_logits(model, [t], cache, 1) for t in [context[-1]] + [tokens[a] for a in path]])
+        steps = _step_logits(model, context[:-1], [context[-1]] + [tokens[a] for a in path])
         worst = max(worst, float((tree[[0] + [a + 1 for a in path]] - steps).abs().max()))
     return worst
 
@@ -145,10 +150,7 @@ def _batch_gap(model, prompts: list[list[int]], drafts: list[list[int]]) -> floa
     logits, _ = forward_rows(model, drafts, cache, n, attention_mask=mask, position_ids=starts + offsets)
     worst = 0.0
     for row, prompt in enumerate(prompts):
-        single = new_cache(model)
-        forward_logits(model, prompt, single, 1)
-        steps = torch.cat([forward_logits(model, [t], single, 1) for t in drafts[row]])
-        worst = max(worst, float((logits[row] - steps).abs().max()))
+        worst = max(worst, float((logits[row] - _step_logits(model, prompt, drafts[row])).abs().max()))
     return worst
 
 
