@@ -30,6 +30,10 @@ class RunSummary:
         tokens: tokens the run made (the speculative run's; the baseline's without a drafter).
         acceptance: accepted ÷ drafted tokens (None without a drafter).
         tokens_per_pass: emitted tokens ÷ target passes, bonus included (None without a drafter).
+        acceptance_spread, tokens_per_pass_spread: each figure's spread as its Live card words it
+            (:func:`app.render.stats.counted_spread` of the run's passes): "44–88%", "1.60–2.20", "one pass: no
+            spread", "3 passes: too few to tell", "55–70%; 5 passes: too few to tell"; "" in a row that keeps none
+            (shown as the figure alone) and without a drafter.
         spec_tps, base_tps: decoding rates in tokens/s after the prefill (spec: None without a drafter).
         spec_tps_interval, base_tps_interval: each rate's (low, high) bootstrap interval over the passes; None for
             a run of one pass, :data:`NO_INTERVAL` in a row that keeps none.
@@ -55,6 +59,8 @@ class RunSummary:
     tokens: int = 0
     acceptance: float | None = None
     tokens_per_pass: float | None = None
+    acceptance_spread: str = ""
+    tokens_per_pass_spread: str = ""
     spec_tps: float | None = None
     base_tps: float | None = None
     spec_tps_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL

@@ -1123,3 +1123,36 @@ def test_the_history_gives_each_rate_its_interval_under_it():
     assert one.spec_tps_interval is None and "(one pass)</small>" in render.history_html([one])
     assert render.history_rate(RunSummary(spec_tps=None), "spec_tps") == "–"
     assert render.history_rate(RunSummary(spec_tps=20.0), "spec_tps") == "20.0"  # a row kept without its interval
+
+
+def _mixed_run(passes: int) -> live.RunView:
+    """A run drafting k = 2 each pass: two passes in three accept both (3 tokens with the bonus), the third none (the
+    target's own token), so acceptance and tokens per pass vary over the passes; its baseline of one-token steps."""
+    spec, generated = [_event("speculative", 0, (1,), 50.0)], 1
+    for i in range(1, passes + 1):
+        accepted = 2 if i % 3 else 0
+        emitted = (2, 5)[:accepted] + (9,)
+        generated += len(emitted)
+        spec.append(_event("speculative", i, emitted, 10.0, draft=(2, 5), n=accepted,
+                           finish="length" if i == passes else None, generated=generated))
+    base = [_event("baseline", 0, (1,), 50.0)]
+    base += [_event("baseline", i, (2,), 10.0, finish="length" if i == generated - 1 else None, generated=1 + i)
+             for i in range(1, generated)]
+    return _view(spec, base)
+
+
+def test_the_history_gives_acceptance_and_tokens_per_pass_the_cards_spreads():
+    view = _mixed_run(12)  # 16 of 24 drafted accepted, 28 tokens in 12 passes
+    row, cards = view.summary(), view.stats_html()
+    assert (row.acceptance_spread, row.tokens_per_pass_spread) == ("41–92%", "1.83–2.83")
+    table = render.history_html([row])
+    assert '<td>67%<br><small class="spread" style="white-space: nowrap">(41–92%)</small></td>' in table
+    assert '<td>2.33<br><small class="spread" style="white-space: nowrap">(1.83–2.83)</small></td>' in table
+    assert "67% <small class=\"spread\">(41–92%)</small>" in cards and "(1.83–2.83)</small>" in cards  # one source
+    few = _mixed_run(3).summary()  # the cards' too-few-passes words, and one pass's
+    few_table = render.history_html([few])
+    assert '<td>67%<br><small class="spread">(0–100%; 3 passes: too few to tell)</small></td>' in few_table
+    assert '<td>2.33<br><small class="spread">(1.00–3.00; 3 passes: too few to tell)</small></td>' in few_table
+    one = _mixed_run(1).summary()
+    assert (one.acceptance_spread, one.tokens_per_pass_spread) == ("one pass: no spread", "one pass: no spread")
+    assert render.history_counted(None, "") == "–" and render.history_counted(0.5, "", percent=True) == "50%"

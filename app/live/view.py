@@ -283,9 +283,11 @@ class RunView:
 
     def summary(self) -> RunSummary:
         """The run's row in the history: rates after the prefill with their intervals over the passes (None for one
-        pass); the decoding speedup only when it could be judged (else ``speedup_note`` says "too short" or "too
-        noisy"; a too-noisy run keeps what was measured in ``speedup_measured`` and why it is noise in
-        ``speedup_reason``, :meth:`noise_reason`); k, its schedule and lookahead's (W, N, G) as typed fields."""
+        pass); acceptance and tokens per pass with their spreads worded as the cards word them
+        (:func:`app.render.counted_spread`); the decoding speedup only when it could be judged (else
+        ``speedup_note`` says "too short" or "too noisy"; a too-noisy run keeps what was measured in
+        ``speedup_measured`` and why it is noise in ``speedup_reason``, :meth:`noise_reason`); k, its schedule and
+        lookahead's (W, N, G) as typed fields."""
         s, b, settings = self.spec_stats, self.base_stats, self.settings
         judged = self.judgement()
         found = judged is not None and judged.finding
@@ -299,6 +301,8 @@ class RunView:
             seed=None if settings.greedy else settings.seed,  # sampling: the run is repeatable by it
             tokens=s.generated if spec else b.generated,
             acceptance=s.acceptance_rate if spec else None, tokens_per_pass=s.tokens_per_pass if spec else None,
+            acceptance_spread=render.counted_spread(s.acceptance_interval(), s, percent=True) if spec else "",
+            tokens_per_pass_spread=render.counted_spread(s.tokens_per_pass_interval(), s) if spec else "",
             spec_tps=s.decode_tokens_per_s if spec else None, base_tps=b.decode_tokens_per_s,
             spec_tps_interval=_ends(s.decode_rate()) if spec else None,
             base_tps_interval=_ends(b.decode_rate()),  # (low, high) over the passes; None: one pass

@@ -14,7 +14,7 @@
 
 from __future__ import annotations
 
-from app.render.history import history_html, history_k, history_rate, history_speedup
+from app.render.history import history_counted, history_html, history_k, history_rate, history_speedup
 from app.render.markup import plural, scroll_box, seconds_text, status_html
 from app.render.pane import (KIND_LABELS, SUFFIX_SOURCES, Pane, _detail_title, legend_html, pane_header, pane_html,
                              placeholder_html, text_html, token_html)
@@ -27,7 +27,8 @@ from app.render.stats import (BUSY_NOTE, END_TO_END_DEFINITION, LOOKAHEAD_DEFINI
 from app.render.tokens import KINDS, Piece, PieceDecoder, Token, byte_label
 
 __all__ = [
-    "history_html", "history_k", "history_rate", "history_speedup", "plural", "scroll_box", "status_html",
+    "history_counted", "history_html", "history_k", "history_rate", "history_speedup", "plural", "scroll_box",
+    "status_html",
     "KIND_LABELS", "SUFFIX_SOURCES", "Pane", "_detail_title", "legend_html", "pane_header", "pane_html",
     "placeholder_html", "text_html", "token_html", "BUSY_NOTE", "END_TO_END_DEFINITION", "LOOKAHEAD_DEFINITION",
     "ONE_MEASUREMENT", "ONE_PASS", "RATES_DEFINITION", "SPEEDUP_DEFINITION", "TOKENS_PER_PASS_DEFINITION",

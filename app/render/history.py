@@ -7,7 +7,6 @@ import html
 import re
 
 from app.render.markup import scroll_box
-from app.render.stats import _fmt
 from app.records import NO_INTERVAL, RunSummary
 from specviz.core.verdict import format_apart, format_ratio, format_ratio_ends
 
@@ -47,6 +46,20 @@ def history_rate(row: RunSummary, key: str) -> str:
     return f'{value:.1f}<br><small class="spread" style="white-space: nowrap">({spread})</small>'
 
 
+def history_counted(value: float | None, spread: str, percent: bool = False) -> str:
+    """The history's acceptance or tokens-per-pass cell (HTML): the figure as its Live card shows it ("67%" with
+    ``percent``, a share in [0, 1]; else "1.90") with the card's spread under it (``spread``: the row's
+    ``acceptance_spread`` or ``tokens_per_pass_spread``, :func:`app.render.stats.counted_spread`: "(44–88%)",
+    "(3 passes: too few to tell)"); the figure alone for a row that keeps no spread (""); "–" without a value."""
+    if value is None:
+        return "–"
+    shown = f"{value:.0%}" if percent else f"{value:.2f}"
+    if not spread:
+        return shown
+    wrap = "" if " " in spread else ' style="white-space: nowrap"'  # an interval on one line; words may wrap
+    return f'{shown}<br><small class="spread"{wrap}>({html.escape(spread)})</small>'
+
+
 _LOOKAHEAD_K = re.compile(r"^k = (\d+) \(N−1\)( or a plain step \(auto\))?( · W = \d+, N = \d+, G = \d+)?$")
 
 
@@ -73,10 +86,12 @@ def _history_k_cell(k: str) -> str:
 def history_html(history: list[RunSummary]) -> str:
     """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
     speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
-    "too short". The k cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`).
-    The temperature cell also gives a sampled run's seed (``seed``), the generation settings that differ from
-    their defaults (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live tab's results column at a 1400 px window
-    (``assets/style.css``, ``.history``); a phone scrolls the table inside its box."""
+    "too short". Acceptance and tokens per pass carry their Live cards' spreads (:func:`history_counted`). The k
+    cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`). The temperature cell
+    also gives a sampled run's seed (``seed``), the generation settings that differ from their defaults
+    (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live
+    tab's results column at a 1400 px window (``assets/style.css``, ``.history``); a phone scrolls the table inside
+    its box."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
@@ -93,8 +108,9 @@ def history_html(history: list[RunSummary]) -> str:
             f"{row.temperature:g}" + (f" · seed {row.seed}" if row.seed is not None else "")
             + (f" · {row.settings}" if row.settings else "")
             + (f" · {row.weights} weights" if row.weights != "float32" else ""),
-            f"{row.tokens} (stopped)" if row.stopped else row.tokens,
-            _fmt(row.acceptance, "{:.0%}"), _fmt(row.tokens_per_pass, "{:.2f}"))]
+            f"{row.tokens} (stopped)" if row.stopped else row.tokens)]
+        cells += [f"<td>{history_counted(row.acceptance, row.acceptance_spread, percent=True)}</td>",
+                  f"<td>{history_counted(row.tokens_per_pass, row.tokens_per_pass_spread)}</td>"]
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
         cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")
