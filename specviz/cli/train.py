@@ -32,6 +32,9 @@ def add_train_parser(commands) -> None:
                        help=f"data: prompts per shard, generated as one batch (default {DEFAULT_BATCH})")
     train.add_argument("--ckpt", help="training checkpoint to resume from and keep (commit it to resume elsewhere; "
                                       "default <data>/ckpt-<kind>-seed<seed>.pt, removed when training ends)")
+    train.add_argument("--prefill-cache", help="with committed --data sets: a file that keeps the prefill (features "
+                                               "and EAGLE-3's fused layers) so the next eagle, eagle3 or medusa "
+                                               "training on the same sets reads it instead (a few GB)")
     train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 2560: 1280 sampled, then 1280 greedy)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
     train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4 (eagle), 2 (medusa)")
@@ -97,7 +100,8 @@ def cmd_train(args) -> int:
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
     data = TrainData(folder=Path(args.data) if args.data and not sets else None, sets=tuple(sets or ()),
-                     forms=forms, checkpoint=Path(args.ckpt) if args.ckpt else None)
+                     forms=forms, checkpoint=Path(args.ckpt) if args.ckpt else None,
+                     prefill_cache=Path(args.prefill_cache) if args.prefill_cache and sets else None)
     report = run_training(args.kind, target, out, settings=settings, corpus_settings=corpus, data=data,
                           progress=_log)
     print(json.dumps(report, indent=2), flush=True)
