@@ -133,3 +133,33 @@ def test_the_data_command_writes_a_set_and_training_names_missing_sets(tiny_mode
     report = json.loads(printed)
     assert code == 0 and report["data"] == {"sets": [str(tmp_path / "part3")], "forms": [0, 1]}
     assert report["train_sequences"] == 1 and report["holdout_sequences"] == 1 and ckpt.exists()
+
+
+def test_one_prefill_is_kept_and_shared_between_kinds(tiny_target, tmp_path, monkeypatch):
+    from specviz.training import train as train_module
+    from specviz.training.distill import _prefill
+
+    folder = tmp_path / "part3"
+    generate_set(tiny_target, folder, TINY)
+    seqs = [s for d in map(load_id_shard, id_shard_paths(folder))
+            for s in torch.tensor_split(d["ids"], d["offsets"][1:-1])]
+    feats, top1, _ = _prefill(tiny_target, seqs, 1)  # one sequence a batch: no padding at all
+    sorted_feats, sorted_top1, _ = _prefill(tiny_target, seqs, 3)  # batches by length, back in data order
+    assert [t.tolist() for t in sorted_top1] == [t.tolist() for t in top1]
+    assert all(torch.allclose(a.float(), b.float(), atol=2e-2) for a, b in zip(feats, sorted_feats))
+    calls = []
+    real = train_module.prefill_corpus
+    monkeypatch.setattr(train_module, "prefill_corpus", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    cache = tmp_path / "prefill.pt"
+    settings = TrainSettings(epochs=1, batch_tokens=32, vocab_size=40, holdout=0.25)
+    data = TrainData(sets=(folder,), prefill_cache=cache)
+    eagle = run_training("eagle", tiny_target, tmp_path / "e.safetensors", settings=settings, data=data)
+    medusa = run_training("medusa", tiny_target, tmp_path / "m.safetensors", settings=settings, data=data)
+    eagle3 = run_training("eagle3", tiny_target, tmp_path / "e3.safetensors", settings=settings, data=data)
+    layers = train_module.fusion_layers(tiny_target.model.config.num_hidden_layers)
+    assert calls == [layers] and cache.exists()  # one prefill, with the fused layers, for all three kinds
+    assert eagle["positions"] == eagle3["positions"] == sum(len(s) for s in seqs)
+    assert medusa["train_sequences"] + medusa["holdout_sequences"] == 4
+    generate_set(tiny_target, folder, CorpusSettings(num_prompts=6, batch_size=2, max_new_tokens=4, prompt_set="part3"))
+    run_training("medusa", tiny_target, tmp_path / "m2.safetensors", settings=settings, data=data)
+    assert len(calls) == 2  # the set grew: the kept prefill was made for other data, so it is made again
