@@ -309,9 +309,10 @@ _BUILT_IN = (
     DrafterChoice("medusa", "Medusa heads (trained)", "Four trained heads on the target's last feature each guess "
                   "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
                   cost="four small heads and the LM head, once per pass."),
-    DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width, trained on its "
-                  "outputs; its embedding and LM head are the target's (shipped for the embedded SmolLM2-135M).",
-                  _distilled, cost="two small layers and part of the LM head per drafted token."),
+    DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width trained on its "
+                  "outputs, sharing its embedding and LM head (shipped for the embedded SmolLM2-135M).",
+                  _distilled, cost="its layers per drafted token; on 2 CPU cores it paid at k = 1 or auto, "
+                  "not at k = 4."),
     DrafterChoice("lookahead", "Lookahead decoding (no draft)", "The target guesses ahead by Jacobi iteration and "
                   "verifies n-grams it produced, in the same forward (W window, N n-gram size, G candidates).",
                   _lookahead, cost="no draft model; every target forward is wider."),
