@@ -142,8 +142,10 @@ def test_stop_while_timing_the_predicted_curve_says_so_and_keeps_its_timings(tin
     grid = seen["grid"]
     assert grid["stopped"] is True and list(grid["ms"][1]) == [1, 3] and not grid["ms"].get(2)
     assert seen["rows"] == []  # no batch size was measured
-    cells = [f"T(1,{n}) = {grid['ms'][1][n]:.1f} ({'–'.join(format_apart(*grid['spread'][1][n], 1, 3))})"
-             for n in (1, 3)]
+    ends = [grid["spread"][1][n] for n in (1, 3)]
+    cells = [f"T(1,{n}) = {grid['ms'][1][n]:.1f} ("
+             + ("repeats equal" if low == high else "–".join(format_apart(low, high, 1, 3))) + ")"
+             for n, (low, high) in zip((1, 3), ends)]
     assert "Stopped while timing the predicted curve (" in status, status
     assert "s), before any batch size was measured. Timed before the Stop (median ms of one forward, range of the " \
            f"repeats): B = 1: {cells[0]}, {cells[1]}" in status, status
@@ -167,9 +169,9 @@ def test_the_predicted_curve_stopped_status_names_its_timings():
     result = {"rows": [], "k": 2, "grid": grid, "settings": {"batch_sizes": [1, 2, 4, 8]}}
     assert sweep_handlers.grid_stopped_text(result, 12.4) == (
         "Stopped while timing the predicted curve (12 s), before any batch size was measured. Timed before the Stop "
-        "(median ms of one forward, range of the repeats): B = 1: T(1,1) = 2.1 (2.0–2.3), T(1,3) = 2.8 (one sample); "
-        "B = 2: T(2,1) = 3.0 (2.9–3.1), T(2,3) = 2.5 (2.4–2.6) (too noisy: a pass timed cheaper than a step); not "
-        "timed: B = 4, 8. A predicted speedup also needs B = 1's tokens per pass, measured after this timing, so "
+        "(median ms of one forward, range of the repeats): B = 1: T(1,1) = 2.1 (2.0–2.3), T(1,3) = 2.8 (repeats "
+        "equal); B = 2: T(2,1) = 3.0 (2.9–3.1), T(2,3) = 2.5 (2.4–2.6) (too noisy: timed faster than less work); "
+        "not timed: B = 4, 8. A predicted speedup also needs B = 1's tokens per pass, measured after this timing, so "
         "there is no chart or table.")
     assert sweep_handlers.grid_stopped_text({**result, "grid": {**grid, "ms": {1: {}}}}, 3) == (
         "Stopped while timing the predicted curve (3 s), before any batch size was measured: no batch size's "

@@ -140,8 +140,9 @@ def grid_timings(grid: dict, k: int) -> tuple[list[str], list[int]]:
     """What a forward grid stopped part-way holds (``grid``: the sweep result's "grid", ``{"ms": {B: {n: ms}},
     "spread": {B: {n: (min ms, max ms)}}, "impossible": [{"batch", "n", ...}]}``): one text per batch size it timed
     in full (both T(B, 1) and T(B, k+1), in ms with the range of their repeats), "B = 1: T(1,1) = 2.1 (2.0–2.3),
-    T(1,3) = 2.8 (2.7–2.9)", with "too noisy" where a pass timed below :data:`IMPOSSIBLE_COST` steps or the grid
-    flagged a point impossible; and those batch sizes, ascending."""
+    T(1,3) = 2.8 (2.7–2.9)" ("repeats equal" for a range of one value), with "too noisy" where a pass timed below
+    :data:`IMPOSSIBLE_COST` steps or the grid flagged a point of that batch size impossible; and those batch sizes,
+    ascending."""
     texts, done = [], []
     flagged = {int(p["batch"]) for p in grid.get("impossible") or ()}
     for batch, row in sorted((int(b), r) for b, r in (grid.get("ms") or {}).items()):
@@ -152,11 +153,11 @@ def grid_timings(grid: dict, k: int) -> tuple[list[str], list[int]]:
         cells = []
         for n in (1, k + 1):
             low, high = spread.get(n) or (row[n], row[n])
-            ends = "one sample" if low == high else "–".join(format_apart(low, high, 1, 3))
+            ends = "repeats equal" if low == high else "–".join(format_apart(low, high, 1, 3))
             cells.append(f"T({batch},{n}) = {row[n]:.1f} ({ends})")
         noisy = batch in flagged or row[k + 1] / row[1] < IMPOSSIBLE_COST
-        texts.append(f"B = {batch}: {', '.join(cells)}" + (" (too noisy: a pass timed cheaper than a step)"
-                                                           if noisy else ""))
+        texts.append(f"B = {batch}: {', '.join(cells)}" + (" (too noisy: timed faster than less work)" if noisy
+                                                           else ""))
         done.append(batch)
     return texts, done
 
