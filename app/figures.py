@@ -138,14 +138,16 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
 
 POSITION_TICKS = 8
 """The most labels the draft-position axis carries: a third of the Live tab at 1400 px (and a 400 px phone) holds
-about this many upright two-digit labels; k = auto may draft up to 16 positions, whose 16 labels collided."""
+about this many upright two-digit labels; k = auto may draft up to 16 positions, whose 16 labels collided. The
+axes of k 1..16 (the Why tab's and the classroom's what-if charts) keep the same few labels."""
 
 
 def position_ticks(positions: int) -> dict:
-    """The draft-position axis' ticks for positions 1..``positions``: every position up to :data:`POSITION_TICKS`,
-    else position 1, every ``step``-th (2 up to 12 positions, 4 above) and the last, e.g. 16 -> 1, 4, 8, 12, 16;
-    labels stay upright (``tickangle`` 0), as Plotly would turn a crowded axis' labels on their side. The hover
-    still names every bar's position."""
+    """The ticks of an axis of whole numbers 1..``positions`` (the draft positions, or k on the what-if charts of
+    :mod:`app.why.figures` and :mod:`app.classroom.figures`): every one up to :data:`POSITION_TICKS`, else 1, every
+    ``step``-th (2 up to 12 positions, 4 above) and the last, e.g. 16 -> 1, 4, 8, 12, 16; labels stay upright
+    (``tickangle`` 0), as Plotly would turn a crowded axis' labels on their side. The hover still names every
+    bar's (or point's) position or k."""
     if positions <= POSITION_TICKS:
         return {"tickmode": "array", "tickvals": list(range(1, positions + 1)), "tickangle": 0}
     step = 2 if positions <= 12 else 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from app.arena.tables import share_interval
+from app.arena.tables import OVER_COUNTS, share_basis, share_interval
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
 from specviz.analysis.arena_rows import BASELINE
@@ -85,9 +85,13 @@ HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
 RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
-SHARE_SPREAD_NOTE = "error bars: 95% Wilson interval of its counts"
-"""What the acceptance panel's error bars are (:func:`app.arena.tables.share_interval`)."""
 """What the tokens/s panel's error bars are (:func:`specviz.analysis.arena_rows.timed_spread`)."""
+SHARE_SPREAD_NOTE = "error bars: 95% interval over its passes"
+SHARE_COUNTS_NOTE = "error bars: 95% Wilson interval of its counts<br>(no passes to resample)"
+SHARE_MIXED_NOTE = "<br>(Wilson on its counts where no passes are kept)"
+"""What the acceptance panel's error bars are (:func:`app.arena.tables.share_interval`): the interval over the
+rows' passes; the Wilson interval of their counts where every row lacks per-pass counts; the first with the last
+added where only some do."""
 
 
 def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:
@@ -135,8 +139,9 @@ def _spread_word(row: dict, key: str) -> str:
 
 
 def _with_share_ends(rows: list[dict], key: str) -> list[dict]:
-    """``rows`` with ``<key>_low`` / ``<key>_high`` set from the Wilson interval of each row's counts
-    (:func:`app.arena.tables.share_interval`; None where it has none), for :func:`spread_bars`."""
+    """``rows`` with ``<key>_low`` / ``<key>_high`` set from each row's interval of the share (over its passes, or
+    the Wilson interval of its counts: :func:`app.arena.tables.share_interval`; None where it has none), for
+    :func:`spread_bars`."""
     out = []
     for r in rows:
         interval = share_interval(r, key)
@@ -144,12 +149,29 @@ def _with_share_ends(rows: list[dict], key: str) -> list[dict]:
     return out
 
 
+def _share_words(row: dict, key: str) -> str:
+    """What a share's interval is, for its hover: "95% interval over its passes" or, for a row without per-pass
+    counts, "95% Wilson interval of its counts"."""
+    if share_basis(row, key) == OVER_COUNTS:
+        return "95% Wilson interval of its counts"
+    return "95% interval over its passes"
+
+
+def _share_subtitle(rows: list[dict], key: str) -> str:
+    """The line under a share's panel title (:data:`SHARE_SPREAD_NOTE`, :data:`SHARE_COUNTS_NOTE`, or the first
+    with :data:`SHARE_MIXED_NOTE`), by what the rows' intervals were computed over (:func:`share_basis`)."""
+    bases = {share_basis(r, key) for r in rows} - {None}
+    if bases == {OVER_COUNTS}:
+        return _note_line(SHARE_COUNTS_NOTE)
+    return _note_line(SHARE_SPREAD_NOTE + (SHARE_MIXED_NOTE if OVER_COUNTS in bases else ""))
+
+
 def _bar_spread(rows: list[dict], key: str) -> tuple[list[str], dict]:
     """The hover words and the plotly settings (error bars, noise marks) of one method's bars of panel ``key``."""
     timed = key in TIMED_KEYS
     if key in SHARE_PANELS:
         ended = _with_share_ends(rows, key)
-        words = [f"({range_text(r[f'{key}_low'], r[f'{key}_high'], 2)}, 95% Wilson interval of its counts)"
+        words = [f"({range_text(r[f'{key}_low'], r[f'{key}_high'], 2)}, {_share_words(r, key)})"
                  if r[f"{key}_low"] is not None else "" for r in ended]
         return words, {"error_y": spread_bars(ended, key)}
     words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
@@ -207,7 +229,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
         if key == "decode_speedup":
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
-        subtitle = (_spread_subtitle(rows, key) if key in SPREAD_PANELS else _note_line(SHARE_SPREAD_NOTE)
+        subtitle = (_spread_subtitle(rows, key) if key in SPREAD_PANELS else _share_subtitle(rows, key)
                     if key in SHARE_PANELS else "")
         notes.append({"text": f"<b>{title}</b>" + subtitle,
                       "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",

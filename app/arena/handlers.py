@@ -18,7 +18,7 @@ from app import device, render
 from app.arena.figures import arena_figure, predictions_figure, shown_rows
 from app.arena.files import write_files
 from app.arena.matching import sentence as matching_sentence
-from app.arena.progress import ArenaPace
+from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
 from app.arena.verdicts import noisy_count, noisy_rows
@@ -128,19 +128,28 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
     started, cpu = time.monotonic(), CpuShare()
     try:
         hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status
+        rough = rough_estimate(s)
         yield _outputs(status=render.status_html(
             f"Starting: {prompts} × {render.plural(methods - 1, 'method')}, with standard decoding timed before "
-            f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each; the time "
-            "left and the whole run's length follow once the first prompt is measured…", "busy",
+            f"and after each ({2 * methods - 1} runs per prompt), {s['max_new_tokens']} new tokens each; "
+            + _estimate_words(rough) + "…", "busy",
             notes=notes), summary=table([]), timings=table([], TIMING_COLUMNS),
             prompts=table([], PROMPT_COLUMNS))[:4] + (hidden,) * 4
-        pace = ArenaPace([p.id for p in as_prompts(s["prompts"])], methods - 1)
+        pace = ArenaPace([p.id for p in as_prompts(s["prompts"])], methods - 1, rough=rough)
         result = yield from _race_on_device(job, s, _Progress(progress, notes, started, pace))
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)
     finally:
         job.release()  # also when Gradio closes this handler: the arena stops before its next target forward
+
+
+def _estimate_words(rough: ArenaEstimate | None) -> str:
+    """The "Starting" status's words on time: the rough range with what it rests on, then that the time left
+    follows once the first prompt is measured; :data:`app.arena.progress.UNMEASURED` without a range."""
+    if rough is None:
+        return UNMEASURED
+    return f"{rough.range_text()} ({rough.basis_text()}); the time left follows once the first prompt is measured"
 
 
 def _run_notes(s: dict) -> list[str]:
@@ -237,7 +246,7 @@ class _Progress:
         """The "Running… message (seconds)" status line; counts as shown now."""
         self.last = now
         where = self.pace.position() if self.pace is not None else ""
-        timing = f"; {self.pace.timing()}" if self.pace is not None and where else ""
+        timing = f"; {self.pace.timing()}" if self.pace is not None else ""  # before the first run: the estimate
         return render.status_html(f"Running… {where + ': ' if where else ''}{self.message} "
                                   f"({now - self.started:.0f} s{timing})", "busy", notes=self.notes)
 

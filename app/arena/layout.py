@@ -171,6 +171,7 @@ def build_tab(target: str = "embedded") -> None:
     tell_when_invalid(seed, status, SEED)
     tell_when_invalid(repetition_penalty, status, REPETITION_PENALTY)
     tell_when_invalid(min_p, status, MIN_P)
-    matching.wire(matching_btn, [drafters, ks, source, category, temperature, status])  # PRESET_OUTPUTS' order
+    matching.wire(matching_btn, [drafters, ks, source, category, temperature, status],  # PRESET_OUTPUTS' order
+                  [max_new_tokens, target_box])
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

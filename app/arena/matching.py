@@ -5,8 +5,9 @@ one plain sentence comparing them (:func:`sentence`).
 The early exit drafts with the target's own first layers, untrained: a large draft whose distribution is far from
 the target's. The distilled draft model is two layers trained on the target's outputs: a small draft taught to
 follow it (the shipped one, trained on little data, is better matched than the early exit but still mostly
-rejected). The sentence reads every figure from the pooled rows the tables show (``acceptance_rate`` with the Wilson
-interval of the row's counts, :func:`app.arena.tables.share_interval`; ``tokens_per_pass``; and the decoding speedup
+rejected). The sentence reads every figure from the pooled rows the tables show (``acceptance_rate`` with its 95%
+interval over the row's passes, or the Wilson interval of its counts for a row without per-pass counts,
+:func:`app.arena.tables.share_interval`; ``tokens_per_pass``; and the decoding speedup
 read by :func:`app.arena.tables.speedup_cell` and :func:`app.arena.verdicts.speedup_reading`, the rule every tab
 uses); it computes none of them again, and it says one drafter is accepted more often only when the two acceptance
 rates' intervals do not overlap.
@@ -15,9 +16,11 @@ rates' intervals do not overlap.
 from __future__ import annotations
 
 from app import render
-from app.arena.settings import categories
+from app.arena.progress import UNMEASURED, rough_estimate
+from app.arena.settings import DEFAULT_MAX_NEW_TOKENS, categories, choose_prompts, max_new_tokens_used
 from app.arena.tables import share_cell, share_interval, speedup_cell
 from app.arena.verdicts import NO_SPREAD, noise_text, speedup_reading
+from app.inputs import InputError
 from specviz.core.verdict import FASTER, SLOWER
 
 LABEL = "Poorly vs better matched draft"
@@ -35,8 +38,8 @@ CATEGORY = "qa"
 """The preset's category of the suite: short questions (six of them; about 8 minutes for both drafters on a 2-core
 CPU shared with other work)."""
 INFO = (f"{LABEL}: ticks exactly the early exit and the distilled draft, k = {K}, the {CATEGORY} category and greedy "
-        "decoding; press Run arena to race them (several minutes on a 2-core CPU; the time left shows once the first "
-        "prompt is measured).")
+        "decoding; press Run arena to race them")
+"""The preset status's first words; :func:`status` adds how long the race should take."""
 
 
 def preset(offered: list[str]) -> dict:
@@ -49,26 +52,40 @@ def preset(offered: list[str]) -> dict:
             "category": CATEGORY if CATEGORY in offered else offered[0], "temperature": 0.0}
 
 
-def status() -> str:
-    """The status line once the preset is set: what it ticked, and to press Run arena."""
-    return render.status_html(INFO, "info")
+def status(max_new_tokens=None, target=None) -> str:
+    """The status line once the preset is set: what it ticked, to press Run arena, and the race's rough length on a
+    quiet machine at ``max_new_tokens`` (the slider's value; its default when missing or not a number) for
+    ``target`` (:func:`app.arena.progress.rough_estimate`, from the step cost measured here), or that there is none
+    before the first prompt is measured."""
+    try:
+        tokens = max_new_tokens_used(max_new_tokens)[0]
+    except InputError:
+        tokens = DEFAULT_MAX_NEW_TOKENS
+    prompts = choose_prompts("category", "", preset(categories())["category"])
+    rough = rough_estimate({"prompts": prompts, "drafters": [POOR, WELL], "ks": [K], "max_new_tokens": tokens,
+                            "target": str(target or "embedded").strip()})
+    if rough is None:
+        return render.status_html(f"{INFO} ({UNMEASURED}).", "info")
+    return render.status_html(f"{INFO} ({rough.range_text()} at {tokens} new tokens per run, {rough.basis_text()}; "
+                              "the time left shows once the first prompt is measured).", "info")
 
 
 PRESET_OUTPUTS = ("drafters", "ks", "source", "category", "temperature", "status")
 """What :func:`chosen` sets, in order (the Arena's controls, then its status line)."""
 
 
-def chosen() -> tuple:
+def chosen(max_new_tokens=None, target=None) -> tuple:
     """The preset's button: the values of :data:`PRESET_OUTPUTS` (:func:`preset` on the suite's categories, then
-    :func:`status`)."""
+    :func:`status` for the page's max new tokens and target)."""
     values = preset(categories())
-    return (*(values[name] for name in PRESET_OUTPUTS[:-1]), status())
+    return (*(values[name] for name in PRESET_OUTPUTS[:-1]), status(max_new_tokens, target))
 
 
-def wire(button, outputs: list) -> None:
-    """Make ``button`` (a gr.Button) set the preset: :func:`chosen` into ``outputs``, the components of
-    :data:`PRESET_OUTPUTS` in that order (in the browser's round trip, outside the queue: it does no work)."""
-    button.click(chosen, outputs=outputs, queue=False, api_visibility="private")
+def wire(button, outputs: list, inputs: list | None = None) -> None:
+    """Make ``button`` (a gr.Button) set the preset: :func:`chosen` of ``inputs`` (the max new tokens slider and the
+    target box, or none) into ``outputs``, the components of :data:`PRESET_OUTPUTS` in that order (in the browser's
+    round trip, outside the queue: it runs nothing)."""
+    button.click(chosen, inputs=inputs or [], outputs=outputs, queue=False, api_visibility="private")
 
 
 def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
@@ -106,8 +123,10 @@ def _rejected(a: float, b: float) -> str:
 
 def _acceptance_meaning(poor: dict, well: dict) -> str:
     """What the two acceptance rates say about matching: a drafter is said to be accepted more often only when the
-    Wilson intervals of the rows' counts (:func:`app.arena.tables.share_interval`) do not overlap; otherwise the
-    difference is too small to tell on this run. Adds whether both are mostly rejected (:func:`_rejected`)."""
+    rows' intervals (:func:`app.arena.tables.share_interval`: over their passes, resampled whole, since a pass's
+    tokens after a rejection are rejected together; Wilson on the counts only for a row without per-pass counts) do
+    not overlap; otherwise the difference is too small to tell on this run. Adds whether both are mostly rejected
+    (:func:`_rejected`)."""
     a, b = share_interval(poor, "acceptance_rate"), share_interval(well, "acceptance_rate")
     if a is None or b is None:
         return "Without drafted tokens on both sides there is no acceptance to compare."

@@ -1,6 +1,7 @@
 """The Arena's three tables (pooled summary, timings, per prompt) as gr.Dataframe values: every speedup and timed
 figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every counted share (the acceptance rate,
-α) with its Wilson interval on the row's own counts (:func:`share_interval`, :func:`share_cell`)."""
+α) with its 95% interval over the row's passes, or the Wilson interval of its counts for a row saved without them
+(:func:`share_interval`, :func:`share_cell`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_
                                 speedup_reading, spread_text)
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
 from specviz.core.verdict import NOISY
-from specviz.measure.stats import Interval, wilson_interval
+from specviz.measure.stats import Interval, pass_share_interval, wilson_interval
 
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
@@ -74,11 +75,14 @@ SHARE_COUNTS = {"acceptance_rate": ("accepted", ("drafted",)), "alpha": ("accept
 acceptance rate = accepted / drafted, α = accepted / (accepted + rejections) (:mod:`specviz.core.counters`)."""
 
 
-def share_interval(row: dict, key: str) -> Interval | None:
-    """A counted share of a row (``key`` in :data:`SHARE_COUNTS`) with the 95% Wilson score interval of the row's
-    own counts (:func:`specviz.measure.stats.wilson_interval`; a pooled row's counts are its prompts' sums), e.g. 5
-    accepted of 68 drafted -> 0.074 in 0.032–0.16; None when the row has no such share or nothing was counted.
-    Raises KeyError for a ``key`` that is not a counted share."""
+OVER_PASSES, OVER_COUNTS = "passes", "counts"
+"""What a counted share's interval was computed over (:func:`share_basis`): the row's passes, resampled whole, or
+(a row without per-pass counts) its summed counts taken as independent tokens."""
+
+
+def _share(row: dict, key: str) -> tuple[Interval, str] | None:
+    """:func:`share_interval` and :func:`share_basis` in one: (interval, :data:`OVER_PASSES` or
+    :data:`OVER_COUNTS`), or None."""
     numerator, parts = SHARE_COUNTS[key]
     if row.get(key) is None:
         return None
@@ -86,7 +90,44 @@ def share_interval(row: dict, key: str) -> Interval | None:
     successes = int(row.get(numerator) or 0)
     if trials <= 0 or not 0 <= successes <= trials:
         return None
-    return wilson_interval(successes, trials)
+    lists = [row.get(f"pass_{name}") for name in (numerator, *parts)]
+    if all(isinstance(values, (list, tuple)) for values in lists) and len({len(v) for v in lists}) == 1:
+        tops, bottoms = lists[0], [sum(counts) for counts in zip(*lists[1:])]
+        if sum(tops) == successes and sum(bottoms) == trials:  # the passes are the row's own counts
+            interval = pass_share_interval(tuple(tops), tuple(bottoms))
+            if interval is not None:
+                return interval, OVER_PASSES
+    return wilson_interval(successes, trials), OVER_COUNTS
+
+
+def share_interval(row: dict, key: str) -> Interval | None:
+    """A counted share of a row (``key`` in :data:`SHARE_COUNTS`) with its 95% interval.
+
+    Over passes, where the row keeps its per-pass counts (:data:`specviz.analysis.arena_rows.PASS_COUNTS`, summing
+    to its counts; a pooled row: its prompts' passes one after another): a pass's drafted tokens are not
+    independent trials (after the first rejection the rest of the pass is rejected), so the passes are resampled
+    whole, :func:`specviz.measure.stats.pass_share_interval` (the percentile bootstrap over the passes that drafted,
+    seed 0, at least as wide as the Wilson interval of the sums, so a row that accepted everything keeps a width;
+    the Live tab's cards use the same). E.g. six passes of 4 drafted, all or none accepted, 12 of 24: 0.5 in
+    0.17–0.83, where Wilson says 0.31–0.69.
+
+    Fallback, the Wilson score interval of the row's summed counts (:func:`specviz.measure.stats.wilson_interval`,
+    every token an independent trial: too narrow when passes are correlated), only where the per-pass counts are
+    missing (a row saved before they were kept, counters pooled without passes) or do not match the counts, or
+    fewer than two passes drafted; e.g. 5 accepted of 68 drafted -> 0.074 in 0.032–0.16. :func:`share_basis` says
+    which one a row got.
+
+    Returns None when the row has no such share or nothing was counted. Raises KeyError for a ``key`` that is not a
+    counted share."""
+    found = _share(row, key)
+    return found and found[0]
+
+
+def share_basis(row: dict, key: str) -> str | None:
+    """What :func:`share_interval` computed the row's interval over: :data:`OVER_PASSES` or :data:`OVER_COUNTS`
+    (Wilson); None without an interval."""
+    found = _share(row, key)
+    return found and found[1]
 
 
 def share_cell(row: dict, key: str, decimals: int = 2) -> str:

@@ -12,7 +12,7 @@ from app.batching.sweep_figures import sweep_figure
 from app.batching.sweep_files import write_sweep_files
 from app.batching.sweep_job import REPEATS, SweepForm, sweep_work
 from app.batching.sweep_lesson import sweep_lesson
-from app.batching.sweep_reading import disturbance, sweep_table
+from app.batching.sweep_reading import disturbance, grid_timings, sweep_table
 from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report
@@ -46,8 +46,8 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(sweep_work, job, s, stoppable=True), shown.show)
-        if result is None and shown.partial is not None:  # stopped, and the sweep's own result did not come back
-            result = dict(shown.partial, stopped=True)
+        if result is None:  # stopped, and the sweep's own result did not come back: what it showed stands in
+            result = shown.kept()
         yield _swept(result, time.monotonic() - shown.started)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _sweep_out(status=report("batch sweep", error))
@@ -71,9 +71,22 @@ class SweepStatus(JobStatus):
     def __init__(self, progress, out, verb: str) -> None:
         super().__init__(progress, out, verb)
         self.partial: dict | None = None
+        self.grid_stopped: dict | None = None  # what a Stop during the predicted curve's timing kept
+
+    def kept(self) -> dict | None:
+        """The result to show when the job's own did not come back: the latest partial result, else the timings of
+        a predicted curve a Stop ended (no batch size measured), both marked stopped; None without either."""
+        if self.partial is not None:
+            return dict(self.partial, stopped=True)
+        if self.grid_stopped is not None:
+            return {**self.grid_stopped, "rows": [], "k": self.grid_stopped["settings"]["k"], "stopped": True}
+        return None
 
     def show(self, item) -> tuple | None:
         """The output tuple for one item of the job (None: nothing new to show)."""
+        if item is not None and item[0] == "grid-stopped":
+            self.grid_stopped = item[1]
+            return None
         if item is None or item[0] != "partial":
             return super().show(item)
         self.partial = item[1]
@@ -96,11 +109,29 @@ def stopped_text(result: dict, seconds: float) -> str:
             + ". The table, chart, lesson and downloads hold the finished sizes.")
 
 
+def grid_stopped_text(result: dict, seconds: float) -> str:
+    """The status of a sweep a Stop ended while it timed the predicted curve, before any batch size was measured:
+    that sentence, then the T(B, 1) and T(B, k+1) it finished (:func:`grid_timings`) and the sizes not timed, or
+    that none finished. ``result``: the sweep's, its "grid" as :func:`sweep_work` keeps it."""
+    head = f"Stopped while timing the predicted curve ({seconds:.0f} s), before any batch size was measured"
+    texts, done = grid_timings(result["grid"], result["k"])
+    if not texts:
+        return head + ": no batch size's timing finished, so there is nothing to show."
+    asked = (result.get("settings") or {}).get("batch_sizes") or done
+    left = [b for b in sorted(asked) if b not in done]
+    return (f"{head}. Timed before the Stop (median ms of one forward, range of the repeats): {'; '.join(texts)}"
+            + (f"; not timed: B = {', '.join(map(str, left))}" if left else "")
+            + ". A predicted speedup also needs B = 1's tokens per pass, measured after this timing, so there is "
+            "no chart or table.")
+
+
 def _swept(result: dict | None, seconds: float) -> tuple:
     """The final outputs: table, chart, lesson and files; or why there is nothing to show."""
     if result is None or not result["rows"]:
-        return _sweep_out(status=render.status_html("Stopped before the first batch size finished: nothing to "
-                                                    "show.", "info"))
+        stopped_grid = result is not None and (result.get("grid") or {}).get("stopped")
+        return _sweep_out(status=render.status_html(
+            grid_stopped_text(result, seconds) if stopped_grid else
+            "Stopped before the first batch size finished: nothing to show.", "info"))
     result["wall_s"] = round(seconds, 1)
     csv_path, json_path = write_sweep_files(result)
     busy = disturbance(result)

@@ -1,6 +1,7 @@
 """How the sweep's rows are read: each speedup by the rule every tab uses (:func:`reading`, :func:`verdict`,
 :func:`speedup_text`), impossible timings (:func:`impossible`), a noisy prediction (:func:`noisy_prediction`), a
-disturbed machine (:func:`disturbance`), and the table (:func:`sweep_table`)."""
+disturbed machine (:func:`disturbance`), the table (:func:`sweep_table`), and the timings of a predicted curve
+stopped part-way (:func:`grid_timings`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Callable
 
 from app.batching.sweep_job import DEFAULT_K
 from specviz.analysis.batching import repeat_speedups, spread_cell
-from specviz.core.verdict import FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_ratio_ends, read_speedup
+from specviz.core.verdict import (FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_apart,
+                                  format_ratio_ends, read_speedup)
 from specviz.measure.machine import CONTENDED_SHARE
 
 NOISY_SPREAD = NARROW - 1  # repeats on both sides of 1 spread wider than this (fastest ÷ slowest − 1): too noisy
@@ -132,6 +134,32 @@ def predicted_cell(row: dict) -> str:
     if low == high:
         return f"{value:.2f} (all inputs one sample)"
     return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high, 2, 4))})"  # an end near 1: its side shown
+
+
+def grid_timings(grid: dict, k: int) -> tuple[list[str], list[int]]:
+    """What a forward grid stopped part-way holds (``grid``: the sweep result's "grid", ``{"ms": {B: {n: ms}},
+    "spread": {B: {n: (min ms, max ms)}}, "impossible": [{"batch", "n", ...}]}``): one text per batch size it timed
+    in full (both T(B, 1) and T(B, k+1), in ms with the range of their repeats), "B = 1: T(1,1) = 2.1 (2.0–2.3),
+    T(1,3) = 2.8 (2.7–2.9)" ("repeats equal" for a range of one value), with "too noisy" where a pass timed below
+    :data:`IMPOSSIBLE_COST` steps or the grid flagged a point of that batch size impossible; and those batch sizes,
+    ascending."""
+    texts, done = [], []
+    flagged = {int(p["batch"]) for p in grid.get("impossible") or ()}
+    for batch, row in sorted((int(b), r) for b, r in (grid.get("ms") or {}).items()):
+        row = {int(n): t for n, t in row.items()}
+        if not row.get(1) or not row.get(k + 1):
+            continue  # the Stop came inside this batch size
+        spread = {int(n): ends for n, ends in ((grid.get("spread") or {}).get(batch) or {}).items()}
+        cells = []
+        for n in (1, k + 1):
+            low, high = spread.get(n) or (row[n], row[n])
+            ends = "repeats equal" if low == high else "–".join(format_apart(low, high, 1, 3))
+            cells.append(f"T({batch},{n}) = {row[n]:.1f} ({ends})")
+        noisy = batch in flagged or row[k + 1] / row[1] < IMPOSSIBLE_COST
+        texts.append(f"B = {batch}: {', '.join(cells)}" + (" (too noisy: timed faster than less work)" if noisy
+                                                           else ""))
+        done.append(batch)
+    return texts, done
 
 
 def _fmt(value, spec: str) -> str:

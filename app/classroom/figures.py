@@ -11,7 +11,7 @@ from typing import Mapping
 import plotly.graph_objects as go
 
 from app.classroom.whatif_view import range_words
-from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks
 from specviz.analysis.stepper import Distributions, Recording, Stepper, display_text
 from specviz.analysis.whatif import WhatIf
 
@@ -115,7 +115,8 @@ def rejection_chart(stepper: Stepper) -> go.Figure | None:
 
 def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> go.Figure:
     """Predicted speedup against k (the recommended k starred), the paper's prediction, 1× (standard decoding),
-    the speedup measured at k_max in the what-if run, and any re-run measurements ``checks`` {k: speedup}."""
+    the speedup measured at k_max in the what-if run, and any re-run measurements ``checks`` {k: speedup}. Every k
+    (1..k_max) has its point and hover; the k axis labels at most :data:`app.figures.POSITION_TICKS` of them."""
     ks = [p.k for p in result.predictions]
     rec = result.recommended
     hover = [f"k = {p.k}<br>E[tokens/pass] = {p.expected_tokens:.2f}<br>pass {p.pass_ms:.1f} ms vs step "
@@ -151,7 +152,7 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
     layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380,
               "title": {"text": "What if k were different?<br><span style='font-size:12px'>Predicted decoding "
                                 "speedup</span>", "font": {"size": 15}},  # two short lines fit a phone
-              "xaxis": {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else None},
+              "xaxis": {"title": {"text": "draft length k"}, **(position_ticks(ks[-1]) if ks else {})},
               "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
               "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                           "line": {"color": "#8c959f", "dash": "dash", "width": 1}}],

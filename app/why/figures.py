@@ -9,7 +9,7 @@ import html
 import plotly.graph_objects as go
 
 from app import render
-from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks
 from app.why.noise import (WITHIN_NOISE, _times, _why_not_flagged, inside_margin, noisy_measured, times_measured,
                            within_noise_points)
 from specviz.measure.grid import IMPOSSIBLE_MARGIN
@@ -174,13 +174,15 @@ def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[s
 def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
-    T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both."""
+    T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both. ``curves["k"]`` is
+    1..k_max: every k has its point and hover; the k axes label at most :data:`app.figures.POSITION_TICKS` of them
+    (:func:`app.figures.position_ticks`)."""
     layout = _layout(430)
     (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
     ks = curves["k"]
     for axis in (a, b):
-        layout[f"xaxis{axis}"] |= {"title": {"text": "draft length k"}, "dtick": 1 if len(ks) <= 16 else 2,
-                                   "range": [0.5, ks[-1] + 0.5]}
+        layout[f"xaxis{axis}"] |= {"title": {"text": "draft length k"}, **position_ticks(ks[-1]),
+                                   "range": [0.5, ks[-1] + 0.5]}  # every k keeps its point; a few labels
     layout[f"yaxis{a}"] |= {"title": {"text": "tokens / pass"}, "rangemode": "tozero"}
     layout[f"yaxis{b}"] |= {"title": {"text": "× standard decoding"}, "rangemode": "tozero"}
     tau = curves["tokens_per_pass"]

@@ -78,8 +78,19 @@ DEFINITIONS = {
     "predicted_speedup_paper_high": "the paper's prediction at c_low",
     "predicted_speedup_measured_low": "E[tokens per pass] x T_step_low / (T_verify_high + T_draft_high)",
     "predicted_speedup_measured_high": "E[tokens per pass] x T_step_high / (T_verify_low + T_draft_low)",
+    "pass_drafted": ("per target pass after the prefill, in order: the drafted tokens it counted (a pooled row: its "
+                     "rows' passes one after another); what the acceptance rate's and alpha's intervals resample"),
+    "pass_accepted": "per pass (as pass_drafted): the drafted tokens it accepted",
+    "pass_rejections": "per pass (as pass_drafted): 1 where the target rejected a drafted token, else 0",
     "pooling": "category and overall rows add their rows' counts and times, then divide",
 }
+
+PASS_COUNTS = ("pass_drafted", "pass_accepted", "pass_rejections")
+"""The per-pass counts a method's row keeps (lists, one entry per pass after the prefill; None where they are not
+known: the baseline's row, counters pooled without passes, a row saved before they were kept). The counted shares'
+intervals resample these passes whole (:func:`app.arena.tables.share_interval`): after a rejection the rest of a
+pass's draft is rejected too, so its tokens are not independent trials. JSON only (the CSV has one cell per
+figure)."""
 
 CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
@@ -254,17 +265,33 @@ def derived_spread(row: dict) -> dict:
     return out
 
 
+def pass_counts(stats) -> dict:
+    """:data:`PASS_COUNTS` of one run's statistics: copies of a :class:`~specviz.measure.run_stats.RunStats`'s
+    per-pass lists; None for each with counters that keep no passes (pooled runs, the baseline's row)."""
+    if not isinstance(stats, RunStats):
+        return dict.fromkeys(PASS_COUNTS)
+    return {key: list(getattr(stats, key)) for key in PASS_COUNTS}
+
+
+def _pooled_pass_counts(rows: list[dict]) -> dict:
+    """:data:`PASS_COUNTS` of a pooled row: its rows' passes one after another; None for each unless every row has
+    them (a pooled interval over some of its passes would claim more than was counted)."""
+    if not rows or any(r.get(key) is None for r in rows for key in PASS_COUNTS):
+        return dict.fromkeys(PASS_COUNTS)
+    return {key: [n for r in rows for n in r[key]] for key in PASS_COUNTS}
+
+
 def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None,
             beside: Sequence[Measured] = (), own: Sequence[Measured] = ()) -> dict:
     """The additive quantities of a method's run(s) and the baseline runs timed beside them (what pooling sums),
     ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest), the ratios'
-    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them), and the
+    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them), the
     timed figures' spread (:func:`timed_spread`: over ``beside``, or over ``own``, the runs pooled in ``run``, for
-    the baseline's row, which has no runs beside it)."""
+    the baseline's row, which has no runs beside it) and the run's :data:`PASS_COUNTS` (:func:`pass_counts`)."""
     s, b = run.stats, base.stats
     spread = speedup_spread(run, beside) if beside else dict.fromkeys(SPREAD_KEYS)
     return {
-        **spread, **timed_spread(run, beside or own, own),
+        **spread, **timed_spread(run, beside or own, own), **pass_counts(s),
         "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
         "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
         "elapsed_ms": s.elapsed_ms, "ttft_ms": s.prefill_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
@@ -350,11 +377,12 @@ def _pooled_span(rows: list[dict], key: str) -> tuple[float | None, float | None
 
 
 def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
-    """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived; the speedups'
+    """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived, and the rows' per-pass
+    counts one after another (:func:`_pooled_pass_counts`); the speedups'
     spread is the lowest and highest over the rows (widened to hold the pooled ratio itself), so is that of the runs'
     and passes' timed figures (:func:`_pooled_span`), and c and the predictions inherit theirs from those
     (:func:`derived_spread`)."""
-    counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE}
+    counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE} | _pooled_pass_counts(rows)
     drifts = [r["baseline_drift"] for r in rows if r.get("baseline_drift") is not None]
     counts["baseline_drift"] = max(drifts) if drifts else None
     flags = [r["ids_identical"] for r in rows]
