@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from specviz.drafters.distilled import DistilledDrafter, DraftModel, save_draft_model, spaced_layers
 from specviz.training.idshards import id_shard_paths, load_id_shard
-from specviz.training.distill import padded_batch
+from specviz.training.distill import length_batches, padded_batch
 
 Progress = Callable[[str], None]
 
@@ -106,16 +106,15 @@ def soft_prefill(target, sets: list[Path], top_k: int, progress: Progress | None
         raise FileNotFoundError(f"no id shards in {', '.join(str(s) for s in sets)}; make them with "
                                 f"`python -m specviz train data`")
     t0 = time.perf_counter()
-    top_ids, top_probs = [], []
-    for start in range(0, len(seqs), batch_size):
-        group = seqs[start:start + batch_size]
-        batch, mask = padded_batch(group)
+    top_ids, top_probs = [None] * len(seqs), [None] * len(seqs)
+    for picked in length_batches(seqs, batch_size):  # similar lengths: little padding
+        batch, mask = padded_batch([seqs[i] for i in picked])
         logits = target.model(input_ids=batch.to(target.device), attention_mask=mask.to(target.device),
                               use_cache=False).logits.float()
         probs, ids = logits.softmax(-1).topk(top_k, dim=-1)
-        for row, s in enumerate(group):
-            top_ids.append(ids[row, :len(s)].cpu())
-            top_probs.append(probs[row, :len(s)].cpu())
+        for row, i in enumerate(picked):
+            top_ids[i] = ids[row, :len(seqs[i])].cpu()
+            top_probs[i] = probs[row, :len(seqs[i])].cpu()
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     _say(progress, f"prefill: {int(offsets[-1])} positions of {len(seqs)} sequences in {time.perf_counter() - t0:.0f} s")
     return SoftCorpus(torch.cat(seqs).long(), offsets, torch.tensor(prompt_lens, dtype=torch.long),
