@@ -59,8 +59,9 @@ def number(value, name: str, low: float, high: float, integer: bool, hint: str =
 def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> tuple[float, str] | None:
     """What a slider does with a number typed into its box outside [low, high], said in words: Gradio's slider
     quietly sets itself to the nearest end when the box is left. Returns (the value used, one sentence such as "Max
-    new tokens is at most 1024 here; using 1024."), ``hint`` (who sets that end) added in brackets after an upper
-    bound; None for a value in range, an empty box or anything that is not a number."""
+    new tokens is at most 1024 here; using 1024.", "Draft length k is at least 1 here; using 1."), ``hint`` (who sets
+    that end) added in brackets after an upper bound; None for a value in range, an empty box (a slider's:
+    :func:`emptied_slider_notice`) or anything that is not a number."""
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
@@ -75,7 +76,17 @@ def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> t
     if typed > high:
         why = f" ({hint})" if hint else ""
         return used, f"{name} is at most {shown} here{why}; using {shown}."
-    return used, f"{name} is at least {shown}; using {shown}."
+    return used, f"{name} is at least {shown} here; using {shown}."
+
+
+def emptied_slider_notice(name: str, low: float, high: float) -> tuple[float, str]:
+    """What a slider does with its box left empty, said in words: Gradio's slider reads an empty box as 0 and sets
+    itself to the nearest end of [low, high] (0 itself where the range holds it). Returns (that value, "Draft length
+    k was empty; using 1.")."""
+    used = min(max(0, low), high)
+    used = int(used) if float(used).is_integer() else used
+    shown = _bound(used, isinstance(used, int))
+    return used, f"{name} was empty; using {shown}."
 
 
 def _or_default(value, default):

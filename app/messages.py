@@ -19,7 +19,8 @@ import traceback
 import gradio as gr
 
 from app import render
-from app.inputs import EXIT_LAYER, NumberField, clamp_notice, empty_notice, exit_layer_notice, number_notice
+from app.inputs import (EXIT_LAYER, NumberField, clamp_notice, emptied_slider_notice, empty_notice, exit_layer_notice,
+                        number_notice)
 from specviz.core.events import NumericalError
 
 log = logging.getLogger("specviz.app")
@@ -61,8 +62,11 @@ def warn(message: str) -> None:
 def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
     payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
-    the slider set to it; (skip, skip) for a value in range."""
-    found = clamp_notice(value, name, low, high, hint)
+    the slider set to it; the same for an emptied box, which the slider reads as 0 and clamps
+    (:func:`app.inputs.emptied_slider_notice`: "Draft length k was empty; using 1."); (skip, skip) for a value in
+    range."""
+    found = emptied_slider_notice(name, low, high) if value is None or value == "" else \
+        clamp_notice(value, name, low, high, hint)
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found

@@ -494,3 +494,18 @@ def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_
     status.show(("estimate", 184.0))
     shown = html.unescape(status.show(("progress", (0.1, "B = 1")))[0])
     assert "of about 184 s, a quiet-machine estimate" in shown and "other programs' load" in shown
+
+
+def test_the_status_says_plainly_once_the_run_is_past_its_estimate(monkeypatch):
+    """Trial: "(72 s of about 38 s, a quiet-machine estimate…)" stayed long after the 38 s had passed."""
+    from app.batching import shared
+
+    clock = iter([0.0, 10.0, 20.0, 72.0])  # made, the estimate, two progress lines
+    monkeypatch.setattr(shared.time, "monotonic", lambda: next(clock))
+    status = shared.JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
+    status.show(("estimate", 38.0))
+    before = html.unescape(status.show(("progress", (0.1, "measured curve, batch 1: ...")))[0])
+    assert "Measuring… measured curve, batch 1: ... (20 s of about 38 s, a quiet-machine estimate from" in before
+    after = html.unescape(status.show(("progress", (0.5, "measured curve, batch 2: ...")))[0])
+    assert ("Measuring… measured curve, batch 2: ... (72 s, past the quiet-machine estimate of 38 s: the machine is "
+            "busier or slower than estimated)") in after and "of about" not in after

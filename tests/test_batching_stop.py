@@ -176,3 +176,31 @@ def test_the_predicted_curve_stopped_status_names_its_timings():
     assert sweep_handlers.grid_stopped_text({**result, "grid": {**grid, "ms": {1: {}}}}, 3) == (
         "Stopped while timing the predicted curve (3 s), before any batch size was measured: no batch size's "
         "timing finished, so there is nothing to show.")
+
+
+class _SaidJob:
+    """A job that keeps what the sweep says and is never stopped."""
+
+    def __init__(self) -> None:
+        self.said: list = []
+
+    def say(self, item) -> None:
+        self.said.append(item)
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def test_each_progress_line_names_its_phase(tiny_model_dir):
+    """A new user's trial: while the predicted curve was timed the progress read "batch 1: round 3/3", the words of
+    the measured phase. Each line now names its phase first."""
+    job = _SaidJob()
+    sweep_job.sweep_work(job, sweep_job.parse_sweep("ngram", 2, 4, [1], batching.SHORT, True, str(tiny_model_dir), ""))
+    lines = [payload[1] for kind, payload in job.said if kind == "progress"]
+    grid = [line for line in lines if line.startswith("predicted curve")]
+    measured = [line for line in lines if line.startswith("measured curve")]
+    assert grid[0] == "predicted curve: timing T(B, 1) and T(B, 3), batch 1: prefilling 92 tokens", grid
+    assert "predicted curve: timing T(B, 1) and T(B, 3), batch 1: warming up" in grid
+    assert "predicted curve: timing T(B, 1) and T(B, 3), batch 1: round 3/3" in grid
+    assert measured == ["measured curve, batch 1: standard and speculative decoding, 3 repeats"], measured
+    assert lines[-1] == "Done." and not [line for line in lines if line.startswith("batch ")]

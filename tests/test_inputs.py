@@ -154,3 +154,21 @@ def test_the_settings_are_one_mapping_by_name_with_the_later_inputs_optional():
         inputs.parse_settings({**required, "promt": "hi"})
     with pytest.raises(inputs.InputError, match="given by name"):
         inputs.parse_settings(["hi", "embedded"])
+
+
+def test_a_sliders_emptied_or_too_small_box_is_said_as_a_too_large_one_is():
+    """Trial: an empty or 0 "Draft length k" silently became k = 1, while 99 got "... is at most 16 here; using 16."."""
+    import gradio as gr
+
+    from app.messages import clamped
+
+    for typed, said in ((None, "Draft length k was empty; using 1."), ("", "Draft length k was empty; using 1."),
+                        (0, "Draft length k is at least 1 here; using 1."),
+                        (-3, "Draft length k is at least 1 here; using 1."),
+                        (99, "Draft length k is at most 16 here; using 16.")):
+        update, status = clamped(typed, "Draft length k", 1, 16)
+        assert update["value"] == (16 if typed == 99 else 1) and said in status, (typed, status)
+    assert inputs.emptied_slider_notice("Temperature", 0, 2) == (0, "Temperature was empty; using 0.")
+    assert inputs.emptied_slider_notice("Max new tokens per row", 4, 128) == (4, "Max new tokens per row was empty; "
+                                                                                "using 4.")
+    assert clamped(5, "Draft length k", 1, 16) == (gr.skip(), gr.skip())

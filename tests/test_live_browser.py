@@ -218,7 +218,7 @@ def test_a_k_typed_out_of_range_with_enter_is_said_at_generate_and_its_box_shows
     box.fill("-3")
     box.press("Enter")
     page.click("#generate")
-    page.wait_for_selector("text=Draft length k is at least 1; using 1.", timeout=60_000)
+    page.wait_for_selector("text=Draft length k is at least 1 here; using 1.", timeout=60_000)
     page.wait_for_function("() => document.querySelector('#draft-length input[type=number]').value === '1'",
                            timeout=30_000)
     _wait_done(page)

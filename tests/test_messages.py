@@ -17,10 +17,10 @@ def test_a_number_typed_outside_a_sliders_range_is_said_in_one_sentence():
     assert inputs.clamp_notice(5000, "Max new tokens", 1, 1024, "the server's limit") == (
         1024, "Max new tokens is at most 1024 here (the server's limit); using 1024.")
     assert inputs.clamp_notice(99, "Draft length k", 1, 16) == (16, "Draft length k is at most 16 here; using 16.")
-    assert inputs.clamp_notice(0, "Draft length k", 1, 16) == (1, "Draft length k is at least 1; using 1.")
-    assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4; "
+    assert inputs.clamp_notice(0, "Draft length k", 1, 16) == (1, "Draft length k is at least 1 here; using 1.")
+    assert inputs.clamp_notice(0, "Max new tokens per row", 4, 128) == (4, "Max new tokens per row is at least 4 here; "
                                                                           "using 4.")
-    assert inputs.clamp_notice(-1, "Temperature", 0, 2) == (0, "Temperature is at least 0; using 0.")
+    assert inputs.clamp_notice(-1, "Temperature", 0, 2) == (0, "Temperature is at least 0 here; using 0.")
     in_range_or_no_number = (1, 64, 12.5, None, "", "abc", float("nan"), True)
     assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
 
@@ -28,7 +28,7 @@ def test_a_number_typed_outside_a_sliders_range_is_said_in_one_sentence():
 def test_the_arenas_max_new_tokens_notice_names_the_end_a_run_uses():
     from app import arena as arena_tab
 
-    assert arena_tab.max_new_tokens_used(3) == (8, "Max new tokens per run is at least 8; using 8.")
+    assert arena_tab.max_new_tokens_used(3) == (8, "Max new tokens per run is at least 8 here; using 8.")
     assert arena_tab.max_new_tokens_used("300") == (256, "Max new tokens per run is at most 256 here; using 256.")
 
 

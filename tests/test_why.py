@@ -529,3 +529,12 @@ def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():
             slider, status, kept = why.slider_typed("c", typed, None)
             message = clamp_notice(typed, "Draft cost c", 0, why.MAX_C)[1]
             assert slider["value"] == used == kept["c"] and message in status and infos[-1] == message
+
+
+def test_the_measuring_status_says_plainly_once_past_its_estimate():
+    """Trial: the status read "of about 383 s" all the way through a measurement that took much longer."""
+    assert why._measuring("batch 4: round 2/5", 120, 383.0) == (
+        "Measuring… batch 4: round 2/5 (120 s of about 383 s, estimated from the first forwards timed here just now)")
+    assert why._measuring("batch 16: round 5/5", 500, 383.0) == (
+        "Measuring… batch 16: round 5/5 (500 s, past the quiet-machine estimate of 383 s: the machine is busier or "
+        "slower than estimated)")

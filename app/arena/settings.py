@@ -92,7 +92,7 @@ def max_new_tokens_used(value) -> tuple[int, str | None]:
     """The max new tokens a run uses, and what to say about it: a number inside the slider's range
     [:data:`MIN_NEW_TOKENS`, :data:`MAX_NEW_TOKENS`] as it is (None: nothing to say); one typed outside it the
     nearest end, with the sentence :func:`app.messages.tell_when_clamped` shows when the box is left ("Max new tokens
-    per run is at least 8; using 8.", :func:`app.inputs.clamp_notice`), so a run never uses a number the slider
+    per run is at least 8 here; using 8.", :func:`app.inputs.clamp_notice`), so a run never uses a number the slider
     cannot hold. Raises InputError for anything that is not a whole number."""
     found = clamp_notice(value, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, MAX_NEW_TOKENS)
     if found is not None:

@@ -86,16 +86,18 @@ def drafter_factory(models: Models, loaded, tally: dict | None = None) -> Callab
 # ------------------------------------------------------------------------------------------------- status and lesson
 
 
-ESTIMATE_WORDS = (", a quiet-machine estimate from a few forwards timed just now: other programs' load during the "
+ESTIMATE_WORDS = ("a quiet-machine estimate from a few forwards timed just now: other programs' load during the "
                   "run is not in it and makes it longer")
 """What the sweep's time estimate is (:func:`app.batching.sweep_job.sweep_seconds`: a second of probe forwards,
-no measured load of other programs): said beside it, so that a run on a loaded machine taking longer is expected."""
+no measured load of other programs): said beside it, so that a run on a loaded machine taking longer is expected;
+once the run is past it, :func:`app.render.elapsed_text` says so instead."""
 
 
 class JobStatus:
     """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
-    estimate. ``out(status)`` makes the handler's output tuple."""
+    estimate (or, once passed, that it was: :func:`app.render.elapsed_text`). ``out(status)`` makes the handler's
+    output tuple."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
         self.progress, self.out, self.verb = progress, out, verb
@@ -119,9 +121,10 @@ class JobStatus:
         if now - self.last < STATUS_INTERVAL_S:
             return None
         self.last = now
-        about = f" of about {self.estimate:.0f} s{ESTIMATE_WORDS}" if self.estimate is not None else ""
-        return self.out(render.status_html(f"{self.verb}… {self.message} ({now - self.started:.0f} s{about})",
-                                           "busy"))
+        seconds = now - self.started
+        took = f"{seconds:.0f} s" if self.estimate is None else render.elapsed_text(seconds, self.estimate,
+                                                                                   ESTIMATE_WORDS)
+        return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy"))
 
 
 def lesson_html(sentence: str) -> str:

@@ -158,6 +158,23 @@ def device_name(loaded) -> str:
     return loaded.device.type.upper()
 
 
+MEASURED_PHASE = "measured curve"
+"""The sweep's own phase, named before each of its progress lines (:func:`phase_message`)."""
+
+
+def predicted_phase(k: int) -> str:
+    """The predicted curve's phase, named before each line of its grid's progress: "predicted curve: timing T(B, 1)
+    and T(B, 5)" for k = 4 (the checkbox's T(B, k+1) with k filled in)."""
+    return f"predicted curve: timing T(B, 1) and T(B, {k + 1})"
+
+
+def phase_message(phase: str, message: str) -> str:
+    """A progress line with its phase named first, so the grid's "batch 2: round 3/3" and the sweep's "batch 2: ..."
+    cannot be mistaken for each other: "predicted curve: timing T(B, 1) and T(B, 5), batch 2: round 3/3". A line
+    about no batch size ("Done.", "Stopped.") is left as it is."""
+    return f"{phase}, {message}" if message.startswith("batch ") else message
+
+
 def sweep_work(job: Job, s: SweepSettings) -> dict:
     """In the job's thread: load, encode, probe (the estimate), the grid (when asked) and the sweep. Says
     ("progress", (fraction, message)), ("estimate", seconds) and, after each finished batch size, ("partial", the
@@ -185,7 +202,8 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
         share = grid_seconds(probe, prompt_len=prompt_len, token_counts=(1, s.k + 1),
                              batch_sizes=s.batch_sizes) / whole if whole > 0 else 0.0
         grid = measure_forward_grid(loaded, prompt_len=prompt_len, token_counts=(1, s.k + 1),
-                                    batch_sizes=s.batch_sizes, progress=lambda f, m: say(share * f, m),
+                                    batch_sizes=s.batch_sizes,
+                                    progress=lambda f, m: say(share * f, phase_message(predicted_phase(s.k), m)),
                                     should_stop=job.should_stop)
     about = dict(settings=asdict(s), environment=environment(loaded), device=device_name(loaded),
                  label=loaded.label, prompt_tokens=[len(p) for p in prompts],
@@ -197,7 +215,8 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
     config = GenerationConfig(max_new_tokens=s.max_new_tokens, k=s.k)
     options = SweepOptions(batch_sizes=s.batch_sizes, repeats=REPEATS,
                            grid=None if grid is None or grid["stopped"] else grid,
-                           progress=lambda f, m: say(share + (1 - share) * f, m), should_stop=job.should_stop,
+                           progress=lambda f, m: say(share + (1 - share) * f, phase_message(MEASURED_PHASE, m)),
+                           should_stop=job.should_stop,
                            on_row=lambda partial: job.say(("partial", {**partial, **about,
                                                                        "cpu_others": cpu.others()})))
     result = batch_sweep(loaded, prompts, config, make, options)

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from app.render.history import history_counted, history_html, history_k, history_rate, history_speedup
-from app.render.markup import plural, scroll_box, seconds_text, status_html
+from app.render.markup import elapsed_text, plural, scroll_box, seconds_text, status_html
 from app.render.pane import (KIND_LABELS, SUFFIX_SOURCES, Pane, _detail_title, legend_html, pane_header, pane_html,
                              placeholder_html, text_html, token_html)
 from app.render.stats import (BUSY_NOTE, END_TO_END_DEFINITION, LOOKAHEAD_DEFINITION, ONE_MEASUREMENT, ONE_PASS,
@@ -28,7 +28,7 @@ from app.render.tokens import KINDS, Piece, PieceDecoder, Token, byte_label
 
 __all__ = [
     "history_counted", "history_html", "history_k", "history_rate", "history_speedup", "plural", "scroll_box",
-    "status_html",
+    "status_html", "elapsed_text",
     "KIND_LABELS", "SUFFIX_SOURCES", "Pane", "_detail_title", "legend_html", "pane_header", "pane_html",
     "placeholder_html", "text_html", "token_html", "BUSY_NOTE", "END_TO_END_DEFINITION", "LOOKAHEAD_DEFINITION",
     "ONE_MEASUREMENT", "ONE_PASS", "RATES_DEFINITION", "SPEEDUP_DEFINITION", "TOKENS_PER_PASS_DEFINITION",

@@ -18,6 +18,19 @@ def seconds_text(seconds: float, at_least: int = 0) -> str:
     return f"{s} s" if s < 120 else f"{s // 60} min {s % 60} s"
 
 
+PAST_ESTIMATE = "the machine is busier or slower than estimated"
+"""Said once a measurement runs past its quiet-machine estimate (:func:`elapsed_text`)."""
+
+
+def elapsed_text(seconds: float, estimate: float, source: str) -> str:
+    """The seconds a measurement has taken beside its estimate (both in seconds): "72 s of about 38 s, {source}"
+    (``source``: how the estimate was made) while the estimate is not yet passed, then "72 s, past the quiet-machine
+    estimate of 38 s: the machine is busier or slower than estimated", so a stale "of about" is never repeated."""
+    if seconds > estimate:
+        return f"{seconds:.0f} s, past the quiet-machine estimate of {estimate:.0f} s: {PAST_ESTIMATE}"
+    return f"{seconds:.0f} s of about {estimate:.0f} s, {source}"
+
+
 def status_html(message: str, kind: str = "info", notes=()) -> str:
     """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
     a prompt cut to fit) follow it, one per line. The icon and message sit in one span (``status-text``: the Live

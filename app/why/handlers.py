@@ -166,11 +166,14 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
 
 def _measuring(message: str, seconds: float, estimate: float | None) -> str:
     """The status text while measuring: the step, the seconds so far and, once the first forwards were timed,
-    the expected length of the whole measurement."""
+    the expected length of the whole measurement (once passed, that it was: :func:`app.render.elapsed_text`)."""
     if estimate is None:
         return f"Measuring… {message} ({seconds:.0f} s; timing a first forward to tell how long this will take)"
-    return (f"Measuring… {message} ({seconds:.0f} s of about {estimate:.0f} s, estimated from the first forwards "
-            "timed here just now)")
+    return f"Measuring… {message} ({render.elapsed_text(seconds, estimate, ESTIMATE_SOURCE)})"
+
+
+ESTIMATE_SOURCE = "estimated from the first forwards timed here just now"
+"""How the measurement's estimate was made, said beside it until it is passed (:func:`app.render.elapsed_text`)."""
 
 
 def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False, weights: bool = False) -> dict:
