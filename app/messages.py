@@ -124,7 +124,8 @@ def enter_commits_js(container: str, sliders: bool = False) -> str:
     until the box was left. A slider's own box is left alone: that synthetic ``blur`` made Gradio clamp it without
     sending the typed number, so :func:`tell_when_clamped` never said so (measured in chromium: k 99 became 16
     unannounced), while leaving the box (Tab, a click elsewhere) does say it. ``sliders=True`` includes them (the
-    Arena's max new tokens: a number typed below its range is said at once on Enter there).
+    Arena's max new tokens: a number typed below its range is said at once on Enter there; the Batching tab's sliders,
+    where Enter with 100000, 0 or an empty box is said at once in chromium: tests/test_slider_boxes_browser.py).
 
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in

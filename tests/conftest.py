@@ -228,7 +228,8 @@ def _threads_for_model_size(request):
 
 
 # ------------------------------------------------------------------------------------------ real-browser fixtures
-# Used by test_live_browser.py, test_classroom_browser.py and test_queue_browser.py (helpers: browser_support.py).
+# Used by test_live_browser.py, test_classroom_browser.py, test_queue_browser.py and test_slider_boxes_browser.py
+# (helpers: browser_support.py).
 
 
 @pytest.fixture(scope="module")

@@ -49,11 +49,12 @@ CHECK_NOTE = (
 )
 
 
-ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls")
-"""On page load: Enter in a number box of this tab's controls (the N box) commits it as leaving the box does
-(:func:`app.messages.enter_commits_js`): it gets its check (:func:`app.messages.tell_when_invalid`) at once. The
-sliders' own boxes (k, max new tokens, temperature) commit when they are left, where
-:func:`app.messages.tell_when_clamped` says a number out of range (Enter there clamped silently)."""
+ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls", sliders=True)
+"""On page load: Enter in a number box of this tab's controls commits it as leaving the box does
+(:func:`app.messages.enter_commits_js`), the sliders' own boxes (k, max new tokens, temperature) included: the N box
+gets its check (:func:`app.messages.tell_when_invalid`) and a slider's number out of range or emptied gets its
+sentence (:func:`app.messages.tell_when_clamped`) at once. Without the sliders, a trial's max new tokens 100000 stayed
+in the box after Enter with no word until the next click (tests/test_slider_boxes_browser.py)."""
 
 
 def build_tab(target: str = "embedded") -> None:
