@@ -9,6 +9,7 @@ import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
+import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 
 from app.arena import matching  # noqa: E402
@@ -56,15 +57,18 @@ def test_the_matching_preset_from_the_costs_the_app_logged():
 
 
 def test_the_preset_and_the_run_read_the_costs_kept_for_the_target(monkeypatch):
-    """rough_estimate reads app.live.costs (nothing is timed); without costs for a target there is no number."""
-    monkeypatch.setattr(live_costs, "_COSTS", {})
-    monkeypatch.setattr(live_costs, "_TUNED", {"embedded": LOGGED})
+    """rough_estimate reads app.live.costs (nothing is timed); without costs for a target there is no number. On a
+    quiet machine (the load read here is pinned: this one may be busy)."""
+    from app.arena import costs as arena_costs
+
+    _stores(monkeypatch, {}, {"embedded": LOGGED})
+    monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
     settings = {"prompts": choose_prompts("category", "", "qa"), "drafters": ["early-exit", "distilled"],
                 "ks": ["4"], "max_new_tokens": 48, "target": "embedded"}
     assert [max(1, round(len(p["prompt"]) / 4)) for p in settings["prompts"]] == QA_TOKENS
     assert rough_estimate(settings) == estimate(LOGGED, QA_TOKENS, 2, 48)
     status = matching.status(48, "embedded")
-    assert "roughly 2 min 13 s – 7 min 29 s in all on a quiet machine at 48 new tokens per run" in status
+    assert "at 48 new tokens per run, roughly 2 min 13 s – 7 min 29 s in all on a quiet machine" in status
     assert "130 ms a token of standard decoding" in status and "Run arena" in status
     assert "roughly" in matching.status("not a number", "embedded")  # the slider's default then
     assert rough_estimate({**settings, "target": "gpt2"}) is None
@@ -84,3 +88,145 @@ def test_the_pace_gives_the_estimate_until_the_first_prompt_is_measured():
     now[0] = 80.0
     assert pace.timing() == "about 5 min 40 s left of about 7 min 0 s (the pace of the first prompt)"
     assert ArenaPace(["a"], 1).timing() == UNMEASURED
+
+
+# --------------------------------------------- which cost, the busy machine, and the status following its inputs
+
+TRIAL_ROWS = [{"drafter": "none", "t_step_ms": 215.0, "t_step_ms_low": 211.0, "t_step_ms_high": 219.0},
+              {"drafter": "none", "t_step_ms": 229.0, "t_step_ms_low": 224.0, "t_step_ms_high": 236.0},
+              {"drafter": "none", "t_step_ms": 243.0, "t_step_ms_low": 240.0, "t_step_ms_high": 251.0},
+              {"drafter": "early-exit", "t_step_ms": 990.0}]  # a method's row: not a baseline's T_step
+"""Baseline rows as a new user's trial saw them on a loaded machine: T_step 215-243 ms (its estimate had said 39)."""
+STARTUP = RunCosts(2.0, 39.0, None, "forwards timed on this machine", (0.7, 1.6), measured_at=1000.0)
+
+
+def _stores(monkeypatch, runs: dict, tuned: dict) -> None:
+    from app.arena import costs as arena_costs
+
+    monkeypatch.setattr(live_costs, "_COSTS", runs)
+    monkeypatch.setattr(live_costs, "_TUNED", tuned)
+    monkeypatch.setattr(arena_costs, "_ARENA", {})
+
+
+def test_the_newest_cost_of_the_arenas_own_format_is_chosen(monkeypatch):
+    """The start-up's 39 ms (a quiet moment), a Live run of int4 weights at 190 ms (kept under another key: not the
+    format the arena runs) and the latest arena run's T_step: the median 229 ms of its baseline rows, spread 211/229
+    = 0.92 and 251/229 = 1.10, widened to at least (0.85, 1.25). Its prompt read comes from the known costs."""
+    from app.arena import costs as arena_costs
+
+    int4 = RunCosts(3.0, 190.0, None, live_costs.RECENT_RUNS, measured_at=1500.0)
+    _stores(monkeypatch, {"embedded · int4 weights": [int4]}, {"embedded": STARTUP})
+    assert arena_costs.chosen_costs("embedded", now=1060.0).source == "forwards timed on this machine, 60 s ago"
+    assert arena_costs.chosen_costs("embedded", now=1060.0).base_ms_per_token == 39.0
+    assert arena_costs.chosen_costs("gpt2") is None  # nothing measured: no number
+    measured = arena_costs.arena_costs("embedded", TRIAL_ROWS, STARTUP, now=2000.0)
+    assert (measured.base_ms_per_token, measured.spread) == (229.0, (0.85, 1.25))
+    assert measured.prefill_ms_per_token == 2.0
+    monkeypatch.setattr(arena_costs.time, "time", lambda: 2000.0)
+    arena_costs.learn_arena("embedded", TRIAL_ROWS)
+    chosen = arena_costs.chosen_costs("embedded", now=2100.0)
+    assert chosen.base_ms_per_token == 229.0
+    assert chosen.source == "the latest arena run of this model here, 100 s ago"
+    assert arena_costs.arena_costs("embedded", TRIAL_ROWS[3:]) is None  # no baseline row: nothing learned
+
+
+def test_a_newer_live_run_replaces_an_older_arena_run_and_the_median(monkeypatch):
+    """Live runs of the same format at 39 ms (the start-up's run), 120 ms and 190 ms (newest, 2500 s): their median
+    says 120, the newest 190; newer than the arena's 229 ms (2000 s), the Live run's 190 ms is chosen, its prompt
+    read as the Live tab plans it (their short prompts' median 1.5 ms a token, floored by the start-up's wide
+    forward: 2.0), its spread at least (0.85, 1.25)."""
+    from app.arena import costs as arena_costs
+
+    runs = [RunCosts(1.0, 39.0, None, live_costs.RECENT_RUNS, measured_at=1200.0),
+            RunCosts(1.5, 120.0, None, live_costs.RECENT_RUNS, measured_at=1800.0),
+            RunCosts(2.0, 190.0, None, live_costs.RECENT_RUNS, measured_at=2500.0)]
+    _stores(monkeypatch, {"embedded": runs}, {"embedded": STARTUP})
+    assert live_costs.known_costs("embedded").base_ms_per_token == 120.0
+    arena_costs._ARENA["embedded"] = arena_costs.arena_costs("embedded", TRIAL_ROWS, STARTUP, now=2000.0)
+    chosen = arena_costs.chosen_costs("embedded", now=2530.0)
+    assert (chosen.base_ms_per_token, chosen.prefill_ms_per_token, chosen.spread) == (190.0, 2.0, (0.85, 1.25))
+    assert chosen.source == "the latest run of this model on this server, 30 s ago"
+
+
+def test_the_trials_race_from_its_own_step_cost():
+    """Six qa prompts, early exit and distilled draft, 229 ms a token, 2 ms per prompt token, spread (0.85, 1.25).
+    Reads: 6 x 106 x 2 ms + 3 x 17 x 2 ms = 1.374 s. Decoding at 48 new tokens: (6 x 47 x (3 + 2 x 0.5) + 7 x 2)
+    x 0.229 = 261.518 s, or (6 x 47 x 9.4 + 7 x 7.4) x 0.229 = 618.895 s: 262.892 x 0.85 = 3 min 43 s to 620.269 x
+    1.25 = 12 min 55 s (the 39 ms it had said gave 23 s - 60 s). At 16: (6 x 15 x 4 + 14) x 0.229 + 1.374 = 87.02 s
+    x 0.85 = 74 s, (6 x 15 x 9.4 + 51.8) x 0.229 + 1.374 = 206.97 s x 1.25 = 4 min 19 s."""
+    costs = RunCosts(2.0, 229.0, None, "the latest arena run of this model here, 100 s ago", (0.85, 1.25))
+    at48, at16 = estimate(costs, QA_TOKENS, 2, 48), estimate(costs, QA_TOKENS, 2, 16)
+    assert (at48.low_s, at48.high_s) == (pytest.approx(262.892 * 0.85), pytest.approx(620.2694 * 1.25))
+    assert at48.range_text() == "roughly 3 min 43 s – 12 min 55 s in all on a quiet machine"
+    assert (at16.low_s, at16.high_s) == (pytest.approx(87.02 * 0.85), pytest.approx(206.9702 * 1.25))
+    assert at16.range_text() == "roughly 74 s – 4 min 19 s in all on a quiet machine"
+
+
+def test_a_busy_machine_widens_the_upper_end_and_says_so(monkeypatch):
+    """A load average of 2.0 on 2 CPUs: the run's threads share them, 1 + 2.0 / 2 = 2x the quiet upper end (12 min
+    55 s -> 25 min 51 s), the low end kept; 3.4 on 2: 2.7x. Below half the CPUs' count the machine counts as quiet."""
+    from app.arena import costs as arena_costs
+    from app.arena.progress import busy_factor
+    from specviz.measure import machine
+
+    costs = RunCosts(2.0, 229.0, None, "the latest arena run of this model here, 100 s ago", (0.85, 1.25))
+    busy = estimate(costs, QA_TOKENS, 2, 48, load=(2.0, 2))
+    assert busy.low_s == pytest.approx(262.892 * 0.85) and busy.high_s == pytest.approx(620.2694 * 1.25 * 2)
+    assert busy.range_text() == (
+        "roughly 3 min 43 s – 25 min 51 s in all with the machine as busy as now, load average 2.0 on 2 CPUs: the "
+        "upper end is 2x a quiet machine's 12 min 55 s for sharing the CPUs, more if other programs slow each step "
+        "further")
+    assert "quiet machine in all" not in busy.range_text() and busy_factor(3.4, 2) == pytest.approx(2.7)
+    monkeypatch.setattr(arena_costs.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(machine, "load_average", lambda: 3.4)
+    assert arena_costs.machine_load() == (3.4, 2)
+    monkeypatch.setattr(machine, "load_average", lambda: 0.9)
+    assert arena_costs.machine_load() is None
+    monkeypatch.setattr(machine, "load_average", lambda: None)
+    assert arena_costs.machine_load() is None
+
+
+def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
+    """After the preset's button, 48 -> 16 new tokens re-says the estimate at 16 (the trial's status stayed at 48
+    until Run); the early exit alone gives the plain line, 54.846 s x 0.85 = 47 s to 114.82 s x 1.25 = 2 min 24 s; a run's status or a number outside the slider is left alone."""
+    from app.arena import costs as arena_costs
+
+    _stores(monkeypatch, {}, {})
+    arena_costs._ARENA["embedded"] = RunCosts(2.0, 229.0, None, arena_costs.ARENA_RUN, (0.85, 1.25),
+                                              measured_at=2000.0)
+    monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
+    monkeypatch.setattr(arena_costs.time, "time", lambda: 2100.0)
+    preset = ([matching.POOR, matching.WELL], [matching.K], "category", "", "qa")
+    shown = matching.refresh(matching.status(48, "embedded"), *preset, 48, "embedded")
+    assert "at 48 new tokens per run, roughly 3 min 43 s – 12 min 55 s in all on a quiet machine" in shown
+    now16 = matching.refresh(shown, *preset, 16, "embedded")
+    assert "at 16 new tokens per run, roughly 74 s – 4 min 19 s in all on a quiet machine" in now16
+    assert "229 ms a token of standard decoding (the latest arena run of this model here, 100 s ago)" in now16
+    one = matching.refresh(now16, [matching.POOR], [matching.K], "category", "", "qa", 16, "embedded")
+    # one method: 4 reads of 106 tokens and 2 of 17 (0.916 s); (6 x 15 x 2.5 + 7 x 1.5) x 0.229 = 53.93 s x 0.85,
+    # (6 x 15 x 5.2 + 7 x 4.2) x 0.229 = 113.9 s x 1.25
+    assert "6 prompts × 1 method at 16 new tokens per run: roughly 47 s – 2 min 24 s in all on a quiet machine; a " \
+        "rough estimate from 229 ms" in one and matching.MARK in one
+    assert UNMEASURED in matching.refresh(one, *preset[:4], "qa", 16, "gpt2")
+    assert matching.READY in matching.refresh(one, [], [matching.K], "category", "", "qa", 16, "embedded")
+    running = "Starting: 6 prompts × 2 methods …"
+    assert matching.refresh(running, *preset, 16, "embedded") == gr.skip()
+    assert matching.refresh(now16, *preset, 4000, "embedded") == gr.skip()  # the slider's own check says it
+
+
+def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():
+    """The Arena tab wires a visitor's change (``input``: not the app's own updates, such as the clamp's) of the
+    drafters, k, prompt source, prompt, category, max new tokens and target to :func:`app.arena.matching.refresh`
+    into its status, unqueued, on raw values (no range error for a typed number)."""
+    from app import arena as arena_tab
+
+    with gr.Blocks() as demo:
+        arena_tab.build_tab("embedded")
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    wired = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets
+             if event == "input" and fn.fn is matching.refresh}
+    assert set(wired) == {"arena-drafters", "arena-ks", "arena-source", "arena-prompt", "arena-category",
+                          "arena-max-new-tokens", "arena-target"}
+    for fn in wired.values():
+        assert not fn.queue and not fn.preprocess
+        assert [names[b._id] for b in fn.inputs][:1] == ["arena-status"] and names[fn.outputs[0]._id] == "arena-status"

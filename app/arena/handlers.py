@@ -16,6 +16,7 @@ import gradio as gr
 
 from app import device, render
 from app.arena.figures import arena_figure, predictions_figure, shown_rows
+from app.arena.costs import learn_arena
 from app.arena.files import write_files
 from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
@@ -137,6 +138,8 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
             prompts=table([], PROMPT_COLUMNS))[:4] + (hidden,) * 4
         pace = ArenaPace([p.id for p in as_prompts(s["prompts"])], methods - 1, rough=rough)
         result = yield from _race_on_device(job, s, _Progress(progress, notes, started, pace))
+        if result is not None:
+            learn_arena(s["target"], result.rows)  # the next estimate starts from this run's own T_step
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)

@@ -82,7 +82,7 @@ def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr
 def _results_column() -> tuple:
     """The results column's components: status, summary table, timings table, per-prompt table, charts, predictions,
     CSV, JSON."""
-    status = gr.HTML(render.status_html("Pick drafters, k and prompts, then press Run arena.", "info"),
+    status = gr.HTML(render.status_html(matching.READY, "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
                            elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=420,
@@ -173,5 +173,7 @@ def build_tab(target: str = "embedded") -> None:
     tell_when_invalid(min_p, status, MIN_P)
     matching.wire(matching_btn, [drafters, ks, source, category, temperature, status],  # PRESET_OUTPUTS' order
                   [max_new_tokens, target_box])
+    matching.wire_refresh({"status": status, "drafters": drafters, "ks": ks, "source": source, "prompt": prompt,
+                           "category": category, "max_new_tokens": max_new_tokens, "target": target_box})
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

@@ -15,6 +15,8 @@ rates' intervals do not overlap.
 
 from __future__ import annotations
 
+import gradio as gr
+
 from app import render
 from app.arena.progress import UNMEASURED, rough_estimate
 from app.arena.settings import DEFAULT_MAX_NEW_TOKENS, categories, choose_prompts, max_new_tokens_used
@@ -66,7 +68,7 @@ def status(max_new_tokens=None, target=None) -> str:
                             "target": str(target or "embedded").strip()})
     if rough is None:
         return render.status_html(f"{INFO} ({UNMEASURED}).", "info")
-    return render.status_html(f"{INFO} ({rough.range_text()} at {tokens} new tokens per run, {rough.basis_text()}; "
+    return render.status_html(f"{INFO} (at {tokens} new tokens per run, {rough.range_text()}; {rough.basis_text()}; "
                               "the time left shows once the first prompt is measured).", "info")
 
 
@@ -86,6 +88,68 @@ def wire(button, outputs: list, inputs: list | None = None) -> None:
     target box, or none) into ``outputs``, the components of :data:`PRESET_OUTPUTS` in that order (in the browser's
     round trip, outside the queue: it runs nothing)."""
     button.click(chosen, inputs=inputs or [], outputs=outputs, queue=False, api_visibility="private")
+
+
+READY = "Pick drafters, k and prompts, then press Run arena."
+"""The status before anything is chosen (and when the chosen inputs give nothing to estimate)."""
+MARK = "press Run arena"
+"""In every status line that only says what Run arena would do (:data:`READY`, :func:`status`,
+:func:`settings_status`): :func:`refresh` replaces those, never a run's progress or results."""
+
+
+def settings_status(drafters, ks, source, prompt, category, max_new_tokens, target) -> str:
+    """The status line for the Arena's chosen inputs before Run arena: the preset's (:func:`status`) while they are
+    the preset's drafters, k, source and category, else "6 prompts × 2 methods at 16 new tokens per run: roughly
+    …; a rough estimate from …; press Run arena to race them", or :data:`READY` while they choose no prompt, drafter or k, or
+    hold a max new tokens that is not a number."""
+    drafters, ks = list(drafters or []), list(ks or [])
+    chosen = preset(categories())
+    if (sorted(drafters), ks, source, category) == (sorted(chosen["drafters"]), chosen["ks"], chosen["source"],
+                                                    chosen["category"]):
+        return status(max_new_tokens, target)
+    try:
+        prompts = choose_prompts(str(source or ""), str(prompt or ""), str(category or ""))
+        tokens = max_new_tokens_used(max_new_tokens)[0]
+    except InputError:
+        prompts, tokens = [], 0
+    if not prompts or not drafters or not ks:
+        return render.status_html(READY, "info")
+    what = (f"{render.plural(len(prompts), 'prompt')} × {render.plural(len(drafters) * len(ks), 'method')} at "
+            f"{tokens} new tokens per run")
+    rough = rough_estimate({"prompts": prompts, "drafters": drafters, "ks": ks, "max_new_tokens": tokens,
+                            "target": str(target or "embedded").strip()})
+    said = UNMEASURED if rough is None else f"{rough.range_text()}; {rough.basis_text()}"
+    return render.status_html(f"{what}: {said}; {MARK} to race them.", "info")
+
+
+REFRESH_INPUTS = ("status", "drafters", "ks", "source", "prompt", "category", "max_new_tokens", "target")
+"""What :func:`refresh` reads, in order (the status line, then the inputs the estimate follows)."""
+
+
+def refresh(shown, drafters, ks, source, prompt, category, max_new_tokens, target):
+    """On a change of an input the estimate follows: the status line ``shown`` (its HTML) again for the inputs now
+    (:func:`settings_status`), while it only says what Run arena would do (it holds :data:`MARK`); gr.skip() for a
+    run's progress or results, and for a max new tokens outside the slider's range (its own check says so)."""
+    if MARK not in str(shown or ""):
+        return gr.skip()
+    try:
+        if max_new_tokens_used(max_new_tokens)[1] is not None:
+            return gr.skip()
+    except InputError:
+        return gr.skip()
+    return settings_status(drafters, ks, source, prompt, category, max_new_tokens, target)
+
+
+def wire_refresh(components: dict) -> None:
+    """Make every input of :data:`REFRESH_INPUTS` after the status (``components``: name -> component) refresh the
+    status line (:func:`refresh`) when the visitor changes it (``input``, not ``change``: a value the app itself
+    sets, as the slider's clamp to 8 with its own status line, must not be answered by an estimate over that line),
+    in the browser's round trip, outside the queue: it reads measured costs and the load average, nothing more. Raw values (preprocess off): a number typed outside the slider's
+    range reaches :func:`refresh`, which leaves it to the slider's own check, instead of Gradio's range error."""
+    inputs = [components[name] for name in REFRESH_INPUTS]
+    for name in REFRESH_INPUTS[1:]:
+        components[name].input(refresh, inputs=inputs, outputs=[components["status"]], queue=False,
+                                preprocess=False, show_progress="hidden", api_visibility="private")
 
 
 def _pair(summary: list[dict]) -> tuple[dict, dict] | None:

@@ -1,8 +1,9 @@
 """Where an arena run is, in words: "prompt 2 of 6, method 1 of 2" and, once a first prompt is measured, the time
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
-rough range on a quiet machine from the step cost this process already measured for the target
-(:func:`estimate`: prompts x methods x max new tokens x that cost; nothing is timed for it), or, where nothing
-was measured, that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
+rough range from the newest step cost this process measured for the target in the format the arena runs
+(:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
+timed for it), its upper end widened and said so when the machine is busy now, or, where nothing was measured,
+that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
 prompts finished; a test passes its own clock and costs."""
 
 from __future__ import annotations
@@ -33,23 +34,42 @@ class StepCosts(Protocol):
 @dataclass(frozen=True)
 class ArenaEstimate:
     """A whole arena run's length before its first prompt is measured: ``low_s`` to ``high_s`` seconds, from
-    ``ms_per_token`` (standard decoding's wall-clock ms per token, from ``source``, in words)."""
+    ``ms_per_token`` (standard decoding's wall-clock ms per token, from ``source``, in words). ``load``: (load
+    average, CPUs) when the machine is busy now; ``high_s`` is then widened by :func:`busy_factor` from
+    ``quiet_high_s``, the upper end on a quiet machine."""
 
     low_s: float
     high_s: float
     ms_per_token: float
     source: str
+    load: tuple[float, int] | None = None
+    quiet_high_s: float | None = None
 
     def range_text(self) -> str:
-        """ "roughly 42 s – 3 min 41 s in all on a quiet machine"."""
+        """ "roughly 42 s – 3 min 41 s in all on a quiet machine"; on a busy one "roughly 42 s – 7 min 22 s in all
+        with the machine as busy as now, load average 2.0 on 2 CPUs: the upper end is 2x a quiet machine's 3 min 41 s
+        for sharing the CPUs, more if other programs slow each step further"."""
         low, high = seconds_text(self.low_s, at_least=1), seconds_text(self.high_s, at_least=1)
-        return f"roughly {low} – {high} in all on a quiet machine"
+        if self.load is None:
+            return f"roughly {low} – {high} in all on a quiet machine"
+        load, cpus = self.load
+        quiet = seconds_text(self.quiet_high_s or self.high_s, at_least=1)
+        return (f"roughly {low} – {high} in all with the machine as busy as now, load average {load:.1f} on {cpus} "
+                f"CPUs: the upper end is {busy_factor(load, cpus):.2g}x a quiet machine's {quiet} for sharing the "
+                "CPUs, more if other programs slow each step further")
 
     def basis_text(self) -> str:
         """What the range rests on, in words."""
         return (f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
                 f"each drafter's run taken as {METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time, "
                 "every run writing all its max new tokens")
+
+
+def busy_factor(load: float, cpus: int) -> float:
+    """How much longer a run takes on ``cpus`` CPUs (>= 1) with a load average of ``load`` from other programs,
+    when it gets its fair share of them: its threads share the CPUs with that many others, 1 + load / cpus (e.g.
+    2.0 on 2 CPUs: 2x). A lower bound: a one-token step whose thread is descheduled slows more (5-14x seen)."""
+    return 1.0 + max(0.0, load) / max(1, cpus)
 
 
 def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, methods: int, share: float
@@ -62,7 +82,7 @@ def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int
 
 
 def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int, max_new_tokens: int,
-             warmup_tokens: int = WARMUP_TOKENS) -> ArenaEstimate | None:
+             warmup_tokens: int = WARMUP_TOKENS, load: tuple[float, int] | None = None) -> ArenaEstimate | None:
     """How long an arena of ``methods`` drafter methods on prompts of ``prompt_tokens`` tokens (one entry per
     prompt) should take, before anything of it is measured, in the order
     :func:`specviz.analysis.arena.iter_arena` runs: one warm-up of standard decoding and of each method on the first
@@ -73,7 +93,9 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
     start-up's timed forwards or recent Live runs, and a prompt's read): a drafter's run takes :data:`METHOD_TIME`
     times a standard run's decoding, and the range is widened by the costs' own ``spread``. Loading, the drafters'
     set-up and a busy machine are not in it. E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token,
-    2 ms per prompt token, spread (0.7, 1.6): 60.22 s x 0.7 = 42 s to 138.25 s x 1.6 = 221 s.
+    2 ms per prompt token, spread (0.7, 1.6): 60.22 s x 0.7 = 42 s to 138.25 s x 1.6 = 221 s. ``load``: (load
+    average, CPUs) when the machine is busy now: the upper end times :func:`busy_factor` (221 s x 2 = 442 s at a
+    load of 2.0 on 2 CPUs).
 
     Returns None without costs (nothing measured for this target yet) or without prompts."""
     if costs is None or not prompt_tokens or not costs.base_ms_per_token or costs.base_ms_per_token <= 0:
@@ -86,21 +108,30 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
         return race + (_runs_s(costs, prompt_tokens[0], warm, 1, methods, share) if warm > 0 else 0.0)
 
     low, high = costs.spread
-    return ArenaEstimate(total(METHOD_TIME[0]) * low, total(METHOD_TIME[1]) * high, costs.base_ms_per_token,
-                         costs.source)
+    quiet = total(METHOD_TIME[1]) * high
+    factor = busy_factor(*load) if load is not None else 1.0
+    return ArenaEstimate(total(METHOD_TIME[0]) * low, quiet * factor, costs.base_ms_per_token, costs.source, load,
+                         quiet)
 
 
-def rough_estimate(s: dict) -> ArenaEstimate | None:
+NOW = object()
+"""``rough_estimate``'s default load: the machine's, read now."""
+
+
+def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate | None:
     """:func:`estimate` for the checked arena settings ``s`` (:func:`app.arena.settings.parse_inputs`: its
-    ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the costs this process
-    already measured for the target (:func:`app.live.costs.known_costs`: the start-up's timed forwards or recent Live
-    runs; nothing is timed here), each prompt's tokens counted from its characters
-    (:data:`app.live.costs.CHARS_PER_TOKEN`); None when none were measured."""
-    from app.live.costs import CHARS_PER_TOKEN, known_costs
+    ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
+    measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
+    s; nothing is timed here), each prompt's tokens counted from its characters
+    (:data:`app.live.costs.CHARS_PER_TOKEN`), widened when the machine is busy now (``load``: (load average, CPUs)
+    or None; by default :func:`app.arena.costs.machine_load`); None when nothing was measured."""
+    from app.arena.costs import chosen_costs, machine_load
+    from app.live.costs import CHARS_PER_TOKEN
 
     tokens = [max(1, round(len(str(p.get("prompt") or "")) / CHARS_PER_TOKEN)) for p in s["prompts"]]
     methods = len(s["drafters"]) * len(s["ks"])
-    return estimate(known_costs(s["target"]), tokens, methods, s["max_new_tokens"])
+    return estimate(chosen_costs(s["target"], now), tokens, methods, s["max_new_tokens"],
+                    load=machine_load() if load is NOW else load)
 
 
 UNMEASURED = ("no step time measured for this model here yet, so no estimate: the time left follows once the "

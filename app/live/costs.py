@@ -23,7 +23,7 @@ import functools
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import gradio as gr
 
@@ -81,6 +81,7 @@ class RunCosts:
     answer_tokens: int | None = None  # a run's answer length when it ended on its own (EOS, a stop) before the cap;
     # planned from several runs: the median of those that did (None: none did)
     answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
+    measured_at: float | None = field(default=None, compare=False)  # when measured (time.time() s; None: unknown)
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
         """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
@@ -133,6 +134,7 @@ def learn_costs(target: str, view: RunView) -> None:
     """Keep a finished run's costs for the estimates of the next runs of ``target``."""
     costs = costs_of_run(view)
     if costs is not None:
+        costs = replace(costs, measured_at=time.time())
         with _COSTS_LOCK:
             runs = _COSTS.setdefault(target, [])
             runs.append(costs)
@@ -164,7 +166,21 @@ def known_costs(target: str) -> RunCosts | None:
     return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
                     runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs),
                     answer_tokens=median(r.answer_tokens for r in runs),
-                    answers=tuple(answer for r in runs for answer in r.answers))
+                    answers=tuple(answer for r in runs for answer in r.answers), measured_at=runs[-1].measured_at)
+
+
+def newest_run(target: str) -> RunCosts | None:
+    """The costs of the latest finished run of ``target`` (a key of :func:`learn_costs`), None before any: the
+    figure of the machine as it is now, where :func:`known_costs`' median may still be a quieter moment's."""
+    with _COSTS_LOCK:
+        runs = _COSTS.get(target)
+        return runs[-1] if runs else None
+
+
+def tuned_or_none(spec: str) -> RunCosts | None:
+    """The costs :func:`tuned_costs` measured for ``spec``, None when it has not yet: nothing is timed here."""
+    with _COSTS_LOCK:
+        return _TUNED.get(spec)
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
@@ -178,7 +194,8 @@ def tuned_costs(spec: str, loaded) -> RunCosts:
         if spec in _TUNED:
             return _TUNED[spec]
     step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
-    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD)
+    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD,
+                     measured_at=time.time())
     with _COSTS_LOCK:
         _TUNED[spec] = costs
     return costs

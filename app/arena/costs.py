@@ -1,0 +1,93 @@
+"""Which measured step cost the Arena's rough estimate rests on (:func:`chosen_costs`), and how busy the machine is
+now (:func:`machine_load`).
+
+An arena run loads its target in the operator's weight format with the threads tuned for it, as a Live run in that
+format does; the Live tab keeps its costs under the target spec for that format and under "target · int4 weights"
+for another (:func:`app.live.run.costs_key`), so only the former apply. Of what applies, the newest measurement
+wins: the latest arena run's T_step (:func:`learn_arena`), the latest Live run (:func:`app.live.costs.newest_run`)
+or the forwards the start-up timed (:func:`app.live.costs.tuned_costs`). A start-up figure from a quiet moment is
+thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a token planned, 215-243 ms measured).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from typing import Sequence
+
+from app.live import costs as live
+from app.live.costs import MIN_SPREAD, RunCosts
+from app.render import seconds_text
+
+ARENA_RUN = "the latest arena run of this model here"
+LIVE_RUN = "the latest run of this model on this server"
+STARTUP = "forwards timed on this machine"
+
+_ARENA: dict[str, RunCosts] = {}  # target spec -> the latest arena run's standard decoding costs
+_LOCK = threading.Lock()
+
+
+def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = None,
+                now: float | None = None) -> RunCosts | None:
+    """Standard decoding's costs measured by an arena run of ``target`` from its ``rows``
+    (:attr:`specviz.analysis.arena_rows.ArenaResult.rows`): the median T_step (ms a token after the prefill) of its
+    baseline rows (drafter "none"), its spread the rows' lowest and highest T_step over that median (at least
+    :data:`app.live.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
+    without). ``now``: when measured (time.time() s). None without a baseline row with a T_step."""
+    base = [r for r in rows if r.get("drafter") == "none" and (r.get("t_step_ms") or 0) > 0]
+    if not base:
+        return None
+    steps = sorted(float(r["t_step_ms"]) for r in base)
+    middle = steps[len(steps) // 2]
+    low = min(float(r.get("t_step_ms_low") or r["t_step_ms"]) for r in base) / middle
+    high = max(float(r.get("t_step_ms_high") or r["t_step_ms"]) for r in base) / middle
+    return RunCosts(prefill.prefill_ms_per_token if prefill else 0.0, middle, None, ARENA_RUN,
+                    (min(MIN_SPREAD[0], low), max(MIN_SPREAD[1], high)),
+                    prefill_fixed_ms=prefill.prefill_fixed_ms if prefill else 0.0,
+                    measured_at=time.time() if now is None else now)
+
+
+def learn_arena(target: str, rows: Sequence[dict]) -> None:
+    """Keep an arena run's costs (:func:`arena_costs`) for the next estimate of ``target``; nothing without a
+    measured baseline."""
+    costs = arena_costs(target, rows, live.known_costs(target))
+    if costs is not None:
+        with _LOCK:
+            _ARENA[target] = costs
+
+
+def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
+    """The costs an arena run of ``target`` should take, newest first: of the latest arena run, of the latest Live
+    run in the same weight format (its prompt read from the Live runs' median), or the start-up's timed forwards;
+    its ``source`` says which and how long ago ("the latest arena run of this model here, 3 min 5 s ago"). ``now``:
+    time.time() s. None when nothing applies (no invented number)."""
+    with _LOCK:
+        arena = _ARENA.get(target)
+    known, newest = live.known_costs(target), live.newest_run(target)
+    if newest is not None and known is not None:
+        newest = dataclasses.replace(known, base_ms_per_token=newest.base_ms_per_token, source=LIVE_RUN,
+                                     spread=MIN_SPREAD, measured_at=newest.measured_at)
+    candidates = [c for c in (arena, newest, live.tuned_or_none(target)) if c is not None]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda c: c.measured_at if c.measured_at is not None else float("-inf"))
+    if best.measured_at is None:
+        return best
+    ago = max(0.0, (time.time() if now is None else now) - best.measured_at)
+    return dataclasses.replace(best, source=f"{best.source}, {seconds_text(ago, at_least=1)} ago")
+
+
+BUSY_SHARE = 0.5
+"""A load average above this share of the CPU count before a run: the machine is busy now (the rule of
+:func:`specviz.measure.machine.busy_machine_warning` where no run is under way to measure)."""
+
+
+def machine_load() -> tuple[float, int] | None:
+    """(the 1-minute load average, the CPU count) when the machine is busy now (:data:`BUSY_SHARE`), else None (also
+    where the OS has no load average)."""
+    from specviz.measure.machine import load_average
+
+    load, cpus = load_average(), os.cpu_count() or 1
+    return (load, cpus) if load is not None and load > BUSY_SHARE * cpus else None
