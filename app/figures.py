@@ -10,6 +10,7 @@ updates cost ~0.7 s a refresh on a busy 2-core machine, this costs ~30 ms.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
@@ -212,6 +213,39 @@ def title_html(title: str) -> str:
     if len(title) <= TITLE_LINE_CHARS or not sep:
         return f"<b>{title}</b>"
     return f"<b>{head}</b><br><span style='font-size:12px'>({tail}</span>"
+
+
+PHONE_LINE_CHARS = 40
+"""The longest line of a chart's text (a note, a legend title) that a 400 px phone shows whole: the figure there is
+about 336 px wide, 236 px of it plot, and an 11-12 px line holds about 40 characters from the plot's left edge."""
+
+
+def wrap_words(text: str, width: int = PHONE_LINE_CHARS) -> str:
+    """``text`` with each of its lines (split by ``<br>``) broken at spaces into lines of at most ``width`` visible
+    characters (tags such as ``<b>`` do not count), joined by ``<br>``; a word longer than ``width`` gets a line of
+    its own, never cut. Every word is kept, in order. Raises ValueError for a ``width`` below 1."""
+    if width < 1:
+        raise ValueError(f"A line must hold at least one character, not {width}.")
+    out = []
+    for line in text.split("<br>"):
+        current, shown = [], 0
+        for word in line.split(" "):
+            size = len(_TAG.sub("", word))
+            if current and shown + 1 + size > width:
+                out.append(" ".join(current))
+                current, shown = [], 0
+            shown += size + (1 if current else 0)
+            current.append(word)
+        out.append(" ".join(current))
+    return "<br>".join(out)
+
+
+def visible_lines(text: str) -> list[str]:
+    """The lines of a chart text as shown: split at ``<br>``, tags removed (for checks of :func:`wrap_words`)."""
+    return [_TAG.sub("", line) for line in text.split("<br>")]
+
+
+_TAG = re.compile(r"<[^>]*>")
 
 
 def _layout(height: int) -> dict:

@@ -2,7 +2,9 @@
 positions, one label each, turned on their side in a third of the page). At most POSITION_TICKS upright labels now,
 the first and the last position always among them. The same trial found the k axes of the what-if charts (the Why
 tab's and the classroom's, k up to 16) labelling every k on a 400 px phone: they take the same ticks, while every k
-keeps its point and its hover."""
+keeps its point and its hover. A later trial found the Why what-if chart cut at 400 px after Measure: its title
+line (the measured c too noisy to tell) and the best-k note wider than the chart, a legend name under the toolbar;
+every line of its texts now fits a phone, the title heading the legend."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest  # noqa: E402
 
 from app import classroom, figures, why  # noqa: E402
+from app.figures import visible_lines, wrap_words  # noqa: E402
+from app.why import figures as why_figures  # noqa: E402
 from specviz.analysis.whatif import analyze  # noqa: E402
 from specviz.measure.costs import whatif_curves  # noqa: E402
 from test_counted_spreads import _run  # noqa: E402
@@ -45,8 +49,8 @@ def test_the_why_whatif_k_axes_keep_few_labels_and_every_k_its_point(k_max, tick
         assert list(axis.tickvals) == ticks and axis.tickmode == "array" and axis.tickangle == 0
         assert axis.dtick is None and list(axis.range) == [0.5, k_max + 0.5]
     curves_drawn = [t for t in fig.data if t.hovertemplate and "k=%{x}" in t.hovertemplate and len(t.x) > 1]
-    assert {t.name for t in curves_drawn} == {"expected tokens per pass", "speedup, paper (verification = 1 step)",
-                                              "speedup with the measured T(k+1), batch 1"}
+    assert {t.name for t in curves_drawn} == {"expected tokens per pass", "speedup, paper<br>(verification = 1 step)",
+                                              "speedup with the measured<br>T(k+1), batch 1"}
     assert all(list(t.x) == list(range(1, k_max + 1)) for t in curves_drawn)  # every k has its point and hover
 
 
@@ -62,3 +66,51 @@ def test_the_classroom_whatif_k_axis_keeps_few_labels_and_every_k_its_point():
     assert [t.startswith(f"k = {k}<br>") for k, t in zip(range(1, 17), predicted.hovertext)] == [True] * 16
     small = classroom.whatif_figure(analyze(spec, base_run(60), k_max=5, resamples=0)).layout.xaxis
     assert list(small.tickvals) == [1, 2, 3, 4, 5]
+
+
+def test_wrap_words_breaks_at_spaces_and_keeps_every_word():
+    text = "measured c too noisy to tell: repeats 0.03–0.72, 24.0× apart: no finding, try the slider"
+    wrapped = wrap_words(text, 34)
+    assert wrapped == ("measured c too noisy to tell:<br>repeats 0.03–0.72, 24.0× apart: no<br>finding, try the "
+                       "slider")
+    assert wrapped.replace("<br>", " ") == text
+    assert wrap_words("Press <b>Measure</b> now<br>ok", 13) == "Press <b>Measure</b><br>now<br>ok"  # tags count 0
+    assert wrap_words("a unbreakableword b", 5) == "a<br>unbreakableword<br>b"  # never cut inside a word
+    with pytest.raises(ValueError, match="at least one character"):
+        wrap_words("x", 0)
+
+
+def test_the_why_whatif_texts_fit_a_phone_after_a_noisy_measure():
+    """The trial's figure: the measured c 24× apart across its repeats, a verification timed below a step, a run
+    marked. Title and note lines fit 236 px of plot at 400 px (34 and 40 characters), legend names 28; the title
+    heads the legend, which Plotly lays out as one block above the panels (no figure title at the top edge)."""
+    grid = {"ms": {1: {1: 534.0, 2: 480.0, 4: 560.0, 8: 600.0, 16: 700.0, 32: 900.0}}, "param_bytes": 5e8,
+            "impossible": [], "spread": {1: {1: (128.0, 927.7)}}, "settings": {"repeats": 3, "prompt_len": 64}}
+    costs = {"early-exit": 0.459, "early-exit_range": (0.03, 0.72), "ngram": 0.0002, "early_exit_layer": 15}
+    fig = why.whatif(0.76, 0.459, 1, "4", "2.6", "1.2", {"grid": grid, "costs": costs})
+    legend = fig.layout.legend
+    assert fig.layout.title.text is None and legend.title.side == "top"
+    assert visible_lines(legend.title.text) == ["α = 0.76, c = 0.459", "measured c too noisy to tell:",
+                                                "repeats 0.03–0.72, 24.0× apart: no", "finding, try the slider"]
+    assert (legend.orientation, legend.x, legend.y, legend.yanchor) == ("h", 0, 1.1, "bottom")  # above the panels
+    assert legend.entrywidth == 0.45 and legend.entrywidthmode == "fraction"  # wide: two names a row
+    names = [t.name for t in fig.data if t.showlegend is not False]
+    assert [line for name in names for line in visible_lines(name)] == [
+        "expected tokens per pass", "k+1 (every draft accepted)", "speedup, paper", "(verification = 1 step)",
+        "speedup with the measured", "T(k+1), batch 1", "standard decoding (1×)", "your run"]
+    assert max(len(line) for name in names for line in visible_lines(name)) <= why_figures.LEGEND_LINE_CHARS == 28
+    (note,) = [a for a in fig.layout.annotations if a.text.startswith("Best k")]
+    assert visible_lines(note.text) == ["Best k, paper: k = 2 (1.22×)", "Measured costs: too noisy to tell a best",
+                                        "k (a verification timed below a", "one-token step)"]
+    assert fig.layout.margin.b == 50 + 4 * why_figures.NOTE_LINE_PX + why_figures.NOTE_GAP_PX  # room for its lines
+    assert fig.layout.modebar.orientation == "v" and fig.layout.margin.r == figures.MODEBAR_MARGIN_PX
+
+
+def test_the_classroom_whatif_keeps_room_for_its_axis_title_on_a_phone():
+    """At 400 px the legend's rows under the chart took so much of 380 px that the y axis title ran up into the
+    subtitle; 440 px keeps the plot taller than its title, and every legend line fits the phone."""
+    spec = [_prefill("speculative")] + [_spec(i + 1, 16, 16, n) for i, n in enumerate([16, 5, 0, 12, 16, 3])]
+    fig = classroom.whatif_figure(analyze(spec, base_run(60)), {4: 1.3})
+    assert fig.layout.height == 440 and fig.layout.legend.yanchor == "top" and fig.layout.legend.y == -0.3
+    lines = [line for t in fig.data for line in visible_lines(t.name)]
+    assert "bars: 80% of resampled passes)" in lines and max(len(line) for line in lines) <= 31

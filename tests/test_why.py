@@ -72,7 +72,7 @@ def test_whatif_figure_has_a_point_per_k_and_the_marked_run():
     for trace in fig.data:
         by_name.setdefault(trace.name, []).append(trace)
     assert list(by_name["expected tokens per pass"][0].x) == list(range(1, 17))
-    assert len(by_name["speedup, paper (verification = 1 step)"][0].y) == 16
+    assert len(by_name["speedup, paper<br>(verification = 1 step)"][0].y) == 16
     measured = [t for name, ts in by_name.items() if name.startswith("speedup with the measured") for t in ts]
     assert len(measured) == 1 and len(measured[0].y) == 16
     run = by_name["your run"]
@@ -161,7 +161,7 @@ def test_latest_live_run_is_read_from_the_history():
     assert expected_tokens_per_pass(alpha, 6) == pytest.approx(2.5, abs=0.02)
     stars = [t for t in fig.data if t.name == "your run"]
     assert [(list(t.x), list(t.y)) for t in stars] == [([6], [2.5]), ([6], [1.7])]
-    assert fig.layout.title.text.startswith(f"α = {alpha:.2f}")
+    assert fig.layout.legend.title.text.startswith(f"α = {alpha:.2f}")
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
     longer = [RunSummary(drafter="n-gram", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
@@ -449,9 +449,9 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     slider, _, after = why.slider_typed("c", "-1", None)  # no state yet: the defaults
     assert slider["value"] == 0 and after == {"alpha": why.DEFAULT_ALPHA, "c": 0}
     # the chart draws the kept number for a box with none, never 0
-    assert why.whatif(0.8, None, 1, "", "", "", None, kept).layout.title.text == "α = 0.80, c = 0.300"
-    assert why.whatif("abc", "x", 1, "", "", "", None, kept).layout.title.text == "α = 0.80, c = 0.300"
-    assert why.whatif(None, None, 1, "", "", "", None).layout.title.text == "α = 0.70, c = 0.050"
+    assert why.whatif(0.8, None, 1, "", "", "", None, kept).layout.legend.title.text == "α = 0.80, c = 0.300"
+    assert why.whatif("abc", "x", 1, "", "", "", None, kept).layout.legend.title.text == "α = 0.80, c = 0.300"
+    assert why.whatif(None, None, 1, "", "", "", None).layout.legend.title.text == "α = 0.70, c = 0.050"
     # after Measure sets c (or a Live run sets α), the state follows the sliders
     assert why.remember(0.65, 0.41, kept) == {"alpha": 0.65, "c": 0.41}
     assert why.remember(None, 0.41, kept) == {"alpha": 0.8, "c": 0.41}
@@ -487,8 +487,9 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     measured = {"grid": _grid({1: {1: 10.0, 2: 10.5, 4: 11.0}}), "costs": {"early-exit": 2.482}, "label": "T"}
     assert why.c_top(measured) == 3 and why.c_top(None) == why.MAX_C == 2
     assert why.c_top({"grid": {}, "costs": {"early-exit": 0.53}}) == 2  # a c within the usual range keeps it
-    assert why.whatif(0.7, 2.482, 1, "", "", "", measured).layout.title.text == "α = 0.70, c = 2.482"
-    assert why.whatif(0.7, 2.482, 1, "", "", "", None).layout.title.text == "α = 0.70, c = 2.000"  # no such c yet
+    assert why.whatif(0.7, 2.482, 1, "", "", "", measured).layout.legend.title.text == "α = 0.70, c = 2.482"
+    unmeasured = why.whatif(0.7, 2.482, 1, "", "", "", None)
+    assert unmeasured.layout.legend.title.text == "α = 0.70, c = 2.000"  # no such c yet
     kept = {"alpha": 0.7, "c": 2.482}
     assert why.slider_typed("c", 2.9, kept, measured, left=False)[2] == {"alpha": 0.7, "c": 2.9}  # in range now
     slider, status, after = why.slider_typed("c", 3.5, kept, measured)
@@ -502,7 +503,7 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     out = handlers._measured(dict(measured, grid=grid, note=None), 12.0, 0.7, "", "", "")
     c_update = out[handlers.OUTPUTS.index("why-c")]
     assert c_update["value"] == 2.482 and c_update["maximum"] == 3
-    assert out[-1].layout.title.text == "α = 0.70, c = 2.482"
+    assert out[-1].layout.legend.title.text == "α = 0.70, c = 2.482"
 
 
 def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():

@@ -99,8 +99,8 @@ def test_a_step_and_a_c_whose_repeats_spread_7x_are_labelled_too_noisy():
 
 def test_the_whatif_chart_says_when_the_measured_c_is_noise():
     noisy = {"grid": _grid((128.0, 927.7)), "costs": TRIAL_C}
-    title = whatif(0.8, 0.9, 1, None, None, None, noisy).layout.title.text
+    title = whatif(0.8, 0.9, 1, None, None, None, noisy).layout.legend.title.text.replace("<br>", " ")  # wrapped
     assert "measured c too noisy to tell: repeats 0.33–3.98" in title
-    assert "too noisy" not in whatif(0.8, 0.3, 1, None, None, None, noisy).layout.title.text  # the slider moved
+    assert "too noisy" not in whatif(0.8, 0.3, 1, None, None, None, noisy).layout.legend.title.text  # the slider moved
     clean = {"grid": _grid((520.0, 560.0)), "costs": CLEAN_C}
-    assert "too noisy" not in whatif(0.8, 0.53, 1, None, None, None, clean).layout.title.text
+    assert "too noisy" not in whatif(0.8, 0.53, 1, None, None, None, clean).layout.legend.title.text

@@ -149,7 +149,9 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
         traces.append({"type": "scatter", "mode": "markers", "x": list(checks), "y": list(checks.values()),
                        "name": "measured by the re-run",
                        "marker": {"symbol": "diamond", "size": 14, "color": COLORS["accepted"]}})
-    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380,
+    # 440 px: on a 400 px phone the legend's rows under the chart take ~130 px; at 380 the plot left its y axis
+    # title less height than it needs, and the title ran up into the chart's subtitle
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 440,
               "title": {"text": "What if k were different?<br><span style='font-size:12px'>Predicted decoding "
                                 "speedup</span>", "font": {"size": 15}},  # two short lines fit a phone
               "xaxis": {"title": {"text": "draft length k"}, **(position_ticks(ks[-1]) if ks else {})},

@@ -126,7 +126,8 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
     [0, :func:`c_top`], as the sliders clamp them; one that is no number (an emptied box: None, or "abc") is
     drawn at its last number, ``kept`` (:func:`slider_typed`'s state, {"alpha", "c"}; the defaults without it),
     which :func:`slider_typed` puts back into the box when it is left. Drawn at the measured c whose repeats spread
-    too far (:func:`app.why.noise.noisy_c`), the title says that c is too noisy to tell."""
+    too far (:func:`app.why.noise.noisy_c`), the title (at the head of the legend) says that c is too noisy to
+    tell."""
     kept = kept or KEPT
     alpha = min(max(_or_kept(alpha, kept["alpha"]), 0.0), 1.0)
     c = min(max(_or_kept(c, kept["c"]), 0.0), c_top(measurement))
@@ -137,11 +138,10 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
         possible = possible_curve(measurement["grid"], batch)
         curve = possible if len(possible) > 1 else None
     curves = whatif_curves(alpha, c, curve, MAX_K)
-    figure = whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1))
     noisy = noisy_c((measurement or {}).get("costs"))
-    if noisy and abs(c - measurement["costs"]["early-exit"]) < 5e-3:  # the measured c drawn: say it is noise
-        figure.layout.title.text += f"<br>measured c {noisy}: no finding, try the slider"
-    return figure
+    drawn = noisy and abs(c - measurement["costs"]["early-exit"]) < 5e-3  # the measured c drawn: say it is noise
+    note = f"measured c {noisy}: no finding, try the slider" if drawn else None
+    return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1), note)
 
 
 def _or_kept(value, kept: float) -> float:

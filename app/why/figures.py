@@ -9,7 +9,7 @@ import html
 import plotly.graph_objects as go
 
 from app import render
-from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks, wrap_words
 from app.why.noise import (WITHIN_NOISE, _times, _why_not_flagged, inside_margin, noisy_measured, times_measured,
                            within_noise_points)
 from specviz.measure.grid import IMPOSSIBLE_MARGIN
@@ -171,12 +171,22 @@ def _flag_within_noise(grid: dict, data: list[dict], layout: dict, axes: tuple[s
     _note_below(layout, b, _within_noise_note(points), "#24292f")
 
 
-def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.Figure:
+LEGEND_LINE_CHARS = 28
+"""The longest line of a what-if legend name: on a 400 px phone (``assets/head.html`` stacks the panels and turns
+the legend into a column from the plot's left edge) a 28-character name and its line sample fit the 236 px plot,
+clear of the toolbar in the right margin."""
+TITLE_LINE_CHARS = 34
+"""The longest line of the what-if title at the head of the legend (13 px): about 6.4 px a character there, it fits
+the same 236 px."""
+
+
+def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None) -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
     T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both. ``curves["k"]`` is
     1..k_max: every k has its point and hover; the k axes label at most :data:`app.figures.POSITION_TICKS` of them
-    (:func:`app.figures.position_ticks`)."""
+    (:func:`app.figures.position_ticks`). The chart's title (α and c, then ``note``, e.g. that the measured c is
+    noise) heads the legend (:func:`_title_legend`); every text line fits a 400 px phone."""
     layout = _layout(430)
     (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
     ks = curves["k"]
@@ -194,20 +204,21 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
          "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "xaxis": f"x{a}", "yaxis": f"y{a}",
          "hoverinfo": "skip"},
         {"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["paper"],
-         "name": "speedup, paper (verification = 1 step)", "line": {"color": COLORS["speculative"], "width": 3},
+         "name": "speedup, paper<br>(verification = 1 step)", "line": {"color": COLORS["speculative"], "width": 3},
          "marker": {"size": 6}, "xaxis": f"x{b}", "yaxis": f"y{b}",
          "hovertemplate": "k=%{x}: %{y:.2f}× (paper)<extra></extra>"},
     ]
     if curves.get("measured"):
         data.append({"type": "scatter", "mode": "lines+markers", "x": ks, "y": curves["measured"],
-                     "name": f"speedup with the measured T(k+1), batch {batch}",
+                     "name": f"speedup with the measured<br>T(k+1), batch {batch}",
                      "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
                      "xaxis": f"x{b}", "yaxis": f"y{b}",
                      "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
     best = [f"Best k, {name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
             for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
     if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
-        best = best[:1] + ["Measured costs: too noisy to tell a best k (a verification timed below a one-token step)"]
+        best = best[:1] + [wrap_words("Measured costs: too noisy to tell a best k (a verification timed below a "
+                                      "one-token step)")]
     if not curves.get("measured"):
         best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
     _note_below(layout, b, "<br>".join(best), COLORS["baseline"])  # under the charts: a rising curve ends top right
@@ -224,17 +235,25 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1) -> go.F
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})
     if run and run.get("k") and run.get("tokens_per_pass"):
         label = run.get("label") or "your run"
+        name = wrap_words(label, LEGEND_LINE_CHARS)  # the hover keeps it on one line
         marker = {"symbol": "star", "size": 18, "color": COLORS["accepted"], "line": {"color": "#ffffff", "width": 1}}
         data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["tokens_per_pass"]],
-                     "name": label, "legendgroup": "run", "marker": marker, "xaxis": f"x{a}", "yaxis": f"y{a}",
+                     "name": name, "legendgroup": "run", "marker": marker, "xaxis": f"x{a}", "yaxis": f"y{a}",
                      "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}} tokens/pass<extra></extra>"})
         if run.get("speedup"):
-            data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["speedup"]], "name": label,
+            data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["speedup"]], "name": name,
                          "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
                          "yaxis": f"y{b}",
                          "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
-    layout["legend"] |= {"y": 1.1, "entrywidth": 0.5, "entrywidthmode": "fraction"}  # long names: two a row
-    layout["title"] = {"text": f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}", "x": 0.5, "xanchor": "center",
-                       "y": 0.995, "yanchor": "top", "font": {"size": 13}}
-    layout["margin"]["t"] = 120
+    _title_legend(layout, f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}" + (f"<br>{note}" if note else ""))
     return go.Figure({"data": data, "layout": layout})
+
+
+def _title_legend(layout: dict, title: str) -> None:
+    """Put the chart's ``title`` (lines split by ``<br>``) at the head of the legend above the panels, wrapped into
+    lines a 400 px phone shows whole (:func:`app.figures.wrap_words`): Plotly lays the two out as one block and
+    grows the top margin to hold it, so a title of any length never runs over the legend, as a figure title at the
+    top edge did, and neither reaches the toolbar in the right margin. Wide, the legend holds two names a row."""
+    layout["legend"] |= {"y": 1.1, "entrywidth": 0.45, "entrywidthmode": "fraction",
+                         "title": {"text": wrap_words(title, TITLE_LINE_CHARS), "side": "top", "font": {"size": 13}}}
+    layout["margin"]["t"] = 40
