@@ -16,7 +16,7 @@ from app.arena import matching  # noqa: E402
 from app.arena.progress import UNMEASURED, ArenaPace, estimate, rough_estimate  # noqa: E402
 from app.arena.settings import choose_prompts  # noqa: E402
 from app.live import costs as live_costs  # noqa: E402
-from app.live.costs import RunCosts  # noqa: E402
+from app.costs import RunCosts  # noqa: E402
 
 LOGGED = RunCosts(prefill_ms_per_token=3.815569208984016, base_ms_per_token=129.9392247761195,
                   spec_ms_per_token=50.22533754537698, source="recent runs of this model on this server",
@@ -57,7 +57,7 @@ def test_the_matching_preset_from_the_costs_the_app_logged():
 
 
 def test_the_preset_and_the_run_read_the_costs_kept_for_the_target(monkeypatch):
-    """rough_estimate reads app.live.costs (nothing is timed); without costs for a target there is no number. On a
+    """rough_estimate reads app.costs (nothing is timed); without costs for a target there is no number. On a
     quiet machine (the load read here is pinned: this one may be busy)."""
     from app.arena import costs as arena_costs
 

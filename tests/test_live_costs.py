@@ -1,4 +1,4 @@
-"""The Live tab's run-time estimates come from this process's measured costs (app/live/costs.py): the start-up run
+"""The Live tab's run-time estimates come from this process's measured costs (app/costs.py): the start-up run
 at the app's start, then each finished run. An estimate is checked against the recorded time of the run it
 planned (within 2x), and a prefill's estimate is replaced by its measured time when the run ends."""
 

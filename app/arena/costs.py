@@ -4,8 +4,8 @@ now (:func:`machine_load`).
 An arena run loads its target in the operator's weight format with the threads tuned for it, as a Live run in that
 format does; the Live tab keeps its costs under the target spec for that format and under "target · int4 weights"
 for another (:func:`app.live.run.costs_key`), so only the former apply. Of what applies, the newest measurement
-wins: the latest arena run's T_step (:func:`learn_arena`), the latest Live run (:func:`app.live.costs.newest_run`)
-or the forwards the start-up timed (:func:`app.live.costs.tuned_costs`). A start-up figure from a quiet moment is
+wins: the latest arena run's T_step (:func:`learn_arena`), the latest Live run (:func:`app.costs.newest_run`)
+or the forwards the start-up timed (:func:`app.costs.tuned_costs`). A start-up figure from a quiet moment is
 thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a token planned, 215-243 ms measured).
 """
 
@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Sequence
 
-from app.live import costs as live
-from app.live.costs import MIN_SPREAD, RunCosts
+from app import costs as live
+from app.costs import MIN_SPREAD, RunCosts
 from app.render import seconds_text
 
 ARENA_RUN = "the latest arena run of this model here"
@@ -34,7 +34,7 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
     """Standard decoding's costs measured by an arena run of ``target`` from its ``rows``
     (:attr:`specviz.analysis.arena_rows.ArenaResult.rows`): the median T_step (ms a token after the prefill) of its
     baseline rows (drafter "none"), its spread the rows' lowest and highest T_step over that median (at least
-    :data:`app.live.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
+    :data:`app.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
     without). ``now``: when measured (time.time() s). None without a baseline row with a T_step."""
     base = [r for r in rows if r.get("drafter") == "none" and (r.get("t_step_ms") or 0) > 0]
     if not base:

@@ -114,6 +114,28 @@ def _drafter_list() -> tuple[gr.CheckboxGroup, gr.Button]:
     return drafters, gr.Button(matching.LABEL, size="sm", elem_id="arena-matching")
 
 
+def _settings_accordion(target: str, drafters: gr.CheckboxGroup) -> tuple:
+    """The "Target, draft model and sampling" accordion; returns (target, draft model, early-exit layer,
+    temperature, seed, repetition penalty, min-p, chat template) components."""
+    with gr.Accordion("Target, draft model and sampling", open=False, elem_id="arena-settings"):
+        target_box = gr.Textbox(target, label="Target model", elem_id="arena-target",
+                                info="'embedded', a hub id or a local folder")
+        draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
+                                 elem_id="arena-draft-model", placeholder="hub id or local folder")
+        _preset_picker(target_box, draft_model, drafters)
+        exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
+                               elem_id="arena-exit-layer")
+        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
+                                "checked identical)", elem_id="arena-temperature")
+        seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
+        with gr.Row():  # applied to the target and the draft alike, and to the baseline
+            repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",
+                                           elem_id="arena-repetition-penalty")
+            min_p = gr.Number(0.0, label="Min-p (0 = off; sampling only)", elem_id="arena-min-p")
+        chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
+    return target_box, draft_model, exit_layer, temperature, seed, repetition_penalty, min_p, chat_template
+
+
 def build_tab(target: str = "embedded") -> None:
     """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
     cats = categories()
@@ -137,22 +159,8 @@ def build_tab(target: str = "embedded") -> None:
                 run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
                                     min_width=100)  # with Stop beside it in the 300 px column
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="arena-stop", scale=1, min_width=80)
-            with gr.Accordion("Target, draft model and sampling", open=False, elem_id="arena-settings"):
-                target_box = gr.Textbox(target, label="Target model", elem_id="arena-target",
-                                        info="'embedded', a hub id or a local folder")
-                draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
-                                         elem_id="arena-draft-model", placeholder="hub id or local folder")
-                _preset_picker(target_box, draft_model, drafters)
-                exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
-                                       elem_id="arena-exit-layer")
-                temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
-                                        "checked identical)", elem_id="arena-temperature")
-                seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
-                with gr.Row():  # applied to the target and the draft alike, and to the baseline
-                    repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",
-                                                   elem_id="arena-repetition-penalty")
-                    min_p = gr.Number(0.0, label="Min-p (0 = off; sampling only)", elem_id="arena-min-p")
-                chat_template = gr.Checkbox(True, label="Use the chat template", elem_id="arena-chat-template")
+            (target_box, draft_model, exit_layer, temperature, seed, repetition_penalty, min_p,
+             chat_template) = _settings_accordion(target, drafters)
         with gr.Column(scale=3, min_width=600, elem_id="arena-results"):
             status, summary, timings, per_prompt, charts, predictions, csv_file, json_file = _results_column()
     outputs = [status, summary, timings, per_prompt, charts, predictions, csv_file, json_file]

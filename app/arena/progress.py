@@ -22,7 +22,7 @@ early exit at k = 4 decoded at 0.32x, docs/heads.md)."""
 
 
 class StepCosts(Protocol):
-    """What :func:`estimate` reads of :class:`app.live.costs.RunCosts`."""
+    """What :func:`estimate` reads of :class:`app.costs.RunCosts`."""
 
     base_ms_per_token: float
     source: str
@@ -89,7 +89,7 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
     prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B
     (``methods + 1`` standard runs and ``methods`` drafters' runs of ``max_new_tokens``).
 
-    From ``costs`` (:func:`app.live.costs.known_costs`: standard decoding's ms per token measured here, by the
+    From ``costs`` (:func:`app.costs.known_costs`: standard decoding's ms per token measured here, by the
     start-up's timed forwards or recent Live runs, and a prompt's read): a drafter's run takes :data:`METHOD_TIME`
     times a standard run's decoding, and the range is widened by the costs' own ``spread``. Loading, the drafters'
     set-up and a busy machine are not in it. E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token,
@@ -123,10 +123,10 @@ def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate
     ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
     measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
     s; nothing is timed here), each prompt's tokens counted from its characters
-    (:data:`app.live.costs.CHARS_PER_TOKEN`), widened when the machine is busy now (``load``: (load average, CPUs)
+    (:data:`app.costs.CHARS_PER_TOKEN`), widened when the machine is busy now (``load``: (load average, CPUs)
     or None; by default :func:`app.arena.costs.machine_load`); None when nothing was measured."""
     from app.arena.costs import chosen_costs, machine_load
-    from app.live.costs import CHARS_PER_TOKEN
+    from app.costs import CHARS_PER_TOKEN
 
     tokens = [max(1, round(len(str(p.get("prompt") or "")) / CHARS_PER_TOKEN)) for p in s["prompts"]]
     methods = len(s["drafters"]) * len(s["ks"])

@@ -11,7 +11,7 @@ Where each part lives:
   speedup and its history row (:class:`app.records.RunSummary`);
 - :mod:`app.live.outputs`: one message of the handlers (:class:`Frame`), the end state, a failed run, and the
   per-session stores (the running view for Stop, the last good result);
-- :mod:`app.live.costs`: the run-cost estimation service (:class:`RunCosts`): how long a run should take, learned
+- :mod:`app.costs`: the run-cost estimation service (:class:`RunCosts`): how long a run should take, learned
   from this process's runs and timed forwards, and the derived default of max new tokens;
 - :mod:`app.live.warmup`: the app's start-up run (:func:`warm_up`);
 - :mod:`app.live.controls`: Stop, a closed tab, and the controls that follow each other;
@@ -23,7 +23,7 @@ figure in green or red, and enters the history without a speedup. A prompt longe
 window (or than ``SPECVIZ_MAX_PROMPT_TOKENS``) is cut from the left with the chat template kept whole, and the
 status says so; any exception in a run becomes a message for that session only (:mod:`app.messages`), and the
 session's last good result stays in the panes. Time you can plan: before a run the status says how long it should
-take (:mod:`app.live.costs`) and how many runs are ahead. "Output only" shows the committed text plainly (a class
+take (:mod:`app.costs`) and how many runs are ahead. "Output only" shows the committed text plainly (a class
 on <body>, :data:`OUTPUT_ONLY_JS`).
 
 The names other code and the tests use are re-exported here.
@@ -31,13 +31,14 @@ The names other code and the tests use are re-exported here.
 
 from __future__ import annotations
 
-from app.live import controls, costs, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
+from app import costs  # noqa: F401 - the run-cost service, shared with the Arena
+from app.live import controls, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
 from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen,
                                release_session, stop, stop_now, stop_run, stopped_view)
-from app.live.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, MIN_SPREAD, PROBE_SPREAD,
-                            RECENT_RUNS, RunCosts, costs_of_run, default_max_new_tokens, derived_default_tokens,
-                            known_costs, learn_costs, long_prompt_note, page_default_tokens, plan_text,
-                            settle_prefill_note, settled_after_prefill, timed_forwards, tuned_costs)
+from app.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, MIN_SPREAD, PROBE_SPREAD,
+                       RECENT_RUNS, RunCosts, costs_of_run, default_max_new_tokens, derived_default_tokens,
+                       known_costs, learn_costs, long_prompt_note, page_default_tokens, plan_text,
+                       settle_prefill_note, settled_after_prefill, timed_forwards, tuned_costs)
 from app.live.defaults import ASSETS, DEFAULTS, FIRST_EXAMPLE, INPUTS, OUTPUTS, example_labels, load_examples
 from app.live.layout import (CHECKED_NUMBERS, CLAMPED_SLIDERS, ENTER_COMMITS_JS, EXAMPLES_PER_PAGE, OUTPUT_ONLY_JS,
                              build_tab)

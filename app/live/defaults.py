@@ -55,7 +55,7 @@ DEFAULTS = {
 }
 """The Live tab's settings before the visitor changes them (:func:`app.build_demo` takes overrides). Left as it is,
 ``max_new_tokens`` is replaced on page load by a default derived from the target's measured step cost (a run of
-about :data:`app.live.costs.DEFAULT_RUN_S` seconds here, :func:`app.live.costs.derived_default_tokens`); an
+about :data:`app.costs.DEFAULT_RUN_S` seconds here, :func:`app.costs.derived_default_tokens`); an
 override is kept as given."""
 
 

@@ -15,7 +15,7 @@ from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDID
                         MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
                         PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
 from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
-from app.live.costs import DEFAULT_TOKENS_RETRY_S, page_default_tokens, retry_default_tokens
+from app.costs import DEFAULT_TOKENS_RETRY_S, page_default_tokens, retry_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.outputs import progress_html
 from app.live.run import generate

@@ -19,7 +19,7 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
-from app.live.costs import (known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
+from app.costs import (known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
                             settled_after_prefill, tuned_costs)
 from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only)
@@ -180,7 +180,7 @@ def target_in_weights(settings: Settings, progress=None):
 
 
 def costs_key(settings: Settings) -> str:
-    """Where the run's measured costs are kept (:mod:`app.live.costs`): the target spec, with the weight format when
+    """Where the run's measured costs are kept (:mod:`app.costs`): the target spec, with the weight format when
     it is not the operator's ("embedded · int4 weights"), as a format's step costs its own."""
     if settings.weights == operator_weights():
         return settings.target

@@ -8,7 +8,7 @@ import time
 
 from app.device import LOCAL_PREFIX, Job
 from app.inputs import parse_settings
-from app.live import costs
+from app import costs
 from app.live.defaults import DEFAULTS, INPUTS
 from app.live.outputs import _VIEWS, _VIEWS_LOCK
 from app.live.run import generate_on_device
@@ -24,9 +24,9 @@ def warm_up(spec: str, loaded, defaults: dict) -> float | None:
     (``defaults``: :data:`app.live.defaults.DEFAULTS` keys, the example in the prompt box, the default drafter, k)
     cut to :data:`STARTUP_TOKENS` new tokens, run as a visitor's run is once it holds the device
     (:func:`app.live.run.generate_on_device`): the forwards that set the prefill's floor are timed
-    (:func:`app.live.costs.tuned_costs`), both runs raced and rendered, and its costs learned as a run of this
-    server (:func:`app.live.costs.learn_costs`); then the default max new tokens is derived
-    (:func:`app.live.costs.derived_default_tokens`). Call it while holding the device.
+    (:func:`app.costs.tuned_costs`), both runs raced and rendered, and its costs learned as a run of this
+    server (:func:`app.costs.learn_costs`); then the default max new tokens is derived
+    (:func:`app.costs.derived_default_tokens`). Call it while holding the device.
 
     Returns the run's wall time in seconds, or None when the prompt box starts empty (nothing representative to
     run: the costs then come from the timed forwards alone). Raises what a run raises (bad defaults: ValueError)."""

@@ -24,16 +24,19 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import gradio as gr
 
 from app import device
 from app.device import load_target
 from app.inputs import Settings
-from app.live.view import RunView
 from app.messages import log_failure
 from app.render import seconds_text
 from specviz.runtime.policy import current_policy
+
+if TYPE_CHECKING:  # the Live tab's run view; only read here, so the Arena can use this module too
+    from app.live.view import RunView
 
 _seconds = functools.partial(seconds_text, at_least=1)  # a plan never reads "0 s"
 
