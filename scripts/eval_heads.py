@@ -80,7 +80,7 @@ def main() -> None:
 
     target = load_model("embedded", device="cpu")
     sets = [Path(s.strip()) for s in args.data.split(",") if s.strip()]
-    corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), print)
+    corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), lambda m: print(m, file=sys.stderr))
     groups = _held_out_by_set(corpus, sets, 0.05, 0)
     with torch.inference_mode():
         report = {str(p): _measure(Path(p), target, corpus, groups) for p in args.heads}
