@@ -393,13 +393,14 @@ def test_the_lesson_calls_a_pass_near_one_or_costly_only_where_every_repeat_is()
 
 def test_enter_commits_the_tabs_number_boxes_and_only_this_tabs():
     """Enter in a number box of the sweep's or the check's controls commits it (the script every tab shares,
-    app.messages.enter_commits_js: a slider's own box is left to commit when it is left), scoped to this tab's two
-    control columns; it runs once per page."""
+    app.messages.enter_commits_js, the sliders' own boxes included), scoped to this tab's two control columns; it
+    runs once per page."""
     from app.messages import enter_commits_js
 
     js = batching.ENTER_COMMITS_JS
     assert 'box.closest("#batching-controls, #batching-check-controls")' in js
-    assert js == enter_commits_js("#batching-controls, #batching-check-controls") and "new FocusEvent('blur')" in js
+    assert js == enter_commits_js("#batching-controls, #batching-check-controls", sliders=True)
+    assert "new FocusEvent('blur')" in js and "input[type=range]" not in js  # slider boxes are not skipped
     import gradio as gr
 
     with gr.Blocks() as demo:

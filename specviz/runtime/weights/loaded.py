@@ -32,11 +32,18 @@ def float_target(loaded):
     return loaded
 
 
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
 def labelled(label: str, fmt: str) -> str:
-    """``label`` naming the weight format: "SmolLM2 (embedded, float32)" -> "SmolLM2 (embedded, float32, int4 weights)"."""
+    """``label`` naming the weight format, and the compute dtype as such where the label ends with it:
+    "SmolLM2 (embedded, float32)" -> "SmolLM2 (embedded, int4 weights, float32 activations)"."""
     if fmt == "float32":
         return label
     if label.endswith(")"):
+        head, _, last = label[:-1].rpartition(", ")
+        if head and last in _DTYPES:
+            return f"{head}, {fmt} weights, {last} activations)"
         return f"{label[:-1]}, {fmt} weights)"
     return f"{label} ({fmt} weights)"
 
