@@ -35,6 +35,17 @@ def open_page(browser, viewport: dict[str, int]):
     return page
 
 
+@pytest.fixture
+def page(browser, app_url):
+    """A fresh 1440 x 900 page on the app, its Generate button rendered (import it into a module to use it);
+    ``page.requests`` lists every URL it asked for."""
+    page = open_page(browser, {"width": 1440, "height": 900})
+    page.goto(app_url)
+    page.wait_for_selector("#generate")
+    yield page
+    page.context.close()
+
+
 def non_loopback(urls: list[str]) -> list[str]:
     """The URLs in ``urls`` that leave 127.0.0.1 (data:, blob: and about: URLs stay in the browser)."""
     out = []

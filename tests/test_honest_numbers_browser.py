@@ -12,7 +12,7 @@ from pathlib import Path
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
-from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
+from browser_support import non_loopback, open_page, page, requires_chromium  # noqa: E402,F401  (page: the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "artifacts"
@@ -44,13 +44,6 @@ OVERLAP_JS = """(plot) => {
 }"""
 
 
-@pytest.fixture
-def page(browser, app_url):
-    page = open_page(browser, {"width": 1440, "height": 900})
-    page.goto(app_url)
-    page.wait_for_selector("#generate")
-    yield page
-    page.context.close()
 
 
 def _prompt(prompt_id: str) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
-from browser_support import non_loopback, open_page, requires_chromium  # noqa: E402
+from browser_support import non_loopback, page, requires_chromium  # noqa: E402,F401  (page: the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 # The README's screenshot is refreshed only on request (SPECVIZ_UPDATE_SCREENSHOT=1); otherwise the picture
@@ -34,14 +34,6 @@ def _prompt(prompt_id: str) -> str:
     return next(e["prompt"] for e in load_examples() if e["id"] == prompt_id)
 
 
-@pytest.fixture
-def page(browser, app_url):
-    """A fresh page on the app; ``page.requests`` lists every URL it asked for."""
-    page = open_page(browser, {"width": 1440, "height": 900})
-    page.goto(app_url)
-    page.wait_for_selector("#generate")
-    yield page
-    page.context.close()
 
 
 def _wait_done(page) -> str:

@@ -13,19 +13,11 @@ import os
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
-from browser_support import open_page, requires_chromium  # noqa: E402
+from browser_support import page, requires_chromium  # noqa: E402,F401  (page: the fixture)
 
 pytestmark = requires_chromium
 
 
-@pytest.fixture
-def page(browser, app_url):
-    """A fresh page on the app."""
-    page = open_page(browser, {"width": 1440, "height": 900})
-    page.goto(app_url)
-    page.wait_for_selector("#generate")
-    yield page
-    page.context.close()
 
 
 def _type(page, elem_id: str, typed: str, key: str, status: str, said: str, used: str) -> None:
