@@ -149,3 +149,19 @@ def test_the_train_command_trains_resumes_and_reports(tiny_model_dir, tiny_targe
     assert again["train_loss_last_steps"] is None
     assert main(["train", "distilled", "--target", str(tiny_model_dir), "--threads", "1"]) == 2
     assert "needs --data with committed sets" in capsys.readouterr().err
+
+
+def test_held_out_figures_are_given_per_set(tiny_target, tmp_path):
+    from specviz.training.draft_model import _split, held_out_by_set, held_out_report, soft_prefill
+
+    a, b = _tiny_set(tiny_target, tmp_path / "a", 4), _tiny_set(tiny_target, tmp_path / "b", 3, seed=1)
+    corpus = soft_prefill(tiny_target, [a, b], 4)
+    assert corpus.sources.tolist() == [0, 0, 0, 0, 1, 1, 1] and corpus.set_names == (str(a), str(b))
+    _, hold = _split(corpus, 0.5, 0)
+    assert len(hold) == 3
+    draft = _draft(tiny_target, (0,))
+    by_set = held_out_by_set(draft, corpus, hold)["held_out_by_set"]
+    overall = held_out_report(draft, corpus, hold)["held_out_chain"]["passes"]
+    passes = [r["held_out_chain"]["passes"] for r in by_set.values() if r]
+    assert sum(passes) == overall == 3 * 16  # 16 reply positions a sequence, each chain counted once
+    assert held_out_by_set(draft, soft_prefill(tiny_target, [a], 4), hold[:1]) == {}

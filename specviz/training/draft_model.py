@@ -74,6 +74,8 @@ class SoftCorpus:
         prompt_lens: (N,) int64 prompt length of each sequence.
         top_ids: (P, K) int64 the target's K likeliest next tokens at each position, likeliest first.
         top_probs: (P, K) float32 their probabilities (temperature 1).
+        sources: (N,) int64 index into ``set_names`` of the set each sequence came from (None: one unnamed set).
+        set_names: the sets read, in order.
     """
 
     ids: torch.Tensor
@@ -81,6 +83,8 @@ class SoftCorpus:
     prompt_lens: torch.Tensor
     top_ids: torch.Tensor
     top_probs: torch.Tensor
+    sources: torch.Tensor | None = None
+    set_names: tuple[str, ...] = ()
 
     def bounds(self) -> list[tuple[int, int, int]]:
         """(start, end, start of the reply) of each sequence."""
@@ -96,12 +100,13 @@ def soft_prefill(target, sets: list[Path], top_k: int, progress: Progress | None
     Raises:
         FileNotFoundError: no sequence in ``sets``.
     """
-    seqs, prompt_lens = [], []
-    for path in [p for s in sets for p in id_shard_paths(Path(s))]:
+    seqs, prompt_lens, sources = [], [], []
+    for index, path in [(i, p) for i, s in enumerate(sets) for p in id_shard_paths(Path(s))]:
         d = load_id_shard(path)
         b = d["offsets"].tolist()
         seqs += [d["ids"][b[i]:b[i + 1]] for i in range(len(b) - 1)]
         prompt_lens += d["prompt_lens"].tolist()
+        sources += [index] * (len(b) - 1)
     if not seqs:
         raise FileNotFoundError(f"no id shards in {', '.join(str(s) for s in sets)}; make them with "
                                 f"`python -m specviz train data`")
@@ -118,7 +123,8 @@ def soft_prefill(target, sets: list[Path], top_k: int, progress: Progress | None
     offsets = torch.tensor([0] + [len(s) for s in seqs]).cumsum(0)
     _say(progress, f"prefill: {int(offsets[-1])} positions of {len(seqs)} sequences in {time.perf_counter() - t0:.0f} s")
     return SoftCorpus(torch.cat(seqs).long(), offsets, torch.tensor(prompt_lens, dtype=torch.long),
-                      torch.cat(top_ids).long(), torch.cat(top_probs))
+                      torch.cat(top_ids).long(), torch.cat(top_probs), torch.tensor(sources, dtype=torch.long),
+                      tuple(str(s) for s in sets))
 
 
 def _vocabulary(corpus: SoftCorpus, size: int, source: str | None = None) -> tuple[torch.Tensor | None, float]:
@@ -241,7 +247,18 @@ def train_draft_model(target, corpus: SoftCorpus, settings: DistillSettings, che
               "held_out_loss_before": None if before is None else round(before, 4),
               "held_out_loss": round(_held_loss(draft, corpus, hold, to_draft), 4)}
     report.update(held_out_report(draft, corpus, hold))
+    report.update(held_out_by_set(draft, corpus, hold))
     return draft, report
+
+
+def held_out_by_set(draft: DraftModel, corpus: SoftCorpus, hold: list[tuple]) -> dict:
+    """:func:`held_out_report` on each set's share of ``hold`` when the corpus read more than one set (a set seen
+    in training may be far easier than another): {"held_out_by_set": {set: report}}, or {} for one set."""
+    if corpus.sources is None or len(corpus.set_names) < 2:
+        return {}
+    starts = {int(a): int(i) for a, i in zip(corpus.offsets[:-1].tolist(), corpus.sources.tolist())}
+    return {"held_out_by_set": {name: held_out_report(draft, corpus, [s for s in hold if starts[s[0]] == i])
+                                for i, name in enumerate(corpus.set_names)}}
 
 
 def _mean(values: list[float]) -> float | None:
