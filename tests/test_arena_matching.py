@@ -163,7 +163,8 @@ def test_the_sentence_compares_the_two_drafters_from_their_rows(monkeypatch):
         "Poorly vs better matched draft (k = 4, 1 prompt): early exit (the target's first layers, untrained): "
         "acceptance rate 0.06 (0.02–0.20), 1.25 tokens per pass; distilled draft (a few layers trained on the "
         "target's outputs): acceptance rate 0.60 (0.39–0.78), 2.00 tokens per pass. "
-        "Speedup, decode: early exit 0.53× slower (0.50–0.55×), distilled draft 1.40× faster (1.33–1.47×). "
+        "Speedup, decode: early exit 0.53× the speed, slower (0.50–0.55×), distilled draft 1.40× faster "
+        "(1.33–1.47×). "
         "The distilled draft, the smaller model, is accepted more often (the two rates' intervals do not overlap): "
         "it is better matched to the target, so matching, not size, decides acceptance. "
         "Cost decides whether a draft pays: the early exit does not pay; the distilled draft pays.")

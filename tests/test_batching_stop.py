@@ -1,20 +1,25 @@
 """A new user's trial: Stop during a batch-size sweep lost the batch sizes already finished. The sweep shows each
 batch size as it finishes (as the Arena shows its prompts) and keeps them: after a Stop the table, chart, lesson and
 files hold the finished sizes, and the status says the sweep was stopped and which sizes were not measured. A Stop
-while the predicted curve is timed (before any batch size) says so and keeps that timing's finished batch sizes."""
+while the predicted curve is timed (before any batch size) says so and keeps that timing's finished batch sizes; so
+does a Stop after that timing, before the first batch size. The downloads hold what a Stop kept, the predicted
+curve's T(B, 1) and T(B, k+1) included, with a note of what is missing."""
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import os
+import re
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
 
 from app import batching, device  # noqa: E402
-from app.batching import sweep_handlers, sweep_job  # noqa: E402
+from app.batching import sweep_handlers, sweep_job, sweep_reading  # noqa: E402
 import specviz.analysis.batching as analysis  # noqa: E402
 from specviz.core.events import RunCancelled  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
@@ -35,6 +40,14 @@ def _check_stopped_after_b1(out: tuple) -> None:
         saved = json.load(f)
     assert saved["stopped"] is True and [r["batch"] for r in saved["rows"]] == [1]
     assert saved["rows"][0]["speculative_tps"] > 0 and saved["rows"][0]["standard_tps"] > 0
+    assert saved["missing"]["not_measured"] == [2, 4] and saved["stop_note"].startswith(
+        "Stopped: no speedup measured at B = 2, 4")
+    with open(csv_file["value"]) as f:
+        lines = list(csv.DictReader(f))
+    assert [(r["batch"], r["note"]) for r in lines] == [
+        ("1", "run stopped: this batch size finished before the Stop"), ("2", "run stopped: speedup not measured"),
+        ("4", "run stopped: speedup not measured")]
+    assert float(lines[0]["speedup"]) > 0 and lines[1]["speedup"] == lines[1]["verdict"] == ""
     assert not device.DEVICE.locked
 
 
@@ -150,7 +163,24 @@ def test_stop_while_timing_the_predicted_curve_says_so_and_keeps_its_timings(tin
     assert "s), before any batch size was measured. Timed before the Stop (median ms of one forward, range of the " \
            f"repeats): B = 1: {cells[0]}, {cells[1]}" in status, status
     assert "; not timed: B = 2, 4. A predicted speedup also needs B = 1's tokens per pass" in status, status
-    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in others)  # left as is
+    assert "so there is no chart or table; the downloads hold these timings.</span>" in status, status
+    lesson, chart, table, csv_file, json_file = others
+    assert all(isinstance(o, dict) and o.get("__type__") == "update" and len(o) == 1 for o in (lesson, chart, table))
+    with open(csv_file["value"]) as f:  # the downloads hold the timings the status lists, and say what is missing
+        lines = list(csv.DictReader(f))
+    assert [(r["batch"], r["note"]) for r in lines] == [
+        ("1", "run stopped: speedup not measured"),
+        ("2", "run stopped: speedup not measured; T(B, 1) and T(B, 3) not timed for the predicted curve"),
+        ("4", "run stopped: speedup not measured; T(B, 1) and T(B, 3) not timed for the predicted curve")]
+    assert [float(lines[0][c]) for c in ("grid_step_ms", "grid_step_ms_min", "grid_step_ms_max")] == pytest.approx(
+        [grid["ms"][1][1], *ends[0]]) and float(lines[0]["grid_verify_ms"]) == pytest.approx(grid["ms"][1][3])
+    assert lines[1]["grid_step_ms"] == lines[1]["speedup"] == ""
+    with open(json_file["value"]) as f:
+        saved = json.load(f)
+    assert saved["stopped"] is True and saved["rows"] == []
+    assert saved["missing"] == {"not_measured": [1, 2, 4], "not_timed": [2, 4]}
+    assert [g["batch"] for g in saved["grid_timings"]] == [1]
+    assert saved["grid_timings"][0]["verify_ms_max"] == pytest.approx(ends[1][1])
     assert not device.DEVICE.locked
 
 
@@ -172,10 +202,110 @@ def test_the_predicted_curve_stopped_status_names_its_timings():
         "(median ms of one forward, range of the repeats): B = 1: T(1,1) = 2.1 (2.0–2.3), T(1,3) = 2.8 (repeats "
         "equal); B = 2: T(2,1) = 3.0 (2.9–3.1), T(2,3) = 2.5 (2.4–2.6) (too noisy: timed faster than less work); "
         "not timed: B = 4, 8. A predicted speedup also needs B = 1's tokens per pass, measured after this timing, so "
-        "there is no chart or table.")
+        "there is no chart or table; the downloads hold these timings.")
     assert sweep_handlers.grid_stopped_text({**result, "grid": {**grid, "ms": {1: {}}}}, 3) == (
         "Stopped while timing the predicted curve (3 s), before any batch size was measured: no batch size's "
         "timing finished, so there is nothing to show.")
+
+
+@pytest.mark.parametrize("lost", [False, True])
+def test_stop_after_the_predicted_curve_before_the_first_size_says_what_finished(tiny_model_dir, monkeypatch, lost):
+    """A new user's trial: a Stop after the predicted curve was timed, before B = 1 was measured, read "Stopped
+    before the first batch size finished: nothing to show." although every T(B, 1) and T(B, 3) had finished. It now
+    lists them, says what was not measured, and the downloads hold them; also where the job's own result is lost."""
+    real_grid, seen = sweep_job.measure_forward_grid, {}
+
+    def grid_then_stop(*args, **kwargs):
+        seen["grid"] = real_grid(*args, **kwargs)
+        sweep_handlers.stop_sweep(None)  # the visitor presses Stop as the grid's last forward ends
+        return seen["grid"]
+
+    monkeypatch.setattr(sweep_job, "measure_forward_grid", grid_then_stop)
+    if lost:
+        real_work = sweep_job.sweep_work
+
+        def cut_short(job, s):
+            real_work(job, s)
+            raise RunCancelled()
+
+        monkeypatch.setattr(sweep_handlers, "sweep_work", cut_short)
+    status, lesson, chart, table, csv_file, json_file = _measure(tiny_model_dir, predicted=True)[-1]
+    status, grid = html.unescape(status), seen["grid"]
+    assert grid["stopped"] is False and sorted(grid["ms"]) == [1, 2, 4]
+    texts, done = sweep_reading.grid_timings(grid, 2)
+    assert done == [1, 2, 4] and texts[0].startswith(f"B = 1: T(1,1) = {grid['ms'][1][1]:.1f} (")
+    assert re.search(r"ℹ Stopped after the predicted curve was timed \(\d+ s\), before the first batch size "
+                        r"\(B = 1\) was measured\. Timed \(median ms of one forward, range of the repeats\): "
+                        + re.escape("; ".join(texts)) + re.escape(
+                            "; not measured: the speedup at B = 1, 2, 4, so there is no chart or table; the downloads "
+                            "hold these timings.</span>"), status), status
+    assert all(o.get("__type__") == "update" and len(o) == 1 for o in (lesson, chart, table))
+    with open(csv_file["value"]) as f:
+        lines = list(csv.DictReader(f))
+    assert [(r["batch"], r["note"]) for r in lines] == [(str(b), "run stopped: speedup not measured") for b in done]
+    assert [float(r["grid_step_ms"]) for r in lines] == pytest.approx([grid["ms"][b][1] for b in done])
+    assert [float(r["grid_verify_ms"]) for r in lines] == pytest.approx([grid["ms"][b][3] for b in done])
+    with open(json_file["value"]) as f:
+        saved = json.load(f)
+    assert saved["missing"] == {"not_measured": [1, 2, 4], "not_timed": []} and saved["rows"] == []
+    assert saved["stop_note"] == "Stopped: no speedup measured at B = 1, 2, 4."
+    assert not device.DEVICE.locked
+
+
+def _timed_result(stopped_grid: bool) -> dict:
+    """A hand-made sweep a Stop ended before any batch size: the grid timed B = 1 and 2 (B = 2's pass below a
+    step: too noisy), not B = 4 (cut short) nor 8; ``stopped_grid``: the Stop came inside the grid."""
+    grid = {"ms": {1: {1: 2.14, 3: 2.83}, 2: {1: 3.0, 3: 2.5}}, "impossible": [], "stopped": stopped_grid,
+            "spread": {1: {1: (2.05, 2.31), 3: (2.83, 2.83)}, 2: {1: (2.9, 3.1), 3: (2.4, 2.6)}}}
+    if stopped_grid:
+        grid["ms"][4], grid["spread"][4] = {1: 5.0}, {1: (4.9, 5.2)}
+    sizes = [1, 2, 4, 8] if stopped_grid else [1, 2]
+    return {"rows": [], "k": 2, "grid": grid, "stopped": True,
+            "settings": {"batch_sizes": sizes, "predicted": True, "max_new_tokens": 6, "k": 2}}
+
+
+def test_a_stop_after_the_predicted_curve_names_its_timings_and_what_was_not_measured():
+    assert sweep_handlers.grid_timed_text(_timed_result(False), 30.2) == (
+        "Stopped after the predicted curve was timed (30 s), before the first batch size (B = 1) was measured. Timed "
+        "(median ms of one forward, range of the repeats): B = 1: T(1,1) = 2.1 (2.0–2.3), T(1,3) = 2.8 (repeats "
+        "equal); B = 2: T(2,1) = 3.0 (2.9–3.1), T(2,3) = 2.5 (2.4–2.6) (too noisy: timed faster than less work); not "
+        "measured: the speedup at B = 1, 2, so there is no chart or table; the downloads hold these timings.")
+    status, *_, csv_file, json_file = batching._swept(_timed_result(False), 30.2)
+    assert html.unescape(status).count("Stopped after the predicted curve was timed (30 s)") == 1
+    assert csv_file["visible"] is True and json_file["visible"] is True
+
+
+def test_the_downloads_of_a_stopped_predicted_curve_hold_its_timings_and_what_is_missing(tmp_path):
+    """The timings the stop message lists, in the CSV and JSON, with the note of what is missing."""
+    result = _timed_result(True)
+    lines = list(csv.DictReader(io.StringIO(batching.sweep_csv(result))))
+    grid_columns = ("grid_step_ms", "grid_step_ms_min", "grid_step_ms_max", "grid_verify_ms", "grid_verify_ms_min",
+                    "grid_verify_ms_max", "grid_too_noisy")
+    assert [[r["batch"]] + [r[c] for c in grid_columns] + [r["speedup"], r["note"]] for r in lines] == [
+        ["1", "2.14", "2.05", "2.31", "2.83", "2.83", "2.83", "False", "", "run stopped: speedup not measured"],
+        ["2", "3.0", "2.9", "3.1", "2.5", "2.4", "2.6", "True", "", "run stopped: speedup not measured"],
+        ["4", "", "", "", "", "", "", "", "", "run stopped: speedup not measured; T(B, 1) and T(B, 3) not timed for "
+                                              "the predicted curve"],
+        ["8", "", "", "", "", "", "", "", "", "run stopped: speedup not measured; T(B, 1) and T(B, 3) not timed for "
+                                              "the predicted curve"]]
+    csv_path, json_path = batching.write_sweep_files(result, str(tmp_path))
+    saved = json.loads(open(json_path, encoding="utf-8").read())
+    assert saved["stopped"] is True and saved["rows"] == [] and saved["max_new_tokens"] == 6
+    assert saved["missing"] == {"not_measured": [1, 2, 4, 8], "not_timed": [4, 8]}
+    assert saved["stop_note"] == ("Stopped: no speedup measured at B = 1, 2, 4, 8; T(B, 1) and T(B, 3) not timed for "
+                                  "the predicted curve at B = 4, 8.")
+    assert saved["grid_timings"] == [
+        {"batch": 1, "step_ms": 2.14, "step_ms_min": 2.05, "step_ms_max": 2.31, "verify_ms": 2.83,
+         "verify_ms_min": 2.83, "verify_ms_max": 2.83, "too_noisy": False},
+        {"batch": 2, "step_ms": 3.0, "step_ms_min": 2.9, "step_ms_max": 3.1, "verify_ms": 2.5, "verify_ms_min": 2.4,
+         "verify_ms_max": 2.6, "too_noisy": True}]
+    status, lesson, chart, table, csv_file, json_file = batching._swept(_timed_result(True), 12.4)
+    assert "Stopped while timing the predicted curve (12 s)" in html.unescape(status)
+    assert all(o.get("__type__") == "update" and len(o) == 1 for o in (lesson, chart, table))
+    assert open(csv_file["value"], encoding="utf-8").read() == batching.sweep_csv(_timed_result(True))
+    # a sweep that ran to its end: no note, nothing missing
+    assert batching.sweep_json({**result, "stopped": False})["stop_note"] is None
+    assert {r["note"] for r in csv.DictReader(io.StringIO(batching.sweep_csv({**result, "stopped": False})))} == {""}
 
 
 class _SaidJob:

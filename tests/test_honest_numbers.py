@@ -206,7 +206,7 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     stats = busy.stats_html()
     value = stats[stats.index('<div class="card-value">'):stats.index("<details")]  # the figure, its interval
     assert "hero bad sv-verdict" in stats and "too noisy" not in value
-    assert f'{judged.value:.2f}×</span> <span class="sv-verdict-word">slower' in value
+    assert f'{judged.value:.2f}×</span> <span class="sv-verdict-word">the speed, slower</span>' in value
     assert judged.reason in stats and "74%" in judged.reason and "slower still" in stats
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None

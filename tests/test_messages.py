@@ -119,7 +119,7 @@ def test_a_speedup_cell_says_its_word_its_median_and_its_range():
     from specviz.core.verdict import read_speedup
 
     assert read_speedup(2.15, 1.84, 2.44).cell() == "2.15× faster (1.84–2.44×)"
-    assert read_speedup(0.62, 0.55, 0.75).cell() == "0.62× slower (0.55–0.75×)"
+    assert read_speedup(0.62, 0.55, 0.75).cell() == "0.62× the speed, slower (0.55–0.75×)"
     assert read_speedup(1.05, 0.85, 1.20).cell() == "too noisy to tell: 1.05× measured (0.85–1.20×)"
     assert read_speedup(1.00, 0.95, 1.05).cell() == "1.00× about the same (0.95–1.05×)"
     assert read_speedup(1.00, 0.95, 1.05, busy="other programs busy").cell() == (

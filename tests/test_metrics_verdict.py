@@ -30,7 +30,8 @@ def test_an_interval_straddling_one_is_too_noisy_and_keeps_its_number():
 
 def test_an_interval_below_one_is_slower_however_wide_and_busy():
     v = read_speedup(0.40, 0.28, 0.55, level=0.95, busy=BUSY)
-    assert (v.word, v.finding) == (SLOWER, True) and v.headline().startswith("0.40× slower · 95 % 0.28–0.55×")
+    assert (v.word, v.finding) == (SLOWER, True)
+    assert v.headline().startswith("0.40× the speed, slower · 95 % 0.28–0.55×")
 
 
 def test_impossible_timings_are_no_finding_whatever_the_interval_and_say_why_in_their_own_words():
@@ -80,7 +81,7 @@ def test_an_interval_end_that_rounds_to_one_shows_which_side_of_one_it_is():
     assert below.word == "slower" and below.span() == "95 % 0.67–0.997×"
     across = read_speedup(0.82, 0.67, 1.004, level=0.95)
     assert across.word == "too noisy to tell" and across.span() == "95 % 0.67–1.004×"
-    assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× slower · range 0.99–0.9996×"
+    assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× the speed, slower · range 0.99–0.9996×"
     assert format_ratio(1.0) == "1.00" and format_ratio(0.82) == "0.82" and format_ratio(0.999999) == "≈1"
     assert format_ratio_ends(1.3, 2.0) == ("1.30", "2.00")
 

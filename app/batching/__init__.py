@@ -7,15 +7,16 @@ on the device, loads the target, encodes a few example prompts (assets/prompts.j
 the estimate in the status line (:func:`sweep_seconds`), optionally times the forward grid T(B, 1), T(B, k+1)
 for the predicted curve (:func:`specviz.measure.grid.measure_forward_grid`), and runs
 :func:`specviz.analysis.batching.batch_sweep` with the job's cancel flag as ``should_stop`` (Stop, or a closed
-browser tab, ends it before its next forward; the batch sizes that finished are still shown). Shown: a table per
+browser tab, ends it before its next forward; the batch sizes that finished are still shown, and they and the
+predicted curve's timings are in the downloads with a note of what is missing). Shown: a table per
 B (:func:`sweep_table`; every measured figure with the lowest and highest of its repeats,
 :func:`~specviz.analysis.batching.spread_cell`, and the predicted speedup, a model, with its inputs' range,
 :func:`predicted_cell`), the speedup against B beside the pass cost (:func:`sweep_figure`), one sentence that reads
 the lesson off the numbers (:func:`sweep_lesson`), and CSV / JSON downloads (:func:`write_sweep_files`). Every
 speedup is read by the rule every tab uses (:func:`specviz.core.verdict.read_speedup`, :func:`verdict`) on its
-repeats' range: all above (or all below) 1 reads "faster" ("slower") with the median and the range, however wide
-and however busy the machine; only repeats on both sides of 1 that disagree by more than :data:`NOISY_SPREAD` (or
-on a busy machine) read "too noisy to tell", the median still shown.
+repeats' range: all above 1 reads "faster" ("2.15× faster"), all below "slower" ("0.62× the speed, slower"), with
+the median and the range, however wide and however busy the machine; only repeats on both sides of 1 that disagree
+by more than :data:`NOISY_SPREAD` (or on a busy machine) read "too noisy to tell", the median still shown.
 
 **The sampling-law check** (the Check button, :func:`check`). One job runs
 :func:`specviz.analysis.batching.sampling_check`: N short sampled runs of standard and of speculative decoding

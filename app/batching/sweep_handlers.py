@@ -71,21 +71,23 @@ class SweepStatus(JobStatus):
     def __init__(self, progress, out, verb: str) -> None:
         super().__init__(progress, out, verb)
         self.partial: dict | None = None
-        self.grid_stopped: dict | None = None  # what a Stop during the predicted curve's timing kept
+        self.grid: dict | None = None  # the predicted curve's timings, once timed (or cut short by a Stop)
 
     def kept(self) -> dict | None:
         """The result to show when the job's own did not come back: the latest partial result, else the timings of
-        a predicted curve a Stop ended (no batch size measured), both marked stopped; None without either."""
+        the predicted curve (no batch size measured), both marked stopped; None without either."""
         if self.partial is not None:
             return dict(self.partial, stopped=True)
-        if self.grid_stopped is not None:
-            return {**self.grid_stopped, "rows": [], "k": self.grid_stopped["settings"]["k"], "stopped": True}
+        if self.grid is not None:
+            settings = self.grid["settings"]
+            return {**self.grid, "rows": [], "k": settings["k"], "max_new_tokens": settings["max_new_tokens"],
+                    "stopped": True}
         return None
 
     def show(self, item) -> tuple | None:
         """The output tuple for one item of the job (None: nothing new to show)."""
-        if item is not None and item[0] == "grid-stopped":
-            self.grid_stopped = item[1]
+        if item is not None and item[0] == "grid":
+            self.grid = item[1]
             return None
         if item is None or item[0] != "partial":
             return super().show(item)
@@ -109,6 +111,11 @@ def stopped_text(result: dict, seconds: float) -> str:
             + ". The table, chart, lesson and downloads hold the finished sizes.")
 
 
+TIMED = "(median ms of one forward, range of the repeats)"
+"""How the predicted curve's timings are given in a stopped sweep's status."""
+FILES_HOLD = "the downloads hold these timings"
+
+
 def grid_stopped_text(result: dict, seconds: float) -> str:
     """The status of a sweep a Stop ended while it timed the predicted curve, before any batch size was measured:
     that sentence, then the T(B, 1) and T(B, k+1) it finished (:func:`grid_timings`) and the sizes not timed, or
@@ -119,21 +126,51 @@ def grid_stopped_text(result: dict, seconds: float) -> str:
         return head + ": no batch size's timing finished, so there is nothing to show."
     asked = (result.get("settings") or {}).get("batch_sizes") or done
     left = [b for b in sorted(asked) if b not in done]
-    return (f"{head}. Timed before the Stop (median ms of one forward, range of the repeats): {'; '.join(texts)}"
+    return (f"{head}. Timed before the Stop {TIMED}: {'; '.join(texts)}"
             + (f"; not timed: B = {', '.join(map(str, left))}" if left else "")
             + ". A predicted speedup also needs B = 1's tokens per pass, measured after this timing, so there is "
-            "no chart or table.")
+            f"no chart or table; {FILES_HOLD}.")
+
+
+def grid_timed_text(result: dict, seconds: float) -> str:
+    """The status of a sweep a Stop ended after the predicted curve was timed in full, before its first batch
+    size was measured: "Stopped after the predicted curve was timed (30 s), before the first batch size (B = 1)
+    was measured. Timed (median ms of one forward, range of the repeats): B = 1: T(1,1) = 2.1 (2.0–2.3), T(1,3) =
+    2.8 (2.7–2.9); B = 2: …; not measured: the speedup at B = 1, 2, so there is no chart or table; the downloads
+    hold these timings." (:func:`grid_timings`). ``result``: the sweep's, its "grid" as :func:`sweep_work` keeps
+    it, timed to its end."""
+    texts, done = grid_timings(result["grid"], result["k"])
+    asked = sorted((result.get("settings") or {}).get("batch_sizes") or done)
+    return (f"Stopped after the predicted curve was timed ({seconds:.0f} s), before the first batch size "
+            f"(B = {asked[0]}) was measured. Timed {TIMED}: {'; '.join(texts)}; not measured: the speedup at B = "
+            f"{', '.join(map(str, asked))}, so there is no chart or table; {FILES_HOLD}.")
+
+
+def _files(result: dict) -> tuple:
+    """Both downloads of ``result`` (:func:`write_sweep_files`), shown."""
+    csv_path, json_path = write_sweep_files(result)
+    return gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True)
+
+
+def _nothing_swept(result: dict | None, seconds: float) -> tuple:
+    """The outputs of a sweep a Stop ended before any batch size was measured: the predicted curve's timings it
+    kept, in the status and both downloads (:func:`grid_stopped_text`, :func:`grid_timed_text`), or why there is
+    nothing to show."""
+    grid = (result or {}).get("grid")
+    if not grid or not grid_timings(grid, result["k"])[0]:
+        text = (grid_stopped_text(result, seconds) if grid and grid.get("stopped") else
+                "Stopped before the first batch size finished: nothing to show.")
+        return _sweep_out(status=render.status_html(text, "info"))
+    result["wall_s"] = round(seconds, 1)
+    text = grid_stopped_text(result, seconds) if grid.get("stopped") else grid_timed_text(result, seconds)
+    return _sweep_out(render.status_html(text, "info"), None, None, None, *_files(result))
 
 
 def _swept(result: dict | None, seconds: float) -> tuple:
-    """The final outputs: table, chart, lesson and files; or why there is nothing to show."""
+    """The final outputs: table, chart, lesson and files; or what a Stop before any batch size kept."""
     if result is None or not result["rows"]:
-        stopped_grid = result is not None and (result.get("grid") or {}).get("stopped")
-        return _sweep_out(status=render.status_html(
-            grid_stopped_text(result, seconds) if stopped_grid else
-            "Stopped before the first batch size finished: nothing to show.", "info"))
+        return _nothing_swept(result, seconds)
     result["wall_s"] = round(seconds, 1)
-    csv_path, json_path = write_sweep_files(result)
     busy = disturbance(result)
     sizes = ", ".join(str(r["batch"]) for r in result["rows"])
     head = (stopped_text(result, seconds) if result["stopped"] else
@@ -144,7 +181,7 @@ def _swept(result: dict | None, seconds: float) -> tuple:
                                         else ""),
                                 "info" if result["stopped"] else "done")
     return _sweep_out(status, lesson_html(sweep_lesson(result)), sweep_figure(result), sweep_table(result),
-                      gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
+                      *_files(result))
 
 
 def stop_sweep(request: gr.Request = None) -> str:

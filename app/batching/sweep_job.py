@@ -180,9 +180,9 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
     ("progress", (fraction, message)), ("estimate", seconds) and, after each finished batch size, ("partial", the
     result so far, "stopped" False) through the job. Returns batch_sweep's result with "settings", "environment",
     "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of the CPUs while the grid and the
-    sweep were timed, :class:`CpuShare`; None where unknown) added. A Stop while the grid is timed ends the grid
-    (its ``"stopped"`` True; the batch sizes it finished kept) and says ("grid-stopped", those keys) before the
-    sweep, which then measures no batch size."""
+    sweep were timed, :class:`CpuShare`; None where unknown) added. Once the grid is timed it says ("grid", those
+    keys): the timings a Stop before the first batch size finished keeps. A Stop while the grid is timed ends the
+    grid (its ``"stopped"`` True; the batch sizes it finished kept), and the sweep then measures no batch size."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
@@ -210,8 +210,8 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
                  grid=None if grid is None else {"ms": grid["ms"], "spread": grid.get("spread"),
                                                   "impossible": grid.get("impossible"), "prompt_len": prompt_len,
                                                   "stopped": grid["stopped"]})
-    if grid is not None and grid["stopped"]:  # the timings kept, should the job's own result not come back
-        job.say(("grid-stopped", about))
+    if grid is not None:  # the timings kept, should a Stop end the job before its own result comes back
+        job.say(("grid", about))
     config = GenerationConfig(max_new_tokens=s.max_new_tokens, k=s.k)
     options = SweepOptions(batch_sizes=s.batch_sizes, repeats=REPEATS,
                            grid=None if grid is None or grid["stopped"] else grid,

@@ -1,7 +1,7 @@
 """How the sweep's rows are read: each speedup by the rule every tab uses (:func:`reading`, :func:`verdict`,
 :func:`speedup_text`), impossible timings (:func:`impossible`), a noisy prediction (:func:`noisy_prediction`), a
 disturbed machine (:func:`disturbance`), the table (:func:`sweep_table`), and the timings of a predicted curve
-stopped part-way (:func:`grid_timings`)."""
+a Stop kept (:func:`grid_figures`, in words :func:`grid_timings`)."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def crossover(rows: list[dict]) -> dict | None:
 
 
 def speedup_text(row: dict, busy: bool = False) -> str:
-    """"2.15× faster (1.84–2.44×)" (every repeat above 1), "0.80× slower (0.75–0.85×)", "1.02× about the same
+    """"2.15× faster (1.84–2.44×)" (every repeat above 1), "0.80× the speed, slower (0.75–0.85×)", "1.02× about the same
     (0.98–1.05×)", "too noisy to tell: 1.05× measured (0.80–1.50×)" or "2.70× (2.60–2.80×), not a finding: faster
     than its 2.0 tokens per pass allow" (:func:`reading`, ``busy`` as there): the
     median, then the repeats' own range; "–" when not measured."""
@@ -136,29 +136,45 @@ def predicted_cell(row: dict) -> str:
     return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high, 2, 4))})"  # an end near 1: its side shown
 
 
-def grid_timings(grid: dict, k: int) -> tuple[list[str], list[int]]:
-    """What a forward grid stopped part-way holds (``grid``: the sweep result's "grid", ``{"ms": {B: {n: ms}},
-    "spread": {B: {n: (min ms, max ms)}}, "impossible": [{"batch", "n", ...}]}``): one text per batch size it timed
-    in full (both T(B, 1) and T(B, k+1), in ms with the range of their repeats), "B = 1: T(1,1) = 2.1 (2.0–2.3),
-    T(1,3) = 2.8 (2.7–2.9)" ("repeats equal" for a range of one value), with "too noisy" where a pass timed below
-    :data:`IMPOSSIBLE_COST` steps or the grid flagged a point of that batch size impossible; and those batch sizes,
-    ascending."""
-    texts, done = [], []
+def grid_figures(grid: dict | None, k: int) -> list[dict]:
+    """The batch sizes a forward grid timed in full (``grid``: the sweep result's "grid", ``{"ms": {B: {n: ms}},
+    "spread": {B: {n: (min ms, max ms)}}, "impossible": [{"batch", "n", ...}]}``, its keys ints or digit strings;
+    None: no grid), ascending: ``{"batch", "step_ms", "step_ms_min", "step_ms_max", "verify_ms", "verify_ms_min",
+    "verify_ms_max", "too_noisy"}``, step = T(B, 1) and verify = T(B, k+1) in ms (median of the repeats, their
+    range; min = max = the median where the grid kept no range), ``too_noisy`` where a pass timed below
+    :data:`IMPOSSIBLE_COST` steps or the grid flagged a point of that batch size impossible. A batch size a Stop
+    cut short (one of the two timings missing) is left out."""
+    grid, figures = grid or {}, []
     flagged = {int(p["batch"]) for p in grid.get("impossible") or ()}
+    spreads = {int(b): ends for b, ends in (grid.get("spread") or {}).items()}
     for batch, row in sorted((int(b), r) for b, r in (grid.get("ms") or {}).items()):
         row = {int(n): t for n, t in row.items()}
         if not row.get(1) or not row.get(k + 1):
             continue  # the Stop came inside this batch size
-        spread = {int(n): ends for n, ends in ((grid.get("spread") or {}).get(batch) or {}).items()}
-        cells = []
-        for n in (1, k + 1):
+        spread = {int(n): ends for n, ends in (spreads.get(batch) or {}).items()}
+        out = {"batch": batch}
+        for name, n in (("step_ms", 1), ("verify_ms", k + 1)):
             low, high = spread.get(n) or (row[n], row[n])
+            out |= {name: row[n], f"{name}_min": low, f"{name}_max": high}
+        figures.append(out | {"too_noisy": batch in flagged or row[k + 1] / row[1] < IMPOSSIBLE_COST})
+    return figures
+
+
+def grid_timings(grid: dict, k: int) -> tuple[list[str], list[int]]:
+    """What a forward grid stopped part-way holds (``grid`` as :func:`grid_figures` reads it): one text per batch
+    size it timed in full (both T(B, 1) and T(B, k+1), in ms with the range of their repeats), "B = 1: T(1,1) = 2.1
+    (2.0–2.3), T(1,3) = 2.8 (2.7–2.9)" ("repeats equal" for a range of one value), with "too noisy" where
+    :func:`grid_figures` says so; and those batch sizes, ascending."""
+    texts, done = [], []
+    for fig in grid_figures(grid, k):
+        cells = []
+        for name, n in (("step_ms", 1), ("verify_ms", k + 1)):
+            low, high = fig[f"{name}_min"], fig[f"{name}_max"]
             ends = "repeats equal" if low == high else "–".join(format_apart(low, high, 1, 3))
-            cells.append(f"T({batch},{n}) = {row[n]:.1f} ({ends})")
-        noisy = batch in flagged or row[k + 1] / row[1] < IMPOSSIBLE_COST
-        texts.append(f"B = {batch}: {', '.join(cells)}" + (" (too noisy: timed faster than less work)" if noisy
-                                                           else ""))
-        done.append(batch)
+            cells.append(f"T({fig['batch']},{n}) = {fig[name]:.1f} ({ends})")
+        texts.append(f"B = {fig['batch']}: {', '.join(cells)}"
+                     + (" (too noisy: timed faster than less work)" if fig["too_noisy"] else ""))
+        done.append(fig["batch"])
     return texts, done
 
 

@@ -25,6 +25,9 @@ NOT_FINDING = "not a finding"
 WORDS = (FASTER, SLOWER, SAME, NOISY, NOT_FINDING)
 NARROW = 1.2
 """An interval across 1 whose high ÷ low is at most this reads "about the same"; wider, "too noisy to tell"."""
+SLOWER_WORDS = "the speed, slower"
+"""What follows a ratio read slower (:meth:`Verdict.words`): "0.31× the speed, slower", since "0.31× slower" reads
+oddly (a ratio under 1 beside "slower") and not plainly as a run at 31 % of the standard speed."""
 
 
 def format_apart(a: float, b: float, decimals: int = 2, most: int = 6) -> tuple[str, str]:
@@ -84,12 +87,17 @@ class Verdict:
         ends = "–".join(format_ratio_ends(self.low, self.high))
         return f"{self.level:.0%} {ends}×".replace("%", " %", 1) if self.level else f"range {ends}×"
 
+    def words(self) -> str:
+        """What follows the number in :meth:`figure`: the word, except :data:`SLOWER_WORDS` for a ratio read
+        slower ("0.62× the speed, slower": the ratio stays the speedup every chart and file shows)."""
+        return SLOWER_WORDS if self.word == SLOWER else self.word
+
     def figure(self) -> str:
-        """The number and its word: "1.60× faster", "0.62× slower", "1.02× about the same", "too noisy to tell:
-        1.05× measured" or "2.45× measured, not a finding"."""
+        """The number and its word: "1.60× faster", "0.62× the speed, slower", "1.02× about the same", "too noisy
+        to tell: 1.05× measured" or "2.45× measured, not a finding"."""
         if self.word == NOT_FINDING:
             return f"{self.shown()}× measured, {NOT_FINDING}"
-        return f"{self.word}: {self.shown()}× measured" if self.word == NOISY else f"{self.shown()}× {self.word}"
+        return f"{self.word}: {self.shown()}× measured" if self.word == NOISY else f"{self.shown()}× {self.words()}"
 
     def shown(self) -> str:
         """The measured ratio as text (:func:`format_ratio`): "0.82", or "0.997" where two decimals would print a
@@ -97,8 +105,9 @@ class Verdict:
         return format_ratio(self.value)
 
     def headline(self) -> str:
-        """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs";
-        timings that cannot be true: "2.45× · range 2.27–2.63× · not a finding: <reason>"."""
+        """One line a teacher can show: "1.60× faster · 95 % 1.30–2.00× · other programs used 74% of the CPUs",
+        "0.62× the speed, slower · range 0.55–0.75×"; timings that cannot be true: "2.45× · range 2.27–2.63× · not a
+        finding: <reason>"."""
         if self.word == NOT_FINDING:
             return " · ".join((f"{self.shown()}×", self.span(), self.why_not()))
         return " · ".join(part for part in (self.figure(), self.span(), self.reason) if part)
@@ -114,8 +123,9 @@ class Verdict:
         return ""
 
     def cell(self) -> str:
-        """A table cell: "1.60× faster (1.30–2.00×)", "too noisy to tell: 1.05× measured (0.80–1.40×)", "2.45×
-        (2.27–2.63×), not a finding: faster than its 2.1 tokens per pass allow"."""
+        """A table cell: "1.60× faster (1.30–2.00×)", "0.62× the speed, slower (0.55–0.75×)", "too noisy to tell:
+        1.05× measured (0.80–1.40×)", "2.45× (2.27–2.63×), not a finding: faster than its 2.1 tokens per pass
+        allow"."""
         ends = "–".join(format_ratio_ends(self.low, self.high))
         if self.word == NOT_FINDING:
             return f"{self.shown()}× ({ends}×), {self.why_not()}"
