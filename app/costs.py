@@ -20,6 +20,7 @@ The stores (:data:`_COSTS`, :data:`_TUNED`, :data:`_DEFAULT_TOKENS`) are shared 
 from __future__ import annotations
 
 import functools
+import os
 import threading
 import time
 import uuid
@@ -33,6 +34,7 @@ from app.device import load_target
 from app.inputs import Settings
 from app.messages import log_failure
 from app.render import seconds_text
+from specviz.measure.machine import CpuShare
 from specviz.runtime.policy import current_policy
 
 if TYPE_CHECKING:  # the Live tab's run view; only read here, so the Arena can use this module too
@@ -85,6 +87,9 @@ class RunCosts:
     # planned from several runs: the median of those that did (None: none did)
     answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
     measured_at: float | None = field(default=None, compare=False)  # when measured (time.time() s; None: unknown)
+    measured_load: tuple[float, int] | None = field(default=None, compare=False)  # other programs' load while
+    # measured: (CPUs' worth of their work, the CPU count), from :func:`others_load`; None: unknown. The step costs
+    # already hold that load's slowness, so an estimate widens only for the load added since
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
         """Seconds before the first token: both runs read the prompt (one when there is no drafter)."""
@@ -125,7 +130,18 @@ def costs_of_run(view: RunView) -> RunCosts | None:
     answer = b.generated if b.finish_reason in ("eos", "stop") else None  # ended on its own, not at the cap
     return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
-                    answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else ())
+                    answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else (),
+                    measured_load=others_load(getattr(view, "cpu", None)))
+
+
+def others_load(cpu: CpuShare | None) -> tuple[float, int] | None:
+    """Other programs' load since ``cpu`` started (:class:`specviz.measure.machine.CpuShare`), as (CPUs' worth of
+    their work, the CPU count): their share of all CPUs' time times the CPU count, e.g. (1.0, 2) when they took one
+    of two CPUs. Unlike the load average it leaves out this process's own threads. None when unknown (no
+    ``cpu``, no /proc/stat, or too short to tell)."""
+    share = cpu.others() if cpu is not None else None
+    cpus = os.cpu_count() or 1
+    return (share * cpus, cpus) if share is not None else None
 
 
 def prompt_key(prompt: str) -> int:
@@ -145,8 +161,9 @@ def learn_costs(target: str, view: RunView) -> None:
 
 
 def known_costs(target: str) -> RunCosts | None:
-    """The costs to plan a run of ``target`` with: the median of its latest runs, else the costs derived from a
-    one-token step measured here (:func:`tuned_costs`), else None."""
+    """The costs to plan a run of ``target`` with: the median of its latest runs (their load while measured: the
+    median of those known), else the costs derived from a one-token step measured here (:func:`tuned_costs`), else
+    None."""
     with _COSTS_LOCK:
         runs = list(_COSTS.get(target, ()))
         tuned = _TUNED.get(target)
@@ -162,6 +179,7 @@ def known_costs(target: str) -> RunCosts | None:
     per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
     middle = median(per_token)
     spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
+    loads = sorted((r.measured_load for r in runs if r.measured_load is not None), key=lambda load: load[0])
     long_reads = [r for r in runs if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS]
     per_token = median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
     if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
@@ -169,7 +187,8 @@ def known_costs(target: str) -> RunCosts | None:
     return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
                     runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs),
                     answer_tokens=median(r.answer_tokens for r in runs),
-                    answers=tuple(answer for r in runs for answer in r.answers), measured_at=runs[-1].measured_at)
+                    answers=tuple(answer for r in runs for answer in r.answers), measured_at=runs[-1].measured_at,
+                    measured_load=loads[len(loads) // 2] if loads else None)
 
 
 def newest_run(target: str) -> RunCosts | None:
@@ -196,9 +215,10 @@ def tuned_costs(spec: str, loaded) -> RunCosts:
     with _COSTS_LOCK:
         if spec in _TUNED:
             return _TUNED[spec]
+    cpu = CpuShare()
     step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
     costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD,
-                     measured_at=time.time())
+                     measured_at=time.time(), measured_load=others_load(cpu))
     with _COSTS_LOCK:
         _TUNED[spec] = costs
     return costs

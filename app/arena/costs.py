@@ -1,5 +1,7 @@
 """Which measured step cost the Arena's rough estimate rests on (:func:`chosen_costs`), and how busy the machine is
-now (:func:`machine_load`).
+now (:func:`machine_load`). Every cost keeps the load other programs put on the machine while it was measured
+(:attr:`app.costs.RunCosts.measured_load`): the estimate widens only for the load added since
+(:func:`app.arena.progress.load_factor`), as a cost measured on a busy machine already holds its slowness.
 
 An arena run loads its target in the operator's weight format with the threads tuned for it, as a Live run in that
 format does; the Live tab keeps its costs under the target spec for that format and under "target · int4 weights"
@@ -30,12 +32,13 @@ _LOCK = threading.Lock()
 
 
 def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = None,
-                now: float | None = None) -> RunCosts | None:
+                now: float | None = None, load: tuple[float, int] | None = None) -> RunCosts | None:
     """Standard decoding's costs measured by an arena run of ``target`` from its ``rows``
     (:attr:`specviz.analysis.arena_rows.ArenaResult.rows`): the median T_step (ms a token after the prefill) of its
     baseline rows (drafter "none"), its spread the rows' lowest and highest T_step over that median (at least
     :data:`app.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
-    without). ``now``: when measured (time.time() s). None without a baseline row with a T_step."""
+    without). ``now``: when measured (time.time() s); ``load``: other programs' load during the run (CPUs' worth of
+    work, CPU count: :func:`app.costs.others_load`; None: unknown). None without a baseline row with a T_step."""
     base = [r for r in rows if r.get("drafter") == "none" and (r.get("t_step_ms") or 0) > 0]
     if not base:
         return None
@@ -46,13 +49,13 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
     return RunCosts(prefill.prefill_ms_per_token if prefill else 0.0, middle, None, ARENA_RUN,
                     (min(MIN_SPREAD[0], low), max(MIN_SPREAD[1], high)),
                     prefill_fixed_ms=prefill.prefill_fixed_ms if prefill else 0.0,
-                    measured_at=time.time() if now is None else now)
+                    measured_at=time.time() if now is None else now, measured_load=load)
 
 
-def learn_arena(target: str, rows: Sequence[dict]) -> None:
-    """Keep an arena run's costs (:func:`arena_costs`) for the next estimate of ``target``; nothing without a
-    measured baseline."""
-    costs = arena_costs(target, rows, live.known_costs(target))
+def learn_arena(target: str, rows: Sequence[dict], load: tuple[float, int] | None = None) -> None:
+    """Keep an arena run's costs (:func:`arena_costs`, ``load``: other programs' load during the run) for the next
+    estimate of ``target``; nothing without a measured baseline."""
+    costs = arena_costs(target, rows, live.known_costs(target), load=load)
     if costs is not None:
         with _LOCK:
             _ARENA[target] = costs
@@ -68,7 +71,8 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
     known, newest = live.known_costs(target), live.newest_run(target)
     if newest is not None and known is not None:
         newest = dataclasses.replace(known, base_ms_per_token=newest.base_ms_per_token, source=LIVE_RUN,
-                                     spread=MIN_SPREAD, measured_at=newest.measured_at)
+                                     spread=MIN_SPREAD, measured_at=newest.measured_at,
+                                     measured_load=newest.measured_load)
     candidates = [c for c in (arena, newest, live.tuned_or_none(target)) if c is not None]
     if not candidates:
         return None
@@ -79,15 +83,9 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
     return dataclasses.replace(best, source=f"{best.source}, {seconds_text(ago, at_least=1)} ago")
 
 
-BUSY_SHARE = 0.5
-"""A load average above this share of the CPU count before a run: the machine is busy now (the rule of
-:func:`specviz.measure.machine.busy_machine_warning` where no run is under way to measure)."""
-
-
 def machine_load() -> tuple[float, int] | None:
-    """(the 1-minute load average, the CPU count) when the machine is busy now (:data:`BUSY_SHARE`), else None (also
-    where the OS has no load average)."""
+    """(the 1-minute load average, the CPU count) now, busy or not; None where the OS has no load average."""
     from specviz.measure.machine import load_average
 
-    load, cpus = load_average(), os.cpu_count() or 1
-    return (load, cpus) if load is not None and load > BUSY_SHARE * cpus else None
+    load = load_average()
+    return (load, os.cpu_count() or 1) if load is not None else None

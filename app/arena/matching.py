@@ -55,8 +55,8 @@ def preset(offered: list[str]) -> dict:
 
 
 def status(max_new_tokens=None, target=None) -> str:
-    """The status line once the preset is set: what it ticked, to press Run arena, and the race's rough length on a
-    quiet machine at ``max_new_tokens`` (the slider's value; its default when missing or not a number) for
+    """The status line once the preset is set: what it ticked, to press Run arena, and the race's rough length
+    at ``max_new_tokens`` (the slider's value; its default when missing or not a number) for
     ``target`` (:func:`app.arena.progress.rough_estimate`, from the step cost measured here), or that there is none
     before the first prompt is measured."""
     try:
@@ -99,9 +99,9 @@ MARK = "press Run arena"
 
 def settings_status(drafters, ks, source, prompt, category, max_new_tokens, target) -> str:
     """The status line for the Arena's chosen inputs before Run arena: the preset's (:func:`status`) while they are
-    the preset's drafters, k, source and category, else "6 prompts × 2 methods at 16 new tokens per run: roughly
-    …; a rough estimate from …; press Run arena to race them", or :data:`READY` while they choose no prompt, drafter or k, or
-    hold a max new tokens that is not a number."""
+    the preset's drafters, k, source and category, else "6 prompts × 2 methods at 16 new tokens per run: up to
+    roughly …; a rough estimate from …; press Run arena to race them", or :data:`READY` while they choose no prompt,
+    drafter or k, or hold a max new tokens that is not a number."""
     drafters, ks = list(drafters or []), list(ks or [])
     chosen = preset(categories())
     if (sorted(drafters), ks, source, category) == (sorted(chosen["drafters"]), chosen["ks"], chosen["source"],

@@ -2,8 +2,9 @@
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
-timed for it), its upper end widened and said so when the machine is busy now, or, where nothing was measured,
-that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
+timed for it): "up to" its upper end, as runs that stop at the end-of-sequence token end sooner, widened and said
+so when the machine is busier now than when the cost was measured, or, where nothing was measured, that there is
+none. Pure bookkeeping: the handler feeds it the job's progress messages and the
 prompts finished; a test passes its own clock and costs."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ early exit at k = 4 decoded at 0.32x, docs/heads.md)."""
 
 
 class StepCosts(Protocol):
-    """What :func:`estimate` reads of :class:`app.costs.RunCosts`."""
+    """What :func:`estimate` reads of :class:`app.costs.RunCosts` (and its ``measured_load`` where it has one)."""
 
     base_ms_per_token: float
     source: str
@@ -31,38 +32,76 @@ class StepCosts(Protocol):
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float: ...
 
 
+BUSY_SHARE = 0.5
+"""A load average above this share of the CPU count before a run: the machine is busy now (the rule of
+:func:`specviz.measure.machine.busy_machine_warning` where no run is under way to measure)."""
+
+
 @dataclass(frozen=True)
 class ArenaEstimate:
-    """A whole arena run's length before its first prompt is measured: ``low_s`` to ``high_s`` seconds, from
-    ``ms_per_token`` (standard decoding's wall-clock ms per token, from ``source``, in words). ``load``: (load
-    average, CPUs) when the machine is busy now; ``high_s`` is then widened by :func:`busy_factor` from
-    ``quiet_high_s``, the upper end on a quiet machine."""
+    """A whole arena run's length before its first prompt is measured, in seconds: at most ``high_s`` (every run
+    writes all its max new tokens, each drafter's run at :data:`METHOD_TIME`'s slow end), ``full_low_s`` when every
+    run writes them all at the fast end, and as little as ``low_s`` when every run stops at the end-of-sequence
+    token right after its prompt read (only the reads are left), from ``ms_per_token`` (standard decoding's
+    wall-clock ms per token, from ``source``, in words). ``load``: (load average, CPUs) now (None: unknown);
+    ``measured_load``: other programs' (load, CPUs) while the cost was measured (None: unknown); ``factor``:
+    :func:`load_factor` of the two, already applied (to the upper end above 1, to both lower ends below 1);
+    ``measured_high_s``: the upper end before it."""
 
     low_s: float
+    full_low_s: float
     high_s: float
     ms_per_token: float
     source: str
     load: tuple[float, int] | None = None
-    quiet_high_s: float | None = None
+    measured_load: tuple[float, int] | None = None
+    factor: float = 1.0
+    measured_high_s: float | None = None
 
     def range_text(self) -> str:
-        """ "roughly 42 s – 3 min 41 s in all on a quiet machine"; on a busy one "roughly 42 s – 7 min 22 s in all
-        with the machine as busy as now, load average 2.0 on 2 CPUs: the upper end is 2x a quiet machine's 3 min 41 s
-        for sharing the CPUs, more if other programs slow each step further"."""
-        low, high = seconds_text(self.low_s, at_least=1), seconds_text(self.high_s, at_least=1)
-        if self.load is None:
-            return f"roughly {low} – {high} in all on a quiet machine"
-        load, cpus = self.load
-        quiet = seconds_text(self.quiet_high_s or self.high_s, at_least=1)
-        return (f"roughly {low} – {high} in all with the machine as busy as now, load average {load:.1f} on {cpus} "
-                f"CPUs: the upper end is {busy_factor(load, cpus):.2g}x a quiet machine's {quiet} for sharing the "
-                "CPUs, more if other programs slow each step further")
+        """ "up to roughly 3 min 41 s in all on a quiet machine: 42 s – 3 min 41 s if every run writes all its max
+        new tokens, as little as 4 s if runs stop early at the end-of-sequence token", then what the load changed
+        (:meth:`load_text`)."""
+        low, full_low, high = (seconds_text(v, at_least=1) for v in (self.low_s, self.full_low_s, self.high_s))
+        where, why = self.load_text()
+        return (f"up to roughly {high} in all {where}: {full_low} – {high} if every run writes all its max new "
+                f"tokens, as little as {low} if runs stop early at the end-of-sequence token{why}")
+
+    def load_text(self) -> tuple[str, str]:
+        """(the machine the range is for, what the load changed: "" or "; the upper end is …"), in words."""
+        now, then = self.load, self.measured_load
+        if then is None:
+            if self.factor == 1.0:
+                return "on a quiet machine", ""
+            quiet = seconds_text(self.measured_high_s or self.high_s, at_least=1)
+            return (f"with the machine as busy as now (load average {now[0]:.1f} on {now[1]} CPUs)",
+                    f"; the upper end is {self.factor:.3g}x a quiet machine's {quiet} for sharing the CPUs, more if "
+                    "other programs slow each step further")
+        loads = (f"other programs' load {then[0]:.1f} on {then[1]} CPUs then"
+                 + (f", load average {now[0]:.1f} now" if now is not None else ""))
+        if self.factor > 1.0:
+            measured = seconds_text(self.measured_high_s or self.high_s, at_least=1)
+            return (f"with the machine busier than when its step cost was measured ({loads})",
+                    f"; the upper end is {self.factor:.3g}x the measured cost's {measured} for the load added "
+                    "since, more if other programs slow each step further")
+        if self.factor < 1.0:
+            return (f"with the machine quieter than when its step cost was measured ({loads})",
+                    f"; the lower ends are {self.factor:.3g}x the measured cost's for the load gone since")
+        if not is_busy(then) and not is_busy(now):
+            return "on a quiet machine", ""
+        if now is None:
+            return f"at the load its step cost was measured at ({loads})", ""
+        return f"with the machine as busy as when its step cost was measured ({loads})", ""
 
     def basis_text(self) -> str:
         """What the range rests on, in words."""
         return (f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
-                f"each drafter's run taken as {METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time, "
-                "every run writing all its max new tokens")
+                f"each drafter's run taken as {METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time")
+
+
+def is_busy(load: tuple[float, int] | None) -> bool:
+    """Whether ``load`` ((load, CPU count); None: unknown, not busy) is above :data:`BUSY_SHARE` of the CPUs."""
+    return load is not None and load[0] > BUSY_SHARE * max(1, load[1])
 
 
 def busy_factor(load: float, cpus: int) -> float:
@@ -70,6 +109,20 @@ def busy_factor(load: float, cpus: int) -> float:
     when it gets its fair share of them: its threads share the CPUs with that many others, 1 + load / cpus (e.g.
     2.0 on 2 CPUs: 2x). A lower bound: a one-token step whose thread is descheduled slows more (5-14x seen)."""
     return 1.0 + max(0.0, load) / max(1, cpus)
+
+
+def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | None) -> float:
+    """How much slower (above 1) or faster (below 1) a run should go now than when its step cost was measured, from
+    the load other programs put on the machine now (``now``: (load average, CPUs)) and then (``measured``: (load,
+    CPUs), :attr:`app.costs.RunCosts.measured_load`): :func:`busy_factor` now over then, as the measured cost
+    already holds the slowness of its own load. E.g. 2.0 then on 2 CPUs: 1 at 2.0 now (not widened again), 1.25 at
+    3.0 now (2.5 / 2), 0.75 at 1.0 now. With the load then unknown the cost is taken as a quiet machine's: a busy
+    machine now (:func:`is_busy`) gives its whole :func:`busy_factor`, a quiet one 1. With the load now unknown: 1."""
+    if now is None:
+        return 1.0
+    if measured is None:
+        return busy_factor(*now) if is_busy(now) else 1.0
+    return busy_factor(*now) / busy_factor(*measured)
 
 
 def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, methods: int, share: float
@@ -87,31 +140,37 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
     prompt) should take, before anything of it is measured, in the order
     :func:`specviz.analysis.arena.iter_arena` runs: one warm-up of standard decoding and of each method on the first
     prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B
-    (``methods + 1`` standard runs and ``methods`` drafters' runs of ``max_new_tokens``).
+    (``methods + 1`` standard runs and ``methods`` drafters' runs of at most ``max_new_tokens``).
 
-    From ``costs`` (:func:`app.costs.known_costs`: standard decoding's ms per token measured here, by the
-    start-up's timed forwards or recent Live runs, and a prompt's read): a drafter's run takes :data:`METHOD_TIME`
-    times a standard run's decoding, and the range is widened by the costs' own ``spread``. Loading, the drafters'
-    set-up and a busy machine are not in it. E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token,
-    2 ms per prompt token, spread (0.7, 1.6): 60.22 s x 0.7 = 42 s to 138.25 s x 1.6 = 221 s. ``load``: (load
-    average, CPUs) when the machine is busy now: the upper end times :func:`busy_factor` (221 s x 2 = 442 s at a
-    load of 2.0 on 2 CPUs).
+    From ``costs`` (:func:`app.arena.costs.chosen_costs`: standard decoding's ms per token measured here and a
+    prompt's read): a drafter's run takes :data:`METHOD_TIME` times a standard run's decoding, and the range is
+    widened by the costs' own ``spread``. Every run may stop at the end-of-sequence token before its max new tokens,
+    so the low end ``low_s`` is every run stopping at its first token (the prompt reads alone); ``full_low_s`` is
+    the low end when every run writes them all. Loading and the drafters' set-up are not in it. E.g. 6 prompts of
+    40 tokens, 2 methods, 48 new tokens, 50 ms a token, 2 ms per prompt token, spread (0.7, 1.6): 60.22 s x 0.7 =
+    42 s to 138.25 s x 1.6 = 221 s when every run writes all 48, from 3.12 s x 0.7 = 2.2 s when each stops at once.
+    ``load``: (load average, CPUs) now; the load the cost was measured at (``costs.measured_load``, when it has
+    one) sets how much of it is new (:func:`load_factor`: above 1 times the upper end, below 1 the lower ends;
+    221 s x 2 = 442 s at a load of 2.0 on 2 CPUs after a quiet measurement, 221 s when measured at 2.0 too).
 
     Returns None without costs (nothing measured for this target yet) or without prompts."""
     if costs is None or not prompt_tokens or not costs.base_ms_per_token or costs.base_ms_per_token <= 0:
         return None
     methods, warm = max(1, methods), min(warmup_tokens, max_new_tokens)
 
-    def total(share: float) -> float:
-        race = sum(_runs_s(costs, n, max_new_tokens, methods + 1, methods, share) + costs.prefill_s(n, False)
+    def total(share: float, new_tokens: int = max_new_tokens, warm: int = warm) -> float:
+        race = sum(_runs_s(costs, n, new_tokens, methods + 1, methods, share) + costs.prefill_s(n, False)
                    for n in prompt_tokens)
         return race + (_runs_s(costs, prompt_tokens[0], warm, 1, methods, share) if warm > 0 else 0.0)
 
     low, high = costs.spread
-    quiet = total(METHOD_TIME[1]) * high
-    factor = busy_factor(*load) if load is not None else 1.0
-    return ArenaEstimate(total(METHOD_TIME[0]) * low, quiet * factor, costs.base_ms_per_token, costs.source, load,
-                         quiet)
+    measured = getattr(costs, "measured_load", None)
+    factor = load_factor(load, measured)
+    quick = min(1.0, factor)  # a quieter machine than measured: the lower ends come down, the upper end stays
+    at_high = total(METHOD_TIME[1]) * high
+    return ArenaEstimate(total(METHOD_TIME[0], 1, min(warm, 1)) * low * quick, total(METHOD_TIME[0]) * low * quick,
+                         at_high * max(1.0, factor), costs.base_ms_per_token, costs.source, load, measured, factor,
+                         at_high)
 
 
 NOW = object()
@@ -123,8 +182,9 @@ def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate
     ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
     measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
     s; nothing is timed here), each prompt's tokens counted from its characters
-    (:data:`app.costs.CHARS_PER_TOKEN`), widened when the machine is busy now (``load``: (load average, CPUs)
-    or None; by default :func:`app.arena.costs.machine_load`); None when nothing was measured."""
+    (:data:`app.costs.CHARS_PER_TOKEN`), set for the load now against the load the cost was measured at (``load``:
+    (load average, CPUs) or None; by default :func:`app.arena.costs.machine_load`); None when nothing was
+    measured."""
     from app.arena.costs import chosen_costs, machine_load
     from app.costs import CHARS_PER_TOKEN
 
@@ -189,8 +249,8 @@ class ArenaPace:
 
     def timing(self) -> str:
         """ "about 4 min 10 s left of about 7 min 0 s (the pace of the first prompt)"; before a first prompt is
-        measured, the rough range (:meth:`ArenaEstimate.range_text`: "roughly 42 s – 3 min 41 s in all on a quiet
-        machine, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
+        measured, the rough range (:meth:`ArenaEstimate.range_text`: "up to roughly 3 min 41 s in all on a quiet
+        machine: …, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
         rate = self.seconds_per_prompt()
         if rate is None:
             if self.rough is None:
