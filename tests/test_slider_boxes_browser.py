@@ -54,7 +54,8 @@ def _sent_by_generate(page) -> dict:
     from app.live import INPUTS
 
     def is_run(request) -> bool:
-        return "queue/join" in request.url and len(json.loads(request.post_data or "{}").get("data", [])) > len(INPUTS) - 1
+        data = json.loads(request.post_data or "{}").get("data", []) if "queue/join" in request.url else []
+        return len(data) >= len(INPUTS)  # Generate's request: the controls, then the session's history
 
     page.route("**/queue/join*", lambda route: route.abort() if is_run(route.request) else route.continue_())
     with page.expect_request(lambda r: r.method == "POST" and is_run(r)) as sent:
