@@ -3,7 +3,9 @@
 A new user's trial: in the Batching tab, max new tokens 100000 and temperature 99 stayed in their boxes after Enter
 with no word until the next click, and in the Live tab an emptied or 0 "Draft length k" became 1 without a word. Enter
 in a Batching slider's box now commits it (:data:`app.batching.layout.ENTER_COMMITS_JS`), and every out-of-range or
-emptied box says the value used (:func:`app.messages.tell_when_clamped`).
+emptied box says the value used (:func:`app.messages.tell_when_clamped`). Another new user typed k = 6 into the Live
+tab's box, pressed Enter and reported the run used the old k: the Live tab registers the same shared script for its
+controls column (:data:`app.live.layout.ENTER_COMMITS_JS`), and the value Generate sends is read from the request.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ import os
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
+import json  # noqa: E402
+
 import pytest  # noqa: E402
 from browser_support import page, requires_chromium  # noqa: E402,F401  (page: the fixture)
 
 pytestmark = requires_chromium
-
-
 
 
 def _type(page, elem_id: str, typed: str, key: str, status: str, said: str, used: str) -> None:
@@ -44,3 +46,42 @@ def test_enter_in_a_batching_sliders_box_says_the_value_used_at_once(page):
 def test_an_emptied_or_zero_draft_length_in_the_live_tab_is_said(page):
     _type(page, "draft-length", "", "Tab", "status", "Draft length k was empty; using 1.", "1")
     _type(page, "draft-length", "0", "Tab", "status", "Draft length k is at least 1 here; using 1.", "1")
+
+
+def _sent_by_generate(page) -> dict:
+    """Press Generate and return the controls its run request carries (name -> value, :data:`app.live.INPUTS`). The
+    request is stopped in the browser (no model runs: what the run would receive is the request's data)."""
+    from app.live import INPUTS
+
+    def is_run(request) -> bool:
+        data = json.loads(request.post_data or "{}").get("data", []) if "queue/join" in request.url else []
+        return len(data) >= len(INPUTS)  # Generate's request: the controls, then the session's history
+
+    page.route("**/queue/join*", lambda route: route.abort() if is_run(route.request) else route.continue_())
+    with page.expect_request(lambda r: r.method == "POST" and is_run(r)) as sent:
+        page.locator("#generate").click()
+    return dict(zip(INPUTS, json.loads(sent.value.post_data)["data"]))
+
+
+def test_enter_in_a_live_sliders_box_commits_it_and_says_a_value_out_of_range(page):
+    box = page.locator("#draft-length input[type=number]").first
+    box.fill("6")
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#draft-length input[type=range]').value === '6'",
+                           timeout=30_000)
+    assert box.input_value() == "6"
+    cap = page.locator("#max-new-tokens input[type=number]").first.get_attribute("max")  # the operator's limit
+    _type(page, "max-new-tokens", "100000", "Enter", "status", f"Max new tokens is at most {cap} here", cap)
+    page.get_by_text("Sampling and stopping").click()  # the accordion the temperature slider is in
+    _type(page, "temperature", "99", "Enter", "status", "Temperature is at most 2 here; using 2.", "2")
+    box.fill("6")
+    box.press("Enter")
+    sent = _sent_by_generate(page)
+    assert (sent["k"], sent["max_new_tokens"], sent["temperature"]) == (6, int(cap), 2)
+
+
+def test_enter_in_the_live_draft_length_box_says_too_large_zero_and_empty(page):
+    _type(page, "draft-length", "99", "Enter", "status", "Draft length k is at most 16 here; using 16.", "16")
+    _type(page, "draft-length", "0", "Enter", "status", "Draft length k is at least 1 here; using 1.", "1")
+    _type(page, "draft-length", "", "Enter", "status", "Draft length k was empty; using 1.", "1")
+    assert _sent_by_generate(page)["k"] == 1

@@ -292,11 +292,15 @@ OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!o
 streams): both panes show the committed text plainly, without rejected drafts, colours or pass marks."""
 
 
-ENTER_COMMITS_JS = enter_commits_js("#controls")
-"""On page load: Enter in a number box of the Live tab's controls column (top-k, seed, exit layer, the penalties)
-commits it as leaving the box does (:func:`app.messages.enter_commits_js`): the box is checked and a refused value
-said at once. The sliders' own boxes (k, max new tokens, temperature, ...) commit when they are left, which says a
-number out of range (Enter there clamped silently). The other tabs' boxes are left alone."""
+ENTER_COMMITS_JS = enter_commits_js("#controls", sliders=True)
+"""On page load: Enter in a number box of the Live tab's controls column commits it as leaving the box does
+(:func:`app.messages.enter_commits_js`, the script the Batching and Arena tabs register for their own columns): the
+number boxes (top-k, seed, exit layer, the penalties) are checked and a refused value said at once, and the sliders'
+own boxes (k, max new tokens, temperature, ...) included: a number typed out of range, 0 or an emptied box is said
+and replaced by the value runs use (:func:`app.messages.tell_when_clamped`) on Enter, not only when the box is left
+(before, Enter did nothing there: a new user typed k = 6, pressed Enter and reported the run used the old k;
+tests/test_slider_boxes_browser.py).
+The other tabs' boxes are left alone."""
 
 
 def _wire_helpers(ui: dict, d: dict) -> None:
