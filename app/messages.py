@@ -117,21 +117,18 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     return gr.update(value=used), render.status_html(message, "info")
 
 
-def enter_commits_js(container: str, sliders: bool = False) -> str:
+def enter_commits_js(container: str) -> str:
     """The page-load script that makes Enter in a number box inside ``container`` (a CSS selector of one tab's
     controls, e.g. "#controls") commit it as leaving the box does: it sends the box a ``blur`` event (the box keeps
     the focus), so a number box gets its check (:func:`tell_when_invalid`) at once; without this Enter did nothing
-    until the box was left. A slider's own box is left alone: that synthetic ``blur`` made Gradio clamp it without
-    sending the typed number, so :func:`tell_when_clamped` never said so (measured in chromium: k 99 became 16
-    unannounced), while leaving the box (Tab, a click elsewhere) does say it. ``sliders=True`` includes them (the
-    Arena's max new tokens: a number typed below its range is said at once on Enter there; the Batching tab's sliders,
-    where Enter with 100000, 0 or an empty box is said at once in chromium: tests/test_slider_boxes_browser.py).
+    until the box was left. A slider's own box is included: Enter with 100000, 0 or an empty box is said at once
+    (:func:`tell_when_clamped`) and the run gets the clamped value, in every tab (measured in chromium:
+    tests/test_slider_boxes_browser.py).
 
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
     one window) adds no second listener. Register it with ``Context.root_block.load(None, js=...)``."""
     flag = json.dumps(container)
-    skip = "" if sliders else " || box.closest('.block')?.querySelector('input[type=range]')"
     return f"""() => {{
   const seen = (window.svEnterCommits = window.svEnterCommits || new Set());
   if (seen.has({flag})) return;
@@ -139,7 +136,7 @@ def enter_commits_js(container: str, sliders: bool = False) -> str:
   document.addEventListener('keydown', (ev) => {{
     const box = ev.target;
     if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
-        || !box.closest({flag}){skip}) return;
+        || !box.closest({flag})) return;
     box.dispatchEvent(new FocusEvent('blur'));
   }}, true);
 }}"""

@@ -404,7 +404,7 @@ def test_enter_commits_the_tabs_number_boxes_and_only_this_tabs():
 
     js = batching.ENTER_COMMITS_JS
     assert 'box.closest("#batching-controls, #batching-check-controls")' in js
-    assert js == enter_commits_js("#batching-controls, #batching-check-controls", sliders=True)
+    assert js == enter_commits_js("#batching-controls, #batching-check-controls")
     assert "new FocusEvent('blur')" in js and "input[type=range]" not in js  # slider boxes are not skipped
     import gradio as gr
 

@@ -431,7 +431,7 @@ def test_enter_commits_the_live_tabs_number_boxes_and_only_theirs():
 
     demo = build_demo(max_new_tokens=40)
     loaded = [fn.js for fn in demo.fns.values() if fn.js and "svEnterCommits" in fn.js]
-    assert live.ENTER_COMMITS_JS in loaded and live.ENTER_COMMITS_JS == enter_commits_js("#controls", sliders=True)
+    assert live.ENTER_COMMITS_JS in loaded and live.ENTER_COMMITS_JS == enter_commits_js("#controls")
     assert "box.closest(\"#controls\")" in live.ENTER_COMMITS_JS and "new FocusEvent('blur')" in live.ENTER_COMMITS_JS
     assert "document.addEventListener('keydown'" in live.ENTER_COMMITS_JS
     ids = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
@@ -1073,7 +1073,7 @@ def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title
 
 def test_enter_commits_every_slider_box_in_the_live_controls_column():
     """A new user typed k = 6 in its box, pressed Enter and reported the run used the old k: the Live tab's Enter
-    script (the one the Batching and Arena tabs register, app.messages.enter_commits_js with sliders=True) no longer
+    script (the one the Batching and Arena tabs register, app.messages.enter_commits_js) no longer
     skips slider boxes, and every slider of the controls column says a number typed out of range (a release listener,
     app.messages.tell_when_clamped). tests/test_slider_boxes_browser.py presses Enter in the real page."""
     demo = build_demo(max_new_tokens=40)

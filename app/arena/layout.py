@@ -62,7 +62,7 @@ that the warnings of an earlier attempt (a refused input, a failed run) neither 
 inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
 toasts arrive after it. Returns the inputs unchanged."""
 
-ENTER_COMMITS_JS = enter_commits_js("#arena-controls", sliders=True)
+ENTER_COMMITS_JS = enter_commits_js("#arena-controls")
 """On page load: Enter in a number box of the Arena's controls commits it as leaving the box does
 (:func:`app.messages.enter_commits_js`): a slider's box then clamps a number typed outside its range and
 :func:`app.messages.tell_when_clamped` says so at once, and a number box gets its check

@@ -49,7 +49,7 @@ CHECK_NOTE = (
 )
 
 
-ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls", sliders=True)
+ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls")
 """On page load: Enter in a number box of this tab's controls commits it as leaving the box does
 (:func:`app.messages.enter_commits_js`), the sliders' own boxes (k, max new tokens, temperature) included: the N box
 gets its check (:func:`app.messages.tell_when_invalid`) and a slider's number out of range or emptied gets its

@@ -292,7 +292,7 @@ OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!o
 streams): both panes show the committed text plainly, without rejected drafts, colours or pass marks."""
 
 
-ENTER_COMMITS_JS = enter_commits_js("#controls", sliders=True)
+ENTER_COMMITS_JS = enter_commits_js("#controls")
 """On page load: Enter in a number box of the Live tab's controls column commits it as leaving the box does
 (:func:`app.messages.enter_commits_js`, the script the Batching and Arena tabs register for their own columns): the
 number boxes (top-k, seed, exit layer, the penalties) are checked and a refused value said at once, and the sliders'
