@@ -15,6 +15,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from browser_support import open_page, requires_chromium  # noqa: E402
+from drain_support import last_values  # noqa: E402
 from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
@@ -565,16 +566,7 @@ GOOD = dict(drafters=["ngram", "early-exit"], ks=["2", "auto"], source="prompt",
 
 def drain(gen) -> dict:
     """Run the arena handler to the end: the last real value of each output."""
-    last: dict = {"updates": 0}
-    for out in gen:
-        assert len(out) == len(arena_tab.OUTPUTS)
-        last["updates"] += 1
-        for name, value in zip(arena_tab.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
+    last = last_values(gen, arena_tab.OUTPUTS, sized=True, counted=True)
     assert not device.DEVICE.locked, "the device lock must be released when the arena ends"
     return last
 

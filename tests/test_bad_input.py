@@ -16,6 +16,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 
 from app import device, inputs, live  # noqa: E402
+from drain_support import last_values  # noqa: E402
 from specviz.runtime import models  # noqa: E402
 from specviz.cli import main  # noqa: E402
 from specviz.runtime.models import (ModelLoadError, PromptTooLongError, context_window, encode_prompt, fit_prompt,  # noqa: E402
@@ -44,16 +45,8 @@ def _args(model_dir, **change):
 
 def run(**kwargs) -> dict:
     """Drive the generate handler to its end (as Gradio would); the last value of each output."""
-    last: dict = {"statuses": []}
-    for out in live.generate(kwargs):
-        for name, value in zip(live.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-            if name == "status":
-                last["statuses"].append(value)
+    last = last_values(live.generate(kwargs), live.OUTPUTS, every=True)
+    last["statuses"] = last.get("all_status", [])
     assert not device.DEVICE.locked, "the device must be free after every run, failed or not"
     return last
 

@@ -12,6 +12,7 @@ import torch
 from scipy.stats import chisquare
 
 from app import render
+from drain_support import last_output, live_field
 from specviz.analysis import bench
 from specviz.analysis.bench_report import format_bench
 from specviz.analysis.prompts import Prompt
@@ -243,8 +244,7 @@ def test_the_live_tab_keeps_one_store_per_page_visit(tiny_model_dir):
                 exit_layer=0, k=4, adaptive_k=False, temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=16,
                 stop_strings="", chat_template=False, tree_nodes=0)
     for _ in range(3):
-        outputs = list(live.generate(args, request=Visit()))
-        assert "Done in" in outputs[-1][live.OUTPUTS.index("status")]
+        assert "Done in" in live_field(last_output(live.generate(args, request=Visit())), "status")
     store = live.outputs._SUFFIX_STORES["suffix-visit"]
     assert len(store.outputs) == 2  # the first two runs' outputs; the third joins when the next run starts
     first, second = store.outputs  # greedy: the same lead-in and output twice

@@ -13,6 +13,7 @@ import re
 import pytest
 import torch
 
+from drain_support import last_output, last_values
 from specviz.cli import main
 from specviz.core import generation_settings as gs
 from specviz.core.verify import SamplingConfig, apply_processors, process_logits
@@ -169,15 +170,7 @@ def _live_args(**change) -> dict:
 def _drain_live(gen) -> dict:
     from app import live
 
-    last: dict = {}
-    for out in gen:
-        for name, value in zip(live.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-    return last
+    return last_values(gen, live.OUTPUTS)
 
 
 def _pane_ids(pane_html: str) -> list[int]:
@@ -253,12 +246,7 @@ def test_arena_passes_the_repetition_penalty_and_min_p(tiny_model_dir):
     args = dict(drafters=["ngram"], ks=["2"], source="prompt", prompt=PROMPT, category="qa", max_new_tokens=12,
                 target=str(tiny_model_dir), draft_model="", exit_layer=0, temperature=0.0, seed=0, chat_template=True,
                 repetition_penalty=1.3, min_p=0.1)
-    last = {}
-    for out in arena_tab.run(**args):
-        for name, value in zip(arena_tab.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                value = value.get("value", last.get(name))
-            last[name] = value
+    last = last_values(arena_tab.run(**args), arena_tab.OUTPUTS)
     assert "Done" in last["arena-status"] and "repetition penalty 1.3" in last["arena-status"]
     with open(last["arena-json"], encoding="utf-8") as f:
         data = json.load(f)
@@ -268,8 +256,8 @@ def test_arena_passes_the_repetition_penalty_and_min_p(tiny_model_dir):
     with open(last["arena-csv"], encoding="utf-8") as f:
         assert all(r["ids_identical"] in ("true", "") for r in csv.DictReader(f))
     with pytest.warns(UserWarning):
-        bad = list(arena_tab.run(**(args | {"repetition_penalty": -1})))
-    assert "Repetition penalty must be between" in str(bad[-1][0])
+        bad = last_output(arena_tab.run(**(args | {"repetition_penalty": -1})))
+    assert "Repetition penalty must be between" in str(bad[0])
 
 
 # ------------------------------------------------------------------------------------------ the Classroom

@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 
 from app import build_demo, device, inputs, live, render, why  # noqa: E402
 from app.records import RunSummary  # noqa: E402
+from drain_support import last_output, last_values  # noqa: E402
 from honest_support import Tokens, paired_runs  # noqa: E402
 from specviz.core.events import PositionDetail  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
@@ -343,30 +344,18 @@ class FakeRequest:
         self.session_hash = session_hash
 
 
-def _last(gen) -> dict:
-    last: dict = {}
-    for out in gen:
-        for name, value in zip(live.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-    return last
-
-
 def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_dir):
     me = FakeRequest("keeps-its-result")
-    good = _last(live.generate({**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me))
+    good = last_values(live.generate({**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me), live.OUTPUTS)
     assert "Done in" in good["status"] and 'data-kind=' in good["spec-output"]
     with pytest.warns(UserWarning):
-        failed = list(live.generate({**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
-    spec, base, _, stats, status = failed[-1][:5]
+        failed = last_output(live.generate({**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
+    spec, base, _, stats, status = failed[:5]
     assert spec == good["spec-output"] and base == good["baseline-output"] and stats == good["stats"]
     assert "status-error" in status and "no such local folder" in status
     with pytest.warns(UserWarning):
-        bad_input = list(live.generate({**_GOOD, "prompt": " "}, history=[], request=me))
-    assert bad_input[-1][0] == good["spec-output"] and "prompt is empty" in bad_input[-1][4]
+        bad_input = last_output(live.generate({**_GOOD, "prompt": " "}, history=[], request=me))
+    assert bad_input[0] == good["spec-output"] and "prompt is empty" in bad_input[4]
     live.release_session(me)
     assert not device.DEVICE.locked
 

@@ -15,6 +15,7 @@ import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
 from app import DEFAULTS, build_demo, device, figures, inputs, live, load_examples, render  # noqa: E402
+from drain_support import is_update, last_output, last_values  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
 
@@ -446,20 +447,16 @@ def _args(**change):
     return {**GOOD, **change}
 
 
+def _shown_visible(gen):
+    """The messages of ``gen`` as they come, checking that every update with a value also shows its component."""
+    for out in gen:
+        assert all(value.get("visible") is True for value in out if is_update(value) and "value" in value)
+        yield out
+
+
 def drain(gen) -> dict:
     """Run a handler generator to the end; the last real value of each output, and how many updates."""
-    last: dict = {"updates": 0}
-    for out in gen:
-        assert len(out) == len(live.OUTPUTS)
-        last["updates"] += 1
-        for name, value in zip(live.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue  # skipped: the component keeps its value
-                assert value.get("visible") is True
-                value = value["value"]
-            last[name] = value
-            last.setdefault("all_" + name, []).append(value)
+    last = last_values(_shown_visible(gen), live.OUTPUTS, every=True, sized=True, counted=True)
     assert not device.DEVICE.locked, "the device lock must be released when a generation ends"
     return last
 
@@ -741,9 +738,9 @@ def test_the_last_message_of_a_finished_run_carries_the_whole_end_state(tiny_mod
     component that the handler's last message skips back to an earlier message's value, so the last message of a
     finished run re-sends every output: the every-pass view (lookahead here, an EAGLE tree alike), the panes and
     the charts, beside the history row."""
-    out = list(live.generate(_args(target=str(tiny_model_dir), drafter="lookahead",
-                                     max_new_tokens=24, prompt="one two three one two three one two three")))
-    last = dict(zip(live.OUTPUTS, out[-1]))
+    out = last_output(live.generate(_args(target=str(tiny_model_dir), drafter="lookahead",
+                                            max_new_tokens=24, prompt="one two three one two three one two three")))
+    last = dict(zip(live.OUTPUTS, out))
     tree = last["draft-tree"]
     assert isinstance(tree, dict) and tree.get("visible") is True and "Other passes" in tree["value"]
     for name in ("spec-output", "baseline-output", "stats", "status", "history"):

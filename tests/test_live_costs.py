@@ -12,6 +12,7 @@ import torch
 
 from app import live
 from app.inputs import fit_prompt_for, parse_settings
+from drain_support import last_output
 from specviz.runtime import speed
 
 from specviz.measure import tuning
@@ -57,8 +58,8 @@ def _values(prompt: str, max_new_tokens: int) -> dict:
 def _timed_run(values: dict) -> tuple[float, str]:
     """A visitor's Live run through the Generate handler; returns (its wall seconds, its final status)."""
     started = time.monotonic()
-    out = list(live.generate({name: values[name] for name in live.INPUTS}))
-    return time.monotonic() - started, out[-1][4]
+    out = last_output(live.generate({name: values[name] for name in live.INPUTS}))
+    return time.monotonic() - started, out[4]
 
 
 def _estimate(values: dict, target) -> tuple[float, int]:

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 
 from app import device, live, placed  # noqa: E402
 from app.live import run as live_run  # noqa: E402
+from drain_support import last_output, live_field  # noqa: E402
 from why_support import drain_measure  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
 from specviz.runtime.models import load_model  # noqa: E402
@@ -60,7 +61,7 @@ def test_the_live_handler_on_an_operator_placed_target_decodes_as_the_single_dev
             yield event
 
     monkeypatch.setattr(live_run, "speculative_generate", spy)
-    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
+    final = last_output(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
     assert not device.DEVICE.locked
     target = seen["target"]
     assert target.model._specviz_device_map["model.layers.1"] == "disk" and target.path == "eager"
@@ -71,17 +72,17 @@ def test_the_live_handler_on_an_operator_placed_target_decodes_as_the_single_dev
         expected = collect(standard_generate(single, seen["prompt_ids"], seen["config"]), single.tokenizer,
                            seen["prompt_ids"]).token_ids
     assert got == expected and len(got) > 0
-    status = outs[-1][live.OUTPUTS.index("status")]
+    status = live_field(final, "status")
     assert "Done in" in status and "2 on disk (streamed)" in status  # the status names the placement
-    history = outs[-1][live.OUTPUTS.index("history-state")]
+    history = live_field(final, "history-state")
     assert history[0].identical is True
 
 
 def test_a_bad_operator_map_is_one_sentence_in_the_status(monkeypatch, tiny_model_dir):
     monkeypatch.setenv(placed.ENV_DEVICE_MAP, PAIRS.replace("disk", "tpu", 1))
     placed.forget_placed()
-    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
-    status = html.unescape(outs[-1][live.OUTPUTS.index("status")])
+    final = last_output(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
+    status = html.unescape(live_field(final, "status"))
     assert "status-error" in status and "Unknown device 'tpu'" in status and "Traceback" not in status
     assert not device.DEVICE.locked
 

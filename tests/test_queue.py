@@ -21,6 +21,7 @@ import pytest  # noqa: E402
 
 from app import device, live  # noqa: E402
 from app.messages import message_for  # noqa: E402
+from drain_support import settled  # noqa: E402
 from specviz.runtime import models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,14 +58,10 @@ class Session(threading.Thread):
 
     def run(self) -> None:
         for out in live.generate(self.kwargs, request=Request(self.name)):
-            for key, value in zip(live.OUTPUTS, out):
-                if isinstance(value, dict) and value.get("__type__") == "update":
-                    if "value" not in value:
-                        continue
-                    value = value["value"]
-                self.last[key] = value
-                if key == "status":
-                    self.statuses.append(value)
+            shown = settled(out, live.OUTPUTS)
+            self.last.update(shown)
+            if "status" in shown:
+                self.statuses.append(shown["status"])
         self.done_at = time.monotonic()
 
 

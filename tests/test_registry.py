@@ -14,6 +14,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 
 from app import arena, build_demo, device, live  # noqa: E402
+from drain_support import last_values  # noqa: E402
 from specviz.cli import main  # noqa: E402
 from specviz.core.drafting import Draft, DraftContext  # noqa: E402
 from specviz.drafters import registry  # noqa: E402
@@ -56,14 +57,7 @@ def toy():
 
 def _updates(gen, names) -> dict:
     """Drive a handler generator to its end: the last real value of each output, by name."""
-    last: dict = {}
-    for out in gen:
-        for name, value in zip(names, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
+    last = last_values(gen, names)
     assert not device.DEVICE.locked, "the device must be free when the run ends"
     return last
 

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 from app import device, live  # noqa: E402
 from app.live import run as live_run  # noqa: E402
 from app.weights_setting import ENV_WEIGHTS, operator_weights  # noqa: E402
+from drain_support import last_output, live_field  # noqa: E402
 from why_support import drain_measure  # noqa: E402
 from specviz.core.engine import collect, standard_generate  # noqa: E402
 from specviz.runtime.models import load_model  # noqa: E402
@@ -32,21 +33,21 @@ def test_the_operator_weight_format_is_read_from_the_environment():
 
 
 def test_the_live_handler_in_int8_decodes_as_standard_decoding_in_int8(tiny_model_dir, monkeypatch):
-    outs, seen = _live_run(tiny_model_dir, monkeypatch, env_weights="int8")
+    final, seen = _live_run(tiny_model_dir, monkeypatch, env_weights="int8")
     target = seen["target"]
     assert weights_of(target.model) == "int8"
     got = collect(iter(seen["events"]), target.tokenizer, seen["prompt_ids"]).token_ids
     assert got == _standard_ids(tiny_model_dir, "int8", seen) and len(got) > 0
-    status = outs[-1][live.OUTPUTS.index("status")]
+    status = live_field(final, "status")
     assert "Done in" in status and "int8 weights" in status  # the status names the format
-    assert outs[-1][live.OUTPUTS.index("history-state")][0].identical is True
+    assert live_field(final, "history-state")[0].identical is True
 
 
 def test_a_format_that_cannot_run_is_one_sentence_in_the_status(tiny_model_dir, monkeypatch):
     monkeypatch.setenv(ENV_WEIGHTS, "int4")
     monkeypatch.setenv("SPECVIZ_DTYPE", "bfloat16")
-    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
-    status = html.unescape(outs[-1][live.OUTPUTS.index("status")])
+    final = last_output(live.generate({**ARGS, "target": str(tiny_model_dir)}, []))
+    status = html.unescape(live_field(final, "status"))
     assert "status-error" in status and "SPECVIZ_DTYPE=float32" in status and "Traceback" not in status
     assert not device.DEVICE.locked
 
@@ -138,10 +139,10 @@ def _standard_ids(tiny_model_dir, fmt: str, seen: dict) -> list[int]:
                    seen["prompt_ids"]).token_ids
 
 
-def _live_run(tiny_model_dir, monkeypatch, env_weights: str | None = None, **values) -> tuple[list, dict]:
+def _live_run(tiny_model_dir, monkeypatch, env_weights: str | None = None, **values) -> tuple[tuple, dict]:
     """The Live handler on the tiny target with ``values`` added to :data:`ARGS` and the operator's
-    ``SPECVIZ_WEIGHTS`` set to ``env_weights`` (None: unset); (its outputs, the speculative run's target and
-    events)."""
+    ``SPECVIZ_WEIGHTS`` set to ``env_weights`` (None: unset); (its last message, as it is, the speculative run's
+    target and events)."""
     seen: dict = {}
     real_spec = live_run.speculative_generate
 
@@ -156,36 +157,36 @@ def _live_run(tiny_model_dir, monkeypatch, env_weights: str | None = None, **val
     else:
         monkeypatch.setenv(ENV_WEIGHTS, env_weights)
     monkeypatch.setattr(live_run, "speculative_generate", spy)
-    outs = list(live.generate({**ARGS, "target": str(tiny_model_dir), **values}, []))
+    final = last_output(live.generate({**ARGS, "target": str(tiny_model_dir), **values}, []))
     assert not device.DEVICE.locked
-    return outs, seen
+    return final, seen
 
 
 def test_the_visitor_chooses_int8_and_both_runs_use_it(tiny_model_dir, monkeypatch):
-    outs, seen = _live_run(tiny_model_dir, monkeypatch, weights="int8")
+    final, seen = _live_run(tiny_model_dir, monkeypatch, weights="int8")
     target = seen["target"]
     assert weights_of(target.model) == "int8"
     got = collect(iter(seen["events"]), target.tokenizer, seen["prompt_ids"]).token_ids
     expected = _standard_ids(tiny_model_dir, "int8", seen)
     assert got == expected and len(got) > 0
-    status = outs[-1][live.OUTPUTS.index("status")]
+    status = live_field(final, "status")
     assert "Done in" in status and "int8 weights" in status
-    row = outs[-1][live.OUTPUTS.index("history-state")][0]
+    row = live_field(final, "history-state")[0]
     assert row.identical is True and row.weights == "int8"
-    assert "int8 weights" in outs[-1][live.OUTPUTS.index("history")]
+    assert "int8 weights" in live_field(final, "history")
 
 
 def test_a_run_that_omits_the_weights_keeps_float32(tiny_model_dir, monkeypatch):
-    outs, seen = _live_run(tiny_model_dir, monkeypatch)
+    final, seen = _live_run(tiny_model_dir, monkeypatch)
     assert weights_of(seen["target"].model) == "float32"
-    row = outs[-1][live.OUTPUTS.index("history-state")][0]
+    row = live_field(final, "history-state")[0]
     assert row.weights == "float32" and row.identical is True
-    assert "weights" not in outs[-1][live.OUTPUTS.index("history")]
+    assert "weights" not in live_field(final, "history")
 
 
 def test_a_bad_weight_format_is_one_sentence(tiny_model_dir, monkeypatch):
-    outs, seen = _live_run(tiny_model_dir, monkeypatch, weights="int3")
-    status = html.unescape(outs[-1][live.OUTPUTS.index("status")])
+    final, seen = _live_run(tiny_model_dir, monkeypatch, weights="int3")
+    status = html.unescape(live_field(final, "status"))
     assert "status-error" in status and "Unknown weight format 'int3'" in status and "Traceback" not in status
     assert not seen  # nothing ran
 

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 from app import device, why  # noqa: E402
 from app.inputs import clamp_notice  # noqa: E402
 from app.records import RunSummary  # noqa: E402
+from drain_support import last_output, last_values  # noqa: E402
 from specviz.core.costs import expected_tokens_per_pass, interpolate, predicted_speedup_paper  # noqa: E402
 from specviz.measure.costs import alpha_for_tokens_per_pass, measure_draft_costs, whatif_curves  # noqa: E402
 from specviz.measure.grid import measure_forward_grid  # noqa: E402
@@ -231,16 +232,7 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     import specviz.measure.grid
 
     monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
-    last: dict = {}
-    for out in why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5):
-        assert len(out) == len(why.OUTPUTS)
-        for name, value in zip(why.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-            last.setdefault("all_" + name, []).append(value)
+    last = last_values(why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5), why.OUTPUTS, every=True, sized=True)
     assert not device.DEVICE.locked
     assert "Measured" in last["why-status"]
     # the estimate comes from the first forwards timed here, not from a fixed promise
@@ -254,11 +246,11 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
 
 
 def test_measure_handler_bad_target_gives_a_message():
-    out = list(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
-    assert "status-error" in out[-1][0] and "no such local folder" in out[-1][0]
+    out = last_output(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
+    assert "status-error" in out[0] and "no such local folder" in out[0]
     assert not device.DEVICE.locked
-    out = list(why.measure("  ", 0, 0.7, 0, 0, 0))
-    assert "status-error" in out[-1][0]
+    out = last_output(why.measure("  ", 0, 0.7, 0, 0, 0))
+    assert "status-error" in out[0]
 
 
 def test_a_point_far_below_less_work_but_with_overlapping_repeats_says_so():

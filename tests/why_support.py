@@ -4,6 +4,7 @@ measurements: the offloaded curve, the weight formats)."""
 from __future__ import annotations
 
 from app import device, why
+from drain_support import last_values
 
 
 def drain_measure(target: str, **named) -> dict:
@@ -11,15 +12,6 @@ def drain_measure(target: str, **named) -> dict:
     Returns each output's last value by its name in :data:`app.why.OUTPUTS` (an update's value unwrapped; an update
     without one skipped) and every value it took under ``"all_" + name``; checks each message's length and that the
     device is free at the end."""
-    last: dict = {}
-    for out in why.measure(target, 2, 0.7, "4", "2.5", "", **named):
-        assert len(out) == len(why.OUTPUTS)
-        for name, value in zip(why.OUTPUTS, out):
-            if isinstance(value, dict) and value.get("__type__") == "update":
-                if "value" not in value:
-                    continue
-                value = value["value"]
-            last[name] = value
-            last.setdefault("all_" + name, []).append(value)
+    last = last_values(why.measure(target, 2, 0.7, "4", "2.5", "", **named), why.OUTPUTS, every=True, sized=True)
     assert not device.DEVICE.locked
     return last
