@@ -64,7 +64,7 @@ class DeviceLock:
     def __init__(self, stale_s: float = 10.0) -> None:
         self._cond = threading.Condition()
         self._owner: str | None = None
-        self._what = ""
+        self._what: str | Callable[[], str] = ""
         self._line: dict[str, float] = {}  # waiting owner -> when it last asked (insertion order = arrival)
         self.stale_s = stale_s
 
@@ -106,8 +106,9 @@ class DeviceLock:
             if self._line.pop(owner, None) is not None:
                 self._cond.notify_all()
 
-    def relabel(self, owner: str, what: str) -> None:
-        """Change what the holder ``owner`` is said to be doing."""
+    def relabel(self, owner: str, what: str | Callable[[], str]) -> None:
+        """Change what the holder ``owner`` is said to be doing: a text, or a callable giving it each time
+        :attr:`holder` is read (e.g. a start-up part's running time, :class:`StartupPart`)."""
         with self._cond:
             if self._owner == owner:
                 self._what = what
@@ -129,8 +130,9 @@ class DeviceLock:
 
     @property
     def holder(self) -> str:
-        """What the current holder is doing ("" when free)."""
-        return self._what
+        """What the current holder is doing ("" when free), as of now."""
+        what = self._what
+        return what() if callable(what) else what
 
     @property
     def locked(self) -> bool:
@@ -462,20 +464,77 @@ def load_target(spec: str, progress=None, *, startup: bool = False):
     return in_operator_weights(loaded, progress)  # SPECVIZ_WEIGHTS, else the CPU's measured fastest
 
 
-STARTUP_MEASURING = "the app is measuring this machine once at start-up (about 20 s)"
-"""What a waiting visitor is told while the start-up measures the fastest threads and kernels (:func:`preload`)."""
+STARTUP_MEASURING = "the app is measuring this machine once at start-up"
+"""What a waiting visitor is told while the start-up measures the fastest threads and kernels (:func:`preload`),
+followed by its running time (:func:`startup_holder`)."""
+STARTUP_WEIGHTS = "the app is comparing the weight formats on this machine once at start-up"
+"""What a waiting visitor is told while the start-up times each weight format (:func:`preload`)."""
 STARTUP_TIMING = "the app is timing a first short run once at start-up, so that later runs are planned from it"
 """What a waiting visitor is told while the start-up's ``then`` runs (:func:`preload`)."""
+USUAL_S = {STARTUP_MEASURING: 25.0, STARTUP_WEIGHTS: 30.0, STARTUP_TIMING: 20.0}
+"""How long each start-up part usually takes with the embedded model on 2 CPUs (seconds). Measured 2026-12-05 on
+the project's 2-core VM beside a one-core training job (load 2-7, under nice 19): the model load 10.1 s, threads
+and kernels 24.7 s, the weight formats 56.6 s, the timed forwards 19.7 s and the 24-token run 6.7 s."""
+
+
+LOAD_USUAL_S = 10.0  # the start-up's model load, as :data:`USUAL_S`
+
+
+def _seconds(seconds: float) -> str:
+    """A duration in words: "45 s" under a minute, else minutes and seconds ("3 min", "3 min 5 s")."""
+    whole = int(round(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    return f"{whole // 60} min" + (f" {whole % 60} s" if whole % 60 else "")
+
+
+def startup_holder(what: str, usual_s: float, elapsed_s: float, load: float | None, cpus: int) -> str:
+    """What a waiting visitor is told while the start-up part ``what`` holds the device: how long it has run
+    (``elapsed_s``) against its usual time (``usual_s``), and once it runs past that, that it does, with the
+    1-minute ``load`` average on ``cpus`` CPUs as the reason when it exceeds them (None: unknown, no reason).
+
+    >>> startup_holder("the app is measuring this machine once at start-up", 20, 180.2, 12.4, 2)
+    'the app is measuring this machine once at start-up: running 3 min, longer than the usual 20 s because the machine is busy: load 12 on 2 CPUs'
+    """
+    if elapsed_s < usual_s + 0.5:  # as shown: "25 s so far" up to 25.4 s, never "running 25 s, longer than 25 s"
+        return f"{what}: {_seconds(elapsed_s)} so far, usually about {_seconds(usual_s)}"
+    busy = ""
+    if load is not None and load > cpus:
+        shown = f"{load:.0f}" if load >= 9.95 else f"{load:.1f}"
+        busy = f" because the machine is busy: load {shown} on {cpus} CPU{'s' if cpus != 1 else ''}"
+    return f"{what}: running {_seconds(elapsed_s)}, longer than the usual {_seconds(usual_s)}{busy}"
+
+
+class StartupPart:
+    """A start-up part's label for :meth:`DeviceLock.relabel`: called, it gives :func:`startup_holder` of ``what``
+    now (``usual_s`` seconds, default its :data:`USUAL_S` time or 20; the seconds since it was made; this
+    machine's 1-minute load average)."""
+
+    def __init__(self, what: str, usual_s: float | None = None) -> None:
+        self.what = what
+        self.usual_s = USUAL_S.get(what, 20.0) if usual_s is None else usual_s
+        self.started = time.monotonic()
+
+    def __call__(self) -> str:
+        import os
+
+        try:
+            load = os.getloadavg()[0]
+        except (OSError, AttributeError):
+            load = None
+        return startup_holder(self.what, self.usual_s, time.monotonic() - self.started, load, os.cpu_count() or 1)
 
 
 def preload(spec: str = "embedded", then: Callable[[object], None] | None = None) -> threading.Thread:
     """Load ``spec`` in a background thread under the device lock, so the first run does not wait for it: the
     model, its tuning (:func:`load_target` with ``startup``), then ``then(loaded)`` (e.g. the Live tab's
-    default-length measurement) while the lock is still held, so no visitor's run waits for any of it twice.
-    Visitors waiting meanwhile are told which part holds the device: the load, the machine's measurement
-    (:data:`STARTUP_MEASURING`) or ``then`` (:data:`STARTUP_TIMING`).
-    Returns the thread (already started). Logs the operator policy in force; a model that cannot be loaded is
-    logged as a warning, not raised, and so is a failure of ``then``."""
+    default-length measurement). Visitors waiting meanwhile are told which part holds the device and for how long
+    (:class:`StartupPart`: the model's load, the machine's measurement :data:`STARTUP_MEASURING`, the weight formats'
+    :data:`STARTUP_WEIGHTS`, ``then``'s :data:`STARTUP_TIMING`). A visitor already waiting when ``then`` would
+    start goes first: the start-up gives the device up and runs ``then`` when its turn in the line comes again,
+    so a visitor never waits for a part that is only there to plan later runs.
+    Returns the thread (already started). Logs the operator policy in force and how long each part took; a model
+    that cannot be loaded is logged as a warning, not raised, and so is a failure of ``then``."""
     log.info("%s", current_policy().describe())
 
     def work() -> None:
@@ -484,18 +543,27 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
 
         owner = f"preload:{uuid.uuid4().hex}"
         DEVICE.acquire(owner, f"the model '{spec}' is loading", timeout=3600)
+        DEVICE.relabel(owner, StartupPart(f"the model '{spec}' is loading", LOAD_USUAL_S))
+        parts = [("loading", time.monotonic())]
         try:
             log.info("pre-loading %s", spec)
+
             def said(message: str) -> None:
                 log.info("%s", message)
-                if message in (MEASURING, MEASURING_WEIGHTS):
-                    DEVICE.relabel(owner, STARTUP_MEASURING)
+                part = {MEASURING: STARTUP_MEASURING, MEASURING_WEIGHTS: STARTUP_WEIGHTS}.get(message)
+                if part is not None:
+                    DEVICE.relabel(owner, StartupPart(part))
+                    parts.append((part, time.monotonic()))
 
             loaded = load_target(spec, progress=said, startup=True)
-            log.info("pre-loaded %s", spec)
+            parts.append(("done", time.monotonic()))
+            log.info("pre-loaded %s; %s", spec, _took(parts))
             if then is not None:
-                DEVICE.relabel(owner, STARTUP_TIMING)
+                owner = _after_waiting_visitors(owner)
+                DEVICE.relabel(owner, StartupPart(STARTUP_TIMING))
+                began = time.monotonic()
                 then(loaded)
+                log.info("start-up run of %s took %.1f s", spec, time.monotonic() - began)
         except ModelLoadError as error:
             log.warning("could not pre-load %s: %s", spec, error)
         except Exception as error:  # noqa: BLE001 - the start-up's extra measurement never stops the server
@@ -506,3 +574,21 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
     thread = threading.Thread(target=work, name="specviz-preload", daemon=True)
     thread.start()
     return thread
+
+
+def _took(parts: list[tuple[str, float]]) -> str:
+    """The start-up parts' durations for the log: "loading 10.1 s, <part> 24.7 s, ..." (``parts``: (name, when
+    it began) in order, the last one's name "done")."""
+    return ", ".join(f"{name} {b - a:.1f} s" for (name, a), (_, b) in zip(parts, parts[1:]))
+
+
+def _after_waiting_visitors(owner: str) -> str:
+    """Let the runs waiting for the device (if any) go before the start-up's remaining part: give the device up
+    and queue for it again behind them; returns the owner that holds it now (``owner`` when no one waited)."""
+    if DEVICE.waiting == 0:
+        return owner
+    log.info("start-up: %d run(s) waiting go before the start-up run", DEVICE.waiting)
+    DEVICE.release(owner)
+    owner = f"preload:{uuid.uuid4().hex}"
+    DEVICE.acquire(owner, STARTUP_TIMING, timeout=24 * 3600)
+    return owner

@@ -22,6 +22,7 @@ AUTO = "auto"  # SPECVIZ_WEIGHTS=auto, as unset: the format measured fastest her
 
 _MEASURED: dict[str, str] = {}  # target spec -> the default format measured at its load in this process
 _REASONS: dict[str, str] = {}  # target spec -> why that default (specviz.measure.weights_default.reason)
+_SKIPPED: set[str] = set()  # target specs whose formats were not compared: the machine was busy (float32 kept)
 
 log = logging.getLogger("specviz.app")
 
@@ -57,19 +58,72 @@ def operator_weights(env: dict | None = None, target: str | None = None) -> str:
 def measured_default(loaded, progress=None) -> str:
     """The default format measured fastest for ``loaded`` (a float32 LoadedModel) on this machine
     (:func:`specviz.measure.tuning.tune_weights`: measured once, kept with the tuning), remembered under its spec
-    for :func:`operator_weights`; float32 where it is not measured (a GPU, tuning off, not float32)."""
-    from specviz.measure.tuning import tune_weights
+    for :func:`operator_weights`; float32 where it is not measured (a GPU, tuning off, not float32).
 
+    A busy machine (:func:`specviz.measure.tuning.busy_now`: other programs hold the CPUs) with nothing kept from
+    an earlier measurement skips the comparison: float32 stays for this process, said in the log and in the
+    Weights control's note (:func:`default_reason`); timings taken then would be noise and are not kept anyway,
+    and a visitor waiting behind it would pay for them. A later start on a quiet machine compares the formats."""
+    from specviz.measure.tuning import busy_now, known, tune, tuning_enabled, tune_weights
     from specviz.measure.weights_default import reason
 
-    tuning = tune_weights(loaded, progress=progress)
+    spec = str(loaded.spec)
+    if spec in _SKIPPED:
+        return _MEASURED.setdefault(spec, DEFAULT_WEIGHTS)
+    kept = known(loaded) or (tune(loaded, progress=_plain(progress, False)) if tuning_enabled() else None)
+    if kept is not None and kept.weights is None and kept.source not in ("off", "compiled"):
+        busy, load = busy_now()
+        if busy:
+            _SKIPPED.add(spec)
+            _MEASURED[spec] = DEFAULT_WEIGHTS
+            _REASONS[spec] = skipped_reason(load)
+            log.info("default weights for %s: %s", spec, _REASONS[spec])
+            return DEFAULT_WEIGHTS
+    tuning = tune_weights(loaded, progress=_plain(progress, False))
     fmt = tuning.weights or DEFAULT_WEIGHTS
-    _MEASURED[str(loaded.spec)] = fmt
+    _MEASURED[spec] = fmt
     why = reason(tuning.weights_ms or {}, fmt)
     if why:
-        _REASONS[str(loaded.spec)] = why
-        log.info("default weights for %s: %s", loaded.spec, why)
+        _REASONS[spec] = why
+        log.info("default weights for %s: %s", spec, why)
     return fmt
+
+
+def skipped_reason(load: float | None, cpus: int | None = None) -> str:
+    """The Weights control's note when the weight formats' comparison was skipped on a busy machine (``load``: the
+    1-minute load average then, None: unknown; ``cpus``: default this machine's count)."""
+    cpus = cpus or os.cpu_count() or 1
+    seen = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
+    return (f"float32 kept without comparing the formats: the machine was busy when the target loaded{seen}, so "
+            "their timings would have been noise. A start on a quiet machine compares them.")
+
+
+def _plain(progress, copies: bool = True):
+    """``progress`` (a callable(str) showing a run's status, or None) for the weight formats' work: the
+    measurement's own lines pass, a converted copy's report ("weights: int8: 211 linears, 135 MB of linears ...")
+    becomes plain words ("Preparing the int8 weights…"; ``copies`` False: the measurement's own copies, the log
+    only) and every other line (the figures of a measurement) goes to the server log only."""
+    from specviz.measure.tuning import MEASURING, MEASURING_WEIGHTS
+
+    if progress is None:
+        return None
+
+    def say(message: str) -> None:
+        if message in (MEASURING, MEASURING_WEIGHTS):
+            progress(message)
+            return
+        log.info("%s", message)
+        fmt = message.removeprefix("weights: ").split(":", 1)[0]
+        if copies and message.startswith("weights: ") and fmt in _formats():
+            progress(f"Preparing the {fmt} weights…")
+
+    return say
+
+
+def _formats() -> tuple[str, ...]:
+    from specviz.runtime.weights import FORMATS
+
+    return tuple(FORMATS)
 
 
 def default_reason(env: dict | None = None, target: str | None = None) -> str:
@@ -118,7 +172,12 @@ def in_operator_weights(loaded, progress=None):
         raise WeightsError(f"{ENV_WEIGHTS}={fmt} starts from float32 weights, but this target was loaded in "
                            f"{str(loaded.dtype).removeprefix('torch.')} (SPECVIZ_DTYPE): set SPECVIZ_DTYPE=float32 "
                            f"or unset {ENV_WEIGHTS}.")
-    return with_curve(with_weights(loaded, fmt, progress=progress), loaded)
+    return with_curve(with_weights(loaded, fmt, progress=_logged), loaded)  # the run's own format says more
+
+
+def _logged(message: str) -> None:
+    """A progress line for the server log only (the copy in the default format a visitor's run may not use)."""
+    log.info("%s", message)
 
 
 def in_chosen_weights(target, fmt: str, progress=None):
@@ -134,6 +193,8 @@ def in_chosen_weights(target, fmt: str, progress=None):
 
     base = float_target(target)
     loaded_as = dtype_name(base.dtype)
+    if progress is not None:
+        progress(chosen_note(fmt, operator_weights(target=str(base.spec)), explicit_weights() is not None))
     if fmt in (weights_of(base.model), loaded_as):
         return with_curve(base, base)
     if getattr(base.model, "hf_device_map", None):
@@ -145,4 +206,20 @@ def in_chosen_weights(target, fmt: str, progress=None):
     if loaded_as != "float32":
         raise WeightsError(f"The {fmt} weights are made from float32 weights, but this server loads the target in "
                            f"{loaded_as} (SPECVIZ_DTYPE): choose float32, the weights as loaded.")
-    return with_curve(with_weights(base, fmt, progress=progress), base)
+    return with_curve(with_weights(base, fmt, progress=_plain(progress)), base)
+
+
+def chosen_note(fmt: str, default: str, by_operator: bool = False) -> str:
+    """The run's status while its target is readied: the weight format the page set (``fmt``), and, where the
+    server's default (``default``, :func:`operator_weights`; ``by_operator``: set by ``SPECVIZ_WEIGHTS``, else
+    measured) differs, that the run keeps the page's (a page opened before the start-up measured the formats
+    still shows float32).
+
+    >>> chosen_note("float32", "int8")
+    "Using the float32 weights this page shows (the server's default is int8, measured fastest here: choose it under Weights to use it)…"
+    """
+    if fmt == default:
+        return f"Using the {fmt} weights…"
+    how = "set by its operator" if by_operator else "measured fastest here"
+    return (f"Using the {fmt} weights this page shows (the server's default is {default}, {how}: "
+            "choose it under Weights to use it)…")

@@ -217,3 +217,94 @@ def test_int8_on_a_target_not_in_float32_is_one_sentence(tiny_model_dir):
     on_gpu = type("Loaded", (), {"model": loaded.model, "dtype": torch.float32, "device": torch.device("cuda")})()
     with pytest.raises(WeightsError, match=r"CPU only .* choose float32 or bfloat16\."):
         in_chosen_weights(on_gpu, "int4")
+
+
+# ------------------------------------------------------------------------------ the start-up's weight formats
+
+
+@pytest.fixture()
+def fresh_tuning(tmp_path, monkeypatch, tiny_target):
+    """Tuning on, kept under ``tmp_path``, the threads' measurement faked (quiet), nothing measured in memory and
+    no default format known; each format's measurement counted in the list returned."""
+    import app.weights_setting as setting
+    from specviz.measure import tuning, weights_default
+
+    monkeypatch.setenv("SPECVIZ_TUNE", "1")
+    monkeypatch.delenv(ENV_WEIGHTS, raising=False)
+    monkeypatch.setattr(tuning, "_busy", lambda load, others: False)
+    monkeypatch.setattr(tuning, "_path", lambda target, folder: tmp_path / f"{tuning.machine_key(target)}.json")
+    monkeypatch.setattr(tuning, "measure", lambda target: tuning.Tuning(1, 1, False, {}))
+    for name, empty in (("_MEASURED", {}), ("_REASONS", {}), ("_SKIPPED", set())):
+        monkeypatch.setattr(setting, name, empty)
+    calls = []
+
+    def measure_formats(target, formats=None, progress=None, **_):
+        calls.append(target)
+        fig = lambda step: {"step": step, "range": [step - 1, step + 1], "verify": {1: 1.0, 2: 1.1}, "verify_gap": 0.0}
+        if progress:
+            progress("weights: int8: 211 linears, 135 MB of linears (float32: 538 MB); 60 q/k/v groups fused (0 s)")
+        return {"float32": fig(37.4), "int8": fig(20.6)}
+
+    monkeypatch.setattr(weights_default, "measure_formats", measure_formats)
+    threads = getattr(tiny_target.model, "_specviz_threads", None)
+    flags = [(m, name, getattr(m, name)) for m in tiny_target.model.modules()
+             for name in ("_specviz_fast", "_specviz_fold") if hasattr(m, name)]  # the faked tuning turns them off
+    tuning.forget()
+    yield calls
+    tuning.forget()
+    from specviz.core.costs import set_verify_curve
+
+    for module, name, value in flags:
+        setattr(module, name, value)
+    for fmt in ("float32", "int8"):
+        set_verify_curve(with_weights(tiny_target, fmt).model, None)
+    tiny_target.model._specviz_threads = threads
+
+
+def test_a_busy_start_up_skips_the_weight_formats_and_says_so(tiny_target, fresh_tuning, monkeypatch):
+    import app.weights_setting as setting
+    from specviz.measure import tuning
+
+    probes = []
+    monkeypatch.setattr(tuning, "busy_now", lambda: probes.append(1) or (True, 12.0))
+    said = []
+    assert setting.measured_default(tiny_target, progress=said.append) == "float32" and fresh_tuning == []
+    assert setting.operator_weights() == "float32"
+    assert setting.default_reason(target=str(tiny_target.spec)) == setting.skipped_reason(12.0) == (
+        f"float32 kept without comparing the formats: the machine was busy when the target loaded (load 12.0 on "
+        f"{os.cpu_count()} CPUs), so their timings would have been noise. A start on a quiet machine compares them.")
+    assert setting.measured_default(tiny_target) == "float32" and probes == [1]  # a visitor's run: no probe again
+    assert not any("weights:" in line for line in said)
+
+
+def test_the_setting_shown_after_the_start_up_picks_a_format_is_that_format(tiny_target, fresh_tuning):
+    """A page reads the default on each load (the Weights radio's value is :func:`operator_weights`): float32
+    before the start-up measured the formats, the measured int8 after."""
+    import app.weights_setting as setting
+
+    assert setting.operator_weights() == "float32"  # a page opened during the start-up's measurement
+    said = []
+    target = setting.in_operator_weights(tiny_target, progress=said.append)
+    assert weights_of(target.model) == "int8" and len(fresh_tuning) == 1
+    assert setting.operator_weights() == "int8"  # a page opened afterwards
+    from specviz.measure.tuning import MEASURING, MEASURING_WEIGHTS
+
+    assert said == [MEASURING, MEASURING_WEIGHTS]  # the figures and the int8 copy's report: the log only
+
+
+def test_a_run_keeps_the_format_its_page_shows_and_says_so(tiny_target, fresh_tuning):
+    """A page opened before the start-up picked int8 still shows float32: the run uses float32 and its status
+    says so; a page set to int8 is told its weights are being prepared, in words."""
+    import app.weights_setting as setting
+
+    setting.in_operator_weights(tiny_target)
+    said = []
+    assert setting.in_chosen_weights(tiny_target, "float32", said.append) is tiny_target
+    assert said == ["Using the float32 weights this page shows (the server's default is int8, measured fastest "
+                    "here: choose it under Weights to use it)…"]
+    said.clear()
+    assert weights_of(setting.in_chosen_weights(tiny_target, "int8", said.append).model) == "int8"
+    assert said[0] == "Using the int8 weights…" and said[1:] == ["Preparing the int8 weights…"]
+    assert setting.chosen_note("float32", "int4", by_operator=True) == (
+        "Using the float32 weights this page shows (the server's default is int4, set by its operator: choose it "
+        "under Weights to use it)…")

@@ -34,7 +34,9 @@ def warm_up(spec: str, loaded, defaults: dict) -> float | None:
     if str(defaults.get("prompt", "")).strip():
         values = {**defaults, "target": spec, "max_new_tokens": min(STARTUP_TOKENS, int(defaults["max_new_tokens"]))}
         settings = parse_settings({name: values[name] for name in INPUTS}, fit_layer=True)
+        began = time.monotonic()
         costs.tuned_costs(spec, loaded)  # timed before the run: its wall clock (the costs' scale) is the run's own
+        log.info("start-up: forwards of %s timed in %.1f s", spec, time.monotonic() - began)
         job = Job("the app's start-up run", session=f"{LOCAL_PREFIX}startup")
         started = time.monotonic()
         try:

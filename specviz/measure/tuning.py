@@ -57,6 +57,7 @@ PROMPT_TOKENS = 64
 VERIFY_TOKENS = 5
 REPEATS = 5
 WARMUP = 2
+BUSY_REPEATS, BUSY_WARMUP = 3, 1  # on a busy machine (load average above the cores when it starts): 4 rounds, not 7
 FORMAT = 2  # 2: row padding added (files of format 1 are measured again: the key includes the format)
 PAD_ROWS = 8  # row counts timed for the row padding (1 .. PAD_ROWS)
 BUSY_SHARE = 0.2  # other programs used more than this share of the CPUs while measuring: the choice is "busy"
@@ -268,7 +269,9 @@ def apply(target, tuning: Tuning) -> None:
 
 
 def measure(target) -> Tuning:
-    """Time T(1) and T(5) for every thread count and kernel choice (interleaved rounds) and choose."""
+    """Time T(1) and T(5) for every thread count and kernel choice (interleaved rounds: :data:`WARMUP` +
+    :data:`REPEATS`, or :data:`BUSY_WARMUP` + :data:`BUSY_REPEATS` where the load average exceeds the cores when
+    it starts, so a busy machine, whose choice is measured again on a quiet start, costs less) and choose."""
     model = target.model
     fast_ready = report_of(model) is not None and report_of(model).active
     threads = list(range(1, min(2, os.cpu_count() or 1) + 1))
@@ -313,6 +316,11 @@ def _measure_padding(model, step_threads: int, verify_threads: int, ms: dict) ->
 
 
 @torch.inference_mode()
+def _rounds() -> tuple[int, int]:
+    """(warm-up rounds, timed rounds) of :func:`measure`: fewer where the load average exceeds the cores now."""
+    return (BUSY_WARMUP, BUSY_REPEATS) if _busy(_load_average(), None) else (WARMUP, REPEATS)
+
+
 def _time_combos(model, device, combos) -> dict:
     vocab = int(model.config.get_text_config().vocab_size)
     ids = torch.randint(0, vocab, (PROMPT_TOKENS + VERIFY_TOKENS,), generator=torch.Generator().manual_seed(0))
@@ -320,8 +328,9 @@ def _time_combos(model, device, combos) -> dict:
     cache = new_cache(model)
     forward_logits(model, ids[:PROMPT_TOKENS], cache, 1)
     clock = Clock(device)
+    warmup, repeats = _rounds()
     times = {combo: {"step": [], "verify": []} for combo in combos}
-    for round_ in range(WARMUP + REPEATS):
+    for round_ in range(warmup + repeats):
         for combo in (combos if round_ % 2 == 0 else combos[::-1]):
             threads, fast = combo
             torch.set_num_threads(threads)
@@ -331,7 +340,7 @@ def _time_combos(model, device, combos) -> dict:
                     forward_logits(model, ids[PROMPT_TOKENS:PROMPT_TOKENS + n], cache, n)
                     elapsed = clock.now_ms() - t0
                     rollback_cache(cache, PROMPT_TOKENS)
-                    if round_ >= WARMUP:
+                    if round_ >= warmup:
                         times[combo][name].append(elapsed)
     return times
 
@@ -354,6 +363,12 @@ def _busy(load: float | None, others: float | None) -> bool:
     if others is not None:
         return others > BUSY_SHARE
     return load is not None and load > (os.cpu_count() or 1)
+
+
+def busy_now() -> tuple[bool, float | None]:
+    """(whether other programs keep the CPUs busy now, watched for :data:`QUIET_PROBE_S`; the 1-minute load
+    average, None where unknown)."""
+    return not _quiet_now(), _load_average()
 
 
 def _quiet_now() -> bool:
