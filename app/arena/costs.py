@@ -14,7 +14,6 @@ thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a 
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from typing import Sequence
@@ -84,8 +83,6 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
 
 
 def machine_load() -> tuple[float, int] | None:
-    """(the 1-minute load average, the CPU count) now, busy or not; None where the OS has no load average."""
-    from specviz.measure.machine import load_average
-
-    load = load_average()
-    return (load, os.cpu_count() or 1) if load is not None else None
+    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.costs.machine_load`: the 5-minute
+    load average less this process's running threads); None where the OS has no load average."""
+    return live.machine_load()
