@@ -35,7 +35,6 @@ from app.device import load_target
 from app.inputs import Settings
 from app.messages import log_failure
 from app.render import seconds_text
-from specviz.measure.machine import CpuShare
 from specviz.runtime.policy import current_policy
 
 if TYPE_CHECKING:  # the Live tab's run view; only read here, so the Arena can use this module too
@@ -133,16 +132,6 @@ def costs_of_run(view: RunView) -> RunCosts | None:
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
                     answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else (),
                     measured_load=machine_load())
-
-
-def others_load(cpu: CpuShare | None) -> tuple[float, int] | None:
-    """Other programs' load since ``cpu`` started (:class:`specviz.measure.machine.CpuShare`), as (CPUs' worth of
-    their work, the CPU count): their share of all CPUs' time times the CPU count, e.g. (1.0, 2) when they took one
-    of two CPUs. Unlike the load average it leaves out this process's own threads. None when unknown (no
-    ``cpu``, no /proc/stat, or too short to tell)."""
-    share = cpu.others() if cpu is not None else None
-    cpus = os.cpu_count() or 1
-    return (share * cpus, cpus) if share is not None else None
 
 
 def prompt_key(prompt: str) -> int:

@@ -2,9 +2,9 @@
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
-timed for it): "up to" its upper end, as runs that stop at the end-of-sequence token end sooner, widened and said
-so when the machine is busier now than when the cost was measured, or, where nothing was measured, that there is
-none. Pure bookkeeping: the handler feeds it the job's progress messages and the
+timed for it): one middle figure with its range, moved once by the load changed since the cost was measured and
+said plainly on a very busy machine (:func:`app.costs.make_estimate`, shared with the other tabs), or, where
+nothing was measured, that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
 prompts finished; a test passes its own clock and costs."""
 
 from __future__ import annotations
@@ -196,8 +196,8 @@ class ArenaPace:
 
     def timing(self) -> str:
         """ "about 4 min 10 s left of about 7 min 0 s (the pace of the first prompt)"; before a first prompt is
-        measured, the rough range (:meth:`ArenaEstimate.range_text`: "up to roughly 3 min 41 s in all on a quiet
-        machine: …, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
+        measured, the rough estimate (:meth:`ArenaEstimate.range_text`: "about 4 min (2–7 min) in all on a quiet
+        machine, …, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
         rate = self.seconds_per_prompt()
         if rate is None:
             if self.rough is None:

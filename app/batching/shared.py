@@ -97,7 +97,7 @@ on a machine getting busier is expected; once the run is past it, :func:`app.cos
 class JobStatus:
     """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
-    estimate (or, once passed, that it was: :func:`app.render.elapsed_text`). ``out(status)`` makes the handler's
+    estimate with its range (or, once passed, that it was: :func:`app.costs.progress_text`). ``out(status)`` makes the handler's
     output tuple."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
