@@ -20,6 +20,7 @@ The stores (:data:`_COSTS`, :data:`_TUNED`, :data:`_DEFAULT_TOKENS`) are shared 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import time
@@ -34,7 +35,6 @@ from app.device import load_target
 from app.inputs import Settings
 from app.messages import log_failure
 from app.render import seconds_text
-from specviz.measure.machine import CpuShare
 from specviz.runtime.policy import current_policy
 
 if TYPE_CHECKING:  # the Live tab's run view; only read here, so the Arena can use this module too
@@ -88,7 +88,7 @@ class RunCosts:
     answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
     measured_at: float | None = field(default=None, compare=False)  # when measured (time.time() s; None: unknown)
     measured_load: tuple[float, int] | None = field(default=None, compare=False)  # other programs' load while
-    # measured: (CPUs' worth of their work, the CPU count), from :func:`others_load`; None: unknown. The step costs
+    # measured: (load, the CPU count), from :func:`machine_load`; None: unknown. The step costs
     # already hold that load's slowness, so an estimate widens only for the load added since
 
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float:
@@ -131,17 +131,7 @@ def costs_of_run(view: RunView) -> RunCosts | None:
     return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
                     answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else (),
-                    measured_load=others_load(getattr(view, "cpu", None)))
-
-
-def others_load(cpu: CpuShare | None) -> tuple[float, int] | None:
-    """Other programs' load since ``cpu`` started (:class:`specviz.measure.machine.CpuShare`), as (CPUs' worth of
-    their work, the CPU count): their share of all CPUs' time times the CPU count, e.g. (1.0, 2) when they took one
-    of two CPUs. Unlike the load average it leaves out this process's own threads. None when unknown (no
-    ``cpu``, no /proc/stat, or too short to tell)."""
-    share = cpu.others() if cpu is not None else None
-    cpus = os.cpu_count() or 1
-    return (share * cpus, cpus) if share is not None else None
+                    measured_load=machine_load())
 
 
 def prompt_key(prompt: str) -> int:
@@ -152,6 +142,8 @@ def prompt_key(prompt: str) -> int:
 def learn_costs(target: str, view: RunView) -> None:
     """Keep a finished run's costs for the estimates of the next runs of ``target``."""
     costs = costs_of_run(view)
+    learn_prompt_overhead(view.settings.prompt, view.prompt_tokens,
+                          getattr(view.settings, "max_prompt_tokens", None))
     if costs is not None:
         costs = replace(costs, measured_at=time.time())
         with _COSTS_LOCK:
@@ -215,10 +207,9 @@ def tuned_costs(spec: str, loaded) -> RunCosts:
     with _COSTS_LOCK:
         if spec in _TUNED:
             return _TUNED[spec]
-    cpu = CpuShare()
     step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
     costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD,
-                     measured_at=time.time(), measured_load=others_load(cpu))
+                     measured_at=time.time(), measured_load=machine_load())
     with _COSTS_LOCK:
         _TUNED[spec] = costs
     return costs
@@ -300,40 +291,72 @@ def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
     return update, gr.Timer(active=not done), tries
 
 
-def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None) -> str:
-    """"about 20–30 s (from recent runs of this model on this server)" for a run of ``settings`` (the range of
-    ``costs.spread``), with the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs.
-    ``prompt_tokens`` None: estimated from the characters.
+def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None, load=None) -> str:
+    """"about 25 s (20–30 s) (from recent runs of this model on this server)" for a run of ``settings``
+    (:func:`make_estimate` of ``costs.spread``, moved once by the load changed since the costs were measured), with
+    the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None: counted
+    before tokenizing (:func:`estimated_prompt_tokens`, said "about"). ``load``: other programs' (load, CPUs) now
+    (:func:`machine_load`; :data:`NOW` reads it; None: left out). On a very busy machine: "the machine is very busy
+    now (load 12 on 2 CPUs): this may take 2–8 min (from …); fewer new tokens make it shorter".
 
     That time is for all of max new tokens. When recent runs here ended on their own sooner (EOS, a stop:
-    :attr:`RunCosts.answers`), the plan says both: "up to about 4 min 17 s – 11 min 17 s if it writes all 1,024
-    tokens; most answers end sooner (this prompt's ended after 123 tokens here: about 15–23 s)"; this prompt's own
+    :attr:`RunCosts.answers`), the plan says both: "up to about 8 min (4–11 min) … if it writes all 1,024 tokens;
+    most answers end sooner (this prompt's ended after 123 tokens here: about 20 s (15–25 s))"; this prompt's own
     answer length when a recent run read it, else the median of the recent answers. Without one, a cap of
     :data:`LONG_CAP_TOKENS` or more says only that an answer ending sooner takes less."""
     if costs is None:
         return ""
-    tokens = prompt_tokens
-    if tokens is None:
-        tokens = int(len(settings.prompt) / CHARS_PER_TOKEN) + 1
-        if settings.max_prompt_tokens:
-            tokens = min(tokens, settings.max_prompt_tokens)
+    now = machine_load() if load is NOW else load
+    tokens = prompt_tokens if prompt_tokens is not None else estimated_prompt_tokens(settings)
     drafter = settings.drafter != "none"
-    total = costs.run_s(tokens, settings.max_new_tokens, drafter)
-    prefill = costs.prefill_s(tokens, drafter)
-    text = f"about {_range(total, costs.spread)} (from {costs.source})"
-    if prefill > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
-        text += (f", {_range(prefill, costs.spread)} of it reading the {'~' if prompt_tokens is None else ''}"
-                 f"{tokens:,}-token prompt")
+
+    def planned(seconds: float) -> Estimate:
+        return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load)
+
+    whole = planned(costs.run_s(tokens, settings.max_new_tokens, drafter))
+    text = f"{whole.text('')} (from {costs.source})"
+    prefill = planned(costs.prefill_s(tokens, drafter))
+    if prefill.seconds > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
+        text += (f", {prefill.text('') if not prefill.very_busy else span_text(prefill.low, prefill.high)} of it "
+                 f"reading the {'' if prompt_tokens is not None else 'about '}{tokens:,}-token prompt")
+    if whole.very_busy:
+        text += "; fewer new tokens make it shorter"
     cap = f"{settings.max_new_tokens:,} token{'' if settings.max_new_tokens == 1 else 's'}"
     likely = _likely_answer(settings, costs)
     if likely is not None and likely[0] < settings.max_new_tokens:
         answer, whose = likely
-        sooner = _range(costs.run_s(tokens, answer, drafter), costs.spread)
+        sooner = planned(costs.run_s(tokens, answer, drafter))
         return (f"up to {text} if it writes all {cap}; most answers end sooner ({whose} ended after {answer:,} "
-                f"token{'' if answer == 1 else 's'} here: about {sooner})")
+                f"token{'' if answer == 1 else 's'} here: {sooner.text('')})")
     if settings.max_new_tokens >= LONG_CAP_TOKENS:
         return f"up to {text} if it writes all {cap} (an answer that ends sooner takes less)"
     return text
+
+
+NOW = object()
+"""A ``load`` argument: read the machine's load now (:func:`machine_load`)."""
+_OVERHEAD: list[int] = []  # the chat template's tokens beyond a prompt's own (the latest run's), for estimates
+
+
+def learn_prompt_overhead(prompt: str, prompt_tokens: int, cap: int | None = None) -> None:
+    """Keep how many tokens a run read beyond ``prompt``'s characters' estimate (the chat template's own tokens)
+    from a run that read ``prompt_tokens``; nothing when the prompt was cut to ``cap``."""
+    if prompt_tokens > 0 and not (cap and prompt_tokens >= cap):
+        _OVERHEAD[:] = [max(0, prompt_tokens - round(len(prompt.strip()) / CHARS_PER_TOKEN))]
+
+
+def tokens_about(prompt: str) -> int:
+    """About how many tokens a run reads for ``prompt`` (>= 1): its characters over :data:`CHARS_PER_TOKEN` plus the
+    chat template's tokens the latest run here read beyond that (:func:`learn_prompt_overhead`; 0 before any)."""
+    return max(1, round(len(str(prompt).strip()) / CHARS_PER_TOKEN)) + (_OVERHEAD[0] if _OVERHEAD else 0)
+
+
+def estimated_prompt_tokens(settings: Settings) -> int:
+    """About how many tokens ``settings.prompt`` is read as, before tokenizing: its characters over
+    :data:`CHARS_PER_TOKEN`, plus the chat template's tokens the latest run here read beyond that
+    (:func:`learn_prompt_overhead`; 0 before any run), within the server's prompt cap."""
+    tokens = tokens_about(settings.prompt)
+    return min(tokens, settings.max_prompt_tokens) if settings.max_prompt_tokens else tokens
 
 
 LONG_CAP_TOKENS = 256  # a plan for this many new tokens or more says that an answer may end sooner
@@ -349,33 +372,26 @@ def _likely_answer(settings: Settings, costs: RunCosts) -> tuple[int, str] | Non
     return (costs.answer_tokens, "recent ones") if costs.answer_tokens is not None else None
 
 
-def _range(seconds: float, spread: tuple[float, float]) -> str:
-    """``seconds`` with its range ``spread`` (low and high factors): "25 s", "20–30 s", "3 min 5 s – 7 min 2 s"."""
-    low, high = seconds * spread[0], seconds * spread[1]
-    return _seconds(seconds) if _seconds(low) == _seconds(high) else _span(low, high)
-
-
-def _span(low: float, high: float) -> str:
-    """"20–30 s", "1 min 50 s – 3 min 10 s": a planned time's range."""
-    if high < 120:
-        return f"{max(1, round(low))}–{_seconds(high)}"
-    return f"{_seconds(low)} – {_seconds(high)}"
-
-
 def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int) -> str:
-    """The warning before a long prefill: its tokens and expected seconds, and the server's prompt cap
-    (``SPECVIZ_MAX_PROMPT_TOKENS``); "" when the prefill is short or its cost unknown."""
+    """The note before a prefill expected over :data:`LONG_PREFILL_S`: a prompt of :data:`LONG_PROMPT_TOKENS` or
+    more is "a long prompt" (with the server's cap when it has one); a shorter one is slow to read because the machine
+    is slow or busy now, and is said so. "" when the prefill is short or its cost unknown."""
     if costs is None:
         return ""
     seconds = costs.prefill_s(prompt_tokens, settings.drafter != "none")
     if seconds <= LONG_PREFILL_S:
         return ""
-    cap = (f"This server reads at most {settings.max_prompt_tokens:,} prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)."
-           if settings.max_prompt_tokens else
-           "The operator can cap prompts with SPECVIZ_MAX_PROMPT_TOKENS.")
     runs = "both runs read it" if settings.drafter != "none" else "the target reads it"
+    if prompt_tokens < LONG_PROMPT_TOKENS:
+        return (f"Reading the {prompt_tokens:,}-token prompt takes about {_seconds(seconds)} here ({runs}): the "
+                "machine is slow or busy now, so the first token appears late.")
+    cap = (f" This server reads at most {settings.max_prompt_tokens:,} prompt tokens."
+           if settings.max_prompt_tokens else "")
     return (f"A long prompt: {prompt_tokens:,} tokens take about {_seconds(seconds)} to read before the first token "
-            f"appears ({runs}; a shorter prompt starts sooner). {cap}")
+            f"appears ({runs}; a shorter prompt starts sooner).{cap}")
+
+
+LONG_PROMPT_TOKENS = 512  # a prompt of this many tokens or more is called long
 
 
 def timed_forwards(loaded, wide: int) -> tuple[float, float]:
@@ -427,3 +443,161 @@ def settle_prefill_note(view, note: str) -> None:
     runs = "both runs" if view.spec is not None else "the target"
     view.notes[index] = (f"The {view.prompt_tokens:,}-token prompt was read in {ms / 1000.0:.1f} s ({runs}; "
                          "the prefill).")
+
+
+# ---------------------------------------------------------------- the estimates every tab shows, and the machine's load
+
+BUSY_PER_CPU = 0.5  # other programs' load above this per CPU: the machine is busy (its estimates say so)
+VERY_BUSY_PER_CPU = 2.0  # ... above this per CPU: very busy; an estimate is a plain sentence with a wide range
+MAX_WIDTH = 3.0  # an estimate's high end over its low end, at most (a wider spread is drawn in toward its middle)
+VERY_BUSY_WIDTH = (0.6, 2.0)  # on a very busy machine the range is at least this (factors on the middle figure) ...
+VERY_BUSY_MAX_WIDTH = 4.0  # ... and its high end at most this many times its low end
+LOAD_FACTOR_LIMITS = (0.5, 4.0)  # the load changed since a cost was measured moves an estimate by at most this
+SHORTER = "fewer tokens or prompts make it shorter"
+
+
+def own_running_threads() -> int:
+    """How many of this process's threads are running or waiting for a CPU now (Linux ``/proc/self/task``; 0
+    where unknown): the load average counts them, so :func:`machine_load` takes them out."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat", encoding="ascii", errors="replace") as stat:
+                running += stat.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue
+    return running
+
+
+def machine_load() -> tuple[float, int] | None:
+    """(Other programs' load, the CPU count) now, from a measure that holds still from one minute to the next: the
+    5-minute load average less this process's own running threads (:func:`own_running_threads`; the 1-minute
+    average jumped by 2x between two estimates a minute apart, and counts the app's own torch threads). None where
+    the OS has no load average."""
+    try:
+        five = os.getloadavg()[1]
+    except (AttributeError, OSError):
+        return None
+    return max(0.0, five - own_running_threads()), os.cpu_count() or 1
+
+
+def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:
+    """Whether ``load`` ((load, CPU count); None: unknown, not busy) is above ``per_cpu`` per CPU."""
+    return load is not None and load[0] > per_cpu * max(1, load[1])
+
+
+def busy_factor(load: float, cpus: int) -> float:
+    """How much longer a run takes on ``cpus`` CPUs (>= 1) beside ``load`` runnable threads of other programs, when
+    it gets its fair share: 1 + load / cpus (2.0 at a load of 2 on 2 CPUs)."""
+    return 1.0 + max(0.0, load) / max(1, cpus)
+
+
+def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | None) -> float:
+    """How much slower (above 1) or faster (below 1) a run should go now than when its cost was measured: the
+    :func:`busy_factor` of the load now (``now``) over the one then (``measured``), both (load, CPUs) read by
+    :func:`machine_load`, so a cost measured on a busy machine is not slowed again for the same load; within
+    :data:`LOAD_FACTOR_LIMITS`. 1 when either is unknown (the cost is taken as the machine's as it is)."""
+    if now is None or measured is None:
+        return 1.0
+    return min(max(busy_factor(*now) / busy_factor(*measured), LOAD_FACTOR_LIMITS[0]), LOAD_FACTOR_LIMITS[1])
+
+
+def rough_time(seconds: float) -> str:
+    """A planned length, as round as an estimate deserves: "8 s", "25 s" (whole seconds under 30 s), "45 s" (5 s
+    steps under 2 min), "12 min" (whole minutes under an hour), "1 h 40 min" (5-minute steps)."""
+    if seconds < 117.5:
+        return f"{max(1, round(seconds / 5) * 5 if seconds >= 30 else round(seconds))} s"
+    if seconds < 59.5 * 60:
+        return f"{round(seconds / 60)} min"
+    minutes = round(seconds / 300) * 5
+    return f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
+
+
+def span_text(low: float, high: float) -> str:
+    """ "10–40 min", "2–6 min" (a low end of a minute or more in minutes beside a high end in minutes), "50 s –
+    2 min", "1 h – 1 h 30 min": a range of planned lengths (:func:`rough_time`)."""
+    a, b = rough_time(low), rough_time(high)
+    if b.endswith(" min") and "h" not in b and low >= 60:  # both in minutes: "2–6 min", not "110 s – 6 min"
+        a = f"{round(low / 60)} min"
+    if a == b:
+        return a
+    for unit in (" s", " min"):
+        if a.endswith(unit) and b.endswith(unit) and unit not in a[:-len(unit)] and "h" not in a + b:
+            return f"{a[:-len(unit)]}–{b}"
+    return f"{a} – {b}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A planned length in seconds: ``seconds`` the middle figure, ``low``–``high`` its range (at most
+    :data:`MAX_WIDTH` wide, :data:`VERY_BUSY_MAX_WIDTH` on a very busy machine), ``load`` other programs' (load,
+    CPUs) now (None: unknown) and ``factor`` the load change already applied (:func:`load_factor`)."""
+
+    seconds: float
+    low: float
+    high: float
+    load: tuple[float, int] | None = None
+    factor: float = 1.0
+
+    @property
+    def very_busy(self) -> bool:
+        """Whether the machine is too busy now to estimate well (:data:`VERY_BUSY_PER_CPU`)."""
+        return is_busy(self.load, VERY_BUSY_PER_CPU)
+
+    def text(self, shorter: str = SHORTER) -> str:
+        """ "about 12 min (9–16 min)"; on a very busy machine a plain sentence: "the machine is very busy now (load
+        12 on 2 CPUs): this may take 10–40 min; fewer tokens or prompts make it shorter" (``shorter``: what to do)."""
+        if self.very_busy:
+            return (f"the machine is very busy now (load {self.load[0]:.0f} on {self.load[1]} CPUs): this may take "
+                    f"{span_text(self.low, self.high)}" + (f"; {shorter}" if shorter else ""))
+        middle, span = rough_time(self.seconds), span_text(self.low, self.high)
+        return f"about {middle}" if span == middle else f"about {middle} ({span})"
+
+
+def make_estimate(seconds: float, low: float | None = None, high: float | None = None,
+                  now: tuple[float, int] | None = None, measured: tuple[float, int] | None = None) -> Estimate:
+    """The :class:`Estimate` of a length planned at ``seconds`` (its range ``low``–``high`` s, None: the figure
+    alone) from a cost measured at other programs' load ``measured``, for the load ``now`` ((load, CPUs) from
+    :func:`machine_load`; None: unknown): the load change is applied once to all three (:func:`load_factor`), the
+    range drawn in toward the middle to :data:`MAX_WIDTH` and, on a very busy machine, widened to at least
+    :data:`VERY_BUSY_WIDTH` and at most :data:`VERY_BUSY_MAX_WIDTH`. E.g. 600 s (400–900 s) measured quiet, now at
+    load 1 on 2 CPUs: about 15 min (10–22 min), 1.5x."""
+    factor = load_factor(now, measured)
+    middle = seconds * factor
+    lo = min(1.0, (low if low is not None else seconds) / seconds) if seconds > 0 else 1.0
+    hi = max(1.0, (high if high is not None else seconds) / seconds) if seconds > 0 else 1.0
+    width = MAX_WIDTH
+    if is_busy(now, VERY_BUSY_PER_CPU):
+        lo, hi, width = min(lo, VERY_BUSY_WIDTH[0]), max(hi, VERY_BUSY_WIDTH[1]), VERY_BUSY_MAX_WIDTH
+    if hi / lo > width:  # drawn in toward the middle, keeping the ends' proportions (in logs)
+        shrink = math.log(width) / math.log(hi / lo)
+        lo, hi = lo ** shrink, hi ** shrink
+    return Estimate(middle, middle * lo, middle * hi, now, factor)
+
+
+def progress_text(elapsed: float, estimate: Estimate, source: str) -> str:
+    """The time a measurement has taken (``elapsed`` s) beside its :class:`Estimate`: "46 s of about 15 min
+    (10–23 min), {source}" (``source``: how it was made); past the middle figure "17 min 5 s of up to 23 min";
+    "46 s; the machine is very busy now (…): this may take 9–29 min" on a very busy machine; once past the high end
+    "25 min 0 s, past the estimate of 10–23 min: the machine is busier or slower than estimated" (a stale "of about"
+    is never repeated)."""
+    took, span = _seconds(elapsed), span_text(estimate.low, estimate.high)
+    if elapsed > estimate.high:
+        return f"{took}, past the estimate of {span}: the machine is busier or slower than estimated"
+    if estimate.very_busy:
+        return f"{took}; {estimate.text('')}"
+    if elapsed > estimate.seconds:
+        return f"{took} of up to {rough_time(estimate.high)}, {source}"
+    return f"{took} of {estimate.text()}, {source}"
+
+
+def fresh_estimate(seconds: float, load=NOW) -> Estimate:
+    """The :class:`Estimate` of a measurement planned at ``seconds`` from forwards timed just now (so at the load of
+    now: nothing to move), its range :data:`PROBE_SPREAD`; ``load``: other programs' (load, CPUs) now
+    (:data:`NOW`: :func:`machine_load`), which makes it the plain sentence on a very busy machine."""
+    now = machine_load() if load is NOW else load
+    return make_estimate(seconds, seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1], now, now)

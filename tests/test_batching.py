@@ -486,7 +486,7 @@ def test_stop_with_nothing_running_says_so_and_the_check_stops_between_batches(m
     assert batches == [16]  # the Stop after the first batch: no second one
 
 
-def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_quiet_machine():
+def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_quiet_machine(monkeypatch):
     """Trial: the right panel's axis read "one-token steps · tokens" (two units on one axis), and the status's
     estimate of about 184 s was beaten by B = 1 alone taking 120 s on a loaded machine."""
     from app.batching.shared import JobStatus
@@ -496,22 +496,33 @@ def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_
     names = [t.name for t in figure.data if t.yaxis == "y2" and t.showlegend is not False]
     assert names == ["pass cost T(B, 5) / T(B, 1), in one-token steps (bars: repeats)",
                      "tokens per pass (emitted), in tokens"]
+    from app import costs
+
+    monkeypatch.setattr(costs, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
     status = JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
     status.show(("estimate", 184.0))
     shown = html.unescape(status.show(("progress", (0.1, "B = 1")))[0])
-    assert "of about 184 s, a quiet-machine estimate" in shown and "other programs' load" in shown
+    assert "of about 3 min (2–5 min), estimated from a few forwards" in shown and "other programs" in shown
+    monkeypatch.setattr(costs, "machine_load", lambda: (12.0, 2))  # very busy: said plainly, with a wide range
+    busy = JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
+    busy.show(("estimate", 184.0))
+    shown = html.unescape(busy.show(("progress", (0.1, "B = 1")))[0])
+    assert "the machine is very busy now (load 12 on 2 CPUs): this may take 2–6 min)" in shown
 
 
 def test_the_status_says_plainly_once_the_run_is_past_its_estimate(monkeypatch):
     """Trial: "(72 s of about 38 s, a quiet-machine estimate…)" stayed long after the 38 s had passed."""
     from app.batching import shared
 
+    from app import costs
+
     clock = iter([0.0, 10.0, 20.0, 72.0])  # made, the estimate, two progress lines
     monkeypatch.setattr(shared.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(costs, "machine_load", lambda: None)
     status = shared.JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
     status.show(("estimate", 38.0))
     before = html.unescape(status.show(("progress", (0.1, "measured curve, batch 1: ...")))[0])
-    assert "Measuring… measured curve, batch 1: ... (20 s of about 38 s, a quiet-machine estimate from" in before
+    assert "Measuring… measured curve, batch 1: ... (20 s of about 40 s (27–60 s), estimated from a few" in before
     after = html.unescape(status.show(("progress", (0.5, "measured curve, batch 2: ...")))[0])
-    assert ("Measuring… measured curve, batch 2: ... (72 s, past the quiet-machine estimate of 38 s: the machine is "
-            "busier or slower than estimated)") in after and "of about" not in after
+    assert ("Measuring… measured curve, batch 2: ... (72 s, past the estimate of 27–60 s: the machine is busier or "
+            "slower than estimated)") in after and "of about" not in after

@@ -173,7 +173,7 @@ def test_a_run_is_planned_from_the_measured_costs():
 
 def test_a_plan_gives_the_range_its_costs_are_known_to():
     probe = live.RunCosts(2.0, 100.0, 60.0, source="a step", spread=live.PROBE_SPREAD)
-    assert live.plan_text(_settings(), probe, 10) == "about 4–10 s (from a step)"  # 6.3 s x 0.7 .. 1.6
+    assert live.plan_text(_settings(), probe, 10) == "about 6 s (4–10 s) (from a step)"  # 6.3 s x 0.7 .. 1.6
     spec, base = paired_runs(10, lambda i: 20.0, lambda i: 10.0)
     view = run_view(spec, base)
     view.ended = view.started + 0.3
@@ -253,14 +253,17 @@ def test_costs_are_learned_from_a_finished_run():
     assert live.known_costs("learned-target").base_ms_per_token == pytest.approx(15.0)
 
 
-def test_a_long_prompt_is_announced_with_its_prefill_time_and_the_cap():
+def test_a_long_prompt_is_announced_with_its_prefill_time_and_the_cap(monkeypatch):
+    """A long prompt's note names the server's cap when it has one, never the operator's setting; the plan's count
+    before tokenizing says "about" (no chat template's tokens learned here)."""
+    monkeypatch.setattr(live.costs, "_OVERHEAD", [])
     costs = live.RunCosts(prefill_ms_per_token=5.0, base_ms_per_token=100.0, spec_ms_per_token=None, source="x")
     note = live.long_prompt_note(_settings(cap=2048), costs, 2000)
-    assert "2,000 tokens take about 20 s" in note and "at most 2,048 prompt tokens (SPECVIZ_MAX_PROMPT_TOKENS)" in note
-    assert "SPECVIZ_MAX_PROMPT_TOKENS" in live.long_prompt_note(_settings(), costs, 2000)
+    assert "2,000 tokens take about 20 s" in note and note.endswith("This server reads at most 2,048 prompt tokens.")
+    assert "SPECVIZ" not in note + live.long_prompt_note(_settings(), costs, 2000)
     assert live.long_prompt_note(_settings(), costs, 100) == ""  # 1 s: nothing to announce
     plan = live.plan_text(_settings(prompt="x" * 20_000), costs)  # ~5,000 tokens guessed from the characters
-    assert "of it reading the ~5,001-token prompt" in plan
+    assert "of it reading the about 5,000-token prompt" in plan
 
 
 def test_an_ordinary_example_is_not_announced_as_a_long_prompt_after_short_runs(monkeypatch):
@@ -292,9 +295,12 @@ def test_a_whole_run_estimate_holds_its_prompt_reading_estimate():
     plan = live.plan_text(_settings(max_new_tokens=16), costs, 4349)
     reading = 2 * 4349 * 40.0 / 1000  # 348 s
     whole = reading + 15 * 160.0 / 1000
-    assert plan == (f"about {live.costs._span(whole * 0.56, whole * 1.35)} (from recent runs of this model on this server), "
-                    f"{live.costs._span(reading * 0.56, reading * 1.35)} of it reading the 4,349-token prompt")
-    assert plan.startswith("about 3 min 16 s – 7 min 53 s") and "3 min 15 s – 7 min 50 s of it reading" in plan
+    span = live.costs.span_text
+    assert plan == (f"about 6 min ({span(whole * 0.56, whole * 1.35)}) (from recent runs of this model on this "
+                    f"server), about 6 min ({span(reading * 0.56, reading * 1.35)}) of it reading the 4,349-token "
+                    "prompt")
+    assert plan == ("about 6 min (3–8 min) (from recent runs of this model on this server), about 6 min (3–8 min) of "
+                    "it reading the 4,349-token prompt")
 
 
 def test_the_operator_prompt_cap_cuts_long_prompts(tiny_target):

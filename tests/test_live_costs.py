@@ -145,8 +145,10 @@ def test_a_plan_for_a_high_cap_says_the_answer_may_end_sooner_and_how_soon_here(
     costs = live.RunCosts(2.0, 100.0, 60.0, source="x", answer_tokens=50, answers=((mine, 123), (mine + 1, 50)))
     plan = live.plan_text(_plan_settings(prompt, 1024), costs, 10)
     whole, likely = costs.run_s(10, 1024, True), costs.run_s(10, 123, True)
-    assert plan == (f"up to about {live.costs._seconds(whole)} (from x) if it writes all 1,024 tokens; most answers "
-                    f"end sooner (this prompt's ended after 123 tokens here: about {live.costs._seconds(likely)})")
+    assert plan == (f"up to about {live.costs.rough_time(whole)} (from x) if it writes all 1,024 tokens; most "
+                    f"answers end sooner (this prompt's ended after 123 tokens here: about "
+                    f"{live.costs.rough_time(likely)})")
+    assert plan.startswith("up to about 3 min (from x)")  # 163.9 s, said as round as an estimate deserves
     other = live.plan_text(_plan_settings("Another question entirely?", 1024), costs, 10)
     assert "(recent ones ended after 50 tokens here: about 8 s)" in other  # 40 ms + 49 x 160 ms
     # a cap below the likely answer: the cap's time is the likely one, said alone
@@ -160,6 +162,7 @@ def test_a_plan_for_a_high_cap_says_the_answer_may_end_sooner_and_how_soon_here(
 
 def test_a_run_that_ended_on_its_own_teaches_its_answer_length(monkeypatch):
     monkeypatch.setattr(live.costs, "_COSTS", {})
+    monkeypatch.setattr(live.costs, "_OVERHEAD", [])
     base = SimpleNamespace(prefill_ms=50.0, elapsed_ms=1250.0, emitted=12, generated=12, finish_reason="eos")
     view = SimpleNamespace(spec=None, spec_stats=RunStats(), base_stats=base, prompt_tokens=10, started=0.0, ended=1.3,
                            settings=SimpleNamespace(prompt="Say hi."))
@@ -169,3 +172,44 @@ def test_a_run_that_ended_on_its_own_teaches_its_answer_length(monkeypatch):
     base.finish_reason = "length"  # cut at the cap: no answer length learned
     live.learn_costs("answers-target", view)
     assert live.known_costs("answers-target").answers == ((live.costs.prompt_key("Say hi."), 12),)
+
+
+def test_the_plan_counts_the_chat_templates_tokens_and_says_about_before_tokenizing(monkeypatch):
+    """Trial: the wait said "~88-token prompt" and the run read 113 (the chat template's tokens). Once a run here
+    read a prompt, its tokens beyond the characters' estimate are added; before tokenizing the count says "about"."""
+    monkeypatch.setattr(live.costs, "_OVERHEAD", [])
+    prompt = "x" * 352  # 88 tokens by its characters
+    settings = _plan_settings(prompt, 8)
+    assert live.costs.estimated_prompt_tokens(settings) == 88
+    live.costs.learn_prompt_overhead(prompt, 113)
+    assert live.costs.estimated_prompt_tokens(settings) == 113
+    live.costs.learn_prompt_overhead("y" * 4000, 512, cap=512)  # cut to the server's cap: not learned from
+    assert live.costs._OVERHEAD == [25]
+    slow = live.RunCosts(200.0, 100.0, 60.0, source="x")  # 200 ms a prompt token: 2 x 22.6 s of reading
+    assert live.plan_text(settings, slow) == "about 45 s (from x), about 45 s of it reading the about 113-token prompt"
+    assert "reading the 113-token prompt" in live.plan_text(settings, slow, 113)
+
+
+def test_a_plan_on_a_very_busy_machine_is_one_plain_sentence():
+    """The load changed since the costs were measured moves the plan once; a very busy machine is said so."""
+    settings = _plan_settings("Say hi.", 40)
+    costs = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2))
+    assert live.plan_text(settings, costs, 10) == "about 6 s (5–8 s) (from x)"  # 6.28 s x 0.85 to x 1.25
+    assert live.plan_text(settings, costs, 10, load=(1.0, 2)) == "about 9 s (8–12 s) (from x)"  # 1.5x
+    busy = live.plan_text(settings, costs, 10, load=(12.0, 2))  # 7x, bounded to 4x: 25.1 s
+    assert busy == ("the machine is very busy now (load 12 on 2 CPUs): this may take 15–50 s (from x); fewer new "
+                    "tokens make it shorter")
+    assert busy == live.plan_text(settings, costs, 10, load=(12.0, 2))  # the same inputs, the same words
+
+
+def test_a_short_prompt_slow_to_read_is_not_called_long_and_no_setting_is_named():
+    """Trial: "A long prompt: 38 tokens take about …", pointing a visitor to the operator's SPECVIZ_MAX_PROMPT_TOKENS.
+    Under 512 tokens the note says the machine is slow or busy; a long one names the server's cap only when set."""
+    slow = live.RunCosts(200.0, 100.0, 60.0, source="x")  # 38 tokens: 2 x 7.6 s = 15.2 s
+    note = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 38)
+    assert note == ("Reading the 38-token prompt takes about 15 s here (both runs read it): the machine is slow or "
+                    "busy now, so the first token appears late.")
+    long = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 600)
+    assert long.startswith("A long prompt: 600 tokens take about") and "SPECVIZ" not in long + note
+    assert live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 20) == ""  # 8 s: not announced
+    assert live.costs.LONG_PROMPT_TOKENS == 512

@@ -230,8 +230,10 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
 
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     import specviz.measure.grid
+    from app import costs as why_costs
 
     monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(why_costs, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
     last = last_values(why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5), why.OUTPUTS, every=True, sized=True)
     assert not device.DEVICE.locked
     assert "Measured" in last["why-status"]
@@ -377,6 +379,7 @@ def test_the_measure_button_has_a_stop_that_cancels_it_and_flags_the_session():
     from_stop = [d for d in deps if any(t[0] == ids["why-stop"] for t in d["targets"])]
     assert any(measure in d.get("cancels", []) for d in from_stop)
     assert any(d.get("api_name") == "why_stop" and d["queue"] is False for d in from_stop)
+    assert all(len(d["inputs"]) == 1 for d in from_stop if d.get("api_name") == "why_stop")  # the measurement state
 
     job = device.start(why.RUNS, None, "a test measurement")
     try:
@@ -525,9 +528,36 @@ def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():
 
 
 def test_the_measuring_status_says_plainly_once_past_its_estimate():
-    """Trial: the status read "of about 383 s" all the way through a measurement that took much longer."""
-    assert why._measuring("batch 4: round 2/5", 120, 383.0) == (
-        "Measuring… batch 4: round 2/5 (120 s of about 383 s, estimated from the first forwards timed here just now)")
-    assert why._measuring("batch 16: round 5/5", 500, 383.0) == (
-        "Measuring… batch 16: round 5/5 (500 s, past the quiet-machine estimate of 383 s: the machine is busier or "
+    """Trial: the status read "of about 383 s" all the way through a measurement that took much longer, and two
+    tries on a busy machine said "about 1832 s" and "871 s": the estimate is a middle figure with the probe's range
+    (x 0.7 to x 1.6), "up to" its high end once past the middle, and plain once past that."""
+    assert why._measuring("batch 4: round 2/5", 100, 383.0) == (
+        "Measuring… batch 4: round 2/5 (100 s of about 6 min (4–10 min), estimated from the first forwards timed "
+        "here just now)")
+    assert why._measuring("batch 8: round 1/5", 500, 383.0) == (
+        "Measuring… batch 8: round 1/5 (8 min 20 s of up to 10 min, estimated from the first forwards timed here "
+        "just now)")
+    assert why._measuring("batch 16: round 5/5", 700, 383.0) == (
+        "Measuring… batch 16: round 5/5 (11 min 40 s, past the estimate of 4–10 min: the machine is busier or "
         "slower than estimated)")
+    # the two tries of the trial, as said now: their ranges overlap
+    assert why._measuring("x", 46, 871.0).endswith("(46 s of about 15 min (10–23 min), estimated from the first "
+                                                   "forwards timed here just now)")
+    assert "(46 s of about 31 min (21–49 min)" in why._measuring("x", 46, 1832.0)
+
+
+def test_the_measuring_status_on_a_very_busy_machine_is_one_plain_sentence():
+    from app.costs import fresh_estimate
+
+    estimate = fresh_estimate(871.0, (12.0, 2))
+    assert why._measuring("batch 4: warming up", 100, estimate) == (
+        "Measuring… batch 4: warming up (100 s; the machine is very busy now (load 12 on 2 CPUs): this may take "
+        "9–29 min)")
+    assert why._measuring("x", 100, fresh_estimate(871.0, (12.0, 2))) == why._measuring("x", 100, estimate)
+
+
+def test_stop_says_whether_an_earlier_measurement_stays():
+    """Trial: after Stop with nothing measured the status said "The chart and c of an earlier measurement stay"."""
+    assert why.STOPPED in why.stop(None) and "earlier" not in why.stop(None)  # the tab's state before a measurement
+    kept = html.unescape(why.stop({"grid": {}, "costs": {}}))
+    assert why.STOPPED_KEPT in kept and "from your earlier measurement stay" in kept

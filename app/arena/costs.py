@@ -1,7 +1,7 @@
 """Which measured step cost the Arena's rough estimate rests on (:func:`chosen_costs`), and how busy the machine is
 now (:func:`machine_load`). Every cost keeps the load other programs put on the machine while it was measured
-(:attr:`app.costs.RunCosts.measured_load`): the estimate widens only for the load added since
-(:func:`app.arena.progress.load_factor`), as a cost measured on a busy machine already holds its slowness.
+(:attr:`app.costs.RunCosts.measured_load`): the estimate moves only by the load changed since
+(:func:`app.costs.load_factor`), as a cost measured on a busy machine already holds its slowness.
 
 An arena run loads its target in the operator's weight format with the threads tuned for it, as a Live run in that
 format does; the Live tab keeps its costs under the target spec for that format and under "target · int4 weights"
@@ -14,7 +14,6 @@ thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a 
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from typing import Sequence
@@ -38,7 +37,7 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
     baseline rows (drafter "none"), its spread the rows' lowest and highest T_step over that median (at least
     :data:`app.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
     without). ``now``: when measured (time.time() s); ``load``: other programs' load during the run (CPUs' worth of
-    work, CPU count: :func:`app.costs.others_load`; None: unknown). None without a baseline row with a T_step."""
+    CPU count: :func:`app.costs.machine_load`; None: unknown). None without a baseline row with a T_step."""
     base = [r for r in rows if r.get("drafter") == "none" and (r.get("t_step_ms") or 0) > 0]
     if not base:
         return None
@@ -84,8 +83,6 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
 
 
 def machine_load() -> tuple[float, int] | None:
-    """(the 1-minute load average, the CPU count) now, busy or not; None where the OS has no load average."""
-    from specviz.measure.machine import load_average
-
-    load = load_average()
-    return (load, os.cpu_count() or 1) if load is not None else None
+    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.costs.machine_load`: the 5-minute
+    load average less this process's running threads); None where the OS has no load average."""
+    return live.machine_load()

@@ -70,6 +70,10 @@ ENTER_COMMITS_JS = enter_commits_js("#arena-controls")
 slider's 8, unannounced until the box was left."""
 
 
+TOKENS_HINT = "The time grows with it: the status below estimates it for your choices (the suite: about 9x a category)"
+"""The max-new-tokens slider's hint: the status line's estimate, not a promise of minutes (a busy CPU took hours)."""
+
+
 def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr.CheckboxGroup) -> None:
     """The real-pair menu (:func:`preset_chosen` fills the models and ticks the 'Draft model' drafter)."""
     box = gr.Dropdown([("—", "")] + [(p.label, p.key) for p in PRESETS], value="",
@@ -154,7 +158,7 @@ def build_tab(target: str = "embedded") -> None:
                                    label="Category", elem_id="arena-category")
             max_new_tokens = gr.Slider(MIN_NEW_TOKENS, MAX_NEW_TOKENS, value=DEFAULT_MAX_NEW_TOKENS, step=8,
                                        label="Max new tokens per run", elem_id="arena-max-new-tokens",
-                                       info="Small keeps a category to minutes on a CPU (the suite: 9 times that)")
+                                       info=TOKENS_HINT)
             with gr.Row():
                 run_btn = gr.Button("Run arena", variant="primary", elem_id="arena-run", scale=2,
                                     min_width=100)  # with Stop beside it in the 300 px column

@@ -99,8 +99,8 @@ MARK = "press Run arena"
 
 def settings_status(drafters, ks, source, prompt, category, max_new_tokens, target) -> str:
     """The status line for the Arena's chosen inputs before Run arena: the preset's (:func:`status`) while they are
-    the preset's drafters, k, source and category, else "6 prompts × 2 methods at 16 new tokens per run: up to
-    roughly …; a rough estimate from …; press Run arena to race them", or :data:`READY` while they choose no prompt,
+    the preset's drafters, k, source and category, else "6 prompts × 2 methods at 16 new tokens per run:
+    about …; a rough estimate from …; press Run arena to race them", or :data:`READY` while they choose no prompt,
     drafter or k, or hold a max new tokens that is not a number."""
     drafters, ks = list(drafters or []), list(ks or [])
     chosen = preset(categories())

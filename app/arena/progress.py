@@ -2,17 +2,20 @@
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
-timed for it): "up to" its upper end, as runs that stop at the end-of-sequence token end sooner, widened and said
-so when the machine is busier now than when the cost was measured, or, where nothing was measured, that there is
-none. Pure bookkeeping: the handler feeds it the job's progress messages and the
+timed for it): one middle figure with its range, moved once by the load changed since the cost was measured and
+said plainly on a very busy machine (:func:`app.costs.make_estimate`, shared with the other tabs), or, where
+nothing was measured, that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
 prompts finished; a test passes its own clock and costs."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
+from app.costs import (BUSY_PER_CPU, SHORTER, Estimate, busy_factor, is_busy, load_factor,  # noqa: F401 - shared
+                       make_estimate, tokens_about)
 from app.render import seconds_text
 from specviz.analysis.arena_rows import WARMUP_TOKENS
 
@@ -32,97 +35,52 @@ class StepCosts(Protocol):
     def prefill_s(self, prompt_tokens: int, drafter: bool) -> float: ...
 
 
-BUSY_SHARE = 0.5
-"""A load average above this share of the CPU count before a run: the machine is busy now (the rule of
-:func:`specviz.measure.machine.busy_machine_warning` where no run is under way to measure)."""
+BUSY_SHARE = BUSY_PER_CPU
+"""A load above this share of the CPU count: the machine is busy now (:func:`app.costs.is_busy`)."""
+MIDDLE_SHARE = math.sqrt(METHOD_TIME[0] * METHOD_TIME[1])
+"""A drafter's run's share of a standard run's time for the middle figure: the middle of :data:`METHOD_TIME`."""
+STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
 
 
 @dataclass(frozen=True)
 class ArenaEstimate:
-    """A whole arena run's length before its first prompt is measured, in seconds: at most ``high_s`` (every run
-    writes all its max new tokens, each drafter's run at :data:`METHOD_TIME`'s slow end), ``full_low_s`` when every
-    run writes them all at the fast end, and as little as ``low_s`` when every run stops at the end-of-sequence
-    token right after its prompt read (only the reads are left), from ``ms_per_token`` (standard decoding's
-    wall-clock ms per token, from ``source``, in words). ``load``: (load average, CPUs) now (None: unknown);
-    ``measured_load``: other programs' (load, CPUs) while the cost was measured (None: unknown); ``factor``:
-    :func:`load_factor` of the two, already applied (to the upper end above 1, to both lower ends below 1);
-    ``measured_high_s``: the upper end before it."""
+    """A whole arena run's length before its first prompt is measured: ``estimate`` (:class:`app.costs.Estimate`,
+    seconds) when every run writes all its max new tokens, a drafter's run at :data:`MIDDLE_SHARE` of a standard
+    run's time for the middle figure and at :data:`METHOD_TIME`'s ends with the cost's spread for the range, moved
+    once by the load changed since the cost was measured; from ``ms_per_token`` (standard decoding's wall-clock ms
+    per token, from ``source``, in words); ``measured_load``: other programs' (load, CPUs) then (None: unknown)."""
 
-    low_s: float
-    full_low_s: float
-    high_s: float
+    estimate: Estimate
     ms_per_token: float
     source: str
-    load: tuple[float, int] | None = None
     measured_load: tuple[float, int] | None = None
-    factor: float = 1.0
-    measured_high_s: float | None = None
 
     def range_text(self) -> str:
-        """ "up to roughly 3 min 41 s in all on a quiet machine: 42 s – 3 min 41 s if every run writes all its max
-        new tokens, as little as 4 s if runs stop early at the end-of-sequence token", then what the load changed
-        (:meth:`load_text`)."""
-        low, full_low, high = (seconds_text(v, at_least=1) for v in (self.low_s, self.full_low_s, self.high_s))
-        where, why = self.load_text()
-        return (f"up to roughly {high} in all {where}: {full_low} – {high} if every run writes all its max new "
-                f"tokens, as little as {low} if runs stop early at the end-of-sequence token{why}")
+        """ "about 4 min (2–6 min) in all on a quiet machine, less if runs stop early at the end-of-sequence token";
+        busy: "… in all with the machine as busy as now (load 3 on 2 CPUs; 1.5x the time measured at load 1), …";
+        very busy: "the machine is very busy now (load 12 on 2 CPUs): this may take 10–40 min in all, less if runs
+        stop early …; fewer tokens or prompts make it shorter"."""
+        e = self.estimate
+        if e.very_busy:
+            return f"{e.text('')} in all, {STOPS_EARLY}; {SHORTER}"
+        return f"{e.text()} in all {self.load_text()}, {STOPS_EARLY}"
 
-    def load_text(self) -> tuple[str, str]:
-        """(the machine the range is for, what the load changed: "" or "; the upper end is …"), in words."""
-        now, then = self.load, self.measured_load
-        if then is None:
-            if self.factor == 1.0:
-                return "on a quiet machine", ""
-            quiet = seconds_text(self.measured_high_s or self.high_s, at_least=1)
-            return (f"with the machine as busy as now (load average {now[0]:.1f} on {now[1]} CPUs)",
-                    f"; the upper end is {self.factor:.3g}x a quiet machine's {quiet} for sharing the CPUs, more if "
-                    "other programs slow each step further")
-        loads = (f"other programs' load {then[0]:.1f} on {then[1]} CPUs then"
-                 + (f", load average {now[0]:.1f} now" if now is not None else ""))
-        if self.factor > 1.0:
-            measured = seconds_text(self.measured_high_s or self.high_s, at_least=1)
-            return (f"with the machine busier than when its step cost was measured ({loads})",
-                    f"; the upper end is {self.factor:.3g}x the measured cost's {measured} for the load added "
-                    "since, more if other programs slow each step further")
-        if self.factor < 1.0:
-            return (f"with the machine quieter than when its step cost was measured ({loads})",
-                    f"; the lower ends are {self.factor:.3g}x the measured cost's for the load gone since")
-        if not is_busy(then) and not is_busy(now):
-            return "on a quiet machine", ""
+    def load_text(self) -> str:
+        """The machine the estimate is for, in words: "on a quiet machine", "with the machine as busy as now (load
+        3.0 on 2 CPUs; 1.5x the time measured at load 1.0)"."""
+        now, then = self.estimate.load, self.measured_load
+        if not is_busy(now) and not is_busy(then):
+            return "on a quiet machine"
         if now is None:
-            return f"at the load its step cost was measured at ({loads})", ""
-        return f"with the machine as busy as when its step cost was measured ({loads})", ""
+            return f"at the load its step cost was measured at ({then[0]:.1f} on {then[1]} CPUs)"
+        moved = (f"; {self.estimate.factor:.3g}x the time measured at load {then[0]:.1f}"
+                 if then is not None and abs(self.estimate.factor - 1.0) >= 0.05 else "")
+        return f"with the machine as busy as now (load {now[0]:.1f} on {now[1]} CPUs{moved})"
 
     def basis_text(self) -> str:
-        """What the range rests on, in words."""
+        """What the estimate rests on, in words."""
         return (f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
                 f"each drafter's run taken as {METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time")
-
-
-def is_busy(load: tuple[float, int] | None) -> bool:
-    """Whether ``load`` ((load, CPU count); None: unknown, not busy) is above :data:`BUSY_SHARE` of the CPUs."""
-    return load is not None and load[0] > BUSY_SHARE * max(1, load[1])
-
-
-def busy_factor(load: float, cpus: int) -> float:
-    """How much longer a run takes on ``cpus`` CPUs (>= 1) with a load average of ``load`` from other programs,
-    when it gets its fair share of them: its threads share the CPUs with that many others, 1 + load / cpus (e.g.
-    2.0 on 2 CPUs: 2x). A lower bound: a one-token step whose thread is descheduled slows more (5-14x seen)."""
-    return 1.0 + max(0.0, load) / max(1, cpus)
-
-
-def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | None) -> float:
-    """How much slower (above 1) or faster (below 1) a run should go now than when its step cost was measured, from
-    the load other programs put on the machine now (``now``: (load average, CPUs)) and then (``measured``: (load,
-    CPUs), :attr:`app.costs.RunCosts.measured_load`): :func:`busy_factor` now over then, as the measured cost
-    already holds the slowness of its own load. E.g. 2.0 then on 2 CPUs: 1 at 2.0 now (not widened again), 1.25 at
-    3.0 now (2.5 / 2), 0.75 at 1.0 now. With the load then unknown the cost is taken as a quiet machine's: a busy
-    machine now (:func:`is_busy`) gives its whole :func:`busy_factor`, a quiet one 1. With the load now unknown: 1."""
-    if now is None:
-        return 1.0
-    if measured is None:
-        return busy_factor(*now) if is_busy(now) else 1.0
-    return busy_factor(*now) / busy_factor(*measured)
 
 
 def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, methods: int, share: float
@@ -137,40 +95,31 @@ def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int
 def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int, max_new_tokens: int,
              warmup_tokens: int = WARMUP_TOKENS, load: tuple[float, int] | None = None) -> ArenaEstimate | None:
     """How long an arena of ``methods`` drafter methods on prompts of ``prompt_tokens`` tokens (one entry per
-    prompt) should take, before anything of it is measured, in the order
-    :func:`specviz.analysis.arena.iter_arena` runs: one warm-up of standard decoding and of each method on the first
-    prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B
-    (``methods + 1`` standard runs and ``methods`` drafters' runs of at most ``max_new_tokens``).
+    prompt) should take when every run writes all ``max_new_tokens``, before anything of it is measured, in the
+    order :func:`specviz.analysis.arena.iter_arena` runs: one warm-up of standard decoding and of each method on the
+    first prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B.
 
     From ``costs`` (:func:`app.arena.costs.chosen_costs`: standard decoding's ms per token measured here and a
-    prompt's read): a drafter's run takes :data:`METHOD_TIME` times a standard run's decoding, and the range is
-    widened by the costs' own ``spread``. Every run may stop at the end-of-sequence token before its max new tokens,
-    so the low end ``low_s`` is every run stopping at its first token (the prompt reads alone); ``full_low_s`` is
-    the low end when every run writes them all. Loading and the drafters' set-up are not in it. E.g. 6 prompts of
-    40 tokens, 2 methods, 48 new tokens, 50 ms a token, 2 ms per prompt token, spread (0.7, 1.6): 60.22 s x 0.7 =
-    42 s to 138.25 s x 1.6 = 221 s when every run writes all 48, from 3.12 s x 0.7 = 2.2 s when each stops at once.
-    ``load``: (load average, CPUs) now; the load the cost was measured at (``costs.measured_load``, when it has
-    one) sets how much of it is new (:func:`load_factor`: above 1 times the upper end, below 1 the lower ends;
-    221 s x 2 = 442 s at a load of 2.0 on 2 CPUs after a quiet measurement, 221 s when measured at 2.0 too).
-
-    Returns None without costs (nothing measured for this target yet) or without prompts."""
+    prompt's read): the middle figure with each drafter's run at :data:`MIDDLE_SHARE` of a standard run's time, the
+    range from :data:`METHOD_TIME`'s ends times the costs' ``spread``, drawn in and moved by the load as
+    :func:`app.costs.make_estimate` does (``load``: other programs' (load, CPUs) now; ``costs.measured_load``: then).
+    E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token, 2 ms per prompt token, spread (0.7, 1.6):
+    the middle 85.9 s, the range 60.2 s x 0.7 = 42 s to 138.2 s x 1.6 = 221 s, drawn in to 3x: 50–149 s.
+    Loading and the drafters' set-up are not in it. None without costs or without prompts."""
     if costs is None or not prompt_tokens or not costs.base_ms_per_token or costs.base_ms_per_token <= 0:
         return None
     methods, warm = max(1, methods), min(warmup_tokens, max_new_tokens)
 
-    def total(share: float, new_tokens: int = max_new_tokens, warm: int = warm) -> float:
-        race = sum(_runs_s(costs, n, new_tokens, methods + 1, methods, share) + costs.prefill_s(n, False)
+    def total(share: float) -> float:
+        race = sum(_runs_s(costs, n, max_new_tokens, methods + 1, methods, share) + costs.prefill_s(n, False)
                    for n in prompt_tokens)
         return race + (_runs_s(costs, prompt_tokens[0], warm, 1, methods, share) if warm > 0 else 0.0)
 
     low, high = costs.spread
     measured = getattr(costs, "measured_load", None)
-    factor = load_factor(load, measured)
-    quick = min(1.0, factor)  # a quieter machine than measured: the lower ends come down, the upper end stays
-    at_high = total(METHOD_TIME[1]) * high
-    return ArenaEstimate(total(METHOD_TIME[0], 1, min(warm, 1)) * low * quick, total(METHOD_TIME[0]) * low * quick,
-                         at_high * max(1.0, factor), costs.base_ms_per_token, costs.source, load, measured, factor,
-                         at_high)
+    planned = make_estimate(total(MIDDLE_SHARE), total(METHOD_TIME[0]) * low, total(METHOD_TIME[1]) * high, load,
+                            measured)
+    return ArenaEstimate(planned, costs.base_ms_per_token, costs.source, measured)
 
 
 NOW = object()
@@ -181,14 +130,12 @@ def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate
     """:func:`estimate` for the checked arena settings ``s`` (:func:`app.arena.settings.parse_inputs`: its
     ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
     measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
-    s; nothing is timed here), each prompt's tokens counted from its characters
-    (:data:`app.costs.CHARS_PER_TOKEN`), set for the load now against the load the cost was measured at (``load``:
-    (load average, CPUs) or None; by default :func:`app.arena.costs.machine_load`); None when nothing was
-    measured."""
+    s; nothing is timed here), each prompt's tokens counted before tokenizing (:func:`app.costs.tokens_about`), for
+    the load now (``load``: (load, CPUs) or None; by default :func:`app.arena.costs.machine_load`); None when
+    nothing was measured."""
     from app.arena.costs import chosen_costs, machine_load
-    from app.costs import CHARS_PER_TOKEN
 
-    tokens = [max(1, round(len(str(p.get("prompt") or "")) / CHARS_PER_TOKEN)) for p in s["prompts"]]
+    tokens = [tokens_about(p.get("prompt") or "") for p in s["prompts"]]
     methods = len(s["drafters"]) * len(s["ks"])
     return estimate(chosen_costs(s["target"], now), tokens, methods, s["max_new_tokens"],
                     load=machine_load() if load is NOW else load)
@@ -249,8 +196,8 @@ class ArenaPace:
 
     def timing(self) -> str:
         """ "about 4 min 10 s left of about 7 min 0 s (the pace of the first prompt)"; before a first prompt is
-        measured, the rough range (:meth:`ArenaEstimate.range_text`: "up to roughly 3 min 41 s in all on a quiet
-        machine: …, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
+        measured, the rough estimate (:meth:`ArenaEstimate.range_text`: "about 4 min (2–7 min) in all on a quiet
+        machine, …, a rough estimate until the first prompt is measured"), or :data:`UNMEASURED`."""
         rate = self.seconds_per_prompt()
         if rate is None:
             if self.rough is None:

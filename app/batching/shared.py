@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from app import device, render
+from app.costs import fresh_estimate, progress_text
 from app.figures import FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, text
 from specviz.drafters.registry import NONE, choices, make_drafter
@@ -86,17 +87,17 @@ def drafter_factory(models: Models, loaded, tally: dict | None = None) -> Callab
 # ------------------------------------------------------------------------------------------------- status and lesson
 
 
-ESTIMATE_WORDS = ("a quiet-machine estimate from a few forwards timed just now: other programs' load during the "
-                  "run is not in it and makes it longer")
-"""What the sweep's time estimate is (:func:`app.batching.sweep_job.sweep_seconds`: a second of probe forwards,
-no measured load of other programs): said beside it, so that a run on a loaded machine taking longer is expected;
-once the run is past it, :func:`app.render.elapsed_text` says so instead."""
+ESTIMATE_WORDS = ("estimated from a few forwards timed just now: more load from other programs during the run "
+                  "makes it longer")
+"""What the sweep's time estimate is (:func:`app.batching.sweep_job.sweep_seconds`: a second of probe forwards at
+the load of now, with their range: :func:`app.costs.fresh_estimate`): said beside it, so that a run taking longer
+on a machine getting busier is expected; once the run is past it, :func:`app.costs.progress_text` says so."""
 
 
 class JobStatus:
     """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
-    estimate (or, once passed, that it was: :func:`app.render.elapsed_text`). ``out(status)`` makes the handler's
+    estimate with its range (or, once passed, that it was: :func:`app.costs.progress_text`). ``out(status)`` makes the handler's
     output tuple."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
@@ -110,8 +111,8 @@ class JobStatus:
     def show(self, item) -> tuple | None:
         """The output tuple for one item of the job (None: nothing new to show)."""
         kind, payload = item if item is not None else ("tick", None)
-        if kind == "estimate":
-            self.estimate, self.last = payload, 0.0
+        if kind == "estimate":  # seconds from the probe: its range and the load now, read once (app.costs)
+            self.estimate, self.last = (fresh_estimate(payload) if payload is not None else None), 0.0
         elif kind == "progress":
             fraction, message = payload
             self.progress(fraction, desc=message)
@@ -122,8 +123,7 @@ class JobStatus:
             return None
         self.last = now
         seconds = now - self.started
-        took = f"{seconds:.0f} s" if self.estimate is None else render.elapsed_text(seconds, self.estimate,
-                                                                                   ESTIMATE_WORDS)
+        took = f"{seconds:.0f} s" if self.estimate is None else progress_text(seconds, self.estimate, ESTIMATE_WORDS)
         return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy"))
 
 

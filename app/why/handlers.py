@@ -14,6 +14,7 @@ import time
 import gradio as gr
 
 from app import device, render
+from app.costs import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
@@ -120,7 +121,8 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload),
                                                                  bool(inputs.weights)), progress, started)
         if measurement is None:
-            yield _out(status=render.status_html("Stopped.", "info"))
+            yield _out(status=render.status_html("Stopped while waiting for the device; nothing was measured.",
+                                                 "info"))
             return
         yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
                         inputs.run_speedup, lookahead_settings(inputs.history), cpu=cpu)
@@ -143,9 +145,11 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
     def show(item) -> tuple | None:
         now = time.monotonic()
         if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
-            state["estimate"], state["last"] = item[1], 0.0
+            state["estimate"] = fresh_estimate(item[1]) if item[1] is not None else None
+            state["last"] = 0.0
         elif item is not None and item[0] == "remaining":  # seconds still to go, timed by the offloaded part
-            state["estimate"], state["last"] = now - started + item[1], 0.0
+            left = now - started + item[1]
+            state["estimate"], state["last"] = make_estimate(left, left * MIN_SPREAD[0], left * MIN_SPREAD[1]), 0.0
         elif item is not None and item[0] == "note":  # the early-exit layer was fitted to the target: a toast, and
             warn(item[1])  # the status says it until the end
             state["note"], state["last"] = f" {item[1]}", 0.0
@@ -164,12 +168,15 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
     return (yield from relay(job.call(_measure_work, job, *work, stoppable=True), show))
 
 
-def _measuring(message: str, seconds: float, estimate: float | None) -> str:
+def _measuring(message: str, seconds: float, estimate: Estimate | float | None) -> str:
     """The status text while measuring: the step, the seconds so far and, once the first forwards were timed,
-    the expected length of the whole measurement (once passed, that it was: :func:`app.render.elapsed_text`)."""
+    the expected length of the whole measurement with its range (:func:`app.costs.progress_text`; a number of
+    seconds: :func:`app.costs.fresh_estimate` of it at an unknown load)."""
     if estimate is None:
         return f"Measuring… {message} ({seconds:.0f} s; timing a first forward to tell how long this will take)"
-    return f"Measuring… {message} ({render.elapsed_text(seconds, estimate, ESTIMATE_SOURCE)})"
+    if not isinstance(estimate, Estimate):
+        estimate = fresh_estimate(float(estimate), None)
+    return f"Measuring… {message} ({progress_text(seconds, estimate, ESTIMATE_SOURCE)})"
 
 
 ESTIMATE_SOURCE = "estimated from the first forwards timed here just now"
@@ -279,16 +286,22 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
                 figure, weights_figure(formats) if formats and "error" not in formats else None)
 
 
-STOPPED = ("Stopped: the measurement ended before its next forward, and the device is free. The chart and c of an "
-           "earlier measurement stay; press Measure to time again.")
+STOPPED = ("Stopped before anything was measured, and the device is free; press Measure to time the forward-time "
+           "curve.")
+"""The Stop button's status when this session has no earlier measurement (the chart shows none of its own)."""
+STOPPED_KEPT = ("Stopped, and the device is free. The chart and c (the early-exit drafter's cost) from your earlier "
+                "measurement stay; press Measure to time again.")
+"""The Stop button's status when an earlier measurement of this session stays on the chart."""
 
 
-def stop(request: gr.Request = None) -> str:
+def stop(measurement=None, request: gr.Request = None) -> str:
     """The Stop button: flag this session's measurement (it starts no other forward; Gradio also closes its
-    handler, which releases the device) and say so. Only the caller's own session is stopped (a call with no request
-    at all, Python code in this process, stops the measurements started without one). Returns the status line."""
+    handler, which releases the device) and say so: :data:`STOPPED_KEPT` when ``measurement`` (the tab's state: the
+    latest finished measurement, None before one) holds an earlier one, else :data:`STOPPED`. Only the caller's own
+    session is stopped (a call with no request at all, Python code in this process, stops the measurements started
+    without one). Returns the status line."""
     RUNS.cancel(request)
-    return render.status_html(STOPPED, "info")
+    return render.status_html(STOPPED_KEPT if measurement else STOPPED, "info")
 
 
 def release_session(request: gr.Request = None) -> None:
