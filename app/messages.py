@@ -146,7 +146,8 @@ def enter_commits_js(container: str) -> str:
     (:func:`tell_when_clamped`) and the run gets the clamped value, in every tab (measured in chromium:
     tests/test_slider_boxes_browser.py).
 
-    A slider's box left empty, or holding what is not a number (Chromium refuses letters in a number box, so "abc"
+    A slider's box (Gradio marks it ``data-testid="number-input"``; a gr.Number box has no such mark) left empty, or
+    holding what is not a number (Chromium refuses letters in a number box, so "abc"
     typed over "4" leaves it empty), is put back to the value it had before the edit, and its release says so
     (:func:`kept_js`, :func:`clamped`: "Draft length k was empty; kept 4."): Gradio's slider would read it as 0 and
     clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
@@ -167,7 +168,7 @@ def enter_commits_js(container: str) -> str:
     box.dispatchEvent(new FocusEvent('blur'));
   }}, true);
   const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number' && box.closest({flag})
-    && box.closest('.wrap') && box.closest('.wrap').querySelector('input[type=range]');
+    && box.dataset.testid === 'number-input';
   document.addEventListener('focusin', (ev) => {{
     if (sliderBox(ev.target)) ev.target.dataset.svKept = ev.target.value;
   }}, true);
