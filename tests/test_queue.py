@@ -273,7 +273,7 @@ def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_
     try:
         gen, running = _tab_run(tab, tiny_model_dir)
         for out in gen:
-            if running in "".join(map(str, out[:5])):  # the status: first (arena, why), second (classroom), fifth (live)
+            if running in "".join(map(str, out[:5])):  # the status: 1st (arena, why), 2nd (classroom), 5th (live)
                 break
         else:
             raise AssertionError(f"the {tab} run ended before its engine ran")

@@ -336,7 +336,7 @@ def _wire_helpers(ui: dict, d: dict) -> None:
         timer, tries = gr.Timer(DEFAULT_TOKENS_RETRY_S), gr.State(0)  # a page opened before the start-up's
         timer.tick(lambda shown, n: retry_default_tokens(spec, fallback, shown, n), inputs=[box, tries],
                    outputs=[box, timer, tries], show_progress="hidden", concurrency_limit=None,
-                   api_visibility="private", preprocess=False)  # measurement finished gets the derived default when it is known
+                   api_visibility="private", preprocess=False)  # measurement finished gets the derived default
 
 
 CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",
