@@ -94,9 +94,12 @@ def _bar(x, y, name, color, opacity=0.6, **extra) -> dict:
 
 
 def acceptance_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Acceptance rate per pass (bars) and running (line); bonus tokens excluded."""
+    """Acceptance rate per pass (bars) and running (line); bonus tokens excluded. With no token drafted yet (k =
+    auto took only plain steps, or the n-gram drafter found nothing to copy) the title says so, as the by-position
+    chart's does, instead of an empty axis with no word."""
     x = _pass_numbers(spec)
-    return Panel("Acceptance rate (accepted ÷ drafted)", [
+    none = not any(spec.pass_drafted)
+    return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", [
         _bar(x, spec.pass_acceptance, "acceptance per pass", COLORS["accepted"], 0.5),
         _line(x, running_acceptance(spec), "acceptance, running", COLORS["speculative"]),
     ], _axis("target pass"), _axis("acceptance", range=[0, 1.05]))

@@ -89,6 +89,23 @@ def emptied_slider_notice(name: str, low: float, high: float) -> tuple[float, st
     return used, f"{name} was empty; using {shown}."
 
 
+def kept_notice(kept, name: str, low: float, high: float, bad: bool = False) -> tuple[float, str] | None:
+    """What the page did with a slider's box left empty (``bad``: holding what is not a number): it put back the
+    value ``kept`` the box had before the edit (:func:`app.messages.enter_commits_js`). Returns (that value, within
+    [low, high], "Draft length k was empty; kept 4." or "Draft length k was not a number; kept 4."); None when
+    ``kept`` is not a number."""
+    try:
+        got = float(kept)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if got != got:
+        return None
+    used = min(max(got, low), high)
+    used = int(used) if float(used).is_integer() else used
+    shown = _bound(used, isinstance(used, int))
+    return used, f"{name} was {'not a number' if bad else 'empty'}; kept {shown}."
+
+
 def _or_default(value, default):
     """``default`` for an empty box (None or ""), else ``value``."""
     return default if value in (None, "") else value

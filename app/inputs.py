@@ -23,6 +23,7 @@ from app.input_fields import (EXIT_LAYER, FREQUENCY_PENALTY, MAX_LAYER, MAX_SEED
                               MAX_STOP_STRING_CHARS, MAX_STOP_STRINGS, MIN_P, NO_REPEAT_NGRAM_SIZE, PRESENCE_PENALTY,
                               REPETITION_PENALTY, SEED, TOP_K, InputError, NumberField, check_exit_layer, check_models,
                               clamp_notice, emptied_slider_notice, empty_notice, exit_layer_notice, fit_exit_layer,
+                              kept_notice,
                               fit_loaded_exit_layer,
                               number, number_notice, parse_exit_layer, parse_stop_strings, target_layers, text)
 from app.input_fields import _or_default

@@ -20,7 +20,7 @@ import gradio as gr
 
 from app import render
 from app.inputs import (EXIT_LAYER, NumberField, clamp_notice, emptied_slider_notice, empty_notice, exit_layer_notice,
-                        number_notice)
+                        kept_notice, number_notice)
 from specviz.core.events import NumericalError
 
 log = logging.getLogger("specviz.app")
@@ -62,11 +62,17 @@ def warn(message: str) -> None:
 def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
     payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
-    the slider set to it; the same for an emptied box, which the slider reads as 0 and clamps
-    (:func:`app.inputs.emptied_slider_notice`: "Draft length k was empty; using 1."); (skip, skip) for a value in
-    range."""
-    found = emptied_slider_notice(name, low, high) if value is None or value == "" else \
-        clamp_notice(value, name, low, high, hint)
+    the slider set to it; for a box left empty or with what is not a number, which the page put back to its earlier
+    value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad": false}``), the same with
+    :func:`app.inputs.kept_notice` ("Draft length k was empty; kept 4."); for an emptied box the page could not put
+    back (a slider without an elem_id), which the slider reads as 0 and clamps, :func:`app.inputs.emptied_slider_notice`
+    ("... was empty; using 1."); (skip, skip) for a value in range."""
+    if isinstance(value, dict):
+        found = kept_notice(value.get("kept"), name, low, high, bool(value.get("bad")))
+    elif value is None or value == "":
+        found = emptied_slider_notice(name, low, high)
+    else:
+        found = clamp_notice(value, name, low, high, hint)
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
@@ -85,7 +91,22 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     low, high = slider.minimum, slider.maximum
     slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
                    preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private",
-                   trigger_mode=RELEASE_TRIGGER_MODE)
+                   trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
+
+
+def kept_js(elem_id: str) -> str:
+    """The browser side of a slider's release (:func:`tell_when_clamped`) with elem_id ``elem_id``: when the page
+    has just put an emptied box or one holding what is not a number back to its earlier value
+    (:func:`enter_commits_js` marks the box), the value goes as ``{"kept": value, "bad": true|false}`` so that
+    :func:`clamped` says so; any other release goes unchanged."""
+    box = json.dumps(f"#{elem_id} input[type=number]")
+    return f"""(value) => {{
+  const box = document.querySelector({box});
+  const emptied = box && box.dataset.svEmptied;
+  if (!emptied) return [value];
+  delete box.dataset.svEmptied;
+  return [{{kept: value, bad: emptied === 'bad'}}];
+}}"""
 
 
 RELEASE_TRIGGER_MODE = "multiple"
@@ -125,6 +146,13 @@ def enter_commits_js(container: str) -> str:
     (:func:`tell_when_clamped`) and the run gets the clamped value, in every tab (measured in chromium:
     tests/test_slider_boxes_browser.py).
 
+    A slider's box (Gradio marks it ``data-testid="number-input"``; a gr.Number box has no such mark) left empty, or
+    holding what is not a number (Chromium refuses letters in a number box, so "abc"
+    typed over "4" leaves it empty), is put back to the value it had before the edit, and its release says so
+    (:func:`kept_js`, :func:`clamped`: "Draft length k was empty; kept 4."): Gradio's slider would read it as 0 and
+    clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
+    release, and a Generate pressed next, carry the kept value.
+
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
     one window) adds no second listener. Register it with ``Context.root_block.load(None, js=...)``."""
@@ -138,6 +166,24 @@ def enter_commits_js(container: str) -> str:
     if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
         || !box.closest({flag})) return;
     box.dispatchEvent(new FocusEvent('blur'));
+  }}, true);
+  const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number' && box.closest({flag})
+    && box.dataset.testid === 'number-input';
+  document.addEventListener('focusin', (ev) => {{
+    if (sliderBox(ev.target)) ev.target.dataset.svKept = ev.target.value;
+  }}, true);
+  document.addEventListener('blur', (ev) => {{
+    const box = ev.target;
+    if (!sliderBox(box)) return;
+    const kept = box.dataset.svKept;
+    if (box.value === '' && kept) {{
+      box.dataset.svEmptied = box.validity.badInput ? 'bad' : 'empty';
+      box.value = kept;
+      box.dispatchEvent(new Event('input', {{bubbles: true}}));
+    }} else if (box.value !== '') {{
+      const n = Math.min(Math.max(Number(box.value), Number(box.min)), Number(box.max));
+      box.dataset.svKept = String(n);
+    }}
   }}, true);
 }}"""
 

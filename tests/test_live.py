@@ -733,6 +733,18 @@ def test_the_acceptance_by_position_chart_says_so_when_nothing_was_drafted():
     assert all(list(t.get("x", [])) == [] for t in empty.traces)
 
 
+def test_the_acceptance_rate_chart_says_so_when_nothing_was_drafted():
+    """A new user's n-gram run found nothing to copy: the by-position chart said "(no token drafted)" and the
+    acceptance-rate chart beside it was blank with no word. It now says the same."""
+    none = _stats([_event(index=0, next_id=1, emitted=(1,)), _event(index=1, next_id=2, generated=2, t_end=20),
+                   _event(index=2, next_id=3, generated=3, t_end=30)])  # two passes, nothing drafted
+    panel = figures.acceptance_panel(none, _base_stats())
+    assert none.passes == 2 and list(none.pass_drafted) == [0, 0]
+    assert panel.title == "Acceptance rate (no token drafted)"
+    assert figures.acceptance_panel(_stats(_spec_events()), _base_stats()).title == \
+        "Acceptance rate (accepted ÷ drafted)"
+
+
 def test_the_last_message_of_a_finished_run_carries_the_whole_end_state(tiny_model_dir):
     """Seen in the browser: after Done the draft-tree panel showed "latest tree pass" again. The browser puts a
     component that the handler's last message skips back to an earlier message's value, so the last message of a
@@ -1075,7 +1087,8 @@ def test_enter_commits_every_slider_box_in_the_live_controls_column():
     app.messages.tell_when_clamped). tests/test_slider_boxes_browser.py presses Enter in the real page."""
     demo = build_demo(max_new_tokens=40)
     js = live.ENTER_COMMITS_JS
-    assert "new FocusEvent('blur')" in js and "input[type=range]" not in js  # slider boxes are not skipped
+    enter = js[js.index("addEventListener('keydown'"):js.index("const sliderBox")]  # the Enter listener alone
+    assert "new FocusEvent('blur')" in enter and "input[type=range]" not in enter  # slider boxes are not skipped
     components = {c["id"]: c for c in demo.config["components"]}
 
     def inside(node: dict) -> list[int]:
@@ -1091,3 +1104,94 @@ def test_enter_commits_every_slider_box_in_the_live_controls_column():
     assert {"draft-length", "max-new-tokens", "temperature", "top-p"} <= names and len(sliders) == 9
     released = {t for dep in demo.config["dependencies"] for t, event in dep["targets"] if event == "release"}
     assert sliders <= released
+
+
+def _slider_events(demo) -> list[tuple[str, str, list[str], bool]]:
+    """(tab elem_id, the triggering event, elem_ids of the sliders read, preprocess on) of every handler of ``demo``
+    that reads a slider (an event with no component of its own, a timer's tick, a page load, is named by its
+    event)."""
+    import gradio as gr
+
+    tab_of = {}
+    for tab in demo.blocks.values():
+        if isinstance(tab, gr.Tab):
+            stack = [tab]
+            while stack:
+                block = stack.pop()
+                tab_of[block._id] = tab.elem_id
+                stack.extend(getattr(block, "children", []))
+    found = []
+    for fn in demo.fns.values():
+        sliders = [b for b in fn.inputs if isinstance(b, gr.Slider)]
+        if not sliders or fn.fn is None:
+            continue
+        tab = tab_of.get(sliders[0]._id)
+        events = {f"{type(block).__name__.lower()}.{event}" if block is not None else event
+                  for block, event in [(demo.blocks.get(t) if t is not None else None, e) for t, e in fn.targets]}
+        found.append((tab, ",".join(sorted(events)) or "then", [b.elem_id for b in sliders], fn.preprocess))
+    return found
+
+
+def test_no_event_but_a_button_press_reads_a_slider_through_gradios_range_check():
+    """A new user typed 99999 into "Max new tokens" and got the app's sentence AND Gradio's raw red toast "Value 99999
+    is greater than maximum value 1024." with a traceback in the log: while the box is being typed in (before Enter
+    or leaving it) the slider holds the typed number, and a handler reading the slider then, with Gradio's
+    preprocessing on (gradio's Slider.preprocess refuses a value out of range), failed: the retry timer of the
+    derived max new tokens ticks every few seconds. In the Live, Arena and Batching tabs a slider is now read through
+    that check only by a button's click (pressing a button leaves the box first, and the slider clamps itself then);
+    every other reader takes the raw value (preprocess off) and checks it itself."""
+    demo = build_demo()  # max new tokens at its default: the page-load default and its retry timer are wired
+    events = _slider_events(demo)
+    assert any(event == "timer.tick" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
+    assert any(event == "load" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
+    checked = [(tab, event, ids) for tab, event, ids, pre in events
+               if pre and tab in ("tab-live", "tab-arena", "tab-batching")]
+    assert checked and all(event == "button.click" for _, event, _ in checked), checked
+    assert ("tab-live", "button.click", ["draft-length", "temperature", "top-p", "max-new-tokens", "tree-nodes",
+                                         "confidence", "lookahead-window", "lookahead-ngram",
+                                         "lookahead-candidates"]) in checked  # Generate's, the one Live has
+
+
+def test_a_sliders_box_left_empty_or_not_a_number_keeps_its_earlier_value_and_says_so():
+    """"abc" typed into k's box (Chromium refuses the letters, so the box is left empty) set k to 1 with "Draft length
+    k was empty; using 1.", losing k = 4: the page now puts the box back to its value before the edit
+    (app.messages.enter_commits_js) and its release sends {"kept": 4, "bad": ...} (app.messages.kept_js), which the
+    handler says (app.messages.clamped); tests/test_slider_boxes_browser.py types it in the real page."""
+    from app.messages import clamped, kept_js
+
+    update, status = clamped({"kept": 4, "bad": False}, "Draft length k", 1, 16)
+    assert update["value"] == 4 and inputs.kept_notice(4, "Draft length k", 1, 16)[1] in status
+    assert "Draft length k was empty; kept 4." in status and "status-info" in status
+    update, status = clamped({"kept": 0.7, "bad": True}, "Temperature", 0, 2)
+    assert update["value"] == 0.7 and "Temperature was not a number; kept 0.7." in status
+    update, status = clamped(None, "Draft length k", 1, 16)  # a slider the page could not put back: as before
+    assert update["value"] == 1 and "Draft length k was empty; using 1." in status
+    assert clamped(6, "Draft length k", 1, 16) == ({"__type__": "update"},) * 2  # in range: nothing changes
+    js = kept_js("draft-length")
+    assert '"#draft-length input[type=number]"' in js and "svEmptied" in js and "kept: value" in js
+    page = live.ENTER_COMMITS_JS
+    assert "addEventListener('focusin'" in page and "addEventListener('blur'" in page
+    assert "box.validity.badInput ? 'bad' : 'empty'" in page and "box.value = kept" in page
+    demo = build_demo(max_new_tokens=40)
+    released = {fn.targets[0][0]: fn.js for fn in demo.fns.values()
+                if fn.targets and fn.targets[0][1] == "release" and fn.js}
+    for name in ("k", "max_new_tokens", "temperature", "top_p"):
+        elem_id = {"k": "draft-length", "max_new_tokens": "max-new-tokens", "temperature": "temperature",
+                   "top_p": "top-p"}[name]
+        slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
+        assert released[slider._id] == kept_js(elem_id), elem_id
+
+
+def test_the_confidence_gate_in_a_runs_label_says_what_it_is():
+    """A new user read "k = 4 · gate 0.15" and could not tell what the gate was: the label says "confidence gate
+    0.15", and the history's k cell and the pane's subtitle explain it on hover (the drafter's --confidence P)."""
+    settings = inputs.parse_settings({**DEFAULTS, "prompt": "x", "drafter": "eagle", "confidence": 0.15})
+    label = live.k_label(settings)
+    assert label == "k = 4 · confidence gate 0.15", label
+    from app.records import RunSummary
+
+    row = RunSummary(drafter="EAGLE head", k=label)
+    table = render.history_html([row])
+    title = html.escape(render.history.CONFIDENCE_GATE_TITLE)
+    assert f'<span title="{title}">confidence gate 0.15</span>' in table
+    assert "its own probability of the guess so far drops below P" in render.history.CONFIDENCE_GATE_TITLE

@@ -25,6 +25,13 @@ def test_a_number_typed_outside_a_sliders_range_is_said_in_one_sentence():
     assert [inputs.clamp_notice(v, "x", 1, 64) for v in in_range_or_no_number] == [None] * 8
 
 
+def test_a_sliders_box_left_empty_or_not_a_number_says_the_earlier_value_it_kept():
+    assert inputs.kept_notice(4, "Draft length k", 1, 16) == (4, "Draft length k was empty; kept 4.")
+    assert inputs.kept_notice("0.7", "Temperature", 0, 2, bad=True) == (0.7, "Temperature was not a number; kept 0.7.")
+    assert inputs.kept_notice(99, "Draft length k", 1, 16) == (16, "Draft length k was empty; kept 16.")  # in range
+    assert [inputs.kept_notice(v, "x", 1, 64) for v in (None, "", "abc", float("nan"))] == [None] * 4
+
+
 def test_the_arenas_max_new_tokens_notice_names_the_end_a_run_uses():
     from app import arena as arena_tab
 

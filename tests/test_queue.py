@@ -254,6 +254,8 @@ def _tab_run(tab: str, model_dir) -> tuple:
     from app import arena, classroom, why
 
     target = str(model_dir)
+    if tab == "live":  # as the other tabs: a closed tab's handler ends the run (the device lock is released)
+        return live.generate(_args(model_dir, max_new_tokens=200), request=Request("closing-tab")), "Generating… pass"
     if tab == "classroom":
         return classroom.record("The quick brown fox", "ngram", 0, "", 4, 0.0, 0, 60, target), "Recording… pass"
     if tab == "arena":
@@ -262,7 +264,7 @@ def _tab_run(tab: str, model_dir) -> tuple:
     return why.measure(target, 0, 0.7, 0, 0, 0), "Measuring… batch"
 
 
-@pytest.mark.parametrize("tab", ["classroom", "arena", "why"])
+@pytest.mark.parametrize("tab", ["live", "classroom", "arena", "why"])
 def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_dir, tab, monkeypatch):
     import specviz.measure.grid
 
@@ -271,7 +273,7 @@ def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_
     try:
         gen, running = _tab_run(tab, tiny_model_dir)
         for out in gen:
-            if running in str(out[0]) + str(out[1]):  # the status: first (arena, why) or second (classroom)
+            if running in "".join(map(str, out[:5])):  # the status: 1st (arena, why), 2nd (classroom), 5th (live)
                 break
         else:
             raise AssertionError(f"the {tab} run ended before its engine ran")

@@ -22,15 +22,35 @@ from browser_support import page, requires_chromium  # noqa: E402,F401  (page: t
 pytestmark = requires_chromium
 
 
-def _type(page, elem_id: str, typed: str, key: str, status: str, said: str, used: str) -> None:
-    """Type ``typed`` into the slider ``elem_id``'s box, press ``key`` and wait for ``said`` in ``status`` and
-    ``used`` in the box."""
+RAW_RANGE_ERRORS = ("is greater than maximum", "is less than minimum")
+"""Gradio's own words when its range check (gradio's Slider.preprocess) refuses a slider's value: a red "Error"
+toast beside the app's sentence, and a traceback in the server's log. Never shown here."""
+
+
+def _no_raw_error(page) -> None:
+    """No element of the page holds Gradio's raw range error (:data:`RAW_RANGE_ERRORS`)."""
+    for words in RAW_RANGE_ERRORS:
+        assert page.get_by_text(words).count() == 0, words
+
+
+def _type(page, elem_id: str, typed: str, key: str, status: str, said: str, used: str, keys: bool = False) -> None:
+    """Type ``typed`` into the slider ``elem_id``'s box (``keys``: key by key over the selected old value, as a person
+    does, so that Chromium refuses the characters a number box does not take), press ``key``, wait for ``said`` in
+    ``status`` (when given) and ``used`` in the box, and check that Gradio's raw range error is not shown."""
+    page.wait_for_function("() => window.svEnterCommits && window.svEnterCommits.size > 0")  # the page-load script
     box = page.locator(f"#{elem_id} input[type=number]").first
-    box.fill(typed)
+    if keys:
+        box.click()
+        box.press("Control+a")
+        box.press_sequentially(typed)
+    else:
+        box.fill(typed)
     box.press(key)
-    page.wait_for_selector(f"#{status} >> text={said}", timeout=30_000)
+    if said:
+        page.wait_for_selector(f"#{status} >> text={said}", timeout=30_000)
     page.wait_for_function(f"() => document.querySelector('#{elem_id} input[type=number]').value === '{used}'",
                            timeout=30_000)
+    _no_raw_error(page)
 
 
 def test_enter_in_a_batching_sliders_box_says_the_value_used_at_once(page):
@@ -44,7 +64,8 @@ def test_enter_in_a_batching_sliders_box_says_the_value_used_at_once(page):
 
 
 def test_an_emptied_or_zero_draft_length_in_the_live_tab_is_said(page):
-    _type(page, "draft-length", "", "Tab", "status", "Draft length k was empty; using 1.", "1")
+    k = page.locator("#draft-length input[type=number]").first.input_value()  # the default, kept
+    _type(page, "draft-length", "", "Tab", "status", f"Draft length k was empty; kept {k}.", k)
     _type(page, "draft-length", "0", "Tab", "status", "Draft length k is at least 1 here; using 1.", "1")
 
 
@@ -83,5 +104,28 @@ def test_enter_in_a_live_sliders_box_commits_it_and_says_a_value_out_of_range(pa
 def test_enter_in_the_live_draft_length_box_says_too_large_zero_and_empty(page):
     _type(page, "draft-length", "99", "Enter", "status", "Draft length k is at most 16 here; using 16.", "16")
     _type(page, "draft-length", "0", "Enter", "status", "Draft length k is at least 1 here; using 1.", "1")
-    _type(page, "draft-length", "", "Enter", "status", "Draft length k was empty; using 1.", "1")
+    _type(page, "draft-length", "", "Enter", "status", "Draft length k was empty; kept 1.", "1")
     assert _sent_by_generate(page)["k"] == 1
+
+
+def test_letters_or_a_bad_number_in_a_sliders_box_keep_its_earlier_value(page):
+    """A new user typed "abc" over k = 4 and pressed Enter: Chromium refuses the letters (the box is left empty) and k
+    became 1 with "was empty; using 1.". The earlier value is now kept and said, and the run gets it."""
+    _type(page, "draft-length", "4", "Enter", "status", "", "4")
+    _type(page, "draft-length", "abc", "Enter", "status", "Draft length k was empty; kept 4.", "4", keys=True)
+    _type(page, "draft-length", "7", "Enter", "status", "", "7")
+    _type(page, "draft-length", "4e", "Enter", "status", "Draft length k was not a number; kept 7.", "7", keys=True)
+    assert _sent_by_generate(page)["k"] == 7
+
+
+def test_out_of_range_numbers_in_live_sliders_say_only_the_apps_sentence(page):
+    """Max new tokens 99999 showed the app's sentence and Gradio's raw "Value 99999 is greater than maximum value"
+    toast at once; temperature -3 was left in its box without a word. Each now gets the app's one sentence, the value
+    used in the box, and no raw error, also after a wait (the page's timers read the sliders too)."""
+    cap = page.locator("#max-new-tokens input[type=number]").first.get_attribute("max")
+    _type(page, "max-new-tokens", "99999", "Enter", "status", f"Max new tokens is at most {cap} here", cap)
+    page.get_by_text("Sampling and stopping").click()
+    _type(page, "temperature", "-3", "Enter", "status", "Temperature is at least 0 here; using 0.", "0")
+    page.locator("#max-new-tokens input[type=number]").first.fill("99999")  # typed, not yet committed
+    page.wait_for_timeout(1500)
+    _no_raw_error(page)

@@ -272,7 +272,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
                                                         "lookup", "k", "adaptive_k", "window", "ngram",
                                                         "candidates")],
-                         queue=False, api_visibility="private")
+                         queue=False, preprocess=False, api_visibility="private")  # ngram read raw (lookahead_k)
     _wire_helpers(ui, d or DEFAULTS)
 
 
@@ -327,13 +327,16 @@ def _wire_helpers(ui: dict, d: dict) -> None:
                             queue=False, api_visibility="private")
     if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
         spec, fallback, box = d["target"], d["max_new_tokens"], ui["max_new_tokens"]
+        # preprocess off for both (the raw number the slider holds): while a visitor types into its box, before
+        # Enter or leaving it, the slider holds the typed number, and Gradio's range check (Slider.preprocess)
+        # refused a tick reading 99999 with a raw "Value 99999 is greater than maximum value" toast and a traceback
         Context.root_block.load(lambda shown: page_default_tokens(spec, fallback, shown), inputs=[box],
                                 outputs=[box], show_progress="hidden", concurrency_limit=None,
-                                api_visibility="private")
+                                api_visibility="private", preprocess=False)
         timer, tries = gr.Timer(DEFAULT_TOKENS_RETRY_S), gr.State(0)  # a page opened before the start-up's
         timer.tick(lambda shown, n: retry_default_tokens(spec, fallback, shown, n), inputs=[box, tries],
                    outputs=[box, timer, tries], show_progress="hidden", concurrency_limit=None,
-                   api_visibility="private")  # measurement finished gets the derived default when it is known
+                   api_visibility="private", preprocess=False)  # measurement finished gets the derived default
 
 
 CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",

@@ -16,6 +16,7 @@ from app.figures import dashboard_figure
 from app.inputs import HEAD_DRAFTERS, Settings
 from app.lookahead_view import LookaheadView
 from app.records import RunSummary
+from app.render.history import CONFIDENCE_GATE, CONFIDENCE_GATE_TITLE
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.runtime.compiled import COMPILING_NOTE
@@ -154,6 +155,9 @@ class RunView:
         figures = [_rate_figure(s), (PASSES, s.passes, "{}"), ("accepted", s.acceptance_rate, "{:.0%}", accepted)]
         name, subtitle = pane_title(self.drafter_name, self.settings)
         header = render.pane_header(f"Speculative · {name}", subtitle, figures)
+        if CONFIDENCE_GATE in subtitle:  # the gate explains itself on hover, as in the history's k cell
+            header = header.replace('<span class="pane-sub">',
+                                    f'<span class="pane-sub" title="{html.escape(CONFIDENCE_GATE_TITLE)}">', 1)
         return render.pane_html(header, self.spec.html(), done=self.spec.finished)
 
     def base_html(self) -> str:
@@ -390,7 +394,8 @@ def _rate_figure(stats: RunStats) -> tuple:
 
 def k_label(settings: Settings) -> str:
     """How the run drafts, for the pane header and the history: "k = 4 (adaptive) · tree of 10 nodes, depth ≤ k ·
-    gate 0.15 · lookup first" ("" for standard decoding)."""
+    confidence gate 0.15 · lookup first" ("" for standard decoding; the history explains the gate on hover,
+    :data:`app.render.history.CONFIDENCE_GATE_TITLE`)."""
     if settings.drafter == "none":
         return ""
     label = {"fixed": f"k = {settings.k}", "heuristic": f"k = {settings.k} (adaptive)",
@@ -400,7 +405,7 @@ def k_label(settings: Settings) -> str:
     elif settings.tree_nodes:
         label += " · chain (trees are greedy-only)"
     if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
-        label += f" · gate {settings.min_confidence:g}"
+        label += f" · {CONFIDENCE_GATE} {settings.min_confidence:g}"
     if settings.lookup:
         label += " · lookup first"
     if settings.drafter == "lookahead":  # k is the candidates' length, N-1; k = auto only gates whole passes

@@ -73,13 +73,23 @@ def history_k(k: str) -> str:
     return f"k = {match.group(1)} or step (auto)" if match.group(2) else f"k = {match.group(1)} (N−1)"
 
 
+CONFIDENCE_GATE = "confidence gate"
+"""The k label's name for a head drafter's gate (:func:`app.live.view.k_label`: "confidence gate 0.15")."""
+CONFIDENCE_GATE_TITLE = ("Confidence gate P: the head stops drafting where its own probability of the guess so far "
+                         "drops below P (a lower P drafts longer and risks more rejected tokens)")
+"""The hover title of the k cell's "confidence gate 0.15" part (the drafter's ``--confidence P``, README)."""
+
+
 def _history_k_cell(k: str) -> str:
     """The history's k cell (HTML) for the label ``k``: on one line ("k = 2 or step (auto)"); in a label of several
-    parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · gate 0.15") only the first, k itself, stays on one
-    line, and the rest wraps as text does (a tree run's label would otherwise widen the table past its panel)."""
+    parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · confidence gate 0.15") only the first, k itself, stays
+    on one line, and the rest wraps as text does (a tree run's label would otherwise widen the table past its panel);
+    the confidence gate's part explains itself on hover (:data:`CONFIDENCE_GATE_TITLE`)."""
     first, *rest = [html.escape(part) for part in k.split(" · ")]
     if not rest:
         return f'<td class="hist-k" style="white-space: nowrap">{first}</td>'
+    rest = [f'<span title="{html.escape(CONFIDENCE_GATE_TITLE)}">{part}</span>' if part.startswith(CONFIDENCE_GATE)
+            else part for part in rest]
     return f'<td class="hist-k"><span style="white-space: nowrap">{first}</span> · {" · ".join(rest)}</td>'
 
 
