@@ -19,7 +19,7 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
-from app.costs import (known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
+from app.costs import (NOW, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
                             settled_after_prefill, tuned_costs)
 from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only)
@@ -67,7 +67,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
         return
     job = device.start(RUNS, request, WHAT)
     try:
-        plan = plan_text(settings, known_costs(costs_key(settings)))
+        plan = plan_text(settings, known_costs(costs_key(settings)), load=NOW)
 
         def waiting(place) -> tuple:
             return status_only(planned_status(settings, plan, place.ahead, place.holder))
@@ -101,7 +101,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     view.clicked, view.obtained = clicked, obtained
     note = long_prompt_note(settings, costs, len(prompt_ids))
     _warn_long_prompt(view, note)
-    reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids)))
+    reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids), load=NOW))
     waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
     yield Frame(waiting, waiting, status=reading(), cut=view.cut).values()
     view.cpu = CpuShare()
