@@ -111,9 +111,9 @@ def narrow_layout(marks: list[tuple[str, float, str, str]], top: float) -> dict:
     container_y = lambda px: 1 - px / NARROW_HEIGHT_PX  # noqa: E731 - px from the figure's top, as Plotly's 0..1
     return {"height": NARROW_HEIGHT_PX, "annotations": notes,
             "margin": {"t": NARROW_TOP_PX},
-            "title": {"yref": "container", "y": container_y(12), "yanchor": "top"},
+            "title": {"yref": "container", "y": container_y(20), "yanchor": "top"},
             "xaxis": {"tickangle": -90, "tickfont": {"size": 11}},
-            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": container_y(52),
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": container_y(64),
                        "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
 
 
