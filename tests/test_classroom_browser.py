@@ -659,3 +659,50 @@ def test_share_box_follows_when_another_walkthrough_opens(browser, app_url, widt
     page.locator("#classroom-share").scroll_into_view_if_needed()
     page.screenshot(path=f"/tmp/classroom-share-{width}.png")
     page.context.close()
+
+
+def test_the_rejection_chart_has_a_narrow_layout_with_upright_labels_and_wrapped_marks():
+    """At 400 px the trial saw ten token labels at -30° overlap and "✗ drafted (rejected)" lie across the bars: the
+    figure carries a narrow layout (drawn by assets/head.html below its STACK_BELOW_PX) whose labels stand at -90°
+    and whose marks, wrapped at their spaces, stand above the plot (their tails above the axis' top)."""
+    from app.figures import visible_lines
+
+    stepper = Stepper(_recording())
+    stepper.goto(Step(1, "emit"))
+    figure = classroom.rejection_chart(stepper)
+    narrow = figure.layout.meta["sv_narrow"]
+    assert narrow["xaxis"] == {"tickangle": -90, "tickfont": {"size": 11}}
+    assert figure.layout.xaxis.tickangle in (0, -30)  # the wide figure keeps its own labels
+    notes = narrow["annotations"]
+    assert [visible_lines(n["text"]) for n in notes] == [["✗ drafted", "(rejected)"], ["★ recovered"]]
+    top = figure.layout.yaxis.range[1]
+    assert all(n["ayref"] == "y" and n["ay"] > top for n in notes)
+    assert notes[1]["ay"] > notes[0]["ay"]  # the second mark stands above the first, never on it
+    assert narrow["margin"] == {"t": classroom.figures.NARROW_TOP_PX} and narrow["height"] > figure.layout.height
+    stepper.goto(Step(1, "decide"))  # before the recovered token is drawn: the rejected guess's mark only
+    assert len(classroom.rejection_chart(stepper).layout.meta["sv_narrow"]["annotations"]) == 1
+
+
+def test_the_phone_stylesheet_puts_results_under_generate_and_keeps_slider_ends():
+    """The 400 px trial: the Live status and panes began 1,200 px under Generate (now right under it on one column,
+    the wide layout untouched), sliders showed no least / greatest value (Gradio hides them at 480 px), and the
+    share box's hidden label read "Textbox"."""
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parent.parent / "assets" / "style.css").read_text(encoding="utf-8")
+    narrow = css[css.index("@media (max-width: 899px)"):]
+    narrow = narrow[:narrow.index("\n}\n")]
+    assert '#live-main { grid-template-areas: "top" "results" "side" "side2"; }' in narrow
+    assert 'grid-template-areas: "top results" "side2 results" "side results";' in css  # the wide layout
+    assert "#run-progress { display: none !important; }" in css
+    assert ".slider_input_container > .min_value, .slider_input_container > .max_value { display: block !important; }" \
+        in css
+    import gradio as gr
+
+    from app.classroom import layout
+    from app.classroom.walkthroughs import DEFAULTS
+
+    ui: dict = {}
+    with gr.Blocks():
+        layout._settings_controls(ui, {**DEFAULTS, "target": "embedded"})
+    assert ui["share"].label == "Link to these settings" and ui["share"].show_label is False

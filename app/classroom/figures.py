@@ -11,7 +11,7 @@ from typing import Mapping
 import plotly.graph_objects as go
 
 from app.classroom.whatif_view import range_words
-from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, position_ticks, wrap_words
 from specviz.analysis.stepper import Distributions, Recording, Stepper, display_text
 from specviz.analysis.whatif import WhatIf
 
@@ -60,8 +60,7 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
         traces.append({"type": "bar", "x": x, "y": [dist.residual[i] for i in keep],
                        "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
     heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
-    notes = []
-    marks = [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"])]
+    notes, marks = [], [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"])]
     if reveal:
         marks.append((dist.chosen_id, "★ recovered", COLORS["recovered"]))
     for token, text, color in marks:
@@ -82,7 +81,40 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
               # inside the plot's top right, above the small bars (the most probable tokens come first)
               "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
                          "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
+    layout["meta"] = {"sv_narrow": narrow_layout([(x[ids.index(t)], heights[ids.index(t)], text, color)
+                                                  for t, text, color in marks], top)}
     return go.Figure({"data": traces, "layout": layout})
+
+
+NARROW_HEIGHT_PX = 490  # the rejection chart's height where it is drawn narrow (a phone)
+NARROW_TOP_PX = 190  # its top margin there: the title, the legend under it (up to three rows), then the marks
+NARROW_PLOT_PX = 190  # about the plot's height there (under the upright token labels)
+NARROW_MARK_CHARS = 11  # the longest line of a mark there ("★ recovered"; "✗ drafted" / "(rejected)")
+NARROW_MARK_PX = (20, 52)  # the marks' centres above the plot's top edge: the first (the rejected guess), the second
+
+
+def narrow_layout(marks: list[tuple[str, float, str, str]], top: float) -> dict:
+    """The parts of the rejection chart's layout that replace the wide ones where the chart is drawn narrower than
+    assets/head.html's STACK_BELOW_PX (a 400 px phone: a plot about 240 px wide). There ten token labels at -30°
+    overlapped and a mark's one-line words ("✗ drafted (rejected)", 150 px) lay across the neighbouring bars, so:
+    the token labels stand upright-turned (-90°) in smaller type, the legend sits in a row under the title, and
+    each mark (``marks``: (x label, bar height, words, colour), the rejected guess first) is wrapped at its spaces
+    (:func:`app.figures.wrap_words`) and stands above the plot, its arrow down to its bar. ``top`` is the
+    probability axis' top. A dict of layout keys; a dict value is merged into the wide layout's own key."""
+    per_px = top / NARROW_PLOT_PX
+    notes = []
+    for (x, height, text, color), lift in zip(marks, NARROW_MARK_PX):
+        lines = wrap_words(text, NARROW_MARK_CHARS).split("<br>")
+        notes.append({"x": x, "y": height, "text": "<br>".join(f"<b>{line}</b>" for line in lines),
+                      "showarrow": True, "arrowhead": 2, "ax": 0, "ayref": "y", "ay": top + lift * per_px,
+                      "font": {"color": color, "size": 12}, "arrowcolor": color})
+    container_y = lambda px: 1 - px / NARROW_HEIGHT_PX  # noqa: E731 - px from the figure's top, as Plotly's 0..1
+    return {"height": NARROW_HEIGHT_PX, "annotations": notes,
+            "margin": {"t": NARROW_TOP_PX},
+            "title": {"yref": "container", "y": container_y(20), "yanchor": "top"},
+            "xaxis": {"tickangle": -90, "tickfont": {"size": 11}},
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": container_y(64),
+                       "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
 
 
 _CHARTS: OrderedDict[tuple[int, int], tuple[Recording, go.Figure]] = OrderedDict()

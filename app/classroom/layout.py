@@ -121,8 +121,11 @@ def _settings_controls(ui: dict, first: dict) -> None:
                                          info="target and draft alike: the p and q shown are the penalized ones")
     ui["record"] = gr.Button("Record run", variant="primary", elem_id="classroom-record")
     ui["share_btn"] = gr.Button("Share link to these settings", size="sm", elem_id="classroom-share-btn")
-    ui["share"] = gr.Textbox("", show_label=False, placeholder="a link with this prompt and settings",
-                             buttons=["copy"], lines=1, max_lines=3, elem_id="classroom-share")
+    # the label is read by screen readers only (Gradio's default name, "Textbox", was read out and shown in the
+    # page's text); the placeholder and the button above say what the box holds
+    ui["share"] = gr.Textbox("", label="Link to these settings", show_label=False,
+                             placeholder="a link with this prompt and settings", buttons=["copy"], lines=1,
+                             max_lines=3, elem_id="classroom-share")
 
 
 def _whatif_controls(ui: dict) -> None:
