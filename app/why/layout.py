@@ -144,10 +144,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                   outputs=[status, chart, summary, weights_chart, measurement, c, batch, whatif_chart],
                                   api_name="why_measure", show_progress="full", show_progress_on=[status],
                                   concurrency_limit=4, concurrency_id="arena")
-    # Stop: flag the session's measurement (it starts no other forward) and close its handler, which releases the
-    # device; the chart and the c of an earlier measurement stay, and the status says whether there is one
-    stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False,
-                   api_name="why_stop")
+    # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one)
+    stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
     _wire_whatif([alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept], whatif_chart, status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
