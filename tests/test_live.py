@@ -1,4 +1,5 @@
-"""The app without a browser: token HTML, figures, input checks, and the generate handler on tiny models."""
+"""The app without a browser: token HTML, figures and the generate handler on tiny models (input checks:
+test_live_inputs.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import plotly.graph_objects as go  # noqa: E402
 import pytest  # noqa: E402
 
-from app import DEFAULTS, build_demo, device, figures, inputs, live, load_examples, render  # noqa: E402
+from app import DEFAULTS, build_demo, device, figures, inputs, live, render  # noqa: E402
 from drain_support import is_update, last_output, last_values  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
@@ -371,76 +372,12 @@ def test_a_run_without_a_drafter_draws_only_the_charts_standard_decoding_fills()
     assert not any("ccept" in t or "k per pass" in t or "raft length" in t for t in titles)
 
 
-# ------------------------------------------------------------------------------------------ inputs
+# ------------------------------------------------------------------------------------------ the handler
+# (the input checks are in test_live_inputs.py)
 
 GOOD = dict(prompt="hi", target="embedded", drafter="ngram", draft_model="", exit_layer=0, k=4, adaptive_k=False,
             temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=20, stop_strings="", chat_template=True,
             tree_nodes=0)
-
-
-@pytest.mark.parametrize("change, words", [
-    ({"prompt": "   "}, "prompt is empty"),
-    ({"k": 17}, "Draft length k must be between 1 and 16"),
-    ({"k": 0}, "Draft length k"),
-    ({"max_new_tokens": 0}, "Max new tokens"),
-    ({"max_new_tokens": 5000}, "Max new tokens"),
-    ({"temperature": -1}, "Temperature"),
-    ({"top_p": 0}, "Top-p"),
-    ({"top_k": 2.5}, "whole number"),
-    ({"seed": "abc"}, "Seed must be a number"),
-    ({"drafter": "model"}, "needs a draft model"),
-    ({"drafter": "magic"}, "Unknown drafter"),
-])
-def test_bad_inputs_have_clear_messages(change, words):
-    with pytest.raises(inputs.InputError, match=words):
-        inputs.parse_settings({**GOOD, **change})
-
-
-def test_settings_and_stop_strings():
-    s = inputs.parse_settings({**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
-                                 "temperature": 0.7, "top_k": 40})
-    assert s.stop_strings == ("END", "\n\n", "STOP") and s.target == "embedded"
-    config = s.config()
-    assert config.sampling.temperature == 0.7 and config.sampling.top_k == 40 and config.k == 4
-    assert inputs.parse_stop_strings("") == ()
-
-
-def test_examples_cover_the_suite_and_our_own():
-    rows = load_examples()
-    cats = {r["category"] for r in rows}
-    assert {"chat", "translation", "summarization", "qa", "math", "rag", "code-edit", "repeated-text"} <= cats
-    assert all(r["prompt"].strip() for r in rows)
-
-
-def test_build_demo_has_the_stable_elem_ids():
-    demo = build_demo(max_new_tokens=40)
-    ids = {c.get("props", {}).get("elem_id") for c in demo.config["components"]}
-    for elem_id in ("prompt", "generate", "stop", "target", "drafter", "draft-length", "max-new-tokens",
-                    "temperature", "seed", "spec-output", "baseline-output", "charts", "stats", "top-p", "top-k",
-                    "stop-strings", "k-schedule", "draft-model", "exit-layer"):
-        assert elem_id in ids, elem_id
-    with pytest.raises(TypeError):
-        build_demo(colour="red")
-
-
-def test_enter_commits_the_live_tabs_number_boxes_and_only_theirs():
-    """Gradio's slider box commits a typed number on blur only: the Live tab registers, on page load, a script that
-    turns Enter in a number box of its controls column (#controls: k, max new tokens, temperature, ... and the
-    number boxes) into that blur, and leaves the other tabs' boxes alone (one page-wide listener doubled the "Why it
-    works" tab's messages). The browser test in test_layout_phone_browser.py presses Enter in the real page."""
-    from app.messages import enter_commits_js
-
-    demo = build_demo(max_new_tokens=40)
-    loaded = [fn.js for fn in demo.fns.values() if fn.js and "svEnterCommits" in fn.js]
-    assert live.ENTER_COMMITS_JS in loaded and live.ENTER_COMMITS_JS == enter_commits_js("#controls")
-    assert "box.closest(\"#controls\")" in live.ENTER_COMMITS_JS and "new FocusEvent('blur')" in live.ENTER_COMMITS_JS
-    assert "document.addEventListener('keydown'" in live.ENTER_COMMITS_JS
-    ids = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
-    assert ids["controls"]["type"] == "column"  # the scope exists, and is the Live tab's controls column
-    assert enter_commits_js("#arena-controls") != live.ENTER_COMMITS_JS  # a scope of its own per tab
-
-
-# ------------------------------------------------------------------------------------------ the handler
 
 
 def _args(**change):
@@ -1078,120 +1015,3 @@ def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title
     assert control_label("hello") is None and control_label("<b>") is None
     plain = render.token_html(Token("accepted", 3, 17, "hello", "accepted"))
     assert "tok-chip" not in plain and "raw token" not in plain and ">hello<" in plain
-
-
-def test_enter_commits_every_slider_box_in_the_live_controls_column():
-    """A new user typed k = 6 in its box, pressed Enter and reported the run used the old k: the Live tab's Enter
-    script (the one the Batching and Arena tabs register, app.messages.enter_commits_js) no longer
-    skips slider boxes, and every slider of the controls column says a number typed out of range (a release listener,
-    app.messages.tell_when_clamped). tests/test_slider_boxes_browser.py presses Enter in the real page."""
-    demo = build_demo(max_new_tokens=40)
-    js = live.ENTER_COMMITS_JS
-    enter = js[js.index("addEventListener('keydown'"):js.index("const sliderBox")]  # the Enter listener alone
-    assert "new FocusEvent('blur')" in enter and "input[type=range]" not in enter  # slider boxes are not skipped
-    components = {c["id"]: c for c in demo.config["components"]}
-
-    def inside(node: dict) -> list[int]:
-        return [node["id"]] + [i for child in node.get("children", []) for i in inside(child)]
-
-    def find(node: dict, elem_id: str) -> dict | None:
-        if components.get(node["id"], {}).get("props", {}).get("elem_id") == elem_id:
-            return node
-        return next((n for c in node.get("children", []) if (n := find(c, elem_id))), None)
-
-    sliders = {i for i in inside(find(demo.config["layout"], "controls")) if components[i]["type"] == "slider"}
-    names = {components[i]["props"]["elem_id"] for i in sliders}
-    assert {"draft-length", "max-new-tokens", "temperature", "top-p"} <= names and len(sliders) == 9
-    released = {t for dep in demo.config["dependencies"] for t, event in dep["targets"] if event == "release"}
-    assert sliders <= released
-
-
-def _slider_events(demo) -> list[tuple[str, str, list[str], bool]]:
-    """(tab elem_id, the triggering event, elem_ids of the sliders read, preprocess on) of every handler of ``demo``
-    that reads a slider (an event with no component of its own, a timer's tick, a page load, is named by its
-    event)."""
-    import gradio as gr
-
-    tab_of = {}
-    for tab in demo.blocks.values():
-        if isinstance(tab, gr.Tab):
-            stack = [tab]
-            while stack:
-                block = stack.pop()
-                tab_of[block._id] = tab.elem_id
-                stack.extend(getattr(block, "children", []))
-    found = []
-    for fn in demo.fns.values():
-        sliders = [b for b in fn.inputs if isinstance(b, gr.Slider)]
-        if not sliders or fn.fn is None:
-            continue
-        tab = tab_of.get(sliders[0]._id)
-        events = {f"{type(block).__name__.lower()}.{event}" if block is not None else event
-                  for block, event in [(demo.blocks.get(t) if t is not None else None, e) for t, e in fn.targets]}
-        found.append((tab, ",".join(sorted(events)) or "then", [b.elem_id for b in sliders], fn.preprocess))
-    return found
-
-
-def test_no_event_but_a_button_press_reads_a_slider_through_gradios_range_check():
-    """A new user typed 99999 into "Max new tokens" and got the app's sentence AND Gradio's raw red toast "Value 99999
-    is greater than maximum value 1024." with a traceback in the log: while the box is being typed in (before Enter
-    or leaving it) the slider holds the typed number, and a handler reading the slider then, with Gradio's
-    preprocessing on (gradio's Slider.preprocess refuses a value out of range), failed: the retry timer of the
-    derived max new tokens ticks every few seconds. In the Live, Arena and Batching tabs a slider is now read through
-    that check only by a button's click (pressing a button leaves the box first, and the slider clamps itself then);
-    every other reader takes the raw value (preprocess off) and checks it itself."""
-    demo = build_demo()  # max new tokens at its default: the page-load default and its retry timer are wired
-    events = _slider_events(demo)
-    assert any(event == "timer.tick" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
-    assert any(event == "load" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
-    checked = [(tab, event, ids) for tab, event, ids, pre in events
-               if pre and tab in ("tab-live", "tab-arena", "tab-batching")]
-    assert checked and all(event == "button.click" for _, event, _ in checked), checked
-    assert ("tab-live", "button.click", ["draft-length", "temperature", "top-p", "max-new-tokens", "tree-nodes",
-                                         "confidence", "lookahead-window", "lookahead-ngram",
-                                         "lookahead-candidates"]) in checked  # Generate's, the one Live has
-
-
-def test_a_sliders_box_left_empty_or_not_a_number_keeps_its_earlier_value_and_says_so():
-    """"abc" typed into k's box (Chromium refuses the letters, so the box is left empty) set k to 1 with "Draft length
-    k was empty; using 1.", losing k = 4: the page now puts the box back to its value before the edit
-    (app.messages.enter_commits_js) and its release sends {"kept": 4, "bad": ...} (app.messages.kept_js), which the
-    handler says (app.messages.clamped); tests/test_slider_boxes_browser.py types it in the real page."""
-    from app.messages import clamped, kept_js
-
-    update, status = clamped({"kept": 4, "bad": False}, "Draft length k", 1, 16)
-    assert update["value"] == 4 and inputs.kept_notice(4, "Draft length k", 1, 16)[1] in status
-    assert "Draft length k was empty; kept 4." in status and "status-info" in status
-    update, status = clamped({"kept": 0.7, "bad": True}, "Temperature", 0, 2)
-    assert update["value"] == 0.7 and "Temperature was not a number; kept 0.7." in status
-    update, status = clamped(None, "Draft length k", 1, 16)  # a slider the page could not put back: as before
-    assert update["value"] == 1 and "Draft length k was empty; using 1." in status
-    assert clamped(6, "Draft length k", 1, 16) == ({"__type__": "update"},) * 2  # in range: nothing changes
-    js = kept_js("draft-length")
-    assert '"#draft-length input[type=number]"' in js and "svEmptied" in js and "kept: value" in js
-    page = live.ENTER_COMMITS_JS
-    assert "addEventListener('focusin'" in page and "addEventListener('blur'" in page
-    assert "box.validity.badInput ? 'bad' : 'empty'" in page and "box.value = kept" in page
-    demo = build_demo(max_new_tokens=40)
-    released = {fn.targets[0][0]: fn.js for fn in demo.fns.values()
-                if fn.targets and fn.targets[0][1] == "release" and fn.js}
-    for name in ("k", "max_new_tokens", "temperature", "top_p"):
-        elem_id = {"k": "draft-length", "max_new_tokens": "max-new-tokens", "temperature": "temperature",
-                   "top_p": "top-p"}[name]
-        slider = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id)
-        assert released[slider._id] == kept_js(elem_id), elem_id
-
-
-def test_the_confidence_gate_in_a_runs_label_says_what_it_is():
-    """A new user read "k = 4 · gate 0.15" and could not tell what the gate was: the label says "confidence gate
-    0.15", and the history's k cell and the pane's subtitle explain it on hover (the drafter's --confidence P)."""
-    settings = inputs.parse_settings({**DEFAULTS, "prompt": "x", "drafter": "eagle", "confidence": 0.15})
-    label = live.k_label(settings)
-    assert label == "k = 4 · confidence gate 0.15", label
-    from app.records import RunSummary
-
-    row = RunSummary(drafter="EAGLE head", k=label)
-    table = render.history_html([row])
-    title = html.escape(render.history.CONFIDENCE_GATE_TITLE)
-    assert f'<span title="{title}">confidence gate 0.15</span>' in table
-    assert "its own probability of the guess so far drops below P" in render.history.CONFIDENCE_GATE_TITLE
