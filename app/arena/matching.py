@@ -4,8 +4,8 @@ one plain sentence comparing them (:func:`sentence`).
 
 The early exit drafts with the target's own first layers, untrained: a large draft whose distribution is far from
 the target's. The distilled draft model is two layers trained on the target's outputs: a small draft taught to
-follow it (the shipped one, trained on little data, is better matched than the early exit but still mostly
-rejected). The sentence reads every figure from the pooled rows the tables show (``acceptance_rate`` with its 95%
+follow it (the shipped one, trained on about 400 k positions, is better matched than the early exit but still
+mostly rejected). The sentence reads every figure from the pooled rows the tables show (``acceptance_rate`` with its 95%
 interval over the row's passes, or the Wilson interval of its counts for a row without per-pass counts,
 :func:`app.arena.tables.share_interval`; ``tokens_per_pass``; and the decoding speedup
 read by :func:`app.arena.tables.speedup_cell` and :func:`app.arena.verdicts.speedup_reading`, the rule every tab
