@@ -1015,3 +1015,15 @@ def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title
     assert control_label("hello") is None and control_label("<b>") is None
     plain = render.token_html(Token("accepted", 3, 17, "hello", "accepted"))
     assert "tok-chip" not in plain and "raw token" not in plain and ">hello<" in plain
+
+
+def test_the_reading_status_calls_a_prompt_long_only_when_it_is():
+    """A trial saw every run's status say "a long prompt takes a while on a CPU", a 113-token one's too: the clause
+    comes from LONG_PROMPT_TOKENS (512) on."""
+    from app.costs import LONG_PROMPT_TOKENS
+    from app.live.run import _reading_status
+
+    view = live.RunView(inputs.parse_settings(_args()), "x", "ngram", None, None)
+    short, long = _reading_status(view, 113)(), _reading_status(view, LONG_PROMPT_TOKENS)()
+    assert "its 113 tokens (the prefill)…" in short and "long prompt" not in short
+    assert "its 512 tokens (the prefill; a long prompt takes a while on a CPU)…" in long and "the target reads" in long

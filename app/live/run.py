@@ -19,8 +19,8 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
-from app.costs import (NOW, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
-                            settled_after_prefill, tuned_costs)
+from app.costs import (LONG_PROMPT_TOKENS, NOW, known_costs, learn_costs, long_prompt_note, plan_text,
+                       settle_prefill_note, settled_after_prefill, tuned_costs)
 from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only)
 from app.live.view import RunView, head_accuracy
@@ -237,11 +237,11 @@ def _reading_status(view: RunView, prompt_tokens: int, plan: str = ""):
     runs = "both runs read" if view.spec is not None else "the target reads"
     since = time.monotonic()
     whole = f" · the whole run: {plan}" if plan else ""
+    why = "; a long prompt takes a while on a CPU" if prompt_tokens >= LONG_PROMPT_TOKENS else ""
 
     def status() -> str:
-        return render.status_html(
-            f"Reading the prompt: {runs} its {prompt_tokens:,} tokens (the prefill; a long prompt takes a while "
-            f"on a CPU)… ({time.monotonic() - since:.0f} s){whole}", "busy", notes=view.notes)
+        return render.status_html(f"Reading the prompt: {runs} its {prompt_tokens:,} tokens (the prefill{why})… "
+                                  f"({time.monotonic() - since:.0f} s){whole}", "busy", notes=view.notes)
 
     return status
 
