@@ -55,6 +55,17 @@ def operator_weights(env: dict | None = None, target: str | None = None) -> str:
     return _MEASURED.get(target, DEFAULT_WEIGHTS)
 
 
+def decided_weights(env: dict | None = None) -> str | None:
+    """The app's default weight format once it is decided: the operator's ``SPECVIZ_WEIGHTS``
+    (:func:`explicit_weights`), else the one recorded when the first target was loaded in this process
+    (:func:`in_operator_weights`: measured, or float32 where nothing is measured); None while the start-up has not
+    decided yet (a page opened then shows :data:`DEFAULT_WEIGHTS` as a placeholder and asks again later)."""
+    explicit = explicit_weights(env)
+    if explicit is not None:
+        return explicit
+    return next(iter(_MEASURED.values()), None)
+
+
 def measured_default(loaded, progress=None) -> str:
     """The default format measured fastest for ``loaded`` (a float32 LoadedModel) on this machine
     (:func:`specviz.measure.tuning.tune_weights`: measured once, kept with the tuning), remembered under its spec
@@ -165,7 +176,10 @@ def in_operator_weights(loaded, progress=None):
     fmt = explicit_weights()
     if fmt is None:  # unset or auto: the format measured fastest here (float32 where not measured)
         on_cpu = loaded.device.type == "cpu" and loaded.dtype == torch.float32
-        fmt = measured_default(loaded, progress) if on_cpu else DEFAULT_WEIGHTS
+        if on_cpu:
+            fmt = measured_default(loaded, progress)
+        else:  # a GPU or a target not in float32: float32, decided (pages waiting for the default stop asking)
+            fmt = _MEASURED.setdefault(str(loaded.spec), DEFAULT_WEIGHTS)
     if fmt == DEFAULT_WEIGHTS:
         return with_curve(loaded, loaded)
     if loaded.dtype != torch.float32:

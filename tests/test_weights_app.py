@@ -308,3 +308,46 @@ def test_a_run_keeps_the_format_its_page_shows_and_says_so(tiny_target, fresh_tu
     assert setting.chosen_note("float32", "int4", by_operator=True) == (
         "Using the float32 weights this page shows (the server's default is int4, set by its operator: choose it "
         "under Weights to use it)…")
+
+
+def test_a_page_opened_before_the_start_up_decided_gets_the_default_format(tiny_target, fresh_tuning):
+    """The Weights radio of a page opened while the start-up compares the formats shows float32; its page-load and
+    timer handlers set it to the decided int8 once known, unless the visitor chose a format, and the timer stops."""
+    import app.weights_setting as setting
+    from app.costs import DEFAULT_TOKENS_TRIES
+    from app.live.layout import page_weights, retry_weights
+
+    assert setting.decided_weights() is None  # still comparing: nothing changes, the timer asks again
+    assert page_weights("float32") == {"__type__": "update"}
+    update, timer, tries = retry_weights("float32", False, 0)
+    assert update == {"__type__": "update"} and timer.active is True and tries == 1
+    setting.in_operator_weights(tiny_target)  # the start-up measures int8 fastest
+    assert setting.decided_weights() == "int8"
+    update, timer, tries = retry_weights("float32", False, tries)
+    assert update["value"] == "int8" and timer.active is False and tries == 2
+    assert update["info"].startswith(live.layout.WEIGHTS_NOTE) and "int8" in update["info"].removeprefix(
+        live.layout.WEIGHTS_NOTE)  # the reason with its figures
+    assert page_weights("float32")["value"] == "int8"  # the page load of a page that still shows the placeholder
+    for shown, chosen in (("float32", True), ("bfloat16", False), ("int8", False)):  # theirs stays
+        assert "value" not in page_weights(shown, chosen)
+    update, timer, tries = retry_weights("float32", True, 5)  # the visitor clicked float32 themselves
+    assert update == {"__type__": "update"} and timer.active is False and tries == 6
+    setting._MEASURED.clear()
+    _, timer, _ = retry_weights("float32", False, DEFAULT_TOKENS_TRIES - 1)
+    assert timer.active is False  # it gives up after its tries
+
+
+def test_the_weights_radio_is_wired_to_retry_only_when_left_at_its_default():
+    from app import build_demo
+
+    def wired(demo) -> tuple[bool, bool]:
+        ids = {c["id"]: c for c in demo.config["components"]}
+        radio = next(i for i, c in ids.items() if c.get("props", {}).get("elem_id") == "weights")
+        deps = demo.config["dependencies"]
+        ticks = any(radio in d.get("outputs", []) and any(ids.get(t[0], {}).get("type") == "timer"
+                                                          for t in d.get("targets", [])) for d in deps)
+        clicks = any([radio, "input"] in [list(t) for t in d.get("targets", [])] for d in deps)
+        return ticks, clicks
+
+    assert wired(build_demo()) == (True, True)
+    assert wired(build_demo(weights="int4")) == (False, False)  # an operator's page setting stays

@@ -15,12 +15,12 @@ from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDID
                         MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
                         PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
 from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
-from app.costs import DEFAULT_TOKENS_RETRY_S, page_default_tokens, retry_default_tokens
+from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES, page_default_tokens, retry_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.outputs import progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
-from app.weights_setting import default_reason, operator_weights
+from app.weights_setting import DEFAULT_WEIGHTS, decided_weights, default_reason, operator_weights
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
 from specviz.runtime.policy import current_policy
@@ -157,15 +157,47 @@ WEIGHTS_NOTE = ("Fewer bytes read per step, faster steps. int8 and int4 change t
 def _weights_control(ui: dict, d: dict) -> None:
     """The target's weight format (float32, bfloat16, int8, int4; by default the operator's ``SPECVIZ_WEIGHTS``, else
     the format the start-up measured fastest on this CPU: :func:`app.weights_setting.operator_weights`, read on each
-    page load, so a page opened after the measurement shows it), :data:`WEIGHTS_NOTE` under its label as the other
-    controls' notes are."""
+    page load, so a page opened after the measurement shows it; a page opened before it is switched to it once it
+    is decided, unless the visitor chose a format: :func:`retry_weights`), :data:`WEIGHTS_NOTE` under its label as
+    the other controls' notes are."""
     ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights, label="Weights",
                              elem_id="weights", info=WEIGHTS_NOTE)
-    if not d.get("weights"):  # the default is the measured one: its reason under the label, once it is known
-        from gradio.context import Context
+    if not d.get("weights"):  # the default is the measured one: it and its reason, once known (a page opened
+        from gradio.context import Context  # during the start-up asks again with a timer, as max new tokens does)
 
-        Context.root_block.load(lambda: gr.update(info=weights_info()), outputs=[ui["weights"]],
-                                show_progress="hidden", queue=False, api_visibility="private")
+        radio, chosen, tries = ui["weights"], gr.State(False), gr.State(0)  # chosen: the visitor clicked a format
+        radio.input(lambda: True, outputs=[chosen], show_progress="hidden", queue=False, api_visibility="private")
+        Context.root_block.load(page_weights, inputs=[radio, chosen], outputs=[radio], show_progress="hidden",
+                                queue=False, api_visibility="private")
+        timer = gr.Timer(DEFAULT_TOKENS_RETRY_S)
+        timer.tick(retry_weights, inputs=[radio, chosen, tries], outputs=[radio, timer, tries],
+                   show_progress="hidden", concurrency_limit=None, api_visibility="private")
+
+
+def page_weights(shown: str | None, chosen: bool = False):
+    """On page load and each tick of :func:`retry_weights`: once the default weight format is decided
+    (:func:`app.weights_setting.decided_weights`), the Weights radio's note with its reason (:func:`weights_info`),
+    and its value set to the default where it still shows the start-up's placeholder (float32, ``shown``) and the
+    visitor has not chosen a format (``chosen``); no change while it is not decided."""
+    decided = decided_weights()
+    if decided is None:
+        return gr.skip()
+    if chosen or shown != DEFAULT_WEIGHTS or shown == decided:
+        return gr.update(info=weights_info())
+    return gr.update(value=decided, info=weights_info())
+
+
+def retry_weights(shown: str | None, chosen: bool, tries: int):
+    """A tick of the Weights radio's retry timer (every :data:`app.costs.DEFAULT_TOKENS_RETRY_S` s): a page opened
+    before the start-up decided the default format gets it as soon as it is decided (:func:`page_weights`). Returns
+    (radio update, timer update, tries + 1): the timer stops once the default is decided, once the visitor chose a
+    format (theirs stays), or after :data:`app.costs.DEFAULT_TOKENS_TRIES` ticks."""
+    tries = int(tries or 0) + 1
+    if chosen:
+        return gr.skip(), gr.Timer(active=False), tries
+    update = page_weights(shown, chosen)
+    done = "info" in update or tries >= DEFAULT_TOKENS_TRIES
+    return update, gr.Timer(active=not done), tries
 
 
 def weights_info(env: dict | None = None, target: str | None = None) -> str:
