@@ -188,7 +188,41 @@ def enter_commits_js(container: str) -> str:
 }}"""
 
 
-def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None) -> None:
+def kept_or_refused(value, kept, field: NumberField) -> tuple:
+    """The handler of :func:`tell_when_invalid` for a box that keeps its earlier value (``keep``), worded as a
+    slider's box is (:func:`clamped`): an emptied box (``value`` None or "": Chromium also empties a number box typed
+    over with letters) is set back to ``kept``, the last value the run accepted ("N runs per side was empty; kept
+    50.", :func:`app.inputs.kept_notice`); a number outside the box's range is set to the nearest end ("N runs per
+    side is at most 1000 here; using 1000.", :func:`app.inputs.clamp_notice`); each as an info toast and status line.
+    Anything else (no earlier value known, a fraction in a whole-number box) as :func:`refused`. Never raises."""
+    try:
+        if value is None or value == "":
+            found = kept_notice(kept, field.name, field.low, field.high) if kept not in (None, "") else None
+        else:
+            found = clamp_notice(value, field.name, field.low, field.high)
+    except Exception:  # noqa: BLE001 - a check must never break the page
+        log.exception("checking %s failed", field.name)
+        found = None
+    if found is None:
+        return refused(value, field)
+    used, message = found
+    gr.Info(html.escape(message))
+    return gr.update(value=used), render.status_html(message, "info")
+
+
+def accepted_value(value, field: NumberField):
+    """``value`` as the run reads it when the run accepts it (``field``'s :meth:`NumberField.parse`), else
+    ``gr.skip()``: what a box that keeps its earlier value remembers (:func:`tell_when_invalid`). Never raises."""
+    if value is None or value == "":
+        return gr.skip()
+    try:
+        return field.parse(value)
+    except Exception:  # noqa: BLE001 - not a value the run takes: keep the one remembered
+        return gr.skip()
+
+
+def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None,
+                      keep: bool = False) -> None:
     """Check a number box when it is left, not only when Run is pressed: a value its run would refuse (``field``'s
     range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a toast and a line
     in ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
@@ -196,7 +230,19 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
     for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when they are
     known without loading it (:func:`specviz.runtime.models.layer_count`; nothing is loaded here). The raw payload is read
     (preprocess off: no Gradio check runs first); queued, so that the toast can show; no concurrency limit (it does
-    no work)."""
+    no work).
+
+    ``keep``: the box remembers the last value the run accepts (a ``gr.State``, set on each change) and an emptied
+    box gets that value back, not the default, and a number out of range is said as a slider's is
+    (:func:`kept_or_refused`)."""
+    if keep:
+        kept = gr.State(box.value)
+        box.change(lambda value: accepted_value(value, field), inputs=[box], outputs=[kept], preprocess=False,
+                   queue=False, show_progress="hidden", api_visibility="private")
+        box.blur(lambda value, earlier=None: kept_or_refused(value, earlier, field), inputs=[box, kept],
+                 outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
+                 api_visibility="private")
+        return
     inputs = [box] if target is None else [box, target]
     box.blur(lambda value, spec=None: refused(value, field, parse, spec), inputs=inputs, outputs=[box, status],
              preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")

@@ -299,3 +299,43 @@ def test_a_length_of_time_reads_in_whole_seconds_then_minutes():
 
     assert [seconds_text(s) for s in (0.2, 40, 119.4, 125, 3600)] == ["0 s", "40 s", "119 s", "2 min 5 s", "60 min 0 s"]
     assert seconds_text(0.2, at_least=1) == "1 s"  # a plan never reads "0 s"
+
+
+# A new-user trial: the Check's "N runs per side" box, 50 then "abc" (Chromium empties a number box typed over with
+# letters), was set back to its default 200 and the 50 was lost; 99999 gave a warning in other words than the
+# sliders'. It now keeps its earlier value and says a number out of range as a slider's box does, as an info.
+def test_the_n_box_keeps_its_earlier_value_and_says_its_range_as_a_slider_does():
+    import warnings
+
+    from app import messages
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning toast outside a request is a UserWarning: none may come
+        box, status = messages.kept_or_refused(None, 50, N_FIELD)
+        assert box["value"] == 50 and "N runs per side was empty; kept 50." in status
+        box, status = messages.kept_or_refused("", 50, N_FIELD)
+        assert box["value"] == 50 and "N runs per side was empty; kept 50." in status
+        box, status = messages.kept_or_refused(99999, 50, N_FIELD)
+        assert box["value"] == 1000 and "N runs per side is at most 1000 here; using 1000." in status
+        box, status = messages.kept_or_refused(5, 50, N_FIELD)
+        assert box["value"] == 20 and "N runs per side is at least 20 here; using 20." in status
+        assert messages.kept_or_refused(300, 50, N_FIELD) == (messages.gr.skip(), messages.gr.skip())
+        # no earlier value known: the default, as before
+        box, status = messages.kept_or_refused(None, None, N_FIELD)
+        assert box["value"] == 200 and "set back to its default, 200." in status
+    # what the box remembers: only a value the run takes
+    assert messages.accepted_value(50, N_FIELD) == 50
+    for bad in (None, "", 99999, 5):
+        assert messages.accepted_value(bad, N_FIELD) == messages.gr.skip()
+
+
+def test_the_batching_n_box_is_wired_to_keep_its_earlier_value():
+    from app import build_demo
+
+    demo = build_demo(max_new_tokens=40)
+    names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
+    left = [fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"
+            and names[t] == "batching-check-n"]
+    assert len(left) == 1 and len(left[0].inputs) == 2  # the box and the value it kept
+    box, status = left[0].fn(None, 77)
+    assert box["value"] == 77 and "N runs per side was empty; kept 77." in status

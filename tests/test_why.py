@@ -389,6 +389,50 @@ def test_the_measure_button_has_a_stop_that_cancels_it_and_flags_the_session():
         job.release()
 
 
+def test_stop_after_a_batch_size_finished_says_what_had_been_measured(tiny_model_dir, monkeypatch):
+    """Trial: Stop about 7 s into Measure said "Stopped before anything was measured" though batch 1 had been
+    measured by 5 s (the progress read "batch 4: warming up"). Stop now says which batch sizes had finished. The
+    handler is driven by hand on the tiny target and stopped once batch 4 has started, as Gradio closes it on Stop."""
+    import specviz.measure.grid
+
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(why.handlers, "STATUS_INTERVAL_S", 0.0)  # a status for every step: stop at batch 4
+    running = why.measure(str(tiny_model_dir), 2, 0.7, "", "", "")
+    seen = []
+    for out in running:
+        seen.append(out[0])
+        if why.handlers.FINISHED.get(""):
+            break
+    done = list(why.handlers.FINISHED[""])  # batch 1 done (the tiny target may have finished batch 4 too)
+    assert done in ([1], [1, 4])
+    status = html.unescape(why.stop(None))
+    assert why.handlers.stopped_partway(done) in status and why.STOPPED not in status
+    assert why.handlers.stopped_partway([1]) == (
+        "Stopped after batch 1 had been measured (of batch sizes 1, 4 and 16), and the device is free. A stopped "
+        "measurement is not drawn: the chart and c need every batch size; press Measure to time the whole curve.")
+    running.close()  # Gradio closes the stopped handler
+    assert not device.DEVICE.locked and "" not in why.handlers.FINISHED
+    assert why.STOPPED in why.stop(None)  # a second Stop: nothing is running, nothing had finished
+    # with an earlier measurement on the chart, it stays and is said to
+    assert why.handlers.stopped_partway([1, 4]).startswith("Stopped after batches 1 and 4 had been measured")
+    why.handlers.FINISHED["sess"] = [1]
+    kept = html.unescape(why.stop({"grid": {}, "costs": {}}, type("R", (), {"session_hash": "sess"})()))
+    assert ("press Measure to time the whole curve. The chart and c from your earlier measurement stay." in kept
+            and "sess" not in why.handlers.FINISHED)
+    lines = why.handlers.FinishedBatches("lines")  # the grid's own lines, a re-measurement of batch 1 after 16
+    for line in ("Loading the target x…", "batch 1: prefilling 64 tokens", "batch 1: warming up", "batch 4: warming up",
+                 "batch 16: measuring", "batch 1: measuring again (a point came out faster than possible; "
+                 "measurement 2)"):
+        lines.line(line)
+    assert why.handlers.FINISHED["lines"] == [1, 4, 16]
+    lines.close()
+    # a measurement that ends by itself leaves nothing for a later Stop
+    monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))
+    monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1, 4))
+    list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", ""))
+    assert "" not in why.handlers.FINISHED and why.STOPPED in why.stop(None)
+
+
 def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(tiny_model_dir, monkeypatch):
     """Measure refused an early-exit layer beyond the loaded target (check_exit_layer) where Live fits it: now c is
     timed at the target's last layer but one, and a toast and every status from then on say so. The tiny target

@@ -10,7 +10,7 @@ from typing import Callable
 
 from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
-from app.render import seconds_text
+from app.costs import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
 from specviz.analysis.batching import sampling_check
 from specviz.core.engine import GenerationConfig
@@ -105,7 +105,7 @@ class CheckProgress:
     """The check's progress in words, said after each batch of :data:`CHECK_BATCH` runs: the runs done of N per
     side and, once a first batch of a side is done, the time left estimated from the rate measured so far (each
     side at its own rate; the speculative side at the standard one until its first batch is done), e.g. "sampling
-    speculative runs, 16 at a time: standard 200 of 200, speculative 48 of 200 done; about 1 min 10 s left".
+    speculative runs, 16 at a time: standard 200 of 200, speculative 48 of 200 done; about 70 s (60–90 s) left".
 
     ``say(fraction 0..0.9, message)`` receives each line; ``clock`` gives seconds (a test passes its own)."""
 
@@ -139,13 +139,22 @@ class CheckProgress:
         speculative = rates.get("speculative", standard)
         return sum((self.n - self.done[s]) * r for s, r in (("standard", standard), ("speculative", speculative)))
 
+    def estimate_left(self):
+        """The time left with its range (:func:`app.costs.make_estimate`, as the other tabs' estimates): the
+        measured rates carry :data:`app.costs.MIN_SPREAD`; while the speculative side is still assumed to run at
+        the standard rate, the wider :data:`app.costs.PROBE_SPREAD`. None before a first batch is done."""
+        left = self.seconds_left()
+        if left is None:
+            return None
+        low, high = MIN_SPREAD if self.done["speculative"] else PROBE_SPREAD
+        return make_estimate(left, left * low, left * high)
+
     def message(self, side: str) -> str:
         """The progress line while ``side`` is being sampled."""
         done = self.done
         counts = f"standard {done['standard']} of {self.n}, speculative {done['speculative']} of {self.n} done"
-        left = self.seconds_left()
-        when = (f"about {seconds_text(left)} left" if left is not None
-                else "the time left follows once the first batch is done")
+        left = self.estimate_left()
+        when = f"{left.text()} left" if left is not None else "the time left follows once the first batch is done"
         return f"sampling {side} runs, {CHECK_BATCH} at a time: {counts}; {when}"
 
 

@@ -158,4 +158,4 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
     check_stop.click(stop_check, outputs=[check_status], queue=False, api_name="batching_check_stop")
     tell_when_clamped(temperature, check_status, "Temperature")
     from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
-    tell_when_invalid(n, check_status, N_FIELD)
+    tell_when_invalid(n, check_status, N_FIELD, keep=True)  # an emptied box keeps its earlier N

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 
 import gradio as gr
 
 from app import device, render
 from app.costs import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
-from app.device import CancelRegistry, Job, load_target, relay
+from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
 from app.why.cards import summary_html
@@ -43,6 +44,40 @@ STATUS_INTERVAL_S = 1.0
 ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
 RUNS = CancelRegistry()  # the tab's measurements, one per session
 OFFLOAD_ROUNDS = ROUNDS + WARMUP  # the offloaded curve's rounds (app.why.offload), the warm-up included
+FINISHED: dict[str, list[int]] = {}
+"""Session key ("" without a request) -> the batch sizes of its running measurement whose forward times are done,
+in order (:class:`FinishedBatches`), read by :func:`stop`: Gradio closes the stopped handler, so only Stop can say
+what had finished."""
+_BATCH_LINE = re.compile(r"batch (\d+): ")
+
+
+class FinishedBatches:
+    """Follows a measurement's progress lines ("batch 4: warming up", from
+    :func:`specviz.measure.grid.measure_forward_grid`) into :data:`FINISHED` under ``key``: a batch size is done once
+    another one starts (the next, or an earlier one measured again: "batch 1: measuring again …"), the last one once
+    the drafters are timed ("Timing the drafters (c)…")."""
+
+    def __init__(self, key: str) -> None:
+        self.key, self.current = key, None
+        FINISHED[key] = []
+
+    def line(self, message: str) -> None:
+        """Read one progress line."""
+        done = FINISHED.setdefault(self.key, [])
+        found = _BATCH_LINE.match(message or "")
+        if found:
+            batch = int(found.group(1))
+            if self.current is not None and batch != self.current and self.current not in done:
+                done.append(self.current)  # the next batch size began, or a re-measurement after the last
+            self.current = batch
+        elif (message or "").startswith("Timing the drafters") and self.current is not None:
+            if self.current not in done:
+                done.append(self.current)
+
+    def close(self) -> None:
+        """The measurement ended by itself (finished, failed, or stopped while waiting): nothing of it is left for
+        Stop to say. A handler Gradio closes (Stop cancels it) does not get here: :func:`stop` takes the entry."""
+        FINISHED.pop(self.key, None)
 
 
 def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None,
@@ -116,11 +151,13 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         return
     job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
     started, cpu = time.monotonic(), CpuShare()
+    finished = FinishedBatches(session_key(request) or "")
     try:
         yield _out(status=render.status_html("Measuring…", "busy"))
         measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload),
-                                                                 bool(inputs.weights)), progress, started)
+                                                                 bool(inputs.weights)), progress, started, finished)
         if measurement is None:
+            finished.close()
             yield _out(status=render.status_html("Stopped while waiting for the device; nothing was measured.",
                                                  "info"))
             return
@@ -130,12 +167,14 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         yield _out(status=report("measurement", error))
     finally:
         job.release()  # also when Gradio closes this handler: the grid stops before its next forward
+    finished.close()  # not when closed: Stop may still read what had finished (and takes it)
 
 
-def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progress, started: float):
+def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progress, started: float,
+                       finished: FinishedBatches | None = None):
     """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
-    offload, weights), feeding the progress bar and a "Measuring…" status about every :data:`STATUS_INTERVAL_S` seconds;
-    returns the measurement (None when stopped while waiting)."""
+    offload, weights), feeding the progress bar, ``finished`` (the batch sizes done, for Stop) and a "Measuring…"
+    status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when stopped while waiting)."""
     state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
     def waiting(place) -> tuple:
@@ -156,6 +195,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
         elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
             fraction, state["message"] = item[1]
             progress(fraction, desc=state["message"])
+            if finished is not None:
+                finished.line(state["message"])
             return None
         if now - state["last"] < STATUS_INTERVAL_S:
             return None
@@ -294,16 +335,35 @@ STOPPED_KEPT = ("Stopped, and the device is free. The chart and c (the early-exi
 """The Stop button's status when an earlier measurement of this session stays on the chart."""
 
 
+def stopped_partway(batches: list[int]) -> str:
+    """The Stop button's status when batch sizes ``batches`` (not empty) of the running measurement had finished:
+    "Stopped after batch 1 had been measured (of batch sizes 1, 4 and 16), and the device is free. A stopped
+    measurement is not drawn: the chart and c need every batch size; press Measure to time the whole curve."."""
+    sizes = list(BATCH_SIZES)
+    of = ", ".join(map(str, sizes[:-1])) + f" and {sizes[-1]}" if len(sizes) > 1 else str(sizes[0])
+    done = ", ".join(map(str, batches[:-1])) + f" and {batches[-1]}" if len(batches) > 1 else str(batches[0])
+    what = "batch" if len(batches) == 1 else "batches"
+    return (f"Stopped after {what} {done} had been measured (of batch sizes {of}), and the device is free. A "
+            "stopped measurement is not drawn: the chart and c need every batch size; press Measure to time the "
+            "whole curve.")
+
+
 def stop(measurement=None, request: gr.Request = None) -> str:
     """The Stop button: flag this session's measurement (it starts no other forward; Gradio also closes its
-    handler, which releases the device) and say so: :data:`STOPPED_KEPT` when ``measurement`` (the tab's state: the
-    latest finished measurement, None before one) holds an earlier one, else :data:`STOPPED`. Only the caller's own
-    session is stopped (a call with no request at all, Python code in this process, stops the measurements started
-    without one). Returns the status line."""
+    handler, which releases the device) and say so: what had finished when a batch size of the running
+    measurement had (:func:`stopped_partway`, from :data:`FINISHED`), else :data:`STOPPED_KEPT` when
+    ``measurement`` (the tab's state: the latest finished measurement, None before one) holds an earlier one, else
+    :data:`STOPPED`. Only the caller's own session is stopped (a call with no request at all, Python code in this
+    process, stops the measurements started without one). Returns the status line."""
+    batches = FINISHED.pop(session_key(request) or "", None) or []
     RUNS.cancel(request)
+    if batches:
+        kept = " The chart and c from your earlier measurement stay." if measurement else ""
+        return render.status_html(stopped_partway(batches) + kept, "info")
     return render.status_html(STOPPED_KEPT if measurement else STOPPED, "info")
 
 
 def release_session(request: gr.Request = None) -> None:
     """When a browser tab closes: cancel that session's measurement (and no one else's)."""
     RUNS.cancel_session(request)
+    FINISHED.pop(session_key(request) or "", None)
