@@ -116,8 +116,8 @@ def narrow_layout(marks: list[tuple[str, float, str, str]], top: float) -> dict:
             "margin": {"t": NARROW_TOP_PX},
             "title": {"yref": "container", "y": container_y(20), "yanchor": "top"},
             "xaxis": {"tickangle": -90, "tickfont": {"size": 11}},
-            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": container_y(NARROW_LEGEND_PX),
-                       "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container",
+                       "y": container_y(NARROW_LEGEND_PX), "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
 
 
 def _subtitle(text: str) -> str:
