@@ -4,6 +4,7 @@ Arena tab's handler called directly as a generator (a table and both files; clea
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import os
@@ -862,3 +863,56 @@ def test_the_one_prompt_box_starts_with_an_example_so_run_works_at_once():
     assert box["props"]["value"] == example and box["props"]["placeholder"] == "Type a prompt…"
     assert choose_prompts("prompt", box["props"]["value"], "") == [
         {"id": "your-prompt", "category": "your prompt", "prompt": example.strip()}]
+
+
+def test_a_stop_after_the_first_prompt_keeps_its_rows_and_says_so(tiny_model_dir):
+    """A new user's trial: Stop 9 s into a race said "Stopped before the first prompt finished: nothing to show".
+    A prompt's rows, once all its runs finished, stay through a Stop: the table, the downloads and the status."""
+    from drain_support import settled
+
+    def stop_once_a_prompt_shows(gen):
+        for out in gen:
+            rows = settled(out, arena_tab.OUTPUTS).get("arena-prompts")
+            if isinstance(rows, dict) and rows.get("data"):
+                arena_tab.stop()  # no request: flags every running arena
+            yield out
+
+    args = GOOD | {"target": str(tiny_model_dir), "source": "category", "category": "math", "drafters": ["ngram"],
+                   "ks": ["2"], "max_new_tokens": 8}
+    out = drain(stop_once_a_prompt_shows(arena_tab.run(**args)))
+    shown = int(re.search(r"Stopped after (\d) prompts? in \d+ s; the downloads hold those", out["arena-status"])[1])
+    assert 1 <= shown < 6  # the worker may finish the prompt under way before it sees the flag
+    assert len(out["arena-prompts"]["data"]) == 2 * shown  # each prompt: standard decoding and ngram k=2
+    with open(out["arena-csv"], encoding="utf-8") as f:
+        ids = [line["prompt_id"] for line in csv.DictReader(f) if line["level"] == "prompt"]
+    assert ids == [f"math-{i}" for i in range(1, shown + 1) for _ in range(2)]
+
+
+def test_a_stop_inside_the_first_prompt_says_what_was_running(tiny_model_dir, monkeypatch):
+    """Stopped during the first prompt's method run: nothing finished, and the status says which prompt and run."""
+    from specviz.analysis import arena
+
+    real = arena.measure_run
+
+    def stop_in_the_first_timed_method_run(target, drafter, ids, config, stop):
+        if drafter is not None and config.max_new_tokens == 16:  # not a warm-up (8 tokens) nor a prefill
+            arena_tab.stop()
+        return real(target, drafter, ids, config, stop)
+
+    monkeypatch.setattr(arena, "measure_run", stop_in_the_first_timed_method_run)
+    out = drain(arena_tab.run(**(GOOD | {"target": str(tiny_model_dir), "source": "category", "category": "math",
+                                         "drafters": ["ngram"], "ks": ["2"]})))
+    status = html.unescape(out["arena-status"])
+    assert ("Stopped while prompt 1 of 6 was running (1 of its 3 runs done, ngram k=2 under way): nothing "
+            "finished to show; a prompt's rows appear once all 3 of its runs finish") in status
+    assert "arena-csv" not in out
+
+
+def test_the_stop_message_names_the_run_under_way():
+    from app.arena.progress import ArenaPace
+
+    pace = ArenaPace(["a-1", "b-2"], 2)
+    assert pace.stopped_text().startswith("Stopped while loading or warming up")
+    pace.started(2 / 10, "a-1 (code): early-exit k=auto")
+    assert pace.stopped_text().startswith("Stopped while prompt 1 of 2 was running (2 of its 5 runs done, "
+                                          "early-exit k=auto under way): nothing finished to show")

@@ -706,3 +706,36 @@ def test_the_phone_stylesheet_puts_results_under_generate_and_keeps_slider_ends(
     with gr.Blocks():
         layout._settings_controls(ui, {**DEFAULTS, "target": "embedded"})
     assert ui["share"].label == "Link to these settings" and ui["share"].show_label is False
+
+
+@requires_chromium
+def test_a_phone_presentation_enlarges_the_table_and_keeps_the_chart_title_clear_of_the_mode_bar(browser, app_url):
+    """A new user's trial at 400 px, presentation view: the per-token table stayed in 11 px type beside a 17 px
+    caption, and the rejection chart's subtitle "…drawn from the residual" ran under the mode bar's icons. The table's
+    type (its tokens' too) is now 13 px with the whole table in its box; the subtitle wraps left of the mode bar."""
+    page = open_page(browser, {"width": 400, "height": 850})
+    page.goto(app_url + "?tab=classroom&preset=poor-drafter&present=1")
+    page.wait_for_selector("#classroom-status .status-done", timeout=30_000)
+    page.wait_for_function("() => document.body.classList.contains('sv-present')", timeout=10_000)
+    for _ in range(40):
+        if page.locator("#classroom-table tr[data-decision=rejected]").count():
+            break
+        _click_and_wait(page, "#classroom-next")
+    sizes = page.eval_on_selector("#classroom-table", "box => ['td', 'th', '.cr-tok'].map(t => "
+                                  "parseFloat(getComputedStyle(box.querySelector(t)).fontSize))")
+    assert sizes == [pytest.approx(13.2, abs=0.1), pytest.approx(12.0, abs=0.1), pytest.approx(13.2, abs=0.1)], sizes
+    widths = page.eval_on_selector("#classroom-table", "box => [box.scrollWidth, box.clientWidth]")
+    assert widths[0] <= widths[1], widths  # the decision column in sight, no sideways scroll
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= 400
+    page.wait_for_selector("#classroom-chart .js-plotly-plot .gtitle", timeout=15_000)
+    time.sleep(0.5)  # let plotly finish drawing
+    title, bar = (page.eval_on_selector(f"#classroom-chart {s}", "e => e.getBoundingClientRect().toJSON()")
+                  for s in (".gtitle", ".modebar"))
+    assert title["right"] <= bar["left"], (title, bar)
+    lines = page.eval_on_selector_all("#classroom-chart .gtitle tspan.line", "ts => ts.map(t => t.textContent)")
+    assert lines[1:] == ["the recovered token is drawn", "from the residual"], lines
+    page.locator("#classroom-table").scroll_into_view_if_needed()
+    page.screenshot(path="/tmp/classroom-present-400-table.png")
+    page.locator("#classroom-chart").scroll_into_view_if_needed()
+    page.screenshot(path="/tmp/classroom-present-400-chart.png")
+    page.context.close()

@@ -142,7 +142,7 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
         if result is not None:
             # the next estimate starts from this run's own T_step, with the load it was measured at
             learn_arena(s["target"], result.rows, machine_load())
-        yield from _show_result(result, job, time.monotonic() - started, notes, cpu)
+        yield from _show_result(result, job, time.monotonic() - started, notes, cpu, pace)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)
     finally:
@@ -259,16 +259,17 @@ class _Progress:
         return _outputs(status=self._running(now))
 
 
-def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: list[str], cpu: CpuShare | None = None):
+def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: list[str], cpu: CpuShare | None = None,
+                 pace: ArenaPace | None = None):
     """The final outputs: the table, charts and both downloads; or why there is nothing to show (``cpu``: started
-    with the run, for the busy warning)."""
+    with the run, for the busy warning; ``pace``: where the run was, named when a Stop left no finished prompt)."""
     if result is None:
         if job.cancelled:
             yield _outputs(status=render.status_html("Stopped.", "info"))
         return
     if not result.rows:
-        yield _outputs(status=render.status_html("Stopped before the first prompt finished: nothing to show.",
-                                                 "info"))
+        said = pace.stopped_text() if pace is not None else "Stopped before the first prompt finished: nothing to show."
+        yield _outputs(status=render.status_html(said, "info"))
         return
     shown_notes = notes + [n for n in result.notes if n not in notes]
     status = _done_status(result, seconds, shown_notes, cpu)

@@ -159,6 +159,7 @@ class ArenaPace:
         self.run = -1  # index of the timed run under way (of len(ids) * per_prompt); -1 before the first
         self.first: float | None = None  # when the first timed run began (loading and warm-up excluded)
         self.done, self.done_at = 0, 0.0  # prompts finished, and when the last of them finished
+        self.label = ""  # the method of the timed run under way ("n-gram k=4"), from its progress line
 
     def started(self, fraction: float, message: str) -> bool:
         """Note the job's progress line ``(fraction 0..1, message)``; True when it begins a timed run (its message
@@ -166,6 +167,7 @@ class ArenaPace:
         if not any(message.startswith(f"{pid} (") for pid in self.ids):
             return False
         self.run = round(fraction * len(self.ids) * self.per_prompt)
+        self.label = message.split("): ", 1)[1] if "): " in message else ""
         if self.first is None:
             self.first = self.clock()
         return True
@@ -187,6 +189,20 @@ class ArenaPace:
         if r == 0:
             return f"{where}, standard decoding before method 1 of {self.methods}"
         return f"{where}, standard decoding after method {r // 2} of {self.methods}"
+
+    def stopped_text(self) -> str:
+        """Why a Stop left nothing to show, naming what was running: "Stopped while prompt 1 of 6 was running (2 of
+        its 5 runs done, n-gram k=4 under way): nothing finished to show; a prompt's rows appear once all 5 of its
+        runs finish (standard decoding before, between and after the methods)." Before the first timed run: that
+        the Stop came while loading or warming up."""
+        if self.run < 0:
+            return ("Stopped while loading or warming up, before the first prompt's timed runs began: nothing "
+                    "finished to show.")
+        prompt, r = divmod(self.run, self.per_prompt)
+        under_way = f", {self.label} under way" if self.label else ""
+        return (f"Stopped while prompt {min(prompt + 1, len(self.ids))} of {len(self.ids)} was running ({r} of its "
+                f"{self.per_prompt} runs done{under_way}): nothing finished to show; a prompt's rows appear once all "
+                f"{self.per_prompt} of its runs finish (standard decoding before, between and after the methods).")
 
     def seconds_per_prompt(self) -> float | None:
         """The measured seconds per prompt (None before a first prompt finished)."""

@@ -70,7 +70,7 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
                       "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
     why = ("the target's top choice replaces the guess" if dist.residual is None else
            "the recovered token is drawn from the residual")
-    title = f"At the rejection:<br><span style='font-size:13px'>{why}</span>"  # two short lines fit a phone
+    title = f"At the rejection:<br>{_subtitle(why)}"  # two short lines fit a phone
     top, room = probability_range(max(heights + [0.05]))
     layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380 + room,
               "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
@@ -81,13 +81,16 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
               # inside the plot's top right, above the small bars (the most probable tokens come first)
               "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
                          "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
-    layout["meta"] = {"sv_narrow": narrow_layout([(x[ids.index(t)], heights[ids.index(t)], text, color)
-                                                  for t, text, color in marks], top)}
+    narrow = narrow_layout([(x[ids.index(t)], heights[ids.index(t)], text, color) for t, text, color in marks], top)
+    narrow["title"]["text"] = "At the rejection:<br>" + _subtitle(wrap_words(why, NARROW_TITLE_CHARS))
+    layout["meta"] = {"sv_narrow": narrow}
     return go.Figure({"data": traces, "layout": layout})
 
 
-NARROW_HEIGHT_PX = 490  # the rejection chart's height where it is drawn narrow (a phone)
-NARROW_TOP_PX = 190  # its top margin there: the title, the legend under it (up to three rows), then the marks
+NARROW_HEIGHT_PX = 510  # the rejection chart's height where it is drawn narrow (a phone)
+NARROW_TOP_PX = 210  # its top margin there: the title, the legend under it (up to three rows), then the marks
+NARROW_TITLE_CHARS = 28  # the subtitle's longest line there: at 400 px its one line (~300 px) ran under the mode bar
+NARROW_LEGEND_PX = 84  # the legend's top there, under the title's three lines (22 px type in the presentation view)
 NARROW_PLOT_PX = 190  # about the plot's height there (under the upright token labels)
 NARROW_MARK_CHARS = 11  # the longest line of a mark there ("★ recovered"; "✗ drafted" / "(rejected)")
 NARROW_MARK_PX = (20, 52)  # the marks' centres above the plot's top edge: the first (the rejected guess), the second
@@ -113,8 +116,13 @@ def narrow_layout(marks: list[tuple[str, float, str, str]], top: float) -> dict:
             "margin": {"t": NARROW_TOP_PX},
             "title": {"yref": "container", "y": container_y(20), "yanchor": "top"},
             "xaxis": {"tickangle": -90, "tickfont": {"size": 11}},
-            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container", "y": container_y(64),
-                       "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "yref": "container",
+                       "y": container_y(NARROW_LEGEND_PX), "yanchor": "top", "bgcolor": "rgba(255,255,255,0)"}}
+
+
+def _subtitle(text: str) -> str:
+    """``text`` (lines split by ``<br>``) in the title's small type, each line in its own span."""
+    return "<br>".join(f"<span style='font-size:13px'>{line}</span>" for line in text.split("<br>"))
 
 
 _CHARTS: OrderedDict[tuple[int, int], tuple[Recording, go.Figure]] = OrderedDict()
