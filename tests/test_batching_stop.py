@@ -136,6 +136,18 @@ def _stop_in_the_grid(monkeypatch, after: int) -> dict:
     return seen
 
 
+def _lose_the_jobs_result(monkeypatch) -> None:
+    """The sweep's job ends cancelled after its work, so its own result is lost (what the Stop message keeps must
+    come from the timings passed back on the way)."""
+    real_work = sweep_job.sweep_work
+
+    def cut_short(job, s):
+        real_work(job, s)
+        raise RunCancelled()
+
+    monkeypatch.setattr(sweep_handlers, "sweep_work", cut_short)
+
+
 @pytest.mark.parametrize("lost", [False, True])
 def test_stop_while_timing_the_predicted_curve_says_so_and_keeps_its_timings(tiny_model_dir, monkeypatch, lost):
     """A new user's trial: Stop while the predicted curve was timed showed no word of that phase. The status says
@@ -143,13 +155,7 @@ def test_stop_while_timing_the_predicted_curve_says_so_and_keeps_its_timings(tin
     (with their repeats' range), also where the job's own result is lost (``lost``)."""
     seen = _stop_in_the_grid(monkeypatch, after=1)
     if lost:
-        real_work = sweep_job.sweep_work
-
-        def cut_short(job, s):
-            real_work(job, s)
-            raise RunCancelled()
-
-        monkeypatch.setattr(sweep_handlers, "sweep_work", cut_short)
+        _lose_the_jobs_result(monkeypatch)
     status, *others = _measure(tiny_model_dir, predicted=True)[-1]
     status = html.unescape(status)
     grid = seen["grid"]
@@ -222,13 +228,7 @@ def test_stop_after_the_predicted_curve_before_the_first_size_says_what_finished
 
     monkeypatch.setattr(sweep_job, "measure_forward_grid", grid_then_stop)
     if lost:
-        real_work = sweep_job.sweep_work
-
-        def cut_short(job, s):
-            real_work(job, s)
-            raise RunCancelled()
-
-        monkeypatch.setattr(sweep_handlers, "sweep_work", cut_short)
+        _lose_the_jobs_result(monkeypatch)
     status, lesson, chart, table, csv_file, json_file = _measure(tiny_model_dir, predicted=True)[-1]
     status, grid = html.unescape(status), seen["grid"]
     assert grid["stopped"] is False and sorted(grid["ms"]) == [1, 2, 4]
