@@ -111,7 +111,41 @@ def test_part_three_prompts_are_new_balanced_and_fixed():
     turns = [p for f, p in pairs if FORMS_3[f] == "followup"]
     assert len(turns) == 20 and all([r for r, _ in t] == ["user", "assistant", "user"] for t in turns)
     with pytest.raises(ValueError, match="prompt set"):
-        CorpusSettings(prompt_set="part4")
+        CorpusSettings(prompt_set="part9")
+
+
+def test_part_four_prompts_follow_the_suites_forms_without_its_prompts():
+    """Part four: the suite's eight forms in turn, numbered after part three's, all different, fixed, extended by
+    a larger count, and sharing no prompt and no eight-word run with the suite (its held-out prompts)."""
+    import json
+    import re
+    from pathlib import Path
+
+    from specviz.training.distill import ALL_FORMS, FORMS_3, FORMS_4, part_four_prompts
+
+    pairs = part_four_prompts(2560)
+    assert part_four_prompts(80) == pairs[:80] and part_four_prompts(80, seed=1) != pairs[:80]
+    assert [ALL_FORMS[f] for f, _ in pairs[:8]] == list(FORMS_4) and ALL_FORMS[:8] == FORMS_3
+    assert [f for f, _ in pairs[:16]] == list(range(8, 16)) * 2
+    assert len({p for _, p in pairs}) == 2560 and all(isinstance(p, str) for _, p in pairs)
+    suite = [json.loads(line) for line in Path("assets/suite.jsonl").read_text().splitlines() if line.strip()]
+    assert {r["category"] for r in suite} == set(FORMS_4)
+
+    frames = ("Here is our conversation so far.", "Use only the context to answer the question.", "User:",
+              "Assistant:", "Context:", "Question:")  # the forms' frames are shared on purpose, nothing else
+
+    def runs(text: str) -> set[tuple[str, ...]]:
+        for frame in frames:
+            text = text.replace(frame, " | ")
+        words = re.findall(r"[a-z0-9']+|\|", text.lower())
+        return {tuple(words[i:i + 8]) for i in range(len(words) - 7) if "|" not in words[i:i + 8]}
+
+    suite_runs = set().union(*(runs(r["prompt"]) for r in suite))
+    ours = set().union(*(runs(p) for _, p in pairs))
+    assert not {p for _, p in pairs} & {r["prompt"] for r in suite}
+    assert not ours & suite_runs, sorted(ours & suite_runs)[:3]
+    multi = [p for f, p in pairs if ALL_FORMS[f] == "multi-turn"]
+    assert all(p.startswith("Here is our conversation so far.\n\nUser: ") and "\nAssistant: " in p for p in multi)
 
 
 @pytest.mark.kernels  # the prefill batches across shards, the feature files per shard: other padded widths

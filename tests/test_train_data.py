@@ -135,6 +135,26 @@ def test_the_data_command_writes_a_set_and_training_names_missing_sets(tiny_mode
     assert report["train_sequences"] == 1 and report["holdout_sequences"] == 1 and ckpt.exists()
 
 
+def test_part_four_data_stores_the_suites_forms_and_training_picks_them_by_name(tiny_model_dir, tmp_path, capsys):
+    """`train data --prompt-set part4` stores forms 8.. (after part three's); `--forms chat` keeps only those."""
+    from specviz.training.idshards import load_id_shard
+
+    argv = ["train", "data", "--target", str(tiny_model_dir), "--prompt-set", "part4", "--prompts", "4",
+            "--batch-size", "2", "--max-new-tokens", "3", "--threads", "1", "--device", "cpu", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    manifest = json.loads((tmp_path / "part4" / "manifest.json").read_text())
+    assert manifest["recipe"]["prompt_set"] == "part4" and list(manifest["shards"]) == ["0000", "0001"]
+    shards = [load_id_shard(path) for path in sorted((tmp_path / "part4").glob("ids-*.npz"))]
+    assert [s["forms"].tolist() for s in shards] == [[8, 9], [10, 11]]
+    capsys.readouterr()
+    code = main(["train", "eagle3", "--target", str(tiny_model_dir), "--threads", "1", "--device", "cpu",
+                 "--data", str(tmp_path / "part4"), "--forms", "chat,summarization", "--epochs", "1",
+                 "--batch-tokens", "32", "--out", str(tmp_path / "e3.safetensors")])
+    report = json.loads(capsys.readouterr()[0])
+    assert code == 0 and report["data"]["forms"] == [8, 10]
+    assert report["train_sequences"] + report["holdout_sequences"] == 2
+
+
 def test_one_prefill_is_kept_and_shared_between_kinds(tiny_target, tmp_path, monkeypatch):
     from specviz.training import train as train_module
     from specviz.training.distill import _prefill

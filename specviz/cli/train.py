@@ -46,10 +46,11 @@ def add_train_parser(commands) -> None:
                        help="EAGLE head start: random (default) or the target's last layer")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
-    train.add_argument("--prompt-set", choices=("default", "part3"), default="default",
+    train.add_argument("--prompt-set", choices=("default", "part3", "part4"), default="default",
                        help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
-                            "stories, dialogues, constrained instructions, follow-ups, all greedy (docs/heads.md)")
-    train.add_argument("--forms", help="part3 only: comma-separated forms to train on (default all); eagle3 only "
+                            "stories, dialogues, constrained instructions, follow-ups, all greedy; part4: the suite's "
+                            "eight task forms with contents of their own, all greedy (docs/heads.md)")
+    train.add_argument("--forms", help="part3/part4: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--layers", type=_int_in("layers", 1), default=2,
                        help="distilled: decoder layers of the draft model (default 2)")
@@ -145,7 +146,7 @@ def _train_distilled(args) -> int:
 
 
 def _train_forms(args) -> tuple[int, ...] | None:
-    """``--forms`` as indices into part three's forms (None: all).
+    """``--forms`` as stored form indices (into ``ALL_FORMS``: part three's then part four's; None: all).
 
     Raises:
         UsageError: an unknown form name, or forms without ``eagle3`` on part three (``--prompt-set part3``, or
@@ -153,15 +154,16 @@ def _train_forms(args) -> tuple[int, ...] | None:
     """
     if not args.forms:
         return None
-    from specviz.training.distill import FORMS_3
+    from specviz.training.distill import ALL_FORMS
 
-    if args.kind != "eagle3" or (args.prompt_set != "part3" and not _committed_sets(args.data)):
-        raise UsageError("--forms needs `train eagle3 --prompt-set part3` or `train eagle3 --data <committed sets>`")
+    if args.kind != "eagle3" or (args.prompt_set == "default" and not _committed_sets(args.data)):
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3|part4` or `train eagle3 --data <committed "
+                         "sets>`")
     names = [name.strip() for name in args.forms.split(",") if name.strip()]
-    unknown = [name for name in names if name not in FORMS_3]
+    unknown = [name for name in names if name not in ALL_FORMS]
     if unknown:
-        raise UsageError(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(FORMS_3)}")
-    return tuple(FORMS_3.index(name) for name in names)
+        raise UsageError(f"unknown form(s) {', '.join(unknown)}; choose from {', '.join(ALL_FORMS)}")
+    return tuple(ALL_FORMS.index(name) for name in names)
 
 
 def _make_data(args, corpus) -> int:

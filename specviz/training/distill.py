@@ -22,12 +22,16 @@ multi-turn follow-ups written as real chat turns, descriptions, letters), all gr
 sequence's form so that training can hold whole forms out. It is stored as token ids only: the EAGLE-3 recipe
 recomputes the features by a prefill at training time (:func:`prefill_corpus`, kept in memory for the run).
 
+Part four (``prompt_set="part4"``, :func:`part_four_prompts`): the suite's own eight task forms with contents of
+their own (long structured documents, conversations written out in one message, contexts of several facts), all
+greedy, forms stored after part three's (:data:`ALL_FORMS`); no suite prompt or eight-word run of one is used.
+
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
 stopped. The committed form of the same shards (uint16 ids in ``data/distill/<set>/``, made by ``python -m specviz
 train data``) is :mod:`specviz.training.dataset`; :func:`prefill_corpus` reads both forms. Cache shards live in
 ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
 :func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
-and two) and :mod:`specviz.training.prompts_part3`.
+and two), :mod:`specviz.training.prompts_part3` and :mod:`specviz.training.prompts_part4`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from safetensors.torch import load_file, save_file
 from specviz.training.idshards import id_shard_paths, load_id_shard
 from specviz.training.prompts import PART_ONE, distill_prompts  # noqa: F401  (re-exported)
 from specviz.training.prompts_part3 import FORMS_3, part_three_prompts  # noqa: F401  (re-exported)
+from specviz.training.prompts_part4 import ALL_FORMS, FORMS_4, part_four_prompts  # noqa: F401  (re-exported)
 
 Progress = Callable[[str], None]
 
@@ -58,21 +63,23 @@ class CorpusSettings:
     top_p: float = 0.95
     seed: int = 0
     sampled_prompts: int = PART_ONE  # prompts before this index are sampled (temperature, top-p), later ones greedy
-    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3": part three, all greedy
+    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3"/"part4": all greedy
 
     def __post_init__(self) -> None:
         if self.prompt_set not in PROMPT_SETS:
             raise ValueError(f"unknown prompt set {self.prompt_set!r}; choose one of {', '.join(PROMPT_SETS)}")
 
 
-PROMPT_SETS = ("default", "part3")
+PROMPT_SETS = ("default", "part3", "part4")
 
 
 def corpus_prompts(settings: CorpusSettings) -> list[tuple[int, str | tuple[tuple[str, str], ...]]]:
-    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded) or part three
-    (form = index into :data:`FORMS_3`)."""
+    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded), part three or part
+    four (form = index into :data:`ALL_FORMS`)."""
     if settings.prompt_set == "part3":
         return part_three_prompts(settings.num_prompts, settings.seed)
+    if settings.prompt_set == "part4":
+        return part_four_prompts(settings.num_prompts, settings.seed)
     return [(-1, p) for p in distill_prompts(settings.num_prompts, settings.seed)]
 
 
