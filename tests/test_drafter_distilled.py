@@ -132,9 +132,11 @@ def test_the_train_command_trains_resumes_and_reports(tiny_model_dir, tiny_targe
     ckpt, out = tmp_path / "ckpt.pt", tmp_path / "d.safetensors"
     argv = ["train", "distilled", "--target", str(tiny_model_dir), "--threads", "1", "--device", "cpu",
             "--layers", "1", "--data", str(data), "--eval-data", str(held), "--epochs", "8", "--batch-tokens", "48",
-            "--lr", "0.001", "--ckpt", str(ckpt), "--out", str(out)]
+            "--lr", "0.001", "--ckpt", str(ckpt), "--out", str(out), "--prefill-cache", str(tmp_path / "pf.pt")]
     assert main(argv) == 0
-    report = json.loads(capsys.readouterr().out)
+    printed, err = capsys.readouterr()
+    report = json.loads(printed)
+    assert "prefill: kept in" in err and (tmp_path / "pf.pt").exists()
     assert report["source_layers"] == [0] and report["train_sequences"] == 5 and report["held_out_sequences"] == 1
     assert report["steps"] == 24 and torch.load(ckpt, weights_only=True)["step"] == 24  # 2 batches of 2, 1 of 1, x8
     assert report["train_loss_last_steps"] < 0.8 * report["train_loss_first_steps"]  # it learns
@@ -144,7 +146,9 @@ def test_the_train_command_trains_resumes_and_reports(tiny_model_dir, tiny_targe
     assert 0 <= report["eval"]["held_out_first_token_accuracy"] <= 1
     assert read_draft_metadata(out)["info"]["steps"] == 24
     assert main(argv + ["--out", str(tmp_path / "again.safetensors")]) == 0  # resumed at the end: the same file
-    again = json.loads(capsys.readouterr().out)
+    printed, err = capsys.readouterr()
+    again = json.loads(printed)
+    assert "prefill: read from" in err and again["data"]["positions"] == report["data"]["positions"] == 6 * 24
     assert again["held_out_loss"] == report["held_out_loss"] and again["held_out_loss_before"] is None
     assert again["train_loss_last_steps"] is None
     assert main(["train", "distilled", "--target", str(tiny_model_dir), "--threads", "1"]) == 2

@@ -128,8 +128,9 @@ def test_part_four_prompts_follow_the_suites_forms_without_its_prompts():
     assert [ALL_FORMS[f] for f, _ in pairs[:8]] == list(FORMS_4) and ALL_FORMS[:8] == FORMS_3
     assert [f for f, _ in pairs[:16]] == list(range(8, 16)) * 2
     assert len({p for _, p in pairs}) == 2560 and all(isinstance(p, str) for _, p in pairs)
-    suite = [json.loads(line) for line in Path("assets/suite.jsonl").read_text().splitlines() if line.strip()]
-    assert {r["category"] for r in suite} == set(FORMS_4)
+    suite = [json.loads(line) for name in ("suite", "prompts")
+             for line in Path(f"assets/{name}.jsonl").read_text().splitlines() if line.strip()]
+    assert {r["category"] for r in suite} >= set(FORMS_4)
 
     frames = ("Here is our conversation so far.", "Use only the context to answer the question.", "User:",
               "Assistant:", "Context:", "Question:")  # the forms' frames are shared on purpose, nothing else

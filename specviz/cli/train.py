@@ -33,8 +33,9 @@ def add_train_parser(commands) -> None:
     train.add_argument("--ckpt", help="training checkpoint to resume from and keep (commit it to resume elsewhere; "
                                       "default <data>/ckpt-<kind>-seed<seed>.pt, removed when training ends)")
     train.add_argument("--prefill-cache", help="with committed --data sets: a file that keeps the prefill (features "
-                                               "and EAGLE-3's fused layers) so the next eagle, eagle3 or medusa "
-                                               "training on the same sets reads it instead (a few GB)")
+                                               "and EAGLE-3's fused layers; for distilled, the target's top-k "
+                                               "next tokens) so the next training of that family on the same sets "
+                                               "reads it instead (a few GB; 0.2 GB for distilled)")
     train.add_argument("--prompts", type=_int_in("prompts", 1), default=None, help="prompts to answer (default 2560: 1280 sampled, then 1280 greedy)")
     train.add_argument("--max-new-tokens", type=_int_in("max-new-tokens", 1), default=None, help="default 192")
     train.add_argument("--epochs", type=_int_in("epochs", 1), default=None, help="default 4 (eagle), 2 (medusa)")
@@ -121,7 +122,7 @@ def _train_distilled(args) -> int:
     from pathlib import Path
 
     from specviz.runtime.models import cache_dir
-    from specviz.training.draft_model import DistillSettings, run_draft_training
+    from specviz.training.draft_model import DistillSettings, DraftPaths, run_draft_training
 
     sets = _committed_sets(args.data)
     if not sets:
@@ -138,8 +139,9 @@ def _train_distilled(args) -> int:
     if args.layers > target.model.config.num_hidden_layers:
         raise UsageError(f"--layers {args.layers} is more than the target's {target.model.config.num_hidden_layers} layers")
     out = Path(args.out) if args.out else cache_dir() / "drafters" / f"distilled-L{args.layers}.safetensors"
-    report = run_draft_training(target, sets, out, settings, Path(args.ckpt) if args.ckpt else None, evals,
-                                progress=_log)
+    paths = DraftPaths(out, Path(args.ckpt) if args.ckpt else None,
+                       Path(args.prefill_cache) if args.prefill_cache else None)
+    report = run_draft_training(target, sets, paths, settings, evals, progress=_log)
     print(json.dumps(report, indent=2), flush=True)
     _log(f"use it with: python -m specviz generate --drafter distilled --heads {out} --prompt ...")
     return 0
