@@ -18,6 +18,7 @@ import pytest  # noqa: E402
 from app.arena import matching  # noqa: E402
 from app.arena.progress import MIDDLE_SHARE, UNMEASURED, ArenaPace, estimate, rough_estimate  # noqa: E402
 from app.arena.settings import choose_prompts  # noqa: E402
+from app import estimates  # noqa: E402
 from app.live import costs as live_costs  # noqa: E402
 from app.costs import RunCosts  # noqa: E402
 
@@ -211,23 +212,23 @@ def test_a_busy_machine_moves_the_estimate_once_and_a_very_busy_one_is_said_plai
 
 
 def test_the_machines_load_is_read_the_same_way_for_every_tab(monkeypatch):
-    """The Arena reads app.costs.machine_load: the 5-minute load average (not the 1-minute one, which jumped from
+    """The Arena reads app.estimates.machine_load: the 5-minute load average (not the 1-minute one, which jumped from
     one minute to the next) less this process's own running threads."""
     from app.arena import costs as arena_costs
 
-    monkeypatch.setattr(live_costs.os, "getloadavg", lambda: (15.5, 12.5, 10.0))
-    monkeypatch.setattr(live_costs.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(live_costs, "own_running_threads", lambda: 2)
-    assert arena_costs.machine_load() == live_costs.machine_load() == (10.5, 2)
-    monkeypatch.setattr(live_costs, "own_running_threads", lambda: 20)
-    assert live_costs.machine_load() == (0.0, 2)
+    monkeypatch.setattr(estimates.os, "getloadavg", lambda: (15.5, 12.5, 10.0))
+    monkeypatch.setattr(estimates.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(estimates, "own_running_threads", lambda: 2)
+    assert arena_costs.machine_load() == estimates.machine_load() == (10.5, 2)
+    monkeypatch.setattr(estimates, "own_running_threads", lambda: 20)
+    assert estimates.machine_load() == (0.0, 2)
 
     def no_load():
         raise OSError
 
-    monkeypatch.setattr(live_costs.os, "getloadavg", no_load)
+    monkeypatch.setattr(estimates.os, "getloadavg", no_load)
     assert arena_costs.machine_load() is None
-    assert live_costs.own_running_threads() >= 1  # this thread, running the test
+    assert estimates.own_running_threads() >= 1  # this thread, running the test
 
 
 def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
@@ -290,7 +291,7 @@ TRIAL = RunCosts(2.0, 229.0, None, "the latest arena run of this model here, 100
 
 
 def test_every_cost_record_keeps_the_load_it_was_measured_at(monkeypatch):
-    """The load read by app.costs.machine_load when a cost is measured is kept with it: an arena run's, a Live
+    """The load read by app.estimates.machine_load when a cost is measured is kept with it: an arena run's, a Live
     run's and the median of the Live runs'; the Arena's choice of the newest Live run keeps that run's. Read at the
     same load, the chosen cost is not moved."""
     from app.arena import costs as arena_costs
@@ -313,7 +314,7 @@ def test_every_cost_record_keeps_the_load_it_was_measured_at(monkeypatch):
 
     monkeypatch.setattr(live_costs.time, "time", lambda: 3000.0)
     for load in (0.2, 1.8, 0.8):
-        monkeypatch.setattr(live_costs, "machine_load", lambda load=load: (load, 2))
+        monkeypatch.setattr(estimates, "machine_load", lambda load=load: (load, 2))
         learn_costs("embedded", view())
     assert live_costs.newest_run("embedded").measured_load == (0.8, 2)
     assert known_costs("embedded").measured_load == (0.8, 2)  # the median of 0.2, 1.8 and 0.8

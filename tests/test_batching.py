@@ -433,7 +433,7 @@ def test_the_sampling_check_says_runs_done_per_side_and_the_time_left_from_its_r
     no estimate. Each batch now says the runs done of N per side and, once a first batch is done, the time left from
     the rate measured so far (a clock the test drives: no timing), with its range as the other tabs' estimates
     (a later trial read only "about 11 s left"): 32 s left reads about 30 s (22–50 s), the wider range while the
-    speculative side is assumed to run at the standard rate (app.costs.PROBE_SPREAD), MIN_SPREAD after."""
+    speculative side is assumed to run at the standard rate (app.estimates.PROBE_SPREAD), MIN_SPREAD after."""
     from app.batching.check_job import CheckProgress
 
     said, now = [], [0.0]
@@ -498,14 +498,14 @@ def test_the_cost_panel_names_each_lines_unit_and_the_estimate_says_it_is_for_a_
     names = [t.name for t in figure.data if t.yaxis == "y2" and t.showlegend is not False]
     assert names == ["pass cost T(B, 5) / T(B, 1), in one-token steps (bars: repeats)",
                      "tokens per pass (emitted), in tokens"]
-    from app import costs
+    from app import estimates
 
-    monkeypatch.setattr(costs, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
+    monkeypatch.setattr(estimates, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
     status = JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
     status.show(("estimate", 184.0))
     shown = html.unescape(status.show(("progress", (0.1, "B = 1")))[0])
     assert "of about 3 min (2–5 min), estimated from a few forwards" in shown and "other programs" in shown
-    monkeypatch.setattr(costs, "machine_load", lambda: (12.0, 2))  # very busy: said plainly, with a wide range
+    monkeypatch.setattr(estimates, "machine_load", lambda: (12.0, 2))  # very busy: said plainly, with a wide range
     busy = JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
     busy.show(("estimate", 184.0))
     shown = html.unescape(busy.show(("progress", (0.1, "B = 1")))[0])
@@ -516,11 +516,11 @@ def test_the_status_says_plainly_once_the_run_is_past_its_estimate(monkeypatch):
     """Trial: "(72 s of about 38 s, a quiet-machine estimate…)" stayed long after the 38 s had passed."""
     from app.batching import shared
 
-    from app import costs
+    from app import estimates
 
     clock = iter([0.0, 10.0, 20.0, 72.0])  # made, the estimate, two progress lines
     monkeypatch.setattr(shared.time, "monotonic", lambda: next(clock))
-    monkeypatch.setattr(costs, "machine_load", lambda: None)
+    monkeypatch.setattr(estimates, "machine_load", lambda: None)
     status = shared.JobStatus(lambda *a, **k: None, lambda text: (text,), "Measuring")
     status.show(("estimate", 38.0))
     before = html.unescape(status.show(("progress", (0.1, "measured curve, batch 1: ...")))[0])

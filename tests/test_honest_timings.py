@@ -12,7 +12,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
 
-from app import DEFAULTS, build_demo, device, inputs, live, why  # noqa: E402
+from app import DEFAULTS, build_demo, device, estimates, inputs, live, why  # noqa: E402
 from honest_support import paired_runs, run_view  # noqa: E402
 from specviz.core.events import Timings  # noqa: E402
 from specviz.measure.stats import faster_than_possible  # noqa: E402
@@ -295,7 +295,7 @@ def test_a_whole_run_estimate_holds_its_prompt_reading_estimate():
     plan = live.plan_text(_settings(max_new_tokens=16), costs, 4349)
     reading = 2 * 4349 * 40.0 / 1000  # 348 s
     whole = reading + 15 * 160.0 / 1000
-    span = live.costs.span_text
+    span = estimates.span_text
     assert plan == (f"about 6 min ({span(whole * 0.56, whole * 1.35)}) (from recent runs of this model on this "
                     f"server), about 6 min ({span(reading * 0.56, reading * 1.35)}) of it reading the 4,349-token "
                     "prompt")

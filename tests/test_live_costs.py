@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from app import live
+from app import estimates, live
 from app.inputs import fit_prompt_for, parse_settings
 from drain_support import last_output
 from specviz.runtime import speed
@@ -145,9 +145,9 @@ def test_a_plan_for_a_high_cap_says_the_answer_may_end_sooner_and_how_soon_here(
     costs = live.RunCosts(2.0, 100.0, 60.0, source="x", answer_tokens=50, answers=((mine, 123), (mine + 1, 50)))
     plan = live.plan_text(_plan_settings(prompt, 1024), costs, 10)
     whole, likely = costs.run_s(10, 1024, True), costs.run_s(10, 123, True)
-    assert plan == (f"up to about {live.costs.rough_time(whole)} (from x) if it writes all 1,024 tokens; most "
+    assert plan == (f"up to about {estimates.rough_time(whole)} (from x) if it writes all 1,024 tokens; most "
                     f"answers end sooner (this prompt's ended after 123 tokens here: about "
-                    f"{live.costs.rough_time(likely)})")
+                    f"{estimates.rough_time(likely)})")
     assert plan.startswith("up to about 3 min (from x)")  # 163.9 s, said as round as an estimate deserves
     other = live.plan_text(_plan_settings("Another question entirely?", 1024), costs, 10)
     assert "(recent ones ended after 50 tokens here: about 8 s)" in other  # 40 ms + 49 x 160 ms

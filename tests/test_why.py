@@ -230,10 +230,10 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
 
 def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     import specviz.measure.grid
-    from app import costs as why_costs
+    from app import estimates
 
     monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
-    monkeypatch.setattr(why_costs, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
+    monkeypatch.setattr(estimates, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
     last = last_values(why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5), why.OUTPUTS, every=True, sized=True)
     assert not device.DEVICE.locked
     assert "Measured" in last["why-status"]
@@ -591,7 +591,7 @@ def test_the_measuring_status_says_plainly_once_past_its_estimate():
 
 
 def test_the_measuring_status_on_a_very_busy_machine_is_one_plain_sentence():
-    from app.costs import fresh_estimate
+    from app.estimates import fresh_estimate
 
     estimate = fresh_estimate(871.0, (12.0, 2))
     assert why._measuring("batch 4: warming up", 100, estimate) == (

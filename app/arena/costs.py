@@ -1,7 +1,7 @@
 """Which measured step cost the Arena's rough estimate rests on (:func:`chosen_costs`), and how busy the machine is
 now (:func:`machine_load`). Every cost keeps the load other programs put on the machine while it was measured
 (:attr:`app.costs.RunCosts.measured_load`): the estimate moves only by the load changed since
-(:func:`app.costs.load_factor`), as a cost measured on a busy machine already holds its slowness.
+(:func:`app.estimates.load_factor`), as a cost measured on a busy machine already holds its slowness.
 
 An arena run loads its target in the operator's weight format with the threads tuned for it, as a Live run in that
 format does; the Live tab keeps its costs under the target spec for that format and under "target · int4 weights"
@@ -19,7 +19,9 @@ import time
 from typing import Sequence
 
 from app import costs as live
-from app.costs import MIN_SPREAD, RunCosts
+from app import estimates
+from app.costs import RunCosts
+from app.estimates import MIN_SPREAD
 from app.render import seconds_text
 
 ARENA_RUN = "the latest arena run of this model here"
@@ -35,9 +37,9 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
     """Standard decoding's costs measured by an arena run of ``target`` from its ``rows``
     (:attr:`specviz.analysis.arena_rows.ArenaResult.rows`): the median T_step (ms a token after the prefill) of its
     baseline rows (drafter "none"), its spread the rows' lowest and highest T_step over that median (at least
-    :data:`app.costs.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
+    :data:`app.estimates.MIN_SPREAD`); the prompt read's cost from ``prefill`` (the costs known for the target; 0
     without). ``now``: when measured (time.time() s); ``load``: other programs' load during the run (CPUs' worth of
-    CPU count: :func:`app.costs.machine_load`; None: unknown). None without a baseline row with a T_step."""
+    CPU count: :func:`app.estimates.machine_load`; None: unknown). None without a baseline row with a T_step."""
     base = [r for r in rows if r.get("drafter") == "none" and (r.get("t_step_ms") or 0) > 0]
     if not base:
         return None
@@ -83,6 +85,6 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
 
 
 def machine_load() -> tuple[float, int] | None:
-    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.costs.machine_load`: the 5-minute
+    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.estimates.machine_load`: the 5-minute
     load average less this process's running threads); None where the OS has no load average."""
-    return live.machine_load()
+    return estimates.machine_load()

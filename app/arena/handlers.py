@@ -14,7 +14,7 @@ import time
 
 import gradio as gr
 
-from app import device, render
+from app import device, estimates, render
 from app.arena.figures import arena_figure, predictions_figure, shown_rows
 from app.arena.costs import learn_arena
 from app.arena.files import write_files
@@ -23,7 +23,6 @@ from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estim
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
 from app.arena.verdicts import noisy_count, noisy_rows
-from app.costs import machine_load
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
 from app.messages import report
@@ -141,7 +140,7 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
         result = yield from _race_on_device(job, s, _Progress(progress, notes, started, pace))
         if result is not None:
             # the next estimate starts from this run's own T_step, with the load it was measured at
-            learn_arena(s["target"], result.rows, machine_load())
+            learn_arena(s["target"], result.rows, estimates.machine_load())
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu, pace)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _failed("arena", error)

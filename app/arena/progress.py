@@ -3,7 +3,7 @@ left and the whole run's length estimated from that prompt's measured rate (:cla
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
 timed for it): one middle figure with its range, moved once by the load changed since the cost was measured and
-said plainly on a very busy machine (:func:`app.costs.make_estimate`, shared with the other tabs), or, where
+said plainly on a very busy machine (:func:`app.estimates.make_estimate`, shared with the other tabs), or, where
 nothing was measured, that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
 prompts finished; a test passes its own clock and costs."""
 
@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from app.costs import (BUSY_PER_CPU, SHORTER, Estimate, busy_factor, is_busy, load_factor,  # noqa: F401 - shared
-                       make_estimate, tokens_about)
+from app.costs import tokens_about
+from app.estimates import (BUSY_PER_CPU, SHORTER, Estimate, busy_factor, is_busy, load_factor,  # noqa: F401 - shared
+                           make_estimate)
 from app.render import seconds_text
 from specviz.analysis.arena_rows import WARMUP_TOKENS
 
@@ -36,7 +37,7 @@ class StepCosts(Protocol):
 
 
 BUSY_SHARE = BUSY_PER_CPU
-"""A load above this share of the CPU count: the machine is busy now (:func:`app.costs.is_busy`)."""
+"""A load above this share of the CPU count: the machine is busy now (:func:`app.estimates.is_busy`)."""
 MIDDLE_SHARE = math.sqrt(METHOD_TIME[0] * METHOD_TIME[1])
 """A drafter's run's share of a standard run's time for the middle figure: the middle of :data:`METHOD_TIME`."""
 STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
@@ -44,7 +45,7 @@ STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
 
 @dataclass(frozen=True)
 class ArenaEstimate:
-    """A whole arena run's length before its first prompt is measured: ``estimate`` (:class:`app.costs.Estimate`,
+    """A whole arena run's length before its first prompt is measured: ``estimate`` (:class:`app.estimates.Estimate`,
     seconds) when every run writes all its max new tokens, a drafter's run at :data:`MIDDLE_SHARE` of a standard
     run's time for the middle figure and at :data:`METHOD_TIME`'s ends with the cost's spread for the range, moved
     once by the load changed since the cost was measured; from ``ms_per_token`` (standard decoding's wall-clock ms
@@ -102,7 +103,8 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
     From ``costs`` (:func:`app.arena.costs.chosen_costs`: standard decoding's ms per token measured here and a
     prompt's read): the middle figure with each drafter's run at :data:`MIDDLE_SHARE` of a standard run's time, the
     range from :data:`METHOD_TIME`'s ends times the costs' ``spread``, drawn in and moved by the load as
-    :func:`app.costs.make_estimate` does (``load``: other programs' (load, CPUs) now; ``costs.measured_load``: then).
+    :func:`app.estimates.make_estimate` does (``load``: other programs' (load, CPUs) now; ``costs.measured_load``:
+    then).
     E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token, 2 ms per prompt token, spread (0.7, 1.6):
     the middle 85.9 s, the range 60.2 s x 0.7 = 42 s to 138.2 s x 1.6 = 221 s, drawn in to 3x: 50–149 s.
     Loading and the drafters' set-up are not in it. None without costs or without prompts."""

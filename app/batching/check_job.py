@@ -10,7 +10,7 @@ from typing import Callable
 
 from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
-from app.costs import MIN_SPREAD, PROBE_SPREAD, make_estimate
+from app.estimates import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
 from specviz.analysis.batching import sampling_check
 from specviz.core.engine import GenerationConfig
@@ -140,9 +140,9 @@ class CheckProgress:
         return sum((self.n - self.done[s]) * r for s, r in (("standard", standard), ("speculative", speculative)))
 
     def estimate_left(self):
-        """The time left with its range (:func:`app.costs.make_estimate`, as the other tabs' estimates): the
-        measured rates carry :data:`app.costs.MIN_SPREAD`; while the speculative side is still assumed to run at
-        the standard rate, the wider :data:`app.costs.PROBE_SPREAD`. None before a first batch is done."""
+        """The time left with its range (:func:`app.estimates.make_estimate`, as the other tabs' estimates): the
+        measured rates carry :data:`app.estimates.MIN_SPREAD`; while the speculative side is still assumed to run at
+        the standard rate, the wider :data:`app.estimates.PROBE_SPREAD`. None before a first batch is done."""
         left = self.seconds_left()
         if left is None:
             return None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from app import device, render
-from app.costs import fresh_estimate, progress_text
+from app.estimates import fresh_estimate, progress_text
 from app.figures import FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, text
 from specviz.drafters.registry import NONE, choices, make_drafter
@@ -90,15 +90,15 @@ def drafter_factory(models: Models, loaded, tally: dict | None = None) -> Callab
 ESTIMATE_WORDS = ("estimated from a few forwards timed just now: more load from other programs during the run "
                   "makes it longer")
 """What the sweep's time estimate is (:func:`app.batching.sweep_job.sweep_seconds`: a second of probe forwards at
-the load of now, with their range: :func:`app.costs.fresh_estimate`): said beside it, so that a run taking longer
-on a machine getting busier is expected; once the run is past it, :func:`app.costs.progress_text` says so."""
+the load of now, with their range: :func:`app.estimates.fresh_estimate`): said beside it, so that a run taking longer
+on a machine getting busier is expected; once the run is past it, :func:`app.estimates.progress_text` says so."""
 
 
 class JobStatus:
     """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
-    estimate with its range (or, once passed, that it was: :func:`app.costs.progress_text`). ``out(status)`` makes the handler's
-    output tuple."""
+    estimate with its range (or, once passed, that it was: :func:`app.estimates.progress_text`). ``out(status)``
+    makes the handler's output tuple."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
         self.progress, self.out, self.verb = progress, out, verb
@@ -111,7 +111,7 @@ class JobStatus:
     def show(self, item) -> tuple | None:
         """The output tuple for one item of the job (None: nothing new to show)."""
         kind, payload = item if item is not None else ("tick", None)
-        if kind == "estimate":  # seconds from the probe: its range and the load now, read once (app.costs)
+        if kind == "estimate":  # seconds from the probe: its range and the load now, read once (app.estimates)
             self.estimate, self.last = (fresh_estimate(payload) if payload is not None else None), 0.0
         elif kind == "progress":
             fraction, message = payload

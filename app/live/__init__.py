@@ -12,7 +12,8 @@ Where each part lives:
 - :mod:`app.live.outputs`: one message of the handlers (:class:`Frame`), the end state, a failed run, and the
   per-session stores (the running view for Stop, the last good result);
 - :mod:`app.costs`: the run-cost estimation service (:class:`RunCosts`): how long a run should take, learned
-  from this process's runs and timed forwards, and the derived default of max new tokens;
+  from this process's runs and timed forwards, and the derived default of max new tokens (a plan's range and the
+  machine's load: :mod:`app.estimates`, shared with the other tabs);
 - :mod:`app.live.warmup`: the app's start-up run (:func:`warm_up`);
 - :mod:`app.live.controls`: Stop, a closed tab, and the controls that follow each other;
 - :mod:`app.live.layout`: the layout and its wiring (:func:`build_tab`).
@@ -35,10 +36,11 @@ from app import costs  # noqa: F401 - the run-cost service, shared with the Aren
 from app.live import controls, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
 from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen,
                                release_session, stop, stop_now, stop_run, stopped_view)
-from app.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, MIN_SPREAD, PROBE_SPREAD,
-                       RECENT_RUNS, RunCosts, costs_of_run, default_max_new_tokens, derived_default_tokens,
-                       known_costs, learn_costs, long_prompt_note, page_default_tokens, plan_text,
-                       settle_prefill_note, settled_after_prefill, timed_forwards, tuned_costs)
+from app.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, RECENT_RUNS, RunCosts,
+                       costs_of_run, default_max_new_tokens, derived_default_tokens, known_costs, learn_costs,
+                       long_prompt_note, page_default_tokens, plan_text, settle_prefill_note, settled_after_prefill,
+                       timed_forwards, tuned_costs)
+from app.estimates import MIN_SPREAD, PROBE_SPREAD
 from app.live.defaults import ASSETS, DEFAULTS, FIRST_EXAMPLE, INPUTS, OUTPUTS, example_labels, load_examples
 from app.live.layout import (CHECKED_NUMBERS, CLAMPED_SLIDERS, ENTER_COMMITS_JS, EXAMPLES_PER_PAGE, OUTPUT_ONLY_JS,
                              build_tab)

@@ -19,8 +19,9 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
-from app.costs import (LONG_PROMPT_TOKENS, NOW, known_costs, learn_costs, long_prompt_note, plan_text,
-                       settle_prefill_note, settled_after_prefill, tuned_costs)
+from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
+                       settled_after_prefill, tuned_costs)
+from app.estimates import NOW
 from app.live.outputs import (_SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only)
 from app.live.view import RunView, head_accuracy

@@ -15,7 +15,7 @@ import time
 import gradio as gr
 
 from app import device, render
-from app.costs import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
+from app.estimates import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
 from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
@@ -211,8 +211,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
 
 def _measuring(message: str, seconds: float, estimate: Estimate | float | None) -> str:
     """The status text while measuring: the step, the seconds so far and, once the first forwards were timed,
-    the expected length of the whole measurement with its range (:func:`app.costs.progress_text`; a number of
-    seconds: :func:`app.costs.fresh_estimate` of it at an unknown load)."""
+    the expected length of the whole measurement with its range (:func:`app.estimates.progress_text`; a number of
+    seconds: :func:`app.estimates.fresh_estimate` of it at an unknown load)."""
     if estimate is None:
         return f"Measuring… {message} ({seconds:.0f} s; timing a first forward to tell how long this will take)"
     if not isinstance(estimate, Estimate):

@@ -1,0 +1,182 @@
+"""The estimates every tab shows, and the machine's load they rest on: a planned length with its range
+(:class:`Estimate`, made by :func:`make_estimate`: "about 12 min (9–16 min)", or on a very busy machine a plain
+sentence with a wide range), the time a measurement has taken beside it (:func:`progress_text`), and the estimate of
+a measurement planned from forwards timed just now (:func:`fresh_estimate`).
+
+The load is other programs' (load, CPU count) now (:func:`machine_load`: the 5-minute load average less this
+process's own running threads). A cost keeps the load it was measured at, and an estimate moves only by the load
+changed since (:func:`load_factor`): a cost measured on a busy machine already holds that load's slowness.
+
+Callers read the load as ``estimates.machine_load()``, the module's attribute, so one replacement here (a test's)
+reaches every tab. What a run costs, and the Live tab's plan made of it, live in :mod:`app.costs`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+from app.render import seconds_text
+
+_seconds = functools.partial(seconds_text, at_least=1)  # an estimate never reads "0 s"
+
+NOW = object()
+"""A ``load`` argument: read the machine's load now (:func:`machine_load`)."""
+PROBE_SPREAD = (0.7, 1.6)  # a plan from one timed step: the acceptance, the page and the load are all unknown
+MIN_SPREAD = (0.85, 1.25)  # a plan from earlier runs: at least this wide (their spread, the machine's load)
+BUSY_PER_CPU = 0.5  # other programs' load above this per CPU: the machine is busy (its estimates say so)
+VERY_BUSY_PER_CPU = 2.0  # ... above this per CPU: very busy; an estimate is a plain sentence with a wide range
+MAX_WIDTH = 3.0  # an estimate's high end over its low end, at most (a wider spread is drawn in toward its middle)
+VERY_BUSY_WIDTH = (0.6, 2.0)  # on a very busy machine the range is at least this (factors on the middle figure) ...
+VERY_BUSY_MAX_WIDTH = 4.0  # ... and its high end at most this many times its low end
+LOAD_FACTOR_LIMITS = (0.5, 4.0)  # the load changed since a cost was measured moves an estimate by at most this
+SHORTER = "fewer tokens or prompts make it shorter"
+
+
+def own_running_threads() -> int:
+    """How many of this process's threads are running or waiting for a CPU now (Linux ``/proc/self/task``; 0
+    where unknown): the load average counts them, so :func:`machine_load` takes them out."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    running = 0
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/stat", encoding="ascii", errors="replace") as stat:
+                running += stat.read().rsplit(")", 1)[1].split()[0] == "R"
+        except (OSError, IndexError):
+            continue
+    return running
+
+
+def machine_load() -> tuple[float, int] | None:
+    """(Other programs' load, the CPU count) now, from a measure that holds still from one minute to the next: the
+    5-minute load average less this process's own running threads (:func:`own_running_threads`; the 1-minute
+    average jumped by 2x between two estimates a minute apart, and counts the app's own torch threads). None where
+    the OS has no load average."""
+    try:
+        five = os.getloadavg()[1]
+    except (AttributeError, OSError):
+        return None
+    return max(0.0, five - own_running_threads()), os.cpu_count() or 1
+
+
+def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:
+    """Whether ``load`` ((load, CPU count); None: unknown, not busy) is above ``per_cpu`` per CPU."""
+    return load is not None and load[0] > per_cpu * max(1, load[1])
+
+
+def busy_factor(load: float, cpus: int) -> float:
+    """How much longer a run takes on ``cpus`` CPUs (>= 1) beside ``load`` runnable threads of other programs, when
+    it gets its fair share: 1 + load / cpus (2.0 at a load of 2 on 2 CPUs)."""
+    return 1.0 + max(0.0, load) / max(1, cpus)
+
+
+def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | None) -> float:
+    """How much slower (above 1) or faster (below 1) a run should go now than when its cost was measured: the
+    :func:`busy_factor` of the load now (``now``) over the one then (``measured``), both (load, CPUs) read by
+    :func:`machine_load`, so a cost measured on a busy machine is not slowed again for the same load; within
+    :data:`LOAD_FACTOR_LIMITS`. 1 when either is unknown (the cost is taken as the machine's as it is)."""
+    if now is None or measured is None:
+        return 1.0
+    return min(max(busy_factor(*now) / busy_factor(*measured), LOAD_FACTOR_LIMITS[0]), LOAD_FACTOR_LIMITS[1])
+
+
+def rough_time(seconds: float) -> str:
+    """A planned length, as round as an estimate deserves: "8 s", "25 s" (whole seconds under 30 s), "45 s" (5 s
+    steps under 2 min), "12 min" (whole minutes under an hour), "1 h 40 min" (5-minute steps)."""
+    if seconds < 117.5:
+        return f"{max(1, round(seconds / 5) * 5 if seconds >= 30 else round(seconds))} s"
+    if seconds < 59.5 * 60:
+        return f"{round(seconds / 60)} min"
+    minutes = round(seconds / 300) * 5
+    return f"{minutes // 60} h" + (f" {minutes % 60} min" if minutes % 60 else "")
+
+
+def span_text(low: float, high: float) -> str:
+    """ "10–40 min", "2–6 min" (a low end of a minute or more in minutes beside a high end in minutes), "50 s –
+    2 min", "1 h – 1 h 30 min": a range of planned lengths (:func:`rough_time`)."""
+    a, b = rough_time(low), rough_time(high)
+    if b.endswith(" min") and "h" not in b and low >= 60:  # both in minutes: "2–6 min", not "110 s – 6 min"
+        a = f"{round(low / 60)} min"
+    if a == b:
+        return a
+    for unit in (" s", " min"):
+        if a.endswith(unit) and b.endswith(unit) and unit not in a[:-len(unit)] and "h" not in a + b:
+            return f"{a[:-len(unit)]}–{b}"
+    return f"{a} – {b}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A planned length in seconds: ``seconds`` the middle figure, ``low``–``high`` its range (at most
+    :data:`MAX_WIDTH` wide, :data:`VERY_BUSY_MAX_WIDTH` on a very busy machine), ``load`` other programs' (load,
+    CPUs) now (None: unknown) and ``factor`` the load change already applied (:func:`load_factor`)."""
+
+    seconds: float
+    low: float
+    high: float
+    load: tuple[float, int] | None = None
+    factor: float = 1.0
+
+    @property
+    def very_busy(self) -> bool:
+        """Whether the machine is too busy now to estimate well (:data:`VERY_BUSY_PER_CPU`)."""
+        return is_busy(self.load, VERY_BUSY_PER_CPU)
+
+    def text(self, shorter: str = SHORTER) -> str:
+        """ "about 12 min (9–16 min)"; on a very busy machine a plain sentence: "the machine is very busy now (load
+        12 on 2 CPUs): this may take 10–40 min; fewer tokens or prompts make it shorter" (``shorter``: what to do)."""
+        if self.very_busy:
+            return (f"the machine is very busy now (load {self.load[0]:.0f} on {self.load[1]} CPUs): this may take "
+                    f"{span_text(self.low, self.high)}" + (f"; {shorter}" if shorter else ""))
+        middle, span = rough_time(self.seconds), span_text(self.low, self.high)
+        return f"about {middle}" if span == middle else f"about {middle} ({span})"
+
+
+def make_estimate(seconds: float, low: float | None = None, high: float | None = None,
+                  now: tuple[float, int] | None = None, measured: tuple[float, int] | None = None) -> Estimate:
+    """The :class:`Estimate` of a length planned at ``seconds`` (its range ``low``–``high`` s, None: the figure
+    alone) from a cost measured at other programs' load ``measured``, for the load ``now`` ((load, CPUs) from
+    :func:`machine_load`; None: unknown): the load change is applied once to all three (:func:`load_factor`), the
+    range drawn in toward the middle to :data:`MAX_WIDTH` and, on a very busy machine, widened to at least
+    :data:`VERY_BUSY_WIDTH` and at most :data:`VERY_BUSY_MAX_WIDTH`. E.g. 600 s (400–900 s) measured quiet, now at
+    load 1 on 2 CPUs: about 15 min (10–22 min), 1.5x."""
+    factor = load_factor(now, measured)
+    middle = seconds * factor
+    lo = min(1.0, (low if low is not None else seconds) / seconds) if seconds > 0 else 1.0
+    hi = max(1.0, (high if high is not None else seconds) / seconds) if seconds > 0 else 1.0
+    width = MAX_WIDTH
+    if is_busy(now, VERY_BUSY_PER_CPU):
+        lo, hi, width = min(lo, VERY_BUSY_WIDTH[0]), max(hi, VERY_BUSY_WIDTH[1]), VERY_BUSY_MAX_WIDTH
+    if hi / lo > width:  # drawn in toward the middle, keeping the ends' proportions (in logs)
+        shrink = math.log(width) / math.log(hi / lo)
+        lo, hi = lo ** shrink, hi ** shrink
+    return Estimate(middle, middle * lo, middle * hi, now, factor)
+
+
+def progress_text(elapsed: float, estimate: Estimate, source: str) -> str:
+    """The time a measurement has taken (``elapsed`` s) beside its :class:`Estimate`: "46 s of about 15 min
+    (10–23 min), {source}" (``source``: how it was made); past the middle figure "17 min 5 s of up to 23 min";
+    "46 s; the machine is very busy now (…): this may take 9–29 min" on a very busy machine; once past the high end
+    "25 min 0 s, past the estimate of 10–23 min: the machine is busier or slower than estimated" (a stale "of about"
+    is never repeated)."""
+    took, span = _seconds(elapsed), span_text(estimate.low, estimate.high)
+    if elapsed > estimate.high:
+        return f"{took}, past the estimate of {span}: the machine is busier or slower than estimated"
+    if estimate.very_busy:
+        return f"{took}; {estimate.text('')}"
+    if elapsed > estimate.seconds:
+        return f"{took} of up to {rough_time(estimate.high)}, {source}"
+    return f"{took} of {estimate.text()}, {source}"
+
+
+def fresh_estimate(seconds: float, load=NOW) -> Estimate:
+    """The :class:`Estimate` of a measurement planned at ``seconds`` from forwards timed just now (so at the load of
+    now: nothing to move), its range :data:`PROBE_SPREAD`; ``load``: other programs' (load, CPUs) now
+    (:data:`NOW`: :func:`machine_load`), which makes it the plain sentence on a very busy machine."""
+    now = machine_load() if load is NOW else load
+    return make_estimate(seconds, seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1], now, now)
