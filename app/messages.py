@@ -151,7 +151,8 @@ def enter_commits_js(container: str) -> str:
     typed over "4" leaves it empty), is put back to the value it had before the edit, and its release says so
     (:func:`kept_js`, :func:`clamped`: "Draft length k was empty; kept 4."): Gradio's slider would read it as 0 and
     clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
-    release, and a Generate pressed next, carry the kept value.
+    release, and a Generate pressed next, carry the kept value. What is not a number ("4e") is noted when typed: on a
+    busy page Svelte's bound value, one keystroke late, set the box to "" before Enter, and it was said as empty.
 
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
@@ -172,12 +173,16 @@ def enter_commits_js(container: str) -> str:
   document.addEventListener('focusin', (ev) => {{
     if (sliderBox(ev.target)) ev.target.dataset.svKept = ev.target.value;
   }}, true);
+  document.addEventListener('input', (ev) => {{
+    const box = ev.target;
+    if (sliderBox(box)) box.dataset.svBad = box.value === '' && box.validity.badInput ? 'bad' : '';
+  }}, true);
   document.addEventListener('blur', (ev) => {{
     const box = ev.target;
     if (!sliderBox(box)) return;
     const kept = box.dataset.svKept;
     if (box.value === '' && kept) {{
-      box.dataset.svEmptied = box.validity.badInput ? 'bad' : 'empty';
+      box.dataset.svEmptied = box.validity.badInput || box.dataset.svBad ? 'bad' : 'empty';
       box.value = kept;
       box.dispatchEvent(new Event('input', {{bubbles: true}}));
     }} else if (box.value !== '') {{
