@@ -2,7 +2,7 @@
 a run during which other programs took the CPUs), as the Live tab's cards and the history show them, and the spread of
 each rate and share (tokens/s, acceptance, tokens per pass, the time card). Time you can plan and impossible forward
 timings: test_honest_timings.py; readable output and the small faults: test_honest_faults.py; the Arena's baselines:
-test_arena.py; what needs a browser: test_honest_numbers_browser.py. The hand-made runs: honest_support.py."""
+test_arena_spread.py; what needs a browser: test_honest_numbers_browser.py. The hand-made runs: honest_support.py."""
 
 from __future__ import annotations
 

@@ -368,7 +368,7 @@ ARENA = dict(ks=["2"], source="prompt", prompt=PROMPT, category="qa", max_new_to
 
 
 def test_arena_races_eagle_chain_and_tree(tiny_model_dir, shipped):
-    from test_arena import drain as arena_drain
+    from arena_support import drain as arena_drain
 
     out = arena_drain(arena_tab.run(**ARENA, drafters=["eagle", "eagle:tree"], target=str(tiny_model_dir)))
     methods = [row[1] for row in out["arena-table"]["data"]]
@@ -382,7 +382,7 @@ def test_arena_races_eagle_chain_and_tree(tiny_model_dir, shipped):
 
 
 def test_arena_without_heads_and_with_sampling(tiny_model_dir, tmp_path, monkeypatch, heads_folder):
-    from test_arena import drain as arena_drain
+    from arena_support import drain as arena_drain
 
     monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", tmp_path)
     with pytest.warns(UserWarning):

@@ -1,0 +1,319 @@
+"""The spread the arena gives each timed figure, from hand-made timings (measure_run replaced by a fake run, so no
+clock is read): each speedup against the standard runs timed beside its method and the drift between them; the
+bootstrap interval of T_verify and T_draft over the passes; T_step, c and the predictions carrying the spread of their
+parts, and a pooled row spanning its prompts; and how the table's cells, the bars' error bars and the downloads show
+it. The same figures on real runs: test_arena_runs.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import arena as arena_tab  # noqa: E402
+from app.arena.verdicts import speedup_reading  # noqa: E402
+from specviz.analysis.arena import variants  # noqa: E402
+from specviz.analysis.arena_rows import (Measured, Variant, _counts, make_row, pool, to_csv,  # noqa: E402
+                                         to_json)
+from specviz.core.engine import GenerationConfig  # noqa: E402
+from specviz.core.verdict import FASTER, NOT_FINDING  # noqa: E402
+
+
+# ----------------------------------------------------------------------------------------- the speedups' spread
+
+
+def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch):
+    """Hand-made timings: the third baseline run is 5x slower (the machine was busy then). With a baseline timed
+    next to every method, only the two methods beside it get a large ratio, and their rows show the drift."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.prompts import Prompt
+    from specviz.core.counters import Counters
+
+    baseline_ms = iter([100.0, 100.0, 500.0, 100.0, 100.0])  # ms per token of each baseline run, in order
+
+    def fake_run(target, drafter, ids, config, stop):
+        ms = next(baseline_ms) if drafter is None else 50.0  # every method: 2x the normal baseline
+        passes = 10 if drafter is None else 1  # a method's pass makes 10 tokens: its 2x-6x are possible
+        stats = Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0, verify_ms=10 * ms)
+        return Measured(stats, (1, 2, 3))
+
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram", "model"], [2, 4])
+    ticks: list[str] = []
+    session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else object(),
+                             lambda: False, ticks.append)
+    runs = arena._measure_prompt(session, methods, 0, Prompt("p", "c", "x"), [1])
+    order = [t.split(": ")[1] for t in ticks]
+    assert order == ["standard", "ngram k=2", "standard", "ngram k=4", "standard", "model k=2", "standard",
+                     "model k=4", "standard"]
+    rows = {v.label: make_row("prompt", "c", "p", v, _counts(*runs[v][:2], True, runs[v][2]))
+            for v in methods}
+    assert rows["ngram k=2"]["decode_speedup"] == pytest.approx(2.0)
+    assert rows["model k=4"]["decode_speedup"] == pytest.approx(2.0)
+    for label in ("ngram k=4", "model k=2"):  # beside the slow run: (100 + 500) / 2 ms per token against 50
+        assert rows[label]["decode_speedup"] == pytest.approx(6.0)
+        assert rows[label]["baseline_drift"] == pytest.approx(4.0)
+    assert rows["ngram k=2"]["baseline_drift"] == pytest.approx(0.0)
+    assert arena_tab.noisy_rows(list(rows.values())) == 2  # no spread to read here: the drift decides
+    drift = arena_tab.SUMMARY_COLUMNS.index(("Baseline drift", "baseline_drift", "%"))
+    cells = arena_tab.table(list(rows.values()))["data"]
+    assert cells[2][drift] == "400% unsteady" and cells[1][drift] == "0%"  # ngram k=4 beside the slow run; k=2 not
+    assert cells[0][drift] == "400% (its runs apart)"  # the reference: all its runs, no noisy flag
+
+
+def _rows_measured_by(monkeypatch, fake_run) -> dict:
+    """The prompt rows of n-gram at k = 2 and 4 and standard decoding, each run by ``fake_run``, by label."""
+    import specviz.analysis.arena as arena
+    from specviz.analysis.prompts import Prompt
+    monkeypatch.setattr(arena, "measure_run", fake_run)
+    methods = variants(["ngram"], [2, 4])
+    session = arena._Session(None, GenerationConfig(), lambda v: None if v.drafter == "none" else object(),
+                             lambda: False, lambda _: None)
+    runs = arena._measure_prompt(session, methods, 0, Prompt("p", "c", "x"), [1])
+    return {v.label: make_row("prompt", "c", "p", v, _counts(*runs[v][:2], True, *runs[v][2:]))
+            for v in methods}
+
+
+def _hand_made_rows(monkeypatch, baseline_ms: list[float], method_ms: float = 50.0) -> dict:
+    """Per-prompt rows of ngram x (2, 4) from hand-made timings: the baseline runs take ``baseline_ms`` ms per token
+    in order (B, m1, B, m2, B), every method ``method_ms``; 10 tokens after a 5 ms prefill, 11 in all."""
+    from specviz.core.counters import Counters
+
+    times = iter(baseline_ms)
+
+    def fake_run(target, drafter, ids, config, stop):
+        ms = next(times) if drafter is None else method_ms
+        passes = 10 if drafter is None else 2
+        return Measured(Counters(runs=1, passes=passes, emitted=10, generated=11, prefill_ms=5.0,
+                                 verify_ms=10 * ms), (1, 2, 3))
+
+    return _rows_measured_by(monkeypatch, fake_run)
+
+
+def test_every_speedup_carries_its_spread_against_each_baseline_beside_it(monkeypatch):
+    """Baselines of 100, 110, 500 ms per token around methods of 50 ms per token: ngram k=2 sits between 100 and
+    110 (decoding rates 10 and 9.09 tokens/s against its 20), ngram k=4 between 110 and 500."""
+    rows = _hand_made_rows(monkeypatch, [100.0, 110.0, 500.0])
+    k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
+    assert k2["decode_speedup"] == pytest.approx(20 / (20_000 / 2100))  # 2.1: the two baselines pooled
+    assert (k2["decode_speedup_low"], k2["decode_speedup_high"]) == (pytest.approx(2.0), pytest.approx(2.2))
+    assert (k4["decode_speedup_low"], k4["decode_speedup_high"]) == (pytest.approx(2.2), pytest.approx(10.0))
+    assert k4["decode_speedup_high"] / k4["decode_speedup_low"] == pytest.approx(1 + k4["baseline_drift"])
+    # end to end (prefill included): 11 tokens in 505 ms against 11 in 1005 and 1105 ms
+    assert (k2["speedup_low"], k2["speedup_high"]) == (pytest.approx(1005 / 505), pytest.approx(1105 / 505))
+    assert base["decode_speedup_low"] is None and base["speedup_high"] is None  # the reference has none
+    table = arena_tab.table([base, k2, k4])
+    decode = table["headers"].index("Speedup, decode")
+    end = table["headers"].index("Speedup, end to end")
+    # 6.10 is above the 5 tokens per pass of ngram k=4: not a finding whatever its spread, the number kept and that
+    # reason in its own words; its spread lies wholly above 1, so never "too noisy to tell" (the one rule, issue 34)
+    assert [row[decode] for row in table["data"]] == [
+        arena_tab.speedup_cell(r, "decode_speedup") for r in (base, k2, k4)]
+    assert table["data"][0][decode] == "1.00 (reference)"  # the cells' wording: tests/test_messages.py
+    assert [(v.word, v.value) for v in map(speedup_reading, (k2, k4))] == [
+        (FASTER, pytest.approx(2.10)), (NOT_FINDING, pytest.approx(6.10))]
+    assert "its 5.0 tokens per pass" in speedup_reading(k4).reason and "355%" in speedup_reading(k4).reason
+    assert table["data"][1][end] == "2.09× faster (1.99–2.19×)"
+    # a pooled row spans the lowest to the highest over its prompts
+    pooled = pool_rows([k2, k4])
+    assert (pooled["decode_speedup_low"], pooled["decode_speedup_high"]) == (pytest.approx(2.0),
+                                                                             pytest.approx(10.0))
+
+
+def pool_rows(rows: list[dict]) -> dict:
+    return pool("category", "c", [dict(r, variant="ngram k=2", k="2") for r in rows], Variant("ngram", 2))
+
+
+def test_a_speedup_without_a_pair_of_baselines_says_it_has_no_spread():
+    row = {"level": "category", "category": "c", "variant": "ngram k=4", "drafter": "ngram", "tokens_per_pass": 2.0,
+           "decode_speedup": 1.23, "speedup": 1.1, "baseline_drift": None}
+    assert arena_tab.speedup_cell(row, "decode_speedup") == "1.23 (one run: no spread)"
+    assert arena_tab.speedup_cell(dict(row, decode_speedup=None), "decode_speedup") == "–"
+    bars = arena_tab.spread_bars([row])
+    assert bars["array"] == [0.0] and bars["visible"] is False
+    figure = arena_tab.arena_figure([dict(row, drafter="none", variant="standard", decode_speedup=1.0), row])
+    assert any("one run: no spread where no bar is drawn" in a.text for a in figure.layout.annotations)
+
+
+def test_the_speedup_bars_carry_error_bars(monkeypatch):
+    rows = list(_hand_made_rows(monkeypatch, [100.0, 110.0, 500.0]).values())
+    for r in rows:
+        r["level"] = "category"
+    figure = arena_tab.arena_figure(rows)
+    bar = {(t.name, t.yaxis): t for t in figure.data}[("ngram k=4", "y4")]
+    value = rows[2]["decode_speedup"]
+    assert bar.error_y.array == pytest.approx((10.0 - value,)) and bar.error_y.arrayminus == pytest.approx(
+        (value - 2.2,))
+    assert "2.20–10.00 against each standard run beside it" in bar.text[0]
+    measured = arena_tab.predictions_figure(rows).data[0]
+    assert measured.error_y.array == pytest.approx((2.2 - rows[1]["decode_speedup"], 10.0 - value))
+    assert any(arena_tab.SPREAD_NOTE in a.text for a in figure.layout.annotations)
+    assert "one run: no spread" in arena_tab.NOTE and "The range after each speedup" in arena_tab.NOTE
+
+
+# ------------------------------------------------------------------------------ the other timed figures' spread
+
+# per pass: ngram k=2's, then ngram k=4's. Two values, twice each: a bootstrap of the mean over 4 passes draws all
+# four alike with p = 1/16, above the 2.5% tails, so its 95% interval is exactly (smaller value, larger value)
+VERIFY_MS = ([50.0, 150.0, 150.0, 50.0], [20.0, 40.0, 20.0, 40.0])
+DRAFT_MS = ([1.0, 1.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+
+
+def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
+    """Per-prompt rows of ngram x (2, 4) (B, m1, B, m2, B): the baseline runs take ``baseline_ms`` ms per token
+    (10 passes after a 5 ms prefill, 11 tokens), each method 4 passes with the per-pass verify and draft ms of
+    :data:`VERIFY_MS` / :data:`DRAFT_MS` (8 drafted, 6 accepted, 2 rejections: alpha 0.75, m 2)."""
+    from specviz.core.counters import Counters
+    from specviz.measure.run_stats import RunStats
+
+    times, methods_seen = iter(baseline_ms), iter(range(2))
+
+    def fake_run(target, drafter, ids, config, stop):
+        if drafter is None:
+            ms = next(times)
+            return Measured(Counters(runs=1, passes=10, emitted=10, generated=11, prefill_ms=5.0,
+                                     verify_ms=10 * ms), (1, 2, 3))
+        i = next(methods_seen)
+        verify, draft = VERIFY_MS[i], DRAFT_MS[i]
+        stats = RunStats(runs=1, passes=4, emitted=10, generated=11, drafted=8, accepted=6, rejections=2,
+                         prefill_ms=5.0, verify_ms=sum(verify), draft_ms=sum(draft), pass_verify_ms=list(verify),
+                         pass_draft_ms=list(draft))
+        return Measured(stats, (1, 2, 3))
+
+    return _rows_measured_by(monkeypatch, fake_run)
+
+
+def test_the_mean_per_pass_carries_a_bootstrap_interval():
+    from specviz.measure.stats import bootstrap_mean
+
+    two = bootstrap_mean([0.0, 1.0])  # resampled means 0, 0.5, 1 with p 1/4, 1/2, 1/4: the interval is both ends
+    assert (two.value, two.low, two.high, two.level) == (0.5, 0.0, 1.0, 0.95)
+    alike = bootstrap_mean([7.0, 7.0, 7.0])
+    assert (alike.value, alike.low, alike.high) == (7.0, 7.0, 7.0)
+    skewed = bootstrap_mean([1.0] * 19 + [100.0])  # one slow pass: the mean (5.95) stays inside, stretched upwards
+    assert skewed.value == pytest.approx(5.95) and skewed.low < skewed.value < skewed.high <= 100.0
+    assert skewed.low >= 1.0 and skewed.high - skewed.value > skewed.value - skewed.low
+    assert bootstrap_mean([1.0] * 19 + [100.0]) == skewed  # seeded: the same passes give the same interval
+    assert bootstrap_mean([7.0]) is None and bootstrap_mean([]) is None
+    with pytest.raises(ValueError):
+        bootstrap_mean([1.0, 2.0], level=1.0)
+
+
+def test_timed_figures_spread_over_the_runs_and_passes_they_come_from(monkeypatch):
+    from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
+
+    rows = _timed_rows(monkeypatch)
+    k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
+    rate = {ms: 11_000 / (5 + 10 * ms) for ms in (100.0, 110.0, 500.0)}  # each baseline run's tokens/s
+    # T_step and the baseline's tokens/s: the lowest and highest of the two baseline runs beside each method
+    assert (k2["t_step_ms_low"], k2["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(110.0))
+    assert (k4["t_step_ms_low"], k4["t_step_ms_high"]) == (pytest.approx(110.0), pytest.approx(500.0))
+    assert (k2["baseline_tokens_per_s_low"], k2["baseline_tokens_per_s_high"]) == (
+        pytest.approx(rate[110.0]), pytest.approx(rate[100.0]))
+    # the standard row pools all its runs: its tokens/s and T_step span all three
+    assert (base["tokens_per_s_low"], base["tokens_per_s_high"]) == (pytest.approx(rate[500.0]),
+                                                                     pytest.approx(rate[100.0]))
+    assert (base["t_step_ms_low"], base["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(500.0))
+    assert base["t_verify_ms_low"] is None and base["c_low"] is None  # no drafts: no T_verify, T_draft or c
+    # a method runs once per prompt: its own tokens/s has no spread
+    assert k2["tokens_per_s_low"] is None and k2["tokens_per_s_high"] is None
+    # T_verify and T_draft: the mean per pass with its bootstrap interval over the passes (here: both ends)
+    assert (k2["t_verify_ms"], k2["t_verify_ms_low"], k2["t_verify_ms_high"]) == (100.0, 50.0, 150.0)
+    assert (k2["t_draft_ms"], k2["t_draft_ms_low"], k2["t_draft_ms_high"]) == (2.0, 1.0, 3.0)
+    assert (k4["t_verify_ms_low"], k4["t_verify_ms_high"]) == (20.0, 40.0)
+    assert (k4["t_draft_ms_low"], k4["t_draft_ms_high"]) == (1.0, 1.0)  # every pass alike
+    # c and the predictions inherit the spread of their parts (alpha 0.75, m 2)
+    assert k2["alpha"] == pytest.approx(0.75) and k2["m"] == pytest.approx(2.0)
+    assert k2["c"] == pytest.approx(8 / 8 / 105)
+    assert (k2["c_low"], k2["c_high"]) == (pytest.approx(1.0 / (2 * 110)), pytest.approx(3.0 / (2 * 100)))
+    assert (k2["predicted_speedup_paper_low"], k2["predicted_speedup_paper_high"]) == (
+        pytest.approx(predicted_speedup_paper(0.75, 2, 3.0 / 200)),
+        pytest.approx(predicted_speedup_paper(0.75, 2, 1.0 / 220)))
+    assert (k2["predicted_speedup_measured_low"], k2["predicted_speedup_measured_high"]) == (
+        pytest.approx(predicted_speedup_measured(0.75, 2, 100.0, 150.0, 3.0)),
+        pytest.approx(predicted_speedup_measured(0.75, 2, 110.0, 50.0, 1.0)))
+    assert k2["c_low"] < k2["c"] < k2["c_high"]
+    assert (k2["predicted_speedup_measured_low"] < k2["predicted_speedup_measured"]
+            < k2["predicted_speedup_measured_high"])
+    # a pooled row spans the lowest to the highest over its prompts (a prompt without a spread adds its value)
+    pooled = pool_rows([k2, k4])
+    assert (pooled["t_step_ms_low"], pooled["t_step_ms_high"]) == (pytest.approx(100.0), pytest.approx(500.0))
+    assert (pooled["t_verify_ms_low"], pooled["t_verify_ms_high"]) == (20.0, 150.0)
+    assert (pooled["t_draft_ms_low"], pooled["t_draft_ms_high"]) == (1.0, 3.0)
+    assert (pooled["tokens_per_s_low"], pooled["tokens_per_s_high"]) == (
+        pytest.approx(min(k2["tokens_per_s"], k4["tokens_per_s"])), pytest.approx(max(k2["tokens_per_s"],
+                                                                                      k4["tokens_per_s"])))
+    assert pooled["c_low"] == pytest.approx(1.0 / (pooled["m"] * 500.0))
+    assert pooled["c_high"] == pytest.approx(3.0 / (pooled["m"] * 100.0))
+    alone = pool_rows([k2])  # one prompt: its own spread; its tokens/s (one run) still has none
+    assert alone["tokens_per_s_low"] is None and alone["t_verify_ms_low"] == 50.0
+
+
+def test_the_table_shows_each_timed_figure_with_its_spread(monkeypatch):
+    rows = _timed_rows(monkeypatch)
+    table = arena_tab.table([rows["standard"], rows["ngram k=2"]], arena_tab.TIMING_COLUMNS)
+    cells = [dict(zip(table["headers"], row)) for row in table["data"]]
+    base, k2 = cells
+    assert base["Tokens/s"] == "4.6 (2.2–10.9)" and base["T_step ms"] == "236.7 (100.0–500.0)"
+    assert base["T_verify ms"] == "–" and base["c"] == "–"
+    assert k2["Tokens/s"] == f"{11_000 / 413:.1f} (one run: no spread)"  # 11 tokens in 5 + 400 + 8 ms
+    assert k2["T_step ms"] == "105.0 (100.0–110.0)" and k2["T_verify ms"] == "100.0 (50.0–150.0)"
+    assert k2["T_draft ms"] == "2.0 (1.0–3.0)"
+    assert k2["c"] == "0.0095 (0.0045–0.0150)"  # below 1: two significant digits, and the ends as many
+    assert re.fullmatch(r"\d\.\d\d \(\d\.\d\d–\d\.\d\d\)", k2["Predicted, measured costs"])
+    one_pass = dict(rows["ngram k=2"], t_verify_ms_low=None, t_verify_ms_high=None)
+    assert arena_tab.timed_cell(one_pass, "t_verify_ms", 1) == "100.0 (one pass: no spread)"
+    # a small value shows two significant digits; ends that would read alike get more decimals, the value as many
+    assert arena_tab.timed_cell({"t_draft_ms": 0.04, "t_draft_ms_low": 0.031, "t_draft_ms_high": 0.052},
+                                "t_draft_ms", 1) == "0.040 (0.031–0.052)"
+    # one more decimal at most: ends still alike say the spread is below that precision
+    assert arena_tab.timed_cell({"c": 1.0, "c_low": 0.99991, "c_high": 0.99996}, "c", 2) == "1.000 (1.000–1.000)"
+    assert arena_tab.timed_cell({"t_step_ms": 20.02, "t_step_ms_low": 20.01, "t_step_ms_high": 20.04},
+                                "t_step_ms", 1) == "20.02 (20.01–20.04)"
+    assert "The range after tokens/s, T_step, T_verify, T_draft, c and the predictions" in arena_tab.NOTE
+
+
+def test_the_downloads_carry_the_timed_figures_spread(monkeypatch):
+    from specviz.analysis.arena_rows import ArenaResult, DEFINITIONS
+
+    rows = _timed_rows(monkeypatch)
+    result = ArenaResult(rows=list(rows.values()), summary=[pool_rows([rows["ngram k=2"], rows["ngram k=4"]])])
+    table = list(csv.reader(io.StringIO(to_csv(result))))
+    for figure in ("tokens_per_s", "baseline_tokens_per_s", "t_step_ms", "t_verify_ms", "t_draft_ms", "c",
+                   "predicted_speedup_paper", "predicted_speedup_measured"):
+        for end in ("low", "high"):
+            assert f"{figure}_{end}" in table[0] and f"{figure}_{end}" in DEFINITIONS
+    lines = [dict(zip(table[0], line)) for line in table[1:]]
+    k2 = next(line for line in lines if line["level"] == "prompt" and line["k"] == "2")
+    assert (float(k2["t_verify_ms_low"]), float(k2["t_verify_ms_high"])) == (50.0, 150.0)
+    assert (float(k2["t_step_ms_low"]), float(k2["t_step_ms_high"])) == (100.0, 110.0)
+    assert k2["tokens_per_s_low"] == "" and lines[0]["t_verify_ms_low"] == ""  # one run; the baseline has none
+    pooled = lines[-1]
+    assert pooled["level"] == "category" and float(pooled["t_step_ms_high"]) == 500.0
+    data = json.loads(json.dumps(to_json(result)))
+    assert data["rows"][1]["t_draft_ms_low"] == 1.0 and "c_high" in data["definitions"]
+
+
+def test_the_tokens_per_s_bars_carry_error_bars(monkeypatch):
+    rows = list(_timed_rows(monkeypatch).values())
+    for r in rows:
+        r["level"] = "category"
+    figure = arena_tab.arena_figure(rows)
+    bars = {(t.name, t.yaxis): t for t in figure.data}
+    standard = bars[("standard", "y3")]
+    value = rows[0]["tokens_per_s"]
+    assert standard.error_y.array == pytest.approx((rows[0]["tokens_per_s_high"] - value,))
+    assert standard.error_y.arrayminus == pytest.approx((value - rows[0]["tokens_per_s_low"],))
+    assert "from its slowest to its fastest run" in standard.text[0]
+    assert bars[("ngram k=2", "y3")].error_y.array == (0.0,)  # one run: no bar, and the hover says so
+    assert "one run: no spread" in bars[("ngram k=2", "y3")].text[0]
+    assert any(arena_tab.RATE_SPREAD_NOTE in a.text and "no bar is drawn" in a.text
+               for a in figure.layout.annotations)
+    paper = arena_tab.predictions_figure(rows).data[1]
+    assert "from the spread of T_step, T_verify, T_draft" in paper.text[0]
