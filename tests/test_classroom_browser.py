@@ -638,6 +638,34 @@ def test_share_follows_the_open_walkthrough_or_stays_empty():
     assert classroom.share_follows("?old", *values, True, "poor-drafter") == "?tab=classroom&preset=poor-drafter&present=1"
 
 
+
+def test_the_share_link_reads_the_raw_settings_as_the_controls_hold_them():
+    """The share link's events read the settings raw (preprocess off: k = 99 typed into its box while a run recorded
+    met Gradio's range check, a raw "Value 99 is greater than maximum value 16" toast): a slider's number out of
+    range is linked at the nearest end, a whole-number box's number rounded, and a box holding no number left out
+    (its default)."""
+    values = {"prompt": "Hi", "drafter": "early-exit", "exit_layer": 7.0, "draft_model": "", "k": 99,
+              "temperature": -1, "seed": 3.0, "max_new_tokens": 500, "target": "embedded", "repetition_penalty": None}
+    query = classroom.share_link(*(values[f] for f in classroom.FIELDS), False, "")
+    params = {k: v[0] for k, v in parse_qs(query[1:]).items()}
+    assert (params["k"], params["max_new_tokens"], params["exit_layer"], params["seed"]) == ("16", "64", "7", "3")
+    assert "temperature" not in params and "repetition_penalty" not in params  # 0 and "none": the defaults
+    assert classroom.links.held({"k": "abc", "temperature": 2.5, "seed": None}) == {"k": None, "temperature": 2,
+                                                                                   "seed": None}
+    assert classroom.links.held({"k": 4.0, "max_new_tokens": "12"}) == {"k": 4, "max_new_tokens": 12}
+
+
+
+def test_run_what_if_says_a_largest_k_that_is_no_number_in_a_sentence():
+    """Run what-if read "Largest k" with int(float(...)): an empty box (None) gave "Something went wrong (TypeError:
+    ...)"; it is now parsed as the other settings are, with one sentence."""
+    from app.classroom.whatif import whatif_run
+
+    for typed, said in ((None, "Largest k must be a number."), (1, "Largest k must be between 2 and 16 (got 1).")):
+        state, status, *_ = next(whatif_run("Hi", "ngram", 0, "", 0, "embedded", typed, 48))
+        assert said in html.unescape(status) and "Something went wrong" not in status
+
+
 @requires_chromium
 @pytest.mark.parametrize("width", [1400, 400])
 def test_share_box_follows_when_another_walkthrough_opens(browser, app_url, width):

@@ -138,17 +138,27 @@ def test_no_event_but_a_button_press_reads_a_slider_through_gradios_range_check(
     preprocessing on (gradio's Slider.preprocess refuses a value out of range), failed: the retry timer of the
     derived max new tokens ticks every few seconds. In the Live, Arena and Batching tabs a slider is now read through
     that check only by a button's click (pressing a button leaves the box first, and the slider clamps itself then);
-    every other reader takes the raw value (preprocess off) and checks it itself."""
+    every other reader takes the raw value (preprocess off) and checks it itself. The Why and Classroom tabs are held to
+    the same rule (a number typed out of c's range while a Live run ran met the check when the history changed)."""
     demo = build_demo()  # max new tokens at its default: the page-load default and its retry timer are wired
     events = _slider_events(demo)
     assert any(event == "timer.tick" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
     assert any(event == "load" and ids == ["max-new-tokens"] and not pre for _, event, ids, pre in events)
-    checked = [(tab, event, ids) for tab, event, ids, pre in events
-               if pre and tab in ("tab-live", "tab-arena", "tab-batching")]
+    tabs = ("tab-live", "tab-arena", "tab-batching", "tab-why", "tab-classroom")
+    assert {tab for tab, *_ in events} <= set(tabs)  # every tab with a slider is held to the rule
+    checked = [(tab, event, ids) for tab, event, ids, pre in events if pre and tab in tabs]
     assert checked and all(event == "button.click" for _, event, _ in checked), checked
     assert ("tab-live", "button.click", ["draft-length", "temperature", "top-p", "max-new-tokens", "tree-nodes",
                                          "confidence", "lookahead-window", "lookahead-ngram",
                                          "lookahead-candidates"]) in checked  # Generate's, the one Live has
+    # the Why and Classroom tabs: only Measure, Record run and Run what-if (each parses what it reads with our
+    # sentences); the Live history's change (c), the share link's events and the kept numbers' then read raw
+    classroom = ["classroom-k", "classroom-temperature", "classroom-max-new-tokens"]
+    assert sorted((tab, ids) for tab, _, ids in checked if tab in ("tab-why", "tab-classroom")) == [
+        ("tab-classroom", classroom), ("tab-classroom", ["whatif-kmax", "whatif-tokens"]),
+        ("tab-why", ["why-alpha"])]
+    assert any(tab == "tab-why" and event == "state.change" and ids == ["why-c"] and not pre
+               for tab, event, ids, pre in events)
 
 
 def test_a_sliders_box_left_empty_or_not_a_number_keeps_its_earlier_value_and_says_so():

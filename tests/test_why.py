@@ -165,6 +165,10 @@ def test_latest_live_run_is_read_from_the_history():
     assert fig.layout.legend.title.text.startswith(f"α = {alpha:.2f}")
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
+    # c read raw (preprocess off): typed out of range while the run ran, drawn at the slider's end; emptied, kept
+    assert why.from_history(history, 99, 1, None)[-1].layout.legend.title.text == f"α = {alpha:.2f}, c = 2.000"
+    drawn = why.from_history(history, None, 1, None, {"alpha": 0.8, "c": 0.3})[-1]
+    assert drawn.layout.legend.title.text == f"α = {alpha:.2f}, c = 0.300"
     longer = [RunSummary(drafter="n-gram", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
                          tokens_per_pass=4.4, speedup=2.1)]
     k, tpp, speedup, alpha, fig = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
@@ -494,6 +498,10 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     # after Measure sets c (or a Live run sets α), the state follows the sliders
     assert why.remember(0.65, 0.41, kept) == {"alpha": 0.65, "c": 0.41}
     assert why.remember(None, 0.41, kept) == {"alpha": 0.8, "c": 0.41}
+    # raw payloads (preprocess off): a number typed out of range meanwhile is kept as the slider holds it
+    assert why.remember(1.5, 99, kept) == {"alpha": 1.0, "c": why.MAX_C}
+    assert why.remember("abc", -3, kept, {"costs": {"early-exit": 2.48}}) == {"alpha": 0.8, "c": 0.0}
+    assert why.remember(0.5, 2.7, kept, {"costs": {"early-exit": 2.48}}) == {"alpha": 0.5, "c": 2.7}  # c's end: 3
 
 
 def test_the_what_if_sliders_are_wired_to_keep_their_last_number():

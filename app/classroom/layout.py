@@ -12,7 +12,7 @@ from app import render
 from app.classroom.lesson import NO_RECORDING
 from app.classroom.recordings import uploads_allowed
 from app.classroom.stepping import PLAY_INTERVAL_S
-from app.classroom.walkthroughs import (DEFAULTS, STEP_MAX_NEW_TOKENS, WHATIF_MAX_NEW_TOKENS, load_walkthroughs,
+from app.classroom.walkthroughs import (DEFAULTS, SLIDER_RANGES, WHATIF_MAX_NEW_TOKENS, load_walkthroughs,
                                         menu_choices, note_html, walkthrough_settings)
 from app.classroom.wiring import KEYS_JS, wire
 from specviz.core.engine import MAX_K
@@ -108,12 +108,12 @@ def _settings_controls(ui: dict, first: dict) -> None:
     ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
                                    placeholder="hub id or local folder (same tokenizer, or re-tokenized)",
                                    visible=first["drafter"] == "model")
-    ui["k"] = gr.Slider(1, MAX_K, value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
+    ui["k"] = gr.Slider(*SLIDER_RANGES["k"], value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
     with gr.Row():
-        ui["temperature"] = gr.Slider(0, 2, value=first["temperature"], step=0.05, label="Temperature (0 = greedy)",
+        ui["temperature"] = gr.Slider(*SLIDER_RANGES["temperature"], value=first["temperature"], step=0.05, label="Temperature (0 = greedy)",
                                       elem_id="classroom-temperature")
         ui["seed"] = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
-    ui["max_new_tokens"] = gr.Slider(1, STEP_MAX_NEW_TOKENS, value=first["max_new_tokens"], step=1,
+    ui["max_new_tokens"] = gr.Slider(*SLIDER_RANGES["max_new_tokens"], value=first["max_new_tokens"], step=1,
                                      label="Max new tokens", elem_id="classroom-max-new-tokens")
     ui["target"] = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")
     ui["repetition_penalty"] = gr.Number(first["repetition_penalty"], label="Repetition penalty (1 = off)",

@@ -4,15 +4,18 @@
 
 from __future__ import annotations
 
+import math
 from typing import Mapping
 from urllib.parse import urlencode
 
 import gradio as gr
 
 from app import render
+from app.inputs import clamp_notice
 from app.classroom.lesson import view
 from app.classroom.recordings import open_shipped
-from app.classroom.walkthroughs import (CASTS, CUSTOM, DEFAULTS, FIELDS, load_walkthroughs, matches, note_html, plain,
+from app.classroom.walkthroughs import (CASTS, CUSTOM, DEFAULTS, FIELDS, SLIDER_RANGES, WHOLE_NUMBERS,
+                                        load_walkthroughs, matches, note_html, plain,
                                         unknown_preset_message, walkthrough_settings)
 
 
@@ -81,9 +84,40 @@ def settings_from_query(params: Mapping[str, str], walkthroughs: list[dict] | No
 
 def share_link(*values):
     """The share box's value: a query string (made absolute in the browser by the next step). Takes the
-    :data:`FIELDS`, the presentation flag and the walkthrough id."""
+    :data:`FIELDS`, the presentation flag and the walkthrough id, as raw payloads (its events run with preprocess
+    off: a number typed out of a slider's range while a run recorded must not meet Gradio's range check); the
+    numbers are read as the controls hold them (:func:`held`)."""
     *fields, present, preset = values
-    return share_query(dict(zip(FIELDS, fields)), bool(present), preset or None)
+    return share_query(held(dict(zip(FIELDS, fields))), bool(present), preset or None)
+
+
+def held(values: Mapping[str, object]) -> dict:
+    """The settings ``values`` (raw payloads: a slider's box may hold any number typed, a number box None) as the
+    tab's controls hold them: a slider's number within its range (:data:`SLIDER_RANGES`; one typed outside it is
+    the nearest end, as the slider sets itself when its box is left, and its own release says so: app.messages
+    .tell_when_clamped), a whole-number setting (:data:`WHOLE_NUMBERS`) rounded, and a number setting that holds
+    no number None (the link then leaves it out: its default). Other settings are returned as given."""
+    out = dict(values)
+    for name in (*SLIDER_RANGES, *WHOLE_NUMBERS, "repetition_penalty"):
+        if name not in out:
+            continue
+        number = _finite(out[name])
+        if number is not None and name in SLIDER_RANGES:
+            found = clamp_notice(number, name, *SLIDER_RANGES[name])
+            number = float(found[0]) if found else number
+        out[name] = None if number is None else round(number) if name in WHOLE_NUMBERS else plain(number)
+    return out
+
+
+def _finite(value) -> float | None:
+    """A raw payload as a finite number, or None (None, "", "abc", nan, inf, a bool)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def share_follows(shown: str, *values):

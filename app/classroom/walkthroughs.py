@@ -11,6 +11,8 @@ from typing import Callable, Mapping
 
 import gradio as gr
 
+from specviz.core.engine import MAX_K
+
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 WALKTHROUGHS_PATH = ASSETS / "walkthroughs.json"
 STEP_MAX_NEW_TOKENS = 64  # a step run is read pass by pass: keep it short
@@ -20,6 +22,10 @@ FIELDS = ("prompt", "drafter", "exit_layer", "draft_model", "k", "temperature", 
 """The settings a classroom run needs, in the order the handlers take them (and the share link carries them)."""
 DEFAULTS = {"prompt": "", "drafter": "ngram", "exit_layer": 0, "draft_model": "", "k": 4, "temperature": 0.0,
             "seed": 0, "max_new_tokens": 24, "target": "embedded", "repetition_penalty": 1.0}
+SLIDER_RANGES = {"k": (1, MAX_K), "temperature": (0, 2), "max_new_tokens": (1, STEP_MAX_NEW_TOKENS)}
+"""The settings the tab shows as sliders: field -> (low, high), the slider's range."""
+WHOLE_NUMBERS = ("exit_layer", "k", "seed", "max_new_tokens")
+"""The number settings that are whole numbers (:data:`CASTS` reads them with int)."""
 CUSTOM, CUSTOM_LABEL = "custom", "Your own prompt and settings"
 
 

@@ -14,9 +14,10 @@ from app.classroom.figures import whatif_figure
 from app.classroom.running import failed, on_device, parse, rerun_work, whatif_work
 from app.classroom.walkthroughs import WHATIF_MAX_NEW_TOKENS
 from app.classroom.whatif_view import plain_range, rerun_button, rerun_k, whatif_html, whatif_status
-from app.inputs import InputError
+from app.inputs import InputError, number
 from specviz.analysis.whatif import (WhatIf, analyze, decode_speedup, end_to_end_speedup, tokens_per_pass,
                                     tokens_per_pass_range, tokens_per_s_speedup)
+from specviz.core.engine import MAX_K
 
 
 def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, tokens):
@@ -24,7 +25,7 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
     Yields (what-if state, status, chart, result, re-run button)."""
     skip = gr.skip()
     try:
-        k_max = int(float(k_max))
+        k_max = number(k_max, "Largest k", 2, MAX_K, True)  # our sentence for an empty box, never a TypeError
         if drafter == "lookahead":
             raise InputError("Lookahead decoding's k is fixed by its n-gram size (N − 1), so there is no k to choose: "
                              "the what-if needs a drafter whose draft length you set (n-gram lookup, a draft model, "

@@ -52,14 +52,18 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
     settings = [ui[name] for name in FIELDS]
     views = [ui[name] for name in ("progress", "caption", "table", "chart", "output")]
     opened_outputs = [ui["stepper"], ui["status"], *views, ui["download"]]
-    share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]]}
+    # the share link's events (after a run, after opening another, the share button) read the settings raw
+    # (preprocess off): a number typed out of a slider's range meanwhile must not meet Gradio's range check (its raw
+    # toast); share_link reads it as the slider holds it
+    share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]],
+             "preprocess": False}
     paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
     ui["record"].click(stop_playing, outputs=paused, queue=False, **QUIET)  # at once, before the run is recorded
     ui["record"].click(record, inputs=settings, outputs=opened_outputs, concurrency_limit=4,
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
-    follows = {"fn": share_follows, "inputs": [ui["share"], *share["inputs"]], "outputs": [ui["share"]]}
+    follows = {**share, "fn": share_follows, "inputs": [ui["share"], *share["inputs"]]}
     ui["walkthrough"].input(open_walkthrough, inputs=[ui["walkthrough"]],
                             outputs=[ui["note"], *settings, *opened_outputs, *paused], queue=False, **QUIET).then(
         **follows, queue=False, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,

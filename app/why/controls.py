@@ -193,8 +193,11 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
     return gr.update(value=kept[key]), render.status_html(message, "info"), kept
 
 
-def remember(alpha, c, kept: dict | None) -> dict:
+def remember(alpha, c, kept: dict | None, measurement: dict | None = None) -> dict:
     """The state of :func:`slider_typed` after a handler set the sliders (Measure sets c, a Live run sets α): their
-    numbers now (a payload that is no number keeps the kept one)."""
+    numbers now, from the raw payloads (preprocess off: a box typed in meanwhile may hold any number), each within
+    its slider's range (α in [0, 1], c in [0, :func:`c_top` of ``measurement``]) as the slider clamps it; a payload
+    that is no number keeps the kept one. Returns {"alpha", "c"}."""
     kept = kept or KEPT
-    return {"alpha": _or_kept(alpha, kept["alpha"]), "c": _or_kept(c, kept["c"])}
+    top = {"alpha": SLIDERS["alpha"][2], "c": c_top(measurement)}
+    return {key: min(max(_or_kept(value, kept[key]), 0.0), top[key]) for key, value in (("alpha", alpha), ("c", c))}

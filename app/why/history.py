@@ -33,11 +33,13 @@ def latest_run(history: list[RunSummary] | None) -> dict | None:
     return None
 
 
-def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
+def from_history(history, c=DEFAULT_C, batch=1, measurement=None, kept: dict | None = None):
     """When the Live tab's history changes: mark its newest run, set α to the value that gives that run's tokens
     per pass at its k, and redraw (an adaptive-k run whose tokens per pass exceed its starting k + 1 is marked at the
-    smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). Returns (run k, tokens/pass,
-    speedup, α, what-if figure)."""
+    smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). ``c`` and ``batch`` are the raw
+    payloads (preprocess off: a c typed out of range while the run ran is drawn at the nearest end of its slider, an
+    emptied box at its ``kept`` number, as :func:`whatif` draws them; the slider's own release says the clamp).
+    Returns (run k, tokens/pass, speedup, α, what-if figure)."""
     run = latest_run(history)
     if run is None:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -46,4 +48,4 @@ def from_history(history, c=DEFAULT_C, batch=1, measurement=None):
         k = min(MAX_K, math.ceil(tpp - 1))
     alpha = round(alpha_for_tokens_per_pass(tpp, k), 2)
     speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
-    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement)
+    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement, kept)

@@ -146,15 +146,27 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                   concurrency_limit=4, concurrency_id="arena")
     # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one)
     stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
-    _wire_whatif([alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept], whatif_chart, status)
+    controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
+    _wire_whatif(controls, whatif_chart, status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
+    _follow_setters(measuring, history, controls, whatif_chart)
+
+
+def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_chart: gr.Plot) -> None:
+    """After Measure (``measuring``, its event) sets c and a Live run (``history``'s change, :func:`from_history`)
+    sets α and the run boxes, the sliders' last numbers follow (:func:`remember`). ``controls``: α, c, batch, the
+    three run boxes, the measurement and the kept numbers (as :func:`_wire_whatif`'s). Both read raw values
+    (preprocess off): c's box may hold a number typed out of range when a Live run ends, and Gradio's range check
+    would answer with its raw toast; both handlers clamp the raw number themselves."""
+    alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept = controls
     setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
     if history is not None:
-        setters.append(history.change(from_history, inputs=[history, c, batch, measurement],
-                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart],
+        setters.append(history.change(from_history, inputs=[history, c, batch, measurement, kept],
+                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], preprocess=False,
                                       show_progress="hidden", api_visibility="private"))
     for setter in setters:  # the sliders' last numbers (slider_typed) follow what these handlers set
-        setter.then(remember, inputs=[alpha, c, kept], outputs=[kept], show_progress="hidden", api_visibility="private")
+        setter.then(remember, inputs=[alpha, c, kept, measurement], outputs=[kept], preprocess=False,
+                    show_progress="hidden", api_visibility="private")
 
 
 def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) -> None:
