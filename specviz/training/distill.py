@@ -119,6 +119,26 @@ def _say(progress: Progress | None, message: str) -> None:
         progress(message)
 
 
+def kept_prefill(cache: Path, key: dict, make: Callable[[], object], count: Callable[[object], int],
+                 progress: Progress | None = None):
+    """A prefill kept on disk: the object stored in ``cache`` when it was stored with ``key`` (a dict of what made
+    it: sets, shard files, target...), else ``make()``'s, written there atomically (``torch.save`` of {key, corpus}
+    to a ``.tmp`` renamed into place) and returned. ``count(corpus)`` gives its positions for the progress line."""
+    if cache.exists():
+        stored = torch.load(cache, weights_only=False)
+        if stored.get("key") == key:
+            _say(progress, f"prefill: read from {cache} ({count(stored['corpus'])} positions)")
+            return stored["corpus"]
+        _say(progress, f"prefill: {cache} was made for other data; making it again")
+    corpus = make()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(cache.name + ".tmp")
+    torch.save({"key": key, "corpus": corpus}, tmp)
+    tmp.replace(cache)
+    _say(progress, f"prefill: kept in {cache} ({cache.stat().st_size / 1e9:.2f} GB)")
+    return corpus
+
+
 @torch.inference_mode()
 def generate_corpus(target, folder: Path, settings: CorpusSettings = CorpusSettings(),
                     progress: Progress | None = None, prompts: list | None = None) -> list[Path]:

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from specviz.drafters.distilled import DistilledDrafter, DraftModel, save_draft_model, spaced_layers
 from specviz.training.idshards import id_shard_paths, load_id_shard
-from specviz.training.distill import length_batches, padded_batch
+from specviz.training.distill import kept_prefill, length_batches, padded_batch
 
 Progress = Callable[[str], None]
 
@@ -385,19 +385,8 @@ def cached_soft_prefill(target, sets: list[Path], top_k: int, cache: Path | None
         return soft_prefill(target, sets, top_k, progress)
     key = {"sets": [str(s) for s in sets], "top_k": top_k, "target": target_signature(target.model),
            "shards": [[p.name, p.stat().st_size] for s in sets for p in id_shard_paths(Path(s))]}
-    if cache.exists():
-        stored = torch.load(cache, weights_only=False)
-        if stored.get("key") == key:
-            _say(progress, f"prefill: read from {cache} ({stored['corpus'].ids.numel()} positions)")
-            return stored["corpus"]
-        _say(progress, f"prefill: {cache} was made for other data; making it again")
-    corpus = soft_prefill(target, sets, top_k, progress)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(cache.name + ".tmp")
-    torch.save({"key": key, "corpus": corpus}, tmp)
-    tmp.replace(cache)
-    _say(progress, f"prefill: kept in {cache} ({cache.stat().st_size / 1e9:.2f} GB)")
-    return corpus
+    return kept_prefill(cache, key, lambda: soft_prefill(target, sets, top_k, progress), lambda c: c.ids.numel(),
+                        progress)
 
 
 def run_draft_training(target, sets: list[Path], paths: DraftPaths, settings: DistillSettings,

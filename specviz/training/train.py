@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from specviz.training.distill import (Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus,
-                                     prefill_corpus)
+                                     kept_prefill, prefill_corpus)
 from specviz.training.idshards import id_shard_paths
 from specviz.drafters.networks import (DraftLMHead, EagleHead, MedusaHeads, fusion_layers, new_eagle_head,
                                        new_medusa_heads, parameter_count, save_heads, target_signature)
@@ -410,19 +410,8 @@ def cached_prefill(target, sets: list[Path], forms: tuple[int, ...] | None, cach
     key = {"sets": [str(s) for s in sets], "forms": list(forms) if forms is not None else None,
            "target": target_signature(target.model), "layers": list(layers),
            "shards": [[p.name, p.stat().st_size] for s in sets for p in id_shard_paths(s)]}
-    if cache.exists():
-        stored = torch.load(cache, weights_only=False)
-        if stored.get("key") == key:
-            _say(progress, f"prefill: read from {cache} ({stored['corpus'].num_positions} positions)")
-            return stored["corpus"]
-        _say(progress, f"prefill: {cache} was made for other data; making it again")
-    corpus = prefill_corpus(target, sets, layers, forms, progress)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(cache.name + ".tmp")
-    torch.save({"key": key, "corpus": corpus}, tmp)
-    tmp.replace(cache)
-    _say(progress, f"prefill: kept in {cache} ({cache.stat().st_size / 1e9:.1f} GB)")
-    return corpus
+    return kept_prefill(cache, key, lambda: prefill_corpus(target, sets, layers, forms, progress),
+                        lambda c: c.num_positions, progress)
 
 
 def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
