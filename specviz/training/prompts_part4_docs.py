@@ -1,5 +1,5 @@
 """The longer pieces of part four's prompts (:mod:`specviz.training.prompts_part4`), built from slots: long structured
-documents (:func:`long_document`: a meeting record, a manual section, a council report, each 1,500-3,000 characters),
+documents (:func:`long_document`: a meeting record, a manual section, a council report, each 700-1,400 characters),
 short notes (:func:`short_note`), contexts of several facts with a two-part question (:func:`facts_context`) and
 conversations written out in one message, ending with a request to change the assistant's last answer
 (:func:`conversation`). Every function takes a seeded ``random.Random`` and returns text only."""
