@@ -489,6 +489,8 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     slider, status, after = why.slider_typed("alpha", 1.5, kept, left=False)
     assert slider["value"] == 1 and after == {"alpha": 1, "c": 0.3}
     assert infos[-1] == clamp_notice(1.5, "Per-token acceptance α", 0, 1)[1]  # worded in tests/test_messages.py
+    said = len(infos)  # leaving the box still holding 1.5: set to 1 again, not said twice
+    assert why.slider_typed("alpha", 1.5, after) == (why.gr.update(value=1), why.gr.skip(), after) and len(infos) == said
     slider, _, after = why.slider_typed("c", "-1", None)  # no state yet: the defaults
     assert slider["value"] == 0 and after == {"alpha": why.DEFAULT_ALPHA, "c": 0}
     # the chart draws the kept number for a box with none, never 0

@@ -174,7 +174,8 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`) as a
         toast and the status, and that end kept; no number, once left: the slider set back to its kept number and
         "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
-        kept number); no number while typing: three skips.
+        kept number); no number while typing: three skips. A box left out of range at the end the typing already
+        clamped it to (and said) is set again without a second sentence.
     """
     name, low, high = SLIDERS[key]
     high = c_top(measurement) if key == "c" else high
@@ -188,6 +189,8 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         found = clamp_notice(number, name, low, high)
         if found is None:
             return gr.skip(), gr.skip(), {**kept, key: number}
+        if left and found[0] == kept[key]:  # the typing already clamped it and said so: set, but say it once
+            return gr.update(value=kept[key]), gr.skip(), kept
         kept[key], message = found
     gr.Info(html.escape(message))
     return gr.update(value=kept[key]), render.status_html(message, "info"), kept
