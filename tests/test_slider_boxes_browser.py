@@ -6,6 +6,7 @@ in a Batching slider's box now commits it (:data:`app.batching.layout.ENTER_COMM
 emptied box says the value used (:func:`app.messages.tell_when_clamped`). Another new user typed k = 6 into the Live
 tab's box, pressed Enter and reported the run used the old k: the Live tab registers the same shared script for its
 controls column (:data:`app.live.layout.ENTER_COMMITS_JS`), and the value Generate sends is read from the request.
+In the Why tab, a what-if slider's clamp is said once, in the line under the sliders, with no toast over the heading.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import os
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import json  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-from browser_support import page, requires_chromium  # noqa: E402,F401  (page: the fixture)
+from browser_support import open_page, page, requires_chromium  # noqa: E402,F401  (page: the fixture)
 
 pytestmark = requires_chromium
 
@@ -155,3 +157,42 @@ def test_out_of_range_numbers_in_live_sliders_say_only_the_apps_sentence(page):
     page.locator("#max-new-tokens input[type=number]").first.fill("99999")  # typed, not yet committed
     page.wait_for_timeout(1500)
     _no_raw_error(page)
+
+
+WHATIF_CLAMP = "Draft cost c is at most 2 here; using 2."
+"""What the Why tab's what-if status says when 2.48 is typed as draft cost c (:func:`app.why.slider_typed`)."""
+
+
+@pytest.mark.parametrize("width, height", [(400, 860), (1400, 900)])
+def test_a_clamped_draft_cost_is_said_under_the_whatif_sliders_and_the_heading_stays_clear(browser, app_url, width,
+                                                                                          height):
+    """A new user's trial: c typed as 2.48 in the Why tab was said in the Measure status, far above the what-if
+    sliders, and as a toast that, at 400 px, covered the what-if heading. Now it is said once, in the line under
+    the sliders, with no toast; the heading is what the page shows at its centre. Screenshots:
+    artifacts/why-whatif-<width>.png (look at them)."""
+    page = open_page(browser, {"width": width, "height": height})
+    try:
+        page.goto(app_url)
+        page.get_by_role("tab", name="Why it works").click()
+        box = page.locator("#why-c input[type=number]").first
+        box.wait_for()
+        box.fill("2.48")
+        box.press("Tab")
+        page.wait_for_selector(f"#why-whatif-status >> text={WHATIF_CLAMP}", timeout=30_000)
+        page.wait_for_function("() => document.querySelector('#why-c input[type=number]').value === '2'",
+                               timeout=30_000)
+        page.wait_for_timeout(1500)  # a toast or a second sentence would have come by now
+        assert page.get_by_text(WHATIF_CLAMP).count() == 1  # said once: not in the Measure status, no toast
+        assert "Draft cost c" not in page.locator("#why-status").inner_text()
+        assert page.locator(".toast-body").count() == 0
+        _no_raw_error(page)
+        page.evaluate("() => document.querySelector('.why-heading').scrollIntoView({block: 'start'})")
+        on_top = page.evaluate("""() => { const h = document.querySelector('.why-heading');
+            const r = h.getBoundingClientRect();
+            return h.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)); }""")
+        assert on_top
+        shots = Path(__file__).resolve().parent.parent / "artifacts"
+        shots.mkdir(exist_ok=True)
+        page.screenshot(path=str(shots / f"why-whatif-{width}.png"))
+    finally:
+        page.context.close()

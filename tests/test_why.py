@@ -195,11 +195,9 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
 
 
-def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
+def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked():
     """k = "abc", 9 tokens per pass at k = 4 (more than k + 1 = 5), k = 0 or 2.5, a speedup of -3: each gets one
-    sentence (toast + status) that says whether the run is marked; a possible run has no problem."""
-    toasts = []
-    monkeypatch.setattr(why.controls, "warn", toasts.append)
+    sentence (in the what-if status) that says whether the run is marked; a possible run has no problem."""
     assert why.run_issues("4", "2.5", "1.3") == (True, {})
     assert why.run_issues("", "", "") == (False, {})  # nothing typed: nothing to say
     marked, problems = why.run_issues("abc", "2", "1.5")
@@ -218,16 +216,16 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked(monkeypatch):
     assert why.run_point("4", "2.5", "-3")["speedup"] is None
     status = why.check_run("tokens_per_pass", "4", "9", "1.5")  # leaving the tokens-per-pass box
     too_many = why.run_issues("4", "9", "1.5")[1]["tokens_per_pass"]  # worded above, once
-    assert "status-info" in status and html.escape(too_many) in status and toasts == [too_many]
-    # leaving the other boxes keeps the status on the problem but toasts it only once, where it is
+    assert "status-info" in status and html.escape(too_many) in status
+    # leaving the other boxes keeps the status on the problem
     assert why.check_run("speedup", "4", "9", "1.5") == status == why.check_run("k", "4", "9", "1.5")
     both = why.check_run("k", "2.5", "2", "-1")  # two problems: the status names both
-    assert "got “2.5”" in both and "got “-1”" in both and len(toasts) == 2
-    # mended: a status still on a problem turns into what is marked; any other status stays; nothing is toasted
+    assert "got “2.5”" in both and "got “-1”" in both
+    # mended: a status still on a problem turns into what is marked; any other status stays
     assert "Your run is marked on the what-if chart (k = 4, 2.5 tokens per pass, 1.3× speedup)" in why.check_run(
         "k", "4", "2.5", "1.3", status)
     assert why.check_run("k", "4", "2.5", "1.3", "<div>Measured the costs</div>") == why.gr.skip()
-    assert why.check_run("k", "", "", "", status) == why.gr.skip() and len(toasts) == 2
+    assert why.check_run("k", "", "", "", status) == why.gr.skip()
     names = [t.name for t in why.whatif(0.7, 0.05, 1, "4", "9", "1.5", None).data]
     assert "your run" not in names
 
@@ -470,27 +468,25 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
     assert why._measure_inputs("embedded", 100) == ("embedded", 100)  # the box's own check lets it through
 
 
-def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sentence(monkeypatch):
+def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sentence():
     """Typing "abc" as draft cost c emptied the box (a number box reads it as nothing), put the thumb mid-track and
     drew the chart at c = 0 with no word, where α = 1.5 got "… is at most 1 here; using 1". Now the chart keeps
     the last number while the box is empty, and leaving it (or Enter) puts that number back with one sentence."""
-    infos = []
-    monkeypatch.setattr(why.gr, "Info", infos.append)
     kept = {"alpha": 0.8, "c": 0.3}
     # while typing, an empty box is a number on its way: nothing is said or set
-    assert why.slider_typed("c", None, kept, left=False) == (why.gr.skip(),) * 3 and not infos
+    assert why.slider_typed("c", None, kept, left=False) == (why.gr.skip(),) * 3
     slider, status, after = why.slider_typed("c", None, kept)  # left empty
     assert slider == why.gr.update(value=0.3) and after == kept
-    assert infos == ["Draft cost c must be a number from 0 to 2; keeping 0.3."] and "keeping 0.3." in status
+    assert "Draft cost c must be a number from 0 to 2; keeping 0.3." in status
     slider, status, after = why.slider_typed("alpha", "abc", kept)  # the API can send text
     assert slider["value"] == 0.8 and "Per-token acceptance α must be a number from 0 to 1; keeping 0.8." in status
     # a number in range is kept as the new last number, silently; one out of range is clamped, said and kept
     assert why.slider_typed("c", 0.125, kept, left=False) == (why.gr.skip(), why.gr.skip(), {"alpha": 0.8, "c": 0.125})
     slider, status, after = why.slider_typed("alpha", 1.5, kept, left=False)
     assert slider["value"] == 1 and after == {"alpha": 1, "c": 0.3}
-    assert infos[-1] == clamp_notice(1.5, "Per-token acceptance α", 0, 1)[1]  # worded in tests/test_messages.py
-    said = len(infos)  # leaving the box still holding 1.5: set to 1 again, not said twice
-    assert why.slider_typed("alpha", 1.5, after) == (why.gr.update(value=1), why.gr.skip(), after) and len(infos) == said
+    assert clamp_notice(1.5, "Per-token acceptance α", 0, 1)[1] in status  # worded in tests/test_messages.py
+    # leaving the box still holding 1.5: set to 1 again, not said twice (the status keeps the first sentence)
+    assert why.slider_typed("alpha", 1.5, after) == (why.gr.update(value=1), why.gr.skip(), after)
     slider, _, after = why.slider_typed("c", "-1", None)  # no state yet: the defaults
     assert slider["value"] == 0 and after == {"alpha": why.DEFAULT_ALPHA, "c": 0}
     # the chart draws the kept number for a box with none, never 0
@@ -507,8 +503,9 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
 
 
 def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
-    """Each slider's input and release events go to slider_typed with the kept state (in and out), the chart reads
-    the state too, and Measure and a Live run update it once they set the sliders."""
+    """Each slider's input and release events go to slider_typed with the kept state (in and out) and say what they
+    say in the what-if status, never the Measure status; the chart reads the state too, and Measure and a Live run
+    update it once they set the sliders."""
     import gradio as gr
 
     with gr.Blocks() as demo:
@@ -518,8 +515,10 @@ def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
     deps = demo.get_config_file()["dependencies"]
     for elem_id in ("why-alpha", "why-c"):
         events = {t[1] for d in deps for t in d["targets"]
-                  if t[0] == ids[elem_id] and ids["why-status"] in d["outputs"]}
+                  if t[0] == ids[elem_id] and ids["why-whatif-status"] in d["outputs"]}
         assert {"input", "release"} <= events
+        assert not [d for d in deps if ids["why-status"] in d["outputs"]
+                    and any(t[0] == ids[elem_id] for t in d["targets"])]
     chart = [d for d in deps if ids["why-whatif-chart"] in d["outputs"] and len(d["inputs"]) == 8
              and d["inputs"][0] == ids["why-alpha"]]  # whatif's (Measure's 8 inputs start with the target box)
     assert chart  # whatif's inputs end with the kept state
@@ -532,7 +531,6 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     """Issue 34's trial: Measure set the draft cost box to 2.482 (early exit) while the slider stopped at 2 and the
     chart said "c = 2.000". The slider's end now holds the measured c (rounded up), and the box, the chart and a
     typed value agree."""
-    monkeypatch.setattr(why.gr, "Info", lambda message: None)
     measured = {"grid": _grid({1: {1: 10.0, 2: 10.5, 4: 11.0}}), "costs": {"early-exit": 2.482}, "label": "T"}
     assert why.c_top(measured) == 3 and why.c_top(None) == why.MAX_C == 2
     assert why.c_top({"grid": {}, "costs": {"early-exit": 0.53}}) == 2  # a c within the usual range keeps it
@@ -572,13 +570,10 @@ def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():
         released = [fn for fn in demo.fns.values() if (ids[elem_id], "release") in fn.targets]
         assert released and all(fn.trigger_mode == RELEASE_TRIGGER_MODE and fn.preprocess is False
                                 for fn in released), elem_id
-    infos = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(why.gr, "Info", infos.append)
-        for typed, used in ((2.48, 2), (-1, 0)):
-            slider, status, kept = why.slider_typed("c", typed, None)
-            message = clamp_notice(typed, "Draft cost c", 0, why.MAX_C)[1]
-            assert slider["value"] == used == kept["c"] and message in status and infos[-1] == message
+    for typed, used in ((2.48, 2), (-1, 0)):
+        slider, status, kept = why.slider_typed("c", typed, None)
+        message = clamp_notice(typed, "Draft cost c", 0, why.MAX_C)[1]
+        assert slider["value"] == used == kept["c"] and message in status
 
 
 def test_the_measuring_status_says_plainly_once_past_its_estimate():

@@ -1,7 +1,9 @@
 """The what-if chart's controls and its redraw: the α and c sliders (a typed value out of range is clamped and
 said, an emptied box gets its last number back: :func:`slider_typed`), the run boxes (k, tokens per pass,
 speedup; a run no decoding can give is said and not marked: :func:`run_issues`) and :func:`whatif`, which draws the
-chart from them and the last measurement."""
+chart from them and the last measurement. What the controls cannot use is said in the what-if status, the line
+under the sliders (``#why-whatif-status``), never as a toast: on a phone the toasts covered the what-if heading,
+and the Measure status, far above, is for the measurement only."""
 
 from __future__ import annotations
 
@@ -13,7 +15,6 @@ import plotly.graph_objects as go
 
 from app import render
 from app.inputs import clamp_notice
-from app.messages import warn
 from app.why.figures import whatif_figure
 from app.why.noise import noisy_c, possible_curve
 from specviz.core.engine import MAX_K
@@ -91,13 +92,12 @@ RUN_PROBLEM_ENDINGS = ("the run is not marked.", "the run's speedup is left out.
 
 
 def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -> str | object:
-    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: a warning toast for the typed run's problem in that
-    box (:func:`run_issues`), and a status line that names every problem the run has now, each saying whether the
-    run is marked. Once the run has none, a status that still shows an earlier problem (``shown``: the status's
-    HTML) turns into what is marked; any other status stays (a skip), as it does when nothing is typed."""
+    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: the what-if status (HTML) names every problem the
+    typed run has now (:func:`run_issues`), each saying whether the run is marked. Once the run has none, a status
+    that still shows an earlier problem (``shown``: the what-if status's HTML) turns into what is marked; any other
+    status stays (a skip), as it does when nothing is typed. ``box`` is which box was left (each box's event
+    names its own); the line is the same whichever it was."""
     marked, problems = run_issues(k, tokens_per_pass, speedup)
-    if box in problems:
-        warn(problems[box])
     if problems:
         return render.status_html(" ".join(problems.values()), "info")
     if marked and any(end in html.unescape(str(shown or "")) for end in RUN_PROBLEM_ENDINGS):
@@ -170,12 +170,13 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         left: whether the box was left; while typing, an empty box is a number on its way and is left alone.
 
     Returns:
-        (slider, status, kept): a number in range: (skip, skip, kept with it); out of range: the slider set to the
-        nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`) as a
-        toast and the status, and that end kept; no number, once left: the slider set back to its kept number and
+        (slider, status, kept): ``status`` is the what-if status under the sliders (HTML), never the Measure
+        status, and no toast is shown. A number in range: (skip, skip, kept with it); out of range: the slider set
+        to the nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`)
+        as the status, and that end kept; no number, once left: the slider set back to its kept number and
         "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
         kept number); no number while typing: three skips. A box left out of range at the end the typing already
-        clamped it to (and said) is set again without a second sentence.
+        clamped it to (and said) is set again without a second sentence (the status keeps the first).
     """
     name, low, high = SLIDERS[key]
     high = c_top(measurement) if key == "c" else high
@@ -192,7 +193,6 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         if left and found[0] == kept[key]:  # the typing already clamped it and said so: set, but say it once
             return gr.update(value=kept[key]), gr.skip(), kept
         kept[key], message = found
-    gr.Info(html.escape(message))
     return gr.update(value=kept[key]), render.status_html(message, "info"), kept
 
 

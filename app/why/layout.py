@@ -31,6 +31,12 @@ INTRO = (
 )
 
 
+WHATIF_STATUS_ID = "why-whatif-status"
+"""The what-if status: a line right under the α and c sliders that says what a typed slider value or run cannot
+be used as (:func:`_tell_typed_nonsense`); the Measure status (``why-status``) keeps to the measurement. Inline,
+not a toast: at 400 px the toasts covered the what-if heading and sliders."""
+
+
 RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
             "pass and speedup to mark it on the chart.")
 
@@ -77,11 +83,12 @@ again would say a clamp twice)."""
 
 def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple, status: gr.HTML,
                          kept: gr.State, measurement: gr.State) -> None:
-    """Say typed values the what-if chart cannot use (toast + a line in ``status``), never drop them silently: a run
-    box left with a value no run gives (:func:`check_run`); α or c typed out of range, already while typing (a
-    number typed redraws the chart, clamped, before the box is left) and when the box is left; and a box left with
-    no number, which gets its last number back (:func:`slider_typed`, which keeps the last numbers in ``kept``; c's
-    range follows the ``measurement``'s c)."""
+    """Say typed values the what-if chart cannot use, never drop them silently, in one line of ``status`` (the
+    what-if status under the sliders, :data:`WHATIF_STATUS_ID`; no toast): a run box left with a value no run
+    gives (:func:`check_run`); α or c typed out of range, already while typing (a number typed redraws the chart,
+    clamped, before the box is left) and when the box is left; and a box left with no number, which gets its last
+    number back (:func:`slider_typed`, which keeps the last numbers in ``kept``; c's range follows the
+    ``measurement``'s c)."""
     for name, box in zip(RUN_BOXES, run_boxes):
         box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
@@ -132,6 +139,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                               elem_id="why-alpha")
             c = gr.Slider(0, MAX_C, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
                           elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
+            whatif_status = gr.HTML("", elem_id=WHATIF_STATUS_ID)  # what the what-if boxes cannot use, said here
             batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
                              interactive=False)
             run_k, run_tpp, run_speedup = _run_boxes()
@@ -147,7 +155,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one)
     stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
-    _wire_whatif(controls, whatif_chart, status)
+    _wire_whatif(controls, whatif_chart, whatif_status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     _follow_setters(measuring, history, controls, whatif_chart)
 
@@ -171,8 +179,8 @@ def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_
 
 def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) -> None:
     """Redraw the what-if chart on a user's edit of its controls (``whatif_inputs``: :func:`whatif`'s, α, c, batch,
-    the three run boxes, the measurement and the sliders' kept numbers) and say what it cannot use
-    (:func:`_tell_typed_nonsense`)."""
+    the three run boxes, the measurement and the sliders' kept numbers) and say what it cannot use in ``status``,
+    the what-if status (:func:`_tell_typed_nonsense`)."""
     alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept = whatif_inputs
     # user edits only (.input): the handlers that set these controls (measure, from_history) draw the chart
     # themselves, so no chain of change events can race them with stale values; always_last drops the
