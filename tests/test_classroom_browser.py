@@ -202,17 +202,20 @@ def test_a_range_whose_ends_read_the_same_says_so():
     assert classroom._predicts(1.5, 2.3) == "1.50–2.30×"
 
 
-def test_a_hand_edit_turns_the_walkthrough_into_custom():
+def test_a_hand_edit_keeps_the_walkthrough_named_and_says_so():
+    """A hand edit no longer turns the menu to "Custom" while the walkthrough's run is still on the stage (a trial
+    saw "Your own prompt and settings" over the walkthrough's recording): the note says so, the menu stays
+    (tests/test_classroom_settings.py follows Record run)."""
     preset = classroom.load_walkthroughs()[0]
     values = classroom.walkthrough_settings(preset)
     same = [values[f] for f in classroom.FIELDS]
     same[classroom.FIELDS.index("k")] = float(values["k"])  # a slider sends a float: still the walkthrough
-    assert classroom.settings_edited(preset["id"], *same) == (classroom.gr.skip(), classroom.gr.skip())
+    assert classroom.settings_edited(preset["id"], object(), *same) == classroom.note_html(preset)
     edited = [values[f] for f in classroom.FIELDS]
     edited[classroom.FIELDS.index("prompt")] = values["prompt"] + " And why?"
-    menu, note = classroom.settings_edited(preset["id"], *edited)
-    assert menu["value"] == classroom.CUSTOM and note == ""
-    assert classroom.settings_edited(classroom.CUSTOM, *edited) == (classroom.gr.skip(), classroom.gr.skip())
+    note = classroom.settings_edited(preset["id"], object(), *edited)
+    assert note == classroom.edited_note_html(preset, True) and html.escape(classroom.EDITED) in note
+    assert classroom.settings_edited(classroom.CUSTOM, object(), *edited) == classroom.gr.skip()
 
 
 def test_walkthrough_menu_labels_are_short_and_the_note_gives_the_full_title():
@@ -490,6 +493,39 @@ def test_step_through_a_sampling_run_to_a_rejection(page):
                            timeout=15_000)
     assert "Traceback" not in page.content()
     assert not non_loopback(page.requests), non_loopback(page.requests)
+
+
+@requires_chromium
+def test_enter_commits_a_classroom_box_at_once_and_the_menu_keeps_naming_the_run_shown(page):
+    """A new user's trial: k = 99 stayed in the Classroom's box until the next click, the seed's sentence came late,
+    and after the edit the menu read "Your own prompt and settings" over the walkthrough's run. Enter now commits
+    a box as in the other tabs (app.classroom.ENTER_COMMITS_JS): the value runs use is in the box and one sentence
+    in the status at once; nothing is said while the seed is typed; the menu still names the run on the stage and
+    its note says the settings are no longer the walkthrough's."""
+    wait = {"timeout": 120_000}  # a busy 2-core machine
+    page.goto(page.app_url + "?tab=classroom&preset=poor-drafter")
+    page.wait_for_selector("#classroom-status .status-done", **wait)
+    page.wait_for_function("() => window.svEnterCommits && window.svEnterCommits.has('#classroom-controls, #whatif')",
+                           **wait)
+    k = page.locator("#classroom-k input[type=number]").first
+    k.fill("99")
+    k.press("Enter")
+    page.wait_for_selector("#classroom-status >> text=Draft length k is at most 16 here; using 16.", **wait)
+    page.wait_for_function("() => document.querySelector('#classroom-k input[type=number]').value === '16'", **wait)
+    seed = page.locator("#classroom-seed input").first
+    seed.click()
+    seed.press("Control+a")
+    seed.press_sequentially("-1.5", delay=300)
+    page.wait_for_timeout(1500)
+    assert "Seed" not in page.inner_text("#classroom-status")  # still typing: nothing said
+    seed.press("Enter")
+    page.wait_for_selector("#classroom-status >> text=Seed must be between 0 and 9,007,199,254,740,991 (got -1.5). "
+                           "Using 0.", **wait)
+    page.wait_for_function("() => document.querySelector('#classroom-seed input').value === '0'", **wait)
+    assert page.input_value("#classroom-walkthrough input") == "Poorly matched drafter"
+    assert classroom.EDITED in page.inner_text("#classroom-note")
+    assert "Poorly matched drafter" in page.inner_text("#classroom-note")
+    page.screenshot(path="/tmp/classroom-edited.png")
 
 
 def _choose_walkthrough(page, label: str) -> None:

@@ -54,14 +54,16 @@ from app.classroom.links import (on_load, settings_from_query, share_follows, sh
 from app.classroom.recordings import (KEPT_RUN, PICK_FILE, download_file, meta_settings, open_upload,  # noqa: F401
                                       open_walkthrough, recording_meta, recording_path, shipped_recording,
                                       upload_started, uploads_allowed)
-from app.classroom.running import (_record_work, on_device, parse, record, record_settings,  # noqa: F401
-                                   record_walkthrough)
+from app.classroom.running import (_record_work, on_device, parse, record, record_run,  # noqa: F401
+                                   record_settings, record_walkthrough)
 from app.classroom.stepping import (PLAY_INTERVAL_S, play_tick, play_toggle, step_first, step_next,  # noqa: F401
                                     step_prev, step_rejection, stop_playing)
-from app.classroom.walkthroughs import (CUSTOM, DEFAULTS, FIELDS, MENU_LABEL_MAX, STEP_MAX_NEW_TOKENS,  # noqa: F401
-                                        WHATIF_MAX_NEW_TOKENS, load_walkthroughs, menu_choices, note_html,
-                                        settings_edited, walkthrough_settings)
+from app.classroom.walkthroughs import (CUSTOM, DEFAULTS, EDITED, EDITED_NO_RUN, FIELDS, MENU_LABEL_MAX,  # noqa: F401
+                                        STEP_MAX_NEW_TOKENS, WHATIF_MAX_NEW_TOKENS, edited_note_html,
+                                        load_walkthroughs, menu_choices, note_html, recorded_menu, settings_edited,
+                                        walkthrough_settings)
 from app.classroom.whatif import _checked, whatif_rerun, whatif_run  # noqa: F401
+from app.classroom.wiring import ENTER_COMMITS_JS  # noqa: F401
 from app.classroom.whatif_view import (ONE_RUN, _predicts, _with_range, plain_range, rerun_button,  # noqa: F401
                                        rerun_k, whatif_caveats, whatif_html, whatif_status)
 from app.inputs import InputError  # noqa: F401 - what parse raises

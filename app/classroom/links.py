@@ -15,7 +15,7 @@ from app.inputs import clamp_notice
 from app.classroom.lesson import view
 from app.classroom.recordings import open_shipped
 from app.classroom.walkthroughs import (CASTS, CUSTOM, DEFAULTS, FIELDS, SLIDER_RANGES, WHOLE_NUMBERS,
-                                        load_walkthroughs, matches, note_html, plain,
+                                        edited_note_html, load_walkthroughs, matches, note_html, plain,
                                         unknown_preset_message, walkthrough_settings)
 
 
@@ -166,5 +166,6 @@ def on_load(request: gr.Request = None, tab_ids: tuple[str, ...] = ()):
         if values["unknown_preset"]:
             said = (unknown_preset_message(values["unknown_preset"], walkthroughs), "error")
         opened_run = (None, render.status_html(*said), *view(None), gr.update(value=None, interactive=False))
-    return (gr.update(value=values["preset"] or CUSTOM), note_html(preset), *(values[f] for f in FIELDS),
+    note = note_html(preset) if preset is None or opened_run[0] is not None else edited_note_html(preset, False)
+    return (gr.update(value=values["preset"] or CUSTOM), note, *(values[f] for f in FIELDS),
             values["present"], *opened_run, tab)

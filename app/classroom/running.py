@@ -13,12 +13,12 @@ import gradio as gr
 
 from app import render
 from app.classroom.recordings import opened, recording_meta, summary
-from app.classroom.walkthroughs import DEFAULTS, FIELDS, STEP_MAX_NEW_TOKENS, walkthrough_settings
+from app.classroom.walkthroughs import DEFAULTS, FIELDS, STEP_MAX_NEW_TOKENS, recorded_menu, walkthrough_settings
 from app.device import Job, load_target, relay, waiting_status
 from app.inputs import InputError, Settings, fit_prompt_for, fit_settings_exit_layer, parse_settings
 from app.messages import report
 from specviz.analysis.recording import RecordingFile
-from specviz.analysis.stepper import Recorder
+from specviz.analysis.stepper import Recorder, Stepper
 from specviz.core.engine import speculative_generate, standard_generate
 from specviz.core.race import race
 from specviz.drafters.registry import make_drafter
@@ -160,6 +160,22 @@ def record(*fields):
     if note:
         status = render.status_html(f"Recorded: {summary(recording)}.", "done", notes=[note])
     yield (stepper, status, *rest)
+
+
+def record_run(walkthrough_id: str, *fields):
+    """"Record run" as the tab wires it: :func:`record`'s outputs, then the walkthrough menu and its note, which
+    change only when the recorded run opens (:func:`app.classroom.walkthroughs.recorded_menu`): until then the menu
+    keeps naming the run on the stage, and a failed or cancelled run changes neither. ``fields``: the settings in
+    :data:`FIELDS` order. Yields (stepper state, status, progress, caption, table, chart, output, download, menu,
+    note)."""
+    skip = gr.skip()
+    run = record(*fields)
+    try:
+        for out in run:
+            opened_now = isinstance(out[0], Stepper)  # the run recorded and opened: the last output
+            yield (*out, *(recorded_menu(walkthrough_id, fields) if opened_now else (skip, skip)))
+    finally:
+        run.close()  # a closed handler stops the run (its job's cancel flag) at once
 
 
 def record_walkthrough(walkthrough: dict, target: str = "embedded",

@@ -1,6 +1,7 @@
 """The Classroom's settings and its built-in walkthroughs: the fields a run needs (:data:`FIELDS`, :data:`DEFAULTS`),
 the walkthroughs of ``assets/walkthroughs.json``, the menu that picks one and the note under it, and whether settings
-are still a walkthrough's (a hand edit away from them makes the menu "Custom")."""
+are still a walkthrough's (a hand edit away from them is said under the menu, which keeps naming the run on the stage
+until Record run opens a new one: :func:`settings_edited`, :func:`recorded_menu`)."""
 
 from __future__ import annotations
 
@@ -102,16 +103,43 @@ def note_html(walkthrough: dict | None) -> str:
             f'{html.escape(walkthrough["description"])}{compare_html(walkthrough)}</div>')
 
 
-def settings_edited(walkthrough_id: str, *fields):
-    """A setting was changed by hand (``fields`` in :data:`FIELDS` order): when they no longer match the selected
-    walkthrough, the menu switches to "Custom" and the walkthrough's note goes, so neither describes settings that
-    are not in use (the share link then carries the settings themselves). Returns (menu, note)."""
-    by_id = {w["id"]: w for w in load_walkthroughs()}
-    walkthrough = by_id.get(walkthrough_id)
+EDITED = ("You changed the settings below, so they are no longer this walkthrough's: the run on the stage is "
+          "still its recorded run. Press Record run to record a run with your settings.")
+"""Said under the menu when the settings were edited away from the open walkthrough's while a run is on the stage
+(:func:`settings_edited`): the menu keeps naming the run shown until another run opens."""
+EDITED_NO_RUN = ("You changed the settings below, so they are no longer this walkthrough's. Press Record run to "
+                 "record a run with your settings.")
+"""The same when no run is on the stage (a link with changed settings, a walkthrough without a recorded run)."""
+
+
+def edited_note_html(walkthrough: dict, shown: bool) -> str:
+    """The note under the menu for settings edited away from ``walkthrough``'s: its note (:func:`note_html`), then
+    :data:`EDITED` (``shown``: a run is on the stage) or :data:`EDITED_NO_RUN`."""
+    said = EDITED if shown else EDITED_NO_RUN
+    return note_html(walkthrough) + f'<div class="cr-note cr-edited">{html.escape(said)}</div>'
+
+
+def settings_edited(walkthrough_id: str, stepper, *fields):
+    """A setting was changed by hand (``fields`` in :data:`FIELDS` order; ``stepper``: the run on the stage, or
+    None). The menu keeps the selected walkthrough, the name of the run on the stage, until another run opens (Record
+    run: :func:`recorded_menu`; the menu; a file), so a run is never shown under another run's name; the note says
+    plainly when the settings are no longer the walkthrough's (:func:`edited_note_html`) and is the plain note again
+    when they are. Returns the note (HTML), or ``gr.skip()`` when no walkthrough is selected ("Custom")."""
+    walkthrough = {w["id"]: w for w in load_walkthroughs()}.get(walkthrough_id)
     if walkthrough is None:
-        return gr.skip(), gr.skip()
+        return gr.skip()
     if matches(walkthrough, dict(zip(FIELDS, fields))):
-        return gr.skip(), gr.skip()
+        return note_html(walkthrough)
+    return edited_note_html(walkthrough, stepper is not None)
+
+
+def recorded_menu(walkthrough_id: str, fields) -> tuple:
+    """The menu and its note once Record run has opened the run it recorded with ``fields`` (in :data:`FIELDS`
+    order): the selected walkthrough and its plain note when they are still its settings, else "Your own prompt and
+    settings" and no note. Returns (menu update, note HTML)."""
+    walkthrough = {w["id"]: w for w in load_walkthroughs()}.get(walkthrough_id)
+    if walkthrough is not None and matches(walkthrough, dict(zip(FIELDS, fields))):
+        return gr.update(value=walkthrough["id"]), note_html(walkthrough)
     return gr.update(value=CUSTOM), ""
 
 

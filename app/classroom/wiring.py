@@ -8,11 +8,11 @@ import gradio as gr
 
 from app.classroom.links import on_load, share_follows, share_link
 from app.classroom.recordings import open_upload, open_walkthrough, stop_playing, upload_started
-from app.classroom.running import record
+from app.classroom.running import record_run
 from app.classroom.stepping import play_tick, play_toggle, step_first, step_next, step_prev, step_rejection
 from app.classroom.walkthroughs import FIELDS, settings_edited
 from app.classroom.whatif import whatif_rerun, whatif_run
-from app.messages import tell_when_clamped
+from app.messages import enter_commits_js, tell_when_clamped
 
 
 KEYS_JS = """
@@ -39,6 +39,14 @@ ABSOLUTE_JS = ("(q) => (typeof q === 'string' && q.startsWith('?')) ? "
 
 
 QUIET = {"show_progress": "hidden", "api_visibility": "private"}
+ENTER_COMMITS_JS = enter_commits_js("#classroom-controls, #whatif")
+"""On page load: Enter in a number box of the Classroom's settings or of the what-if accordion commits it as leaving
+the box does (:func:`app.messages.enter_commits_js`, the script the Live, Arena and Batching tabs register for their
+own controls): a slider's box (k, temperature, max new tokens, largest k, tokens per run) holding a number out of
+range is set at once to the value runs use and one sentence says so (:func:`app.messages.tell_when_clamped`: "Draft
+length k is at most 16 here; using 16."), an emptied one gets its earlier value back ("... was empty; kept 4."), and
+a number box (seed, early-exit layer, repetition penalty) is checked at once (:func:`app.messages.tell_when_invalid`).
+Before, Enter did nothing there: a new user's k = 99 stayed in its box until the next click."""
 
 
 def drafter_changed(drafter: str):
@@ -59,7 +67,9 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
              "preprocess": False}
     paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
     ui["record"].click(stop_playing, outputs=paused, queue=False, **QUIET)  # at once, before the run is recorded
-    ui["record"].click(record, inputs=settings, outputs=opened_outputs, concurrency_limit=4,
+    # the menu names the run on the stage: it changes when the recorded run opens (record_run), not at an edit
+    ui["record"].click(record_run, inputs=[ui["walkthrough"], *settings],
+                       outputs=[*opened_outputs, ui["walkthrough"], ui["note"]], concurrency_limit=4,
                        concurrency_id="classroom-run", **QUIET).then(**share, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     # opening a recorded run is no model work either: outside the queue, like a step
@@ -77,23 +87,15 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
                         concurrency_limit=None, **QUIET).then(**follows, queue=False, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     _wire_stepping(ui, views)
-    for box in settings:  # a hand edit away from the walkthrough's settings makes them "Custom"; preprocess off:
+    for box in settings:  # a hand edit away from the walkthrough's settings is said in its note; preprocess off:
         # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
         # answer with a server error), and settings_edited compares the raw values as numbers
-        box.input(settings_edited, inputs=[ui["walkthrough"], *settings], outputs=[ui["walkthrough"], ui["note"]],
+        box.input(settings_edited, inputs=[ui["walkthrough"], ui["stepper"], *settings], outputs=[ui["note"]],
                   queue=False, preprocess=False, **QUIET)
     ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
                          queue=False, **QUIET)
     ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
-    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
-    tell_when_clamped(ui["k"], ui["status"], "Draft length k")
-    tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
-    from app.inputs import EXIT_LAYER, REPETITION_PENALTY, SEED, parse_exit_layer  # number boxes, checked when left
-    from app.messages import tell_when_invalid
-    tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer, target=ui["target"])
-    tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY)
-    if "seed" in ui:
-        tell_when_invalid(ui["seed"], ui["status"], SEED)
+    _wire_checks(ui)
     ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
                                                  **QUIET)
     _wire_whatif(ui)
@@ -106,6 +108,23 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
         return on_load(request, tuple(str(t.id) for t in tabs.children if isinstance(t, gr.Tab)))
 
     gr.context.Context.root_block.load(load, outputs=load_outputs, queue=False, **QUIET)
+
+
+def _wire_checks(ui: dict) -> None:
+    """A setting's box committed (left, or Enter: :data:`ENTER_COMMITS_JS`) with a value runs would not use: a
+    slider's number out of range is set to the nearest end and said (:func:`app.messages.tell_when_clamped`), a number
+    box a run would refuse is set to the value used and said (:func:`app.messages.tell_when_invalid`), in the other
+    tabs' words. Nothing is said while a box is being typed into."""
+    gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
+    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
+    tell_when_clamped(ui["k"], ui["status"], "Draft length k")
+    tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
+    from app.inputs import EXIT_LAYER, REPETITION_PENALTY, SEED, parse_exit_layer  # number boxes, checked when left
+    from app.messages import tell_when_invalid
+    tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer, target=ui["target"])
+    tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY)
+    if "seed" in ui:
+        tell_when_invalid(ui["seed"], ui["status"], SEED)
 
 
 def _wire_stepping(ui: dict, views: list) -> None:
