@@ -56,6 +56,31 @@ def _pass_numbers(stats: RunStats) -> list[int]:
     return list(range(1, len(stats.pass_tokens) + 1))
 
 
+PASS_TICK_STEPS = (1, 2, 5)
+"""The spacings of the target-pass axis' labels, times powers of ten: 1, 2, 5, 10, 20, 50, 100, ..."""
+
+
+def pass_ticks(passes: int) -> dict:
+    """The ticks of a target-pass axis over passes 1..``passes``: whole numbers only, every ``step``-th pass with
+    ``step`` the smallest of 1, 2, 5, 10, 20, 50, ... that keeps at most :data:`POSITION_TICKS` labels, e.g. 3 ->
+    1, 2, 3; 17 -> 2, 4, ..., 16. Left to itself Plotly labelled a run of 1 to 3 passes 0.5, 1, 1.5, ... (a pass has
+    no halves). No pass yet: no labels. Raises ValueError for a negative ``passes``."""
+    if passes < 0:
+        raise ValueError(f"A run has 0 or more target passes, not {passes}.")
+    scale = 1
+    while True:
+        step = next((s * scale for s in PASS_TICK_STEPS if passes // (s * scale) <= POSITION_TICKS), None)
+        if step is not None:
+            break
+        scale *= 10
+    first = 1 if step == 1 else step
+    return {"tickmode": "array", "tickvals": list(range(first, passes + 1, step)), "tickangle": 0}
+
+
+def _pass_axis(stats: RunStats) -> dict:
+    return _axis("target pass", **pass_ticks(len(stats.pass_tokens)))
+
+
 def per_pass_counts(stats: RunStats) -> tuple[list[int], list[int]]:
     """(drafted, accepted) per target pass."""
     return list(stats.pass_drafted), list(stats.pass_accepted)
@@ -102,7 +127,7 @@ def acceptance_panel(spec: RunStats, base: RunStats) -> Panel:
     return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", [
         _bar(x, spec.pass_acceptance, "acceptance per pass", COLORS["accepted"], 0.5),
         _line(x, running_acceptance(spec), "acceptance, running", COLORS["speculative"]),
-    ], _axis("target pass"), _axis("acceptance", range=[0, 1.05]))
+    ], _pass_axis(spec), _axis("acceptance", range=[0, 1.05]))
 
 
 def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:
@@ -114,7 +139,7 @@ def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:
         _line(x, spec.running_tokens_per_pass, "tokens/pass, running mean", COLORS["speculative"]),
         _line(x, expected_series(spec), "expected from α", COLORS["expected"], 2, "dash"),
         _line(x, [1.0] * len(x), "standard decoding (1)", COLORS["baseline"], 1.5, "dot"),
-    ], _axis("target pass"), _axis("tokens", rangemode="tozero"))
+    ], _pass_axis(spec), _axis("tokens", rangemode="tozero"))
 
 
 def latency_panel(spec: RunStats, base: RunStats) -> Panel:
@@ -176,7 +201,7 @@ def k_panel(spec: RunStats, base: RunStats) -> Panel:
         k_line["hovertemplate"] = "pass %{x}: %{text}<extra></extra>"
         traces.append(_line(x, gains, "expected gain (× a plain step)", COLORS["expected"], 2, "dot"))
         y_title = "draft tokens; expected gain (×)"
-    return Panel("Draft length k per pass", traces, _axis("target pass"), _axis(y_title, rangemode="tozero"))
+    return Panel("Draft length k per pass", traces, _pass_axis(spec), _axis(y_title, rangemode="tozero"))
 
 
 def drafted_name(drafted, ks) -> str:

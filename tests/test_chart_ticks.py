@@ -4,7 +4,8 @@ the first and the last position always among them. The same trial found the k ax
 tab's and the classroom's, k up to 16) labelling every k on a 400 px phone: they take the same ticks, while every k
 keeps its point and its hover. A later trial found the Why what-if chart cut at 400 px after Measure: its title
 line (the measured c too noisy to tell) and the best-k note wider than the chart, a legend name under the toolbar;
-every line of its texts now fits a phone, the title heading the legend."""
+every line of its texts now fits a phone, the title heading the legend. Another found the Live tab's per-pass charts
+labelling a run of a few passes 0.5, 1, 1.5, ...: a target-pass axis now carries whole passes only."""
 
 from __future__ import annotations
 
@@ -66,6 +67,36 @@ def test_the_classroom_whatif_k_axis_keeps_few_labels_and_every_k_its_point():
     assert [t.startswith(f"k = {k}<br>") for k, t in zip(range(1, 17), predicted.hovertext)] == [True] * 16
     small = classroom.whatif_figure(analyze(spec, base_run(60), k_max=5, resamples=0)).layout.xaxis
     assert list(small.tickvals) == [1, 2, 3, 4, 5]
+
+
+PASS_AXES = ("Acceptance rate", "Tokens per target pass", "Draft length k per pass")
+"""The Live dashboard's charts drawn against the target pass (its 1st, 2nd and 5th)."""
+
+
+@pytest.mark.parametrize("passes, ticks", [(1, [1]), (2, [1, 2]), (3, [1, 2, 3])])
+def test_the_live_pass_axes_of_a_short_run_show_whole_passes_only(passes, ticks):
+    spec = _run([(4, 2), (4, 4), (4, 0)][:passes])
+    fig = figures.dashboard_figure(spec, _run([], run="baseline"))
+    titles = [visible_lines(a.text)[0] for a in fig.layout.annotations]
+    assert [titles[0], titles[1], titles[4]] == list(PASS_AXES)
+    for name in ("xaxis", "xaxis2", "xaxis5"):  # acceptance, tokens per pass, k (positions and ms sit between)
+        axis = fig.layout[name]
+        assert axis.title.text == "target pass" and axis.tickmode == "array" and axis.dtick is None
+        assert list(axis.tickvals) == ticks and all(isinstance(v, int) for v in axis.tickvals)
+    assert list(fig.data[0].x) == ticks  # one bar a pass, at the labelled pass
+
+
+def test_the_pass_ticks_are_whole_and_few_at_any_run_length():
+    assert figures.pass_ticks(0)["tickvals"] == []  # no pass yet: no labels, never 0.5 steps on an empty axis
+    assert figures.pass_ticks(9)["tickvals"] == [2, 4, 6, 8]
+    assert figures.pass_ticks(40)["tickvals"] == [5, 10, 15, 20, 25, 30, 35, 40]
+    assert figures.pass_ticks(1234)["tickvals"] == [200, 400, 600, 800, 1000, 1200]
+    for passes in range(1, 2001):
+        ticks = figures.pass_ticks(passes)["tickvals"]
+        assert 1 <= len(ticks) <= figures.POSITION_TICKS and ticks == sorted(set(ticks))
+        assert all(isinstance(v, int) and 1 <= v <= passes for v in ticks)
+    with pytest.raises(ValueError, match="0 or more target passes"):
+        figures.pass_ticks(-1)
 
 
 def test_wrap_words_breaks_at_spaces_and_keeps_every_word():

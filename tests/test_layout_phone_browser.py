@@ -4,8 +4,10 @@ embedded model, loopback only).
 At 400 px: one column with no sideways scroll, every tab in sight (no "…" menu), the results right after the
 Generate (before the settings and the example prompts), after Generate the run's status in sight right under the
 button, both panes at least 300 px wide, the charts one per row at full width, a
-token's details shown on a tap, and the run history scrolling sideways inside its box with a shade on the side
-that has more. At 1440 px the same page keeps its two columns: examples under the controls, panes
+token's details shown on a tap, and the run history (the table of this session's runs) fitting the phone: each
+run a block of four columns under the header's block, no sideways scrolling in its box nor a shade. The Temperature
+slider's label stays one line with its number box beside it, at both widths. At 1440 px the same page keeps its
+two columns: examples under the controls, panes
 side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side), the
 history fits (no shade), the Arena's two tables fit without a shade, and a max new tokens typed above its end is
 said (a toast and the status) as well as clamped. The
@@ -82,27 +84,39 @@ WATCH_PROGRESS_JS = """() => { window.__svSeen = [];
 """Record each text the status under Generate shows, with where it was on the screen then."""
 
 
-def _cue(page, scroller: str) -> dict:
-    """A sideways scroller's room to scroll and the shade its frame shows (assets/head.html: data-sv-more)."""
-    return page.eval_on_selector(scroller, "e => ({room: e.scrollWidth - e.clientWidth, "
-                                           "more: e.parentElement.dataset.svMore})")
-
-
 def _wait_cue(page, scroller: str, more: str) -> None:
     page.wait_for_function("([s, m]) => document.querySelector(s)?.parentElement.dataset.svMore === m",
                            arg=[scroller, more], timeout=5_000)
 
 
-def _history_scrolls_with_a_shade(page) -> None:
-    """The run history is wider than a phone: it scrolls inside its box, shaded on the right; scrolled to its end,
-    on the left only."""
+def _history_fits_the_phone(page) -> None:
+    """The run history fits a 400 px phone (a trial found its ten columns scrolling 765 px sideways in a 312 px
+    box): the table no wider than its box, no cell cut, no shade, and each figure in sight."""
     box = "#history .sv-scroll"
     page.locator(box).scroll_into_view_if_needed()
-    _wait_cue(page, box, "right")
-    assert _cue(page, box)["room"] > 0
-    page.eval_on_selector(box, "e => { e.scrollLeft = e.scrollWidth; }")
-    _wait_cue(page, box, "left")
-    page.screenshot(path=str(SHOTS / "phone-history-scrolled.png"))
+    _wait_cue(page, box, "")
+    fit = page.eval_on_selector(box, """e => { const t = e.querySelector('table.history');
+        return {table: t.scrollWidth, box: e.clientWidth, room: e.scrollWidth - e.clientWidth,
+                cut: [...t.querySelectorAll('th, td')].filter(c => c.scrollWidth > c.clientWidth + 1)
+                       .map(c => c.textContent)}; }""")
+    assert fit["table"] <= fit["box"] and fit["room"] <= 0 and fit["cut"] == [], fit
+    assert fit["box"] >= 300, fit
+    assert "n-gram" in page.inner_text("#history") and "tokens/pass" in page.inner_text("#history")
+    page.locator("#history").screenshot(path=str(SHOTS / "phone-history.png"))
+
+
+def _temperature_label_on_one_line(page) -> None:
+    """The Temperature slider's label on one line, its number box beside it (not under it), as Top-p's: "Temperature
+    (0 = greedy)" wrapped to two lines in the 330 px settings column; the detail is in its info line now."""
+    heads = page.evaluate("""() => ['#temperature', '#top-p'].map(s => {
+        const e = document.querySelector(s), box = e.querySelector('input[type=number]').getBoundingClientRect(),
+              label = e.querySelector('[data-testid=block-info]').getBoundingClientRect();
+        return {label: label.height, labelTop: label.top, labelRight: label.right, boxTop: box.top,
+                boxLeft: box.left}; })""")
+    temperature, top_p = heads
+    assert temperature["label"] == top_p["label"], heads  # one line, as Top-p's
+    assert abs(temperature["boxTop"] - temperature["labelTop"]) < temperature["label"], heads  # beside it
+    assert temperature["labelRight"] <= temperature["boxLeft"], heads
 
 
 def _max_new_tokens_typed_too_high_is_said(page) -> None:
@@ -207,8 +221,9 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.screenshot(path=str(SHOTS / "phone-token-tap.png"))
     page.tap("#status")  # a tap elsewhere hides it
     page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
-    _history_scrolls_with_a_shade(page)
+    _history_fits_the_phone(page)
     _sampling_boxes_typed_out_of_range_are_said(page, "phone-sampling-typos.png")
+    _temperature_label_on_one_line(page)
     _no_sideways_scroll(page)
 
     # the same page on a desktop: two columns, panes side by side, charts three to a row
@@ -227,6 +242,7 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.screenshot(path=str(SHOTS / "desktop-live.png"), full_page=True)
     _max_new_tokens_typed_too_high_is_said(page)
     _sampling_boxes_typed_out_of_range_are_said(page, "desktop-sampling-typos.png")
+    _temperature_label_on_one_line(page)
     page.get_by_role("tab", name="Arena").click()  # its two tables (what each method did; rates and timings) fit
     _wait_cue(page, "#arena-table .virtual-table-viewport", "")  # a desktop: no shade on either
     _wait_cue(page, "#arena-timings .virtual-table-viewport", "")

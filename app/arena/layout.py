@@ -129,8 +129,8 @@ def _settings_accordion(target: str, drafters: gr.CheckboxGroup) -> tuple:
         _preset_picker(target_box, draft_model, drafters)
         exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
                                elem_id="arena-exit-layer")
-        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy: outputs are "
-                                "checked identical)", elem_id="arena-temperature")
+        temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", elem_id="arena-temperature",
+                                info="0 = greedy: outputs are checked identical")  # one label line, as Live's
         seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
         with gr.Row():  # applied to the target and the draft alike, and to the baseline
             repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",

@@ -109,10 +109,10 @@ def _settings_controls(ui: dict, first: dict) -> None:
                                    placeholder="hub id or local folder (same tokenizer, or re-tokenized)",
                                    visible=first["drafter"] == "model")
     ui["k"] = gr.Slider(*SLIDER_RANGES["k"], value=first["k"], step=1, label="Draft length k", elem_id="classroom-k")
-    with gr.Row():
-        ui["temperature"] = gr.Slider(*SLIDER_RANGES["temperature"], value=first["temperature"], step=0.05, label="Temperature (0 = greedy)",
-                                      elem_id="classroom-temperature")
-        ui["seed"] = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
+    # the whole width, as the Live tab's: beside Seed, in half the column, its number box dropped under its label
+    ui["temperature"] = gr.Slider(*SLIDER_RANGES["temperature"], value=first["temperature"], step=0.05,
+                                  label="Temperature", info="0 = greedy", elem_id="classroom-temperature")
+    ui["seed"] = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
     ui["max_new_tokens"] = gr.Slider(*SLIDER_RANGES["max_new_tokens"], value=first["max_new_tokens"], step=1,
                                      label="Max new tokens", elem_id="classroom-max-new-tokens")
     ui["target"] = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")

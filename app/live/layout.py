@@ -135,8 +135,10 @@ def _run_controls(ui: dict, d: dict) -> None:
                                     "Hub on the first run (a GPU is advised; gated models need HF_TOKEN)")
     _weights_control(ui, d)
     with gr.Accordion("Sampling and stopping", open=False, elem_id="sampling"):
+        # the label short enough for one line beside its number box in the 330 px column (1400 px) and on a
+        # phone: "Temperature (0 = greedy)" wrapped to two lines there; the detail goes in the info line
         ui["temperature"] = gr.Slider(0, 2, value=d["temperature"], step=0.05, elem_id="temperature",
-                                      label="Temperature (0 = greedy)")
+                                      label="Temperature", info="0 = greedy; above 0 both runs sample")
         with gr.Row():
             ui["top_p"] = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)", elem_id="top-p")
             # no minimum= on number boxes: Gradio would refuse a negative number in a popup before the handler

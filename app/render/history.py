@@ -100,8 +100,9 @@ def history_html(history: list[RunSummary]) -> str:
     cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`). The temperature cell
     also gives a sampled run's seed (``seed``), the generation settings that differ from their defaults
     (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live
-    tab's results column at a 1400 px window (``assets/style.css``, ``.history``); a phone scrolls the table inside
-    its box."""
+    tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px each row, the
+    header's too, is a grid of four columns on four lines, so a 400 px phone shows every figure without scrolling
+    sideways."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
