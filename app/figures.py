@@ -67,14 +67,28 @@ def pass_ticks(passes: int) -> dict:
     no halves). No pass yet: no labels. Raises ValueError for a negative ``passes``."""
     if passes < 0:
         raise ValueError(f"A run has 0 or more target passes, not {passes}.")
-    scale = 1
-    while True:
-        step = next((s * scale for s in PASS_TICK_STEPS if passes // (s * scale) <= POSITION_TICKS), None)
-        if step is not None:
-            break
-        scale *= 10
+    step = _tick_step(passes)
     first = 1 if step == 1 else step
     return {"tickmode": "array", "tickvals": list(range(first, passes + 1, step)), "tickangle": 0}
+
+
+def _tick_step(top: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that labels 1..``top`` with at most :data:`POSITION_TICKS` labels."""
+    scale = 1
+    while True:
+        step = next((s * scale for s in PASS_TICK_STEPS if top // (s * scale) <= POSITION_TICKS), None)
+        if step is not None:
+            return step
+        scale *= 10
+
+
+def count_ticks(top: int) -> dict:
+    """The ticks of an axis of counts 0..``top`` (tokens emitted, tokens drafted in a pass): whole numbers only,
+    spaced as :func:`pass_ticks`' (e.g. 2 -> 0, 1, 2; 37 -> 0, 5, ..., 35). Left to itself Plotly labelled a run's
+    first token 0.5 and 1.5. Raises ValueError for a negative ``top``."""
+    if top < 0:
+        raise ValueError(f"A count is 0 or more, not {top}.")
+    return {"tickmode": "array", "tickvals": list(range(0, top + 1, _tick_step(top)))}
 
 
 def _pass_axis(stats: RunStats) -> dict:
@@ -146,8 +160,9 @@ def latency_panel(spec: RunStats, base: RunStats) -> Panel:
     """Tokens emitted against each run's own clock (ms): the steeper line is the faster run."""
     traces = [_line(stats.curve_ms, stats.curve_tokens, name, COLORS[name], shape="hv", markers=True)
               for stats, name in ((spec, "speculative"), (base, "baseline")) if stats.curve_ms]
+    top = max((t for stats in (spec, base) for t in stats.curve_tokens), default=0)
     return Panel("Tokens emitted vs time (own clock)", traces, _axis("ms since the prefill started"),
-                 _axis("tokens", rangemode="tozero"))
+                 _axis("tokens", rangemode="tozero", **count_ticks(int(top))))
 
 
 def position_panel(spec: RunStats, base: RunStats) -> Panel:
@@ -194,14 +209,14 @@ def k_panel(spec: RunStats, base: RunStats) -> Panel:
     k_line = _line(x, spec.pass_k, "k", COLORS["draft"], shape="hv", markers=True)
     traces = [_bar(x, drafted, drafted_name(drafted, spec.pass_k), COLORS["draft"], 0.3), k_line]
     gains = spec.pass_gain
-    y_title = "draft tokens per pass"
+    y_axis = _axis("draft tokens per pass", rangemode="tozero", **count_ticks(max([*drafted, *spec.pass_k], default=0)))
     if any(g is not None for g in gains):
         k_line["text"] = [f"k = {k}" + (f"; expected {g:.2f}× a plain step" if g is not None else "")
                           for k, g in zip(spec.pass_k, gains)]
         k_line["hovertemplate"] = "pass %{x}: %{text}<extra></extra>"
         traces.append(_line(x, gains, "expected gain (× a plain step)", COLORS["expected"], 2, "dot"))
-        y_title = "draft tokens; expected gain (×)"
-    return Panel("Draft length k per pass", traces, _pass_axis(spec), _axis(y_title, rangemode="tozero"))
+        y_axis = _axis("draft tokens; expected gain (×)", rangemode="tozero")  # gains are fractions
+    return Panel("Draft length k per pass", traces, _pass_axis(spec), y_axis)
 
 
 def drafted_name(drafted, ks) -> str:

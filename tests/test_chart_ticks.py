@@ -145,3 +145,21 @@ def test_the_classroom_whatif_keeps_room_for_its_axis_title_on_a_phone():
     assert fig.layout.height == 440 and fig.layout.legend.yanchor == "top" and fig.layout.legend.y == -0.3
     lines = [line for t in fig.data for line in visible_lines(t.name)]
     assert "bars: 80% of resampled passes)" in lines and max(len(line) for line in lines) <= 31
+
+
+def test_the_count_axes_show_whole_tokens_only():
+    """The same trial's leftover: "Tokens emitted vs time" labelled a run's first tokens 0.5, 1.5, and the k chart's
+    draft-token axis k 0.2, 0.4. Counts now take whole ticks from 0; the k chart keeps Plotly's ticks only when it
+    also draws k = auto's expected gain (a fraction)."""
+    spec, base = _run([(4, 2), (4, 0)]), _run([(0, 0)], run="baseline")
+    k_axis = figures.k_panel(spec, base).yaxis
+    assert k_axis["tickvals"] == [0, 1, 2, 3, 4] and k_axis["title"]["text"] == "draft tokens per pass"
+    assert max(spec.curve_tokens + base.curve_tokens) == 3
+    assert figures.latency_panel(spec, base).yaxis["tickvals"] == [0, 1, 2, 3]
+    assert figures.count_ticks(2)["tickvals"] == [0, 1, 2]
+    assert figures.count_ticks(37)["tickvals"] == [0, 5, 10, 15, 20, 25, 30, 35]
+    for top in range(0, 500):
+        ticks = figures.count_ticks(top)["tickvals"]
+        assert ticks[0] == 0 and len(ticks) <= figures.POSITION_TICKS + 1 and all(isinstance(v, int) for v in ticks)
+    with pytest.raises(ValueError, match="0 or more"):
+        figures.count_ticks(-1)
