@@ -28,6 +28,7 @@ COLORS = {
     "draft": "#bf8700",
     "verify": "#6f42c1",
     "other": "#8c959f",
+    "prefill": "#d0d7de",
 }
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, sans-serif"
 MODEBAR = {"orientation": "v", "bgcolor": "rgba(255,255,255,0.75)", "color": "#8c959f",
@@ -228,11 +229,13 @@ def drafted_name(drafted, ks) -> str:
 
 
 def time_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Where each run's time went (ms, own clock): drafting, target forwards (prefill included), the rest."""
+    """Where each run's time went (ms, own clock): the prefill, drafting, the target's forwards after the prefill
+    (verify: the same figures as the "Where the time went" card, which counts from the prefill's end), the rest."""
     runs = ["speculative", "baseline"]
     parts = {
+        "prefill": ("prefill", [spec.ttft_ms, base.ttft_ms]),
         "draft": ("draft", [spec.draft_ms, base.draft_ms]),
-        "verify": ("target forwards", [spec.verify_ms + spec.ttft_ms, base.verify_ms + base.ttft_ms]),
+        "verify": ("target forwards", [spec.verify_ms, base.verify_ms]),
         "other": ("other", [spec.other_ms, base.other_ms]),
     }
     traces = [{"type": "bar", "y": runs, "x": values, "name": label, "orientation": "h",

@@ -336,7 +336,7 @@ def test_figure_functions_return_the_expected_traces():
         figures.latency_figure: ["speculative", "baseline"],
         figures.position_figure: ["acceptance by position", "α (all positions)"],
         figures.k_figure: ["drafted", "k"],
-        figures.time_figure: ["draft", "target forwards", "other"],
+        figures.time_figure: ["prefill", "draft", "target forwards", "other"],
     }
     for fn, names in cases.items():
         fig = fn(spec, base)
@@ -350,6 +350,8 @@ def test_figure_functions_return_the_expected_traces():
     assert any("adaptive" in a.text for a in dash.layout.annotations)
     assert {t.xaxis for t in dash.data} == {"x", "x2", "x3", "x4", "x5", "x6"}
     assert list(figures.tokens_per_pass_figure(spec, base).data[0].y) == [3, 3, 2]
+    prefill, _, verify, _ = figures.time_figure(spec, base).data  # the prefill apart, as the time card counts
+    assert list(prefill.x) == [spec.ttft_ms, base.ttft_ms] and list(verify.x) == [spec.verify_ms, base.verify_ms]
 
 
 def test_running_acceptance_matches_the_totals():
