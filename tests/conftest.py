@@ -229,8 +229,8 @@ def _threads_for_model_size(request):
 
 
 # ------------------------------------------------------------------------------------------ real-browser fixtures
-# Used by test_live_browser.py, test_classroom_browser.py, test_queue_browser.py and test_slider_boxes_browser.py
-# (helpers: browser_support.py).
+# Used by test_live_browser.py, test_classroom_browser.py, test_classroom_inputs_browser.py, test_queue_browser.py and
+# test_slider_boxes_browser.py (helpers: browser_support.py; the Classroom's: classroom_browser_support.py).
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The Classroom's settings as a new user's trial met them, without a browser (the tab's events are called as Gradio
-calls them; tests/test_classroom_browser.py presses the keys in a real page):
+calls them; tests/test_classroom_inputs_browser.py presses the keys in a real page):
 
 - a slider's box committed with a number out of range (k = 99, temperature 5) is set to the value runs use at once,
   with the one sentence the other tabs say, and Enter commits it as leaving the box does (before, Enter did nothing

@@ -177,15 +177,17 @@ def _progress_seen_under_the_button(page) -> None:
     assert 0 < seen[-1]["top"] - generate < 80, (generate, seen[-1])  # right under the button
 
 
-def test_live_tab_on_a_phone_then_on_a_desktop(phone):
-    page = phone
-    page.goto(page.app_url)
-    page.wait_for_selector("#generate", timeout=60_000)
+def _phone_page_before_a_run(page) -> None:
+    """At 400 px before a run: no sideways scroll, every tab in sight (no "…" menu), the results before the
+    settings and the settings before the example prompts."""
     layout = _layout(page)
     assert layout["scrollWidth"] <= layout["innerWidth"], layout
     assert layout["tabs"] == [True] * 5 and not layout["menu"], layout  # every tab in sight (Batching included)
     assert layout["results"]["top"] < layout["controls"]["top"] < layout["examples"]["top"], layout
 
+
+def _generate_on_the_phone(page) -> None:
+    """Generate a run of :data:`PROMPT` and watch its status stay in sight right under the button until "Done in"."""
     page.fill("#prompt textarea", PROMPT)
     page.evaluate(WATCH_PROGRESS_JS)
     SHOTS.mkdir(exist_ok=True)
@@ -195,6 +197,11 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.wait_for_selector("#status .status-done, #status .status-error", timeout=RUN_TIMEOUT_MS)
     assert "Done in" in page.inner_text("#status")
     _progress_seen_under_the_button(page)
+
+
+def _phone_panes_and_charts_after_the_run(page) -> None:
+    """After the run at 400 px: the panes one above the other and at least 300 px wide, the charts one
+    per row at full width, the pass counts agreeing with their word."""
     page.wait_for_selector("#charts .js-plotly-plot", timeout=15_000)
     time.sleep(0.5)  # plotly finishes drawing
     layout = _layout(page)
@@ -209,7 +216,10 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.screenshot(path=str(SHOTS / "phone-live.png"), full_page=True)
     page.locator("#charts").screenshot(path=str(SHOTS / "phone-charts.png"))
 
-    # a token's details on a tap (a touch screen shows no `title`)
+
+def _token_details_on_a_tap(page) -> None:
+    """A token's details on a tap (a touch screen shows no ``title``), inside the phone's width; a tap elsewhere
+    hides them."""
     token = page.locator("#spec-output span.tok[title]").nth(2)
     token.scroll_into_view_if_needed()
     title = token.get_attribute("title")
@@ -221,12 +231,12 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.screenshot(path=str(SHOTS / "phone-token-tap.png"))
     page.tap("#status")  # a tap elsewhere hides it
     page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
-    _history_fits_the_phone(page)
-    _sampling_boxes_typed_out_of_range_are_said(page, "phone-sampling-typos.png")
-    _temperature_label_on_one_line(page)
-    _no_sideways_scroll(page)
 
-    # the same page on a desktop: two columns, panes side by side, charts three to a row
+
+def _the_same_page_on_a_desktop(page) -> None:
+    """The same page widened to a desktop: two columns, panes side by side, charts three to a row, the
+    history and the Arena's tables with no shade; typed max new tokens and sampling typos said, the Temperature
+    label on one line."""
     page.set_viewport_size(DESKTOP)
     assert not page.is_visible("#run-progress")  # the status is beside the button: no copy under it
     page.wait_for_function("() => document.querySelector('#charts .js-plotly-plot')?.dataset.svStacked === '0'",
@@ -247,6 +257,21 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     _wait_cue(page, "#arena-table .virtual-table-viewport", "")  # a desktop: no shade on either
     _wait_cue(page, "#arena-timings .virtual-table-viewport", "")
     page.locator("#arena-table").screenshot(path=str(SHOTS / "desktop-arena-table.png"))
+
+
+def test_live_tab_on_a_phone_then_on_a_desktop(phone):
+    page = phone
+    page.goto(page.app_url)
+    page.wait_for_selector("#generate", timeout=60_000)
+    _phone_page_before_a_run(page)
+    _generate_on_the_phone(page)
+    _phone_panes_and_charts_after_the_run(page)
+    _token_details_on_a_tap(page)
+    _history_fits_the_phone(page)
+    _sampling_boxes_typed_out_of_range_are_said(page, "phone-sampling-typos.png")
+    _temperature_label_on_one_line(page)
+    _no_sideways_scroll(page)
+    _the_same_page_on_a_desktop(page)
     assert not non_loopback(page.requests), non_loopback(page.requests)
 
 
