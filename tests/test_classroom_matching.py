@@ -56,8 +56,11 @@ def test_an_opened_run_says_its_acceptance_and_tokens_per_pass():
         status = out[2 + len(classroom.FIELDS)]
         counts = Counters.of(rf.load(classroom.recording_path(walkthrough_id)).recording.events)
         assert counts.drafted > 0 and counts.passes > 0
-        assert (f"acceptance rate {counts.acceptance_rate:.2f} ({counts.accepted} of {counts.drafted} drafted), "
-                f"{counts.tokens_per_pass:.2f} tokens per pass.") in status
+        assert (f"acceptance rate {counts.acceptance_rate:.2f} ({counts.accepted} of {counts.drafted} drafted; "
+                "95% ") in status and f"{counts.tokens_per_pass:.2f} tokens per pass (95% " in status
+    # each figure carries its spread over the run's passes (trial: "0.61 (14 of 23 drafted)" had none)
+    well = classroom.open_walkthrough(WELL)[2 + len(classroom.FIELDS)]
+    assert "(4 of 68 drafted; 95% 1–14%), 1.21 tokens per pass (95% 1.05–1.37)." in well
 
 
 def _acceptance(walkthrough_id: str) -> float:

@@ -16,6 +16,7 @@ from typing import Mapping
 import gradio as gr
 
 from app import render
+from app.render.stats import counted_spread
 from app.classroom.lesson import view
 from app.classroom.stepping import stop_playing
 from app.classroom.walkthroughs import (ASSETS, CASTS, CUSTOM, DEFAULTS, FIELDS, load_walkthroughs, matches, note_html,
@@ -25,6 +26,7 @@ from specviz.analysis import recording as recording_file
 from specviz.analysis.recording import RecordingError, RecordingFile
 from specviz.analysis.stepper import Recording, Stepper
 from specviz.core.counters import Counters
+from specviz.measure.run_stats import RunStats
 
 log = logging.getLogger("specviz.app.classroom")
 
@@ -103,15 +105,22 @@ def download_file(file: RecordingFile) -> str:
 def summary(recording: Recording) -> str:
     """A run in words for the status line: its tokens, passes and passes with a rejection, then its acceptance rate
     (accepted of drafted) and tokens per pass, the run's counters (:meth:`specviz.core.counters.Counters.of`, the
-    figures every tab shows), so two walkthroughs' runs compare at a glance; then how to step."""
+    figures every tab shows), each with its 95% interval over the run's passes (:func:`app.render.stats.
+    counted_spread`: "too few to tell" where the run is too short), so two walkthroughs' runs compare at a glance;
+    then how to step."""
     passes = sum(1 for e in recording.events if e.kind == "pass")
     rejections = sum(1 for e in recording.events if e.num_rejections)
     counts = Counters.of(recording.events)
+    stats = RunStats()
+    for event in recording.events:
+        stats.add(event)
     rate = "–" if counts.acceptance_rate is None else f"{counts.acceptance_rate:.2f}"
     tokens = "–" if counts.tokens_per_pass is None else f"{counts.tokens_per_pass:.2f}"
+    rate_spread = counted_spread(stats.acceptance_interval(), stats, percent=True)
+    tokens_spread = counted_spread(stats.tokens_per_pass_interval(), stats)
     return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection); acceptance rate "
-            f"{rate} ({counts.accepted} of {counts.drafted} drafted), {tokens} tokens per pass. Step with Next / "
-            "Previous (or → ← on the keyboard), Play with space")
+            f"{rate} ({counts.accepted} of {counts.drafted} drafted; 95% {rate_spread}), {tokens} tokens per pass "
+            f"(95% {tokens_spread}). Step with Next / Previous (or → ← on the keyboard), Play with space")
 
 
 def opened(file: RecordingFile, what: str, shipped: Path | None = None) -> tuple:
