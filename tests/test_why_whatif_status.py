@@ -115,3 +115,25 @@ def test_the_measure_status_is_written_by_measurement_events_only(tab):
                for ids_, _ in fn.targets}
     assert writers and not writers & whatif_ids
     assert {ids["why-measure"], ids["why-stop"]} <= writers
+
+
+def test_enter_commits_the_early_exit_layer_box_and_leaves_the_whatif_boxes_to_their_own_handlers(tab):
+    """A new user's trial: -3 or 1e9 in "Early-exit layer for c" and Enter kept the value with no sentence (its check
+    ran only when the box was left). The measurement column now has the other tabs' Enter script; the what-if
+    sliders, which answer Enter themselves, stay outside its scope (one script for both said everything twice)."""
+    demo, _ = tab
+    assert why.ENTER_COMMITS_JS == messages.enter_commits_js("#why-controls")
+    assert why.ENTER_COMMITS_JS in [fn.js for fn in demo.fns.values() if fn.js]  # registered on page load
+
+    def inside(block, elem_id: str) -> bool:
+        parent = getattr(block, "parent", None)
+        while parent is not None and getattr(parent, "elem_id", None) != elem_id:
+            parent = getattr(parent, "parent", None)
+        return parent is not None
+
+    boxes = {b.elem_id: b for b in demo.blocks.values() if isinstance(b, (gr.Number, gr.Slider)) and b.elem_id}
+    assert inside(boxes["why-exit-layer"], "why-controls")
+    assert [e for e in ("why-alpha", "why-c") if inside(boxes[e], "why-controls")] == []
+    exit_id = next(i for i, b in demo.blocks.items() if getattr(b, "elem_id", None) == "why-exit-layer")
+    blur = [fn for fn in demo.fns.values() if (exit_id, "blur") in [tuple(t) for t in fn.targets]]
+    assert len(blur) == 1  # the check that Enter now reaches (tell_when_invalid)

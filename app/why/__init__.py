@@ -34,13 +34,14 @@ from app.why.handlers import (ESTIMATE_EXTRA_S, MEASURE_INPUTS, OUTPUTS, RUNS, S
                               STOPPED_KEPT, MeasureInputs, _measure_inputs, _measured, _measuring, clicked, measure,
                               measure_from, release_session, stop)
 from app.why.history import from_history, latest_run, lookahead_settings
-from app.why.layout import ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, RUN_HINT, _run_boxes, build_tab
+from app.why.layout import ENTER_COMMITS_JS, ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, RUN_HINT, _run_boxes, build_tab
 from app.why.noise import (WITHIN_NOISE, impossible_text, inside_margin, noisy_measured, possible_curve,
                            times_measured, within_noise_points, within_noise_text)
 from specviz.core.engine import MAX_K
 
 __all__ = [
-    "BATCH_COLORS", "DEFAULT_ALPHA", "DEFAULT_C", "ENTER_EMPTY_JS", "ESTIMATE_EXTRA_S", "INTRO", "KEPT", "MAX_C",
+    "BATCH_COLORS", "DEFAULT_ALPHA", "DEFAULT_C", "ENTER_COMMITS_JS", "ENTER_EMPTY_JS", "ESTIMATE_EXTRA_S", "INTRO",
+    "KEPT", "MAX_C",
     "MAX_K", "MEASURE_INPUTS", "MEASURE_NOTE", "NOTE_GAP_PX", "NOTE_LINE_PX", "ONE_STEP", "OUTPUTS", "RUNS",
     "RUN_BOXES", "RUN_BOX_EMPTY", "RUN_HINT", "RUN_PROBLEM_ENDINGS", "SLIDERS", "STATUS_INTERVAL_S", "STOPPED",
     "STOPPED_KEPT",

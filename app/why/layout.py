@@ -9,7 +9,7 @@ import gradio as gr
 
 from app import render
 from app.inputs import EXIT_LAYER, parse_exit_layer
-from app.messages import RELEASE_TRIGGER_MODE, tell_when_invalid
+from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, RUN_BOXES, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
@@ -103,6 +103,11 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
 
 
+ENTER_COMMITS_JS = enter_commits_js("#why-controls")
+"""Enter in the measurement column's early-exit layer box commits it as leaving it does (its check says -3 or 1e9
+at once, as in the other tabs); scoped to that column: the what-if boxes answer Enter themselves."""
+
+
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
     """Lay out the "Why it works" tab inside the current ``gr.Tab`` and wire its events. ``history`` is the Live
     tab's run history (gr.State); its newest run is marked on the what-if chart."""
@@ -157,6 +162,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
     _wire_whatif(controls, whatif_chart, whatif_status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
+    gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     _follow_setters(measuring, history, controls, whatif_chart)
 
 
