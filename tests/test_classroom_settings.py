@@ -183,3 +183,20 @@ def test_a_link_with_changed_settings_names_the_walkthrough_and_says_nothing_is_
     out = classroom.on_load(SimpleNamespace(query_params={"tab": "classroom", "preset": POOR, "k": "2"}))
     assert out[0]["value"] == POOR and html.escape(classroom.EDITED_NO_RUN) in out[1]
     assert out[3 + len(classroom.FIELDS)] is None  # no run on the stage
+
+
+def test_record_run_says_at_once_that_a_run_is_coming(tabs):
+    """A trial on a busy machine: 15 s after Record run the status still showed the old "Recorded run" line. The
+    click's unqueued handler now pauses Play and says the run is in line; the queued run's own lines follow it."""
+    from app.classroom.running import RECORD_PRESSED, record_pressed
+
+    demo, blocks, _ = tabs
+    playing, timer, play, status = record_pressed()
+    assert playing is False and play.value == "▶ Play"
+    assert RECORD_PRESSED in html.unescape(status) and "status-wait" in status
+    record_id = blocks["classroom-record"]._id
+    status_id = blocks["classroom-status"]._id
+    at_once = [fn for fn in demo.fns.values() if (record_id, "click") in [tuple(t) for t in fn.targets]
+               and fn.fn is record_pressed]
+    assert len(at_once) == 1 and not at_once[0].queue
+    assert status_id in [o._id for o in at_once[0].outputs]

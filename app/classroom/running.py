@@ -13,6 +13,7 @@ import gradio as gr
 
 from app import render
 from app.classroom.recordings import opened, recording_meta, summary
+from app.classroom.stepping import stop_playing
 from app.classroom.walkthroughs import DEFAULTS, FIELDS, STEP_MAX_NEW_TOKENS, recorded_menu, walkthrough_settings
 from app.device import Job, load_target, relay, waiting_status
 from app.inputs import InputError, Settings, fit_prompt_for, fit_settings_exit_layer, parse_settings
@@ -160,6 +161,17 @@ def record(*fields):
     if note:
         status = render.status_html(f"Recorded: {summary(recording)}.", "done", notes=[note])
     yield (stepper, status, *rest)
+
+
+RECORD_PRESSED = "Record run: your run is in line for the model; its place and progress follow here."
+"""The status the moment Record run is pressed, before the queued run says its place in line (a trial on a busy
+machine saw the old "Recorded run" line for 15 s after the click, with nothing saying a run was coming)."""
+
+
+def record_pressed() -> tuple:
+    """What Record run's click sends at once, outside the queue: Play paused (:func:`stop_playing`) and the status
+    :data:`RECORD_PRESSED`. Returns (playing, timer, play button, status HTML)."""
+    return (*stop_playing(), render.status_html(RECORD_PRESSED, "wait"))
 
 
 def record_run(walkthrough_id: str, *fields):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import gradio as gr
 
 from app.classroom.links import on_load, share_follows, share_link
-from app.classroom.recordings import open_upload, open_walkthrough, stop_playing, upload_started
-from app.classroom.running import record_run
+from app.classroom.recordings import open_upload, open_walkthrough, upload_started
+from app.classroom.running import record_pressed, record_run
 from app.classroom.stepping import play_tick, play_toggle, step_first, step_next, step_prev, step_rejection
 from app.classroom.walkthroughs import FIELDS, settings_edited
 from app.classroom.whatif import whatif_rerun, whatif_run
@@ -66,7 +66,7 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
     share = {"fn": share_link, "inputs": [*settings, ui["present"], ui["walkthrough"]], "outputs": [ui["share"]],
              "preprocess": False}
     paused = [ui["playing"], ui["timer"], ui["play"]]  # opening another run pauses Play (stop_playing)
-    ui["record"].click(stop_playing, outputs=paused, queue=False, **QUIET)  # at once, before the run is recorded
+    ui["record"].click(record_pressed, outputs=[*paused, ui["status"]], queue=False, **QUIET)  # at once, before the run
     # the menu names the run on the stage: it changes when the recorded run opens (record_run), not at an edit
     ui["record"].click(record_run, inputs=[ui["walkthrough"], *settings],
                        outputs=[*opened_outputs, ui["walkthrough"], ui["note"]], concurrency_limit=4,
