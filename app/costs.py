@@ -272,7 +272,14 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
         return gr.skip()
     if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
         return gr.skip()  # stays remembered for the next page load)
-    return gr.update(value=value)
+    return gr.update(value=value, info=derived_info(value))
+
+
+def derived_info(value: int) -> str:
+    """The max-new-tokens slider's info line once the page set its derived default: why it changed (a trial saw 64
+    on one page load and 16 on the next, with no word why)."""
+    return (f"Set to {value} on load: a run of about {DEFAULT_RUN_S:.0f} s at this machine's measured speed; "
+            "any number works")
 
 
 def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
