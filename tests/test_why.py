@@ -214,18 +214,17 @@ def test_a_typed_run_that_no_run_can_give_is_said_and_not_marked():
                                               "left out."}
     assert why.run_point("4", "9", "1.5") is None and why.run_point("4", "5", "1.5")["tokens_per_pass"] == 5.0
     assert why.run_point("4", "2.5", "-3")["speedup"] is None
-    status = why.check_run("tokens_per_pass", "4", "9", "1.5")  # leaving the tokens-per-pass box
+    status = why.check_run("4", "9", "1.5")  # leaving a run box
     too_many = why.run_issues("4", "9", "1.5")[1]["tokens_per_pass"]  # worded above, once
     assert "status-info" in status and html.escape(too_many) in status
-    # leaving the other boxes keeps the status on the problem
-    assert why.check_run("speedup", "4", "9", "1.5") == status == why.check_run("k", "4", "9", "1.5")
-    both = why.check_run("k", "2.5", "2", "-1")  # two problems: the status names both
+    assert why.check_run("4", "9", "1.5") == status  # the same line whichever run box was left
+    both = why.check_run("2.5", "2", "-1")  # two problems: the status names both
     assert "got “2.5”" in both and "got “-1”" in both
     # mended: a status still on a problem turns into what is marked; any other status stays
     assert "Your run is marked on the what-if chart (k = 4, 2.5 tokens per pass, 1.3× speedup)" in why.check_run(
-        "k", "4", "2.5", "1.3", status)
-    assert why.check_run("k", "4", "2.5", "1.3", "<div>Measured the costs</div>") == why.gr.skip()
-    assert why.check_run("k", "", "", "", status) == why.gr.skip()
+        "4", "2.5", "1.3", status)
+    assert why.check_run("4", "2.5", "1.3", "<div>Measured the costs</div>") == why.gr.skip()
+    assert why.check_run("", "", "", status) == why.gr.skip()
     names = [t.name for t in why.whatif(0.7, 0.05, 1, "4", "9", "1.5", None).data]
     assert "your run" not in names
 

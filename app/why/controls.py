@@ -91,12 +91,11 @@ RUN_PROBLEM_ENDINGS = ("the run is not marked.", "the run's speedup is left out.
 """How every sentence of :func:`run_issues` ends: a status line that holds one is about the typed run."""
 
 
-def check_run(box: str, k, tokens_per_pass, speedup, shown: str | None = None) -> str | object:
-    """When the run box ``box`` (of :data:`RUN_BOXES`) is left: the what-if status (HTML) names every problem the
+def check_run(k, tokens_per_pass, speedup, shown: str | None = None) -> str | object:
+    """When a run box (of :data:`RUN_BOXES`) is left: the what-if status (HTML) names every problem the
     typed run has now (:func:`run_issues`), each saying whether the run is marked. Once the run has none, a status
     that still shows an earlier problem (``shown``: the what-if status's HTML) turns into what is marked; any other
-    status stays (a skip), as it does when nothing is typed. ``box`` is which box was left (each box's event
-    names its own); the line is the same whichever it was."""
+    status stays (a skip), as it does when nothing is typed; the line is the same whichever box was left."""
     marked, problems = run_issues(k, tokens_per_pass, speedup)
     if problems:
         return render.status_html(" ".join(problems.values()), "info")

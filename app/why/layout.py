@@ -10,7 +10,7 @@ import gradio as gr
 from app import render
 from app.inputs import EXIT_LAYER, parse_exit_layer
 from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
-from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, RUN_BOXES, SLIDERS, check_run,
+from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop
 from app.why.history import from_history
@@ -89,8 +89,8 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     clamped, before the box is left) and when the box is left; and a box left with no number, which gets its last
     number back (:func:`slider_typed`, which keeps the last numbers in ``kept``; c's range follows the
     ``measurement``'s c)."""
-    for name, box in zip(RUN_BOXES, run_boxes):
-        box.blur(functools.partial(check_run, name), inputs=[*run_boxes, status], outputs=[status], preprocess=False,
+    for box in run_boxes:
+        box.blur(check_run, inputs=[*run_boxes, status], outputs=[status], preprocess=False,
                  show_progress="hidden", concurrency_limit=None, api_visibility="private")
     # every release is sent at once (RELEASE_TRIGGER_MODE, as tell_when_clamped's): held back behind the click's
     # release ("always_last"), the typed number's release read the box after Gradio had clamped it (2.48 -> 2,
