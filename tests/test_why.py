@@ -501,6 +501,24 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     assert why.remember(0.5, 2.7, kept, {"costs": {"early-exit": 2.48}}) == {"alpha": 0.5, "c": 2.7}  # c's end: 3
 
 
+def test_a_number_in_range_clears_the_sliders_stale_sentence_and_leaves_others():
+    """The trial typed c = 1e9 ("Draft cost c is at most 2 here; using 2."), then 0.3: the line kept the old
+    sentence under a chart drawn at 0.3. A number in range now clears that slider's sentence, while typing and when
+    the box is left; the other slider's sentence and a run box's stay."""
+    kept = {"alpha": 0.8, "c": 0.05}
+    _, said, kept = why.slider_typed("c", 1e9, kept)
+    assert "Draft cost c is at most 2 here; using 2." in said
+    for left in (False, True):
+        assert why.slider_typed("c", 0.3, kept, None, said, left=left) == (why.gr.skip(), "", {"alpha": 0.8, "c": 0.3})
+    _, empty_said, _ = why.slider_typed("alpha", None, kept)  # "... must be a number ...; keeping 0.8."
+    assert why.slider_typed("alpha", 0.5, kept, None, empty_said)[1] == ""
+    assert why.slider_typed("alpha", 0.5, kept, None, said)[1] == why.gr.skip()  # c's sentence is not α's
+    run_said = why.check_run("99", "2", "", None)  # a run box's sentence names no slider
+    assert "Run: k must be a whole number" in run_said
+    assert why.slider_typed("c", 0.3, kept, None, run_said)[1] == why.gr.skip()
+    assert why.slider_typed("c", 0.3, kept, None, None)[1] == why.gr.skip()  # nothing shown: nothing to clear
+
+
 def test_the_what_if_sliders_are_wired_to_keep_their_last_number():
     """Each slider's input and release events go to slider_typed with the kept state (in and out) and say what they
     say in the what-if status, never the Measure status; the chart reads the state too, and Measure and a Live run

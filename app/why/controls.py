@@ -155,7 +155,8 @@ KEPT = {"alpha": DEFAULT_ALPHA, "c": DEFAULT_C}
 """The sliders' last numbers before anything is typed (:func:`slider_typed`'s state starts here)."""
 
 
-def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = None, left: bool = True) -> tuple:
+def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = None, shown: str | None = None,
+                 left: bool = True) -> tuple:
     """What a what-if slider's box holds, said when the chart cannot use it as typed; the handler of its ``input``
     (while typing, ``left`` False) and ``release`` (the box left, or Enter in an empty box: :data:`ENTER_EMPTY_JS`)
     events, on the raw payload (preprocess off).
@@ -166,13 +167,15 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
             text from the API.
         kept: the state {"alpha", "c"}: each slider's last number (None: :data:`KEPT`).
         measurement: the last measurement (its c may move the draft cost slider's end: :func:`c_top`), or None.
+        shown: the what-if status's HTML now: a sentence about this slider that a number in range makes stale is
+            cleared (a run box's sentence stays).
         left: whether the box was left; while typing, an empty box is a number on its way and is left alone.
 
     Returns:
         (slider, status, kept): ``status`` is the what-if status under the sliders (HTML), never the Measure
         status, and no toast is shown. A number in range: (skip, skip, kept with it); out of range: the slider set
         to the nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`)
-        as the status, and that end kept; no number, once left: the slider set back to its kept number and
+        as the status, and that end kept (a number in range clears this slider's earlier sentence: :func:`_stale`); no number, once left: the slider set back to its kept number and
         "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
         kept number); no number while typing: three skips. A box left out of range at the end the typing already
         clamped it to (and said) is set again without a second sentence (the status keeps the first).
@@ -188,11 +191,17 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
     else:
         found = clamp_notice(number, name, low, high)
         if found is None:
-            return gr.skip(), gr.skip(), {**kept, key: number}
+            return gr.skip(), ("" if _stale(shown, name) else gr.skip()), {**kept, key: number}
         if left and found[0] == kept[key]:  # the typing already clamped it and said so: set, but say it once
             return gr.update(value=kept[key]), gr.skip(), kept
         kept[key], message = found
     return gr.update(value=kept[key]), render.status_html(message, "info"), kept
+
+
+def _stale(shown: str | None, name: str) -> bool:
+    """Whether the what-if status ``shown`` (HTML) holds a sentence about the slider called ``name`` (every
+    sentence of :func:`slider_typed` begins with it; the run boxes' sentences never name a slider)."""
+    return name in html.unescape(str(shown or ""))
 
 
 def remember(alpha, c, kept: dict | None, measurement: dict | None = None) -> dict:

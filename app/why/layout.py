@@ -97,7 +97,7 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     # -1 -> 0), and nothing was said (issue 34's trial on a busy machine)
     for slider, key in zip(sliders, SLIDERS):
         for event, left, mode in ((slider.input, False, "always_last"), (slider.release, True, RELEASE_TRIGGER_MODE)):
-            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept, measurement],
+            event(functools.partial(slider_typed, key, left=left), inputs=[slider, kept, measurement, status],
                   outputs=[slider, status, kept], preprocess=False, show_progress="hidden",
                   trigger_mode=mode, concurrency_limit=None, api_visibility="private")
     gr.context.Context.root_block.load(None, js=ENTER_EMPTY_JS, queue=False, api_visibility="private")
