@@ -1,6 +1,6 @@
 """The long documents of part five's prompts (:mod:`specviz.training.prompts_part5`), built from slots: meeting
 minutes, product manual sections, yearly reports, newsletters, workplace policies and maintenance logs, each
-2,300-3,150 characters (:func:`long_document`), so that a prompt with its task is 2.4-3.4 k characters, as the
+2,300-3,100 characters (:func:`long_document`), so that a prompt with its task is 2.4-3.4 k characters, as the
 suite's long summarization and rag prompts are. A document is a heading and sections; every section carries a
 question its own text answers, so tasks can ask about the document without asking what it does not say.
 Every function takes a seeded ``random.Random`` and returns text only."""
@@ -18,7 +18,7 @@ _PLACES = ["Alderton", "Beckford", "Cloverdale", "Drayton Mill", "Elmstead", "Fo
            "Kingsmere", "Longridge", "Mapleton", "Northcote", "Oakhurst", "Pennard", "Redwick", "Stonebury"]
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December"]
-_LOW, _HIGH = 2300, 3150  # a document's characters: at least _LOW (by its sections' sizes, tested), at most _HIGH
+_LOW, _HIGH = 2300, 3100  # a document's characters: at least _LOW (by its sections' sizes, tested), at most _HIGH
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 _ROOMS = ["the hall", "the back room of the library", "the pavilion", "a member’s kitchen", "the community centre"]
@@ -26,6 +26,7 @@ _RAFFLE_FOR = ["a new boat", "fruit trees", "a projector", "new chess sets"]
 _PLANS = ["open on Sunday mornings", "add a second minibus", "train more volunteers", "redecorate the waiting room"]
 _TIPS = ["saving rainwater for the garden", "sharing lifts to matches",
          "swapping books instead of buying them", "turning heating down by one degree"]
+_OPEN_HOURS = ["9:30 to 14:00", "10:30 to 16:00", "11:00 to 15:30"]
 _POLICY_ON = ["working time and leave", "hours, leave and expenses", "everyday working rules"]
 
 
@@ -94,6 +95,7 @@ def _minutes(r: random.Random) -> tuple:
             f"{r.choice(['18:30', '19:00', '19:30', '20:00'])} in {r.choice(_ROOMS)}\n"
             f"Attending: {chair} (chair), {clerk} (minutes), " + ", ".join(s.people[2:7]) +
             f"\nApologies: {s.people[7]}")
+    s.people = s.people[:7]  # the sections name only those present
     first = [("Welcome and last minutes", f"{chair} welcomed everyone, including {d}, who joined this year. The "
               f"minutes of the previous meeting were read and accepted with one correction: the hire fee was "
               f"{s.money(1, 9, 10)}, not {s.money(10, 19, 10)}.", "Which correction was made to the previous minutes?")]
@@ -105,8 +107,8 @@ def _minutes(r: random.Random) -> tuple:
         ("Repairs", f"The {r.choice(['roof of the shed', 'main gate', 'boat ramp', 'kitchen tap', 'fire door'])} "
          f"needs fixing before winter. {b} obtained two quotes, {spend * 2} and {spend * 3}. The committee chose the "
          f"cheaper one, and {b} will book the work for the week of {s.date()}.", "Which repair quote was chosen?"),
-        ("Open day", f"The open day is fixed for {s.date()} from 10:00 to 15:00. {c} will design a poster, {a} will "
-         f"run the tea stall and {d} will ask the local paper to mention it. Entry will be free.",
+        ("Open day", f"The open day is fixed for {s.date()} from {r.choice(_OPEN_HOURS)}. {c} will design a poster, {a} "
+         f"will run the tea stall and {d} will ask the local paper to mention it. Entry will be free.",
          "When is the open day, and who runs the tea stall?"),
         ("Membership", f"There are {r.randint(40, 180)} paying members, {r.randint(3, 20)} more than last year. "
          f"The yearly fee stays at {r.randint(10, 40)}. {clerk} will send reminders to members who have not paid "
@@ -398,7 +400,7 @@ def _log(r: random.Random) -> tuple:
         entries.append((when, f"Problem: {problem.format(**fill)}. Done: {action.format(**fill)}."
                               f"{r.choice(notes).format(**fill)} Signed: {s.who()}.", question))
     size, kept = len(head), []  # entries keep their date order, so they are not shuffled by _assemble
-    aim = r.randint(2400, 2950)
+    aim = r.randint(2400, 2800)
     for entry in entries:
         if size >= aim:
             break
@@ -414,7 +416,7 @@ _KINDS = (_minutes, _manual, _report, _newsletter, _policy, _log)
 
 def long_document(r: random.Random) -> Document:
     """A long structured document of one of six kinds (minutes, manual chapter, yearly report, newsletter, staff
-    policy, maintenance log), 2,300-3,150 characters."""
+    policy, maintenance log), 2,300-3,100 characters."""
     kind, text, chosen, audiences = r.choice(_KINDS)(r)
     return Document(kind, text, tuple(t for t, _, _ in chosen), tuple(q for _, _, q in chosen), audiences)
 
