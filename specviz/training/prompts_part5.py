@@ -33,10 +33,11 @@ _READERS = ["someone in a hurry", "a ten-year-old", "a person who reads English 
 
 
 def _frame(r: random.Random, kind: str, text: str, ask: str) -> str:
-    """The document and its task: mostly the task after the document, sometimes before it."""
+    """The document and its task: mostly the task after the document (as the suite's are), one in ten before it (the
+    target then often copies the document out: shard 0's check)."""
     article = "an" if kind[0] in "aeiou" else "a"
     way = r.random()
-    if way < 0.6:
+    if way < 0.7:
         return f"Read this {kind}.\n\n{text}\n\n{ask}"
     if way < 0.8:
         return f"{ask}\n\n{text}"
