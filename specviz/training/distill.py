@@ -26,12 +26,17 @@ Part four (``prompt_set="part4"``, :func:`part_four_prompts`): the suite's own e
 their own (long structured documents, conversations written out in one message, contexts of several facts), all
 greedy, forms stored after part three's (:data:`ALL_FORMS`); no suite prompt or eight-word run of one is used.
 
+Part five (``prompt_set="part5"``, :func:`part_five_prompts`): long structured documents of 2.4-3.4 k characters
+with varied tasks (10 prompts in 16), plus rag over medium contexts, short-answer qa, multi-sentence translation and
+chat, the suite's forms with the lowest acceptance; all greedy, forms stored after part four's, the suite held out.
+
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
 stopped. The committed form of the same shards (uint16 ids in ``data/distill/<set>/``, made by ``python -m specviz
 train data``) is :mod:`specviz.training.dataset`; :func:`prefill_corpus` reads both forms. Cache shards live in
 ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
 :func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
-and two), :mod:`specviz.training.prompts_part3` and :mod:`specviz.training.prompts_part4`.
+and two), :mod:`specviz.training.prompts_part3`, :mod:`specviz.training.prompts_part4` and
+:mod:`specviz.training.prompts_part5`.
 """
 
 from __future__ import annotations
@@ -47,7 +52,8 @@ from safetensors.torch import load_file, save_file
 from specviz.training.idshards import id_shard_paths, load_id_shard
 from specviz.training.prompts import PART_ONE, distill_prompts  # noqa: F401  (re-exported)
 from specviz.training.prompts_part3 import FORMS_3, part_three_prompts  # noqa: F401  (re-exported)
-from specviz.training.prompts_part4 import ALL_FORMS, FORMS_4, part_four_prompts  # noqa: F401  (re-exported)
+from specviz.training.prompts_part4 import FORMS_4, part_four_prompts  # noqa: F401  (re-exported)
+from specviz.training.prompts_part5 import ALL_FORMS, FORMS_5, part_five_prompts  # noqa: F401  (re-exported)
 
 Progress = Callable[[str], None]
 
@@ -63,23 +69,25 @@ class CorpusSettings:
     top_p: float = 0.95
     seed: int = 0
     sampled_prompts: int = PART_ONE  # prompts before this index are sampled (temperature, top-p), later ones greedy
-    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3"/"part4": all greedy
+    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3"/"part4"/"part5": all greedy
 
     def __post_init__(self) -> None:
         if self.prompt_set not in PROMPT_SETS:
             raise ValueError(f"unknown prompt set {self.prompt_set!r}; choose one of {', '.join(PROMPT_SETS)}")
 
 
-PROMPT_SETS = ("default", "part3", "part4")
+PROMPT_SETS = ("default", "part3", "part4", "part5")
 
 
 def corpus_prompts(settings: CorpusSettings) -> list[tuple[int, str | tuple[tuple[str, str], ...]]]:
-    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded), part three or part
-    four (form = index into :data:`ALL_FORMS`)."""
+    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded), part three, four or
+    five (form = index into :data:`ALL_FORMS`)."""
     if settings.prompt_set == "part3":
         return part_three_prompts(settings.num_prompts, settings.seed)
     if settings.prompt_set == "part4":
         return part_four_prompts(settings.num_prompts, settings.seed)
+    if settings.prompt_set == "part5":
+        return part_five_prompts(settings.num_prompts, settings.seed)
     return [(-1, p) for p in distill_prompts(settings.num_prompts, settings.seed)]
 
 
