@@ -11,6 +11,14 @@ trained on ``default`` alone saw most of ``default``'s). Features come from the 
 Prints one JSON object: per head file and per set, the accuracy of each drafted position (EAGLE: the head's own
 features after the first step; Medusa: head i for position i) and, for EAGLE, the chain (mean accepted tokens of
 a k = 4 chain, gate off; tokens per pass ~ 1 + chain on such text).
+
+``--prompts FILE`` (a benchmark suite, JSON lines with "prompt" and "category") measures on the target's own greedy
+replies to those prompts instead (``--max-new-tokens``, default 64, as the bench), grouped by category and "all":
+how far the benchmark's text is from the held-out training text, with no engine in between (a chain counted from
+every reply position runs a little longer than the bench's tokens per pass - 1, whose passes start where the
+last one failed).
+
+    .venv/bin/python scripts/eval_heads.py --prompts ../shared/prompts/suite.jsonl assets/heads/*.safetensors
 """
 
 from __future__ import annotations
@@ -47,6 +55,28 @@ def _held_out_by_set(corpus, sets: list[Path], holdout: float, seed: int) -> dic
     return groups
 
 
+def _suite_groups(target, prompts: Path, max_new_tokens: int) -> tuple:
+    """(corpus, {category: [(start, end, reply start)], "all": every sequence}) of the target's greedy replies to
+    the prompts of ``prompts`` (JSON lines with "prompt" and "category"), made in a temporary folder."""
+    import tempfile
+
+    from specviz.training.distill import CorpusSettings, generate_corpus, prefill_corpus
+
+    rows = [json.loads(line) for line in prompts.read_text().splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory() as folder:
+        settings = CorpusSettings(num_prompts=len(rows), max_new_tokens=max_new_tokens, prompt_set="part4")
+        generate_corpus(target, Path(folder), settings, lambda m: print(m, file=sys.stderr),
+                        prompts=[(-1, r["prompt"]) for r in rows])
+        corpus = prefill_corpus(target, Path(folder))
+    bounds = corpus.offsets.tolist()
+    groups: dict[str, list] = {"all": []}
+    for i, row in enumerate(rows):
+        seq = (bounds[i], bounds[i + 1], bounds[i] + int(corpus.prompt_lens[i]))
+        groups.setdefault(row.get("category", "none"), []).append(seq)
+        groups["all"].append(seq)
+    return corpus, groups
+
+
 def _measure(path: Path, target, corpus, groups: dict[str, list]) -> dict:
     from specviz.drafters.networks import DraftLMHead, MedusaHeads, load_heads
     from specviz.training.losses import _label_map, unrolled_accuracy
@@ -70,18 +100,25 @@ def _measure(path: Path, target, corpus, groups: dict[str, list]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("heads", nargs="+", help="EAGLE or Medusa head files")
-    parser.add_argument("--data", required=True, help="committed sets, comma-separated, as given to train")
-    parser.add_argument("--prefill-cache", required=True, help="the kept prefill (made when missing)")
+    parser.add_argument("--data", help="committed sets, comma-separated, as given to train")
+    parser.add_argument("--prefill-cache", help="the kept prefill (made when missing)")
+    parser.add_argument("--prompts", type=Path, help="instead of --data: a suite file whose greedy replies to measure on")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="with --prompts: the replies' length")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from specviz.runtime.models import load_model
     from specviz.training.train import cached_prefill
 
+    if not args.prompts and not (args.data and args.prefill_cache):
+        parser.error("give --data and --prefill-cache (held-out sequences) or --prompts (a suite's replies)")
     target = load_model("embedded", device="cpu")
-    sets = [Path(s.strip()) for s in args.data.split(",") if s.strip()]
-    corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), lambda m: print(m, file=sys.stderr))
-    groups = _held_out_by_set(corpus, sets, 0.05, 0)
+    if args.prompts:
+        corpus, groups = _suite_groups(target, args.prompts, args.max_new_tokens)
+    else:
+        sets = [Path(s.strip()) for s in args.data.split(",") if s.strip()]
+        corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), lambda m: print(m, file=sys.stderr))
+        groups = _held_out_by_set(corpus, sets, 0.05, 0)
     with torch.inference_mode():
         report = {str(p): _measure(Path(p), target, corpus, groups) for p in args.heads}
     print(json.dumps(report, indent=1))
