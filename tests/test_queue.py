@@ -397,6 +397,42 @@ def test_a_waiting_visitor_sees_the_start_up_clock_move(monkeypatch):
     assert lock.holder == ""
 
 
+def test_the_start_up_run_stops_at_its_next_forward_when_a_visitor_comes(monkeypatch):
+    """Trial on a machine at load 9-12: the start-up run took 566 s and the first visitor waited 9 min 25 s
+    behind it. Now the run gives way: once someone waits for the device it is stopped at its next forward (its
+    cancel flag), returns no wall time (the costs come from the timed forwards), and the page still gets its
+    derived default."""
+    from app.live import warmup
+
+    class Line:  # the device's line: a visitor arrives after the run's second frame
+        waiting = 0
+
+    frames = []
+
+    def fake_run(settings, history, job):
+        for frame in range(10):
+            if job.cancelled:  # the engine checks the flag before each forward
+                return
+            frames.append(frame)
+            if frame == 1:
+                Line.waiting = 1
+            yield frame
+
+    derived = []
+    monkeypatch.setattr(warmup, "DEVICE", Line)
+    monkeypatch.setattr(warmup, "generate_on_device", fake_run)
+    monkeypatch.setattr(warmup.costs, "tuned_costs", lambda spec, loaded: None)
+    monkeypatch.setattr(warmup.costs, "derived_default_tokens", lambda spec, tokens: derived.append(spec) or 16)
+    defaults = {**live.DEFAULTS, "target": "embedded"}
+    assert warmup.warm_up("embedded", object(), defaults) is None
+    assert frames == [0, 1] and derived == ["embedded"]
+    Line.waiting, frames[:] = 0, []  # nobody in line: the whole run, timed
+    monkeypatch.setattr(warmup, "generate_on_device",
+                        lambda settings, history, job: iter(frames.append(f) or f for f in range(10)))
+    wall = warmup.warm_up("embedded", object(), defaults)
+    assert wall is not None and wall >= 0 and frames == list(range(10))
+
+
 def test_a_visitor_waiting_at_start_up_goes_before_the_start_up_run(monkeypatch):
     """The start-up's last part (a short run that plans later runs) lets a visitor already in line go first."""
     order = []

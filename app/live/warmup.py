@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
-from app.device import LOCAL_PREFIX, Job
+from app.device import DEVICE, LOCAL_PREFIX, Job
 from app.inputs import parse_settings
 from app import costs
 from app.live.defaults import DEFAULTS, INPUTS
@@ -28,8 +28,13 @@ def warm_up(spec: str, loaded, defaults: dict) -> float | None:
     server (:func:`app.costs.learn_costs`); then the default max new tokens is derived
     (:func:`app.costs.derived_default_tokens`). Call it while holding the device.
 
-    Returns the run's wall time in seconds, or None when the prompt box starts empty (nothing representative to
-    run: the costs then come from the timed forwards alone). Raises what a run raises (bad defaults: ValueError)."""
+    A visitor who comes while the run goes on is not kept waiting for it: the run stops at its next forward
+    (:func:`_run_giving_way`) and the costs come from the timed forwards, as with an empty prompt box. On a
+    busy machine that run took minutes (a trial: 566 s at load 9-12 on 2 CPUs, with a visitor in line all along).
+
+    Returns the run's wall time in seconds, or None when the prompt box starts empty or a visitor came first
+    (nothing representative ran: the costs then come from the timed forwards alone). Raises what a run raises
+    (bad defaults: ValueError)."""
     wall_s = None
     if str(defaults.get("prompt", "")).strip():
         values = {**defaults, "target": spec, "max_new_tokens": min(STARTUP_TOKENS, int(defaults["max_new_tokens"]))}
@@ -37,19 +42,32 @@ def warm_up(spec: str, loaded, defaults: dict) -> float | None:
         began = time.monotonic()
         costs.tuned_costs(spec, loaded)  # timed before the run: its wall clock (the costs' scale) is the run's own
         log.info("start-up: forwards of %s timed in %.1f s", spec, time.monotonic() - began)
-        job = Job("the app's start-up run", session=f"{LOCAL_PREFIX}startup")
-        started = time.monotonic()
-        try:
-            for _ in generate_on_device(settings, [], job):
-                pass
-        finally:
-            job.release()
-            with _VIEWS_LOCK:
-                _VIEWS.pop(job.session, None)
-        wall_s = time.monotonic() - started
+        wall_s = _run_giving_way(settings)
     else:
         costs.tuned_costs(spec, loaded)
     tokens = costs.derived_default_tokens(spec, DEFAULTS["max_new_tokens"])
     log.info("start-up run of %s: %s s; costs: %s; default max new tokens: %s", spec,
              "none" if wall_s is None else f"{wall_s:.1f}", costs.known_costs(spec), tokens)
     return wall_s
+
+
+def _run_giving_way(settings) -> float | None:
+    """Run ``settings`` as the start-up run (:func:`app.live.run.generate_on_device`, the device held by the
+    start-up) and return its wall time in seconds, or None when a visitor asked for the device meanwhile: the run
+    is then stopped at its next forward (its cancel flag; the engine checks it before each forward, and the job's
+    frames come at least every :data:`app.device.TICK_S` seconds) and the device goes to the visitor once the
+    start-up releases it."""
+    job = Job("the app's start-up run", session=f"{LOCAL_PREFIX}startup")
+    started, gave_way = time.monotonic(), False
+    try:
+        for _ in generate_on_device(settings, [], job):
+            if DEVICE.waiting and not gave_way:
+                log.info("start-up: a visitor is waiting; the start-up run stops after %.1f s",
+                         time.monotonic() - started)
+                gave_way = True
+                job.cancel.set()
+    finally:
+        job.release()
+        with _VIEWS_LOCK:
+            _VIEWS.pop(job.session, None)
+    return None if gave_way else time.monotonic() - started
