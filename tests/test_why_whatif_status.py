@@ -105,6 +105,11 @@ def test_a_typed_run_no_run_gives_is_said_in_the_whatif_status(tab, toasts):
     mended = _fire(demo, ids, "why-run-tpp", "blur", "4", "2.5", "1.5", bad)[WHATIF_STATUS_ID]
     assert _said(mended) == "Your run is marked on the what-if chart (k = 4, 2.5 tokens per pass, 1.5× speedup)."
     assert toasts == []
+    # Enter in a run box (a text box's submit) says the same at once: a trial typed -3, abc, 99 and pressed Enter
+    for elem_id in ("why-run-k", "why-run-tpp", "why-run-speedup"):
+        assert _said(_fire(demo, ids, elem_id, "submit", "4", "9", "1.5", "")[WHATIF_STATUS_ID]) == _said(bad)
+    said = _said(_fire(demo, ids, "why-run-k", "submit", "-3", "2", "1.5", "")[WHATIF_STATUS_ID])
+    assert said.startswith("Run: k must be a whole number from 1 to") and "(got “-3”)" in said
 
 
 def test_the_measure_status_is_written_by_measurement_events_only(tab):

@@ -89,9 +89,9 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
     clamped, before the box is left) and when the box is left; and a box left with no number, which gets its last
     number back (:func:`slider_typed`, which keeps the last numbers in ``kept``; c's range follows the
     ``measurement``'s c)."""
-    for box in run_boxes:
-        box.blur(check_run, inputs=[*run_boxes, status], outputs=[status], preprocess=False,
-                 show_progress="hidden", concurrency_limit=None, api_visibility="private")
+    for box in run_boxes:  # left, or Enter (a text box's submit: the trial's bad values sat there unsaid)
+        gr.on([box.blur, box.submit], check_run, inputs=[*run_boxes, status], outputs=[status], preprocess=False,
+              show_progress="hidden", concurrency_limit=None, api_visibility="private")
     # every release is sent at once (RELEASE_TRIGGER_MODE, as tell_when_clamped's): held back behind the click's
     # release ("always_last"), the typed number's release read the box after Gradio had clamped it (2.48 -> 2,
     # -1 -> 0), and nothing was said (issue 34's trial on a busy machine)
@@ -193,7 +193,7 @@ def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) ->
     # intermediate values of a slider drag; preprocess off: a number typed out of a slider's range arrives before
     # the slider clamps it (Gradio's range check would answer with a server error), and whatif clamps it itself
     gr.on([alpha.input, c.input, batch.input, run_k.input, run_tpp.input, run_speedup.input, run_k.blur,
-           run_tpp.blur, run_speedup.blur], whatif,
+           run_tpp.blur, run_speedup.blur, run_k.submit, run_tpp.submit, run_speedup.submit], whatif,
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
     _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept, measurement)
