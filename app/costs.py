@@ -272,12 +272,19 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
         return gr.skip()
     if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
         return gr.skip()  # stays remembered for the next page load)
-    return gr.update(value=value, info=derived_info(value))
+    costs = known_costs(spec)
+    seconds = costs.run_s(0, value, drafter=True) if costs is not None and value <= MIN_DEFAULT_TOKENS else None
+    return gr.update(value=value, info=derived_info(value, seconds))
 
 
-def derived_info(value: int) -> str:
+def derived_info(value: int, seconds: float | None = None) -> str:
     """The max-new-tokens slider's info line once the page set its derived default: why it changed (a trial saw 64
-    on one page load and 16 on the next, with no word why)."""
+    on one page load and 16 on the next, with no word why). ``seconds``: what a run of ``value`` tokens takes at the
+    measured speed when ``value`` is the smallest default (:data:`MIN_DEFAULT_TOKENS`); when that is well over
+    :data:`DEFAULT_RUN_S`, the line says so (a trial on a busy machine read "about 20 s" and waited 81 s)."""
+    if seconds is not None and seconds > 1.5 * DEFAULT_RUN_S:
+        return (f"Set to {value} on load, the smallest default: even that is a run of about {seconds:.0f} s at this "
+                "machine's measured speed; any number works")
     return (f"Set to {value} on load: a run of about {DEFAULT_RUN_S:.0f} s at this machine's measured speed; "
             "any number works")
 

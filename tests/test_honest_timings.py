@@ -191,6 +191,11 @@ def test_the_default_max_new_tokens_aims_at_a_run_of_about_twenty_seconds():
     assert live.default_max_new_tokens(slow, cap=512, fallback=64) == live.MIN_DEFAULT_TOKENS
     assert live.default_max_new_tokens(None, cap=512, fallback=64) == 64
     assert DEFAULTS["max_new_tokens"] <= 64  # the page's value until the derived one is known
+    # the smallest default on a slow machine says how long even that is (a trial read "about 20 s", waited 81 s)
+    assert live.costs.derived_info(16, slow.run_s(0, 16, drafter=True)) == (
+        "Set to 16 on load, the smallest default: even that is a run of about 54 s at this machine's measured speed; "
+        "any number works")
+    assert live.costs.derived_info(16, 25.0).startswith("Set to 16 on load: a run of about 20 s")
 
 
 def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monkeypatch):
