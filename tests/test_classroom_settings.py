@@ -200,3 +200,12 @@ def test_record_run_says_at_once_that_a_run_is_coming(tabs):
                and fn.fn is record_pressed]
     assert len(at_once) == 1 and not at_once[0].queue
     assert status_id in [o._id for o in at_once[0].outputs]
+
+
+def test_the_recording_status_counts_tokens_in_words():
+    """A trial read "Recording… pass 0, 1 tokens" while the prompt was read; pass 0 is the prefill."""
+    from app.classroom.running import recording_progress
+
+    assert recording_progress(0, 1) == "Recording… prompt read, 1 token"
+    assert recording_progress(3, 7) == "Recording… pass 3, 7 tokens"
+    assert recording_progress(1, 1) == "Recording… pass 1, 1 token"

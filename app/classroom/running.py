@@ -136,8 +136,15 @@ def record_settings(settings: Settings, say: Callable[[str], None] = lambda mess
     say("Recording the run…")
     recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=cancel)
     for event in recorder.events():
-        say(f"Recording… pass {event.index}, {event.num_generated} tokens")
+        say(recording_progress(event.index, event.num_generated))
     return recorder.recording(), note, settings.exit_layer
+
+
+def recording_progress(index: int, generated: int) -> str:
+    """The status while a run records: "Recording… pass 3, 7 tokens"; pass 0 is the prompt's prefill, which
+    gives the first token ("Recording… prompt read, 1 token"; a trial read "pass 0, 1 tokens")."""
+    what = "prompt read" if index == 0 else f"pass {index}"
+    return f"Recording… {what}, {generated} token{'' if generated == 1 else 's'}"
 
 
 def record(*fields):
