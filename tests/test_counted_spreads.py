@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from pathlib import Path
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
@@ -116,3 +117,17 @@ def test_the_speculative_pane_header_gives_the_acceptance_its_interval():
     assert spread == f"{a.low * 100:.0f}–{a.high * 100:.0f}%"
     header = render.pane_header("Speculative", "", [("accepted", spec.acceptance_rate, "{:.0%}", spread)])
     assert "<b>67%</b>" in header and f"({spread})</small> accepted" in header
+
+
+def test_a_long_pane_spread_wraps_and_a_short_one_stays_on_one_line():
+    """At 400 px "(0–100%; 3 passes: too few to tell)" ran past the speculative pane's right edge (a trial): only a
+    short range is kept on one line now, and the figures wrap."""
+    from app.render.pane import pane_header
+
+    header = pane_header("Speculative", "", [("tokens/s", 0.6, "{:.1f}", "0.3–0.9"),
+                                              ("accepted", 0.5, "{:.0%}", "0–100%; 3 passes: too few to tell")])
+    assert '<small class="figure-spread" style="white-space: nowrap">(0.3–0.9)</small>' in header
+    assert ('<small class="figure-spread" style="white-space: normal">(0–100%; 3 passes: too few to tell)</small>'
+            in header)
+    css = (Path(__file__).resolve().parents[1] / "assets" / "style.css").read_text()
+    assert ".pane-figures { margin-left: auto; display: flex; flex-wrap: wrap;" in css

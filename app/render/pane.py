@@ -350,6 +350,10 @@ def placeholder_html(message: str) -> str:
     return f'<div class="pane"><div class="pane-empty">{html.escape(message)}</div></div>'
 
 
+SHORT_SPREAD = 16
+"""A pane figure's spread up to this many characters ("38.0–44.1", "0.3–0.9") is kept on one line."""
+
+
 def pane_header(title: str, subtitle: str, figures: list[tuple]) -> str:
     """A pane's header: title, subtitle and live figures (label, value or None, format[, spread]); a label given as
     (one, many), e.g. ("pass", "passes"), agrees with its count ("1 pass", "3 passes"); ``spread``
@@ -358,7 +362,10 @@ def pane_header(title: str, subtitle: str, figures: list[tuple]) -> str:
         if isinstance(label, tuple):  # (one, many): the word that agrees with a count
             label = label[0] if value == 1 else label[1]
         shown = "–" if value is None else html.escape(fmt.format(value))
-        small = (f' <small class="figure-spread" style="white-space: nowrap">({html.escape(spread)})</small>'
+        # a short range stays on one line; a long note wraps (at 400 px "(0–100%; 3 passes: too few to tell)"
+        # ran past the pane's edge)
+        wrap = "normal" if len(spread) > SHORT_SPREAD else "nowrap"
+        small = (f' <small class="figure-spread" style="white-space: {wrap}">({html.escape(spread)})</small>'
                  if spread and value is not None else "")
         return f'<span class="figure"><b>{shown}</b>{small} {html.escape(label)}</span>'
 
