@@ -227,13 +227,13 @@ def chosen_note(fmt: str, default: str, by_operator: bool = False) -> str:
     """The run's status while its target is readied: the weight format the page set (``fmt``), and, where the
     server's default (``default``, :func:`operator_weights`; ``by_operator``: set by ``SPECVIZ_WEIGHTS``, else
     measured) differs, that the run keeps the page's (a page opened before the start-up measured the formats
-    still shows float32).
+    still shows float32), in words that fit a format the visitor chose too (a trial chose int4 and was told to
+    "choose" the default "to use it").
 
     >>> chosen_note("float32", "int8")
-    "Using the float32 weights this page shows (the server's default is int8, measured fastest here: choose it under Weights to use it)…"
+    "Using the float32 weights set on this page (the server's default is int8, measured fastest here)…"
     """
     if fmt == default:
         return f"Using the {fmt} weights…"
     how = "set by its operator" if by_operator else "measured fastest here"
-    return (f"Using the {fmt} weights this page shows (the server's default is {default}, {how}: "
-            "choose it under Weights to use it)…")
+    return f"Using the {fmt} weights set on this page (the server's default is {default}, {how})…"

@@ -300,14 +300,13 @@ def test_a_run_keeps_the_format_its_page_shows_and_says_so(tiny_target, fresh_tu
     setting.in_operator_weights(tiny_target)
     said = []
     assert setting.in_chosen_weights(tiny_target, "float32", said.append) is tiny_target
-    assert said == ["Using the float32 weights this page shows (the server's default is int8, measured fastest "
-                    "here: choose it under Weights to use it)…"]
+    assert said == ["Using the float32 weights set on this page (the server's default is int8, measured fastest "
+                    "here)…"]
     said.clear()
     assert weights_of(setting.in_chosen_weights(tiny_target, "int8", said.append).model) == "int8"
     assert said[0] == "Using the int8 weights…" and said[1:] == ["Preparing the int8 weights…"]
     assert setting.chosen_note("float32", "int4", by_operator=True) == (
-        "Using the float32 weights this page shows (the server's default is int4, set by its operator: choose it "
-        "under Weights to use it)…")
+        "Using the float32 weights set on this page (the server's default is int4, set by its operator)…")
 
 
 def test_a_page_opened_before_the_start_up_decided_gets_the_default_format(tiny_target, fresh_tuning):
