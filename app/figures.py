@@ -134,15 +134,23 @@ def _bar(x, y, name, color, opacity=0.6, **extra) -> dict:
 
 
 def acceptance_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Acceptance rate per pass (bars) and running (line); bonus tokens excluded. With no token drafted yet (k =
+    """Acceptance rate per pass (bars) and running (line); bonus tokens excluded; a pass that drafted nothing (the
+    gate, k = auto's plain step, no n-gram match) is marked on the axis, so its missing bar never reads as 0 %
+    accepted (a trial). With no token drafted yet (k =
     auto took only plain steps, or the n-gram drafter found nothing to copy) the title says so, as the by-position
     chart's does, instead of an empty axis with no word."""
     x = _pass_numbers(spec)
     none = not any(spec.pass_drafted)
-    return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", [
-        _bar(x, spec.pass_acceptance, "acceptance per pass", COLORS["accepted"], 0.5),
-        _line(x, running_acceptance(spec), "acceptance, running", COLORS["speculative"]),
-    ], _pass_axis(spec), _axis("acceptance", range=[0, 1.05]))
+    traces = [_bar(x, spec.pass_acceptance, "acceptance per pass", COLORS["accepted"], 0.5),
+              _line(x, running_acceptance(spec), "acceptance, running", COLORS["speculative"])]
+    plain = [p for p, drafted in zip(x, spec.pass_drafted) if not drafted]
+    if plain and not none:  # a pass that drafted nothing has no rate: marked, so it never reads as 0 % accepted
+        traces.append({"type": "scatter", "x": plain, "y": [0.0] * len(plain), "mode": "markers",
+                       "name": "nothing drafted (no rate)", "marker": {"symbol": "x-thin-open", "size": 9,
+                                                                       "color": COLORS["baseline"], "line": {"width": 2}},
+                       "hovertemplate": "pass %{x}: nothing drafted, a plain step (no acceptance rate)<extra></extra>"})
+    return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", traces,
+                 _pass_axis(spec), _axis("acceptance", range=[0, 1.05]))
 
 
 def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:

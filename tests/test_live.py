@@ -682,6 +682,19 @@ def test_the_acceptance_rate_chart_says_so_when_nothing_was_drafted():
     assert panel.title == "Acceptance rate (no token drafted)"
     assert figures.acceptance_panel(_stats(_spec_events()), _base_stats()).title == \
         "Acceptance rate (accepted ÷ drafted)"
+    assert len(panel.traces) == 2  # nothing drafted at all: the title says it, no marks
+
+
+def test_a_pass_that_drafted_nothing_is_marked_not_left_to_read_as_zero():
+    """A trial: passes 1, 5 and 6 of a default run drafted nothing and showed no bar, like 0 % accepted."""
+    stats = RunStats("speculative")
+    for drafted, accepted in ((0, 0), (4, 2), (0, 0), (3, 3)):
+        stats.pass_drafted.append(drafted)
+        stats.pass_accepted.append(accepted)
+        stats.pass_acceptance.append(accepted / drafted if drafted else None)
+        stats.pass_tokens.append(accepted + 1)
+    marks = [t for t in figures.acceptance_panel(stats, _base_stats()).traces if t["name"] == "nothing drafted (no rate)"]
+    assert len(marks) == 1 and marks[0]["x"] == [1, 3] and marks[0]["y"] == [0.0, 0.0]
 
 
 def test_the_last_message_of_a_finished_run_carries_the_whole_end_state(tiny_model_dir):
