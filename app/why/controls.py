@@ -175,7 +175,8 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         (slider, status, kept): ``status`` is the what-if status under the sliders (HTML), never the Measure
         status, and no toast is shown. A number in range: (skip, skip, kept with it); out of range: the slider set
         to the nearest end, one sentence ("Draft cost c is at most 2 here; using 2.": :func:`app.inputs.clamp_notice`)
-        as the status, and that end kept (a number in range clears this slider's earlier sentence: :func:`_stale`); no number, once left: the slider set back to its kept number and
+        as the status, and that end kept (a number in range clears this slider's earlier sentence: :func:`_stale`);
+        no number, once left: the slider set back to its kept number and
         "Draft cost c must be a number from 0 to 2; keeping 0.05." (the chart, :func:`whatif`, already draws the
         kept number); no number while typing: three skips. A box left out of range at the end the typing already
         clamped it to (and said) is set again without a second sentence (the status keeps the first).
