@@ -145,9 +145,9 @@ def acceptance_panel(spec: RunStats, base: RunStats) -> Panel:
               _line(x, running_acceptance(spec), "acceptance, running", COLORS["speculative"])]
     plain = [p for p, drafted in zip(x, spec.pass_drafted) if not drafted]
     if plain and not none:  # a pass that drafted nothing has no rate: marked, so it never reads as 0 % accepted
+        mark = {"symbol": "x-thin-open", "size": 9, "color": COLORS["baseline"], "line": {"width": 2}}
         traces.append({"type": "scatter", "x": plain, "y": [0.0] * len(plain), "mode": "markers",
-                       "name": "nothing drafted (no rate)", "marker": {"symbol": "x-thin-open", "size": 9,
-                                                                       "color": COLORS["baseline"], "line": {"width": 2}},
+                       "name": "nothing drafted (no rate)", "marker": mark,
                        "hovertemplate": "pass %{x}: nothing drafted, a plain step (no acceptance rate)<extra></extra>"})
     return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", traces,
                  _pass_axis(spec), _axis("acceptance", range=[0, 1.05]))

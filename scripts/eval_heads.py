@@ -102,7 +102,8 @@ def main() -> None:
     parser.add_argument("heads", nargs="+", help="EAGLE or Medusa head files")
     parser.add_argument("--data", help="committed sets, comma-separated, as given to train")
     parser.add_argument("--prefill-cache", help="the kept prefill (made when missing)")
-    parser.add_argument("--prompts", type=Path, help="instead of --data: a suite file whose greedy replies to measure on")
+    parser.add_argument("--prompts", type=Path,
+                        help="instead of --data: a suite file whose greedy replies to measure on")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="with --prompts: the replies' length")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
