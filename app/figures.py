@@ -165,12 +165,30 @@ def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:
     ], _pass_axis(spec), _axis("tokens", rangemode="tozero"))
 
 
+SECONDS_FROM_MS = 2000.0
+"""A time axis whose largest value reaches this many ms is drawn in seconds: a 20-second run read "20k ms"."""
+
+
+def time_unit(values_ms) -> tuple[float, str]:
+    """(divisor, unit) for a time axis over ``values_ms`` (ms; None entries skipped): (1000, "s") once the largest
+    reaches :data:`SECONDS_FROM_MS`, else (1, "ms")."""
+    top = max((v for v in values_ms if v is not None), default=0.0)
+    return (1000.0, "s") if top >= SECONDS_FROM_MS else (1.0, "ms")
+
+
+def _scaled(values, divisor: float) -> list:
+    return [None if v is None else v / divisor for v in values]
+
+
 def latency_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Tokens emitted against each run's own clock (ms): the steeper line is the faster run."""
-    traces = [_line(stats.curve_ms, stats.curve_tokens, name, COLORS[name], shape="hv", markers=True)
-              for stats, name in ((spec, "speculative"), (base, "baseline")) if stats.curve_ms]
+    """Tokens emitted against each run's own clock (ms, or s once a run passes :data:`SECONDS_FROM_MS`): the
+    steeper line is the faster run."""
+    runs = [(stats, name) for stats, name in ((spec, "speculative"), (base, "baseline")) if stats.curve_ms]
+    divisor, unit = time_unit([t for stats, _ in runs for t in stats.curve_ms])
+    traces = [_line(_scaled(stats.curve_ms, divisor), stats.curve_tokens, name, COLORS[name], shape="hv",
+                    markers=True) for stats, name in runs]
     top = max((t for stats in (spec, base) for t in stats.curve_tokens), default=0)
-    return Panel("Tokens emitted vs time (own clock)", traces, _axis("ms since the prefill started"),
+    return Panel("Tokens emitted vs time (own clock)", traces, _axis(f"{unit} since the prefill started"),
                  _axis("tokens", rangemode="tozero", **count_ticks(int(top))))
 
 
@@ -236,19 +254,27 @@ def drafted_name(drafted, ks) -> str:
     return "drafted"
 
 
+PREFILL_HOVER = ("%{y}: prefill %{x:.3~f} UNIT, one measurement (a gap between the two runs' prefills may be"
+                 " noise)<extra></extra>")
+
+
 def time_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Where each run's time went (ms, own clock): the prefill, drafting, the target's forwards after the prefill
+    """Where each run's time went (ms, or s once a run's total passes :data:`SECONDS_FROM_MS`; own clock): the
+    prefill (one measurement per run, which its hover says), drafting, the target's forwards after the prefill
     (verify: the same figures as the "Where the time went" card, which counts from the prefill's end), the rest."""
     runs = ["speculative", "baseline"]
     parts = {
-        "prefill": ("prefill", [spec.ttft_ms, base.ttft_ms]),
+        "prefill": ("prefill (one measurement)", [spec.ttft_ms, base.ttft_ms]),
         "draft": ("draft", [spec.draft_ms, base.draft_ms]),
         "verify": ("target forwards", [spec.verify_ms, base.verify_ms]),
         "other": ("other", [spec.other_ms, base.other_ms]),
     }
-    traces = [{"type": "bar", "y": runs, "x": values, "name": label, "orientation": "h",
+    totals = [sum(values[i] or 0.0 for _, values in parts.values()) for i in range(len(runs))]
+    divisor, unit = time_unit(totals)
+    traces = [{"type": "bar", "y": runs, "x": _scaled(values, divisor), "name": label, "orientation": "h",
                "marker": {"color": COLORS[key]}} for key, (label, values) in parts.items()]
-    return Panel("Time spent (ms, own clock)", traces, _axis("ms"), _axis(""), barmode="stack")
+    traces[0]["hovertemplate"] = PREFILL_HOVER.replace("UNIT", unit)
+    return Panel(f"Time spent ({unit}, own clock)", traces, _axis(unit), _axis(""), barmode="stack")
 
 
 # ------------------------------------------------------------------------------------------------ figures

@@ -163,3 +163,37 @@ def test_the_count_axes_show_whole_tokens_only():
         assert ticks[0] == 0 and len(ticks) <= figures.POSITION_TICKS + 1 and all(isinstance(v, int) for v in ticks)
     with pytest.raises(ValueError, match="0 or more"):
         figures.count_ticks(-1)
+
+
+def test_the_time_charts_switch_to_seconds_and_say_the_prefill_is_one_measurement():
+    """Trial: a 20-second run's time chart read "20k ms" on its axis, and the two prefills (17 s against 11 s, one
+    measurement each) carried no note on the chart. From 2000 ms the axes are in seconds; the prefill's bar says
+    it is one measurement in its legend and hover."""
+    import dataclasses
+
+    from specviz.core.events import Timings
+    from specviz.measure.run_stats import RunStats
+    from test_counted_spreads import _event
+
+    def slow(passes, run="speculative", scale=1000.0):
+        stats = RunStats()
+        for i, (drafted, accepted) in enumerate([(0, 0)] + passes):
+            event = _event(i, drafted, accepted, run)
+            timings = Timings(*(getattr(event.timings, f) * scale for f in ("draft_ms", "verify_ms", "other_ms")))
+            stats.add(dataclasses.replace(event, t_end_ms=event.t_end_ms * scale, timings=timings))
+        return stats
+
+    assert figures.time_unit([1999.0, None]) == (1.0, "ms") and figures.time_unit([2000.0]) == (1000.0, "s")
+    assert figures.time_unit([]) == (1.0, "ms")
+    spec, base = slow([(4, 2), (4, 4)]), slow([(0, 0)] * 3, run="baseline")
+    latency = figures.latency_panel(spec, base)
+    assert latency.xaxis["title"]["text"] == "s since the prefill started"
+    assert latency.traces[0]["x"] == [t / 1000 for t in spec.curve_ms] and max(spec.curve_ms) >= 2000
+    quick = figures.latency_panel(_run([(4, 2)]), _run([(0, 0)], run="baseline"))
+    assert quick.xaxis["title"]["text"] == "ms since the prefill started"
+    time = figures.time_panel(spec, base)
+    assert time.title == "Time spent (s, own clock)" and time.xaxis["title"]["text"] == "s"
+    prefill = time.traces[0]
+    assert prefill["name"] == "prefill (one measurement)" and "one measurement" in prefill["hovertemplate"]
+    assert prefill["x"] == [spec.ttft_ms / 1000, base.ttft_ms / 1000] and " s, " in prefill["hovertemplate"]
+    assert figures.time_panel(_run([(4, 2)]), _run([(0, 0)], run="baseline")).title == "Time spent (ms, own clock)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import os
+from pathlib import Path
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
@@ -388,6 +389,27 @@ def test_the_measure_button_has_a_stop_that_cancels_it_and_flags_the_session():
         assert job.cancel.is_set() and "status-info" in status and why.STOPPED in status
     finally:
         job.release()
+
+
+def test_stop_says_its_line_again_one_round_trip_later():
+    """In Chromium, Stop in a measurement's first second could leave the measurement's last status ("Measuring…
+    Timing a first forward… (1 s of about 27 s") or a red Gradio "Error" badge over the status: the browser sends
+    the cancel beside Stop's own call, and an in-flight status landed after Stop's answer. A listener chained after
+    Stop says Stop's line again, once; the stylesheet hides Gradio's badge on that status."""
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        why.build_tab()
+    deps = demo.get_config_file()["dependencies"]
+    stop_id = next(d["id"] for d in deps if d.get("api_name") == "why_stop")
+    (again,) = [d for d in deps if d.get("trigger_after") == stop_id]
+    assert again["queue"] is False and again["show_progress"] == "hidden" and not again["inputs"]
+    session = type("R", (), {"session_hash": "again"})()
+    said = why.stop(None, session)
+    assert why.STOPPED in said and why.handlers.stop_said(session) == said
+    assert isinstance(why.handlers.stop_said(session), type(gr.skip()))  # said once only
+    css = (Path(__file__).resolve().parents[1] / "assets" / "style.css").read_text()
+    assert '#why-status [data-testid="status-tracker"]:has(> .error)' in css
 
 
 def test_stop_after_a_batch_size_finished_says_what_had_been_measured(tiny_model_dir, monkeypatch):

@@ -355,15 +355,33 @@ def stop(measurement=None, request: gr.Request = None) -> str:
     ``measurement`` (the tab's state: the latest finished measurement, None before one) holds an earlier one, else
     :data:`STOPPED`. Only the caller's own session is stopped (a call with no request at all, Python code in this
     process, stops the measurements started without one). Returns the status line."""
-    batches = FINISHED.pop(session_key(request) or "", None) or []
+    key = session_key(request) or ""
+    batches = FINISHED.pop(key, None) or []
     RUNS.cancel(request)
     if batches:
         kept = " The chart and c from your earlier measurement stay." if measurement else ""
-        return render.status_html(stopped_partway(batches) + kept, "info")
-    return render.status_html(STOPPED_KEPT if measurement else STOPPED, "info")
+        said = render.status_html(stopped_partway(batches) + kept, "info")
+    else:
+        said = render.status_html(STOPPED_KEPT if measurement else STOPPED, "info")
+    STOP_SAID[key] = said
+    return said
+
+
+STOP_SAID: dict[str, str] = {}
+"""Session key -> what :func:`stop` last said, until :func:`stop_said` says it again."""
+
+
+def stop_said(request: gr.Request = None):
+    """Stop's status once more, one round trip after :func:`stop` (wired with ``.then``): the browser sends Gradio's
+    cancel of the measurement beside Stop's own call, so a status the measurement had in flight ("Measuring… Timing
+    a first forward…") could land after Stop's answer and stay, under a red "Error" badge. Returns the line
+    :func:`stop` said for this session, or ``gr.skip()`` when it said none."""
+    said = STOP_SAID.pop(session_key(request) or "", None)
+    return gr.skip() if said is None else said
 
 
 def release_session(request: gr.Request = None) -> None:
     """When a browser tab closes: cancel that session's measurement (and no one else's)."""
     RUNS.cancel_session(request)
     FINISHED.pop(session_key(request) or "", None)
+    STOP_SAID.pop(session_key(request) or "", None)

@@ -12,7 +12,7 @@ from app.inputs import EXIT_LAYER, parse_exit_layer
 from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
-from app.why.handlers import MEASURE_INPUTS, clicked, stop
+from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
 from app.why.history import from_history
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
@@ -158,7 +158,10 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                   api_name="why_measure", show_progress="full", show_progress_on=[status],
                                   concurrency_limit=4, concurrency_id="arena")
     # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one)
-    stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False, api_name="why_stop")
+    # then the same line once more, one round trip later, over any status the measurement still had in flight
+    stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False,
+                   api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
+                                             api_visibility="private")
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
     _wire_whatif(controls, whatif_chart, whatif_status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
