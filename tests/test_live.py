@@ -336,7 +336,7 @@ def test_figure_functions_return_the_expected_traces():
         figures.latency_figure: ["speculative", "baseline"],
         figures.position_figure: ["acceptance by position", "α (all positions)"],
         figures.k_figure: ["drafted", "k"],
-        figures.time_figure: ["prefill", "draft", "target forwards", "other"],
+        figures.time_figure: ["prefill (one measurement)", "draft", "target forwards", "other"],
     }
     for fn, names in cases.items():
         fig = fn(spec, base)

@@ -426,8 +426,8 @@ def test_stop_after_a_batch_size_finished_says_what_had_been_measured(tiny_model
         seen.append(out[0])
         if why.handlers.FINISHED.get(""):
             break
-    done = list(why.handlers.FINISHED[""])  # batch 1 done (the tiny target may have finished batch 4 too)
-    assert done in ([1], [1, 4])
+    done = list(why.handlers.FINISHED[""])  # batch 1 done (the tiny target may have finished 4, even 16, too)
+    assert done and done == [1, 4, 16][:len(done)]  # the job's thread runs ahead of the handler's statuses
     status = html.unescape(why.stop(None))
     assert why.handlers.stopped_partway(done) in status and why.STOPPED not in status
     assert why.handlers.stopped_partway([1]) == (
