@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import json
 import logging
+import re
 import traceback
 
 import gradio as gr
@@ -248,9 +249,26 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
                  outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
                  api_visibility="private")
         return
-    inputs = [box] if target is None else [box, target]
-    box.blur(lambda value, spec=None: refused(value, field, parse, spec), inputs=inputs, outputs=[box, status],
-             preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private")
+    inputs = [box, status] if target is None else [box, status, target]
+    box.blur(lambda value, current=None, spec=None: kept_status(refused(value, field, parse, spec), current),
+             inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
+             api_visibility="private")
+
+
+NOTICE_OPEN = '<div class="status-notice">'
+_NOTICE = re.compile(r'^<div class="status-notice">.*?</div></div>', re.DOTALL)
+
+
+def kept_status(result: tuple, current: str | None) -> tuple:
+    """:func:`refused`'s ``result`` (box update, status line) with the status line put above ``current``, the
+    status the tab showed (HTML; None or empty: nothing), so that a run's summary stays under the sentence about
+    a box (a trial lost the Classroom's run summary to "Seed must be…"). An earlier such sentence on top of
+    ``current`` is replaced, not stacked. A result that says nothing (``gr.skip()``) is returned as it is."""
+    box, said = result
+    if not isinstance(said, str):
+        return result
+    earlier = _NOTICE.sub("", current or "", count=1) if isinstance(current, str) else ""
+    return box, f"{NOTICE_OPEN}{said}</div>{earlier}"
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:

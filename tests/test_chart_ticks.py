@@ -197,3 +197,15 @@ def test_the_time_charts_switch_to_seconds_and_say_the_prefill_is_one_measuremen
     assert prefill["name"] == "prefill (one measurement)" and "one measurement" in prefill["hovertemplate"]
     assert prefill["x"] == [spec.ttft_ms / 1000, base.ttft_ms / 1000] and " s, " in prefill["hovertemplate"]
     assert figures.time_panel(_run([(4, 2)]), _run([(0, 0)], run="baseline")).title == "Time spent (ms, own clock)"
+
+
+def test_the_status_icons_need_no_emoji_font():
+    """Trial: in Debian's Chromium (no emoji font) the waiting status began with an empty box where ⏳ should have
+    been. Every status icon is now a symbol of the common text fonts, none from the emoji blocks."""
+    from app.render import status_html
+
+    icons = {kind: status_html("x", kind).split('class="status-text">')[1].split(" x")[0]
+             for kind in ("busy", "wait", "done", "error", "info")}
+    assert icons["wait"] == "◷" and icons["done"] == "✓" and icons["info"] == "ℹ"
+    assert all(0x2300 > ord(ch) or ord(ch) > 0x23FF for icon in icons.values() for ch in icon if not ch.isascii())
+    assert all(ord(ch) < 0x1F000 for icon in icons.values() for ch in icon)

@@ -23,6 +23,7 @@ import pytest  # noqa: E402
 from app import classroom, inputs  # noqa: E402
 from app.classroom import running  # noqa: E402
 from app.messages import enter_commits_js  # noqa: E402
+from app.render import status_html  # noqa: E402
 
 POOR = "poor-drafter"
 NAMES = {"classroom-k": "Draft length k", "classroom-temperature": "Temperature",
@@ -119,6 +120,25 @@ def test_the_seed_box_says_what_the_other_tabs_seed_box_says_when_committed_only
     typing = events[("classroom-seed", "input")] + events.get(("classroom-seed", "change"), [])
     assert [fn.fn for fn in typing] == [classroom.settings_edited]
     assert [[o.elem_id for o in fn.outputs] for fn in typing] == [["classroom-note"]]
+
+
+def test_a_boxs_sentence_goes_above_the_run_summary_and_replaces_an_earlier_one(tabs):
+    """Trial: "Seed must be…" replaced the Classroom's status, and the run's summary was gone. The sentence now goes
+    above the status the tab showed (read along with the box), and a second one replaces the first."""
+    demo, blocks, events = tabs
+    (ours,) = events[("classroom-seed", "blur")]
+    assert [b.elem_id for b in ours.inputs][:2] == ["classroom-seed", "classroom-status"]
+    summary = render_status = status_html("Recorded run: 12 passes, acceptance 0.40.", "done")
+    with pytest.warns(UserWarning):
+        update, status = ours.fn(-1.5, summary)
+    assert status.startswith('<div class="status-notice">') and status.endswith(summary)
+    assert _said(inputs.number_notice(-1.5, inputs.SEED)) in status and update["value"] == 0
+    with pytest.warns(UserWarning):
+        _, again = ours.fn(2.5, status)
+    assert again.count("status-notice") == 1 and again.endswith(render_status)
+    assert _said(inputs.number_notice(2.5, inputs.SEED)) in again and "got -1.5" not in again
+    _, emptied = ours.fn("", None)  # nothing shown before: the sentence alone
+    assert "set back to its default" in emptied and emptied.endswith("</div></div>")
 
 
 def _opened_poor() -> tuple[dict, list, object]:

@@ -35,8 +35,9 @@ def status_html(message: str, kind: str = "info", notes=()) -> str:
     """The status line: kind is busy, wait, done, error or info; ``notes`` (what was changed in the input, e.g.
     a prompt cut to fit) follow it, one per line. The icon and message sit in one span (``status-text``: the Live
     tab's compact copy under Generate clamps it to two lines). Everything is escaped: a message may quote user
-    input."""
-    icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "⏳", "done": "✓", "error": "⚠",
+    input. The icons are plain symbols found in common text fonts (DejaVu Sans on Debian): waiting is ◷, as a
+    browser without an emoji font drew ⏳ as an empty box."""
+    icon = {"busy": '<i class="spinner" aria-hidden="true"></i>', "wait": "◷", "done": "✓", "error": "⚠",
             "info": "ℹ"}.get(kind, "")
     extra = "".join(f'<br><small class="status-note">ℹ {html.escape(note)}</small>' for note in notes if note)
     return (f'<div class="status status-{kind}" role="status"><span class="status-text">{icon} {html.escape(message)}'
