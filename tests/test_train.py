@@ -103,6 +103,41 @@ def test_training_writes_heads_that_draft_exactly(tiny_target, tmp_path):
             assert spec.token_ids == base.token_ids
 
 
+def test_training_continues_from_a_head_file_keeping_its_vocabulary(tiny_target, tmp_path):
+    """``--start-from``: a head file trained further (the shipped head on new data, where training anew on all of
+    it would not fit a session). The new head starts from the file's weights and keeps its draft vocabulary, still
+    drafts exactly, and a file of the other kind or recipe is refused in one sentence."""
+    from specviz.drafters.networks import HeadsError
+    from specviz.training.train import start_state
+
+    settings = TrainSettings(epochs=1, batch_tokens=64, vocab_size=40, holdout=0.2)
+    data = TrainData(folder=tmp_path / "d")
+    prompt = tiny_target.tokenizer.encode("the cat sat on the mat", add_special_tokens=False)
+    cfg = GenerationConfig(max_new_tokens=20, k=3)
+    base = collect(standard_generate(tiny_target, prompt, cfg), tiny_target.tokenizer, prompt)
+    for kind in ("eagle", "medusa"):
+        first = tmp_path / f"{kind}-1.safetensors"
+        run_training(kind, tiny_target, first, settings=settings, corpus_settings=SMALL, data=data)
+        start = start_state(str(first), tiny_target, kind)
+        assert torch.equal(start.vocab_ids, load_file(str(first))["vocab_ids"]) and start.vocab_ids.numel() == 40
+        later = tmp_path / f"{kind}-2.safetensors"
+        again = TrainSettings(epochs=1, batch_tokens=64, vocab_size=7, holdout=0.2, lr=1e-9, start_from=str(first))
+        report = run_training(kind, tiny_target, later, settings=again, corpus_settings=SMALL, data=data)
+        assert report["vocab"] == 40 and report["settings"]["start_from"] == str(first)  # the file's, not 7
+        before, after = load_file(str(first)), load_file(str(later))
+        assert before.keys() == after.keys() and torch.equal(before["vocab_ids"], after["vocab_ids"])
+        drift = max(float((after[k].float() - before[k].float()).abs().max()) for k in before if k != "vocab_ids")
+        assert drift < 1e-4  # a learning rate of 1e-9: the weights it started from
+        drafter = make_drafter(kind, tiny_target, heads_path=str(later))
+        spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
+        assert spec.token_ids == base.token_ids
+    with pytest.raises(HeadsError, match="holds medusa heads; this training makes eagle heads"):
+        start_state(str(tmp_path / "medusa-1.safetensors"), tiny_target, "eagle")
+    with pytest.raises(ValueError, match="does not fit the head this training makes"):
+        run_training("eagle3", tiny_target, tmp_path / "e3.safetensors", corpus_settings=SMALL, data=data,
+                     settings=TrainSettings(epochs=1, batch_tokens=64, start_from=str(tmp_path / "eagle-1.safetensors")))
+
+
 def test_part_three_prompts_are_new_balanced_and_fixed():
     from specviz.training.distill import FORMS_3, part_three_prompts
 
@@ -300,3 +335,19 @@ def test_eagle3_recipe_trains_a_head_that_drafts_exactly(tiny_target, tmp_path):
         assert drafter.needs_hidden == (1, 2, 3)
         spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
         assert spec.token_ids == base.token_ids
+
+
+def test_start_from_is_checked_before_any_work(capsys):
+    """A head file of the other kind, or --start-from with a training that makes no head file, is one line at once
+    (the prefill before training takes minutes on the CPU)."""
+    from pathlib import Path
+
+    from specviz.cli.main import main
+
+    eagle = str(Path(__file__).resolve().parents[1] / "assets" / "heads" / "smollm2-135m-eagle.safetensors")
+    assert main(["train", "medusa", "--start-from", eagle]) == 2
+    assert "holds eagle heads, not what `train medusa` makes" in capsys.readouterr().err
+    assert main(["train", "distilled", "--start-from", eagle]) == 2
+    assert "`train distilled` makes none" in capsys.readouterr().err
+    assert main(["train", "eagle", "--start-from", "no-such-head.safetensors"]) == 2
+    assert "no-such-head.safetensors" in capsys.readouterr().err

@@ -45,6 +45,9 @@ def add_train_parser(commands) -> None:
                        help="peak learning rate (default 0.002)")
     train.add_argument("--init", choices=("last-layer", "random"), default=None,
                        help="EAGLE head start: random (default) or the target's last layer")
+    train.add_argument("--start-from", metavar="FILE",
+                       help="eagle/eagle3/medusa: continue training this head file (its weights and draft vocabulary; "
+                            "e.g. the shipped head, trained further on new data) instead of a new head")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
     train.add_argument("--prompt-set", choices=("default", "part3", "part4", "part5"), default="default",
@@ -77,6 +80,14 @@ def cmd_train(args) -> int:
     from specviz.runtime.models import cache_dir
     from specviz.training.train import TrainData, TrainSettings, run_training
 
+    if args.start_from and args.kind in ("distilled", "data"):
+        raise UsageError(f"--start-from continues an EAGLE or Medusa head file; `train {args.kind}` makes none")
+    if args.start_from:  # before the prefill's minutes: a file that cannot be read, or of the other kind
+        from specviz.drafters.networks import read_metadata
+
+        stored = read_metadata(args.start_from)["kind"]
+        if stored != ("medusa" if args.kind == "medusa" else "eagle"):
+            raise UsageError(f"--start-from {args.start_from} holds {stored} heads, not what `train {args.kind}` makes")
     if args.kind == "distilled":
         return _train_distilled(args)
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
@@ -96,6 +107,8 @@ def cmd_train(args) -> int:
         settings = replace(settings, init=args.init)
     if args.ce_weight is not None:
         settings = replace(settings, ce_weight=args.ce_weight)
+    if args.start_from:
+        settings = replace(settings, start_from=args.start_from)
     if args.batch_size:
         corpus = replace(corpus, batch_size=args.batch_size)
     if args.kind == "data":

@@ -72,6 +72,9 @@ class TrainSettings:
             training-time test).
         ttt_steps: steps the EAGLE-3 recipe unrolls (>= 1; the held-out report always unrolls 4).
         step_decay: weight of step s's loss is step_decay ** (s - 1) (EAGLE-3 recipe).
+        start_from: a head file of the same kind and recipe to continue training from (its weights and its draft
+            vocabulary; ``init`` and ``vocab_size`` are then unused), e.g. the shipped head trained further on new
+            data; None: a new head.
     """
 
     epochs: int | None = None
@@ -88,6 +91,7 @@ class TrainSettings:
     recipe: str = "eagle"
     ttt_steps: int = 4
     step_decay: float = 0.8
+    start_from: str | None = None
 
     def __post_init__(self) -> None:
         if self.recipe not in ("eagle", "eagle3"):
@@ -128,6 +132,57 @@ def _lr(step: int, total: int, peak: float) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - 50) / max(1, total - 50))))
 
 
+@dataclass(frozen=True)
+class StartState:
+    """A head file's weights to continue training from (:attr:`TrainSettings.start_from`): its name, tensors
+    (float32; ``vocab_ids`` as stored) and draft vocabulary (None: the full vocabulary)."""
+
+    name: str
+    state: dict
+    vocab_ids: torch.Tensor | None
+
+    def vocab(self, corpus: Corpus) -> tuple[torch.Tensor | None, float]:
+        """(the file's draft vocabulary, the share of ``corpus``'s greedy labels inside it), as
+        :func:`draft_vocabulary` gives them for a new head."""
+        if self.vocab_ids is None:
+            return None, 1.0
+        counts = torch.bincount(corpus.top1, minlength=int(self.vocab_ids.max()) + 1)
+        return self.vocab_ids, float(counts[self.vocab_ids].sum()) / max(1.0, float(counts.sum()))
+
+    def load_into(self, head: torch.nn.Module) -> None:
+        """Copy the weights into ``head`` (a new head of the same shapes). Raises ValueError in one sentence when
+        they do not fit (another recipe, EAGLE-1 against EAGLE-3, or another number of Medusa heads)."""
+        try:
+            head.load_state_dict(self.state)
+        except RuntimeError as error:
+            first = str(error).splitlines()[1].strip() if len(str(error).splitlines()) > 1 else str(error)
+            raise ValueError(f"{self.name} does not fit the head this training makes (another recipe or size?): "
+                             f"{first}") from None
+
+
+def start_state(path: str | None, target, kind: str) -> StartState | None:
+    """The head file ``path`` (``kind``: eagle or medusa) read to continue training from, or None without a path.
+
+    Raises:
+        HeadsError: a missing or malformed file, another kind, or one made for another target
+            (:func:`specviz.drafters.networks.read_metadata`'s checks, as loading it to draft does)."""
+    if not path:
+        return None
+    from safetensors.torch import load_file
+
+    from specviz.drafters.networks import HeadsError, read_metadata, signature_fits
+
+    meta = read_metadata(path)
+    if meta["kind"] != kind:
+        raise HeadsError(f"{Path(path).name} holds {meta['kind']} heads; this training makes {kind} heads")
+    if not signature_fits(meta["target"], target.model):
+        raise HeadsError(f"{Path(path).name} was trained for another target ({meta['target']})")
+    state = load_file(str(path))
+    vocab = state.get("vocab_ids")
+    vocab = vocab if vocab is not None and vocab.numel() else None
+    return StartState(Path(path).name, {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}, vocab)
+
+
 # ------------------------------------------------------------------------------------------------ EAGLE
 
 
@@ -163,9 +218,12 @@ def train_eagle(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pat
     """
     t_start = time.perf_counter()
     settings = replace(settings, epochs=settings.epochs or EPOCHS["eagle"])
-    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
+    start = start_state(settings.start_from, target, "eagle")
+    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size) if start is None else start.vocab(corpus)
     labels = _label_map(vocab, target.vocab_size)
     head = _new_head(target, corpus, settings, vocab)
+    if start is not None:
+        start.load_into(head)
     head.train()
     lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
     embed = target.model.get_input_embeddings()
@@ -294,9 +352,12 @@ def train_medusa(target, corpus: Corpus, settings: TrainSettings, checkpoint: Pa
     held-out accuracy per head."""
     t_start = time.perf_counter()
     settings = replace(settings, epochs=settings.epochs or EPOCHS["medusa"])
-    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size)
+    start = start_state(settings.start_from, target, "medusa")
+    vocab, coverage = draft_vocabulary(corpus, settings.vocab_size) if start is None else start.vocab(corpus)
     labels = _label_map(vocab, target.vocab_size)
     heads = new_medusa_heads(target.model, settings.medusa_heads, vocab).train()
+    if start is not None:
+        start.load_into(heads)
     lm = DraftLMHead(target.model.get_output_embeddings().weight, vocab)
     train, hold = _split(corpus, settings.holdout, settings.seed)
     rows, ys, _ = _medusa_rows(corpus, train, settings.medusa_heads, labels)
