@@ -130,6 +130,14 @@ def _bar(x, y, name, color, opacity=0.6, **extra) -> dict:
             "opacity": opacity, **extra}
 
 
+def _hover(traces: list[dict], template: str) -> list[dict]:
+    """``traces`` with ``template`` as the hover text of each one that has none of its own: the full trace name
+    and the value's unit, where Plotly's own label cut the name ("standard dec... (27, 1)") and gave no unit."""
+    for trace in traces:
+        trace.setdefault("hovertemplate", template + "<extra></extra>")
+    return traces
+
+
 # ------------------------------------------------------------------------------------------------ panels
 
 
@@ -149,6 +157,7 @@ def acceptance_panel(spec: RunStats, base: RunStats) -> Panel:
         traces.append({"type": "scatter", "x": plain, "y": [0.0] * len(plain), "mode": "markers",
                        "name": "nothing drafted (no rate)", "marker": mark,
                        "hovertemplate": "pass %{x}: nothing drafted, a plain step (no acceptance rate)<extra></extra>"})
+    _hover(traces, "pass %{x}: %{y:.0%} (%{fullData.name})")
     return Panel("Acceptance rate (no token drafted)" if none else "Acceptance rate (accepted ÷ drafted)", traces,
                  _pass_axis(spec), _axis("acceptance", range=[0, 1.05]))
 
@@ -157,12 +166,12 @@ def tokens_per_pass_panel(spec: RunStats, base: RunStats) -> Panel:
     """Tokens emitted per target pass (bonus included), the running mean, the value expected from α, and the
     baseline's one token per pass."""
     x = _pass_numbers(spec)
-    return Panel("Tokens per target pass", [
+    return Panel("Tokens per target pass", _hover([
         _bar(x, spec.pass_tokens, "tokens per pass", COLORS["speculative"], 0.35),
         _line(x, spec.running_tokens_per_pass, "tokens/pass, running mean", COLORS["speculative"]),
         _line(x, expected_series(spec), "expected from α", COLORS["expected"], 2, "dash"),
         _line(x, [1.0] * len(x), "standard decoding (1)", COLORS["baseline"], 1.5, "dot"),
-    ], _pass_axis(spec), _axis("tokens", rangemode="tozero"))
+    ], "pass %{x}: %{y:.2f} tokens (%{fullData.name})"), _pass_axis(spec), _axis("tokens", rangemode="tozero"))
 
 
 SECONDS_FROM_MS = 2000.0
@@ -188,6 +197,7 @@ def latency_panel(spec: RunStats, base: RunStats) -> Panel:
     traces = [_line(_scaled(stats.curve_ms, divisor), stats.curve_tokens, name, COLORS[name], shape="hv",
                     markers=True) for stats, name in runs]
     top = max((t for stats in (spec, base) for t in stats.curve_tokens), default=0)
+    _hover(traces, f"%{{fullData.name}}: %{{y}} tokens at %{{x:.{2 if unit == 's' else 0}f}} {unit}")
     return Panel("Tokens emitted vs time (own clock)", traces, _axis(f"{unit} since the prefill started"),
                  _axis("tokens", rangemode="tozero", **count_ticks(int(top))))
 
@@ -199,6 +209,7 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
     traces = [_bar(x, values, "acceptance by position", COLORS["accepted"], 0.7)]
     if spec.alpha is not None and x:
         traces.append(_line(x, [spec.alpha] * len(x), "α (all positions)", COLORS["expected"], 2, "dash"))
+    _hover(traces, "position %{x}: %{y:.0%} (%{fullData.name})")
     if not x:  # k = auto took only plain steps so far (or the drafter found nothing): say so, not an empty axis
         return Panel("Acceptance by draft position (no token drafted)", traces,
                      _axis("position in the draft", dtick=1, range=[0.5, 4.5]),
@@ -243,6 +254,7 @@ def k_panel(spec: RunStats, base: RunStats) -> Panel:
         k_line["hovertemplate"] = "pass %{x}: %{text}<extra></extra>"
         traces.append(_line(x, gains, "expected gain (× a plain step)", COLORS["expected"], 2, "dot"))
         y_axis = _axis("draft tokens; expected gain (×)", rangemode="tozero")  # gains are fractions
+    _hover(traces, "pass %{x}: %{y:.3~f} (%{fullData.name})")
     return Panel("Draft length k per pass", traces, _pass_axis(spec), y_axis)
 
 
@@ -274,6 +286,7 @@ def time_panel(spec: RunStats, base: RunStats) -> Panel:
     traces = [{"type": "bar", "y": runs, "x": _scaled(values, divisor), "name": label, "orientation": "h",
                "marker": {"color": COLORS[key]}} for key, (label, values) in parts.items()]
     traces[0]["hovertemplate"] = PREFILL_HOVER.replace("UNIT", unit)
+    _hover(traces, f"%{{y}}: %{{fullData.name}} %{{x:.3~f}} {unit}")
     return Panel(f"Time spent ({unit}, own clock)", traces, _axis(unit), _axis(""), barmode="stack")
 
 

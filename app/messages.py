@@ -55,9 +55,15 @@ def log_failure(what: str, error: BaseException) -> None:
         log.error("%s failed:\n%s", what, "".join(traceback.format_exception(error)))
 
 
-def warn(message: str) -> None:
-    """A toast for the visitor (outside a request, a Python ``UserWarning``)."""
-    gr.Warning(html.escape(message))
+BOX_TOAST_S = 5
+"""How long the toast about a box's value stays (Gradio's default is 10 s): its sentence also stays in the status,
+and at 400 px the toast covered the top of the page meanwhile (a trial)."""
+
+
+def warn(message: str, duration: float | None = 10) -> None:
+    """A toast for the visitor, ``duration`` seconds (None: until closed); outside a request, a Python
+    ``UserWarning``."""
+    gr.Warning(html.escape(message), duration=duration)
 
 
 def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
@@ -77,7 +83,7 @@ def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
-    gr.Info(html.escape(message))
+    gr.Info(html.escape(message), duration=BOX_TOAST_S)
     return gr.update(value=used), render.status_html(message, "info")
 
 
@@ -90,9 +96,11 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     with the old value), and with Gradio's default ("once") the typed number's release was dropped while that one
     was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
-    slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
-                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private",
-                   trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
+    tag = slider.elem_id or name
+    slider.release(lambda value, current=None: kept_status(clamped(value, name, low, high, hint), current, tag),
+                   inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
+                   concurrency_limit=None, api_visibility="private", trigger_mode=RELEASE_TRIGGER_MODE,
+                   js=kept_js(slider.elem_id) if slider.elem_id else None)
 
 
 def kept_js(elem_id: str) -> str:
@@ -101,12 +109,12 @@ def kept_js(elem_id: str) -> str:
     (:func:`enter_commits_js` marks the box), the value goes as ``{"kept": value, "bad": true|false}`` so that
     :func:`clamped` says so; any other release goes unchanged."""
     box = json.dumps(f"#{elem_id} input[type=number]")
-    return f"""(value) => {{
+    return f"""(value, ...rest) => {{
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
-  if (!emptied) return [value];
+  if (!emptied) return [value, ...rest];
   delete box.dataset.svEmptied;
-  return [{{kept: value, bad: emptied === 'bad'}}];
+  return [{{kept: value, bad: emptied === 'bad'}}, ...rest];
 }}"""
 
 
@@ -135,7 +143,7 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
-    warn(message)
+    warn(message, BOX_TOAST_S)
     return gr.update(value=used), render.status_html(message, "info")
 
 
@@ -250,25 +258,29 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
                  api_visibility="private")
         return
     inputs = [box, status] if target is None else [box, status, target]
-    box.blur(lambda value, current=None, spec=None: kept_status(refused(value, field, parse, spec), current),
+    tag = box.elem_id or field.name
+    box.blur(lambda value, current=None, spec=None: kept_status(refused(value, field, parse, spec), current, tag),
              inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
              api_visibility="private")
 
 
-NOTICE_OPEN = '<div class="status-notice">'
-_NOTICE = re.compile(r'^<div class="status-notice">.*?</div></div>', re.DOTALL)
+_NOTICE = re.compile(r'^<div class="status-notice" data-box="([^"]*)">.*?</div></div>', re.DOTALL)
 
 
-def kept_status(result: tuple, current: str | None) -> tuple:
-    """:func:`refused`'s ``result`` (box update, status line) with the status line put above ``current``, the
-    status the tab showed (HTML; None or empty: nothing), so that a run's summary stays under the sentence about
-    a box (a trial lost the Classroom's run summary to "Seed must be…"). An earlier such sentence on top of
-    ``current`` is replaced, not stacked. A result that says nothing (``gr.skip()``) is returned as it is."""
-    box, said = result
+def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
+    """:func:`refused`'s or :func:`clamped`'s ``result`` (box update, status line) with the status line put above
+    ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so
+    that a run's summary stays under the sentence about a box (trials lost the Live and Classroom run summaries to
+    "Draft length k is at least 1 here…" and "Seed must be…"). An earlier such sentence on top of ``current`` is
+    replaced, not stacked. A value the run takes (the result says nothing, ``gr.skip()``) takes away a sentence
+    on top that is ``box``'s own, as it no longer holds, and otherwise leaves the status alone."""
+    update, said = result
+    found = _NOTICE.match(current) if isinstance(current, str) else None
+    earlier = current[found.end():] if found else (current if isinstance(current, str) else "")
     if not isinstance(said, str):
-        return result
-    earlier = _NOTICE.sub("", current or "", count=1) if isinstance(current, str) else ""
-    return box, f"{NOTICE_OPEN}{said}</div>{earlier}"
+        return (update, earlier) if found and found.group(1) == box else result
+    mark = html.escape(box, quote=True)
+    return update, f'<div class="status-notice" data-box="{mark}">{said}</div>{earlier}'
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:

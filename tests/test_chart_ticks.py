@@ -197,6 +197,15 @@ def test_the_time_charts_switch_to_seconds_and_say_the_prefill_is_one_measuremen
     assert prefill["name"] == "prefill (one measurement)" and "one measurement" in prefill["hovertemplate"]
     assert prefill["x"] == [spec.ttft_ms / 1000, base.ttft_ms / 1000] and " s, " in prefill["hovertemplate"]
     assert figures.time_panel(_run([(4, 2)]), _run([(0, 0)], run="baseline")).title == "Time spent (ms, own clock)"
+    # hovers (the next trial): the full name and the unit, where Plotly's own label read "(2.179353, 101)
+    # speculative", "target forwa... (7.352585, baseline)" and "standard dec... (27, 1)"
+    assert latency.traces[0]["hovertemplate"] == "%{fullData.name}: %{y} tokens at %{x:.2f} s<extra></extra>"
+    assert "%{x:.0f} ms" in quick.traces[0]["hovertemplate"]
+    assert [t["hovertemplate"].endswith(" s<extra></extra>") for t in time.traces[1:]] == [True] * 3
+    per_pass = figures.tokens_per_pass_panel(spec, base).traces
+    assert all("%{fullData.name}" in t["hovertemplate"] and "tokens" in t["hovertemplate"] for t in per_pass)
+    for panel in (figures.acceptance_panel, figures.position_panel, figures.k_panel):
+        assert all("hovertemplate" in t for t in panel(spec, base).traces), panel.__name__
 
 
 def test_the_status_icons_need_no_emoji_font():

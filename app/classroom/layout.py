@@ -24,8 +24,8 @@ INTRO = ('<div class="cr-intro"><b>Classroom.</b> Step through a recorded run: w
          'Each walkthrough opens its run at once; change the settings and press Record run for your own. Keys: '
          '<kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
 OWN_RUN = ('<div class="cr-heading">Your own run</div><div class="cr-note">Change the prompt or the settings, then '
-           'record the run on the model: seconds on a quiet machine, half a minute or more on a busy one or '
-           'behind others in line; the status counts the tokens as they come.</div>')
+           'record the run on the model: from a few seconds to half a minute, as busy as the machine is and as '
+           'many runs as are in line; the status counts the tokens as they come.</div>')
 
 
 def build_tab(target: str = "embedded") -> None:
