@@ -218,3 +218,15 @@ def test_the_status_icons_need_no_emoji_font():
     assert icons["wait"] == "◷" and icons["done"] == "✓" and icons["info"] == "ℹ"
     assert all(0x2300 > ord(ch) or ord(ch) > 0x23FF for icon in icons.values() for ch in icon if not ch.isascii())
     assert all(ord(ch) < 0x1F000 for icon in icons.values() for ch in icon)
+
+
+def test_the_ceiling_note_fits_a_phone():
+    """Trial at 400 px: "k+1 goes on up (to 17 at k = 16)" on one line ran past the chart's right edge. It is two
+    lines now, on the side of the line's last point with room."""
+    from app.why.figures import ceiling_note
+
+    ks = list(range(1, 17))
+    late, early = ceiling_note(ks, 9, "1"), ceiling_note(ks, 5, "1")
+    assert late["text"] == "k+1 goes on up<br>(to 17 at k = 16)" and late["xanchor"] == "right"
+    assert early["xanchor"] == "left" and early["xshift"] == 6 and late["xshift"] == -6
+    assert max(len(line) for line in visible_lines(late["text"])) <= 18

@@ -233,6 +233,22 @@ def _token_details_on_a_tap(page) -> None:
     page.wait_for_selector("#sv-tip", state="hidden", timeout=5_000)
 
 
+def _why_chart_fits_after_the_run(page) -> None:
+    """Trial: the Why tab's what-if chart, redrawn with the run's star while its tab was hidden, took Plotly's
+    default 700 px and ran past a 400 px phone's edge ("Expected tokens" cut, the axis title "dra"). Picking the tab
+    now fits it to its box (assets/head.html, part 5)."""
+    page.get_by_role("tab", name="Why it works").click()
+    fit = ("() => { const e = document.querySelector('#why-whatif-chart .main-svg'); const box = "
+           "document.querySelector('#why-whatif-chart .js-plotly-plot')?.parentElement; return e && box ? "
+           "[Math.round(e.getBoundingClientRect().width), Math.round(box.getBoundingClientRect().width)] : null; }")
+    page.wait_for_function(f"() => {{ const w = ({fit})(); return w && Math.abs(w[0] - w[1]) <= 2; }}",
+                           timeout=10_000)
+    width, box = page.evaluate(fit)
+    assert width <= PHONE["width"] and abs(width - box) <= 2, (width, box)
+    _no_sideways_scroll(page)
+    page.get_by_role("tab", name="Live").click()
+
+
 def _the_same_page_on_a_desktop(page) -> None:
     """The same page widened to a desktop: two columns, panes side by side, charts three to a row, the
     history and the Arena's tables with no shade; typed max new tokens and sampling typos said, the Temperature
@@ -264,6 +280,9 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page.goto(page.app_url)
     page.wait_for_selector("#generate", timeout=60_000)
     _phone_page_before_a_run(page)
+    page.get_by_role("tab", name="Why it works").click()  # its what-if chart drawn once, then hidden during the run
+    page.wait_for_selector("#why-whatif-chart .main-svg", timeout=15_000)
+    page.get_by_role("tab", name="Live").click()
     _generate_on_the_phone(page)
     _phone_panes_and_charts_after_the_run(page)
     _token_details_on_a_tap(page)
@@ -271,6 +290,7 @@ def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     _sampling_boxes_typed_out_of_range_are_said(page, "phone-sampling-typos.png")
     _temperature_label_on_one_line(page)
     _no_sideways_scroll(page)
+    _why_chart_fits_after_the_run(page)
     _the_same_page_on_a_desktop(page)
     assert not non_loopback(page.requests), non_loopback(page.requests)
 

@@ -180,6 +180,18 @@ TITLE_LINE_CHARS = 34
 the same 236 px."""
 
 
+
+def ceiling_note(ks: list[int], last: int, axis: str) -> dict:
+    """The note where the k+1 line leaves the tokens-per-pass chart at k = ``last`` (of ``ks``; ``axis``: the
+    chart's axis number): "k+1 goes on up / (to 17 at k = 16)" on two lines, beside the line's last point, on the
+    side with room (left of it past the middle of the k axis): on one line it ran past a 400 px phone's edge."""
+    right = last > (ks[0] + ks[-1]) / 2
+    return {"text": f"k+1 goes on up<br>(to {ks[-1] + 1} at k = {ks[-1]})", "x": last, "y": last + 1,
+            "xref": f"x{axis}", "yref": f"y{axis}", "xanchor": "right" if right else "left", "yanchor": "middle",
+            "align": "right" if right else "left", "showarrow": False, "xshift": -6 if right else 6,
+            "font": {"size": 11, "color": COLORS["baseline"]}}
+
+
 def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None) -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
@@ -226,10 +238,7 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
     layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
     inside = [k for k in ks if k + 1 <= ceiling * 1.25]
     if inside and inside[-1] < ks[-1]:  # say where the ceiling line goes on, above the chart
-        layout["annotations"].append({
-            "text": f"k+1 goes on up (to {ks[-1] + 1} at k = {ks[-1]})", "x": inside[-1], "y": inside[-1] + 1,
-            "xref": f"x{a}", "yref": f"y{a}", "xanchor": "left", "yanchor": "middle", "ax": 24, "ay": 0,
-            "showarrow": False, "xshift": 6, "font": {"size": 11, "color": COLORS["baseline"]}})
+        layout["annotations"].append(ceiling_note(ks, inside[-1], a))
     data.append({"type": "scatter", "mode": "lines", "x": [ks[0], ks[-1]], "y": [1, 1], "xaxis": f"x{b}",
                  "yaxis": f"y{b}", "name": "standard decoding (1×)",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})
