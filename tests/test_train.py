@@ -131,7 +131,7 @@ def test_training_continues_from_a_head_file_keeping_its_vocabulary(tiny_target,
         drafter = make_drafter(kind, tiny_target, heads_path=str(later))
         spec = collect(speculative_generate(tiny_target, drafter, prompt, cfg), tiny_target.tokenizer, prompt)
         assert spec.token_ids == base.token_ids
-    with pytest.raises(HeadsError, match="holds medusa heads; this training makes eagle heads"):
+    with pytest.raises(HeadsError, match="holds medusa heads, not eagle"):
         start_state(str(tmp_path / "medusa-1.safetensors"), tiny_target, "eagle")
     with pytest.raises(ValueError, match="does not fit the head this training makes"):
         run_training("eagle3", tiny_target, tmp_path / "e3.safetensors", corpus_settings=SMALL, data=data,

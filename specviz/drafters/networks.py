@@ -416,9 +416,10 @@ def read_metadata(path: str | Path) -> dict:
             "recipe": meta.get("recipe", meta["kind"])}
 
 
-def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None) -> EagleHead | MedusaHeads:
-    """Load a head file for ``target_model``: on the target's device and in its dtype (float32, bfloat16 or float16:
-    a head trained in one dtype drafts for a target in another, :func:`signature_fits`), eval mode, no gradients.
+def read_head_state(path: str | Path, target_model: nn.Module, kind: str | None = None) -> tuple[dict, dict, torch.Tensor | None]:
+    """A head file's (metadata, tensors in float32 with ``vocab_ids`` as stored, draft vocabulary or None for the
+    full one), checked against ``kind`` and ``target_model``: what :func:`load_heads` builds a head from, and what
+    training continues from (:func:`specviz.training.train.start_state`).
 
     Raises:
         HeadsError: missing or malformed file, another kind than ``kind``, or made for another target.
@@ -428,16 +429,26 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     meta = read_metadata(path)
     if kind is not None and meta["kind"] != kind:
         raise HeadsError(f"{Path(path).name} holds {meta['kind']} heads, not {kind}")
-    signature = target_signature(target_model)
     if not signature_fits(meta["target"], target_model):
         raise HeadsError(f"{Path(path).name} was trained for another target ({meta['target']}), not this one "
-                         f"({signature}); train heads for it with `python -m specviz train {meta['kind']}`")
+                         f"({target_signature(target_model)}); train heads for it with `python -m specviz train "
+                         f"{meta['kind']}`")
     state = load_file(str(path))
     vocab = state.get("vocab_ids")
     vocab = vocab if vocab is not None and vocab.numel() else None
+    return meta, {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}, vocab
+
+
+def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None) -> EagleHead | MedusaHeads:
+    """Load a head file for ``target_model``: on the target's device and in its dtype (float32, bfloat16 or float16:
+    a head trained in one dtype drafts for a target in another, :func:`signature_fits`), eval mode, no gradients.
+
+    Raises:
+        HeadsError: missing or malformed file, another kind than ``kind``, or made for another target.
+    """
+    meta, state, vocab = read_head_state(path, target_model, kind)
     s = meta["settings"]
     head = EagleHead(EagleConfig(**s), vocab) if meta["kind"] == "eagle" else MedusaHeads(s["hidden"], s["num_heads"], vocab)
-    state = {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}
     head.load_state_dict(state)
     head.eval().requires_grad_(False)
     head = follow_target(head, target_model)

@@ -165,22 +165,13 @@ def start_state(path: str | None, target, kind: str) -> StartState | None:
 
     Raises:
         HeadsError: a missing or malformed file, another kind, or one made for another target
-            (:func:`specviz.drafters.networks.read_metadata`'s checks, as loading it to draft does)."""
+            (:func:`specviz.drafters.networks.read_head_state`, as loading it to draft checks)."""
     if not path:
         return None
-    from safetensors.torch import load_file
+    from specviz.drafters.networks import read_head_state
 
-    from specviz.drafters.networks import HeadsError, read_metadata, signature_fits
-
-    meta = read_metadata(path)
-    if meta["kind"] != kind:
-        raise HeadsError(f"{Path(path).name} holds {meta['kind']} heads; this training makes {kind} heads")
-    if not signature_fits(meta["target"], target.model):
-        raise HeadsError(f"{Path(path).name} was trained for another target ({meta['target']})")
-    state = load_file(str(path))
-    vocab = state.get("vocab_ids")
-    vocab = vocab if vocab is not None and vocab.numel() else None
-    return StartState(Path(path).name, {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}, vocab)
+    _, state, vocab = read_head_state(path, target.model, kind)
+    return StartState(Path(path).name, state, vocab)
 
 
 # ------------------------------------------------------------------------------------------------ EAGLE
