@@ -320,10 +320,24 @@ def test_the_one_prompt_box_starts_with_an_example_so_run_works_at_once():
         {"id": "your-prompt", "category": "your prompt", "prompt": example.strip()}]
 
 
-def test_a_stop_after_the_first_prompt_keeps_its_rows_and_says_so(tiny_model_dir):
+def test_a_stop_after_the_first_prompt_keeps_its_rows_and_says_so(tiny_model_dir, monkeypatch):
     """A new user's trial: Stop 9 s into a race said "Stopped before the first prompt finished: nothing to show".
-    A prompt's rows, once all its runs finished, stay through a Stop: the table, the downloads and the status."""
+    A prompt's rows, once all its runs finished, stay through a Stop: the table, the downloads and the status.
+    The worker pauses after each prompt (0.5 s), so that a loaded machine cannot let it finish all six before the
+    handler has shown the first one and flagged the Stop (a fresh-clone run failed so)."""
+    import time
+
+    from app.arena import handlers
     from drain_support import settled
+
+    real = handlers.iter_arena
+
+    def paced(*args, **kwargs):
+        for result in real(*args, **kwargs):
+            yield result
+            time.sleep(0.5)
+
+    monkeypatch.setattr(handlers, "iter_arena", paced)
 
     def stop_once_a_prompt_shows(gen):
         for out in gen:

@@ -207,13 +207,14 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
-    for elem_id, target_id in (("exit-layer", "target"), ("arena-exit-layer", "arena-target")):
-        fn = left[elem_id]
-        assert [names[block._id] for block in fn.inputs] == [elem_id, target_id]
+    for elem_id, status_id, target_id in (("exit-layer", "status", "target"),
+                                          ("arena-exit-layer", "arena-status", "arena-target")):
+        fn = left[elem_id]  # the box, the status it says its sentence over, the target box
+        assert [names[block._id] for block in fn.inputs] == [elem_id, status_id, target_id]
         with pytest.warns(UserWarning, match="Using 3"):
-            update, status = fn.fn(100, spec)
+            update, status = fn.fn(100, None, spec)
         assert update["value"] == 3 and _said(fit(100)) in status
-        assert all(v == {"__type__": "update"} for v in fn.fn(2, spec))
+        assert all(v == {"__type__": "update"} for v in fn.fn(2, None, spec))
 
 
 def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_config(tmp_path, tiny_tokenizer):
@@ -235,13 +236,13 @@ def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_conf
     for elem_id in ("exit-layer", "arena-exit-layer"):
         fn = left[elem_id]
         with pytest.warns(UserWarning, match="Using 5"):
-            update, status = fn.fn(100, spec)
+            update, status = fn.fn(100, None, spec)
         assert update["value"] == 5 and said(100) in status
         with pytest.warns(UserWarning, match="Using 5"):
-            update, status = fn.fn(6, f" {spec} ")
+            update, status = fn.fn(6, None, f" {spec} ")
         assert update["value"] == 5 and said(6) in status
-        assert all(v == {"__type__": "update"} for v in fn.fn(5, spec))  # its last layer but one: passes
-        assert all(v == {"__type__": "update"} for v in fn.fn(1, spec))
+        assert all(v == {"__type__": "update"} for v in fn.fn(5, None, spec))  # its last layer but one: passes
+        assert all(v == {"__type__": "update"} for v in fn.fn(1, None, spec))
     assert inputs.exit_layer_notice(100, spec) == inputs.fit_exit_layer(100, 6, "six-layers")
     assert "1 to 5 for six-layers, which has 6 layers" in said(100)  # the bound read from its config
     assert cached_model(spec) is None  # the checks read the config only

@@ -539,6 +539,10 @@ def test_a_number_in_range_clears_the_sliders_stale_sentence_and_leaves_others()
     assert "Run: k must be a whole number" in run_said
     assert why.slider_typed("c", 0.3, kept, None, run_said)[1] == why.gr.skip()
     assert why.slider_typed("c", 0.3, kept, None, None)[1] == why.gr.skip()  # nothing shown: nothing to clear
+    # the number the sentence set, read back (a release after Gradio clamped the box, in a loaded fresh-clone run):
+    # the sentence stays
+    _, said, kept = why.slider_typed("c", 2.48, {"alpha": 0.8, "c": 0.05})
+    assert kept["c"] == 2 and why.slider_typed("c", 2, kept, None, said, left=True)[1] == why.gr.skip()
 
 
 def test_the_what_if_sliders_are_wired_to_keep_their_last_number():

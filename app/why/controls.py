@@ -191,8 +191,10 @@ def slider_typed(key: str, value, kept: dict | None, measurement: dict | None = 
         message = f"{name} must be a number from {low:g} to {high:g}; keeping {kept[key]:g}."
     else:
         found = clamp_notice(number, name, low, high)
-        if found is None:
-            return gr.skip(), ("" if _stale(shown, name) else gr.skip()), {**kept, key: number}
+        if found is None:  # in range: its earlier sentence goes, unless this is the number that sentence set (the
+            # release of 2.48 read after Gradio clamped the box to 2, on a busy machine, took the sentence away)
+            stale = _stale(shown, name) and number != kept[key]
+            return gr.skip(), ("" if stale else gr.skip()), {**kept, key: number}
         if left and found[0] == kept[key]:  # the typing already clamped it and said so: set, but say it once
             return gr.update(value=kept[key]), gr.skip(), kept
         kept[key], message = found
