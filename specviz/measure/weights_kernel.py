@@ -65,7 +65,9 @@ def _figures(rounds: list[dict[int, float]], linear_bytes: int, bandwidth_gbs: f
     step_ms = statistics.median(r[1] for r in rounds)
     floor_ms = linear_bytes / (bandwidth_gbs * 1e9) * 1000.0
     verify = {n: round(statistics.median(r[n] / r[1] for r in rounds), 3) for n in rounds[0]}
-    return {"step_ms": round(step_ms, 2), "linear_mb": round(linear_bytes / 1e6, 1), "floor_ms": round(floor_ms, 2),
+    # the floor to 3 significant figures: a tiny model's int4 floor (0.003 ms on a fast machine) read 0.0 at 2 places
+    return {"step_ms": round(step_ms, 2), "linear_mb": round(linear_bytes / 1e6, 1),
+            "floor_ms": float(f"{floor_ms:.3g}"),
             "step_over_floor": round(step_ms / floor_ms, 2), "verify": verify,
             "step_ms_range": [round(min(r[1] for r in rounds), 2), round(max(r[1] for r in rounds), 2)],
             "step_ms_quartiles": [round(q, 2) for q in statistics.quantiles([r[1] for r in rounds], n=4)]
