@@ -97,8 +97,10 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
     tag = slider.elem_id or name
-    slider.release(lambda value, current=None: kept_status(clamped(value, name, low, high, hint), current, tag),
-                   inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
+    def said(value, current=None):
+        return kept_status(clamped(value, name, low, high, hint), current, tag)
+
+    slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
                    concurrency_limit=None, api_visibility="private", trigger_mode=RELEASE_TRIGGER_MODE,
                    js=kept_js(slider.elem_id) if slider.elem_id else None)
 
@@ -259,12 +261,14 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
         return
     inputs = [box, status] if target is None else [box, status, target]
     tag = box.elem_id or field.name
-    box.blur(lambda value, current=None, spec=None: kept_status(refused(value, field, parse, spec), current, tag),
-             inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
-             api_visibility="private")
+    def said(value, current=None, spec=None):
+        return kept_status(refused(value, field, parse, spec), current, tag)
+
+    box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
+             concurrency_limit=None, api_visibility="private")
 
 
-_NOTICE = re.compile(r'^<div class="status-notice" data-box="([^"]*)">.*?</div></div>', re.DOTALL)
+_NOTICE = re.compile(r'^<div class="status-notice" data-box="[^"]*">.*?</div></div>', re.DOTALL)
 
 
 def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
@@ -272,15 +276,15 @@ def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
     ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so
     that a run's summary stays under the sentence about a box (trials lost the Live and Classroom run summaries to
     "Draft length k is at least 1 here…" and "Seed must be…"). An earlier such sentence on top of ``current`` is
-    replaced, not stacked. A value the run takes (the result says nothing, ``gr.skip()``) takes away a sentence
-    on top that is ``box``'s own, as it no longer holds, and otherwise leaves the status alone."""
+    replaced, not stacked. A result that says nothing (a value the run takes, ``gr.skip()``) is returned as it is:
+    the box's next release reads the clamped number back, so a value in range cannot tell a stale sentence from
+    the one just said."""
     update, said = result
+    if not isinstance(said, str):
+        return result
     found = _NOTICE.match(current) if isinstance(current, str) else None
     earlier = current[found.end():] if found else (current if isinstance(current, str) else "")
-    if not isinstance(said, str):
-        return (update, earlier) if found and found.group(1) == box else result
-    mark = html.escape(box, quote=True)
-    return update, f'<div class="status-notice" data-box="{mark}">{said}</div>{earlier}'
+    return update, f'<div class="status-notice" data-box="{html.escape(box, quote=True)}">{said}</div>{earlier}'
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:
