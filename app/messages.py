@@ -96,13 +96,9 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     with the old value), and with Gradio's default ("once") the typed number's release was dropped while that one
     was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
-    tag = slider.elem_id or name
-    def said(value, current=None):
-        return kept_status(clamped(value, name, low, high, hint), current, tag)
-
-    slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
-                   concurrency_limit=None, api_visibility="private", trigger_mode=RELEASE_TRIGGER_MODE,
-                   js=kept_js(slider.elem_id) if slider.elem_id else None)
+    slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
+                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private",
+                   trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
 
 
 def kept_js(elem_id: str) -> str:
@@ -111,12 +107,12 @@ def kept_js(elem_id: str) -> str:
     (:func:`enter_commits_js` marks the box), the value goes as ``{"kept": value, "bad": true|false}`` so that
     :func:`clamped` says so; any other release goes unchanged."""
     box = json.dumps(f"#{elem_id} input[type=number]")
-    return f"""(value, ...rest) => {{
+    return f"""(value) => {{
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
-  if (!emptied) return [value, ...rest];
+  if (!emptied) return [value];
   delete box.dataset.svEmptied;
-  return [{{kept: value, bad: emptied === 'bad'}}, ...rest];
+  return [{{kept: value, bad: emptied === 'bad'}}];
 }}"""
 
 
@@ -272,7 +268,7 @@ _NOTICE = re.compile(r'^<div class="status-notice" data-box="[^"]*">.*?</div></d
 
 
 def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
-    """:func:`refused`'s or :func:`clamped`'s ``result`` (box update, status line) with the status line put above
+    """:func:`refused`'s ``result`` (box update, status line) with the status line put above
     ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so
     that a run's summary stays under the sentence about a box (trials lost the Live and Classroom run summaries to
     "Draft length k is at least 1 here…" and "Seed must be…"). An earlier such sentence on top of ``current`` is
