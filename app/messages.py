@@ -257,6 +257,7 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
         return
     inputs = [box, status] if target is None else [box, status, target]
     tag = box.elem_id or field.name
+
     def said(value, current=None, spec=None):
         return kept_status(refused(value, field, parse, spec), current, tag)
 
@@ -268,13 +269,11 @@ _NOTICE = re.compile(r'^<div class="status-notice" data-box="[^"]*">.*?</div></d
 
 
 def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
-    """:func:`refused`'s ``result`` (box update, status line) with the status line put above
-    ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so
-    that a run's summary stays under the sentence about a box (trials lost the Live and Classroom run summaries to
-    "Draft length k is at least 1 here…" and "Seed must be…"). An earlier such sentence on top of ``current`` is
-    replaced, not stacked. A result that says nothing (a value the run takes, ``gr.skip()``) is returned as it is:
-    the box's next release reads the clamped number back, so a value in range cannot tell a stale sentence from
-    the one just said."""
+    """:func:`refused`'s ``result`` (box update, status line) with the status line put above ``current``, the
+    status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so that a run's
+    summary stays under the sentence about a number box (a trial lost the Classroom's run summary to "Seed must
+    be…"). An earlier such sentence on top of ``current`` is replaced, not stacked. A result that says nothing (a
+    value the run takes, ``gr.skip()``) is returned as it is."""
     update, said = result
     if not isinstance(said, str):
         return result
