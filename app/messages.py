@@ -70,10 +70,13 @@ def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
     payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
     the slider set to it; for a box left empty or with what is not a number, which the page put back to its earlier
-    value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad": false}``), the same with
+    value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad": false}``; ``{"ignore": true}``: an empty value
+    the page is putting back, said by the put-back's own release, :func:`kept_js`), the same with
     :func:`app.inputs.kept_notice` ("Draft length k was empty; kept 4."); for an emptied box the page could not put
     back (a slider without an elem_id), which the slider reads as 0 and clamps, :func:`app.inputs.emptied_slider_notice`
     ("... was empty; using 1."); (skip, skip) for a value in range."""
+    if isinstance(value, dict) and value.get("ignore"):
+        return gr.skip(), gr.skip()
     if isinstance(value, dict):
         found = kept_notice(value.get("kept"), name, low, high, bool(value.get("bad")))
     elif value is None or value == "":
@@ -104,15 +107,24 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
 def kept_js(elem_id: str) -> str:
     """The browser side of a slider's release (:func:`tell_when_clamped`) with elem_id ``elem_id``: when the page
     has just put an emptied box or one holding what is not a number back to its earlier value
-    (:func:`enter_commits_js` marks the box), the value goes as ``{"kept": value, "bad": true|false}`` so that
-    :func:`clamped` says so; any other release goes unchanged."""
+    (:func:`enter_commits_js` marks the box with the value put back), that value goes as ``{"kept": 4, "bad":
+    true|false}`` so that :func:`clamped` says so; any other release goes unchanged.
+
+    The kept value is read from the box's mark, not from the release's own ``value``: the page puts the value back
+    and the slider sends its release in the same blur, and Gradio's copy of the value could still be the one before
+    (empty). A release that carries an empty value from a box the page puts back (it knows an earlier value) goes as
+    ``{"ignore": true}`` (:func:`clamped` changes nothing): a fresh-clone run sent one beside the put-back's own
+    release, both were answered at once, and the one answered last ("was empty; using 1.", the slider set to 1)
+    replaced "was empty; kept 4."."""
     box = json.dumps(f"#{elem_id} input[type=number]")
     return f"""(value) => {{
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
-  if (!emptied) return [value];
+  if (!emptied) return [(value === null || value === '') && box && box.dataset.svKept ? {{ignore: true}} : value];
+  const kept = Number(box.dataset.svPutBack);
   delete box.dataset.svEmptied;
-  return [{{kept: value, bad: emptied === 'bad'}}];
+  delete box.dataset.svPutBack;
+  return [{{kept: Number.isFinite(kept) ? kept : value, bad: emptied === 'bad'}}];
 }}"""
 
 
@@ -190,6 +202,7 @@ def enter_commits_js(container: str) -> str:
     const kept = box.dataset.svKept;
     if (box.value === '' && kept) {{
       box.dataset.svEmptied = box.validity.badInput || box.dataset.svBad ? 'bad' : 'empty';
+      box.dataset.svPutBack = kept;
       box.value = kept;
       box.dispatchEvent(new Event('input', {{bubbles: true}}));
     }} else if (box.value !== '') {{

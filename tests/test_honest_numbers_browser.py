@@ -68,7 +68,7 @@ def test_tokens_join_without_gaps_output_only_and_the_toolbar(page):
     assert re.fullmatch(r"\d+\.\d\d×", figure.inner_text()), figure.inner_text()
     assert float(figure.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
     assert page.inner_text("#stats .sv-verdict-word") in (
-        "faster", "the speed, slower", "about the same", "too noisy to tell")
+        "faster", "the speed, slower", "about the same", "too noisy to tell", "not a finding")  # the last two: a busy machine
     assert re.match(r"95 % \d+\.\d+–\d+\.\d+×", page.inner_text("#stats .sv-verdict-span"))
     assert not page.locator("#stats details.sv-verdict-why").evaluate("e => e.open")
     ARTIFACTS.mkdir(exist_ok=True)

@@ -173,14 +173,17 @@ def test_a_sliders_box_left_empty_or_not_a_number_keeps_its_earlier_value_and_sa
     assert "Draft length k was empty; kept 4." in status and "status-info" in status
     update, status = clamped({"kept": 0.7, "bad": True}, "Temperature", 0, 2)
     assert update["value"] == 0.7 and "Temperature was not a number; kept 0.7." in status
+    assert clamped({"ignore": True}, "Draft length k", 1, 16) == ({"__type__": "update"},) * 2  # put back elsewhere
     update, status = clamped(None, "Draft length k", 1, 16)  # a slider the page could not put back: as before
     assert update["value"] == 1 and "Draft length k was empty; using 1." in status
     assert clamped(6, "Draft length k", 1, 16) == ({"__type__": "update"},) * 2  # in range: nothing changes
     js = kept_js("draft-length")
-    assert '"#draft-length input[type=number]"' in js and "svEmptied" in js and "kept: value" in js
+    assert '"#draft-length input[type=number]"' in js and "svEmptied" in js
+    assert "Number(box.dataset.svPutBack)" in js and "{ignore: true}" in js
     page = live.ENTER_COMMITS_JS
     assert "addEventListener('focusin'" in page and "addEventListener('blur'" in page
     assert "box.validity.badInput || box.dataset.svBad ? 'bad' : 'empty'" in page and "box.value = kept" in page
+    assert "box.dataset.svPutBack = kept" in page  # the release sends the value put back, not Gradio's copy
     assert "addEventListener('input'" in page  # what is not a number is noted when typed, not only at Enter
     demo = build_demo(max_new_tokens=40)
     released = {fn.targets[0][0]: fn.js for fn in demo.fns.values()
