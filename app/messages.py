@@ -94,13 +94,20 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     """Say so when a number typed into ``slider``'s box is out of its range. Gradio's slider sends its ``release``
     event with the typed number when the box is left and then quietly sets itself to the nearest end; this listener
     reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a toast and a line
-    in ``status`` (:func:`clamped`). Queued, so that the toast can show; no concurrency limit (it does no work).
-    Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the pointer's,
-    with the old value), and with Gradio's default ("once") the typed number's release was dropped while that one
-    was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
+    above what ``status`` shows (:func:`clamped`, :func:`kept_status`: a run's summary stays under it); a later value
+    of the box's own that the run takes removes that line. Queued, one release of the box at a time and in the order
+    sent (its own concurrency group of 1; each takes a millisecond), so that a release answered late cannot undo a
+    later one. Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the
+    pointer's, with the old value), and with Gradio's default ("once") the typed number's release was dropped while
+    that one was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
-    slider.release(lambda value: clamped(value, name, low, high, hint), inputs=[slider], outputs=[slider, status],
-                   preprocess=False, show_progress="hidden", concurrency_limit=None, api_visibility="private",
+    tag = slider.elem_id or name
+
+    def said(value, current=None):
+        return kept_status(clamped(value, name, low, high, hint), current, tag, value)
+
+    slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
+                   concurrency_limit=1, concurrency_id=f"release-{tag}", api_visibility="private",
                    trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
 
 
@@ -117,14 +124,15 @@ def kept_js(elem_id: str) -> str:
     release, both were answered at once, and the one answered last ("was empty; using 1.", the slider set to 1)
     replaced "was empty; kept 4."."""
     box = json.dumps(f"#{elem_id} input[type=number]")
-    return f"""(value) => {{
+    return f"""(value, ...rest) => {{
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
-  if (!emptied) return [(value === null || value === '') && box && box.dataset.svKept ? {{ignore: true}} : value];
+  if (!emptied) return [(value === null || value === '') && box && box.dataset.svKept ? {{ignore: true}} : value,
+                        ...rest];
   const kept = Number(box.dataset.svPutBack);
   delete box.dataset.svEmptied;
   delete box.dataset.svPutBack;
-  return [{{kept: Number.isFinite(kept) ? kept : value, bad: emptied === 'bad'}}];
+  return [{{kept: Number.isFinite(kept) ? kept : value, bad: emptied === 'bad'}}, ...rest];
 }}"""
 
 
@@ -172,6 +180,8 @@ def enter_commits_js(container: str) -> str:
     clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
     release, and a Generate pressed next, carry the kept value. What is not a number ("4e") is noted when typed: on a
     busy page Svelte's bound value, one keystroke late, set the box to "" before Enter, and it was said as empty.
+    Letters, which Chromium drops from the box, are noted when pressed, so "abc" is said as not a number, not as
+    empty (a trial: "the user did type something").
 
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
@@ -181,16 +191,20 @@ def enter_commits_js(container: str) -> str:
   const seen = (window.svEnterCommits = window.svEnterCommits || new Set());
   if (seen.has({flag})) return;
   seen.add({flag});
+  const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number' && box.closest({flag})
+    && box.dataset.testid === 'number-input';
   document.addEventListener('keydown', (ev) => {{
     const box = ev.target;
+    if (sliderBox(box) && ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key))
+      box.dataset.svLetters = 'bad';
     if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
         || !box.closest({flag})) return;
     box.dispatchEvent(new FocusEvent('blur'));
   }}, true);
-  const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number' && box.closest({flag})
-    && box.dataset.testid === 'number-input';
   document.addEventListener('focusin', (ev) => {{
-    if (sliderBox(ev.target)) ev.target.dataset.svKept = ev.target.value;
+    if (!sliderBox(ev.target)) return;
+    ev.target.dataset.svKept = ev.target.value;
+    ev.target.dataset.svLetters = '';
   }}, true);
   document.addEventListener('input', (ev) => {{
     const box = ev.target;
@@ -200,8 +214,10 @@ def enter_commits_js(container: str) -> str:
     const box = ev.target;
     if (!sliderBox(box)) return;
     const kept = box.dataset.svKept;
+    const letters = box.dataset.svLetters;
+    box.dataset.svLetters = '';
     if (box.value === '' && kept) {{
-      box.dataset.svEmptied = box.validity.badInput || box.dataset.svBad ? 'bad' : 'empty';
+      box.dataset.svEmptied = box.validity.badInput || box.dataset.svBad || letters ? 'bad' : 'empty';
       box.dataset.svPutBack = kept;
       box.value = kept;
       box.dispatchEvent(new Event('input', {{bubbles: true}}));
@@ -272,27 +288,45 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
     tag = box.elem_id or field.name
 
     def said(value, current=None, spec=None):
-        return kept_status(refused(value, field, parse, spec), current, tag)
+        return kept_status(refused(value, field, parse, spec), current, tag, value)
 
     box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
              concurrency_limit=None, api_visibility="private")
 
 
-_NOTICE = re.compile(r'^<div class="status-notice" data-box="[^"]*">.*?</div></div>', re.DOTALL)
+_NOTICE = re.compile(r'^<div class="status-notice" data-box="([^"]*)"(?: data-used="([^"]*)")?>.*?</div></div>',
+                     re.DOTALL)
 
 
-def kept_status(result: tuple, current: str | None, box: str = "") -> tuple:
-    """:func:`refused`'s ``result`` (box update, status line) with the status line put above ``current``, the
-    status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id), so that a run's
-    summary stays under the sentence about a number box (a trial lost the Classroom's run summary to "Seed must
-    be…"). An earlier such sentence on top of ``current`` is replaced, not stacked. A result that says nothing (a
-    value the run takes, ``gr.skip()``) is returned as it is."""
+def kept_status(result: tuple, current: str | None, box: str = "", value=None) -> tuple:
+    """:func:`refused`'s or :func:`clamped`'s ``result`` (box update, status line) with the status line put above
+    ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id) with
+    the value it set the box to, so that a run's summary stays under the sentence about a box (trials lost the Live
+    and Classroom run summaries to "Draft length k is at least 1 here…" and "Seed must be…"). An earlier such
+    sentence on top of ``current`` is replaced, not stacked. A result that says nothing (a value the run takes,
+    ``gr.skip()``) changes nothing, except that ``value``, when given and not the value ``box``'s own sentence on
+    top set, takes that sentence away (a trial typed 5 after "using 1." and the sentence stayed)."""
     update, said = result
-    if not isinstance(said, str):
-        return result
     found = _NOTICE.match(current) if isinstance(current, str) else None
+    if not isinstance(said, str):
+        if value is None or found is None or found.group(1) != box or _same_number(value, found.group(2)):
+            return result
+        return result[0], current[found.end():]
     earlier = current[found.end():] if found else (current if isinstance(current, str) else "")
-    return update, f'<div class="status-notice" data-box="{html.escape(box, quote=True)}">{said}</div>{earlier}'
+    used = update.get("value") if isinstance(update, dict) else None
+    mark = f' data-used="{html.escape(str(used), quote=True)}"' if used is not None else ""
+    return update, f'<div class="status-notice" data-box="{html.escape(box, quote=True)}"{mark}>{said}</div>{earlier}'
+
+
+def _same_number(value, shown: str | None) -> bool:
+    """Whether a box's raw ``value`` is the number ``shown`` (a notice's data-used; None: unknown, so the same); a
+    value that is not a number (an ignored release, ``{"ignore": true}``) counts as the same: it changes nothing."""
+    if shown is None:
+        return True
+    try:
+        return float(value) == float(shown)
+    except (TypeError, ValueError):
+        return True
 
 
 def report(what: str, error: BaseException, toast: bool = True) -> str:

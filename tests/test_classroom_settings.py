@@ -124,22 +124,33 @@ def test_the_seed_box_says_what_the_other_tabs_seed_box_says_when_committed_only
 
 
 def test_a_boxs_sentence_goes_above_the_run_summary_and_replaces_an_earlier_one(tabs):
-    """Trial: "Seed must be…" replaced the Classroom's status, and the run's summary was gone. A number box's
-    sentence now goes above the status the tab showed (read along with the box), marked as its box's; a second one
-    replaces the first; a value the run takes changes nothing."""
+    """Trials: "Seed must be…" replaced the Classroom's status, and k = -1.5 in the Live tab replaced "Done in…": the
+    run's summary was gone, and a valid value typed next left the stale sentence. A box's sentence now goes above the
+    status the tab showed (read along with the box), marked as its box's with the value it set; a second one
+    replaces the first; the value it set read back changes nothing, another value the run takes removes it."""
     demo, blocks, events = tabs
     (seed,) = events[("classroom-seed", "blur")]
+    k = next(fn for fn in events[("classroom-k", "release")] if fn.js)
     assert [b.elem_id for b in seed.inputs][:2] == ["classroom-seed", "classroom-status"]
+    assert [b.elem_id for b in k.inputs] == ["classroom-k", "classroom-status"] and "...rest" in k.js
+    assert (k.concurrency_limit, k.concurrency_id) == (1, "release-classroom-k")  # answered one at a time, in order
     summary = status_html("Recorded run: 12 passes, acceptance 0.40.", "done")
     with pytest.warns(UserWarning):
         update, status = seed.fn(-1.5, summary)
-    assert status.startswith('<div class="status-notice" data-box="classroom-seed">') and status.endswith(summary)
-    assert _said(inputs.number_notice(-1.5, inputs.SEED)) in status and update["value"] == 0
+    assert status.startswith('<div class="status-notice" data-box="classroom-seed" data-used="0">')
+    assert status.endswith(summary) and _said(inputs.number_notice(-1.5, inputs.SEED)) in status
+    assert update["value"] == 0
     with pytest.warns(UserWarning):
         _, again = seed.fn(2.5, status)
     assert again.count("status-notice") == 1 and again.endswith(summary)
     assert _said(inputs.number_notice(2.5, inputs.SEED)) in again and "got -1.5" not in again
-    assert seed.fn(7, again) == (gr.skip(), gr.skip())  # a seed the run takes: nothing changes
+    update, clamped_k = k.fn(99, again)  # a slider's sentence replaces the seed's, the summary stays
+    assert update["value"] == 16 and 'data-box="classroom-k" data-used="16"' in clamped_k
+    assert "Seed must" not in clamped_k and clamped_k.endswith(summary) and clamped_k.count("status-notice") == 1
+    assert seed.fn(7, clamped_k) == (gr.skip(), gr.skip())  # a good seed leaves the k sentence alone
+    assert k.fn(16, clamped_k) == (gr.skip(), gr.skip())  # the clamped 16 read back (the next release): it stays
+    assert k.fn({"ignore": True}, clamped_k) == (gr.skip(), gr.skip())  # an empty value being put back: the same
+    assert k.fn(5, clamped_k) == (gr.skip(), summary)  # k = 5, which the run takes: the sentence goes
     _, emptied = seed.fn("", None)  # nothing shown before: the sentence alone
     assert "set back to its default" in emptied and emptied.endswith("</div></div>")
 

@@ -116,10 +116,10 @@ def test_letters_or_a_bad_number_in_a_sliders_box_keep_its_earlier_value(page):
     bad input) is said as not a number, also when the page is slow to write the keystrokes back
     (:func:`_late_ticks_after`)."""
     _type(page, "draft-length", "4", "Enter", "status", "", "4")
-    _type(page, "draft-length", "abc", "Enter", "status", "Draft length k was empty; kept 4.", "4", keys=True)
+    _type(page, "draft-length", "abc", "Enter", "status", "Draft length k was not a number; kept 4.", "4", keys=True)
     _type(page, "draft-length", "7", "Enter", "status", "", "7")
     _type(page, "draft-length", "4e", "Enter", "status", "Draft length k was not a number; kept 7.", "7", keys=True)
-    _type(page, "draft-length", "abc", "Enter", "status", "Draft length k was empty; kept 7.", "7", keys=True)
+    _type(page, "draft-length", "abc", "Enter", "status", "Draft length k was not a number; kept 7.", "7", keys=True)
     _late_ticks_after(page, "draft-length", "4")  # a busy page: the keystroke "e" comes before "4"'s tick
     _type(page, "draft-length", "4e", "Enter", "status", "Draft length k was not a number; kept 7.", "7", keys=True)
     assert _sent_by_generate(page)["k"] == 7
