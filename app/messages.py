@@ -173,15 +173,8 @@ def enter_commits_js(container: str) -> str:
     (:func:`tell_when_clamped`) and the run gets the clamped value, in every tab (measured in chromium:
     tests/test_slider_boxes_browser.py).
 
-    A slider's box (Gradio marks it ``data-testid="number-input"``; a gr.Number box has no such mark) left empty, or
-    holding what is not a number (Chromium refuses letters in a number box, so "abc"
-    typed over "4" leaves it empty), is put back to the value it had before the edit, and its release says so
-    (:func:`kept_js`, :func:`clamped`: "Draft length k was empty; kept 4."): Gradio's slider would read it as 0 and
-    clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
-    release, and a Generate pressed next, carry the kept value. What is not a number ("4e") is noted when typed: on a
-    busy page Svelte's bound value, one keystroke late, set the box to "" before Enter, and it was said as empty.
-    Letters, which Chromium drops from the box, are noted when pressed, so "abc" is said as not a number, not as
-    empty (a trial: "the user did type something").
+    A slider's own box left empty, or holding what is not a number, gets its earlier value back
+    (:func:`_slider_boxes_js`).
 
     Scoped to ``container`` on purpose: one listener for the whole page made Enter in the "Why it works" tab's boxes,
     which answer Enter themselves, say everything twice. A second load of the same script (a page built twice in
@@ -191,15 +184,35 @@ def enter_commits_js(container: str) -> str:
   const seen = (window.svEnterCommits = window.svEnterCommits || new Set());
   if (seen.has({flag})) return;
   seen.add({flag});
-  const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number' && box.closest({flag})
-    && box.dataset.testid === 'number-input';
+  document.addEventListener('keydown', (ev) => {{
+    const box = ev.target;
+    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
+        || !box.closest({flag})) return;
+    box.dispatchEvent(new FocusEvent('blur'));
+  }}, true);
+{_slider_boxes_js(flag)}
+}}"""
+
+
+def _slider_boxes_js(flag: str) -> str:
+    """The part of :func:`enter_commits_js` for slider boxes inside the container ``flag`` (a CSS selector as a JS
+    string literal): listeners on the document, in the capture phase.
+
+    A slider's box (Gradio marks it ``data-testid="number-input"``; a gr.Number box has no such mark) left empty, or
+    holding what is not a number (Chromium refuses letters in a number box, so "abc" typed over "4" leaves it
+    empty), is put back to the value it had before the edit, and its release says so
+    (:func:`kept_js`, :func:`clamped`: "Draft length k was empty; kept 4."): Gradio's slider would read it as 0 and
+    clamp it to its minimum, losing the earlier value. This happens before the slider's own blur handler, so the
+    release, and a Generate pressed next, carry the kept value. What is not a number ("4e") is noted when typed: on a
+    busy page Svelte's bound value, one keystroke late, set the box to "" before Enter, and it was said as empty.
+    Letters, which Chromium drops from the box, are noted when pressed, so "abc" is said as not a number, not as
+    empty (a trial: "the user did type something")."""
+    return f"""  const sliderBox = (box) => box instanceof HTMLInputElement && box.type === 'number'
+    && box.closest({flag}) && box.dataset.testid === 'number-input';
   document.addEventListener('keydown', (ev) => {{
     const box = ev.target;
     if (sliderBox(box) && ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key))
       box.dataset.svLetters = 'bad';
-    if (ev.key !== 'Enter' || !(box instanceof HTMLInputElement) || box.type !== 'number'
-        || !box.closest({flag})) return;
-    box.dispatchEvent(new FocusEvent('blur'));
   }}, true);
   document.addEventListener('focusin', (ev) => {{
     if (!sliderBox(ev.target)) return;
@@ -225,8 +238,7 @@ def enter_commits_js(container: str) -> str:
       const n = Math.min(Math.max(Number(box.value), Number(box.min)), Number(box.max));
       box.dataset.svKept = String(n);
     }}
-  }}, true);
-}}"""
+  }}, true);"""
 
 
 def kept_or_refused(value, kept, field: NumberField) -> tuple:
