@@ -528,3 +528,21 @@ def test_the_status_says_plainly_once_the_run_is_past_its_estimate(monkeypatch):
     after = html.unescape(status.show(("progress", (0.5, "measured curve, batch 2: ...")))[0])
     assert ("Measuring… measured curve, batch 2: ... (72 s, past the estimate of 27–60 s: the machine is busier or "
             "slower than estimated)") in after and "of about" not in after
+
+
+def test_a_predicted_range_far_above_the_points_is_cut_at_the_charts_top_and_said():
+    """A trial: the B = 2 prediction's range 0.85-7.28 set the left chart's axis to 7.3, every measured point under 1.5.
+    The axis now follows the points (and 1x); the range runs off the top and a note says where it ends."""
+    def row(batch, predicted, high):
+        return {"batch": batch, "pass_cost": 1.86, "speedup": 1.4, "tokens_per_pass": 2.33, "predicted": predicted,
+                "predicted_low": 0.85, "predicted_high": high, "repeats": [(10.0, 14.0), (10.0, 15.0)],
+                "kv_megabytes": 1.0, "standard_tps": 10.0, "speculative_tps": 14.0, "step_ms": 65.4,
+                "verify_ms": 121.4}
+
+    figure = batching.sweep_figure({"k": 4, "rows": [row(1, 1.3, 1.6), row(2, 1.03, 7.28)]})
+    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.5 * 1.25)]  # the fastest repeat: 15/10
+    notes = [a.text for a in figure.layout.annotations]
+    assert "a predicted range runs off the top (to 7.28× at B = 2)" in notes
+    calm = batching.sweep_figure({"k": 4, "rows": [row(1, 1.3, 1.6), row(2, 1.03, 2.0)]})  # within 2x: as before
+    assert calm.layout.yaxis.range is None and calm.layout.yaxis.rangemode == "tozero"
+    assert not any("runs off" in a.text for a in calm.layout.annotations)

@@ -61,7 +61,31 @@ def sweep_figure(result: dict) -> go.Figure:
             "xref": "x", "yref": "y", "ax": -40, "ay": 40, "showarrow": True, "arrowcolor": COLORS["rejected"],
             "font": {"size": 12, "color": COLORS["rejected"]}, "bgcolor": "rgba(255,255,255,0.85)"})
     data += _cost_traces(result["rows"], k, sizes)
+    _cap_wide_ranges(layout, rows, predicted)
     return go.Figure({"data": data, "layout": layout})
+
+
+WIDE_RANGE = 2.0
+"""A predicted range whose top is more than this many times the rest of the left chart's tallest value is cut at the
+chart's top (:func:`_cap_wide_ranges`)."""
+
+
+def _cap_wide_ranges(layout: dict, rows: list[dict], predicted: list[dict]) -> None:
+    """The left chart's height from its points, the measured repeats and 1×, not from a predicted range far above
+    them: a trial's B = 2 range of 0.85-7.28 set the axis to 7.3 and flattened every measured point under 1.5. The
+    cut range runs off the top, and a note under the title names where it ends (its hover gives the whole range)."""
+    tops = [1.0] + [max(repeat_speedups(r)) for r in rows] + [r["predicted"] for r in predicted]
+    top = max(tops)
+    wide = [r for r in predicted if (r.get("predicted_high") or 0.0) > WIDE_RANGE * top]
+    if not wide:
+        return
+    layout["yaxis"]["range"] = [0, top * 1.25]
+    layout["yaxis"].pop("rangemode", None)
+    ends = ", ".join(f"{r['predicted_high']:.2f}× at B = {r['batch']}" for r in wide)
+    layout["annotations"].append({"text": f"a predicted range runs off the top (to {ends})", "x": 0, "y": 1,
+                                  "xref": "x domain", "yref": "y domain", "xanchor": "left", "yanchor": "top",
+                                  "showarrow": False, "font": {"size": 11, "color": COLORS["expected"]},
+                                  "bgcolor": "rgba(255,255,255,0.85)"})
 
 
 def _error_bars(rows: list[dict], color: str) -> dict:
