@@ -317,3 +317,24 @@ def test_the_tokens_per_s_bars_carry_error_bars(monkeypatch):
                for a in figure.layout.annotations)
     paper = arena_tab.predictions_figure(rows).data[1]
     assert "from the spread of T_step, T_verify, T_draft" in paper.text[0]
+
+
+def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
+    """A trial at 400 px: one bar's spread to 9.6 set the decoding-speedup axes to 9.6 and flattened every bar under 2.
+    The axis now follows the bars, the markers, 1x and the spreads within 2x of them; the wide one runs off the top
+    and a note in the chart says where it ends. A chart without such a spread keeps its own axis."""
+    def row(variant, drafter, speedup, high):
+        return {"level": "category", "category": "qa", "variant": variant, "drafter": drafter, "baseline_drift": 0.1,
+                "decode_speedup": speedup, "decode_speedup_low": speedup * 0.8, "decode_speedup_high": high,
+                "tokens_per_pass": 1.5, "acceptance_rate": 0.4, "tokens_per_s": 10.0, "predicted_speedup_paper": 1.2,
+                "predicted_speedup_measured": 1.1, "tree_passes": 0}
+
+    base = dict(row("standard", arena_tab.BASELINE, 1.0, 1.0), decode_speedup_low=None, decode_speedup_high=None)
+    rows = [base, row("ngram k=4", "ngram", 1.3, 1.7), row("early-exit k=4", "early-exit", 0.64, 9.6)]
+    for figure, axis in ((arena_tab.arena_figure(rows), "yaxis4"), (arena_tab.predictions_figure(rows), "yaxis")):
+        assert list(figure.layout[axis].range) == [0, pytest.approx(1.7 * 1.1)]  # ngram's spread, to 1.7, stays whole
+        notes = [a.text for a in figure.layout.annotations]
+        assert "a spread runs off the top (to 9.60× for early-exit k=4, qa)" in notes
+    calm = [base, row("ngram k=4", "ngram", 1.3, 1.7)]
+    assert arena_tab.arena_figure(calm).layout.yaxis4.range is None
+    assert not any("runs off" in a.text for a in arena_tab.predictions_figure(calm).layout.annotations)

@@ -127,6 +127,30 @@ def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
             "color": "#24292f", "thickness": 1.5, "width": 4}
 
 
+WIDE_SPREAD = 2.0
+"""A bar's spread whose top is more than this many times the chart's tallest bar (or marker, or 1×) is cut at the
+chart's top (:func:`_off_the_top`)."""
+
+
+def _off_the_top(rows: list[dict], key: str, notes: list[dict], xref: str, yref: str, also=()) -> dict:
+    """The y-axis settings of a speedup chart of ``rows``' ``key`` bars: its height from the bars, ``also`` (other
+    values drawn on it), 1× and the spreads that stay within :data:`WIDE_SPREAD` times those, not from a spread far
+    above them (a trial: one bar's spread to 9.6 flattened every bar under 2); such a spread runs off the top and a
+    note (appended to ``notes``, placed in the chart's ``xref`` / ``yref`` domain) says where the highest ends. {} when
+    no spread is that wide."""
+    top = max([1.0] + [r[key] for r in rows if r.get(key) is not None] + [v for v in also if v is not None])
+    highs = [(r[f"{key}_high"], r) for r in rows
+             if r.get(f"{key}_high") is not None and r.get("drafter") != BASELINE]
+    wide = [(high, r) for high, r in highs if high > WIDE_SPREAD * top]
+    if not wide:
+        return {}
+    high, row = max(wide, key=lambda pair: pair[0])
+    notes.append({"text": f"a spread runs off the top (to {high:.2f}× for {row['variant']}, {row['category']})",
+                  "x": 0, "y": 1, "xref": xref, "yref": yref, "xanchor": "left", "yanchor": "top",
+                  "showarrow": False, "font": {"size": 11, "color": "#57606a"}, "bgcolor": "rgba(255,255,255,0.85)"})
+    return {"range": [0, 1.1 * max([top] + [h for h, _ in highs if h <= WIDE_SPREAD * top])], "rangemode": "normal"}
+
+
 def _spread_word(row: dict, key: str) -> str:
     """The hover's spread of a bar: "(1.15–1.31 against each standard run beside it)", "(reference)" or
     "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
@@ -227,6 +251,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
                          "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
                          "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
+            layout[f"yaxis{n}"] |= _off_the_top(rows, key, notes, f"x{n} domain", f"y{n} domain")
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
         subtitle = (_spread_subtitle(rows, key) if key in SPREAD_PANELS else _share_subtitle(rows, key)
@@ -280,6 +305,9 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}],
     }
+    annotations = []
+    markers = [r[k] for r in rows for k in ("predicted_speedup_paper", "predicted_speedup_measured")]
+    layout["yaxis"] |= _off_the_top(rows, "decode_speedup", annotations, "x domain", "y domain", markers)
     # the legend under the chart (below the two rows of category labels), one row at 1400 px and up to three on a
     # phone: it never covers the title or the bars; the notes go under it, wrapped to fit a phone-wide chart
     layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
@@ -289,8 +317,9 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
     said = ["error bars: the ratio against each standard run<br>beside the method"] if rows else []
     if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
         said.append("tree methods: no markers<br>(the formulas are for chains)")
+    layout["annotations"] = annotations
     if said:
-        layout["annotations"] = [{"text": "<br>".join(said), "xref": "paper", "yref": "paper", "x": 1, "y": 1,
+        layout["annotations"] += [{"text": "<br>".join(said), "xref": "paper", "yref": "paper", "x": 1, "y": 1,
                                   "xanchor": "right", "yanchor": "bottom", "align": "right", "showarrow": False,
                                   "font": {"size": 11, "color": "#57606a"}}]
     return go.Figure({"data": data, "layout": layout})

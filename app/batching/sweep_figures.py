@@ -74,12 +74,12 @@ def _cap_wide_ranges(layout: dict, rows: list[dict], predicted: list[dict]) -> N
     """The left chart's height from its points, the measured repeats and 1×, not from a predicted range far above
     them: a trial's B = 2 range of 0.85-7.28 set the axis to 7.3 and flattened every measured point under 1.5. The
     cut range runs off the top, and a note under the title names where it ends (its hover gives the whole range)."""
-    tops = [1.0] + [max(repeat_speedups(r)) for r in rows] + [r["predicted"] for r in predicted]
-    top = max(tops)
-    wide = [r for r in predicted if (r.get("predicted_high") or 0.0) > WIDE_RANGE * top]
+    top = max([1.0] + [max(repeat_speedups(r)) for r in rows] + [r["predicted"] for r in predicted])
+    highs = [r.get("predicted_high") or 0.0 for r in predicted]
+    wide = [r for r, high in zip(predicted, highs) if high > WIDE_RANGE * top]
     if not wide:
         return
-    layout["yaxis"]["range"] = [0, top * 1.25]
+    layout["yaxis"]["range"] = [0, 1.1 * max([top] + [h for h in highs if h <= WIDE_RANGE * top])]
     layout["yaxis"].pop("rangemode", None)
     ends = ", ".join(f"{r['predicted_high']:.2f}× at B = {r['batch']}" for r in wide)
     layout["annotations"].append({"text": f"a predicted range runs off the top (to {ends})", "x": 0, "y": 1,
