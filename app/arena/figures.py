@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from app.arena.tables import OVER_COUNTS, share_basis, share_interval
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
-from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX
+from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, off_the_top
 from specviz.analysis.arena_rows import BASELINE
 
 
@@ -127,28 +127,16 @@ def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
             "color": "#24292f", "thickness": 1.5, "width": 4}
 
 
-WIDE_SPREAD = 2.0
-"""A bar's spread whose top is more than this many times the chart's tallest bar (or marker, or 1×) is cut at the
-chart's top (:func:`_off_the_top`)."""
-
-
 def _off_the_top(rows: list[dict], key: str, notes: list[dict], xref: str, yref: str, also=()) -> dict:
-    """The y-axis settings of a speedup chart of ``rows``' ``key`` bars: its height from the bars, ``also`` (other
-    values drawn on it), 1× and the spreads that stay within :data:`WIDE_SPREAD` times those, not from a spread far
-    above them (a trial: one bar's spread to 9.6 flattened every bar under 2); such a spread runs off the top and a
-    note (appended to ``notes``, placed in the chart's ``xref`` / ``yref`` domain) says where the highest ends. {} when
-    no spread is that wide."""
+    """The y-axis settings of a speedup chart of ``rows``' ``key`` bars and ``also`` (other values drawn on it), its
+    height not set by one bar's spread far above them (:func:`app.figures.off_the_top`; its note appended to
+    ``notes``)."""
     top = max([1.0] + [r[key] for r in rows if r.get(key) is not None] + [v for v in also if v is not None])
-    highs = [(r[f"{key}_high"], r) for r in rows
+    highs = [(r[f"{key}_high"], f"for {r['variant']}, {r['category']}") for r in rows
              if r.get(f"{key}_high") is not None and r.get("drafter") != BASELINE]
-    wide = [(high, r) for high, r in highs if high > WIDE_SPREAD * top]
-    if not wide:
-        return {}
-    high, row = max(wide, key=lambda pair: pair[0])
-    notes.append({"text": f"a spread runs off the top (to {high:.2f}× for {row['variant']}, {row['category']})",
-                  "x": 0, "y": 1, "xref": xref, "yref": yref, "xanchor": "left", "yanchor": "top",
-                  "showarrow": False, "font": {"size": 11, "color": "#57606a"}, "bgcolor": "rgba(255,255,255,0.85)"})
-    return {"range": [0, 1.1 * max([top] + [h for h, _ in highs if h <= WIDE_SPREAD * top])], "rangemode": "normal"}
+    axis, said = off_the_top(top, highs, "a spread", xref, yref)
+    notes += said
+    return axis
 
 
 def _spread_word(row: dict, key: str) -> str:

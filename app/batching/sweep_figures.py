@@ -11,7 +11,7 @@ from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
 from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
                                         speedup_text, verdict)
-from app.figures import COLORS
+from app.figures import COLORS, off_the_top
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 
 def sweep_figure(result: dict) -> go.Figure:
@@ -65,27 +65,14 @@ def sweep_figure(result: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout})
 
 
-WIDE_RANGE = 2.0
-"""A predicted range whose top is more than this many times the rest of the left chart's tallest value is cut at the
-chart's top (:func:`_cap_wide_ranges`)."""
-
-
 def _cap_wide_ranges(layout: dict, rows: list[dict], predicted: list[dict]) -> None:
     """The left chart's height from its points, the measured repeats and 1×, not from a predicted range far above
-    them: a trial's B = 2 range of 0.85-7.28 set the axis to 7.3 and flattened every measured point under 1.5. The
-    cut range runs off the top, and a note under the title names where it ends (its hover gives the whole range)."""
+    them (:func:`app.figures.off_the_top`; the range's hover gives it whole)."""
     top = max([1.0] + [max(repeat_speedups(r)) for r in rows] + [r["predicted"] for r in predicted])
-    highs = [r.get("predicted_high") or 0.0 for r in predicted]
-    wide = [r for r, high in zip(predicted, highs) if high > WIDE_RANGE * top]
-    if not wide:
-        return
-    layout["yaxis"]["range"] = [0, 1.1 * max([top] + [h for h in highs if h <= WIDE_RANGE * top])]
-    layout["yaxis"].pop("rangemode", None)
-    ends = ", ".join(f"{r['predicted_high']:.2f}× at B = {r['batch']}" for r in wide)
-    layout["annotations"].append({"text": f"a predicted range runs off the top (to {ends})", "x": 0, "y": 1,
-                                  "xref": "x domain", "yref": "y domain", "xanchor": "left", "yanchor": "top",
-                                  "showarrow": False, "font": {"size": 11, "color": COLORS["expected"]},
-                                  "bgcolor": "rgba(255,255,255,0.85)"})
+    highs = [(r["predicted_high"], f"at B = {r['batch']}") for r in predicted if r.get("predicted_high") is not None]
+    axis, notes = off_the_top(top, highs, "a predicted range")
+    layout["yaxis"] |= axis
+    layout["annotations"] += notes
 
 
 def _error_bars(rows: list[dict], color: str) -> dict:
