@@ -419,3 +419,64 @@ def test_head_drafters_run_on_a_target_in_a_weight_format(tiny_target, fmt):
     for drafter in (EagleDrafter(formatted.model, _eagle(formatted, vocab)),
                     MedusaDrafter(formatted.model, _medusa(formatted, vocab=vocab))):
         assert _run(formatted, prompt, cfg, drafter).token_ids == base.token_ids, (fmt, type(drafter).__name__)
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+def test_int8_head_weights_are_the_cpu_default_and_keep_greedy_output(tiny_target, tmp_path, kind):
+    from specviz.runtime.weights.linears import Int8Linear
+
+    vocab = torch.arange(0, tiny_target.vocab_size, 2)
+    head = _medusa(tiny_target, vocab=vocab) if kind == "medusa" else _eagle(tiny_target, vocab, kind == "eagle3")
+    path = save_heads(head, tmp_path / "h.safetensors", tiny_target.model)
+    plain = load_heads(path, tiny_target.model, weights="float")
+    small = load_heads(path, tiny_target.model, weights="int8")
+    # every linear in int8 (EAGLE: fc, q/k/v fused, o, gate/up fused, down, and EAGLE-3's fuse; Medusa: 4 blocks),
+    # the scales still bfloat16 after the drafter places the head (follow_target leaves a formatted head alone)
+    assert not any(isinstance(m, torch.nn.Linear) for m in small.modules())
+    linears = [m for m in small.modules() if isinstance(m, Int8Linear)]
+    assert len(linears) == {"eagle": 5, "eagle3": 6, "medusa": 4}[kind]
+    base_key = "medusa" if kind == "medusa" else "eagle"
+    drafter = make_drafter(base_key, tiny_target, heads_path=str(path))
+    assert drafter.weights == "int8" and drafter.lm.int8 is not None
+    placed = drafter.heads if kind == "medusa" else drafter.head
+    assert all(m.scales.dtype == torch.bfloat16 for m in placed.modules() if isinstance(m, Int8Linear))
+    float_drafter = make_drafter(base_key, tiny_target, heads_path=str(path), head_weights="float")
+    assert float_drafter.weights == "float" and float_drafter.lm.int8 is None
+    # the int8 head computes nearly what the float one does (int8 weights per row, bfloat16 activations)
+    torch.manual_seed(0)
+    hidden = tiny_target.model.config.hidden_size
+    with torch.inference_mode():
+        if kind == "medusa":
+            x = torch.randn(3, hidden)
+            want, got = plain(x), small(x)
+        else:
+            width = len(plain.config.feature_layers or (1,)) * hidden
+            feats, embeds = torch.randn(1, 3, width), torch.randn(1, 3, hidden)
+            positions = torch.arange(1, 4)
+            want = plain(plain.take_in(feats), embeds, positions)[0]
+            got = small(small.take_in(feats), embeds, positions)[0]
+        logits_want = float_drafter.lm.subset_logits(want)
+        logits_got = drafter.lm.subset_logits(got)
+    assert float((got - want).norm() / want.norm()) < 0.05
+    assert float((logits_got - logits_want).norm() / logits_want.norm()) < 0.05
+    prompt = next(iter(_prompts(tiny_target.tokenizer).values()))
+    cfg = GenerationConfig(max_new_tokens=24, k=4)
+    assert _run(tiny_target, prompt, cfg, drafter).token_ids == _run(tiny_target, prompt, cfg).token_ids
+
+
+def test_head_weights_setting():
+    from types import SimpleNamespace
+
+    from specviz.drafters.networks import head_weights_for
+
+    def model_on(device):
+        embedding = torch.nn.Embedding(4, 2, device=device)
+        return SimpleNamespace(get_input_embeddings=lambda: embedding)
+
+    cpu, elsewhere = model_on("cpu"), model_on("meta")
+    assert [head_weights_for(cpu, w) for w in (None, "auto", "INT8", "float")] == ["int8", "int8", "int8", "float"]
+    assert [head_weights_for(elsewhere, w) for w in (None, "auto", "float")] == ["float"] * 3
+    with pytest.raises(HeadsError, match="CPU only"):
+        head_weights_for(elsewhere, "int8")
+    with pytest.raises(HeadsError, match="auto, int8 or float"):
+        head_weights_for(cpu, "int4")

@@ -94,6 +94,7 @@ class BenchSettings:
     heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
     tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
     min_confidence: float | None = None  # eagle / medusa confidence gate (None: the drafters' default)
+    head_weights: str | None = None  # eagle / medusa weights while drafting: int8 / float (None: int8 on the CPU)
     window: int | None = None  # lookahead's W, N and G (None: the defaults of specviz.drafters.lookahead)
     ngram: int | None = None
     candidates: int | None = None
@@ -332,6 +333,7 @@ def make_drafters(target, settings: BenchSettings, progress: Progress | None = N
                                          heads_path=settings.heads_path,
                                          tree_nodes=settings.tree_nodes if v.tree else 0,
                                          min_confidence=settings.min_confidence, lookup=v.lookup,
+                                         head_weights=settings.head_weights,
                                          window=settings.window, ngram=settings.ngram,
                                          candidates=settings.candidates, remember_outputs=False, progress=progress)
     return drafters
@@ -422,16 +424,27 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
         "skipped_prompts": skipped,
         "wall_s": time.perf_counter() - started,
     }
-    targets = head_targets(overall, per_category)
+    _add_drafter_notes(result, target, drafters, settings)
+    result["machine"]["load_average_1min"] = load_at_start  # environment() ran at the end
+    result["machine"]["load_average_1min_end"] = load_average()
+    result["compiling"] = compilations() != compiled_before  # torch.compile ran during the bench: timings include it
+    return result
+
+
+def _add_drafter_notes(result: dict, target, drafters: dict, settings: BenchSettings) -> None:
+    """Add to ``result`` what its drafters call for: the weights the trained heads drafted with (what "auto" came
+    to here, in ``settings``), the trained drafters' targets, the suffix drafter's note, lookahead's cost."""
+    from specviz.drafters.heads import EagleDrafter, MedusaDrafter
+
+    formats = sorted({d.weights for d in drafters.values() if isinstance(d, (EagleDrafter, MedusaDrafter))})
+    if formats:
+        result["settings"]["head_weights"] = "/".join(formats)
+    targets = head_targets(result["overall"], result["categories"])
     if targets:
         result["head_targets"] = targets
     result["suffix_note"] = suffix_note(settings)
     if any(key.split(":")[0] == "lookahead" for key in settings.drafters):
         result["lookahead_cost"] = lookahead_cost(target, settings.window, settings.ngram, settings.candidates)
-    result["machine"]["load_average_1min"] = load_at_start  # environment() ran at the end
-    result["machine"]["load_average_1min_end"] = load_average()
-    result["compiling"] = compilations() != compiled_before  # torch.compile ran during the bench: timings include it
-    return result
 
 
 def _bench_prompts(target, drafters, methods, prompts_and_ids, settings: BenchSettings, progress: Progress | None,

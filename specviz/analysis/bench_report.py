@@ -119,7 +119,9 @@ def format_bench(result: dict) -> str:
     targets = result.get("head_targets")
     if targets:
         lines.append("")
-        lines.append("trained drafters (goals of the EAGLE/Medusa issue):")
+        weights = result.get("settings", {}).get("head_weights")
+        lines.append("trained drafters (goals of the EAGLE/Medusa issue)"
+                     + (f", head weights {weights}:" if weights else ":"))
         for key, label in (("eagle_chain_k4_tokens_per_pass", "EAGLE chain k=4 tokens/pass"),
                            ("tree_tokens_per_pass", "best tree tokens/pass"),
                            ("best_trained_speedup", "best trained speedup")):

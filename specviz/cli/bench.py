@@ -183,7 +183,7 @@ def _bench_settings(args, drafters, path):
         ngram_max=args.ngram_max, ngram_min=args.ngram_min, draft_spec=args.draft_model,
         exit_layer=args.exit_layer, use_chat_template=not args.no_chat_template,
         heads_path=args.heads, tree_nodes=args.tree or DEFAULT_TREE_NODES, min_confidence=args.confidence,
-        window=args.window, ngram=args.ngram, candidates=args.candidates,
+        head_weights=args.head_weights, window=args.window, ngram=args.ngram, candidates=args.candidates,
         compare_transformers=not args.no_transformers, warm_suffix=args.warm_suffix, paired=args.paired,
         sampling=SamplingConfig(**processor_settings(args)), stop_token_ids=tuple(args.stop_token_ids),
         warmup_every_prompt=not quick or bench.QUICK_WARMUP_EVERY_PROMPT,

@@ -165,6 +165,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
                    metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
                                      "below P (0 = always k tokens; default: the drafters' own default)")
+    p.add_argument("--head-weights", default="auto", choices=("auto", "int8", "float"),
+                   help="eagle/medusa: the trained heads' weights while drafting (default auto: int8 on the CPU, "
+                        "about half the drafting time; float: the target's dtype). Output is unchanged either way")
     p.add_argument("--window", type=_int_in("window", 1, 32), default=None, metavar="W",
                    help="lookahead: the Jacobi window's columns (default 3)")
     p.add_argument("--ngram", type=_int_in("ngram", 2, 8), default=None, metavar="N",

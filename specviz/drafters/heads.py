@@ -104,10 +104,17 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
     )
 
 
+def _weights_of(head: torch.nn.Module) -> str:
+    """"int8" for a head loaded with int8 weights (:func:`~specviz.drafters.networks.load_heads`), else "float";
+    the draft LM head follows it."""
+    return "int8" if getattr(head, "_specviz_weights", None) == "int8" else "float"
+
+
 class _FeatureDrafter(DrafterBase):
     """Shared bookkeeping: the target features received so far."""
 
     needs_hidden = True
+    weights = "float"  # the heads' and the draft LM head's weights: "int8" when the head was loaded so (HEAD_WEIGHTS)
 
     def __init__(self, target_model: torch.nn.Module, vocab_ids: torch.Tensor, tree: TreeSettings | None,
                  min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
@@ -117,7 +124,7 @@ class _FeatureDrafter(DrafterBase):
         self.lookup = NgramDrafter(min_ngram=LOOKUP_NGRAM[0], max_ngram=LOOKUP_NGRAM[1]) if lookup else None
         self.copied_passes = 0  # passes of this run that verified a copied continuation instead of the head's draft
         self.embed = target_model.get_input_embeddings()
-        self.lm = DraftLMHead(head_weight(target_model), vocab_ids if vocab_ids.numel() else None)
+        self.lm = DraftLMHead(head_weight(target_model), vocab_ids if vocab_ids.numel() else None, self.weights)
         self.tree = tree
         self._feats: torch.Tensor | None = None
 
@@ -178,6 +185,7 @@ class EagleDrafter(_FeatureDrafter):
 
     def __init__(self, target_model: torch.nn.Module, head: EagleHead, tree: TreeSettings | None = None,
                  name: str = "EAGLE head", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
+        self.weights = _weights_of(head)
         super().__init__(target_model, head.vocab_ids, tree, min_confidence, lookup)
         self.head = follow_target(head, target_model)  # the target's device and dtype (a no-op after load_heads)
         self.needs_hidden = head.feature_request  # True, or the hidden states an EAGLE-3 head fuses
@@ -298,6 +306,7 @@ class MedusaDrafter(_FeatureDrafter):
 
     def __init__(self, target_model: torch.nn.Module, heads: MedusaHeads, tree: TreeSettings | None = None,
                  name: str = "Medusa heads", min_confidence: float = DEFAULT_MIN_CONFIDENCE, lookup: bool = False) -> None:
+        self.weights = _weights_of(heads)
         super().__init__(target_model, heads.vocab_ids, tree, min_confidence, lookup)
         self.heads = follow_target(heads, target_model)  # the target's device and dtype (a no-op after load_heads)
         self.name = name + (f" (tree of {tree.max_nodes})" if tree else "") + (" + lookup" if lookup else "")

@@ -37,6 +37,11 @@ from torch import nn
 
 HEADS_DIR = Path(__file__).resolve().parents[2] / "assets" / "heads"
 FORMAT = 2  # the newest head-file format this code reads (1: no "format" key in the metadata)
+# The weights trained heads draft with (load_heads, DraftLMHead): "float" (the target's dtype, as stored) or "int8"
+# (one scale per row; torch's CPU kernel). On the CPU a drafted token reads the head layer's and the draft LM head's
+# weights (about 9 M parameters, 36 MB in float32) and costs about 0.7 ms; int8 halves that (docs/heads.md). The
+# target verifies every drafted token, so the format changes what is drafted at most, never the output.
+HEAD_WEIGHTS = ("int8", "float")
 
 
 class HeadsError(ValueError):
@@ -96,7 +101,11 @@ def target_placement(model: nn.Module) -> tuple[torch.device, torch.dtype]:
 
 def follow_target(head: nn.Module, model: nn.Module) -> nn.Module:
     """``head`` moved (in place, as ``nn.Module.to``) to the target's device and floating dtype (float32, bfloat16
-    or float16); its int64 draft vocabulary stays int64. Returns ``head``."""
+    or float16); its int64 draft vocabulary stays int64. A head already in a weight format (int8, :func:`load_heads`)
+    is returned as it is: it was placed before it was formatted, and a cast would change its scales' dtype.
+    Returns ``head``."""
+    if getattr(head, "_specviz_weights", "float32") != "float32":
+        return head
     device, dtype = target_placement(model)
     return head.to(device=device, dtype=dtype)
 
@@ -128,7 +137,7 @@ class DraftLMHead:
         vocab_ids: (N,) int64 ids of the draft vocabulary, or None for all V.
     """
 
-    def __init__(self, weight: torch.Tensor, vocab_ids: torch.Tensor | None) -> None:
+    def __init__(self, weight: torch.Tensor, vocab_ids: torch.Tensor | None, weights: str = "float") -> None:
         self.vocab_size = int(weight.shape[0])
         if vocab_ids is None or vocab_ids.numel() == 0:
             self.ids = None
@@ -136,10 +145,17 @@ class DraftLMHead:
         else:
             self.ids = vocab_ids.to(weight.device).long()
             self.weight = weight.detach().index_select(0, self.ids).contiguous()
+        self.int8 = None
+        if weights == "int8":  # drafting only (see HEAD_WEIGHTS): the rows in int8, one scale per row
+            from specviz.runtime.weights.linears import Int8Linear
+
+            self.int8 = Int8Linear.from_float(self.weight)
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
-        """(..., H) features -> (..., N) logits over the draft vocabulary (oneDNN on the CPU, see
-        :func:`specviz.runtime.speed.draft_linear`)."""
+        """(..., H) features -> (..., N) logits over the draft vocabulary (int8 weights when made so; else oneDNN on
+        the CPU, see :func:`specviz.runtime.speed.draft_linear`)."""
+        if self.int8 is not None:
+            return self.int8(h)
         from specviz.runtime.speed import draft_linear
 
         return draft_linear(h, self.weight.to(h.dtype))
@@ -439,9 +455,30 @@ def read_head_state(path: str | Path, target_model: nn.Module, kind: str | None 
     return meta, {k: (v if k == "vocab_ids" else v.float()) for k, v in state.items()}, vocab
 
 
-def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None) -> EagleHead | MedusaHeads:
+def head_weights_for(target_model: nn.Module, asked: str | None = None) -> str:
+    """The weight format trained heads draft with for ``target_model``: ``asked`` ("int8" or "float") or, for None /
+    "auto", "int8" on a CPU target and "float" elsewhere (see :data:`HEAD_WEIGHTS`).
+
+    Raises:
+        HeadsError: an unknown value, or int8 for a target off the CPU (torch's int8 kernel used here is a CPU one).
+    """
+    value = (asked or "auto").strip().lower()
+    if value not in ("auto", *HEAD_WEIGHTS):
+        raise HeadsError(f"head weights must be auto, int8 or float, got {asked!r}")
+    on_cpu = target_placement(target_model)[0].type == "cpu"
+    if value == "int8" and not on_cpu:
+        raise HeadsError("int8 head weights run on the CPU only; use float (the target's dtype) on this device")
+    if value == "auto":
+        return "int8" if on_cpu else "float"
+    return value
+
+
+def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = None,
+               weights: str = "float") -> EagleHead | MedusaHeads:
     """Load a head file for ``target_model``: on the target's device and in its dtype (float32, bfloat16 or float16:
-    a head trained in one dtype drafts for a target in another, :func:`signature_fits`), eval mode, no gradients.
+    a head trained in one dtype drafts for a target in another, :func:`signature_fits`), eval mode, no gradients;
+    with ``weights="int8"`` (CPU only, :func:`head_weights_for`) its linears hold int8 weights, q/k/v and gate/up
+    fused (:func:`specviz.runtime.weights.apply_weights`).
 
     Raises:
         HeadsError: missing or malformed file, another kind than ``kind``, or made for another target.
@@ -452,6 +489,11 @@ def load_heads(path: str | Path, target_model: nn.Module, kind: str | None = Non
     head.load_state_dict(state)
     head.eval().requires_grad_(False)
     head = follow_target(head, target_model)
+    if weights == "int8":
+        from specviz.runtime.weights import apply_weights
+
+        apply_weights(head, "int8", target=False)
+        return head
     from specviz.runtime.speed import prepare_draft_head
 
     prepare_draft_head(head)

@@ -41,6 +41,8 @@ class DrafterOptions:
         draft_weights: ``model``: the draft model's weight format (float32, bfloat16, int8, int4:
             :func:`specviz.runtime.weights.with_weights`, made from its float32 load; None: as loaded), e.g. an int4
             copy of the target drafting for it (``draft_spec`` the target's spec).
+        head_weights: ``eagle`` / ``medusa``: the heads' weights, "int8" or "float" (None or "auto": int8 on the
+            CPU, :func:`specviz.drafters.networks.head_weights_for`).
     """
 
     draft_spec: str | None = None
@@ -59,6 +61,7 @@ class DrafterOptions:
     remember_outputs: bool = True
     progress: Callable[[str], None] | None = None
     draft_weights: str | None = None
+    head_weights: str | None = None
 
 
 Factory = Callable[[object, DrafterOptions], Drafter]
@@ -255,7 +258,7 @@ def _draft_model(target, o: DrafterOptions) -> Drafter:
 def _heads(kind: str) -> Factory:
     def factory(target, o: DrafterOptions) -> Drafter:
         from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE, EagleDrafter, MedusaDrafter, TreeSettings
-        from specviz.drafters.networks import HeadsError, load_heads, shipped_heads
+        from specviz.drafters.networks import HeadsError, head_weights_for, load_heads, shipped_heads
 
         if o.tree_nodes < 0:
             raise ValueError(f"tree nodes must be >= 0 (0 = chain), got {o.tree_nodes}")
@@ -264,7 +267,7 @@ def _heads(kind: str) -> Factory:
         if path is None:
             raise HeadsError(f"No trained {kind} heads fit {target.label}: the shipped heads are for the embedded "
                              f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {kind} --target ...`.")
-        head = load_heads(path, target.model, kind)
+        head = load_heads(path, target.model, kind, head_weights_for(target.model, o.head_weights))
         tree = TreeSettings(max_nodes=o.tree_nodes) if o.tree_nodes else None
         gate = DEFAULT_MIN_CONFIDENCE if o.min_confidence is None else float(o.min_confidence)
         cls = EagleDrafter if kind == "eagle" else MedusaDrafter
@@ -305,10 +308,10 @@ _BUILT_IN = (
                   cost="a draft-model forward per drafted token, and its weights."),
     DrafterChoice("eagle", "EAGLE head (trained)", "One trained decoder layer predicts the target's next feature; "
                   "drafts a chain or a tree (shipped for the embedded SmolLM2-135M-Instruct).", _heads("eagle"),
-                  cost="one layer and the LM head per drafted token."),
+                  cost="one layer and the LM head per drafted token (int8 weights on the CPU)."),
     DrafterChoice("medusa", "Medusa heads (trained)", "Four trained heads on the target's last feature each guess "
                   "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
-                  cost="four small heads and the LM head, once per pass."),
+                  cost="four small heads and the LM head, once per pass (int8 weights on the CPU)."),
     DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width trained on its "
                   "outputs, sharing its embedding and LM head (shipped for the embedded SmolLM2-135M).",
                   _distilled, cost="its layers per drafted token; on 2 CPU cores it paid at k = 1 or auto, "

@@ -122,11 +122,12 @@ def _formatted(linear: torch.nn.Linear, fmt: str, blocks) -> WeightLinear:
 
 
 def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = None,
-                  fuse: bool = True) -> WeightsReport:
+                  fuse: bool = True, target: bool = True) -> WeightsReport:
     """Replace every ``nn.Linear`` of ``model`` (in place) by its ``fmt`` form; ``file_tensors`` maps module paths to
     Q4_1 tensors to pack as they are (int4). With ``fuse``, each q/k/v and gate/up group becomes one fused linear
     (specviz.runtime.weights.fused). A linear the format cannot hold (int4: input width not a multiple of 32) is
-    kept and named in the report. Raises WeightsError for an unknown format."""
+    kept and named in the report. ``target`` False for a draft module (a trained head): its attention is not
+    made row-exact, since no verification runs through it. Raises WeightsError for an unknown format."""
     check_format(fmt)
     before = linear_bytes(model)
     if fmt == "float32":
@@ -155,7 +156,7 @@ def apply_weights(model: torch.nn.Module, fmt: str, file_tensors: dict | None = 
         changed += 1
         from_file += name in table
     model._specviz_weights = fmt
-    if next(model.parameters()).device.type == "cpu":  # bfloat16 inputs: verifications' attention row by row
+    if target and next(model.parameters()).device.type == "cpu":  # bfloat16 inputs: verifications' attention row by row
         from specviz.runtime.speed.attention import mark_row_exact
 
         mark_row_exact(model)
