@@ -157,9 +157,10 @@ def test_latest_live_run_is_read_from_the_history():
                RunSummary(drafter="n-gram", k="k = 6 (adaptive)", k_value=6, k_schedule="heuristic",
                           tokens_per_pass=2.5, speedup=1.7)]
     run = why.latest_run(history)
-    assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True, "drafter": "n-gram"}
-    k, tpp, speedup, alpha, fig = why.from_history(history)
-    assert (k, tpp, speedup) == (6, 2.5, 1.7)
+    assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True, "drafter": "n-gram",
+                   "speedup_note": None}
+    k, tpp, speedup, alpha, fig, hint = why.from_history(history)
+    assert (k, tpp, speedup) == (6, 2.5, 1.7) and why.RUN_HINT in hint
     assert expected_tokens_per_pass(alpha, 6) == pytest.approx(2.5, abs=0.02)
     stars = [t for t in fig.data if t.name == "your run"]
     assert [(list(t.x), list(t.y)) for t in stars] == [([6], [2.5]), ([6], [1.7])]
@@ -167,12 +168,12 @@ def test_latest_live_run_is_read_from_the_history():
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
     # c read raw (preprocess off): typed out of range while the run ran, drawn at the slider's end; emptied, kept
-    assert why.from_history(history, 99, 1, None)[-1].layout.legend.title.text == f"α = {alpha:.2f}, c = 2.000"
-    drawn = why.from_history(history, None, 1, None, {"alpha": 0.8, "c": 0.3})[-1]
+    assert why.from_history(history, 99, 1, None)[-2].layout.legend.title.text == f"α = {alpha:.2f}, c = 2.000"
+    drawn = why.from_history(history, None, 1, None, {"alpha": 0.8, "c": 0.3})[-2]
     assert drawn.layout.legend.title.text == f"α = {alpha:.2f}, c = 0.300"
     longer = [RunSummary(drafter="n-gram", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
                          tokens_per_pass=4.4, speedup=2.1)]
-    k, tpp, speedup, alpha, fig = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
+    k, tpp, speedup, alpha, fig, _ = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
     assert (k, tpp) == (4, 4.4) and why.run_issues(k, tpp, speedup) == (True, {})
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"][0] == ([4], [4.4])
 
@@ -183,16 +184,18 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
     import gradio as gr
 
     with gr.Blocks():
-        boxes = why._run_boxes()
+        *boxes, hint = why._run_boxes()
     assert [b.value or "" for b in boxes] == ["", "", ""] and {b.placeholder for b in boxes} == {"—"}
+    assert why.RUN_HINT in hint.value
     assert why.run_point("4", "1.6", "") == {"k": 4.0, "tokens_per_pass": 1.6, "speedup": None, "label": "your run"}
     assert why.run_point("", "", "") is None and why.run_point("four", "1.6", "1.2") is None
     assert why.run_point("4", "1.6", "fast")["speedup"] is None and why.run_point("nan", "1.6", "") is None
     assert "your run" not in {t.name for t in why.whatif(0.7, 0.05, 1, None, None, None, None).data}
-    k, tpp, speedup, alpha, fig = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
-                                                               k_schedule="fixed", tokens_per_pass=1.6,
-                                                               speedup=None)])  # "too short to judge"
+    k, tpp, speedup, alpha, fig, hint = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
+                                                                     k_schedule="fixed", tokens_per_pass=1.6,
+                                                                     speedup=None, speedup_note="too noisy")])
     assert (k, tpp, speedup) == (4, 1.6, None)
+    assert "its speedup was too noisy (the Live tab says why), so that box stays —" in hint
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
 
 

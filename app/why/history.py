@@ -23,14 +23,28 @@ def lookahead_settings(history: list[RunSummary] | None = None) -> list[tuple[in
     return out + ([default] if default not in out else [])
 
 
+RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
+            "pass and speedup to mark it on the chart.")
+
+
 def latest_run(history: list[RunSummary] | None) -> dict | None:
     """The newest Live-tab run with a drafter and a k it started from (:attr:`~app.records.RunSummary.start_k`: not
-    k = auto) that measured its tokens per pass: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter"}."""
+    k = auto) that measured its tokens per pass: {"k", "tokens_per_pass", "speedup", "adaptive", "drafter",
+    "speedup_note"} (the note: why a run has no speedup, e.g. "too noisy"; None when it has one)."""
     for row in history or []:
         if row.start_k is not None and row.tokens_per_pass:
             return {"k": row.start_k, "tokens_per_pass": float(row.tokens_per_pass), "speedup": row.speedup,
-                    "adaptive": row.adaptive, "drafter": row.drafter}
+                    "adaptive": row.adaptive, "drafter": row.drafter, "speedup_note": row.speedup_note}
     return None
+
+
+def run_hint(run: dict | None) -> str:
+    """The line under the run boxes: :data:`RUN_HINT`, or for a marked run without a speedup why its box stays —."""
+    if run is None or run["speedup"]:
+        return f"<div class='why-note why-run-hint'>{RUN_HINT}</div>"
+    why = run.get("speedup_note") or "not judged"
+    return (f"<div class='why-note why-run-hint'>Your latest Live run is marked by its k and tokens per pass; its "
+            f"speedup was {why} (the Live tab says why), so that box stays —. Type a speedup to mark one.</div>")
 
 
 def from_history(history, c=DEFAULT_C, batch=1, measurement=None, kept: dict | None = None):
@@ -39,13 +53,13 @@ def from_history(history, c=DEFAULT_C, batch=1, measurement=None, kept: dict | N
     smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). ``c`` and ``batch`` are the raw
     payloads (preprocess off: a c typed out of range while the run ran is drawn at the nearest end of its slider, an
     emptied box at its ``kept`` number, as :func:`whatif` draws them; the slider's own release says the clamp).
-    Returns (run k, tokens/pass, speedup, α, what-if figure)."""
+    Returns (run k, tokens/pass, speedup, α, what-if figure, the hint under the run boxes, :func:`run_hint`)."""
     run = latest_run(history)
     if run is None:
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     k, tpp = run["k"], round(run["tokens_per_pass"], 3)
     if run["adaptive"] and tpp > k + 1:  # adaptive k drafted longer than its start: the smallest k that gives it
         k = min(MAX_K, math.ceil(tpp - 1))
     alpha = round(alpha_for_tokens_per_pass(tpp, k), 2)
     speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
-    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement, kept)
+    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement, kept), run_hint(run)

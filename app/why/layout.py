@@ -13,7 +13,7 @@ from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_inval
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
-from app.why.history import from_history
+from app.why.history import RUN_HINT, from_history, run_hint
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
@@ -37,8 +37,6 @@ be used as (:func:`_tell_typed_nonsense`); the Measure status (``why-status``) k
 not a toast: at 400 px the toasts covered the what-if heading and sliders."""
 
 
-RUN_HINT = ("Your latest Live run fills these (— until you run one in the Live tab); or type a run's k, tokens per "
-            "pass and speedup to mark it on the chart.")
 
 
 MEASURE_NOTE = (
@@ -51,18 +49,18 @@ MEASURE_NOTE = (
 """The note under the Measure button."""
 
 
-def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox]:
-    """The run to mark on the what-if chart: k, tokens per pass, speedup. Empty (showing —) with a hint until the
-    Live tab's latest run fills them (:func:`from_history`) or the visitor types one: never a 0 that reads as a
-    result. Text boxes, read by :func:`run_point`: Gradio's number box shows 0 for no value (its placeholder never
-    shows at first)."""
+def _run_boxes() -> tuple[gr.Textbox, gr.Textbox, gr.Textbox, gr.HTML]:
+    """The run to mark on the what-if chart: k, tokens per pass, speedup, and the hint under them. Empty (showing —)
+    until the Live tab's latest run fills them (:func:`from_history`, which also says in the hint why a run's
+    speedup box stays —) or the visitor types one: never a 0 that reads as a result. Text boxes, read by
+    :func:`run_point`: Gradio's number box shows 0 for no value (its placeholder never shows at first)."""
     with gr.Row(elem_id="why-run"):
         boxes = tuple(gr.Textbox(None, label=label, placeholder=RUN_BOX_EMPTY, max_lines=1, elem_id=elem_id,
                                  min_width=70)
                       for label, elem_id in (("Run: k", "why-run-k"), ("tokens/pass", "why-run-tpp"),
                                              ("speedup", "why-run-speedup")))
-    gr.HTML(f"<div class='why-note why-run-hint'>{RUN_HINT}</div>", elem_id="why-run-hint")
-    return boxes
+    hint = gr.HTML(run_hint(None), elem_id="why-run-hint")
+    return (*boxes, hint)
 
 
 ENTER_EMPTY_JS = """() => {
@@ -147,7 +145,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             whatif_status = gr.HTML("", elem_id=WHATIF_STATUS_ID)  # what the what-if boxes cannot use, said here
             batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
                              interactive=False)
-            run_k, run_tpp, run_speedup = _run_boxes()
+            run_k, run_tpp, run_speedup, hint = _run_boxes()
         with gr.Column(scale=3, min_width=600):
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
                                    elem_id="why-whatif-chart", show_label=False)
@@ -166,10 +164,10 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     _wire_whatif(controls, whatif_chart, whatif_status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
-    _follow_setters(measuring, history, controls, whatif_chart)
+    _follow_setters(measuring, history, controls, whatif_chart, hint)
 
 
-def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_chart: gr.Plot) -> None:
+def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_chart: gr.Plot, hint: gr.HTML) -> None:
     """After Measure (``measuring``, its event) sets c and a Live run (``history``'s change, :func:`from_history`)
     sets α and the run boxes, the sliders' last numbers follow (:func:`remember`). ``controls``: α, c, batch, the
     three run boxes, the measurement and the kept numbers (as :func:`_wire_whatif`'s). Both read raw values
@@ -179,7 +177,8 @@ def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_
     setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
     if history is not None:
         setters.append(history.change(from_history, inputs=[history, c, batch, measurement, kept],
-                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart], preprocess=False,
+                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart, hint],
+                                      preprocess=False,
                                       show_progress="hidden", api_visibility="private"))
     for setter in setters:  # the sliders' last numbers (slider_typed) follow what these handlers set
         setter.then(remember, inputs=[alpha, c, kept, measurement], outputs=[kept], preprocess=False,
