@@ -256,6 +256,12 @@ def test_an_impossible_row_stays_too_noisy_and_a_busy_machine_hides_no_finding()
     assert list(traces["measured (median of 3; bars: repeats)"].x) == [1, 2]
     assert list(traces["too noisy to tell (repeats on both sides of 1, other programs busy)"].x) == [4]
     assert list(traces["speculation stops paying (B = 2)"].x) == [2]
+    # its label: 0.55 in the lower half of a chart up to 1.76 goes above the point (below, it covered the B labels)
+    label = next(a for a in batching.sweep_figure(busy).layout.annotations if a.text.startswith("below 1×"))
+    assert (label.text, label.y, label.ay) == ("below 1× from B = 2", 0.55, -40)
+    high = dict(busy, rows=[_row(1, [1.02, 1.05, 1.08]), _row(2, [0.8, 0.85, 0.9])])  # upper half: below the point
+    label = next(a for a in batching.sweep_figure(high).layout.annotations if a.text.startswith("below 1×"))
+    assert (label.y, label.ay) == (0.85, 40)
     assert [r["verdict"] for r in batching.csv_rows(busy)] == ["pays", "loses", "noisy"]
     quiet = dict(busy, cpu_others=0.0)
     assert [r["verdict"] for r in batching.csv_rows(quiet)] == ["pays", "loses", "even"]

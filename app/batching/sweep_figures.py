@@ -11,7 +11,7 @@ from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
 from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
                                         speedup_text, verdict)
-from app.figures import COLORS, off_the_top
+from app.figures import COLORS, WIDE_SPREAD, off_the_top
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 
 def sweep_figure(result: dict) -> go.Figure:
@@ -56,23 +56,34 @@ def sweep_figure(result: dict) -> go.Figure:
                      "name": f"speculation stops paying (B = {cross['batch']})",
                      "marker": {"size": 20, "symbol": "circle-open", "color": COLORS["rejected"],
                                 "line": {"width": 3}}, "hoverinfo": "skip"})
-        layout["annotations"].append({
-            "text": f"below 1× from B = {cross['batch']}", "x": math.log10(cross["batch"]), "y": cross["speedup"],
-            "xref": "x", "yref": "y", "ax": -40, "ay": 40, "showarrow": True, "arrowcolor": COLORS["rejected"],
-            "font": {"size": 12, "color": COLORS["rejected"]}, "bgcolor": "rgba(255,255,255,0.85)"})
     data += _cost_traces(result["rows"], k, sizes)
-    _cap_wide_ranges(layout, rows, predicted)
+    visible = _cap_wide_ranges(layout, rows, predicted)
+    if cross is not None:
+        layout["annotations"].append(_crossover_note(cross, visible))
     return go.Figure({"data": data, "layout": layout})
 
 
-def _cap_wide_ranges(layout: dict, rows: list[dict], predicted: list[dict]) -> None:
+def _crossover_note(cross: dict, visible: float) -> dict:
+    """The label at the batch size where speculation stops paying: above its point when the point sits in the lower
+    half of the chart (below it, it covered the B axis' labels: a trial), else below it. ``visible``: about the
+    left chart's top value (:func:`_cap_wide_ranges`)."""
+    low = cross["speedup"] < 0.5 * visible
+    return {"text": f"below 1× from B = {cross['batch']}", "x": math.log10(cross["batch"]), "y": cross["speedup"],
+            "xref": "x", "yref": "y", "ax": -40, "ay": -40 if low else 40, "showarrow": True,
+            "arrowcolor": COLORS["rejected"], "font": {"size": 12, "color": COLORS["rejected"]},
+            "bgcolor": "rgba(255,255,255,0.85)"}
+
+
+def _cap_wide_ranges(layout: dict, rows: list[dict], predicted: list[dict]) -> float:
     """The left chart's height from its points, the measured repeats and 1×, not from a predicted range far above
-    them (:func:`app.figures.off_the_top`; the range's hover gives it whole)."""
+    them (:func:`app.figures.off_the_top`; the range's hover gives it whole). Returns about the chart's top value:
+    the tallest value drawn and the predicted ranges kept whole."""
     top = max([1.0] + [max(repeat_speedups(r)) for r in rows] + [r["predicted"] for r in predicted])
     highs = [(r["predicted_high"], f"at B = {r['batch']}") for r in predicted if r.get("predicted_high") is not None]
     axis, notes = off_the_top(top, highs, "a predicted range")
     layout["yaxis"] |= axis
     layout["annotations"] += notes
+    return max([top] + [high for high, _ in highs if high <= WIDE_SPREAD * top])
 
 
 def _error_bars(rows: list[dict], color: str) -> dict:
