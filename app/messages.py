@@ -310,6 +310,16 @@ _NOTICE = re.compile(r'^<div class="status-notice" data-box="([^"]*)"(?: data-us
                      re.DOTALL)
 
 
+NOTHING_RUNNING = "Nothing is running."  # a Stop with no run of this session to stop (said, not "Stopping…")
+
+
+def nothing_to_stop(current: str | None, button: str) -> str:
+    """The status after a Stop pressed with no run of the session's going: "Nothing is running." above ``current``,
+    the status the tab showed, so the last run's summary stays under it (a trial: the Arena's Stop after "✓ Done"
+    left "Stopping…" for good); another press replaces the line (:func:`kept_status`, marked as ``button``'s)."""
+    return kept_status((gr.skip(), render.status_html(NOTHING_RUNNING, "info")), current, button)[1]
+
+
 def kept_status(result: tuple, current: str | None, box: str = "", value=None) -> tuple:
     """:func:`refused`'s or :func:`clamped`'s ``result`` (box update, status line) with the status line put above
     ``current``, the status the tab showed (HTML; None or empty: nothing), and marked as ``box``'s (its elem_id) with

@@ -1042,3 +1042,19 @@ def test_the_reading_status_calls_a_prompt_long_only_when_it_is():
     short, long = _reading_status(view, 113)(), _reading_status(view, LONG_PROMPT_TOKENS)()
     assert "its 113 tokens (the prefill)…" in short and "long prompt" not in short
     assert "its 512 tokens (the prefill; a long prompt takes a while on a CPU)…" in long and "the target reads" in long
+
+
+def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary():
+    """A trial: the Arena's Stop after "✓ Done" left "Stopping…" for good, and the Live tab's Stop on an idle page
+    said "Stopped." although nothing had run. Now both say "Nothing is running."; the Arena keeps its summary under
+    the line, and another press replaces the line instead of stacking it."""
+    from app.arena import handlers as arena_handlers
+
+    idle = FakeRequest("nothing-runs-here")
+    done = render.status_html("Done: 1 prompt × 1 method and standard decoding in 9 s", "done")
+    said = arena_handlers.stop(done, idle)
+    assert "Nothing is running." in said and said.endswith(done) and "Stopping" not in said
+    assert arena_handlers.stop(said, idle).count("Nothing is running.") == 1
+    assert "Nothing is running." in live.stop(idle) and "Stopped." not in live.stop(idle)
+    assert "Nothing is running." in live.stop_now(idle)[4]
+    assert live.stop_run([], idle)[4] == {"__type__": "update"}  # stop_now's line stays

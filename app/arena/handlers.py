@@ -22,10 +22,10 @@ from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
-from app.arena.verdicts import noisy_count, noisy_rows
+from app.arena.verdicts import IMPOSSIBLE_MARGIN, noisy_count, noisy_rows
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
-from app.messages import report
+from app.messages import nothing_to_stop, report
 from specviz.analysis.arena import as_prompts, iter_arena
 from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
@@ -89,8 +89,9 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
     drift = (f" · {noisy_count(noisy, result.rows)} no finding (too noisy to tell: ratios against the standard runs "
-             "beside the method on both sides of 1; or not a finding: a speedup above what its tokens per pass "
-             "allow): read those ratios as noise" if noisy else "")
+             f"beside the method on both sides of 1; or not a finding: a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its "
+             "tokens per "
+             "pass): read those ratios as noise" if noisy else "")
     methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
     return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,
@@ -277,10 +278,12 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
     yield final[:6] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
 
 
-def stop(request: gr.Request = None) -> str:
+def stop(current: str | None = None, request: gr.Request = None) -> str:
     """The Stop button: flag this session's arena run (it ends before its next target pass and shows what
-    finished)."""
-    RUNS.cancel(request)
+    finished); with none going, "Nothing is running." above ``current``, the status shown (the last run's summary
+    stays, :func:`app.messages.nothing_to_stop`)."""
+    if not RUNS.cancel(request):
+        return nothing_to_stop(current, "arena-stop")
     return render.status_html("Stopping…", "info")
 
 

@@ -13,6 +13,7 @@ from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TO
                                 MAX_NEW_TOKENS, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO,
                                 categories, category_choices, drafter_choices, suite)
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
+from app.arena.verdicts import IMPOSSIBLE_MARGIN
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
@@ -33,8 +34,10 @@ NOTE = (
     "once per prompt, so its own run-to-run noise is read from the baselines' (how much two runs of the same work "
     "differ); where no pair of standard runs gives a spread, the cell says “one run: no spread”. The words follow the "
     "rule of every tab: a range wholly above 1 is faster, wholly below slower, however wide; one that spans 1.00 is "
-    "too noisy to tell (about the same when narrow and the baselines steady), its number still given; a speedup above "
-    "what its tokens per pass allow is “not a finding”, with that reason. The standard row pools all its runs "
+    "too noisy to tell (about the same when narrow and the baselines steady), its number still given; a decoding "
+    f"speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per pass (what they allow, with a margin for timing "
+    "noise) is “not a "
+    "finding”, with that reason. The standard row pools all its runs "
     "(Runs) and is the reference (1 by "
     "definition); its baseline drift is how far all those runs lie apart (“its runs apart”), no flag of its own. "
     "<b>How to read the rest.</b> "
@@ -176,7 +179,7 @@ def build_tab(target: str = "embedded") -> None:
                   api_name="arena", show_progress="full", show_progress_on=[status], concurrency_limit=4,
                   concurrency_id="arena", js=CLEAR_TOASTS_JS)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
-    stop_btn.click(stop, outputs=[status], queue=False, api_name="arena_stop")
+    stop_btn.click(stop, inputs=[status], outputs=[status], queue=False, api_name="arena_stop")
     tell_when_clamped(max_new_tokens, status, MAX_NEW_TOKENS_NAME)
     tell_when_clamped(temperature, status, "Temperature")
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded

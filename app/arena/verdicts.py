@@ -8,10 +8,10 @@ from __future__ import annotations
 from app import render
 from specviz.analysis.arena_rows import BASELINE
 from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, format_apart, format_ratio_ends, read_speedup
+from specviz.measure.stats import IMPOSSIBLE_MARGIN  # the Live tab's margin: one rule (see _impossible)
 
 
 NOISY_DRIFT = 0.15  # baseline runs beside a method that differ by more than this: the machine's speed changed
-IMPOSSIBLE_MARGIN = 0.05  # a decoding speedup this far above the tokens per pass: not a finding (see _impossible)
 
 
 SPEEDUP_KEYS = ("speedup", "decode_speedup")  # the measured ratios: each shown with its spread (speedup_cell)

@@ -17,7 +17,7 @@ from specviz.runtime.policy import current_policy
 
 DEFAULT_DRAFTER = "ngram"
 STATUS_INTERVAL_S = 1.0
-NOTHING_RUNNING = "Nothing is running."  # a Stop with no run of this session to stop (the status says it, not "Stopping…")
+from app.messages import NOTHING_RUNNING  # noqa: F401 - the Batching buttons' Stop with nothing running
 
 
 # ------------------------------------------------------------------------------------------------------------ models

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import gradio as gr
 
+from app import render
 from app.device import session_key
 from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
 from app.live.outputs import (_GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
                               history_html, keep_good, status_only, stopped_status)
+from app.messages import NOTHING_RUNNING
+from app.live.view import RunView
 from app.records import RunSummary
 from specviz.core.engine import MAX_K
 from specviz.runtime.presets import PRESETS, preset
@@ -19,34 +22,43 @@ from specviz.runtime.presets import PRESETS, preset
 
 def stop(request: gr.Request = None):
     """Flag the session's run as cancelled: its engine starts no other forward, and the handler ends at once and
-    releases the device (Gradio also cancels the event). Returns the status line. Only the caller's own session is
-    stopped: a request without a session stops nothing, and a call with no request at all (Python code in this
-    process) stops the runs started without a request."""
-    RUNS.cancel(request)
-    return stopped_status()
+    releases the device (Gradio also cancels the event). Returns the status line: "Stopped.", or "Nothing is
+    running." when the session had no run to flag (a trial: "Stopped." although nothing had run). Only the caller's
+    own session is stopped: a request without a session stops nothing, and a call with no request at all (Python
+    code in this process) stops the runs started without a request."""
+    return stopped_status() if RUNS.cancel(request) else render.status_html(NOTHING_RUNNING, "info")
+
+
+def _view_of(request) -> RunView | None:
+    key = session_key(request)
+    with _VIEWS_LOCK:
+        return _VIEWS.get(key) if key else None
 
 
 def stop_now(request: gr.Request = None):
     """The Stop button's first, light handler: cancel the session's run (:func:`stop`) and freeze its view
-    (:meth:`app.live.view.RunView.mark_stopped`), answering with the status line only ("Stopped after 12.1 s ...").
-    The whole result (panes, charts, draft tree, the history row) follows in :func:`stop_run`, chained after it: the
-    browser sends Gradio's cancel of the Generate event only once this answer is back, so it must not wait for the
-    drawing of a whole result. Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
-    status = stop(request)
-    key = session_key(request)
-    with _VIEWS_LOCK:
-        view = _VIEWS.get(key) if key else None
+    (:meth:`app.live.view.RunView.mark_stopped`), answering with the status line only ("Stopped after 12.1 s ...";
+    a run that had already finished keeps its summary). The whole result (panes, charts, draft tree, the history
+    row) follows in :func:`stop_run`, chained after it: the browser sends Gradio's cancel of the Generate event only
+    once this answer is back, so it must not wait for the drawing of a whole result. Returns a tuple in
+    :data:`app.live.defaults.OUTPUTS` order."""
+    flagged = RUNS.cancel(request)
+    status = stopped_status() if flagged else render.status_html(NOTHING_RUNNING, "info")
+    view = _view_of(request)
     if view is None:
         return status_only(status)
     view.mark_stopped()
-    return status_only(view.status() if view.cancelled else status, view.cut)
+    return status_only(view.status() if view.cancelled or not flagged else status, view.cut)
 
 
 def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):
     """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
-    (:func:`stopped_view`). Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
-    status = stop(request)
-    return stopped_view(history, request, status=status)
+    (:func:`stopped_view`); without a view, the status :func:`stop_now` gave stays. Returns a tuple in
+    :data:`app.live.defaults.OUTPUTS` order."""
+    RUNS.cancel(request)
+    if _view_of(request) is None:
+        return status_only(None)
+    return stopped_view(history, request)
 
 
 def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = None,
