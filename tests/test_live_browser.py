@@ -57,6 +57,7 @@ def test_generate_streams_both_runs_with_charts_and_stats(page):
     page.wait_for_selector("#spec-output span[data-kind]", timeout=GENERATION_TIMEOUT_MS)
     status = _wait_done(page)
     assert "Done in" in status, status
+    page.wait_for_function("() => window.svLiveRunning === false", timeout=10_000)  # Generate starts runs again
 
     spec = page.locator("#spec-output")
     assert spec.locator("span[data-kind=accepted]").count() > 0
@@ -100,6 +101,10 @@ def test_stop_cancels_and_frees_the_device(page):
     page.press("#max-new-tokens input[type=number]", "Enter")
     page.click("#generate")
     page.wait_for_selector("#spec-output span[data-kind=target]", timeout=GENERATION_TIMEOUT_MS)
+    page.click("#generate")  # again while the run goes: Gradio drops the click, and a note says why (a trial)
+    note = page.wait_for_selector("#sv-run-going", timeout=5_000)
+    assert "A run is going: press Stop" in note.inner_text()
+    assert "Starting" not in page.inner_text("#status")
     page.click("#stop")
     page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=20_000)
     deadline = time.monotonic() + 15
@@ -116,6 +121,9 @@ def test_stop_cancels_and_frees_the_device(page):
     assert page.locator("#spec-output i.cursor, #baseline-output i.cursor").count() == 0
     assert "stopped" in page.inner_text("#stats") and "…" not in page.inner_text("#stats")
     assert "(stopped)" in page.inner_text("#history")
+    # the stopped run has ended: Generate starts runs again and the note is gone
+    page.wait_for_function("() => window.svLiveRunning === false", timeout=20_000)
+    assert page.locator("#sv-run-going").count() == 0
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT.with_name("stopped.png")), full_page=True)
     assert not non_loopback(page.requests)
@@ -126,6 +134,7 @@ def test_empty_prompt_shows_a_message(page):
     page.click("#generate")
     page.wait_for_selector("#status .status-error", timeout=30_000)
     assert "prompt is empty" in page.inner_text("#status")
+    page.wait_for_function("() => window.svLiveRunning === false", timeout=10_000)  # a refused run ended too
     assert "Traceback" not in page.content()
 
 

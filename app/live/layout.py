@@ -285,16 +285,19 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
     # server's first message (on a busy server it took seconds; on a phone nothing in sight changed meanwhile). Wired
     # first: the browser runs a click's listeners in turn, each streamed one to its end
-    ui["generate"].click(None, js=starting_js(), outputs=[ui["status"], ui["progress"]], queue=False,
-                         show_progress="hidden", api_visibility="private")
+    ui["generate"].click(None, js=starting_js(), inputs=[ui["status"], ui["progress"]],
+                         outputs=[ui["status"], ui["progress"]], queue=False, show_progress="hidden",
+                         api_visibility="private")
     run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+    run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # Stop: first a light answer (the flag, the frozen view's status line: the browser sends Gradio's cancel of the
     # run only after it), then the whole result, one round trip later, after any update the run still had in flight
     ui["stop"].click(stop_now, outputs=outputs, cancels=[run], queue=False, show_progress="hidden",
                      api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=False,
-                                                    api_name="stop")
+                                                    api_name="stop").then(
+        None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
     # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
@@ -313,12 +316,43 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
 STARTING = "Starting: your run was sent to the server…"
 
 
+RUN_GOING = "A run is going: press Stop to end it, then Generate to start one with your new settings."
+"""Said under the buttons when Generate is pressed while the session's run is going (Gradio drops that click)."""
+
+
 def starting_js() -> str:
     """Generate's browser-side answer: a function giving the status line and its compact copy under the button
     (:func:`app.live.outputs.progress_html`, the copy a narrow screen shows in sight of the button) saying
-    :data:`STARTING`, at once, with no round trip."""
+    :data:`STARTING`, at once, with no round trip. While a run of this page is going (marked here, cleared by
+    :data:`RUN_ENDED_JS`) Gradio drops the click, so the status is left as it is and a note under the buttons says
+    :data:`RUN_GOING` for 6 s (a trial pressed Generate with new settings during a run and nothing said why nothing
+    happened)."""
     status = render.status_html(STARTING, "busy")
-    return f"() => [{json.dumps(status)}, {json.dumps(progress_html(status))}]"
+    return f"""(status, progress) => {{
+  if (window.svLiveRunning) {{
+    const buttons = document.querySelector('#generate')?.parentElement;
+    let note = document.getElementById('sv-run-going');
+    if (buttons && !note) {{
+      note = document.createElement('div');
+      note.id = 'sv-run-going';
+      note.setAttribute('role', 'status');
+      note.className = 'sv-run-going';
+      buttons.insertAdjacentElement('afterend', note);
+    }}
+    if (note) {{
+      note.textContent = {json.dumps(RUN_GOING)};
+      clearTimeout(window.svRunGoingTimer);
+      window.svRunGoingTimer = setTimeout(() => note.remove(), 6000);
+    }}
+    return [status, progress];
+  }}
+  window.svLiveRunning = true;
+  return [{json.dumps(status)}, {json.dumps(progress_html(status))}];
+}}"""
+
+
+RUN_ENDED_JS = "() => { window.svLiveRunning = false; document.getElementById('sv-run-going')?.remove(); }"
+"""After a Live run ends (finished, failed or stopped): Generate starts runs again (:func:`starting_js`)."""
 
 
 OUTPUT_ONLY_JS = "(on) => { document.body.classList.toggle('sv-output-only', !!on); }"
