@@ -260,6 +260,8 @@ def test_legend_and_placeholder_have_no_token_spans():
     assert "data-kind" not in render.legend_html()
     for kind in render.KINDS:
         assert f"tok-{kind}" in render.legend_html()
+    # every mark a pane can show is in the key (a trial: the "copy" mark and the faint drafts were unexplained)
+    assert "copied-mark" in render.legend_html() and "tok-unjudged" in render.legend_html()
     assert "&lt;x&gt;" in render.placeholder_html("<x>")
 
 

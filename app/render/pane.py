@@ -326,12 +326,16 @@ def legend_html() -> str:
             ("target", "target", "plain target token (prefill, baseline, a pass with nothing drafted)"),
         )
     )
+    unjudged = ('<span class="legend-item"><b class="tok tok-rejected tok-unjudged">after</b> drafted after a '
+                'rejection: never judged (faint, dashed)</span>')
+    copied = ('<span class="legend-item"><i class="copied-mark" aria-hidden="true"></i> draft copied by lookup '
+              'first, not the head\'s guess</span>')
     earlier = ('<span class="legend-item"><i class="earlier-mark" aria-hidden="true"></i> draft copied from an '
                'earlier output (suffix decoding)</span>')
     resplit = ('<span class="legend-item"><b class="tok tok-accepted tok-resplit">split</b> split differently by a '
                'draft model with another tokenizer</span>')
     return (f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span>'
-            f'{earlier}{resplit}</div>')
+            f'{unjudged}{copied}{earlier}{resplit}</div>')
 
 
 def pane_html(header: str, body: str, note: str = "", done: bool = False) -> str:
