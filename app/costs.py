@@ -284,9 +284,9 @@ def derived_info(value: int, seconds: float | None = None) -> str:
     :data:`DEFAULT_RUN_S`, the line says so (a trial on a busy machine read "about 20 s" and waited 81 s)."""
     if seconds is not None and seconds > 1.5 * DEFAULT_RUN_S:
         return (f"Set to {value} on load, the smallest default: even that is a run of about {seconds:.0f} s at this "
-                "machine's measured speed; any number works")
+                "machine's measured speed; any number up to the slider's end works")
     return (f"Set to {value} on load: a run of about {DEFAULT_RUN_S:.0f} s at this machine's measured speed; "
-            "any number works")
+            "any number up to the slider's end works")
 
 
 def retry_default_tokens(spec: str, fallback: int, shown, tries: int):

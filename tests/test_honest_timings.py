@@ -194,7 +194,7 @@ def test_the_default_max_new_tokens_aims_at_a_run_of_about_twenty_seconds():
     # the smallest default on a slow machine says how long even that is (a trial read "about 20 s", waited 81 s)
     assert live.costs.derived_info(16, slow.run_s(0, 16, drafter=True)) == (
         "Set to 16 on load, the smallest default: even that is a run of about 54 s at this machine's measured speed; "
-        "any number works")
+        "any number up to the slider's end works")
     assert live.costs.derived_info(16, 25.0).startswith("Set to 16 on load: a run of about 20 s")
 
 
@@ -204,7 +204,7 @@ def test_the_derived_default_is_measured_once_on_page_load(tiny_model_dir, monke
     first = live.page_default_tokens(spec, 64)
     assert first["__type__"] == "update" and 16 <= first["value"] <= 1024 and first["value"] % 8 == 0
     assert first["info"] == (f"Set to {first['value']} on load: a run of about 20 s at this machine's measured "
-                             "speed; any number works")  # says why the slider moved
+                             "speed; any number up to the slider's end works")  # says why the slider moved
     assert not device.DEVICE.locked
     calls = []
     monkeypatch.setattr(live.costs, "tuned_costs", lambda *a: calls.append(a))
