@@ -92,11 +92,12 @@ def _results_column() -> tuple:
     status = gr.HTML(render.status_html(matching.READY, "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                           elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=420,
-                           wrap=True)  # a value and its spread may sit on two lines
+                           elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=1000,
+                           wrap=True)  # a value and its spread may sit on two lines; 420 px hid a third method's
+    # rows below the table's fold with no cue (a trial): tall enough for 4 methods x a category and the pooled rows
     timings = gr.Dataframe(empty_table(TIMING_COLUMNS), label="Rates, predictions and the timings behind them",
                            interactive=False, elem_id="arena-timings", elem_classes=["sv-wide-table", "sv-wrap-cells"],
-                           max_height=420, wrap=True)  # the summary's other half: each fits a 1400 px page
+                           max_height=1000, wrap=True)  # the summary's other half: each fits a 1400 px page
     charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
     predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
     with gr.Row(elem_id="arena-downloads"):
