@@ -241,16 +241,50 @@ def _slider_boxes_js(flag: str) -> str:
   }}, true);"""
 
 
+def _keep_letters_js(elem_id: str) -> str:
+    """On page load, for the box that keeps its value with elem_id ``elem_id``: letters pressed in it are noted
+    (Chromium drops them from a number box, which is then left empty), so its blur says "was not a number", not
+    "was empty", as a slider's box does (:func:`_slider_boxes_js`). Once per page."""
+    box = json.dumps(f"#{elem_id}")
+    return f"""() => {{
+  const seen = (window.svKeepBoxes = window.svKeepBoxes || new Set());
+  if (seen.has({box})) return;
+  seen.add({box});
+  const mine = (b) => b instanceof HTMLInputElement && b.type === 'number' && b.closest({box});
+  document.addEventListener('keydown', (ev) => {{
+    if (mine(ev.target) && ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key))
+      ev.target.dataset.svLetters = 'bad';
+  }}, true);
+  document.addEventListener('focusin', (ev) => {{ if (mine(ev.target)) ev.target.dataset.svLetters = ''; }}, true);
+}}"""
+
+
+def _keep_blur_js(elem_id: str) -> str:
+    """The browser side of a keeping box's blur (:func:`tell_when_invalid` with ``keep``): an empty value from a box
+    where letters were typed goes as ``{"letters": true}`` (:func:`kept_or_refused` says "was not a number")."""
+    box = json.dumps(f"#{elem_id} input[type=number]")
+    return f"""(value, ...rest) => {{
+  const box = document.querySelector({box});
+  const letters = box && box.dataset.svLetters === 'bad';
+  if (box) box.dataset.svLetters = '';
+  return [(value === null || value === '') && letters ? {{letters: true}} : value, ...rest];
+}}"""
+
+
 def kept_or_refused(value, kept, field: NumberField) -> tuple:
     """The handler of :func:`tell_when_invalid` for a box that keeps its earlier value (``keep``), worded as a
     slider's box is (:func:`clamped`): an emptied box (``value`` None or "": Chromium also empties a number box typed
-    over with letters) is set back to ``kept``, the last value the run accepted ("N runs per side was empty; kept
-    50.", :func:`app.inputs.kept_notice`); a number outside the box's range is set to the nearest end ("N runs per
+    over with letters, sent as ``{"letters": true}`` by :func:`_keep_blur_js`) is set back to ``kept``, the last
+    value the run accepted ("N runs per side was empty; kept 50.", or "... was not a number; kept 50." for letters,
+    :func:`app.inputs.kept_notice`); a number outside the box's range is set to the nearest end ("N runs per
     side is at most 1000 here; using 1000.", :func:`app.inputs.clamp_notice`); each as an info toast and status line.
     Anything else (no earlier value known, a fraction in a whole-number box) as :func:`refused`. Never raises."""
+    letters = isinstance(value, dict) and bool(value.get("letters"))  # letters typed: the box was left empty
+    if letters:
+        value = None
     try:
         if value is None or value == "":
-            found = kept_notice(kept, field.name, field.low, field.high) if kept not in (None, "") else None
+            found = kept_notice(kept, field.name, field.low, field.high, letters) if kept not in (None, "") else None
         else:
             found = clamp_notice(value, field.name, field.low, field.high)
     except Exception:  # noqa: BLE001 - a check must never break the page
@@ -294,7 +328,10 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
                    queue=False, show_progress="hidden", api_visibility="private")
         box.blur(lambda value, earlier=None: kept_or_refused(value, earlier, field), inputs=[box, kept],
                  outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
-                 api_visibility="private")
+                 api_visibility="private", js=_keep_blur_js(box.elem_id) if box.elem_id else None)
+        if box.elem_id:
+            gr.context.Context.root_block.load(None, js=_keep_letters_js(box.elem_id), queue=False,
+                                               api_visibility="private")
         return
     inputs = [box, status] if target is None else [box, status, target]
     tag = box.elem_id or field.name

@@ -34,5 +34,12 @@ def test_the_n_box_keeps_its_earlier_value_and_says_its_range(page):
     _enter(page, "99999", "N runs per side is at most 1000 here; using 1000.", "1000")
     _enter(page, "50", "N runs per side is at most 1000 here", "50")  # in range: nothing new is said
     page.wait_for_timeout(3000)  # the box's change reaches the server (it remembers 50); generous on a busy machine
-    _enter(page, "abc", "N runs per side was empty; kept 50.", "50")
+    _enter(page, "abc", "N runs per side was not a number; kept 50.", "50")  # letters: not "was empty"
+    page.wait_for_timeout(1000)
+    box = page.locator("#batching-check-n input[type=number]").first
+    box.click()
+    box.press("Control+a")
+    box.press("Delete")
+    box.press("Enter")  # emptied, no letters
+    page.wait_for_selector("#batching-check-status >> text=N runs per side was empty; kept 50.", timeout=30_000)
     assert page.get_by_text("set back to its default").count() == 0
