@@ -985,7 +985,8 @@ def test_the_status_names_both_runs_progress_and_done_counts_from_the_click(monk
     status = view.status()
     assert re.search(r"Done in 38\.\d s from Generate to this result \(37 tokens, finish reason: eos; the two runs: "
                      r"24\.1 s; before them, loading and preparing: 14\.0 s\)", status), status
-    view.clicked = None  # a run from Python code: the runs' time alone
+    assert view.status() == status  # drawn once: read again later (a Stop after the end), the wait does not grow
+    view.clicked, view._done = None, None  # a run from Python code: the runs' time alone (drawn anew)
     assert re.search(r"Done in 24\.1 s \(", view.status())
 
 
@@ -1001,7 +1002,7 @@ def test_done_names_the_wait_for_the_device_apart_from_loading():
     status = view.status()
     assert re.search(r"the two runs: 18\.9 s; before them, waiting for the device: 10\.0 s; loading and "
                      r"preparing: 1\.0 s\)", status), status
-    view.obtained = view.clicked + 0.2  # no wait to speak of: all of it loading and preparing
+    view.obtained, view._done = view.clicked + 0.2, None  # no wait to speak of: all loading and preparing
     assert "waiting for the device" not in view.status()
     assert re.search(r"before them, loading and preparing: 10\.8 s\)", view.status()), view.status()
 
@@ -1046,7 +1047,7 @@ def test_the_reading_status_calls_a_prompt_long_only_when_it_is():
     assert "its 512 tokens (the prefill; a long prompt takes a while on a CPU)…" in long and "the target reads" in long
 
 
-def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary():
+def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary(tiny_model_dir, monkeypatch):
     """A trial: the Arena's Stop after "✓ Done" left "Stopping…" for good, and the Live tab's Stop on an idle page
     said "Stopped." although nothing had run. Now both say "Nothing is running."; the Arena keeps its summary under
     the line, and another press replaces the line instead of stacking it."""
@@ -1060,3 +1061,15 @@ def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary():
     assert "Nothing is running." in live.stop(idle) and "Stopped." not in live.stop(idle)
     assert "Nothing is running." in live.stop_now(idle)[4]
     assert live.stop_run([], idle)[4] == {"__type__": "update"}  # stop_now's line stays
+    # after a run that ended: the line goes above its "Done in ..." summary, which keeps its time (a second trial:
+    # a Stop 27 s after the end read "Done in 41.5 s ... drawing the result: 29.8 s")
+    me = FakeRequest("finished-here")
+    out = drain(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))
+    done = out["status"]
+    assert "Done in" in done
+    time.sleep(0.6)
+    stopped = live.stop_now(me)[4]
+    assert stopped.startswith('<div class="status-notice" data-box="stop">') and "Nothing is running." in stopped
+    assert stopped.endswith(done) and live.stop_now(me)[4] == stopped
+    assert live.stop_run([], me)[4] == {"__type__": "update"}  # the result stays as it is
+    live.release_session(me)

@@ -13,7 +13,7 @@ from app.device import session_key
 from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
 from app.live.outputs import (_GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
                               history_html, keep_good, status_only, stopped_status)
-from app.messages import NOTHING_RUNNING
+from app.messages import NOTHING_RUNNING, nothing_to_stop
 from app.live.view import RunView
 from app.records import RunSummary
 from specviz.core.engine import MAX_K
@@ -47,8 +47,10 @@ def stop_now(request: gr.Request = None):
     view = _view_of(request)
     if view is None:
         return status_only(status)
+    if not flagged and not view.cancelled:  # it had ended: "Nothing is running." above its summary, which stays
+        return status_only(nothing_to_stop(view.status(), "stop"), view.cut)
     view.mark_stopped()
-    return status_only(view.status() if view.cancelled or not flagged else status, view.cut)
+    return status_only(view.status() if view.cancelled else status, view.cut)
 
 
 def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):
@@ -76,8 +78,8 @@ def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = 
     if view is None:
         return status_only(status or stopped_status())
     view.mark_stopped()
-    if not view.cancelled:  # it finished on its own: its result stays as it is
-        return status_only(view.status(), view.cut)
+    if not view.cancelled:  # it finished on its own: its result and stop_now's line stay as they are
+        return status_only(None)
     if not view.in_history and not view.empty:  # once, whichever of Stop's handlers comes first
         view.in_history = True
         add_to_history(history, view)

@@ -54,6 +54,7 @@ class RunView:
     in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
     precision: str = ""  # what the target computes in ("bfloat16", "float32 · int8 weights"), for the comparison
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
+    _done: str | None = None  # the finished run's status, as first drawn ("Done in ...": the wait ends there)
     _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
     # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
     _frozen: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # add vs mark_stopped
@@ -209,11 +210,13 @@ class RunView:
         if self.cancelled:
             return render.status_html(f"Stopped after {seconds:.1f} s ({self._counts()}): what was made so far is "
                                       "shown.", "info", notes=self.notes)
-        if self.finished:
-            waited, parts = self._waited()
-            details = "; ".join([self._counts(reasons=True), *parts])
-            return render.status_html(f"Done in {waited} ({details}) · {self.target_label}", "done",
-                                      notes=self.notes)
+        if self.finished:  # kept as first drawn: read again later (a Stop after the end) the wait kept growing
+            if self._done is None:
+                waited, parts = self._waited()
+                details = "; ".join([self._counts(reasons=True), *parts])
+                self._done = render.status_html(f"Done in {waited} ({details}) · {self.target_label}", "done",
+                                                notes=self.notes)
+            return self._done
         return render.status_html(f"Generating… {self._progress()} · both runs take turns on one device, each "
                                   "timed on its own clock", "busy", notes=self.notes)
 

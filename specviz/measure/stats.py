@@ -382,7 +382,7 @@ def above_possible(judged: SpeedupJudgement, most: float | None) -> SpeedupJudge
         return judged
     bound = most * (1.0 + IMPOSSIBLE_MARGIN)
     if judged.value <= bound:
-        return _cut_at(judged, bound)
+        return _cut_at(judged, most)
     i = judged.interval
     read = read_speedup(judged.value, i.low, i.high, level=i.level, busy=judged.reason,
                         impossible=f"faster than its {most:.1f} tokens per pass allow")
@@ -390,10 +390,11 @@ def above_possible(judged: SpeedupJudgement, most: float | None) -> SpeedupJudge
 
 
 def _cut_at(judged: SpeedupJudgement, bound: float) -> SpeedupJudgement:
-    """``judged`` with its interval's top cut at ``bound`` (what the tokens per pass allow, with the margin): the
-    speedup cannot lie above it, so that part of a bootstrap interval is noise (a trial on a busy machine read
-    2.95x "1.72-5.10x" beside 3.06 tokens per pass). The verdict stays as read: a cut top moves no interval across
-    1, since the bound is at least 1 (a pass emits at least one token)."""
+    """``judged`` with its interval's top cut at ``bound``, the tokens per pass (or at the value, when the value lies
+    within the margin above them): no pass costs less than one standard step, so the speedup cannot lie above them
+    and that part of a bootstrap interval is noise (a trial on a busy machine read 2.95x "1.72-5.10x" beside 3.06
+    tokens per pass; a second trial read a top of 3.41 beside 3.25 as a contradiction while the cut still had the
+    margin). The verdict stays as read: a cut top moves no interval across 1, since the bound is at least 1."""
     i = judged.interval
     if i is None or i.high <= bound:
         return judged
