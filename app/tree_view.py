@@ -178,7 +178,8 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
     path = ",".join(str(i) for i in tp.path)
     return (f'<details class="dtree-pass" data-pass="{tp.index}" data-nodes="{m}" data-path="{path}" '
             f'data-counted="{tp.counted}" data-accepted-count="{n}"{" open" if open_ else ""}><summary>{summary}</summary>'
-            f'<div class="dtree-body"><div class="dtree-depths" aria-hidden="true">{heads}</div>'
+            f'<div class="dtree-body{" dtree-deep" if columns > 3 else ""}">'
+            f'<div class="dtree-depths" aria-hidden="true">{heads}</div>'
             f'<div class="dtree"><div class="dt-sub">{root}{kids(-1)}</div></div></div></details>')
 
 

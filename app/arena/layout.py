@@ -59,11 +59,15 @@ NOTE = (
 
 
 CLEAR_TOASTS_JS = ("(...inputs) => { document.querySelectorAll('[data-testid=\"toast-close\"]').forEach((close) => "
-                   "close.click()); return inputs; }")
+                   "close.click()); const status = document.getElementById('arena-status'); "
+                   "const box = status && status.getBoundingClientRect(); "
+                   "if (box && (box.top < 0 || box.top > window.innerHeight - 40)) "
+                   "status.scrollIntoView({block: 'start', behavior: 'smooth'}); return inputs; }")
 """Run arena's client side, before the run is sent: close every toast on the page (their own close buttons), so
 that the warnings of an earlier attempt (a refused input, a failed run) neither stay beside this run nor come back
 inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
-toasts arrive after it. Returns the inputs unchanged."""
+toasts arrive after it. The status line, where the run's progress is said, is scrolled into sight when it is out
+of it (a trial at 1400 x 900 pressed Run arena and saw nothing change). Returns the inputs unchanged."""
 
 ENTER_COMMITS_JS = enter_commits_js("#arena-controls")
 """On page load: Enter in a number box of the Arena's controls commits it as leaving the box does
@@ -175,9 +179,10 @@ def build_tab(target: str = "embedded") -> None:
     inputs = [drafters, ks, source, prompt, category, max_new_tokens, target_box, draft_model, exit_layer,
               temperature, seed, chat_template, repetition_penalty, min_p]
     # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
-    # the prompts that finished
+    # the prompts that finished. The status says the run's progress itself: Gradio's full overlay, with its own
+    # progress line and timer, covered it (a trial), so only the minimal indicator is shown
     run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
-                  api_name="arena", show_progress="full", show_progress_on=[status], concurrency_limit=4,
+                  api_name="arena", show_progress="minimal", show_progress_on=[status], concurrency_limit=4,
                   concurrency_id="arena", js=CLEAR_TOASTS_JS)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     stop_btn.click(stop, inputs=[status], outputs=[status], queue=False, api_name="arena_stop")
