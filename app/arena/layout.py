@@ -180,9 +180,10 @@ def build_tab(target: str = "embedded") -> None:
               temperature, seed, chat_template, repetition_penalty, min_p]
     # Stop only flags the run: it ends before its next target pass and still shows (and offers for download)
     # the prompts that finished. The status says the run's progress itself: Gradio's full overlay, with its own
-    # progress line and timer, covered it (a trial), so only the minimal indicator is shown
+    # progress line and timer, covered it (a trial; the minimal one still drew its bar over it), so none is shown:
+    # the handler's first message ("Starting: ...") comes at once
     run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
-                  api_name="arena", show_progress="minimal", show_progress_on=[status], concurrency_limit=4,
+                  api_name="arena", show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
                   concurrency_id="arena", js=CLEAR_TOASTS_JS)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     stop_btn.click(stop, inputs=[status], outputs=[status], queue=False, api_name="arena_stop")

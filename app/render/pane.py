@@ -334,8 +334,8 @@ def legend_html() -> str:
                'earlier output (suffix decoding)</span>')
     resplit = ('<span class="legend-item"><b class="tok tok-accepted tok-resplit">split</b> split differently by a '
                'draft model with another tokenizer</span>')
-    tint = ('<span class="legend-item tokens"><b class="tok tok-accepted">every</b><b class="tok tok-accepted tok-alt">'
-            'other</b> token a lighter or darker tint, only to tell neighbours apart</span>')
+    tint = ('<span class="legend-item"><b class="tok tok-accepted">to</b><b class="tok tok-accepted tok-alt">ken</b> '
+            'neighbouring tokens in two tints, only to tell them apart</span>')
     return (f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span>'
             f'{unjudged}{copied}{earlier}{resplit}{tint}</div>')
 
