@@ -105,6 +105,7 @@ def test_stop_cancels_and_frees_the_device(page):
     note = page.wait_for_selector("#sv-run-going", timeout=5_000)
     assert "A run is going: press Stop" in note.inner_text()
     assert "Starting" not in page.inner_text("#status")
+    page.wait_for_selector("#spec-output span[data-pass='3']", timeout=GENERATION_TIMEOUT_MS)  # passes to count
     page.click("#stop")
     page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=20_000)
     deadline = time.monotonic() + 15
@@ -124,6 +125,11 @@ def test_stop_cancels_and_frees_the_device(page):
     # the stopped run has ended: Generate starts runs again and the note is gone
     page.wait_for_function("() => window.svLiveRunning === false", timeout=20_000)
     assert page.locator("#sv-run-going").count() == 0
+    # the stopped run is the Why tab's latest run too (a trial: its boxes stayed empty after a Stop)
+    page.get_by_role("tab", name="Why it works").click()
+    page.wait_for_function("() => document.querySelector('#why-run-k textarea, #why-run-k input').value === '4'",
+                           timeout=20_000)
+    page.get_by_role("tab", name="Live").click()
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT.with_name("stopped.png")), full_page=True)
     assert not non_loopback(page.requests)

@@ -294,8 +294,11 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # Stop: first a light answer (the flag, the frozen view's status line: the browser sends Gradio's cancel of the
     # run only after it), then the whole result, one round trip later, after any update the run still had in flight
+    # (queued, so that the history's change reaches the Why tab: from a queue-free event it did not, and a stopped
+    # run was never marked there; a second trial)
     ui["stop"].click(stop_now, outputs=outputs, cancels=[run], queue=False, show_progress="hidden",
-                     api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=False,
+                     api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=True,
+                                                    show_progress="hidden", concurrency_limit=None,
                                                     api_name="stop").then(
         None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
