@@ -464,10 +464,10 @@ def head_weights_for(target_model: nn.Module, asked: str | None = None) -> str:
     """
     value = (asked or "auto").strip().lower()
     if value not in ("auto", *HEAD_WEIGHTS):
-        raise HeadsError(f"head weights must be auto, int8 or float, got {asked!r}")
+        raise HeadsError(f"Head weights must be auto, int8 or float, got {asked!r}.")
     on_cpu = target_placement(target_model)[0].type == "cpu"
     if value == "int8" and not on_cpu:
-        raise HeadsError("int8 head weights run on the CPU only; use float (the target's dtype) on this device")
+        raise HeadsError("Int8 head weights run on the CPU only; use float (the target's dtype) on this device.")
     if value == "auto":
         return "int8" if on_cpu else "float"
     return value
