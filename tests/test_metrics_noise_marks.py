@@ -113,8 +113,15 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
                              environment={"target": {"label": "T"}}, variants=["standard", "ngram k=2", "ngram k=3"])
     monkeypatch.setattr(arena.handlers, "busy_machine_warning", lambda cpu=None: None)  # whatever else the machine runs
     status = arena._done_status(result, 12.0)
+    # the status says which kind of no finding (a trial: "too noisy to tell ...; or not a finding ..." did not)
     assert ("Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods no finding (too noisy to "
-            "tell: ratios against the standard runs beside the method on both sides of 1") in status
+            "tell: ratios against the standard runs beside the method on both sides of 1): read those ratios as "
+            "noise") in status
+    impossible = _row("ngram k=5", "ngram", 0.05, speedup=2.5) | {"prompt_id": "p1"}  # above its 1.5 tokens per pass
+    both = arena.handlers._no_finding_kinds(one + [impossible])
+    assert both == ("2 too noisy to tell: ratios against the standard runs beside the method on both sides of 1; "
+                    "1 not a finding: a speedup more than 5% above its tokens per pass, or baselines that drifted "
+                    "more than 15% apart"), both
     assert "pair" not in status
 
 

@@ -22,7 +22,7 @@ from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
-from app.arena.verdicts import IMPOSSIBLE_MARGIN, noisy_count, noisy_rows
+from app.arena.verdicts import IMPOSSIBLE_MARGIN, NOISY_DRIFT, noise_text, noisy_count, noisy_rows
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
 from app.messages import nothing_to_stop, report
@@ -30,6 +30,7 @@ from specviz.analysis.arena import as_prompts, iter_arena
 from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
+from specviz.core.verdict import NOISY, NOT_FINDING
 from specviz.core.verify import SamplingConfig
 from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.runtime.policy import PolicyError
@@ -88,10 +89,8 @@ def _done_status(result: ArenaResult, seconds: float, notes=(), cpu: CpuShare | 
     target = result.environment.get("target", {}).get("label", "")
     busy = busy_machine_warning(cpu)
     noisy = noisy_rows(result.rows)
-    drift = (f" · {noisy_count(noisy, result.rows)} no finding (too noisy to tell: ratios against the standard runs "
-             f"beside the method on both sides of 1; or not a finding: a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its "
-             "tokens per "
-             "pass): read those ratios as noise" if noisy else "")
+    drift = (f" · {noisy_count(noisy, result.rows)} no finding ({_no_finding_kinds(result.rows)}): read those "
+             "ratios as noise" if noisy else "")
     methods = render.plural(len(result.variants) - 1, "method") + " and standard decoding"  # variants: baseline first
     return render.status_html(f"Done: {render.plural(n, 'prompt')} × {methods} in {seconds:.0f} s{check}"
                               f" · {target}" + (f" · {busy}" if busy else "") + drift,
@@ -276,6 +275,20 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
     csv_path, json_path = write_files(result, wall_s=seconds, notes=shown_notes, status=status)  # what the page says
     final = _result_outputs(result, status)
     yield final[:6] + (gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True))
+
+
+def _no_finding_kinds(rows: list[dict]) -> str:
+    """Which kinds of no finding a run's rows hold, each with its reason and, when both occur, its count (a trial:
+    "too noisy to tell ...; or not a finding ..." did not say which applied): "too noisy to tell: ratios against the
+    standard runs beside the method on both sides of 1", "not a finding: a speedup more than 5% above its tokens per
+    pass, or baselines that drifted more than 15% apart", or "1 too noisy to tell: ...; 2 not a finding: ..."."""
+    texts = [noise_text(r) for r in rows if noise_text(r)]
+    noisy = sum(t.startswith(NOISY) for t in texts)
+    kinds = [(noisy, f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
+             (len(texts) - noisy, f"{NOT_FINDING}: a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per "
+                                  f"pass, or baselines that drifted more than {NOISY_DRIFT:.0%} apart")]
+    present = [(n, words) for n, words in kinds if n]
+    return "; ".join(words if len(present) == 1 else f"{n} {words}" for n, words in present)
 
 
 def stop(current: str | None = None, request: gr.Request = None) -> str:
