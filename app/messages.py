@@ -211,7 +211,7 @@ def _slider_boxes_js(flag: str) -> str:
     && box.closest({flag}) && box.dataset.testid === 'number-input';
   document.addEventListener('keydown', (ev) => {{
     const box = ev.target;
-    if (sliderBox(box) && ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key))
+    if (sliderBox(box) && {LETTER_KEY_JS})
       box.dataset.svLetters = 'bad';
   }}, true);
   document.addEventListener('focusin', (ev) => {{
@@ -241,6 +241,11 @@ def _slider_boxes_js(flag: str) -> str:
   }}, true);"""
 
 
+LETTER_KEY_JS = "ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key)"
+"""A JS test of keydown event ``ev``: a printable key a number cannot hold (a letter), noted so that a box Chromium
+leaves empty after it is said as "not a number" (:func:`_slider_boxes_js`, :func:`_keep_letters_js`)."""
+
+
 def _keep_letters_js(elem_id: str) -> str:
     """On page load, for the box that keeps its value with elem_id ``elem_id``: letters pressed in it are noted
     (Chromium drops them from a number box, which is then left empty), so its blur says "was not a number", not
@@ -252,7 +257,7 @@ def _keep_letters_js(elem_id: str) -> str:
   seen.add({box});
   const mine = (b) => b instanceof HTMLInputElement && b.type === 'number' && b.closest({box});
   document.addEventListener('keydown', (ev) => {{
-    if (mine(ev.target) && ev.key.length === 1 && !ev.ctrlKey && !ev.metaKey && !/[0-9.eE+-]/.test(ev.key))
+    if (mine(ev.target) && {LETTER_KEY_JS})
       ev.target.dataset.svLetters = 'bad';
   }}, true);
   document.addEventListener('focusin', (ev) => {{ if (mine(ev.target)) ev.target.dataset.svLetters = ''; }}, true);

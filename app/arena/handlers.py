@@ -282,7 +282,7 @@ def _no_finding_kinds(rows: list[dict]) -> str:
     "too noisy to tell ...; or not a finding ..." did not say which applied): "too noisy to tell: ratios against the
     standard runs beside the method on both sides of 1", "not a finding: a speedup more than 5% above its tokens per
     pass, or baselines that drifted more than 15% apart", or "1 too noisy to tell: ...; 2 not a finding: ..."."""
-    texts = [noise_text(r) for r in rows if noise_text(r)]
+    texts = [text for text in map(noise_text, rows) if text]
     noisy = sum(t.startswith(NOISY) for t in texts)
     kinds = [(noisy, f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
              (len(texts) - noisy, f"{NOT_FINDING}: a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per "

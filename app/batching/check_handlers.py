@@ -10,7 +10,8 @@ from app import device, render
 from app.batching.check_figures import check_figure
 from app.batching.check_job import CheckForm, CheckSettings, check_work
 from app.batching.check_reading import check_lesson, check_stats_html
-from app.batching.shared import NOTHING_RUNNING, JobStatus, lesson_html
+from app.batching.shared import JobStatus, lesson_html
+from app.messages import NOTHING_RUNNING
 from app.device import CancelRegistry, relay
 from app.inputs import InputError
 from app.messages import report

@@ -17,7 +17,6 @@ from specviz.runtime.policy import current_policy
 
 DEFAULT_DRAFTER = "ngram"
 STATUS_INTERVAL_S = 1.0
-from app.messages import NOTHING_RUNNING  # noqa: F401 - the Batching buttons' Stop with nothing running
 
 
 # ------------------------------------------------------------------------------------------------------------ models

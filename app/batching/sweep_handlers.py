@@ -7,7 +7,8 @@ import time
 import gradio as gr
 
 from app import device, render
-from app.batching.shared import NOTHING_RUNNING, JobStatus, lesson_html
+from app.batching.shared import JobStatus, lesson_html
+from app.messages import NOTHING_RUNNING
 from app.batching.sweep_figures import sweep_figure
 from app.batching.sweep_files import write_sweep_files
 from app.batching.sweep_job import REPEATS, SweepForm, sweep_work

@@ -33,8 +33,8 @@ from app.why.figures import BATCH_COLORS, NOTE_GAP_PX, NOTE_LINE_PX, forward_fig
 from app.why.handlers import (ESTIMATE_EXTRA_S, MEASURE_INPUTS, OUTPUTS, RUNS, STATUS_INTERVAL_S, STOPPED,
                               STOPPED_KEPT, MeasureInputs, _measure_inputs, _measured, _measuring, clicked, measure,
                               measure_from, release_session, stop)
-from app.why.history import from_history, latest_run, lookahead_settings
-from app.why.layout import ENTER_COMMITS_JS, ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, RUN_HINT, _run_boxes, build_tab
+from app.why.history import RUN_HINT, from_history, latest_run, lookahead_settings
+from app.why.layout import ENTER_COMMITS_JS, ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, _run_boxes, build_tab
 from app.why.noise import (WITHIN_NOISE, impossible_text, inside_margin, noisy_measured, possible_curve,
                            times_measured, within_noise_points, within_noise_text)
 from specviz.core.engine import MAX_K

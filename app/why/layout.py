@@ -13,7 +13,7 @@ from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_inval
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
-from app.why.history import RUN_HINT, from_history, run_hint
+from app.why.history import from_history, run_hint
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS

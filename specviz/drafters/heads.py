@@ -37,7 +37,7 @@ from specviz.core.drafting import Draft, DraftContext, DrafterBase
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.networks import DraftLMHead, EagleHead, MedusaHeads, follow_target
 from specviz.core.verify import process_logits, restrict_vocab, sample
-from specviz.runtime.weights.formats import head_weight
+from specviz.runtime.weights.formats import head_weight, weights_of
 
 
 DEFAULT_TREE_NODES = 10  # the tree size the arena's and the bench's "eagle:tree" / "medusa:tree" use
@@ -107,7 +107,7 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
 def _weights_of(head: torch.nn.Module) -> str:
     """"int8" for a head loaded with int8 weights (:func:`~specviz.drafters.networks.load_heads`), else "float";
     the draft LM head follows it."""
-    return "int8" if getattr(head, "_specviz_weights", None) == "int8" else "float"
+    return "int8" if weights_of(head) == "int8" else "float"
 
 
 class _FeatureDrafter(DrafterBase):

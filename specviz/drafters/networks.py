@@ -104,7 +104,9 @@ def follow_target(head: nn.Module, model: nn.Module) -> nn.Module:
     or float16); its int64 draft vocabulary stays int64. A head already in a weight format (int8, :func:`load_heads`)
     is returned as it is: it was placed before it was formatted, and a cast would change its scales' dtype.
     Returns ``head``."""
-    if getattr(head, "_specviz_weights", "float32") != "float32":
+    from specviz.runtime.weights import weights_of
+
+    if weights_of(head) != "float32":
         return head
     device, dtype = target_placement(model)
     return head.to(device=device, dtype=dtype)
