@@ -479,6 +479,23 @@ def test_the_history_gives_acceptance_and_tokens_per_pass_the_cards_spreads():
     assert render.history_counted(None, "") == "–" and render.history_counted(0.5, "", percent=True) == "50%"
 
 
+def test_the_end_to_end_interval_is_cut_at_the_tokens_per_pass_too():
+    """With the prefill included the ratio can only be smaller than the decoding speedup, so its interval is cut
+    where the decoding speedup's is: at the tokens per pass (here 2.0; the bootstrap reached 2.24 uncut)."""
+    from specviz.measure.stats import bootstrap_rate_ratio
+
+    spec, base = paired_runs(12, lambda i: (14.0, 4.0)[i % 2], lambda i: 12.0 if i % 5 == 0 else 9.0)
+    s, b = run_view(spec, base).spec_stats, run_view(spec, base).base_stats
+    raw = bootstrap_rate_ratio(s.pass_ms, s.pass_tokens, b.pass_ms, b.pass_tokens,
+                               fixed=((s.prefill_ms, s.generated - s.emitted), (b.prefill_ms, b.generated - b.emitted)))
+    cut = end_to_end_interval(s, b)
+    assert s.tokens_per_pass == 2.0 and raw.high > 2.2
+    assert (cut.value, cut.low, cut.high) == (raw.value, raw.low, 2.0)
+    fine = end_to_end_interval(*(lambda v: (v.spec_stats, v.base_stats))(run_view(*paired_runs(
+        12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2)))))
+    assert fine.high < 2.0  # an interval below the bound is left as measured
+
+
 def test_a_speedup_interval_is_cut_at_what_its_tokens_per_pass_allow():
     """A trial on a busy machine read "2.95× faster · 95 % 1.72–5.10×" beside 3.06 tokens per pass: no pass costs
     less than one standard step, so the part of the interval above the tokens per pass is noise. It is cut there

@@ -275,12 +275,17 @@ def end_to_end_interval(spec: RunStats, base: RunStats) -> Interval | None:
     """The end-to-end ratio (:func:`~specviz.core.counters.speedup`: tokens/s with the prefill included) with its bootstrap interval over
     both runs' passes (:func:`bootstrap_rate_ratio`); each run's prefill is one measurement, added to every draw as
     measured (so the interval is the passes' share of the spread only). None when :func:`~specviz.core.counters.speedup` is None or a run
-    has fewer than two passes."""
+    has fewer than two passes. Its top is cut at ``spec``'s tokens per pass (or at the value, when that lies above
+    them), as the decoding speedup's is (:func:`_cut_at`): with the prefill included the ratio can only be smaller."""
     if speedup(spec, base) is None:
         return None
-    return bootstrap_rate_ratio(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens,
-                                fixed=((spec.prefill_ms, spec.generated - spec.emitted),
-                                       (base.prefill_ms, base.generated - base.emitted)))
+    interval = bootstrap_rate_ratio(spec.pass_ms, spec.pass_tokens, base.pass_ms, base.pass_tokens,
+                                    fixed=((spec.prefill_ms, spec.generated - spec.emitted),
+                                           (base.prefill_ms, base.generated - base.emitted)))
+    most = spec.tokens_per_pass
+    if interval is None or not most or interval.high <= most:
+        return interval
+    return dataclasses.replace(interval, high=max(most, interval.value))
 
 
 _KEYS = {FASTER: "faster", SLOWER: "slower", SAME: "same", NOISY: "too noisy", NOT_FINDING: "not a finding"}
