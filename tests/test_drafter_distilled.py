@@ -106,6 +106,29 @@ def test_a_file_loads_for_a_target_in_another_weight_format(tiny_target, tmp_pat
     assert _run(packed, prompt, cfg, DistilledDrafter(loaded)).token_ids == _run(packed, prompt, cfg).token_ids
 
 
+def test_int8_weights_draft_close_to_float_and_keep_the_output(tiny_target, tmp_path):
+    """On the CPU the distilled draft drafts with int8 weights (auto, as the heads): every linear of its layers
+    (q/k/v and gate/up fused) and its LM-head rows; its logits stay within 5 % of the float file's, the output is the
+    target's own, and ``head_weights="float"`` keeps the float file."""
+    from specviz.runtime.weights.linears import Int8Linear
+
+    path = save_draft_model(_draft(tiny_target), tmp_path / "d.safetensors", tiny_target.model, {})
+    auto = make_drafter("distilled", tiny_target, heads_path=str(path))
+    plain = make_drafter("distilled", tiny_target, heads_path=str(path), head_weights="float")
+    assert (auto.weights, plain.weights) == ("int8", "float")
+    linears = [m for m in auto.draft.layers.modules() if isinstance(m, torch.nn.Linear)]
+    assert not linears and isinstance(auto.draft.head.int8, Int8Linear)
+    assert sum(isinstance(m, Int8Linear) for m in auto.draft.layers.modules()) == 4 * 2  # q/k/v fused, o, gate/up fused, down
+    ids = torch.tensor([[1, 5, 9, 14, 3, 7]])
+    with torch.no_grad():
+        a, b = auto.draft.view(input_ids=ids).logits, plain.draft.view(input_ids=ids).logits
+    seen = torch.isfinite(b)
+    assert torch.equal(seen, torch.isfinite(a)) and (a[seen] - b[seen]).norm() / b[seen].norm() < 0.05
+    prompt = next(iter(_prompts(tiny_target.tokenizer).values()))
+    cfg = GenerationConfig(max_new_tokens=20, k=4)
+    assert _run(tiny_target, prompt, cfg, auto).token_ids == _run(tiny_target, prompt, cfg).token_ids
+
+
 def test_sampling_keeps_the_target_distribution(tiny_target):
     draft = _draft(tiny_target)
     assert _chi_square(tiny_target, lambda: DistilledDrafter(draft), dict(temperature=1.0), n=600) > 1e-3

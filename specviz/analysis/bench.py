@@ -94,7 +94,7 @@ class BenchSettings:
     heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
     tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
     min_confidence: float | None = None  # eagle / medusa confidence gate (None: the drafters' default)
-    head_weights: str | None = None  # eagle / medusa weights while drafting: int8 / float (None: int8 on the CPU)
+    head_weights: str | None = None  # eagle / medusa / distilled weights while drafting: int8 / float (None: int8 on the CPU)
     window: int | None = None  # lookahead's W, N and G (None: the defaults of specviz.drafters.lookahead)
     ngram: int | None = None
     candidates: int | None = None
@@ -434,9 +434,11 @@ def run_bench(target, prompts: list[Prompt], settings: BenchSettings, progress: 
 def _add_drafter_notes(result: dict, target, drafters: dict, settings: BenchSettings) -> None:
     """Add to ``result`` what its drafters call for: the weights the trained heads drafted with (what "auto" came
     to here, in ``settings``), the trained drafters' targets, the suffix drafter's note, lookahead's cost."""
+    from specviz.drafters.distilled import DistilledDrafter
     from specviz.drafters.heads import EagleDrafter, MedusaDrafter
 
-    formats = sorted({d.weights for d in drafters.values() if isinstance(d, (EagleDrafter, MedusaDrafter))})
+    trained = (EagleDrafter, MedusaDrafter, DistilledDrafter)
+    formats = sorted({d.weights for d in drafters.values() if isinstance(d, trained)})
     if formats:
         result["settings"]["head_weights"] = "/".join(formats)
     targets = head_targets(result["overall"], result["categories"])

@@ -166,7 +166,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
                                      "below P (0 = always k tokens; default: the drafters' own default)")
     p.add_argument("--head-weights", default="auto", choices=("auto", "int8", "float"),
-                   help="eagle/medusa: the trained heads' weights while drafting (default auto: int8 on the CPU, "
+                   help="eagle/medusa/distilled: the trained drafter's weights while drafting (default auto: int8 on the CPU, "
                         "about half the drafting time; float: the target's dtype). Output is unchanged either way")
     p.add_argument("--window", type=_int_in("window", 1, 32), default=None, metavar="W",
                    help="lookahead: the Jacobi window's columns (default 3)")

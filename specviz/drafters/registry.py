@@ -41,8 +41,8 @@ class DrafterOptions:
         draft_weights: ``model``: the draft model's weight format (float32, bfloat16, int8, int4:
             :func:`specviz.runtime.weights.with_weights`, made from its float32 load; None: as loaded), e.g. an int4
             copy of the target drafting for it (``draft_spec`` the target's spec).
-        head_weights: ``eagle`` / ``medusa``: the heads' weights, "int8" or "float" (None or "auto": int8 on the
-            CPU, :func:`specviz.drafters.networks.head_weights_for`).
+        head_weights: ``eagle`` / ``medusa`` / ``distilled``: the trained drafter's weights, "int8" or "float" (None
+            or "auto": int8 on the CPU, :func:`specviz.drafters.networks.head_weights_for`).
     """
 
     draft_spec: str | None = None
@@ -283,14 +283,14 @@ def _distilled(target, o: DrafterOptions) -> Drafter:
         HeadsError: no file fits the target, or the file given is malformed or made for another target.
     """
     from specviz.drafters.distilled import DistilledDrafter, load_draft_model, shipped_draft_model
-    from specviz.drafters.networks import HeadsError
+    from specviz.drafters.networks import HeadsError, head_weights_for
 
     given = o.heads_path.strip() if o.heads_path and o.heads_path.strip() else None
     path = given or shipped_draft_model(target.model)
     if path is None:
         raise HeadsError(f"No distilled draft model fits {target.label}: the shipped one is for the embedded "
                          f"SmolLM2-135M-Instruct. Train one with `python -m specviz train distilled --layers 2`.")
-    return DistilledDrafter(load_draft_model(path, target.model))
+    return DistilledDrafter(load_draft_model(path, target.model, head_weights_for(target.model, o.head_weights)))
 
 
 NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.",
