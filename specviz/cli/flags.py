@@ -158,8 +158,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="n-gram lookup (--drafter ngram): longest suffix looked up earlier in the text (default 3)")
     p.add_argument("--ngram-min", type=_int_in("ngram-min", 1), default=1,
                    help="n-gram lookup: shortest suffix looked up (default 1); not lookahead's --ngram")
-    p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa (default: the shipped "
-                                                   "heads for the embedded model)")
+    p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa, or draft-model file for "
+                                                   "distilled (default: the shipped file for the embedded model)")
     p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
                    help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
