@@ -58,12 +58,13 @@ class SubsetLMHead(nn.Module):
         self.int8 = None  # set by :meth:`use_int8` (drafting only)
 
     def use_int8(self) -> None:
-        """Draft with the rows in int8, one scale per row (CPU only; :data:`~specviz.drafters.networks.HEAD_WEIGHTS`).
-        The float rows stay for training and :meth:`forward` on other dtypes; the target verifies every drafted
+        """Draft with the rows in int8, one scale per row (CPU only; :data:`~specviz.drafters.networks.HEAD_WEIGHTS`),
+        for good: the float rows are dropped (drafting only, never training). The target verifies every drafted
         token, so this changes what is drafted at most."""
         from specviz.runtime.weights.linears import Int8Linear
 
         self.int8 = Int8Linear.from_float(self.rows.float())
+        self.rows = torch.empty(0, self.rows.shape[1], dtype=self.rows.dtype, device=self.rows.device)
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., N) logits over the draft vocabulary (N = V without one)."""
