@@ -118,7 +118,11 @@ def main() -> None:
         corpus, groups = _suite_groups(target, args.prompts, args.max_new_tokens)
     else:
         sets = [Path(s.strip()) for s in args.data.split(",") if s.strip()]
-        corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), lambda m: print(m, file=sys.stderr))
+        from specviz.drafters.networks import read_metadata
+
+        fused = any(read_metadata(p)["recipe"] == "eagle3" for p in args.heads)  # only EAGLE-3 heads read them
+        corpus = cached_prefill(target, sets, None, Path(args.prefill_cache), lambda m: print(m, file=sys.stderr),
+                                fused=fused)
         groups = _held_out_by_set(corpus, sets, 0.05, 0)
     with torch.inference_mode():
         report = {str(p): _measure(Path(p), target, corpus, groups) for p in args.heads}

@@ -183,3 +183,33 @@ def test_one_prefill_is_kept_and_shared_between_kinds(tiny_target, tmp_path, mon
     generate_set(tiny_target, folder, CorpusSettings(num_prompts=6, batch_size=2, max_new_tokens=4, prompt_set="part3"))
     run_training("medusa", tiny_target, tmp_path / "m2.safetensors", settings=settings, data=data)
     assert len(calls) == 2  # the set grew: the kept prefill was made for other data, so it is made again
+
+
+def test_a_prefill_too_large_for_the_memory_is_kept_without_the_fused_layers(tiny_target, tmp_path, monkeypatch):
+    """All five committed sets (3.06 M positions) with EAGLE-3's fused layers would peak near 28 GB on a 24 GB
+    machine (seen: the process reached 9.4 GB a third of the way in): when the peak would not fit, eagle and medusa
+    keep a prefill without them and say so; eagle3 then makes its own; a kept prefill with them serves the others."""
+    from specviz.runtime import presets
+    from specviz.training import train as train_module
+
+    folder = tmp_path / "part3"
+    generate_set(tiny_target, folder, TINY)
+    calls, said = [], []
+    real = train_module.prefill_corpus
+    monkeypatch.setattr(train_module, "prefill_corpus", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    positions = sum(int(load_id_shard(p)["ids"].numel()) for p in id_shard_paths(folder))
+    width = tiny_target.model.config.hidden_size
+    monkeypatch.setattr(presets, "available_bytes", lambda device: positions * (8 * width + 16))  # 2x short
+    fits, why = train_module.fused_prefill_fits(tiny_target, [folder])
+    assert not fits and f"{positions:,} positions would need about" in why
+    cache = tmp_path / "prefill.pt"
+    settings = TrainSettings(epochs=1, batch_tokens=32, vocab_size=40, holdout=0.25)
+    data = TrainData(sets=(folder,), prefill_cache=cache)
+    run_training("eagle", tiny_target, tmp_path / "e.safetensors", settings=settings, data=data, progress=said.append)
+    run_training("medusa", tiny_target, tmp_path / "m.safetensors", settings=settings, data=data)
+    assert calls == [()] and any("without EAGLE-3's fused layers" in m for m in said)  # one prefill, no layers
+    run_training("eagle3", tiny_target, tmp_path / "e3.safetensors", settings=settings, data=data)
+    layers = train_module.fusion_layers(tiny_target.model.config.num_hidden_layers)
+    assert calls == [(), layers]  # eagle3 needs them: made again, with them
+    run_training("eagle", tiny_target, tmp_path / "e2.safetensors", settings=settings, data=data)
+    assert calls == [(), layers]  # the kept prefill with the layers serves eagle too

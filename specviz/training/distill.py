@@ -128,13 +128,14 @@ def _say(progress: Progress | None, message: str) -> None:
 
 
 def kept_prefill(cache: Path, key: dict, make: Callable[[], object], count: Callable[[object], int],
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, also: tuple[dict, ...] = ()):
     """A prefill kept on disk: the object stored in ``cache`` when it was stored with ``key`` (a dict of what made
-    it: sets, shard files, target...), else ``make()``'s, written there atomically (``torch.save`` of {key, corpus}
-    to a ``.tmp`` renamed into place) and returned. ``count(corpus)`` gives its positions for the progress line."""
+    it: sets, shard files, target...) or one of ``also`` (keys of prefills that hold at least as much), else
+    ``make()``'s, written there atomically (``torch.save`` of {key, corpus} to a ``.tmp`` renamed into place) and
+    returned. ``count(corpus)`` gives its positions for the progress line."""
     if cache.exists():
         stored = torch.load(cache, weights_only=False)
-        if stored.get("key") == key:
+        if stored.get("key") == key or stored.get("key") in also:
             _say(progress, f"prefill: read from {cache} ({count(stored['corpus'])} positions)")
             return stored["corpus"]
         _say(progress, f"prefill: {cache} was made for other data; making it again")

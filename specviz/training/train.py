@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 from specviz.training.distill import (Corpus, CorpusSettings, data_dir, extract_features, generate_corpus, load_corpus,
                                      kept_prefill, prefill_corpus)
-from specviz.training.idshards import id_shard_paths
+from specviz.training.idshards import id_shard_paths, load_id_shard
 from specviz.drafters.networks import (DraftLMHead, EagleHead, MedusaHeads, fusion_layers, new_eagle_head,
                                        new_medusa_heads, parameter_count, save_heads, target_signature)
 from specviz.training.losses import (EagleParts, _batches, _eagle_batch, _eagle_losses, _label_map, _ttt_losses,
@@ -443,7 +443,7 @@ class TrainData:
             then only writes the head). None: ``<data>/ckpt-<kind>-seed<seed>.pt``, removed when training ends.
         prefill_cache: with ``sets``, a file that keeps the prefill for the next kind trained on the same sets
             (:func:`cached_prefill`: made with EAGLE-3's fused layers too, so eagle, eagle3 and medusa share one
-            prefill); None: prefill in memory only.
+            prefill, unless they would not fit the memory); None: prefill in memory only.
     """
 
     folder: Path | None = None
@@ -454,16 +454,44 @@ class TrainData:
 
 
 def cached_prefill(target, sets: list[Path], forms: tuple[int, ...] | None, cache: Path,
-                   progress: Progress | None = None) -> Corpus:
-    """The :func:`prefill_corpus` of ``sets`` (with the hidden states EAGLE-3 fuses) read from ``cache`` when it was
-    made for the same sets, forms, target and shard files, else made and written there (``torch.save``; about
-    4.6 KB per position: 4 GB for 891 k positions of SmolLM2-135M). A cache made for anything else is replaced."""
-    layers = fusion_layers(target.model.config.num_hidden_layers)
+                   progress: Progress | None = None, fused: bool | None = None) -> Corpus:
+    """The :func:`prefill_corpus` of ``sets`` read from ``cache`` when it was made for the same sets, forms, target
+    and shard files, else made and written there (``torch.save``); a cache made for anything else is replaced.
+
+    ``fused``: keep the hidden states EAGLE-3 fuses too (True), so every kind shares one prefill (about 4.6 KB per
+    position for SmolLM2-135M: 4 GB for 891 k positions), or not (False: 1.2 KB per position; a cache with them
+    serves as well); None decides by memory (:func:`fused_prefill_fits`): without them when the prefill's peak would
+    not fit (all five committed sets, 3.06 M positions, would need about 28 GB with them), and says so.
+    """
+    every = fusion_layers(target.model.config.num_hidden_layers)
+    if fused is None:
+        fused, why = fused_prefill_fits(target, sets)
+        if not fused:
+            _say(progress, f"prefill: without EAGLE-3's fused layers ({why}); `train eagle3` on these sets prefills "
+                           f"again")
+    layers = every if fused else ()
     key = {"sets": [str(s) for s in sets], "forms": list(forms) if forms is not None else None,
            "target": target_signature(target.model), "layers": list(layers),
            "shards": [[p.name, p.stat().st_size] for s in sets for p in id_shard_paths(s)]}
     return kept_prefill(cache, key, lambda: prefill_corpus(target, sets, layers, forms, progress),
-                        lambda c: c.num_positions, progress)
+                        lambda c: c.num_positions, progress, also=() if fused else (dict(key, layers=list(every)),))
+
+
+def fused_prefill_fits(target, sets: list[Path]) -> tuple[bool, str]:
+    """Whether a prefill of ``sets`` with EAGLE-3's fused layers fits this machine's available memory (with a
+    quarter to spare), and if not why, in words: its peak is about twice the kept tensors (the per-sequence pieces and
+    their concatenation), 2 x (8 H + 16) bytes per position in float16 (H the target's width). True when the
+    available memory is unknown."""
+    from specviz.runtime.presets import available_bytes
+
+    width = int(target.model.config.hidden_size)
+    positions = sum(int(load_id_shard(p)["ids"].numel()) for s in sets for p in id_shard_paths(s))
+    peak = 2 * positions * (8 * width + 16)
+    free = available_bytes(torch.device("cpu"))
+    if not free or peak <= 0.75 * free:
+        return True, ""
+    return False, (f"{positions:,} positions would need about {peak / 1e9:.0f} GB with them, "
+                   f"{free / 1e9:.0f} GB is available")
 
 
 def run_training(kind: str, target, out: Path, *, settings: TrainSettings = TrainSettings(),
@@ -486,7 +514,8 @@ def run_training(kind: str, target, out: Path, *, settings: TrainSettings = Trai
     if sets:
         _say(progress, f"data: {', '.join(str(s) for s in sets)} (committed id shards, features by a prefill)")
         folder = sets[0]
-        corpus = (cached_prefill(target, sets, forms, data.prefill_cache, progress) if data.prefill_cache
+        corpus = (cached_prefill(target, sets, forms, data.prefill_cache, progress,
+                                 fused=True if kind == "eagle3" else None) if data.prefill_cache
                   else prefill_corpus(target, sets, layers, forms, progress))
     else:
         folder = data.folder or data_dir(corpus_settings.prompt_set)
