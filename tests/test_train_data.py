@@ -213,3 +213,20 @@ def test_a_prefill_too_large_for_the_memory_is_kept_without_the_fused_layers(tin
     assert calls == [(), layers]  # eagle3 needs them: made again, with them
     run_training("eagle", tiny_target, tmp_path / "e2.safetensors", settings=settings, data=data)
     assert calls == [(), layers]  # the kept prefill with the layers serves eagle too
+
+
+def test_the_prefill_hands_freed_memory_back_after_each_batch(tiny_target, tmp_path, monkeypatch):
+    """Its batches grow (shortest first), so the allocator's freed blocks piled up: 11.4 GB resident after 57 % of
+    all five committed sets, 6.4 GB after one trim. Each batch now ends with one (glibc's malloc_trim)."""
+    import platform
+
+    from specviz.training import distill
+    from specviz.training.distill import _prefill
+
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        assert distill.release_freed_memory() is True
+    trims = []
+    monkeypatch.setattr(distill, "release_freed_memory", lambda: trims.append(1) or True)
+    seqs = [torch.arange(1, n + 1) for n in (3, 5, 4, 6, 2)]
+    feats, top1, _ = _prefill(tiny_target, seqs, 2)
+    assert len(trims) == 3 and [len(t) for t in top1] == [3, 5, 4, 6, 2]  # 3 batches of at most 2
