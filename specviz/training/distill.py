@@ -320,7 +320,10 @@ def release_freed_memory() -> bool:
         except OSError:
             _LIBC = False
     trim = getattr(_LIBC, "malloc_trim", None) if _LIBC else None
-    return bool(trim is not None and (trim(0) or True))
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 _LIBC = None  # the C library once looked up (False: none with malloc_trim)
