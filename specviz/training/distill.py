@@ -41,6 +41,7 @@ and two), :mod:`specviz.training.prompts_part3`, :mod:`specviz.training.prompts_
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,24 +310,24 @@ def release_freed_memory() -> bool:
     after each batch: its batches grow (shortest first), so freed blocks are too small for the next batch's and
     pile up. Seen on all five committed sets (3.06 M positions, features 3.5 GB): 11.4 GB resident after 57 % of
     the positions, 6.4 GB right after one trim. True when trimmed; False where there is no glibc."""
-    import ctypes
-    import ctypes.util
-
-    global _LIBC
-    if _LIBC is None:
-        name = ctypes.util.find_library("c")
-        try:
-            _LIBC = ctypes.CDLL(name) if name else False
-        except OSError:
-            _LIBC = False
-    trim = getattr(_LIBC, "malloc_trim", None) if _LIBC else None
+    trim = _malloc_trim()
     if trim is None:
         return False
     trim(0)
     return True
 
 
-_LIBC = None  # the C library once looked up (False: none with malloc_trim)
+@functools.cache
+def _malloc_trim():
+    """glibc's ``malloc_trim``, looked up once; None without it."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
 
 
 def prefill_corpus(target, folder: Path | list[Path], layers: tuple[int, ...] = (), forms: tuple[int, ...] | None = None,
