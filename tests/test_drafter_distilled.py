@@ -117,7 +117,7 @@ def test_int8_weights_draft_close_to_float_and_keep_the_output(tiny_target, tmp_
     plain = make_drafter("distilled", tiny_target, heads_path=str(path), head_weights="float")
     assert (auto.weights, plain.weights) == ("int8", "float")
     linears = [m for m in auto.draft.layers.modules() if isinstance(m, torch.nn.Linear)]
-    assert not linears and isinstance(auto.draft.head.int8, Int8Linear) and not auto.draft.head.rows.numel()
+    assert not linears and isinstance(auto.draft.head.int8, Int8Linear) and auto.draft.head.lm.weight is None
     assert sum(isinstance(m, Int8Linear) for m in auto.draft.layers.modules()) == 4 * 2  # q/k/v fused, o, gate/up fused, down
     ids = torch.tensor([[1, 5, 9, 14, 3, 7]])
     with torch.no_grad():

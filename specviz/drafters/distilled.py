@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.networks import HeadsError, file_metadata, signature_fits, target_signature
+from specviz.drafters.networks import DraftLMHead, HeadsError, file_metadata, signature_fits, target_signature
 from specviz.runtime.placement import rehook_view
 from specviz.runtime.weights.formats import head_weight
 
@@ -38,9 +38,10 @@ FORMAT = 1
 
 
 class SubsetLMHead(nn.Module):
-    """The target's LM head restricted to a draft vocabulary (frozen rows, copied once): (..., H) -> (..., V) logits,
-    -inf outside the vocabulary (:meth:`forward`, what the drafter samples from) or (..., N) logits over it
-    (:meth:`subset_logits`, what training reads).
+    """The target's LM head restricted to a draft vocabulary, as the distilled model's ``lm_head`` module: (..., H)
+    -> (..., V) logits, -inf outside the vocabulary (:meth:`forward`, what the drafter samples from), or (..., N)
+    logits over it (:meth:`subset_logits`, what training reads). The rows are frozen copies held by a
+    :class:`~specviz.drafters.networks.DraftLMHead` (``lm``), the heads' own.
 
     Args:
         weight: (V, H) the target's LM-head weight.
@@ -49,39 +50,30 @@ class SubsetLMHead(nn.Module):
 
     def __init__(self, weight: torch.Tensor, vocab_ids: torch.Tensor | None) -> None:
         super().__init__()
-        self.vocab_size = int(weight.shape[0])
-        full = vocab_ids is None or vocab_ids.numel() == 0
-        ids = torch.zeros(0, dtype=torch.long) if full else vocab_ids.long().to(weight.device)
-        self.register_buffer("ids", ids, persistent=False)
-        self.register_buffer("rows", weight.detach() if full else weight.detach().index_select(0, ids).contiguous(),
-                             persistent=False)
-        self.int8 = None  # set by :meth:`use_int8` (drafting only)
+        self.lm = DraftLMHead(weight, vocab_ids)
+        self.vocab_size = self.lm.vocab_size
+
+    @property
+    def rows(self) -> int:
+        """N, the draft vocabulary's size."""
+        return self.lm.rows
+
+    @property
+    def int8(self):
+        """The int8 rows (:class:`~specviz.runtime.weights.linears.Int8Linear`) once :meth:`use_int8` ran, else None."""
+        return self.lm.int8
 
     def use_int8(self) -> None:
-        """Draft with the rows in int8, one scale per row (CPU only; :data:`~specviz.drafters.networks.HEAD_WEIGHTS`),
-        for good: the float rows are dropped (drafting only, never training). The target verifies every drafted
-        token, so this changes what is drafted at most."""
-        from specviz.runtime.weights.linears import Int8Linear
-
-        self.int8 = Int8Linear.from_float(self.rows.float())
-        self.rows = torch.empty(0, self.rows.shape[1], dtype=self.rows.dtype, device=self.rows.device)
+        """Draft with int8 rows for good (:meth:`DraftLMHead.to_int8`; drafting only, never training)."""
+        self.lm.to_int8()
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., N) logits over the draft vocabulary (N = V without one)."""
-        if self.int8 is not None:
-            return self.int8(h)
-        from specviz.runtime.speed import draft_linear
-
-        return draft_linear(h, self.rows.to(h.dtype))
+        return self.lm.subset_logits(h)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) -> (..., V) logits, -inf outside the draft vocabulary."""
-        sub = self.subset_logits(h)
-        if not self.ids.numel():
-            return sub
-        full = torch.full((*sub.shape[:-1], self.vocab_size), float("-inf"), dtype=sub.dtype, device=sub.device)
-        full[..., self.ids] = sub
-        return full
+        return self.lm.full_logits(h)
 
 
 def _layer_copies(target_model: nn.Module, source_layers: list[int], copy_weights: bool = True) -> nn.ModuleList:

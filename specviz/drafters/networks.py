@@ -132,11 +132,13 @@ class RMSNorm(nn.Module):
 
 
 class DraftLMHead:
-    """The target's LM head restricted to a draft vocabulary (frozen; not part of a head file).
+    """The target's LM head restricted to a draft vocabulary (frozen; not part of a head file). The heads and the
+    distilled draft model (:class:`~specviz.drafters.distilled.SubsetLMHead`) both read their logits through it.
 
     Args:
         weight: (V, H) the target's LM-head weight.
-        vocab_ids: (N,) int64 ids of the draft vocabulary, or None for all V.
+        vocab_ids: (N,) int64 ids of the draft vocabulary, or None / empty for all V.
+        weights: "float" (the rows as given) or "int8" (:meth:`to_int8` at once; drafting only).
     """
 
     def __init__(self, weight: torch.Tensor, vocab_ids: torch.Tensor | None, weights: str = "float") -> None:
@@ -147,12 +149,20 @@ class DraftLMHead:
         else:
             self.ids = vocab_ids.to(weight.device).long()
             self.weight = weight.detach().index_select(0, self.ids).contiguous()
+        self.rows = int(self.weight.shape[0])  # N, the draft vocabulary's size
         self.int8 = None
-        if weights == "int8":  # drafting only (see HEAD_WEIGHTS): the rows in int8, one scale per row
-            from specviz.runtime.weights.linears import Int8Linear
+        if weights == "int8":
+            self.to_int8()
 
-            self.int8 = Int8Linear.from_float(self.weight)
-            self.weight = None  # the float rows (a copy of 19 MB for 8192 rows) are not read again
+    def to_int8(self) -> None:
+        """Draft with the rows in int8, one scale per row (see HEAD_WEIGHTS), for good: the float rows (19 MB for
+        8192 rows of SmolLM2) are dropped, so it is for drafting only, never training. The target verifies every
+        drafted token, so this changes what is drafted at most."""
+        from specviz.runtime.weights.linears import Int8Linear
+
+        if self.int8 is None:
+            self.int8 = Int8Linear.from_float(self.weight.float())
+            self.weight = None
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
         """(..., H) features -> (..., N) logits over the draft vocabulary (int8 weights when made so; else oneDNN on

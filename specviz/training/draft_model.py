@@ -213,14 +213,14 @@ def train_draft_model(target, corpus: SoftCorpus, settings: DistillSettings, che
         p.requires_grad_(True)
     to_draft = torch.full((draft.head.vocab_size,), -1, dtype=torch.long)
     to_draft[vocab if vocab is not None else torch.arange(draft.head.vocab_size)] = torch.arange(
-        draft.head.rows.shape[0])
+        draft.head.rows)
     train, hold = _split(corpus, settings.holdout, settings.seed)
     steps = _batches(train, settings.batch_tokens, settings.epochs, settings.seed)
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=0.0)
     start = _resume(checkpoint, draft, opt)
     before = _held_loss(draft, corpus, hold, to_draft) if start == 0 else None
     _say(progress, f"distilled draft: {settings.layers} layers from target layers {source}, draft vocabulary "
-                   f"{draft.head.rows.shape[0]} ({coverage:.1%} of greedy labels), {len(train)} training sequences, "
+                   f"{draft.head.rows} ({coverage:.1%} of greedy labels), {len(train)} training sequences, "
                    f"{len(steps)} steps, from step {start}")
     t0, last, losses = time.perf_counter(), time.perf_counter(), []
     for step in range(start, len(steps)):
