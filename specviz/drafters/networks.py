@@ -161,7 +161,7 @@ class DraftLMHead:
         from specviz.runtime.weights.linears import Int8Linear
 
         if self.int8 is None:
-            self.int8 = Int8Linear.from_float(self.weight.float())
+            self.int8 = Int8Linear.from_float(self.weight)
             self.weight = None
 
     def subset_logits(self, h: torch.Tensor) -> torch.Tensor:
