@@ -151,8 +151,9 @@ class NumberField:
             return False
 
     def nearest(self, value) -> float | int:
-        """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded as
-        Gradio rounds a box of precision 0; ``default`` for what is not a number."""
+        """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded to
+        the nearest whole number (half to even); ``default`` for what is not a number. The boxes have no Gradio
+        ``precision``, so a typed 2.5 reaches :meth:`parse` as typed and is said, not rounded unseen."""
         try:
             got = float(value)
         except (TypeError, ValueError, OverflowError):
@@ -276,7 +277,7 @@ def fit_exit_layer(value, layers: int | None = None, label: str | None = None) -
     if 1 <= got <= top:
         if got == int(got):
             return int(got), None
-        used = min(top, max(1, round(got)))  # as Gradio rounds a box of precision 0
+        used = min(top, max(1, round(got)))  # as NumberField.nearest rounds
         return used, f"{EXIT_LAYER.name} must be a whole number (got {value}). Using {used}."
     used = top if got > top and layers is not None and layers >= 2 else 0  # unknown layers: beyond any model's
     return used or None, f"{_exit_layer_message(label, layers, value)} Using {_using(used, EXIT_LAYER)}."

@@ -109,6 +109,14 @@ def test_the_live_sampling_boxes_leave_the_range_to_our_check_not_to_gradio():
         box = boxes[name.replace("_", "-")]
         assert box.minimum is None and box.maximum is None, name
         assert box._id in left, name
+    # nor a precision, on any tab's number box: a whole-number box of precision 0 handed the check -1.5 as -2 and
+    # 2.5 as 2, so the toast said "(got -2)" and a fractional seed ran rounded without a word
+    assert len(boxes) >= 10 and all(box.precision is None for box in boxes.values())
+    for elem_id in ("seed", "arena-seed", "classroom-seed", "top-k", "exit-layer", "batching-check-n"):
+        assert boxes[elem_id].preprocess(2.5) == 2.5 and boxes[elem_id].preprocess(-1.5) == -1.5, elem_id
+    assert inputs.number_notice(-1.5, inputs.SEED)[1] == ("Seed must be between 0 and 9,007,199,254,740,991 "
+                                                          "(got -1.5). Using 0.")
+    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
 
 
 def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is_queued():

@@ -135,11 +135,11 @@ def _settings_accordion(target: str, drafters: gr.CheckboxGroup) -> tuple:
         draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
                                  elem_id="arena-draft-model", placeholder="hub id or local folder")
         _preset_picker(target_box, draft_model, drafters)
-        exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)", precision=0,
+        exit_layer = gr.Number(0, label="Early-exit layer (0 = half the target's layers)",
                                elem_id="arena-exit-layer")
         temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature", elem_id="arena-temperature",
                                 info="0 = greedy: outputs are checked identical")  # one label line, as Live's
-        seed = gr.Number(0, label="Seed", precision=0, elem_id="arena-seed")
+        seed = gr.Number(0, label="Seed", elem_id="arena-seed")
         with gr.Row():  # applied to the target and the draft alike, and to the baseline
             repetition_penalty = gr.Number(1.0, label="Repetition penalty (1 = off)",
                                            elem_id="arena-repetition-penalty")

@@ -136,7 +136,7 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
 
             add_about(check_drafter, "batching-check-drafter-about", DEFAULT_DRAFTER)
-            n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", precision=0, elem_id="batching-check-n")
+            n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", elem_id="batching-check-n")
             broken = gr.Checkbox(False, label="Accept every draft (a broken verifier)", elem_id="batching-check-broken")
             with gr.Row():
                 check_btn = gr.Button("Check", variant="primary", elem_id="batching-check", scale=2, min_width=100)

@@ -105,7 +105,7 @@ def _settings_controls(ui: dict, first: dict) -> None:
 
     ui["drafter_about"] = add_about(ui["drafter"], "classroom-drafter-about", first["drafter"])
     ui["exit_layer"] = gr.Number(first["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                 precision=0, elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
+                                 elem_id="classroom-exit-layer", visible=first["drafter"] == "early-exit")
     ui["draft_model"] = gr.Textbox(first["draft_model"], label="Draft model", elem_id="classroom-draft-model",
                                    placeholder="hub id or local folder (same tokenizer, or re-tokenized)",
                                    visible=first["drafter"] == "model")
@@ -113,7 +113,7 @@ def _settings_controls(ui: dict, first: dict) -> None:
     # the whole width, as the Live tab's: beside Seed, in half the column, its number box dropped under its label
     ui["temperature"] = gr.Slider(*SLIDER_RANGES["temperature"], value=first["temperature"], step=0.05,
                                   label="Temperature", info="0 = greedy", elem_id="classroom-temperature")
-    ui["seed"] = gr.Number(first["seed"], label="Seed", precision=0, elem_id="classroom-seed")
+    ui["seed"] = gr.Number(first["seed"], label="Seed", elem_id="classroom-seed")
     ui["max_new_tokens"] = gr.Slider(*SLIDER_RANGES["max_new_tokens"], value=first["max_new_tokens"], step=1,
                                      label="Max new tokens", elem_id="classroom-max-new-tokens")
     ui["target"] = gr.Textbox(first["target"], label="Target model", elem_id="classroom-target")

@@ -72,7 +72,7 @@ def _drafter_controls(ui: dict, d: dict) -> None:
                                    placeholder="hub id (org/name) or local folder; another tokenizer is re-tokenized",
                                    visible=d["drafter"] == "model")
     ui["exit_layer"] = gr.Number(d["exit_layer"], label="Early-exit layer (0 = half the target's layers)",
-                                 precision=0, elem_id="exit-layer",
+                                 elem_id="exit-layer",
                                  info="Untrained, the first layers agree with the full model on few tokens "
                                       "(SmolLM2-135M: 46% at layer 28/30, under 15% below 20): expect a "
                                       "low acceptance rate; the idea shows, the speedup does not.",
@@ -141,10 +141,10 @@ def _run_controls(ui: dict, d: dict) -> None:
                                       label="Temperature", info="0 = greedy; above 0 both runs sample")
         with gr.Row():
             ui["top_p"] = gr.Slider(0.05, 1, value=d["top_p"], step=0.05, label="Top-p (1 = off)", elem_id="top-p")
-            # no minimum= on number boxes: Gradio would refuse a negative number in a popup before the handler
-            # runs; the handler says what is wrong in the status line
-            ui["top_k"] = gr.Number(d["top_k"], label="Top-k (0 = off)", precision=0, elem_id="top-k")
-        ui["seed"] = gr.Number(d["seed"], label="Seed", precision=0, elem_id="seed")
+            # no minimum= or precision= on number boxes: Gradio would refuse a negative number in a popup, or
+            # round a typed 2.5, before the handler runs; the handler says what is wrong in the status line
+            ui["top_k"] = gr.Number(d["top_k"], label="Top-k (0 = off)", elem_id="top-k")
+        ui["seed"] = gr.Number(d["seed"], label="Seed", elem_id="seed")
         ui["stop_strings"] = gr.Textbox(d["stop_strings"], label="Stop strings", elem_id="stop-strings",
                                         placeholder="comma- or newline-separated; \\n for a newline")
         ui["chat_template"] = gr.Checkbox(d["chat_template"], label="Use the chat template", elem_id="chat-template")
@@ -225,7 +225,7 @@ def _processor_controls(ui: dict, d: dict) -> None:
         ui["presence_penalty"] = gr.Number(d["presence_penalty"], label="Presence penalty (0 = off)",
                                            elem_id="presence-penalty")
     ui["no_repeat_ngram_size"] = gr.Number(d["no_repeat_ngram_size"], label="No-repeat n-gram size (0 = off)",
-                                           precision=0, elem_id="no-repeat-ngram-size")
+                                           elem_id="no-repeat-ngram-size")
     ui["logit_bias"] = gr.Textbox(d["logit_bias"], label="Logit bias", elem_id="logit-bias",
                                   placeholder="id:bias, e.g. 13:2.5, 30:-inf (-inf bans the token)")
     with gr.Row():

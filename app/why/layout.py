@@ -116,7 +116,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
             target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
                                     info="'embedded', a hub id or a local folder")
-            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)", precision=0,
+            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)",
                                    elem_id="why-exit-layer")
             offload = gr.Checkbox(False, label=OFFLOAD_LABEL, info=OFFLOAD_INFO, elem_id="why-offload")
             weights = gr.Checkbox(False, label=WEIGHTS_LABEL, info=WEIGHTS_INFO, elem_id="why-weights")
