@@ -34,10 +34,17 @@ def _medusa(target, seed=0, vocab=None):
     return heads.eval().requires_grad_(False)
 
 
-def _eagle(target, vocab=None, eagle3=False):
-    """A random EAGLE-1 head, or with ``eagle3`` an EAGLE-3 head fusing three of the target's hidden states."""
+def _eagle(target, vocab=None, eagle3=False, extra_layers=0):
+    """A random EAGLE-1 head, or with ``eagle3`` an EAGLE-3 head fusing three of the target's hidden states;
+    ``extra_layers`` decoder layers after the first."""
     layers = fusion_layers(target.model.config.num_hidden_layers) if eagle3 else ()
-    return new_eagle_head(target.model, vocab_ids=vocab, feature_layers=layers).eval().requires_grad_(False)
+    return new_eagle_head(target.model, vocab_ids=vocab, feature_layers=layers,
+                          extra_layers=extra_layers).eval().requires_grad_(False)
+
+
+def _eagle_kind(target, kind, vocab=None):
+    """A random head of an EAGLE ``kind``: "eagle", "eagle3" or "eagle-deep" (EAGLE-1 with two more layers)."""
+    return _eagle(target, vocab, kind == "eagle3", 2 if kind == "eagle-deep" else 0)
 
 
 def _head_and_tree(target, kind, tree_nodes):
@@ -181,7 +188,7 @@ def test_tree_passes_accept_paths_and_keep_greedy_output(tiny_target, k):
 
 
 @pytest.mark.parametrize("k", [1, 4, 8])
-@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "eagle-deep", "medusa"])
 @pytest.mark.parametrize("tree_nodes", [0, 6])
 def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
     vocab = torch.arange(0, tiny_target.vocab_size, 2)  # a draft vocabulary of half the tokens
@@ -189,7 +196,7 @@ def test_head_drafters_keep_greedy_output(tiny_target, kind, k, tree_nodes):
         cfg = GenerationConfig(max_new_tokens=30, k=k)
         base = _run(tiny_target, prompt, cfg)
         tree = TreeSettings(max_nodes=tree_nodes) if tree_nodes else None
-        drafter = (EagleDrafter(tiny_target.model, _eagle(tiny_target, vocab, kind == "eagle3"), tree)
+        drafter = (EagleDrafter(tiny_target.model, _eagle_kind(tiny_target, kind, vocab), tree)
                    if kind.startswith("eagle") else MedusaDrafter(tiny_target.model, _medusa(tiny_target, vocab=vocab), tree))
         spec = _run(tiny_target, prompt, cfg, drafter)
         assert spec.token_ids == base.token_ids, (kind, k, tree_nodes, label)
@@ -371,10 +378,37 @@ def test_eagle3_head_files_record_their_recipe_and_old_files_still_load(tiny_tar
     assert meta1["format"] == 1 and meta1["recipe"] == "eagle"
     assert load_heads(old, tiny_target.model).feature_request is True
     with safe_open(str(path), framework="pt") as f:
-        newer = dict(f.metadata(), format="3")
+        newer = dict(f.metadata(), format="4")
     save_file(load_file(str(path)), str(tmp_path / "e9.safetensors"), metadata=newer)
-    with pytest.raises(HeadsError, match="format '3'.*update specviz"):
+    with pytest.raises(HeadsError, match="format '4'.*update specviz"):
         load_heads(tmp_path / "e9.safetensors", tiny_target.model)
+
+
+def test_a_deeper_head_caches_each_layer_and_its_files_say_format_3(tiny_target, tmp_path):
+    """A head of three layers keeps each layer's KV entries side by side (B, 3 x kv_heads, S, d): fed in two calls
+    with the first call's entries as past, it gives what one call over all positions gives. Its file is format 3
+    and loads with its layers; a one-layer file keeps its
+    settings as before (no extra_layers key)."""
+    head = _eagle(tiny_target, extra_layers=2)
+    c = head.config
+    hidden = c.hidden
+    torch.manual_seed(0)
+    feats, embeds = torch.randn(1, 7, hidden), torch.randn(1, 7, hidden)
+    positions = torch.arange(1, 8)
+    with torch.no_grad():
+        whole, (k, v) = head(feats, embeds, positions)
+        first, past = head(feats[:, :4], embeds[:, :4], positions[:4])
+        rest, _ = head(feats[:, 4:], embeds[:, 4:], positions[4:], past)
+    assert k.shape == v.shape == (1, 3 * c.kv_heads, 7, c.head_dim) and past[0].shape[2] == 4
+    assert_within(torch.cat([first, rest], 1), whole, model_tolerance(whole, hidden), "split calls")
+    path = save_heads(head, tmp_path / "deep.safetensors", tiny_target.model)
+    meta = read_metadata(path)
+    assert meta["format"] == 3 and meta["recipe"] == "eagle" and meta["settings"]["extra_layers"] == 2
+    loaded = load_heads(path, tiny_target.model)
+    assert loaded.config.extra_layers == 2 and len(loaded.extra) == 2
+    assert torch.equal(loaded.extra[1].down_proj.weight, head.extra[1].down_proj.weight.half().float())
+    one = read_metadata(save_heads(_eagle(tiny_target), tmp_path / "one.safetensors", tiny_target.model))
+    assert one["format"] == 1 and "extra_layers" not in one["settings"]
 
 
 def test_a_batch_reads_one_kind_of_target_features(tiny_target):
@@ -421,20 +455,21 @@ def test_head_drafters_run_on_a_target_in_a_weight_format(tiny_target, fmt):
         assert _run(formatted, prompt, cfg, drafter).token_ids == base.token_ids, (fmt, type(drafter).__name__)
 
 
-@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "eagle-deep", "medusa"])
 def test_int8_head_weights_are_the_cpu_default_and_keep_greedy_output(tiny_target, tmp_path, kind):
     from specviz.runtime.weights.linears import Int8Linear
 
     vocab = torch.arange(0, tiny_target.vocab_size, 2)
-    head = _medusa(tiny_target, vocab=vocab) if kind == "medusa" else _eagle(tiny_target, vocab, kind == "eagle3")
+    head = _medusa(tiny_target, vocab=vocab) if kind == "medusa" else _eagle_kind(tiny_target, kind, vocab)
     path = save_heads(head, tmp_path / "h.safetensors", tiny_target.model)
     plain = load_heads(path, tiny_target.model, weights="float")
     small = load_heads(path, tiny_target.model, weights="int8")
-    # every linear in int8 (EAGLE: fc, q/k/v fused, o, gate/up fused, down, and EAGLE-3's fuse; Medusa: 4 blocks),
+    # every linear in int8 (EAGLE: fc, q/k/v fused, o, gate/up fused, down, and EAGLE-3's fuse; 4 more per extra
+    # layer; Medusa: 4 blocks),
     # the scales still bfloat16 after the drafter places the head (follow_target leaves a formatted head alone)
     assert not any(isinstance(m, torch.nn.Linear) for m in small.modules())
     linears = [m for m in small.modules() if isinstance(m, Int8Linear)]
-    assert len(linears) == {"eagle": 5, "eagle3": 6, "medusa": 4}[kind]
+    assert len(linears) == {"eagle": 5, "eagle3": 6, "eagle-deep": 13, "medusa": 4}[kind]
     base_key = "medusa" if kind == "medusa" else "eagle"
     drafter = make_drafter(base_key, tiny_target, heads_path=str(path))
     assert drafter.weights == "int8" and drafter.lm.int8 is not None and drafter.lm.weight is None  # float rows dropped

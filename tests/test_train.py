@@ -136,6 +136,21 @@ def test_training_continues_from_a_head_file_keeping_its_vocabulary(tiny_target,
     with pytest.raises(ValueError, match="does not fit the head this training makes"):
         run_training("eagle3", tiny_target, tmp_path / "e3.safetensors", corpus_settings=SMALL, data=data,
                      settings=TrainSettings(epochs=1, batch_tokens=64, start_from=str(tmp_path / "eagle-1.safetensors")))
+    # grown: the one-layer file continued as a head of two layers, the new one the identity, drafts what it drafted
+    grown_path = tmp_path / "eagle-grown.safetensors"
+    grow = TrainSettings(epochs=1, batch_tokens=64, holdout=0.2, lr=1e-9, head_layers=2,
+                         start_from=str(tmp_path / "eagle-1.safetensors"))
+    run_training("eagle", tiny_target, grown_path, settings=grow, corpus_settings=SMALL, data=data)
+    one, two = load_heads(tmp_path / "eagle-1.safetensors", tiny_target.model), load_heads(grown_path, tiny_target.model)
+    assert two.config.extra_layers == 1 and float(two.extra[0].o_proj.weight.abs().max()) < 1e-6
+    hidden = tiny_target.model.config.hidden_size
+    feats, embeds = torch.randn(1, 5, hidden), torch.randn(1, 5, hidden)
+    with torch.no_grad():
+        want, got = one(feats, embeds, torch.arange(1, 6))[0], two(feats, embeds, torch.arange(1, 6))[0]
+    assert float((got - want).abs().max()) <= 1e-3 * float(want.abs().max())
+    with pytest.raises(ValueError, match="unexpected weights such as extra.0"):  # fewer layers than the file: refused
+        run_training("eagle", tiny_target, tmp_path / "e-1.safetensors", corpus_settings=SMALL, data=data,
+                     settings=TrainSettings(epochs=1, batch_tokens=64, start_from=str(grown_path)))
 
 
 def test_part_three_prompts_are_new_balanced_and_fixed():
@@ -351,3 +366,5 @@ def test_start_from_is_checked_before_any_work(capsys):
     assert "`train distilled` makes none" in capsys.readouterr().err
     assert main(["train", "eagle", "--start-from", "no-such-head.safetensors"]) == 2
     assert "no-such-head.safetensors" in capsys.readouterr().err
+    assert main(["train", "medusa", "--layers", "2"]) == 2
+    assert "--layers sizes a distilled draft model or an EAGLE head; `train medusa` has none" in capsys.readouterr().err

@@ -58,8 +58,9 @@ def add_train_parser(commands) -> None:
                             "greedy (docs/heads.md)")
     train.add_argument("--forms", help="part3/part4/part5: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
-    train.add_argument("--layers", type=_int_in("layers", 1), default=2,
-                       help="distilled: decoder layers of the draft model (default 2)")
+    train.add_argument("--layers", type=_int_in("layers", 1), default=None,
+                       help="distilled: decoder layers of the draft model (default 2); eagle/eagle3: of the head "
+                            "(default 1; with --start-from a file of fewer, the new ones start as the identity)")
     train.add_argument("--layer-init", choices=("first", "spaced"), default="first",
                        help="distilled: start from the target's first layers or evenly spaced ones (default first)")
     train.add_argument("--vocab-from", metavar="FILE", help="distilled: use this head file's draft vocabulary "
@@ -88,6 +89,8 @@ def cmd_train(args) -> int:
         stored = read_metadata(args.start_from)["kind"]
         if stored != ("medusa" if args.kind == "medusa" else "eagle"):
             raise UsageError(f"--start-from {args.start_from} holds {stored} heads, not what `train {args.kind}` makes")
+    if args.kind in ("medusa", "data") and args.layers is not None:
+        raise UsageError(f"--layers sizes a distilled draft model or an EAGLE head; `train {args.kind}` has none")
     if args.kind == "distilled":
         return _train_distilled(args)
     corpus = CorpusSettings(seed=args.seed, prompt_set=args.prompt_set)
@@ -109,6 +112,8 @@ def cmd_train(args) -> int:
         settings = replace(settings, ce_weight=args.ce_weight)
     if args.start_from:
         settings = replace(settings, start_from=args.start_from)
+    if args.layers is not None:
+        settings = replace(settings, head_layers=args.layers)
     if args.batch_size:
         corpus = replace(corpus, batch_size=args.batch_size)
     if args.kind == "data":
@@ -146,6 +151,7 @@ def _train_distilled(args) -> int:
     evals = _committed_sets(args.eval_data) if args.eval_data else []
     if evals is None:
         raise UsageError(f"--eval-data {args.eval_data} holds no committed id shards")
+    args.layers = 2 if args.layers is None else args.layers  # the distilled draft's default depth
     settings = DistillSettings(layers=args.layers, init=args.layer_init, seed=args.seed, vocab_from=args.vocab_from)
     for flag, field in (("epochs", "epochs"), ("batch_tokens", "batch_tokens"), ("lr", "lr")):
         if getattr(args, flag):

@@ -20,13 +20,14 @@ exactness is untouched, because verification always uses the full target.
 Files: safetensors (float16 weights, int64 draft vocabulary) with the settings and the target's signature in
 the metadata; :func:`load_heads` refuses a file made for another target. Format 1 (no ``format`` key: the
 shipped heads) is the EAGLE-1 / Medusa layout; format 2 adds ``format`` and ``recipe`` keys and the EAGLE-3
-head's ``fuse`` and ``out_norm`` weights. A reader of format 1 files reads them unchanged.
+head's ``fuse`` and ``out_norm`` weights; format 3 an EAGLE head of more than one decoder layer (``extra.<i>.*``
+weights, ``extra_layers`` in its settings). A reader of format 1 files reads them unchanged.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -36,7 +37,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 HEADS_DIR = Path(__file__).resolve().parents[2] / "assets" / "heads"
-FORMAT = 2  # the newest head-file format this code reads (1: no "format" key in the metadata)
+FORMAT = 3  # the newest head-file format this code reads (1: no "format" key in the metadata)
 # The weights trained heads draft with (load_heads, DraftLMHead): "float" (the target's dtype, as stored) or "int8"
 # (one scale per row; torch's CPU kernel). On the CPU a drafted token reads the head layer's and the draft LM head's
 # weights (about 9 M parameters, 36 MB in float32) and costs about 0.7 ms; int8 halves that (docs/heads.md). The
@@ -199,9 +200,12 @@ class EagleConfig:
     rope_theta: float
     eps: float
     feature_layers: tuple[int, ...] = ()  # EAGLE-3: the target's hidden states fused (indices of hidden_states)
+    extra_layers: int = 0  # decoder layers after the first (0: the papers' one layer; format 3 files when above)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "feature_layers", tuple(int(i) for i in self.feature_layers))  # JSON gives a list
+        if int(self.extra_layers) < 0:
+            raise ValueError(f"extra_layers must be 0 or more, got {self.extra_layers}")
 
     @classmethod
     def from_target(cls, config, feature_layers: tuple[int, ...] = ()) -> "EagleConfig":
@@ -240,7 +244,8 @@ def _rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tenso
 
 class EagleHead(nn.Module):
     """One decoder layer that predicts the target's next feature (EAGLE, Li et al. 2024), or with
-    ``config.feature_layers`` an EAGLE-3 head (Li et al. 2025).
+    ``config.feature_layers`` an EAGLE-3 head (Li et al. 2025); ``config.extra_layers`` more layers after the
+    first (:class:`HeadLayer`, each with its own KV entries) make a deeper head.
 
     Input at position t+1: ``fc([embed(x_{t+1}); g_t])`` (2H -> H), then a pre-norm Llama-style layer (grouped
     query attention with rotary positions, SwiGLU MLP). EAGLE-1: g_t is the target's final feature f_t and the
@@ -263,15 +268,9 @@ class EagleHead(nn.Module):
         c = config
         self.config = c
         self.fc = nn.Linear(2 * c.hidden, c.hidden, bias=True)
-        self.norm1 = RMSNorm(c.hidden, c.eps)
-        self.q_proj = nn.Linear(c.hidden, c.heads * c.head_dim, bias=False)
-        self.k_proj = nn.Linear(c.hidden, c.kv_heads * c.head_dim, bias=False)
-        self.v_proj = nn.Linear(c.hidden, c.kv_heads * c.head_dim, bias=False)
-        self.o_proj = nn.Linear(c.heads * c.head_dim, c.hidden, bias=False)
-        self.norm2 = RMSNorm(c.hidden, c.eps)
-        self.gate_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
-        self.up_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
-        self.down_proj = nn.Linear(c.intermediate, c.hidden, bias=False)
+        _add_layer(self, c)  # the first layer's weights sit on the head itself (the names of format 1 files)
+        if c.extra_layers:
+            self.extra = nn.ModuleList(HeadLayer(c) for _ in range(c.extra_layers))
         if c.feature_layers:
             self.fuse = nn.Linear(len(c.feature_layers) * c.hidden, c.hidden, bias=False)
             self.out_norm = RMSNorm(c.hidden, c.eps)
@@ -312,31 +311,69 @@ class EagleHead(nn.Module):
             feats: (B, T, H) input features (true f_t for committed positions, predicted ones while drafting).
             embeds: (B, T, H) embeddings of the tokens one position later.
             positions: (T,) or (B, T) positions of the *embedded* tokens (for rotary embeddings).
-            past: cached (keys, values), each (B, kv_heads, S, d), or None.
+            past: cached (keys, values), each (B, L x kv_heads, S, d) for a head of L layers (layer i's
+                heads at i x kv_heads ..), or None.
             mask: (B or 1, 1, T, S+T) bool, True = may attend; None = causal over the new tokens (and all of past).
 
         Returns:
-            (B, T, H) predicted features and this call's (keys, values), each (B, kv_heads, T, d) (not
-            concatenated with ``past``: the caller owns the cache).
+            (B, T, H) predicted features and this call's (keys, values), each (B, L x kv_heads, T, d) (not
+            concatenated with ``past``: the caller owns the cache, and appends along dim 2 whatever L is).
         """
         c = self.config
-        b, t, _ = feats.shape
         x = self.fc(torch.cat([embeds, feats], dim=-1))
-        h = self.norm1(x)
-        q = self.q_proj(h).view(b, t, c.heads, c.head_dim).transpose(1, 2)
-        k = self.k_proj(h).view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
-        v = self.v_proj(h).view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
-        q, k = _rope(q, positions, c.rope_theta), _rope(k, positions, c.rope_theta)
-        keys = torch.cat([past[0], k], dim=2) if past is not None else k
-        values = torch.cat([past[1], v], dim=2) if past is not None else v
-        if mask is None and t > 1:
-            s = keys.shape[2] - t
+        if mask is None and x.shape[1] > 1:
+            t, s = x.shape[1], (0 if past is None else past[0].shape[2])
             mask = torch.ones(t, s + t, dtype=torch.bool, device=x.device).tril(s)[None, None]
-        attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=c.heads != c.kv_heads)
-        x = x + self.o_proj(attn.transpose(1, 2).reshape(b, t, c.heads * c.head_dim))
-        h = self.norm2(x)
-        x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-        return x, (k, v)
+        keys, values = [], []
+        for i, layer in enumerate((self, *getattr(self, "extra", ()))):
+            mine = None if past is None else tuple(p[:, i * c.kv_heads:(i + 1) * c.kv_heads] for p in past)
+            x, (k, v) = _layer_forward(layer, c, x, positions, mine, mask)
+            keys.append(k)
+            values.append(v)
+        if len(keys) == 1:
+            return x, (keys[0], values[0])
+        return x, (torch.cat(keys, dim=1), torch.cat(values, dim=1))
+
+
+class HeadLayer(nn.Module):
+    """A decoder layer of an :class:`EagleHead` after its first (``EagleConfig.extra_layers``): the same pre-norm
+    Llama-style layer, with its own KV entries."""
+
+    def __init__(self, config: EagleConfig) -> None:
+        super().__init__()
+        _add_layer(self, config)
+
+
+def _add_layer(module: nn.Module, c: EagleConfig) -> None:
+    """Give ``module`` one decoder layer's weights: norm1, q/k/v/o projections, norm2, gate/up/down."""
+    module.norm1 = RMSNorm(c.hidden, c.eps)
+    module.q_proj = nn.Linear(c.hidden, c.heads * c.head_dim, bias=False)
+    module.k_proj = nn.Linear(c.hidden, c.kv_heads * c.head_dim, bias=False)
+    module.v_proj = nn.Linear(c.hidden, c.kv_heads * c.head_dim, bias=False)
+    module.o_proj = nn.Linear(c.heads * c.head_dim, c.hidden, bias=False)
+    module.norm2 = RMSNorm(c.hidden, c.eps)
+    module.gate_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
+    module.up_proj = nn.Linear(c.hidden, c.intermediate, bias=False)
+    module.down_proj = nn.Linear(c.intermediate, c.hidden, bias=False)
+
+
+def _layer_forward(m: nn.Module, c: EagleConfig, x: torch.Tensor, positions: torch.Tensor,
+                   past: tuple[torch.Tensor, torch.Tensor] | None, mask: torch.Tensor | None):
+    """One decoder layer (the weights :func:`_add_layer` gave ``m``) on x (B, T, H): grouped-query attention with
+    rotary positions over ``past`` (each (B, kv_heads, S, d)) and the new entries, then a SwiGLU MLP. Returns the
+    new x and this layer's new (keys, values), each (B, kv_heads, T, d)."""
+    b, t, _ = x.shape
+    h = m.norm1(x)
+    q = m.q_proj(h).view(b, t, c.heads, c.head_dim).transpose(1, 2)
+    k = m.k_proj(h).view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+    v = m.v_proj(h).view(b, t, c.kv_heads, c.head_dim).transpose(1, 2)
+    q, k = _rope(q, positions, c.rope_theta), _rope(k, positions, c.rope_theta)
+    keys = torch.cat([past[0], k], dim=2) if past is not None else k
+    values = torch.cat([past[1], v], dim=2) if past is not None else v
+    attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=c.heads != c.kv_heads)
+    x = x + m.o_proj(attn.transpose(1, 2).reshape(b, t, c.heads * c.head_dim))
+    h = m.norm2(x)
+    return x + m.down_proj(F.silu(m.gate_proj(h)) * m.up_proj(h)), (k, v)
 
 
 class MedusaHeads(nn.Module):
@@ -369,12 +406,13 @@ class MedusaHeads(nn.Module):
 
 
 def new_eagle_head(target_model: nn.Module, vocab_ids: torch.Tensor | None = None, seed: int = 0,
-                   feature_layers: tuple[int, ...] = ()) -> EagleHead:
+                   feature_layers: tuple[int, ...] = (), extra_layers: int = 0) -> EagleHead:
     """A randomly initialised :class:`EagleHead` sized for ``target_model`` (float32, on its device); with
     ``feature_layers`` (see :func:`fusion_layers`) an EAGLE-3 head, whose ``out_norm`` starts as a copy of the
-    target's final norm (the scale the frozen LM head expects)."""
+    target's final norm (the scale the frozen LM head expects); ``extra_layers`` decoder layers after the first."""
     torch.manual_seed(seed)
-    head = EagleHead(EagleConfig.from_target(target_model.config, feature_layers), vocab_ids)
+    config = replace(EagleConfig.from_target(target_model.config, feature_layers), extra_layers=int(extra_layers))
+    head = EagleHead(config, vocab_ids)
     std = getattr(target_model.config, "initializer_range", 0.02)
     for module in head.modules():
         if isinstance(module, nn.Linear):
@@ -403,10 +441,12 @@ def save_heads(head: EagleHead | MedusaHeads, path: str | Path, target_model: nn
         tensors[name] = value.detach().cpu().contiguous() if name == "vocab_ids" else value.detach().to(torch.float16).cpu().contiguous()
     settings = asdict(head.config) if isinstance(head, EagleHead) else {"hidden": head.blocks[0].in_features,
                                                                         "num_heads": head.num_heads}
+    if isinstance(head, EagleHead) and not head.config.extra_layers:
+        settings.pop("extra_layers")  # one-layer files keep the settings older readers know
     meta = {"kind": head.kind, "settings": json.dumps(settings), "target": target_signature(target_model),
             "info": json.dumps(info or {})}
-    if isinstance(head, EagleHead) and head.config.feature_layers:  # format 1 files stay byte-for-byte as before
-        meta.update(format=str(FORMAT), recipe=head.recipe)
+    if isinstance(head, EagleHead) and (head.config.feature_layers or head.config.extra_layers):
+        meta.update(format="3" if head.config.extra_layers else "2", recipe=head.recipe)  # format 1 files: as before
     save_file(tensors, str(path), metadata=meta)
     path.chmod(0o644)  # a shareable file (safetensors writes it private)
     return path

@@ -75,6 +75,9 @@ class TrainSettings:
         start_from: a head file of the same kind and recipe to continue training from (its weights and its draft
             vocabulary; ``init`` and ``vocab_size`` are then unused), e.g. the shipped head trained further on new
             data; None: a new head.
+        head_layers: decoder layers of an EAGLE head (1: the papers' head). Continuing a file of fewer layers grows
+            it: the new layers start as the identity (their output projections zero), so training starts from
+            what the file drafts.
     """
 
     epochs: int | None = None
@@ -92,8 +95,11 @@ class TrainSettings:
     ttt_steps: int = 4
     step_decay: float = 0.8
     start_from: str | None = None
+    head_layers: int = 1
 
     def __post_init__(self) -> None:
+        if self.head_layers < 1:
+            raise ValueError(f"head_layers must be 1 or more, got {self.head_layers}")
         if self.recipe not in ("eagle", "eagle3"):
             raise ValueError(f"unknown EAGLE recipe {self.recipe!r}; choose eagle or eagle3")
         if self.ttt_steps < 1:
@@ -150,14 +156,25 @@ class StartState:
         return self.vocab_ids, float(counts[self.vocab_ids].sum()) / max(1.0, float(counts.sum()))
 
     def load_into(self, head: torch.nn.Module) -> None:
-        """Copy the weights into ``head`` (a new head of the same shapes). Raises ValueError in one sentence when
-        they do not fit (another recipe, EAGLE-1 against EAGLE-3, or another number of Medusa heads)."""
+        """Copy the weights into ``head`` (a new head of the same shapes, or an EAGLE head of more layers: those
+        the file lacks start as the identity, their ``o_proj`` and ``down_proj`` zero). Raises ValueError in one
+        sentence when they do not fit (another recipe, EAGLE-1 against EAGLE-3, another number of Medusa heads,
+        or more layers than the head)."""
         try:
-            head.load_state_dict(self.state)
+            missing, unexpected = head.load_state_dict(self.state, strict=False)
         except RuntimeError as error:
             first = str(error).splitlines()[1].strip() if len(str(error).splitlines()) > 1 else str(error)
             raise ValueError(f"{self.name} does not fit the head this training makes (another recipe or size?): "
                              f"{first}") from None
+        grown = {int(k.split(".")[1]) for k in missing if k.startswith("extra.")}
+        left = [k for k in missing if not k.startswith("extra.")] + list(unexpected)
+        if left:
+            raise ValueError(f"{self.name} does not fit the head this training makes (another recipe or size?): "
+                             f"{'unexpected' if unexpected else 'missing'} weights such as {left[0]}")
+        with torch.no_grad():
+            for index in grown:
+                head.extra[index].o_proj.weight.zero_()
+                head.extra[index].down_proj.weight.zero_()
 
 
 def start_state(path: str | None, target, kind: str) -> StartState | None:
@@ -260,7 +277,8 @@ def _new_head(target, corpus: Corpus, settings: TrainSettings, vocab: torch.Tens
     if layers and (corpus.layer_features is None or tuple(corpus.layers) != layers):
         raise ValueError(f"the eagle3 recipe reads the target's hidden states {layers}; this corpus holds "
                          f"{tuple(corpus.layers) or 'none'} (make it with prefill_corpus(..., layers={layers}))")
-    head = new_eagle_head(target.model, vocab, seed=settings.seed, feature_layers=layers)
+    head = new_eagle_head(target.model, vocab, seed=settings.seed, feature_layers=layers,
+                          extra_layers=settings.head_layers - 1)
     if settings.init == "last-layer":
         init_from_last_layer(head, target.model)
     return head
