@@ -12,6 +12,7 @@ for the visitor (a :class:`specviz.runtime.policy.PolicyError`, also a ValueErro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from specviz.runtime.policy import Policy
@@ -56,11 +57,20 @@ def number(value, name: str, low: float, high: float, integer: bool, hint: str =
     return got
 
 
-def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> tuple[float, str] | None:
+def half_up(x: float) -> int:
+    """``x`` rounded to the nearest whole number, halves up (2.5 is 3, 0.5 is 1, -1.5 is -1), as people round;
+    Python's ``round`` takes halves to the even number (2.5 is 2, 0.5 is 0: a top-k of 0.5 would be off)."""
+    return math.floor(x + 0.5)
+
+
+def clamp_notice(value, name: str, low: float, high: float, hint: str = "",
+                 whole: bool = False) -> tuple[float, str] | None:
     """What a slider does with a number typed into its box outside [low, high], said in words: Gradio's slider
     quietly sets itself to the nearest end when the box is left. Returns (the value used, one sentence such as "Max
     new tokens is at most 1024 here; using 1024.", "Draft length k is at least 1 here; using 1."), ``hint`` (who sets
-    that end) added in brackets after an upper bound; None for a value in range, an empty box (a slider's:
+    that end) added in brackets after an upper bound; with ``whole`` (a slider of whole steps) a fraction in range
+    too: (:func:`half_up` of it, "Draft length k must be a whole number (got 1.5); using 2."), which the slider
+    would keep and the run refuse. None for a value the run takes, an empty box (a slider's:
     :func:`emptied_slider_notice`) or anything that is not a number."""
     if value is None or value == "" or isinstance(value, bool):
         return None
@@ -68,8 +78,13 @@ def clamp_notice(value, name: str, low: float, high: float, hint: str = "") -> t
         typed = float(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    if typed != typed or low <= typed <= high:
+    if typed != typed:
         return None
+    if low <= typed <= high:
+        if not whole or typed == int(typed):
+            return None
+        used = min(max(half_up(typed), int(low)), int(high))
+        return used, f"{name} must be a whole number (got {typed:g}); using {used}."
     used = high if typed > high else low
     used = int(used) if float(used).is_integer() else used
     shown = _bound(used, isinstance(used, int))
@@ -152,7 +167,8 @@ class NumberField:
 
     def nearest(self, value) -> float | int:
         """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded to
-        the nearest whole number (half to even); ``default`` for what is not a number. The boxes have no Gradio
+        the nearest whole number (:func:`half_up`: 0.5 is 1, so a fraction never turns a setting off); ``default``
+        for what is not a number. The boxes have no Gradio
         ``precision``, so a typed 2.5 reaches :meth:`parse` as typed and is said, not rounded unseen."""
         try:
             got = float(value)
@@ -167,7 +183,7 @@ class NumberField:
         if got >= self.high or got <= self.low:
             end = self.high if got >= self.high else self.low
             return int(end) if self.integer else float(end)
-        return int(round(got)) if self.integer else got
+        return half_up(got) if self.integer else got
 
 
 TOP_K = NumberField("Top-k", 0, 1_000_000, True, 0)
@@ -277,7 +293,7 @@ def fit_exit_layer(value, layers: int | None = None, label: str | None = None) -
     if 1 <= got <= top:
         if got == int(got):
             return int(got), None
-        used = min(top, max(1, round(got)))  # as NumberField.nearest rounds
+        used = min(top, max(1, half_up(got)))  # as NumberField.nearest rounds
         return used, f"{EXIT_LAYER.name} must be a whole number (got {value}). Using {used}."
     used = top if got > top and layers is not None and layers >= 2 else 0  # unknown layers: beyond any model's
     return used or None, f"{_exit_layer_message(label, layers, value)} Using {_using(used, EXIT_LAYER)}."

@@ -66,7 +66,7 @@ def warn(message: str, duration: float | None = 10) -> None:
     gr.Warning(html.escape(message), duration=duration)
 
 
-def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
+def clamped(value, name: str, low: float, high: float, hint: str = "", whole: bool = False) -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
     payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
     the slider set to it; for a box left empty or with what is not a number, which the page put back to its earlier
@@ -74,7 +74,8 @@ def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     the page is putting back, said by the put-back's own release, :func:`kept_js`), the same with
     :func:`app.inputs.kept_notice` ("Draft length k was empty; kept 4."); for an emptied box the page could not put
     back (a slider without an elem_id), which the slider reads as 0 and clamps, :func:`app.inputs.emptied_slider_notice`
-    ("... was empty; using 1."); (skip, skip) for a value in range."""
+    ("... was empty; using 1."); with ``whole`` (a slider of whole steps) a fraction is said and rounded too; (skip,
+    skip) for a value the run takes."""
     if isinstance(value, dict) and value.get("ignore"):
         return gr.skip(), gr.skip()
     if isinstance(value, dict):
@@ -82,7 +83,7 @@ def clamped(value, name: str, low: float, high: float, hint: str = "") -> tuple:
     elif value is None or value == "":
         found = emptied_slider_notice(name, low, high)
     else:
-        found = clamp_notice(value, name, low, high, hint)
+        found = clamp_notice(value, name, low, high, hint, whole)
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
@@ -102,9 +103,10 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     that one was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
     tag = slider.elem_id or name
+    whole = float(slider.step or 0).is_integer() and float(low).is_integer()  # k, max new tokens: whole steps
 
     def said(value, current=None):
-        return kept_status(clamped(value, name, low, high, hint), current, tag, value)
+        return kept_status(clamped(value, name, low, high, hint, whole), current, tag, value)
 
     slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
                    concurrency_limit=1, concurrency_id=f"release-{tag}", api_visibility="private",
@@ -122,13 +124,20 @@ def kept_js(elem_id: str) -> str:
     (empty). A release that carries an empty value from a box the page puts back (it knows an earlier value) goes as
     ``{"ignore": true}`` (:func:`clamped` changes nothing): a fresh-clone run sent one beside the put-back's own
     release, both were answered at once, and the one answered last ("was empty; using 1.", the slider set to 1)
-    replaced "was empty; kept 4."."""
+    replaced "was empty; kept 4.". A release of the same value as the box's previous one within a second goes as
+    ``{"ignore": true}`` too: one edit left with Tab can send two, and each said it (a toast "Info (2)" with the same
+    sentence twice)."""
     box = json.dumps(f"#{elem_id} input[type=number]")
     return f"""(value, ...rest) => {{
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
-  if (!emptied) return [(value === null || value === '') && box && box.dataset.svKept ? {{ignore: true}} : value,
-                        ...rest];
+  if (!emptied) {{
+    if ((value === null || value === '') && box && box.dataset.svKept) return [{{ignore: true}}, ...rest];
+    const now = Date.now(), last = box && box.svLastRelease;  // one edit can send two releases of one value
+    if (last && last.value === value && now - last.at < 1000) return [{{ignore: true}}, ...rest];
+    if (box) box.svLastRelease = {{value, at: now}};
+    return [value, ...rest];
+  }}
   const kept = Number(box.dataset.svPutBack);
   delete box.dataset.svEmptied;
   delete box.dataset.svPutBack;

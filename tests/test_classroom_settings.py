@@ -104,7 +104,7 @@ def test_the_seed_box_says_what_the_other_tabs_seed_box_says_when_committed_only
     _, _, events = tabs
     (ours,) = events[("classroom-seed", "blur")]  # left, or Enter (ENTER_COMMITS_JS sends a blur)
     (arena,) = events[("arena-seed", "blur")]
-    for typed, used in ((-1.5, 0), (2.5, 2), ("abc", 0), (2**60, inputs.MAX_SEED)):
+    for typed, used in ((-1.5, 0), (2.5, 3), ("abc", 0), (2**60, inputs.MAX_SEED)):
         with pytest.warns(UserWarning):
             update, status = ours.fn(typed)
         with pytest.warns(UserWarning):

@@ -64,11 +64,15 @@ def test_tokens_join_without_gaps_output_only_and_the_toolbar(page):
     assert "Decoding speedup" in stats and "End to end" in stats
     # issue 34: the headline is the measured number, large, with its word and interval, whatever the machine's
     # load; how it is judged is folded away
-    figure = page.locator("#stats .sv-verdict-figure")
-    assert re.fullmatch(r"\d+\.\d\d×", figure.inner_text()), figure.inner_text()
-    assert float(figure.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
-    assert page.inner_text("#stats .sv-verdict-word") in (
+    figure, word = page.locator("#stats .sv-verdict-figure"), page.locator("#stats .sv-verdict-word")
+    assert word.inner_text() in (
         "faster", "the speed, slower", "about the same", "too noisy to tell", "not a finding")  # the last two: a busy machine
+    if word.inner_text() == "not a finding":  # a timing its tokens per pass cannot give: the words large, the number not
+        assert re.fullmatch(r"\(\d+\.\d\d× measured\)", figure.inner_text()), figure.inner_text()
+        figure = word
+    else:
+        assert re.fullmatch(r"\d+\.\d\d×", figure.inner_text()), figure.inner_text()
+    assert float(figure.evaluate("e => parseFloat(getComputedStyle(e).fontSize)")) >= 30
     assert re.match(r"95 % \d+\.\d+–\d+\.\d+×", page.inner_text("#stats .sv-verdict-span"))
     assert not page.locator("#stats details.sv-verdict-why").evaluate("e => e.open")
     ARTIFACTS.mkdir(exist_ok=True)

@@ -116,7 +116,13 @@ def test_the_live_sampling_boxes_leave_the_range_to_our_check_not_to_gradio():
         assert boxes[elem_id].preprocess(2.5) == 2.5 and boxes[elem_id].preprocess(-1.5) == -1.5, elem_id
     assert inputs.number_notice(-1.5, inputs.SEED)[1] == ("Seed must be between 0 and 9,007,199,254,740,991 "
                                                           "(got -1.5). Using 0.")
-    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
+    assert inputs.number_notice(2.5, inputs.SEED) == (3, "Seed must be a whole number (got 2.5). Using 3.")
+    assert inputs.number_notice(0.5, inputs.TOP_K)[0] == 1  # halves up: a fraction never turns top-k off
+    # a slider of whole steps says a fraction as it says a value out of range, with the value it then holds
+    assert inputs.clamp_notice(1.5, "Draft length k", 1, 16, whole=True) == (
+        2, "Draft length k must be a whole number (got 1.5); using 2.")
+    assert inputs.clamp_notice(16.4, "Draft length k", 1, 16, whole=True)[0] == 16
+    assert inputs.clamp_notice(1.5, "Temperature", 0, 2) is None and inputs.clamp_notice(3, "k", 1, 16, whole=True) is None
 
 
 def test_every_k_box_says_a_number_out_of_range_even_while_an_earlier_release_is_queued():

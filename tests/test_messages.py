@@ -43,7 +43,7 @@ def test_a_number_box_a_run_refuses_says_the_runs_own_message_and_the_value_used
     assert inputs.number_notice(-3, inputs.TOP_K) == (0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0.")
     assert inputs.number_notice(1.5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 1.5). Using 0.99.")
     assert inputs.number_notice(5, inputs.MIN_P) == (0.99, "Min-p must be between 0 and 0.99 (got 5). Using 0.99.")
-    assert inputs.number_notice(2.5, inputs.SEED) == (2, "Seed must be a whole number (got 2.5). Using 2.")
+    assert inputs.number_notice(2.5, inputs.SEED) == (3, "Seed must be a whole number (got 2.5). Using 3.")
     assert inputs.number_notice(10 ** 9, N_FIELD) == (
         1000, "N runs per side must be between 20 and 1000 (got 1000000000). Using 1000.")
     assert inputs.number_notice(-2, inputs.EXIT_LAYER, inputs.parse_exit_layer) == (
@@ -78,7 +78,7 @@ def test_an_early_exit_layer_the_target_lacks_names_the_targets_own_bound():
     assert inputs.fit_exit_layer(-2, 30, "SmolLM2-135M-Instruct") == (
         None, f"{bound} (got -2). Using 0 (half the target's layers).")
     assert inputs.fit_exit_layer(2.5, 30, "SmolLM2-135M-Instruct") == (
-        2, "The early-exit layer must be a whole number (got 2.5). Using 2.")
+        3, "The early-exit layer must be a whole number (got 2.5). Using 3.")
     assert inputs.fit_exit_layer(10 ** 5) == (
         None, "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to the target's layers − 1 "
               "(got 100000). Using 0 (half the target's layers).")

@@ -255,10 +255,20 @@ def arena_figure(summary: list[dict]) -> go.Figure:
                       "xanchor": "left", "yanchor": "top", "align": "left", "showarrow": False,
                       "font": {"size": 11, "color": COLORS["rejected"]}})
     layout["annotations"] = notes
-    layout["legend"]["y"] = 1.06
-    layout["margin"]["t"] = 90
-    layout["margin"]["b"] = 100  # room for the hatched-bars note's three lines
+    _legend_above_titles(layout, notes)
     return go.Figure({"data": data, "layout": layout})
+
+
+def _legend_above_titles(layout: dict, notes: list[dict]) -> None:
+    """Put the method legend (one row over the top charts) above the top row's titles, however many lines their
+    notes under them take (the acceptance panel's can take three): at 1.06 of the plot's height it overlapped a
+    three-line title. Sets the top margin and the legend's y (paper units, above 1)."""
+    lines = max([1] + [1 + n["text"].count("<br>") for n in notes if n.get("y") == 1 and n.get("yanchor") == "bottom"])
+    title_px = 18 + 15 * (lines - 1) + 4  # a 14 px bold title, 11 px note lines, the notes' 4 px shift
+    layout["margin"]["t"] = max(90, title_px + 44)
+    layout["margin"]["b"] = 100  # room for the hatched-bars note's three lines
+    inner = layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+    layout["legend"]["y"] = 1 + (title_px + 6) / inner
 
 
 def predictions_figure(summary: list[dict]) -> go.Figure:
