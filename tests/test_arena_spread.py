@@ -139,6 +139,13 @@ def test_a_speedup_without_a_pair_of_baselines_says_it_has_no_spread():
     assert bars["array"] == [0.0] and bars["visible"] is False
     figure = arena_tab.arena_figure([dict(row, drafter="none", variant="standard", decode_speedup=1.0), row])
     assert any("one run: no spread where no bar is drawn" in a.text for a in figure.layout.annotations)
+    # the method legend sits above the top row's titles, however many note lines they have (a trial saw it drawn
+    # over the acceptance panel's three-line title): its bottom above the tallest, and inside the top margin
+    lay = figure.layout
+    inner = lay.height - lay.margin.t - lay.margin.b
+    lines = max(1 + a.text.count("<br>") for a in lay.annotations if a.y == 1 and a.yanchor == "bottom")
+    assert lines >= 2 and (lay.legend.y - 1) * inner >= 14 * 1.3 + 11 * 1.3 * (lines - 1) + 4
+    assert lay.margin.t >= (lay.legend.y - 1) * inner + 30  # a row of legend items above it
 
 
 def test_the_speedup_bars_carry_error_bars(monkeypatch):
