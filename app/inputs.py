@@ -314,6 +314,9 @@ def setting_values(values: Mapping[str, object]) -> dict[str, object]:
     return full
 
 
+EMPTY_TARGET_NOTE = "The target model was empty, so the embedded default (SmolLM2-135M-Instruct) ran."
+
+
 def parse_settings(values: Mapping[str, object], policy: Policy | None = None, fit_layer: bool = False) -> Settings:
     """Check every input of a generation, given by name in ``values`` (:data:`SETTING_NAMES`; the optional ones at
     :data:`OPTIONAL_SETTINGS` when left out, :func:`setting_values`). ``tree_nodes``, ``confidence`` (the confidence
@@ -334,7 +337,10 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     policy = policy or current_policy()
     notes: list[str] = []
     prompt = _prompt(v["prompt"], notes)
-    target = text(v["target"], "The target model").strip() or "embedded"
+    target = text(v["target"], "The target model").strip()
+    if not target:  # runs the default, and says so: the box stays empty while every other emptied box is said
+        target = "embedded"
+        notes.append(EMPTY_TARGET_NOTE)
     drafter, draft_model = _drafter(v["drafter"], v["draft_model"])
     check_models(target, draft_model, policy)
     layer = None

@@ -107,9 +107,10 @@ def test_cli_bad_generation_settings_give_one_error_line_and_status_2(capsys, fl
 
 
 def test_cli_token_ids_outside_the_vocabulary_are_refused_after_loading(capsys, tiny_model_dir):
-    for flags in (["--stop-token-ids", "99999"], ["--logit-bias", "99999:1"], ["--bad-words-ids", "99999"]):
+    for flags, box in ((["--stop-token-ids", "99999"], "stop token ids"), (["--logit-bias", "99999:1"], "logit bias"),
+                       (["--bad-words-ids", "99999"], "banned ids (or a logit bias of -inf)")):
         code, lines, err = _generate(capsys, tiny_model_dir, *flags)
-        assert code == 2 and lines == [] and "token id 99999 is outside the target's vocabulary" in err, err
+        assert code == 2 and lines == [] and f"{box}: token id 99999 is outside the target's vocabulary" in err, err
 
 
 def test_cli_stop_token_ids_stop_the_run_at_that_token(capsys, tiny_model_dir):

@@ -44,6 +44,10 @@ def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
                                           exit_layer=100, k=3, adaptive_k="fixed", temperature=0.0, top_p=1.0,
                                           top_k=0, seed=0, max_new_tokens=8, stop_strings="", chat_template=True))
     assert settings.exit_layer == 100 and not settings.notes
+    empty = inputs.parse_settings(dict(prompt="hi", target="  ", drafter="ngram", draft_model="", exit_layer=0, k=3,
+                                       adaptive_k="fixed", temperature=0.0, top_p=1.0, top_k=0, seed=0,
+                                       max_new_tokens=8, stop_strings="", chat_template=True))
+    assert empty.target == "embedded" and empty.notes == (inputs.EMPTY_TARGET_NOTE,)  # runs the default and says so
     fitted, note = inputs.fit_settings_exit_layer(settings, TARGET)
     assert note == _note(100) and "(got 100). Using 29." in note
     assert fitted.exit_layer == 29 and fitted.notes == (note,) and fitted.prompt == "hi" and fitted.k == 3

@@ -100,7 +100,9 @@ def check_token_ids(sampling: SamplingConfig, stop_token_ids: tuple[int, ...], v
     run can emit; None skips the check): such an id would silently do nothing."""
     if vocab_size is None:
         return
-    for what, ids in (("logit bias / banned ids", [t for t, _ in sampling.logit_bias]),
+    biased = [t for t, bias in sampling.logit_bias if bias != -math.inf]
+    banned = [t for t, bias in sampling.logit_bias if bias == -math.inf]  # the banned ids, or a bias of -inf
+    for what, ids in (("logit bias", biased), ("banned ids (or a logit bias of -inf)", banned),
                       ("stop token ids", list(stop_token_ids))):
         outside = [t for t in ids if t >= vocab_size]
         if outside:
