@@ -196,7 +196,7 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
     assert inputs.exit_layer_notice(4, f" {spec} ") == fit(4) and fit(4)[0] == 3
     assert inputs.exit_layer_notice(10 ** 5, spec) == fit(10 ** 5) and fit(10 ** 5)[0] == 3
     assert [inputs.exit_layer_notice(v, spec) for v in (3, 1, 0, None, "")] == [None] * 5
-    assert inputs.exit_layer_notice(-2, spec)[0] == 0 and inputs.exit_layer_notice(2.5, spec)[0] == 2
+    assert inputs.exit_layer_notice(-2, spec)[0] == 0 and inputs.exit_layer_notice(2.5, spec)[0] == 3  # halves up
     assert inputs.exit_layer_notice(-2, spec) == fit(-2)  # below 1 alike: 0, the default
     with pytest.raises(inputs.InputError) as refused:  # the Run path's words
         inputs.check_exit_layer(4, loaded)
