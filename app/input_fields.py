@@ -168,8 +168,8 @@ class NumberField:
     def nearest(self, value) -> float | int:
         """The allowed value nearest ``value``: clamped into [low, high] and, for a whole-number field, rounded to
         the nearest whole number (:func:`half_up`: 0.5 is 1, so a fraction never turns a setting off); ``default``
-        for what is not a number. The boxes have no Gradio
-        ``precision``, so a typed 2.5 reaches :meth:`parse` as typed and is said, not rounded unseen."""
+        for what is not a number. The boxes have no Gradio ``precision``, so a typed 2.5 reaches :meth:`parse` as
+        typed and is said, not rounded unseen."""
         try:
             got = float(value)
         except (TypeError, ValueError, OverflowError):

@@ -230,9 +230,9 @@ def verdict_card(judgement) -> str:
     """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its words ("2.51× faster", "0.62× the speed, slower"; "1.05× too
     noisy to tell" keeps the number; "not a finding (6.75× measured)", a speedup its tokens per pass cannot give,
-    puts the words first and the number small, as the end-to-end card does), under it the interval and what disturbed the timings ("95 % 1.48–3.98× ·
-    other programs used 74% of the CPUs"), and the long explanation folded in a ``<details>`` element. Green for
-    faster, red for slower, neutral otherwise."""
+    puts the words first and the number small, as the end-to-end card does), under it the interval and what
+    disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of the CPUs"), and the long explanation folded
+    in a ``<details>`` element. Green for faster, red for slower, neutral otherwise."""
     reading = judgement.reading
     cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy unfounded"}.get(
         reading.word, "neutral")

@@ -151,15 +151,15 @@ def _train_distilled(args) -> int:
     evals = _committed_sets(args.eval_data) if args.eval_data else []
     if evals is None:
         raise UsageError(f"--eval-data {args.eval_data} holds no committed id shards")
-    args.layers = 2 if args.layers is None else args.layers  # the distilled draft's default depth
-    settings = DistillSettings(layers=args.layers, init=args.layer_init, seed=args.seed, vocab_from=args.vocab_from)
+    layers = 2 if args.layers is None else args.layers  # the distilled draft's default depth
+    settings = DistillSettings(layers=layers, init=args.layer_init, seed=args.seed, vocab_from=args.vocab_from)
     for flag, field in (("epochs", "epochs"), ("batch_tokens", "batch_tokens"), ("lr", "lr")):
         if getattr(args, flag):
             settings = replace(settings, **{field: getattr(args, flag)})
     target = _load_target(args)
-    if args.layers > target.model.config.num_hidden_layers:
-        raise UsageError(f"--layers {args.layers} is more than the target's {target.model.config.num_hidden_layers} layers")
-    out = Path(args.out) if args.out else cache_dir() / "drafters" / f"distilled-L{args.layers}.safetensors"
+    if layers > target.model.config.num_hidden_layers:
+        raise UsageError(f"--layers {layers} is more than the target's {target.model.config.num_hidden_layers} layers")
+    out = Path(args.out) if args.out else cache_dir() / "drafters" / f"distilled-L{layers}.safetensors"
     paths = DraftPaths(out, Path(args.ckpt) if args.ckpt else None,
                        Path(args.prefill_cache) if args.prefill_cache else None)
     report = run_draft_training(target, sets, paths, settings, evals, progress=_log)
