@@ -269,8 +269,7 @@ class EagleHead(nn.Module):
         self.config = c
         self.fc = nn.Linear(2 * c.hidden, c.hidden, bias=True)
         _add_layer(self, c)  # the first layer's weights sit on the head itself (the names of format 1 files)
-        if c.extra_layers:
-            self.extra = nn.ModuleList(HeadLayer(c) for _ in range(c.extra_layers))
+        self.extra = nn.ModuleList(HeadLayer(c) for _ in range(c.extra_layers))  # empty: no weights, format 1 kept
         if c.feature_layers:
             self.fuse = nn.Linear(len(c.feature_layers) * c.hidden, c.hidden, bias=False)
             self.out_norm = RMSNorm(c.hidden, c.eps)
@@ -325,7 +324,7 @@ class EagleHead(nn.Module):
             t, s = x.shape[1], (0 if past is None else past[0].shape[2])
             mask = torch.ones(t, s + t, dtype=torch.bool, device=x.device).tril(s)[None, None]
         keys, values = [], []
-        for i, layer in enumerate((self, *getattr(self, "extra", ()))):
+        for i, layer in enumerate((self, *self.extra)):
             mine = None if past is None else tuple(p[:, i * c.kv_heads:(i + 1) * c.kv_heads] for p in past)
             x, (k, v) = _layer_forward(layer, c, x, positions, mine, mask)
             keys.append(k)
