@@ -196,7 +196,7 @@ POOLED_MODULES = frozenset({
     "test_engine_field_faults", "test_drafter_cross_tokenizer_edges", "test_messages", "test_drafter_distilled",
     "test_train_data", "test_llama_cpp_compare", "test_why_noise", "test_counted_spreads", "test_chart_ticks",
     "test_batching_stop", "test_arena_matching", "test_classroom_matching", "test_row_exact", "test_arena_estimate",
-    "test_why_whatif_status", "test_classroom_settings",
+    "test_why_whatif_status", "test_classroom_settings", "test_part_six",
 })
 SERVER_FIXTURES = frozenset({"app_url", "browser"})
 

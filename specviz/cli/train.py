@@ -8,6 +8,9 @@ import json
 from specviz.cli.common import UsageError, _load_target, _log
 from specviz.cli.flags import _float, _int_in
 
+# specviz.training.distill.PROMPT_SETS, written out so that the parser does not import torch (a test keeps them equal)
+PROMPT_SET_NAMES = ("default", "part3", "part4", "part5", "part6-docs", "part6")
+
 DEFAULT_BATCH = 32  # prompts per generated batch (CorpusSettings.batch_size; docs/heads.md measures the width)
 
 
@@ -50,13 +53,15 @@ def add_train_parser(commands) -> None:
                             "e.g. the shipped head, trained further on new data) instead of a new head")
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
-    train.add_argument("--prompt-set", choices=("default", "part3", "part4", "part5"), default="default",
+    train.add_argument("--prompt-set", choices=PROMPT_SET_NAMES, default="default",
                        help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
                             "stories, dialogues, constrained instructions, follow-ups, all greedy; part4: the suite's "
                             "eight task forms with contents of their own, all greedy; part5: long documents (2.4-3.4 k "
                             "characters) with varied tasks, plus rag, short qa, translation passages and chat, all "
-                            "greedy (docs/heads.md)")
-    train.add_argument("--forms", help="part3/part4/part5: comma-separated forms to train on (default all); eagle3 only "
+                            "greedy; part6-docs: short texts the target writes about made-up names, sampled; part6: "
+                            "tasks over those texts (follow-up edits, summaries, questions, translation), greedy; "
+                            "shard N needs part6-docs shard N (docs/heads.md)")
+    train.add_argument("--forms", help="part3 to part6: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--layers", type=_int_in("layers", 1), default=None,
                        help="distilled: decoder layers of the draft model (default 2); eagle/eagle3: of the head "
@@ -119,6 +124,9 @@ def cmd_train(args) -> int:
     if args.kind == "data":
         return _make_data(args, corpus)
     sets = _committed_sets(args.data)
+    if args.prompt_set == "part6" and not sets:
+        raise UsageError("part six is built from committed sets: make them with `train data --prompt-set part6-docs` "
+                         "then `--prompt-set part6`, and train with --data data/distill/part6")
     out = Path(args.out) if args.out else cache_dir() / "heads" / f"{args.kind}.safetensors"
     target = _load_target(args)
     data = TrainData(folder=Path(args.data) if args.data and not sets else None, sets=tuple(sets or ()),
@@ -180,8 +188,8 @@ def _train_forms(args) -> tuple[int, ...] | None:
     from specviz.training.distill import ALL_FORMS
 
     if args.kind != "eagle3" or (args.prompt_set == "default" and not _committed_sets(args.data)):
-        raise UsageError("--forms needs `train eagle3 --prompt-set part3|part4|part5` or `train eagle3 --data <committed "
-                         "sets>`")
+        raise UsageError("--forms needs `train eagle3 --prompt-set part3|part4|part5|part6` or `train eagle3 --data "
+                         "<committed sets>`")
     names = [name.strip() for name in args.forms.split(",") if name.strip()]
     unknown = [name for name in names if name not in ALL_FORMS]
     if unknown:

@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from specviz.training.distill import CorpusSettings, corpus_prompts, make_shard
+from specviz.training.prompts_part6 import part_six_task_prompts
 from specviz.training.idshards import load_id_shard, save_id_shard, shard_name
 
 Progress = Callable[[str], None]
@@ -155,9 +156,16 @@ def generate_set(target, folder: Path, settings: CorpusSettings, shards: str | N
     Raises:
         DataSetError: the folder's manifest has another recipe, or ``shards`` is out of range.
     """
-    prompts = corpus_prompts(settings)
+    prompts = set_prompts(settings, folder, target.tokenizer)
     bs = settings.batch_size
-    asked = shard_range(shards, -(-len(prompts) // bs))
+    total = -(-len(prompts) // bs)
+    if settings.prompt_set == "part6":  # its prompts run as far as its first stage's shards do
+        wanted = shard_range(shards, -(-settings.num_prompts // bs))
+        if wanted.stop > total:
+            first = max(total, wanted.start)
+            raise DataSetError(f"part6 shard {first} needs shard {first} of {folder.parent / _docs_set(settings)} "
+                               f"first (make it with `train data --prompt-set part6-docs`)")
+    asked = shard_range(shards, total)
     folder.mkdir(parents=True, exist_ok=True)
     wanted = recipe(settings, target)
     manifest = read_manifest(folder) or {"recipe": wanted, "num_prompts": 0, "shards": {}}
@@ -187,6 +195,29 @@ def generate_set(target, folder: Path, settings: CorpusSettings, shards: str | N
         _write_manifest(folder, manifest)
     _say(progress, f"{folder}: shards {asked.start}..{asked.stop - 1} present ({made} made now)")
     return paths
+
+
+def _docs_set(settings: CorpusSettings) -> str:
+    """The folder name of part six's first stage for ``settings``' seed."""
+    return set_name(CorpusSettings(prompt_set="part6-docs", seed=settings.seed))
+
+
+def set_prompts(settings: CorpusSettings, folder: Path, tokenizer) -> list:
+    """The (form, prompt) pairs of ``settings``' set (:func:`specviz.training.distill.corpus_prompts`). Part six's are
+    built from its first stage's texts, read from the complete shards of ``part6-docs`` beside ``folder`` in order
+    (replies decoded without special tokens), so they run as far as those shards do, up to ``num_prompts``."""
+    if settings.prompt_set != "part6":
+        return corpus_prompts(settings)
+    docs = folder.parent / _docs_set(settings)
+    texts: list[str] = []
+    bs = settings.batch_size
+    while len(texts) < settings.num_prompts and _have(docs / shard_name(len(texts) // bs), bs):
+        shard = load_id_shard(docs / shard_name(len(texts) // bs))
+        ids, offsets, lens = shard["ids"], shard["offsets"], shard["prompt_lens"]
+        for row in range(lens.numel()):
+            reply = ids[int(offsets[row]) + int(lens[row]):int(offsets[row + 1])]
+            texts.append(tokenizer.decode(reply.tolist(), skip_special_tokens=True))
+    return part_six_task_prompts(texts[:settings.num_prompts], settings.seed)
 
 
 def _say(progress: Progress | None, message: str) -> None:

@@ -30,13 +30,18 @@ Part five (``prompt_set="part5"``, :func:`part_five_prompts`): long structured d
 with varied tasks (10 prompts in 16), plus rag over medium contexts, short-answer qa, multi-sentence translation and
 chat, the suite's forms with the lowest acceptance; all greedy, forms stored after part four's, the suite held out.
 
+Part six, in two stages: ``prompt_set="part6-docs"`` (:func:`part_six_doc_prompts`), short texts the target writes
+about made-up names, sampled; ``prompt_set="part6"``, one task over each of those texts (follow-up edits in the suite's
+conversation frame, summaries, questions from the text alone, translation, rewrites), greedy, its prompts built from
+the first stage's committed shards (:func:`specviz.training.dataset.set_prompts`).
+
 Every step writes one file per shard and skips shards already on disk, so an interrupted run resumes where it
 stopped. The committed form of the same shards (uint16 ids in ``data/distill/<set>/``, made by ``python -m specviz
 train data``) is :mod:`specviz.training.dataset`; :func:`prefill_corpus` reads both forms. Cache shards live in
 ``<cache>/distill/`` (part three: ``<cache>/distill-part3/``; see
 :func:`specviz.runtime.models.cache_dir`). The prompts themselves are written in :mod:`specviz.training.prompts` (parts one
 and two), :mod:`specviz.training.prompts_part3`, :mod:`specviz.training.prompts_part4` and
-:mod:`specviz.training.prompts_part5`.
+:mod:`specviz.training.prompts_part5` and :mod:`specviz.training.prompts_part6`.
 """
 
 from __future__ import annotations
@@ -54,7 +59,8 @@ from specviz.training.idshards import id_shard_paths, load_id_shard
 from specviz.training.prompts import PART_ONE, distill_prompts  # noqa: F401  (re-exported)
 from specviz.training.prompts_part3 import FORMS_3, part_three_prompts  # noqa: F401  (re-exported)
 from specviz.training.prompts_part4 import FORMS_4, part_four_prompts  # noqa: F401  (re-exported)
-from specviz.training.prompts_part5 import ALL_FORMS, FORMS_5, part_five_prompts  # noqa: F401  (re-exported)
+from specviz.training.prompts_part5 import FORMS_5, part_five_prompts  # noqa: F401  (re-exported)
+from specviz.training.prompts_part6 import ALL_FORMS, FORMS_6, part_six_doc_prompts  # noqa: F401  (re-exported)
 
 Progress = Callable[[str], None]
 
@@ -70,25 +76,36 @@ class CorpusSettings:
     top_p: float = 0.95
     seed: int = 0
     sampled_prompts: int = PART_ONE  # prompts before this index are sampled (temperature, top-p), later ones greedy
-    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3"/"part4"/"part5": all greedy
+    prompt_set: str = "default"  # "default": parts one and two (the shipped heads); "part3"/"part4"/"part5"/"part6":
+    # all greedy; "part6-docs": all sampled (part six's first stage)
 
     def __post_init__(self) -> None:
         if self.prompt_set not in PROMPT_SETS:
             raise ValueError(f"unknown prompt set {self.prompt_set!r}; choose one of {', '.join(PROMPT_SETS)}")
 
 
-PROMPT_SETS = ("default", "part3", "part4", "part5")
+PROMPT_SETS = ("default", "part3", "part4", "part5", "part6-docs", "part6")
+SAMPLED_SETS = ("part6-docs",)  # sets answered by sampling throughout (the default set samples part one only)
 
 
 def corpus_prompts(settings: CorpusSettings) -> list[tuple[int, str | tuple[tuple[str, str], ...]]]:
-    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded), part three, four or
-    five (form = index into :data:`ALL_FORMS`)."""
+    """The (form, prompt) pairs ``settings`` asks for: parts one and two (form -1: not recorded), part three, four,
+    five or six's first stage (form = index into :data:`ALL_FORMS`).
+
+    Raises:
+        ValueError: ``part6``, whose prompts need the first stage's texts (:func:`specviz.training.dataset.set_prompts`).
+    """
     if settings.prompt_set == "part3":
         return part_three_prompts(settings.num_prompts, settings.seed)
     if settings.prompt_set == "part4":
         return part_four_prompts(settings.num_prompts, settings.seed)
     if settings.prompt_set == "part5":
         return part_five_prompts(settings.num_prompts, settings.seed)
+    if settings.prompt_set == "part6-docs":
+        return part_six_doc_prompts(settings.num_prompts, settings.seed)
+    if settings.prompt_set == "part6":
+        raise ValueError("part six's prompts are built from its first stage's texts: "
+                         "specviz.training.dataset.set_prompts")
     return [(-1, p) for p in distill_prompts(settings.num_prompts, settings.seed)]
 
 
@@ -186,10 +203,11 @@ def make_shard(target, prompts: list, settings: CorpusSettings, shard: int, give
     """Shard ``shard`` of the (form, prompt) pairs ``prompts`` (those from ``shard * settings.batch_size`` on, one
     batch): ``ids`` int32, ``offsets`` int64, ``prompt_lens`` int32 and, for part three or ``given`` prompts,
     ``forms`` int32. Seeded per shard (``seed * 100003 + shard``), so a shard made alone equals the same shard of a
-    whole run on the same machine kind; sampled only in part one of the default set."""
+    whole run on the same machine kind; sampled only in part one of the default set and in :data:`SAMPLED_SETS`."""
     start = shard * settings.batch_size
     torch.manual_seed(settings.seed * 100003 + shard)
-    sampled = not given and settings.prompt_set == "default" and start < settings.sampled_prompts
+    sampled = not given and (settings.prompt_set in SAMPLED_SETS
+                             or settings.prompt_set == "default" and start < settings.sampled_prompts)
     group = prompts[start:start + settings.batch_size]
     tensors = _generate_shard(target, [p for _, p in group], settings, sampled)
     if given or settings.prompt_set != "default":
