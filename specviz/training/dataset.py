@@ -154,15 +154,16 @@ def generate_set(target, folder: Path, settings: CorpusSettings, shards: str | N
     Returns the paths of the shards asked for.
 
     Raises:
-        DataSetError: the folder's manifest has another recipe, or ``shards`` is out of range.
+        DataSetError: the folder's manifest has another recipe, ``shards`` is out of range, or (part six) a shard of
+            the first stage it needs is missing.
     """
     prompts = set_prompts(settings, folder, target.tokenizer)
     bs = settings.batch_size
     total = -(-len(prompts) // bs)
     if settings.prompt_set == "part6":  # its prompts run as far as its first stage's shards do
-        wanted = shard_range(shards, -(-settings.num_prompts // bs))
-        if wanted.stop > total:
-            first = max(total, wanted.start)
+        needed = shard_range(shards, -(-settings.num_prompts // bs))
+        if needed.stop > total:
+            first = max(total, needed.start)
             raise DataSetError(f"part6 shard {first} needs shard {first} of {folder.parent / _docs_set(settings)} "
                                f"first (make it with `train data --prompt-set part6-docs`)")
     asked = shard_range(shards, total)
