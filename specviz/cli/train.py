@@ -54,13 +54,10 @@ def add_train_parser(commands) -> None:
     train.add_argument("--ce-weight", type=_float("ce-weight", lambda v: v >= 0, ">= 0"), default=None,
                        help="EAGLE: weight of the cross-entropy term (default 0.1)")
     train.add_argument("--prompt-set", choices=PROMPT_SET_NAMES, default="default",
-                       help="default: parts one and two (the shipped heads); part3: everyday requests, open questions, "
-                            "stories, dialogues, constrained instructions, follow-ups, all greedy; part4: the suite's "
-                            "eight task forms with contents of their own, all greedy; part5: long documents (2.4-3.4 k "
-                            "characters) with varied tasks, plus rag, short qa, translation passages and chat, all "
-                            "greedy; part6-docs: short texts the target writes about made-up names, sampled; part6: "
-                            "tasks over those texts (follow-up edits, summaries, questions, translation), greedy; "
-                            "shard N needs part6-docs shard N (docs/heads.md)")
+                       help="default: parts one and two (the shipped heads); part3, part4, part5: greedy replies to "
+                            "everyday requests, the suite's eight forms, long documents; part6-docs: short texts the "
+                            "target writes, sampled; part6: tasks over them, greedy (shard N needs part6-docs shard "
+                            "N); docs/heads.md")
     train.add_argument("--forms", help="part3 to part6: comma-separated forms to train on (default all); eagle3 only "
                                        "(with committed --data sets: sequences of other sets, without forms, are left out)")
     train.add_argument("--layers", type=_int_in("layers", 1), default=None,
