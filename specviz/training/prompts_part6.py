@@ -21,6 +21,7 @@ import random
 import re
 
 from specviz.training.prompts_part5 import ALL_FORMS as ALL_FORMS_5
+from specviz.training.prompts_part5 import _LANGS_OUT as _LANGS  # the same six languages as part five
 
 DOC_FORMS_6 = ("write-email", "write-notice", "write-poem", "write-list", "write-plan", "write-report",
                "write-function", "write-story", "write-description", "write-recipe", "write-minutes", "write-guide")
@@ -58,7 +59,6 @@ _GOALS = ["learning to swim as an adult", "saving for a new bicycle", "tidying a
 _ORGS = ["{town} Rowing Club", "{town} Primary School parents' group", "{town} Allotment Society",
          "{town} Library Friends", "{town} Youth Choir", "{street} Street Residents' Group", "{town} Chess Club",
          "{town} Community Kitchen"]
-_LANGS = ["French", "Spanish", "German", "Italian", "Portuguese", "Dutch"]
 
 
 def _name(r: random.Random) -> str:
