@@ -39,6 +39,7 @@ from specviz.runtime.policy import current_policy
 log = logging.getLogger("specviz.app")
 
 LOCAL_PREFIX = "local-"
+OWN_RUN = "your own run on another tab of this page holds it"  # what a session waiting for its own other run is told
 TICK_S = 0.25  # how often a waiting handler hears from its job (a status refresh, a check for Stop)
 LINE_POLL_S = 0.5  # how often a run in line asks again for the device (and refreshes its place)
 RELEASE_JOIN_S = 0.5  # how long release waits for a stopped job's stream to notice its flag
@@ -138,6 +139,10 @@ class DeviceLock:
     def locked(self) -> bool:
         """Whether a run holds the device."""
         return self._owner is not None
+
+    def held_by(self, session: str) -> bool:
+        """Whether a run of ``session`` (a :class:`Job`'s, owners being ``"{session}:{id}"``) holds the device."""
+        return bool(session) and (self._owner or "").startswith(f"{session}:")
 
 
 DEVICE = DeviceLock()
@@ -260,7 +265,8 @@ class Job:
             timeout = LINE_POLL_S
             if self.cancelled:
                 return False
-            yield Waiting(DEVICE.ahead(self.owner), DEVICE.holder)
+            own = self._registry is not None and DEVICE.held_by(self.session)  # a page's Live run, then its Arena
+            yield Waiting(DEVICE.ahead(self.owner), OWN_RUN if own else DEVICE.holder)
         return True
 
     def call(self, fn: Callable[..., T], *args, stoppable: bool = False, **kwargs) -> Iterator[object]:

@@ -46,7 +46,7 @@ def number(value, name: str, low: float, high: float, integer: bool, hint: str =
     except (TypeError, ValueError, OverflowError):
         raise InputError(f"{name} must be a number.") from None
     if got != got or not low <= got <= high:
-        shown = value if len(str(value)) <= 20 else str(value)[:20] + "…"
+        shown = value if len(str(value)) <= 20 else f"{got:.3g}" if got == got else str(value)[:20] + "…"
         above = f"; {hint}" if hint and got == got and got > high else ""
         raise InputError(f"{name} must be between {_bound(low, integer)} and {_bound(high, integer)} "
                          f"(got {shown}{above}).")
@@ -133,7 +133,8 @@ class NumberField:
     an empty box takes; ``outside``: the value used for one outside [low, high] (None: the nearest end),
     ``default_note``: what the default means, said after it ("0 (half the target's layers)"), and ``zero``: for a
     field whose range leaves 0 out although 0 means "off" for its neighbours (the repetition penalty, off at 1), the
-    value that is off: a typed 0 is refused by the run with "(got 0; 1 is off)" and the box's check uses it."""
+    value that is off: a typed 0 or a negative value is refused by the run with "(got 0; 1 is off)" and the box's
+    check uses it (the range's nearest end, 0.01, would force repeats)."""
 
     name: str
     low: float
@@ -146,8 +147,8 @@ class NumberField:
     zero: float | None = None
 
     def parse(self, value) -> float | int:
-        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError; a 0 typed into a
-        field with an ``zero`` value says which value is off: "Repetition penalty must be between 0.01 and 10 (got
+        """``value`` checked by :func:`number` (``default`` for an empty box). Raises InputError; a 0 or a negative
+        value typed into a field with a ``zero`` value says which value is off: "Repetition penalty must be between 0.01 and 10 (got
         0; 1 is off)."."""
         value = _or_default(value, self.default)
         if self._typed_zero(value):
@@ -157,11 +158,12 @@ class NumberField:
         return number(value, self.name, self.low, self.high, self.integer, self.hint)
 
     def _typed_zero(self, value) -> bool:
-        """Whether ``value`` is a 0 outside the range of a field whose off value is ``zero`` (not 0)."""
+        """Whether ``value`` is a 0 or a negative number outside the range of a field whose off value is ``zero``
+        (not 0)."""
         if self.zero is None or isinstance(value, bool) or self.low <= 0 <= self.high:
             return False
         try:
-            return float(value) == 0
+            return float(value) <= 0
         except (TypeError, ValueError, OverflowError):
             return False
 
@@ -176,7 +178,7 @@ class NumberField:
             return self.default
         if got != got:
             return self.default
-        if self._typed_zero(got):  # 0 meant "off": use the value that is off, not the range's nearest end
+        if self._typed_zero(got):  # 0 or below meant "off": use the value that is off, not the range's nearest end
             return int(self.zero) if self.integer else float(self.zero)
         if self.outside is not None and not self.low <= got <= self.high:
             return int(self.outside) if self.integer else float(self.outside)

@@ -176,7 +176,7 @@ def _drafter(value, draft_model) -> tuple[str, str | None]:
     if drafter != "model":
         return drafter, None
     if spec is None:
-        raise InputError("The 'model' drafter needs a draft model: a hub id or a local folder.")
+        raise InputError("The 'Draft model' drafter needs a draft model: a hub id or a local folder.")
     return drafter, spec
 
 

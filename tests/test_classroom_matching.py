@@ -60,7 +60,7 @@ def test_an_opened_run_says_its_acceptance_and_tokens_per_pass():
                 "95% ") in status and f"{counts.tokens_per_pass:.2f} tokens per pass (95% " in status
     # each figure carries its spread over the run's passes (trial: "0.61 (14 of 23 drafted)" had none)
     well = classroom.open_walkthrough(WELL)[2 + len(classroom.FIELDS)]
-    assert "(4 of 68 drafted; 95% 1–14%), 1.21 tokens per pass (95% 1.05–1.37)." in well
+    assert "(4 of 68 drafted; 95% 0.01–0.14), 1.21 tokens per pass (95% 1.05–1.37)." in well  # the rate's units
 
 
 def _acceptance(walkthrough_id: str) -> float:

@@ -513,3 +513,9 @@ def test_a_speedup_interval_is_cut_at_what_its_tokens_per_pass_allow():
     noisy = SpeedupJudgement("too noisy", 1.1, Interval(1.1, 0.8, 4.0), 17)
     assert above_possible(noisy, 1.2).interval.high == pytest.approx(1.2) and above_possible(noisy, 1.2).verdict == \
         "too noisy"
+    # the card says the top was cut (a later trial read "3.96× / 95 % 3.07–3.96×" as an interval quietly clipped)
+    from app.render.stats import verdict_card
+
+    assert cut.cut_at == pytest.approx(3.06) and inside.cut_at is None
+    assert "95 % 1.72–3.06× (top cut at its 3.06 tokens per pass: no faster is possible)" in verdict_card(cut)
+    assert "top cut" not in verdict_card(inside)

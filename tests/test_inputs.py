@@ -61,8 +61,8 @@ def test_settings_get_the_fitted_layer_and_the_note_in_their_notes():
 
 # Seen in a new-user check: Top-k -3, Seed -1, Frequency penalty 9 and Repetition penalty 0, each typed and left,
 # became 0, 0, 2 and 0.01. The box's check (app.messages.refused, on blur) must say so in one sentence naming the
-# setting, its range and the value used; a repetition penalty of 0 ("off", as 0 is for the other penalties) uses 1,
-# which is off, and says so.
+# setting, its range and the value used; a repetition penalty of 0 or below ("off", as 0 is for the other
+# penalties) uses 1, which is off, and says so.
 SAMPLING_TYPOS = [
     (inputs.TOP_K, "-3", 0, "Top-k must be between 0 and 1,000,000 (got -3). Using 0."),
     (inputs.SEED, "-1", 0, "Seed must be between 0 and 9,007,199,254,740,991 (got -1). Using 0."),
@@ -70,7 +70,9 @@ SAMPLING_TYPOS = [
     (inputs.PRESENCE_PENALTY, "-7", -2.0, "Presence penalty must be between -2 and 2 (got -7). Using -2."),
     (inputs.REPETITION_PENALTY, "0", 1.0,
      "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off). Using 1 (off)."),
-    (inputs.REPETITION_PENALTY, "-1", 0.01, "Repetition penalty must be between 0.01 and 10 (got -1). Using 0.01."),
+    (inputs.REPETITION_PENALTY, "-1", 1.0,  # below 0 means off too (a new-user trial: -3 became 0.01, forcing repeats)
+     "Repetition penalty must be between 0.01 and 10 (got -1; 1 is off). Using 1 (off)."),
+    (inputs.REPETITION_PENALTY, "0.001", 0.01, "Repetition penalty must be between 0.01 and 10 (got 0.001). Using 0.01."),
     (inputs.REPETITION_PENALTY, "50", 10.0, "Repetition penalty must be between 0.01 and 10 (got 50). Using 10."),
     (inputs.MIN_P, "-0.5", 0.0, "Min-p must be between 0 and 0.99 (got -0.5). Using 0."),
     (inputs.NO_REPEAT_NGRAM_SIZE, "100", 64, "No-repeat n-gram size must be between 0 and 64 (got 100). Using 64."),
@@ -190,3 +192,10 @@ def test_a_sliders_emptied_or_too_small_box_is_said_as_a_too_large_one_is():
     assert inputs.emptied_slider_notice("Max new tokens per row", 4, 128) == (4, "Max new tokens per row was empty; "
                                                                                 "using 4.")
     assert clamped(5, "Draft length k", 1, 16) == (gr.skip(), gr.skip())
+
+
+def test_a_huge_number_is_said_in_a_readable_form():
+    """A new-user trial typed 99999999999999999999999 as the seed and read "(got 1.0000000000000001e+…)"."""
+    with pytest.raises(inputs.InputError) as refused:
+        inputs.SEED.parse(99999999999999999999999)
+    assert str(refused.value) == "Seed must be between 0 and 9,007,199,254,740,991 (got 1e+23)."

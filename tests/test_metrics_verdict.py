@@ -72,6 +72,8 @@ def test_a_live_speedup_above_its_tokens_per_pass_is_not_a_finding():
     # text on the page), as the end-to-end card beside it says "not a finding (3.41× measured)"
     assert "noisy unfounded" in card and '<small class="sv-verdict-figure">(5.40× measured)</small>' in card
     assert card.index("not a finding</span>") < card.index("(5.40× measured)")
+    # and says what to do (a third trial met the words alone)
+    assert "the machine&#x27;s speed changed between the two runs: run again to measure</div>" in card
     fine = above_possible(judge_speedup(spec_ms, spec_tokens, [100.0] * 60, base_tokens), 3.1)  # 3.0x at 3.1 tokens per pass
     assert fine.verdict == "faster" and fine.reason is None
 

@@ -91,6 +91,27 @@ def test_device_lock_is_first_come_first_served_with_positions():
     assert lock.release("b") and lock.acquire("e", "e", timeout=0)  # the stale place did not block e
 
 
+def test_a_page_waiting_for_its_own_other_run_is_not_told_another_session_holds_the_device():
+    """A trial started a Live run, switched to the Arena and read "Waiting for the device… (another session is
+    generating)": its own Live run. A run of the same browser session is named as the page's own; another
+    session's is named as before."""
+    from types import SimpleNamespace
+
+    live_runs, arena_runs = device.CancelRegistry(), device.CancelRegistry()
+    mine, theirs = SimpleNamespace(session_hash="page-1"), SimpleNamespace(session_hash="page-2")
+    holder = device.start(live_runs, mine, live.WHAT)
+    assert next(holder.turn(), None) is None  # the device was free: held at once
+    try:
+        own = next(device.start(arena_runs, mine, "the arena is running").turn())
+        other = next(device.start(arena_runs, theirs, "the arena is running").turn())
+        assert (own.ahead, own.holder) == (1, device.OWN_RUN)
+        assert (other.ahead, other.holder) == (2, live.WHAT)  # the holder, then the page's arena run in line
+    finally:
+        device.DEVICE.release(holder.owner)
+        for owner in [o for o in list(device.DEVICE._line) if o.startswith("page-")]:
+            device.DEVICE.leave(owner)
+
+
 def _places(statuses: list[str]) -> set[tuple[int, str]]:
     """The (runs ahead, what holds the device or "") that waiting status lines name."""
     return {(int(m[1]), m[2] or "") for s in statuses

@@ -116,7 +116,7 @@ def summary(recording: Recording) -> str:
         stats.add(event)
     rate = "–" if counts.acceptance_rate is None else f"{counts.acceptance_rate:.2f}"
     tokens = "–" if counts.tokens_per_pass is None else f"{counts.tokens_per_pass:.2f}"
-    rate_spread = counted_spread(stats.acceptance_interval(), stats, percent=True)
+    rate_spread = counted_spread(stats.acceptance_interval(), stats)  # a fraction, as the rate (trial: "0.61 ... 29–91%")
     tokens_spread = counted_spread(stats.tokens_per_pass_interval(), stats)
     return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection); acceptance rate "
             f"{rate} ({counts.accepted} of {counts.drafted} drafted; 95% {rate_spread}), {tokens} tokens per pass "

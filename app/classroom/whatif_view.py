@@ -96,7 +96,10 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
     """The what-if summary: the recommended k, and after a re-run its predicted and measured figures side by side;
     then the per-k table."""
     rec, costs = result.recommended, result.costs
-    lines = [f'<div class="wi-head">Recommended <b>k = {rec.k}</b>: predicted <b>{rec.speedup:.2f}×</b> '
+    # a run too short to tell the k apart names its best k without recommending it (trial: "Recommended k = 6" above
+    # "Too few passes to tell")
+    head = "Best k in this short run" if result.spread is not None and result.spread.too_few else "Recommended"
+    lines = [f'<div class="wi-head">{head} <b>k = {rec.k}</b>: predicted <b>{rec.speedup:.2f}×</b> '
              f'({rec.expected_tokens:.2f} tokens per pass; a pass costs {rec.pass_ms:.1f} ms, a standard step '
              f'{costs.step_ms:.1f} ms).</div>']
     if rec.speedup < 1:

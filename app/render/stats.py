@@ -241,7 +241,13 @@ def verdict_card(judgement) -> str:
     if reading.word == "not a finding":  # a timing the tokens per pass cannot give: the words lead, the number small
         figure = (f'<span class="sv-verdict-word">{html.escape(reading.words())}</span> '
                   f'<small class="sv-verdict-figure">({reading.shown()}× measured)</small>')
-    under = " · ".join(html.escape(part) for part in (reading.span(), reading.reason) if part)
+    span = reading.span()
+    if judgement.cut_at is not None:  # a trial read "3.96× / 95 % 3.07–3.96×" as a quietly clipped interval
+        span += f" (top cut at its {judgement.cut_at:.2f} tokens per pass: no faster is possible)"
+    hint = None
+    if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
+        hint = "the machine's speed changed between the two runs: run again to measure"
+    under = " · ".join(html.escape(part) for part in (span, reading.reason, hint) if part)
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
     details = ('<details class="sv-verdict-why"><summary>How this is judged</summary>'
                + "".join(f"<p>{html.escape(text)}</p>" for text in why) + "</details>")

@@ -304,7 +304,7 @@ class SpeedupJudgement:
     (fewer than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio (None when too
     short); ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the two runs'
     passes; ``reason``: what disturbed the timings (the ``disturbed`` of :func:`judge_speedup`), None when nothing
-    did.
+    did; ``cut_at``: the tokens per pass the interval's top was cut at (:func:`_cut_at`), None when it was not.
     """
 
     verdict: str
@@ -312,6 +312,7 @@ class SpeedupJudgement:
     interval: Interval | None
     passes: int
     reason: str | None = None  # what disturbed the timings (they flatter the speculative run); None: undisturbed
+    cut_at: float | None = None
 
     @property
     def finding(self) -> bool:
@@ -403,7 +404,7 @@ def _cut_at(judged: SpeedupJudgement, bound: float) -> SpeedupJudgement:
     i = judged.interval
     if i is None or i.high <= bound:
         return judged
-    return dataclasses.replace(judged, interval=dataclasses.replace(i, high=max(bound, i.value)))
+    return dataclasses.replace(judged, interval=dataclasses.replace(i, high=max(bound, i.value)), cut_at=bound)
 
 
 def judge_decode_speedup(spec: RunStats, base: RunStats, **options) -> SpeedupJudgement:
