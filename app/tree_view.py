@@ -17,7 +17,8 @@ The accepted child is drawn first among its siblings, so the accepted path runs 
 ``<details class="dtree-pass" data-pass=N>``; while a run streams only the latest pass is shown, at the end the
 pass with the longest accepted path (open) and the other kept passes (closed, newest first). "Accepted" there is the
 run's counters' rule (:attr:`~specviz.core.events.PassEvent.committed_accepted`): path tokens after the end of the
-answer (EOS, a stop string, the token budget) are not counted, so a pass of tokens past the end is never featured.
+answer (EOS, a stop string, the token budget) are not counted, and the pass that reached the end of the answer (often
+only ". <|im_end|> ⏎ <|im_end|>") is opened only when no other pass was kept.
 
 **Medusa heads** (:class:`HeadAccuracy`): head i (1-based) guesses draft position i; its accuracy is the number of
 passes where that position was accepted over the passes where the target judged it. Rows are
@@ -66,12 +67,19 @@ class TreePass:
     texts: tuple[str, ...]
     next_text: str
     committed: int = -1  # path tokens inside the answer (the event's committed_accepted); -1: the whole path
+    last: bool = False  # the run's last pass (its event's finish_reason is set): the answer ended in it
 
     @property
     def counted(self) -> int:
         """Accepted path tokens the run's counters count (:attr:`PassEvent.committed_accepted`): those that entered
         the output, none after the end of the answer."""
         return len(self.path) if self.committed < 0 else min(self.committed, len(self.path))
+
+    @property
+    def reached_end(self) -> bool:
+        """True when the answer ended in this pass (EOS, a stop string, the token budget) or path tokens ran past
+        its end: a pass the finished run's panel opens only when no other one was kept."""
+        return self.last or self.counted < len(self.path)
 
     @property
     def depth(self) -> int:
@@ -111,7 +119,8 @@ def tree_pass(event: PassEvent, context: list[int], decoder: PieceDecoder) -> Tr
     return TreePass(index=event.index, tokens=tuple(tokens), parents=tuple(parents), path=tuple(path),
                     next_id=next_id, next_kind=event.next_kind if event.next_kind in ("recovered", "bonus") else
                     "recovered", next_emitted=len(event.emitted_ids) > len(path), root_id=root, root_text=root_text,
-                    texts=tuple(texts), next_text=next_text, committed=event.committed_accepted)
+                    texts=tuple(texts), next_text=next_text, committed=event.committed_accepted,
+                    last=event.finish_reason is not None)
 
 
 def _node(label: str, kind: str, node: str, depth: int, parent: str, title: str, accepted: bool | None = None,
@@ -210,15 +219,18 @@ class TreeView:
     def html(self, *, every_pass: bool = False) -> str:
         """"" without tree passes. While streaming: the latest pass's tree ("latest tree pass"). With
         ``every_pass`` (the end of the run): the kept pass with the longest accepted path open, named as such also
-        when it is the latest (the latest among equals; the last pass is often cut short by the token limit or
-        EOS), then the other kept passes closed, newest first."""
+        when it is the latest (the latest among equals), leaving out the pass that reached the end of the answer
+        (:attr:`TreePass.reached_end`: often end-of-turn marks only) unless it is the only one, then the other kept
+        passes closed, newest first."""
         if not self.passes:
             return ""
         if not every_pass:
             shown, what = self.passes[-1], "latest tree pass"
         else:
             shown, what = best_pass(self.passes, self.total, lambda tp: tp.counted, "the longest accepted path",
-                                    "tree pass")  # counted as the stats count: nothing after the answer's end
+                                    "tree pass", lambda tp: not tp.reached_end)  # counted as the stats count
+            if not shown.reached_end and any(tp.reached_end for tp in self.passes):
+                what += ", leaving out the pass that reached the end of the answer"
         if self.copied:
             what += (f" ({self.copied} other pass{'es' if self.copied != 1 else ''} copied by lookup: no tree, see the "
                      "pane)")
@@ -233,10 +245,11 @@ class TreeView:
 
 
 def best_pass(passes: Sequence, total: int, score: Callable[[object], float], measure: str,
-              noun: str) -> tuple[object, str]:
+              noun: str, eligible: Callable[[object], bool] | None = None) -> tuple[object, str]:
     """The pass a finished run's panel opens, and its caption: the kept pass with the highest ``score`` (the latest
-    among equals: the last pass is often cut short by the token limit or EOS), named as such also when it is the
-    latest. Shared by the draft tree (:class:`TreeView`: the longest accepted path) and lookahead's panel
+    among equals: the last pass is often cut short by the token limit or EOS) among the ``eligible`` ones, named as
+    such also when it is the latest; when no pass is eligible, the latest ("pass 9, the latest of the run's ...").
+    Shared by the draft tree (:class:`TreeView`: the longest accepted path) and lookahead's panel
     (:class:`app.lookahead_view.LookaheadView`: the most accepted tokens).
 
     Args:
@@ -245,6 +258,7 @@ def best_pass(passes: Sequence, total: int, score: Callable[[object], float], me
         score: a pass's figure to maximise, e.g. ``lambda tp: len(tp.path)``.
         measure: what the chosen pass has most of, e.g. "the longest accepted path".
         noun: one pass in words, e.g. "tree pass" (its plural adds "es").
+        eligible: which passes may be opened, e.g. ``lambda tp: not tp.reached_end``; None: every pass.
 
     Returns:
         (the pass, "pass 7 (the latest), the longest accepted path of the run's last 20 tree passes").
@@ -254,9 +268,11 @@ def best_pass(passes: Sequence, total: int, score: Callable[[object], float], me
     """
     if not passes:
         raise ValueError("a best pass needs at least one pass")
-    best = max(range(len(passes)), key=lambda i: (score(passes[i]), i))
     kept = len(passes)
-    latest = " (the latest)" if best == kept - 1 and kept > 1 else ""
+    allowed = [i for i in range(kept) if eligible is None or eligible(passes[i])]
+    best = max(allowed, key=lambda i: (score(passes[i]), i)) if allowed else kept - 1
+    measure = measure if allowed else "the latest"
+    latest = " (the latest)" if best == kept - 1 and kept > 1 and allowed else ""
     return passes[best], (f"pass {passes[best].index}{latest}, {measure} of the run's "
                           f"{'last ' if total > kept else ''}{kept} {noun}{'es' if kept != 1 else ''}")
 

@@ -417,3 +417,46 @@ def test_the_tree_panel_never_features_a_path_past_the_end_of_the_answer():
     alone = TreeView(FakeTokenizer(PIECES))
     alone.add(past, [1])
     assert "4 accepted (2 after the end" in alone.html(every_pass=True)
+
+
+def test_the_tree_panel_opens_the_best_pass_before_the_end_of_the_answer():
+    """Trial (EAGLE, tree 10, greedy): the finished run's panel opened on its last pass, ". <|im_end|> ⏎ <|im_end|>"
+    (2 counted, as many as any pass, and ties went to the latest). It opens the pass with the most accepted tokens
+    (the latest of equals) among those that did not reach the end of the answer; the last pass only when alone."""
+    from types import SimpleNamespace
+
+    from app.tree_view import best_pass
+
+    view = TreeView(FakeTokenizer(PIECES))
+    for index, (tokens, parents, path, nxt, context) in enumerate((
+            ([2, 5, 6], [-1, 0, -1], [0, 1], 9, [1]),  # 2 accepted
+            ([3, 6], [-1, -1], [0], 5, [1, 2, 5, 9]),  # 1 accepted
+            ([2, 5, 4], [-1, 0, 0], [0, 1], 9, [1, 2, 5, 9, 3, 5])), start=1):  # 2 accepted: the latest of equals
+        view.add(dataclasses.replace(_tree_event(tokens, parents, path, nxt, "bonus"), index=index), context)
+    # the last pass: "!" EOS accepted, then "\n" EOS past the end; 2 counted, as many as passes 1 and 3
+    past = dataclasses.replace(_tree_event([10, 0, 4, 0], [-1, 0, 1, 2], [0, 1, 2, 3], next_id=7, next_kind="bonus",
+                                           emitted=(10, 0)), index=4, finish_reason="eos")
+    view.add(past, [1, 2, 5, 9, 3, 5, 2, 5, 9])
+    assert [tp.counted for tp in view.passes] == [2, 1, 2, 2]
+    assert [tp.reached_end for tp in view.passes] == [False, False, False, True]
+    final = view.html(every_pass=True)
+    opened = [m for m in re.findall(r'<details class="dtree-pass"[^>]*>', final) if m.endswith(" open>")]
+    assert len(opened) == 1 and 'data-pass="3"' in opened[0]
+    assert ("pass 3, the longest accepted path of the run&#x27;s 4 tree passes, leaving out the pass that reached "
+            "the end of the answer;") in final
+    assert re.findall(r'<details class="dtree-pass" data-pass="(\d+)"', final) == ["3", "4", "2", "1"]  # all listed
+    # a pass whose whole path counted still reached the end when the run ended in it (the token budget)
+    budget = dataclasses.replace(_tree_event([2, 5], [-1, 0], [0, 1], next_id=9, next_kind="bonus"),
+                                 finish_reason="length")
+    assert tree_pass(budget, [1], PieceDecoder(FakeTokenizer(PIECES))).reached_end
+    # the choice on its own: the most accepted among the eligible passes, the latest of equals; else the latest
+    passes = [SimpleNamespace(index=i, counted=c, end=i == 8) for i, c in ((5, 3), (6, 1), (7, 3), (8, 4))]
+    pick = best_pass(passes, 4, lambda p: p.counted, "the longest accepted path", "tree pass", lambda p: not p.end)
+    assert pick == (passes[2], "pass 7, the longest accepted path of the run's 4 tree passes")
+    assert best_pass(passes, 4, lambda p: p.counted, "m", "tree pass", lambda p: False) == (
+        passes[3], "pass 8, the latest of the run's 4 tree passes")
+    assert best_pass(passes, 4, lambda p: p.counted, "m", "tree pass")[0] is passes[3]  # no filter: as before
+    alone = TreeView(FakeTokenizer(PIECES))
+    alone.add(past, [1])
+    shown = alone.html(every_pass=True)
+    assert 'data-pass="4"' in shown and "pass 4, the latest of the run&#x27;s 1 tree pass;" in shown
