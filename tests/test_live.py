@@ -593,6 +593,7 @@ def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
 
 
 def test_stop_shows_the_run_so_far_as_its_result(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(live.controls, "STOP_WAIT_S", 0.2)  # nobody reads the handler here: a short wait
     monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
     me = FakeRequest("stopper-view")
     gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
@@ -929,8 +930,45 @@ def test_the_stop_button_answers_lightly_outside_the_queue_then_sends_the_result
     assert len(chained) == 1 and chained[0].queue is not False and chained[0].api_name == "stop"
     assert chained[0].concurrency_limit is None
     assert chained[0].trigger_after == first._id
-    cancel = next(fn for fn in on_stop if fn.is_cancel_function)
-    assert cancel.queue is False and cancel.cancels
+    # no Gradio cancel of the run: the flag ends it on its own (a hard cancel at times left a red "Error" on the status)
+    assert not any(fn.is_cancel_function or fn.cancels for fn in on_stop)
+
+
+def test_stop_never_has_gradio_cancel_the_run_it_ends_on_its_own_and_sends_nothing_after_the_flag(
+        tiny_model_dir, monkeypatch):
+    """A trial: after Stop a red "Error" pill sat on the status ("Stopped after 5.0 s ..."), now and then. Stop had
+    Gradio cancel the Generate event; when the run was still going as the cancel arrived, the server closed the event
+    with an empty message, which the browser's client failed to read, and it marked the run's status as failed. Now
+    no event cancels the run: Stop's flag ends it on its own (nothing is sent after the flag), and Stop's second
+    handler waits for that end before it sends the stopped result, so the browser counts the run as over (the next
+    Generate starts at once) and no update of the run lands after Stop's result."""
+    demo = build_demo(max_new_tokens=40)
+    run = next(fn for fn in demo.fns.values() if fn.api_name == "generate")
+    assert not any(run._id in (fn.cancels or []) for fn in demo.fns.values())
+    monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
+    me = FakeRequest("stop-ends-itself")
+    gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=400, drafter="ngram"), request=me)
+    _stream_until(gen, 2)
+    sent_after_flag: list = []
+    ended = threading.Event()
+
+    def drive() -> None:  # what Gradio does: keep reading the handler until it ends
+        for out in gen:
+            sent_after_flag.append(out)
+        ended.set()
+
+    live.stop_now(me)  # the flag; the handler is not closed by anyone
+    reader = threading.Thread(target=drive)
+    t0 = time.monotonic()
+    reader.start()
+    full = live.stop_run([], me)  # waits for the run's end, then the whole result
+    assert ended.is_set() and time.monotonic() - t0 < 5, "Stop's result came before the run had ended"
+    reader.join(5)
+    assert sent_after_flag == []  # the run said nothing after the flag: Stop's result is the last word
+    assert not device.DEVICE.locked
+    assert "Stopped after" in full[4] and len(full[6]) == 1 and full[6][0].stopped
+    assert 'class="cursor"' not in full[0]
+    live.release_session(me)
 
 
 def test_generate_says_at_once_in_the_browser_that_the_run_was_sent():
@@ -948,6 +986,7 @@ def test_generate_says_at_once_in_the_browser_that_the_run_was_sent():
 
 
 def test_stop_now_freezes_the_run_and_stop_run_adds_its_row_once(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(live.controls, "STOP_WAIT_S", 0.2)  # nobody reads the handler here: a short wait
     monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
     me = FakeRequest("stop-now")
     gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200, drafter="ngram"), request=me)
@@ -1036,6 +1075,39 @@ def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title
     assert control_label("hello") is None and control_label("<b>") is None
     plain = render.token_html(Token("accepted", 3, 17, "hello", "accepted"))
     assert "tok-chip" not in plain and "raw token" not in plain and ">hello<" in plain
+
+
+def test_a_rejected_end_of_turn_is_struck_through_and_never_breaks_the_line():
+    """Trial (EAGLE): rejected "<|im_end|>" drafts showed as unstruck "⏎ end of turn" pills mid-text, one followed by a
+    line break, so the answer read as if it ended several times. A rejected end token or newline is a token of kind
+    rejected (struck through, rejected colour: assets/style.css) with no line break; an accepted one keeps its look."""
+    from pathlib import Path
+
+    pieces = {11: "<|im_end|>", 4: "\n", 1: "Hello", 2: " world", 8: " fix"}
+    tokenizer = FakeTokenizer(pieces)
+    tokenizer.all_special_ids = [11]
+    pane = render.Pane(tokenizer)
+    pane.add(_event(index=0, next_id=1, emitted=(1,)))
+    # " world" accepted; "<|im_end|>" rejected; "\n", "<|im_end|>" never judged; the target's " fix" recovered
+    pane.add(_event(index=1, draft=(2, 11, 4, 11), n=1, next_id=8, next_kind="recovered", generated=3))
+    markup = pane.html()
+    drafted = re.search(r'<div class="pass" data-pass-index="1">(.*?)</div>', markup).group(1)
+    spans = re.findall(r'<span class="([^"]*)" data-kind="(\w+)"[^>]*>(.*?)</span>', drafted)
+    assert [kind for _, kind, _ in spans] == ["accepted", "rejected", "rejected", "rejected", "recovered"]
+    for classes, _, body in spans[1:4]:
+        assert "tok-rejected" in classes.split() and "\n" not in body and "<br" not in body
+    assert [c.split()[1:] for c, _, _ in spans[1:4]] == [["tok-rejected", "tok-special"],
+                                                      ["tok-rejected", "tok-alt", "tok-unjudged", "tok-space"],
+                                                      ["tok-rejected", "tok-unjudged", "tok-special"]]
+    assert '⏎ end of turn</i>' in spans[1][2] and spans[2][2] == '<i class="nl" aria-hidden="true"></i>'
+    assert "\n" not in drafted and "<br" not in drafted and pane.text == "Hello world fix"
+    css = (Path(__file__).parent.parent / "assets" / "style.css").read_text()
+    # an inline-block drops its parent's strike, and Gradio's ".prose *" gives it the body's colour
+    assert ".tok-rejected .tok-chip { color: inherit; text-decoration: inherit; }" in css
+    assert re.search(r"\.tok-rejected \.nl \{ display: inline-block;[^}]*border: 1px solid[^}]*color: inherit; "
+                     r"text-decoration: inherit", css)  # a rejected newline: a struck pill in the rejected colour
+    end = render.Token("accepted", 5, 11, "<|im_end|>", "pass 5", special=True)  # a committed end: as before
+    assert render.token_html(end).startswith('<span class="tok tok-accepted tok-special" data-kind="accepted"')
 
 
 def test_the_reading_status_calls_a_prompt_long_only_when_it_is():

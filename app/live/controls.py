@@ -11,7 +11,7 @@ import gradio as gr
 from app import render
 from app.device import session_key
 from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
-from app.live.outputs import (_GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
+from app.live.outputs import (_ENDED, _GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
                               history_html, keep_good, status_only, stopped_status)
 from app.messages import NOTHING_RUNNING, nothing_to_stop
 from app.live.view import RunView
@@ -21,8 +21,8 @@ from specviz.runtime.presets import PRESETS, preset
 
 
 def stop(request: gr.Request = None):
-    """Flag the session's run as cancelled: its engine starts no other forward, and the handler ends at once and
-    releases the device (Gradio also cancels the event). Returns the status line: "Stopped.", or "Nothing is
+    """Flag the session's run as cancelled: its engine starts no other forward, and the handler ends on its own
+    within a tick and releases the device. Returns the status line: "Stopped.", or "Nothing is
     running." when the session had no run to flag (a trial: "Stopped." although nothing had run). Only the caller's
     own session is stopped: a request without a session stops nothing, and a call with no request at all (Python
     code in this process) stops the runs started without a request."""
@@ -39,8 +39,8 @@ def stop_now(request: gr.Request = None):
     """The Stop button's first, light handler: cancel the session's run (:func:`stop`) and freeze its view
     (:meth:`app.live.view.RunView.mark_stopped`), answering with the status line only ("Stopped after 12.1 s ...";
     a run that had already finished keeps its summary). The whole result (panes, charts, draft tree, the history
-    row) follows in :func:`stop_run`, chained after it: the browser sends Gradio's cancel of the Generate event only
-    once this answer is back, so it must not wait for the drawing of a whole result. Returns a tuple in
+    row) follows in :func:`stop_run`, chained after it, once the run has ended: this answer must not wait for that,
+    nor for the drawing of a whole result (on a busy machine it came 8.9 s after the click). Returns a tuple in
     :data:`app.live.defaults.OUTPUTS` order."""
     flagged = RUNS.cancel(request)
     status = stopped_status() if flagged else render.status_html(NOTHING_RUNNING, "info")
@@ -53,11 +53,29 @@ def stop_now(request: gr.Request = None):
     return status_only(view.status() if view.cancelled else status, view.cut)
 
 
+STOP_WAIT_S = 10.0
+"""How long Stop's second handler waits for the flagged run's handler to end (it notices the flag within a tick,
+:data:`app.device.TICK_S`, then frees the device; a forward or a model load in progress can hold it longer)."""
+
+
+def _wait_for_the_run(request) -> None:
+    """Wait (at most :data:`STOP_WAIT_S`) until the session's flagged run has ended: Stop does not have Gradio cancel
+    the run's event (the empty message the server sends for a cancelled event at times left a red "Error" on the
+    status), so the run ends on its own; once it has, the browser counts it as over (Generate starts the next run at
+    once) and nothing it sent can land after Stop's result."""
+    key = session_key(request)
+    with _VIEWS_LOCK:
+        ended = _ENDED.get(key) if key else None
+    if ended is not None:
+        ended.wait(STOP_WAIT_S)
+
+
 def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):
-    """The Stop button: cancel the session's run (:func:`stop`) and show what it made so far as its result
-    (:func:`stopped_view`); without a view, the status :func:`stop_now` gave stays. Returns a tuple in
-    :data:`app.live.defaults.OUTPUTS` order."""
+    """The Stop button: cancel the session's run (:func:`stop`), wait for its handler to end
+    (:func:`_wait_for_the_run`), and show what it made so far as its result (:func:`stopped_view`); without a view,
+    the status :func:`stop_now` gave stays. Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
     RUNS.cancel(request)
+    _wait_for_the_run(request)
     if _view_of(request) is None:
         return status_only(None)
     return stopped_view(history, request)
@@ -68,9 +86,9 @@ def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = 
     """The result of a stopped run, as a tuple in :data:`app.live.defaults.OUTPUTS` order: both panes without the
     typing cursor, the stats with finish reason "stopped" and the output check up to the stop, the final charts and
     draft tree, the status, and the run history with the run added (marked stopped). When no run was streaming
-    (still loading, or finished on its own) only the status changes. The Stop button calls it (:func:`stop_run`) one
-    round trip after :func:`stop_now` froze the view, which also re-sends the view after any update the cancelled
-    run still had in flight; the history row is added once, whichever call comes first."""
+    (still loading, or finished on its own) only the status changes. The Stop button calls it (:func:`stop_run`)
+    after :func:`stop_now` froze the view, once the run's handler has ended (it sends nothing after the flag); the
+    history row is added once, whichever call comes first."""
     key = session_key(request)
     with _VIEWS_LOCK:
         view = _VIEWS.get(key) if key else None

@@ -274,8 +274,8 @@ def _generate_clicked(request: gr.Request, *values):
 
 
 def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
-    """Generate, Stop (which cancels the run and shows what it made, then re-sends that view one round trip
-    later, after any update the cancelled run still had in flight), the drafter menu's dependent controls, and
+    """Generate, Stop (which flags the run, so that it ends on its own within a tick, and shows what it made, then
+    sends the whole view once the run has ended), the drafter menu's dependent controls, and
     :func:`_wire_helpers` (numbers typed out of a slider's range, output only, the derived default of max new
     tokens). Generate sends the controls of :data:`INPUTS` in that order, then the history (the API's parameters,
     as before); :func:`_generate_clicked` makes them one mapping."""
@@ -292,11 +292,13 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
-    # Stop: first a light answer (the flag, the frozen view's status line: the browser sends Gradio's cancel of the
-    # run only after it), then the whole result, one round trip later, after any update the run still had in flight
-    # (queued, so that the history's change reaches the Why tab: from a queue-free event it did not, and a stopped
-    # run was never marked there; a second trial)
-    ui["stop"].click(stop_now, outputs=outputs, cancels=[run], queue=False, show_progress="hidden",
+    # Stop: first a light answer (the flag, the frozen view's status line), then the whole result once the run has
+    # ended (queued, so that the history's change reaches the Why tab: from a queue-free event it did not, and a
+    # stopped run was never marked there; a second trial). No cancels=[run]: the flag ends the run on its own within
+    # a tick (app.device.TICK_S), and Gradio's hard cancel at times left a red "Error" on the status (a
+    # trial: the server's empty closing message for a cancelled event crashed the browser's client, which then
+    # marked the run's status tracker as failed)
+    ui["stop"].click(stop_now, outputs=outputs, queue=False, show_progress="hidden",
                      api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=True,
                                                     show_progress="hidden", concurrency_limit=None,
                                                     api_name="stop").then(
