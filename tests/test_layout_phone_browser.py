@@ -212,9 +212,21 @@ def _phone_panes_and_charts_after_the_run(page) -> None:
     assert charts["width"] >= 300 and charts["titleSize"] >= 12, charts
     _no_sideways_scroll(page)
     _pass_counts_agree_with_their_word(page)
+    _links_between_the_prompt_and_the_settings(page)
     SHOTS.mkdir(exist_ok=True)
     page.screenshot(path=str(SHOTS / "phone-live.png"), full_page=True)
     page.locator("#charts").screenshot(path=str(SHOTS / "phone-charts.png"))
+
+
+def _links_between_the_prompt_and_the_settings(page) -> None:
+    """A trial at 400 px scrolled past 7,300 px of results to change the drafter: a link under Generate goes to the
+    settings, and one at their top goes back (both hidden on a desktop, :func:`_the_same_page_on_a_desktop`)."""
+    page.click("#jump-settings a")
+    page.wait_for_function("() => Math.abs(document.querySelector('#controls').getBoundingClientRect().top) < 40",
+                           timeout=5_000)
+    page.click("#jump-generate a")
+    page.wait_for_function("() => { const r = document.querySelector('#generate').getBoundingClientRect(); "
+                           "return r.top >= 0 && r.bottom <= innerHeight; }", timeout=5_000)
 
 
 def _token_details_on_a_tap(page) -> None:
@@ -255,6 +267,7 @@ def _the_same_page_on_a_desktop(page) -> None:
     label on one line."""
     page.set_viewport_size(DESKTOP)
     assert not page.is_visible("#run-progress")  # the status is beside the button: no copy under it
+    assert not page.is_visible("#jump-settings a") and not page.is_visible("#jump-generate a")  # one column only
     page.wait_for_function("() => document.querySelector('#charts .js-plotly-plot')?.dataset.svStacked === '0'",
                            timeout=10_000)
     time.sleep(0.5)

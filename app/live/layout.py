@@ -63,6 +63,8 @@ def _prompt_controls(ui: dict, d: dict) -> None:
 def _drafter_controls(ui: dict, d: dict) -> None:
     """The drafter menu (read from the registry now) and what each drafter takes: a draft model, an exit layer,
     the head drafters' tree, confidence gate and lookup first, and k (with adaptive k)."""
+    gr.HTML('<a class="sv-jump" href="#prompt-column">↑ Prompt and Generate</a>', elem_id="jump-generate",
+            elem_classes=["sv-one-column"])
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
                                 elem_id="drafter", info="What proposes the tokens the target checks")
     from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
@@ -258,6 +260,10 @@ def _results(ui: dict) -> None:
                                  elem_id="spec-output", elem_classes=["out-pane"])
         ui["base_out"] = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
                                  elem_id="baseline-output", elem_classes=["out-pane"])
+    # on one column the settings come after all the results (style.css): a link to them under the panes, and one
+    # back at their top (a trial at 400 px scrolled past 7,300 px of results to change the drafter); wide: hidden
+    gr.HTML('<a class="sv-jump" href="#controls">Drafter and settings ↓</a>', elem_id="jump-settings",
+            elem_classes=["sv-one-column"])
     with gr.Row(equal_height=False, elem_id="drafter-insight"):
         ui["tree_out"] = gr.HTML("", elem_id="draft-tree", visible=False, scale=3)
         ui["heads_out"] = gr.HTML("", elem_id="head-accuracy", visible=False, scale=1, min_width=280)
