@@ -11,7 +11,7 @@ import gradio as gr
 from app import render
 from app.device import session_key
 from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
-from app.live.outputs import (_ENDED, _GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
+from app.live.outputs import (ENDED, _GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
                               history_html, keep_good, status_only, stopped_status)
 from app.messages import NOTHING_RUNNING, nothing_to_stop
 from app.live.view import RunView
@@ -63,11 +63,7 @@ def _wait_for_the_run(request) -> None:
     the run's event (the empty message the server sends for a cancelled event at times left a red "Error" on the
     status), so the run ends on its own; once it has, the browser counts it as over (Generate starts the next run at
     once) and nothing it sent can land after Stop's result."""
-    key = session_key(request)
-    with _VIEWS_LOCK:
-        ended = _ENDED.get(key) if key else None
-    if ended is not None:
-        ended.wait(STOP_WAIT_S)
+    ENDED.wait(session_key(request), STOP_WAIT_S)
 
 
 def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None):

@@ -14,6 +14,7 @@ import gradio as gr
 
 from app import render
 from app.device import LOCAL_PREFIX, CancelRegistry
+from app.endings import Endings
 from app.inputs import Settings
 from app.live.view import RunView
 from app.messages import report
@@ -26,7 +27,7 @@ RUNS = CancelRegistry()  # the Live tab's runs, one per session
 _VIEWS: dict[str, RunView] = {}  # session -> its latest run's view, for Stop
 _GOOD: dict[str, RunView] = {}  # session -> its latest finished (or stopped) run, kept when a later run fails
 _VIEWS_LOCK = threading.Lock()
-_ENDED: dict[str, threading.Event] = {}  # session -> set once its latest run's handler has ended (Stop waits)
+ENDED = Endings()  # session -> its latest run's handler has ended (Stop's result waits for it)
 _SUFFIX_STORES: dict[str, SuffixStore] = {}  # session -> suffix decoding's earlier outputs (lives for a page visit)
 
 

@@ -18,11 +18,12 @@ import gradio as gr
 
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
+from app.endings import until_stopped
 from app.inputs import Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
 from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
                        settled_after_prefill, tuned_costs)
 from app.estimates import NOW
-from app.live.outputs import (_ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
+from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only)
 from app.live.view import RunView, head_accuracy
 from app.messages import warn
@@ -67,15 +68,15 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
         yield failed("checking the inputs", error, session_key(request))
         return
     job = device.start(RUNS, request, WHAT)
-    ended = _going(job.session)
-    try:
-        yield from _until_stopped(_run(settings, history, job, clicked), job)
+    ended = ENDED.going(job.session)
+    try:  # nothing is sent after the flag: Stop's result (app.live.controls.stop_run) is the last word
+        yield from until_stopped(_run(settings, history, job, clicked), job)
     finally:
         job.release()  # also when Gradio closes this handler: the engine starts no other forward
         if job.session.startswith(LOCAL_PREFIX):  # no browser session to press Stop later
             with _VIEWS_LOCK:
                 _VIEWS.pop(job.session, None)
-        _ended(job.session, ended)
+        ENDED.ended(job.session, ended)
 
 
 def _run(settings: Settings, history: list[RunSummary], job: Job, clicked: float):
@@ -92,36 +93,6 @@ def _run(settings: Settings, history: list[RunSummary], job: Job, clicked: float
             yield from generate_on_device(settings, history, job, clicked)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield failed("generation", error, job.session)
-
-
-def _until_stopped(outputs, job: Job):
-    """Pass on ``outputs`` until ``job`` is flagged (Stop, a newer run of the session, a closed tab); then close them
-    and end, quietly: the handler sends nothing after the flag, so Stop's result (:func:`app.live.controls.stop_run`)
-    is the last word, and the run ends on its own within a tick. (Stop no longer has Gradio cancel the event: the
-    empty message the server sends for a cancelled event at times left a red "Error" on the status.)"""
-    try:
-        for out in outputs:
-            if job.cancelled:
-                return
-            yield out
-    finally:
-        outputs.close()
-
-
-def _going(session: str) -> threading.Event:
-    """Register a run of ``session`` as going: the event is set when its handler has ended (:func:`_ended`)."""
-    ended = threading.Event()
-    with _VIEWS_LOCK:
-        _ENDED[session] = ended
-    return ended
-
-
-def _ended(session: str, ended: threading.Event) -> None:
-    """The run's handler has ended: wake a Stop waiting for it (:func:`app.live.controls.stop_run`)."""
-    ended.set()
-    with _VIEWS_LOCK:
-        if _ENDED.get(session) is ended:  # a newer run of the session keeps its own
-            del _ENDED[session]
 
 
 def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, clicked: float | None = None):

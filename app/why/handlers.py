@@ -17,6 +17,7 @@ import gradio as gr
 from app import device, render
 from app.estimates import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
 from app.device import CancelRegistry, Job, load_target, relay, session_key
+from app.endings import FLAGGED, Endings, until_stopped
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
 from app.why.cards import summary_html
@@ -46,8 +47,13 @@ RUNS = CancelRegistry()  # the tab's measurements, one per session
 OFFLOAD_ROUNDS = ROUNDS + WARMUP  # the offloaded curve's rounds (app.why.offload), the warm-up included
 FINISHED: dict[str, list[int]] = {}
 """Session key ("" without a request) -> the batch sizes of its running measurement whose forward times are done,
-in order (:class:`FinishedBatches`), read by :func:`stop`: Gradio closes the stopped handler, so only Stop can say
-what had finished."""
+in order (:class:`FinishedBatches`), taken by :func:`stop` before it flags the measurement: the flagged handler
+sends nothing more (:func:`app.endings.until_stopped`), so only Stop can say what had finished."""
+STOP_WAIT_S = 5.0
+"""How long Stop's second handler (:func:`stop_said`) waits for the flagged measurement's handler to end (it
+notices the flag within a tick, :data:`app.device.TICK_S`, and ends; the device is freed once the forward in
+progress has ended)."""
+ENDED = Endings()  # session -> its latest measurement's handler has ended (Stop's second line waits for it)
 _BATCH_LINE = re.compile(r"batch (\d+): ")
 
 
@@ -55,15 +61,16 @@ class FinishedBatches:
     """Follows a measurement's progress lines ("batch 4: warming up", from
     :func:`specviz.measure.grid.measure_forward_grid`) into :data:`FINISHED` under ``key``: a batch size is done once
     another one starts (the next, or an earlier one measured again: "batch 1: measuring again …"), the last one once
-    the drafters are timed ("Timing the drafters (c)…")."""
+    the drafters are timed ("Timing the drafters (c)…"). Once Stop has taken the entry (or a newer measurement of the
+    session has its own), lines read later no longer reach :data:`FINISHED`."""
 
     def __init__(self, key: str) -> None:
-        self.key, self.current = key, None
-        FINISHED[key] = []
+        self.key, self.current, self.done = key, None, []
+        FINISHED[key] = self.done
 
     def line(self, message: str) -> None:
         """Read one progress line."""
-        done = FINISHED.setdefault(self.key, [])
+        done = self.done
         found = _BATCH_LINE.match(message or "")
         if found:
             batch = int(found.group(1))
@@ -75,9 +82,10 @@ class FinishedBatches:
                 done.append(self.current)
 
     def close(self) -> None:
-        """The measurement ended by itself (finished, failed, or stopped while waiting): nothing of it is left for
-        Stop to say. A handler Gradio closes (Stop cancels it) does not get here: :func:`stop` takes the entry."""
-        FINISHED.pop(self.key, None)
+        """The measurement's handler ended (finished, failed or stopped; Stop took the entry before it flagged the
+        measurement): nothing of it is left for a later Stop to say. A newer measurement's entry stays."""
+        if FINISHED.get(self.key) is self.done:
+            FINISHED.pop(self.key, None)
 
 
 def _out(status=None, chart=None, summary=None, state=None, c=None, batch=None, whatif_fig=None,
@@ -142,7 +150,8 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
     """The Measure button's work on ``inputs``: check them (a bad one: a toast and the status say it), wait for the
     device, measure, and yield :data:`OUTPUTS` tuples: the status while measuring, then the chart, the cards, the
     measurement, c (the early-exit drafter's), the batch choices and the what-if chart. ``request``: the session
-    whose Stop or closed tab ends the measurement."""
+    whose Stop or closed tab ends the measurement: once flagged, the handler ends on its own within a tick and
+    sends nothing more (:func:`app.endings.until_stopped`), so Stop's status is the last word."""
     try:
         spec, layer = _measure_inputs(inputs.target, inputs.exit_layer)
     except (InputError, PolicyError) as error:
@@ -150,38 +159,48 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         yield _out(status=render.status_html(str(error), "error"))
         return
     job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
+    ended = ENDED.going(job.session)
+    try:  # nothing is sent after the flag: Stop's status (stop, then stop_said) is the last word
+        yield from until_stopped(_measure_job(job, inputs, (spec, layer), progress, request), job)
+    finally:
+        ENDED.ended(job.session, ended)
+
+
+def _measure_job(job: Job, inputs: MeasureInputs, target: tuple[str, int | None], progress, request):
+    """:func:`measure_from` once the inputs are valid and ``job`` made: wait for the device and measure ``target``
+    (spec, early-exit layer); any failure is one message. The job is released however this ends (closed, too: the
+    grid stops before its next forward)."""
     started, cpu = time.monotonic(), CpuShare()
     finished = FinishedBatches(session_key(request) or "")
     try:
         yield _out(status=render.status_html("Measuring…", "busy"))
-        measurement = yield from _measure_on_device(job, (spec, layer, bool(inputs.offload),
-                                                                 bool(inputs.weights)), progress, started, finished)
-        if measurement is None:
-            finished.close()
-            yield _out(status=render.status_html("Stopped while waiting for the device; nothing was measured.",
-                                                 "info"))
-            return
-        yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
-                        inputs.run_speedup, lookahead_settings(inputs.history), cpu=cpu)
+        measurement = yield from _measure_on_device(job, (*target, bool(inputs.offload), bool(inputs.weights)),
+                                                    progress, started, finished)
+        if measurement is not None:  # None: stopped while waiting for the device (Stop's status says so)
+            yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
+                            inputs.run_speedup, lookahead_settings(inputs.history), cpu=cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         yield _out(status=report("measurement", error))
     finally:
-        job.release()  # also when Gradio closes this handler: the grid stops before its next forward
-    finished.close()  # not when closed: Stop may still read what had finished (and takes it)
+        job.release()  # also when closed: the grid stops before its next forward
+        finished.close()  # Stop took what had finished before it flagged the measurement
 
 
 def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progress, started: float,
                        finished: FinishedBatches | None = None):
     """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
     offload, weights), feeding the progress bar, ``finished`` (the batch sizes done, for Stop) and a "Measuring…"
-    status about every :data:`STATUS_INTERVAL_S` seconds; returns the measurement (None when stopped while waiting)."""
+    status about every :data:`STATUS_INTERVAL_S` seconds, and, once the job is flagged, :data:`app.endings.FLAGGED` every tick
+    (the handler ends at it); returns the measurement (None when stopped while waiting)."""
     state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
     def waiting(place) -> tuple:
         return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
                                               "wait"))
 
-    def show(item) -> tuple | None:
+    def show(item) -> tuple | object | None:
+        if job.cancelled:  # every tick until the job's thread ends: the handler ends at once (until_stopped)
+            return FLAGGED
         now = time.monotonic()
         if item is not None and item[0] == "estimate":  # the first forward's timing: the whole measurement's length
             state["estimate"] = fresh_estimate(item[1]) if item[1] is not None else None
@@ -349,8 +368,8 @@ def stopped_partway(batches: list[int]) -> str:
 
 
 def stop(measurement=None, request: gr.Request = None) -> str:
-    """The Stop button: flag this session's measurement (it starts no other forward; Gradio also closes its
-    handler, which releases the device) and say so: what had finished when a batch size of the running
+    """The Stop button: flag this session's measurement (it starts no other forward, and its handler ends on its own
+    within a tick, sending nothing more, and releases the device) and say so: what had finished when a batch size of the running
     measurement had (:func:`stopped_partway`, from :data:`FINISHED`), else :data:`STOPPED_KEPT` when
     ``measurement`` (the tab's state: the latest finished measurement, None before one) holds an earlier one, else
     :data:`STOPPED`. Only the caller's own session is stopped (a call with no request at all, Python code in this
@@ -371,11 +390,20 @@ STOP_SAID: dict[str, str] = {}
 """Session key -> what :func:`stop` last said, until :func:`stop_said` says it again."""
 
 
+def _wait_for_the_measurement(request) -> None:
+    """Wait (at most :data:`STOP_WAIT_S`) until the session's flagged measurement's handler has ended: Stop does not
+    have Gradio cancel the Measure event (the empty message the server sends for a cancelled event at times left a
+    red "Error" on the status), so the handler ends on its own; once it has, the browser counts it as over (Measure
+    starts the next one at once) and nothing it sent can land after Stop's line."""
+    ENDED.wait(session_key(request), STOP_WAIT_S)
+
+
 def stop_said(request: gr.Request = None):
-    """Stop's status once more, one round trip after :func:`stop` (wired with ``.then``): the browser sends Gradio's
-    cancel of the measurement beside Stop's own call, so a status the measurement had in flight ("Measuring… Timing
-    a first forward…") could land after Stop's answer and stay, under a red "Error" badge. Returns the line
+    """Stop's status once more (wired with ``.then`` after :func:`stop`), once the flagged measurement's handler has
+    ended (:func:`_wait_for_the_measurement`): a status the measurement had in flight when Stop answered ("Measuring…
+    Timing a first forward…") could land after Stop's answer; this line comes after it. Returns the line
     :func:`stop` said for this session, or ``gr.skip()`` when it said none."""
+    _wait_for_the_measurement(request)
     said = STOP_SAID.pop(session_key(request) or "", None)
     return gr.skip() if said is None else said
 

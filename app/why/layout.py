@@ -155,9 +155,10 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                   outputs=[status, chart, summary, weights_chart, measurement, c, batch, whatif_chart],
                                   api_name="why_measure", show_progress="full", show_progress_on=[status],
                                   concurrency_limit=4, concurrency_id="arena")
-    # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one)
-    # then the same line once more, one round trip later, over any status the measurement still had in flight
-    stop_btn.click(stop, inputs=[measurement], outputs=[status], cancels=[measuring], queue=False,
+    # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one),
+    # then the same line once more when the measurement's handler has ended. No cancels=[measuring]: Gradio's hard
+    # cancel at times left a red "Error" on the status (2 of 10 stops); the flag ends the handler (app.endings)
+    stop_btn.click(stop, inputs=[measurement], outputs=[status], queue=False,
                    api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
                                              api_visibility="private")
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
