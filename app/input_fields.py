@@ -151,13 +151,13 @@ class NumberField:
         value typed into a field with a ``zero`` value says which value is off: "Repetition penalty must be between 0.01 and 10 (got
         0; 1 is off)."."""
         value = _or_default(value, self.default)
-        if self._typed_zero(value):
+        if self._means_off(value):
             raise InputError(f"{self.name} must be between {_bound(self.low, self.integer)} and "
                              f"{_bound(self.high, self.integer)} (got {float(value):g}; {_bound(self.zero, self.integer)} "
                              f"is off).")
         return number(value, self.name, self.low, self.high, self.integer, self.hint)
 
-    def _typed_zero(self, value) -> bool:
+    def _means_off(self, value) -> bool:
         """Whether ``value`` is a 0 or a negative number outside the range of a field whose off value is ``zero``
         (not 0)."""
         if self.zero is None or isinstance(value, bool) or self.low <= 0 <= self.high:
@@ -178,7 +178,7 @@ class NumberField:
             return self.default
         if got != got:
             return self.default
-        if self._typed_zero(got):  # 0 or below meant "off": use the value that is off, not the range's nearest end
+        if self._means_off(got):  # 0 or below meant "off": use the value that is off, not the range's nearest end
             return int(self.zero) if self.integer else float(self.zero)
         if self.outside is not None and not self.low <= got <= self.high:
             return int(self.outside) if self.integer else float(self.outside)

@@ -190,8 +190,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
                        finished: FinishedBatches | None = None):
     """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
     offload, weights), feeding the progress bar, ``finished`` (the batch sizes done, for Stop) and a "Measuring…"
-    status about every :data:`STATUS_INTERVAL_S` seconds, and, once the job is flagged, :data:`app.endings.FLAGGED` every tick
-    (the handler ends at it); returns the measurement (None when stopped while waiting)."""
+    status about every :data:`STATUS_INTERVAL_S` seconds, and, once the job is flagged, :data:`app.endings.FLAGGED`
+    every tick (the handler ends at it); returns the measurement (None when stopped while waiting)."""
     state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
 
     def waiting(place) -> tuple:
@@ -369,8 +369,8 @@ def stopped_partway(batches: list[int]) -> str:
 
 def stop(measurement=None, request: gr.Request = None) -> str:
     """The Stop button: flag this session's measurement (it starts no other forward, and its handler ends on its own
-    within a tick, sending nothing more, and releases the device) and say so: what had finished when a batch size of the running
-    measurement had (:func:`stopped_partway`, from :data:`FINISHED`), else :data:`STOPPED_KEPT` when
+    within a tick, sending nothing more, and releases the device) and say so: what had finished when a batch size
+    of the running measurement had (:func:`stopped_partway`, from :data:`FINISHED`), else :data:`STOPPED_KEPT` when
     ``measurement`` (the tab's state: the latest finished measurement, None before one) holds an earlier one, else
     :data:`STOPPED`. Only the caller's own session is stopped (a call with no request at all, Python code in this
     process, stops the measurements started without one). Returns the status line."""
