@@ -320,3 +320,105 @@ def test_every_cost_record_keeps_the_load_it_was_measured_at(monkeypatch):
     assert known_costs("embedded").measured_load == (0.8, 2)  # the median of 0.2, 1.8 and 0.8
     assert arena_costs.chosen_costs("embedded", now=3010.0).measured_load == (0.8, 2)  # newer than the arena's
     assert live_costs._OVERHEAD == [10 - 2]  # "Say hi." is 2 tokens by its characters; the run read 10
+
+
+# --------------------------------------------- calibrated from what this process measured
+
+MEASURED_HERE = RunCosts(prefill_ms_per_token=8.42394395898441, base_ms_per_token=109.37977445090567,
+                         spec_ms_per_token=55.96422629684439, source="recent runs of this model on this server",
+                         spread=(0.85, 1.25), prefill_fixed_ms=108.5791316086973, measured_load=(0.36, 2))
+"""The start-up's costs on the project's 2-core VM beside another engineer's benchmark (2026-12-06 23:02, logged by
+app.live.warmup): 109.4 ms a token, its load read as 0.36 while the 5-minute average was still catching up. The
+default Arena (code-edit, n-gram and early exit at k = 4 and auto, 48 new tokens) started a minute later at load
+2.7 took 331 s, its standard runs 109.2 ms a token (T_step median)."""
+CODE_EDIT_TOKENS = [52, 40, 51, 39, 64, 61]  # the suite's six code-edit prompts, characters / 4
+
+
+def test_a_cost_measured_minutes_ago_already_holds_the_load_of_now():
+    """The default Arena from the start-up's cost measured 60 s before, load 2.7 now. Per prompt 10 prompt reads
+    (9 timed runs and the untimed prefill) and 47 tokens x 109.38 ms x (5 + 4 x 1.2649) = 51.715 s: 6 x 51.715 +
+    10 x (6 x 0.10858 + 0.008424 x 307) + the warm-up (5 reads of 52 tokens 2.733 s, 7 tokens x 109.38 ms x 6.0596
+    4.639 s) = 350.04 s: the measured 331 s lies 6% below it. Under LOAD_WINDOW_S the load change (1.99x) widens the
+    high end only ((1 + 2.7 / 2) / (1 + 0.36 / 2) = 1.9915: 682.5 x 1.9915 = 1359.3 s, then drawn in to 3x: 265.4-796.1
+    s); ten minutes old, it moves all three as before (697.1 s, about 12 min: the trial's "far too high"). A quieter
+    machine now (load 0, 0.85x) widens the low end only: 192.8-682.5 s, drawn in to 210.3-630.9 s."""
+    from app.arena.progress import LOAD_WINDOW_S
+
+    recent = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=60.0)
+    e = recent.estimate
+    assert (e.seconds, e.low, e.high, e.factor) == (pytest.approx(350.04, abs=0.01), pytest.approx(265.38, abs=0.01),
+                                                    pytest.approx(796.14, abs=0.01), 1.0)
+    assert e.low < 331.0 < e.seconds  # the race it planned took 331 s
+    assert recent.range_text() == (
+        "about 6 min (4–13 min) in all with the machine as busy as now (load 2.7 on 2 CPUs; its step time, measured "
+        "60 s ago, already ran beside it), less if runs stop early at the end-of-sequence token")
+    old = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=LOAD_WINDOW_S + 300)
+    assert (old.estimate.seconds, old.estimate.factor) == (pytest.approx(697.11, abs=0.01),
+                                                           pytest.approx(1.9915, abs=1e-4))
+    assert "1.99x the time measured at load 0.4" in old.range_text()
+    quieter = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(0.0, 2), age_s=60.0).estimate
+    assert (quieter.seconds, quieter.low, quieter.high) == (pytest.approx(350.04, abs=0.01),
+                                                            pytest.approx(210.30, abs=0.01),
+                                                            pytest.approx(630.90, abs=0.01))
+
+
+def test_the_choice_reads_the_age_of_the_newest_cost(monkeypatch):
+    """A Live run 10 s old at 122 ms a token, its load read as 0.9 at its end (the run's own thread taken out of a
+    5-minute average it had barely entered), the Arena's page at load 2.9: before, 1.68x the time (seen in the
+    browser: "about 6 min (4–12 min) …; 1.68x the time measured at load 0.9"); now not moved."""
+    from app.arena import costs as arena_costs
+
+    live = dataclasses.replace(LOGGED, base_ms_per_token=122.0, measured_at=1000.0, measured_load=(0.9, 2))
+    _stores(monkeypatch, {"embedded": [live]}, {})
+    monkeypatch.setattr(live_costs, "_OVERHEAD", [])
+    settings = {"prompts": choose_prompts("category", "", "qa"), "drafters": ["early-exit", "distilled"],
+                "ks": ["4"], "max_new_tokens": 48, "target": "embedded"}
+    rough = rough_estimate(settings, now=1010.0, load=(2.9, 2))
+    assert rough.age_s == 10.0 and rough.estimate.factor == 1.0
+    assert rough.estimate.seconds == pytest.approx(estimate(live, QA_TOKENS, 2, 48).estimate.seconds)
+    assert "measured 10 s ago, already ran beside it" in rough.range_text()
+    assert rough_estimate(settings, now=1900.0, load=(2.9, 2)).estimate.factor == pytest.approx(2.45 / 1.45)  # 15 min old
+
+
+ARENA_ROWS = [{"drafter": "none", "k": "", "decode_speedup": 1.0, "t_step_ms": 109.2},
+              {"drafter": "ngram", "k": "4", "decode_speedup": 1.70, "decode_speedup_low": 0.86,
+               "decode_speedup_high": 4.69},
+              {"drafter": "early-exit", "k": "4", "decode_speedup": 0.28, "decode_speedup_low": 0.22,
+               "decode_speedup_high": 0.32},
+              {"drafter": "early-exit", "k": "4", "decode_speedup": 0.30, "decode_speedup_low": 0.27,
+               "decode_speedup_high": 0.33}]
+"""Per-prompt rows as the default Arena measured them (its pooled n-gram k=4 and early exit k=4 cells; the early
+exit's second prompt a little faster)."""
+
+
+def test_a_methods_share_is_the_one_the_latest_arena_run_measured(monkeypatch):
+    """n-gram k=4: 1 / 1.70 = 0.588, range 1 / 4.69 = 0.213 to 1 / 0.86 = 1.163; the early exit k=4 over two prompts:
+    the median (upper) of 1 / 0.28 = 3.571 and 1 / 0.30 = 3.333 is 3.571, range 1 / 0.33 = 3.030 to 1 / 0.22 =
+    4.545 (at least 0.85-1.25x its share: 3.036 is above 3.030, so 3.030 stays). The default Arena then plans those
+    two at their shares and k = auto's two at 1.2649: 47 x 109.38 ms x (5 + 0.588 + 3.571 + 2 x 1.2649) = 65.08 s a
+    prompt, 401.56 s in all (350.04 s with every method at 1.2649)."""
+    from app.arena import costs as arena_costs
+    from app.arena.progress import MethodShare
+
+    shares = arena_costs.shares_of_rows(ARENA_ROWS)
+    assert shares[("ngram", "4")] == pytest.approx(MethodShare(0.5882, 0.2132, 1.1628), abs=1e-4)
+    assert shares[("early-exit", "4")] == pytest.approx(MethodShare(3.5714, 3.0303, 4.5455), abs=1e-4)
+    assert set(shares) == {("ngram", "4"), ("early-exit", "4")}  # the baseline is no method
+    _stores(monkeypatch, {"embedded": [dataclasses.replace(MEASURED_HERE, measured_at=1000.0)]}, {})
+    monkeypatch.setattr(arena_costs, "_SHARES", {})
+    monkeypatch.setattr(live_costs, "_OVERHEAD", [])
+    monkeypatch.setattr(arena_costs.time, "time", lambda: 1030.0)
+    arena_costs.learn_arena("embedded", ARENA_ROWS, (2.7, 2))
+    methods = [("ngram", "4"), ("ngram", "auto"), ("early-exit", "4"), ("early-exit", "auto")]
+    assert arena_costs.method_shares("embedded", methods) == [shares[("ngram", "4")], shares[("early-exit", "4")]]
+    assert arena_costs.method_shares("gpt2", methods) == []
+    planned = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=60.0,
+                       measured=list(shares.values()))
+    assert planned.estimate.seconds == pytest.approx(401.56, abs=0.01)
+    assert planned.basis_text().endswith(
+        "2 of 4 methods' runs at the share of a standard run's time the latest arena run here measured "
+        "(0.59–3.57), the others taken as 0.5–3.2 times a standard run's time")
+    settings = {"prompts": choose_prompts("category", "", "code-edit"), "drafters": ["ngram", "early-exit"],
+                "ks": ["4", "auto"], "max_new_tokens": 48, "target": "embedded"}
+    assert rough_estimate(settings, now=1060.0, load=(2.7, 2)).measured == (shares[("ngram", "4")],
+                                                                              shares[("early-exit", "4")])

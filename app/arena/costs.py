@@ -9,6 +9,10 @@ for another (:func:`app.live.run.costs_key`), so only the former apply. Of what 
 wins: the latest arena run's T_step (:func:`learn_arena`), the latest Live run (:func:`app.costs.newest_run`)
 or the forwards the start-up timed (:func:`app.costs.tuned_costs`). A start-up figure from a quiet moment is
 thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a token planned, 215-243 ms measured).
+
+Each arena run also leaves its methods' decoding time as a share of standard decoding's (:func:`learn_arena`,
+:func:`method_shares`): the next estimate takes a method's measured share where it has one (the untrained early exit
+at k = 4 took 3.1x a standard run's time, n-gram lookup 0.6x: one constant for both misplaced either).
 """
 
 from __future__ import annotations
@@ -22,13 +26,16 @@ from app import costs as live
 from app import estimates
 from app.costs import RunCosts
 from app.estimates import MIN_SPREAD
+from app.arena.progress import MethodShare
 from app.render import seconds_text
+from specviz.analysis.arena_rows import BASELINE
 
 ARENA_RUN = "the latest arena run of this model here"
 LIVE_RUN = "the latest run of this model on this server"
 STARTUP = "forwards timed on this machine"
 
 _ARENA: dict[str, RunCosts] = {}  # target spec -> the latest arena run's standard decoding costs
+_SHARES: dict[str, dict[tuple[str, str], MethodShare]] = {}  # target spec -> (drafter, k) -> its latest share
 _LOCK = threading.Lock()
 
 
@@ -54,12 +61,45 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
 
 
 def learn_arena(target: str, rows: Sequence[dict], load: tuple[float, int] | None = None) -> None:
-    """Keep an arena run's costs (:func:`arena_costs`, ``load``: other programs' load during the run) for the next
-    estimate of ``target``; nothing without a measured baseline."""
+    """Keep an arena run's costs (:func:`arena_costs`, ``load``: other programs' load during the run) and its
+    methods' shares (:func:`shares_of_rows`, each replacing that method's earlier one) for the next estimate of
+    ``target``; no costs without a measured baseline."""
     costs = arena_costs(target, rows, live.known_costs(target), load=load)
-    if costs is not None:
-        with _LOCK:
+    shares = shares_of_rows(rows)
+    with _LOCK:
+        if costs is not None:
             _ARENA[target] = costs
+        _SHARES.setdefault(target, {}).update(shares)
+
+
+def shares_of_rows(rows: Sequence[dict]) -> dict[tuple[str, str], MethodShare]:
+    """Each method's decoding time as a share of standard decoding's, from an arena run's per-prompt ``rows``
+    (:attr:`specviz.analysis.arena_rows.ArenaResult.rows`), keyed by (drafter, k label): the median over its
+    prompts of 1 / decoding speedup, its range from 1 / the highest to 1 / the lowest end of their spreads (a row
+    without a spread: its own value), at least :data:`app.estimates.MIN_SPREAD` about the share. E.g. n-gram k=4
+    at 1.70x (0.86–4.69x) on one prompt: 0.588 (0.213–1.163). Rows without a decoding speedup above 0 are left out."""
+    found: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
+    for r in rows:
+        value = r.get("decode_speedup")
+        if r.get("drafter") == BASELINE or not value or value <= 0:
+            continue
+        fast, slow = r.get("decode_speedup_high") or value, r.get("decode_speedup_low") or value
+        found.setdefault((r["drafter"], str(r.get("k"))), []).append((1.0 / value, 1.0 / max(fast, value),
+                                                                       1.0 / max(min(slow, value), 1e-9)))
+    out = {}
+    for key, values in found.items():
+        share = sorted(v[0] for v in values)[len(values) // 2]
+        low, high = min(v[1] for v in values), max(v[2] for v in values)
+        out[key] = MethodShare(share, min(low, share * MIN_SPREAD[0]), max(high, share * MIN_SPREAD[1]))
+    return out
+
+
+def method_shares(target: str, methods: Sequence[tuple[str, str]]) -> list[MethodShare]:
+    """The shares the latest arena runs of ``target`` measured (:func:`learn_arena`) for those of ``methods``
+    ((drafter, k label) pairs: ("ngram", "4"), ("early-exit", "auto")) that have one, in their order; [] before any."""
+    with _LOCK:
+        known = dict(_SHARES.get(target, {}))
+    return [known[m] for m in methods if m in known]
 
 
 def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:

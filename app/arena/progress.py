@@ -2,17 +2,19 @@
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
-timed for it): one middle figure with its range, moved once by the load changed since the cost was measured and
-said plainly on a very busy machine (:func:`app.estimates.make_estimate`, shared with the other tabs), or, where
-nothing was measured, that there is none. Pure bookkeeping: the handler feeds it the job's progress messages and the
-prompts finished; a test passes its own clock and costs."""
+timed for it), each method's run at the share of a standard run's time the latest arena run here measured for it
+(:func:`app.arena.costs.method_shares`), a method not measured yet at :data:`METHOD_TIME`: one middle figure with
+its range, moved by the load changed since an older cost was measured and said plainly on a very busy machine
+(:func:`app.estimates.make_estimate`, shared with the other tabs), or, where nothing was measured, that there is
+none. Pure bookkeeping: the handler feeds it the job's progress messages and the prompts finished; a test passes its
+own clock and costs."""
 
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, NamedTuple, Protocol, Sequence
 
 from app.costs import tokens_about
 from app.estimates import (BUSY_PER_CPU, SHORTER, Estimate, busy_factor, is_busy, load_factor,  # noqa: F401 - shared
@@ -41,20 +43,44 @@ BUSY_SHARE = BUSY_PER_CPU
 MIDDLE_SHARE = math.sqrt(METHOD_TIME[0] * METHOD_TIME[1])
 """A drafter's run's share of a standard run's time for the middle figure: the middle of :data:`METHOD_TIME`."""
 STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
+LOAD_WINDOW_S = 300.0
+"""The window of the load average the load is read from (:func:`app.estimates.machine_load`: its 5-minute figure).
+A step cost measured less than this long ago ran on the machine as it is now: its slowness is already in it, and
+the two load readings, sharing most of their window, differ by the average's lag, not by a change. Such a cost's
+load change widens the range on its side and leaves the middle at the measured figure; an older cost's moves all
+three (:func:`app.estimates.load_factor`). Seen on the project's 2-core VM beside a benchmark: the start-up timed
+109.4 ms a token with its load read as 0.36 (the average still catching up, less the app's own running thread), the
+Arena then read load 2.7 and planned 1.99x that, about 12 min; its standard runs took 109.2 ms a token, the race
+331 s."""
+
+
+class MethodShare(NamedTuple):
+    """A method's decoding time as a share of standard decoding's for as many tokens: ``share`` (1 / its decoding
+    speedup), ``low``–``high`` its range (the ends of the speedup's spread, inverted); :data:`METHOD_TIME` for a
+    method not measured yet."""
+
+    share: float
+    low: float
+    high: float
 
 
 @dataclass(frozen=True)
 class ArenaEstimate:
     """A whole arena run's length before its first prompt is measured: ``estimate`` (:class:`app.estimates.Estimate`,
-    seconds) when every run writes all its max new tokens, a drafter's run at :data:`MIDDLE_SHARE` of a standard
-    run's time for the middle figure and at :data:`METHOD_TIME`'s ends with the cost's spread for the range, moved
-    once by the load changed since the cost was measured; from ``ms_per_token`` (standard decoding's wall-clock ms
-    per token, from ``source``, in words); ``measured_load``: other programs' (load, CPUs) then (None: unknown)."""
+    seconds) when every run writes all its max new tokens, each method's run at its measured share of a standard
+    run's time (``measured``: how many of the ``methods`` had one) or, not measured, at :data:`MIDDLE_SHARE` for the
+    middle figure and at :data:`METHOD_TIME`'s ends for the range, with the cost's spread; from ``ms_per_token``
+    (standard decoding's wall-clock ms per token, from ``source``, in words); ``measured_load``: other programs'
+    (load, CPUs) then (None: unknown); ``age_s``: how long ago the cost was measured (None: unknown), under
+    :data:`LOAD_WINDOW_S` the load change widens the range only."""
 
     estimate: Estimate
     ms_per_token: float
     source: str
     measured_load: tuple[float, int] | None = None
+    methods: int = 1
+    measured: tuple[MethodShare, ...] = ()
+    age_s: float | None = None
 
     def range_text(self) -> str:
         """ "about 4 min (2–6 min) in all on a quiet machine, less if runs stop early at the end-of-sequence token";
@@ -68,7 +94,8 @@ class ArenaEstimate:
 
     def load_text(self) -> str:
         """The machine the estimate is for, in words: "on a quiet machine", "with the machine as busy as now (load
-        3.0 on 2 CPUs; 1.5x the time measured at load 1.0)"."""
+        3.0 on 2 CPUs; 1.5x the time measured at load 1.0)", "… (load 2.7 on 2 CPUs; its step time, measured 60 s
+        ago, already ran beside it)" (a recent cost: :data:`LOAD_WINDOW_S`)."""
         now, then = self.estimate.load, self.measured_load
         if not is_busy(now) and not is_busy(then):
             return "on a quiet machine"
@@ -76,52 +103,79 @@ class ArenaEstimate:
             return f"at the load its step cost was measured at ({then[0]:.1f} on {then[1]} CPUs)"
         moved = (f"; {self.estimate.factor:.3g}x the time measured at load {then[0]:.1f}"
                  if then is not None and abs(self.estimate.factor - 1.0) >= 0.05 else "")
+        if self.recent and then is not None:
+            moved = f"; its step time, measured {seconds_text(self.age_s, at_least=1)} ago, already ran beside it"
         return f"with the machine as busy as now (load {now[0]:.1f} on {now[1]} CPUs{moved})"
 
+    @property
+    def recent(self) -> bool:
+        """Whether the cost was measured less than :data:`LOAD_WINDOW_S` ago (its load change moved no figure)."""
+        return self.age_s is not None and self.age_s < LOAD_WINDOW_S
+
     def basis_text(self) -> str:
-        """What the estimate rests on, in words."""
-        return (f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
-                f"each drafter's run taken as {METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time")
+        """What the estimate rests on, in words: "a rough estimate from 109 ms a token of standard decoding (…),
+        each drafter's run taken as 0.5–3.2 times a standard run's time" or, with shares measured here, "…, 2 of 4
+        methods' runs at the share of a standard run's time the latest arena run here measured (0.59–1.28), the
+        others taken as 0.5–3.2 times"."""
+        basis = f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
+        prior = f"{METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time"
+        if not self.measured:
+            return basis + f"each drafter's run taken as {prior}"
+        shares = sorted(m.share for m in self.measured)
+        said = f"{shares[0]:.2f}" if len(shares) == 1 else f"{shares[0]:.2f}–{shares[-1]:.2f}"
+        rest = "" if len(self.measured) >= self.methods else f", the others taken as {prior}"
+        return (basis + f"{len(self.measured)} of {self.methods} methods' runs at the share of a standard run's time "
+                f"the latest arena run here measured ({said}){rest}")
 
 
-def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, methods: int, share: float
-            ) -> float:
-    """Seconds of ``standard`` standard runs and ``methods`` drafters' runs of one prompt of ``prompt_tokens``
-    tokens, each reading the prompt and writing ``new_tokens`` (the first from the prefill), a drafter's decoding
-    taking ``share`` times standard decoding's."""
-    prefills = (standard + methods) * costs.prefill_s(prompt_tokens, False)
-    return prefills + max(new_tokens - 1, 0) * costs.base_ms_per_token / 1000.0 * (standard + methods * share)
+def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, shares: Sequence[float]) -> float:
+    """Seconds of ``standard`` standard runs and one run of each method of one prompt of ``prompt_tokens`` tokens,
+    each reading the prompt and writing ``new_tokens`` (the first from the prefill), a method's decoding taking its
+    ``shares`` entry times standard decoding's."""
+    prefills = (standard + len(shares)) * costs.prefill_s(prompt_tokens, False)
+    return prefills + max(new_tokens - 1, 0) * costs.base_ms_per_token / 1000.0 * (standard + sum(shares))
 
 
 def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int, max_new_tokens: int,
-             warmup_tokens: int = WARMUP_TOKENS, load: tuple[float, int] | None = None) -> ArenaEstimate | None:
+             warmup_tokens: int = WARMUP_TOKENS, load: tuple[float, int] | None = None,
+             measured: Sequence[MethodShare] = (), age_s: float | None = None) -> ArenaEstimate | None:
     """How long an arena of ``methods`` drafter methods on prompts of ``prompt_tokens`` tokens (one entry per
     prompt) should take when every run writes all ``max_new_tokens``, before anything of it is measured, in the
     order :func:`specviz.analysis.arena.iter_arena` runs: one warm-up of standard decoding and of each method on the
     first prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B.
 
     From ``costs`` (:func:`app.arena.costs.chosen_costs`: standard decoding's ms per token measured here and a
-    prompt's read): the middle figure with each drafter's run at :data:`MIDDLE_SHARE` of a standard run's time, the
-    range from :data:`METHOD_TIME`'s ends times the costs' ``spread``, drawn in and moved by the load as
-    :func:`app.estimates.make_estimate` does (``load``: other programs' (load, CPUs) now; ``costs.measured_load``:
-    then).
+    prompt's read) and each method's share of a standard run's time: ``measured`` for the methods the latest arena
+    run here measured (:func:`app.arena.costs.method_shares`, at most ``methods``), the others at
+    :data:`MIDDLE_SHARE` for the middle figure and :data:`METHOD_TIME`'s ends for the range; the range times the
+    costs' ``spread``, drawn in and moved by the load as :func:`app.estimates.make_estimate` does (``load``: other
+    programs' (load, CPUs) now; ``costs.measured_load``: then), except for a cost measured ``age_s`` < 
+    :data:`LOAD_WINDOW_S` seconds ago, whose load change only widens the range on its side.
     E.g. 6 prompts of 40 tokens, 2 methods, 48 new tokens, 50 ms a token, 2 ms per prompt token, spread (0.7, 1.6):
     the middle 85.9 s, the range 60.2 s x 0.7 = 42 s to 138.2 s x 1.6 = 221 s, drawn in to 3x: 50–149 s.
     Loading and the drafters' set-up are not in it. None without costs or without prompts."""
     if costs is None or not prompt_tokens or not costs.base_ms_per_token or costs.base_ms_per_token <= 0:
         return None
     methods, warm = max(1, methods), min(warmup_tokens, max_new_tokens)
+    measured = tuple(measured)[:methods]
+    unmeasured = methods - len(measured)
 
-    def total(share: float) -> float:
-        race = sum(_runs_s(costs, n, max_new_tokens, methods + 1, methods, share) + costs.prefill_s(n, False)
+    def total(end: int) -> float:  # end 0: the middle shares, 1: the low ends, 2: the high ends
+        prior = (MIDDLE_SHARE, *METHOD_TIME)[end]
+        shares = [m[end] for m in measured] + [prior] * unmeasured
+        race = sum(_runs_s(costs, n, max_new_tokens, methods + 1, shares) + costs.prefill_s(n, False)
                    for n in prompt_tokens)
-        return race + (_runs_s(costs, prompt_tokens[0], warm, 1, methods, share) if warm > 0 else 0.0)
+        return race + (_runs_s(costs, prompt_tokens[0], warm, 1, shares) if warm > 0 else 0.0)
 
     low, high = costs.spread
-    measured = getattr(costs, "measured_load", None)
-    planned = make_estimate(total(MIDDLE_SHARE), total(METHOD_TIME[0]) * low, total(METHOD_TIME[1]) * high, load,
-                            measured)
-    return ArenaEstimate(planned, costs.base_ms_per_token, costs.source, measured)
+    then = getattr(costs, "measured_load", None)
+    low, high = total(1) * low, total(2) * high
+    if age_s is not None and age_s < LOAD_WINDOW_S:  # the measured step already ran on the machine as it is
+        change = load_factor(load, then)
+        low, high, then = low * min(1.0, change), high * max(1.0, change), load
+    planned = make_estimate(total(0), low, high, load, then)
+    return ArenaEstimate(planned, costs.base_ms_per_token, costs.source, getattr(costs, "measured_load", None),
+                         methods, measured, age_s)
 
 
 NOW = object()
@@ -132,15 +186,20 @@ def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate
     """:func:`estimate` for the checked arena settings ``s`` (:func:`app.arena.settings.parse_inputs`: its
     ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
     measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
-    s; nothing is timed here), each prompt's tokens counted before tokenizing (:func:`app.costs.tokens_about`), for
-    the load now (``load``: (load, CPUs) or None; by default :func:`app.arena.costs.machine_load`); None when
-    nothing was measured."""
-    from app.arena.costs import chosen_costs, machine_load
+    s; nothing is timed here) and the methods' shares the latest arena runs here measured
+    (:func:`app.arena.costs.method_shares`), each prompt's tokens counted before tokenizing
+    (:func:`app.costs.tokens_about`), for the load now (``load``: (load, CPUs) or None; by default
+    :func:`app.arena.costs.machine_load`); None when nothing was measured."""
+    from app.arena.costs import chosen_costs, machine_load, method_shares
 
+    now = time.time() if now is None else now
     tokens = [tokens_about(p.get("prompt") or "") for p in s["prompts"]]
     methods = len(s["drafters"]) * len(s["ks"])
-    return estimate(chosen_costs(s["target"], now), tokens, methods, s["max_new_tokens"],
-                    load=machine_load() if load is NOW else load)
+    costs = chosen_costs(s["target"], now)
+    age = None if costs is None or costs.measured_at is None else max(0.0, now - costs.measured_at)
+    shares = method_shares(s["target"], [(d, str(k)) for d in s["drafters"] for k in s["ks"]])
+    return estimate(costs, tokens, methods, s["max_new_tokens"], load=machine_load() if load is NOW else load,
+                    measured=shares, age_s=age)
 
 
 UNMEASURED = ("no step time measured for this model here yet, so no estimate: the time left follows once the "
