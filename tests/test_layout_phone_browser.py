@@ -11,7 +11,9 @@ two columns: examples under the controls, panes
 side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side), the
 history fits (no shade), the Arena's two tables fit without a shade, and a max new tokens typed above its end is
 said (a toast and the status) as well as clamped. The
-Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work.
+Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work, and
+its chart tapped with no Plotly toolbar over it (the toolbar back beside the chart, clear of it, at 1400 px). The Live
+panel's inputs are found by their labels alone (get_by_label("Target model")).
 Screenshots go to artifacts/phone-*.png and artifacts/desktop-*.png (look at them).
 """
 
@@ -179,11 +181,40 @@ def _progress_seen_under_the_button(page) -> None:
 
 def _phone_page_before_a_run(page) -> None:
     """At 400 px before a run: no sideways scroll, every tab in sight (no "…" menu), the results before the
-    settings and the settings before the example prompts."""
+    settings and the settings before the example prompts, and the settings found by their labels."""
     layout = _layout(page)
     assert layout["scrollWidth"] <= layout["innerWidth"], layout
     assert layout["tabs"] == [True] * 5 and not layout["menu"], layout  # every tab in sight (Batching included)
     assert layout["results"]["top"] < layout["controls"]["top"] < layout["examples"]["top"], layout
+    _main_inputs_found_by_label(page)
+
+
+MAIN_INPUTS = {"Prompt": ("textbox", "prompt"), "Drafter": ("combobox", "drafter"),
+               "Draft length k": ("spinbutton", "draft-length"), "Draft length schedule": ("group", "k-schedule"),
+               "Max new tokens": ("spinbutton", "max-new-tokens"), "Target model": ("textbox", "target"),
+               "Or a real pair (needs a network)": ("combobox", "preset"), "Weights": ("group", "weights")}
+"""The Live panel's inputs: (role, the block's elem_id) by label. A trial's get_by_label("Target model") found
+nothing: the box's name held its info line too; a slider's box was "number input for …", a radio group unnamed."""
+
+
+def _main_inputs_found_by_label(page) -> None:
+    """Each of :data:`MAIN_INPUTS` found by its label alone, as a control of that role in its own block, its info
+    line its description (assets/head.html, part 6); the Target model box takes typing through its label."""
+    page.wait_for_function("() => document.querySelector('#target textarea')?.hasAttribute('aria-labelledby')",
+                           timeout=5_000)
+    for name, (role, block) in MAIN_INPUTS.items():
+        by_label, by_role = page.get_by_label(name, exact=True), page.get_by_role(role, name=name, exact=True)
+        assert (by_label.count(), by_role.count()) == (1, 1), name
+        assert by_label.evaluate("e => e.closest('.block').id") == block == by_role.evaluate(
+            "e => e.closest('.block').id"), name
+    assert page.get_by_label("Target model").count() == 1  # the trial's call, not exact
+    target = page.get_by_label("Target model")
+    described = target.evaluate("e => document.getElementById(e.getAttribute('aria-describedby')).textContent")
+    assert "a hub id or a local folder" in described
+    assert page.get_by_label("Draft length k", exact=True).input_value() == "4"
+    kept = target.input_value()
+    target.fill("embedded")
+    assert page.input_value("#target textarea") == "embedded" == kept
 
 
 def _generate_on_the_phone(page) -> None:
@@ -288,6 +319,42 @@ def _the_same_page_on_a_desktop(page) -> None:
     page.locator("#arena-table").screenshot(path=str(SHOTS / "desktop-arena-table.png"))
 
 
+TOOLBAR_JS = """gd => { const bar = gd.querySelector('.modebar'), r = gd.getBoundingClientRect();
+    const plots = [...gd.querySelectorAll('.nsewdrag')].map(d => d.getBoundingClientRect().right - r.left);
+    const b = bar && bar.getBoundingClientRect();
+    return {display: bar ? getComputedStyle(bar.closest('.modebar-container')).display : null,
+            opacity: bar ? getComputedStyle(bar.closest('.modebar-container')).opacity : null,
+            left: b ? b.left - r.left : null, width: b ? b.width : 0, plotRight: Math.max(...plots)}; }"""
+"""Plotly's toolbar on a chart: its container's display and opacity, its left edge and width and the plot areas'
+right edge (px from the chart's left)."""
+
+
+def _no_toolbar_on_the_phone(page, chart: str) -> None:
+    """At 400 px a tap on a chart (how a phone reads a value) shows no toolbar: a trial found it standing over the
+    charts' right edge at that width (assets/style.css)."""
+    plot = page.locator(f"{chart} .js-plotly-plot")
+    plot.scroll_into_view_if_needed()
+    plot.tap(position={"x": 80, "y": 150})
+    time.sleep(0.3)
+    bar = plot.evaluate(TOOLBAR_JS)
+    assert bar["display"] == "none" and bar["width"] == 0, bar
+    page.screenshot(path=str(SHOTS / "phone-chart-no-toolbar.png"))
+
+
+def _toolbar_beside_the_chart_on_a_desktop(page, chart: str) -> None:
+    """At 1400 px the toolbar is there on a hover, in the chart's right margin, clear of its plot area."""
+    page.set_viewport_size({"width": 1400, "height": 900})
+    plot = page.locator(f"{chart} .js-plotly-plot")
+    plot.scroll_into_view_if_needed()
+    plot.hover(position={"x": 80, "y": 150})
+    page.wait_for_function(f"() => getComputedStyle(document.querySelector('{chart} .modebar-container'))"
+                           ".opacity === '1'", timeout=5_000)
+    bar = plot.evaluate(TOOLBAR_JS)
+    assert bar["display"] != "none" and bar["width"] > 0 and bar["left"] >= bar["plotRight"], bar
+    plot.screenshot(path=str(SHOTS / "desktop-chart-toolbar.png"))
+    page.set_viewport_size(PHONE)
+
+
 def test_live_tab_on_a_phone_then_on_a_desktop(phone):
     page = phone
     page.goto(page.app_url)
@@ -333,6 +400,7 @@ def test_classroom_on_a_phone_steps_a_recorded_run(phone):
                                    "!== b", arg=before, timeout=10_000)
         assert page.locator("#classroom-table tr[data-decision=rejected]").count() == 1
         time.sleep(0.5)
+        _no_toolbar_on_the_phone(page, "#classroom-chart")
         order = page.evaluate("() => ['#classroom-pick', '#classroom-stage', '#classroom-controls']"
                               ".map(s => document.querySelector(s).getBoundingClientRect().top)")
         assert order == sorted(order), order  # menu, stage, then the settings of your own run
@@ -340,6 +408,7 @@ def test_classroom_on_a_phone_steps_a_recorded_run(phone):
         assert stage >= 300
         _no_sideways_scroll(page)
         page.screenshot(path=str(SHOTS / "phone-classroom.png"), full_page=True)
+        _toolbar_beside_the_chart_on_a_desktop(page, "#classroom-chart")
     finally:
         classroom.running.load_target = real
     assert loads == []  # no model was loaded (or run) to step through the recorded walkthrough
