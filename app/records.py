@@ -39,6 +39,8 @@ class RunSummary:
             a run of one pass, :data:`NO_INTERVAL` in a row that keeps none.
         speedup: the judged decoding speedup (None when it could not be judged).
         speedup_interval: its (low, high) interval when judged.
+        speedup_cut_at: the tokens per pass its interval's top was cut at
+            (:attr:`specviz.measure.stats.SpeedupJudgement.cut_at`), None when it was not.
         speedup_note: why there is no speedup ("too short", "too noisy"), else None.
         speedup_measured: a too-noisy run's measured ratio, kept for the table's muted figure.
         speedup_reason: why it is too noisy, in a few words ("0.85–1.40× spans 1").
@@ -67,6 +69,7 @@ class RunSummary:
     base_tps_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL
     speedup: float | None = None
     speedup_interval: tuple[float, float] | None = None
+    speedup_cut_at: float | None = None
     speedup_note: str | None = None
     speedup_measured: float | None = None
     speedup_reason: str | None = None

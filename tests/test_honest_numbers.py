@@ -519,3 +519,26 @@ def test_a_speedup_interval_is_cut_at_what_its_tokens_per_pass_allow():
     assert cut.cut_at == pytest.approx(3.06) and inside.cut_at is None
     assert "95 % 1.72–3.06× (top cut at its 3.06 tokens per pass: no faster is possible)" in verdict_card(cut)
     assert "top cut" not in verdict_card(inside)
+
+
+def test_the_history_marks_an_interval_cut_at_its_tokens_per_pass():
+    """The run history showed the card's cut interval as if measured (a trial read a table's top equal to the tokens
+    per pass and did not know it was cut): the cut top carries †, its title says where it was cut, and one sentence
+    under the table's title says what † means, in the card's words (app.render.stats.cut_words, from the judgement's
+    cut_at). Passes of 2 tokens at 10.5, 12.5, 14.5 ms against one-token steps at 11 and 13 ms: 1.92× with a
+    bootstrap top above 2, cut at the 2.00 tokens per pass."""
+    spec, base = paired_runs(12, lambda i: 10.5 + 2 * (i % 3), lambda i: 11.0 + 2 * (i % 2))
+    row = run_view(spec, base).summary()
+    assert (row.speedup, row.speedup_cut_at) == (pytest.approx(1.92), 2.0)
+    assert row.speedup_interval == (pytest.approx(1.7722, abs=1e-4), 2.0)
+    cell = render.history_speedup(row)
+    assert cell == ('<span class="hist-cut" title="top cut at its 2.00 tokens per pass: no faster is possible">'
+                    '1.92× (1.77–2.00†)</span>')
+    table = render.history_html([row])
+    assert cell in table
+    assert ("<small>* after the prefill, each run on its own clock · † top cut at its tokens per pass: no faster is "
+            "possible</small>") in table
+    found = run_view(*paired_runs(12, lambda i: 10.0 + (i % 3), lambda i: 10.0 + (i % 2))).summary()
+    assert found.speedup_interval[1] == 2.0 and found.speedup_cut_at is None  # a top at 2.0 as measured: no mark
+    assert "†" not in render.history_html([found])
+    assert "† top cut" in render.history_html([found, row])  # the footnote once any row shown is cut

@@ -315,6 +315,7 @@ class RunView:
             base_tps_interval=_ends(b.decode_rate()),  # (low, high) over the passes; None: one pass
             speedup=judged.value if found else None,
             speedup_interval=(judged.interval.low, judged.interval.high) if found else None,
+            speedup_cut_at=judged.cut_at if found else None,
             speedup_note=judged.verdict if judged is not None and not found else None,
             speedup_measured=judged.value if judged is not None and not found else None,
             speedup_reason=self.noise_reason(),

@@ -7,20 +7,31 @@ import html
 import re
 
 from app.render.markup import scroll_box
+from app.render.stats import cut_words
 from app.records import NO_INTERVAL, RunSummary
 from specviz.core.verdict import format_apart, format_ratio, format_ratio_ends
 
 
+CUT_MARK = "†"
+"""The history's footnote mark on an interval whose top was cut at the run's tokens per pass (:func:`history_speedup`;
+the footnote under the table: :func:`app.render.stats.cut_words`)."""
+
+
 def history_speedup(row: RunSummary) -> str:
     """The history's speedup cell (HTML): the decoding speedup with its interval when it could be judged ("1.25×
-    (1.10–1.40)", ``speedup_interval``); a too-noisy one keeps its measured number, muted and on one line ("1.12×
-    (too noisy)", ``speedup_measured``), its reason in the title (``speedup_reason``: "1.12× measured, too noisy to
-    tell: 0.85–1.40× spans 1"; shown on hover, and on a tap by ``assets/head.html``); else the ``speedup_note``
-    ("too short") or "–"."""
+    (1.10–1.40)", ``speedup_interval``; a top cut at the tokens per pass, ``speedup_cut_at``, carries
+    :data:`CUT_MARK`, "2.95× (1.72–3.06†)", and says why in its title); a too-noisy one keeps its measured number,
+    muted and on one line ("1.12× (too noisy)", ``speedup_measured``), its reason in the title (``speedup_reason``:
+    "1.12× measured, too noisy to tell: 0.85–1.40× spans 1"; shown on hover, and on a tap by ``assets/head.html``);
+    else the ``speedup_note`` ("too short") or "–"."""
     value, interval = row.speedup, row.speedup_interval
     if value is not None:
-        spread = " ({}–{})".format(*format_ratio_ends(*interval)) if interval else ""
-        return html.escape(f"{format_ratio(value)}×{spread}")
+        cut = row.speedup_cut_at is not None and interval is not None
+        spread = " ({}–{}{})".format(*format_ratio_ends(*interval), CUT_MARK if cut else "") if interval else ""
+        text = html.escape(f"{format_ratio(value)}×{spread}")
+        if not cut:
+            return text
+        return f'<span class="hist-cut" title="{html.escape(cut_words(row.speedup_cut_at), quote=True)}">{text}</span>'
     note, measured = row.speedup_note, row.speedup_measured
     if note in ("too noisy", "not a finding") and measured is not None:
         reason = f": {row.speedup_reason}" if row.speedup_reason else ""
@@ -102,7 +113,8 @@ def history_html(history: list[RunSummary]) -> str:
     (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live
     tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px each row, the
     header's too, is a grid of four columns on four lines, so a 400 px phone shows every figure without scrolling
-    sideways."""
+    sideways. When a shown speedup interval was cut at its run's tokens per pass, the title's note says what its
+    :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`)."""
     if not history:
         return ""
     head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
@@ -125,6 +137,8 @@ def history_html(history: list[RunSummary]) -> str:
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
         cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
         rows.append("<tr>" + "".join(cells) + "</tr>")
+    cut = f" · {CUT_MARK} {cut_words()}" if any(r.speedup is not None and r.speedup_cut_at is not None
+                                                 for r in history) else ""
     return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",
                       "Runs in this session (newest first) <small>* after the prefill, each run on its own "
-                      "clock</small>")
+                      f"clock{html.escape(cut)}</small>")

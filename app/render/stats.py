@@ -226,6 +226,15 @@ VERDICT_RULE = ("How it is read: the whole interval above 1 is faster, below 1 s
                 "to tell. The number is shown in every case.")
 
 
+def cut_words(cut_at: float | None = None) -> str:
+    """Why a decoding speedup's interval ends where it does, when its top was cut
+    (:attr:`specviz.measure.stats.SpeedupJudgement.cut_at`, the tokens per pass it was cut at): "top cut at its 3.06
+    tokens per pass: no faster is possible"; without ``cut_at``, "top cut at its tokens per pass: …" (a table's
+    footnote, each row holding its own). The words of the Live card and of the run history's footnote."""
+    at = f"{cut_at:.2f} " if cut_at is not None else ""
+    return f"top cut at its {at}tokens per pass: no faster is possible"
+
+
 def verdict_card(judgement) -> str:
     """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its words ("2.51× faster", "0.62× the speed, slower"; "1.05× too
@@ -243,7 +252,7 @@ def verdict_card(judgement) -> str:
                   f'<small class="sv-verdict-figure">({reading.shown()}× measured)</small>')
     span = reading.span()
     if judgement.cut_at is not None:  # a trial read "3.96× / 95 % 3.07–3.96×" as a quietly clipped interval
-        span += f" (top cut at its {judgement.cut_at:.2f} tokens per pass: no faster is possible)"
+        span += f" ({cut_words(judgement.cut_at)})"
     hint = None
     if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
         hint = "the machine's speed changed between the two runs: run again to measure"
