@@ -305,7 +305,8 @@ def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None, load=None) -> str:
     """"about 25 s (20–30 s) (from recent runs of this model on this server)" for a run of ``settings``
-    (:func:`make_estimate` of ``costs.spread``, moved once by the load changed since the costs were measured), with
+    (:func:`make_estimate` of ``costs.spread``, moved once by the load changed since the costs were measured; for
+    costs measured under :data:`app.estimates.LOAD_WINDOW_S` ago that change only widens the range), with
     the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None: counted
     before tokenizing (:func:`estimated_prompt_tokens`, said "about"). ``load``: other programs' (load, CPUs) now
     (:func:`app.estimates.machine_load`; :data:`app.estimates.NOW` reads it; None: left out). On a very busy
@@ -322,9 +323,11 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     now = estimates.machine_load() if load is NOW else load
     tokens = prompt_tokens if prompt_tokens is not None else estimated_prompt_tokens(settings)
     drafter = settings.drafter != "none"
+    age = time.time() - costs.measured_at if costs.measured_at is not None else None
 
     def planned(seconds: float) -> Estimate:
-        return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load)
+        return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load,
+                             age)
 
     whole = planned(costs.run_s(tokens, settings.max_new_tokens, drafter))
     text = f"{whole.text('')} (from {costs.source})"

@@ -85,6 +85,15 @@ def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | Non
     return min(max(busy_factor(*now) / busy_factor(*measured), LOAD_FACTOR_LIMITS[0]), LOAD_FACTOR_LIMITS[1])
 
 
+LOAD_WINDOW_S = 300.0
+"""The window of the load average the load is read from (:func:`machine_load`: its 5-minute figure). A cost
+measured less than this long ago ran on the machine as it is now: its slowness is already in it, and the two load
+readings, sharing most of their window, differ by the average's lag, not by a change (:func:`make_estimate`). Seen
+on the project's 2-core VM beside a benchmark: the start-up timed 109.4 ms a token with its load read as 0.36 (the
+average still catching up, less the app's own running thread), the Arena then read load 2.7 and planned 1.99x that,
+about 12 min; its standard runs took 109.2 ms a token, the race 331 s."""
+
+
 def rough_time(seconds: float) -> str:
     """A planned length, as round as an estimate deserves: "8 s", "25 s" (whole seconds under 30 s), "45 s" (5 s
     steps under 2 min), "12 min" (whole minutes under an hour), "1 h 40 min" (5-minute steps)."""
@@ -138,13 +147,20 @@ class Estimate:
 
 
 def make_estimate(seconds: float, low: float | None = None, high: float | None = None,
-                  now: tuple[float, int] | None = None, measured: tuple[float, int] | None = None) -> Estimate:
+                  now: tuple[float, int] | None = None, measured: tuple[float, int] | None = None,
+                  age_s: float | None = None) -> Estimate:
     """The :class:`Estimate` of a length planned at ``seconds`` (its range ``low``–``high`` s, None: the figure
     alone) from a cost measured at other programs' load ``measured``, for the load ``now`` ((load, CPUs) from
     :func:`machine_load`; None: unknown): the load change is applied once to all three (:func:`load_factor`), the
     range drawn in toward the middle to :data:`MAX_WIDTH` and, on a very busy machine, widened to at least
     :data:`VERY_BUSY_WIDTH` and at most :data:`VERY_BUSY_MAX_WIDTH`. E.g. 600 s (400–900 s) measured quiet, now at
-    load 1 on 2 CPUs: about 15 min (10–22 min), 1.5x."""
+    load 1 on 2 CPUs: about 15 min (10–22 min), 1.5x. A cost measured ``age_s`` < :data:`LOAD_WINDOW_S` seconds ago
+    (None: unknown, taken as old) keeps its middle: its load change only widens the range on its side."""
+    if age_s is not None and age_s < LOAD_WINDOW_S and seconds > 0:  # the cost already ran on the machine as it is
+        change = load_factor(now, measured)
+        low = (low if low is not None else seconds) * min(1.0, change)
+        high = (high if high is not None else seconds) * max(1.0, change)
+        measured = now
     factor = load_factor(now, measured)
     middle = seconds * factor
     lo = min(1.0, (low if low is not None else seconds) / seconds) if seconds > 0 else 1.0

@@ -204,6 +204,20 @@ def test_a_plan_on_a_very_busy_machine_is_one_plain_sentence():
     assert busy == live.plan_text(settings, costs, 10, load=(12.0, 2))  # the same inputs, the same words
 
 
+def test_a_plan_from_a_cost_measured_minutes_ago_keeps_its_middle():
+    """Trial: estimates far too high after the load average caught up with a load the measured step already ran
+    beside. A cost under LOAD_WINDOW_S old keeps its middle; the load change (1.5x here) widens the range only."""
+    import time
+
+    settings = _plan_settings("Say hi.", 40)
+    recent = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2),
+                           measured_at=time.time() - 60)
+    assert live.plan_text(settings, recent, 10, load=(1.0, 2)) == "about 6 s (5–12 s) (from x)"  # 6.28 s; x 1.875
+    old = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2),
+                        measured_at=time.time() - 600)
+    assert live.plan_text(settings, old, 10, load=(1.0, 2)) == "about 9 s (8–12 s) (from x)"  # moved: 1.5x
+
+
 def test_a_short_prompt_slow_to_read_is_not_called_long_and_no_setting_is_named():
     """Trial: "A long prompt: 38 tokens take about …", pointing a visitor to the operator's SPECVIZ_MAX_PROMPT_TOKENS.
     Under 512 tokens the note says the machine is slow or busy; a long one names the server's cap only when set."""

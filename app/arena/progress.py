@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple, Protocol, Sequence
 
 from app.costs import tokens_about
-from app.estimates import (BUSY_PER_CPU, SHORTER, Estimate, busy_factor, is_busy, load_factor,  # noqa: F401 - shared
-                           make_estimate)
+from app.estimates import (BUSY_PER_CPU, LOAD_WINDOW_S, SHORTER, Estimate, busy_factor, is_busy,  # noqa: F401 - shared
+                           load_factor, make_estimate)
 from app.render import seconds_text
 from specviz.analysis.arena_rows import WARMUP_TOKENS
 
@@ -43,17 +43,6 @@ BUSY_SHARE = BUSY_PER_CPU
 MIDDLE_SHARE = math.sqrt(METHOD_TIME[0] * METHOD_TIME[1])
 """A drafter's run's share of a standard run's time for the middle figure: the middle of :data:`METHOD_TIME`."""
 STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
-LOAD_WINDOW_S = 300.0
-"""The window of the load average the load is read from (:func:`app.estimates.machine_load`: its 5-minute figure).
-A step cost measured less than this long ago ran on the machine as it is now: its slowness is already in it, and
-the two load readings, sharing most of their window, differ by the average's lag, not by a change. Such a cost's
-load change widens the range on its side and leaves the middle at the measured figure; an older cost's moves all
-three (:func:`app.estimates.load_factor`). Seen on the project's 2-core VM beside a benchmark: the start-up timed
-109.4 ms a token with its load read as 0.36 (the average still catching up, less the app's own running thread), the
-Arena then read load 2.7 and planned 1.99x that, about 12 min; its standard runs took 109.2 ms a token, the race
-331 s."""
-
-
 class MethodShare(NamedTuple):
     """A method's decoding time as a share of standard decoding's for as many tokens: ``share`` (1 / its decoding
     speedup), ``low``–``high`` its range (the ends of the speedup's spread, inverted); :data:`METHOD_TIME` for a
@@ -168,12 +157,8 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
         return race + (_runs_s(costs, prompt_tokens[0], warm, 1, shares) if warm > 0 else 0.0)
 
     low, high = costs.spread
-    then = getattr(costs, "measured_load", None)
-    low, high = total(1) * low, total(2) * high
-    if age_s is not None and age_s < LOAD_WINDOW_S:  # the measured step already ran on the machine as it is
-        change = load_factor(load, then)
-        low, high, then = low * min(1.0, change), high * max(1.0, change), load
-    planned = make_estimate(total(0), low, high, load, then)
+    planned = make_estimate(total(0), total(1) * low, total(2) * high, load, getattr(costs, "measured_load", None),
+                            age_s)
     return ArenaEstimate(planned, costs.base_ms_per_token, costs.source, getattr(costs, "measured_load", None),
                          methods, measured, age_s)
 
