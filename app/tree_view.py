@@ -13,6 +13,9 @@ column. Per node ``data-node`` (its index; ``root`` / ``next`` for the two extra
   path's last node;
 - ``root``: the last committed token.
 
+A node that n-gram lookup copied into the tree (a head drafter with lookup first) also has ``data-copied="true"``
+(class ``dt-copied``: italic with a grey bar on its left) and says so in its title; the pass's summary counts them.
+
 The accepted child is drawn first among its siblings, so the accepted path runs along the top row. Each pass is a
 ``<details class="dtree-pass" data-pass=N>``; while a run streams only the latest pass is shown, at the end the
 pass with the longest accepted path (open) and the other kept passes (closed, newest first). "Accepted" there is the
@@ -68,6 +71,7 @@ class TreePass:
     next_text: str
     committed: int = -1  # path tokens inside the answer (the event's committed_accepted); -1: the whole path
     last: bool = False  # the run's last pass (its event's finish_reason is set): the answer ended in it
+    copied: tuple[int, ...] = ()  # the nodes n-gram lookup copied into the tree (lookup first), not the head's guesses
 
     @property
     def counted(self) -> int:
@@ -120,13 +124,16 @@ def tree_pass(event: PassEvent, context: list[int], decoder: PieceDecoder) -> Tr
                     next_id=next_id, next_kind=event.next_kind if event.next_kind in ("recovered", "bonus") else
                     "recovered", next_emitted=len(event.emitted_ids) > len(path), root_id=root, root_text=root_text,
                     texts=tuple(texts), next_text=next_text, committed=event.committed_accepted,
-                    last=event.finish_reason is not None)
+                    last=event.finish_reason is not None, copied=tuple(tree.copied))
 
 
-def _node(label: str, kind: str, node: str, depth: int, parent: str, title: str, accepted: bool | None = None,
-          token_id: int | None = None) -> str:
-    attrs = (f'class="dt-node dt-{kind}" data-node="{node}" data-kind="{kind}" data-depth="{depth}" '
-             f'data-parent="{parent}"')
+def _node(label: str, kind: str, place: tuple[str, int, str], title: str, accepted: bool | None = None,
+          token_id: int | None = None, copied: bool = False) -> str:
+    """One node's box; ``place`` = (its data-node, its depth, its parent's data-node)."""
+    node, depth, parent = place
+    mark = ' data-copied="true"' if copied else ""
+    attrs = (f'class="dt-node dt-{kind}{" dt-copied" if copied else ""}" data-node="{node}" data-kind="{kind}" '
+             f'data-depth="{depth}" data-parent="{parent}"{mark}')
     if accepted is not None:
         attrs += f' data-accepted="{"true" if accepted else "false"}"'
     if token_id is not None:
@@ -157,7 +164,10 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
         if kind == "rejected":
             title += f"\nthe target's choice here: {wanted_text(tp.parents[i])}"
         title += f"\ntoken {tp.texts[i]!r} (id {tp.tokens[i]})"
-        box = _node(tp.texts[i], kind, str(i), depth[i], str(tp.parents[i]), title, i in on_path, tp.tokens[i])
+        if i in tp.copied:
+            title += "\ncopied by n-gram lookup: the text's last tokens occurred before (not the head's guess)"
+        box = _node(tp.texts[i], kind, (str(i), depth[i], str(tp.parents[i])), title, i in on_path, tp.tokens[i],
+                    i in tp.copied)
         return f'<div class="dt-sub">{box}{kids(i)}</div>'
 
     def kids(parent: int) -> str:
@@ -168,11 +178,11 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
             note = "" if tp.next_emitted else "\n(not emitted: the run stopped before it)"
             title = (f"pass {tp.index} · {_KIND_WORDS[kind]}: the target's greedy token after the accepted path"
                      f"{note}\ntoken {tp.next_text!r} (id {tp.next_id})")
-            box = _node(tp.next_text, kind, "next", len(tp.path) + 1, str(last), title, None, tp.next_id)
+            box = _node(tp.next_text, kind, ("next", len(tp.path) + 1, str(last)), title, None, tp.next_id)
             parts.insert(0, f'<div class="dt-sub">{box}</div>')  # the path goes on along the top row
         return f'<div class="dt-kids">{"".join(parts)}</div>' if parts else ""
 
-    root = _node(tp.root_text, "root", "root", 0, "", f"the last committed token {tp.root_text!r} (id {tp.root_id}): "
+    root = _node(tp.root_text, "root", ("root", 0, ""), f"the last committed token {tp.root_text!r} (id {tp.root_id}): "
                  "every candidate continues it", None, tp.root_id)
     columns = max(tp.depth, len(tp.path) + 1 if tp.next_id is not None else 0)
     heads = "".join(f"<span>{'root' if d == 0 else f'depth {d}'}</span>" for d in range(columns + 1))
@@ -182,7 +192,8 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
         own = f" + the target's own token ({tp.next_kind})" + ("" if tp.next_emitted else ", not emitted")
     past = n - tp.counted
     after = (f" ({past} after the end of the answer: not counted as accepted)" if past else "")
-    summary = (f"<b>Pass {tp.index}</b> · {m} candidate{'s' if m != 1 else ''}, depth {tp.depth} · "
+    copied = f" ({len(tp.copied)} copied by lookup)" if tp.copied else ""
+    summary = (f"<b>Pass {tp.index}</b> · {m} candidate{'s' if m != 1 else ''}{copied}, depth {tp.depth} · "
                f"{n} accepted{after}{own}")
     path = ",".join(str(i) for i in tp.path)
     return (f'<details class="dtree-pass" data-pass="{tp.index}" data-nodes="{m}" data-path="{path}" '
@@ -200,14 +211,14 @@ class TreeView:
     tokenizer: object
     passes: list[TreePass] = field(default_factory=list)
     total: int = 0
-    copied: int = 0  # passes of the run that verified a copy (lookup first) instead of a tree
+    copied: int = 0  # passes of the run that verified a copied chain (lookup first, no tree: a sampling run's)
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
 
     def add(self, event: PassEvent, context: list[int]) -> None:
-        """Keep the event's tree (if it has one); count the passes that copied instead (lookup first)."""
-        if event.kind == "pass" and event.draft_source == "lookup":
+        """Keep the event's tree (if it has one); count the passes that copied a chain instead (lookup first)."""
+        if event.kind == "pass" and event.draft_source == "lookup" and event.tree is None:
             self.copied += 1
         tp = tree_pass(event, context, self.decoder)
         if tp is None:
@@ -239,8 +250,9 @@ class TreeView:
         if every_pass and others:
             parts.append(earlier_passes_html("".join(tree_html(tp, open_=False) for tp in others),
                                              self.total - len(self.passes)))
+        grafted = "; italic nodes with a grey bar were copied by lookup" if any(tp.copied for tp in self.passes) else ""
         head = (f"<div class='dtree-title'>Draft tree <span>{html.escape(what)}; the accepted path runs along the top "
-                "row, one column per depth</span></div>")
+                f"row, one column per depth{grafted}</span></div>")
         return f'<div class="dtree-view" data-tree-passes="{self.total}">{head}{"".join(parts)}</div>'
 
 

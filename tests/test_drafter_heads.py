@@ -275,8 +275,16 @@ def test_lookup_first_copies_repeats_and_keeps_greedy_output(tiny_target, kind, 
             match = NgramDrafter(min_ngram=2, max_ngram=3).propose(DraftContext(committed, e.k, None, None))
             if match.token_ids:
                 copied += 1
-                assert list(e.draft_ids)[: len(match.token_ids)] == match.token_ids[: len(e.draft_ids)]
-                assert e.tree is None and e.draft_source == "lookup"
+                assert e.draft_source == "lookup"
+                if tree is None:  # the pass verifies the copy alone
+                    assert list(e.draft_ids)[: len(match.token_ids)] == match.token_ids[: len(e.draft_ids)]
+                    assert e.tree is None and all(e.copied_drafts)
+                else:  # greedy tree: the copy is one whole branch from the root, beside the head's candidates
+                    t = e.tree
+                    assert [t.tokens[i] for i in t.copied] == match.token_ids and t.parents[t.copied[0]] == -1
+                    assert all(t.parents[b] == a for a, b in zip(t.copied, t.copied[1:]))
+                    assert len(match.token_ids) < t.num_nodes <= tree_nodes
+                    assert e.copied_drafts == tuple(node in t.copied for node in t.shown)
             else:
                 assert e.draft_source is None
             committed.extend(e.emitted_ids)
@@ -288,6 +296,22 @@ def test_lookup_first_copies_repeats_and_keeps_greedy_output(tiny_target, kind, 
         assert drafter._feats.shape[0] <= before_last - 1
         if kind == "eagle" and copied < len([e for e in spec.events if e.kind == "pass"]):
             assert 0 < drafter.cache_len <= drafter._feats.shape[0]
+
+
+def test_a_copied_chain_is_grafted_into_the_tree_and_kept():
+    from specviz.drafters.heads import _graft, _Node, _select_tree
+
+    lp = math.log
+    nodes = [_Node(10, -1, lp(0.6), 1), _Node(20, -1, lp(0.3), 1), _Node(11, 0, lp(0.3), 2), _Node(12, 0, lp(0.24), 2)]
+    path = _graft(nodes, [20, 21, 22])  # 20 is the tree's node 1; 21 and 22 are new
+    assert path == [1, 4, 5] and [(n.token, n.parent, n.depth) for n in nodes[4:]] == [(21, 1, 2), (22, 4, 3)]
+    draft = _select_tree(nodes, max_nodes=4, min_confidence=0.5, pinned=path)
+    # the copy is kept although 0.3 < 0.5, first at each depth; the one node left goes to the best other (0.6)
+    assert draft.token_ids == [20, 10, 21, 22] and draft.parents == [-1, -1, 0, 2]
+    assert [round(p, 6) for p in draft.token_probs] == [0.3, 0.6, 1.0, 1.0] and draft.source == "lookup"
+    plain = _select_tree(nodes[:4], max_nodes=3)
+    assert plain.token_ids == [10, 20, 11] and plain.parents == [-1, -1, 0] and plain.source is None
+    assert _graft(nodes, []) == []
 
 
 def test_copied_passes_say_so_in_the_pane(tiny_target):

@@ -211,6 +211,15 @@ def test_eagle_tree_view_and_medusa_head_table(page):
     assert page.locator("#spec-output .pass-copied .copied-mark").count() > 0
     page.locator("#spec-output").screenshot(path=str(SCREENSHOT.with_name("lookup-first.png")))
     assert "identical token ids" in page.inner_text("#stats").lower()
+    # with a tree, a copy is one branch of the head's tree: the panel marks its nodes
+    page.fill("#tree-nodes input[type=number]", "8")
+    page.press("#tree-nodes input[type=number]", "Enter")
+    status = _generate(page)
+    assert "Done in" in status, status
+    page.wait_for_selector("#draft-tree .dt-node[data-copied=true]", timeout=10_000)
+    assert "copied by lookup" in page.inner_text("#draft-tree")
+    assert "identical token ids" in page.inner_text("#stats").lower()
+    page.locator("#draft-tree").screenshot(path=str(SCREENSHOT.with_name("lookup-tree.png")))
     _choose_drafter(page, "N-gram prompt lookup")
     page.wait_for_selector("#lookup-first", state="hidden", timeout=10_000)
     assert not non_loopback(page.requests)

@@ -341,6 +341,34 @@ def test_tree_view_opens_the_longest_path_at_the_end():
     assert view.html(every_pass=True).count('class="dtree-pass"') == 3
 
 
+def test_a_copied_branch_is_marked_in_the_tree_and_the_pane():
+    from app.render import Pane
+
+    # root "Hello"; the head's candidates 0 " world" -> 2 " again"; lookup copied " world" " <b>&" (0 -> 3), and
+    # " fix" (1); the target accepted " world" " <b>&" (the copy) and then said "!" (bonus)
+    tokens, parents, path = [2, 8, 5, 3], [-1, -1, 0, 0], [0, 3]
+    event = dataclasses.replace(_tree_event(tokens, parents, path, next_id=10, next_kind="bonus"),
+                                draft_source="lookup")
+    event = dataclasses.replace(event, tree=dataclasses.replace(event.tree, copied=(0, 3)))
+    assert event.copied_drafts == (True, True)  # the shown path: 0, 3 (no rejected child after a leaf)
+    view = TreeView(FakeTokenizer(PIECES))
+    view.add(event, [1])
+    markup = view.html(every_pass=True)
+    copied = [n["data-node"] for n in _nodes(markup) if "data-copied" in n]
+    assert copied == ["0", "3"] and "4 candidates (2 copied by lookup)" in markup
+    assert "italic nodes with a grey bar were copied by lookup" in markup
+    assert "other pass" not in markup  # a tree with a copied branch is a tree pass, not a copied chain
+    pane = Pane(FakeTokenizer(PIECES))
+    pane.add(event)
+    drafted = [t for t in pane.passes[0] if t.kind == "accepted"]
+    assert [t.token_id for t in drafted] == [2, 3] and all("copied by n-gram lookup" in t.title for t in drafted)
+    head_only = dataclasses.replace(event, tree=dataclasses.replace(event.tree, copied=(1,)))
+    assert head_only.copied_drafts == (False, False)
+    pane = Pane(FakeTokenizer(PIECES))
+    pane.add(head_only)
+    assert not pane.copied_passes and not any("copied" in t.title for t in pane.passes[0])
+
+
 def test_head_accuracy_counts_judged_positions():
     acc = HeadAccuracy(4)
     acc.add(_tree_event([2, 6, 3], [-1, 0, 1], [0, 1, 2], next_id=9, next_kind="bonus"))

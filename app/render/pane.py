@@ -110,7 +110,7 @@ class Pane:
     # ------------------------------------------------------------------------------------------- building
     def add(self, event: PassEvent) -> None:
         """Render one event's tokens (speculative or baseline)."""
-        if event.draft_source == "lookup" and event.draft_ids:
+        if any(event.copied_drafts):
             self.copied_passes.add(event.index)
         if event.draft_source == "earlier" and event.draft_ids:
             self.earlier_passes.add(event.index)
@@ -162,9 +162,10 @@ class Pane:
         if len(emitted) > n:
             kind = event.next_kind if event.next_kind in ("recovered", "bonus") else "target"
             out.append(self._token(kind, event, emitted[n], pieces[n], self._next_title(event, kind)))
-        if event.draft_source == "lookup":  # a head drafter with lookup first copied this pass
-            for token in out:
-                if token.kind in ("accepted", "rejected"):
+        if event.draft_source == "lookup":  # a head drafter with lookup first copied this pass's chain or branch
+            copied = event.copied_drafts
+            for i, token in enumerate(t for t in out if t.kind in ("accepted", "rejected")):
+                if copied[i]:
                     token.title += "\ncopied by n-gram lookup: the text's last tokens occurred before"
         if event.draft_source in SUFFIX_SOURCES:  # suffix decoding: where its chain was copied from
             for token in out:

@@ -202,7 +202,8 @@ def _object(cls, readers: Mapping[str, Callable], value):
 _DETAIL = {"target_prob": _prob, "draft_prob": _prob, "uniform": _optional(_prob), "target_top_id": _int,
            "judged": _bool}
 _TIMINGS = {"draft_ms": _float, "verify_ms": _float, "other_ms": _float}
-_TREE = {"tokens": _ids, "parents": lambda v: _list(v, lambda p: _int(p, -1)), "path": _ids, "shown": _ids}
+_TREE = {"tokens": _ids, "parents": lambda v: _list(v, lambda p: _int(p, -1)), "path": _ids, "shown": _ids,
+         "copied": _ids}
 _LOOKAHEAD = {"levels": lambda v: _list(v, _ids), "new_level": _ids, "candidates": lambda v: _list(v, _ids),
               "winner": _optional(_int), "accepted": _int, "pool_size": _int, "added": _int}
 

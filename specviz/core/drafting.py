@@ -105,6 +105,9 @@ class Draft:
             passes it on as the pass event's ``resplit``.
         lookahead: for a lookahead pass, which of the tree's nodes are the window and which the candidates
             (:class:`LookaheadPlan`); only the candidates are verified. None otherwise.
+        copied: for a tree with source "lookup", the node indices of the chain n-gram lookup copied into it (root's
+            child first; the other nodes are the head's guesses); () otherwise. The engine passes it on in the pass
+            event's ``tree``.
     """
 
     token_ids: list[int]
@@ -114,6 +117,7 @@ class Draft:
     source: str | None = None
     lookahead: LookaheadPlan | None = None
     resplit: tuple[bool, ...] = ()
+    copied: tuple[int, ...] = ()
 
 
 @runtime_checkable

@@ -57,12 +57,15 @@ class TreeRecord:
         parents: N parent indices (-1 = the root, the last committed token), topologically ordered.
         path: the accepted node indices, root's child first.
         shown: the nodes listed in the event's ``draft_ids``: the accepted path plus the first rejected child.
+        copied: the nodes of the chain n-gram lookup copied into the tree (a head drafter with lookup first; root's
+            child first), () when none was.
     """
 
     tokens: tuple[int, ...]
     parents: tuple[int, ...]
     path: tuple[int, ...]
     shown: tuple[int, ...]
+    copied: tuple[int, ...] = ()
 
     @property
     def num_nodes(self) -> int:
@@ -170,8 +173,9 @@ class PassEvent:
             that a divergence between two numerics sits at a near-tie).
         next_k: the draft length the next pass will ask for (adaptive k); None for the baseline and the prefill.
         draft_source: where the pass's draft came from (:data:`DraftSource`): "lookup" when a head drafter with
-            lookup first copied it, "retokenized" when a draft model with another tokenizer drafted it, "prompt" /
-            "output" / "earlier" where suffix decoding copied it from, else None.
+            lookup first copied it (a chain, or in a tree one branch: ``tree.copied``), "retokenized" when a draft
+            model with another tokenizer drafted it, "prompt" / "output" / "earlier" where suffix decoding copied it
+            from, else None.
         resplit: for a "retokenized" draft, one bool per shown draft token: True where that target token does not
             coincide with exactly one of the draft model's tokens (the two tokenizers split the text differently
             there); () otherwise.
@@ -219,6 +223,16 @@ class PassEvent:
     resplit: tuple[bool, ...] = ()
     compiling: bool = False
     forward_path: str | None = None
+
+    @property
+    def copied_drafts(self) -> tuple[bool, ...]:
+        """One bool per shown draft token: True where n-gram lookup copied it (``draft_source`` "lookup": every
+        token of a chain, or in a tree the nodes of its copied branch)."""
+        if self.draft_source != "lookup":
+            return (False,) * len(self.draft_ids)
+        if self.tree is None:
+            return (True,) * len(self.draft_ids)
+        return tuple(node in self.tree.copied for node in self.tree.shown)
 
     @property
     def num_drafted(self) -> int:

@@ -120,7 +120,7 @@ def verify_tree(batch: Batch, row: Row, draft: Draft, logits: torch.Tensor,
         PositionDetail(float(probs[j, tokens[node]]), float(draft.token_probs[node]) if draft.token_probs else 1.0,
                        None, int(top[judge_rows[j]]), j <= len(path))
         for j, node in enumerate(shown))
-    tree = TreeRecord(tuple(tokens), tuple(parents), tuple(path), tuple(shown))
+    tree = TreeRecord(tuple(tokens), tuple(parents), tuple(path), tuple(shown), tuple(draft.copied))
     return Outcome(tuple(tokens[i] for i in shown), len(path), verdict.next_id, verdict.next_kind,
                    tuple(tokens[i] for i in path), tuple([0] + [1 + i for i in path]), features, details, tree)
 

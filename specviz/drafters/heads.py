@@ -23,7 +23,10 @@ confidence-ranked trees (Li et al. 2024).
 with suffixes of 2-3 tokens) looks for an earlier occurrence of the text's last tokens; when it finds one, the pass
 verifies the copied continuation (a chain) instead of the head's guess, and the head only takes in the new
 features. Copying wins where the answer repeats the prompt (summaries, questions over a context, code edits),
-the head where it does not. The choice depends on the committed text alone, so exactness is kept.
+the head where it does not. With a greedy tree the copy does not replace the head: it is grafted into the head's
+tree as one whole branch (sharing the nodes the head already guessed), kept whatever the head thinks of it, and
+the head's best candidates fill the rest of the same ``max_nodes``, so a pass whose copy goes wrong can still
+accept the head's guess. The choice depends on the committed text alone, so exactness is kept.
 """
 
 from __future__ import annotations
@@ -75,14 +78,32 @@ class _Node:
     feat_in: torch.Tensor | None = None  # the parent's predicted feature (EAGLE input)
 
 
-def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0) -> Draft:
+def _graft(nodes: list[_Node], copied: list[int]) -> list[int]:
+    """Add a copied chain (token ids, depth 1..m) to a tree's ``nodes`` in place, sharing the nodes the tree
+    already has on its path; returns the m node indices of the chain, parents first."""
+    path, parent = [], -1
+    for depth, token in enumerate(copied, 1):
+        hit = next((i for i, n in enumerate(nodes) if n.parent == parent and n.token == token), None)
+        if hit is None:
+            nodes.append(_Node(int(token), parent, nodes[parent].logp if parent >= 0 else 0.0, depth))
+            hit = len(nodes) - 1
+        path.append(hit)
+        parent = hit
+    return path
+
+
+def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0,
+                 pinned: list[int] = ()) -> Draft:
     """The best ``max_nodes`` nodes by cumulative log-prob (ancestors included), topologically ordered with the
     better child first; nodes whose cumulative probability is below ``min_confidence`` are left out (a child's is
-    never above its parent's, so the kept nodes still form a tree; none left is an empty draft)."""
+    never above its parent's, so the kept nodes still form a tree; none left is an empty draft). ``pinned``
+    (a path from the root, e.g. a copied chain) is kept whatever its draft probability and counts in ``max_nodes``."""
     floor = math.log(min_confidence) if min_confidence > 0 else -math.inf
     order = sorted((i for i in range(len(nodes)) if nodes[i].logp >= floor), key=lambda i: -nodes[i].logp)
-    keep: set[int] = set()
+    keep: set[int] = set(pinned)
     for i in order:
+        if len(keep) >= max_nodes:
+            break
         chain = []
         j = i
         while j >= 0 and j not in keep:
@@ -91,16 +112,17 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
         if len(keep) + len(chain) > max_nodes:
             continue
         keep.update(chain)
-        if len(keep) >= max_nodes:
-            break
     if not keep:
         return Draft([], [], None)
-    kept = sorted(keep, key=lambda i: (nodes[i].depth, -nodes[i].logp))
+    first = {n: rank for rank, n in enumerate(pinned)}
+    kept = sorted(keep, key=lambda i: (nodes[i].depth, i not in first, -nodes[i].logp))
     new_index = {old: new for new, old in enumerate(kept)}
     return Draft(
         token_ids=[nodes[i].token for i in kept],
         token_probs=[math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0 else 0.0)) for i in kept],
         parents=[new_index[nodes[i].parent] if nodes[i].parent >= 0 else -1 for i in kept],
+        source="lookup" if pinned else None,
+        copied=tuple(new_index[i] for i in pinned),
     )
 
 
@@ -139,17 +161,20 @@ class _FeatureDrafter(DrafterBase):
         return self._feats
 
     def _copy(self, ctx: DraftContext) -> Draft | None:
-        """With lookup first: the continuation of the latest earlier match of the text's last 2-3 tokens (the
-        head then only takes in this pass's features), else None."""
+        """With lookup first: the continuation of the latest earlier match of the text's last 2-3 tokens, else
+        None. Counts the pass as copied; takes in no features (the caller does, once per pass)."""
         if self.lookup is None:
             return None
         draft = self.lookup.propose(ctx)
         if not draft.token_ids:
             return None
-        self._absorb(ctx)
         self.copied_passes += 1
         draft.source = "lookup"
         return draft
+
+    def _grafts(self, ctx: DraftContext) -> bool:
+        """True when this pass drafts a greedy tree, into which a copied chain is grafted (lookup first)."""
+        return self.tree is not None and ctx.sampling.greedy
 
     def _choose(self, h: torch.Tensor, ctx: DraftContext, drafted: list[int] = ()) -> tuple[int, float,
                                                                                           torch.Tensor | None]:
@@ -229,11 +254,12 @@ class EagleDrafter(_FeatureDrafter):
         """Draft up to ``ctx.k`` tokens: a chain, or in greedy mode with tree settings a tree of depth k (with
         lookup first, a copied chain when the text's last tokens occurred before)."""
         copied = self._copy(ctx)
-        if copied is not None:
+        if copied is not None and not self._grafts(ctx):
+            self._absorb(ctx)  # the head only takes in this pass's features
             return copied
         self._catch_up(ctx)
-        if self.tree is not None and ctx.sampling.greedy:
-            return self._propose_tree(ctx)
+        if self._grafts(ctx):
+            return self._propose_tree(ctx, copied.token_ids if copied else [])
         pos = len(ctx.committed_ids) - 1
         keys, values, h = self._keys, self._values, self._last
         ids, probs, rows = [], [], []
@@ -254,7 +280,7 @@ class EagleDrafter(_FeatureDrafter):
                 keys, values, h = torch.cat([keys, k], 2), torch.cat([values, v], 2), out[0, 0]
         return Draft(ids, probs, torch.stack(rows) if rows else None)
 
-    def _propose_tree(self, ctx: DraftContext) -> Draft:
+    def _propose_tree(self, ctx: DraftContext, copied: list[int]) -> Draft:
         tree = self.tree
         root_pos = len(ctx.committed_ids) - 1
         nodes: list[_Node] = []
@@ -292,7 +318,7 @@ class EagleDrafter(_FeatureDrafter):
                 first = len(nodes)
                 add_children(i, out[0, row], nodes[i].logp, depth)
                 frontier.extend(range(first, len(nodes)))
-        return _select_tree(nodes, tree.max_nodes, self.min_confidence)
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied))
 
 
 class MedusaDrafter(_FeatureDrafter):
@@ -327,13 +353,13 @@ class MedusaDrafter(_FeatureDrafter):
         """Draft min(k, num_heads) tokens (chain), or in greedy mode with tree settings a tree of that depth (with
         lookup first, a copied chain of up to k tokens when the text's last tokens occurred before)."""
         copied = self._copy(ctx)
-        if copied is not None:
-            return copied
         feats = self._absorb(ctx)
+        if copied is not None and not self._grafts(ctx):
+            return copied
         outs = self.heads(feats[-1])  # (num_heads, H)
         depth = min(ctx.k, self.heads.num_heads)
-        if self.tree is not None and ctx.sampling.greedy:
-            return self._propose_tree(outs, depth)
+        if self._grafts(ctx):
+            return self._propose_tree(outs, depth, copied.token_ids if copied else [])
         if ctx.sampling.greedy and not ctx.sampling.processed:  # all heads in one matrix product
             probs_sub = torch.softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
             best = probs_sub.max(-1)
@@ -356,7 +382,7 @@ class MedusaDrafter(_FeatureDrafter):
                 rows.append(row)
         return Draft(ids, probs, torch.stack(rows) if rows else None)
 
-    def _propose_tree(self, outs: torch.Tensor, depth: int) -> Draft:
+    def _propose_tree(self, outs: torch.Tensor, depth: int, copied: list[int]) -> Draft:
         tree = self.tree
         logp = torch.log_softmax(self.lm.subset_logits(outs[:depth]).float(), -1)
         top = torch.topk(logp, tree.branch, dim=-1)
@@ -371,4 +397,4 @@ class MedusaDrafter(_FeatureDrafter):
                 for t, lp in zip(tokens[d], values[d]):
                     frontier.append(len(nodes))
                     nodes.append(_Node(int(t), i, nodes[i].logp + lp, d + 1))
-        return _select_tree(nodes, tree.max_nodes, self.min_confidence)
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied))
