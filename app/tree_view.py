@@ -185,7 +185,8 @@ def tree_html(tp: TreePass, *, open_: bool = True) -> str:
     root = _node(tp.root_text, "root", ("root", 0, ""), f"the last committed token {tp.root_text!r} (id {tp.root_id}): "
                  "every candidate continues it", None, tp.root_id)
     columns = max(tp.depth, len(tp.path) + 1 if tp.next_id is not None else 0)
-    heads = "".join(f"<span>{'root' if d == 0 else f'depth {d}'}</span>" for d in range(columns + 1))
+    heads = "".join(f"<span>{'root' if d == 0 else f'depth {d}' if d <= tp.depth else 'target'}</span>"
+                    for d in range(columns + 1))  # a column past the deepest candidate holds the target's own token
     n, m = len(tp.path), len(tp.tokens)
     own = ""
     if tp.next_id is not None:
@@ -212,6 +213,8 @@ class TreeView:
     passes: list[TreePass] = field(default_factory=list)
     total: int = 0
     copied: int = 0  # passes of the run that verified a copied chain (lookup first, no tree: a sampling run's)
+    max_nodes: int = 0  # the run's tree size (0: not said)
+    gate: float = 0.0  # the run's confidence gate (0: none): it leaves unlikely candidates out, so trees come smaller
 
     def __post_init__(self) -> None:
         self.decoder = PieceDecoder(self.tokenizer)
@@ -226,6 +229,11 @@ class TreeView:
         self.passes.append(tp)
         self.total += 1
         del self.passes[:-MAX_KEPT_PASSES]
+
+    def _notes(self) -> str:
+        """The title's notes: the tree's size and gate (:func:`_size_note`), the copied nodes' mark when shown."""
+        grafted = "; italic nodes with a grey bar were copied by lookup" if any(tp.copied for tp in self.passes) else ""
+        return _size_note(self.max_nodes, self.gate) + grafted
 
     def html(self, *, every_pass: bool = False) -> str:
         """"" without tree passes. While streaming: the latest pass's tree ("latest tree pass"). With
@@ -250,10 +258,17 @@ class TreeView:
         if every_pass and others:
             parts.append(earlier_passes_html("".join(tree_html(tp, open_=False) for tp in others),
                                              self.total - len(self.passes)))
-        grafted = "; italic nodes with a grey bar were copied by lookup" if any(tp.copied for tp in self.passes) else ""
         head = (f"<div class='dtree-title'>Draft tree <span>{html.escape(what)}; the accepted path runs along the top "
-                f"row, one column per depth{grafted}</span></div>")
+                f"row, one column per depth{self._notes()}</span></div>")
         return f'<div class="dtree-view" data-tree-passes="{self.total}">{head}{"".join(parts)}</div>'
+
+
+def _size_note(max_nodes: int, gate: float) -> str:
+    """"; up to 8 candidates a pass, fewer where the confidence gate (0.15) leaves unlikely ones out" ("" for 0)."""
+    if max_nodes <= 0:
+        return ""
+    gate_words = f", fewer where the confidence gate ({gate:g}) leaves unlikely ones out" if gate > 0 else ""
+    return f"; up to {max_nodes} candidates a pass{gate_words}"
 
 
 def best_pass(passes: Sequence, total: int, score: Callable[[object], float], measure: str,

@@ -308,7 +308,9 @@ def test_a_copied_chain_is_grafted_into_the_tree_and_kept():
     draft = _select_tree(nodes, max_nodes=4, min_confidence=0.5, pinned=path)
     # the copy is kept although 0.3 < 0.5, first at each depth; the one node left goes to the best other (0.6)
     assert draft.token_ids == [20, 10, 21, 22] and draft.parents == [-1, -1, 0, 2]
-    assert [round(p, 6) for p in draft.token_probs] == [0.3, 0.6, 1.0, 1.0] and draft.source == "lookup"
+    # a copied node's draft probability is 1 (as a copied chain's), also where the head guessed it too (0.3)
+    assert [round(p, 6) for p in draft.token_probs] == [1.0, 0.6, 1.0, 1.0] and draft.source == "lookup"
+    assert draft.copied == (0, 2, 3)
     plain = _select_tree(nodes[:4], max_nodes=3)
     assert plain.token_ids == [10, 20, 11] and plain.parents == [-1, -1, 0] and plain.source is None
     assert _graft(nodes, []) == []

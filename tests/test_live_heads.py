@@ -264,6 +264,7 @@ def test_drafter_menu_and_tree_control():
     arena_keys = [key for _, key in arena_tab.drafter_choices()]
     assert arena_keys.index("eagle:tree") == arena_keys.index("eagle") + 1 and "medusa:tree" in arena_keys
     assert arena_keys.index("eagle:lookup") == arena_keys.index("eagle") + 2 and "medusa:lookup" in arena_keys
+    assert arena_keys.index("eagle:tree:lookup") == arena_keys.index("eagle") + 3 and "medusa:tree:lookup" in arena_keys
 
 
 # ------------------------------------------------------------------------------------------------ tree view HTML
@@ -357,6 +358,11 @@ def test_a_copied_branch_is_marked_in_the_tree_and_the_pane():
     copied = [n["data-node"] for n in _nodes(markup) if "data-copied" in n]
     assert copied == ["0", "3"] and "4 candidates (2 copied by lookup)" in markup
     assert "italic nodes with a grey bar were copied by lookup" in markup
+    # the column after the deepest candidate (depth 2) holds only the target's own token: named so, not "depth 3"
+    assert "<span>depth 2</span><span>target</span>" in markup and "depth 3" not in markup
+    sized = TreeView(FakeTokenizer(PIECES), max_nodes=8, gate=0.15)
+    sized.add(event, [1])
+    assert "; up to 8 candidates a pass, fewer where the confidence gate (0.15) leaves unlikely ones out" in sized.html()
     assert "other pass" not in markup  # a tree with a copied branch is a tree pass, not a copied chain
     pane = Pane(FakeTokenizer(PIECES))
     pane.add(event)
@@ -398,13 +404,14 @@ ARENA = dict(ks=["2"], source="prompt", prompt=PROMPT, category="qa", max_new_to
 def test_arena_races_eagle_chain_and_tree(tiny_model_dir, shipped):
     from arena_support import drain as arena_drain
 
-    out = arena_drain(arena_tab.run(**ARENA, drafters=["eagle", "eagle:tree"], target=str(tiny_model_dir)))
+    out = arena_drain(arena_tab.run(**ARENA, drafters=["eagle", "eagle:tree", "eagle:tree:lookup"],
+                                    target=str(tiny_model_dir)))
     methods = [row[1] for row in out["arena-table"]["data"]]
-    assert methods == ["standard", "eagle k=2", "eagle:tree k=2"]
+    assert methods == ["standard", "eagle k=2", "eagle:tree k=2", "eagle:tree:lookup k=2"]
     assert all(row[-1] == "✓" for row in out["arena-table"]["data"] if row[1] != "standard")
     assert "Done" in out["arena-status"] and "greedy-only" not in out["arena-status"]
     headers = out["arena-timings"]["headers"]  # the predictions and their timings: the Arena's second table
-    chain, tree = out["arena-timings"]["data"][1:]
+    chain, tree, _ = out["arena-timings"]["data"][1:]
     for column in ("c", "Predicted, paper", "Predicted, measured costs"):  # chain formulas: not for a tree
         assert chain[headers.index(column)] != "–" and tree[headers.index(column)] == "–"
 

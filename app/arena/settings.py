@@ -33,8 +33,9 @@ TREE_NOTE = (f"Trees are greedy-only: at temperature > 0 the â€œ:{TREE_SUFFIX}â€
 
 def drafter_choices() -> list[tuple[str, str]]:
     """(label, key) for the drafters menu: every registry drafter but "none", each head drafter followed by its
-    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.analysis.arena_rows.TREE_NODES` nodes) and its
-    lookup-first variant ("eagle:lookup", "medusa:lookup")."""
+    tree variant ("eagle:tree", "medusa:tree": :data:`specviz.analysis.arena_rows.TREE_NODES` nodes), its
+    lookup-first variant ("eagle:lookup", "medusa:lookup") and both ("eagle:tree:lookup": the copy one branch of the
+    tree)."""
     menu = []
     for c in choices():
         if c.key == BASELINE:
@@ -44,6 +45,7 @@ def drafter_choices() -> list[tuple[str, str]]:
             short = c.label.split(" (")[0]
             menu.append((f"{short}, tree of {TREE_NODES} nodes (greedy)", f"{c.key}:{TREE_SUFFIX}"))
             menu.append((f"{short} + n-gram lookup first", f"{c.key}:lookup"))
+            menu.append((f"{short}, tree of {TREE_NODES} nodes + lookup (greedy)", f"{c.key}:{TREE_SUFFIX}:lookup"))
     return menu
 
 

@@ -97,7 +97,8 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
     """The best ``max_nodes`` nodes by cumulative log-prob (ancestors included), topologically ordered with the
     better child first; nodes whose cumulative probability is below ``min_confidence`` are left out (a child's is
     never above its parent's, so the kept nodes still form a tree; none left is an empty draft). ``pinned``
-    (a path from the root, e.g. a copied chain) is kept whatever its draft probability and counts in ``max_nodes``."""
+    (a path from the root, e.g. a copied chain) is kept whatever its draft probability, counts in ``max_nodes``,
+    comes first at its depth and has draft probability 1 (a copy is certain, as n-gram lookup's chains are)."""
     floor = math.log(min_confidence) if min_confidence > 0 else -math.inf
     order = sorted((i for i in range(len(nodes)) if nodes[i].logp >= floor), key=lambda i: -nodes[i].logp)
     keep: set[int] = set(pinned)
@@ -119,7 +120,8 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
     new_index = {old: new for new, old in enumerate(kept)}
     return Draft(
         token_ids=[nodes[i].token for i in kept],
-        token_probs=[math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0 else 0.0)) for i in kept],
+        token_probs=[1.0 if i in first else  # a copy is drafted for sure, as lookup's chains are
+                     math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0 else 0.0)) for i in kept],
         parents=[new_index[nodes[i].parent] if nodes[i].parent >= 0 else -1 for i in kept],
         source="lookup" if pinned else None,
         copied=tuple(new_index[i] for i in pinned),
