@@ -210,7 +210,7 @@ def _step_to_a_rejection_and_read_it(page) -> None:
     table = page.locator("#classroom-table table")
     assert table.get_attribute("data-phase") == "decide"
     headers = page.eval_on_selector_all("#classroom-table th", "ths => ths.map(th => th.textContent)")
-    assert headers == ["#", "draft token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision"]
+    assert headers == ["#", "token", "q (draft)", "p (target)", "min(1, p/q)", "u", "decision"]
     row = page.locator("#classroom-table tr[data-decision=rejected]")
     numbers = _numbers(row)
     assert set(numbers) == {"q", "p", "ratio", "u"}, numbers

@@ -24,7 +24,8 @@ _BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged":
            "recovered": "★ recovered", "bonus": "★ bonus", "target": "● plain target token"}
 
 
-_TIPS = {"q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
+_TIPS = {"token": "a drafted token, or the target's own (recovered, bonus, or the prefill's first)",
+         "q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
          "min(1, p/q)": "the chance that rejection sampling keeps the guess",
          "u": "the uniform random number drawn: accept if u < min(1, p/q)",
          "target's top token": "greedy mode: a guess is accepted only if it is the target's top token"}
@@ -35,7 +36,7 @@ _NEXT_KIND = {"recovered": "recovered: the target's own token", "bonus": "bonus:
 
 def _table_head(greedy: bool) -> list[str]:
     """The table's column headers: greedy mode shows the target's top token, sampling min(1, p/q) and u."""
-    head = ["#", "draft token"] + (["target's top token"] if greedy else []) + ["q (draft)", "p (target)"]
+    head = ["#", "token"] + (["target's top token"] if greedy else []) + ["q (draft)", "p (target)"]
     head += [] if greedy else ["min(1, p/q)", "u"]
     return head + ["decision"]
 
