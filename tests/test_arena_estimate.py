@@ -283,7 +283,46 @@ def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():
     for fn in wired.values():
         assert not fn.queue and not fn.preprocess
         assert [names[b._id] for b in fn.inputs][:1] == ["arena-status"] and names[fn.outputs[0]._id] == "arena-status"
+        # one keystroke's input sent while the previous was unanswered was dropped ("once"): 24 typed sent only "2"
+        assert fn.trigger_mode == "always_last"
+    committed = [fn for fn in demo.fns.values() for t, event in fn.targets
+                 if event == "release" and names.get(t) == "arena-max-new-tokens" and fn.fn is matching.refresh]
+    assert len(committed) == 1 and not committed[0].queue and committed[0].trigger_mode == "always_last"
 
+
+def _page_load_status(demo) -> str:
+    """What the Arena's page-load refresh of ``demo`` (built with only the Arena tab) puts in its status: its
+    function called with its inputs' values as the page starts (the status line, then the ticked defaults)."""
+    loads = [fn for fn in demo.fns.values() for _, event in fn.targets
+             if event == "load" and fn.fn is matching.refresh]
+    assert len(loads) == 1 and not loads[0].queue and not loads[0].preprocess
+    return loads[0].fn(*(block.value for block in loads[0].inputs))
+
+
+def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
+    """The trial's page said only "Pick drafters, k and prompts, then press Run arena." while two drafters, k = {4,
+    auto} and a 6-prompt category were ticked: the page load says their estimate (6 prompts x 4 methods at 48 new
+    tokens, 229 ms a token: about 11 min), or in one sentence that no step time is measured yet."""
+    from app import arena as arena_tab
+    from app.arena import costs as arena_costs
+
+    with gr.Blocks() as demo:
+        arena_tab.build_tab("embedded")
+    _stores(monkeypatch, {}, {})
+    monkeypatch.setattr(live_costs, "_OVERHEAD", [])
+    assert _page_load_status(demo) == (
+        '<div class="status status-info" role="status"><span class="status-text">ℹ 6 prompts × 4 methods at 48 new '
+        "tokens per run: no step time measured for this model here yet, so no estimate: the time left follows once "
+        "the first prompt is measured; press Run arena to race them.</span></div>")
+    arena_costs._ARENA["embedded"] = RunCosts(2.0, 229.0, None, arena_costs.ARENA_RUN, (0.85, 1.25),
+                                              measured_at=2000.0)
+    monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
+    monkeypatch.setattr(arena_costs.time, "time", lambda: 2100.0)
+    shown = _page_load_status(demo)
+    assert matching.READY not in shown and matching.MARK in shown
+    assert ("6 prompts × 4 methods at 48 new tokens per run: about 11 min (7–22 min) in all on a quiet machine, "
+            "less if runs stop early at the end-of-sequence token; a rough estimate from 229 ms a token of standard "
+            "decoding (the latest arena run of this model here, 100 s ago)") in shown
 
 # --------------------------------------------- the load a cost was measured at
 
