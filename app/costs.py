@@ -272,21 +272,38 @@ def page_default_tokens(spec: str, fallback: int, shown=None):
         return gr.skip()
     if time.monotonic() - started > DEFAULT_TOKENS_WAIT_S:  # the visitor may have typed since: keep it (the value
         return gr.skip()  # stays remembered for the next page load)
-    costs = known_costs(spec)
-    seconds = costs.run_s(0, value, drafter=True) if costs is not None and value <= MIN_DEFAULT_TOKENS else None
+    costs = known_costs(spec)  # the latest: runs finished since the default was derived included
+    seconds = costs.run_s(0, value, drafter=True) if costs is not None else None
     return gr.update(value=value, info=derived_info(value, seconds))
 
 
 def derived_info(value: int, seconds: float | None = None) -> str:
     """The max-new-tokens slider's info line once the page set its derived default: why it changed (a trial saw 64
     on one page load and 16 on the next, with no word why). ``seconds``: what a run of ``value`` tokens takes at the
-    measured speed when ``value`` is the smallest default (:data:`MIN_DEFAULT_TOKENS`); when that is well over
-    :data:`DEFAULT_RUN_S`, the line says so (a trial on a busy machine read "about 20 s" and waited 81 s)."""
-    if seconds is not None and seconds > 1.5 * DEFAULT_RUN_S:
+    latest measured speed (:func:`known_costs`; None: :data:`DEFAULT_RUN_S`, the default's aim): a trial read
+    "about 20 s", the aim, while its runs took 10 s. The smallest default (:data:`MIN_DEFAULT_TOKENS`) well over
+    :data:`DEFAULT_RUN_S` says so (a trial on a busy machine read "about 20 s" and waited 81 s)."""
+    if seconds is not None and value <= MIN_DEFAULT_TOKENS and seconds > 1.5 * DEFAULT_RUN_S:
         return (f"Set to {value} on load, the smallest default: even that is a run of about {seconds:.0f} s at this "
                 "machine's measured speed; any number up to the slider's end works")
-    return (f"Set to {value} on load: a run of about {DEFAULT_RUN_S:.0f} s at this machine's measured speed; "
+    seconds = DEFAULT_RUN_S if seconds is None else seconds
+    return (f"Set to {value} on load: a run of about {_seconds(seconds)} at this machine's measured speed; "
             "any number up to the slider's end works")
+
+
+def tokens_info(settings: Settings, costs: RunCosts | None, load=None) -> str | None:
+    """The Live tab's max-new-tokens info line for ``settings`` at the latest measured ``costs``
+    (:func:`known_costs`), before Generate: "512 new tokens at the latest measured speed: up to about 3 min (…)
+    (from recent runs of this model on this server) if it writes all 512 tokens (…)" (:func:`plan_text`; ``load``
+    as there); "Set to 48 on load: …; any number up to the slider's end works" while the slider holds the default
+    derived on load (:func:`derived_default_tokens`). None without costs (the line stays as it is)."""
+    if costs is None:
+        return None
+    n = settings.max_new_tokens
+    plan = plan_text(settings, costs, load=load)
+    if _DEFAULT_TOKENS.get(settings.target) == n:
+        return f"Set to {n} on load; at the latest measured speed: {plan}; any number up to the slider's end works"
+    return f"{n:,} new token{'' if n == 1 else 's'} at the latest measured speed: {plan}"
 
 
 def retry_default_tokens(spec: str, fallback: int, shown, tries: int):

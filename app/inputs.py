@@ -149,6 +149,11 @@ class Settings:
         return self.tree_nodes if self.greedy else 0
 
 
+EMPTY_PROMPT = "The prompt is empty: type something first (or start from an example or a walkthrough)."
+"""What a run with an empty prompt is refused with (the Live tab clears it once the prompt is not empty:
+:mod:`app.live.prompt_check`)."""
+
+
 def _prompt(value, notes: list[str]) -> str:
     """The prompt, cleaned (control characters out) and cut to its last :data:`MAX_PROMPT_CHARS` characters;
     what was changed goes to ``notes``. Raises InputError for an empty prompt."""
@@ -160,7 +165,7 @@ def _prompt(value, notes: list[str]) -> str:
         prompt = prompt[-MAX_PROMPT_CHARS:]
     clean = sanitize_prompt(prompt)
     if not clean.text.strip():
-        raise InputError("The prompt is empty: type something first (or start from an example or a walkthrough).")
+        raise InputError(EMPTY_PROMPT)
     if clean.note:
         notes.append(clean.note)
     return clean.text

@@ -17,6 +17,8 @@ from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDID
 from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
 from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES, page_default_tokens, retry_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
+from app.live.hint import wire_tokens_hint
+from app.live.prompt_check import READY, wire_prompt_check
 from app.live.outputs import progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
@@ -250,8 +252,7 @@ EXAMPLES_PER_PAGE = 6  # one line each (style.css): the prompt above them and th
 
 def _results(ui: dict) -> None:
     """The status line, the legend, both panes, the draft tree and heads' table, stats, charts and history."""
-    ui["status"] = gr.HTML(render.status_html("Ready: press Generate, or type your own prompt or pick an "
-                                                   "example.", "info"), elem_id="status")
+    ui["status"] = gr.HTML(READY, elem_id="status")
     gr.HTML(render.legend_html(), elem_id="legend")
     ui["output_only"] = gr.Checkbox(False, label="Output only: the committed text, plain (no drafts, no colours)",
                                     elem_id="output-only", container=False)
@@ -304,11 +305,12 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     # a tick (app.device.TICK_S), and Gradio's hard cancel at times left a red "Error" on the status (a
     # trial: the server's empty closing message for a cancelled event crashed the browser's client, which then
     # marked the run's status tracker as failed)
-    ui["stop"].click(stop_now, outputs=outputs, queue=False, show_progress="hidden",
-                     api_visibility="private").then(stop_run, inputs=[history], outputs=outputs, queue=True,
-                                                    show_progress="hidden", concurrency_limit=None,
-                                                    api_name="stop").then(
-        None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
+    stopped = ui["stop"].click(stop_now, outputs=outputs, queue=False, show_progress="hidden",
+                               api_visibility="private").then(stop_run, inputs=[history], outputs=outputs,
+                                                              queue=True, show_progress="hidden",
+                                                              concurrency_limit=None, api_name="stop")
+    stopped.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
+    wire_tokens_hint(ui, [run, stopped])  # the max-new-tokens line follows the costs the run measured
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
     # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,
@@ -386,8 +388,10 @@ def _wire_helpers(ui: dict, d: dict) -> None:
     """Enter in a number box of the controls (:data:`ENTER_COMMITS_JS`), numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
     runs use, and a toast and the status say so) and number boxes left with a value a run would refuse
     (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
-    the derived default on each page load."""
+    the derived default on each page load; the empty-prompt banner goes once the prompt is typed
+    (:func:`app.live.prompt_check.wire_prompt_check`)."""
     tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
+    wire_prompt_check(ui)  # the empty-prompt banner goes once the prompt is not
     for name, label in CLAMPED_SLIDERS.items():
         tell_when_clamped(ui[name], ui["status"], label)
     for name, field in CHECKED_NUMBERS.items():
