@@ -115,13 +115,17 @@ def _select_tree(nodes: list[_Node], max_nodes: int, min_confidence: float = 0.0
         keep.update(chain)
     if not keep:
         return Draft([], [], None)
-    first = {n: rank for rank, n in enumerate(pinned)}
+    first = set(pinned)
     kept = sorted(keep, key=lambda i: (nodes[i].depth, i not in first, -nodes[i].logp))
     new_index = {old: new for new, old in enumerate(kept)}
+
+    def prob(i: int) -> float:  # a copy is drafted for sure, as lookup's chains are
+        return 1.0 if i in first else math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0
+                                                                 else 0.0))
+
     return Draft(
         token_ids=[nodes[i].token for i in kept],
-        token_probs=[1.0 if i in first else  # a copy is drafted for sure, as lookup's chains are
-                     math.exp(nodes[i].logp - (nodes[nodes[i].parent].logp if nodes[i].parent >= 0 else 0.0)) for i in kept],
+        token_probs=[prob(i) for i in kept],
         parents=[new_index[nodes[i].parent] if nodes[i].parent >= 0 else -1 for i in kept],
         source="lookup" if pinned else None,
         copied=tuple(new_index[i] for i in pinned),
@@ -254,7 +258,8 @@ class EagleDrafter(_FeatureDrafter):
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
         """Draft up to ``ctx.k`` tokens: a chain, or in greedy mode with tree settings a tree of depth k (with
-        lookup first, a copied chain when the text's last tokens occurred before)."""
+        lookup first, a copied chain when the text's last tokens occurred before; with a tree, that copy grafted
+        into the tree as one branch)."""
         copied = self._copy(ctx)
         if copied is not None and not self._grafts(ctx):
             self._absorb(ctx)  # the head only takes in this pass's features
@@ -320,7 +325,7 @@ class EagleDrafter(_FeatureDrafter):
                 first = len(nodes)
                 add_children(i, out[0, row], nodes[i].logp, depth)
                 frontier.extend(range(first, len(nodes)))
-        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied))
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied[: tree.max_nodes]))
 
 
 class MedusaDrafter(_FeatureDrafter):
@@ -353,7 +358,8 @@ class MedusaDrafter(_FeatureDrafter):
     @torch.inference_mode()
     def propose(self, ctx: DraftContext) -> Draft:
         """Draft min(k, num_heads) tokens (chain), or in greedy mode with tree settings a tree of that depth (with
-        lookup first, a copied chain of up to k tokens when the text's last tokens occurred before)."""
+        lookup first, a copied chain of up to k tokens when the text's last tokens occurred before; with a tree,
+        that copy grafted into the tree as one branch, up to k deep)."""
         copied = self._copy(ctx)
         feats = self._absorb(ctx)
         if copied is not None and not self._grafts(ctx):
@@ -399,4 +405,4 @@ class MedusaDrafter(_FeatureDrafter):
                 for t, lp in zip(tokens[d], values[d]):
                     frontier.append(len(nodes))
                     nodes.append(_Node(int(t), i, nodes[i].logp + lp, d + 1))
-        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied))
+        return _select_tree(nodes, tree.max_nodes, self.min_confidence, _graft(nodes, copied[: tree.max_nodes]))
