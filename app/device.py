@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
 from app import render, zerogpu
+from app.cancels import LOCAL_PREFIX, CancelRegistry, session_key  # noqa: F401 - the tabs import them from here
 from specviz.core.events import RunCancelled
 from specviz.runtime.policy import current_policy
 
 log = logging.getLogger("specviz.app")
 
-LOCAL_PREFIX = "local-"
 OWN_RUN = "your own run on another tab of this page holds it"  # what a session waiting for its own other run is told
 TICK_S = 0.25  # how often a waiting handler hears from its job (a status refresh, a check for Stop)
 LINE_POLL_S = 0.5  # how often a run in line asks again for the device (and refreshes its place)
@@ -146,67 +146,6 @@ class DeviceLock:
 
 
 DEVICE = DeviceLock()
-
-
-# ------------------------------------------------------------------------------------------------- cancel flags
-
-
-def session_key(request) -> str | None:
-    """The browser session of a Gradio request (None without a request or without a session hash)."""
-    return getattr(request, "session_hash", None) if request is not None else None
-
-
-class CancelRegistry:
-    """Session key -> the cancel flag (a ``threading.Event``) of that session's current run. Thread-safe. Each tab
-    keeps its own, so one tab's Stop never stops another tab's run.
-
-    A run registers itself with :meth:`start` (which cancels the session's previous run of the same registry) and
-    unregisters with :meth:`finish` (:meth:`Job.release` does). Stop buttons call :meth:`cancel`; a closed browser
-    tab calls :meth:`cancel_session`.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._flags: dict[str, threading.Event] = {}
-
-    def start(self, request) -> tuple[str, threading.Event]:
-        """Register a new run of ``request``'s session: returns (key, flag). A previous run of the same session
-        in this registry is cancelled first."""
-        key = session_key(request) or f"{LOCAL_PREFIX}{uuid.uuid4().hex}"
-        flag = threading.Event()
-        with self._lock:
-            previous = self._flags.get(key)
-            if previous is not None:
-                previous.set()
-            self._flags[key] = flag
-        return key, flag
-
-    def finish(self, key: str, flag: threading.Event) -> None:
-        """Unregister a run that ended (a newer run of the session keeps its own flag)."""
-        with self._lock:
-            if self._flags.get(key) is flag:
-                del self._flags[key]
-
-    def cancel(self, request=None) -> int:
-        """The Stop button: flag the run of ``request``'s session; with no request at all (Python code in this
-        process), the runs started without a request. Returns how many runs were flagged."""
-        with self._lock:
-            if request is None:
-                flags = [f for k, f in self._flags.items() if k.startswith(LOCAL_PREFIX)]
-            else:
-                key = session_key(request)
-                flags = [self._flags[key]] if key in self._flags else []
-        for flag in flags:
-            flag.set()
-        return len(flags)
-
-    def cancel_session(self, request) -> None:
-        """A browser tab closed: flag that session's run, and no one else's."""
-        key = session_key(request)
-        with self._lock:
-            flag = self._flags.get(key) if key else None
-        if flag is not None:
-            flag.set()
 
 
 # ------------------------------------------------------------------------------------------------- jobs

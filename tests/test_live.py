@@ -579,6 +579,33 @@ class FakeRequest:
         self.session_hash = session_hash
 
 
+def test_a_stop_while_the_run_waits_in_the_queue_keeps_it_from_running(tiny_model_dir):
+    """Gradio runs at most 8 Live handlers at once; a Stop pressed while the page's run still waited in that queue
+    found no run to flag, so the run started later anyway. The page now says it sent a run (STOP_SENT_JS): that run
+    starts flagged, runs nothing and says so; the session's next run is not touched."""
+    from app.cancels import CancelRegistry
+
+    me = FakeRequest("queued-page")
+    said = live.stop_now(me, sent=True)[4]
+    assert "still waiting for its turn in the server&#x27;s queue" in said
+    out = list(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))
+    assert len(out) == 1 and "still waiting for its turn" in out[0][4] and "data-kind" not in str(out[0][0])
+    again = list(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))
+    assert "Done in" in again[-1][4]  # the mark was spent by the stopped run
+    assert "Nothing is running." in live.stop_now(me, sent=False)[4]  # nothing sent, nothing running: no mark
+    assert "Done in" in list(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))[-1][4]
+    # the registry alone: a queued Stop marks only that session; a run refused before it registers spends it
+    registry, other = CancelRegistry(), FakeRequest("other-page")
+    assert registry.cancel(me, queued=True) == 0 and registry.take_queued(me) and not registry.take_queued(me)
+    registry.cancel(me, queued=True)
+    assert registry.start(other)[1].is_set() is False and registry.start(me)[1].is_set() is True
+    assert registry.start(me)[1].is_set() is False
+    third = FakeRequest("third-page")
+    registry.cancel(third, queued=True)
+    registry.cancel_session(third)  # the tab closed: its mark goes
+    assert not registry.take_queued(third) and not registry.start(third)[1].is_set()
+
+
 def test_stop_only_cancels_its_own_session(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(live.run, "UPDATE_INTERVAL_S", 0.0)
     gen = live.generate(_args(target=str(tiny_model_dir), max_new_tokens=200), request=FakeRequest("mine"))
@@ -923,7 +950,9 @@ def test_the_stop_button_answers_lightly_outside_the_queue_then_sends_the_result
     ids = {c["id"]: c.get("props", {}).get("elem_id") for c in demo.config["components"]}
     on_stop = [fn for fn in demo.fns.values() if any(ids.get(target) == "stop" for target, _ in fn.targets)]
     first = next(fn for fn in on_stop if fn.fn is not None)
-    assert first.fn is live.stop_now and first.queue is False and not first.inputs
+    # its one input only carries the page's "my run was sent and has not ended" (STOP_SENT_JS), raw
+    assert first.fn is live.stop_now and first.queue is False and len(first.inputs) == 1 and not first.preprocess
+    assert first.js == live.layout.STOP_SENT_JS
     chained = [fn for fn in demo.fns.values() if fn.fn is live.stop_run]
     # the chained call is queued (with no concurrency limit, so it never waits for another): from a queue-free event
     # the history's change did not reach the Why tab, and a stopped run was never marked there (a second trial)

@@ -135,6 +135,25 @@ def test_stop_cancels_and_frees_the_device(page):
     assert not non_loopback(page.requests)
 
 
+def test_a_stop_for_a_run_still_in_the_queue_reaches_the_server(page):
+    """Stop sends the page's "my run was sent and has not ended" (STOP_SENT_JS) with no run registered: the server
+    keeps a mark, so the session's next run (here sent by hand, as a queued one would start) runs nothing and says
+    so, and the one after it runs. (Filling Gradio's queue itself takes more than 8 runs at once.)"""
+    page.fill("#prompt textarea", "Say hi.")
+    page.fill("#max-new-tokens input[type=number]", "4")
+    page.press("#max-new-tokens input[type=number]", "Enter")
+    page.evaluate("() => { window.svLiveRunning = true; }")  # as while the page's run waits in Gradio's queue
+    page.click("#stop")
+    page.wait_for_selector("#status:has-text('still waiting for its turn')", timeout=20_000)
+    page.evaluate("() => { window.svLiveRunning = false; }")
+    page.click("#generate")  # the status says "Starting" at once, then the run's own line
+    page.wait_for_selector("#status:has-text('still waiting for its turn')", state="detached", timeout=20_000)
+    page.wait_for_selector("#status:has-text('so it did not run')", timeout=GENERATION_TIMEOUT_MS)
+    page.wait_for_function("() => window.svLiveRunning === false", timeout=20_000)
+    assert page.locator("#spec-output span[data-kind]").count() == 0
+    assert "Done in" in _generate(page)
+
+
 def test_empty_prompt_shows_a_message(page):
     page.fill("#prompt textarea", "   ")
     page.click("#generate")

@@ -12,6 +12,7 @@ from app import render
 from app.device import session_key
 from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
 from app.live.outputs import (ENDED, _GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
+                              stopped_in_queue,
                               history_html, keep_good, status_only, stopped_status)
 from app.messages import NOTHING_RUNNING, nothing_to_stop
 from app.live.view import RunView
@@ -35,14 +36,20 @@ def _view_of(request) -> RunView | None:
         return _VIEWS.get(key) if key else None
 
 
-def stop_now(request: gr.Request = None):
+def stop_now(request: gr.Request = None, sent=False):
     """The Stop button's first, light handler: cancel the session's run (:func:`stop`) and freeze its view
     (:meth:`app.live.view.RunView.mark_stopped`), answering with the status line only ("Stopped after 12.1 s ...";
     a run that had already finished keeps its summary). The whole result (panes, charts, draft tree, the history
     row) follows in :func:`stop_run`, chained after it, once the run has ended: this answer must not wait for that,
-    nor for the drawing of a whole result (on a busy machine it came 8.9 s after the click). Returns a tuple in
-    :data:`app.live.defaults.OUTPUTS` order."""
-    flagged = RUNS.cancel(request)
+    nor for the drawing of a whole result (on a busy machine it came 8.9 s after the click). ``sent``: True when
+    the page says it sent a run that has not ended (:data:`app.live.layout.STOP_SENT_JS`); with no run of the
+    session registered, that run still waits in Gradio's queue: it will start flagged and end at once
+    (:meth:`app.cancels.CancelRegistry.cancel`), and the status says :func:`app.live.outputs.stopped_in_queue`.
+    Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
+    queued = sent is True and session_key(request) is not None
+    flagged = RUNS.cancel(request, queued=queued)
+    if queued and not flagged:
+        return status_only(stopped_in_queue())
     status = stopped_status() if flagged else render.status_html(NOTHING_RUNNING, "info")
     view = _view_of(request)
     if view is None:

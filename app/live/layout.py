@@ -305,10 +305,11 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     # a tick (app.device.TICK_S), and Gradio's hard cancel at times left a red "Error" on the status (a
     # trial: the server's empty closing message for a cancelled event crashed the browser's client, which then
     # marked the run's status tracker as failed)
-    stopped = ui["stop"].click(stop_now, outputs=outputs, queue=False, show_progress="hidden",
-                               api_visibility="private").then(stop_run, inputs=[history], outputs=outputs,
-                                                              queue=True, show_progress="hidden",
-                                                              concurrency_limit=None, api_name="stop")
+    # (the status box only carries the page's "a run of mine was sent and has not ended" to stop_now: STOP_SENT_JS)
+    first = ui["stop"].click(stop_now, inputs=[ui["status"]], js=STOP_SENT_JS, outputs=outputs, queue=False,
+                             preprocess=False, show_progress="hidden", api_visibility="private")
+    stopped = first.then(stop_run, inputs=[history], outputs=outputs, queue=True, show_progress="hidden",
+                         concurrency_limit=None, api_name="stop")
     stopped.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     wire_tokens_hint(ui, [run, stopped])  # the max-new-tokens line follows the costs the run measured
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
@@ -363,6 +364,11 @@ def starting_js() -> str:
   return [{json.dumps(status)}, {json.dumps(progress_html(status))}];
 }}"""
 
+
+STOP_SENT_JS = "(status) => [window.svLiveRunning === true]"
+"""Stop's browser side: whether this page sent a run that has not ended (:func:`starting_js` marks it), passed to
+:func:`app.live.controls.stop_now` in place of the status box's value; a run not registered on the server then still
+waits in Gradio's queue."""
 
 RUN_ENDED_JS = "() => { window.svLiveRunning = false; document.getElementById('sv-run-going')?.remove(); }"
 """After a Live run ends (finished, failed or stopped): Generate starts runs again (:func:`starting_js`)."""

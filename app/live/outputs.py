@@ -161,3 +161,10 @@ def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") 
 def stopped_status() -> str:
     """The status line after a Stop."""
     return render.status_html("Stopped.", "info")
+
+
+def stopped_in_queue() -> str:
+    """The status line of a run stopped while it still waited in Gradio's queue (more runs going than the server
+    takes at once): Stop's answer, and the run's own when it reaches the front (it then runs nothing)."""
+    return render.status_html("Stopped: your run was still waiting for its turn in the server's queue, so it did not "
+                              "run.", "info")

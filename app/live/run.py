@@ -24,7 +24,7 @@ from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt
                        settled_after_prefill, tuned_costs)
 from app.estimates import NOW
 from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
-                              history_html, keep_good, planned_status, status_only)
+                              history_html, keep_good, planned_status, status_only, stopped_in_queue)
 from app.live.view import RunView, head_accuracy
 from app.messages import warn
 from app.weights_setting import in_chosen_weights, operator_weights
@@ -65,9 +65,14 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
     try:
         settings = parse_settings(values, fit_layer=True)
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
+        RUNS.take_queued(request)  # a Stop pressed while this run was queued is spent: the next run starts as asked
         yield failed("checking the inputs", error, session_key(request))
         return
     job = device.start(RUNS, request, WHAT)
+    if job.cancelled:  # Stop came while this run waited in Gradio's queue: it runs nothing, and says so
+        job.release()
+        yield status_only(stopped_in_queue())
+        return
     ended = ENDED.going(job.session)
     try:  # nothing is sent after the flag: Stop's result (app.live.controls.stop_run) is the last word
         yield from until_stopped(_run(settings, history, job, clicked), job)
