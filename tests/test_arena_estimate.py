@@ -285,9 +285,9 @@ def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():
         assert [names[b._id] for b in fn.inputs][:1] == ["arena-status"] and names[fn.outputs[0]._id] == "arena-status"
         # one keystroke's input sent while the previous was unanswered was dropped ("once"): 24 typed sent only "2"
         assert fn.trigger_mode == "always_last"
-    committed = [fn for fn in demo.fns.values() for t, event in fn.targets
-                 if event == "release" and names.get(t) == "arena-max-new-tokens" and fn.fn is matching.refresh]
-    assert len(committed) == 1 and not committed[0].queue and committed[0].trigger_mode == "always_last"
+    # the box's release is the clamp's alone ("is at most 512 here; using 512."): an estimate there would race it
+    assert not [fn for fn in demo.fns.values() for t, event in fn.targets
+                if event == "release" and names.get(t) == "arena-max-new-tokens" and fn.fn is matching.refresh]
 
 
 def _page_load_status(demo) -> str:

@@ -385,7 +385,9 @@ def test_a_phone_presentation_enlarges_the_table_and_keeps_the_chart_title_clear
     time.sleep(0.5)  # let plotly finish drawing
     title, bar = (page.eval_on_selector(f"#classroom-chart {s}", "e => e.getBoundingClientRect().toJSON()")
                   for s in (".gtitle", ".modebar"))
-    assert title["right"] <= bar["left"], (title, bar)
+    # up to 640 px the mode bar is not shown at all (it covered charts' right edge); else the title keeps left of it
+    assert bar["width"] == 0 or title["right"] <= bar["left"], (title, bar)
+    assert title["right"] <= 400, title
     lines = page.eval_on_selector_all("#classroom-chart .gtitle tspan.line", "ts => ts.map(t => t.textContent)")
     assert lines[1:] == ["the recovered token is drawn", "from the residual"], lines
     page.locator("#classroom-table").scroll_into_view_if_needed()

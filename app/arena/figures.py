@@ -26,6 +26,8 @@ SHADES = {  # per drafter, dark to light: one shade per k; none is the baseline'
     "medusa:tree": ("#2f3a00", "#4d5e00", "#6b8000", "#8fa61a", "#b3c94d", "#d6e89a"),
     "eagle:lookup": ("#1b1f5e", "#2e3a8c", "#4051b5", "#5c6bc0", "#7986cb", "#9fa8da"),
     "medusa:lookup": ("#67060c", "#a40e26", "#cf222e", "#fa4549", "#ff8182", "#ffcecb"),
+    "eagle:tree:lookup": ("#3d0a4d", "#6a1b7a", "#8e24aa", "#ab47bc", "#ce93d8", "#e1bee7"),  # violet
+    "medusa:tree:lookup": ("#1c2b36", "#2f4858", "#46667a", "#5f8599", "#86a6b8", "#b4cbd7"),  # slate
     "lookahead": ("#003d4d", "#005f73", "#0a9396", "#2bb3b1", "#6cd0c9", "#a8e6df"),
 }
 

@@ -144,21 +144,20 @@ def wire_refresh(components: dict) -> None:
     """Make every input of :data:`REFRESH_INPUTS` after the status (``components``: name -> component) refresh the
     status line (:func:`refresh`) when the visitor changes it (``input``, not ``change``: a value the app itself
     sets, as the slider's clamp to 8 with its own status line, must not be answered by an estimate over that line),
-    when the max-new-tokens box is committed (its ``release``: Enter or leaving it), and on page load (the defaults
-    are ticked: the page said only :data:`READY` until the visitor changed something), in the browser's round trip,
-    outside the queue: it reads measured costs and the load average, nothing more. Raw values (preprocess off): a
+    and on page load (the defaults are ticked: the page said only :data:`READY` until the visitor changed
+    something), in the browser's round trip, outside the queue: it reads measured costs and the load average, nothing more. Raw values (preprocess off): a
     number typed outside the slider's range reaches :func:`refresh`, which leaves it to the slider's own check,
     instead of Gradio's range error.
 
     ``always_last``: the slider's box sends an ``input`` per keystroke, and with Gradio's default trigger mode
     ("once") one sent while the previous was unanswered was dropped: 24 typed sent only "2" (out of range, left to
-    its check), and the status kept the estimate for 48 (5 of 9 tries in a trial)."""
+    its check), and the status kept the estimate for 48 (5 of 9 tries in a trial). The box's ``release`` stays the
+    clamp's alone (:func:`app.messages.tell_when_clamped`): an estimate there would race its line."""
     inputs = [components[name] for name in REFRESH_INPUTS]
     options = dict(inputs=inputs, outputs=[components["status"]], queue=False, preprocess=False,
                    show_progress="hidden", api_visibility="private")
     for name in REFRESH_INPUTS[1:]:
         components[name].input(refresh, trigger_mode="always_last", **options)
-    components["max_new_tokens"].release(refresh, trigger_mode="always_last", **options)
     gr.context.Context.root_block.load(refresh, **options)
 
 

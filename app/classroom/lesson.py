@@ -24,7 +24,7 @@ _BADGES = {"accepted": "✓ accepted", "rejected": "✗ rejected", "not judged":
            "recovered": "★ recovered", "bonus": "★ bonus", "target": "● plain target token"}
 
 
-_TIPS = {"token": "a drafted token, or the target's own (recovered, bonus, or the prefill's first)",
+_TIPS = {"token": "a drafted token, or the target's own token (its row says which)",
          "q (draft)": "the drafter's probability of its guess", "p (target)": "the target's probability of it",
          "min(1, p/q)": "the chance that rejection sampling keeps the guess",
          "u": "the uniform random number drawn: accept if u < min(1, p/q)",
