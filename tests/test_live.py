@@ -588,8 +588,9 @@ def test_a_stop_while_the_run_waits_in_the_queue_keeps_it_from_running(tiny_mode
     me = FakeRequest("queued-page")
     said = live.stop_now(me, sent=True)[4]
     assert "still waiting for its turn in the server&#x27;s queue" in said
+    assert "so it will not run" in said
     out = list(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))
-    assert len(out) == 1 and "still waiting for its turn" in out[0][4] and "data-kind" not in str(out[0][0])
+    assert len(out) == 1 and "so it did not run" in out[0][4] and "data-kind" not in str(out[0][0])
     again = list(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=8), request=me))
     assert "Done in" in again[-1][4]  # the mark was spent by the stopped run
     assert "Nothing is running." in live.stop_now(me, sent=False)[4]  # nothing sent, nothing running: no mark

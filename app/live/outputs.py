@@ -163,8 +163,9 @@ def stopped_status() -> str:
     return render.status_html("Stopped.", "info")
 
 
-def stopped_in_queue() -> str:
+def stopped_in_queue(reached: bool = False) -> str:
     """The status line of a run stopped while it still waited in Gradio's queue (more runs going than the server
-    takes at once): Stop's answer, and the run's own when it reaches the front (it then runs nothing)."""
-    return render.status_html("Stopped: your run was still waiting for its turn in the server's queue, so it did not "
-                              "run.", "info")
+    takes at once): Stop's answer ("... so it will not run."), or with ``reached`` the run's own when its turn comes
+    and it runs nothing ("... so it did not run.")."""
+    return render.status_html("Stopped: your run was still waiting for its turn in the server's queue, so it "
+                              f"{'did' if reached else 'will'} not run.", "info")

@@ -71,7 +71,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
     job = device.start(RUNS, request, WHAT)
     if job.cancelled:  # Stop came while this run waited in Gradio's queue: it runs nothing, and says so
         job.release()
-        yield status_only(stopped_in_queue())
+        yield status_only(stopped_in_queue(reached=True))
         return
     ended = ENDED.going(job.session)
     try:  # nothing is sent after the flag: Stop's result (app.live.controls.stop_run) is the last word
