@@ -74,9 +74,9 @@ class RunView:
         elif self.spec is not None:
             if event.tree is not None:
                 if self.trees is None:
-                    gate = self.settings.min_confidence if self.settings.drafter in HEAD_DRAFTERS else 0.0
+                    gate = (self.settings.min_confidence or 0.0) if self.settings.drafter in HEAD_DRAFTERS else 0.0
                     self.trees = TreeView(self.spec.tokenizer, max_nodes=self.settings.drafted_tree_nodes or 0,
-                                          gate=gate or 0.0)
+                                          gate=gate)
                 self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
             if event.lookahead is not None or (self.settings.drafter == "lookahead" and event.kind == "pass"):
                 if self.lookahead is None:  # also counts plain steps (passes without a lookahead branch)
