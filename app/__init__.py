@@ -56,7 +56,9 @@ def build_demo(**defaults) -> gr.Blocks:
     if unknown:
         raise TypeError(f"unknown defaults: {', '.join(sorted(unknown))}")
     d = {**DEFAULTS, **defaults}
-    with gr.Blocks(title="specviz · speculative decoding", fill_width=True, analytics_enabled=False) as demo:
+    # delete_cache: Gradio's copies of offered files older than a day go, checked hourly (a Space runs for weeks)
+    with gr.Blocks(title="specviz · speculative decoding", fill_width=True, analytics_enabled=False,
+                   delete_cache=(3600, 86400)) as demo:
         history = gr.State([])  # the Live tab's run history; the Why tab marks its newest run
         gr.HTML(INTRO, elem_id="intro")
         with gr.Tabs(elem_id="tabs", overflow_behavior="wrap"):  # every tab in sight on a phone, no "…" menu

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import re
 import tempfile
 import time
@@ -16,6 +17,7 @@ from typing import Mapping
 import gradio as gr
 
 from app import render
+from app.downloads import prune
 from app.render.stats import counted_spread
 from app.classroom.lesson import view
 from app.classroom.stepping import stop_playing
@@ -85,9 +87,13 @@ def meta_settings(meta: Mapping) -> dict | None:
 
 
 def _download_path(data: bytes, name: str) -> str:
-    """A file holding ``data`` under ``name`` in the downloads folder (one per content: sessions share it)."""
+    """A file holding ``data`` under ``name`` in the downloads folder (one per content: sessions share it; a content
+    folder not offered for a day is removed by :func:`app.downloads.prune`)."""
     path = DOWNLOADS / hashlib.sha256(data).hexdigest()[:16] / name
-    if not path.exists():
+    prune(DOWNLOADS)  # folders not offered for a day go, so the folder stays bounded on a long-lived Space
+    if path.exists():
+        os.utime(path.parent)  # offered again: it counts as new
+    else:
         path.parent.mkdir(parents=True, exist_ok=True)
         part = path.with_name(f".{name}.{time.monotonic_ns()}")
         part.write_bytes(data)
