@@ -143,6 +143,12 @@ def test_hover_titles_tell_pass_and_probabilities():
     assert "rejected" in titles["rejected"] and "target p = 0.100" in titles["rejected"]
     assert "top token here: &#x27; fix&#x27;" in titles["rejected"]
     assert "recovered" in titles["recovered"] and "bonus" in titles["bonus"]
+    # "draft N of M", the form of the Draft tree panel's "candidate N of M" (a trial read "draft 1/3" beside it)
+    firsts = [title.split("&#10;")[0] for kind, index, title in spans if index == "1"]
+    assert firsts[:4] == ["pass 1 · draft 1 of 4 · accepted", "pass 1 · draft 2 of 4 · accepted",
+                          "pass 1 · draft 3 of 4 · rejected",
+                          "pass 1 · draft 4 of 4 · never judged (after the first rejection)"]
+    assert "/4" not in pane.html()
 
 
 def test_sampling_titles_show_the_uniform():
@@ -1096,7 +1102,7 @@ def test_a_control_token_shows_as_a_readable_chip_with_its_raw_text_in_the_title
     from app.render.pane import control_label
     from app.render.tokens import Token
 
-    end = Token("rejected", 3, 151645, "<|im_end|>", "draft 2/4 · rejected", special=True)
+    end = Token("rejected", 3, 151645, "<|im_end|>", "draft 2 of 4 · rejected", special=True)
     shown = render.token_html(end)
     assert '<i class="tok-chip" title="&lt;|im_end|&gt;">⏎ end of turn</i>' in shown
     assert "tok-special" in shown and "raw token: &lt;|im_end|&gt;" in shown

@@ -308,6 +308,9 @@ def test_tree_html_kinds_order_and_escaping():
     assert "the target&#x27;s choice here: &#x27; world&#x27;" in markup  # on node 1
     assert "the target&#x27;s choice here: &#x27; yes&#x27;" in markup  # on node 4
     assert markup.count("depth ") >= 3 and 'data-path="0,2"' in markup
+    # "candidate N of M", the form of the token pane's "draft N of M"
+    assert 'title="pass 3 · candidate 1 of 7 · depth 1 · accepted&#10;' in markup
+    assert 'title="pass 3 · candidate 2 of 7 · depth 1 · rejected by the target&#10;' in markup
 
 
 def test_tree_view_bonus_cut_and_history():

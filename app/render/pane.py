@@ -75,7 +75,9 @@ def _mark_retokenized(tokens: list[Token], event: PassEvent) -> None:
 
 
 def _detail_title(pass_index: int, position: int, drafted: int, verdict: str, detail, top_text: str | None) -> str:
-    lines = [f"pass {pass_index} · draft {position + 1}/{drafted} · {verdict}"]
+    """A drafted token's hover text: "pass 9 · draft 1 of 3 · accepted" (``position`` 0-based of ``drafted``; the
+    "N of M" form of the Draft tree panel's "candidate 1 of 6"), then its probabilities from ``detail``."""
+    lines = [f"pass {pass_index} · draft {position + 1} of {drafted} · {verdict}"]
     if detail is not None:
         if detail.target_prob is not None and detail.draft_prob is not None:  # digits enough to tell p from q
             p_text, q_text = format_apart(detail.target_prob, detail.draft_prob, 3)
@@ -157,7 +159,7 @@ class Pane:
                     top = self._top_text(detail, context)
                     title = _detail_title(event.index, i, m, "rejected", detail, top)
                 else:
-                    title = f"pass {event.index} · draft {i + 1}/{m} · never judged (after the first rejection)"
+                    title = f"pass {event.index} · draft {i + 1} of {m} · never judged (after the first rejection)"
                 out.append(self._token("rejected", event, token, piece, title, unjudged=j > 0))
         if len(emitted) > n:
             kind = event.next_kind if event.next_kind in ("recovered", "bonus") else "target"
