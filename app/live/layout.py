@@ -19,7 +19,7 @@ from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES, page_default
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.hint import wire_tokens_hint
 from app.live.prompt_check import READY, wire_prompt_check
-from app.live.outputs import progress_html
+from app.live.outputs import BASE_PLACEHOLDER, SPEC_PLACEHOLDER, progress_html
 from app.live.run import generate
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
 from app.weights_setting import DEFAULT_WEIGHTS, decided_weights, default_reason, operator_weights
@@ -257,9 +257,9 @@ def _results(ui: dict) -> None:
     ui["output_only"] = gr.Checkbox(False, label="Output only: the committed text, plain (no drafts, no colours)",
                                     elem_id="output-only", container=False)
     with gr.Row(equal_height=True, elem_id="panes"):  # side by side; stacked on a phone (style.css)
-        ui["spec_out"] = gr.HTML(render.placeholder_html("The speculative run appears here."),
+        ui["spec_out"] = gr.HTML(render.placeholder_html(SPEC_PLACEHOLDER),
                                  elem_id="spec-output", elem_classes=["out-pane"])
-        ui["base_out"] = gr.HTML(render.placeholder_html("The standard-decoding baseline appears here."),
+        ui["base_out"] = gr.HTML(render.placeholder_html(BASE_PLACEHOLDER),
                                  elem_id="baseline-output", elem_classes=["out-pane"])
     # on one column the settings come after all the results (style.css): a link to them under the panes, and one
     # back at their top (a trial at 400 px scrolled past 7,300 px of results to change the drafter); wide: hidden

@@ -22,6 +22,12 @@ from app.records import RunSummary
 from specviz.drafters.suffix import SuffixStore
 
 HISTORY_ROWS = 12
+SPEC_PLACEHOLDER = "The speculative run appears here."
+"""The speculative pane's line before any run (and once the message a "No result" line pointed at is gone)."""
+BASE_PLACEHOLDER = "The standard-decoding baseline appears here."
+"""The baseline pane's line, the same."""
+NO_RESULT = "No result: this run did not start or did not finish (see the message above)."
+"""Both panes' line when a run failed and the session has no good result to show (:func:`failed`)."""
 
 RUNS = CancelRegistry()  # the Live tab's runs, one per session
 _VIEWS: dict[str, RunView] = {}  # session -> its latest run's view, for Stop
@@ -122,7 +128,7 @@ def failed(what: str, error: BaseException, session: str | None = None) -> tuple
     with _VIEWS_LOCK:
         good = _GOOD.get(session) if session else None
     if good is None:
-        return blank("No result: this run did not start or did not finish (see the message above).", status)
+        return blank(NO_RESULT, status)
     return Frame(good.spec_html(), good.base_html(), good.figure(), good.stats_html(), status,
                  tree=good.tree_html(every_pass=True), heads=good.heads_html(), cut=good.cut).values()
 
