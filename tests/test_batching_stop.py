@@ -334,3 +334,44 @@ def test_each_progress_line_names_its_phase(tiny_model_dir):
     assert "predicted curve: timing T(B, 1) and T(B, 3), batch 1: round 3/3" in grid
     assert measured == ["measured curve, batch 1: standard and speculative decoding, 3 repeats"], measured
     assert lines[-1] == "Done." and not [line for line in lines if line.startswith("batch ")]
+
+
+def test_a_stop_while_the_sweep_or_check_waits_in_the_queue_keeps_it_from_running(tiny_model_dir):
+    """Gradio runs at most 4 Arena runs, measurements, sweeps and checks at once; a Stop pressed while the page's
+    sweep (or check) still waited in that queue found nothing to flag, so it ran later anyway. The page now marks a
+    sent one (app.stop_marks) and Stop carries the mark: it starts flagged, runs nothing and says so; one refused
+    for its input spends the mark; the next one runs."""
+    import html
+
+    import gradio as gr
+
+    from app.batching import check_handlers, sweep_handlers
+    from app.stop_marks import stop_sent_js
+
+    with gr.Blocks() as demo:
+        batching.build_tab()
+    deps = demo.get_config_file()["dependencies"]
+    for api, mark in (("batching_stop", "svSweepSent"), ("batching_check_stop", "svCheckSent")):
+        stop_dep = next(d for d in deps if d.get("api_name") == api)
+        assert stop_dep["js"] == stop_sent_js(mark, 1) and len(stop_dep["inputs"]) == 1 and stop_dep["queue"] is False
+        assert sum(f"window.{mark} = " in (d.get("js") or "") for d in deps) == 2  # set at the click, cleared at the end
+
+    me = type("R", (), {"session_hash": "batching-queued"})()
+    sweep = batching.SweepForm("ngram", 2, 6, [1, 2], batching.SHORT, False, str(tiny_model_dir), "")
+    said = html.unescape(sweep_handlers.stop_sweep(True, me))
+    assert "your sweep was still waiting for its turn in the server's queue, so it will not run." in said
+    out = list(batching.measure(sweep, request=me))
+    assert len(out) == 1 and "so it did not run" in html.unescape(out[0][0]) and not device.DEVICE.locked
+    assert "Nothing is running." in sweep_handlers.stop_sweep(False, me)  # nothing sent, nothing running: no mark
+    assert "Measured" in list(batching.measure(sweep, request=me))[-1][0]
+
+    check = batching.CheckForm("Hello there", 1.0, "ngram", 30, False, str(tiny_model_dir), "")
+    assert "so it will not run" in check_handlers.stop_check(True, me)
+    refused = list(batching.check(batching.CheckForm("", 1.0, "ngram", 30, False, str(tiny_model_dir), ""),
+                                  request=me))
+    assert len(refused) == 1 and "prompt is empty" in refused[0][0]  # refused before it starts: spends the mark
+    done = list(batching.check(check, request=me))
+    assert len(done) > 1 and "did not run" not in done[-1][0]
+    check_handlers.stop_check(True, me)
+    out = list(batching.check(check, request=me))
+    assert len(out) == 1 and "your check was still waiting" in html.unescape(out[0][0])

@@ -385,7 +385,8 @@ def test_the_measure_button_has_a_stop_that_flags_the_session_and_no_handler_can
     assert not any(measure in (d.get("cancels") or []) for d in deps)  # no handler cancels the Measure event
     from_stop = [d for d in deps if any(t[0] == ids["why-stop"] for t in d["targets"])]
     assert any(d.get("api_name") == "why_stop" and d["queue"] is False for d in from_stop)
-    assert all(len(d["inputs"]) == 1 for d in from_stop if d.get("api_name") == "why_stop")  # the measurement state
+    # the measurement state, and the status box whose value the page's "a measurement sent" mark replaces
+    assert all(len(d["inputs"]) == 2 for d in from_stop if d.get("api_name") == "why_stop")
 
     job = device.start(why.RUNS, None, "a test measurement")
     try:
@@ -713,3 +714,46 @@ def test_stop_says_whether_an_earlier_measurement_stays():
     assert why.STOPPED in why.stop(None) and "earlier" not in why.stop(None)  # the tab's state before a measurement
     kept = html.unescape(why.stop({"grid": {}, "costs": {}}))
     assert why.STOPPED_KEPT in kept and "from your earlier measurement stay" in kept
+
+
+def test_a_stop_while_the_measurement_waits_in_the_queue_keeps_it_from_running(tiny_model_dir, monkeypatch):
+    """Gradio runs at most 4 Arena runs and measurements at once; a Stop pressed while the page's measurement still
+    waited in that queue found nothing to flag, and the measurement ran later anyway. The page now marks a sent
+    measurement (app.stop_marks) and Stop carries the mark: that measurement starts flagged and sends nothing, so
+    Stop's line stays the last word; a measurement refused for its input spends the mark; the next one runs."""
+    import gradio as gr
+
+    from app.stop_marks import stop_sent_js
+
+    with gr.Blocks() as demo:
+        why.build_tab()
+    ids = {b.elem_id: i for i, b in demo.blocks.items() if getattr(b, "elem_id", None)}
+    deps = demo.get_config_file()["dependencies"]
+    stop_dep = next(d for d in deps if d.get("api_name") == "why_stop")
+    assert stop_dep["js"] == stop_sent_js("svWhyMeasuring", 2) == "(a0, a1) => [a0, window.svWhyMeasuring === true]"
+    assert stop_dep["inputs"][1] == ids["why-status"]
+    measure_id = next(d["id"] for d in deps if d.get("api_name") == "why_measure")
+    marks = [d for d in deps if d.get("js") and d["targets"] and d["targets"][0][0] == ids["why-measure"]
+             and d.get("api_name") != "why_measure"]
+    assert [d["js"] for d in marks] == ["() => { window.svWhyMeasuring = true; }"] and marks[0]["queue"] is False
+    assert any(d.get("trigger_after") == measure_id and d.get("js") == "() => { window.svWhyMeasuring = false; }"
+               for d in deps)
+
+    monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))
+    monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1, 4))
+    me = type("R", (), {"session_hash": "why-queued"})()
+    said = why.stop(None, me, sent=True)
+    assert why.STOPPED_QUEUED in html.unescape(said) and "so it will not run" in why.STOPPED_QUEUED
+    assert list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me)) == []  # flagged: sends nothing
+    assert not device.DEVICE.locked and why.handlers.stop_said(me) == said
+    outs = list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me))  # the mark was spent
+    assert "Measured in" in outs[-1][0]
+    kept = why.stop(outs[-1][4], me, sent=True)  # an earlier measurement stays on the chart, and the line says so
+    assert "The chart and c from your earlier measurement stay." in kept
+    refused = list(why.measure("  ", 0, 0.7, "", "", "", request=me))  # refused before it starts: spends the mark
+    assert len(refused) == 1 and "status-error" in refused[0][0]
+    outs = list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me))
+    assert "Measured in" in outs[-1][0]
+    assert why.STOPPED in why.stop(None, me, sent=False)  # nothing sent, nothing running: no mark
+    assert "Measured in" in list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me))[-1][0]
+    why.handlers.release_session(me)

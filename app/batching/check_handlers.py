@@ -12,9 +12,10 @@ from app.batching.check_job import CheckForm, CheckSettings, check_work
 from app.batching.check_reading import check_lesson, check_stats_html
 from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
-from app.device import CancelRegistry, relay
+from app.device import CancelRegistry, relay, session_key
 from app.inputs import InputError
 from app.messages import report
+from app.stop_marks import stopped_in_queue
 from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.runtime.policy import PolicyError
 
@@ -29,12 +30,16 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
     try:
         c = form.parse()
     except (InputError, PolicyError) as error:
+        CHECKS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
         yield _check_out(status=report("checking the sampling check's inputs", error))
         return
     job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
     shown = JobStatus(progress, lambda status: _check_out(status=status), "Checking")
     cpu = CpuShare()
     try:
+        if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
+            yield _check_out(status=render.status_html(stopped_in_queue("check", reached=True), "info"))
+            return
         yield _check_out(status=render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
@@ -72,8 +77,11 @@ def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShar
     return _check_out(status, lesson_html(check_lesson(result)), check_figure(result), check_stats_html(result))
 
 
-def stop_check(request: gr.Request = None) -> str:
-    """The check's Stop button: flag this session's sampling check ("Nothing is running." when it has none)."""
-    if not CHECKS.cancel(request):
-        return render.status_html(NOTHING_RUNNING, "info")
-    return render.status_html("Stopping…", "info")
+def stop_check(sent=False, request: gr.Request = None) -> str:
+    """The check's Stop button: flag this session's sampling check; with none registered but ``sent`` (the page
+    says it sent one that has not ended: :mod:`app.stop_marks`), that one still waits in Gradio's queue and will
+    run nothing ("... so it will not run."); else "Nothing is running."."""
+    queued = sent is True and session_key(request) is not None
+    if CHECKS.cancel(request, queued=queued):
+        return render.status_html("Stopping…", "info")
+    return render.status_html(stopped_in_queue("check") if queued else NOTHING_RUNNING, "info")

@@ -13,6 +13,7 @@ from app.batching.sweep_handlers import SWEEPS, on_measure, stop_sweep
 from app.batching.sweep_job import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, PROMPT_LENGTHS, REPEATS, SHORT
 from app.batching.sweep_reading import NOISY_SPREAD, empty_table
 from app.messages import enter_commits_js, tell_when_clamped
+from app.stop_marks import mark_while_sent, stop_sent_js
 from specviz.analysis.batching import BATCH_SIZES
 from specviz.core.engine import MAX_K
 
@@ -50,6 +51,7 @@ CHECK_NOTE = (
 
 
 ENTER_COMMITS_JS = enter_commits_js("#batching-controls, #batching-check-controls")
+SWEEP_MARK, CHECK_MARK = "svSweepSent", "svCheckSent"  # the page sent one that has not ended (app.stop_marks)
 """On page load: Enter in a number box of this tab's controls commits it as leaving the box does
 (:func:`app.messages.enter_commits_js`), the sliders' own boxes (k, max new tokens, temperature) included: the N box
 gets its check (:func:`app.messages.tell_when_invalid`) and a slider's number out of range or emptied gets its
@@ -115,10 +117,13 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             gr.HTML(SWEEP_NOTE, elem_id="batching-definitions")
     form = {"drafter": drafter, "k": k, "max_new_tokens": max_new, "batch_sizes": sizes, "prompt_length": length,
             "predicted": predicted, "target": target_box, "draft_model": draft_model}  # SweepForm's fields
-    measure_btn.click(on_measure, inputs_kwargs=form,
-                      outputs=[status, lesson, chart, table, csv_file, json_file], api_name="batching_measure",
-                      show_progress="full", show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
-    stop_btn.click(stop_sweep, outputs=[status], queue=False, api_name="batching_stop")
+    sweeping = measure_btn.click(on_measure, inputs_kwargs=form,
+                                 outputs=[status, lesson, chart, table, csv_file, json_file],
+                                 api_name="batching_measure", show_progress="full", show_progress_on=[status],
+                                 concurrency_limit=4, concurrency_id="arena")
+    mark_while_sent(measure_btn, sweeping, SWEEP_MARK)  # Stop then also reaches a sweep still in Gradio's queue
+    stop_btn.click(stop_sweep, inputs=[status], js=stop_sent_js(SWEEP_MARK, 1), outputs=[status], queue=False,
+                   api_name="batching_stop")
     tell_when_clamped(max_new, status, "Max new tokens per row")
     tell_when_clamped(k, status, "Draft length k")
 
@@ -151,11 +156,13 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             gr.HTML(CHECK_NOTE, elem_id="batching-check-note")
     form = {"prompt": prompt, "temperature": temperature, "drafter": check_drafter, "n": n, "broken": broken,
             "target": target_box, "draft_model": draft_model}  # CheckForm's fields
-    check_btn.click(on_check, inputs_kwargs=form,
-                    outputs=[check_status, check_lesson_box, check_chart, stats], api_name="batching_check",
-                    show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
-                    concurrency_id="arena")
-    check_stop.click(stop_check, outputs=[check_status], queue=False, api_name="batching_check_stop")
+    checking = check_btn.click(on_check, inputs_kwargs=form,
+                               outputs=[check_status, check_lesson_box, check_chart, stats], api_name="batching_check",
+                               show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
+                               concurrency_id="arena")
+    mark_while_sent(check_btn, checking, CHECK_MARK)
+    check_stop.click(stop_check, inputs=[check_status], js=stop_sent_js(CHECK_MARK, 1), outputs=[check_status],
+                     queue=False, api_name="batching_check_stop")
     tell_when_clamped(temperature, check_status, "Temperature")
     from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
     tell_when_invalid(n, check_status, N_FIELD, keep=True)  # an emptied box keeps its earlier N

@@ -14,9 +14,10 @@ from app.batching.sweep_files import write_sweep_files
 from app.batching.sweep_job import REPEATS, SweepForm, sweep_work
 from app.batching.sweep_lesson import sweep_lesson
 from app.batching.sweep_reading import disturbance, grid_timings, sweep_table
-from app.device import CancelRegistry, relay
+from app.device import CancelRegistry, relay, session_key
 from app.inputs import InputError
 from app.messages import report
+from app.stop_marks import stopped_in_queue
 from specviz.runtime.policy import PolicyError
 
 SWEEP_OUTPUTS = ("batching-status", "batching-lesson", "batching-chart", "batching-table", "batching-csv",
@@ -38,11 +39,15 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
     try:
         s = form.parse()
     except (InputError, PolicyError) as error:
+        SWEEPS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
         yield _sweep_out(status=report("checking the batching inputs", error))
         return
     job = device.start(SWEEPS, request, f"the batch-size sweep is running on '{s.models.target}'")
     shown = SweepStatus(progress, lambda status: _sweep_out(status=status), "Measuring")
     try:
+        if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
+            yield _sweep_out(status=render.status_html(stopped_in_queue("sweep", reached=True), "info"))
+            return
         yield _sweep_out(status=render.status_html("Starting the batch-size sweep…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
@@ -185,9 +190,12 @@ def _swept(result: dict | None, seconds: float) -> tuple:
                       *_files(result))
 
 
-def stop_sweep(request: gr.Request = None) -> str:
+def stop_sweep(sent=False, request: gr.Request = None) -> str:
     """The sweep's Stop button: flag this session's sweep (it ends before its next forward and shows the batch
-    sizes that finished; "Nothing is running." when there is no sweep of this session to stop)."""
-    if not SWEEPS.cancel(request):
-        return render.status_html(NOTHING_RUNNING, "info")
-    return render.status_html("Stopping…", "info")
+    sizes that finished); with none registered but ``sent`` (the page says it sent one that has not ended:
+    :mod:`app.stop_marks`), that one still waits in Gradio's queue and will run nothing ("... so it will not
+    run."); else "Nothing is running."."""
+    queued = sent is True and session_key(request) is not None
+    if SWEEPS.cancel(request, queued=queued):
+        return render.status_html("Stopping…", "info")
+    return render.status_html(stopped_in_queue("sweep") if queued else NOTHING_RUNNING, "info")

@@ -31,8 +31,8 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
                               SLIDERS, c_top, check_run, remember, run_issues, run_point, slider_typed, whatif)
 from app.why.figures import BATCH_COLORS, NOTE_GAP_PX, NOTE_LINE_PX, forward_figure, whatif_figure
 from app.why.handlers import (ESTIMATE_EXTRA_S, MEASURE_INPUTS, OUTPUTS, RUNS, STATUS_INTERVAL_S, STOPPED,
-                              STOPPED_KEPT, MeasureInputs, _measure_inputs, _measured, _measuring, clicked, measure,
-                              measure_from, release_session, stop)
+                              STOPPED_KEPT, STOPPED_QUEUED, MeasureInputs, _measure_inputs, _measured, _measuring,
+                              clicked, measure, measure_from, release_session, stop)
 from app.why.history import RUN_HINT, from_history, latest_run, lookahead_settings
 from app.why.layout import ENTER_COMMITS_JS, ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, _run_boxes, build_tab
 from app.why.noise import (WITHIN_NOISE, impossible_text, inside_margin, noisy_measured, possible_curve,
@@ -44,7 +44,7 @@ __all__ = [
     "KEPT", "MAX_C",
     "MAX_K", "MEASURE_INPUTS", "MEASURE_NOTE", "NOTE_GAP_PX", "NOTE_LINE_PX", "ONE_STEP", "OUTPUTS", "RUNS",
     "RUN_BOXES", "RUN_BOX_EMPTY", "RUN_HINT", "RUN_PROBLEM_ENDINGS", "SLIDERS", "STATUS_INTERVAL_S", "STOPPED",
-    "STOPPED_KEPT",
+    "STOPPED_KEPT", "STOPPED_QUEUED",
     "WITHIN_NOISE", "MeasureInputs", "_measure_inputs", "_measured", "_measuring", "_run_boxes", "build_tab",
     "c_top", "check_run", "clicked", "cost_reading", "forward_figure", "from_history", "impossible_text",
     "inside_margin",

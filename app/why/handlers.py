@@ -20,6 +20,7 @@ from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.endings import FLAGGED, Endings, until_stopped
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
 from app.messages import report, warn
+from app.stop_marks import stopped_in_queue
 from app.why.cards import summary_html
 from app.why.controls import DEFAULT_C, c_top, run_point, whatif
 from app.why.figures import forward_figure
@@ -155,6 +156,7 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
     try:
         spec, layer = _measure_inputs(inputs.target, inputs.exit_layer)
     except (InputError, PolicyError) as error:
+        RUNS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
         warn(str(error))
         yield _out(status=render.status_html(str(error), "error"))
         return
@@ -367,18 +369,29 @@ def stopped_partway(batches: list[int]) -> str:
             "whole curve.")
 
 
-def stop(measurement=None, request: gr.Request = None) -> str:
+STOPPED_QUEUED = stopped_in_queue("measurement")
+"""The Stop button's status when the page had sent a measurement that no handler had started yet (more Arena runs
+and measurements going than the server takes at once): that measurement starts flagged and sends nothing."""
+
+
+def stop(measurement=None, request: gr.Request = None, sent=False) -> str:
     """The Stop button: flag this session's measurement (it starts no other forward, and its handler ends on its own
     within a tick, sending nothing more, and releases the device) and say so: what had finished when a batch size
     of the running measurement had (:func:`stopped_partway`, from :data:`FINISHED`), else :data:`STOPPED_KEPT` when
     ``measurement`` (the tab's state: the latest finished measurement, None before one) holds an earlier one, else
-    :data:`STOPPED`. Only the caller's own session is stopped (a call with no request at all, Python code in this
-    process, stops the measurements started without one). Returns the status line."""
+    :data:`STOPPED`. ``sent``: True when the page says it sent a measurement that has not ended
+    (:mod:`app.stop_marks`); with none of the session registered, that one still waits in Gradio's queue: it will
+    start flagged and send nothing, and the status says :data:`STOPPED_QUEUED`. Only the caller's own session is
+    stopped (a call with no request at all, Python code in this process, stops the measurements started without
+    one). Returns the status line."""
     key = session_key(request) or ""
     batches = FINISHED.pop(key, None) or []
-    RUNS.cancel(request)
-    if batches:
-        kept = " The chart and c from your earlier measurement stay." if measurement else ""
+    queued = sent is True and session_key(request) is not None
+    flagged = RUNS.cancel(request, queued=queued)
+    kept = " The chart and c from your earlier measurement stay." if measurement else ""
+    if queued and not flagged:
+        said = render.status_html(STOPPED_QUEUED + kept, "info")
+    elif batches:
         said = render.status_html(stopped_partway(batches) + kept, "info")
     else:
         said = render.status_html(STOPPED_KEPT if measurement else STOPPED, "info")

@@ -10,6 +10,7 @@ import gradio as gr
 from app import render
 from app.inputs import EXIT_LAYER, parse_exit_layer
 from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
+from app.stop_marks import mark_while_sent, stop_sent_js
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
@@ -32,6 +33,7 @@ INTRO = (
 
 
 WHATIF_STATUS_ID = "why-whatif-status"
+MEASURE_MARK = "svWhyMeasuring"  # the page sent a measurement that has not ended (app.stop_marks)
 """The what-if status: a line right under the α and c sliders that says what a typed slider value or run cannot
 be used as (:func:`_tell_typed_nonsense`); the Measure status (``why-status``) keeps to the measurement. Inline,
 not a toast: at 400 px the toasts covered the what-if heading and sliders."""
@@ -151,16 +153,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
                                    elem_id="why-whatif-chart", show_label=False)
     sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history,
                                           offload, weights]))
-    measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
-                                  outputs=[status, chart, summary, weights_chart, measurement, c, batch, whatif_chart],
-                                  api_name="why_measure", show_progress="full", show_progress_on=[status],
-                                  concurrency_limit=4, concurrency_id="arena")
-    # Stop: flags the measurement, frees the device; an earlier chart and c stay (the status says if there is one),
-    # then the same line once more when the measurement's handler has ended. No cancels=[measuring]: Gradio's hard
-    # cancel at times left a red "Error" on the status (2 of 10 stops); the flag ends the handler (app.endings)
-    stop_btn.click(stop, inputs=[measurement], outputs=[status], queue=False,
-                   api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
-                                             api_visibility="private")
+    measuring = _wire_measure((measure_btn, stop_btn), sent, [status, chart, summary, weights_chart, measurement, c,
+                                                             batch, whatif_chart])
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
     _wire_whatif(controls, whatif_chart, whatif_status)
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
@@ -200,3 +194,23 @@ def _wire_whatif(whatif_inputs: list, whatif_chart: gr.Plot, status: gr.HTML) ->
           inputs=whatif_inputs, outputs=[whatif_chart], show_progress="hidden", trigger_mode="always_last",
           preprocess=False, api_visibility="private")
     _tell_typed_nonsense((alpha, c), (run_k, run_tpp, run_speedup), status, kept, measurement)
+
+
+def _wire_measure(buttons: tuple[gr.Button, gr.Button], sent: dict, outputs: list):
+    """Measure (the handler gets ``sent``'s boxes by name; ``outputs``: status, chart, summary, weights chart,
+    measurement, c, batch, what-if chart) and its Stop; returns Measure's event. Stop flags the measurement and
+    frees the device; an earlier chart and c stay (the status says if there is one), then the same line once more
+    when the measurement's handler has ended. No cancels=[measuring]: Gradio's hard cancel at times left a red
+    "Error" on the status (2 of 10 stops); the flag ends the handler (app.endings). The page's mark "a measurement
+    sent, not ended" reaches Stop in place of the status box's value (app.stop_marks), so a Stop also keeps a
+    measurement still waiting in Gradio's queue from running."""
+    measure_btn, stop_btn = buttons
+    status, measurement = outputs[0], outputs[4]
+    measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
+                                  outputs=outputs, api_name="why_measure", show_progress="full",
+                                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
+    mark_while_sent(measure_btn, measuring, MEASURE_MARK)
+    stop_btn.click(stop, inputs=[measurement, status], outputs=[status], queue=False, js=stop_sent_js(MEASURE_MARK, 2),
+                   api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
+                                             api_visibility="private")
+    return measuring
