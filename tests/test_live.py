@@ -271,6 +271,23 @@ def test_legend_and_placeholder_have_no_token_spans():
     assert "&lt;x&gt;" in render.placeholder_html("<x>")
 
 
+def test_a_copy_mark_is_glued_to_its_first_shown_token():
+    """At 400 px a lone "copy" mark ended a line and its token began the next: the mark and the pass's first shown
+    token share a no-wrap span (style.css), with a <wbr> before it where that token starts with a space (the line
+    may break there, before the mark, as it did after the space); the later tokens stay outside it."""
+    pane = render.Pane(FakeTokenizer(PIECES))
+    pane.add(_event(index=0, next_id=1, emitted=(1,)))
+    pane.add(dataclasses.replace(_event(index=1, draft=(2, 5), n=2, next_id=9, next_kind="bonus"),
+                                 draft_source="lookup"))  # " world", " again", bonus " yes"
+    pane.add(dataclasses.replace(_event(index=2, draft=(10,), n=1, next_id=7, next_kind="bonus"),
+                                 draft_source="earlier"))  # "!" (no leading space), bonus " more"
+    markup = pane.html()
+    glue = re.findall(r'(<wbr>)?<span class="mark-glue"><i class="(\w+-mark)"[^>]*></i>(.*?)</span></span>', markup)
+    assert [(wbr, mark, re.sub(r"<[^>]+>", "", body)) for wbr, mark, body in glue] == [
+        ("<wbr>", "copied-mark", " world"), ("", "earlier-mark", "!")]
+    assert pane.text == "Hello world again yes! more"  # the marks add no text
+
+
 def test_compare_outputs():
     tok = FakeTokenizer(PIECES)
     same = render.compare_outputs([1, 2, 3], [1, 2, 3], [1.0, 1.0, 1.0], tok, greedy=True, finished=True)

@@ -15,7 +15,8 @@ read as spaces. Passes are wrapped in
 ``<div class="pass" data-pass-index=N>`` (inline) so a thin separator shows each pass boundary; a pass whose
 drafts were copied by lookup first (a head drafter's option) has class ``pass-copied`` and starts with a small “copy”
 mark (CSS content, so not in the plain text); a pass whose draft suffix decoding copied from an earlier output of the
-page visit (``draft_source`` "earlier") has class ``pass-earlier`` and a small “earlier” mark. A token's
+page visit (``draft_source`` "earlier") has class ``pass-earlier`` and a small “earlier” mark. Either mark sits in a
+``<span class="mark-glue">`` with the pass's first shown token (:func:`glued_html`: never a line of its own). A token's
 ``title`` (hover text) tells its pass and, where known, the target's and the draft's probability of it and the
 uniform number drawn for its acceptance test; a lookahead pass's drafted tokens also say they came from the n-gram
 pool (``draft_source`` "pool"), and a draft model with another tokenizer's that they were re-tokenized from its
@@ -236,22 +237,36 @@ class Pane:
             index = tokens[0].pass_index
             visible = any(not t.partial for t in tokens)
             mark = "" if visible and shown else " data-lead" if visible else " data-empty"
+            badge = ""
             if index in self.copied_passes:  # lookup first: this pass verified a copy, not the head's guess
-                parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup"{mark}>'
-                             '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>')
+                parts.append(f'<div class="pass pass-copied" data-pass-index="{index}" data-source="lookup"{mark}>')
+                badge = '<i class="copied-mark" aria-hidden="true" title="copied by n-gram lookup"></i>'
             elif index in self.earlier_passes:  # suffix decoding copied this pass's draft from an earlier output
-                parts.append(f'<div class="pass pass-earlier" data-pass-index="{index}" data-source="earlier"{mark}>'
-                             '<i class="earlier-mark" aria-hidden="true" title="copied from an earlier output"></i>')
+                parts.append(f'<div class="pass pass-earlier" data-pass-index="{index}" data-source="earlier"{mark}>')
+                badge = '<i class="earlier-mark" aria-hidden="true" title="copied from an earlier output"></i>'
             else:
                 parts.append(f'<div class="pass" data-pass-index="{index}"{mark}>')
+            cells = []
             for t in tokens:
-                parts.append(token_html(t, alt=shown % 2 == 1))
+                cells.append(token_html(t, alt=shown % 2 == 1))
                 shown += not t.partial
+            parts.append(glued_html(badge, tokens, cells) if badge else "".join(cells))
             parts.append("</div>")
         if not self.finished and self.passes:
             parts.append('<i class="cursor" aria-hidden="true"></i>')
         parts.append("</div>")
         return "".join(parts)
+
+
+def glued_html(badge: str, tokens: list[Token], cells: list[str]) -> str:
+    """A pass's mark (``badge``: the “copy” or “earlier” mark) and its tokens (``tokens``, rendered as ``cells``, one
+    HTML string each), the mark kept on the line of the first token that shows text: both in a
+    ``<span class="mark-glue">`` that never wraps inside (style.css); at 400 px a lone mark ended a line and its token
+    began the next. A ``<wbr>`` before it when that token starts with a space keeps the line break the space gave
+    (before the mark, not after it), so the text wraps at the same words."""
+    first = next((i for i, t in enumerate(tokens) if not t.partial), len(tokens) - 1)
+    lead = "<wbr>" if tokens and tokens[first].text[:1].isspace() else ""
+    return f'{lead}<span class="mark-glue">{badge}{"".join(cells[:first + 1])}</span>{"".join(cells[first + 1:])}'
 
 
 def text_html(text: str, breaks: bool = True) -> str:
