@@ -83,10 +83,10 @@ def test_the_interval_is_over_passes_wider_than_wilson_when_passes_are_all_or_no
     assert (round(wilson.low, 2), round(wilson.high, 2)) == (0.31, 0.69)
     assert interval.high - interval.low > 1.7 * (wilson.high - wilson.low)
     assert share_basis(row, "acceptance_rate") == OVER_PASSES and share_cell(row, "acceptance_rate") == \
-        "0.50 (0.17–0.83)"
+        "50% (17–83%)"
     old = {key: row[key] for key in ("acceptance_rate", "accepted", "drafted")}
     assert share_interval(old, "acceptance_rate") == wilson and share_basis(old, "acceptance_rate") == OVER_COUNTS
-    assert share_cell(old, "acceptance_rate") == "0.50 (0.31–0.69)"
+    assert share_cell(old, "acceptance_rate") == "50% (31–69%)"
     # per-pass counts that are not the row's own (edited by hand) are not trusted: Wilson
     assert share_interval(row | {"pass_accepted": [4, 0, 4, 0, 4, 4]}, "acceptance_rate") == wilson
     # alpha, out of the judged positions per pass (accepted + rejections): 12 of 15 over the same passes
@@ -124,7 +124,7 @@ def test_pooled_rows_keep_their_prompts_passes_one_after_another(monkeypatch):
     # the chart's error bars say what they are: over the passes here
     figure = arena_tab.arena_figure(result.summary)
     bars = {t.name: t for t in figure.data if t.yaxis == "y2"}
-    assert bars["distilled k=4"].text[0] == "(0.20–1.00, 95% interval over its passes)"
+    assert bars["distilled k=4"].text[0] == "(20–100%, 95% interval over its passes)"
     notes = [a.text for a in figure.layout.annotations]
     assert any("error bars: 95% interval over its passes" in n for n in notes) and not any("Wilson" in n for n in notes)
 
@@ -139,7 +139,7 @@ def test_the_sentence_claims_no_difference_that_the_passes_do_not_support(monkey
     poor, well = _pooled(result, "early-exit"), _pooled(result, "distilled")
     assert wilson_interval(12, 20).low > wilson_interval(2, 32).high  # Wilson alone would claim it
     assert share_interval(well, "acceptance_rate").low <= share_interval(poor, "acceptance_rate").high
-    assert share_cell(well, "acceptance_rate") == "0.60 (0.20–1.00)"
+    assert share_cell(well, "acceptance_rate") == "60% (20–100%)"
     said = matching.sentence(result.summary)
     assert "the two rates' intervals overlap" in said and "accepted more often" not in said
     more = _result(monkeypatch, [100.0, 110.0, 100.0], poor=([1, 0, 0, 0, 1, 0, 0, 0], 200.0),
@@ -161,8 +161,8 @@ def test_the_sentence_compares_the_two_drafters_from_their_rows(monkeypatch):
     # Wilson 95%: 2 of 32 -> 0.017–0.20, 12 of 20 -> 0.39–0.78: apart, so the claim is made
     assert said == (
         "Poorly vs better matched draft (k = 4, 1 prompt): early exit (the target's first layers, untrained): "
-        "acceptance rate 0.06 (0.02–0.20), 1.25 tokens per pass; distilled draft (a few layers trained on the "
-        "target's outputs): acceptance rate 0.60 (0.39–0.78), 2.00 tokens per pass. "
+        "acceptance rate 6% (2–20%), 1.25 tokens per pass; distilled draft (a few layers trained on the "
+        "target's outputs): acceptance rate 60% (39–78%), 2.00 tokens per pass. "
         "Speedup, decode: early exit 0.53× the speed, slower (0.50–0.55×), distilled draft 1.40× faster "
         "(1.33–1.47×). "
         "The distilled draft, the smaller model, is accepted more often (the two rates' intervals do not overlap): "
@@ -174,7 +174,7 @@ def test_the_sentence_compares_the_two_drafters_from_their_rows(monkeypatch):
         assert f"acceptance rate {share_cell(row, 'acceptance_rate')}," in said
     summary = arena_tab.table([poor, well])
     column = summary["headers"].index("Acceptance")
-    assert [line[column] for line in summary["data"]] == ["0.06 (0.02–0.20)", "0.60 (0.39–0.78)"]
+    assert [line[column] for line in summary["data"]] == ["6% (2–20%)", "60% (39–78%)"]
     alphas = [line[summary["headers"].index("α")] for line in summary["data"]]
     assert alphas == [share_cell(row, "alpha") for row in (poor, well)] and all("(" in a for a in alphas)
 
@@ -199,7 +199,7 @@ def test_overlapping_intervals_make_no_claim(monkeypatch):
     says the difference is too small to tell, and that both are mostly rejected."""
     result = _result(monkeypatch, [100.0, 110.0, 100.0], well=(5, 20, 5, 75.0))
     said = matching.sentence(result.summary)
-    assert "acceptance rate 0.25 (0.11–0.47), 2.00 tokens per pass." in said
+    assert "acceptance rate 25% (11–47%), 2.00 tokens per pass." in said
     assert ("The difference in acceptance is too small to tell on this run: the two rates' intervals overlap. "
             "Both are mostly rejected: 6% of the early exit's drafted tokens accepted against 25% of the distilled "
             "draft's. Cost decides") in said
@@ -210,7 +210,7 @@ def test_apart_but_both_mostly_rejected_says_both(monkeypatch):
     """1 of 78 (0.002–0.07) against 12 of 40 (0.18–0.45): apart, so better matched, and yet both mostly rejected."""
     result = _result(monkeypatch, [100.0, 110.0, 100.0], poor=(8, 78, 1, 200.0), well=(5, 40, 12, 75.0))
     said = matching.sentence(result.summary)
-    assert "acceptance rate 0.01 (0.00–0.07)" in said and "acceptance rate 0.30 (0.18–0.45)" in said
+    assert "acceptance rate 1% (0–7%)" in said and "acceptance rate 30% (18–45%)" in said
     assert ("is accepted more often (the two rates' intervals do not overlap): it is better matched to the target, "
             "so matching, not size, decides acceptance. Both are mostly rejected: 1% of the early exit's drafted "
             "tokens accepted against 30% of the distilled draft's.") in said
@@ -219,7 +219,7 @@ def test_apart_but_both_mostly_rejected_says_both(monkeypatch):
 def test_the_sentence_says_when_the_early_exit_was_accepted_more(monkeypatch):
     result = _result(monkeypatch, [100.0, 110.0, 100.0], poor=(8, 32, 20, 200.0), well=(8, 32, 1, 75.0))
     said = matching.sentence(result.summary)
-    assert "acceptance rate 0.03 (0.01–0.16), 1.25 tokens per pass." in said
+    assert "acceptance rate 3% (1–16%), 1.25 tokens per pass." in said
     assert ("Here the early exit is accepted more often (the two rates' intervals do not overlap), so this run does "
             "not show what training on the target's outputs buys.") in said
     assert "mostly rejected" not in said  # 20 of 32 of the early exit's were accepted

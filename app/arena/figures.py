@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from app.arena.tables import OVER_COUNTS, share_basis, share_interval
+from app.arena.tables import OVER_COUNTS, PERCENT_SHARES, share_basis, share_interval, share_spread
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, off_the_top
 from specviz.analysis.arena_rows import BASELINE
@@ -185,8 +185,8 @@ def _bar_spread(rows: list[dict], key: str) -> tuple[list[str], dict]:
     timed = key in TIMED_KEYS
     if key in SHARE_PANELS:
         ended = _with_share_ends(rows, key)
-        words = [f"({range_text(r[f'{key}_low'], r[f'{key}_high'], 2)}, {_share_words(r, key)})"
-                 if r[f"{key}_low"] is not None else "" for r in ended]
+        words = [f"({share_spread(r, key)}, {_share_words(r, key)})" if r[f"{key}_low"] is not None else ""
+                 for r in ended]
         return words, {"error_y": spread_bars(ended, key)}
     words = [(_spread_word(r, key) + " " if key in SPREAD_PANELS else "") + (_noise_word(r) if timed else "")
              for r in rows]
@@ -222,13 +222,15 @@ def arena_figure(summary: list[dict]) -> go.Figure:
     for i, (title, key, ytitle, with_base, yrange) in enumerate(ARENA_PANELS):
         row, col = divmod(i, columns)
         n = "" if i == 0 else str(i + 1)
+        shown = ".0%" if key in PERCENT_SHARES else ".2f"  # a share in percent, as the table shows it: "58%"
         x0 = col * (width + gap_x)
         y1 = 1 - row * (height + gap_y)
         layout[f"xaxis{n}"] = {"domain": [x0, x0 + width], "anchor": f"y{n}", "type": "category",
                                "categoryorder": "array", "categoryarray": cats, "automargin": True}
         layout[f"yaxis{n}"] = {"domain": [max(0.0, y1 - height), y1], "anchor": f"x{n}", "automargin": True,
                                "title": {"text": ytitle, "font": {"size": 12}}, "rangemode": "tozero",
-                               **({"range": yrange} if yrange else {})}
+                               **({"range": yrange} if yrange else {}),
+                               **({"tickformat": shown} if key in PERCENT_SHARES else {})}
         for label in labels:
             mine = [r for r in rows if r["variant"] == label]
             if not with_base and mine and mine[0]["drafter"] == BASELINE:
@@ -239,7 +241,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
                          "marker": {"color": colors[label], **(_noise_marks(mine) if key in TIMED_KEYS else {})},
                          **bars,
                          "xaxis": f"x{n}", "yaxis": f"y{n}", "text": words, "textposition": "none",  # hover only
-                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:.2f}} %{{text}}<extra>{title}</extra>"})
+                         "hovertemplate": f"{label}<br>%{{x}}: %{{y:{shown}}} %{{text}}<extra>{title}</extra>"})
         if key == "decode_speedup":
             layout[f"yaxis{n}"] |= _off_the_top(rows, key, notes, f"x{n} domain", f"y{n} domain")
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,

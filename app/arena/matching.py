@@ -175,7 +175,7 @@ def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
 
 
 def _counted(row: dict) -> str:
-    """"early exit (the target's first layers, untrained): acceptance rate 0.02 (0.01–0.07), 1.08 tokens per pass"
+    """"early exit (the target's first layers, untrained): acceptance rate 2% (1–7%), 1.08 tokens per pass"
     from a row's own figures (the rate with its interval, :func:`app.arena.tables.share_cell`; "–" for one it
     lacks)."""
     tokens = row.get("tokens_per_pass")

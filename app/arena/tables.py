@@ -6,9 +6,11 @@ figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words, range_text,
                                 speedup_reading, spread_text)
+from app.render.stats import counted_spread
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
 from specviz.core.verdict import NOISY
 from specviz.measure.stats import Interval, pass_share_interval, wilson_interval
@@ -16,7 +18,7 @@ from specviz.measure.stats import Interval, pass_share_interval, wilson_interval
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
     ("Category", "category", None), ("Method", "variant", None), ("Prompts", "prompts", 0),
-    ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", 2), ("α", "alpha", 2),
+    ("Tokens/pass", "tokens_per_pass", 2), ("Acceptance", "acceptance_rate", "%"), ("α", "alpha", 2),
     ("Speedup, decode", "decode_speedup", 2), ("Baseline drift", "baseline_drift", "%"),
     ("Speedup, end to end", "speedup", 2), ("Same ids", "ids_identical", None),
 )
@@ -130,16 +132,44 @@ def share_basis(row: dict, key: str) -> str | None:
     return found and found[1]
 
 
-def share_cell(row: dict, key: str, decimals: int = 2) -> str:
-    """A counted share as the tables show it, with its interval (:func:`share_interval`): "0.07 (0.03–0.16)"; the
-    value alone with "(no counts: no spread)" for a row that has the share but not its counts; "–" without it."""
+PERCENT_SHARES = ("acceptance_rate",)
+"""The counted shares the tables show in percent, as the Live tab's card does ("58% (41–73%)"); α stays a fraction
+("0.61 (0.45–0.75)"), as its Live card. The downloads keep every share a fraction in [0, 1]."""
+
+
+@dataclass(frozen=True)
+class _ReadByInterval:
+    """What :func:`app.render.stats.counted_spread` reads of a run's statistics, for an Arena row: the Arena reads a
+    share by its interval alone (the matching sentence, the chart's error bars), so its cells take the Live card's
+    form of the interval ("41–73%") without the card's note on a short run (``too_few_passes`` False); ``passes``
+    is read only without an interval, which :func:`share_spread` never passes."""
+
+    passes: int = 0
+    too_few_passes: bool = False
+
+
+def share_spread(row: dict, key: str, decimals: int | str = 2) -> str | None:
+    """The interval of a row's counted share (:func:`share_interval`) as :func:`share_cell` shows it in brackets:
+    "0.03–0.16" (``decimals`` decimals), or for a share of :data:`PERCENT_SHARES` in percent as the Live tab's card
+    words it (:func:`app.render.stats.counted_spread`): "41–73%", "0–7%". None without an interval."""
+    interval = share_interval(row, key)
+    if interval is None:
+        return None
+    if key in PERCENT_SHARES:
+        return counted_spread(interval, _ReadByInterval(), percent=True)
+    return range_text(interval.low, interval.high, decimals)
+
+
+def share_cell(row: dict, key: str, decimals: int | str = 2) -> str:
+    """A counted share as the tables show it, with its interval (:func:`share_spread`): "0.07 (0.03–0.16)"
+    (``decimals`` decimals); a share of :data:`PERCENT_SHARES` (its column's decimals "%") in percent, as the Live
+    tab's card: "58% (41–73%)"; the value alone with "(no counts: no spread)" for a row that has the share but not
+    its counts; "–" without it."""
     value = row.get(key)
     if value is None:
         return "–"
-    interval = share_interval(row, key)
-    if interval is None:
-        return f"{value:.{decimals}f} (no counts: no spread)"
-    return f"{value:.{decimals}f} ({range_text(interval.low, interval.high, decimals)})"
+    shown = f"{value:.0%}" if key in PERCENT_SHARES else f"{value:.{decimals}f}"
+    return f"{shown} ({share_spread(row, key, decimals) or 'no counts: no spread'})"
 
 
 def _places(value: float, decimals: int, most: int = 6) -> int:
