@@ -18,9 +18,10 @@ def _checked(mark: str) -> str:
 
 
 def sent_js(mark: str) -> str:
-    """The trigger's browser side, with no inputs: the page has sent a run (``window[mark] = true``). Raises
-    ValueError for a name that is not ``sv`` + letters."""
-    return f"() => {{ window.{_checked(mark)} = true; }}"
+    """The run's own event's browser side: its inputs pass unchanged, and the page has sent a run
+    (``window[mark] = true``). It rides on the run's event itself: a separate listener on the same click ran after
+    a quick run had already ended and left the mark set. Raises ValueError for a name that is not ``sv`` + letters."""
+    return f"(...args) => {{ window.{_checked(mark)} = true; return args; }}"
 
 
 def ended_js(mark: str) -> str:
@@ -46,8 +47,7 @@ def stopped_in_queue(what: str, reached: bool = False) -> str:
             f"{'did' if reached else 'will'} not run.")
 
 
-def mark_while_sent(button, event, mark: str) -> None:
-    """Wire the page's mark: ``button``'s click sets ``window[mark]`` (browser-side, unqueued) and ``event`` (the
-    Dependency that click starts) clears it once ended. Stop then reads it through :func:`stop_sent_js`."""
-    button.click(None, js=sent_js(mark), queue=False, api_visibility="private")
+def mark_while_sent(event, mark: str) -> None:
+    """Clear the page's mark once ``event`` (the run's Dependency, wired with ``js=sent_js(mark)``) has ended:
+    finished, failed or stopped. Stop then reads it through :func:`stop_sent_js`."""
     event.then(None, js=ended_js(mark), queue=False, api_visibility="private")

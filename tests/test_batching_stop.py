@@ -351,10 +351,13 @@ def test_a_stop_while_the_sweep_or_check_waits_in_the_queue_keeps_it_from_runnin
     with gr.Blocks() as demo:
         batching.build_tab()
     deps = demo.get_config_file()["dependencies"]
-    for api, mark in (("batching_stop", "svSweepSent"), ("batching_check_stop", "svCheckSent")):
+    for start, api, mark in (("batching_measure", "batching_stop", "svSweepSent"),
+                             ("batching_check", "batching_check_stop", "svCheckSent")):
         stop_dep = next(d for d in deps if d.get("api_name") == api)
         assert stop_dep["js"] == stop_sent_js(mark, 1) and len(stop_dep["inputs"]) == 1 and stop_dep["queue"] is False
-        assert sum(f"window.{mark} = " in (d.get("js") or "") for d in deps) == 2  # set at the click, cleared at the end
+        sent = next(d for d in deps if d.get("api_name") == start)["js"]
+        assert sent == f"(...args) => {{ window.{mark} = true; return args; }}"  # on the run's own event
+        assert sum(f"window.{mark} = false" in (d.get("js") or "") for d in deps) == 1  # cleared once it ended
 
     me = type("R", (), {"session_hash": "batching-queued"})()
     sweep = batching.SweepForm("ngram", 2, 6, [1, 2], batching.SHORT, False, str(tiny_model_dir), "")

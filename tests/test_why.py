@@ -732,10 +732,9 @@ def test_a_stop_while_the_measurement_waits_in_the_queue_keeps_it_from_running(t
     stop_dep = next(d for d in deps if d.get("api_name") == "why_stop")
     assert stop_dep["js"] == stop_sent_js("svWhyMeasuring", 2) == "(a0, a1) => [a0, window.svWhyMeasuring === true]"
     assert stop_dep["inputs"][1] == ids["why-status"]
-    measure_id = next(d["id"] for d in deps if d.get("api_name") == "why_measure")
-    marks = [d for d in deps if d.get("js") and d["targets"] and d["targets"][0][0] == ids["why-measure"]
-             and d.get("api_name") != "why_measure"]
-    assert [d["js"] for d in marks] == ["() => { window.svWhyMeasuring = true; }"] and marks[0]["queue"] is False
+    measure = next(d for d in deps if d.get("api_name") == "why_measure")
+    measure_id = measure["id"]
+    assert measure["js"] == "(...args) => { window.svWhyMeasuring = true; return args; }"  # inputs pass unchanged
     assert any(d.get("trigger_after") == measure_id and d.get("js") == "() => { window.svWhyMeasuring = false; }"
                for d in deps)
 
@@ -744,7 +743,9 @@ def test_a_stop_while_the_measurement_waits_in_the_queue_keeps_it_from_running(t
     me = type("R", (), {"session_hash": "why-queued"})()
     said = why.stop(None, me, sent=True)
     assert why.STOPPED_QUEUED in html.unescape(said) and "so it will not run" in why.STOPPED_QUEUED
-    assert list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me)) == []  # flagged: sends nothing
+    outs = list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me))  # flagged: measures nothing
+    assert len(outs) == 1 and "so it did not run" in html.unescape(outs[0][0])
+    assert all(isinstance(v, type(why.handlers.gr.skip())) for v in outs[0][1:])  # the rest stays as it was
     assert not device.DEVICE.locked and why.handlers.stop_said(me) == said
     outs = list(why.measure(str(tiny_model_dir), 2, 0.7, "", "", "", request=me))  # the mark was spent
     assert "Measured in" in outs[-1][0]

@@ -161,6 +161,10 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         yield _out(status=render.status_html(str(error), "error"))
         return
     job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
+    if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks): its own line, as a
+        job.release()  # handler that sends nothing at all leaves Gradio's outputs blank
+        yield _out(status=render.status_html(stopped_in_queue("measurement", reached=True), "info"))
+        return
     ended = ENDED.going(job.session)
     try:  # nothing is sent after the flag: Stop's status (stop, then stop_said) is the last word
         yield from until_stopped(_measure_job(job, inputs, (spec, layer), progress, request), job)

@@ -10,7 +10,7 @@ import gradio as gr
 from app import render
 from app.inputs import EXIT_LAYER, parse_exit_layer
 from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
-from app.stop_marks import mark_while_sent, stop_sent_js
+from app.stop_marks import mark_while_sent, sent_js, stop_sent_js
 from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMPTY, SLIDERS, check_run,
                               remember, slider_typed, whatif)
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
@@ -208,8 +208,9 @@ def _wire_measure(buttons: tuple[gr.Button, gr.Button], sent: dict, outputs: lis
     status, measurement = outputs[0], outputs[4]
     measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
                                   outputs=outputs, api_name="why_measure", show_progress="full",
-                                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena")
-    mark_while_sent(measure_btn, measuring, MEASURE_MARK)
+                                  show_progress_on=[status], concurrency_limit=4, concurrency_id="arena",
+                                  js=sent_js(MEASURE_MARK))
+    mark_while_sent(measuring, MEASURE_MARK)
     stop_btn.click(stop, inputs=[measurement, status], outputs=[status], queue=False, js=stop_sent_js(MEASURE_MARK, 2),
                    api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
                                              api_visibility="private")
