@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from app import render
+from app import render, stop_marks
 from app.device import LOCAL_PREFIX, CancelRegistry
 from app.endings import Endings
 from app.inputs import Settings
@@ -173,5 +173,4 @@ def stopped_in_queue(reached: bool = False) -> str:
     """The status line of a run stopped while it still waited in Gradio's queue (more runs going than the server
     takes at once): Stop's answer ("... so it will not run."), or with ``reached`` the run's own when its turn comes
     and it runs nothing ("... so it did not run.")."""
-    return render.status_html("Stopped: your run was still waiting for its turn in the server's queue, so it "
-                              f"{'did' if reached else 'will'} not run.", "info")
+    return render.status_html(stop_marks.stopped_in_queue("run", reached), "info")
