@@ -111,12 +111,21 @@ def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
         "(too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart)")
     assert speedup_cell(_arena_row(0.36, 1.45, 1.24, 1.69), "decode_speedup") == "1.45× faster (1.24–1.69×)"
     impossible = _arena_row(0.09, 3.56, 3.40, 3.71)
+    # timings its tokens per pass cannot give: said calmly, what happened and what to do, the ratio kept as detail
     assert speedup_cell(impossible, "decode_speedup") == (
-        "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow")
-    assert verdicts.noise_text(impossible) == "not a finding: faster than its 1.5 tokens per pass allow"
+        "no reading: the machine's speed changed during the run (3.56× measured, 3.40–3.71×; faster than its 1.5 "
+        "tokens per pass allow); run again")
+    assert verdicts.noise_text(impossible) == (
+        "no reading: the machine's speed changed during the run (faster than its 1.5 tokens per pass allow); run again")
     assert speedup_cell(impossible | {"baseline_drift": 0.16}, "decode_speedup") == (
-        "3.56× (3.40–3.71×), not a finding: faster than its 1.5 tokens per pass allow; baselines drifted 16% apart")
-    assert verdicts.noise_text(_arena_row(0.31, 1.2, None, None)) == "not a finding: baselines drifted 31% apart"
+        "no reading: the machine's speed changed during the run (3.56× measured, 3.40–3.71×; faster than its 1.5 "
+        "tokens per pass allow; baselines drifted 16% apart); run again")
+    assert verdicts.noise_text(_arena_row(0.31, 1.2, None, None)) == (
+        "no reading: the machine's speed changed during the run (baselines drifted 31% apart); run again")
+    assert speedup_cell(_arena_row(None, 3.56, None, None), "decode_speedup") == (
+        "3.56 (one run: no spread), no reading: the machine's speed changed during the run (faster than its 1.5 "
+        "tokens per pass allow); run again")
+    assert "not a finding" not in speedup_cell(impossible, "decode_speedup") + verdicts.noise_text(impossible)
     assert speedup_cell(_arena_row(None, 1.5, None, None), "decode_speedup") == "1.50 (one run: no spread)"
 
 

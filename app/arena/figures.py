@@ -82,7 +82,7 @@ def _noise_marks(rows: list[dict]) -> dict:
 
 
 HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides of "
-                "1),<br>or not a finding (above its tokens per pass)")
+                "1),<br>or no reading (the machine's speed changed)")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"

@@ -19,14 +19,15 @@ FILE_DEFINITIONS = {
     "noisy": "true where the page marks the row noisy: the standard runs beside it more than "
              f"{NOISY_DRIFT:.0%} apart, or a decoding speedup above its tokens per pass; no finding",
     "noise": "why a row is no finding, in the page's words: too noisy to tell (its ratios on both sides of 1) or "
-             "not a finding (faster than its tokens per pass allow; baselines drifted apart)",
+             "no reading (the machine's speed changed during the run: faster than its tokens per pass allow, or "
+             "baselines drifted apart; run again)",
     "status": "the status line the page showed at the end, in words",
 }
 """What the downloads add to :data:`specviz.analysis.arena_rows.DEFINITIONS`."""
 
 VERDICT_COLUMNS = ("noisy", "noise")
 """The columns the downloads add to every row: ``noisy`` (true where the page hatches the row's bar and marks its
-drift "unsteady" or its speedup "not a finding", :func:`_noisy`; empty for standard decoding) and ``noise`` (why, in
+drift "unsteady" or its speedup "no reading", :func:`_noisy`; empty for standard decoding) and ``noise`` (why, in
 the words of the page, :func:`app.arena.verdicts.noise_text`)."""
 
 

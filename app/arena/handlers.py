@@ -22,7 +22,8 @@ from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
-from app.arena.verdicts import IMPOSSIBLE_MARGIN, NOISY_DRIFT, noise_text, noisy_count, noisy_rows
+from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, noise_text,
+                                noisy_count, noisy_rows)
 from app.device import CancelRegistry, Job, load_target, relay
 from app.inputs import InputError, check_exit_layer
 from app.messages import nothing_to_stop, report
@@ -30,7 +31,7 @@ from specviz.analysis.arena import as_prompts, iter_arena
 from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
 from specviz.core.generation_settings import settings_summary
-from specviz.core.verdict import NOISY, NOT_FINDING
+from specviz.core.verdict import NOISY
 from specviz.core.verify import SamplingConfig
 from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.runtime.policy import PolicyError
@@ -280,13 +281,14 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
 def _no_finding_kinds(rows: list[dict]) -> str:
     """Which kinds of no finding a run's rows hold, each with its reason and, when both occur, its count (a trial:
     "too noisy to tell ...; or not a finding ..." did not say which applied): "too noisy to tell: ratios against the
-    standard runs beside the method on both sides of 1", "not a finding: a speedup more than 5% above its tokens per
-    pass, or baselines that drifted more than 15% apart", or "1 too noisy to tell: ...; 2 not a finding: ..."."""
+    standard runs beside the method on both sides of 1", "no reading: the machine's speed changed during the run, a
+    speedup more than 5% above its tokens per pass or baselines more than 15% apart", or "1 too noisy to tell: ...;
+    2 no reading: ..."."""
     texts = [text for text in map(noise_text, rows) if text]
     noisy = sum(t.startswith(NOISY) for t in texts)
     kinds = [(noisy, f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
-             (len(texts) - noisy, f"{NOT_FINDING}: a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per "
-                                  f"pass, or baselines that drifted more than {NOISY_DRIFT:.0%} apart")]
+             (len(texts) - noisy, f"{NO_READING}: {SPEED_CHANGED}, a speedup more than {IMPOSSIBLE_MARGIN:.0%} above "
+                                  f"its tokens per pass or baselines more than {NOISY_DRIFT:.0%} apart")]
     present = [(n, words) for n, words in kinds if n]
     return "; ".join(words if len(present) == 1 else f"{n} {words}" for n, words in present)
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words, range_text,
-                                speedup_reading, spread_text)
+from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words,
+                                no_reading_words, range_text, speedup_reading, spread_text)
 from app.render.stats import counted_spread
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
-from specviz.core.verdict import NOISY
+from specviz.core.verdict import NOISY, NOT_FINDING, format_ratio_ends
 from specviz.measure.stats import Interval, pass_share_interval, wilson_interval
 
 
@@ -58,17 +58,22 @@ def reference_drift_cell(drift: float | None) -> str:
 
 def speedup_cell(row: dict, key: str) -> str:
     """A measured speedup as the table shows it, read by :func:`speedup_reading`: "1.23× faster (1.15–1.31×)", "too
-    noisy to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart", "2.45× (2.27–2.63×), not a finding:
-    faster than its 2.1 tokens per pass allow"; "1.00 (reference)" for standard decoding, "1.23 (one run: no
-    spread)" where none can be told (", not a finding: …" added above its tokens per pass); "–" without a ratio."""
+    noisy to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart", and for timings the tokens per pass
+    cannot give the words first, the ratio kept in the brackets (:func:`no_reading_words`): "no reading: the
+    machine's speed changed during the run (2.45× measured, 2.27–2.63×; faster than its 2.1 tokens per pass allow;
+    baselines drifted 16% apart); run again"; "1.00 (reference)" for standard decoding, "1.23 (one run: no spread)"
+    where none can be told (the no-reading sentence after it above its tokens per pass); "–" without a ratio."""
     value = row.get(key)
     if value is None:
         return "–"
     read = speedup_reading(row, key)
     if read is None:
         text = f"{value:.2f} ({spread_text(row, key)})"
-        why = impossible_words(row) if key == "decode_speedup" else None
-        return f"{text}, not a finding: {why}" if why else text
+        impossible = key == "decode_speedup" and impossible_words(row)
+        return f"{text}, {no_reading_words(row)}" if impossible else text
+    if read.word == NOT_FINDING:
+        ends = "–".join(format_ratio_ends(read.low, read.high))
+        return no_reading_words(row, f"{read.shown()}× measured, {ends}×")
     return read.cell() + (f", {read.reason}" if read.word == NOISY and read.reason else "")
 
 
@@ -199,8 +204,8 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
 
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
-    carries its spread, and a decoding speedup above what its tokens per pass allow reads "…, not a finding: …"
-    (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`) and the counted shares
+    carries its spread, and a decoding speedup above what its tokens per pass allow reads "no reading: the machine's
+    speed changed during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`) and the counted shares
     (:func:`share_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:

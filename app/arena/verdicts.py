@@ -1,13 +1,14 @@
 """How the Arena reads a pooled or per-prompt row: the spread of its ratios and timings in words, and whether its
 speedup is a finding (:func:`speedup_reading`, the rule every tab uses) or not (:func:`_noisy`: too noisy to tell, an
-interval across 1 only; or not a finding: faster than its tokens per pass allow). The words for why are in one place,
-:func:`noise_text`: the tables, the charts, the status and the downloads all read rows through these."""
+interval across 1 only; or no reading: the machine's speed changed during the run, so faster than its tokens per pass
+allow, or its baselines drifted apart). The words for why are in one place, :func:`noise_text` and
+:func:`no_reading_words`: the tables, the charts, the status and the downloads all read rows through these."""
 
 from __future__ import annotations
 
 from app import render
 from specviz.analysis.arena_rows import BASELINE
-from specviz.core.verdict import NOISY, NOT_FINDING, Verdict, format_apart, format_ratio_ends, read_speedup
+from specviz.core.verdict import NOISY, Verdict, format_apart, format_ratio_ends, read_speedup
 from specviz.measure.stats import IMPOSSIBLE_MARGIN  # the Live tab's margin: one rule (see _impossible)
 
 
@@ -58,22 +59,38 @@ def impossible_words(row: dict) -> str | None:
     return f"faster than its {row['tokens_per_pass']:.1f} tokens per pass allow" if _impossible(row) else None
 
 
+NO_READING = "no reading"
+"""The Arena's word for a speedup its timings cannot give (the rule's "not a finding",
+:data:`specviz.core.verdict.NOT_FINDING`): said calmly, as what happened and what to do (:func:`no_reading_words`)."""
+SPEED_CHANGED = "the machine's speed changed during the run"
+RUN_AGAIN = "run again"
+
+
+def no_reading_words(row: dict, measured: str = "") -> str:
+    """Why a method's decoding speedup is no reading, in one plain sentence with its detail in brackets: "no
+    reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines drifted
+    16% apart); run again"; ``measured`` (the ratio as measured, "2.45× measured, 2.27–2.63×") leads the brackets
+    where given. A trial read the rule's "not a finding: ..." in the table's large type as alarming."""
+    detail = "; ".join(w for w in (measured, impossible_words(row), drift_words(row)) if w)
+    return f"{NO_READING}: {SPEED_CHANGED}" + (f" ({detail})" if detail else "") + f"; {RUN_AGAIN}"
+
+
 def noise_text(row: dict) -> str:
     """Why a method's row is no finding, in the words the page uses everywhere (table cell, chart hover, status,
     downloads' ``noise`` column); "" for a finding or the reference row:
 
     - "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart" (a spread across 1 only);
-    - "not a finding: faster than its 2.1 tokens per pass allow; baselines drifted 16% apart" (impossible timings,
-      whatever the spread);
-    - "not a finding: baselines drifted 36% apart" (no spread to read, and the machine's speed changed).
+    - "no reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines
+      drifted 16% apart); run again" (impossible timings, whatever the spread);
+    - "no reading: the machine's speed changed during the run (baselines drifted 36% apart); run again" (no spread to
+      read, and the machine's speed changed): :func:`no_reading_words`.
     """
     if not _noisy(row):
         return ""
     read = speedup_reading(row)
     if read is not None and read.word == NOISY:
         return "; ".join(w for w in (f"{NOISY}: its ratios on both sides of 1", drift_words(row)) if w)
-    reason = "; ".join(w for w in (impossible_words(row), drift_words(row)) if w)
-    return f"{NOT_FINDING}: {reason}"
+    return no_reading_words(row)
 
 
 def range_text(low: float, high: float, decimals: int, extra: int = 1) -> str:
@@ -105,7 +122,8 @@ def _noisy(row: dict) -> bool:
 
 def _noise_word(row: dict) -> str:
     """The hover's words on a bar, :func:`noise_text` in brackets: "(too noisy to tell: its ratios on both sides of
-    1; baselines drifted 36% apart)", "(not a finding: faster than its 2.1 tokens per pass allow)" or ""."""
+    1; baselines drifted 36% apart)", "(no reading: the machine's speed changed during the run (faster than its 2.1
+    tokens per pass allow); run again)" or ""."""
     text = noise_text(row)
     return f"({text})" if text else ""
 
