@@ -192,3 +192,34 @@ def test_held_out_figures_are_given_per_set(tiny_target, tmp_path):
     passes = [r["held_out_chain"]["passes"] for r in by_set.values() if r]
     assert sum(passes) == overall == 3 * 16  # 16 reply positions a sequence, each chain counted once
     assert held_out_by_set(draft, soft_prefill(tiny_target, [a], 4), hold[:1]) == {}
+
+
+def test_the_confidence_gate_drafts_fewer_tokens_and_keeps_the_output(tiny_target, tmp_path):
+    """A draft model's confidence gate (as the heads'): a draft stops before the first token whose cumulative
+    draft probability falls below the gate, down to none (a plain target step); the greedy output stays the
+    target's own, every drafted chain's product of probabilities is at or above the gate, and a gate outside
+    [0, 1) is refused."""
+    draft = _draft(tiny_target)
+    cfg = GenerationConfig(max_new_tokens=30, k=4)
+    drafted = {}
+    for gate in (0.0, 0.3, 0.9):
+        total = 0
+        for label, prompt in _prompts(tiny_target.tokenizer).items():
+            spec = _run(tiny_target, prompt, cfg, DistilledDrafter(draft, min_confidence=gate))
+            assert spec.token_ids == _run(tiny_target, prompt, cfg).token_ids, (label, gate)
+            for event in spec.events[1:]:
+                if event.kind == "pass" and event.draft_ids:
+                    assert float(torch.tensor([d.draft_prob for d in event.details]).prod()) >= gate - 1e-6
+                total += len(event.draft_ids) if event.kind == "pass" else 0
+        drafted[gate] = total
+    assert drafted[0.0] > drafted[0.3] > drafted[0.9]  # a higher gate drafts fewer tokens
+    path = save_draft_model(draft, tmp_path / "d.safetensors", tiny_target.model, {})
+    assert make_drafter("distilled", tiny_target, heads_path=str(path), min_confidence=0.3).min_confidence == 0.3
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+        DistilledDrafter(draft, min_confidence=1.0)
+
+
+def test_the_confidence_gate_keeps_the_sampled_distribution(tiny_target):
+    draft = _draft(tiny_target)
+    assert _chi_square(tiny_target, lambda: DistilledDrafter(draft, min_confidence=0.3), dict(temperature=1.0),
+                       n=600) > 1e-3

@@ -163,8 +163,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
                    help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
-                   metavar="P", help="eagle/medusa: stop drafting where the draft's cumulative probability falls "
-                                     "below P (0 = always k tokens; default: the drafters' own default)")
+                   metavar="P", help="eagle/medusa/distilled: stop drafting where the draft's cumulative probability "
+                                     "falls below P (0 = always k tokens; default: the drafters' own default)")
     p.add_argument("--head-weights", default="auto", choices=("auto", "int8", "float"),
                    help="eagle/medusa/distilled: the trained drafter's weights while drafting (default auto: int8 on the CPU, "
                         "about half the drafting time; float: the target's dtype). Output is unchanged either way")

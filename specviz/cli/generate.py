@@ -264,7 +264,7 @@ def _checked_prompt(args) -> str:
 
 def _check_generate_flags(args) -> None:
     """Flags that need another flag (``--drafter model`` a draft model) or a head drafter (eagle, medusa)."""
-    from specviz.drafters.registry import HEAD_KEYS
+    from specviz.drafters.registry import GATED_KEYS, HEAD_KEYS
 
     if args.drafter == "model" and not (args.draft_model or "").strip():
         raise UsageError("--drafter model needs --draft-model SPEC (a local folder or a hub id)")
@@ -272,8 +272,8 @@ def _check_generate_flags(args) -> None:
         raise UsageError("--stop needs a non-empty string")
     if args.tree and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
-    if args.confidence is not None and args.drafter not in HEAD_KEYS:
-        raise UsageError(f"--confidence applies to --drafter eagle or medusa, not {args.drafter}")
+    if args.confidence is not None and args.drafter not in GATED_KEYS:
+        raise UsageError(f"--confidence applies to --drafter eagle, medusa or distilled, not {args.drafter}")
     if args.lookup and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--lookup applies to --drafter eagle or medusa (n-gram lookup alone is --drafter ngram), "
                          f"not {args.drafter}")
@@ -350,7 +350,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     """:func:`run_record` plus the settings of ``generate`` (target, device, forward path, temperature,
     head-drafter gates)."""
     from specviz.runtime.compiled import forward_path
-    from specviz.drafters.registry import HEAD_KEYS
+    from specviz.drafters.registry import GATED_KEYS, HEAD_KEYS
     from specviz.runtime.models import dtype_name
     from specviz.runtime.weights import weights_of
 
@@ -364,8 +364,9 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record["forward"] = forward_path(target.model)
     record["path"] = result.forward_path  # the engine's forward path and what it promises (graphs or eager)
     record["temperature"] = args.temperature
-    if args.drafter in HEAD_KEYS:
+    if args.drafter in GATED_KEYS:
         record["min_confidence"] = drafter.min_confidence
+    if args.drafter in HEAD_KEYS:
         record["lookup"] = args.lookup
         record["copied_passes"] = drafter.copied_passes
     return record

@@ -265,7 +265,7 @@ class DistilledDrafter(ModelDrafter):
     """A :class:`ModelDrafter` over a :class:`DraftModel`'s view (own layers and KV cache, the target's embedding and
     LM-head rows)."""
 
-    def __init__(self, draft: DraftModel) -> None:
-        super().__init__(draft.view, f"distilled draft model ({draft.num_layers} layers)")
+    def __init__(self, draft: DraftModel, min_confidence: float = 0.0) -> None:
+        super().__init__(draft.view, f"distilled draft model ({draft.num_layers} layers)", min_confidence)
         self.draft = draft
         self.weights = "int8" if draft.head.int8 is not None else "float"  # what it drafts with (HEAD_WEIGHTS)

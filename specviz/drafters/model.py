@@ -42,11 +42,20 @@ class ModelDrafter(DrafterBase):
 
     ``draft_window`` is the model's context window in tokens (None when its config states none). Past it the
     drafter stops: it proposes fewer tokens, then none, and the target decodes alone (see the module docstring).
+
+    ``min_confidence`` in [0, 1): the confidence gate, as the head drafters' (:mod:`specviz.drafters.heads`): a
+    draft stops before the first token whose cumulative draft probability (the product of the draft's
+    probabilities of its tokens so far, after the run's temperature and filters) falls below it; 0 always drafts
+    k. The draft length depends on the draft model alone, so greedy output and the sampled distribution stay exact.
+    Raises ValueError outside [0, 1).
     """
 
     needs_hidden = False
 
-    def __init__(self, model: torch.nn.Module, name: str) -> None:
+    def __init__(self, model: torch.nn.Module, name: str, min_confidence: float = 0.0) -> None:
+        if not 0.0 <= min_confidence < 1.0:
+            raise ValueError(f"the draft confidence threshold must be in [0, 1), got {min_confidence}")
+        self.min_confidence = float(min_confidence)
         self.model = model
         self.name = name
         self.draft_window = context_window(model)
@@ -89,13 +98,15 @@ class ModelDrafter(DrafterBase):
         ids: list[int] = []
         token_probs: list[float] = []
         rows: list[torch.Tensor] = []
+        confidence = 1.0
         for i in range(ctx.k):
             logits = ctx.processed(logits, ids)  # the run's penalties, as the target's row here will see them
             probs = process_logits(logits[None], ctx.sampling)[0]
-            if ctx.sampling.greedy:
-                token = int(logits.argmax())
-            else:
-                token = sample(probs, ctx.generator)
+            token = int(logits.argmax()) if ctx.sampling.greedy else sample(probs, ctx.generator)
+            confidence *= float(probs[token])
+            if confidence < self.min_confidence:  # the gate: the rest of the draft is unlikely to be accepted
+                break
+            if not ctx.sampling.greedy:
                 rows.append(probs)
             ids.append(token)
             token_probs.append(float(probs[token]))

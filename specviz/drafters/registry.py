@@ -28,7 +28,8 @@ class DrafterOptions:
         heads_path: a head file for ``eagle`` / ``medusa``, or a draft-model file for ``distilled`` (None: the
             shipped one made for this target).
         tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
-        min_confidence: ``eagle`` / ``medusa``: the confidence gate in [0, 1) (None: the default).
+        min_confidence: ``eagle`` / ``medusa`` / ``distilled``: the confidence gate in [0, 1) (None: the drafter's
+            default; 0 for ``distilled``).
         lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
         window / ngram / candidates: ``lookahead``: W, N and G (None: the defaults of
             :mod:`specviz.drafters.lookahead`).
@@ -138,6 +139,7 @@ def describe(key: str) -> str:
 
 
 HEAD_KEYS = ("eagle", "medusa")  # the drafters with trained heads: trees, the confidence gate, lookup first
+GATED_KEYS = (*HEAD_KEYS, "distilled")  # the drafters with a confidence gate (--confidence)
 VARIANT_SUFFIXES = ("tree", "lookup")  # "eagle:tree", "eagle:lookup", "eagle:tree:lookup" (bench, arena)
 
 
@@ -290,7 +292,9 @@ def _distilled(target, o: DrafterOptions) -> Drafter:
     if path is None:
         raise HeadsError(f"No distilled draft model fits {target.label}: the shipped one is for the embedded "
                          f"SmolLM2-135M-Instruct. Train one with `python -m specviz train distilled --layers 2`.")
-    return DistilledDrafter(load_draft_model(path, target.model, head_weights_for(target.model, o.head_weights)))
+    gate = 0.0 if o.min_confidence is None else float(o.min_confidence)
+    return DistilledDrafter(load_draft_model(path, target.model, head_weights_for(target.model, o.head_weights)),
+                            min_confidence=gate)
 
 
 NONE = DrafterChoice("none", "None (standard decoding)", "No drafting: one target forward per token.",
