@@ -142,7 +142,11 @@ def test_the_classroom_whatif_keeps_room_for_its_axis_title_on_a_phone():
     subtitle; 440 px keeps the plot taller than its title, and every legend line fits the phone."""
     spec = [_prefill("speculative")] + [_spec(i + 1, 16, 16, n) for i, n in enumerate([16, 5, 0, 12, 16, 3])]
     fig = classroom.whatif_figure(analyze(spec, base_run(60)), {4: 1.3})
-    assert fig.layout.height == 440 and fig.layout.legend.yanchor == "top" and fig.layout.legend.y == -0.3
+    assert fig.layout.height == 440 and fig.layout.legend.yanchor == "bottom" and fig.layout.legend.y == 0
+    assert fig.layout.legend.yref == "container"  # under the axis title at any width (tests/test_classroom_widen_...)
+    narrow = fig.layout.meta["sv_narrow"]  # a phone: taller, with room for the legend's four rows under the axis
+    assert narrow == {"height": 540, "margin": {"b": 215}}
+    assert min(440 - 60 - fig.layout.margin.b, 540 - 60 - 215) >= 260  # the plot keeps the height it had
     lines = [line for t in fig.data for line in visible_lines(t.name)]
     assert "bars: 80% of resampled passes)" in lines and max(len(line) for line in lines) <= 31
 

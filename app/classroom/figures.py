@@ -189,8 +189,8 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
         traces.append({"type": "scatter", "mode": "markers", "x": list(checks), "y": list(checks.values()),
                        "name": "measured by the re-run",
                        "marker": {"symbol": "diamond", "size": 14, "color": COLORS["accepted"]}})
-    # 440 px: on a 400 px phone the legend's rows under the chart take ~130 px; at 380 the plot left its y axis
-    # title less height than it needs, and the title ran up into the chart's subtitle
+    # 440 px (540 on a phone, WHATIF_NARROW, where the legend's rows under the chart take ~130 px): at 380 the plot
+    # left its y axis title less height than it needs, and the title ran up into the chart's subtitle
     layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 440,
               "title": {"text": "What if k were different?<br><span style='font-size:12px'>Predicted decoding "
                                 "speedup</span>", "font": {"size": 15}},  # two short lines fit a phone
@@ -200,7 +200,18 @@ def whatif_figure(result: WhatIf, checks: Mapping[int, float] | None = None) -> 
                           "line": {"color": "#8c959f", "dash": "dash", "width": 1}}],
               "annotations": [{"x": rec.k, "y": rec.speedup, "text": f"<b>k = {rec.k}: {rec.speedup:.2f}×</b>",
                                "showarrow": True, "ay": -34, "ax": 0, "font": {"color": COLORS["recovered"]}}],
-              "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 60, "b": 50}, "modebar": MODEBAR,
-              # below the axis title (y = -0.2 put its rows on it where a phone wraps the legend into four)
-              "legend": {"orientation": "h", "y": -0.3, "yanchor": "top", "x": 0}}
+              "margin": {"l": 60, "r": MODEBAR_MARGIN_PX, "t": 60, "b": WHATIF_BOTTOM_PX}, "modebar": MODEBAR,
+              "legend": WHATIF_LEGEND, "meta": {"sv_narrow": WHATIF_NARROW}}
     return go.Figure({"data": traces, "layout": layout})
+
+
+WHATIF_BOTTOM_PX = 115
+"""The what-if chart's bottom margin: its ticks and axis title, then the legend's one or two rows (its first item
+has two lines) under them."""
+WHATIF_LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom"}
+"""The what-if chart's legend, at the chart's bottom edge in px, under the axis title however tall the plot is: at a
+fraction of the plot under it (y = -0.3) it lay on "draft length k" once a 400 px window was widened to 1400 px (a
+trial), since the plot grew taller and its fraction with it (tests/test_classroom_widen_browser.py)."""
+WHATIF_NARROW = {"height": 540, "margin": {"b": 215}}
+"""The parts of its layout drawn where the chart is narrower than assets/head.html's STACK_BELOW_PX (a phone), the
+wide layout's again when it is widened: room under the axis title for the legend's four rows of five lines."""
