@@ -30,9 +30,11 @@ def _rows() -> list[dict]:
               "accepted": sum(PASSES), "rejections": sum(rejections), "acceptance_rate": sum(PASSES) / 48,
               "alpha": sum(PASSES) / (sum(PASSES) + sum(rejections)), "tokens_per_pass": 2.1,
               "pass_drafted": [4] * len(PASSES), "pass_accepted": list(PASSES), "pass_rejections": rejections,
-              "decode_speedup": 1.4, "decode_speedup_low": 1.3, "decode_speedup_high": 1.5, "baseline_drift": 0.05, "ids_identical": True}
+              "decode_speedup": 1.4, "decode_speedup_low": 1.3, "decode_speedup_high": 1.5, "baseline_drift": 0.05,
+              "ids_identical": True}
     base = {"level": "category", "category": "chat", "prompt_id": "chat-1", "variant": "standard",
-            "drafter": "none", "k": "0", "prompts": 1, "decode_speedup": 1.0, "tokens_per_pass": 1.0, "ids_identical": None}
+            "drafter": "none", "k": "0", "prompts": 1, "decode_speedup": 1.0, "tokens_per_pass": 1.0,
+            "ids_identical": None}
     return [base, method]
 
 

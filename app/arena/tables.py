@@ -208,8 +208,8 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
     carries its spread, and a decoding speedup above what its tokens per pass allow reads "no reading: the machine's
-    speed changed during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures (:func:`timed_cell`) and the counted shares
-    (:func:`share_cell`)."""
+    speed changed during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures
+    (:func:`timed_cell`) and the counted shares (:func:`share_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:
             return reference_drift_cell(r.get(key))
