@@ -69,11 +69,13 @@ def test_a_live_speedup_above_its_tokens_per_pass_is_not_a_finding():
     assert judged.reason == "faster than its 3.1 tokens per pass allow"
     assert judged.reading.word == NOT_FINDING and "not a finding" in judged.describe()
     card = verdict_card(judged)  # the words lead and the number is small (a second trial: "6.75×" was the largest
-    # text on the page), as the end-to-end card beside it says "not a finding (3.41× measured)"
+    # text on the page), as the end-to-end card beside it says "no reading (3.41× measured)"; calm words (a fourth
+    # trial read "not a finding" in large type as alarming), the Arena's own
     assert "noisy unfounded" in card and '<small class="sv-verdict-figure">(5.40× measured)</small>' in card
-    assert card.index("not a finding</span>") < card.index("(5.40× measured)")
+    assert card.index('<span class="sv-verdict-word">no reading</span>') < card.index("(5.40× measured)")
+    assert "not a finding</span>" not in card
     # and says what to do (a third trial met the words alone)
-    assert "the machine&#x27;s speed changed between the two runs: run again to measure</div>" in card
+    assert "the machine&#x27;s speed changed during the run: run again to measure</div>" in card
     fine = above_possible(judge_speedup(spec_ms, spec_tokens, [100.0] * 60, base_tokens), 3.1)  # 3.0x at 3.1 tokens per pass
     assert fine.verdict == "faster" and fine.reason is None
 
@@ -100,3 +102,15 @@ def test_the_live_history_and_the_batching_prediction_show_an_end_near_one_on_it
     fields = {f: None for f in RunSummary.__dataclass_fields__}
     row = RunSummary(**{**fields, "speedup": 0.9, "speedup_interval": (0.8, 0.996)})
     assert history_speedup(row) == "0.90× (0.80–0.996)"
+
+
+def test_the_history_says_no_reading_where_the_timings_cannot_be_true():
+    """The run history's muted cell uses the Live card's calm words: "3.41× (no reading)", the reason on hover."""
+    from app.records import RunSummary
+    from app.render.history import history_speedup
+
+    row = RunSummary(speedup=None, speedup_note="not a finding", speedup_measured=3.41,
+                     speedup_reason="faster than its 2.1 tokens per pass allow")
+    cell = history_speedup(row)
+    assert ">3.41× (no reading)</span>" in cell and "not a finding" not in cell
+    assert 'title="3.41× measured, no reading: faster than its 2.1 tokens per pass allow"' in cell

@@ -7,6 +7,7 @@ allow, or its baselines drifted apart). The words for why are in one place, :fun
 from __future__ import annotations
 
 from app import render
+from app.render.stats import NO_READING, RUN_AGAIN, SPEED_CHANGED  # the Live card's words too
 from specviz.analysis.arena_rows import BASELINE
 from specviz.core.verdict import NOISY, Verdict, format_apart, format_ratio_ends, read_speedup
 from specviz.measure.stats import IMPOSSIBLE_MARGIN  # the Live tab's margin: one rule (see _impossible)
@@ -59,11 +60,6 @@ def impossible_words(row: dict) -> str | None:
     return f"faster than its {row['tokens_per_pass']:.1f} tokens per pass allow" if _impossible(row) else None
 
 
-NO_READING = "no reading"
-"""The Arena's word for a speedup its timings cannot give (the rule's "not a finding",
-:data:`specviz.core.verdict.NOT_FINDING`): said calmly, as what happened and what to do (:func:`no_reading_words`)."""
-SPEED_CHANGED = "the machine's speed changed during the run"
-RUN_AGAIN = "run again"
 
 
 def no_reading_words(row: dict, measured: str = "") -> str:

@@ -7,7 +7,7 @@ import html
 import re
 
 from app.render.markup import scroll_box
-from app.render.stats import cut_words
+from app.render.stats import NO_READING, cut_words
 from app.records import NO_INTERVAL, RunSummary
 from specviz.core.verdict import format_apart, format_ratio, format_ratio_ends
 
@@ -35,10 +35,11 @@ def history_speedup(row: RunSummary) -> str:
     note, measured = row.speedup_note, row.speedup_measured
     if note in ("too noisy", "not a finding") and measured is not None:
         reason = f": {row.speedup_reason}" if row.speedup_reason else ""
-        words = "too noisy to tell" if note == "too noisy" else note
+        words = "too noisy to tell" if note == "too noisy" else NO_READING
         title = html.escape(f"{measured:.2f}× measured, {words}{reason}", quote=True)
+        shown = note if note == "too noisy" else NO_READING
         return (f'<span class="hist-noisy" title="{title}" style="color: var(--body-text-color-subdued)">'
-                f'{html.escape(f"{measured:.2f}× ({note})")}</span>')
+                f'{html.escape(f"{measured:.2f}× ({shown})")}</span>')
     return html.escape(note or "–")
 
 

@@ -235,11 +235,19 @@ def cut_words(cut_at: float | None = None) -> str:
     return f"top cut at its {at}tokens per pass: no faster is possible"
 
 
+NO_READING = "no reading"
+"""The page's word for a speedup its timings cannot give (the rule's "not a finding",
+:data:`specviz.core.verdict.NOT_FINDING`): said calmly, as what happened and what to do, in the Live card and the
+Arena (:func:`app.arena.verdicts.no_reading_words`). A trial read "not a finding" in large type as alarming."""
+SPEED_CHANGED = "the machine's speed changed during the run"
+RUN_AGAIN = "run again"
+
+
 def verdict_card(judgement) -> str:
     """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its words ("2.51× faster", "0.62× the speed, slower"; "1.05× too
-    noisy to tell" keeps the number; "not a finding (6.75× measured)", a speedup its tokens per pass cannot give,
-    puts the words first and the number small, as the end-to-end card does), under it the interval and what
+    noisy to tell" keeps the number; "no reading (6.75× measured)", a speedup its tokens per pass cannot give
+    (:data:`NO_READING`), puts the words first and the number small, as the end-to-end card does), under it the interval and what
     disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of the CPUs"), and the long explanation folded
     in a ``<details>`` element. Green for faster, red for slower, neutral otherwise."""
     reading = judgement.reading
@@ -248,14 +256,14 @@ def verdict_card(judgement) -> str:
     figure = (f'<span class="sv-verdict-figure">{reading.shown()}×</span> '
               f'<span class="sv-verdict-word">{html.escape(reading.words())}</span>')
     if reading.word == "not a finding":  # a timing the tokens per pass cannot give: the words lead, the number small
-        figure = (f'<span class="sv-verdict-word">{html.escape(reading.words())}</span> '
+        figure = (f'<span class="sv-verdict-word">{NO_READING}</span> '
                   f'<small class="sv-verdict-figure">({reading.shown()}× measured)</small>')
     span = reading.span()
     if judgement.cut_at is not None:  # a trial read "3.96× / 95 % 3.07–3.96×" as a quietly clipped interval
         span += f" ({cut_words(judgement.cut_at)})"
     hint = None
     if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
-        hint = "the machine's speed changed between the two runs: run again to measure"
+        hint = f"{SPEED_CHANGED}: {RUN_AGAIN} to measure"
     under = " · ".join(html.escape(part) for part in (span, reading.reason, hint) if part)
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
     details = ('<details class="sv-verdict-why"><summary>How this is judged</summary>'
@@ -285,7 +293,8 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
         value = speedup(spec, base)
         ratio = spread_html(value, end_to_end_interval(spec, base), "{:.2f}×", 2)
         end = _card("End to end", ratio if j.finding else
-                    f"{j.verdict} <small>({_fmt(value, '{:.2f}×')} measured)</small>", END_TO_END_DEFINITION)
+                    f"{NO_READING if j.verdict == 'not a finding' else j.verdict} "
+                    f"<small>({_fmt(value, '{:.2f}×')} measured)</small>", END_TO_END_DEFINITION)
     rates = _card("Tokens/s after the prefill", rate_pair_html(spec, base), RATES_DEFINITION,
                   f"prefill included: {rate_pair_html(spec, base, decode=False)}")
     return [hero, end, rates]
