@@ -21,7 +21,13 @@ def sent_js(mark: str) -> str:
     """The run's own event's browser side: its inputs pass unchanged, and the page has sent a run
     (``window[mark] = true``). It rides on the run's event itself: a separate listener on the same click ran after
     a quick run had already ended and left the mark set. Raises ValueError for a name that is not ``sv`` + letters."""
-    return f"(...args) => {{ window.{_checked(mark)} = true; return args; }}"
+    return f"(...args) => {{ {set_mark(mark)}return args; }}"
+
+
+def set_mark(mark: str) -> str:
+    """The statement that marks the page as having sent a run (``"window.svX = true; "``), for a run event whose
+    browser side does more (the Arena's closes old toasts first). Raises ValueError as :func:`sent_js`."""
+    return f"window.{_checked(mark)} = true; "
 
 
 def ended_js(mark: str) -> str:

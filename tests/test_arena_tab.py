@@ -385,3 +385,34 @@ def test_the_stop_message_names_the_run_under_way():
     pace.started(2 / 10, "a-1 (code): early-exit k=auto")
     assert pace.stopped_text().startswith("Stopped while prompt 1 of 2 was running (2 of its 5 runs done, "
                                           "early-exit k=auto under way): nothing finished to show")
+
+
+def test_a_stop_while_the_arena_waits_in_the_queue_keeps_it_from_running(tiny_model_dir):
+    """Gradio runs at most 4 Arena runs and measurements at once; a Stop pressed while the page's run still waited
+    in that queue found nothing to flag, so it ran later anyway. Run arena now marks the page (with its toast
+    closing, app.stop_marks) and Stop carries the mark: the run starts flagged, runs nothing and says so; a run
+    refused for its input spends the mark; the next one runs."""
+    import gradio as gr
+
+    from app.arena import handlers
+    from app.stop_marks import stop_sent_js
+
+    with gr.Blocks() as demo:
+        arena_tab.build_tab("embedded")
+    deps = demo.get_config_file()["dependencies"]
+    stop_dep = next(d for d in deps if d.get("api_name") == "arena_stop")
+    assert stop_dep["js"] == stop_sent_js("svArenaRunning", 2) and stop_dep["inputs"][0] == stop_dep["inputs"][1]
+    assert "window.svArenaRunning = true; " in arena_tab.CLEAR_TOASTS_JS
+    assert sum("window.svArenaRunning = false" in (d.get("js") or "") for d in deps) == 1
+
+    me = type("R", (), {"session_hash": "arena-queued"})()
+    good = GOOD | {"target": str(tiny_model_dir)}
+    said = html.unescape(handlers.stop("<p>earlier</p>", me, sent=True))
+    assert "your run was still waiting for its turn in the server's queue, so it will not run." in said
+    out = list(arena_tab.run(**good, request=me))
+    assert len(out) == 1 and "so it did not run" in html.unescape(out[0][0])
+    assert "Nothing is running." in handlers.stop("<p>earlier</p>", me, sent=False)  # no mark left behind
+    handlers.stop(None, me, sent=True)
+    refused = list(arena_tab.run(**(good | {"drafters": []}), request=me))  # refused before it starts
+    assert "status-error" in refused[-1][0]
+    assert "Done" in drain(arena_tab.run(**good, request=me))["arena-status"]  # the refused one spent the mark

@@ -1,5 +1,5 @@
-"""In a real browser: a Stop pressed while the Why tab's measurement or the Batching sweep still waits in Gradio's
-queue reaches the server (app.stop_marks). The page's mark is set by hand here, as while a run waits in the queue
+"""In a real browser: a Stop pressed while the Why tab's measurement, the Batching sweep or an Arena run still waits
+in Gradio's queue reaches the server (app.stop_marks). The page's mark is set by hand here, as while a run waits in the queue
 (filling Gradio's queue itself takes more than 4 runs at once); the next click then starts one that runs nothing,
 the status keeps Stop's line, and the page's mark is cleared once that event has ended."""
 
@@ -18,6 +18,7 @@ pytestmark = requires_chromium
 @pytest.mark.parametrize("tab, mark, stop, start, status", [
     ("Why it works", "svWhyMeasuring", "#why-stop", "#why-measure", "#why-status"),
     ("Batching", "svSweepSent", "#batching-stop", "#batching-measure", "#batching-status"),
+    ("Arena", "svArenaRunning", "#arena-stop", "#arena-run", "#arena-status"),
 ])
 def test_a_stop_for_one_still_in_the_queue_keeps_it_from_running(page, tab, mark, stop, start, status):
     page.get_by_role("tab", name=tab).click()

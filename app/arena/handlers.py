@@ -24,9 +24,10 @@ from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
 from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, noise_text,
                                 noisy_count, noisy_rows)
-from app.device import CancelRegistry, Job, load_target, relay
+from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.inputs import InputError, check_exit_layer
 from app.messages import nothing_to_stop, report
+from app.stop_marks import stopped_in_queue
 from specviz.analysis.arena import as_prompts, iter_arena
 from specviz.analysis.arena_rows import TREE_SUFFIX, ArenaResult
 from specviz.core.engine import GenerationConfig
@@ -120,6 +121,7 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
     try:
         s = parse_inputs(inputs)
     except (InputError, PolicyError) as error:
+        RUNS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
         yield _failed("checking the arena's inputs", error)
         return
     notes = _run_notes(s)
@@ -129,6 +131,9 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
                                       "and standard decoding)")  # the words of its status
     started, cpu = time.monotonic(), CpuShare()
     try:
+        if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
+            yield _outputs(status=render.status_html(stopped_in_queue("run", reached=True), "info"))
+            return
         hidden = gr.update(visible=False)  # a previous run's results never stand beside this one's status
         rough = rough_estimate(s)
         yield _outputs(status=render.status_html(
@@ -293,13 +298,18 @@ def _no_finding_kinds(rows: list[dict]) -> str:
     return "; ".join(words if len(present) == 1 else f"{n} {words}" for n, words in present)
 
 
-def stop(current: str | None = None, request: gr.Request = None) -> str:
+def stop(current: str | None = None, request: gr.Request = None, sent=False) -> str:
     """The Stop button: flag this session's arena run (it ends before its next target pass and shows what
-    finished); with none going, "Nothing is running." above ``current``, the status shown (the last run's summary
+    finished); with none registered but ``sent`` (the page says it sent one that has not ended:
+    :mod:`app.stop_marks`), that one still waits in Gradio's queue and will run nothing ("... so it will not
+    run."); with none going, "Nothing is running." above ``current``, the status shown (the last run's summary
     stays, :func:`app.messages.nothing_to_stop`)."""
-    if not RUNS.cancel(request):
-        return nothing_to_stop(current, "arena-stop")
-    return render.status_html("Stopping…", "info")
+    queued = sent is True and session_key(request) is not None
+    if RUNS.cancel(request, queued=queued):
+        return render.status_html("Stopping…", "info")
+    if queued:
+        return render.status_html(stopped_in_queue("run"), "info")
+    return nothing_to_stop(current, "arena-stop")
 
 
 def release_session(request: gr.Request = None) -> None:

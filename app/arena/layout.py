@@ -17,6 +17,7 @@ from app.arena.verdicts import IMPOSSIBLE_MARGIN
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from app.stop_marks import mark_while_sent, set_mark, stop_sent_js
 from specviz.runtime.presets import PRESETS
 
 
@@ -58,7 +59,8 @@ NOTE = (
 )
 
 
-CLEAR_TOASTS_JS = ("(...inputs) => { document.querySelectorAll('[data-testid=\"toast-close\"]').forEach((close) => "
+ARENA_MARK = "svArenaRunning"  # the page sent a run that has not ended (app.stop_marks)
+CLEAR_TOASTS_JS = ("(...inputs) => { " + set_mark(ARENA_MARK) + "document.querySelectorAll('[data-testid=\"toast-close\"]').forEach((close) => "
                    "close.click()); const status = document.getElementById('arena-status'); "
                    "const box = status && status.getBoundingClientRect(); "
                    "if (box && (box.top < 0 || box.top > window.innerHeight - 40)) "
@@ -67,7 +69,8 @@ CLEAR_TOASTS_JS = ("(...inputs) => { document.querySelectorAll('[data-testid=\"t
 that the warnings of an earlier attempt (a refused input, a failed run) neither stay beside this run nor come back
 inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
 toasts arrive after it. The status line, where the run's progress is said, is scrolled into sight when it is out
-of it (a trial at 1400 x 900 pressed Run arena and saw nothing change). Returns the inputs unchanged."""
+of it (a trial at 1400 x 900 pressed Run arena and saw nothing change). It also marks the page as having sent a
+run (:data:`ARENA_MARK`, for a Stop while the run waits in Gradio's queue). Returns the inputs unchanged."""
 
 ENTER_COMMITS_JS = enter_commits_js("#arena-controls")
 """On page load: Enter in a number box of the Arena's controls commits it as leaving the box does
@@ -182,11 +185,14 @@ def build_tab(target: str = "embedded") -> None:
     # the prompts that finished. The status says the run's progress itself: Gradio's full overlay, with its own
     # progress line and timer, covered it (a trial; the minimal one still drew its bar over it), so none is shown:
     # the handler's first message ("Starting: ...") comes at once
-    run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
-                  api_name="arena", show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
-                  concurrency_id="arena", js=CLEAR_TOASTS_JS)
+    running = run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
+                            api_name="arena", show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
+                            concurrency_id="arena", js=CLEAR_TOASTS_JS)
+    mark_while_sent(running, ARENA_MARK)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
-    stop_btn.click(stop, inputs=[status], outputs=[status], queue=False, api_name="arena_stop")
+    # the status twice: the shown line (kept under "Nothing is running.") and, in its place, the page's mark
+    stop_btn.click(stop, inputs=[status, status], js=stop_sent_js(ARENA_MARK, 2), outputs=[status], queue=False,
+                   api_name="arena_stop")
     tell_when_clamped(max_new_tokens, status, MAX_NEW_TOKENS_NAME)
     tell_when_clamped(temperature, status, "Temperature")
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded
