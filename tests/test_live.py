@@ -1201,3 +1201,17 @@ def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary(tiny_model
     assert stopped.endswith(done) and live.stop_now(me)[4] == stopped
     assert live.stop_run([], me)[4] == {"__type__": "update"}  # the result stays as it is
     live.release_session(me)
+
+
+def test_the_confidence_gate_reaches_only_the_head_drafters(monkeypatch):
+    """The Live tab's confidence gate belongs to the head drafters' controls; the distilled draft model has a gate
+    of its own since it took --confidence, and must not get the heads' 0.15 silently (its default is off)."""
+    from app.inputs import Settings
+
+    seen = {}
+    monkeypatch.setattr(live.run, "make_drafter", lambda key, target, **o: seen.setdefault(key, o["min_confidence"]))
+    base = dict(prompt="Hi", target="embedded", draft_model=None, exit_layer=None, k=4, k_schedule="fixed",
+                temperature=0.0, top_p=1.0, top_k=0, seed=0, max_new_tokens=8, stop_strings=(), chat_template=True)
+    for key in ("eagle", "distilled", "ngram"):
+        live.run._new_drafter(Settings(**base, drafter=key, min_confidence=0.15), None, print)
+    assert seen == {"eagle": 0.15, "distilled": None, "ngram": None}
