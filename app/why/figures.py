@@ -192,6 +192,20 @@ def ceiling_note(ks: list[int], last: int, axis: str) -> dict:
             "font": {"size": 11, "color": COLORS["baseline"]}}
 
 
+def best_k_line(ks: list[int], speedups: list[float], name: str) -> str:
+    """The note line naming the best draft length of one predicted-speedup curve (``speedups``: × standard decoding,
+    one a k of ``ks``; ``name``: "paper" or "measured costs"), e.g. "Best k, paper: k = 4 (2.10×)". Where no k gives
+    a speedup above 1 (as shown, to two decimals), drafting never pays, and the line says so instead of naming a best
+    k that slows decoding down: "Paper: no k pays at this draft cost (best k = 1 gives 0.67×)", wrapped for a
+    400 px phone. Points that are not numbers (NaN, an untimed cost) are skipped."""
+    points = [(k, s) for k, s in zip(ks, speedups) if s == s]
+    k, top = max(points, key=lambda point: point[1])
+    if round(top, 2) > 1:
+        return f"Best k, {name}: k = {k} ({top:.2f}×)"
+    cost = "this draft cost" if name == "paper" else "these costs"
+    return wrap_words(f"{name.capitalize()}: no k pays at {cost} (best k = {k} gives {top:.2f}×)")
+
+
 def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None) -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
@@ -226,7 +240,7 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
                      "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
                      "xaxis": f"x{b}", "yaxis": f"y{b}",
                      "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
-    best = [f"Best k, {name}: k = {ks[max(range(len(ks)), key=lambda i: series[i])]} ({max(series):.2f}×)"
+    best = [best_k_line(ks, series, name)
             for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
     if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
         best = best[:1] + [wrap_words("Measured costs: too noisy to tell a best k (a verification timed below a "
