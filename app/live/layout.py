@@ -15,7 +15,8 @@ from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDID
                         MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
                         PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
 from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
-from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES, page_default_tokens, retry_default_tokens
+from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES
+from app.live.default_tokens import wire_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
 from app.live.hint import wire_tokens_hint
 from app.live.prompt_check import READY, wire_prompt_check
@@ -361,6 +362,7 @@ def starting_js() -> str:
     return [status, progress];
   }}
   window.svLiveRunning = true;
+  window.svTokensKept = true;  // the derived default of max new tokens no longer replaces the box
   return [{json.dumps(status)}, {json.dumps(progress_html(status))}];
 }}"""
 
@@ -414,18 +416,8 @@ def _wire_helpers(ui: dict, d: dict) -> None:
         ui["preset"].change(preset_chosen, inputs=[ui["preset"]], outputs=[ui["target"], ui["drafter"],
                                                                           ui["draft_model"]],
                             queue=False, api_visibility="private")
-    if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:
-        spec, fallback, box = d["target"], d["max_new_tokens"], ui["max_new_tokens"]
-        # preprocess off for both (the raw number the slider holds): while a visitor types into its box, before
-        # Enter or leaving it, the slider holds the typed number, and Gradio's range check (Slider.preprocess)
-        # refused a tick reading 99999 with a raw "Value 99999 is greater than maximum value" toast and a traceback
-        Context.root_block.load(lambda shown: page_default_tokens(spec, fallback, shown), inputs=[box],
-                                outputs=[box], show_progress="hidden", concurrency_limit=None,
-                                api_visibility="private", preprocess=False)
-        timer, tries = gr.Timer(DEFAULT_TOKENS_RETRY_S), gr.State(0)  # a page opened before the start-up's
-        timer.tick(lambda shown, n: retry_default_tokens(spec, fallback, shown, n), inputs=[box, tries],
-                   outputs=[box, timer, tries], show_progress="hidden", concurrency_limit=None,
-                   api_visibility="private", preprocess=False)  # measurement finished gets the derived default
+    if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:  # set in the browser only while the visitor has not
+        wire_default_tokens(ui["max_new_tokens"], d["target"], d["max_new_tokens"])  # pressed Generate nor typed
 
 
 CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",

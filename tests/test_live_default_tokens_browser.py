@@ -1,0 +1,128 @@
+"""The derived default of max new tokens set on page load never changes the box under a visitor who already pressed
+Generate (a trial: the box changed from 64 to 40 during a run that made 64 tokens), and still reaches a page left
+alone. Real chromium, the embedded model, loopback only; the server's setter is delayed here, as a fresh server's
+start-up measurement delays it."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import gradio as gr  # noqa: E402
+import pytest  # noqa: E402
+from browser_support import free_port, open_page, requires_chromium  # noqa: E402
+
+pytestmark = requires_chromium
+
+OPENED_WITH = 12  # the box's value when the page opens (the page's fallback)
+DERIVED = 20  # what the delayed server-side setter answers
+SETTER_DELAY_S = 6.0  # the setter's answer comes this long after it was asked
+BOX = "#max-new-tokens input[type=number]"
+TIMEOUT_MS = 300_000
+
+
+@pytest.fixture(scope="module")
+def slow_setter_url(embedded):
+    """The app with the derived default wired (its fallback :data:`OPENED_WITH`) and a server-side setter that
+    answers :data:`DERIVED` after :data:`SETTER_DELAY_S` s; yields (url, answered: a list of the times it answered)."""
+    from app import build_demo, launch_options, costs
+    from app.live import defaults
+
+    answered: list[float] = []
+    lock = threading.Lock()
+
+    def slow(spec, fallback, shown=None):
+        time.sleep(SETTER_DELAY_S)
+        with lock:
+            answered.append(time.monotonic())
+        if shown is not None and shown != fallback:
+            return gr.skip()
+        return gr.update(value=DERIVED, info=f"Set to {DERIVED} on load (test)")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(defaults.DEFAULTS, "max_new_tokens", OPENED_WITH)
+        mp.setattr(costs, "page_default_tokens", slow)
+        demo = build_demo(max_new_tokens=OPENED_WITH)
+        port = free_port()
+        demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
+                    **launch_options())
+        try:
+            yield f"http://127.0.0.1:{port}/", answered
+        finally:
+            demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from browser_support import CHROMIUM, LAUNCH_ARGS
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(slow_setter_url, browser):
+    url, answered = slow_setter_url
+    page = open_page(browser, {"width": 1400, "height": 900})
+    try:
+        page.goto(url)
+        page.wait_for_selector("#generate")
+        asked = time.monotonic()
+        assert page.input_value(BOX) == str(OPENED_WITH)
+        page.click("#generate")  # the page's own example prompt; the setter has not answered yet
+        page.wait_for_selector("#status .status-done, #status .status-error", timeout=TIMEOUT_MS)
+        status = page.inner_text("#status")
+        assert "Done in" in status, status
+        deadline = time.monotonic() + 30  # the load's answer (and a timer tick's) has come back and been handled
+        while not [t for t in answered if t > asked] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert [t for t in answered if t > asked], "the delayed setter never answered"
+        page.wait_for_timeout(1500)
+        shown = int(page.input_value(BOX))
+        made = [int(n) for n in re.findall(r"(\d+) tokens", status)]
+        assert shown == OPENED_WITH, f"the box changed under the run: {shown}"
+        assert made and all(n == shown for n in made), (status, shown)
+        history = page.inner_text("#history table.history tr:nth-child(2) td:nth-child(4)")
+        assert history.strip() == str(shown), history
+        page.screenshot(path="artifacts/default_tokens_generate_first.png")
+    finally:
+        page.context.close()
+
+
+def test_a_page_left_alone_gets_the_derived_default(slow_setter_url, browser):
+    url, _ = slow_setter_url
+    page = open_page(browser, {"width": 1400, "height": 900})
+    try:
+        page.goto(url)
+        page.wait_for_selector("#generate")
+        assert page.input_value(BOX) == str(OPENED_WITH)
+        page.wait_for_function(f"() => document.querySelector({BOX!r})?.value === '{DERIVED}'", timeout=30_000)
+        assert f"Set to {DERIVED} on load" in page.inner_text("#max-new-tokens")
+    finally:
+        page.context.close()
+
+
+def test_a_box_typed_in_before_the_setter_keeps_the_visitors_number(slow_setter_url, browser):
+    url, answered = slow_setter_url
+    page = open_page(browser, {"width": 1400, "height": 900})
+    try:
+        page.goto(url)
+        page.wait_for_selector("#generate")
+        asked = time.monotonic()
+        page.fill(BOX, str(OPENED_WITH))  # the visitor types the same number: still theirs
+        page.press(BOX, "Enter")
+        deadline = time.monotonic() + 30
+        while not [t for t in answered if t > asked] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        page.wait_for_timeout(1500)
+        assert page.input_value(BOX) == str(OPENED_WITH)
+    finally:
+        page.context.close()
