@@ -109,7 +109,10 @@ def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
     assert verdicts.noise_text(noisy) == "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart"
     assert verdicts._noise_word(noisy) == (
         "(too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart)")
-    assert speedup_cell(_arena_row(0.36, 1.45, 1.24, 1.69), "decode_speedup") == "1.45× faster (1.24–1.69×)"
+    assert speedup_cell(_arena_row(0.36, 1.45, 1.24, 1.69), "decode_speedup") == (  # one side of 1, baselines apart
+        "no reading: the machine's speed changed during the run (1.45× measured, 1.24–1.69×; baselines drifted 36% "
+        "apart); run again")
+    assert speedup_cell(_arena_row(0.12, 1.45, 1.35, 1.51), "decode_speedup") == "1.45× faster (1.35–1.51×)"
     impossible = _arena_row(0.09, 3.56, 3.40, 3.71)
     # timings its tokens per pass cannot give: said calmly, what happened and what to do, the ratio kept as detail
     assert speedup_cell(impossible, "decode_speedup") == (
@@ -127,6 +130,9 @@ def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
         "tokens per pass allow); run again")
     assert "not a finding" not in speedup_cell(impossible, "decode_speedup") + verdicts.noise_text(impossible)
     assert speedup_cell(_arena_row(None, 1.5, None, None), "decode_speedup") == "1.50 (one run: no spread)"
+    assert speedup_cell(_arena_row(0.31, 1.2, None, None), "decode_speedup") == (  # the cell says what noise_text says
+        "1.20 (one run: no spread), no reading: the machine's speed changed during the run (baselines drifted 31% "
+        "apart); run again")
 
 
 def test_a_speedup_cell_says_its_word_its_median_and_its_range():

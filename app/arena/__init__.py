@@ -15,7 +15,10 @@ One module per concern; every name other code uses is importable from ``app.aren
 - :mod:`app.arena.verdicts`: how a row is read. Standard decoding is timed before and after every method on each
   prompt, and each method's ratios use the two baseline runs beside it; each ratio is read by the rule every tab
   uses (:func:`speedup_reading`: its ratios against each of those runs all above 1 read faster, all below slower,
-  on both sides too noisy to tell when those baselines drifted above :data:`NOISY_DRIFT` or spread widely).
+  on both sides too noisy to tell when those baselines drifted above :data:`NOISY_DRIFT` or spread widely), and
+  whether a row is a finding at all is one function's (:func:`app.arena.verdicts.no_finding`: not where its
+  baselines drifted above :data:`NOISY_DRIFT` or its decoding speedup exceeds its tokens per pass: "no reading"),
+  read alike by the tables (both speedups), the charts' hatching, the downloads' ``noisy`` and the status's count.
 - :mod:`app.arena.tables`: every speedup shown carries its spread, its ratio against each of those baseline runs
   alone (:func:`speedup_cell`); so do the other timed figures, tokens/s, T_step, T_verify, T_draft, c and the
   predictions (:func:`timed_cell`; the spreads are :func:`specviz.analysis.arena_rows.timed_spread`'s and

@@ -22,7 +22,7 @@ from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
-from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, noise_text,
+from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, no_finding,
                                 noisy_count, noisy_rows)
 from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.inputs import InputError, check_exit_layer
@@ -289,11 +289,11 @@ def _no_finding_kinds(rows: list[dict]) -> str:
     standard runs beside the method on both sides of 1", "no reading: the machine's speed changed during the run, a
     speedup more than 5% above its tokens per pass or baselines more than 15% apart", or "1 too noisy to tell: ...;
     2 no reading: ..."."""
-    texts = [text for text in map(noise_text, rows) if text]
-    noisy = sum(t.startswith(NOISY) for t in texts)
-    kinds = [(noisy, f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
-             (len(texts) - noisy, f"{NO_READING}: {SPEED_CHANGED}, a speedup more than {IMPOSSIBLE_MARGIN:.0%} above "
-                                  f"its tokens per pass or baselines more than {NOISY_DRIFT:.0%} apart")]
+    found = [no_finding(r) for r in rows]  # the one rule (app.arena.verdicts.no_finding), as noisy_rows counts
+    kinds = [(found.count(NOISY), f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
+             (found.count(NO_READING), f"{NO_READING}: {SPEED_CHANGED}, a speedup more than "
+                                       f"{IMPOSSIBLE_MARGIN:.0%} above its tokens per pass or baselines more than "
+                                       f"{NOISY_DRIFT:.0%} apart")]
     present = [(n, words) for n, words in kinds if n]
     return "; ".join(words if len(present) == 1 else f"{n} {words}" for n, words in present)
 

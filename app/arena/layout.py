@@ -13,7 +13,7 @@ from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TO
                                 MAX_NEW_TOKENS, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO,
                                 categories, category_choices, drafter_choices, suite)
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
-from app.arena.verdicts import IMPOSSIBLE_MARGIN
+from app.arena.verdicts import IMPOSSIBLE_MARGIN, NOISY_DRIFT
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
 from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
@@ -37,8 +37,9 @@ NOTE = (
     "rule of every tab: a range wholly above 1 is faster, wholly below slower, however wide; one that spans 1.00 is "
     "too noisy to tell (about the same when narrow and the baselines steady), its number still given; a decoding "
     f"speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per pass (what they allow, with a margin for timing "
-    "noise) is “no reading”: the machine's speed changed during the run, so no speedup is claimed (the ratio and "
-    "why in brackets; run again). The standard row pools all its runs "
+    f"noise), or baselines more than {NOISY_DRIFT:.0%} apart, is “no reading”: the machine's speed changed during the "
+    "run, so no speedup is claimed, end to end neither (the ratio and why in brackets; run again). The standard row "
+    "pools all its runs "
     "(Runs) and is the reference (1 by "
     "definition); its baseline drift is how far all those runs lie apart (“its runs apart”), no flag of its own. "
     "<b>How to read the rest.</b> "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.arena.verdicts import (NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, impossible_words,
+from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
                                 no_reading_words, range_text, speedup_reading, spread_text)
 from app.render.stats import counted_spread
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
@@ -60,23 +60,24 @@ def reference_drift_cell(drift: float | None) -> str:
 
 
 def speedup_cell(row: dict, key: str) -> str:
-    """A measured speedup as the table shows it, read by :func:`speedup_reading`: "1.23× faster (1.15–1.31×)", "too
-    noisy to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart", and for timings the tokens per pass
-    cannot give the words first, the ratio kept in the brackets (:func:`no_reading_words`): "no reading: the
-    machine's speed changed during the run (2.45× measured, 2.27–2.63×; faster than its 2.1 tokens per pass allow;
-    baselines drifted 16% apart); run again"; "1.00 (reference)" for standard decoding, "1.23 (one run: no spread)"
-    where none can be told (the no-reading sentence after it above its tokens per pass); "–" without a ratio."""
+    """A measured speedup (``key``: "decode_speedup" or the end-to-end "speedup") as the table shows it, read by
+    :func:`speedup_reading` under the row's one verdict (:func:`no_finding`): "1.23× faster (1.15–1.31×)"; "too noisy
+    to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart"; for a row of no reading (timings its tokens
+    per pass cannot give, or baselines more than 15% apart) the words first, the ratio kept in the brackets
+    (:func:`no_reading_words`): "no reading: the machine's speed changed during the run (0.74× measured, 0.65–0.83×;
+    baselines drifted 29% apart); run again", in both speedup cells of the row; "1.00 (reference)" for standard
+    decoding, "1.23 (one run: no spread)" where none can be told (the no-reading sentence after it for a row of no
+    reading); "–" without a ratio."""
     value = row.get(key)
     if value is None:
         return "–"
     read = speedup_reading(row, key)
     if read is None:
         text = f"{value:.2f} ({spread_text(row, key)})"
-        impossible = key == "decode_speedup" and impossible_words(row)
-        return f"{text}, {no_reading_words(row)}" if impossible else text
+        return f"{text}, {no_reading_words(row, key=key)}" if no_finding(row) == NO_READING else text
     if read.word == NOT_FINDING:
         ends = "–".join(format_ratio_ends(read.low, read.high))
-        return no_reading_words(row, f"{read.shown()}× measured, {ends}×")
+        return no_reading_words(row, f"{read.shown()}× measured, {ends}×", key)
     return read.cell() + (f", {read.reason}" if read.word == NOISY and read.reason else "")
 
 

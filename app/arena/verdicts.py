@@ -1,8 +1,9 @@
 """How the Arena reads a pooled or per-prompt row: the spread of its ratios and timings in words, and whether its
-speedup is a finding (:func:`speedup_reading`, the rule every tab uses) or not (:func:`_noisy`: too noisy to tell, an
-interval across 1 only; or no reading: the machine's speed changed during the run, so faster than its tokens per pass
-allow, or its baselines drifted apart). The words for why are in one place, :func:`noise_text` and
-:func:`no_reading_words`: the tables, the charts, the status and the downloads all read rows through these."""
+speedup is a finding or not. One function decides that for a row, :func:`no_finding` (too noisy to tell: its decoding
+ratios across 1; or no reading: the machine's speed changed during the run, so faster than its tokens per pass allow,
+or its baselines more than :data:`NOISY_DRIFT` apart); the table's cells (:func:`speedup_reading`, both speedups of
+the row), the chart's hatching, the downloads' ``noisy`` column and the status's count all read it. The words for why
+are in one place, :func:`noise_text` and :func:`no_reading_words`."""
 
 from __future__ import annotations
 
@@ -34,17 +35,49 @@ def spread_text(row: dict, key: str) -> str:
 
 
 def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
-    """The rule's reading (:func:`specviz.core.verdict.read_speedup`, the one every tab uses) of a method's ratio
-    ``key`` on its spread against each standard run beside it (:func:`spread_text`): baselines that drifted more
-    than :data:`NOISY_DRIFT` apart are the disturbance (a spread across 1 then reads too noisy even when narrow; one
-    wholly on one side of 1 keeps its verdict), and a decoding speedup above its tokens per pass is no finding, with
-    that reason (:func:`impossible_words`). None for the reference row, without the ratio, or without a spread."""
+    """The reading of a method's ratio ``key`` ("decode_speedup" or "speedup", × standard) on its spread against
+    each standard run beside it (:func:`spread_text`), by the rule every tab uses
+    (:func:`specviz.core.verdict.read_speedup`) and the row's verdict (:func:`no_finding`), so both speedups of a row
+    agree: a row of no reading (a decoding speedup above its tokens per pass, or baselines more than
+    :data:`NOISY_DRIFT` apart with its decoding ratios on one side of 1) reads "not a finding" with why, whatever the
+    ratio's own spread; a too-noisy row never reads faster, slower or about the same. None for the reference row,
+    without the ratio, or without a spread."""
     value = row.get(key)
     if value is None or row.get("drafter") == BASELINE or not _has_spread(row, key):
         return None
-    why = impossible_words(row) if key == "decode_speedup" else None
-    low, high = row[f"{key}_low"], row[f"{key}_high"]
-    return read_speedup(value, min(low, value), max(high, value), busy=drift_words(row), impossible=why)
+    low, high = min(row[f"{key}_low"], value), max(row[f"{key}_high"], value)
+    kind = no_finding(row)
+    if kind == NO_READING:
+        why = "; ".join(w for w in (impossible_words(row, key), drift_words(row)) if w)
+        return read_speedup(value, low, high, impossible=why)
+    read = read_speedup(value, low, high, busy=drift_words(row))
+    if kind == NOISY and read.finding:  # the end-to-end ratio of runs whose decoding ratios lie across 1
+        return Verdict(NOISY, read.value, read.low, read.high, reason=DECODE_ACROSS)
+    return read
+
+
+DECODE_ACROSS = "its decoding ratios on both sides of 1"
+"""Why an end-to-end speedup reads too noisy to tell though its own spread lies on one side of 1."""
+
+
+def no_finding(row: dict) -> str | None:
+    """THE rule for a row (one prompt's or a pooled one): whether a method's timings are a finding. None for a finding
+    (and for standard decoding, the reference); :data:`NOISY` ("too noisy to tell") where its decoding speedup's
+    ratios against the standard runs beside it lie on both sides of 1 (wide, or beside baselines more than
+    :data:`NOISY_DRIFT` apart); :data:`NO_READING` ("no reading") where the machine's speed changed during the run:
+    a decoding speedup above its tokens per pass (:func:`_impossible`), or baselines more than :data:`NOISY_DRIFT`
+    apart whatever else (ratios on one side of 1, or no spread to read). The table, the chart's hatching, the
+    downloads' ``noisy`` and the status's count all read this."""
+    if row.get("drafter") == BASELINE:
+        return None
+    if _impossible(row):
+        return NO_READING
+    value = row.get("decode_speedup")
+    if value is not None and _has_spread(row, "decode_speedup"):
+        low, high = row["decode_speedup_low"], row["decode_speedup_high"]
+        if read_speedup(value, min(low, value), max(high, value), busy=drift_words(row)).word == NOISY:
+            return NOISY
+    return NO_READING if drift_words(row) else None
 
 
 def drift_words(row: dict) -> str | None:
@@ -54,20 +87,24 @@ def drift_words(row: dict) -> str | None:
     return f"baselines drifted {drift:.0%} apart" if drift > NOISY_DRIFT else None
 
 
-def impossible_words(row: dict) -> str | None:
+def impossible_words(row: dict, key: str = "decode_speedup") -> str | None:
     """"faster than its 2.1 tokens per pass allow" for a decoding speedup above its tokens per pass
-    (:func:`_impossible`), else None."""
-    return f"faster than its {row['tokens_per_pass']:.1f} tokens per pass allow" if _impossible(row) else None
+    (:func:`_impossible`), else None; for another ``key`` (the end-to-end "speedup", which that bound does not
+    limit) "its decoding speedup (3.12×) faster than its 2.1 tokens per pass allow"."""
+    if not _impossible(row):
+        return None
+    which = "" if key == "decode_speedup" else f"its decoding speedup ({row['decode_speedup']:.2f}×) "
+    return f"{which}faster than its {row['tokens_per_pass']:.1f} tokens per pass allow"
 
 
 
 
-def no_reading_words(row: dict, measured: str = "") -> str:
+def no_reading_words(row: dict, measured: str = "", key: str = "decode_speedup") -> str:
     """Why a method's decoding speedup is no reading, in one plain sentence with its detail in brackets: "no
     reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines drifted
-    16% apart); run again"; ``measured`` (the ratio as measured, "2.45× measured, 2.27–2.63×") leads the brackets
-    where given. A trial read the rule's "not a finding: ..." in the table's large type as alarming."""
-    detail = "; ".join(w for w in (measured, impossible_words(row), drift_words(row)) if w)
+    16% apart); run again"; ``measured`` (the ratio ``key`` as measured, "2.45× measured, 2.27–2.63×") leads the
+    brackets where given. A trial read the rule's "not a finding: ..." in the table's large type as alarming."""
+    detail = "; ".join(w for w in (measured, impossible_words(row, key), drift_words(row)) if w)
     return f"{NO_READING}: {SPEED_CHANGED}" + (f" ({detail})" if detail else "") + f"; {RUN_AGAIN}"
 
 
@@ -78,13 +115,16 @@ def noise_text(row: dict) -> str:
     - "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart" (a spread across 1 only);
     - "no reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines
       drifted 16% apart); run again" (impossible timings, whatever the spread);
-    - "no reading: the machine's speed changed during the run (baselines drifted 36% apart); run again" (no spread to
-      read, and the machine's speed changed): :func:`no_reading_words`.
+    - "no reading: the machine's speed changed during the run (baselines drifted 29% apart); run again" (baselines
+      more than :data:`NOISY_DRIFT` apart, its ratios on one side of 1 or no spread to read):
+      :func:`no_reading_words`.
+
+    Which one: :func:`no_finding`.
     """
-    if not _noisy(row):
+    kind = no_finding(row)
+    if kind is None:
         return ""
-    read = speedup_reading(row)
-    if read is not None and read.word == NOISY:
+    if kind == NOISY:
         return "; ".join(w for w in (f"{NOISY}: its ratios on both sides of 1", drift_words(row)) if w)
     return no_reading_words(row)
 
@@ -105,15 +145,8 @@ def _impossible(row: dict) -> bool:
 
 
 def _noisy(row: dict) -> bool:
-    """A method's row whose decoding speedup is too noisy to tell (:func:`speedup_reading`) or impossible
-    (:func:`_impossible`), or, without a spread to read, whose baselines drifted beyond :data:`NOISY_DRIFT`: its
-    timings are no finding."""
-    if row.get("drafter") == BASELINE:
-        return False
-    read = speedup_reading(row)
-    if read is None:  # no spread to read (one baseline beside it, or a file without one): drifted baselines decide
-        return _impossible(row) or (row.get("baseline_drift") or 0) > NOISY_DRIFT
-    return _impossible(row) or not read.finding
+    """Whether a method's row is no finding (:func:`no_finding`): its bars hatched, ``noisy`` in the downloads."""
+    return no_finding(row) is not None
 
 
 def _noise_word(row: dict) -> str:
@@ -129,7 +162,8 @@ def _has_spread(row: dict, key: str) -> bool:
 
 
 def noisy_rows(rows: list[dict]) -> int:
-    """How many per-prompt rows of a method (not the baseline) are noisy (:func:`_noisy`)."""
+    """How many per-prompt rows of a method (not the baseline) are no finding (:func:`no_finding`): the status's
+    count."""
     return sum(1 for r in rows if _noisy(r))
 
 
