@@ -54,7 +54,7 @@ from app.batching.sweep_job import (LONG, LONG_PROMPT_TOKENS, MAX_NEW_TOKENS, RE
                                     sweep_seconds)
 from app.batching.sweep_lesson import cost_verdict, sweep_lesson
 from app.batching.sweep_reading import (NOISY_SPREAD, disturbance, impossible, noisy_prediction, predicted_cell,
-                                        speedup_text, sweep_table, verdict)
+                                        speedup_text, sweep_table, unreadable_costs, verdict)
 from specviz.core.engine import MAX_K  # the k slider's end
 
 __all__ = [
@@ -63,5 +63,5 @@ __all__ = [
     "check_figure", "check_lesson", "check_stats_html", "cost_verdict", "csv_rows", "disturbance", "impossible",
     "measure", "noisy_prediction", "parse_check", "parse_sweep", "predicted_cell", "release_session", "runs_needed",
     "speedup_text", "stop_check", "stop_sweep", "sweep_csv", "sweep_figure", "sweep_json", "sweep_lesson",
-    "sweep_seconds", "sweep_table", "too_few", "verdict", "write_sweep_files",
+    "sweep_seconds", "sweep_table", "too_few", "unreadable_costs", "verdict", "write_sweep_files",
 ]

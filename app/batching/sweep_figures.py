@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
 from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
-                                        speedup_text, verdict)
+                                        speedup_text, unreadable_costs, verdict)
 from app.figures import COLORS, WIDE_SPREAD, off_the_top
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 
@@ -18,7 +18,8 @@ def sweep_figure(result: dict) -> go.Figure:
     """Left: the measured speedup against B (median, bars spanning the repeats; noisy points hollow and grey), the
     predicted curve, a line at 1× and the batch size where speculation stops paying. Right: the pass cost
     T(B, k+1) / T(B, 1) beside the tokens per pass: speculation pays while a pass costs fewer steps than the
-    tokens it emits."""
+    tokens it emits; greyed and marked not readable where other programs disturbed the sweep
+    (:func:`unreadable_costs`)."""
     k, rows = result["k"], [r for r in result["rows"] if verdict(r) != "none"]
     busy = disturbance(result) is not None  # other programs disturbed the sweep: repeats across 1 are too noisy
     layout = figure_layout(460)
@@ -56,7 +57,7 @@ def sweep_figure(result: dict) -> go.Figure:
                      "name": f"speculation stops paying (B = {cross['batch']})",
                      "marker": {"size": 20, "symbol": "circle-open", "color": COLORS["rejected"],
                                 "line": {"width": 3}}, "hoverinfo": "skip"})
-    data += _cost_traces(result["rows"], k, sizes)
+    data += _cost_traces(result["rows"], k, sizes, unreadable_costs(result))
     visible = _cap_wide_ranges(layout, rows, predicted)
     if cross is not None:
         layout["annotations"].append(_crossover_note(cross, visible))
@@ -138,18 +139,31 @@ def _repeat_bars(rows: list[dict], figure: str, color: str) -> dict:
             "arrayminus": [max(0.0, r[figure] - min(v)) if len(v) > 1 else 0.0 for v, r in zip(spans, rows)]}
 
 
-def _cost_traces(rows: list[dict], k: int, sizes: list[int]) -> list[dict]:
-    """The right panel: pass cost and tokens per pass against B (each with bars spanning its repeats, the hover
-    giving the range), and the one-step line."""
+def _pass_cost_trace(cost: list[dict], k: int, unreadable: str | None) -> dict:
+    """The right panel's pass cost T(B, k+1) / T(B, 1) against B (``cost``: the rows that have one), bars spanning
+    its repeats. Where the pass costs cannot be read (``unreadable``: :func:`unreadable_costs`'s reason) it is a
+    grey dotted line of hollow points whose legend entry and hover say so, as the table's cells and the lesson do."""
+    name = f"pass cost T(B, {k + 1}) / T(B, 1), in one-token steps (bars: repeats)"
+    color, line, marker = COLORS["verify"], {"width": 3}, {"size": 8}
+    hover = "B = %{x}: a pass costs %{text} steps<extra></extra>"
+    if unreadable:
+        name = f"pass cost T(B, {k + 1}) / T(B, 1): not readable<br>({unreadable})"
+        color, line, marker = COLORS["other"], {"width": 2, "dash": "dot"}, {"size": 8, "symbol": "circle-open"}
+        hover = f"B = %{{x}}: %{{text}} steps, not readable: {unreadable}<extra></extra>"
+    return {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in cost],
+            "y": [r["pass_cost"] for r in cost], "name": name, "line": line | {"color": color},
+            "marker": marker | {"color": color}, "xaxis": "x2", "yaxis": "y2",
+            "error_y": _repeat_bars(cost, "pass_cost", color),
+            "text": [spread_cell(r, "pass_cost", ".2f") for r in cost], "hovertemplate": hover}
+
+
+def _cost_traces(rows: list[dict], k: int, sizes: list[int], unreadable: str | None = None) -> list[dict]:
+    """The right panel: pass cost (:func:`_pass_cost_trace`, ``unreadable`` as there) and tokens per pass against B
+    (each with bars spanning its repeats, the hover giving the range), and the one-step line."""
     cost = [r for r in rows if r.get("pass_cost") is not None]
     tpp = [r for r in rows if r.get("tokens_per_pass") is not None]
     return [
-        {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in cost],
-         "y": [r["pass_cost"] for r in cost], "name": f"pass cost T(B, {k + 1}) / T(B, 1), in one-token steps (bars: repeats)",
-         "line": {"color": COLORS["verify"], "width": 3}, "marker": {"size": 8}, "xaxis": "x2", "yaxis": "y2",
-         "error_y": _repeat_bars(cost, "pass_cost", COLORS["verify"]),
-         "text": [spread_cell(r, "pass_cost", ".2f") for r in cost],
-         "hovertemplate": "B = %{x}: a pass costs %{text} steps<extra></extra>"},
+        _pass_cost_trace(cost, k, unreadable),
         {"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in tpp],
          "y": [r["tokens_per_pass"] for r in tpp], "name": "tokens per pass (emitted), in tokens",
          "line": {"color": COLORS["accepted"], "width": 2, "dash": "dash"}, "marker": {"size": 7},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from app.batching.sweep_job import LONG_PROMPT_TOKENS
 from app.batching.sweep_reading import (NOISY_SPREAD, VERDICT_WORDS, crossover, disturbance, impossible,
-                                        impossible_reason, speedup_text, verdict)
+                                        impossible_reason, speedup_text, unreadable_costs, verdict)
 from specviz.analysis.batching import ONE_SAMPLE, repeat_speedups, repeat_values, spread_cell
 
 NEAR_ONE = 1.3  # a pass cost T(B, k+1) / T(B, 1) at most this "stays near 1" in the lesson
@@ -110,15 +110,15 @@ def _second_clause(rows: list[dict], k: int) -> str:
 
 def sweep_lesson(result: dict) -> str:
     """One plain sentence (or a few) that reads the lesson off the measured rows; noisy rows are named as such,
-    never read as findings, and a sweep that other work disturbed (:func:`disturbance`) draws no conclusion."""
+    never read as findings, and a sweep that other work disturbed (:func:`disturbance`) reads no pass cost
+    (:func:`unreadable_costs`, as the table and the chart) and each speedup off its own repeats."""
     rows = [r for r in result["rows"] if verdict(r) != "none"]
     if not rows:
         return "Nothing was measured yet: no batch size finished."
-    disturbed = disturbance(result)
-    if disturbed:
+    if unreadable_costs(result):  # the one rule the table's pass-cost cells and the chart's line follow too
         read = "; ".join(f"B = {r['batch']}: {speedup_text(r, busy=True)}" for r in rows)
-        return (f"Other programs were busy: {disturbed}, so the pass costs cannot be read, and each speedup is read "
-                f"off its own repeats (a gain may be smaller on a quiet machine): {read}.")
+        return (f"Other programs were busy: {disturbance(result)}, so the pass costs cannot be read, and each speedup "
+                f"is read off its own repeats (a gain may be smaller on a quiet machine): {read}.")
     k, where = result["k"], f"On this {result.get('device', 'device')}"
     noisy = [r for r in rows if verdict(r) == "noisy"]
     if len(noisy) == len(rows):

@@ -1,13 +1,15 @@
 """How the sweep's rows are read: each speedup by the rule every tab uses (:func:`reading`, :func:`verdict`,
 :func:`speedup_text`), impossible timings (:func:`impossible`), a noisy prediction (:func:`noisy_prediction`), a
-disturbed machine (:func:`disturbance`), the table (:func:`sweep_table`), and the timings of a predicted curve
-a Stop kept (:func:`grid_figures`, in words :func:`grid_timings`)."""
+disturbed machine (:func:`disturbance`) and whether its pass costs can be read (:func:`unreadable_costs`), the
+table (:func:`sweep_table`), and the timings of a predicted curve a Stop kept (:func:`grid_figures`, in words
+:func:`grid_timings`)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from app.batching.sweep_job import DEFAULT_K
+from app.figures import COLORS
 from specviz.analysis.batching import repeat_speedups, spread_cell
 from specviz.core.verdict import (FASTER, NARROW, NOISY, NOT_FINDING, SAME, SLOWER, Verdict, format_apart,
                                   format_ratio_ends, read_speedup)
@@ -103,6 +105,22 @@ def disturbance(result: dict) -> str | None:
     return None
 
 
+def unreadable_costs(result: dict) -> str | None:
+    """The one rule for whether the sweep's pass costs T(B, k+1) / T(B, 1) can be read, followed by the lesson, the
+    table's pass-cost cells and the chart's pass-cost line alike: None where they can; where other programs
+    disturbed the sweep (:func:`disturbance`: a descheduled thread slows a one-token step more than a wide pass, so
+    every pass cost reads too low), why not, short enough for a table cell or a legend: "other programs used 56% of
+    the CPUs" (``cpu_others``, a share 0..1) or "the machine was busy (load average 3.1 on 2 CPUs)"."""
+    if disturbance(result) is None:
+        return None
+    share = result.get("cpu_others")
+    if share is not None:
+        return f"other programs used {share:.0%} of the CPUs"
+    machine = result.get("environment", {}).get("machine", {})
+    return (f"the machine was busy (load average {machine['load_average_1min']:.1f} on "
+            f"{machine.get('cpu_count') or 1} CPUs)")
+
+
 # --------------------------------------------------------------------------------------------------------- the table
 
 
@@ -183,9 +201,19 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tuple[str, Callable[[dict], str]]]:
+def pass_cost_cell(row: dict, unreadable: str | None = None) -> str:
+    """A row's pass cost T(B, k+1) / T(B, 1) in steps with its repeats' range, "1.14 (1.12–1.18)"; where the sweep's
+    pass costs cannot be read (``unreadable``: :func:`unreadable_costs`'s reason) with why after it: "1.14
+    (1.12–1.18), not readable: other programs used 56% of the CPUs"; "–" where not measured."""
+    cell = spread_cell(row, "pass_cost", ".2f")
+    return f"{cell}, not readable: {unreadable}" if unreadable and row.get("pass_cost") is not None else cell
+
+
+def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False,
+                  unreadable: str | None = None) -> list[tuple[str, Callable[[dict], str]]]:
     """(header, cell of a row) of the table; ``rows``: the sweep's rows (a noisy prediction is read against them);
-    ``busy``: other programs disturbed the sweep (repeats across 1 are too noisy to tell, :func:`verdict`)."""
+    ``busy``: other programs disturbed the sweep (repeats across 1 are too noisy to tell, :func:`verdict`);
+    ``unreadable``: why the pass costs cannot be read (:func:`unreadable_costs`), said in their cells."""
     return [
         ("B", lambda r: str(r["batch"])),
         ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
@@ -196,15 +224,27 @@ def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False) -> list[tup
         ("Tokens/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
         ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
         (f"T(B,{k + 1}) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
-        ("Pass cost (steps)", lambda r: spread_cell(r, "pass_cost", ".2f")),
+        (PASS_COST_HEADER, lambda r: pass_cost_cell(r, unreadable)),
         ("KV cache MB", lambda r: _fmt(r["kv_megabytes"], ".1f")),
     ]
 
 
+PASS_COST_HEADER = "Pass cost (steps)"
+MUTED_CELL = f"color: {COLORS['baseline']}; font-style: italic"
+"""The CSS of a table cell whose number cannot be read (a pass cost on a disturbed machine)."""
+
+
 def sweep_table(result: dict) -> dict:
-    """The gr.Dataframe value ({"headers", "data"}) of a sweep: one row per batch size."""
-    columns = sweep_columns(result["k"], result["rows"], disturbance(result) is not None)
-    return {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
+    """The gr.Dataframe value ({"headers", "data"}, strings) of a sweep: one row per batch size. Where the pass costs
+    cannot be read (:func:`unreadable_costs`) their cells say why and are muted (``metadata["styling"]``: one CSS
+    string a cell, :data:`MUTED_CELL` in the pass-cost column, "" elsewhere)."""
+    unreadable = unreadable_costs(result)
+    columns = sweep_columns(result["k"], result["rows"], disturbance(result) is not None, unreadable)
+    table = {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
+    if unreadable and table["data"]:
+        muted = [MUTED_CELL if header == PASS_COST_HEADER else "" for header, _ in columns]
+        table["metadata"] = {"display_value": None, "styling": [list(muted) for _ in table["data"]]}
+    return table
 
 
 def empty_table(k: int = DEFAULT_K) -> dict:

@@ -1,0 +1,74 @@
+"""The Batching sweep's pass costs follow one rule (app.batching.sweep_reading.unreadable_costs) in the lesson, the
+table and the chart. A trial on a machine where other programs used 56% of the CPUs read "so the pass costs cannot
+be read" in the lesson beside a table showing "1.14 (1.12–1.18)" and a chart drawing the pass-cost line as read."""
+
+from __future__ import annotations
+
+from app import batching
+from app.batching.sweep_reading import MUTED_CELL, unreadable_costs
+from app.figures import COLORS
+
+
+def _row(batch: int, forward_ms: list[tuple[float, float]], pass_cost: float) -> dict:
+    """A measured row at k = 4 whose repeats all pay (1.5-1.7x) and whose pass costs are ``verify / step`` of
+    ``forward_ms`` (T(B, 1), T(B, 5) in ms per repeat)."""
+    return {"batch": batch, "pass_cost": pass_cost, "speedup": 1.6, "tokens_per_pass": 2.4,
+            "repeats": [(10.0, 15.0), (10.0, 16.0), (10.0, 17.0)], "repeat_forward_ms": forward_ms,
+            "repeat_tokens_per_pass": [2.3, 2.4, 2.5], "kv_megabytes": 1.0, "standard_tps": 10.0,
+            "speculative_tps": 16.0, "step_ms": 50.0, "verify_ms": 57.0, "predicted": None}
+
+
+def _trial(share: float) -> dict:
+    """The trial's sweep: k = 4, 8 tokens per row, B = 1 and 2; at B = 1 the pass costs 1.14 (1.12-1.18) steps."""
+    rows = [_row(1, [(50.0, 56.0), (50.0, 57.0), (50.0, 59.0)], 1.14),
+            _row(2, [(60.0, 72.0), (60.0, 73.2), (60.0, 75.0)], 1.22)]
+    return {"k": 4, "device": "CPU", "rows": rows, "cpu_others": share,
+            "settings": {"max_new_tokens": 8, "batch_sizes": [1, 2]}}
+
+
+def _cells(result: dict) -> list[str]:
+    table = batching.sweep_table(result)
+    column = table["headers"].index("Pass cost (steps)")
+    return [row[column] for row in table["data"]]
+
+
+def test_a_busy_sweep_says_in_lesson_table_and_chart_that_its_pass_costs_cannot_be_read():
+    busy = _trial(0.56)
+    reason = "other programs used 56% of the CPUs"
+    assert unreadable_costs(busy) == reason
+    assert "other programs used 56% of this machine's CPU time" in batching.sweep_lesson(busy)
+    assert "so the pass costs cannot be read" in batching.sweep_lesson(busy)
+    # the table: each pass-cost cell keeps its number and range, says why it is not readable, and is muted
+    assert _cells(busy) == [f"1.14 (1.12–1.18), not readable: {reason}", f"1.22 (1.20–1.25), not readable: {reason}"]
+    table = batching.sweep_table(busy)
+    column = table["headers"].index("Pass cost (steps)")
+    assert [row[column] for row in table["metadata"]["styling"]] == [MUTED_CELL, MUTED_CELL]
+    assert {cell for row in table["metadata"]["styling"] for i, cell in enumerate(row) if i != column} == {""}
+    # the chart: the pass-cost line is grey, dotted and hollow, its legend and hover saying why
+    (cost,) = [t for t in batching.sweep_figure(busy).data if t.name.startswith("pass cost")]
+    assert cost.name == f"pass cost T(B, 5) / T(B, 1): not readable<br>({reason})"
+    assert (cost.line.color, cost.line.dash, cost.marker.symbol) == (COLORS["other"], "dot", "circle-open")
+    assert list(cost.y) == [1.14, 1.22] and list(cost.text) == ["1.14 (1.12–1.18)", "1.22 (1.20–1.25)"]
+    assert cost.hovertemplate == f"B = %{{x}}: %{{text}} steps, not readable: {reason}<extra></extra>"
+
+
+def test_a_quiet_sweep_reads_its_pass_costs_everywhere():
+    quiet = _trial(0.05)
+    assert unreadable_costs(quiet) is None
+    lesson = batching.sweep_lesson(quiet)
+    assert "cannot be read" not in lesson and "stays near 1 (every repeat at most 1.25) up to B = 2" in lesson
+    assert _cells(quiet) == ["1.14 (1.12–1.18)", "1.22 (1.20–1.25)"]
+    assert "metadata" not in batching.sweep_table(quiet)
+    (cost,) = [t for t in batching.sweep_figure(quiet).data if t.name.startswith("pass cost")]
+    assert cost.name == "pass cost T(B, 5) / T(B, 1), in one-token steps (bars: repeats)"
+    assert (cost.line.color, cost.line.dash) == (COLORS["verify"], None)
+
+
+def test_an_unknown_share_falls_back_to_the_load_average_in_all_three():
+    loaded = dict(_trial(0.0), environment={"machine": {"load_average_1min": 3.1, "cpu_count": 2}})
+    del loaded["cpu_others"]
+    reason = "the machine was busy (load average 3.1 on 2 CPUs)"
+    assert unreadable_costs(loaded) == reason
+    assert "pass costs cannot be read" in batching.sweep_lesson(loaded)
+    assert _cells(loaded)[0] == f"1.14 (1.12–1.18), not readable: {reason}"
+    assert any(reason in t.name for t in batching.sweep_figure(loaded).data)
