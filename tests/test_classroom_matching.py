@@ -56,11 +56,12 @@ def test_an_opened_run_says_its_acceptance_and_tokens_per_pass():
         status = out[2 + len(classroom.FIELDS)]
         counts = Counters.of(rf.load(classroom.recording_path(walkthrough_id)).recording.events)
         assert counts.drafted > 0 and counts.passes > 0
-        assert (f"acceptance rate {counts.acceptance_rate:.2f} ({counts.accepted} of {counts.drafted} drafted; "
+        assert (f"acceptance rate {counts.acceptance_rate:.0%} ({counts.accepted} of {counts.drafted} drafted; "
                 "95% ") in status and f"{counts.tokens_per_pass:.2f} tokens per pass (95% " in status
-    # each figure carries its spread over the run's passes (trial: "0.61 (14 of 23 drafted)" had none)
+    # each figure carries its spread over the run's passes (trial: "0.61 (14 of 23 drafted)" had none), and the rate
+    # reads in percent as in Live and the Arena (trial: "0.61 (14 of 23 drafted; 95% 0.29–0.91)" beside "79% (59–97%)")
     well = classroom.open_walkthrough(WELL)[2 + len(classroom.FIELDS)]
-    assert "(4 of 68 drafted; 95% 0.01–0.14), 1.21 tokens per pass (95% 1.05–1.37)." in well  # the rate's units
+    assert "acceptance rate 6% (4 of 68 drafted; 95% 1–14%), 1.21 tokens per pass (95% 1.05–1.37)." in well
 
 
 def _acceptance(walkthrough_id: str) -> float:
@@ -90,3 +91,13 @@ def test_each_says_why_the_same_seed_gives_another_text():
                 "distribution exactly, but each drafter makes its run draw its random numbers "
                 "differently") in description
         assert "at temperature 0 the two texts would be identical." in description
+
+
+def test_the_grounded_walkthroughs_acceptance_reads_in_percent_as_in_live_and_the_arena():
+    """The trial's run: 14 of 23 drafted tokens accepted read "0.61 (14 of 23 drafted; 95% 0.29–0.91)" where Live and
+    the Arena read "79% (59–97%)"; the recording itself keeps counts, from which the rate is the fraction 14 / 23."""
+    status = classroom.open_walkthrough("grounded-ngram")[2 + len(classroom.FIELDS)]
+    assert "acceptance rate 61% (14 of 23 drafted; 95% 29–91%), 2.56 tokens per pass (95% 1.56–3.56)." in status
+    counts = Counters.of(rf.load(classroom.recording_path("grounded-ngram")).recording.events)
+    assert (counts.accepted, counts.drafted) == (14, 23) and counts.acceptance_rate == 14 / 23
+    assert "0.61" not in status and "0.29" not in status

@@ -110,8 +110,9 @@ def download_file(file: RecordingFile) -> str:
 
 def summary(recording: Recording) -> str:
     """A run in words for the status line: its tokens, passes and passes with a rejection, then its acceptance rate
-    (accepted of drafted) and tokens per pass, the run's counters (:meth:`specviz.core.counters.Counters.of`, the
-    figures every tab shows), each with its 95% interval over the run's passes (:func:`app.render.stats.
+    in percent as the Live and Arena tabs read it, "61% (14 of 23 drafted; 95% 29–91%)" (accepted of drafted; the
+    recording keeps the fraction), and tokens per pass, the run's counters (:meth:`specviz.core.counters.Counters.of`,
+    the figures every tab shows), each with its 95% interval over the run's passes (:func:`app.render.stats.
     counted_spread`: "too few to tell" where the run is too short), so two walkthroughs' runs compare at a glance;
     then how to step."""
     passes = sum(1 for e in recording.events if e.kind == "pass")
@@ -120,9 +121,9 @@ def summary(recording: Recording) -> str:
     stats = RunStats()
     for event in recording.events:
         stats.add(event)
-    rate = "–" if counts.acceptance_rate is None else f"{counts.acceptance_rate:.2f}"
+    rate = "–" if counts.acceptance_rate is None else f"{counts.acceptance_rate:.0%}"  # in percent, as Live, Arena
     tokens = "–" if counts.tokens_per_pass is None else f"{counts.tokens_per_pass:.2f}"
-    rate_spread = counted_spread(stats.acceptance_interval(), stats)  # a fraction, as the rate (trial: "0.61 ... 29–91%")
+    rate_spread = counted_spread(stats.acceptance_interval(), stats, percent=True)  # "29–91%", the rate's unit
     tokens_spread = counted_spread(stats.tokens_per_pass_interval(), stats)
     return (f"{len(recording.output_ids)} tokens in {passes} passes ({rejections} with a rejection); acceptance rate "
             f"{rate} ({counts.accepted} of {counts.drafted} drafted; 95% {rate_spread}), {tokens} tokens per pass "
