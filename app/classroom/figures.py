@@ -40,10 +40,23 @@ def probability_range(tallest: float) -> tuple[float, int]:
     return (top, 0) if top <= 1.0 else (1.0, MARK_ROOM_PX)
 
 
+def _choice_mark(dist: Distributions, reveal: bool) -> list[tuple[int, str, str]]:
+    """The mark of the target's own token on the rejection chart, as (token id, words, colour), or none: "★ recovered"
+    once it is emitted (``reveal``, phase 4); before that, in greedy mode (no residual), "★ target's top choice", the
+    token the subtitle says replaces the guess, already known at the decision; in sampling mode none, as it is only
+    drawn from the residual in the next step."""
+    if reveal:
+        return [(dist.chosen_id, "★ recovered", COLORS["recovered"])]
+    if dist.residual is None:
+        return [(dist.chosen_id, "★ target's top choice", COLORS["recovered"])]
+    return []
+
+
 def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -> go.Figure:
     """Bars of the target's p, the draft's q and (sampling) the residual norm(max(0, p − q)) over their top tokens,
-    with the rejected draft token marked and, when ``reveal`` (phase 4, emit), the recovered token: at phase 3
-    (accept / reject) the caption says it is drawn in the next step, so the chart does not show it yet."""
+    with the rejected draft token marked and the target's own token (:func:`_choice_mark`): "★ recovered" when
+    ``reveal`` (phase 4, emit); at phase 3 (accept / reject) "★ target's top choice" in greedy mode, where the
+    subtitle says it replaces the guess, and no mark when sampling: the caption says it is drawn in the next step."""
     must = {dist.token_ids.index(dist.drafted_id), dist.token_ids.index(dist.chosen_id)}
     rest = [i for i in range(len(dist.token_ids)) if i not in must]  # already most probable first
     keep = sorted(must | set(rest[:max(0, CHART_TOKENS - len(must))]))
@@ -60,12 +73,10 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
         traces.append({"type": "bar", "x": x, "y": [dist.residual[i] for i in keep],
                        "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
     heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
-    notes, marks = [], [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"])]
-    if reveal:
-        marks.append((dist.chosen_id, "★ recovered", COLORS["recovered"]))
+    notes, marks = [], [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"]), *_choice_mark(dist, reveal)]
     for token, text, color in marks:
         j = ids.index(token)
-        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id and reveal else 0
+        shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id and len(marks) > 1 else 0
         notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
                       "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
     why = ("the target's top choice replaces the guess" if dist.residual is None else
