@@ -324,6 +324,47 @@ def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
             "less if runs stop early at the end-of-sequence token; a rough estimate from 229 ms a token of standard "
             "decoding (the latest arena run of this model here, 100 s ago)") in shown
 
+def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_page_load(monkeypatch):
+    """A trial: after several Live runs, the Arena tab still said the page load's "no step time measured for this
+    model here yet, so no estimate" until a box changed, then "593 ms a token of standard decoding (the latest run of
+    this model on this server, 3 min 7 s ago)". The tab's select event now runs the page load's refresh, with the
+    same inputs, outside the queue; the cost a Live run recorded since is then read."""
+    import app
+    from app.arena import costs as arena_costs
+
+    demo = app.build_demo()
+    tabs = {block._id: block for block in demo.blocks.values() if isinstance(block, gr.Tab)}
+    arena_tab = next(t for t in tabs.values() if t.elem_id == "tab-arena")
+    selects = [fn for fn in demo.fns.values() for t, event in fn.targets if event == "select" and t == arena_tab._id]
+    loads = [fn for fn in demo.fns.values() for _, event in fn.targets
+             if event == "load" and fn.fn is matching.refresh]
+    assert len(selects) == 1 and len(loads) == 1
+    select = selects[0]
+    assert select.fn is matching.refresh and not select.queue and not select.preprocess
+    assert [b._id for b in select.inputs] == [b._id for b in loads[0].inputs]
+    assert [b.elem_id for b in select.inputs][0] == "arena-status" and select.outputs[0].elem_id == "arena-status"
+    config = demo.get_config_file()  # the page's own config says the same
+    assert [(d["inputs"], d["outputs"], d["queue"]) for d in config["dependencies"]
+            if [arena_tab._id, "select"] in [list(t) for t in d["targets"]]] == [
+        ([b._id for b in select.inputs], [b._id for b in select.outputs], False)]
+
+    runs: dict = {}
+    _stores(monkeypatch, runs, {})
+    monkeypatch.setattr(live_costs, "_OVERHEAD", [])
+    monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
+    monkeypatch.setattr(arena_costs.time, "time", lambda: 1187.0)
+    values = [block.value for block in select.inputs]
+    shown = loads[0].fn(*values)  # the page load, before any Live run
+    assert UNMEASURED in shown
+    runs["embedded"] = [RunCosts(2.0, 593.0, None, live_costs.RECENT_RUNS, measured_at=1000.0)]  # a Live run since
+    opened = select.fn(shown, *values[1:])
+    assert UNMEASURED not in opened and matching.MARK in opened
+    assert ("6 prompts × 4 methods at 48 new tokens per run: about" in opened
+            and "a rough estimate from 593 ms a token of standard decoding (the latest run of this model on this "
+                "server, 3 min 7 s ago)" in opened), opened
+    assert select.fn("Starting: 6 prompts × 4 methods …", *values[1:]) == gr.skip()  # a run's status stays
+
+
 # --------------------------------------------- the load a cost was measured at
 
 TRIAL = RunCosts(2.0, 229.0, None, "the latest arena run of this model here, 100 s ago", (0.85, 1.25))

@@ -153,7 +153,9 @@ def _settings_accordion(target: str, drafters: gr.CheckboxGroup) -> tuple:
 
 
 def build_tab(target: str = "embedded") -> None:
-    """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events."""
+    """Lay out the Arena tab inside the current ``gr.Tab`` and wire its events (the tab's own ``select`` among
+    them: it re-says the estimate, :func:`app.arena.matching.wire_refresh`; built outside a tab, none)."""
+    tab = gr.context.Context.block if isinstance(gr.context.Context.block, gr.Tab) else None
     cats = categories()
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="arena-controls"):
@@ -203,6 +205,6 @@ def build_tab(target: str = "embedded") -> None:
     matching.wire(matching_btn, [drafters, ks, source, category, temperature, status],  # PRESET_OUTPUTS' order
                   [max_new_tokens, target_box])
     matching.wire_refresh({"status": status, "drafters": drafters, "ks": ks, "source": source, "prompt": prompt,
-                           "category": category, "max_new_tokens": max_new_tokens, "target": target_box})
+                           "category": category, "max_new_tokens": max_new_tokens, "target": target_box}, tab)
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,
                   api_visibility="private")

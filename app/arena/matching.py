@@ -140,12 +140,14 @@ def refresh(shown, drafters, ks, source, prompt, category, max_new_tokens, targe
     return settings_status(drafters, ks, source, prompt, category, max_new_tokens, target)
 
 
-def wire_refresh(components: dict) -> None:
+def wire_refresh(components: dict, tab: gr.Tab | None = None) -> None:
     """Make every input of :data:`REFRESH_INPUTS` after the status (``components``: name -> component) refresh the
     status line (:func:`refresh`) when the visitor changes it (``input``, not ``change``: a value the app itself
     sets, as the slider's clamp to 8 with its own status line, must not be answered by an estimate over that line),
-    and on page load (the defaults are ticked: the page said only :data:`READY` until the visitor changed
-    something), in the browser's round trip, outside the queue: it reads measured costs and the load average, nothing more. Raw values (preprocess off): a
+    on page load (the defaults are ticked: the page said only :data:`READY` until the visitor changed
+    something), and when the visitor opens the Arena's ``tab`` (its ``select``; a trial: after several Live runs the
+    tab still said the page load's "no step time measured ..." until a box changed), in the browser's round trip,
+    outside the queue: it reads measured costs and the load average, nothing more. Raw values (preprocess off): a
     number typed outside the slider's range reaches :func:`refresh`, which leaves it to the slider's own check,
     instead of Gradio's range error.
 
@@ -159,6 +161,8 @@ def wire_refresh(components: dict) -> None:
     for name in REFRESH_INPUTS[1:]:
         components[name].input(refresh, trigger_mode="always_last", **options)
     gr.context.Context.root_block.load(refresh, **options)
+    if tab is not None:
+        tab.select(refresh, **options)
 
 
 def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
