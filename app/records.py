@@ -46,6 +46,9 @@ class RunSummary:
         speedup_reason: why it is too noisy, in a few words ("0.85–1.40× spans 1").
         identical: whether both runs made the same ids (greedy only; None when sampling).
         stopped: the visitor pressed Stop: the row holds what was made so far.
+        cut_base_tokens: when Stop came after the run ``tokens`` counts had finished (the speculative run done, its
+            baseline still going), the tokens the baseline had made when it was cut; None otherwise (``tokens``
+            itself was cut, or nothing was stopped). A trial read "48 (stopped)" for a run that had made all 48.
         settings: the generation settings off their defaults, in words ("" when none).
         weights: the target's weight format ("float32", "bfloat16", "int8", "int4"; the Live tab's "Weights").
     """
@@ -75,8 +78,19 @@ class RunSummary:
     speedup_reason: str | None = None
     identical: bool | None = None
     stopped: bool = False
+    cut_base_tokens: int | None = None
     settings: str = ""
     weights: str = "float32"
+
+    @property
+    def tokens_text(self) -> str:
+        """The history's tokens cell: "48"; "30 (stopped)" where Stop cut the counted run; "48 (baseline stopped at
+        30)" where the counted run had finished and Stop cut only its baseline."""
+        if not self.stopped:
+            return str(self.tokens)
+        if self.cut_base_tokens is not None:
+            return f"{self.tokens} (baseline stopped at {self.cut_base_tokens})"
+        return f"{self.tokens} (stopped)"
 
     @property
     def adaptive(self) -> bool:

@@ -328,7 +328,16 @@ class RunView:
             speedup_measured=judged.value if judged is not None and not found else None,
             speedup_reason=self.noise_reason(),
             identical=self.comparison().identical if settings.greedy else None,  # sampling: ids may differ
-            stopped=self.cancelled, settings=settings.settings_changed, weights=settings.weights)
+            stopped=self.cancelled, cut_base_tokens=b.generated if self._cut_baseline_only() else None,
+            settings=settings.settings_changed, weights=settings.weights)
+
+    def _cut_baseline_only(self) -> bool:
+        """Stop came after the speculative run had finished (its own finish reason kept: :meth:`mark_stopped`
+        stamps "stopped" only on an unfinished run) and cut its baseline."""
+        if not self.cancelled or self.spec is None:
+            return False
+        finished = self.spec_stats.finish_reason not in (None, "stopped")
+        return finished and self.base_stats.finish_reason == "stopped"
 
 
 def chain_expected_line(figure, stats: RunStats, chain: list[int]) -> None:

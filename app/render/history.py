@@ -132,7 +132,7 @@ def history_html(history: list[RunSummary]) -> str:
             f"{row.temperature:g}" + (f" · seed {row.seed}" if row.seed is not None else "")
             + (f" · {row.settings}" if row.settings else "")
             + (f" · {row.weights} weights" if row.weights != "float32" else ""),
-            f"{row.tokens} (stopped)" if row.stopped else row.tokens)]
+            row.tokens_text)]
         cells += [f"<td>{history_counted(row.acceptance, row.acceptance_spread, percent=True)}</td>",
                   f"<td>{history_counted(row.tokens_per_pass, row.tokens_per_pass_spread)}</td>"]
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
