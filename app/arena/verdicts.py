@@ -38,9 +38,8 @@ def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
     """The reading of a method's ratio ``key`` ("decode_speedup" or "speedup", × standard) on its spread against
     each standard run beside it (:func:`spread_text`), by the rule every tab uses
     (:func:`specviz.core.verdict.read_speedup`) and the row's verdict (:func:`no_finding`), so both speedups of a row
-    agree: a row of no reading (a decoding speedup above its tokens per pass, or baselines more than
-    :data:`NOISY_DRIFT` apart with its decoding ratios on one side of 1) reads "not a finding" with why, whatever the
-    ratio's own spread; a too-noisy row never reads faster, slower or about the same. None for the reference row,
+    agree: a row of no reading (a decoding speedup above its tokens per pass) reads "not a finding" with why,
+    whatever the ratio's own spread; a too-noisy row never reads faster, slower or about the same. None for the reference row,
     without the ratio, or without a spread."""
     value = row.get(key)
     if value is None or row.get("drafter") == BASELINE or not _has_spread(row, key):
@@ -66,8 +65,9 @@ def no_finding(row: dict) -> str | None:
     ratios against the standard runs beside it lie on both sides of 1 (wide, or beside baselines more than
     :data:`NOISY_DRIFT` apart); :data:`NO_READING` ("no reading") where the machine's speed changed during the run:
     a decoding speedup above its tokens per pass (:func:`_impossible`), or baselines more than :data:`NOISY_DRIFT`
-    apart whatever else (ratios on one side of 1, or no spread to read). The table, the chart's hatching, the
-    downloads' ``noisy`` and the status's count all read this."""
+    apart with no spread to read. Ratios wholly on one side of 1 keep their verdict however far the baselines
+    drifted (a method slower than both the fast and the slow baseline is slower: issue 34's rule, the Live tab's
+    too). The table, the chart's hatching, the downloads' ``noisy`` and the status's count all read this."""
     if row.get("drafter") == BASELINE:
         return None
     if _impossible(row):
@@ -77,7 +77,8 @@ def no_finding(row: dict) -> str | None:
         low, high = row["decode_speedup_low"], row["decode_speedup_high"]
         if read_speedup(value, min(low, value), max(high, value), busy=drift_words(row)).word == NOISY:
             return NOISY
-    return NO_READING if drift_words(row) else None
+        return None  # ratios on one side of 1 against every standard run beside it: that holds however they drifted
+    return NO_READING if drift_words(row) else None  # nothing to read but two baselines far apart
 
 
 def drift_words(row: dict) -> str | None:
