@@ -56,17 +56,14 @@ def slow_setter_url(embedded):
             demo.close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from browser_support import CHROMIUM, LAUNCH_ARGS
-
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def _wait_for_the_setter(page, answered: list, asked: float) -> bool:
+    """Wait (at most 30 s) until the delayed setter answered after ``asked`` (monotonic s), then 1.5 s for the page
+    to handle the answer (the load's and a timer tick's); True when it answered."""
+    deadline = time.monotonic() + 30
+    while not [t for t in answered if t > asked] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    page.wait_for_timeout(1500)
+    return bool([t for t in answered if t > asked])
 
 
 def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(slow_setter_url, browser):
@@ -81,11 +78,7 @@ def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(
         page.wait_for_selector("#status .status-done, #status .status-error", timeout=TIMEOUT_MS)
         status = page.inner_text("#status")
         assert "Done in" in status, status
-        deadline = time.monotonic() + 30  # the load's answer (and a timer tick's) has come back and been handled
-        while not [t for t in answered if t > asked] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert [t for t in answered if t > asked], "the delayed setter never answered"
-        page.wait_for_timeout(1500)
+        assert _wait_for_the_setter(page, answered, asked), "the delayed setter never answered"
         shown = int(page.input_value(BOX))
         made = [int(n) for n in re.findall(r"(\d+) tokens", status)]
         assert shown == OPENED_WITH, f"the box changed under the run: {shown}"
@@ -105,7 +98,9 @@ def test_a_page_left_alone_gets_the_derived_default(slow_setter_url, browser):
         page.wait_for_selector("#generate")
         assert page.input_value(BOX) == str(OPENED_WITH)
         page.wait_for_function(f"() => document.querySelector({BOX!r})?.value === '{DERIVED}'", timeout=30_000)
-        assert f"Set to {DERIVED} on load" in page.inner_text("#max-new-tokens")
+        info = page.inner_text("#max-new-tokens")  # why it moved, or (once this server measured runs, as in a whole
+        # suite's run) the hint's time for the new value (app.live.hint), which follows any value change
+        assert f"Set to {DERIVED} on load" in info or f"{DERIVED} new tokens at the latest measured speed" in info, info
     finally:
         page.context.close()
 
@@ -119,10 +114,7 @@ def test_a_box_typed_in_before_the_setter_keeps_the_visitors_number(slow_setter_
         asked = time.monotonic()
         page.fill(BOX, str(OPENED_WITH))  # the visitor types the same number: still theirs
         page.press(BOX, "Enter")
-        deadline = time.monotonic() + 30
-        while not [t for t in answered if t > asked] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        page.wait_for_timeout(1500)
+        _wait_for_the_setter(page, answered, asked)
         assert page.input_value(BOX) == str(OPENED_WITH)
     finally:
         page.context.close()
