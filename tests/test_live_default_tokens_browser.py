@@ -5,6 +5,7 @@ start-up measurement delays it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
@@ -56,6 +57,19 @@ def slow_setter_url(embedded):
             demo.close()
 
 
+@contextlib.contextmanager
+def _opened(browser, url: str):
+    """A 1400 x 900 page on ``url``, Generate in sight and the box at the page's fallback; closed afterwards."""
+    page = open_page(browser, {"width": 1400, "height": 900})
+    try:
+        page.goto(url)
+        page.wait_for_selector("#generate")
+        assert page.input_value(BOX) == str(OPENED_WITH)
+        yield page
+    finally:
+        page.context.close()
+
+
 def _wait_for_the_setter(page, answered: list, asked: float) -> bool:
     """Wait (at most 30 s) until the delayed setter answered after ``asked`` (monotonic s), then 1.5 s for the page
     to handle the answer (the load's and a timer tick's); True when it answered."""
@@ -68,12 +82,8 @@ def _wait_for_the_setter(page, answered: list, asked: float) -> bool:
 
 def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(slow_setter_url, browser):
     url, answered = slow_setter_url
-    page = open_page(browser, {"width": 1400, "height": 900})
-    try:
-        page.goto(url)
-        page.wait_for_selector("#generate")
+    with _opened(browser, url) as page:
         asked = time.monotonic()
-        assert page.input_value(BOX) == str(OPENED_WITH)
         page.click("#generate")  # the page's own example prompt; the setter has not answered yet
         page.wait_for_selector("#status .status-done, #status .status-error", timeout=TIMEOUT_MS)
         status = page.inner_text("#status")
@@ -86,35 +96,22 @@ def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(
         history = page.inner_text("#history table.history tr:nth-child(2) td:nth-child(4)")
         assert history.strip() == str(shown), history
         page.screenshot(path="artifacts/default_tokens_generate_first.png")
-    finally:
-        page.context.close()
 
 
 def test_a_page_left_alone_gets_the_derived_default(slow_setter_url, browser):
     url, _ = slow_setter_url
-    page = open_page(browser, {"width": 1400, "height": 900})
-    try:
-        page.goto(url)
-        page.wait_for_selector("#generate")
-        assert page.input_value(BOX) == str(OPENED_WITH)
+    with _opened(browser, url) as page:
         page.wait_for_function(f"() => document.querySelector({BOX!r})?.value === '{DERIVED}'", timeout=30_000)
         info = page.inner_text("#max-new-tokens")  # why it moved, or (once this server measured runs, as in a whole
         # suite's run) the hint's time for the new value (app.live.hint), which follows any value change
         assert f"Set to {DERIVED} on load" in info or f"{DERIVED} new tokens at the latest measured speed" in info, info
-    finally:
-        page.context.close()
 
 
 def test_a_box_typed_in_before_the_setter_keeps_the_visitors_number(slow_setter_url, browser):
     url, answered = slow_setter_url
-    page = open_page(browser, {"width": 1400, "height": 900})
-    try:
-        page.goto(url)
-        page.wait_for_selector("#generate")
+    with _opened(browser, url) as page:
         asked = time.monotonic()
         page.fill(BOX, str(OPENED_WITH))  # the visitor types the same number: still theirs
         page.press(BOX, "Enter")
         _wait_for_the_setter(page, answered, asked)
         assert page.input_value(BOX) == str(OPENED_WITH)
-    finally:
-        page.context.close()
