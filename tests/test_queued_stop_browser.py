@@ -42,17 +42,28 @@ def test_the_runs_inputs_pass_through_the_pages_mark_unchanged(page):
     the mark."""
     page.get_by_role("tab", name="Why it works").click()
     page.fill("#why-target input, #why-target textarea", "/no/such/folder")
-    page.click("#why-measure")
-    page.wait_for_selector("#why-status:has-text('no such local folder')", timeout=60_000)
+    page.locator("#why-measure").dispatch_event("click")
+    _said(page, "#why-status", "no such local folder")
     page.wait_for_function("() => window.svWhyMeasuring === false", timeout=20_000)
     page.get_by_role("tab", name="Batching").click()
     page.fill("#batching-check-prompt textarea", "   ")
-    page.click("#batching-check")
-    page.wait_for_selector("#batching-check-status:has-text('prompt is empty')", timeout=60_000)
+    page.locator("#batching-check").dispatch_event("click")  # its own listener, wherever the tab's layout put it
+    _said(page, "#batching-check-status", "prompt is empty")
     page.fill("#batching-check-prompt textarea", "Say hi.")
     page.fill("#batching-check-temperature input[type=number]", "0")
     page.press("#batching-check-temperature input[type=number]", "Enter")
-    page.click("#batching-check")
-    page.wait_for_selector("#batching-check-status:has-text('needs a temperature above 0')", timeout=60_000)
+    page.locator("#batching-check").dispatch_event("click")
+    _said(page, "#batching-check-status", "needs a temperature above 0")
     page.wait_for_function("() => window.svCheckSent === false", timeout=20_000)
     assert not non_loopback(page.requests)
+
+
+def _said(page, status: str, words: str) -> None:
+    """Wait (60 s at most) until ``status`` says ``words``; on a timeout, fail with what it said and the page's
+    marks (a CI run once timed out here with no trace of what the page showed)."""
+    try:
+        page.wait_for_selector(f"{status}:has-text({words!r})", timeout=60_000)
+    except Exception as error:  # noqa: BLE001 - re-raised with the page's state
+        marks = page.evaluate("() => [window.svWhyMeasuring, window.svCheckSent]")
+        raise AssertionError(f"{status} never said {words!r}: it says {page.inner_text(status)!r}; marks "
+                             f"(svWhyMeasuring, svCheckSent) {marks}") from error
