@@ -843,7 +843,7 @@ def test_the_tokens_per_pass_card_states_the_formula_its_expected_value_computes
     spec = _stats(events)
     comparison = render.compare_outputs([1], [1], [1.0], FakeTokenizer(PIECES), greedy=True, finished=True)
     card = _tpp_card(render.stats_html(spec, _base_stats(), comparison, greedy=True))
-    assert "expected (1 − α^(m+1)) ÷ (1 − α), m = tokens drafted per pass on average (m + 1 when α = 1)" in card
+    assert "expected (1 − α^(m+1)) ÷ (1 − α), m = the tokens of the chain a pass offers, on average (m + 1 when α = 1)" in card
     assert "k+1" not in card
     found = re.search(r"expected from α (\d\.\d\d), m (\d\.\d\d): (\d\.\d\d) · 3 target passes vs 8 baseline steps",
                       card)

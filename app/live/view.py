@@ -52,8 +52,6 @@ class RunView:
     clicked: float | None = None  # time.monotonic() when Generate's handler began (None: the runs' start)
     obtained: float | None = None  # time.monotonic() when this run got the device (None: not known, no wait named)
     in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
-    chain: list[int] = field(default_factory=list)  # per speculative pass: the verified chain's tokens
-    # (render.chain_drafted: lookahead's kept candidate, not all G candidates), for the expected tokens per pass
     precision: str = ""  # what the target computes in ("bfloat16", "float32 · int8 weights"), for the comparison
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _done: str | None = None  # the finished run's status, as first drawn ("Done in ...": the wait ends there)
@@ -88,8 +86,6 @@ class RunView:
                 self.heads.add(event)
             self.spec.add(event)
             self.spec_stats.add(event)
-            if event.kind != "prefill":
-                self.chain.append(render.chain_drafted(event))
         if event.notice and event.notice not in self.notes:  # e.g. the drafter was dropped mid-run
             self.notes.append(event.notice)
         if event.compiling and COMPILING_NOTE not in self.notes:  # a shape the compiled forward had not seen yet
@@ -178,7 +174,7 @@ class RunView:
         """The stats cards."""
         spec = self.spec_stats if self.spec is not None else None
         cards = render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
-                                  stopped=self.cancelled, judgement=self.judgement(), chain=self.chain)
+                                  stopped=self.cancelled, judgement=self.judgement())
         changed = self.settings.settings_changed
         if not changed:
             return cards
@@ -203,8 +199,6 @@ class RunView:
                                   speculative=self.spec is not None)
         if self.spec is not None:
             mark_budget_cuts(figure, spec, None if self.settings.k_schedule == "auto" else self.settings.k)
-            if spec.window_tokens:
-                chain_expected_line(figure, spec, self.chain)
         return figure
 
     def status(self) -> str:
@@ -338,17 +332,6 @@ class RunView:
             return False
         finished = self.spec_stats.finish_reason not in (None, "stopped")
         return finished and self.base_stats.finish_reason == "stopped"
-
-
-def chain_expected_line(figure, stats: RunStats, chain: list[int]) -> None:
-    """Lookahead: the "expected from α" line of ``figure``'s tokens-per-pass chart
-    (:func:`app.figures.dashboard_figure`) redrawn from the kept candidate's length per pass (``chain``, :func:`app.render.chain_drafted`), as the card's
-    figure (:func:`app.render.expected_text`): after each pass, the running α and the mean chain so far; the
-    figures' own line reads every candidate's tokens as one chain (above k + 1 = N at G ≥ 2)."""
-    line = next((trace for trace in figure.data if trace.name == "expected from α"), None)
-    if line is None or len(chain) != len(stats.running_alpha):
-        return
-    line.y = [render.chain_expected(alpha, chain[:i + 1]) for i, alpha in enumerate(stats.running_alpha)]
 
 
 PASSES = ("pass", "passes")  # a pane header's pass count, in agreement: "1 pass", "17 passes"

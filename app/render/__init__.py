@@ -21,7 +21,7 @@ from app.render.pane import (KIND_LABELS, SUFFIX_SOURCES, Pane, _detail_title, l
 from app.render.stats import (BUSY_NOTE, END_TO_END_DEFINITION, LOOKAHEAD_DEFINITION, ONE_MEASUREMENT, ONE_PASS,
                               RATES_DEFINITION, SPEEDUP_DEFINITION, TOKENS_PER_PASS_DEFINITION, TTFT_DEFINITION,
                               TOO_FEW_PASSES, VERDICT_RULE, Comparison, compare_outputs, counted_html, counted_spread,
-                              chain_drafted, chain_expected, expected_text, fmt_ms, largest_ms,
+                              expected_text, fmt_ms, largest_ms,
                               lookahead_cards, rate_pair_html, speedup_cards, spread_html, spread_text, stats_html,
                               time_card, ttft_html, verdict_card)
 from app.render.tokens import KINDS, Piece, PieceDecoder, Token, byte_label
@@ -33,7 +33,7 @@ __all__ = [
     "placeholder_html", "text_html", "token_html", "BUSY_NOTE", "END_TO_END_DEFINITION", "LOOKAHEAD_DEFINITION",
     "ONE_MEASUREMENT", "ONE_PASS", "RATES_DEFINITION", "SPEEDUP_DEFINITION", "TOKENS_PER_PASS_DEFINITION",
     "TTFT_DEFINITION", "TOO_FEW_PASSES", "VERDICT_RULE", "counted_html", "counted_spread", "Comparison",
-    "compare_outputs", "chain_drafted", "chain_expected", "expected_text", "fmt_ms", "largest_ms",
+    "compare_outputs", "expected_text", "fmt_ms", "largest_ms",
     "lookahead_cards", "rate_pair_html", "speedup_cards", "spread_html", "spread_text", "stats_html", "time_card",
     "ttft_html", "verdict_card", "KINDS", "Piece", "PieceDecoder", "Token", "byte_label",
 ]

@@ -325,59 +325,34 @@ COUNTED_SPREAD = ("in brackets the 95% interval over the passes: the wider of th
 """How the acceptance and α cards' intervals are drawn (:func:`specviz.measure.stats.pass_share_interval`)."""
 
 TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expected (1 − α^(m+1)) ÷ (1 − α), "
-                              "m = tokens drafted per pass on average (m + 1 when α = 1)")
+                              "m = the tokens of the chain a pass offers, on average (m + 1 when α = 1)")
 """The "Tokens per pass" card's definition: the formula :attr:`~specviz.measure.run_stats.RunStats.expected_tokens_per_pass`
-computes (Leviathan et al. 2023, eq. 1, with the run's mean drafted length m for k: a pass may draft fewer than k)."""
+computes (Leviathan et al. 2023, eq. 1, with the run's mean chain m for k: a pass may draft fewer than k, a tree
+offers its depth, lookahead its kept candidate; :func:`specviz.core.counters.chain_tokens`)."""
+
+_CHAIN_OF = {"tree": "a tree's depth", "lookahead": "the kept candidate's tokens, k = N−1 at most"}
 
 
-def expected_text(spec, chain: list[int] | None = None) -> str:
+def expected_text(spec) -> str:
     """The "Tokens per pass" card's expected value with the α and m it is computed from, so the formula of
     :data:`TOKENS_PER_PASS_DEFINITION` can be checked by hand: "expected from α 0.92, m 3.41: 3.85"; "expected: –
-    (nothing judged yet)" before the target judged a draft.
-
-    Lookahead (passes with a Jacobi window, ``spec.window_tokens`` > 0) verifies G candidates of N−1 tokens each but
-    keeps one, so its "drafted" (every candidate's tokens) is no chain length: given ``chain`` (per pass, the kept
-    candidate's tokens, :func:`chain_drafted`; the Live tab's :class:`app.live.view.RunView` passes it), m is their
-    mean, at most k = N−1, and the value at most k + 1 (a trial read "m 3.00: 2.83" at N = 3, G = 2, where no pass
-    can give more than 3 tokens). Without ``chain``: the counters' own figure (m = drafted ÷ passes), as
-    :func:`app.figures.tokens_per_pass_panel` draws it."""
-    if chain is None or not getattr(spec, "window_tokens", 0) or not spec.passes:
-        expected = spec.expected_tokens_per_pass
-        if expected is None:
-            return "expected: – (nothing judged yet)"
-        return f"expected from α {spec.alpha:.2f}, m {spec.mean_proposed:.2f}: {expected:.2f}"
-    expected = chain_expected(spec.alpha, chain)
+    (nothing judged yet)" before the target judged a draft. m is the counters' mean chain
+    (:attr:`~specviz.core.counters.Counters.mean_chain`), said when it is not the drafted tokens per pass: a tree's
+    depth, or lookahead's kept candidate (it verifies G candidates but keeps one; a trial read "m 3.00: 2.83" at
+    N = 3, G = 2, where no pass can give more than 3 tokens)."""
+    expected = spec.expected_tokens_per_pass
     if expected is None:
         return "expected: – (nothing judged yet)"
-    return (f"expected from α {spec.alpha:.2f}, m {sum(chain) / len(chain):.2f} (the kept candidate's tokens per "
-            f"pass, k = N−1 at most): {expected:.2f}")
+    kind = "tree" if spec.tree_passes else "lookahead" if spec.window_tokens else None
+    said = f" ({_CHAIN_OF[kind]})" if kind else ""
+    return f"expected from α {spec.alpha:.2f}, m {spec.mean_chain:.2f}{said}: {expected:.2f}"
 
 
-def chain_drafted(event) -> int:
-    """The tokens of the one chain a pass's target verified (an engine ``PassEvent``): a lookahead pass's kept
-    candidate (N−1 tokens; 0 without candidates; only the committed ones on a pass cut inside its drafts), else
-    the pass's counted drafted tokens (:attr:`~specviz.core.events.PassEvent.counted_drafted`)."""
-    record = getattr(event, "lookahead", None)
-    if record is None or event.cut_in_drafts:
-        return event.counted_drafted
-    return len(record.candidates[record.winner]) if record.winner is not None else 0
-
-
-def chain_expected(alpha: float | None, chain: list[int]) -> float | None:
-    """(1 − α^(m+1)) ÷ (1 − α) with m the mean of ``chain`` (tokens of the verified chain per pass), in
-    [1, m + 1]; None without α or passes."""
-    if alpha is None or not chain:
-        return None
-    return expected_tokens_per_pass(alpha, sum(chain) / len(chain))
-
-
-def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None,
-               chain: list[int] | None = None) -> str:
+def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
     difference reads "so far" instead of waiting for the end. ``judgement``: the decoding speedup's
-    (see :func:`speedup_cards`). ``chain``: per pass, the tokens of the chain its target verified
-    (:func:`chain_drafted`), for lookahead's expected tokens per pass (:func:`expected_text`)."""
+    (see :func:`speedup_cards`)."""
     esc = html.escape
     cards = []
     if spec is not None:
@@ -394,7 +369,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
                            f"accepted ÷ (accepted + rejections): only positions the target judged; {COUNTED_SPREAD}"))
         cards.append(_card("Tokens per pass", counted_html(spec.tokens_per_pass, spec.tokens_per_pass_interval(), spec),
                            f"{TOKENS_PER_PASS_DEFINITION}; in brackets the 95% bootstrap interval over the passes",
-                           f"{expected_text(spec, chain)} · {plural(spec.passes, 'target pass', 'target passes')} vs "
+                           f"{expected_text(spec)} · {plural(spec.passes, 'target pass', 'target passes')} vs "
                            f"{plural(base.passes, 'baseline step')}"))
         scale = largest_ms(*(run.ttft_ms for run in (spec, base) if run.curve_ms))  # one unit for the card
         cards.append(_card("Time to first token", ttft_html(spec, scale), TTFT_DEFINITION,

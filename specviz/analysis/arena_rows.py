@@ -36,7 +36,8 @@ DEFINITIONS = {
     "tokens_per_pass": "tokens after the prefill / target passes after it (bonus included; 1.0 = standard decoding)",
     "acceptance_rate": "accepted / drafted (bonus excluded)",
     "alpha": "per-token acceptance: accepted / (accepted + rejections); only judged positions count",
-    "m": "mean drafted tokens per pass (k in the formulas)",
+    "m": ("mean tokens of the chain a pass offered the target (k in the formulas): a chain drafter's drafted "
+          "tokens per pass, lookahead's kept candidate"),
     "tokens_per_s": "generated tokens / seconds on the run's own clock, prefill included",
     "speedup": ("tokens_per_s / the baseline's tokens_per_s, the baseline being the two standard-decoding runs "
                 "timed just before and just after this method on the same prompt, pooled (same target and settings)"),
@@ -294,6 +295,7 @@ def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = N
         **spread, **timed_spread(run, beside or own, own), **pass_counts(s),
         "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
         "drafted": s.drafted, "accepted": s.accepted, "rejections": s.rejections, "tree_passes": run.tree_passes,
+        "chained": s.chained,
         "elapsed_ms": s.elapsed_ms, "ttft_ms": s.prefill_ms, "draft_ms": s.draft_ms, "verify_ms": s.verify_ms,
         "baseline_runs": b.runs, "baseline_tokens": b.generated, "baseline_elapsed_ms": b.elapsed_ms,
         "baseline_ttft_ms": b.prefill_ms, "baseline_verify_ms": b.verify_ms, "baseline_passes": b.passes,
@@ -303,7 +305,7 @@ def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = N
 
 
 _ADDITIVE = ("prompts", "runs", "baseline_runs", "tokens", "passes", "emitted_after_prefill", "drafted", "accepted",
-             "rejections", "tree_passes",
+             "rejections", "tree_passes", "chained",
              "elapsed_ms", "ttft_ms", "draft_ms", "verify_ms", "baseline_tokens", "baseline_elapsed_ms",
              "baseline_ttft_ms", "baseline_verify_ms", "baseline_passes", "baseline_emitted_after_prefill")
 
@@ -319,6 +321,7 @@ def _as_counters(c: dict, prefix: str = "") -> Counters:
         runs=c["prompts"], passes=get("passes"), emitted=get("emitted_after_prefill"), generated=get("tokens"),
         drafted=get("drafted") if not prefix else 0, accepted=get("accepted") if not prefix else 0,
         rejections=get("rejections") if not prefix else 0, tree_passes=get("tree_passes") if not prefix else 0,
+        chained=get("chained", None) if not prefix else 0,  # None (a row saved before it was kept): drafted
         prefill_ms=get("ttft_ms"), draft_ms=draft_ms, verify_ms=get("verify_ms"),
         other_ms=get("elapsed_ms") - get("ttft_ms") - draft_ms - get("verify_ms"))
 
@@ -338,11 +341,12 @@ def derive(counts: dict, baseline: bool) -> dict:
     }
     if baseline:
         return out
-    out.update(acceptance_rate=spec.acceptance_rate, alpha=spec.alpha, m=spec.mean_proposed if spec.passes else None,
+    out.update(acceptance_rate=spec.acceptance_rate, alpha=spec.alpha, m=spec.mean_chain if spec.passes else None,
                t_verify_ms=spec.forward_ms, t_draft_ms=spec.draft_ms_per_pass)
     if spec.tree_passes:  # the chain formulas below do not describe a tree
         return out
-    out["c"] = spec.draft_cost(t_step)
+    per_pass, m = spec.draft_ms_per_pass, out["m"]
+    out["c"] = per_pass / (m * t_step) if per_pass is not None and m and t_step else None  # per chain token
     alpha, m = out["alpha"], out["m"]
     if alpha is not None and m is not None:
         out["expected_tokens_per_pass"] = spec.expected_tokens_per_pass

@@ -14,9 +14,10 @@ as accepted.
   (tokens after a pass's first rejection were never judged).
 - per-position acceptance i = P(draft token i accepted | tokens < i accepted), i = 1..k (conditional); the
   unconditional share accepted-at-position-i / passes is what vLLM exports (:attr:`RunStats.per_position_share`).
-- expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean proposed length
-  (k+1 when alpha = 1) — Leviathan et al. 2023, eq. (1) (:func:`specviz.core.costs.expected_tokens_per_pass`, the
-  one formula; the cost model and the predicted speedups are in :mod:`specviz.core.costs` too).
+- expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean length of the chain a pass
+  offered the target (m+1 when alpha = 1; :attr:`Counters.chained`: a chain's drafted tokens, a tree's depth,
+  lookahead's kept candidate, since a pass can accept at most one chain) — Leviathan et al. 2023, eq. (1)
+  (:func:`specviz.core.costs.expected_tokens_per_pass`, the one formula; the cost model and the predicted speedups are in :mod:`specviz.core.costs` too).
 - the running figures a chart draws (:class:`RunStats` ``running_*``) are these properties after each pass: a
   chart's last point is the card's figure.
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
@@ -57,6 +58,8 @@ class Counters:
         drafted / accepted / rejections: committed work (see the module docstring); a tree pass counts its
             verified nodes as drafted (``tree_passes``, ``tree_nodes``); a lookahead pass its candidates' tokens
             (its window's tokens, not verified, in ``window_tokens``).
+        chained: per pass, the tokens of the longest chain it could accept (:func:`chain_tokens`), summed: m of
+            the expected tokens per pass; left out (None), the drafted count (a chain drafter's).
         prefill_ms: time to first token; draft_ms / verify_ms / other_ms: the passes' split of their time.
         position_tried / position_accepted: per drafted position i (index i-1): passes that judged it (drafted it
             with positions before it accepted) and passes that accepted it.
@@ -74,6 +77,7 @@ class Counters:
     tree_passes: int = 0
     tree_nodes: int = 0
     window_tokens: int = 0
+    chained: int | None = None  # None: the drafted count (counters made by hand, for chain drafters)
     prefill_ms: float = 0.0
     draft_ms: float = 0.0
     verify_ms: float = 0.0
@@ -81,6 +85,10 @@ class Counters:
     position_tried: tuple[int, ...] = ()
     position_accepted: tuple[int, ...] = ()
     position_reached: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.chained is None:
+            self.chained = self.drafted
 
     def __add__(self, other: Counters) -> Counters:
         sums = {name: getattr(self, name) + getattr(other, name) for name in _SCALARS}
@@ -107,6 +115,7 @@ class Counters:
         self.emitted += len(event.emitted_ids)
         self.generated += len(event.emitted_ids)
         self.drafted += event.counted_drafted
+        self.chained += chain_tokens(event)
         self.accepted += accepted
         self.rejections += rejections
         if event.tree is not None:
@@ -153,10 +162,16 @@ class Counters:
         return self.drafted / self.passes if self.passes else 0.0
 
     @property
+    def mean_chain(self) -> float:
+        """m: the mean length of the chain a pass offered (:attr:`chained` / passes); equal to
+        :attr:`mean_proposed` for chain drafters, below it for trees and lookahead's several candidates."""
+        return self.chained / self.passes if self.passes else 0.0
+
+    @property
     def expected_tokens_per_pass(self) -> float | None:
-        """(1 - alpha^(m+1)) / (1 - alpha) with m the mean proposed length; None without alpha."""
+        """(1 - alpha^(m+1)) / (1 - alpha) with m = :attr:`mean_chain`, in [1, m + 1]; None without alpha."""
         a = self.alpha
-        return None if a is None else expected_tokens_per_pass(a, self.mean_proposed)
+        return None if a is None else expected_tokens_per_pass(a, self.mean_chain)
 
     @property
     def per_position_acceptance(self) -> list[float]:
@@ -200,11 +215,6 @@ class Counters:
         """Mean drafting time per pass (ms)."""
         return _ratio(self.draft_ms, self.passes)
 
-    def draft_cost(self, step_ms: float | None) -> float | None:
-        """c: drafting time per drafted token over one target step ``step_ms`` (dimensionless)."""
-        per_token = _ratio(self.draft_ms, self.drafted)
-        return per_token / step_ms if per_token is not None and step_ms else None
-
     def as_dict(self) -> dict:
         """The figures as plain JSON-able values."""
         return {
@@ -228,8 +238,26 @@ class Counters:
         }
 
 
-_SCALARS = ("runs", "passes", "emitted", "generated", "drafted", "accepted", "rejections", "tree_passes",
-            "tree_nodes", "window_tokens", "prefill_ms", "draft_ms", "verify_ms", "other_ms")
+def chain_tokens(event: PassEvent) -> int:
+    """The length of the longest chain a pass offered its target, the most it could accept from its drafts
+    (tokens): a tree pass's depth (its deepest node's ancestors, itself included), a lookahead pass's kept candidate
+    (N-1 tokens; 0 without candidates), else the counted drafted tokens. A pass cut inside its drafts (the run's
+    end) counts its committed ones, as :attr:`PassEvent.counted_drafted` does."""
+    if event.cut_in_drafts:
+        return event.counted_drafted
+    if event.tree is not None:
+        depth: list[int] = []
+        for parent in event.tree.parents:  # topologically ordered: a parent comes before its children
+            depth.append(1 + (depth[parent] if parent >= 0 else 0))
+        return max(depth, default=0)
+    if event.lookahead is not None:
+        record = event.lookahead
+        return len(record.candidates[record.winner]) if record.winner is not None else 0
+    return event.counted_drafted
+
+
+_SCALARS = ("runs", "passes", "emitted", "generated", "drafted", "chained", "accepted", "rejections",
+            "tree_passes", "tree_nodes", "window_tokens", "prefill_ms", "draft_ms", "verify_ms", "other_ms")
 _LISTS = ("position_tried", "position_accepted", "position_reached")
 
 
