@@ -1,6 +1,6 @@
 """The derived default of max new tokens set on page load never changes the box under a visitor who already pressed
 Generate (a trial: the box changed from 64 to 40 during a run that made 64 tokens), and still reaches a page left
-alone. Real chromium, the embedded model, loopback only; the server's setter is delayed here, as a fresh server's
+alone; the Weights radio's measured default likewise (a run sent with float32 must not find int8 shown after it). Real chromium, the embedded model, loopback only; the server's setter is delayed here, as a fresh server's
 start-up measurement delays it."""
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ DERIVED = 20  # what the delayed server-side setter answers
 SETTER_DELAY_S = 6.0  # the setter's answer comes this long after it was asked
 BOX = "#max-new-tokens input[type=number]"
 TIMEOUT_MS = 300_000
+WEIGHTS_SAID = "(test: int8 measured fastest)"
+CHECKED = "#weights input[type=radio]:checked"
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +35,18 @@ def slow_setter_url(embedded):
     from app import build_demo, launch_options, costs
     from app.live import defaults
 
+    from app.live import layout
+
     answered: list[float] = []
     lock = threading.Lock()
+
+    def slow_weights(shown, chosen=False):  # the start-up decided int8, answered late
+        time.sleep(SETTER_DELAY_S)
+        with lock:
+            answered.append(time.monotonic())
+        if chosen or shown != "float32":
+            return gr.update(info=layout.WEIGHTS_NOTE)
+        return gr.update(value="int8", info=f"{layout.WEIGHTS_NOTE} {WEIGHTS_SAID}")
 
     def slow(spec, fallback, shown=None):
         time.sleep(SETTER_DELAY_S)
@@ -47,6 +59,8 @@ def slow_setter_url(embedded):
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(defaults.DEFAULTS, "max_new_tokens", OPENED_WITH)
         mp.setattr(costs, "page_default_tokens", slow)
+        mp.setattr(layout, "page_weights", slow_weights)
+        mp.delenv("SPECVIZ_WEIGHTS", raising=False)
         demo = build_demo(max_new_tokens=OPENED_WITH)
         port = free_port()
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
@@ -71,13 +85,14 @@ def _opened(browser, url: str):
 
 
 def _wait_for_the_setter(page, answered: list, asked: float) -> bool:
-    """Wait (at most 30 s) until the delayed setter answered after ``asked`` (monotonic s), then 1.5 s for the page
-    to handle the answer (the load's and a timer tick's); True when it answered."""
+    """Wait (at most 30 s) until both delayed setters (max new tokens and weights) answered after ``asked``
+    (monotonic s), then 1.5 s for the page to handle the answers (the load's and a timer tick's); True when both
+    answered."""
     deadline = time.monotonic() + 30
-    while not [t for t in answered if t > asked] and time.monotonic() < deadline:
+    while len([t for t in answered if t > asked]) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     page.wait_for_timeout(1500)
-    return bool([t for t in answered if t > asked])
+    return len([t for t in answered if t > asked]) >= 2
 
 
 def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(slow_setter_url, browser):
@@ -92,6 +107,8 @@ def test_generate_before_the_load_setter_keeps_the_box_and_the_run_in_agreement(
         shown = int(page.input_value(BOX))
         made = [int(n) for n in re.findall(r"(\d+) tokens", status)]
         assert shown == OPENED_WITH, f"the box changed under the run: {shown}"
+        assert page.input_value(CHECKED) == "float32", "the Weights radio changed under the run"
+        assert WEIGHTS_SAID in page.inner_text("#weights")  # its note still says the measured default
         assert made and all(n == shown for n in made), (status, shown)
         history = page.inner_text("#history table.history tr:nth-child(2) td:nth-child(4)")
         assert history.strip() == str(shown), history
@@ -105,6 +122,7 @@ def test_a_page_left_alone_gets_the_derived_default(slow_setter_url, browser):
         info = page.inner_text("#max-new-tokens")  # why it moved, or (once this server measured runs, as in a whole
         # suite's run) the hint's time for the new value (app.live.hint), which follows any value change
         assert f"Set to {DERIVED} on load" in info or f"{DERIVED} new tokens at the latest measured speed" in info, info
+        page.wait_for_function(f"() => document.querySelector({CHECKED!r})?.value === 'int8'", timeout=30_000)
 
 
 def test_a_box_typed_in_before_the_setter_keeps_the_visitors_number(slow_setter_url, browser):
@@ -113,5 +131,8 @@ def test_a_box_typed_in_before_the_setter_keeps_the_visitors_number(slow_setter_
         asked = time.monotonic()
         page.fill(BOX, str(OPENED_WITH))  # the visitor types the same number: still theirs
         page.press(BOX, "Enter")
+        page.click("#weights label:has-text('bfloat16')")  # the visitor picks a format, then back to float32:
+        page.click("#weights label:has-text('float32')")  # theirs, though it is the page's placeholder too
         _wait_for_the_setter(page, answered, asked)
         assert page.input_value(BOX) == str(OPENED_WITH)
+        assert page.input_value(CHECKED) == "float32"

@@ -342,9 +342,11 @@ def test_the_weights_radio_is_wired_to_retry_only_when_left_at_its_default():
     def wired(demo) -> tuple[bool, bool]:
         ids = {c["id"]: c for c in demo.config["components"]}
         radio = next(i for i, c in ids.items() if c.get("props", {}).get("elem_id") == "weights")
+        held = [i for i, c in ids.items() if c.get("props", {}).get("elem_id") == "weights-offered"]
         deps = demo.config["dependencies"]
-        ticks = any(radio in d.get("outputs", []) and any(ids.get(t[0], {}).get("type") == "timer"
-                                                          for t in d.get("targets", [])) for d in deps)
+        ticks = any(held and held[0] in d.get("outputs", []) and any(ids.get(t[0], {}).get("type") == "timer"
+                                                                     for t in d.get("targets", [])) for d in deps)
+        ticks = ticks and any(radio in d.get("outputs", []) and held[0] in d.get("inputs", []) for d in deps)
         clicks = any([radio, "input"] in [list(t) for t in d.get("targets", [])] for d in deps)
         return ticks, clicks
 

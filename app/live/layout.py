@@ -165,20 +165,56 @@ def _weights_control(ui: dict, d: dict) -> None:
     """The target's weight format (float32, bfloat16, int8, int4; by default the operator's ``SPECVIZ_WEIGHTS``, else
     the format the start-up measured fastest on this CPU: :func:`app.weights_setting.operator_weights`, read on each
     page load, so a page opened after the measurement shows it; a page opened before it is switched to it once it
-    is decided, unless the visitor chose a format: :func:`retry_weights`), :data:`WEIGHTS_NOTE` under its label as
-    the other controls' notes are."""
+    is decided, unless the visitor chose a format or sent a run: :func:`retry_weights`, :data:`WEIGHTS_APPLY_JS`),
+    :data:`WEIGHTS_NOTE` under its label as the other controls' notes are."""
     ui["weights"] = gr.Radio(list(FORMATS), value=d.get("weights") or operator_weights, label="Weights",
                              elem_id="weights", info=WEIGHTS_NOTE)
     if not d.get("weights"):  # the default is the measured one: it and its reason, once known (a page opened
-        from gradio.context import Context  # during the start-up asks again with a timer, as max new tokens does)
+        _wire_weights_default(ui["weights"])  # during the start-up asks again with a timer, as max new tokens does)
 
-        radio, chosen, tries = ui["weights"], gr.State(False), gr.State(0)  # chosen: the visitor clicked a format
-        radio.input(lambda: True, outputs=[chosen], show_progress="hidden", queue=False, api_visibility="private")
-        Context.root_block.load(page_weights, inputs=[radio, chosen], outputs=[radio], show_progress="hidden",
-                                queue=False, api_visibility="private")
-        timer = gr.Timer(DEFAULT_TOKENS_RETRY_S)
-        timer.tick(retry_weights, inputs=[radio, chosen, tries], outputs=[radio, timer, tries],
-                   show_progress="hidden", concurrency_limit=None, api_visibility="private")
+
+WEIGHTS_APPLY_JS = """(offered, shown) => {
+  if (!offered) return undefined;
+  const keep = window.svWeightsKept || window.svTokensKept || offered.value == null || shown !== offered.fallback;
+  return keep ? {__type__: 'update', info: offered.info} : {__type__: 'update', value: offered.value, info: offered.info};
+}"""
+"""The browser's step after the server offered the Weights default (:func:`offer_weights`; ``shown``: the radio's
+value now): its note always, its value only while the page sent no run (``window.svTokensKept``, set by Generate's
+:func:`starting_js`), the visitor never clicked a format (``window.svWeightsKept``) and it still shows the
+placeholder: a run reads the format the radio shows, so the radio must not change under a run sent before the
+server's answer came (as max new tokens, :mod:`app.live.default_tokens`)."""
+
+
+def _wire_weights_default(radio: gr.Radio) -> None:
+    """The Weights radio's measured default on page load and on each tick of a retry timer, through a hidden
+    holder (:func:`offer_weights`) that :data:`WEIGHTS_APPLY_JS` moves into the radio in the browser."""
+    from gradio.context import Context
+
+    held, chosen, tries = gr.JSON(None, visible=False, elem_id="weights-offered"), gr.State(False), gr.State(0)
+    apply = dict(js=WEIGHTS_APPLY_JS, inputs=[held, radio], outputs=[radio], queue=False, show_progress="hidden",
+                 api_visibility="private")
+    quiet = dict(show_progress="hidden", api_visibility="private")
+    radio.input(lambda: True, outputs=[chosen], queue=False, **quiet)  # the visitor chose a format: theirs stays
+    radio.input(None, js="() => { window.svWeightsKept = true; }", queue=False, **quiet)
+    Context.root_block.load(lambda shown, was: offer_weights(page_weights(shown, was)), inputs=[radio, chosen],
+                            outputs=[held], queue=False, **quiet).then(None, **apply)
+    timer = gr.Timer(DEFAULT_TOKENS_RETRY_S)
+
+    def ticked(shown, was, count):
+        update, running, count = retry_weights(shown, was, count)
+        return offer_weights(update), running, count
+
+    timer.tick(ticked, inputs=[radio, chosen, tries], outputs=[held, timer, tries], concurrency_limit=None,
+               **quiet).then(None, **apply)
+
+
+def offer_weights(update) -> dict | None:
+    """The holder's value for a Weights update from :func:`page_weights` (a gr.update dict, or gr.skip()'s):
+    {"value": the format or None, "info": the note, "fallback": the placeholder the page opened with}; None when
+    there is nothing to say yet."""
+    if not isinstance(update, dict) or "info" not in update:
+        return None
+    return {"value": update.get("value"), "info": update["info"], "fallback": DEFAULT_WEIGHTS}
 
 
 def page_weights(shown: str | None, chosen: bool = False):
