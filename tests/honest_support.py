@@ -1,6 +1,7 @@
 """A run's passes made by hand, shared by the honest-numbers tests (test_honest_numbers.py, test_honest_timings.py,
 test_honest_faults.py): a speculative run and its baseline as pass events of chosen timings, and the Live tab's view of
-them. No model and no clock: every time is the one given."""
+them. No model and no clock: every time is the one given. And the run history's HTML without its phone labels
+(:func:`unlabelled`), for tests that read its cells."""
 
 from __future__ import annotations
 
@@ -60,3 +61,9 @@ def run_view(spec_events, base_events, drafter="ngram") -> live.RunView:
         view.add(event)
     return view
 
+
+def unlabelled(table: str) -> str:
+    """The history's HTML without the labels each cell carries for a phone (app.render.history._labelled)."""
+    import re
+
+    return re.sub(r'<span class="hist-label">[^<]*</span>', "", table)

@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 from app import build_demo, device, inputs, live, render, why  # noqa: E402
 from app.records import RunSummary  # noqa: E402
 from drain_support import last_output, last_values  # noqa: E402
-from honest_support import Tokens, paired_runs  # noqa: E402
+from honest_support import Tokens, paired_runs, unlabelled  # noqa: E402
 from specviz.core.events import PositionDetail  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
@@ -286,8 +286,11 @@ def _field_of(elem_id: str) -> tuple:
 def test_the_history_names_the_temperature_and_scrolls_inside_its_box():
     row = RunSummary(drafter="ngram", k="k = 4", temperature=0.7, seed=3, settings="top-p 0.9", tokens=64,
                      acceptance=0.5, tokens_per_pass=2.0, spec_tps=20.0, base_tps=16.0, speedup=1.25, identical=None)
-    table = render.history_html([row])
+    labelled = render.history_html([row])
+    labels = re.findall(r'<span class="hist-label">([^<]*)</span>', labelled)  # a phone shows them in each cell
+    table = unlabelled(labelled)
     headers = re.findall(r"<th>([^<]*)</th>", table.replace("<wbr>", ""))  # "tokens/pass" may break after "/"
+    assert labels == [label for _, label in render.history.HISTORY_COLUMNS] and "tok/pass" in labels
     assert headers == ["drafter", "k", "temperature, settings", "tokens", "acceptance", "tokens/pass", "spec tok/s*",
                        "base tok/s*", "decoding speedup*", "same ids"]
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", table)

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from app import inputs, live, render  # noqa: E402
 from app.records import RunSummary  # noqa: E402
-from honest_support import Tokens, paired_runs, pass_event, run_view  # noqa: E402
+from honest_support import Tokens, paired_runs, pass_event, run_view, unlabelled  # noqa: E402
 from specviz.core.events import Timings  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
@@ -119,7 +119,7 @@ def test_a_stopped_two_token_run_shows_no_speedup_and_enters_the_history_without
     assert "hero good" not in stats and "hero bad" not in stats
     row = view.summary()
     assert row.speedup is None and row.speedup_note == "too short" and row.stopped
-    assert "too short" in render.history_html([row])
+    assert "too short" in unlabelled(render.history_html([row]))
 
 
 def test_the_headline_is_the_decoding_speedup_with_its_interval_and_the_end_to_end_ratio_beside_it():
@@ -177,7 +177,7 @@ def test_a_run_during_which_other_programs_took_the_cpus_shows_its_speedup_with_
     assert hero.index("<details") > hero.index("sv-verdict-span")  # the explanation folded under the figure
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
-    assert f"{judged.value:.2f}×" in render.history_html([row])
+    assert f"{judged.value:.2f}×" in unlabelled(render.history_html([row]))
 
 
 def test_a_busy_run_whose_interval_spans_one_is_too_noisy_and_keeps_its_number():
@@ -210,7 +210,7 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     assert judged.reason in stats and "74%" in judged.reason and "slower still" in stats
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
-    assert row.speedup_reason is None and "0.5" in render.history_html([row])
+    assert row.speedup_reason is None and "0.5" in unlabelled(render.history_html([row]))
 
 
 def test_the_busy_reason_follows_the_latest_judgement():
@@ -285,7 +285,7 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     cell = render.history_speedup(row)  # short, on one line (assets/style.css); the reason in its title
     assert cell == (f'<span class="hist-noisy" title="{judged.value:.2f}× measured, too noisy to tell: {low}–{high}× '
                     f'spans 1" style="color: var(--body-text-color-subdued)">{judged.value:.2f}× (too noisy)</span>')
-    assert cell in render.history_html([row])
+    assert cell in unlabelled(render.history_html([row]))
     # a run judged too noisy because other programs took the CPUs says so in the cell's title
     noisy.cpu = type("Share", (), {"others": lambda self: 0.45})()
     noisy._judged = (None, None)
@@ -302,15 +302,16 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
     # classed for its minimum width (assets/style.css), so "lookahead (W=3, N=3, G=2)" is not four lines
     lookahead = dataclasses.replace(found, drafter="lookahead (W=4, N=3, G=4)",
                                     k="k = 2 (N−1) · W = 4, N = 3, G = 4")
-    table = render.history_html([lookahead])
+    table = unlabelled(render.history_html([lookahead]))
     assert '<td class="hist-k" style="white-space: nowrap">k = 2 (N−1)</td>' in table
     assert '<td class="hist-drafter">lookahead (W=4, N=3, G=4)</td>' in table
     auto = dataclasses.replace(lookahead, k="k = 2 (N−1) or a plain step (auto) · W = 3, N = 3, G = 2")
-    assert '<td class="hist-k" style="white-space: nowrap">k = 2 or step (auto)</td>' in render.history_html([auto])
+    assert ('<td class="hist-k" style="white-space: nowrap">k = 2 or step (auto)</td>'
+            in unlabelled(render.history_html([auto])))
     assert render.history_k("k = 4 · adaptive") == "k = 4 · adaptive"  # other drafters' labels as they are
     # a label of several parts (a tree run's) wraps between them, k itself on one line: the table fits its panel
-    tree = render.history_html([dataclasses.replace(found, drafter="eagle",
-                                                           k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")])
+    tree = unlabelled(render.history_html([dataclasses.replace(found, drafter="eagle",
+                                                                      k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")]))
     assert ('<td class="hist-k"><span style="white-space: nowrap">k = 4 (adaptive)</span> · tree of 10 nodes, '
             'depth ≤ k</td>') in tree
 
@@ -325,7 +326,7 @@ def test_a_sampled_run_enters_the_history_with_its_seed_and_a_greedy_one_without
     sampled = live.RunView(sampled_settings, "tiny", "ngram", render.Pane(Tokens()),
                            render.Pane(Tokens(), separators=False), prompt_tokens=10).summary()
     assert greedy.seed is None and sampled.seed == 7
-    table = render.history_html([sampled, greedy])
+    table = unlabelled(render.history_html([sampled, greedy]))
     assert "0.8 · seed 7" in table and table.count("seed") == 1
 
 
@@ -435,7 +436,7 @@ def test_the_history_gives_each_rate_its_interval_under_it():
     row = view.summary()
     s, b = view.spec_stats.decode_rate(), view.base_stats.decode_rate()
     assert row.spec_tps_interval == (s.low, s.high) and row.base_tps_interval == (b.low, b.high)
-    table = render.history_html([row])
+    table = unlabelled(render.history_html([row]))
     for value, interval in ((row.spec_tps, s), (row.base_tps, b)):
         ends = "–".join(format_apart(interval.low, interval.high, 1, 2))
         assert (f'<td>{value:.1f}<br><small class="spread" style="white-space: nowrap">({ends})</small></td>'
@@ -466,12 +467,12 @@ def test_the_history_gives_acceptance_and_tokens_per_pass_the_cards_spreads():
     view = _mixed_run(12)  # 16 of 24 drafted accepted, 28 tokens in 12 passes
     row, cards = view.summary(), view.stats_html()
     assert (row.acceptance_spread, row.tokens_per_pass_spread) == ("41–92%", "1.83–2.83")
-    table = render.history_html([row])
+    table = unlabelled(render.history_html([row]))
     assert '<td>67%<br><small class="spread" style="white-space: nowrap">(41–92%)</small></td>' in table
     assert '<td>2.33<br><small class="spread" style="white-space: nowrap">(1.83–2.83)</small></td>' in table
     assert "67% <small class=\"spread\">(41–92%)</small>" in cards and "(1.83–2.83)</small>" in cards  # one source
     few = _mixed_run(3).summary()  # the cards' too-few-passes words, and one pass's
-    few_table = render.history_html([few])
+    few_table = unlabelled(render.history_html([few]))
     assert '<td>67%<br><small class="spread">(0–100%; 3 passes: too few to tell)</small></td>' in few_table
     assert '<td>2.33<br><small class="spread">(1.00–3.00; 3 passes: too few to tell)</small></td>' in few_table
     one = _mixed_run(1).summary()
@@ -534,7 +535,7 @@ def test_the_history_marks_an_interval_cut_at_its_tokens_per_pass():
     cell = render.history_speedup(row)
     assert cell == ('<span class="hist-cut" title="top cut at its 2.00 tokens per pass: no faster is possible">'
                     '1.92× (1.77–2.00†)</span>')
-    table = render.history_html([row])
+    table = unlabelled(render.history_html([row]))
     assert cell in table
     assert ("<small>* after the prefill, each run on its own clock · † top cut at its tokens per pass: no faster is "
             "possible</small>") in table

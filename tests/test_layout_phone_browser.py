@@ -103,7 +103,10 @@ def _history_fits_the_phone(page) -> None:
                        .map(c => c.textContent)}; }""")
     assert fit["table"] <= fit["box"] and fit["room"] <= 0 and fit["cut"] == [], fit
     assert fit["box"] >= 300, fit
-    assert "n-gram" in page.inner_text("#history") and "tokens/pass" in page.inner_text("#history")
+    said = page.inner_text("#history")
+    assert "n-gram" in said and "tok/pass" in said and "acceptance" in said  # each cell names itself
+    labels = page.eval_on_selector_all("#history .hist-label", "ls => ls.map(l => l.scrollWidth <= l.clientWidth + 1)")
+    assert labels and all(labels), labels  # no label cut ("tokens/p…")
     page.locator("#history").screenshot(path=str(SHOTS / "phone-history.png"))
 
 

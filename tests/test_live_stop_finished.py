@@ -12,6 +12,7 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 import pytest  # noqa: E402
 
 from app import inputs, live, render  # noqa: E402
+from honest_support import unlabelled  # noqa: E402
 from specviz.core.engine import GenerationConfig, speculative_generate, standard_generate  # noqa: E402
 from specviz.drafters.ngram import NgramDrafter  # noqa: E402
 
@@ -38,7 +39,7 @@ def _view(tokenizer, spec_events, base_events) -> live.RunView:
 
 def _tokens_cell(history_html: str) -> str:
     """The "tokens" cell (the 4th) of the table's first run row."""
-    row = history_html.split("</tr>")[1]  # after the header
+    row = unlabelled(history_html).split("</tr>")[1]  # after the header
     return re.findall(r"<td[^>]*>(.*?)</td>", row)[3]
 
 

@@ -105,6 +105,21 @@ def _history_k_cell(k: str) -> str:
     return f'<td class="hist-k"><span style="white-space: nowrap">{first}</span> · {" · ".join(rest)}</td>'
 
 
+HISTORY_COLUMNS = (("drafter", "drafter"), ("k", "k"), ("temperature, settings", "temperature, settings"),
+                   ("tokens", "tokens"), ("acceptance", "acceptance"), ("tokens/<wbr>pass", "tok/pass"),
+                   ("spec tok/s*", "spec tok/s*"), ("base tok/s*", "base tok/s*"),
+                   ("decoding speedup*", "decoding speedup*"), ("same ids", "same ids"))
+"""The history's columns: (the header's HTML, the label a phone shows inside each cell: a quarter of a 400 px
+phone's box holds "acceptance" in its small bold type, and "tokens/pass" was cut to "tokens/p…")."""
+
+
+def _labelled(cell: str, label: str) -> str:
+    """A ``<td>`` with its column's ``label`` first, in a span a phone shows above the value (below 640 px the
+    header row is hidden and each cell names itself; on a wider screen the span is hidden: ``assets/style.css``)."""
+    opened = cell.index(">") + 1
+    return f'{cell[:opened]}<span class="hist-label">{html.escape(label)}</span>{cell[opened:]}'
+
+
 def history_html(history: list[RunSummary]) -> str:
     """The table of this session's runs, newest first. A row's speedup is :func:`history_speedup`: the decoding
     speedup with its interval when it could be judged, the measured number with why it is too noisy to tell, or
@@ -112,15 +127,13 @@ def history_html(history: list[RunSummary]) -> str:
     cell never wraps inside a part of its label (:func:`history_k`, :func:`_history_k_cell`). The temperature cell
     also gives a sampled run's seed (``seed``), the generation settings that differ from their defaults
     (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live
-    tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px each row, the
-    header's too, is a grid of four columns on four lines, so a 400 px phone shows every figure without scrolling
-    sideways. When a shown speedup interval was cut at its run's tokens per pass, the title's note says what its
+    tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px the header row is
+    hidden and each run is a grid of labelled cells (:func:`_labelled`), so a 400 px phone shows every figure under
+    its own name without scrolling sideways. When a shown speedup interval was cut at its run's tokens per pass, the title's note says what its
     :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`)."""
     if not history:
         return ""
-    head = ("<tr><th>drafter</th><th>k</th><th>temperature, settings</th><th>tokens</th><th>acceptance</th>"
-            "<th>tokens/<wbr>pass</th><th>spec tok/s*</th><th>base tok/s*</th><th>decoding speedup*</th>"
-            "<th>same ids</th></tr>")
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h, _ in HISTORY_COLUMNS) + "</tr>"
     rows = []
     for row in history:
         same = {True: "✓", False: "✗", None: "–"}[row.identical]
@@ -137,7 +150,8 @@ def history_html(history: list[RunSummary]) -> str:
                   f"<td>{history_counted(row.tokens_per_pass, row.tokens_per_pass_spread)}</td>"]
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
         cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
+        rows.append("<tr>" + "".join(_labelled(cell, label) for cell, (_, label) in zip(cells, HISTORY_COLUMNS))
+                    + "</tr>")
     cut = f" · {CUT_MARK} {cut_words()}" if any(r.speedup is not None and r.speedup_cut_at is not None
                                                  for r in history) else ""
     return scroll_box(f'<table class="history">{head}{"".join(rows)}</table>', "Runs in this session",
