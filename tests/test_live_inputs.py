@@ -208,3 +208,15 @@ def test_the_confidence_gate_in_a_runs_label_says_what_it_is():
     title = html.escape(render.history.CONFIDENCE_GATE_TITLE)
     assert f'<span title="{title}">confidence gate 0.15</span>' in table
     assert "its own probability of the guess so far drops below P" in render.history.CONFIDENCE_GATE_TITLE
+
+
+def test_the_api_page_names_generates_parameters_in_their_order():
+    """A trial found Gradio's API page listing /generate's parameters as param_0 ... param_28 under raw docstring
+    markup: they now carry the controls' names, in the order positional clients send them, and a plain description."""
+    from app.live.defaults import INPUTS
+
+    endpoint = build_demo(max_new_tokens=40).get_api_info()["named_endpoints"]["/generate"]
+    assert [p["parameter_name"] for p in endpoint["parameters"]] == list(INPUTS)
+    assert endpoint["description"] == live.layout.GENERATE_API and ":func:" not in endpoint["description"]
+    defaults = {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
+    assert defaults["target"] == "embedded" and defaults["drafter"] == "ngram" and defaults["max_new_tokens"] == 40

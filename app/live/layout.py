@@ -310,11 +310,19 @@ def _results(ui: dict) -> None:
     ui["history_out"] = gr.HTML("", elem_id="history")
 
 
-def _generate_clicked(request: gr.Request, *values):
-    """Generate's handler: ``values`` are the controls of :data:`INPUTS` in that order, then the session's history;
-    they reach :func:`app.live.run.generate` as one mapping of name -> value (Gradio fills ``request``)."""
-    yield from generate(dict(zip(INPUTS, values)), values[len(INPUTS)] if len(values) > len(INPUTS) else None,
-                        request)
+def _generate_clicked(request: gr.Request, history=None, **values):
+    """Generate's handler: ``values`` are the controls of :data:`INPUTS` by name (Gradio's ``inputs_kwargs``, so the
+    API page names each parameter), ``history`` the session's; they reach :func:`app.live.run.generate` as one
+    mapping (Gradio fills ``request``)."""
+    yield from generate(values, history, request)
+
+
+GENERATE_API = ("Generates from one prompt twice, with speculative decoding and with standard decoding, and streams "
+                "both: the parameters are the Live tab's controls by name (prompt; target: 'embedded', a hub id or "
+                "a local folder; drafter: one of the drafter menu's keys, e.g. 'ngram', 'lookahead', 'eagle', "
+                "'distilled'; k; temperature (0 = greedy); max_new_tokens; ...). A parameter left out takes the "
+                "control's default. Bad input gives one sentence in the status output, never an error.")
+"""The /generate endpoint's description on Gradio's API page (its parameters carry their names and defaults)."""
 
 
 def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
@@ -323,7 +331,6 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     :func:`_wire_helpers` (numbers typed out of a slider's range, output only, the derived default of max new
     tokens). Generate sends the controls of :data:`INPUTS` in that order, then the history (the API's parameters,
     as before); :func:`_generate_clicked` makes them one mapping."""
-    inputs = [ui[name] for name in INPUTS] + [history]
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
     # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
@@ -332,7 +339,9 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     ui["generate"].click(None, js=starting_js(), inputs=[ui["status"], ui["progress"]],
                          outputs=[ui["status"], ui["progress"]], queue=False, show_progress="hidden",
                          api_visibility="private")
-    run = ui["generate"].click(_generate_clicked, inputs=inputs, outputs=outputs, api_name="generate",
+    named = {name: ui[name] for name in INPUTS} | {"history": history}  # the API's order, as before
+    run = ui["generate"].click(_generate_clicked, inputs_kwargs=named, outputs=outputs, api_name="generate",
+                               api_description=GENERATE_API,
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
