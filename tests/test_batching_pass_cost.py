@@ -41,9 +41,10 @@ def test_a_busy_sweep_says_in_lesson_table_and_chart_that_its_pass_costs_cannot_
     # the table: each pass-cost cell keeps its number and range, says why it is not readable, and is muted
     assert _cells(busy) == [f"1.14 (1.12–1.18), not readable: {reason}", f"1.22 (1.20–1.25), not readable: {reason}"]
     table = batching.sweep_table(busy)
-    column = table["headers"].index("Pass cost (steps)")
+    column, predicted = table["headers"].index("Pass cost (steps)"), table["headers"].index("Predicted (model)")
     assert [row[column] for row in table["metadata"]["styling"]] == [MUTED_CELL, MUTED_CELL]
-    assert {cell for row in table["metadata"]["styling"] for i, cell in enumerate(row) if i != column} == {""}
+    assert {cell for row in table["metadata"]["styling"] for i, cell in enumerate(row)
+            if i not in (column, predicted)} == {""}
     # the chart: the pass-cost line is grey, dotted and hollow, its legend and hover saying why
     (cost,) = [t for t in batching.sweep_figure(busy).data if t.name.startswith("pass cost")]
     assert cost.name == f"pass cost T(B, 5) / T(B, 1): not readable<br>({reason})"
@@ -72,3 +73,30 @@ def test_an_unknown_share_falls_back_to_the_load_average_in_all_three():
     assert "pass costs cannot be read" in batching.sweep_lesson(loaded)
     assert _cells(loaded)[0] == f"1.14 (1.12–1.18), not readable: {reason}"
     assert any(reason in t.name for t in batching.sweep_figure(loaded).data)
+
+
+def test_a_busy_sweep_says_its_prediction_cannot_be_read_either():
+    """The model's prediction divides by the pass costs T(B, k+1) / T(B, 1), which a disturbed machine reads too low:
+    its cells are muted and say why, as the pass costs' do, and the chart draws it apart (a trial: a busy sweep
+    flagged the pass costs but showed "Predicted (model) 1.52 (1.40–1.66)" as read)."""
+    busy, quiet = _trial(0.56), _trial(0.05)
+    for result in (busy, quiet):
+        for row, value in zip(result["rows"], (1.52, 1.31)):
+            row.update(predicted=value, predicted_low=value - 0.1, predicted_high=value + 0.1)
+    reason = "other programs used 56% of the CPUs"
+
+    def predicted(result):
+        table = batching.sweep_table(result)
+        column = table["headers"].index("Predicted (model)")
+        return [row[column] for row in table["data"]], [row[column] for row in table.get("metadata", {}).get(
+            "styling", [[""] * len(table["headers"])] * len(table["data"]))]
+
+    assert predicted(busy) == ([f"1.52 (1.42–1.62), not readable: {reason}",
+                                f"1.31 (1.21–1.41), not readable: {reason}"], [MUTED_CELL, MUTED_CELL])
+    assert predicted(quiet) == (["1.52 (1.42–1.62)", "1.31 (1.21–1.41)"], ["", ""])
+    names = [t.name for t in batching.sweep_figure(busy).data if t.name.startswith("predicted")]
+    assert names == ["predicted: not readable"]
+    (apart,) = [t for t in batching.sweep_figure(busy).data if t.name == "predicted: not readable"]
+    assert list(apart.y) == [1.52, 1.31] and reason in apart.hovertemplate
+    assert [t.name for t in batching.sweep_figure(quiet).data if t.name.startswith("predicted")] == [
+        "predicted from B = 1 and T(B, n)"]

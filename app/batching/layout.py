@@ -38,7 +38,8 @@ SWEEP_NOTE = (
     "<b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) from the runs' own forwards. <b>Predicted (model)</b>: a model's "
     "estimate, not a measurement, = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting per row), T from "
     "the forward grid when timed; in brackets the same over its inputs' spread (“too noisy” above the tokens per "
-    "pass: the grid timed a pass cheaper than a step). <b>KV cache</b>: the batch's keys and values at its longest "
+    "pass: the grid timed a pass cheaper than a step; “not readable” with the pass costs when other programs "
+    "disturbed the sweep). <b>KV cache</b>: the batch's keys and values at its longest "
     "row's end.</div>"
 )
 CHECK_NOTE = (

@@ -35,14 +35,17 @@ def sweep_figure(result: dict) -> go.Figure:
              "name": "standard decoding (1×)", "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5},
              "hoverinfo": "skip"}]
     predicted = [r for r in result["rows"] if r.get("predicted") is not None]
-    unsure = [r for r in predicted if noisy_prediction(r, result["rows"])]
+    unreadable = unreadable_costs(result)  # a disturbed machine: the pass costs the model reads are too low
+    unsure = [r for r in predicted if unreadable or noisy_prediction(r, result["rows"])]
     predicted = [r for r in predicted if r not in unsure]
     if unsure:
+        why = (f"not readable: {unreadable}" if unreadable else
+               "too noisy: its forward timings put a pass below a step or far from the sweep's own pass cost")
         data.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in unsure],
-                     "y": [r["predicted"] for r in unsure], "name": "predicted: too noisy (its timings disagree)",
+                     "y": [r["predicted"] for r in unsure],
+                     "name": f"predicted: {'not readable' if unreadable else 'too noisy (its timings disagree)'}",
                      "marker": {"size": 8, "symbol": "diamond-open", "color": COLORS["other"]},
-                     "hovertemplate": "B = %{x}: predicted %{y:.2f}×, too noisy: its forward timings put a pass below "
-                                      "a step or far from the sweep's own pass cost<extra></extra>"})
+                     "hovertemplate": f"B = %{{x}}: predicted %{{y:.2f}}×, {why}<extra></extra>"})
     if predicted:
         data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in predicted],
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",

@@ -201,6 +201,13 @@ def _fmt(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def prediction_cell(row: dict, unreadable: str | None = None) -> str:
+    """The Predicted column's cell: :func:`predicted_cell`, with why it cannot be read after it where the pass costs
+    it is made from cannot (``unreadable``: :func:`unreadable_costs`'s reason), as the pass-cost cell says."""
+    cell = predicted_cell(row)
+    return f"{cell}, not readable: {unreadable}" if unreadable and row.get("predicted") is not None else cell
+
+
 def pass_cost_cell(row: dict, unreadable: str | None = None) -> str:
     """A row's pass cost T(B, k+1) / T(B, 1) in steps with its repeats' range, "1.14 (1.12–1.18)"; where the sweep's
     pass costs cannot be read (``unreadable``: :func:`unreadable_costs`'s reason) with why after it: "1.14
@@ -219,8 +226,8 @@ def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False,
         ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
         ("Speculative tok/s", lambda r: spread_cell(r, "speculative_tps", ".1f")),
         ("Speedup (repeats)", lambda r: speedup_text(r, busy)),
-        ("Predicted (model)", lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
-                                         else predicted_cell(r))),
+        (PREDICTED_HEADER, lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
+                                      else prediction_cell(r, unreadable))),
         ("Tokens/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
         ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
         (f"T(B,{k + 1}) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
@@ -230,19 +237,23 @@ def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False,
 
 
 PASS_COST_HEADER = "Pass cost (steps)"
+PREDICTED_HEADER = "Predicted (model)"
+UNREADABLE_COLUMNS = (PASS_COST_HEADER, PREDICTED_HEADER)
+"""The columns read from the pass costs (the model's prediction divides by them): muted, with why, where
+:func:`unreadable_costs` says they cannot be read."""
 MUTED_CELL = f"color: {COLORS['baseline']}; font-style: italic"
 """The CSS of a table cell whose number cannot be read (a pass cost on a disturbed machine)."""
 
 
 def sweep_table(result: dict) -> dict:
     """The gr.Dataframe value ({"headers", "data"}, strings) of a sweep: one row per batch size. Where the pass costs
-    cannot be read (:func:`unreadable_costs`) their cells say why and are muted (``metadata["styling"]``: one CSS
-    string a cell, :data:`MUTED_CELL` in the pass-cost column, "" elsewhere)."""
+    cannot be read (:func:`unreadable_costs`) their cells and the prediction's say why and are muted
+    (``metadata["styling"]``: one CSS string a cell, :data:`MUTED_CELL` in :data:`UNREADABLE_COLUMNS`, "" elsewhere)."""
     unreadable = unreadable_costs(result)
     columns = sweep_columns(result["k"], result["rows"], disturbance(result) is not None, unreadable)
     table = {"headers": [c[0] for c in columns], "data": [[cell(r) for _, cell in columns] for r in result["rows"]]}
     if unreadable and table["data"]:
-        muted = [MUTED_CELL if header == PASS_COST_HEADER else "" for header, _ in columns]
+        muted = [MUTED_CELL if header in UNREADABLE_COLUMNS else "" for header, _ in columns]
         table["metadata"] = {"display_value": None, "styling": [list(muted) for _ in table["data"]]}
     return table
 
