@@ -115,7 +115,8 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
     assert arena.noisy_count(arena.noisy_rows(one), one) == "2 of 2 methods"
     assert arena.noisy_count(1, per_prompt("p1", [0.36])) == "1 of 1 method"
     several = per_prompt("p1", [0.36, 0.01]) + per_prompt("p2", [0.01, 0.01])
-    assert arena.noisy_count(arena.noisy_rows(several), several) == "1 of 4 prompt × method results"
+    assert arena.noisy_count(arena.noisy_rows(several), several).startswith(
+        "1 of 4 prompt × method results (the “Per prompt” table below")
     result = SimpleNamespace(ids_identical=None, rows=one, summary=one, stopped=False,
                              environment={"target": {"label": "T"}}, variants=["standard", "ngram k=2", "ngram k=3"])
     monkeypatch.setattr(arena.handlers, "busy_machine_warning", lambda cpu=None: None)  # whatever else the machine runs

@@ -170,9 +170,11 @@ def noisy_rows(rows: list[dict]) -> int:
 
 def noisy_count(noisy: int, rows: list[dict]) -> str:
     """``noisy`` of the per-prompt method rows in ``rows`` (the baseline's not counted), in words that agree: "1 of
-    2 methods" for one prompt, "3 of 8 prompt × method results" for several."""
+    2 methods" for one prompt, "3 of 8 prompt × method results (the “Per prompt” table below; ...)" for several,
+    since the tables above pool the prompts (a trial counted the status's rows in the pooled table)."""
     methods = [r for r in rows if r.get("drafter") != BASELINE]
     prompts = len({r.get("prompt_id") for r in methods})
     if prompts <= 1:
         return f"{noisy} of {render.plural(len(methods), 'method')}"
-    return f"{noisy} of {render.plural(len(methods), 'prompt × method result')}"
+    return (f"{noisy} of {render.plural(len(methods), 'prompt × method result')} (the “Per prompt” table below; "
+            "the pooled tables above may read otherwise)")
