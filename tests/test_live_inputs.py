@@ -220,3 +220,8 @@ def test_the_api_page_names_generates_parameters_in_their_order():
     assert endpoint["description"] == live.layout.GENERATE_API and ":func:" not in endpoint["description"]
     defaults = {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
     assert defaults["target"] == "embedded" and defaults["drafter"] == "ngram" and defaults["max_new_tokens"] == 40
+    from app.api_words import API
+
+    endpoints = build_demo(max_new_tokens=40).get_api_info()["named_endpoints"]
+    for name, said in API.items():  # every public endpoint in plain words, none with the docstrings' markup
+        assert endpoints[f"/{name}"]["description"] == said and "``" not in said and ":func:" not in said

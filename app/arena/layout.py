@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import render
+from app.api_words import API
 from app.arena import matching
 from app.arena.handlers import clicked, preset_chosen, source_changed, stop
 from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT, K_CHOICES,
@@ -190,13 +191,13 @@ def build_tab(target: str = "embedded") -> None:
     # progress line and timer, covered it (a trial; the minimal one still drew its bar over it), so none is shown:
     # the handler's first message ("Starting: ...") comes at once
     running = run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
-                            api_name="arena", show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
+                            api_name="arena", api_description=API["arena"], show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
                             concurrency_id="arena", js=CLEAR_TOASTS_JS)
     mark_while_sent(running, ARENA_MARK)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     # the status twice: the shown line (kept under "Nothing is running.") and, in its place, the page's mark
     stop_btn.click(stop, inputs=[status, status], js=stop_sent_js(ARENA_MARK, 2), outputs=[status], queue=False,
-                   api_name="arena_stop")
+                   api_name="arena_stop", api_description=API["arena_stop"])
     tell_when_clamped(max_new_tokens, status, MAX_NEW_TOKENS_NAME)
     tell_when_clamped(temperature, status, "Temperature")
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)  # its layers, once loaded

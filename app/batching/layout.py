@@ -6,6 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app import render
+from app.api_words import API
 from app.batching.check_handlers import CHECKS, on_check, stop_check
 from app.batching.check_job import CHECK_N, CHECK_PROMPT, MAX_N, MIN_N, N_FIELD
 from app.batching.shared import DEFAULT_DRAFTER, drafter_menu
@@ -120,11 +121,12 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             "predicted": predicted, "target": target_box, "draft_model": draft_model}  # SweepForm's fields
     sweeping = measure_btn.click(on_measure, inputs_kwargs=form,
                                  outputs=[status, lesson, chart, table, csv_file, json_file],
-                                 api_name="batching_measure", show_progress="full", show_progress_on=[status],
+                                 api_name="batching_measure", api_description=API["batching_measure"],
+                                 show_progress="full", show_progress_on=[status],
                                  concurrency_limit=4, concurrency_id="arena", js=sent_js(SWEEP_MARK))
     mark_while_sent(sweeping, SWEEP_MARK)  # Stop then also reaches a sweep still in Gradio's queue
     stop_btn.click(stop_sweep, inputs=[status], js=stop_sent_js(SWEEP_MARK, 1), outputs=[status], queue=False,
-                   api_name="batching_stop")
+                   api_name="batching_stop", api_description=API["batching_stop"])
     tell_when_clamped(max_new, status, "Max new tokens per row")
     tell_when_clamped(k, status, "Draft length k")
 
@@ -159,11 +161,11 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             "target": target_box, "draft_model": draft_model}  # CheckForm's fields
     checking = check_btn.click(on_check, inputs_kwargs=form,
                                outputs=[check_status, check_lesson_box, check_chart, stats], api_name="batching_check",
-                               show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
+                               api_description=API["batching_check"], show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
                                concurrency_id="arena", js=sent_js(CHECK_MARK))
     mark_while_sent(checking, CHECK_MARK)
     check_stop.click(stop_check, inputs=[check_status], js=stop_sent_js(CHECK_MARK, 1), outputs=[check_status],
-                     queue=False, api_name="batching_check_stop")
+                     queue=False, api_name="batching_check_stop", api_description=API["batching_check_stop"])
     tell_when_clamped(temperature, check_status, "Temperature")
     from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
     tell_when_invalid(n, check_status, N_FIELD, keep=True)  # an emptied box keeps its earlier N

@@ -11,6 +11,7 @@ import json
 import gradio as gr
 
 from app import render
+from app.api_words import API
 from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDIDATES, MAX_CONFIDENCE,
                         MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
                         PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
@@ -317,11 +318,7 @@ def _generate_clicked(request: gr.Request, history=None, **values):
     yield from generate(values, history, request)
 
 
-GENERATE_API = ("Generates from one prompt twice, with speculative decoding and with standard decoding, and streams "
-                "both: the parameters are the Live tab's controls by name (prompt; target: 'embedded', a hub id or "
-                "a local folder; drafter: one of the drafter menu's keys, e.g. 'ngram', 'lookahead', 'eagle', "
-                "'distilled'; k; temperature (0 = greedy); max_new_tokens; ...). A parameter left out takes the "
-                "control's default. Bad input gives one sentence in the status output, never an error.")
+GENERATE_API = API["generate"]
 """The /generate endpoint's description on Gradio's API page (its parameters carry their names and defaults)."""
 
 
@@ -355,7 +352,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     first = ui["stop"].click(stop_now, inputs=[ui["status"]], js=STOP_SENT_JS, outputs=outputs, queue=False,
                              preprocess=False, show_progress="hidden", api_visibility="private")
     stopped = first.then(stop_run, inputs=[history], outputs=outputs, queue=True, show_progress="hidden",
-                         concurrency_limit=None, api_name="stop")
+                         concurrency_limit=None, api_name="stop", api_description=API["stop"])
     stopped.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     wire_tokens_hint(ui, [run, stopped])  # the max-new-tokens line follows the costs the run measured
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider

@@ -8,6 +8,7 @@ import functools
 import gradio as gr
 
 from app import render
+from app.api_words import API
 from app.inputs import EXIT_LAYER, parse_exit_layer
 from app.messages import RELEASE_TRIGGER_MODE, enter_commits_js, tell_when_invalid
 from app.stop_marks import mark_while_sent, sent_js, stop_sent_js
@@ -207,11 +208,12 @@ def _wire_measure(buttons: tuple[gr.Button, gr.Button], sent: dict, outputs: lis
     measure_btn, stop_btn = buttons
     status, measurement = outputs[0], outputs[4]
     measuring = measure_btn.click(clicked, inputs_kwargs={name: box for name, box in sent.items() if box is not None},
-                                  outputs=outputs, api_name="why_measure", show_progress="full",
+                                  outputs=outputs, api_name="why_measure", api_description=API["why_measure"],
+                                  show_progress="full",
                                   show_progress_on=[status], concurrency_limit=4, concurrency_id="arena",
                                   js=sent_js(MEASURE_MARK))
     mark_while_sent(measuring, MEASURE_MARK)
     stop_btn.click(stop, inputs=[measurement, status], outputs=[status], queue=False, js=stop_sent_js(MEASURE_MARK, 2),
-                   api_name="why_stop").then(stop_said, outputs=[status], queue=False, show_progress="hidden",
+                   api_name="why_stop", api_description=API["why_stop"]).then(stop_said, outputs=[status], queue=False, show_progress="hidden",
                                              api_visibility="private")
     return measuring
