@@ -13,6 +13,7 @@ import pytest
 
 from app import batching, device
 from app.batching.sweep_reading import reading
+from app.figures import COLORS
 from specviz.core.verdict import FASTER, NOISY, NOT_FINDING, SAME, SLOWER
 
 
@@ -330,6 +331,11 @@ def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
     # one x scale: 0 to the largest bar or marker of either panel (the standard side's 70 runs) plus 8 %
     assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 70 * 1.08))
     assert layout.xaxis2.matches == "x"
+    # the legend names each side's bars in their own colour (a trial read one purple "runs counted" beside grey
+    # standard bars) and the exact law's markers once, short enough for a 400 px legend
+    shown = [(t.name, t.marker.color) for t in batching.check_figure(result).data if t.showlegend is not False]
+    assert shown == [("standard runs", COLORS["baseline"]), ("speculative runs", COLORS["speculative"]),
+                     ("expected (exact law)", "#ffffff")]
     # the crop seen in the browser: a side with fewer, larger bars still shares the scale
     small = _check_result({(2, 3): 4, (4, 5): 2}, {(2, 3): 7, (4, 5): 4}, ((NAN, NAN, 0), (NAN, NAN, 0)),
                           (NAN, NAN, 0))

@@ -39,18 +39,19 @@ def check_figure(result: dict) -> go.Figure:
         rest = 1.0 - sum(p for p in exact if p is not None)
         expected = [None if p is None else p * total for p in exact] + [max(0.0, rest) * total]
         top = max(top, *observed, *(e for e in expected if e is not None))
-        data.append({"type": "bar", "orientation": "h", "y": labels, "x": observed, "name": "runs counted",
-                     "legendgroup": "counted", "showlegend": i == 1, "marker": {"color": color}, "opacity": 0.8,
+        data.append({"type": "bar", "orientation": "h", "y": labels, "x": observed, "name": f"{side} runs",
+                     "legendgroup": side, "marker": {"color": color}, "opacity": 0.8,  # each side's own colour
                      "xaxis": f"x{n}", "yaxis": f"y{n}",
                      "hovertemplate": "%{y}: %{x} runs<extra>" + side + "</extra>"})
         data.append({"type": "scatter", "mode": "markers", "y": labels, "x": expected,
-                     "name": "expected: target's exact probability × runs counted", "legendgroup": "exact",
+                     "name": "expected (exact law)", "legendgroup": "exact",  # short: a 400 px legend
                      "showlegend": i == 1, "xaxis": f"x{n}", "yaxis": f"y{n}",
                      "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff",
                                 "line": {"color": "#24292f", "width": 2}},
                      "hovertemplate": "%{y}: %{x:.1f} expected<extra>exact law</extra>"})
         layout[f"yaxis{n}"] |= {"type": "category", "autorange": "reversed", "tickfont": {"size": 11}}
-        layout[f"xaxis{n}"] |= {"title": {"text": f"runs (of {total} counted)"}, "rangemode": "tozero"}
+        layout[f"xaxis{n}"] |= {"title": {"text": f"runs (of {total} counted; markers: target's probability × {total})"},
+                                "rangemode": "tozero"}
     layout["yaxis2"]["showticklabels"] = True
     shared = [0, top * 1.08]  # one scale for both panels, so that their bars compare by length
     layout["xaxis"] |= {"range": shared, "autorange": False}

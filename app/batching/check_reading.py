@@ -94,8 +94,8 @@ def check_lesson(result: dict) -> str:
         return too_few_sentence(result)
     if result["broken"]:
         if fit_spec < LEVEL:
-            return (f"{p_text(fit_spec)} (< 0.01): accepting every draft makes the output follow the drafter, and "
-                    "the test catches it.")
+            return (f"{p_text(fit_spec)}, below the 1% level the check tests at: accepting every draft makes the "
+                    "output follow the drafter, and the test catches it.")
         return (f"{p_text(fit_spec)}: even the broken verifier passed here: the drafter's guesses happen to match "
                 "what the target samples, or N is too small to tell; pick a drafter that disagrees, or raise N.")
     if fit_spec >= LEVEL and fit_std >= LEVEL:
