@@ -310,8 +310,8 @@ def test_the_history_shows_a_too_noisy_speedup_with_its_number_and_reason_and_a_
             in unlabelled(render.history_html([auto])))
     assert render.history_k("k = 4 · adaptive") == "k = 4 · adaptive"  # other drafters' labels as they are
     # a label of several parts (a tree run's) wraps between them, k itself on one line: the table fits its panel
-    tree = unlabelled(render.history_html([dataclasses.replace(found, drafter="eagle",
-                                                                      k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")]))
+    tree = unlabelled(render.history_html([dataclasses.replace(
+        found, drafter="eagle", k="k = 4 (adaptive) · tree of 10 nodes, depth ≤ k")]))
     assert ('<td class="hist-k"><span style="white-space: nowrap">k = 4 (adaptive)</span> · tree of 10 nodes, '
             'depth ≤ k</td>') in tree
 

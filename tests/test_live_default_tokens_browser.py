@@ -1,6 +1,7 @@
 """The derived default of max new tokens set on page load never changes the box under a visitor who already pressed
 Generate (a trial: the box changed from 64 to 40 during a run that made 64 tokens), and still reaches a page left
-alone; the Weights radio's measured default likewise (a run sent with float32 must not find int8 shown after it). Real chromium, the embedded model, loopback only; the server's setter is delayed here, as a fresh server's
+alone; the Weights radio's measured default likewise (a run sent with float32 must not find int8 shown after it).
+Real chromium, the embedded model, loopback only; the server's setter is delayed here, as a fresh server's
 start-up measurement delays it."""
 
 from __future__ import annotations

@@ -191,8 +191,8 @@ def build_tab(target: str = "embedded") -> None:
     # progress line and timer, covered it (a trial; the minimal one still drew its bar over it), so none is shown:
     # the handler's first message ("Starting: ...") comes at once
     running = run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
-                            api_name="arena", api_description=API["arena"], show_progress="hidden", show_progress_on=[status], concurrency_limit=4,
-                            concurrency_id="arena", js=CLEAR_TOASTS_JS)
+                            api_name="arena", api_description=API["arena"], show_progress="hidden",
+                            show_progress_on=[status], concurrency_limit=4, concurrency_id="arena", js=CLEAR_TOASTS_JS)
     mark_while_sent(running, ARENA_MARK)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     # the status twice: the shown line (kept under "Nothing is running.") and, in its place, the page's mark

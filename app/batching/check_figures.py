@@ -50,8 +50,8 @@ def check_figure(result: dict) -> go.Figure:
                                 "line": {"color": "#24292f", "width": 2}},
                      "hovertemplate": "%{y}: %{x:.1f} expected<extra>exact law</extra>"})
         layout[f"yaxis{n}"] |= {"type": "category", "autorange": "reversed", "tickfont": {"size": 11}}
-        layout[f"xaxis{n}"] |= {"title": {"text": f"runs (of {total} counted; markers: target's probability × {total})"},
-                                "rangemode": "tozero"}
+        title = f"runs (of {total} counted; markers: target's probability × {total})"
+        layout[f"xaxis{n}"] |= {"title": {"text": title}, "rangemode": "tozero"}
     layout["yaxis2"]["showticklabels"] = True
     shared = [0, top * 1.08]  # one scale for both panels, so that their bars compare by length
     layout["xaxis"] |= {"range": shared, "autorange": False}

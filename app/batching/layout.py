@@ -161,8 +161,9 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             "target": target_box, "draft_model": draft_model}  # CheckForm's fields
     checking = check_btn.click(on_check, inputs_kwargs=form,
                                outputs=[check_status, check_lesson_box, check_chart, stats], api_name="batching_check",
-                               api_description=API["batching_check"], show_progress="full", show_progress_on=[check_status], concurrency_limit=4,
-                               concurrency_id="arena", js=sent_js(CHECK_MARK))
+                               api_description=API["batching_check"], show_progress="full",
+                               show_progress_on=[check_status], concurrency_limit=4, concurrency_id="arena",
+                               js=sent_js(CHECK_MARK))
     mark_while_sent(checking, CHECK_MARK)
     check_stop.click(stop_check, inputs=[check_status], js=stop_sent_js(CHECK_MARK, 1), outputs=[check_status],
                      queue=False, api_name="batching_check_stop", api_description=API["batching_check_stop"])

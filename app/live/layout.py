@@ -177,7 +177,8 @@ def _weights_control(ui: dict, d: dict) -> None:
 WEIGHTS_APPLY_JS = """(offered, shown) => {
   if (!offered) return undefined;
   const keep = window.svWeightsKept || window.svTokensKept || offered.value == null || shown !== offered.fallback;
-  return keep ? {__type__: 'update', info: offered.info} : {__type__: 'update', value: offered.value, info: offered.info};
+  return keep ? {__type__: 'update', info: offered.info}
+              : {__type__: 'update', value: offered.value, info: offered.info};
 }"""
 """The browser's step after the server offered the Weights default (:func:`offer_weights`; ``shown``: the radio's
 value now): its note always, its value only while the page sent no run (``window.svTokensKept``, set by Generate's
@@ -318,16 +319,13 @@ def _generate_clicked(request: gr.Request, history=None, **values):
     yield from generate(values, history, request)
 
 
-GENERATE_API = API["generate"]
-"""The /generate endpoint's description on Gradio's API page (its parameters carry their names and defaults)."""
-
 
 def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     """Generate, Stop (which flags the run, so that it ends on its own within a tick, and shows what it made, then
     sends the whole view once the run has ended), the drafter menu's dependent controls, and
     :func:`_wire_helpers` (numbers typed out of a slider's range, output only, the derived default of max new
-    tokens). Generate sends the controls of :data:`INPUTS` in that order, then the history (the API's parameters,
-    as before); :func:`_generate_clicked` makes them one mapping."""
+    tokens). Generate sends the controls of :data:`INPUTS` by name, then the history (the API's parameters, named,
+    in the order positional clients send them); :func:`_generate_clicked` makes them one mapping."""
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
                ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
     # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
@@ -338,7 +336,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
                          api_visibility="private")
     named = {name: ui[name] for name in INPUTS} | {"history": history}  # the API's order, as before
     run = ui["generate"].click(_generate_clicked, inputs_kwargs=named, outputs=outputs, api_name="generate",
-                               api_description=GENERATE_API,
+                               api_description=API["generate"],
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
                                concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")

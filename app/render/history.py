@@ -129,8 +129,8 @@ def history_html(history: list[RunSummary]) -> str:
     (``settings``) and a weight format other than float32 (``weights``). The columns are sized to fit the Live
     tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px the header row is
     hidden and each run is a grid of labelled cells (:func:`_labelled`), so a 400 px phone shows every figure under
-    its own name without scrolling sideways. When a shown speedup interval was cut at its run's tokens per pass, the title's note says what its
-    :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`)."""
+    its own name without scrolling sideways. When a shown speedup interval was cut at its run's tokens per pass,
+    the title's note says what its :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`)."""
     if not history:
         return ""
     head = "<tr>" + "".join(f"<th>{h}</th>" for h, _ in HISTORY_COLUMNS) + "</tr>"

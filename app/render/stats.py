@@ -326,9 +326,10 @@ COUNTED_SPREAD = ("in brackets the 95% interval over the passes: the wider of th
 
 TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expected (1 − α^(m+1)) ÷ (1 − α), "
                               "m = the tokens of the chain a pass offers, on average (m + 1 when α = 1)")
-"""The "Tokens per pass" card's definition: the formula :attr:`~specviz.measure.run_stats.RunStats.expected_tokens_per_pass`
-computes (Leviathan et al. 2023, eq. 1, with the run's mean chain m for k: a pass may draft fewer than k, a tree
-offers its depth, lookahead its kept candidate; :func:`specviz.core.counters.chain_tokens`)."""
+"""The "Tokens per pass" card's definition: the formula
+:attr:`~specviz.measure.run_stats.RunStats.expected_tokens_per_pass` computes (Leviathan et al. 2023, eq. 1, with
+the run's mean chain m for k: a pass may draft fewer than k, a tree offers its depth, lookahead its kept candidate;
+:func:`specviz.core.counters.chain_tokens`)."""
 
 _CHAIN_OF = {"tree": "a tree's depth", "lookahead": "the kept candidate's tokens, k = N−1 at most"}
 

@@ -17,7 +17,8 @@ as accepted.
 - expected tokens per pass E[tau] = (1 - alpha^(m+1)) / (1 - alpha), with m the mean length of the chain a pass
   offered the target (m+1 when alpha = 1; :attr:`Counters.chained`: a chain's drafted tokens, a tree's depth,
   lookahead's kept candidate, since a pass can accept at most one chain) — Leviathan et al. 2023, eq. (1)
-  (:func:`specviz.core.costs.expected_tokens_per_pass`, the one formula; the cost model and the predicted speedups are in :mod:`specviz.core.costs` too).
+  (:func:`specviz.core.costs.expected_tokens_per_pass`, the one formula; the cost model and the predicted speedups
+  are in :mod:`specviz.core.costs` too).
 - the running figures a chart draws (:class:`RunStats` ``running_*``) are these properties after each pass: a
   chart's last point is the card's figure.
 - speedup = speculative tokens/s over baseline tokens/s, both on their own clocks; the decoding speedup leaves
