@@ -335,7 +335,7 @@ def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
     # standard bars) and the exact law's markers once, short enough for a 400 px legend
     shown = [(t.name, t.marker.color) for t in batching.check_figure(result).data if t.showlegend is not False]
     assert shown == [("standard runs", COLORS["baseline"]), ("speculative runs", COLORS["speculative"]),
-                     ("expected (exact law)", "#ffffff")]
+                     ("expected (exact law × runs)", "#ffffff")]
     # the crop seen in the browser: a side with fewer, larger bars still shares the scale
     small = _check_result({(2, 3): 4, (4, 5): 2}, {(2, 3): 7, (4, 5): 4}, ((NAN, NAN, 0), (NAN, NAN, 0)),
                           (NAN, NAN, 0))

@@ -44,14 +44,13 @@ def check_figure(result: dict) -> go.Figure:
                      "xaxis": f"x{n}", "yaxis": f"y{n}",
                      "hovertemplate": "%{y}: %{x} runs<extra>" + side + "</extra>"})
         data.append({"type": "scatter", "mode": "markers", "y": labels, "x": expected,
-                     "name": "expected (exact law)", "legendgroup": "exact",  # short: a 400 px legend
+                     "name": "expected (exact law × runs)", "legendgroup": "exact",  # short: a 400 px legend
                      "showlegend": i == 1, "xaxis": f"x{n}", "yaxis": f"y{n}",
                      "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff",
                                 "line": {"color": "#24292f", "width": 2}},
                      "hovertemplate": "%{y}: %{x:.1f} expected<extra>exact law</extra>"})
         layout[f"yaxis{n}"] |= {"type": "category", "autorange": "reversed", "tickfont": {"size": 11}}
-        title = f"runs (of {total} counted; markers: target's probability × {total})"
-        layout[f"xaxis{n}"] |= {"title": {"text": title}, "rangemode": "tozero"}
+        layout[f"xaxis{n}"] |= {"title": {"text": f"runs (of {total} counted)"}, "rangemode": "tozero"}
     layout["yaxis2"]["showticklabels"] = True
     shared = [0, top * 1.08]  # one scale for both panels, so that their bars compare by length
     layout["xaxis"] |= {"range": shared, "autorange": False}
