@@ -8,7 +8,6 @@ import html
 from dataclasses import dataclass
 
 from app.render.markup import plural
-from specviz.core.costs import expected_tokens_per_pass
 from specviz.core.verdict import format_apart
 
 

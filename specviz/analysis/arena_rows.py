@@ -345,9 +345,8 @@ def derive(counts: dict, baseline: bool) -> dict:
                t_verify_ms=spec.forward_ms, t_draft_ms=spec.draft_ms_per_pass)
     if spec.tree_passes:  # the chain formulas below do not describe a tree
         return out
-    per_pass, m = spec.draft_ms_per_pass, out["m"]
+    alpha, m, per_pass = out["alpha"], out["m"], spec.draft_ms_per_pass
     out["c"] = per_pass / (m * t_step) if per_pass is not None and m and t_step else None  # per chain token
-    alpha, m = out["alpha"], out["m"]
     if alpha is not None and m is not None:
         out["expected_tokens_per_pass"] = spec.expected_tokens_per_pass
         if out["c"] is not None:
