@@ -100,3 +100,19 @@ def test_a_busy_sweep_says_its_prediction_cannot_be_read_either():
     assert list(apart.y) == [1.52, 1.31] and reason in apart.hovertemplate
     assert [t.name for t in batching.sweep_figure(quiet).data if t.name.startswith("predicted")] == [
         "predicted from B = 1 and T(B, n)"]
+
+
+def test_impossible_timings_at_the_smallest_batch_leave_the_next_pass_cost_readable():
+    """CI's sweep: B = 1's timings were impossible (1.5× from 1.0 tokens per pass) and B = 2 lost; the lesson read no
+    pass cost at all (it read B = 1's, which impossible timings do not have), where B = 2's was there to read."""
+    gone = _row(1, [(50.0, 56.0), (50.0, 57.0), (50.0, 59.0)], 1.14) | {
+        "speedup": 1.5, "tokens_per_pass": 1.0, "repeat_tokens_per_pass": [1.0, 1.0, 1.0]}
+    lost = _row(2, [(60.0, 120.0), (60.0, 126.0), (60.0, 132.0)], 2.1) | {
+        "speedup": 0.9, "tokens_per_pass": 1.0, "repeats": [(10.0, 9.0), (10.0, 8.5), (10.0, 9.5)],
+        "repeat_tokens_per_pass": [1.0, 1.0, 1.0], "speculative_tps": 9.0}
+    lesson = batching.sweep_lesson({"k": 2, "device": "CPU", "rows": [gone, lost], "cpu_others": 0.0})
+    assert lesson == (
+        "On this CPU a pass over 2 × 3 tokens already costs 2.1 steps (2.0–2.2) at B = 2, so speculation does not pay "
+        "even at B = 2 (0.90×, every repeat slower: 0.85–0.95×; 1.0 tokens per pass (all repeats equal) do not cover "
+        "the pass and the drafting). At B = 1 the timings are impossible (faster than its 1.0 tokens per pass allow):"
+        " not a finding."), lesson

@@ -63,11 +63,12 @@ def _words(row: dict, key: str, unit: str) -> str:
 
 
 def _first_clause(rows: list[dict], k: int, where: str) -> str:
-    """Where the pass stays cheap, and whether speculation pays at the smallest B that was not noisy; every number
-    with its repeats' range, and a pass called near 1 or costly only where every repeat is (:func:`cost_verdict`)."""
+    """Where the pass stays cheap (read at the smallest B whose timings are possible), and whether speculation pays
+    at the smallest B that was not noisy; every number with its repeats' range, and a pass called near 1 or costly
+    only where every repeat is (:func:`cost_verdict`)."""
     near = _near_one(rows)
     first = next(r for r in rows if verdict(r) != "noisy")
-    head = rows[0]
+    head = next((r for r in rows if not impossible(r)), rows[0])  # impossible timings carry no pass cost to read
     cost = cost_verdict(head)
     if near:
         cheap = (f"{where} the pass cost T(B, {k + 1}) / T(B, 1) stays near 1 (every repeat at most {near[1]:.2f}) "
