@@ -191,7 +191,7 @@ def test_figures_group_by_category(result):
     assert [t.type for t in pred.data] == ["bar", "scatter", "scatter"]
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
     assert "no markers" not in pred.layout.annotations[0].text  # chains only: every method has its markers
-    assert pred.layout.annotations[0].text == "error bars: the ratio against each standard run<br>beside the method"
+    assert pred.layout.annotations[0].text == "error bars: the ratio against each standard run<br>of its prompt"
     # a short, two-line title; the legend under the chart (container coordinates), never over the title
     assert pred.layout.title.text == "<b>Speedup: measured vs predicted</b><br>from the measured α"
     assert pred.layout.legend.orientation == "h" and pred.layout.legend.yref == "container"

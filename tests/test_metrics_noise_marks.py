@@ -123,11 +123,11 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
     status = arena._done_status(result, 12.0)
     # the status says which kind of no finding (a trial: "too noisy to tell ...; or no reading ..." did not)
     assert ("Done: 1 prompt × 2 methods and standard decoding in 12 s · T · 2 of 2 methods no finding (too noisy to "
-            "tell: ratios against the standard runs beside the method on both sides of 1): read those ratios as "
+            "tell: ratios against the standard runs of its prompt on both sides of 1): read those ratios as "
             "noise") in status
     impossible = _row("ngram k=5", "ngram", 0.05, speedup=2.5) | {"prompt_id": "p1"}  # above its 1.5 tokens per pass
     both = arena.handlers._no_finding_kinds(one + [impossible])
-    assert both == ("2 too noisy to tell: ratios against the standard runs beside the method on both sides of 1; "
+    assert both == ("2 too noisy to tell: ratios against the standard runs of its prompt on both sides of 1; "
                     "1 no reading: the machine's speed changed during the run, a speedup more than 5% above its "
                     "tokens per pass, or baselines more than 15% apart with no ratios to read"), both
     assert "pair" not in status
@@ -222,7 +222,7 @@ def test_one_rule_reads_every_cell_chart_file_and_the_status(tmp_path, monkeypat
                            variants=[r["variant"] for r in rows])
     status = arena.plain_status(arena._done_status(done, 30.0))  # the words the page shows
     assert status.startswith("✓ Done: 1 prompt × 3 methods and standard decoding in 30 s")
-    assert ("2 of 3 methods no finding (1 too noisy to tell: ratios against the standard runs beside the method on "
+    assert ("2 of 3 methods no finding (1 too noisy to tell: ratios against the standard runs of its prompt on "
             "both sides of 1; 1 no reading: the machine's speed changed during the run, a speedup more than 5% above "
             "its tokens per pass, or baselines more than 15% apart with no ratios to read): read those ratios as "
             "noise") in status, status

@@ -81,11 +81,11 @@ def _noise_marks(rows: list[dict]) -> dict:
             "opacity": [0.45 if _noisy(r) else 1.0 for r in rows]}
 
 
-HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>the standard runs beside it on both sides of "
+HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>its prompt's standard runs on both sides of "
                 "1),<br>or no reading (the machine's speed changed)")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
-SPREAD_NOTE = "error bars: its ratio against each standard run<br>beside the method alone, lowest to highest"
+SPREAD_NOTE = "error bars: its ratio against each standard run<br>of its prompt alone, lowest to highest"
 RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
 """What the tokens/s panel's error bars are (:func:`specviz.analysis.arena_rows.timed_spread`)."""
 SHARE_SPREAD_NOTE = "error bars: 95% interval over its passes"
@@ -115,7 +115,7 @@ def _note_line(text: str) -> str:
 
 def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
     """Plotly error bars for the figure ``key`` of ``rows``: from each value down to its ``<key>_low`` and up to its
-    ``<key>_high`` (a speedup: its ratio against one standard run beside the method, :func:`spread_text`; tokens/s:
+    ``<key>_high`` (a speedup: its ratio against one standard run of its prompt, :func:`spread_text`; tokens/s:
     its slowest and fastest run); none for a row without a spread, nor for the standard row's speedups (the
     reference)."""
     def ends(r: dict) -> tuple[float, float]:
@@ -142,14 +142,14 @@ def _off_the_top(rows: list[dict], key: str, notes: list[dict], xref: str, yref:
 
 
 def _spread_word(row: dict, key: str) -> str:
-    """The hover's spread of a bar: "(1.15–1.31 against each standard run beside it)", "(reference)" or
+    """The hover's spread of a bar: "(1.15–1.31 against each standard run of its prompt)", "(reference)" or
     "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
     if key not in SPEEDUP_KEYS:
         if not _has_spread(row, key):
             return f"({NO_SPREAD})"
         return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 1)} from its slowest to its fastest run)"
     text = spread_text(row, key)
-    return f"({text} against each standard run beside it)" if text not in ("reference", NO_SPREAD) else f"({text})"
+    return f"({text} against each standard run of its prompt)" if text not in ("reference", NO_SPREAD) else f"({text})"
 
 
 def _with_share_ends(rows: list[dict], key: str) -> list[dict]:
@@ -316,7 +316,7 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
                         "font": {"size": 12}}
     layout["margin"] |= {"t": 100, "b": 135}
     layout["height"] = 500
-    said = ["error bars: the ratio against each standard run<br>beside the method"] if rows else []
+    said = ["error bars: the ratio against each standard run<br>of its prompt"] if rows else []
     if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
         said.append("tree methods: no markers<br>(the formulas are for chains)")
     layout["annotations"] = annotations

@@ -286,12 +286,12 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
 def _no_finding_kinds(rows: list[dict]) -> str:
     """Which kinds of no finding a run's rows hold, each with its reason and, when both occur, its count (a trial:
     "too noisy to tell ...; or not a finding ..." did not say which applied): "too noisy to tell: ratios against the
-    standard runs beside the method on both sides of 1", "no reading: the machine's speed changed during the run, a
+    standard runs of its prompt on both sides of 1", "no reading: the machine's speed changed during the run, a
     speedup more than 5% above its tokens per pass, or baselines more than 15% apart with no ratios to read", or
     "1 too noisy to tell: ...;
     2 no reading: ..."."""
     found = [no_finding(r) for r in rows]  # the one rule (app.arena.verdicts.no_finding), as noisy_rows counts
-    kinds = [(found.count(NOISY), f"{NOISY}: ratios against the standard runs beside the method on both sides of 1"),
+    kinds = [(found.count(NOISY), f"{NOISY}: ratios against the standard runs of its prompt on both sides of 1"),
              (found.count(NO_READING), f"{NO_READING}: {SPEED_CHANGED}, a speedup more than "
                                        f"{IMPOSSIBLE_MARGIN:.0%} above its tokens per pass, or baselines more than "
                                        f"{NOISY_DRIFT:.0%} apart with no ratios to read")]

@@ -24,7 +24,7 @@ NO_PASS_SPREAD = "one pass: no spread"  # T_verify / T_draft: their spread is ov
 
 def spread_text(row: dict, key: str) -> str:
     """The spread of a row's ratio ``key`` ("speedup" or "decode_speedup") in words: "1.15–1.31" (its rate over each
-    standard run beside the method taken alone; pooled rows: lowest to highest over their prompts), "reference"
+    standard run of its prompt taken alone; pooled rows: lowest to highest over their prompts), "reference"
     for standard decoding (1 by definition), or :data:`NO_SPREAD` where no pair of standard runs gave one."""
     if row.get("drafter") == BASELINE:
         return "reference"
@@ -36,7 +36,7 @@ def spread_text(row: dict, key: str) -> str:
 
 def speedup_reading(row: dict, key: str = "decode_speedup") -> Verdict | None:
     """The reading of a method's ratio ``key`` ("decode_speedup" or "speedup", × standard) on its spread against
-    each standard run beside it (:func:`spread_text`), by the rule every tab uses
+    each standard run of its prompt (:func:`spread_text`), by the rule every tab uses
     (:func:`specviz.core.verdict.read_speedup`) and the row's verdict (:func:`no_finding`), so both speedups of a row
     agree: a row of no reading (a decoding speedup above its tokens per pass) reads "not a finding" with why,
     whatever the ratio's own spread; a too-noisy row never reads faster, slower or about the same. None for the reference row,
@@ -62,7 +62,7 @@ DECODE_ACROSS = "its decoding ratios on both sides of 1"
 def no_finding(row: dict) -> str | None:
     """THE rule for a row (one prompt's or a pooled one): whether a method's timings are a finding. None for a finding
     (and for standard decoding, the reference); :data:`NOISY` ("too noisy to tell") where its decoding speedup's
-    ratios against the standard runs beside it lie on both sides of 1 (wide, or beside baselines more than
+    ratios against the standard runs of its prompt lie on both sides of 1 (wide, or beside baselines more than
     :data:`NOISY_DRIFT` apart); :data:`NO_READING` ("no reading") where the machine's speed changed during the run:
     a decoding speedup above its tokens per pass (:func:`_impossible`), or baselines more than :data:`NOISY_DRIFT`
     apart with no spread to read. Ratios wholly on one side of 1 keep their verdict however far the baselines
@@ -77,7 +77,7 @@ def no_finding(row: dict) -> str | None:
         low, high = row["decode_speedup_low"], row["decode_speedup_high"]
         if read_speedup(value, min(low, value), max(high, value), busy=drift_words(row)).word == NOISY:
             return NOISY
-        return None  # ratios on one side of 1 against every standard run beside it: that holds however they drifted
+        return None  # ratios on one side of 1 against every standard run of the prompt hold
     return NO_READING if drift_words(row) else None  # nothing to read but two baselines far apart
 
 

@@ -222,16 +222,21 @@ def _warm_up(session: _Session, methods: list[Variant], ids: list[int], tokens: 
 
 
 def _measure_prompt(session: _Session, methods: list[Variant], number: int, prompt: Prompt, ids: list[int]
-                    ) -> dict[Variant, tuple[Measured, Measured, float | None, list[Measured], list[Measured]]] | None:
+                    ) -> dict[Variant, tuple] | None:
     """Every method on one prompt, with standard decoding timed before the first, between every two and after the
     last (B, m1, B, m2, ..., B), so each method's ratio uses the two baseline runs beside it and a slow moment
     of the machine weighs on both sides of it. The methods' order rotates per prompt (none always runs first);
     ``session.tick(label)`` before each run.
 
     Returns method -> (its run, the two baseline runs beside it pooled, their :func:`baseline_drift`, those two
-    runs, [its run]); the baseline -> (all its runs pooled, the same, the drift over all of them, [] : it is the
-    reference of the ratios, with no spread of its own, all its runs: the spread of its timings). None when
-    stopped."""
+    runs, [its run], every baseline run of the prompt); the baseline -> (all its runs pooled, the same, the drift
+    over all of them, [] : it is the reference of the ratios, with no spread of its own, all its runs: the spread
+    of its timings, []). None when stopped.
+
+    A method's ratios are taken against the two runs beside it, their spread against every baseline run of its
+    prompt: the method runs once, so how far the prompt's standard runs differ is the least its own run may be off
+    too. A trial read "0.98× the speed, slower (0.975–0.981×)" beside two runs that happened to agree while the
+    prompt's standard runs were 116% apart."""
     base_v, drafters = methods[0], methods[1:]
     shift = number % len(drafters)
 
@@ -240,7 +245,7 @@ def _measure_prompt(session: _Session, methods: list[Variant], number: int, prom
         return session.run(v, ids)
 
     baselines = [timed(base_v)]
-    runs: dict[Variant, tuple[Measured, Measured, float | None, list[Measured], list[Measured]]] = {}
+    runs: dict[Variant, tuple] = {}
     for v in drafters[shift:] + drafters[:shift]:
         run = timed(v) if baselines[-1] is not None else None
         after = timed(base_v) if run is not None else None
@@ -250,8 +255,9 @@ def _measure_prompt(session: _Session, methods: list[Variant], number: int, prom
         runs[v] = (run, pool_runs(baselines[-2:]), baseline_drift(baselines[-2:]), baselines[-2:], [run])
     if baselines[0] is None:
         return None
+    runs = {v: (*measured, list(baselines)) for v, measured in runs.items()}  # the spread: every standard run
     everything = pool_runs(baselines)
-    runs[base_v] = (everything, everything, baseline_drift(baselines), [], baselines)
+    runs[base_v] = (everything, everything, baseline_drift(baselines), [], baselines, [])
     return runs
 
 

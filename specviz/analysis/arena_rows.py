@@ -166,10 +166,11 @@ SPREAD_KEYS = ("speedup_low", "speedup_high", "decode_speedup_low", "decode_spee
 
 
 def speedup_spread(run: Measured, baselines: Sequence[Measured]) -> dict:
-    """The spread of a method's two ratios over the baseline runs timed beside it: its rate over each baseline run
-    taken alone (:func:`~specviz.core.counters.speedup` end to end, :func:`~specviz.core.counters.decode_speedup`
-    after the prefill), lowest and highest. The method runs once per prompt, so this is the spread the machine's
-    drift between runs puts on its ratio (high / low = 1 + :func:`baseline_drift`).
+    """The spread of a method's two ratios over baseline runs (the arena gives every one of its prompt): its rate
+    over each baseline run taken alone (:func:`~specviz.core.counters.speedup` end to end,
+    :func:`~specviz.core.counters.decode_speedup` after the prefill), lowest and highest. The method runs once per
+    prompt, so this is the spread the machine's drift between runs puts on its ratio (high / low = 1 +
+    :func:`baseline_drift` of those runs).
 
     Returns:
         ``{"speedup_low", "speedup_high", "decode_speedup_low", "decode_speedup_high"}`` (plain ratios); a pair is
@@ -283,14 +284,17 @@ def _pooled_pass_counts(rows: list[dict]) -> dict:
 
 
 def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None,
-            beside: Sequence[Measured] = (), own: Sequence[Measured] = ()) -> dict:
+            beside: Sequence[Measured] = (), own: Sequence[Measured] = (),
+            standard: Sequence[Measured] = ()) -> dict:
     """The additive quantities of a method's run(s) and the baseline runs timed beside them (what pooling sums),
     ``baseline_drift`` (:func:`baseline_drift` of those baselines; pooled rows keep their largest), the ratios'
-    spread over ``beside``, the baseline runs taken one by one (:func:`speedup_spread`; None without them), the
-    timed figures' spread (:func:`timed_spread`: over ``beside``, or over ``own``, the runs pooled in ``run``, for
-    the baseline's row, which has no runs beside it) and the run's :data:`PASS_COUNTS` (:func:`pass_counts`)."""
+    spread over ``standard`` (every baseline run of the prompt; ``beside`` when not given), the baseline runs taken
+    one by one (:func:`speedup_spread`; None without them), the timed figures' spread (:func:`timed_spread`: over
+    ``beside``, or over ``own``, the runs pooled in ``run``, for the baseline's row, which has no runs beside it)
+    and the run's :data:`PASS_COUNTS` (:func:`pass_counts`)."""
     s, b = run.stats, base.stats
-    spread = speedup_spread(run, beside) if beside else dict.fromkeys(SPREAD_KEYS)
+    spread_over = standard or beside
+    spread = speedup_spread(run, spread_over) if spread_over else dict.fromkeys(SPREAD_KEYS)
     return {
         **spread, **timed_spread(run, beside or own, own), **pass_counts(s),
         "prompts": 1, "runs": s.runs, "tokens": s.generated, "passes": s.passes, "emitted_after_prefill": s.emitted,
