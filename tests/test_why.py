@@ -152,14 +152,20 @@ def test_whatif_handler_uses_the_chosen_batch_curve():
     assert "your run" in {t.name for t in one.data} and "your run" not in {t.name for t in sixteen.data}
 
 
+def _plain(title: str) -> str:
+    """A chart title as read: its wrapped lines (``<br>``) joined by single spaces."""
+    return " ".join(title.replace("<br>", " ").split())
+
+
 def test_latest_live_run_is_read_from_the_history():
     history = [RunSummary(drafter="none", k="", tokens_per_pass=None, speedup=None),
-               RunSummary(drafter="n-gram", k="k = 6 (adaptive)", k_value=6, k_schedule="heuristic",
-                          tokens_per_pass=2.5, speedup=1.7)]
+               RunSummary(drafter="early exit (layer 15/30)", k="k = 6 (adaptive)", k_value=6,
+                          k_schedule="heuristic", tokens_per_pass=2.5, speedup=1.7)]
     run = why.latest_run(history)
-    assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True, "drafter": "n-gram",
-                   "speedup_note": None}
-    k, tpp, speedup, alpha, fig, hint = why.from_history(history)
+    assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True,
+                   "drafter": "early exit (layer 15/30)", "speedup_note": None}
+    k, tpp, speedup, alpha, c, fig, hint = why.from_history(history)
+    assert c == why.gr.skip()  # an early-exit run leaves c as it is (Measure sets it)
     assert (k, tpp, speedup) == (6, 2.5, 1.7) and why.RUN_HINT in hint
     assert expected_tokens_per_pass(alpha, 6) == pytest.approx(2.5, abs=0.02)
     stars = [t for t in fig.data if t.name == "your run"]
@@ -168,12 +174,14 @@ def test_latest_live_run_is_read_from_the_history():
     assert why.latest_run([]) is None
     assert all(v == {"__type__": "update"} for v in why.from_history([]))
     # c read raw (preprocess off): typed out of range while the run ran, drawn at the slider's end; emptied, kept
-    assert why.from_history(history, 99, 1, None)[-2].layout.legend.title.text == f"α = {alpha:.2f}, c = 2.000"
+    note = " " + why.alpha_note(alpha, why.run_point(6, 2.5, 1.7))  # the ★'s α: the one fitted to its run
+    title = why.from_history(history, 99, 1, None)[-2].layout.legend.title.text
+    assert title.startswith(f"α = {alpha:.2f}, c = 2.000")
     drawn = why.from_history(history, None, 1, None, {"alpha": 0.8, "c": 0.3})[-2]
-    assert drawn.layout.legend.title.text == f"α = {alpha:.2f}, c = 0.300"
-    longer = [RunSummary(drafter="n-gram", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
+    assert _plain(drawn.layout.legend.title.text) == f"α = {alpha:.2f}, c = 0.300{note}"
+    longer = [RunSummary(drafter="n-gram lookup (2-3)", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
                          tokens_per_pass=4.4, speedup=2.1)]
-    k, tpp, speedup, alpha, fig, _ = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
+    k, tpp, speedup, alpha, c, fig, _ = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
     assert (k, tpp) == (4, 4.4) and why.run_issues(k, tpp, speedup) == (True, {})
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"][0] == ([4], [4.4])
 
@@ -191,7 +199,7 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
     assert why.run_point("", "", "") is None and why.run_point("four", "1.6", "1.2") is None
     assert why.run_point("4", "1.6", "fast")["speedup"] is None and why.run_point("nan", "1.6", "") is None
     assert "your run" not in {t.name for t in why.whatif(0.7, 0.05, 1, None, None, None, None).data}
-    k, tpp, speedup, alpha, fig, hint = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
+    k, tpp, speedup, alpha, _, fig, hint = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
                                                                      k_schedule="fixed", tokens_per_pass=1.6,
                                                                      speedup=None, speedup_note="too noisy")])
     assert (k, tpp, speedup) == (4, 1.6, None)
@@ -574,7 +582,8 @@ def test_a_slider_box_left_with_no_number_gets_its_last_number_back_and_one_sent
     # the chart draws the kept number for a box with none, never 0
     assert why.whatif(0.8, None, 1, "", "", "", None, kept).layout.legend.title.text == "α = 0.80, c = 0.300"
     assert why.whatif("abc", "x", 1, "", "", "", None, kept).layout.legend.title.text == "α = 0.80, c = 0.300"
-    assert why.whatif(None, None, 1, "", "", "", None).layout.legend.title.text == "α = 0.70, c = 0.050"
+    assert _plain(why.whatif(None, None, 1, "", "", "", None).layout.legend.title.text) == (
+        "α = 0.70, c = 0.050 (a default, not measured)")
     # after Measure sets c (or a Live run sets α), the state follows the sliders
     assert why.remember(0.65, 0.41, kept) == {"alpha": 0.65, "c": 0.41}
     assert why.remember(None, 0.41, kept) == {"alpha": 0.8, "c": 0.41}
@@ -638,7 +647,8 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     measured = {"grid": _grid({1: {1: 10.0, 2: 10.5, 4: 11.0}}), "costs": {"early-exit": 2.482}, "label": "T"}
     assert why.c_top(measured) == 3 and why.c_top(None) == why.MAX_C == 2
     assert why.c_top({"grid": {}, "costs": {"early-exit": 0.53}}) == 2  # a c within the usual range keeps it
-    assert why.whatif(0.7, 2.482, 1, "", "", "", measured).layout.legend.title.text == "α = 0.70, c = 2.482"
+    assert _plain(why.whatif(0.7, 2.482, 1, "", "", "", measured).layout.legend.title.text) == (
+        "α = 0.70, c = 2.482 (early exit, measured)")
     unmeasured = why.whatif(0.7, 2.482, 1, "", "", "", None)
     assert unmeasured.layout.legend.title.text == "α = 0.70, c = 2.000"  # no such c yet
     kept = {"alpha": 0.7, "c": 2.482}
@@ -654,7 +664,7 @@ def test_a_measured_c_above_the_sliders_end_moves_the_end_and_the_chart_uses_it(
     out = handlers._measured(dict(measured, grid=grid, note=None), 12.0, 0.7, "", "", "")
     c_update = out[handlers.OUTPUTS.index("why-c")]
     assert c_update["value"] == 2.482 and c_update["maximum"] == 3
-    assert out[-1].layout.legend.title.text == "α = 0.70, c = 2.482"
+    assert _plain(out[-1].layout.legend.title.text) == "α = 0.70, c = 2.482 (early exit, measured)"
 
 
 def test_a_c_typed_out_of_range_is_said_when_its_box_is_left():

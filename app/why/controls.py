@@ -18,7 +18,7 @@ from app.inputs import clamp_notice
 from app.why.figures import whatif_figure
 from app.why.noise import noisy_c, possible_curve
 from specviz.core.engine import MAX_K
-from specviz.measure.costs import whatif_curves
+from specviz.measure.costs import alpha_for_tokens_per_pass, whatif_curves
 
 DEFAULT_ALPHA = 0.7
 DEFAULT_C = 0.05
@@ -139,8 +139,51 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
     curves = whatif_curves(alpha, c, curve, MAX_K)
     noisy = noisy_c((measurement or {}).get("costs"))
     drawn = noisy and abs(c - measurement["costs"]["early-exit"]) < 5e-3  # the measured c drawn: say it is noise
-    note = f"measured c {noisy}: no finding, try the slider" if drawn else None
-    return whatif_figure(curves, run_point(run_k, run_tpp, run_speedup), int(batch or 1), note)
+    point = run_point(run_k, run_tpp, run_speedup)
+    notes = [f"measured c {noisy}: no finding, try the slider" if drawn else None, alpha_note(alpha, point)]
+    return whatif_figure(curves, point, int(batch or 1), "<br>".join(n for n in notes if n) or None,
+                         c_words(c, measurement))
+
+
+def run_alpha(k, tokens_per_pass) -> float:
+    """The what-if's α for a run of draft length ``k`` and ``tokens_per_pass`` (emitted ÷ target passes): the α
+    whose E[tokens per pass] = (1 − α^(k+1)) / (1 − α) equals the run's
+    (:func:`~specviz.measure.costs.alpha_for_tokens_per_pass`), to the slider's 2 decimals. The one source of this
+    figure (:func:`app.why.history.from_history` sets the slider to it, :func:`alpha_note` says it). It is not the
+    Live card's per-token α, accepted ÷ (accepted + rejections) (:attr:`specviz.core.counters.Counters.alpha`),
+    which counts the drafts the target judged: the two differ where passes draft fewer than k tokens (an n-gram
+    finds no match) or acceptances are not independent of each other, as the formula assumes."""
+    return round(alpha_for_tokens_per_pass(float(tokens_per_pass), float(k)), 2)
+
+
+def alpha_note(alpha: float, run: dict | None) -> str | None:
+    """The line beside α at the head of the what-if legend, over the ★ (``run``: :func:`run_point`'s) while α is the
+    run's own (:func:`run_alpha`): which α this is and why the Live card's differs; None for any other α."""
+    if run is None or abs(alpha - run_alpha(run["k"], run["tokens_per_pass"])) > 5e-3:
+        return None
+    return (f"★'s α: the one that gives its {run['tokens_per_pass']:.2f} tokens/pass at k = {run['k']:g} by the "
+            "formula. The Live card's α (accepted ÷ judged drafts) differs when passes draft fewer than k.")
+
+
+def c_words(c: float, measurement: dict | None) -> str:
+    """What the drawn draft cost ``c`` is, for the what-if title: "n-gram lookup, measured" or "early exit,
+    measured" when it is a drafter's cost the last ``measurement`` timed (:func:`measured_c`), "n-gram lookup ≈ 0,
+    not measured" for 0 before any measurement (a Live n-gram run sets it: :func:`app.why.history.run_c`), "a
+    default, not measured" for :data:`DEFAULT_C` before one; "" for a c set by hand."""
+    costs = (measurement or {}).get("costs") or {}
+    for key, words in (("ngram", "n-gram lookup"), ("early-exit", "early exit")):
+        if key in costs and abs(c - measured_c(costs, key)) < 5e-4:
+            return f"{words}, measured"
+    if not costs and c == 0:
+        return "n-gram lookup ≈ 0, not measured"
+    return "a default, not measured" if not costs and abs(c - DEFAULT_C) < 1e-9 else ""
+
+
+def measured_c(costs: dict, key: str) -> float:
+    """A drafter's measured c as the slider is set to it (``key``: "early-exit" or "ngram" of
+    :func:`specviz.measure.costs.measure_draft_costs`): early exit's to 3 decimals, the n-gram lookup's (a few
+    microseconds ÷ a step, 0.0003) to 4."""
+    return round(costs[key], 4 if key == "ngram" else 3)
 
 
 def _or_kept(value, kept: float) -> float:

@@ -206,13 +206,16 @@ def best_k_line(ks: list[int], speedups: list[float], name: str) -> str:
     return wrap_words(f"{name.capitalize()}: no k pays at {cost} (best k = {k} gives {top:.2f}×)")
 
 
-def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None) -> go.Figure:
+def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None,
+                  c_words: str = "") -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
     T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both. ``curves["k"]`` is
     1..k_max: every k has its point and hover; the k axes label at most :data:`app.figures.POSITION_TICKS` of them
     (:func:`app.figures.position_ticks`). The chart's title (α and c, then ``note``, e.g. that the measured c is
-    noise) heads the legend (:func:`_title_legend`); every text line fits a 400 px phone."""
+    noise, or which α the run's is: :func:`app.why.controls.alpha_note`) heads the legend (:func:`_title_legend`),
+    with ``c_words`` in brackets after c (where c comes from: :func:`app.why.controls.c_words`; "" says nothing);
+    every text line fits a 400 px phone."""
     layout = _layout(430)
     (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
     ks = curves["k"]
@@ -268,7 +271,9 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
                          "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
                          "yaxis": f"y{b}",
                          "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
-    _title_legend(layout, f"α = {curves['alpha']:.2f}, c = {curves['c']:.3f}" + (f"<br>{note}" if note else ""))
+    c_text = f"{curves['c']:.4f}" if 0 < curves["c"] < 5e-3 else f"{curves['c']:.3f}"  # an n-gram's 0.0003, not 0
+    _title_legend(layout, f"α = {curves['alpha']:.2f}, c = {c_text}" + (f" ({c_words})" if c_words else "")
+                  + (f"<br>{note}" if note else ""))
     return go.Figure({"data": data, "layout": layout})
 
 

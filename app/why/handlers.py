@@ -22,9 +22,9 @@ from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_ex
 from app.messages import report, warn
 from app.stop_marks import stopped_in_queue
 from app.why.cards import summary_html
-from app.why.controls import DEFAULT_C, c_top, run_point, whatif
+from app.why.controls import DEFAULT_C, c_top, measured_c, run_point, whatif
 from app.why.figures import forward_figure
-from app.why.history import lookahead_settings
+from app.why.history import latest_run, lookahead_settings, run_c
 from app.why.noise import _times, impossible_text, within_noise_text
 from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
 from app.why.weights import ROUNDS as FORMAT_ROUNDS, WARMUP as FORMAT_WARMUP
@@ -184,7 +184,7 @@ def _measure_job(job: Job, inputs: MeasureInputs, target: tuple[str, int | None]
                                                     progress, started, finished)
         if measurement is not None:  # None: stopped while waiting for the device (Stop's status says so)
             yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
-                            inputs.run_speedup, lookahead_settings(inputs.history), cpu=cpu)
+                            inputs.run_speedup, history=inputs.history, cpu=cpu)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         yield _out(status=report("measurement", error))
     finally:
@@ -317,13 +317,17 @@ def _weights_work(job: Job, loaded, grid: dict) -> dict | None:
     return measure_formats(loaded, grid.get("copy_bandwidth_gbs"), say, job.should_stop)
 
 
-def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, lookahead=(),
+def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, history=None,
               cpu: CpuShare | None = None) -> tuple:
-    """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the
-    early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if
-    chart with the measured costs."""
+    """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the Live
+    tab's latest run's drafter's when this tab measures it, an n-gram lookup's (:func:`app.why.history.run_c`), else
+    to the early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if
+    chart with the measured costs. ``history``: the Live tab's runs (None without them), which also name the
+    lookahead settings whose pass cost the cards show (:func:`app.why.history.lookahead_settings`)."""
     grid, costs = measurement["grid"], measurement["costs"]
-    c = round(costs["early-exit"], 3) if costs else None
+    ngram = run_c(latest_run(history), measurement) if costs else None
+    c = ngram if ngram is not None else measured_c(costs, "early-exit") if costs else None
+    whose = "your latest Live run's n-gram lookup's" if ngram is not None else "the early-exit drafter's"
     busy = busy_machine_warning(cpu)
     again = grid.get("remeasured") or []
     counts = grid.get("measurements") or {}
@@ -341,12 +345,13 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     status = render.status_html(
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
-        f"uses these costs; c is set to the early-exit drafter's.{again_text}" + (f" {flagged}" if flagged else "")
+        f"uses these costs; c is set to {whose}.{again_text}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done")
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
-    return _out(status, add_offload_lines(forward_figure(grid), offload), summary_html(grid, costs, lookahead)
-                + offload_text + weights_html(formats, busy), measurement,
+    cards = summary_html(grid, costs, lookahead_settings(history))
+    return _out(status, add_offload_lines(forward_figure(grid), offload),
+                cards + offload_text + weights_html(formats, busy), measurement,
                 gr.update(value=c, maximum=c_top(measurement)) if c is not None else None,
                 gr.update(choices=[(f"batch {b}", b) for b in grid["ms"]], value=min(grid["ms"]), interactive=True),
                 figure, weights_figure(formats) if formats and "error" not in formats else None)

@@ -9,10 +9,9 @@ import math
 import gradio as gr
 
 from app.records import RunSummary
-from app.why.controls import DEFAULT_C, whatif
+from app.why.controls import DEFAULT_C, measured_c, run_alpha, whatif
 from specviz.core.engine import MAX_K
 from specviz.drafters.lookahead import DEFAULT_CANDIDATES, DEFAULT_NGRAM, DEFAULT_WINDOW
-from specviz.measure.costs import alpha_for_tokens_per_pass
 
 
 def lookahead_settings(history: list[RunSummary] | None = None) -> list[tuple[int, int, int]]:
@@ -47,19 +46,36 @@ def run_hint(run: dict | None) -> str:
             f"speedup was {why} (the Live tab says why), so that box stays —. Type a speedup to mark one.</div>")
 
 
+def run_c(run: dict | None, measurement: dict | None) -> float | None:
+    """The draft cost c of the marked run's drafter (``run``: :func:`latest_run`'s), when this tab knows it: for an
+    n-gram lookup (its name "n-gram lookup (2-3)") the lookup's c the last ``measurement`` timed
+    (:func:`app.why.controls.measured_c`, about 0.0003), else 0 (a lookup costs microseconds against a step of
+    milliseconds; the chart's title says it is not measured). None for every other drafter: c stays as it is (Measure
+    sets the early exit's). Before, an n-gram run was drawn at the slider's default c = 0.05 with nothing to say so."""
+    if run is None or not str(run.get("drafter", "")).replace("-", "").lower().startswith("ngram"):
+        return None
+    costs = (measurement or {}).get("costs") or {}
+    return measured_c(costs, "ngram") if "ngram" in costs else 0.0
+
+
 def from_history(history, c=DEFAULT_C, batch=1, measurement=None, kept: dict | None = None):
     """When the Live tab's history changes: mark its newest run, set α to the value that gives that run's tokens
-    per pass at its k, and redraw (an adaptive-k run whose tokens per pass exceed its starting k + 1 is marked at the
+    per pass at its k (:func:`app.why.controls.run_alpha`), c to its drafter's where known (:func:`run_c`: an n-gram
+    lookup's), and redraw (an adaptive-k run whose tokens per pass exceed its starting k + 1 is marked at the
     smallest k that gives them, so the run boxes' check, :func:`run_issues`, holds). ``c`` and ``batch`` are the raw
     payloads (preprocess off: a c typed out of range while the run ran is drawn at the nearest end of its slider, an
     emptied box at its ``kept`` number, as :func:`whatif` draws them; the slider's own release says the clamp).
-    Returns (run k, tokens/pass, speedup, α, what-if figure, the hint under the run boxes, :func:`run_hint`)."""
+    Returns (run k, tokens/pass, speedup, α, c (a skip when :func:`run_c` knows none), what-if figure, the hint
+    under the run boxes, :func:`run_hint`)."""
     run = latest_run(history)
     if run is None:
-        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return (gr.skip(),) * 7
     k, tpp = run["k"], round(run["tokens_per_pass"], 3)
     if run["adaptive"] and tpp > k + 1:  # adaptive k drafted longer than its start: the smallest k that gives it
         k = min(MAX_K, math.ceil(tpp - 1))
-    alpha = round(alpha_for_tokens_per_pass(tpp, k), 2)
+    alpha = run_alpha(k, tpp)
+    drafter_c = run_c(run, measurement)
+    c = c if drafter_c is None else drafter_c
     speedup = round(run["speedup"], 3) if run["speedup"] else None  # a run whose speedup was not judged: — stays
-    return k, tpp, speedup, alpha, whatif(alpha, c, batch, k, tpp, speedup, measurement, kept), run_hint(run)
+    figure = whatif(alpha, c, batch, k, tpp, speedup, measurement, kept)
+    return k, tpp, speedup, alpha, gr.skip() if drafter_c is None else c, figure, run_hint(run)

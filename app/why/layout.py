@@ -137,14 +137,17 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             "<div class='why-note'>E[tokens per pass] = (1 − α<sup>k+1</sup>) / (1 − α). Speedup, paper: "
             "E[tokens/pass] / (c·k + 1). Speedup with measured costs: E[tokens/pass] × T(1) / (T(k+1) + c·k·T(1)), "
             "T from the measurement above (interpolated between measured n). The star is your latest Live run "
-            "(α is set to the value that gives its tokens per pass), or any run you type in.</div>",
+            "(α is set to the value that gives its tokens per pass at its k, not the Live card's accepted ÷ judged; "
+            "an n-gram run sets c to the lookup's), or any run you type in.</div>",
             elem_id="why-whatif-note")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="whatif-controls"):
             alpha = gr.Slider(0, 1, value=DEFAULT_ALPHA, step=0.01, label="Per-token acceptance α",
                               elem_id="why-alpha")
-            c = gr.Slider(0, MAX_C, value=DEFAULT_C, step=0.005, label="Draft cost c (one drafted token ÷ one target step)",
-                          elem_id="why-c", info="n-gram ≈ 0; early exit ≈ its share of the layers; set by Measure")
+            c = gr.Slider(0, MAX_C, value=DEFAULT_C, step=0.005,
+                          label="Draft cost c (one drafted token ÷ one target step)", elem_id="why-c",
+                          info="n-gram ≈ 0 (a Live n-gram run sets it); early exit ≈ its share of the layers "
+                               "(Measure sets it)")
             whatif_status = gr.HTML("", elem_id=WHATIF_STATUS_ID)  # what the what-if boxes cannot use, said here
             batch = gr.Radio([("batch 1", 1)], value=1, label="Measured curve of batch size", elem_id="why-batch",
                              interactive=False)
@@ -173,7 +176,7 @@ def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_
     setters = [measuring]  # c as Measure set it; α as a Live run set it (from_history)
     if history is not None:
         setters.append(history.change(from_history, inputs=[history, c, batch, measurement, kept],
-                                      outputs=[run_k, run_tpp, run_speedup, alpha, whatif_chart, hint],
+                                      outputs=[run_k, run_tpp, run_speedup, alpha, c, whatif_chart, hint],
                                       preprocess=False,
                                       show_progress="hidden", api_visibility="private"))
     for setter in setters:  # the sliders' last numbers (slider_typed) follow what these handlers set

@@ -1,0 +1,89 @@
+"""The what-if chart's α and c beside the Live run they mark (a new user's trial): the ★'s α is the one whose formula
+gives the run's tokens per pass at its k, said beside it with why the Live card's per-token α differs; an n-gram run
+is drawn at the lookup's c (measured, or ≈ 0 before a measurement), never at the slider's default 0.05, and the
+chart's title says where its c comes from."""
+
+from __future__ import annotations
+
+import html
+import os
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import why  # noqa: E402
+from app.records import RunSummary  # noqa: E402
+from app.why import handlers  # noqa: E402
+from specviz.core.costs import expected_tokens_per_pass  # noqa: E402
+from specviz.measure.costs import measure_draft_costs  # noqa: E402
+
+NGRAM_RUN = RunSummary(drafter="n-gram lookup (2-3)", k="k = 4", k_value=4, k_schedule="fixed", alpha=0.91,
+                       tokens_per_pass=2.2, speedup=1.4)
+"""The trial's kind of run: the Live card read α 0.91 (accepted ÷ judged) while the passes gave 2.2 tokens each
+(the lookup often finds fewer than k tokens to draft)."""
+MEASURED = {"grid": {"ms": {1: {1: 10.0, 2: 10.5, 4: 11.0}}, "token_counts": [1, 2, 4], "param_bytes": 1e8,
+                     "spread": {}, "impossible": [], "settings": {"repeats": 3, "prompt_len": 64}},
+            "costs": {"early-exit": 0.52, "early-exit_range": (0.49, 0.58), "ngram": 0.00031,
+                      "ngram_range": (0.00024, 0.00052), "early_exit_layer": 15.0},
+            "label": "T", "note": None}
+
+
+def _plain(title: str) -> str:
+    """A chart title as read: its wrapped lines (``<br>``) joined by single spaces."""
+    return " ".join(title.replace("<br>", " ").split())
+
+
+def test_the_stars_alpha_is_said_beside_it_with_why_the_live_cards_differs():
+    k, tpp, _, alpha, _, fig, _ = why.from_history([NGRAM_RUN])
+    assert (k, tpp) == (4, 2.2)
+    assert alpha == why.run_alpha(4, 2.2) == pytest.approx(0.57, abs=0.005)  # not the card's 0.91
+    assert expected_tokens_per_pass(alpha, 4) == pytest.approx(2.2, abs=0.02)
+    title = _plain(fig.layout.legend.title.text)
+    assert title.startswith(f"α = {alpha:.2f}, c = ")
+    assert ("★'s α: the one that gives its 2.20 tokens/pass at k = 4 by the formula. The Live card's α (accepted ÷ "
+            "judged drafts) differs when passes draft fewer than k.") in title
+    # the star stands right under that line: the legend's first entry after its title is the run
+    assert [t.name for t in fig.data if t.marker.symbol == "star"][0] == "your run"
+    # the user moves α away: the line no longer claims it is the run's
+    moved = why.whatif(0.5, 0.0, 1, "4", "2.2", "1.4", None)
+    assert "★'s α" not in _plain(moved.layout.legend.title.text)
+    assert why.alpha_note(0.57, None) is None
+
+
+def test_an_ngram_run_is_drawn_at_the_lookups_c_not_the_sliders_default():
+    """The trial's c = 0.05 beside an n-gram run was :data:`DEFAULT_C`, the slider's start, not a cost of the
+    lookup."""
+    *_, c, fig, _ = why.from_history([NGRAM_RUN])  # before any measurement: ≈ 0, said not measured
+    assert c == 0.0
+    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.000 (n-gram lookup ≈ 0, not measured)")
+    *_, c, fig, _ = why.from_history([NGRAM_RUN], 0.05, 1, MEASURED)  # measured: the lookup's own c
+    assert c == 0.0003
+    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.0003 (n-gram lookup, measured)")
+    # a drafter whose c this tab does not measure leaves c as it is, and the title says a default is one
+    other = RunSummary(drafter="draft model SmolLM2", k="k = 4", k_value=4, k_schedule="fixed", tokens_per_pass=2.2)
+    *_, c, fig, _ = why.from_history([other])
+    assert c == why.gr.skip()
+    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.050 (a default, not measured)")
+    assert why.run_c(None, MEASURED) is None
+
+
+def test_measure_sets_c_to_the_marked_ngram_runs_lookup_and_says_so(monkeypatch):
+    monkeypatch.setattr(handlers, "forward_figure", lambda grid: None)
+    monkeypatch.setattr(handlers, "summary_html", lambda grid, costs, lookahead=(): "")
+    out = handlers._measured(MEASURED, 12.0, 0.57, "4", "2.2", "1.4", history=[NGRAM_RUN])
+    assert out[handlers.OUTPUTS.index("why-c")]["value"] == 0.0003
+    assert "c is set to your latest Live run's n-gram lookup's." in html.unescape(out[0])
+    assert "(n-gram lookup, measured)" in _plain(out[-1].layout.legend.title.text)
+    out = handlers._measured(MEASURED, 12.0, 0.57, "", "", "")  # no Live run: the early exit's, as before
+    assert out[handlers.OUTPUTS.index("why-c")]["value"] == 0.52
+    assert "c is set to the early-exit drafter's." in html.unescape(out[0])
+
+
+def test_the_lookups_c_card_gives_its_range_and_what_it_times(tiny_target):
+    card = why.summary_html(MEASURED["grid"], MEASURED["costs"])
+    assert "n-gram lookup: 0.0003 (repeats 0.0002–0.0005; the lookup alone, microseconds)" in card
+    costs = measure_draft_costs(tiny_target, step_ms=1.0, exit_layer=2, prompt_len=8, repeats=3,
+                                step_repeats=[0.9, 1.0, 1.2])
+    low, high = costs["ngram_range"]  # the lookup's repeats over the step's, as the early exit's range
+    assert 0 < low <= costs["ngram"] <= high
