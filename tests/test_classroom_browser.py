@@ -254,7 +254,28 @@ def _presentation_view_from_the_top(page) -> None:
     size = page.eval_on_selector("#classroom-caption .cr-caption", "e => parseFloat(getComputedStyle(e).fontSize)")
     assert size >= 24, size
     page.screenshot(path="/tmp/classroom-present.png")
+    _arrows_step_from_the_presentation_checkbox(page)
     page.uncheck("#classroom-present input")
+
+
+def _arrows_step_from_the_presentation_checkbox(page) -> None:
+    """A trial: in the presentation view → did nothing while focus stayed on the checkbox just ticked. Now → and ←
+    step from there; in the prompt box (typing) they move the caret and the step stays."""
+    assert page.evaluate("() => document.activeElement.matches('#classroom-present input')")
+    before = step_text(page)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
+                           f"{before!r}", timeout=15_000)
+    assert page.evaluate("() => document.body.classList.contains('sv-present')")  # the view stays on
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent === "
+                           f"{before!r}", timeout=15_000)
+    page.click("#classroom-prompt textarea")
+    page.evaluate("() => document.querySelector('#classroom-prompt textarea').setSelectionRange(0, 0)")
+    page.keyboard.press("ArrowRight")
+    assert page.evaluate("() => document.querySelector('#classroom-prompt textarea').selectionStart") == 1
+    time.sleep(1.0)  # a step would have reached the counter by now (it does in well under a second above)
+    assert step_text(page) == before
 
 
 def _share_link_names_the_walkthrough(page) -> None:

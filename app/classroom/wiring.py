@@ -23,12 +23,13 @@ if (!window.__specvizClassroomKeys) {
     if (!next || next.offsetParent === null || ev.altKey || ev.ctrlKey || ev.metaKey) return;  // tab not shown
     const t = ev.target;
     const tag = t && t.tagName ? t.tagName.toUpperCase() : '';
-    if (t && (t.isContentEditable || tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT')) return;
+    const box = tag === 'INPUT' && (t.type || '').toLowerCase() === 'checkbox';  // e.g. "presentation": no typing
+    if (t && (t.isContentEditable || (tag === 'INPUT' && !box) || tag === 'TEXTAREA' || tag === 'SELECT')) return;
     const press = (id) => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
     if (ev.key === 'ArrowRight') { ev.preventDefault(); press('classroom-next'); }
     else if (ev.key === 'ArrowLeft') { ev.preventDefault(); press('classroom-prev'); }
-    else if ((ev.key === ' ' || ev.code === 'Space') && tag !== 'BUTTON') {  // a focused button clicks itself
-      ev.preventDefault(); press('classroom-play');
+    else if ((ev.key === ' ' || ev.code === 'Space') && tag !== 'BUTTON' && !box) {  // a focused button or
+      ev.preventDefault(); press('classroom-play');  // checkbox answers space itself (it clicks, it ticks)
     }
   });
 }
