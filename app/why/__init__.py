@@ -31,11 +31,12 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
                               SLIDERS, alpha_note, c_top, c_words, check_run, measured_c, remember, run_alpha,
                               run_issues, run_point, slider_typed, whatif)
 from app.why.figures import BATCH_COLORS, NOTE_GAP_PX, NOTE_LINE_PX, forward_figure, whatif_figure
-from app.why.handlers import (ESTIMATE_EXTRA_S, MEASURE_INPUTS, OUTPUTS, RUNS, STATUS_INTERVAL_S, STOPPED,
+from app.why.handlers import (MEASURE_INPUTS, OUTPUTS, RUNS, STATUS_INTERVAL_S, STOPPED,
                               STOPPED_KEPT, STOPPED_QUEUED, MeasureInputs, _measure_inputs, _measured, _measuring,
                               clicked, measure, measure_from, release_session, stop)
 from app.why.history import RUN_HINT, from_history, latest_run, lookahead_settings, run_c
 from app.why.layout import ENTER_COMMITS_JS, ENTER_EMPTY_JS, INTRO, MEASURE_NOTE, _run_boxes, build_tab
+from app.why.plan import ESTIMATE_EXTRA_S, measure_seconds, plan_html, planned, remember_probe
 from app.why.noise import (WITHIN_NOISE, impossible_text, inside_margin, noisy_measured, possible_curve,
                            times_measured, within_noise_points, within_noise_text)
 from specviz.core.engine import MAX_K
@@ -50,7 +51,8 @@ __all__ = [
     "alpha_note", "c_top", "c_words", "check_run", "clicked", "cost_reading", "forward_figure", "from_history",
     "impossible_text",
     "inside_margin",
-    "latest_run", "lookahead_settings", "measure", "measure_from", "noisy_measured", "possible_curve",
+    "latest_run", "lookahead_settings", "measure", "measure_from", "measure_seconds", "plan_html", "planned",
+    "remember_probe", "noisy_measured", "possible_curve",
     "measured_c", "release_session", "remember", "round_ratios", "run_alpha", "run_c", "run_issues", "run_point",
     "slider_typed", "stop", "summary_html", "times_measured",
     "whatif", "whatif_figure", "within_noise_points", "within_noise_text",

@@ -27,10 +27,11 @@ from app.why.figures import forward_figure
 from app.why.history import latest_run, lookahead_settings, run_c
 from app.why.noise import _times, impossible_text, within_noise_text
 from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
+from app.why.plan import measure_seconds, remember_probe
 from app.why.weights import ROUNDS as FORMAT_ROUNDS, WARMUP as FORMAT_WARMUP
 from app.why.weights import measure_formats, weights_figure, weights_html
 from specviz.measure.costs import measure_draft_costs
-from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds, measure_forward_grid, probe_forward_ms
+from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, measure_forward_grid, probe_forward_ms
 from specviz.measure.machine import CpuShare, busy_machine_warning
 from specviz.runtime.policy import PolicyError, current_policy
 
@@ -43,7 +44,6 @@ OUTPUTS = ("why-status", "why-chart", "why-summary", "why-weights-chart", "why-m
 
 
 STATUS_INTERVAL_S = 1.0
-ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
 RUNS = CancelRegistry()  # the tab's measurements, one per session
 OFFLOAD_ROUNDS = ROUNDS + WARMUP  # the offloaded curve's rounds (app.why.offload), the warm-up included
 FINISHED: dict[str, list[int]] = {}
@@ -268,7 +268,8 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
         job.say(("note", note))
     say(0.0, "Timing a first forward…")
     probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
-    job.say(("estimate", grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + ESTIMATE_EXTRA_S))
+    remember_probe(spec, probe)  # the next estimate before a press (app.why.plan) reads it
+    job.say(("estimate", measure_seconds(probe)))
     grid = measure_forward_grid(loaded, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES, bandwidth=True,
                                 progress=lambda f, m: say(0.9 * f, m), should_stop=job.should_stop)
     costs = None

@@ -17,6 +17,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
 from app.why.history import from_history, run_hint
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
+from app.why.plan import plan_html
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
@@ -126,6 +127,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             with gr.Row():
                 measure_btn = gr.Button("Measure", variant="primary", elem_id="why-measure", scale=3)
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="why-stop", scale=1, min_width=80)
+            plan = gr.HTML(plan_html(target), elem_id="why-measure-plan")  # how long, before the press
             gr.HTML(MEASURE_NOTE)
         with gr.Column(scale=3, min_width=600, elem_id="why-results"):
             status = gr.HTML(render.status_html("Press Measure to time the target on this device.", "info"),
@@ -164,6 +166,20 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     _follow_setters(measuring, history, controls, whatif_chart, hint)
+    _wire_plan(plan, (target_box, offload, weights), measuring)
+
+
+def _wire_plan(plan: gr.HTML, settings: tuple, measuring) -> None:
+    """Keep the line beside Measure (:func:`app.why.plan.plan_html`) on the settings now: ``settings`` (the target
+    box, the offload and weight-format boxes) left or changed, the page loaded (the machine's load then) and a
+    Measure ended (its first forwards now give the estimate)."""
+    target_box, offload, weights = settings
+    triggers = [target_box.blur, target_box.submit, offload.change, weights.change,
+                gr.context.Context.root_block.load]
+    gr.on(triggers, plan_html, inputs=[target_box, offload, weights], outputs=[plan], queue=False,
+          show_progress="hidden", api_visibility="private")
+    measuring.then(plan_html, inputs=[target_box, offload, weights], outputs=[plan], queue=False,
+                   show_progress="hidden", api_visibility="private")
 
 
 def _follow_setters(measuring, history: gr.State | None, controls: list, whatif_chart: gr.Plot, hint: gr.HTML) -> None:

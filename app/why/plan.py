@@ -1,0 +1,90 @@
+"""How long Measure will take, said beside the button before it is pressed (a trial's user learned "about 11 min"
+only after pressing it) and updated as the target and the two boxes under it change.
+
+One formula: :func:`measure_seconds` (the grid's :func:`specviz.measure.grid.grid_seconds` plus
+:data:`ESTIMATE_EXTRA_S`) gives both this line and the status's estimate once Measure has timed its first forwards
+(:mod:`app.why.handlers`). Before that press, the one-token step and the per-token cost of a wide forward come from
+the latest Measure of the same target in this process (:func:`remember_probe`), else from the forwards the app's
+start-up timed (:func:`app.costs.tuned_or_none`); with neither, the line says only that it takes minutes. The range
+and the machine's load it moves with are :mod:`app.estimates`'.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.costs import tuned_or_none
+from app.estimates import NOW, PROBE_SPREAD, Estimate, machine_load, make_estimate
+from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds
+
+ESTIMATE_EXTRA_S = 3.0  # beyond the grid: the memory-copy bandwidth and the drafters' costs (about this long)
+_PROBES: dict[str, tuple[dict[int, float], float, tuple[float, int] | None]] = {}
+"""Target spec -> (its latest Measure's probe: ms of one forward over n new tokens, when it was timed (time.time()
+s), other programs' load then); shared by every session of this process."""
+_LOCK = threading.Lock()
+EXTRA_WORDS = {"offload": "the offloaded curve", "weights": "the weight formats"}
+"""The boxes under Measure whose extra time no estimate holds (timed by rounds once they run), as the line names
+them."""
+
+
+def measure_seconds(probe: dict[int, float]) -> float:
+    """Seconds a whole Measure takes from ``probe`` (ms of one forward over n new tokens, at least two n: the
+    grid's :func:`~specviz.measure.grid.grid_seconds` over :data:`TOKEN_COUNTS` x :data:`BATCH_SIZES`, plus
+    :data:`ESTIMATE_EXTRA_S` for the copy bandwidth and the drafters' c); the boxes under Measure not included."""
+    return grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + ESTIMATE_EXTRA_S
+
+
+def remember_probe(spec: str, probe: dict[int, float]) -> None:
+    """Keep ``probe`` (the first forwards a Measure of ``spec`` timed) for the next estimate before a press."""
+    with _LOCK:
+        _PROBES[spec] = (dict(probe), time.time(), machine_load())
+
+
+def _known_probe(spec: str) -> tuple[dict[int, float], float | None, tuple[float, int] | None, str] | None:
+    """(probe, when timed or None, load then, where it comes from in words) for ``spec``, or None: nothing timed."""
+    with _LOCK:
+        kept = _PROBES.get(spec)
+    if kept is not None:
+        return (*kept, "from the first forwards of the last Measure here")
+    tuned = tuned_or_none(spec)
+    if tuned is None:
+        return None
+    wide = max(TOKEN_COUNTS)  # a wide forward's cost per token, as the start-up timed it, at the grid's widest n
+    probe = {1: tuned.base_ms_per_token, wide: max(tuned.base_ms_per_token, wide * tuned.prefill_ms_per_token)}
+    return probe, tuned.measured_at, tuned.measured_load, "from forwards the app timed on this machine"
+
+
+def planned(spec: str, load=NOW) -> tuple[Estimate, str] | None:
+    """The :class:`~app.estimates.Estimate` of a Measure of ``spec`` (its range :data:`PROBE_SPREAD`, moved by the
+    load's change since the forwards were timed: :func:`app.estimates.make_estimate`) and where it comes from, in
+    words; None when nothing of ``spec`` was timed in this process. ``load``: other programs' (load, CPUs) now
+    (:data:`NOW`: read it)."""
+    known = _known_probe(spec)
+    if known is None:
+        return None
+    probe, when, measured_load, source = known
+    seconds = measure_seconds(probe)
+    now = machine_load() if load is NOW else load
+    age = time.time() - when if when is not None else None
+    return make_estimate(seconds, seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1], now, measured_load,
+                         age), source
+
+
+def plan_html(target, offload=False, weights=False, load=NOW) -> str:
+    """The line beside Measure: "Measure takes about 4 min (3–6 min) here now, from forwards the app timed on this
+    machine." for ``target`` (the target box's text), plus what the ticked boxes (``offload``, ``weights``) add
+    unestimated; "Measure takes minutes: ..." when nothing of the target was timed yet. HTML, one line."""
+    spec = str(target or "").strip()
+    found = planned(spec, load) if spec else None
+    extras = [words for key, words in EXTRA_WORDS.items() if {"offload": offload, "weights": weights}[key]]
+    more = f", plus {' and '.join(extras)} (said once it runs)" if extras else ""
+    if found is None:
+        text = ("Measure takes minutes: it times every batch size and token count, and says how long once it has "
+                f"timed a first forward{more}.")
+    else:
+        estimate, source = found
+        said = estimate.text("")  # on a very busy machine a sentence of its own: "the machine is very busy now ..."
+        text = f"Measure: {said}, {source}{more}." if estimate.very_busy else (
+            f"Measure takes {said} here now, {source}{more}.")
+    return f"<div class='why-note' id='why-measure-plan-line'>{text}</div>"

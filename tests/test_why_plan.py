@@ -1,0 +1,80 @@
+"""The line beside the Why tab's Measure button: how long a measurement takes, said before the press (a trial's user
+learned "about 11 min (8–17 min)" only after pressing), from the same formula the status uses once it runs, and
+following the target and the boxes under Measure."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+
+import pytest  # noqa: E402
+
+from app import costs, why  # noqa: E402
+from app.estimates import PROBE_SPREAD, rough_time, span_text  # noqa: E402
+from app.why import plan  # noqa: E402
+from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds  # noqa: E402
+
+QUIET = (0.0, 2)  # other programs' (load, CPUs): nothing else running
+
+
+@pytest.fixture(autouse=True)
+def _nothing_timed(monkeypatch):
+    """Each test starts with nothing timed in this process (the stores are the process's, shared by sessions)."""
+    monkeypatch.setattr(plan, "_PROBES", {})
+    monkeypatch.setattr(costs, "_TUNED", {})
+    monkeypatch.setattr(plan, "machine_load", lambda: QUIET)
+
+
+def test_before_anything_is_timed_the_line_says_it_takes_minutes():
+    line = why.plan_html("embedded", load=QUIET)
+    assert "Measure takes minutes: it times every batch size and token count, and says how long once it has timed " \
+           "a first forward." in line
+    assert why.planned("embedded", QUIET) is None
+
+
+def test_a_measure_of_the_target_gives_the_estimate_from_the_one_formula():
+    probe = {1: 40.0, max(TOKEN_COUNTS): 200.0}  # ms of one forward over 1 and 32 new tokens
+    seconds = grid_seconds(probe, token_counts=TOKEN_COUNTS, batch_sizes=BATCH_SIZES) + why.ESTIMATE_EXTRA_S
+    assert why.measure_seconds(probe) == pytest.approx(seconds)  # the status's figure once Measure runs
+    why.remember_probe("embedded", probe)
+    estimate, source = why.planned("embedded", QUIET)
+    assert estimate.seconds == pytest.approx(seconds)
+    assert (estimate.low, estimate.high) == (pytest.approx(seconds * PROBE_SPREAD[0]),
+                                             pytest.approx(seconds * PROBE_SPREAD[1]))
+    said = f"about {rough_time(seconds)} ({span_text(seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1])})"
+    assert f"Measure takes {said} here now, from the first forwards of the last Measure here." in \
+        why.plan_html("embedded", load=QUIET)
+    # another target was never timed: minutes, said plainly; the boxes under Measure are named, unestimated
+    assert "Measure takes minutes" in why.plan_html("org/other-model", load=QUIET)
+    line = why.plan_html(" embedded ", True, True, load=QUIET)
+    assert line.endswith(", plus the offloaded curve and the weight formats (said once it runs).</div>")
+
+
+def test_the_start_ups_timed_forwards_give_it_before_any_measure():
+    costs._TUNED["embedded"] = costs.RunCosts(2.0, 30.0, None, "forwards timed on this machine", PROBE_SPREAD,
+                                              measured_load=QUIET)
+    widest = max(TOKEN_COUNTS)
+    seconds = why.measure_seconds({1: 30.0, widest: widest * 2.0})
+    estimate, source = why.planned("embedded", QUIET)
+    assert estimate.seconds == pytest.approx(seconds) and source == "from forwards the app timed on this machine"
+    busy = why.plan_html("embedded", load=(12.0, 2))  # very busy: its own plain sentence, the range widened
+    assert "Measure: the machine is very busy now (load 12 on 2 CPUs): this may take " in busy
+
+
+def test_the_line_stands_beside_measure_and_follows_the_settings():
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        with gr.Tab("Why"):
+            why.build_tab(target="embedded")
+    config = demo.get_config_file()
+    ids = {c["id"]: c.get("props", {}).get("elem_id") for c in config["components"]}
+    plan_id = next(i for i, e in ids.items() if e == "why-measure-plan")
+    named = {e: i for i, e in ids.items()}
+    feeders = [d for d in config["dependencies"] if d["outputs"] == [plan_id]]
+    assert all(d["inputs"] == [named["why-target"], named["why-offload"], named["why-weights"]] for d in feeders)
+    events = {(ids.get(t[0]), t[1]) for d in feeders for t in d["targets"]}
+    assert {("why-target", "blur"), ("why-target", "submit"), ("why-offload", "change"),
+            ("why-weights", "change"), (None, "load")} <= events
+    assert any(d.get("trigger_after") is not None for d in feeders)  # and once a Measure has ended
