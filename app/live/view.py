@@ -11,12 +11,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from app import render
+from app import estimates, render
 from app.figures import dashboard_figure
 from app.inputs import HEAD_DRAFTERS, Settings
 from app.lookahead_view import LookaheadView
 from app.records import RunSummary
 from app.render.history import CONFIDENCE_GATE, CONFIDENCE_GATE_TITLE
+from app.render.stats import no_reading_sentence
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
 from specviz.runtime.compiled import COMPILING_NOTE
@@ -24,6 +25,11 @@ from specviz.core.events import PassEvent
 from specviz.core.verdict import format_ratio_ends
 from specviz.measure.run_stats import RunStats
 from specviz.measure.stats import SpeedupJudgement, judge_decode_speedup
+
+
+LOAD_NAMED_SHARE = 0.1
+"""Other programs' share of the CPUs during a run from which a speedup of no reading names it
+(:meth:`RunView.load_words`); below it the share is too small to name as what changed the machine's speed."""
 
 
 @dataclass
@@ -56,6 +62,7 @@ class RunView:
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _done: str | None = None  # the finished run's status, as first drawn ("Done in ...": the wait ends there)
     _busy: float | None = None  # other programs' CPU share above CONTENDED_SHARE at the latest judgement, else None
+    _share: float | None = None  # other programs' CPU share at the latest judgement, whatever it was (None: unknown)
     # (set in one place, _disturbance; noise_reason reads it only when that judgement is "too noisy")
     _frozen: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)  # add vs mark_stopped
 
@@ -135,10 +142,27 @@ class RunView:
         """Other programs' share of the CPUs during the runs in words when above :data:`CONTENDED_SHARE` (kept in
         ``_busy``), else None."""
         share = self.cpu.others() if self.cpu is not None else None
+        self._share = share
         self._busy = share if share is not None and share > CONTENDED_SHARE else None
         if self._busy is None:
             return None
         return f"other programs used {share:.0%} of the CPUs"  # render.BUSY_NOTE says what that does to the figure
+
+    def load_words(self) -> str | None:
+        """The load other programs put on the machine during the runs, in words, where there was one: their share of
+        the CPUs at the latest judgement (:meth:`_disturbance`'s measurement) when at least :data:`LOAD_NAMED_SHARE`
+        ("other programs used 45% of the CPUs during the run"); where that share is unknown (no /proc/stat, or too
+        little time), the machine's load now when busy (:func:`app.estimates.machine_load`, the 5-minute load
+        average: "other programs' load averaged 1.4 on 2 CPUs over the last 5 minutes"); else None. What a speedup
+        of no reading names (:func:`app.render.stats.no_reading_sentence`)."""
+        self.judgement()  # the share measured at the latest judgement (read once per pass)
+        if self._share is not None:
+            return (f"other programs used {self._share:.0%} of the CPUs during the run"
+                    if self._share >= LOAD_NAMED_SHARE else None)
+        load = estimates.machine_load()
+        if not estimates.is_busy(load):
+            return None
+        return f"other programs' load averaged {load[0]:.1f} on {load[1]} CPUs over the last 5 minutes"
 
     def comparison(self) -> render.Comparison:
         """Greedy identity check of the two outputs."""
@@ -173,8 +197,10 @@ class RunView:
     def stats_html(self) -> str:
         """The stats cards."""
         spec = self.spec_stats if self.spec is not None else None
+        judged = self.judgement()
+        load = self.load_words() if judged is not None and judged.verdict == "not a finding" else None
         cards = render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
-                                  stopped=self.cancelled, judgement=self.judgement())
+                                  stopped=self.cancelled, judgement=judged, load=load)
         changed = self.settings.settings_changed
         if not changed:
             return cards
@@ -277,10 +303,11 @@ class RunView:
 
     def noise_reason(self) -> str | None:
         """Why the decoding speedup is too noisy to tell, in a few words for the history ("other programs used 45%
-        of the CPU" or "0.85–1.40× spans 1"); None when it is not "too noisy"."""
+        of the CPU" or "0.85–1.40× spans 1"), or why it is no reading (the card's sentence,
+        :func:`app.render.stats.no_reading_sentence`); None when it is neither."""
         judged = self.judgement()
-        if judged is not None and judged.verdict == "not a finding":
-            return judged.reason
+        if judged is not None and judged.verdict == "not a finding":  # the card's sentence (one source)
+            return no_reading_sentence(judged.impossible or judged.reason, self.load_words())
         if judged is None or judged.verdict != "too noisy":
             return None
         if self._busy is not None:

@@ -243,13 +243,32 @@ SPEED_CHANGED = "the machine's speed changed during the run"
 RUN_AGAIN = "run again"
 
 
-def verdict_card(judgement) -> str:
+def no_reading_sentence(impossible: str | None, load: str | None = None) -> str:
+    """The Live tab's one sentence for a decoding speedup of :data:`NO_READING`, after its number: why the timings
+    cannot be true (``impossible``, :attr:`specviz.measure.stats.SpeedupJudgement.impossible`), what that means and
+    what to do, naming the load measured during the run where there was one (``load``, in words:
+    :meth:`app.live.view.RunView.load_words`):
+
+    - "faster than its 3.1 tokens per pass allow, so the machine's speed changed during the run: other programs used
+      45% of the CPUs during the run; run again when the machine is quieter";
+    - "faster than its 3.1 tokens per pass allow, so the machine's speed changed during the run: run again to measure"
+      (no load measured).
+
+    One source for the card (:func:`verdict_card`) and the history's hover (:meth:`RunView.noise_reason`). A trial
+    on a loaded machine read only "the machine's speed changed during the run", again and again, with no word of
+    the load that changed it."""
+    then = f"{load}; {RUN_AGAIN} when the machine is quieter" if load else f"{RUN_AGAIN} to measure"
+    return f"{impossible}, so {SPEED_CHANGED}: {then}" if impossible else f"{SPEED_CHANGED}: {then}"
+
+
+def verdict_card(judgement, load: str | None = None) -> str:
     """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its words ("2.51× faster", "0.62× the speed, slower"; "1.05× too
     noisy to tell" keeps the number; "no reading (6.75× measured)", a speedup its tokens per pass cannot give
     (:data:`NO_READING`), puts the words first and the number small, as the end-to-end card does), under it the interval and what
-    disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of the CPUs"), and the long explanation folded
-    in a ``<details>`` element. Green for faster, red for slower, neutral otherwise."""
+    disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of the CPUs"; for no reading, the interval and
+    :func:`no_reading_sentence` of ``load``, the load measured during the run in words or None), and the long
+    explanation folded in a ``<details>`` element. Green for faster, red for slower, neutral otherwise."""
     reading = judgement.reading
     cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy unfounded"}.get(
         reading.word, "neutral")
@@ -261,10 +280,10 @@ def verdict_card(judgement) -> str:
     span = reading.span()
     if judgement.cut_at is not None:  # a trial read "3.96× / 95 % 3.07–3.96×" as a quietly clipped interval
         span += f" ({cut_words(judgement.cut_at)})"
-    hint = None
+    said = reading.reason
     if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
-        hint = f"{SPEED_CHANGED}: {RUN_AGAIN} to measure"
-    under = " · ".join(html.escape(part) for part in (span, reading.reason, hint) if part)
+        said = no_reading_sentence(judgement.impossible or reading.reason, load)
+    under = " · ".join(html.escape(part) for part in (span, said) if part)
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
     details = ('<details class="sv-verdict-why"><summary>How this is judged</summary>'
                + "".join(f"<p>{html.escape(text)}</p>" for text in why) + "</details>")
@@ -273,12 +292,12 @@ def verdict_card(judgement) -> str:
             f'<div class="card-extra sv-verdict-span">{under}</div>{details}</div>')
 
 
-def speedup_cards(spec, base, judgement=None) -> list[str]:
+def speedup_cards(spec, base, judgement=None, load: str | None = None) -> list[str]:
     """The headline cards of a run with a drafter: the decoding speedup (after the prefill) with its interval
     (:func:`verdict_card`: the number shown whatever the verdict, never in green or red when too noisy to tell),
     or "too short to judge" instead of a number, the end-to-end ratio beside it (prefill included, never
     coloured), and both runs' rates. ``judgement`` is :func:`specviz.measure.stats.judge_decode_speedup` of the runs
-    (computed here when None)."""
+    (computed here when None); ``load``: the load measured during the runs, in words, for a no-reading card."""
     from specviz.core.counters import speedup
     from specviz.measure.stats import end_to_end_interval, judge_decode_speedup
 
@@ -289,7 +308,7 @@ def speedup_cards(spec, base, judgement=None) -> list[str]:
         hero = _card("Decoding speedup", "–", SPEEDUP_DEFINITION, html.escape(words), cls="hero short")
         end = _card("End to end", "–", "tokens/s ratio with the prefill included: not judged either")
     else:
-        hero = verdict_card(j)
+        hero = verdict_card(j, load)
         value = speedup(spec, base)
         ratio = spread_html(value, end_to_end_interval(spec, base), "{:.2f}×", 2)
         end = _card("End to end", ratio if j.finding else
@@ -348,15 +367,16 @@ def expected_text(spec) -> str:
     return f"expected from α {spec.alpha:.2f}, m {spec.mean_chain:.2f}{said}: {expected:.2f}"
 
 
-def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None) -> str:
+def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None,
+               load: str | None = None) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
-    difference reads "so far" instead of waiting for the end. ``judgement``: the decoding speedup's
-    (see :func:`speedup_cards`)."""
+    difference reads "so far" instead of waiting for the end. ``judgement``: the decoding speedup's, ``load``: the
+    load measured during the runs in words (see :func:`speedup_cards`)."""
     esc = html.escape
     cards = []
     if spec is not None:
-        cards.extend(speedup_cards(spec, base, judgement))
+        cards.extend(speedup_cards(spec, base, judgement, load))
         drafted_what = (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
                         f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)" if spec.tree_passes
                         else f"{spec.accepted} of {spec.drafted} drafted")

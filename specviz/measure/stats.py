@@ -304,7 +304,9 @@ class SpeedupJudgement:
     (fewer than :data:`MIN_JUDGED_PASSES` passes after the prefill in a run). ``value``: the ratio (None when too
     short); ``interval``: its bootstrap interval (None when too short); ``passes``: the fewer of the two runs'
     passes; ``reason``: what disturbed the timings (the ``disturbed`` of :func:`judge_speedup`), None when nothing
-    did; ``cut_at``: the tokens per pass the interval's top was cut at (:func:`_cut_at`), None when it was not.
+    did; ``cut_at``: the tokens per pass the interval's top was cut at (:func:`_cut_at`), None when it was not;
+    ``impossible``: for "not a finding" (:func:`above_possible`), why the timings cannot be true on their own ("faster
+    than its 3.1 tokens per pass allow"; ``reason`` then holds it and the disturbance together), else None.
     """
 
     verdict: str
@@ -313,6 +315,7 @@ class SpeedupJudgement:
     passes: int
     reason: str | None = None  # what disturbed the timings (they flatter the speculative run); None: undisturbed
     cut_at: float | None = None
+    impossible: str | None = None
 
     @property
     def finding(self) -> bool:
@@ -390,9 +393,9 @@ def above_possible(judged: SpeedupJudgement, most: float | None) -> SpeedupJudge
     if judged.value <= bound:
         return _cut_at(judged, most)
     i = judged.interval
-    read = read_speedup(judged.value, i.low, i.high, level=i.level, busy=judged.reason,
-                        impossible=f"faster than its {most:.1f} tokens per pass allow")
-    return SpeedupJudgement(_KEYS[NOT_FINDING], judged.value, i, judged.passes, read.reason)
+    impossible = f"faster than its {most:.1f} tokens per pass allow"
+    read = read_speedup(judged.value, i.low, i.high, level=i.level, busy=judged.reason, impossible=impossible)
+    return SpeedupJudgement(_KEYS[NOT_FINDING], judged.value, i, judged.passes, read.reason, impossible=impossible)
 
 
 def _cut_at(judged: SpeedupJudgement, bound: float) -> SpeedupJudgement:
