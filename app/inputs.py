@@ -322,7 +322,8 @@ def setting_values(values: Mapping[str, object]) -> dict[str, object]:
 EMPTY_TARGET_NOTE = "The target model was empty, so the embedded default (SmolLM2-135M-Instruct) ran."
 
 
-def parse_settings(values: Mapping[str, object], policy: Policy | None = None, fit_layer: bool = False) -> Settings:
+def parse_settings(values: Mapping[str, object], policy: Policy | None = None, fit_layer: bool = False,
+                   fit_whole: bool = False) -> Settings:
     """Check every input of a generation, given by name in ``values`` (:data:`SETTING_NAMES`; the optional ones at
     :data:`OPTIONAL_SETTINGS` when left out, :func:`setting_values`). ``tree_nodes``, ``confidence`` (the confidence
     gate, in [0, 0.95]; None or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head
@@ -332,7 +333,9 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the
     environment's (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
     layers (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast
-    names, with the same sentence as a note (:func:`fit_exit_layer`), not refused.
+    names, with the same sentence as a note (:func:`fit_exit_layer`), not refused. ``fit_whole``: a fraction typed
+    for k or max new tokens within their range runs rounded (halves up), with the sentence their box says as a note
+    (:func:`whole_setting`), not refused.
 
     Raises:
         InputError: a message for the user, one sentence.
@@ -356,11 +359,11 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
         layer = parse_exit_layer(v["exit_layer"])
     temperature = float(number(v["temperature"], "Temperature", 0, 5, False))
     nodes, gate, lookup = _head_options(drafter, v, temperature, notes)
-    new_tokens = number(v["max_new_tokens"], "Max new tokens", 1, policy.max_new_tokens, True,
-                        hint=MAX_NEW_TOKENS_HINT)
+    new_tokens = whole_setting(v["max_new_tokens"], "Max new tokens", (1, policy.max_new_tokens),
+                               notes if fit_whole else None, hint=MAX_NEW_TOKENS_HINT)
     return _with_lookahead(v["window"], v["ngram"], v["candidates"], Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
-        k=int(number(v["k"], "Draft length k", 1, MAX_K, True)), k_schedule=parse_k_schedule(v["adaptive_k"]),
+        k=whole_setting(v["k"], "Draft length k", (1, MAX_K), notes if fit_whole else None), k_schedule=parse_k_schedule(v["adaptive_k"]),
         temperature=temperature,
         top_p=float(number(_or_default(v["top_p"], 1.0), "Top-p", 0.01, 1, False)),
         top_k=int(TOP_K.parse(v["top_k"])), seed=int(SEED.parse(v["seed"])),
@@ -369,6 +372,22 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
         tree_nodes=nodes, min_confidence=gate, lookup=lookup, weights=parse_weights(v["weights"]),
         **parse_generation_settings(*(v[name] for name in GENERATION_SETTING_NAMES)),
     ))
+
+
+def whole_setting(value, name: str, bounds: tuple[int, int], notes: list[str] | None, hint: str = "") -> int:
+    """A whole-number setting of a slider of whole steps (k, max new tokens) in ``bounds`` (low, high). With
+    ``notes`` (the Live page's Generate), a fraction within the bounds is rounded as the slider's box rounds it
+    (halves up: 2.5 runs 3) and said there with the box's own sentence (:func:`app.input_fields.clamp_notice`: "Draft
+    length k must be a whole number (got 2.5); using 3."): a trial typed k = 2.5 and pressed Generate at once, and
+    the box showed 3 while the run was refused "(got 2.5)"; the Generate API (``/generate``) runs the same way. Without ``notes``
+    (the Classroom, the hint, the start-up run) a fraction is refused. Raises InputError for what is not a number, or a number out of the bounds (``hint`` added above them)."""
+    low, high = bounds
+    if notes is not None:
+        found = clamp_notice(value, name, low, high, hint, whole=True)
+        if found is not None and low <= float(value) <= high:  # a fraction in range; out of range stays refused
+            notes.append(found[1])
+            return int(found[0])
+    return int(number(value, name, low, high, True, hint=hint))
 
 
 # ------------------------------------------------------------------------------------------------- the prompt

@@ -152,7 +152,7 @@ def test_malformed_api_inputs(tiny_model_dir, change, words):
     ({"max_new_tokens": 0}, "Max new tokens must be between 1 and 1024 (got 0)"),
     ({"max_new_tokens": 5000}, "Max new tokens must be between 1 and 1024 (got 5000; the server's limit, set by "
                                "the operator with SPECVIZ_MAX_NEW_TOKENS)"),
-    ({"max_new_tokens": 2.5}, "Max new tokens must be a whole number"),
+    ({"max_new_tokens": 1024.5}, "Max new tokens must be between 1 and 1024 (got 1024.5;"),  # a fraction out of range
     ({"k": 0}, "Draft length k must be between 1 and 16 (got 0)"),
     ({"k": 17}, "Draft length k must be between 1 and 16 (got 17)"),
     ({"k": "x"}, "Draft length k must be a number"),
@@ -168,6 +168,17 @@ def test_malformed_api_inputs(tiny_model_dir, change, words):
 ])
 def test_numbers_out_of_range(tiny_model_dir, change, words):
     fails_with(words, **_args(tiny_model_dir, **change))
+
+
+def test_a_fraction_for_k_or_max_new_tokens_runs_what_its_box_shows_and_says_so(tiny_model_dir):
+    """A trial typed k = 2.5 and pressed Generate at once: the box showed 3 (its release rounds and says so) while
+    the run was refused "(got 2.5)". Generate now runs the box's value with the box's sentence in its status."""
+    out = run(**_args(tiny_model_dir, k=2.5, max_new_tokens=4.5))
+    status = html.unescape(out["status"])
+    assert "Done in" in status and "status-error" not in status, status
+    assert "Draft length k must be a whole number (got 2.5); using 3." in status
+    assert "Max new tokens must be a whole number (got 4.5); using 5." in status
+    assert any("k = 3" in html.unescape(v) for v in out.values() if isinstance(v, str))
 
 
 def test_session_usable_after_bad_numbers(tiny_model_dir):

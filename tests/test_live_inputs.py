@@ -32,6 +32,23 @@ def test_bad_inputs_have_clear_messages(change, words):
         inputs.parse_settings({**GOOD, **change})
 
 
+def test_a_fraction_for_k_or_max_new_tokens_runs_rounded_as_its_box_says_from_generate():
+    """A trial typed k = 2.5 and pressed Generate at once: the box turned to 3 while the run was refused "(got 2.5)".
+    Generate's parse (``fit_whole``) runs what the box holds, with the box's own sentence as a note; out of range
+    stays refused, and the other callers still refuse a fraction."""
+    s = inputs.parse_settings({**GOOD, "k": 2.5, "max_new_tokens": 20.5}, fit_whole=True)
+    assert (s.k, s.max_new_tokens) == (3, 21)
+    assert s.notes == ("Max new tokens must be a whole number (got 20.5); using 21.",
+                       "Draft length k must be a whole number (got 2.5); using 3.")
+    assert inputs.parse_settings({**GOOD, "k": 3.0}, fit_whole=True).notes == ()
+    with pytest.raises(inputs.InputError, match=r"Draft length k must be between 1 and 16 \(got 16.5\)"):
+        inputs.parse_settings({**GOOD, "k": 16.5}, fit_whole=True)
+    with pytest.raises(inputs.InputError, match=r"Draft length k must be a whole number \(got 2.5\)"):
+        inputs.parse_settings({**GOOD, "k": 2.5})
+    with pytest.raises(inputs.InputError, match="Draft length k must be a number"):
+        inputs.parse_settings({**GOOD, "k": "2.5x"}, fit_whole=True)
+
+
 def test_settings_and_stop_strings():
     s = inputs.parse_settings({**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
                                  "temperature": 0.7, "top_k": 40})

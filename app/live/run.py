@@ -63,7 +63,7 @@ def generate(values: Mapping[str, object], history: list[RunSummary] | None = No
     clicked = time.monotonic()  # "Done in" counts from here: the visitor's wait, loading and preparing included
     history = list(history) if isinstance(history, list) else []
     try:
-        settings = parse_settings(values, fit_layer=True)
+        settings = parse_settings(values, fit_layer=True, fit_whole=True)  # as the boxes: refused out of range
     except Exception as error:  # noqa: BLE001 - bad input of any shape is a message, never a crash
         RUNS.take_queued(request)  # a Stop pressed while this run was queued is spent: the next run starts as asked
         yield failed("checking the inputs", error, session_key(request))
