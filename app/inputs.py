@@ -363,7 +363,8 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
                                notes if fit_whole else None, hint=MAX_NEW_TOKENS_HINT)
     return _with_lookahead(v["window"], v["ngram"], v["candidates"], Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
-        k=whole_setting(v["k"], "Draft length k", (1, MAX_K), notes if fit_whole else None), k_schedule=parse_k_schedule(v["adaptive_k"]),
+        k=whole_setting(v["k"], "Draft length k", (1, MAX_K), notes if fit_whole else None),
+        k_schedule=parse_k_schedule(v["adaptive_k"]),
         temperature=temperature,
         top_p=float(number(_or_default(v["top_p"], 1.0), "Top-p", 0.01, 1, False)),
         top_k=int(TOP_K.parse(v["top_k"])), seed=int(SEED.parse(v["seed"])),
@@ -379,8 +380,9 @@ def whole_setting(value, name: str, bounds: tuple[int, int], notes: list[str] | 
     ``notes`` (the Live page's Generate), a fraction within the bounds is rounded as the slider's box rounds it
     (halves up: 2.5 runs 3) and said there with the box's own sentence (:func:`app.input_fields.clamp_notice`: "Draft
     length k must be a whole number (got 2.5); using 3."): a trial typed k = 2.5 and pressed Generate at once, and
-    the box showed 3 while the run was refused "(got 2.5)"; the Generate API (``/generate``) runs the same way. Without ``notes``
-    (the Classroom, the hint, the start-up run) a fraction is refused. Raises InputError for what is not a number, or a number out of the bounds (``hint`` added above them)."""
+    the box showed 3 while the run was refused "(got 2.5)"; the Generate API (``/generate``) runs the same way.
+    Without ``notes`` (the Classroom, the hint, the start-up run) a fraction is refused. Raises InputError for what
+    is not a number, or a number out of the bounds (``hint`` added above them)."""
     low, high = bounds
     if notes is not None:
         found = clamp_notice(value, name, low, high, hint, whole=True)
