@@ -268,6 +268,12 @@ def test_legend_and_placeholder_have_no_token_spans():
         assert f"tok-{kind}" in render.legend_html()
     # every mark a pane can show is in the key (a trial: the "copy" mark and the faint drafts were unexplained)
     assert "copied-mark" in render.legend_html() and "tok-unjudged" in render.legend_html()
+    # and a rejected newline's pill, drawn as the pane draws one (a trial met the ⏎ pill unexplained)
+    sample = render.token_html(render.Token("rejected", 1, 5, "\n", ""))
+    pill = sample[sample.index(">") + 1:sample.rindex("</span>")]
+    assert pill == '<i class="nl" aria-hidden="true"></i>'
+    assert (f'<b class="tok tok-rejected">{pill}</b> a rejected newline: its ⏎ in a pill, no line break'
+            in render.legend_html())
     assert "&lt;x&gt;" in render.placeholder_html("<x>")
 
 

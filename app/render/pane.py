@@ -333,7 +333,10 @@ def token_html(token: Token, alt: bool = False) -> str:
 
 
 def legend_html() -> str:
-    """The colour/shape legend (samples carry classes only, no data-kind, so they never count as tokens)."""
+    """The colour/shape legend (samples carry classes only, no data-kind, so they never count as tokens): the kinds,
+    the pass boundary, the never-judged drafts, a rejected newline's ⏎ pill (the newline of a refused draft is no
+    part of the text, so it draws its mark and breaks no line: :func:`token_html`), the copy and earlier marks, a
+    re-split token and the two tints."""
     items = "".join(
         f'<span class="legend-item"><b class="tok tok-{kind}">{sample}</b> {html.escape(label)}</span>'
         for kind, sample, label in (
@@ -346,6 +349,8 @@ def legend_html() -> str:
     )
     unjudged = ('<span class="legend-item"><b class="tok tok-rejected tok-unjudged">after</b> drafted after a '
                 'rejection: never judged (faint, dashed)</span>')
+    newline = (f'<span class="legend-item"><b class="tok tok-rejected">{text_html(chr(10), breaks=False)}</b> a '
+               'rejected newline: its ⏎ in a pill, no line break</span>')
     copied = ('<span class="legend-item"><i class="copied-mark" aria-hidden="true"></i> draft copied by lookup '
               'first, not the head\'s guess</span>')
     earlier = ('<span class="legend-item"><i class="earlier-mark" aria-hidden="true"></i> draft copied from an '
@@ -355,7 +360,7 @@ def legend_html() -> str:
     tint = ('<span class="legend-item"><b class="tok tok-accepted">to</b><b class="tok tok-accepted tok-alt">ken</b> '
             'neighbouring tokens in two tints, only to tell them apart</span>')
     return (f'<div class="legend">{items}<span class="legend-item"><b class="pass-sample"></b> pass boundary</span>'
-            f'{unjudged}{copied}{earlier}{resplit}{tint}</div>')
+            f'{unjudged}{newline}{copied}{earlier}{resplit}{tint}</div>')
 
 
 def pane_html(header: str, body: str, note: str = "", done: bool = False) -> str:
