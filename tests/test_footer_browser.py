@@ -43,3 +43,28 @@ def test_the_footer_names_each_link_once(bare_app_url, browser, width):
         assert " ".join(footer.inner_text().split()).endswith("Built with Gradio · Settings")
     finally:
         page.context.close()
+
+
+@requires_chromium
+@pytest.mark.parametrize("width", [400, 1400])
+def test_the_api_page_is_reachable_from_the_footer_on_a_phone_too(bare_app_url, browser, width):
+    """A new user's trial: at 400 px the footer had no "Use via API" (Gradio hides it at 640 px and below); it is
+    shown there as at 1400 px, and a tap opens the API page. Screenshots: artifacts/footer-api-<width>.png."""
+    from pathlib import Path
+
+    page = open_page(browser, {"width": width, "height": 900})
+    try:
+        page.goto(bare_app_url)
+        api = page.locator("footer").get_by_role("button", name="Use via API")
+        api.wait_for(state="visible", timeout=60_000)
+        assert " ".join(page.locator("footer").inner_text().split()).startswith("Use via API ·")
+        api.scroll_into_view_if_needed()
+        shots = Path(__file__).resolve().parent.parent / "artifacts"
+        shots.mkdir(exist_ok=True)
+        page.screenshot(path=str(shots / f"footer-{width}.png"))
+        api.click()
+        page.get_by_text("/generate").first.wait_for(state="visible", timeout=60_000)  # the API page's first call
+        assert "view=api" in page.url
+        page.screenshot(path=str(shots / f"footer-api-{width}.png"))
+    finally:
+        page.context.close()
