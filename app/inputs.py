@@ -186,16 +186,17 @@ def _drafter(value, draft_model) -> tuple[str, str | None]:
 
 
 def _head_options(drafter: str, values: Mapping[str, object], temperature: float,
-                  notes: list[str]) -> tuple[int, float, bool]:
+                  notes: list[str], fit_whole: bool = False) -> tuple[int, float, bool]:
     """(tree nodes, confidence gate, lookup first) for the head drafters (eagle, medusa), from ``values``'
     ``tree_nodes``, ``confidence`` and ``lookup``; the defaults for the others. A tree with sampling adds
-    :data:`TREE_SAMPLING_NOTE` to ``notes``."""
+    :data:`TREE_SAMPLING_NOTE` to ``notes``; ``fit_whole``: a fraction of tree nodes runs rounded, said in
+    ``notes`` (:func:`whole_setting`)."""
     tree_nodes, confidence = values["tree_nodes"], values["confidence"]
     if drafter not in HEAD_DRAFTERS:
         return 0, DEFAULT_MIN_CONFIDENCE, False
     nodes = 0
     if tree_nodes not in (None, ""):
-        nodes = int(number(tree_nodes, "Tree nodes", 0, MAX_TREE_NODES, True))
+        nodes = whole_setting(tree_nodes, "Tree nodes", (0, MAX_TREE_NODES), notes if fit_whole else None)
         if nodes and temperature > 0:
             notes.append(TREE_SAMPLING_NOTE)
     gate = DEFAULT_MIN_CONFIDENCE
@@ -204,18 +205,20 @@ def _head_options(drafter: str, values: Mapping[str, object], temperature: float
     return nodes, gate, bool(values["lookup"])
 
 
-def _with_lookahead(window, ngram, candidates, settings: Settings) -> Settings:
+def _with_lookahead(window, ngram, candidates, settings: Settings, fit_whole: bool = False) -> Settings:
     """``settings`` with lookahead's W, N and G checked (window 1..:data:`MAX_WINDOW`, n-gram size
     2..:data:`MAX_NGRAM`, candidates 1..:data:`MAX_CANDIDATES`; None or "" = the default) and, for the lookahead
     drafter, k = N-1 (its candidates' length), fixed, or with k = auto gated (each pass a full lookahead pass or a
     plain step, :class:`~specviz.core.draft_length.GateK`); with sampling a note says one candidate is verified per
-    pass. Other drafters keep the defaults. Raises InputError."""
+    pass; ``fit_whole``: a fraction runs rounded, said in the notes (:func:`whole_setting`). Other drafters keep the
+    defaults. Raises InputError."""
     if settings.drafter != "lookahead":
         return settings
-    w = int(number(_or_default(window, LOOKAHEAD_DEFAULTS[0]), "Window W", 1, MAX_WINDOW, True))
-    n = int(number(_or_default(ngram, LOOKAHEAD_DEFAULTS[1]), "N-gram size N", 2, MAX_NGRAM, True))
-    g = int(number(_or_default(candidates, LOOKAHEAD_DEFAULTS[2]), "Candidates G", 1, MAX_CANDIDATES, True))
-    notes = settings.notes
+    said: list[str] | None = [] if fit_whole else None
+    w = whole_setting(_or_default(window, LOOKAHEAD_DEFAULTS[0]), "Window W", (1, MAX_WINDOW), said)
+    n = whole_setting(_or_default(ngram, LOOKAHEAD_DEFAULTS[1]), "N-gram size N", (2, MAX_NGRAM), said)
+    g = whole_setting(_or_default(candidates, LOOKAHEAD_DEFAULTS[2]), "Candidates G", (1, MAX_CANDIDATES), said)
+    notes = settings.notes + tuple(said or ())
     if not settings.greedy and g > 1:
         notes += (LOOKAHEAD_SAMPLING_NOTE,)
     schedule = "auto" if settings.k_schedule == "auto" else "fixed"
@@ -330,12 +333,12 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     drafters (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
     (:func:`parse_generation_settings`). ``window``, ``ngram``, ``candidates``: lookahead's W, N and G
     (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``weights``: the target's weight
-    format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the
-    environment's (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's
-    layers (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast
-    names, with the same sentence as a note (:func:`fit_exit_layer`), not refused. ``fit_whole``: a fraction typed
-    for k or max new tokens within their range runs rounded (halves up), with the sentence their box says as a note
-    (:func:`whole_setting`), not refused.
+    format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the environment's
+    (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's layers
+    (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast names,
+    with the same sentence as a note (:func:`fit_exit_layer`), not refused. ``fit_whole``: a fraction typed for k,
+    max new tokens, tree nodes or lookahead's W, N and G within their range runs rounded (halves up), with the
+    sentence their box says as a note (:func:`whole_setting`), not refused.
 
     Raises:
         InputError: a message for the user, one sentence.
@@ -358,10 +361,10 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     elif drafter == "early-exit":
         layer = parse_exit_layer(v["exit_layer"])
     temperature = float(number(v["temperature"], "Temperature", 0, 5, False))
-    nodes, gate, lookup = _head_options(drafter, v, temperature, notes)
+    nodes, gate, lookup = _head_options(drafter, v, temperature, notes, fit_whole)
     new_tokens = whole_setting(v["max_new_tokens"], "Max new tokens", (1, policy.max_new_tokens),
                                notes if fit_whole else None, hint=MAX_NEW_TOKENS_HINT)
-    return _with_lookahead(v["window"], v["ngram"], v["candidates"], Settings(
+    return _with_lookahead(v["window"], v["ngram"], v["candidates"], fit_whole=fit_whole, settings=Settings(
         prompt=prompt, target=target, drafter=drafter, draft_model=draft_model, exit_layer=layer,
         k=whole_setting(v["k"], "Draft length k", (1, MAX_K), notes if fit_whole else None),
         k_schedule=parse_k_schedule(v["adaptive_k"]),
@@ -376,8 +379,8 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
 
 
 def whole_setting(value, name: str, bounds: tuple[int, int], notes: list[str] | None, hint: str = "") -> int:
-    """A whole-number setting of a slider of whole steps (k, max new tokens) in ``bounds`` (low, high). With
-    ``notes`` (the Live page's Generate), a fraction within the bounds is rounded as the slider's box rounds it
+    """A whole-number setting of a slider of whole steps (k, max new tokens, tree nodes, W, N, G) in ``bounds``
+    (low, high). With ``notes`` (the Live page's Generate), a fraction within the bounds is rounded as the slider's box rounds it
     (halves up: 2.5 runs 3) and said there with the box's own sentence (:func:`app.input_fields.clamp_notice`: "Draft
     length k must be a whole number (got 2.5); using 3."): a trial typed k = 2.5 and pressed Generate at once, and
     the box showed 3 while the run was refused "(got 2.5)"; the Generate API (``/generate``) runs the same way.

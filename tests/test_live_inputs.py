@@ -49,6 +49,19 @@ def test_a_fraction_for_k_or_max_new_tokens_runs_rounded_as_its_box_says_from_ge
         inputs.parse_settings({**GOOD, "k": "2.5x"}, fit_whole=True)
 
 
+def test_a_fraction_for_tree_nodes_or_lookaheads_window_runs_rounded_from_generate_too():
+    """The same for the other whole-step sliders Generate reads: an EAGLE tree's nodes and lookahead's W, N, G."""
+    s = inputs.parse_settings({**GOOD, "drafter": "eagle", "tree_nodes": 7.5}, fit_whole=True)
+    assert s.tree_nodes == 8 and s.notes == ("Tree nodes must be a whole number (got 7.5); using 8.",)
+    s = inputs.parse_settings({**GOOD, "drafter": "lookahead", "window": 3.5, "ngram": 3, "candidates": 1.5},
+                              fit_whole=True)
+    assert (s.window, s.ngram, s.candidates, s.k) == (4, 3, 2, 2)
+    assert s.notes == ("Window W must be a whole number (got 3.5); using 4.",
+                       "Candidates G must be a whole number (got 1.5); using 2.")
+    with pytest.raises(inputs.InputError, match=r"Window W must be a whole number \(got 3.5\)"):
+        inputs.parse_settings({**GOOD, "drafter": "lookahead", "window": 3.5})
+
+
 def test_settings_and_stop_strings():
     s = inputs.parse_settings({**GOOD, "stop_strings": "END, \\n\\n\nSTOP", "target": "  ",
                                  "temperature": 0.7, "top_k": 40})
