@@ -41,11 +41,12 @@ def theme() -> gr.themes.Base:
 
 
 def launch_options() -> dict:
-    """Keyword arguments for ``demo.launch``: the theme, the stylesheet, the page scripts (``assets/head.html``:
-    charts one per row on a narrow screen, token details on tap) and the upload limit (a recording file is checked
-    against its own, smaller cap: :data:`specviz.analysis.recording.MAX_FILE_BYTES`)."""
-    return {"theme": theme(), "css_paths": [str(ASSETS / "style.css")], "head_paths": [str(ASSETS / "head.html")],
-            "max_file_size": MAX_UPLOAD_BYTES}
+    """Keyword arguments for ``demo.launch``: the theme, the stylesheet (and before it the Arena tables' phone labels,
+    :data:`app.arena.PHONE_CSS`, made from their columns), the page scripts (``assets/head.html``: charts one per row
+    on a narrow screen, token details on tap) and the upload limit (a recording file is checked against its own,
+    smaller cap: :data:`specviz.analysis.recording.MAX_FILE_BYTES`)."""
+    return {"theme": theme(), "css": arena.PHONE_CSS, "css_paths": [str(ASSETS / "style.css")],
+            "head_paths": [str(ASSETS / "head.html")], "max_file_size": MAX_UPLOAD_BYTES}
 
 
 def build_demo(**defaults) -> gr.Blocks:

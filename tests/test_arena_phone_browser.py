@@ -1,8 +1,10 @@
-"""A new-user trial on a 400 px phone: the Arena's results table put its headline, the decoding speedup, off to the
-right (the table scrolls sideways, so the phone showed Category, Method, Prompts, Tokens/pass and no speedup); and a
-speedup the timings cannot give read "not a finding: ..." in the table. Both in a real browser, on the real page,
-with the Run handler replaced by one that yields a finished result at once (no model run; the table and charts are
-built by the tab's own code)."""
+"""New-user trials on a 400 px phone: the Arena's results table put its headline, the decoding speedup, off to the
+right (the table scrolled sideways, so the phone showed Category, Method, Prompts, Tokens/pass and no speedup), and
+later "Same ids" and "Acceptance" were off screen; a speedup the timings cannot give read "not a finding: ..." in the
+table. Below 640 px each of the Arena's three tables now shows every row as a card of labelled cells (no sideways
+scroll); at 1400 px the tables stay as they were. In a real browser, on the real page, with the Run handler replaced
+by one that yields a finished result at once (no model run; the tables and charts are built by the tab's own code);
+the phone labels' CSS itself without a browser too."""
 
 from __future__ import annotations
 
@@ -16,10 +18,10 @@ import pytest  # noqa: E402
 from browser_support import open_page, requires_chromium  # noqa: E402
 
 from app import render  # noqa: E402
-from app.arena import handlers  # noqa: E402
+from app.arena import PHONE_CSS, PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, handlers  # noqa: E402
+from app.arena.tables import card_css  # noqa: E402
 from specviz.analysis.arena_rows import BASELINE, ArenaResult  # noqa: E402
 
-pytestmark = requires_chromium
 APP_MAX_NEW_TOKENS = 12  # read by conftest's app_url
 PHONE = {"width": 400, "height": 900}
 SHOTS = Path(__file__).resolve().parent.parent / "artifacts"
@@ -64,8 +66,33 @@ def _headers(page, table: str) -> list[dict]:
                     width: v.clientWidth, scroll: v.scrollLeft}; }); }""", table)
 
 
-def test_on_a_phone_the_speedup_is_in_sight_and_a_speedup_without_a_reading_says_so_calmly(app_url, browser,
-                                                                                            monkeypatch):
+CARDS = """sel => { const v = document.querySelector(sel + ' .virtual-table-viewport'), box = v.getBoundingClientRect();
+    const head = document.querySelector(sel + ' thead');
+    return {scroll: v.scrollWidth - v.clientWidth, header: head.getBoundingClientRect().height,
+            rows: [...document.querySelectorAll(sel + ' div.virtual-row')].map(row => [...row.querySelectorAll(
+                ':scope > .body-cell')].map(cell => { const r = cell.getBoundingClientRect();
+                return {label: getComputedStyle(cell, '::before').content.replace(/^"|"$/g, ''),
+                        text: cell.innerText.trim(), left: r.left - box.left, right: box.right - r.right,
+                        cut: cell.scrollWidth - cell.clientWidth}; }))}; }"""
+"""A script that reads a Dataframe (a selector) as a phone shows it: how far its box scrolls sideways (px), its header
+row's height, and for each row's cells the label shown above the value (its ::before text, "none" without), the
+value, the cell's edges against the box (px, negative when outside) and how much of its content is cut (px)."""
+
+
+def _assert_cards(page, table: str, columns) -> list[list[dict]]:
+    """``table`` (a selector) as a phone's cards: no sideways scroll, the header row hidden, every cell of every row
+    inside the box, its content not cut, under its column's header as a label. Returns the rows' cells."""
+    shown = page.evaluate(CARDS, table)
+    assert shown["scroll"] <= 0 and shown["header"] == 0, (table, shown["scroll"], shown["header"])
+    assert shown["rows"], table
+    for cells in shown["rows"]:
+        assert [c["label"] for c in cells] == [header for header, _, _ in columns], cells
+        assert all(c["left"] >= -0.5 and c["right"] >= -0.5 and c["cut"] <= 0 for c in cells), cells
+    return shown["rows"]
+
+
+@requires_chromium
+def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight(app_url, browser, monkeypatch):
     monkeypatch.setattr(handlers, "race", _finished)
     page = open_page(browser, PHONE)
     try:
@@ -75,28 +102,44 @@ def test_on_a_phone_the_speedup_is_in_sight_and_a_speedup_without_a_reading_says
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('canned result')",
                                timeout=30_000)
         page.wait_for_function(SHOWN.format("#arena-table"), timeout=20_000)
+        page.locator("#arena-per-prompt").click()
+        page.wait_for_function(SHOWN.format("#arena-prompts"), timeout=20_000)
         table = page.locator("#arena-table")
         table.scroll_into_view_if_needed()
         SHOTS.mkdir(exist_ok=True)
-        page.screenshot(path=str(SHOTS / "phone-arena-table.png"))
-        headers = {h["text"].replace("\n", " "): h for h in _headers(page, "#arena-table")}
-        speedup = headers["Speedup, decode"]
-        assert speedup["scroll"] == 0 and speedup["left"] >= 0, speedup
-        assert speedup["right"] <= speedup["width"], speedup  # in sight without scrolling sideways
-        assert [h for h in headers][:3] == ["Category", "Method", "Speedup, decode"]
-        cells = [" ".join(td.split()) for td in page.eval_on_selector_all("#arena-table .virtual-row",
-                                                                            "trs => trs.map(tr => tr.innerText)")]
-        assert any("1.42× faster (1.31–1.55×)" in c for c in cells), cells
+        table.screenshot(path=str(SHOTS / "phone-arena-table.png"))
+        rows = _assert_cards(page, "#arena-table", SUMMARY_COLUMNS)
+        _assert_cards(page, "#arena-timings", TIMING_COLUMNS)
+        _assert_cards(page, "#arena-prompts", PROMPT_COLUMNS)
+        cells = {(row[1]["text"], c["label"]): " ".join(c["text"].split()) for row in rows for c in row}
+        assert cells["ngram k=4", "Speedup, decode"] == "1.42× faster (1.31–1.55×)", cells
+        assert cells["ngram k=4", "Same ids"] == "✓" and cells["ngram k=4", "Acceptance"] == "60% (49–70%)", cells
         calm = ("no reading: the machine's speed changed during the run (2.45× measured, 2.27–2.63×; faster than "
                 "its 2.1 tokens per pass allow; baselines drifted 16% apart); run again")
-        assert any(calm in c for c in cells) and not any("not a finding" in c for c in cells), cells
-        assert any("60% (" in c for c in cells), cells  # the acceptance rate in percent, as the Live tab
+        assert cells["early-exit k=4", "Speedup, decode"] == calm, cells
+        assert not any("not a finding" in c for c in cells.values()), cells
+        speedup = [c for c in rows[1] if c["label"] == "Speedup, decode"][0]  # across the card: its left edge
+        assert speedup["left"] < 10 and speedup["right"] < 10, speedup
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, overflow  # the page itself never scrolls sideways
     finally:
         page.context.close()
 
 
+def test_the_phone_labels_are_the_columns_headers_and_a_speedup_spans_its_card():
+    css = card_css("arena-table", SUMMARY_COLUMNS)
+    assert css.startswith("@media (max-width: 640px) {") and css.count("::before") == len(SUMMARY_COLUMNS) == 10
+    cell = "#arena-table div.virtual-row > .body-cell"
+    assert f'{cell}[data-col="2"]::before {{ content: "Speedup, decode"; }}' in css
+    assert f'{cell}[data-col="9"]::before {{ content: "Same ids"; }}' in css
+    assert f'{cell}:is([data-col="2"], [data-col="4"]) {{ grid-column: 1 / -1; }}' in css  # the two speedups
+    assert card_css("t", [('Say "hi" \\ bye', "x", None)]).count('content: "Say \\"hi\\" \\\\ bye";') == 1
+    assert card_css("t", []) == ""
+    assert PHONE_CSS.count("::before") == len(SUMMARY_COLUMNS) + len(TIMING_COLUMNS) + len(PROMPT_COLUMNS)
+    assert all(f"#{elem_id} " in PHONE_CSS for elem_id in ("arena-table", "arena-timings", "arena-prompts"))
+
+
+@requires_chromium
 @pytest.mark.parametrize("width", [1400])
 def test_on_a_desktop_the_summary_table_fits_without_a_sideways_scroll(app_url, browser, monkeypatch, width):
     monkeypatch.setattr(handlers, "race", _finished)
@@ -109,5 +152,9 @@ def test_on_a_desktop_the_summary_table_fits_without_a_sideways_scroll(app_url, 
         page.locator("#arena-results").screenshot(path=str(SHOTS / "desktop-arena-results.png"))
         headers = _headers(page, "#arena-table")
         assert all(h["right"] <= h["width"] + 1 for h in headers), headers
+        assert [" ".join(h["text"].split()) for h in headers] == [header for header, _, _ in SUMMARY_COLUMNS]
+        shown = page.evaluate(CARDS, "#arena-table")  # a table: its header row, no card labels
+        assert shown["header"] > 0 and shown["scroll"] <= 0, shown
+        assert {c["label"] for row in shown["rows"] for c in row} == {"none"}, shown["rows"]
     finally:
         page.context.close()

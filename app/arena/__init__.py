@@ -39,7 +39,7 @@ from app.arena.figures import (ARENA_PANELS, HATCHED_NOTE, RATE_SPREAD_NOTE, SHA
 from app.arena.files import FILE_DEFINITIONS, VERDICT_COLUMNS, plain_status, with_verdicts, write_files
 from app.arena.handlers import (OUTPUTS, RUNS, STATUS_INTERVAL_S, _done_status, _outputs, clicked, preset_chosen, race,
                                 release_session, run, source_changed, stop)
-from app.arena.layout import CLEAR_TOASTS_JS, ENTER_COMMITS_JS, NOTE, build_tab
+from app.arena.layout import CLEAR_TOASTS_JS, ENTER_COMMITS_JS, NOTE, PHONE_CSS, build_tab
 from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, K_CHOICES, MAX_NEW_TOKENS,
                                 MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO, TREE_NOTE,
                                 ArenaInputs, categories, category_choices, choose_prompts, drafter_choices,
@@ -55,12 +55,12 @@ __all__ = [
     "ARENA_PANELS", "BASELINE", "CLEAR_TOASTS_JS", "DEFAULT_DRAFTERS", "DEFAULT_KS", "DEFAULT_MAX_NEW_TOKENS",
     "ENTER_COMMITS_JS", "FILE_DEFINITIONS", "HATCHED_NOTE", "IMPOSSIBLE_MARGIN", "K_CHOICES", "MAX_NEW_TOKENS",
     "MAX_NEW_TOKENS_NAME", "MIN_NEW_TOKENS", "NOISY_DRIFT", "NOTE", "NO_PASS_SPREAD", "NO_SPREAD", "OUTPUTS",
-    "PROMPT_COLUMNS", "RATE_SPREAD_NOTE", "RUNS", "RUN_INPUTS", "SHADES", "SOURCES", "SPEEDUP_KEYS", "SPREAD_NOTE",
-    "SPREAD_PANELS", "STATUS_INTERVAL_S", "SUITE_INFO", "SUMMARY_COLUMNS", "TIMED_KEYS", "TIMING_COLUMNS", "TREE_NOTE",
-    "VERDICT_COLUMNS", "ArenaInputs", "InputError", "_done_status", "_outputs", "_prediction_word", "arena_figure",
-    "build_tab", "categories", "category_choices", "choose_prompts", "clicked", "drafter_choices", "empty_table",
-    "max_new_tokens_used", "noisy_count", "noisy_rows", "parse_inputs", "plain_status", "predictions_figure",
-    "preset_chosen", "race", "range_text", "reference_drift_cell", "release_session", "run", "shown_rows",
-    "source_changed", "speedup_cell", "speedup_reading", "spread_bars", "spread_text", "stop", "suite", "table",
-    "timed_cell", "variant_colors", "with_verdicts", "write_files",
+    "PHONE_CSS", "PROMPT_COLUMNS", "RATE_SPREAD_NOTE", "RUNS", "RUN_INPUTS", "SHADES", "SOURCES", "SPEEDUP_KEYS",
+    "SPREAD_NOTE", "SPREAD_PANELS", "STATUS_INTERVAL_S", "SUITE_INFO", "SUMMARY_COLUMNS", "TIMED_KEYS",
+    "TIMING_COLUMNS", "TREE_NOTE", "VERDICT_COLUMNS", "ArenaInputs", "InputError", "_done_status", "_outputs",
+    "_prediction_word", "arena_figure", "build_tab", "categories", "category_choices", "choose_prompts", "clicked",
+    "drafter_choices", "empty_table", "max_new_tokens_used", "noisy_count", "noisy_rows", "parse_inputs",
+    "plain_status", "predictions_figure", "preset_chosen", "race", "range_text", "reference_drift_cell",
+    "release_session", "run", "shown_rows", "source_changed", "speedup_cell", "speedup_reading", "spread_bars",
+    "spread_text", "stop", "suite", "table", "timed_cell", "variant_colors", "with_verdicts", "write_files",
 ]

@@ -13,7 +13,7 @@ from app.arena.handlers import clicked, preset_chosen, source_changed, stop
 from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_PROMPT, K_CHOICES,
                                 MAX_NEW_TOKENS, MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO,
                                 categories, category_choices, drafter_choices, suite)
-from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, empty_table
+from app.arena.tables import PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, card_css, empty_table
 from app.arena.verdicts import IMPOSSIBLE_MARGIN, NOISY_DRIFT
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
@@ -96,17 +96,27 @@ def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr
                api_visibility="private")
 
 
+CARD_CLASSES = ["sv-wide-table", "sv-wrap-cells", "sv-cards"]
+"""The Arena tables' classes (``assets/style.css``): headers that wrap between words, cells as narrow as their longest
+word, and on a phone (below 640 px) a card of labelled cells for each row."""
+TABLE_COLUMNS = {"arena-table": SUMMARY_COLUMNS, "arena-timings": TIMING_COLUMNS, "arena-prompts": PROMPT_COLUMNS}
+"""Each Arena table's elem_id and its columns."""
+PHONE_CSS = "".join(card_css(elem_id, columns) for elem_id, columns in TABLE_COLUMNS.items())
+"""The phone labels of the Arena's tables (:func:`app.arena.tables.card_css`), given to ``demo.launch`` with the
+stylesheet (:func:`app.launch_options`)."""
+
+
 def _results_column() -> tuple:
     """The results column's components: status, summary table, timings table, per-prompt table, charts, predictions,
     CSV, JSON."""
     status = gr.HTML(render.status_html(matching.READY, "info"),
                      elem_id="arena-status")
     summary = gr.Dataframe(empty_table(), label="Per category, and all prompts pooled", interactive=False,
-                           elem_id="arena-table", elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=1000,
+                           elem_id="arena-table", elem_classes=CARD_CLASSES, max_height=1000,
                            wrap=True)  # a value and its spread may sit on two lines; 420 px hid a third method's
     # rows below the table's fold with no cue (a trial): tall enough for 4 methods x a category and the pooled rows
     timings = gr.Dataframe(empty_table(TIMING_COLUMNS), label="Rates, predictions and the timings behind them",
-                           interactive=False, elem_id="arena-timings", elem_classes=["sv-wide-table", "sv-wrap-cells"],
+                           interactive=False, elem_id="arena-timings", elem_classes=CARD_CLASSES,
                            max_height=1000, wrap=True)  # the summary's other half: each fits a 1400 px page
     charts = gr.Plot(elem_id="arena-charts", show_label=False, visible=False)
     predictions = gr.Plot(elem_id="arena-predictions", show_label=False, visible=False)
@@ -116,7 +126,7 @@ def _results_column() -> tuple:
                             interactive=False, visible=False)
     with gr.Accordion("Per prompt", open=False, elem_id="arena-per-prompt"):
         per_prompt = gr.Dataframe(empty_table(PROMPT_COLUMNS), interactive=False, elem_id="arena-prompts",
-                                  elem_classes=["sv-wide-table", "sv-wrap-cells"], max_height=480, wrap=True,
+                                  elem_classes=CARD_CLASSES, max_height=480, wrap=True,
                                   show_label=False)
     gr.HTML(NOTE, elem_id="arena-definitions")
     return status, summary, timings, per_prompt, charts, predictions, csv_file, json_file

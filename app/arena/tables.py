@@ -227,3 +227,29 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
 def empty_table(columns=SUMMARY_COLUMNS) -> dict:
     """A table with headers only."""
     return {"headers": [c[0] for c in columns], "data": [["" for _ in columns]]}
+
+
+CARD_WIDE_KEYS = SPEEDUP_KEYS
+"""The columns whose cells take a phone card's whole width (:func:`card_css`): a speedup's cell may be a sentence
+("no reading: the machine's speed changed during the run (...); run again")."""
+
+
+def _css_text(text: str) -> str:
+    """``text`` as a CSS string literal ("Speedup, decode" -> '"Speedup, decode"'); a quote or backslash escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def card_css(elem_id: str, columns) -> str:
+    """The phone rules (below 640 px) that name each cell of the gr.Dataframe ``elem_id`` (its elem_classes holding
+    "sv-cards") by its column's header, in ``columns`` order (Gradio marks each body cell with its column index,
+    ``data-col``): the label above the value, the header row hidden, each row a card of two columns
+    (``assets/style.css``, ``.sv-cards``), a speedup's cell (:data:`CARD_WIDE_KEYS`) across the card. A 400 px phone
+    then reads every column of a row without scrolling sideways; wider screens keep the table. Returns the CSS
+    text; nothing at all for no ``columns``."""
+    cell = f"#{elem_id} div.virtual-row > .body-cell"
+    rules = [f'{cell}[data-col="{i}"]::before {{ content: {_css_text(header)}; }}'
+             for i, (header, _, _) in enumerate(columns)]
+    wide = ", ".join(f'[data-col="{i}"]' for i, (_, key, _) in enumerate(columns) if key in CARD_WIDE_KEYS)
+    if wide:
+        rules.append(f"{cell}:is({wide}) {{ grid-column: 1 / -1; }}")
+    return "@media (max-width: 640px) {\n  " + "\n  ".join(rules) + "\n}\n" if rules else ""
