@@ -42,7 +42,9 @@ def _row(variant: str, drafter: str, speedup: float, low: float | None, high: fl
 
 
 ROWS = [_row("standard", BASELINE, 1.0, None, None, 0.04),
-        _row("ngram k=4", "ngram", 1.42, 1.31, 1.55, 0.05),
+        dict(_row("ngram k=4", "ngram", 1.42, 1.31, 1.55, 0.05), predicted_speedup_paper_low=1.45,
+             predicted_speedup_paper_high=1.72, predicted_speedup_measured_low=1.1,
+             predicted_speedup_measured_high=1.5),  # the predictions' spread: the chart's markers' error bars
         _row("early-exit k=4", "early-exit", 2.45, 2.27, 2.63, 0.16)]  # above its 2.1 tokens per pass: no reading
 
 
@@ -108,6 +110,8 @@ def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight
         table.scroll_into_view_if_needed()
         SHOTS.mkdir(exist_ok=True)
         table.screenshot(path=str(SHOTS / "phone-arena-table.png"))
+        page.locator("#arena-timings").screenshot(path=str(SHOTS / "phone-arena-timings.png"))
+        page.locator("#arena-predictions").screenshot(path=str(SHOTS / "phone-arena-predictions.png"))
         rows = _assert_cards(page, "#arena-table", SUMMARY_COLUMNS)
         _assert_cards(page, "#arena-timings", TIMING_COLUMNS)
         _assert_cards(page, "#arena-prompts", PROMPT_COLUMNS)
@@ -150,6 +154,7 @@ def test_on_a_desktop_the_summary_table_fits_without_a_sideways_scroll(app_url, 
         page.locator("#arena-run").click()
         page.wait_for_function(SHOWN.format("#arena-table"), timeout=30_000)
         page.locator("#arena-results").screenshot(path=str(SHOTS / "desktop-arena-results.png"))
+        page.locator("#arena-predictions").screenshot(path=str(SHOTS / "desktop-arena-predictions.png"))
         headers = _headers(page, "#arena-table")
         assert all(h["right"] <= h["width"] + 1 for h in headers), headers
         assert [" ".join(h["text"].split()) for h in headers] == [header for header, _, _ in SUMMARY_COLUMNS]

@@ -190,8 +190,12 @@ def test_figures_group_by_category(result):
     pred = arena_tab.predictions_figure(result.summary)
     assert [t.type for t in pred.data] == ["bar", "scatter", "scatter"]
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
-    assert "no markers" not in pred.layout.annotations[0].text  # chains only: every method has its markers
-    assert pred.layout.annotations[0].text == "error bars: the ratio against each standard run<br>of its prompt"
+    said = pred.layout.annotations[-1].text  # the notes (after a "runs off the top" note, when a spread is that wide)
+    assert "no markers" not in said  # chains only: every method has its markers
+    assert said.startswith("bars' error bars: the ratio against each standard<br>run of its prompt<br>"), said
+    # the markers' error bars: the predictions' spread from their timings' (each method ran over several passes)
+    assert "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)" in said
+    assert pred.data[2].error_y.visible and any(pred.data[2].error_y.array)
     # a short, two-line title; the legend under the chart (container coordinates), never over the title
     assert pred.layout.title.text == "<b>Speedup: measured vs predicted</b><br>from the measured α"
     assert pred.layout.legend.orientation == "h" and pred.layout.legend.yref == "container"
@@ -202,7 +206,7 @@ def test_figures_group_by_category(result):
     assert max(len(line) for line in lines) <= 50, max(lines, key=len)
     tree_rows = [dict(r, predicted_speedup_paper=None, tree_passes=5) if r["drafter"] == "ngram" else r
                  for r in result.summary]
-    assert "no markers" in arena_tab.predictions_figure(tree_rows).layout.annotations[0].text
+    assert "no markers" in arena_tab.predictions_figure(tree_rows).layout.annotations[-1].text
 
 
 def test_each_method_gets_its_own_colour():

@@ -346,6 +346,50 @@ def test_the_tokens_per_s_bars_carry_error_bars(monkeypatch):
     assert "from the spread of T_step, T_verify, T_draft" in paper.text[0]
 
 
+def test_the_prediction_markers_carry_error_bars_from_their_spread(monkeypatch):
+    """The table gives each prediction a range (from the spread of T_step, T_verify, T_draft); the chart's markers
+    now show it too, as error bars of their own colour, side by side on the bar; a prediction without a spread has
+    none, and the note above the chart says what each kind of error bar is."""
+    from app.figures import COLORS
+    from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
+
+    rows = list(_timed_rows(monkeypatch).values())
+    for r in rows:
+        r["level"] = "category"
+    k2, k4 = rows[1], dict(rows[2], predicted_speedup_paper_low=None, predicted_speedup_paper_high=None)
+    figure = arena_tab.predictions_figure([rows[0], k2, k4])
+    _, paper, measured = figure.data
+    assert [paper.name, measured.name] == ["predicted, paper (verification = 1 step)", "predicted with measured costs"]
+    # ngram k=2: alpha 0.75, m 2; c from T_draft 1-3 ms over T_step 100-110 ms; T_verify 50-150 ms
+    low, high = predicted_speedup_paper(0.75, 2, 3.0 / 200), predicted_speedup_paper(0.75, 2, 1.0 / 220)
+    assert paper.y[0] == pytest.approx(predicted_speedup_paper(0.75, 2, 8 / 8 / 105))
+    assert paper.error_y.array[0] == pytest.approx(high - paper.y[0]) and paper.error_y.array[0] > 0
+    assert paper.error_y.arrayminus[0] == pytest.approx(paper.y[0] - low) and paper.error_y.arrayminus[0] > 0
+    low, high = (predicted_speedup_measured(0.75, 2, 100.0, 150.0, 3.0),
+                 predicted_speedup_measured(0.75, 2, 110.0, 50.0, 1.0))
+    assert measured.error_y.array[0] == pytest.approx(high - measured.y[0])
+    assert measured.error_y.arrayminus[0] == pytest.approx(measured.y[0] - low)
+    assert (paper.error_y.array[1], paper.error_y.arrayminus[1]) == (0.0, 0.0)  # ngram k=4's paper: no spread
+    assert measured.error_y.array[1] > 0 and measured.error_y.visible and paper.error_y.visible
+    assert measured.error_y.color == COLORS["rejected"] and figure.layout.scattermode == "group"
+    notes = figure.layout.annotations[-1].text.split("<br>")
+    assert notes == ["bars' error bars: the ratio against each standard", "run of its prompt",
+                     "markers' error bars: from the spread of T_step,", "T_verify and T_draft (α as counted)",
+                     "a marker without error bars: one run, no spread"]
+    assert max(len(line) for line in notes) <= 50  # a 400 px phone's chart
+    # five lines: the top margin grows past its 100 px, and the chart with it, so the notes stay under the title
+    assert figure.layout.margin.t == 55 + 15 * 5 and figure.layout.height == 500 + 30
+    spread = [dict(r, predicted_speedup_paper_low=None, predicted_speedup_paper_high=None,
+                   predicted_speedup_measured_low=None, predicted_speedup_measured_high=None) for r in rows]
+    bare = arena_tab.predictions_figure(spread)
+    assert not bare.data[1].error_y.visible and not bare.data[2].error_y.visible
+    assert bare.layout.annotations[-1].text == ("bars' error bars: the ratio against each standard<br>run of its "
+                                                "prompt<br>a marker without error bars: one run, no spread")
+    assert bare.layout.margin.t == 100 and bare.layout.height == 500  # three lines fit the margin
+    assert "markers' error bars" not in bare.layout.annotations[-1].text
+    assert arena_tab.predictions_figure([]).layout.annotations == ()  # nothing shown: nothing said
+
+
 def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
     """A trial at 400 px: one bar's spread to 9.6 set the decoding-speedup axes to 9.6 and flattened every bar under 2.
     The axis now follows the bars, the markers, 1x and the spreads within 2x of them; the wide one runs off the top
@@ -361,7 +405,12 @@ def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
     for figure, axis in ((arena_tab.arena_figure(rows), "yaxis4"), (arena_tab.predictions_figure(rows), "yaxis")):
         assert list(figure.layout[axis].range) == [0, pytest.approx(1.7 * 1.1)]  # ngram's spread, to 1.7, stays whole
         notes = [a.text for a in figure.layout.annotations]
-        assert "a spread runs off the top (to 9.60× for early-exit k=4, qa)" in notes
+        assert "a spread runs off the top (to 9.60× <br>for early-exit k=4, qa)" in notes  # lines for a phone
     calm = [base, row("ngram k=4", "ngram", 1.3, 1.7)]
     assert arena_tab.arena_figure(calm).layout.yaxis4.range is None
+    # a prediction marker's spread counts as a bar's: far above, it runs off the top too, and the note says so
+    wide = [base, dict(calm[1], predicted_speedup_measured_low=0.9, predicted_speedup_measured_high=8.0)]
+    figure = arena_tab.predictions_figure(wide)
+    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.7 * 1.1)]
+    assert "a spread runs off the top (to 8.00× <br>for ngram k=4, qa)" in [a.text for a in figure.layout.annotations]
     assert not any("runs off" in a.text for a in arena_tab.predictions_figure(calm).layout.annotations)

@@ -130,12 +130,14 @@ def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
 
 
 def _off_the_top(rows: list[dict], key: str, notes: list[dict], xref: str, yref: str, also=()) -> dict:
-    """The y-axis settings of a speedup chart of ``rows``' ``key`` bars and ``also`` (other values drawn on it), its
-    height not set by one bar's spread far above them (:func:`app.figures.off_the_top`; its note appended to
-    ``notes``)."""
-    top = max([1.0] + [r[key] for r in rows if r.get(key) is not None] + [v for v in also if v is not None])
-    highs = [(r[f"{key}_high"], f"for {r['variant']}, {r['category']}") for r in rows
-             if r.get(f"{key}_high") is not None and r.get("drafter") != BASELINE]
+    """The y-axis settings of a speedup chart of ``rows``' ``key`` bars and ``also`` (the keys of other figures drawn
+    on it, with their error bars), its height not set by one spread far above them (:func:`app.figures.off_the_top`;
+    its note appended to ``notes``, on two lines for a phone: "a spread runs off the top (to 9.60× <br>for early-exit
+    k=4, qa)")."""
+    keys = (key, *also)
+    top = max([1.0] + [r[k] for r in rows for k in keys if r.get(k) is not None])
+    highs = [(r[f"{k}_high"], f"<br>for {r['variant']}, {r['category']}") for r in rows for k in keys
+             if r.get(f"{k}_high") is not None and r.get("drafter") != BASELINE]
     axis, said = off_the_top(top, highs, "a spread", xref, yref)
     notes += said
     return axis
@@ -275,9 +277,36 @@ def _legend_above_titles(layout: dict, notes: list[dict]) -> None:
     layout["legend"]["y"] = 1 + (title_px + 6) / inner
 
 
+PREDICTION_KEYS = ("predicted_speedup_paper", "predicted_speedup_measured")
+"""The predictions the chart of :func:`predictions_figure` draws as markers."""
+BAR_SPREAD_NOTE = "bars' error bars: the ratio against each standard<br>run of its prompt"
+MARKER_SPREAD_NOTE = "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)"
+NO_MARKER_SPREAD_NOTE = "a marker without error bars: one run, no spread"
+"""The notes of :func:`predictions_figure` on its error bars, in lines short enough for a phone-wide chart (the
+markers' spread: :func:`specviz.analysis.arena_rows.derived_spread`)."""
+
+
+def _prediction_notes(rows: list[dict]) -> list[str]:
+    """What :func:`predictions_figure`'s error bars are, one note each: the bars' (:data:`BAR_SPREAD_NOTE`), the
+    markers' where one has a spread (:data:`MARKER_SPREAD_NOTE`), and :data:`NO_MARKER_SPREAD_NOTE` where a marker
+    has none; nothing without rows."""
+    if not rows:
+        return []
+    shown = [(r, key) for r in rows for key in PREDICTION_KEYS if r.get(key) is not None]
+    said = [BAR_SPREAD_NOTE]
+    if any(_has_spread(r, key) for r, key in shown):
+        said.append(MARKER_SPREAD_NOTE)
+    if any(not _has_spread(r, key) for r, key in shown):
+        said.append(NO_MARKER_SPREAD_NOTE)
+    return said
+
+
 def predictions_figure(summary: list[dict]) -> go.Figure:
     """Measured speedup after the prefill (bars) beside the two predictions from the measured α (markers), per
-    category and method; the gap between the markers is the verification overhead."""
+    category and method; the gap between the markers is the verification overhead. Each bar and each marker carries
+    its spread as error bars (a marker's: ``<prediction>_low`` / ``_high``, from the spread of its timings; none
+    where it has none), and the note above the chart says what they are (:func:`_prediction_notes`); the markers sit
+    side by side on their bar (Plotly's ``scattermode`` "group"), so their error bars stay apart."""
     rows = [r for r in shown_rows(summary) if r["drafter"] != BASELINE]
     colors = variant_colors(rows)
     x = [[r["category"] for r in rows], [r["variant"] for r in rows]]
@@ -290,12 +319,14 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_paper"] for r in rows],
          "name": "predicted, paper (verification = 1 step)",
          "marker": {"symbol": "diamond", "size": 11, "color": "#ffffff", "line": {"color": "#24292f", "width": 2}},
+         "error_y": spread_bars(rows, "predicted_speedup_paper") | {"color": "#24292f", "width": 6},
          "text": [_prediction_word(r, "predicted_speedup_paper") for r in rows],
          "hovertemplate": "%{x}<br>paper %{y:.2f}× %{text}<extra></extra>"},
         {"type": "scatter", "mode": "markers", "x": x, "y": [r["predicted_speedup_measured"] for r in rows],
          "name": "predicted with measured costs",
          "marker": {"symbol": "x-thin", "size": 12, "color": COLORS["rejected"], "line": {"color": COLORS["rejected"],
                                                                                       "width": 3}},
+         "error_y": spread_bars(rows, "predicted_speedup_measured") | {"color": COLORS["rejected"], "width": 6},
          "text": [_prediction_word(r, "predicted_speedup_measured") for r in rows],
          "hovertemplate": "%{x}<br>measured costs %{y:.2f}× %{text}<extra></extra>"},
     ]
@@ -304,24 +335,40 @@ def predictions_figure(summary: list[dict]) -> go.Figure:
                   "x": 0.5, "xanchor": "center", "y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 12}},
         "xaxis": {"type": "multicategory", "automargin": True, "tickfont": {"size": 11}},
         "yaxis": {"title": {"text": "× standard decoding"}, "rangemode": "tozero", "automargin": True},
+        "scattermode": "group",  # the two markers side by side on their bar: their error bars apart
         "shapes": [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
                     "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}],
     }
     annotations = []
-    markers = [r[k] for r in rows for k in ("predicted_speedup_paper", "predicted_speedup_measured")]
-    layout["yaxis"] |= _off_the_top(rows, "decode_speedup", annotations, "x domain", "y domain", markers)
+    layout["yaxis"] |= _off_the_top(rows, "decode_speedup", annotations, "x domain", "y domain", PREDICTION_KEYS)
     # the legend under the chart (below the two rows of category labels), one row at 1400 px and up to three on a
     # phone: it never covers the title or the bars; the notes go under it, wrapped to fit a phone-wide chart
     layout["legend"] = {"orientation": "h", "x": 0, "xanchor": "left", "y": 0, "yref": "container", "yanchor": "bottom",
                         "font": {"size": 12}}
     layout["margin"] |= {"t": 100, "b": 135}
     layout["height"] = 500
-    said = ["error bars: the ratio against each standard run<br>of its prompt"] if rows else []
+    said = _prediction_notes(rows)
     if any(r["predicted_speedup_paper"] is None and r.get("tree_passes") for r in rows):
         said.append("tree methods: no markers<br>(the formulas are for chains)")
     layout["annotations"] = annotations
-    if said:
-        layout["annotations"] += [{"text": "<br>".join(said), "xref": "paper", "yref": "paper", "x": 1, "y": 1,
-                                  "xanchor": "right", "yanchor": "bottom", "align": "right", "showarrow": False,
-                                  "font": {"size": 11, "color": "#57606a"}}]
+    _place_notes(layout, said)
     return go.Figure({"data": data, "layout": layout})
+
+
+NOTE_LINE_PX, UNDER_TITLE_PX = 15, 55
+"""A line of a chart's 11 px notes, and the top of the chart down to below its two-line title (px)."""
+
+
+def _place_notes(layout: dict, said: list[str]) -> None:
+    """Adds the notes ``said`` (lines joined by <br>) to ``layout``'s annotations, at the right end above the plot
+    and under the title: the top margin (at least its 100 px) and the height with it grow with the notes' lines, so
+    they never run into the title on a phone (seen at 400 px: five lines over it)."""
+    if not said:
+        return
+    text = "<br>".join(said)
+    top = max(layout["margin"]["t"], UNDER_TITLE_PX + NOTE_LINE_PX * (text.count("<br>") + 1))
+    layout["height"] += top - layout["margin"]["t"]
+    layout["margin"]["t"] = top
+    layout["annotations"] = layout.get("annotations", []) + [
+        {"text": text, "xref": "paper", "yref": "paper", "x": 1, "y": 1, "xanchor": "right", "yanchor": "bottom",
+         "align": "right", "showarrow": False, "font": {"size": 11, "color": "#57606a"}}]

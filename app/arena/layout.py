@@ -56,7 +56,8 @@ NOTE = (
     "spread”); T_step from the standard runs beside the method taken alone (the standard row: all its runs); "
     "T_verify and T_draft (means per pass) the 95% bootstrap interval of that mean over the method's passes "
     "(“one pass: no spread” with a single pass; a few slow passes stretch it upwards); c and the predictions "
-    "computed from the ends of those spreads that push them furthest each way. A category or “all” row spans its "
+    "computed from the ends of those spreads that push them furthest each way (the predictions' markers carry it "
+    "as error bars). A category or “all” row spans its "
     "prompts. Category and "
     "“all” rows pool their prompts' counts and times; the CSV and JSON hold every prompt and the definitions.</div>"
 )
