@@ -126,6 +126,11 @@ def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight
         assert speedup["left"] < 10 and speedup["right"] < 10, speedup
         overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, overflow  # the page itself never scrolls sideways
+        page.set_viewport_size({"width": 1400, "height": 1000})  # a phone turned, a window widened: a table again
+        page.wait_for_function("document.querySelector('#arena-table thead').getBoundingClientRect().height > 0")
+        page.wait_for_function("""() => [...document.querySelectorAll('#arena-table thead th')]
+            .every(th => th.getBoundingClientRect().width > 40)""", timeout=10_000)  # its columns measured anew
+        assert {c["label"] for row in page.evaluate(CARDS, "#arena-table")["rows"] for c in row} == {"none"}
     finally:
         page.context.close()
 
