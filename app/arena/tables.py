@@ -24,7 +24,8 @@ SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each metho
     ("Same ids", "ids_identical", None),
 )
 """The headline, the decoding speedup, right after the method with its check (the drift) and the end-to-end speedup
-beside it: on a 400 px phone the table scrolls sideways, and a trial found the speedup out of sight at its right."""
+beside it (a trial found the speedup out of sight at the right of a sideways-scrolling table on a 400 px phone; below
+640 px each row is now a card of labelled cells in this order, :func:`card_css`)."""
 TIMING_COLUMNS = (  # the rates, the predictions and the timings they are made from, with the runs they come from
     ("Category", "category", None), ("Method", "variant", None), ("Runs", "runs", 0), ("Tokens", "tokens", 0),
     ("Tokens/s", "tokens_per_s", 1), ("Predicted, paper", "predicted_speedup_paper", 2),
