@@ -121,7 +121,8 @@ def test_the_why_whatif_texts_fit_a_phone_after_a_noisy_measure():
     fig = why.whatif(0.76, 0.459, 1, "4", "2.6", "1.2", {"grid": grid, "costs": costs})
     legend = fig.layout.legend
     assert fig.layout.title.text is None and legend.title.side == "top"
-    assert visible_lines(legend.title.text) == ["α = 0.76, c = 0.459", "measured c too noisy to tell:",
+    assert visible_lines(legend.title.text) == ["α = 0.76, c = 0.459 (early exit,", "measured)",
+                                                "measured c too noisy to tell:",
                                                 "repeats 0.03–0.72, 24.0× apart: no", "finding, try the slider"]
     assert (legend.orientation, legend.x, legend.y, legend.yanchor) == ("h", 0, 1.1, "bottom")  # above the panels
     assert legend.entrywidth == 0.45 and legend.entrywidthmode == "fraction"  # wide: two names a row
