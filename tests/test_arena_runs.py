@@ -192,7 +192,7 @@ def test_figures_group_by_category(result):
     assert len(pred.data[0].x[0]) == 3 * 4  # (story, tech, all) x 4 speculative methods
     said = pred.layout.annotations[-1].text  # the notes (after a "runs off the top" note, when a spread is that wide)
     assert "no markers" not in said  # chains only: every method has its markers
-    assert said.startswith("bars' error bars: the ratio against each standard<br>run of its prompt<br>"), said
+    assert said.startswith("bars' error bars: the ratio against each standard<br>run of its prompt, widened by their spread<br>"), said
     # the markers' error bars: the predictions' spread from their timings' (each method ran over several passes)
     assert "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)" in said
     assert pred.data[2].error_y.visible and any(pred.data[2].error_y.array)

@@ -14,8 +14,9 @@ One module per concern; every name other code uses is importable from ``app.aren
 - :mod:`app.arena.settings`: the drafters, k and prompts offered, and :func:`parse_inputs`.
 - :mod:`app.arena.verdicts`: how a row is read. Standard decoding is timed before and after every method on each
   prompt, and each method's ratios use the two baseline runs beside it; each ratio is read by the rule every tab
-  uses (:func:`speedup_reading`: its ratios against each standard run of the prompt all above 1 read faster, all below slower,
-  on both sides too noisy to tell when those baselines drifted above :data:`NOISY_DRIFT` or spread widely), and
+  uses (:func:`speedup_reading`: its ratios against each standard run of the prompt, widened by their own spread,
+  all above 1 read faster, all below slower, on both sides too noisy to tell when those baselines drifted above
+  :data:`NOISY_DRIFT` or spread widely), and
   whether a row is a finding at all is one function's (:func:`app.arena.verdicts.no_finding`: not where its
   baselines drifted above :data:`NOISY_DRIFT` or its decoding speedup exceeds its tokens per pass: "no reading"),
   read alike by the tables (both speedups), the charts' hatching, the downloads' ``noisy`` and the status's count.

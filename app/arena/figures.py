@@ -85,7 +85,7 @@ HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>its prompt's
                 "1),<br>or no reading (the machine's speed changed)")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
-SPREAD_NOTE = "error bars: its ratio against each standard run<br>of its prompt alone, lowest to highest"
+SPREAD_NOTE = "error bars: its ratio against each standard run<br>of its prompt, widened by their own spread"
 RATE_SPREAD_NOTE = "error bars: its slowest to its fastest run"
 """What the tokens/s panel's error bars are (:func:`specviz.analysis.arena_rows.timed_spread`)."""
 SHARE_SPREAD_NOTE = "error bars: 95% interval over its passes"
@@ -115,7 +115,7 @@ def _note_line(text: str) -> str:
 
 def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
     """Plotly error bars for the figure ``key`` of ``rows``: from each value down to its ``<key>_low`` and up to its
-    ``<key>_high`` (a speedup: its ratio against one standard run of its prompt, :func:`spread_text`; tokens/s:
+    ``<key>_high`` (a speedup: its ratios against its prompt's standard runs, :func:`spread_text`; tokens/s:
     its slowest and fastest run); none for a row without a spread, nor for the standard row's speedups (the
     reference)."""
     def ends(r: dict) -> tuple[float, float]:
@@ -144,14 +144,16 @@ def _off_the_top(rows: list[dict], key: str, notes: list[dict], xref: str, yref:
 
 
 def _spread_word(row: dict, key: str) -> str:
-    """The hover's spread of a bar: "(1.15–1.31 against each standard run of its prompt)", "(reference)" or
-    "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
+    """The hover's spread of a bar: "(1.15–1.31 against its prompt's standard runs, with their spread)",
+    "(reference)" or "(one run: no spread)" for a speedup; "(12.1–13.0 from its slowest to its fastest run)" for tokens/s."""
     if key not in SPEEDUP_KEYS:
         if not _has_spread(row, key):
             return f"({NO_SPREAD})"
         return f"({range_text(row[f'{key}_low'], row[f'{key}_high'], 1)} from its slowest to its fastest run)"
     text = spread_text(row, key)
-    return f"({text} against each standard run of its prompt)" if text not in ("reference", NO_SPREAD) else f"({text})"
+    if text in ("reference", NO_SPREAD):
+        return f"({text})"
+    return f"({text} against its prompt's standard runs, with their spread)"
 
 
 def _with_share_ends(rows: list[dict], key: str) -> list[dict]:
@@ -279,7 +281,7 @@ def _legend_above_titles(layout: dict, notes: list[dict]) -> None:
 
 PREDICTION_KEYS = ("predicted_speedup_paper", "predicted_speedup_measured")
 """The predictions the chart of :func:`predictions_figure` draws as markers."""
-BAR_SPREAD_NOTE = "bars' error bars: the ratio against each standard<br>run of its prompt"
+BAR_SPREAD_NOTE = "bars' error bars: the ratio against each standard<br>run of its prompt, widened by their spread"
 MARKER_SPREAD_NOTE = "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)"
 NO_MARKER_SPREAD_NOTE = "a marker without error bars: one run, no spread"
 """The notes of :func:`predictions_figure` on its error bars, in lines short enough for a phone-wide chart (the

@@ -24,7 +24,8 @@ NO_PASS_SPREAD = "one pass: no spread"  # T_verify / T_draft: their spread is ov
 
 def spread_text(row: dict, key: str) -> str:
     """The spread of a row's ratio ``key`` ("speedup" or "decode_speedup") in words: "1.15–1.31" (its rate over each
-    standard run of its prompt taken alone; pooled rows: lowest to highest over their prompts), "reference"
+    standard run of its prompt taken alone, widened by their own spread:
+    :func:`specviz.analysis.arena_rows.speedup_spread`; pooled rows: lowest to highest over their prompts), "reference"
     for standard decoding (1 by definition), or :data:`NO_SPREAD` where no pair of standard runs gave one."""
     if row.get("drafter") == BASELINE:
         return "reference"

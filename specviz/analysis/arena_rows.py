@@ -166,20 +166,27 @@ SPREAD_KEYS = ("speedup_low", "speedup_high", "decode_speedup_low", "decode_spee
 
 
 def speedup_spread(run: Measured, baselines: Sequence[Measured]) -> dict:
-    """The spread of a method's two ratios over baseline runs (the arena gives every one of its prompt): its rate
-    over each baseline run taken alone (:func:`~specviz.core.counters.speedup` end to end,
-    :func:`~specviz.core.counters.decode_speedup` after the prefill), lowest and highest. The method runs once per
-    prompt, so this is the spread the machine's drift between runs puts on its ratio (high / low = 1 +
-    :func:`baseline_drift` of those runs).
+    """The spread of a method's two ratios (:func:`~specviz.core.counters.speedup` end to end,
+    :func:`~specviz.core.counters.decode_speedup` after the prefill) over baseline runs (the arena gives every one
+    of its prompt). Two noises, both read off those runs: the baselines' (its rate over each of them taken alone,
+    lowest and highest), and its own run's, which ran once, so may be off by as much as one baseline run lies from
+    their pooled rate (each run's ratio over the pool, lowest and highest). The ends multiply: low = lowest ratio x
+    the slowest run's share, high = highest x the fastest run's, so high / low = (1 + :func:`baseline_drift`)^2 and
+    the ratio against any one of them (or any pair pooled) lies inside. A trial read "0.96× the speed, slower
+    (0.94–0.98×)" on baselines 5% apart: a method's one run can be off as much.
 
     Returns:
         ``{"speedup_low", "speedup_high", "decode_speedup_low", "decode_speedup_high"}`` (plain ratios); a pair is
         None when fewer than two baseline runs give a ratio (one run tells no spread).
     """
     out: dict = {}
+    pooled = pool_runs(baselines) if baselines else None
     for key, ratio in (("speedup", speedup), ("decode_speedup", decode_speedup)):
         values = [v for v in (ratio(run.stats, b.stats) for b in baselines) if v is not None]
-        low, high = (min(values), max(values)) if len(values) >= 2 else (None, None)
+        own = [v for v in (ratio(b.stats, pooled.stats) for b in baselines) if v is not None]
+        low, high = None, None
+        if len(values) >= 2 and len(own) >= 2:
+            low, high = min(values) * min(own), max(values) * max(own)
         out[f"{key}_low"], out[f"{key}_high"] = low, high
     return out
 
