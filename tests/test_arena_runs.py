@@ -100,6 +100,9 @@ def test_row_metrics_are_in_range_and_follow_the_formulas(result):
             continue
         k_max = 16 if r["k"] == "auto" else int(r["k"])
         assert 1.0 <= r["tokens_per_pass"] <= k_max + 1
+        # its passes' tokens add up to its counts, and give tokens per pass its interval (the Live card's formula)
+        assert len(r["pass_tokens"]) == r["passes"] and sum(r["pass_tokens"]) == r["emitted_after_prefill"]
+        assert r["tokens_per_pass_low"] <= r["tokens_per_pass"] <= r["tokens_per_pass_high"] <= k_max + 1
         assert r["t_verify_ms"] > 0 and r["t_draft_ms"] >= 0
         if r["k"] == "auto" and r["acceptance_rate"] is None:  # k = auto found that no draft pays here
             continue
@@ -194,7 +197,7 @@ def test_figures_group_by_category(result):
     assert "no markers" not in said  # chains only: every method has its markers
     assert said.startswith("bars' error bars: the ratio against each standard<br>run of its prompt, widened by their spread<br>"), said
     # the markers' error bars: the predictions' spread from their timings' (each method ran over several passes)
-    assert "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)" in said
+    assert "markers' error bars: α's 95% interval and the<br>spread of T_step, T_verify and T_draft" in said
     assert pred.data[2].error_y.visible and any(pred.data[2].error_y.array)
     # a short, two-line title; the legend under the chart (container coordinates), never over the title
     assert pred.layout.title.text == "<b>Speedup: measured vs predicted</b><br>from the measured α"

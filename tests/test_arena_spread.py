@@ -202,12 +202,19 @@ def test_the_speedup_bars_carry_error_bars(monkeypatch):
 # four alike with p = 1/16, above the 2.5% tails, so its 95% interval is exactly (smaller value, larger value)
 VERIFY_MS = ([50.0, 150.0, 150.0, 50.0], [20.0, 40.0, 20.0, 40.0])
 DRAFT_MS = ([1.0, 1.0, 3.0, 3.0], [1.0, 1.0, 1.0, 1.0])
+PASS_LISTS = {"pass_drafted": [2, 2, 2, 2], "pass_accepted": [2, 2, 1, 1], "pass_rejections": [0, 0, 1, 1],
+              "pass_tokens": [3, 3, 2, 2]}
+"""Each method's passes (as :data:`VERIFY_MS`, two kinds twice each): α 0.75 in 0.41–1.00 (the bootstrap over the
+passes draws all four fully accepted with p 1/16, so its top is 1; the Wilson interval of 6 of 8 sets its bottom,
+0.409), tokens per pass 2.5 in exactly 2.00–3.00."""
+ALPHA_LOW = 0.409275430310169  # the Wilson interval's low end for 6 accepted of 8 judged (95%)
 
 
 def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
     """Per-prompt rows of ngram x (2, 4) (B, m1, B, m2, B): the baseline runs take ``baseline_ms`` ms per token
     (10 passes after a 5 ms prefill, 11 tokens), each method 4 passes with the per-pass verify and draft ms of
-    :data:`VERIFY_MS` / :data:`DRAFT_MS` (8 drafted, 6 accepted, 2 rejections: alpha 0.75, m 2)."""
+    :data:`VERIFY_MS` / :data:`DRAFT_MS` (8 drafted, 6 accepted, 2 rejections: alpha 0.75, m 2), per pass 2 drafted,
+    2, 2, 1, 1 accepted and 3, 3, 2, 2 tokens (:data:`PASS_LISTS`)."""
     from specviz.core.counters import Counters
     from specviz.measure.run_stats import RunStats
 
@@ -222,7 +229,7 @@ def _timed_rows(monkeypatch, baseline_ms=(100.0, 110.0, 500.0)) -> dict:
         verify, draft = VERIFY_MS[i], DRAFT_MS[i]
         stats = RunStats(runs=1, passes=4, emitted=10, generated=11, drafted=8, accepted=6, rejections=2,
                          prefill_ms=5.0, verify_ms=sum(verify), draft_ms=sum(draft), pass_verify_ms=list(verify),
-                         pass_draft_ms=list(draft))
+                         pass_draft_ms=list(draft), **{key: list(v) for key, v in PASS_LISTS.items()})
         return Measured(stats, (1, 2, 3))
 
     return _rows_measured_by(monkeypatch, fake_run)
@@ -267,16 +274,18 @@ def test_timed_figures_spread_over_the_runs_and_passes_they_come_from(monkeypatc
     assert (k2["t_draft_ms"], k2["t_draft_ms_low"], k2["t_draft_ms_high"]) == (2.0, 1.0, 3.0)
     assert (k4["t_verify_ms_low"], k4["t_verify_ms_high"]) == (20.0, 40.0)
     assert (k4["t_draft_ms_low"], k4["t_draft_ms_high"]) == (1.0, 1.0)  # every pass alike
-    # c and the predictions inherit the spread of their parts (alpha 0.75, m 2)
+    # c inherits the spread of its parts; the predictions those and α's interval (alpha 0.75 in 0.41–1.00, m 2)
     assert k2["alpha"] == pytest.approx(0.75) and k2["m"] == pytest.approx(2.0)
     assert k2["c"] == pytest.approx(8 / 8 / 105)
     assert (k2["c_low"], k2["c_high"]) == (pytest.approx(1.0 / (2 * 110)), pytest.approx(3.0 / (2 * 100)))
     assert (k2["predicted_speedup_paper_low"], k2["predicted_speedup_paper_high"]) == (
-        pytest.approx(predicted_speedup_paper(0.75, 2, 3.0 / 200)),
-        pytest.approx(predicted_speedup_paper(0.75, 2, 1.0 / 220)))
+        pytest.approx(predicted_speedup_paper(ALPHA_LOW, 2, 3.0 / 200)),
+        pytest.approx(predicted_speedup_paper(1.0, 2, 1.0 / 220)))
+    assert (k2["predicted_speedup_paper_low"], k2["predicted_speedup_paper_high"]) == (
+        pytest.approx(1.5309, abs=1e-4), pytest.approx(3 / (1 + 2 / 220)))  # 1.53–2.97, the value 2.27
     assert (k2["predicted_speedup_measured_low"], k2["predicted_speedup_measured_high"]) == (
-        pytest.approx(predicted_speedup_measured(0.75, 2, 100.0, 150.0, 3.0)),
-        pytest.approx(predicted_speedup_measured(0.75, 2, 110.0, 50.0, 1.0)))
+        pytest.approx(predicted_speedup_measured(ALPHA_LOW, 2, 100.0, 150.0, 3.0)),
+        pytest.approx(predicted_speedup_measured(1.0, 2, 110.0, 50.0, 1.0)))
     assert k2["c_low"] < k2["c"] < k2["c_high"]
     assert (k2["predicted_speedup_measured_low"] < k2["predicted_speedup_measured"]
             < k2["predicted_speedup_measured_high"])
@@ -355,13 +364,13 @@ def test_the_tokens_per_s_bars_carry_error_bars(monkeypatch):
     assert any(arena_tab.RATE_SPREAD_NOTE in a.text and "no bar is drawn" in a.text
                for a in figure.layout.annotations)
     paper = arena_tab.predictions_figure(rows).data[1]
-    assert "from the spread of T_step, T_verify, T_draft" in paper.text[0]
+    assert "from α's 95% interval and the spread of T_step, T_verify, T_draft" in paper.text[0]
 
 
 def test_the_prediction_markers_carry_error_bars_from_their_spread(monkeypatch):
-    """The table gives each prediction a range (from the spread of T_step, T_verify, T_draft); the chart's markers
-    now show it too, as error bars of their own colour, side by side on the bar; a prediction without a spread has
-    none, and the note above the chart says what each kind of error bar is."""
+    """The table gives each prediction a range (from α's interval and the spread of T_step, T_verify, T_draft); the
+    chart's markers show it too, as error bars of their own colour, side by side on the bar; a prediction without a
+    spread has none, and the note above the chart says what each kind of error bar is."""
     from app.figures import COLORS
     from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
 
@@ -372,13 +381,13 @@ def test_the_prediction_markers_carry_error_bars_from_their_spread(monkeypatch):
     figure = arena_tab.predictions_figure([rows[0], k2, k4])
     _, paper, measured = figure.data
     assert [paper.name, measured.name] == ["predicted, paper (verification = 1 step)", "predicted with measured costs"]
-    # ngram k=2: alpha 0.75, m 2; c from T_draft 1-3 ms over T_step 100-110 ms; T_verify 50-150 ms
-    low, high = predicted_speedup_paper(0.75, 2, 3.0 / 200), predicted_speedup_paper(0.75, 2, 1.0 / 220)
+    # ngram k=2: alpha 0.75 (0.41–1.00), m 2; c from T_draft 1-3 ms over T_step 100-110 ms; T_verify 50-150 ms
+    low, high = predicted_speedup_paper(ALPHA_LOW, 2, 3.0 / 200), predicted_speedup_paper(1.0, 2, 1.0 / 220)
     assert paper.y[0] == pytest.approx(predicted_speedup_paper(0.75, 2, 8 / 8 / 105))
     assert paper.error_y.array[0] == pytest.approx(high - paper.y[0]) and paper.error_y.array[0] > 0
     assert paper.error_y.arrayminus[0] == pytest.approx(paper.y[0] - low) and paper.error_y.arrayminus[0] > 0
-    low, high = (predicted_speedup_measured(0.75, 2, 100.0, 150.0, 3.0),
-                 predicted_speedup_measured(0.75, 2, 110.0, 50.0, 1.0))
+    low, high = (predicted_speedup_measured(ALPHA_LOW, 2, 100.0, 150.0, 3.0),
+                 predicted_speedup_measured(1.0, 2, 110.0, 50.0, 1.0))
     assert measured.error_y.array[0] == pytest.approx(high - measured.y[0])
     assert measured.error_y.arrayminus[0] == pytest.approx(measured.y[0] - low)
     assert (paper.error_y.array[1], paper.error_y.arrayminus[1]) == (0.0, 0.0)  # ngram k=4's paper: no spread
@@ -386,7 +395,7 @@ def test_the_prediction_markers_carry_error_bars_from_their_spread(monkeypatch):
     assert measured.error_y.color == COLORS["rejected"] and figure.layout.scattermode == "group"
     notes = figure.layout.annotations[-1].text.split("<br>")
     assert notes == ["bars' error bars: the ratio against each standard", "run of its prompt, widened by their spread",
-                     "markers' error bars: from the spread of T_step,", "T_verify and T_draft (α as counted)",
+                     "markers' error bars: α's 95% interval and the", "spread of T_step, T_verify and T_draft",
                      "a marker without error bars: one run, no spread"]
     assert max(len(line) for line in notes) <= 50  # a 400 px phone's chart
     # five lines: the top margin grows past its 100 px, and the chart with it, so the notes stay under the title
@@ -427,3 +436,112 @@ def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
     assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.7 * 1.1)]
     assert "a spread runs off the top (to 8.00× <br>for ngram k=4, qa)" in [a.text for a in figure.layout.annotations]
     assert not any("runs off" in a.text for a in arena_tab.predictions_figure(calm).layout.annotations)
+
+
+# ------------------------------------------------------------------------ α's interval in the predictions' range
+
+
+def test_the_predictions_range_carries_alphas_interval_not_only_the_timings():
+    """A trial: "Predicted, paper 3.180 (3.179–3.181)" beside α "0.88 (0.62–1.00)" on the same row: the range held
+    α fixed. Each end now takes α's end that pushes it that way (the α cell's interval) with the timings' ends."""
+    from app.arena.tables import share_interval
+    from specviz.analysis.arena_rows import derived_spread
+    from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
+
+    # ngram k=4 over 8 passes, all 4 accepted but two (rejected at the first token): α 24 / 26 = 0.92 in 0.76–1.00;
+    # T_draft 0.8 ms (0.76–0.84), T_step 100 ms (99.9–100.1), T_verify 120 ms (no spread): c 0.0020 (0.0019–0.0021)
+    accepted = [4, 4, 0, 4, 4, 0, 4, 4]
+    row = {"level": "prompt", "drafter": "ngram", "alpha": 24 / 26, "m": 4.0, "c": 0.002, "t_step_ms": 100.0,
+           "t_step_ms_low": 99.9, "t_step_ms_high": 100.1, "t_verify_ms": 120.0, "t_draft_ms": 0.8,
+           "t_draft_ms_low": 0.76, "t_draft_ms_high": 0.84, "accepted": 24, "rejections": 2, "drafted": 32,
+           "predicted_speedup_paper": predicted_speedup_paper(24 / 26, 4, 0.002),
+           "predicted_speedup_measured": predicted_speedup_measured(24 / 26, 4, 100.0, 120.0, 0.8),
+           "pass_accepted": accepted, "pass_drafted": [4] * 8, "pass_rejections": [0, 0, 1, 0, 0, 1, 0, 0]}
+
+    alpha = share_interval(row, "alpha")
+    assert (round(alpha.value, 3), round(alpha.low, 2), alpha.high) == (0.923, 0.76, 1.0)
+    spread = derived_spread(row)
+    c_low, c_high = 0.76 / (4 * 100.1), 0.84 / (4 * 99.9)
+    assert (spread["c_low"], spread["c_high"]) == (pytest.approx(c_low), pytest.approx(c_high))
+    low, high = spread["predicted_speedup_paper_low"], spread["predicted_speedup_paper_high"]
+    assert (low, high) == (pytest.approx(predicted_speedup_paper(alpha.low, 4, c_high)),
+                           pytest.approx(predicted_speedup_paper(1.0, 4, c_low)))
+    assert (round(row["predicted_speedup_paper"], 2), round(low, 2), round(high, 2)) == (4.25, 3.08, 4.96)
+    timings_only = derived_spread(dict(row, accepted=0, rejections=0, pass_accepted=None))  # α without counts
+    assert (round(timings_only["predicted_speedup_paper_low"], 3), round(timings_only["predicted_speedup_paper_high"],
+                                                                         3)) == (4.252, 4.255)  # the trial's kind
+    assert (spread["predicted_speedup_measured_low"], spread["predicted_speedup_measured_high"]) == (
+        pytest.approx(predicted_speedup_measured(alpha.low, 4, 99.9, 120.0, 0.84)),
+        pytest.approx(predicted_speedup_measured(1.0, 4, 100.1, 120.0, 0.76)))
+    # α's interval alone gives a range where no timing has a spread; none without either
+    still = dict(row, t_step_ms_low=None, t_step_ms_high=None, t_draft_ms_low=None, t_draft_ms_high=None)
+    alone = derived_spread(still)
+    assert alone["c_low"] is None and (alone["predicted_speedup_paper_low"], alone["predicted_speedup_paper_high"]) \
+        == (pytest.approx(predicted_speedup_paper(alpha.low, 4, 0.002)), pytest.approx(5 / 1.008))
+    assert alone["predicted_speedup_measured_low"] == pytest.approx(
+        predicted_speedup_measured(alpha.low, 4, 100.0, 120.0, 0.8))
+    bare = dict(still, accepted=0, rejections=0, pass_accepted=None)  # α with no counts behind it: no interval
+    assert all(v is None for v in derived_spread(bare).values())
+    cells = dict(zip(*(lambda t: (t["headers"], t["data"][0]))(arena_tab.table(
+        [dict(row, variant="ngram k=4", **spread)], arena_tab.TIMING_COLUMNS))))
+    assert cells["Predicted, paper"] == "4.25 (3.08–4.96)"  # the timings alone: 4.25 (4.25–4.25)
+    assert "α's 95% interval" in arena_tab.NOTE and "α's low end" in arena_tab.NOTE
+
+
+# ------------------------------------------------------------------------------------- tokens per pass's interval
+
+
+def test_tokens_per_pass_carries_the_live_tabs_interval_over_its_passes(monkeypatch):
+    """A trial: the Tokens/pass column read "2.88" and "1.35" and its chart had no error bars, while the Live tab
+    showed "2.88 (1.75–4.00)" for the same kind of run. Each row now keeps its passes' tokens and shows tokens per pass
+    with the Live card's interval (one formula: specviz.measure.stats.tokens_per_pass_interval); a pooled row over all
+    its prompts' passes."""
+    from specviz.analysis.arena_rows import ArenaResult
+    from specviz.measure.run_stats import RunStats
+    from specviz.measure.stats import tokens_per_pass_interval
+
+    rows = _timed_rows(monkeypatch)
+    k2, k4, base = rows["ngram k=2"], rows["ngram k=4"], rows["standard"]
+    # passes of 3, 3, 2, 2 tokens: 2.5, and the 95% interval of the mean is exactly 2.00–3.00 (see PASS_LISTS)
+    assert k2["pass_tokens"] == [3, 3, 2, 2] and k2["tokens_per_pass"] == 2.5
+    assert (k2["tokens_per_pass_low"], k2["tokens_per_pass_high"]) == (2.0, 3.0)
+    live = RunStats(pass_tokens=[3, 3, 2, 2]).tokens_per_pass_interval()  # what the Live tab's card shows
+    assert (live.low, live.high) == (k2["tokens_per_pass_low"], k2["tokens_per_pass_high"])
+    assert base["tokens_per_pass"] == 1.0 and base["tokens_per_pass_low"] is None  # one per pass, exactly
+    pooled = pool_rows([k2, k4])  # eight passes, 3, 3, 2, 2 twice
+    assert pooled["pass_tokens"] == [3, 3, 2, 2] * 2 and pooled["tokens_per_pass"] == 2.5
+    eight = tokens_per_pass_interval([3, 3, 2, 2] * 2)
+    assert (pooled["tokens_per_pass_low"], pooled["tokens_per_pass_high"]) == (eight.low, eight.high)
+    assert (eight.low, eight.high) == (2.125, 2.875)  # more passes, a narrower interval
+    # the table's cell, as the Live card words it
+    cells = arena_tab.table([base, k2, pooled])
+    column = cells["headers"].index("Tokens/pass")
+    assert [line[column] for line in cells["data"]] == ["1.00 (standard decoding: one per pass)", "2.50 (2.00–3.00)",
+                                                        "2.50 (2.12–2.88)"]
+    one = make_row("prompt", "c", "p", Variant("ngram", 2), dict(k2, passes=1, emitted_after_prefill=3,
+                                                                  pass_tokens=[3], tokens=4))
+    assert (one["tokens_per_pass"], one["tokens_per_pass_low"]) == (3.0, None)
+    assert arena_tab.table([one])["data"][0][column] == "3.00 (one pass: no spread)"
+    for kept in (None, [3, 3, 2]):  # counters pooled without passes; passes not adding up to the row's counts
+        row = make_row("prompt", "c", "p", Variant("ngram", 2), dict(k2, pass_tokens=kept))
+        assert row["tokens_per_pass_low"] is None  # no interval, not a wrong one
+        assert arena_tab.table([row])["data"][0][column] == "2.50 (no passes kept: no spread)"
+    # the chart's error bars and hover
+    chart_rows = [dict(r, level="category") for r in (base, k2)]
+    bars = {(t.name, t.yaxis): t for t in arena_tab.arena_figure(chart_rows).data}
+    tokens = bars[("ngram k=2", "y")]
+    assert (tokens.error_y.array, tokens.error_y.arrayminus) == ((0.5,), (0.5,))
+    assert tokens.text[0] == "(2.00–3.00, 95% interval over its passes)"
+    assert bars[("standard", "y")].error_y.array == (0.0,)
+    assert bars[("standard", "y")].text[0] == "(standard decoding: one per pass)"
+    notes = [a.text for a in arena_tab.arena_figure(chart_rows).layout.annotations]
+    assert any(a.startswith("<b>Tokens per target pass") and "95% interval over its passes" in a for a in notes)
+    # the downloads
+    result = ArenaResult(rows=[base, k2, k4], summary=[pooled])
+    table = list(csv.reader(io.StringIO(to_csv(result))))
+    lines = [dict(zip(table[0], line)) for line in table[1:]]
+    assert [(line["tokens_per_pass_low"], line["tokens_per_pass_high"]) for line in lines] == [
+        ("", ""), ("2", "3"), ("2", "3"), ("2.125", "2.875")]
+    data = json.loads(json.dumps(to_json(result)))
+    assert data["summary"][0]["tokens_per_pass_high"] == 2.875 and "tokens_per_pass_low" in data["definitions"]
+    assert data["rows"][1]["pass_tokens"] == [3, 3, 2, 2]

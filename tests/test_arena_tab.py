@@ -218,7 +218,7 @@ def test_the_pooled_rows_fit_a_desktop_page_as_two_tables():
     # a prediction's hover says it is a model's figure and where its range comes from
     row = {"predicted_speedup_paper": 1.5, "predicted_speedup_paper_low": 1.4, "predicted_speedup_paper_high": 1.61}
     assert arena_tab._prediction_word(row, "predicted_speedup_paper") == (
-        "(a model of the measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)")
+        "(a model of the measured α; 1.40–1.61 from α's 95% interval and the spread of T_step, T_verify, T_draft)")
     assert "one sample" in arena_tab._prediction_word({"predicted_speedup_paper": 1.5}, "predicted_speedup_paper")
 
 

@@ -1,12 +1,14 @@
 """The Arena's two figures, pure functions of the pooled rows: :func:`arena_figure` (four grouped bar charts: tokens
 per pass, acceptance, tokens/s and the decoding speedup) and :func:`predictions_figure` (the measured speedup beside
-the two predictions). Noisy bars are hatched; speedups and tokens/s carry their spread as error bars."""
+the two predictions). Noisy bars are hatched; every bar but the standard row's reference figures carries its spread
+as error bars (tokens per pass and acceptance: their 95% interval over the passes)."""
 
 from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from app.arena.tables import OVER_COUNTS, PERCENT_SHARES, share_basis, share_interval, share_spread
+from app.arena.tables import (OVER_COUNTS, PERCENT_SHARES, share_basis, share_interval, share_spread,
+                               tokens_per_pass_cell)
 from app.arena.verdicts import (NO_SPREAD, SPEEDUP_KEYS, _has_spread, _noise_word, _noisy, range_text, spread_text)
 from app.figures import COLORS, FONT, MODEBAR, MODEBAR_MARGIN_PX, off_the_top
 from specviz.analysis.arena_rows import BASELINE
@@ -72,6 +74,7 @@ ARENA_PANELS = (  # (title, key, y-axis title, include the baseline, y range)
 TIMED_KEYS = ("tokens_per_s", "decode_speedup")  # the panels whose bars are timings (noise can mislead them)
 SPREAD_PANELS = SPEEDUP_KEYS + ("tokens_per_s",)  # the panels whose bars carry error bars (spread_bars)
 SHARE_PANELS = ("acceptance_rate",)  # the panels of a counted share: error bars of its Wilson interval
+COUNTED_PANELS = ("tokens_per_pass",)  # a mean counted over the passes: error bars of its interval over them
 
 
 def _noise_marks(rows: list[dict]) -> dict:
@@ -94,6 +97,9 @@ SHARE_MIXED_NOTE = "<br>(Wilson on its counts where no passes are kept)"
 """What the acceptance panel's error bars are (:func:`app.arena.tables.share_interval`): the interval over the
 rows' passes; the Wilson interval of their counts where every row lacks per-pass counts; the first with the last
 added where only some do."""
+TOKENS_SPREAD_NOTE = "error bars: 95% interval over its passes<br>(standard decoding: one per pass, no bar)"
+"""What the tokens-per-pass panel's error bars are (:func:`specviz.analysis.arena_intervals.tokens_per_pass_interval`,
+the Live tab's card's interval)."""
 
 
 def _spread_subtitle(rows: list[dict], key: str = "decode_speedup") -> str:
@@ -116,8 +122,8 @@ def _note_line(text: str) -> str:
 def spread_bars(rows: list[dict], key: str = "decode_speedup") -> dict:
     """Plotly error bars for the figure ``key`` of ``rows``: from each value down to its ``<key>_low`` and up to its
     ``<key>_high`` (a speedup: its ratios against its prompt's standard runs, :func:`spread_text`; tokens/s:
-    its slowest and fastest run); none for a row without a spread, nor for the standard row's speedups (the
-    reference)."""
+    its slowest and fastest run; tokens per pass: its 95% interval over the passes); none for a row without a
+    spread, nor for the standard row's speedups (the reference)."""
     def ends(r: dict) -> tuple[float, float]:
         value, low, high = r.get(key), r.get(f"{key}_low"), r.get(f"{key}_high")
         if value is None or low is None or high is None or (key in SPEEDUP_KEYS and r.get("drafter") == BASELINE):
@@ -184,9 +190,30 @@ def _share_subtitle(rows: list[dict], key: str) -> str:
     return _note_line(SHARE_SPREAD_NOTE + (SHARE_MIXED_NOTE if OVER_COUNTS in bases else ""))
 
 
+def _subtitle(rows: list[dict], key: str) -> str:
+    """The note line under panel ``key``'s title, saying what its error bars are: a speedup's or tokens/s's
+    (:func:`_spread_subtitle`), a counted share's (:func:`_share_subtitle`), tokens per pass's
+    (:data:`TOKENS_SPREAD_NOTE`); "" for a panel without error bars."""
+    if key in SPREAD_PANELS:
+        return _spread_subtitle(rows, key)
+    if key in SHARE_PANELS:
+        return _share_subtitle(rows, key)
+    return _note_line(TOKENS_SPREAD_NOTE) if key in COUNTED_PANELS and rows else ""
+
+
+def _tokens_words(row: dict) -> str:
+    """The hover's spread of a tokens-per-pass bar, as its table cell's brackets
+    (:func:`app.arena.tables.tokens_per_pass_cell`): "(1.75–4.00, 95% interval over its passes)", "(standard
+    decoding: one per pass)", "(one pass: no spread)"."""
+    said = tokens_per_pass_cell(row).partition(" ")[2]
+    return f"{said[:-1]}, 95% interval over its passes)" if row.get("tokens_per_pass_low") is not None else said
+
+
 def _bar_spread(rows: list[dict], key: str) -> tuple[list[str], dict]:
     """The hover words and the plotly settings (error bars, noise marks) of one method's bars of panel ``key``."""
     timed = key in TIMED_KEYS
+    if key in COUNTED_PANELS:
+        return [_tokens_words(r) for r in rows], {"error_y": spread_bars(rows, key)}
     if key in SHARE_PANELS:
         ended = _with_share_ends(rows, key)
         words = [f"({share_spread(r, key)}, {_share_words(r, key)})" if r[f"{key}_low"] is not None else ""
@@ -199,12 +226,14 @@ def _bar_spread(rows: list[dict], key: str) -> tuple[list[str], dict]:
 
 def _prediction_word(row: dict, key: str) -> str:
     """The hover's spread of a prediction marker, which is a model's figure, not a measurement: "(a model of the
-    measured α; 1.40–1.61 from the spread of T_step, T_verify, T_draft, α taken as counted)" or "(a model of the
-    measured α; its timings one sample: no spread)". The range holds α fixed: it is a count over the pooled passes."""
+    measured α; 1.40–1.61 from α's 95% interval and the spread of T_step, T_verify, T_draft)" (the ends of each
+    that push it furthest each way: :func:`specviz.analysis.arena_rows.derived_spread`) or "(a model of the
+    measured α; α and its timings one sample each: no spread)"."""
     if not _has_spread(row, key):
-        return "(a model of the measured α; its timings one sample: no spread)" if row.get(key) is not None else ""
-    return (f"(a model of the measured α; {range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from the spread of "
-            "T_step, T_verify, T_draft, α taken as counted)")
+        return ("(a model of the measured α; α and its timings one sample each: no spread)"
+                if row.get(key) is not None else "")
+    return (f"(a model of the measured α; {range_text(row[f'{key}_low'], row[f'{key}_high'], 2)} from α's 95% "
+            "interval and the spread of T_step, T_verify, T_draft)")
 
 
 def shown_rows(summary: list[dict]) -> list[dict]:
@@ -250,9 +279,7 @@ def arena_figure(summary: list[dict]) -> go.Figure:
             layout[f"yaxis{n}"] |= _off_the_top(rows, key, notes, f"x{n} domain", f"y{n} domain")
             layout["shapes"] = [{"type": "line", "xref": f"x{n} domain", "yref": f"y{n}", "x0": 0, "x1": 1, "y0": 1,
                                  "y1": 1, "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}}]
-        subtitle = (_spread_subtitle(rows, key) if key in SPREAD_PANELS else _share_subtitle(rows, key)
-                    if key in SHARE_PANELS else "")
-        notes.append({"text": f"<b>{title}</b>" + subtitle,
+        notes.append({"text": f"<b>{title}</b>" + _subtitle(rows, key),
                       "x": x0 + width / 2, "y": y1, "xref": "paper", "yref": "paper",
                       "xanchor": "center", "yanchor": "bottom", "yshift": 4, "showarrow": False,
                       "font": {"size": 14}})
@@ -282,7 +309,7 @@ def _legend_above_titles(layout: dict, notes: list[dict]) -> None:
 PREDICTION_KEYS = ("predicted_speedup_paper", "predicted_speedup_measured")
 """The predictions the chart of :func:`predictions_figure` draws as markers."""
 BAR_SPREAD_NOTE = "bars' error bars: the ratio against each standard<br>run of its prompt, widened by their spread"
-MARKER_SPREAD_NOTE = "markers' error bars: from the spread of T_step,<br>T_verify and T_draft (α as counted)"
+MARKER_SPREAD_NOTE = "markers' error bars: α's 95% interval and the<br>spread of T_step, T_verify and T_draft"
 NO_MARKER_SPREAD_NOTE = "a marker without error bars: one run, no spread"
 """The notes of :func:`predictions_figure` on its error bars, in lines short enough for a phone-wide chart (the
 markers' spread: :func:`specviz.analysis.arena_rows.derived_spread`)."""
@@ -304,9 +331,9 @@ def _prediction_notes(rows: list[dict]) -> list[str]:
 
 
 def predictions_figure(summary: list[dict]) -> go.Figure:
-    """Measured speedup after the prefill (bars) beside the two predictions from the measured α (markers), per
-    category and method; the gap between the markers is the verification overhead. Each bar and each marker carries
-    its spread as error bars (a marker's: ``<prediction>_low`` / ``_high``, from the spread of its timings; none
+    """Measured speedup after the prefill (bars) beside the two predictions from the measured α (markers), per category
+    and method; the gap between the markers is the verification overhead. Each bar and each marker carries its spread as
+    error bars (a marker's: ``<prediction>_low`` / ``_high``, from α's interval and the spread of its timings; none
     where it has none), and the note above the chart says what they are (:func:`_prediction_notes`); the markers sit
     side by side on their bar (Plotly's ``scattermode`` "group"), so their error bars stay apart."""
     rows = [r for r in shown_rows(summary) if r["drafter"] != BASELINE]

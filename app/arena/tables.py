@@ -1,7 +1,8 @@
 """The Arena's three tables (pooled summary, timings, per prompt) as gr.Dataframe values: every speedup and timed
 figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every counted share (the acceptance rate,
 α) with its 95% interval over the row's passes, or the Wilson interval of its counts for a row saved without them
-(:func:`share_interval`, :func:`share_cell`)."""
+(:func:`share_interval`, :func:`share_cell`), and tokens per pass with its 95% interval over the passes
+(:func:`tokens_per_pass_cell`); the intervals: :mod:`specviz.analysis.arena_intervals`."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from dataclasses import dataclass
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
                                 no_reading_words, range_text, speedup_reading, spread_text)
 from app.render.stats import counted_spread
+from specviz.analysis.arena_intervals import (OVER_COUNTS, OVER_PASSES, SHARE_COUNTS, share_basis,  # noqa: F401
+                                              share_interval)
 from specviz.analysis.arena_rows import BASELINE, PASS_SPREAD_FIGURES, TIMED_SPREAD_FIGURES
 from specviz.core.verdict import NOISY, NOT_FINDING, format_ratio_ends
-from specviz.measure.stats import Interval, pass_share_interval, wilson_interval
+from specviz.measure.stats import Interval
 
 
 SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each method did, its speedups and its check
@@ -82,66 +85,6 @@ def speedup_cell(row: dict, key: str) -> str:
     return read.cell() + (f", {read.reason}" if read.word == NOISY and read.reason else "")
 
 
-SHARE_COUNTS = {"acceptance_rate": ("accepted", ("drafted",)), "alpha": ("accepted", ("accepted", "rejections"))}
-"""The counted shares of a row and the counts they are made of: (numerator, the counts summed into the denominator);
-acceptance rate = accepted / drafted, α = accepted / (accepted + rejections) (:mod:`specviz.core.counters`)."""
-
-
-OVER_PASSES, OVER_COUNTS = "passes", "counts"
-"""What a counted share's interval was computed over (:func:`share_basis`): the row's passes, resampled whole, or
-(a row without per-pass counts) its summed counts taken as independent tokens."""
-
-
-def _share(row: dict, key: str) -> tuple[Interval, str] | None:
-    """:func:`share_interval` and :func:`share_basis` in one: (interval, :data:`OVER_PASSES` or
-    :data:`OVER_COUNTS`), or None."""
-    numerator, parts = SHARE_COUNTS[key]
-    if row.get(key) is None:
-        return None
-    trials = sum(int(row.get(part) or 0) for part in parts)
-    successes = int(row.get(numerator) or 0)
-    if trials <= 0 or not 0 <= successes <= trials:
-        return None
-    lists = [row.get(f"pass_{name}") for name in (numerator, *parts)]
-    if all(isinstance(values, (list, tuple)) for values in lists) and len({len(v) for v in lists}) == 1:
-        tops, bottoms = lists[0], [sum(counts) for counts in zip(*lists[1:])]
-        if sum(tops) == successes and sum(bottoms) == trials:  # the passes are the row's own counts
-            interval = pass_share_interval(tuple(tops), tuple(bottoms))
-            if interval is not None:
-                return interval, OVER_PASSES
-    return wilson_interval(successes, trials), OVER_COUNTS
-
-
-def share_interval(row: dict, key: str) -> Interval | None:
-    """A counted share of a row (``key`` in :data:`SHARE_COUNTS`) with its 95% interval.
-
-    Over passes, where the row keeps its per-pass counts (:data:`specviz.analysis.arena_rows.PASS_COUNTS`, summing
-    to its counts; a pooled row: its prompts' passes one after another): a pass's drafted tokens are not
-    independent trials (after the first rejection the rest of the pass is rejected), so the passes are resampled
-    whole, :func:`specviz.measure.stats.pass_share_interval` (the percentile bootstrap over the passes that drafted,
-    seed 0, at least as wide as the Wilson interval of the sums, so a row that accepted everything keeps a width;
-    the Live tab's cards use the same). E.g. six passes of 4 drafted, all or none accepted, 12 of 24: 0.5 in
-    0.17–0.83, where Wilson says 0.31–0.69.
-
-    Fallback, the Wilson score interval of the row's summed counts (:func:`specviz.measure.stats.wilson_interval`,
-    every token an independent trial: too narrow when passes are correlated), only where the per-pass counts are
-    missing (a row saved before they were kept, counters pooled without passes) or do not match the counts, or
-    fewer than two passes drafted; e.g. 5 accepted of 68 drafted -> 0.074 in 0.032–0.16. :func:`share_basis` says
-    which one a row got.
-
-    Returns None when the row has no such share or nothing was counted. Raises KeyError for a ``key`` that is not a
-    counted share."""
-    found = _share(row, key)
-    return found and found[0]
-
-
-def share_basis(row: dict, key: str) -> str | None:
-    """What :func:`share_interval` computed the row's interval over: :data:`OVER_PASSES` or :data:`OVER_COUNTS`
-    (Wilson); None without an interval."""
-    found = _share(row, key)
-    return found and found[1]
-
-
 PERCENT_SHARES = ("acceptance_rate",)
 """The counted shares the tables show in percent, as the Live tab's card does ("58% (41–73%)"); α stays a fraction
 ("0.61 (0.45–0.75)"), as its Live card. The downloads keep every share a fraction in [0, 1]."""
@@ -152,7 +95,7 @@ class _ReadByInterval:
     """What :func:`app.render.stats.counted_spread` reads of a run's statistics, for an Arena row: the Arena reads a
     share by its interval alone (the matching sentence, the chart's error bars), so its cells take the Live card's
     form of the interval ("41–73%") without the card's note on a short run (``too_few_passes`` False); ``passes``
-    is read only without an interval, which :func:`share_spread` never passes."""
+    is read only without an interval, which :func:`share_spread` and :func:`tokens_per_pass_cell` never pass."""
 
     passes: int = 0
     too_few_passes: bool = False
@@ -180,6 +123,31 @@ def share_cell(row: dict, key: str, decimals: int | str = 2) -> str:
         return "–"
     shown = f"{value:.0%}" if key in PERCENT_SHARES else f"{value:.{decimals}f}"
     return f"{shown} ({share_spread(row, key, decimals) or 'no counts: no spread'})"
+
+
+STANDARD_TOKENS_PER_PASS = "standard decoding: one per pass"
+NO_PASSES_KEPT = "no passes kept: no spread"
+"""The brackets of a Tokens/pass cell without an interval (:func:`tokens_per_pass_cell`): the standard row, whose
+every pass makes one token; a row that keeps no per-pass tokens."""
+
+
+def tokens_per_pass_cell(row: dict, decimals: int = 2) -> str:
+    """Tokens per pass (bonus included) with its 95% interval over the row's passes (``tokens_per_pass_low`` /
+    ``_high``: :func:`specviz.analysis.arena_intervals.tokens_per_pass_interval`, the Live tab's card's, worded as
+    that card: :func:`app.render.stats.counted_spread`): "2.88 (1.75–4.00)" (``decimals`` decimals); "1.00 (standard
+    decoding: one per pass)" for the standard row; "3.00 (one pass: no spread)" with a single pass; "2.88 (no passes
+    kept: no spread)" for a row without its per-pass tokens (or with ones that do not add up to its counts); "–" without
+    a value."""
+    value = row.get("tokens_per_pass")
+    if value is None:
+        return "–"
+    shown = f"{value:.{decimals}f}"
+    if row.get("drafter") == BASELINE:
+        return f"{shown} ({STANDARD_TOKENS_PER_PASS})"
+    low, high = row.get("tokens_per_pass_low"), row.get("tokens_per_pass_high")
+    if low is None or high is None:
+        return f"{shown} ({NO_PASS_SPREAD if (row.get('passes') or 0) <= 1 else NO_PASSES_KEPT})"
+    return f"{shown} ({counted_spread(Interval(value, low, high), _ReadByInterval())})"
 
 
 def _places(value: float, decimals: int, most: int = 6) -> int:
@@ -211,7 +179,7 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
     carries its spread, and a decoding speedup above what its tokens per pass allow reads "no reading: the machine's
     speed changed during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures
-    (:func:`timed_cell`) and the counted shares (:func:`share_cell`)."""
+    (:func:`timed_cell`), the counted shares (:func:`share_cell`) and tokens per pass (:func:`tokens_per_pass_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:
             return reference_drift_cell(r.get(key))
@@ -219,6 +187,8 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
             return speedup_cell(r, key)
         if key in SHARE_COUNTS:
             return share_cell(r, key, decimals)
+        if key == "tokens_per_pass":
+            return tokens_per_pass_cell(r, decimals)
         return timed_cell(r, key, decimals) if key in TIMED_SPREAD_FIGURES else _cell(r.get(key), decimals)
 
     return {"headers": [c[0] for c in columns],

@@ -13,6 +13,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from specviz.analysis.arena_intervals import alpha_ends, tokens_per_pass_spread
 from specviz.analysis.prompts import Prompt
 from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
 from specviz.core.counters import Counters, decode_speedup, speedup
@@ -75,27 +76,36 @@ DEFINITIONS = {
     "t_draft_ms_high": "high end of that interval",
     "c_low": "T_draft_low / m / T_step_high: c from the cheap ends of its parts' spreads",
     "c_high": "T_draft_high / m / T_step_low",
-    "predicted_speedup_paper_low": "the paper's prediction at c_high (its parts' unfavourable ends)",
-    "predicted_speedup_paper_high": "the paper's prediction at c_low",
-    "predicted_speedup_measured_low": "E[tokens per pass] x T_step_low / (T_verify_high + T_draft_high)",
-    "predicted_speedup_measured_high": "E[tokens per pass] x T_step_high / (T_verify_low + T_draft_low)",
+    "predicted_speedup_paper_low": ("the paper's prediction at alpha_low and c_high (its parts' unfavourable ends; "
+                                    "alpha_low: the low end of alpha's 95% interval over the row's passes, the "
+                                    "table's alpha cell)"),
+    "predicted_speedup_paper_high": "the paper's prediction at alpha_high and c_low",
+    "predicted_speedup_measured_low": ("E[tokens per pass](alpha_low, m) x T_step_low / (T_verify_high + "
+                                       "T_draft_high)"),
+    "predicted_speedup_measured_high": "E[tokens per pass](alpha_high, m) x T_step_high / (T_verify_low + T_draft_low)",
+    "tokens_per_pass_low": ("low end of the 95% bootstrap interval of tokens per pass, the mean of the tokens each "
+                            "pass emitted (resampling the row's passes, pass_tokens; a pooled row: all its prompts' "
+                            "passes), as the Live tab's card; empty for the baseline (one per pass) and with one pass"),
+    "tokens_per_pass_high": "high end of that interval (see tokens_per_pass_low)",
     "pass_drafted": ("per target pass after the prefill, in order: the drafted tokens it counted (a pooled row: its "
                      "rows' passes one after another); what the acceptance rate's and alpha's intervals resample"),
     "pass_accepted": "per pass (as pass_drafted): the drafted tokens it accepted",
     "pass_rejections": "per pass (as pass_drafted): 1 where the target rejected a drafted token, else 0",
+    "pass_tokens": "per pass (as pass_drafted): the tokens it emitted, bonus included; what tokens per pass resamples",
     "pooling": "category and overall rows add their rows' counts and times, then divide",
 }
 
-PASS_COUNTS = ("pass_drafted", "pass_accepted", "pass_rejections")
+PASS_COUNTS = ("pass_drafted", "pass_accepted", "pass_rejections", "pass_tokens")
 """The per-pass counts a method's row keeps (lists, one entry per pass after the prefill; None where they are not
 known: the baseline's row, counters pooled without passes, a row saved before they were kept). The counted shares'
-intervals resample these passes whole (:func:`app.arena.tables.share_interval`): after a rejection the rest of a
-pass's draft is rejected too, so its tokens are not independent trials. JSON only (the CSV has one cell per
-figure)."""
+intervals and tokens per pass's resample these passes whole (:mod:`specviz.analysis.arena_intervals`): after a
+rejection the rest of a pass's draft is rejected too, so its tokens are not independent trials. JSON only (the CSV
+has one cell per figure)."""
 
 CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
-    "rejections", "tree_passes", "tokens_per_pass", "acceptance_rate", "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
+    "rejections", "tree_passes", "tokens_per_pass", "tokens_per_pass_low", "tokens_per_pass_high", "acceptance_rate",
+    "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
     "baseline_tokens_per_s", "speedup", "speedup_low", "speedup_high", "decode_speedup", "decode_speedup_low",
     "decode_speedup_high", "tokens_per_s_low", "tokens_per_s_high", "baseline_tokens_per_s_low",
     "baseline_tokens_per_s_high", "predicted_speedup_paper", "predicted_speedup_paper_low",
@@ -245,30 +255,36 @@ def _has_spread(row: dict, *keys: str) -> bool:
 
 
 def derived_spread(row: dict) -> dict:
-    """The spread c and the two predictions inherit from their parts (T_step, T_verify, T_draft; alpha and m are
-    counts, with none): each end computed from the ends of the parts' spreads that push it furthest that way, a part
-    without a spread taken at its value. c = T_draft / (m T_step); the paper's prediction falls as c grows; the
-    measured-cost prediction is E[tokens per pass] x T_step / (T_verify + T_draft).
+    """The spread c and the two predictions inherit from their parts: T_step, T_verify and T_draft (their spreads),
+    and for the predictions α's 95% interval too (:func:`~specviz.analysis.arena_intervals.alpha_ends`: the table's
+    α cell; m is a count, with none). Each end is computed from the ends of the parts that push it furthest that
+    way, a part without a spread taken at its value. c = T_draft / (m T_step); the paper's prediction,
+    E[tokens per pass](α, m) / (c m + 1), rises with α and falls as c grows; the measured-cost prediction,
+    E[tokens per pass](α, m) x T_step / (T_verify + T_draft), rises with α and T_step. E.g. α 0.88 (0.62–1.00), m 4
+    and c 0.0020 (0.0019–0.0021): paper 3.90, its range 2.37–4.96 (the timings alone: 3.90–3.91).
 
     Returns:
-        ``{"c_low", "c_high", "predicted_speedup_paper_low", ..., "predicted_speedup_measured_high"}``; a pair is
-        None where the figure is (a tree, the baseline) or none of its parts has a spread.
+        ``{"c_low", "c_high", "predicted_speedup_paper_low", ..., "predicted_speedup_measured_high"}`` (c a plain
+        ratio, the predictions × standard decoding); a pair is None where the figure is (a tree, the baseline) or
+        none of its parts has a spread.
     """
     out = dict.fromkeys(f"{k}_{end}" for k in DERIVED_SPREAD_FIGURES for end in ("low", "high"))
-    alpha, m = row.get("alpha"), row.get("m")
+    m, alpha = row.get("m"), alpha_ends(row)
     step, verify, draft = _ends(row, "t_step_ms"), _ends(row, "t_verify_ms"), _ends(row, "t_draft_ms")
-    if row.get("c") is not None and m and step and draft and step[0] > 0 and _has_spread(row, "t_step_ms",
-                                                                                            "t_draft_ms"):
-        c_low, c_high = draft[0] / (m * step[1]), draft[1] / (m * step[0])
-        out["c_low"], out["c_high"] = c_low, c_high
-        if row.get("predicted_speedup_paper") is not None and alpha is not None:
-            out["predicted_speedup_paper_low"] = predicted_speedup_paper(alpha, m, c_high)
-            out["predicted_speedup_paper_high"] = predicted_speedup_paper(alpha, m, c_low)
-    if (row.get("predicted_speedup_measured") is not None and alpha is not None and m is not None and step
-            and verify and _has_spread(row, "t_step_ms", "t_verify_ms", "t_draft_ms")):
+    alpha_spread = alpha is not None and alpha[0] < alpha[1]
+    c = None
+    if row.get("c") is not None and m and step and draft and step[0] > 0:
+        c = draft[0] / (m * step[1]), draft[1] / (m * step[0])
+        if _has_spread(row, "t_step_ms", "t_draft_ms"):
+            out["c_low"], out["c_high"] = c
+    if row.get("predicted_speedup_paper") is not None and alpha and c and (alpha_spread or out["c_low"] is not None):
+        out["predicted_speedup_paper_low"] = predicted_speedup_paper(alpha[0], m, c[1])
+        out["predicted_speedup_paper_high"] = predicted_speedup_paper(alpha[1], m, c[0])
+    if (row.get("predicted_speedup_measured") is not None and alpha and m is not None and step and verify
+            and (alpha_spread or _has_spread(row, "t_step_ms", "t_verify_ms", "t_draft_ms"))):
         draft = draft or (0.0, 0.0)
-        low = predicted_speedup_measured(alpha, m, step[0], verify[1], draft[1])
-        high = predicted_speedup_measured(alpha, m, step[1], verify[0], draft[0])
+        low = predicted_speedup_measured(alpha[0], m, step[0], verify[1], draft[1])
+        high = predicted_speedup_measured(alpha[1], m, step[1], verify[0], draft[0])
         if low == low and high == high:  # not NaN (a pass of no time)
             out["predicted_speedup_measured_low"], out["predicted_speedup_measured_high"] = low, high
     return out
@@ -283,11 +299,10 @@ def pass_counts(stats) -> dict:
 
 
 def _pooled_pass_counts(rows: list[dict]) -> dict:
-    """:data:`PASS_COUNTS` of a pooled row: its rows' passes one after another; None for each unless every row has
-    them (a pooled interval over some of its passes would claim more than was counted)."""
-    if not rows or any(r.get(key) is None for r in rows for key in PASS_COUNTS):
-        return dict.fromkeys(PASS_COUNTS)
-    return {key: [n for r in rows for n in r[key]] for key in PASS_COUNTS}
+    """:data:`PASS_COUNTS` of a pooled row: its rows' passes one after another; None for each list that not every
+    row has (a pooled interval over some of its passes would claim more than was counted)."""
+    return {key: [n for r in rows for n in r[key]] if rows and all(r.get(key) is not None for r in rows) else None
+            for key in PASS_COUNTS}
 
 
 def _counts(run: Measured, base: Measured, greedy: bool, drift: float | None = None,
@@ -369,10 +384,12 @@ def derive(counts: dict, baseline: bool) -> dict:
 
 
 def make_row(level: str, category: str, prompt_id: str, variant: Variant, counts: dict) -> dict:
-    """A result row: identity, additive counts, derived figures and the spread c and the predictions inherit from
-    the timed figures' spread in ``counts`` (:func:`derived_spread`)."""
+    """A result row: identity, additive counts, derived figures, tokens per pass's 95% interval over the passes in
+    ``counts`` (:func:`~specviz.analysis.arena_intervals.tokens_per_pass_spread`) and the spread c and the
+    predictions inherit from the timed figures' spread in ``counts`` and α's interval (:func:`derived_spread`)."""
     row = {"level": level, "category": category, "prompt_id": prompt_id, "drafter": variant.drafter,
            "k": variant.k_label, "variant": variant.label, **counts, **derive(counts, variant.drafter == BASELINE)}
+    row |= tokens_per_pass_spread(row)
     return row | derived_spread(row)
 
 
@@ -392,10 +409,10 @@ def _pooled_span(rows: list[dict], key: str) -> tuple[float | None, float | None
 
 def pool(level: str, category: str, rows: list[dict], variant: Variant) -> dict:
     """One pooled row of ``rows`` (all of ``variant``): counts summed, then the figures derived, and the rows' per-pass
-    counts one after another (:func:`_pooled_pass_counts`); the speedups'
-    spread is the lowest and highest over the rows (widened to hold the pooled ratio itself), so is that of the runs'
-    and passes' timed figures (:func:`_pooled_span`), and c and the predictions inherit theirs from those
-    (:func:`derived_spread`)."""
+    counts one after another (:func:`_pooled_pass_counts`, over which tokens per pass and α get their intervals);
+    the speedups' spread is the lowest and highest over the rows (widened to hold the pooled ratio itself), so is
+    that of the runs' and passes' timed figures (:func:`_pooled_span`), and c and the predictions inherit theirs
+    from those and α's (:func:`derived_spread`)."""
     counts = {key: sum(r[key] for r in rows) for key in _ADDITIVE} | _pooled_pass_counts(rows)
     drifts = [r["baseline_drift"] for r in rows if r.get("baseline_drift") is not None]
     counts["baseline_drift"] = max(drifts) if drifts else None

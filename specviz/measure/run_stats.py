@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from specviz.core.counters import _LISTS, _SCALARS, Counters
 from specviz.core.events import PassEvent
-from specviz.measure.stats import (MIN_JUDGED_PASSES, Interval, _times, bootstrap_mean, bootstrap_ratio_of_sums,
-                                   pass_share_interval)
+from specviz.measure.stats import (MIN_JUDGED_PASSES, Interval, _times, bootstrap_ratio_of_sums,
+                                   pass_share_interval, tokens_per_pass_interval)
 
 
 @dataclass
@@ -125,9 +125,9 @@ class RunStats(Counters):
 
     def tokens_per_pass_interval(self) -> Interval | None:
         """:attr:`tokens_per_pass` (emitted / passes, bonus included) with its 95% percentile-bootstrap interval
-        over this run's passes (:func:`~specviz.measure.stats.bootstrap_mean` of the tokens each pass emitted); None
-        with fewer than two passes."""
-        return bootstrap_mean(self.pass_tokens)
+        over this run's passes (:func:`~specviz.measure.stats.tokens_per_pass_interval`: the bootstrap of the mean
+        of the tokens each pass emitted, as the Arena's rows); None with fewer than two passes."""
+        return tokens_per_pass_interval(self.pass_tokens)
 
     @property
     def too_few_passes(self) -> bool:

@@ -7,7 +7,8 @@ that cannot be true.
   interval lies wholly above or below 1; the same or too noisy to tell when it spans 1; or too short to judge).
 - :func:`bootstrap_ratio_of_sums`: one run's rate, or a part's share of its time, with its interval
   (:meth:`specviz.measure.run_stats.RunStats.decode_rate`); :func:`bootstrap_mean`: a mean per pass (T_verify,
-  T_draft) with its interval; :func:`end_to_end_interval`: the end-to-end ratio, each prefill one measurement.
+  T_draft) with its interval, and tokens per pass (:func:`tokens_per_pass_interval`); :func:`end_to_end_interval`:
+  the end-to-end ratio, each prefill one measurement.
 - :func:`pass_share_interval`: a counted share (the acceptance rate, α) over a run's passes, the wider of the
   bootstrap over passes and the Wilson score interval (:func:`wilson_interval`) of its counts.
 - :func:`faster_than_possible`: more work timed faster than less beyond noise (a forward grid's impossible points).
@@ -213,6 +214,22 @@ def bootstrap_mean(values: Sequence[float], *, resamples: int = BOOTSTRAP_RESAMP
     low, high = np.quantile(data[picks].mean(axis=1), [(1 - level) / 2, (1 + level) / 2])
     mean = float(data.mean())
     return Interval(mean, min(float(low), mean), max(float(high), mean), level)
+
+
+def tokens_per_pass_interval(pass_tokens: Sequence[int]) -> Interval | None:
+    """Tokens per pass (tokens emitted after the prefill / target passes, bonus included) with its 95% interval:
+    :func:`bootstrap_mean` of the tokens each pass emitted (seed 0, the passes resampled whole), the one formula of
+    the Live tab's card (:meth:`specviz.measure.run_stats.RunStats.tokens_per_pass_interval`) and the Arena's rows
+    (:func:`specviz.analysis.arena_intervals.tokens_per_pass_interval`); e.g. passes of 1, 4, 4, 1, 4 tokens: 2.80
+    in 1.60–4.00.
+
+    Args:
+        pass_tokens: per pass after the prefill, in order: the tokens it emitted (>= 1 each).
+
+    Returns:
+        The mean tokens per pass and its interval, or None for fewer than two passes.
+    """
+    return bootstrap_mean(tuple(pass_tokens))
 
 
 def wilson_interval(successes: int, trials: int, level: float = BOOTSTRAP_LEVEL) -> Interval | None:
