@@ -265,6 +265,9 @@ def test_the_tokens_hint_says_what_the_estimate_says():
     from app.arena.layout import TOKENS_HINT
 
     assert "minutes" not in TOKENS_HINT and "estimates it for your choices" in TOKENS_HINT
+    # a later trial at 1400 px: "the status below" sat at the top right; the words now hold at every width (where
+    # the line is at 400 and 1400 px: tests/test_arena_phone_browser.py)
+    assert "below" not in TOKENS_HINT and "the status line at the top of the results" in TOKENS_HINT
 
 
 def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():

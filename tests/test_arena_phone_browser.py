@@ -44,7 +44,8 @@ def _row(variant: str, drafter: str, speedup: float, low: float | None, high: fl
 ROWS = [_row("standard", BASELINE, 1.0, None, None, 0.04),
         dict(_row("ngram k=4", "ngram", 1.42, 1.31, 1.55, 0.05), predicted_speedup_paper_low=1.45,
              predicted_speedup_paper_high=1.72, predicted_speedup_measured_low=1.1,
-             predicted_speedup_measured_high=1.5),  # the predictions' spread: the chart's markers' error bars
+             predicted_speedup_measured_high=1.5,  # the predictions' spread: the chart's markers' error bars
+             tokens_per_pass_low=1.75, tokens_per_pass_high=2.45),  # its passes' tokens resampled
         _row("early-exit k=4", "early-exit", 2.45, 2.27, 2.63, 0.16)]  # above its 2.1 tokens per pass: no reading
 
 
@@ -79,6 +80,14 @@ CARDS = """sel => { const v = document.querySelector(sel + ' .virtual-table-view
 """A script that reads a Dataframe (a selector) as a phone shows it: how far its box scrolls sideways (px), its header
 row's height, and for each row's cells the label shown above the value (its ::before text, "none" without), the
 value, the cell's edges against the box (px, negative when outside) and how much of its content is cut (px)."""
+
+
+STATUS_PLACE = """() => { const box = id => document.getElementById(id).getBoundingClientRect();
+    const status = box('arena-status'), results = box('arena-results'), slider = box('arena-max-new-tokens');
+    return {first: Math.abs(status.top - results.top) < 20 && status.left - results.left < 20,
+            below: status.top >= slider.bottom, right: status.left >= slider.right}; }"""
+"""A script that says where the status line is: ``first`` (the results column's top line), ``below`` and ``right``
+of the max-new-tokens slider, whose hint names that line (:data:`app.arena.layout.TOKENS_HINT`)."""
 
 
 def _assert_cards(page, table: str, columns) -> list[list[dict]]:
@@ -118,6 +127,9 @@ def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight
         cells = {(row[1]["text"], c["label"]): " ".join(c["text"].split()) for row in rows for c in row}
         assert cells["ngram k=4", "Speedup, decode"] == "1.42× faster (1.31–1.55×)", cells
         assert cells["ngram k=4", "Same ids"] == "✓" and cells["ngram k=4", "Acceptance"] == "60% (49–70%)", cells
+        assert cells["ngram k=4", "Tokens/pass"] == "2.10 (1.75–2.45)", cells
+        assert page.evaluate(STATUS_PLACE) == {"first": True, "below": True, "right": False}  # "at the top of the
+        # results", under the slider on a phone
         calm = ("no reading: the machine's speed changed during the run (2.45× measured, 2.27–2.63×; faster than "
                 "its 2.1 tokens per pass allow; baselines drifted 16% apart); run again")
         assert cells["early-exit k=4", "Speedup, decode"] == calm, cells
@@ -131,6 +143,7 @@ def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight
         page.wait_for_function("""() => [...document.querySelectorAll('#arena-table thead th')]
             .every(th => th.getBoundingClientRect().width > 40)""", timeout=10_000)  # its columns measured anew
         assert {c["label"] for row in page.evaluate(CARDS, "#arena-table")["rows"] for c in row} == {"none"}
+        assert page.evaluate(STATUS_PLACE) == {"first": True, "below": False, "right": True}  # top right at 1400 px
     finally:
         page.context.close()
 

@@ -89,8 +89,11 @@ ENTER_COMMITS_JS = enter_commits_js("#arena-controls")
 slider's 8, unannounced until the box was left."""
 
 
-TOKENS_HINT = "The time grows with it: the status below estimates it for your choices (the suite: about 9x a category)"
-"""The max-new-tokens slider's hint: the status line's estimate, not a promise of minutes (a busy CPU took hours)."""
+TOKENS_HINT = ("The time grows with it: the status line at the top of the results estimates it for your choices "
+               "(the suite: about 9x a category)")
+"""The max-new-tokens slider's hint: the status line's estimate, not a promise of minutes (a busy CPU took hours).
+Where that line is, in words true at every width: the results' first line, right of the controls at 1400 px, under
+them on a phone (it said "the status below", which a 1400 px page shows at the top right)."""
 
 
 def _preset_picker(target_box: gr.Textbox, draft_model: gr.Textbox, drafters: gr.CheckboxGroup) -> None:
