@@ -246,7 +246,8 @@ def _keys_step_to_the_recovered_token_and_back(page) -> None:
 
 
 def _presentation_view_from_the_top(page) -> None:
-    """Presentation view: large type, from the top of the page; then off again."""
+    """Presentation view: large type, from the top of the page; the keys then go to the walkthrough (focus moved to
+    the stage), space on the box plays and pauses without unticking it; then off again (Enter on the box)."""
     page.evaluate("() => window.scrollTo(0, document.body.scrollHeight)")
     page.check("#classroom-present input")
     page.wait_for_function("() => document.body.classList.contains('sv-present')", timeout=10_000)
@@ -254,28 +255,57 @@ def _presentation_view_from_the_top(page) -> None:
     size = page.eval_on_selector("#classroom-caption .cr-caption", "e => parseFloat(getComputedStyle(e).fontSize)")
     assert size >= 24, size
     page.screenshot(path="/tmp/classroom-present.png")
-    _arrows_step_from_the_presentation_checkbox(page)
-    page.uncheck("#classroom-present input")
+    _arrows_step_after_the_presentation_checkbox(page)
+    _space_on_the_presentation_checkbox_plays(page)
+    page.focus("#classroom-present input")
+    page.keyboard.press("Enter")  # the keyboard's way to untick it
+    page.wait_for_function("() => !document.body.classList.contains('sv-present')", timeout=10_000)
+    assert not page.is_checked("#classroom-present input")
+    assert page.evaluate("() => document.activeElement.id") == "classroom-stage"
 
 
-def _arrows_step_from_the_presentation_checkbox(page) -> None:
-    """A trial: in the presentation view → did nothing while focus stayed on the checkbox just ticked. Now → and ←
-    step from there; in the prompt box (typing) they move the caret and the step stays."""
-    assert page.evaluate("() => document.activeElement.matches('#classroom-present input')")
-    before = step_text(page)
-    page.keyboard.press("ArrowRight")
-    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
-                           f"{before!r}", timeout=15_000)
-    assert page.evaluate("() => document.body.classList.contains('sv-present')")  # the view stays on
-    page.keyboard.press("ArrowLeft")
-    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent === "
-                           f"{before!r}", timeout=15_000)
+def _arrows_step_after_the_presentation_checkbox(page) -> None:
+    """A trial: in the presentation view → did nothing while focus stayed on the checkbox just ticked. Now ticking
+    it moves focus to the stage, and → and ← step from there (and from the box itself); in the prompt box (typing)
+    they move the caret and the step stays."""
+    page.wait_for_function("() => document.activeElement.id === 'classroom-stage'", timeout=10_000)
+    for focus in (None, "#classroom-present input"):
+        if focus:
+            page.focus(focus)
+        before = step_text(page)
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
+                               f"{before!r}", timeout=15_000)
+        assert page.evaluate("() => document.body.classList.contains('sv-present')")  # the view stays on
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent === "
+                               f"{before!r}", timeout=15_000)
     page.click("#classroom-prompt textarea")
     page.evaluate("() => document.querySelector('#classroom-prompt textarea').setSelectionRange(0, 0)")
     page.keyboard.press("ArrowRight")
     assert page.evaluate("() => document.querySelector('#classroom-prompt textarea').selectionStart") == 1
     time.sleep(1.0)  # a step would have reached the counter by now (it does in well under a second above)
     assert step_text(page) == before
+
+
+def _space_on_the_presentation_checkbox_plays(page) -> None:
+    """A trial: space, with focus on the presentation box just ticked, unticked it (the big type gone) and nothing
+    played. Now space there plays and pauses, and the box stays ticked."""
+    page.focus("#classroom-present input")
+    before = step_text(page)
+    page.keyboard.press(" ")
+    page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Pause')",
+                           timeout=15_000)
+    page.wait_for_function(f"() => document.querySelector('#classroom-progress .cr-count')?.textContent !== "
+                           f"{before!r}", timeout=20_000)  # it plays: the step moves on its own
+    assert page.is_checked("#classroom-present input")
+    assert page.evaluate("() => document.body.classList.contains('sv-present')")
+    page.keyboard.press(" ")
+    page.wait_for_function("() => document.getElementById('classroom-play').textContent.includes('Play')",
+                           timeout=15_000)
+    time.sleep(0.5)  # a late keyup or change event would have unticked it by now
+    assert page.is_checked("#classroom-present input")
+    assert page.evaluate("() => document.body.classList.contains('sv-present')")
 
 
 def _share_link_names_the_walkthrough(page) -> None:

@@ -22,7 +22,8 @@ from specviz.drafters.registry import choices
 INTRO = ('<div class="cr-intro"><b>Classroom.</b> Step through a recorded run: what the drafter proposed, what '
          'the target thought of each guess, why each was accepted or rejected, and where the next token came from. '
          'Each walkthrough opens its run at once; change the settings and press Record run for your own. Keys: '
-         '<kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause.</div>')
+         '<kbd>→</kbd> next, <kbd>←</kbd> previous, <kbd>space</kbd> play / pause (also on the presentation '
+         'view\'s box, which <kbd>Enter</kbd> or a click ticks).</div>')
 OWN_RUN = ('<div class="cr-heading">Your own run</div><div class="cr-note">Change the prompt or the settings, then '
            'record the run on the model: from a few seconds to half a minute, as busy as the machine is and as '
            'many runs as are in line; the status counts the tokens as they come.</div>')

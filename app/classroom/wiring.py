@@ -18,6 +18,8 @@ from app.messages import enter_commits_js, tell_when_clamped
 KEYS_JS = """
 if (!window.__specvizClassroomKeys) {
   window.__specvizClassroomKeys = true;
+  const present = (t) => !!(t && t.closest && t.closest('#classroom-present'));  // the presentation view's box
+  const space = (ev) => ev.key === ' ' || ev.code === 'Space';
   document.addEventListener('keydown', (ev) => {
     const next = document.getElementById('classroom-next');
     if (!next || next.offsetParent === null || ev.altKey || ev.ctrlKey || ev.metaKey) return;  // tab not shown
@@ -28,13 +30,28 @@ if (!window.__specvizClassroomKeys) {
     const press = (id) => { const b = document.getElementById(id); if (b && !b.disabled) b.click(); };
     if (ev.key === 'ArrowRight') { ev.preventDefault(); press('classroom-next'); }
     else if (ev.key === 'ArrowLeft') { ev.preventDefault(); press('classroom-prev'); }
-    else if ((ev.key === ' ' || ev.code === 'Space') && tag !== 'BUTTON' && !box) {  // a focused button or
-      ev.preventDefault(); press('classroom-play');  // checkbox answers space itself (it clicks, it ticks)
+    else if (space(ev) && tag !== 'BUTTON' && (!box || present(t))) {  // a focused button or another checkbox
+      ev.preventDefault(); press('classroom-play');  // answers space itself (it clicks, it ticks)
     }
+  });
+  document.addEventListener('keyup', (ev) => {  // a checkbox ticks on space's keyup: not the presentation view's
+    if (space(ev) && present(ev.target)) ev.preventDefault();
   });
 }
 """
-PRESENT_JS = "(on) => { document.body.classList.toggle('sv-present', !!on); window.scrollTo(0, 0); }"  # the view starts at the top
+"""On page load: the tab's keys (:data:`app.classroom.layout.INTRO` names them). → and ← step, space plays or pauses,
+wherever focus is but in a field being typed into or on a button (a focused button answers space itself). On the
+presentation view's checkbox space plays or pauses too, and never unticks it (a presenter who had just ticked it
+lost the big type and nothing played); Enter (Gradio's checkbox answers it) or a click ticks and unticks it."""
+PRESENT_JS = """(on) => {
+  document.body.classList.toggle('sv-present', !!on);
+  window.scrollTo(0, 0);  // the view starts at the top
+  const stage = document.getElementById('classroom-stage');
+  if (stage) { stage.setAttribute('tabindex', '-1'); stage.focus({preventScroll: true}); }
+}"""
+"""When the presentation view's checkbox is ticked or unticked (by a click, Enter, or a link's ``present=1``): the
+view on or off, from the top of the page, and focus moved off the box to the stage (focusable by script only,
+``tabindex=-1``), so the keys that follow step and play the walkthrough."""
 ABSOLUTE_JS = ("(q) => (typeof q === 'string' && q.startsWith('?')) ? "
                "window.location.origin + window.location.pathname + q : q")
 
