@@ -57,3 +57,25 @@ def test_best_k_line_skips_untimed_points_and_needs_more_than_one_as_shown():
     assert best_k_line([1, 2, 3], [float("nan"), 1.5, 1.2], "paper") == "Best k, paper: k = 2 (1.50×)"
     assert "no k pays" in best_k_line([1, 2], [1.004, 0.9], "paper")  # shows as 1.00×: no speedup
     assert best_k_line([1, 2], [1.006, 0.9], "measured costs") == "Best k, measured costs: k = 1 (1.01×)"
+
+
+def test_a_best_k_at_the_end_of_a_flat_curve_says_so():
+    """A trial at c = 0 read "Best k, paper: k = 16 (3.56×)": the slider's end, on a curve flat for many k. The note
+    now says it is the end of the range and from which k the curve stays within 1% of it."""
+    curves = whatif_curves(0.7, 0.0)
+    paper = curves["paper"]
+    assert paper[-1] == max(paper) and paper[-1] == pytest.approx(3.326, abs=1e-3)
+    assert paper[11] >= 0.99 * paper[-1] > paper[10]  # k = 12 is the first k within 1% of k = 16's
+    assert why.figures.plateau_start(curves["k"], paper) == 12
+    assert " ".join(visible_lines(_note(why.whatif_figure(curves)))).startswith(
+        "Best k, paper: k = 16 (3.33×), the end of the range; within 1% from k = 12 Press Measure")
+    assert all(len(line) <= 40 for line in visible_lines(_note(why.whatif_figure(curves))))
+    # still rising by more than 1% at the end: the end of the range, not a plateau
+    steep = whatif_curves(0.99, 0.0)["paper"]
+    assert steep[-1] > 1.01 * steep[-2]
+    assert " ".join(visible_lines(best_k_line(list(range(1, 17)), steep, "paper"))) == (
+        f"Best k, paper: k = 16 ({steep[-1]:.2f}×), the end of the range, still rising")
+    # a best k inside the range stays bare, as before
+    assert best_k_line([1, 2, 3, 4], [1.5, 2.0, 2.0, 1.9], "paper") == "Best k, paper: k = 2 (2.00×)"
+    assert " ".join(visible_lines(best_k_line([1, 2, 3, 4], [1.5, 1.99, 2.0, 2.005], "paper"))) == (
+        "Best k, paper: k = 4 (2.00×), the end of the range; within 1% from k = 2")

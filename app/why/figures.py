@@ -192,16 +192,49 @@ def ceiling_note(ks: list[int], last: int, axis: str) -> dict:
             "font": {"size": 11, "color": COLORS["baseline"]}}
 
 
+FLAT_WITHIN = 0.01
+"""A speedup curve's best k at the end of the k range is said to be on a plateau from the smallest k whose speedup,
+and every larger k's, lies within this share of the best (:func:`plateau_start`)."""
+FLAT_MIN_KS = 3
+"""... when that plateau holds at least this many k: a curve that still rises past 1% by the end is not flat."""
+
+
+def plateau_start(ks: list[int], speedups: list[float], within: float = FLAT_WITHIN) -> int:
+    """The smallest k of ``ks`` from which every point of ``speedups`` (× standard decoding, one a k; NaN skipped)
+    lies within ``within`` (a share: 0.01 = 1%) of the best of them; the best k itself when the curve still rises
+    by more than that just below it."""
+    points = [(k, s) for k, s in zip(ks, speedups) if s == s]
+    top = max(s for _, s in points)
+    start = points[-1][0]
+    for k, s in reversed(points):
+        if s < top * (1 - within):
+            break
+        start = k
+    return start
+
+
 def best_k_line(ks: list[int], speedups: list[float], name: str) -> str:
     """The note line naming the best draft length of one predicted-speedup curve (``speedups``: × standard decoding,
-    one a k of ``ks``; ``name``: "paper" or "measured costs"), e.g. "Best k, paper: k = 4 (2.10×)". Where no k gives
-    a speedup above 1 (as shown, to two decimals), drafting never pays, and the line says so instead of naming a best
-    k that slows decoding down: "Paper: no k pays at this draft cost (best k = 1 gives 0.67×)", wrapped for a
-    400 px phone. Points that are not numbers (NaN, an untimed cost) are skipped."""
+    one a k of ``ks``; ``name``: "paper" or "measured costs"), e.g. "Best k, paper: k = 4 (2.10×)". A best k at the
+    end of the range on a curve flat there (within :data:`FLAT_WITHIN` for :data:`FLAT_MIN_KS` k or more:
+    :func:`plateau_start`) is said to be both: "Best k, paper: k = 16 (3.56×), the end of the range; within 1% from
+    k = 8" (a bare k = 16, the slider's end, read as a finding); one still rising there: "..., the end of the
+    range, still rising".
+    Where no k gives a speedup above 1 (as shown, to two decimals), drafting never pays, and the line says so
+    instead of naming a best k that slows decoding down: "Paper: no k pays at this draft cost (best k = 1 gives
+    0.67×)". Every line is wrapped for a 400 px phone. Points that are not numbers (NaN, an untimed cost) are
+    skipped."""
     points = [(k, s) for k, s in zip(ks, speedups) if s == s]
     k, top = max(points, key=lambda point: point[1])
     if round(top, 2) > 1:
-        return f"Best k, {name}: k = {k} ({top:.2f}×)"
+        line = f"Best k, {name}: k = {k} ({top:.2f}×)"
+        if k != ks[-1]:
+            return line
+        start = plateau_start(ks, speedups)
+        flat = sum(1 for j, _ in points if j >= start) >= FLAT_MIN_KS
+        end = (f"the end of the range; within {FLAT_WITHIN:.0%} from k = {start}" if flat
+               else "the end of the range, still rising")
+        return wrap_words(f"{line},<br>{end}")
     cost = "this draft cost" if name == "paper" else "these costs"
     return wrap_words(f"{name.capitalize()}: no k pays at {cost} (best k = {k} gives {top:.2f}×)")
 
@@ -251,7 +284,8 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
     if not curves.get("measured"):
         best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
     _note_below(layout, b, "<br>".join(best), COLORS["baseline"])  # under the charts: a rising curve ends top right
-    ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else []))
+    ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else [])
+                  + ([run["tokens_per_pass_range"][1]] if run and run.get("tokens_per_pass_range") else []))
     layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
     inside = [k for k in ks if k + 1 <= ceiling * 1.25]
     if inside and inside[-1] < ks[-1]:  # say where the ceiling line goes on, above the chart
@@ -260,21 +294,47 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
                  "yaxis": f"y{b}", "name": "standard decoding (1×)",
                  "line": {"color": COLORS["baseline"], "dash": "dot", "width": 1.5}, "hoverinfo": "skip"})
     if run and run.get("k") and run.get("tokens_per_pass"):
-        label = run.get("label") or "your run"
-        name = wrap_words(label, LEGEND_LINE_CHARS)  # the hover keeps it on one line
-        marker = {"symbol": "star", "size": 18, "color": COLORS["accepted"], "line": {"color": "#ffffff", "width": 1}}
-        data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["tokens_per_pass"]],
-                     "name": name, "legendgroup": "run", "marker": marker, "xaxis": f"x{a}", "yaxis": f"y{a}",
-                     "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}} tokens/pass<extra></extra>"})
-        if run.get("speedup"):
-            data.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [run["speedup"]], "name": name,
-                         "legendgroup": "run", "showlegend": False, "marker": marker, "xaxis": f"x{b}",
-                         "yaxis": f"y{b}",
-                         "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}× measured<extra></extra>"})
+        data += run_markers(run, a, b)
     c_text = f"{curves['c']:.4f}" if 0 < curves["c"] < 5e-3 else f"{curves['c']:.3f}"  # an n-gram's 0.0003, not 0
     _title_legend(layout, f"α = {curves['alpha']:.2f}, c = {c_text}" + (f" ({c_words})" if c_words else "")
                   + (f"<br>{note}" if note else ""))
     return go.Figure({"data": data, "layout": layout})
+
+
+RANGED_RUN = "± its 95% range"
+"""Put after the ★'s legend name when it carries error bars (the run's recorded 95% ranges); without them the name
+is the label alone, and the hover (and, for a Live run, the line under the run boxes) says it has no range."""
+
+
+def _error_bar(value: float, span: tuple[float, float] | None) -> dict:
+    """Plotly's error bar of one marker at ``value`` spanning ``span`` (low, high); hidden without one."""
+    if span is None:
+        return {"visible": False}
+    return {"type": "data", "symmetric": False, "array": [max(0.0, span[1] - value)],
+            "arrayminus": [max(0.0, value - span[0])], "color": COLORS["accepted"], "thickness": 2, "width": 6}
+
+
+def run_markers(run: dict, a: str, b: str) -> list[dict]:
+    """The ★ of ``run`` (:func:`app.why.controls.run_point`'s) on the tokens-per-pass panel (axis ``a``) and, with a
+    speedup, on the speedup panel (``b``), each with its recorded 95% range as an error bar
+    ("tokens_per_pass_range", "speedup_range"; none where there is none); the legend name says when it has bars
+    (:data:`RANGED_RUN`) and the hover gives the range or says there is none."""
+    label = run.get("label") or "your run"
+    ranged = run.get("tokens_per_pass_range") or (run.get("speedup") and run.get("speedup_range"))
+    name = wrap_words(f"{label} {RANGED_RUN}" if ranged else label, LEGEND_LINE_CHARS)
+    marker = {"symbol": "star", "size": 18, "color": COLORS["accepted"], "line": {"color": "#ffffff", "width": 1}}
+    out = []
+    for key, axis, unit in (("tokens_per_pass", a, " tokens/pass"), ("speedup", b, "× measured")):
+        value = run.get(key)
+        if not value:
+            continue
+        span = run.get(f"{key}_range")
+        spread = f" (95% range {span[0]:.2f}–{span[1]:.2f})" if span else " (no range known)"
+        out.append({"type": "scatter", "mode": "markers", "x": [run["k"]], "y": [value], "name": name,
+                    "legendgroup": "run", "showlegend": not out, "marker": marker, "xaxis": f"x{axis}",
+                    "yaxis": f"y{axis}", "error_y": _error_bar(value, span),
+                    "hovertemplate": f"{html.escape(label)}: k=%{{x}}, %{{y:.2f}}{unit}{spread}<extra></extra>"})
+    return out
 
 
 def _title_legend(layout: dict, title: str) -> None:
