@@ -34,6 +34,10 @@ class RunSummary:
             (:func:`app.render.stats.counted_spread` of the run's passes): "44–88%", "1.60–2.20", "one pass: no
             spread", "3 passes: too few to tell", "55–70%; 5 passes: too few to tell"; "" in a row that keeps none
             (shown as the figure alone) and without a drafter.
+        tokens_per_pass_interval: the (low, high) 95% bootstrap interval of tokens per pass over the run's passes
+            (:meth:`specviz.measure.run_stats.RunStats.tokens_per_pass_interval`; its Live card's "2.88
+            (1.75–4.00)"); None for a run of fewer than two passes or without a drafter, :data:`NO_INTERVAL` in a
+            row that keeps none. The Why tab draws it as the error bar of its ★.
         spec_tps, base_tps: decoding rates in tokens/s after the prefill (spec: None without a drafter).
         spec_tps_interval, base_tps_interval: each rate's (low, high) bootstrap interval over the passes; None for
             a run of one pass, :data:`NO_INTERVAL` in a row that keeps none.
@@ -66,6 +70,7 @@ class RunSummary:
     tokens_per_pass: float | None = None
     acceptance_spread: str = ""
     tokens_per_pass_spread: str = ""
+    tokens_per_pass_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL
     spec_tps: float | None = None
     base_tps: float | None = None
     spec_tps_interval: tuple[float, float] | None | tuple[()] = NO_INTERVAL

@@ -103,8 +103,8 @@ def test_the_best_k_labels_stand_under_the_speedup_chart_not_on_its_curve():
     figure = why.whatif_figure(whatif_curves(0.9, 0.0))
     (note,) = [a for a in figure.layout.annotations if a.text.startswith("Best k")]
     # (1 − 0.9^17) / (1 − 0.9) = 8.33 tokens per pass at k = 16, and c = 0: 8.33×
-    assert note.text == ("Best k, paper: k = 16 (8.33×)<br>Press <b>Measure</b> for the curve with<br>measured "
-                         "verification costs")
+    assert note.text == ("Best k, paper: k = 16 (8.33×),<br>the end of the range, still rising<br>Press "
+                         "<b>Measure</b> for the curve with<br>measured verification costs")
     assert (note.xref, note.yref, note.y, note.yanchor) == ("paper", "y2 domain", 0, "top") and note.yshift < 0
     measured = why.whatif_figure(whatif_curves(0.7, 0.05, {1: 10.0, 2: 10.2, 4: 10.8, 8: 12.0, 16: 20.0, 32: 38.0}))
     (note,) = [a for a in measured.layout.annotations if a.text.startswith("Best k")]
@@ -163,10 +163,12 @@ def test_latest_live_run_is_read_from_the_history():
                           k_schedule="heuristic", tokens_per_pass=2.5, speedup=1.7)]
     run = why.latest_run(history)
     assert run == {"k": 6, "tokens_per_pass": 2.5, "speedup": 1.7, "adaptive": True,
-                   "drafter": "early exit (layer 15/30)", "speedup_note": None}
+                   "drafter": "early exit (layer 15/30)", "speedup_note": None, "tokens_per_pass_interval": None,
+                   "speedup_interval": None, "tokens_per_pass_spread": ""}
     k, tpp, speedup, alpha, c, fig, hint = why.from_history(history)
     assert c == why.gr.skip()  # an early-exit run leaves c as it is (Measure sets it)
-    assert (k, tpp, speedup) == (6, 2.5, 1.7) and why.RUN_HINT in hint
+    assert (k, tpp, speedup) == (6, "2.50", "1.70") and why.RUN_HINT in hint  # 2 decimals, as every tab shows
+    assert "The ★ has no error bar: its tokens per pass has none (the run recorded no range)." in hint
     assert expected_tokens_per_pass(alpha, 6) == pytest.approx(2.5, abs=0.02)
     stars = [t for t in fig.data if t.name == "your run"]
     assert [(list(t.x), list(t.y)) for t in stars] == [([6], [2.5]), ([6], [1.7])]
@@ -182,7 +184,7 @@ def test_latest_live_run_is_read_from_the_history():
     longer = [RunSummary(drafter="n-gram lookup (2-3)", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
                          tokens_per_pass=4.4, speedup=2.1)]
     k, tpp, speedup, alpha, c, fig, _ = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4
-    assert (k, tpp) == (4, 4.4) and why.run_issues(k, tpp, speedup) == (True, {})
+    assert (k, tpp) == (4, "4.40") and why.run_issues(k, tpp, speedup) == (True, {})
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"][0] == ([4], [4.4])
 
 
@@ -195,14 +197,15 @@ def test_the_run_boxes_are_empty_until_a_run_fills_them():
         *boxes, hint = why._run_boxes()
     assert [b.value or "" for b in boxes] == ["", "", ""] and {b.placeholder for b in boxes} == {"—"}
     assert why.RUN_HINT in hint.value
-    assert why.run_point("4", "1.6", "") == {"k": 4.0, "tokens_per_pass": 1.6, "speedup": None, "label": "your run"}
+    assert why.run_point("4", "1.6", "") == {"k": 4.0, "tokens_per_pass": 1.6, "speedup": None, "label": "your run",
+                                             "tokens_per_pass_range": None, "speedup_range": None}
     assert why.run_point("", "", "") is None and why.run_point("four", "1.6", "1.2") is None
     assert why.run_point("4", "1.6", "fast")["speedup"] is None and why.run_point("nan", "1.6", "") is None
     assert "your run" not in {t.name for t in why.whatif(0.7, 0.05, 1, None, None, None, None).data}
     k, tpp, speedup, alpha, _, fig, hint = why.from_history([RunSummary(drafter="ngram", k="k = 4", k_value=4,
                                                                      k_schedule="fixed", tokens_per_pass=1.6,
                                                                      speedup=None, speedup_note="too noisy")])
-    assert (k, tpp, speedup) == (4, 1.6, None)
+    assert (k, tpp, speedup) == (4, "1.60", None)
     assert "its speedup was too noisy (the Live tab says why), so that box stays —" in hint
     assert [(list(t.x), list(t.y)) for t in fig.data if t.name == "your run"] == [([4], [1.6])]  # no speedup star
 

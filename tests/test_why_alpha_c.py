@@ -36,7 +36,7 @@ def _plain(title: str) -> str:
 
 def test_the_stars_alpha_is_said_beside_it_with_why_the_live_cards_differs():
     k, tpp, _, alpha, _, fig, _ = why.from_history([NGRAM_RUN])
-    assert (k, tpp) == (4, 2.2)
+    assert (k, tpp) == (4, "2.20")
     assert alpha == why.run_alpha(4, 2.2) == pytest.approx(0.57, abs=0.005)  # not the card's 0.91
     assert expected_tokens_per_pass(alpha, 4) == pytest.approx(2.2, abs=0.02)
     title = _plain(fig.layout.legend.title.text)
@@ -87,3 +87,42 @@ def test_the_lookups_c_card_gives_its_range_and_what_it_times(tiny_target):
                                 step_repeats=[0.9, 1.0, 1.2])
     low, high = costs["ngram_range"]  # the lookup's repeats over the step's, as the early exit's range
     assert 0 < low <= costs["ngram"] <= high
+
+
+def test_the_star_carries_the_runs_recorded_95_percent_ranges_as_error_bars():
+    """A trial: the Live card read tokens per pass "2.88 (1.75–4.00)", the Why tab's box "2.875" and its ★ had no
+    error bar. The boxes now show 2 decimals with the run's range, the ★s carry it as error bars; a run that
+    recorded none says so under the boxes."""
+    import dataclasses
+
+    ranged = dataclasses.replace(NGRAM_RUN, tokens_per_pass=2.875, tokens_per_pass_interval=(1.75, 4.0),
+                                 tokens_per_pass_spread="1.75–4.00", speedup=1.4, speedup_interval=(1.21, 1.62))
+    k, tpp, speedup, alpha, _, fig, hint = why.from_history([ranged])
+    assert (k, tpp, speedup) == (4, "2.88 (1.75–4.00)", "1.40 (1.21–1.62)")
+    assert alpha == why.run_alpha(4, 2.88)
+    assert why.run_issues(k, tpp, speedup) == (True, {})
+    point = why.run_point(k, tpp, speedup)
+    assert (point["tokens_per_pass"], point["tokens_per_pass_range"]) == (2.88, (1.75, 4.0))
+    assert (point["speedup"], point["speedup_range"]) == (1.4, (1.21, 1.62))
+    stars = [t for t in fig.data if t.marker.symbol == "star"]
+    assert [t.name for t in stars] == ["your run ± its 95% range"] * 2 and [t.showlegend for t in stars] == [True,
+                                                                                                          False]
+    bars = [(list(t.y), list(t.error_y.arrayminus), list(t.error_y.array)) for t in stars]
+    assert bars == [([2.88], [pytest.approx(1.13)], [pytest.approx(1.12)]),
+                    ([1.4], [pytest.approx(0.19)], [pytest.approx(0.22)])]
+    assert "95% range 1.75–4.00" in stars[0].hovertemplate
+    assert fig.layout.yaxis.range[1] >= 4.0  # the bar's top stays on the chart
+    assert "The ★'s bars: its 95% ranges, as the Live cards show them." in hint
+    few = dataclasses.replace(ranged, tokens_per_pass_spread="1.75–4.00; 5 passes: too few to tell")
+    assert "The ★'s bars: its 95% ranges, as the Live cards show them; 5 passes: too few to tell." in why.from_history(
+        [few])[-1]
+    one = dataclasses.replace(ranged, tokens_per_pass_interval=None, tokens_per_pass_spread="one pass: no spread",
+                              speedup=None, speedup_interval=None, speedup_note="too short")
+    k, tpp, speedup, *_, fig, hint = why.from_history([one])
+    assert (tpp, speedup) == ("2.88", None)
+    assert "The ★ has no error bar: its tokens per pass has none (one pass: no spread)." in hint
+    (star,) = [t for t in fig.data if t.marker.symbol == "star"]
+    assert star.name == "your run" and star.error_y.visible is False and "no range known" in star.hovertemplate
+    # a typed range that does not hold its figure is no range; a typed figure without one has none
+    assert why.run_point("4", "2.5 (3.0–4.0)", "")["tokens_per_pass_range"] is None
+    assert why.controls.split_range("2 (x)") == ("2 (x)", None)

@@ -339,6 +339,7 @@ class RunView:
             acceptance=s.acceptance_rate if spec else None, tokens_per_pass=s.tokens_per_pass if spec else None,
             acceptance_spread=render.counted_spread(s.acceptance_interval(), s, percent=True) if spec else "",
             tokens_per_pass_spread=render.counted_spread(s.tokens_per_pass_interval(), s) if spec else "",
+            tokens_per_pass_interval=_ends(s.tokens_per_pass_interval()) if spec else None,
             spec_tps=s.decode_tokens_per_s if spec else None, base_tps=b.decode_tokens_per_s,
             spec_tps_interval=_ends(s.decode_rate()) if spec else None,
             base_tps_interval=_ends(b.decode_rate()),  # (low, high) over the passes; None: one pass

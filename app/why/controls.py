@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -28,13 +29,39 @@ this, as the slider shows it); a measured c above it moves the end (:func:`c_top
 RUN_BOX_EMPTY = "—"  # what a run box shows until a Live run fills it (or one is typed)
 
 
-def _number(text) -> float | None:
-    """A run box's text as a finite number, or None ("", "abc", "nan", "inf")."""
+_RANGED = re.compile(r"^(?P<figure>.*?)\s*\(\s*(?P<low>[-+]?[\d.]+)\s*[–-]\s*(?P<high>[-+]?[\d.]+)\s*\)\s*$")
+
+
+def split_range(text) -> tuple[str, tuple[float, float] | None]:
+    """A run box's text as (its figure's text, the range written after it in brackets, or None): "2.88 (1.75–4.00)"
+    -> ("2.88", (1.75, 4.0)), as a Live run fills the boxes (:func:`app.why.history.from_history`, in the Live
+    card's words); "2.6" -> ("2.6", None); a bracket that is no range stays in the figure's text ("2 (x)")."""
+    found = _RANGED.match(str(text if text is not None else ""))
+    if found is None:
+        return str(text if text is not None else "").strip(), None
     try:
-        value = float(str(text).strip())
+        return found["figure"], (float(found["low"]), float(found["high"]))
+    except ValueError:
+        return str(text).strip(), None
+
+
+def _number(text) -> float | None:
+    """A run box's text as a finite number, or None ("", "abc", "nan", "inf"); a range after it, "2.88 (1.75–4.00)",
+    is not part of the number (:func:`split_range`)."""
+    try:
+        value = float(split_range(text)[0])
     except (TypeError, ValueError):
         return None
     return value if value == value and abs(value) != float("inf") else None
+
+
+def _range(text, value: float | None) -> tuple[float, float] | None:
+    """The range written after a run box's figure (:func:`split_range`) when it holds ``value`` (to the 2 decimals
+    shown); None without one, or for one that does not hold it."""
+    span = split_range(text)[1]
+    if span is None or value is None or not span[0] - 5e-3 <= value <= span[1] + 5e-3:
+        return None
+    return span
 
 
 RUN_BOXES = ("k", "tokens_per_pass", "speedup")
@@ -77,14 +104,17 @@ def _blank(text) -> bool:
 
 def run_point(k, tokens_per_pass, speedup, label: str = "your run") -> dict | None:
     """The run to mark, or None when its k or tokens per pass is missing or not what a run can give
-    (:func:`run_issues`; the boxes are text: "", "4", "1.6"); a speedup that is missing, not above 0 or not a
-    number is left unmarked."""
+    (:func:`run_issues`; the boxes are text: "", "4", "1.6", "2.88 (1.75–4.00)"); a speedup that is missing, not
+    above 0 or not a number is left unmarked. Returns {"k", "tokens_per_pass", "speedup" (None: unmarked),
+    "tokens_per_pass_range", "speedup_range" ((low, high) written in the box after its figure, the 95% range a Live
+    run recorded; None without one: :func:`_range`), "label"}."""
     marked, _ = run_issues(k, tokens_per_pass, speedup)
     if not marked:
         return None
-    sp = _number(speedup)
-    return {"k": float(k), "tokens_per_pass": float(tokens_per_pass), "speedup": sp if sp and sp > 0 else None,
-            "label": label}
+    sp, tau = _number(speedup), _number(tokens_per_pass)
+    sp = sp if sp and sp > 0 else None
+    return {"k": _number(k), "tokens_per_pass": tau, "speedup": sp, "label": label,
+            "tokens_per_pass_range": _range(tokens_per_pass, tau), "speedup_range": _range(speedup, sp)}
 
 
 RUN_PROBLEM_ENDINGS = ("the run is not marked.", "the run's speedup is left out.")
