@@ -78,3 +78,53 @@ def test_the_line_stands_beside_measure_and_follows_the_settings():
     assert {("why-target", "blur"), ("why-target", "submit"), ("why-offload", "change"),
             ("why-weights", "change"), (None, "load")} <= events
     assert any(d.get("trigger_after") is not None for d in feeders)  # and once a Measure has ended
+
+
+BUSY = (2.0, 2)  # two busy loops on the 2 CPUs: a run gets half the machine (busy_factor 2)
+
+
+def test_the_line_follows_the_machines_load(monkeypatch):
+    """A trial: the line read the same on a quiet machine and beside two busy loops on its 2 CPUs. The load now
+    (machine_load, read at each call) moves the estimate: an old probe's middle and range by the load's factor, a
+    probe of the last 5 minutes (its load already in its timing, the average lagging) its range on the slow side."""
+    probe = {1: 40.0, max(TOKEN_COUNTS): 200.0}
+    seconds = why.measure_seconds(probe)
+    monkeypatch.setattr(plan, "_PROBES", {"embedded": (probe, plan.time.time() - 3600.0, QUIET)})  # an hour ago
+    quiet, _ = why.planned("embedded")  # load=NOW: machine_load, monkeypatched to QUIET
+    monkeypatch.setattr(plan, "machine_load", lambda: BUSY)
+    busy, _ = why.planned("embedded")
+    assert (quiet.seconds, quiet.low, quiet.high) == (pytest.approx(seconds), pytest.approx(seconds * 0.7),
+                                                      pytest.approx(seconds * 1.6))
+    assert (busy.seconds, busy.low, busy.high) == (pytest.approx(2 * seconds), pytest.approx(2 * seconds * 0.7),
+                                                   pytest.approx(2 * seconds * 1.6))
+    assert why.plan_html("embedded") != why.plan_html("embedded", load=QUIET)
+    assert f"about {rough_time(2 * seconds)} ({span_text(2 * seconds * 0.7, 2 * seconds * 1.6)})" in \
+        why.plan_html("embedded")
+    monkeypatch.setattr(plan, "_PROBES", {"embedded": (probe, plan.time.time() - 60.0, QUIET)})  # a minute ago
+    recent, _ = why.planned("embedded")
+    assert recent.seconds == pytest.approx(seconds)  # 0.7–3.2 of it, drawn in to MAX_WIDTH (3x) in logs
+    assert recent.high / recent.low == pytest.approx(3.0) and recent.high > 1.4 * quiet.high  # 123 s, not 85 s
+
+
+def test_the_line_is_said_again_when_the_tab_is_shown_and_on_a_timer_while_it_is():
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        with gr.Tabs():
+            with gr.Tab("Live", id="live"):
+                gr.HTML("")
+            with gr.Tab("Why it works", id="why"):
+                why.build_tab(target="embedded")
+    config = demo.get_config_file()
+    ids = {c["id"]: c for c in config["components"]}
+    plan_id = next(i for i, c in ids.items() if c.get("props", {}).get("elem_id") == "why-measure-plan")
+    timer_id = next(i for i, c in ids.items() if c["type"] == "timer" and c["props"]["value"] == plan.PLAN_REFRESH_S)
+    assert ids[timer_id]["props"]["active"] is False  # until the tab is shown
+    feeders = {(t[0], t[1]) for d in config["dependencies"] if d["outputs"] == [plan_id] for t in d["targets"]}
+    tab_ids = {c["props"].get("label"): i for i, c in ids.items() if c["type"] == "tabitem"}
+    assert (timer_id, "tick") in feeders and (tab_ids["Why it works"], "select") in feeders
+    switches = {t[1] for d in config["dependencies"] if d["outputs"] == [timer_id] for t in d["targets"]}
+    assert switches == {"select", "load"}
+    on = lambda value, index: plan.refresh_while_shown(gr.SelectData(None, {"value": value, "index": index}))  # noqa
+    assert on("Why it works", 2).active is True and on("Live", 0).active is False
+    assert plan.refresh_while_shown(None, None).active is False

@@ -17,7 +17,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
 from app.why.history import from_history, run_hint
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
-from app.why.plan import plan_html
+from app.why.plan import PLAN_REFRESH_S, plan_html, refresh_while_shown
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
@@ -113,6 +113,7 @@ at once, as in the other tabs); scoped to that column: the what-if boxes answer 
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
     """Lay out the "Why it works" tab inside the current ``gr.Tab`` and wire its events. ``history`` is the Live
     tab's run history (gr.State); its newest run is marked on the what-if chart."""
+    tab = gr.context.Context.block  # the tab this is built in (its select refreshes the plan)
     gr.HTML(INTRO, elem_id="why-intro")
     measurement = gr.State(None)
     kept = gr.State(dict(KEPT))  # the what-if sliders' last numbers (slider_typed): an emptied box gets its back
@@ -166,16 +167,26 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
     tell_when_invalid(exit_layer, status, EXIT_LAYER, parse_exit_layer, target=target_box)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     _follow_setters(measuring, history, controls, whatif_chart, hint)
-    _wire_plan(plan, (target_box, offload, weights), measuring)
+    _wire_plan(plan, (target_box, offload, weights), measuring, tab)
 
 
-def _wire_plan(plan: gr.HTML, settings: tuple, measuring) -> None:
-    """Keep the line beside Measure (:func:`app.why.plan.plan_html`) on the settings now: ``settings`` (the target
-    box, the offload and weight-format boxes) left or changed, the page loaded (the machine's load then) and a
-    Measure ended (its first forwards now give the estimate)."""
+def _wire_plan(plan: gr.HTML, settings: tuple, measuring, tab=None) -> None:
+    """Keep the line beside Measure (:func:`app.why.plan.plan_html`) on the settings and the machine's load now:
+    ``settings`` (the target box, the offload and weight-format boxes) left or changed, the page loaded, the tab
+    (``tab``, a ``gr.Tab``; None: built outside one) selected, every :data:`PLAN_REFRESH_S` seconds while it is the
+    tab shown (a timer that the tabs' select switches on and off: :func:`refresh_while_shown`; a tick reads the
+    load average and a dict) and a Measure ended (its first forwards now give the estimate)."""
     target_box, offload, weights = settings
+    timer = gr.Timer(PLAN_REFRESH_S, active=False)
     triggers = [target_box.blur, target_box.submit, offload.change, weights.change,
-                gr.context.Context.root_block.load]
+                gr.context.Context.root_block.load, timer.tick]
+    tabs = getattr(tab, "parent", None)
+    if isinstance(tabs, gr.Tabs):
+        triggers.append(tab.select)
+        tabs.select(refresh_while_shown, outputs=[timer], queue=False, show_progress="hidden",
+                    api_visibility="private")
+        gr.context.Context.root_block.load(refresh_while_shown, outputs=[timer], queue=False,
+                                           show_progress="hidden", api_visibility="private")
     gr.on(triggers, plan_html, inputs=[target_box, offload, weights], outputs=[plan], queue=False,
           show_progress="hidden", api_visibility="private")
     measuring.then(plan_html, inputs=[target_box, offload, weights], outputs=[plan], queue=False,

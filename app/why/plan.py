@@ -14,6 +14,8 @@ from __future__ import annotations
 import threading
 import time
 
+import gradio as gr
+
 from app.costs import tuned_or_none
 from app.estimates import NOW, PROBE_SPREAD, Estimate, machine_load, make_estimate
 from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds
@@ -26,6 +28,25 @@ _LOCK = threading.Lock()
 EXTRA_WORDS = {"offload": "the offloaded curve", "weights": "the weight formats"}
 """The boxes under Measure whose extra time no estimate holds (timed by rounds once they run), as the line names
 them."""
+
+
+PLAN_REFRESH_S = 12.0
+"""How often the line beside Measure is said again while the Why tab is shown: the machine's load it follows moves
+(other programs start and end), and a line computed once at page load read the same on a quiet and a busy machine."""
+WHY_TAB = ("why", "Why it works")
+"""The Why tab's id and label in the app's tabs (:mod:`app`'s demo)."""
+
+
+def refresh_while_shown(select: gr.SelectData | None = None, request: gr.Request | None = None) -> gr.Timer:
+    """The plan's timer (:data:`PLAN_REFRESH_S`) on while the Why tab is the one shown, off otherwise: at a tab's
+    select (``select``: which tab, its ``value`` or ``id``), or at page load (``select`` None) by the address's
+    ``tab`` (a link "?tab=why" opens the page on it)."""
+    if select is not None:
+        shown = str(select.value) in WHY_TAB or str(select.index) in WHY_TAB
+    else:
+        params = getattr(request, "query_params", None) or {}
+        shown = str(params.get("tab", "")).lower() == WHY_TAB[0]
+    return gr.Timer(active=shown)
 
 
 def measure_seconds(probe: dict[int, float]) -> float:
