@@ -180,7 +180,9 @@ def test_latest_live_run_is_read_from_the_history():
     title = why.from_history(history, 99, 1, None)[-2].layout.legend.title.text
     assert title.startswith(f"α = {alpha:.2f}, c = 2.000")
     drawn = why.from_history(history, None, 1, None, {"alpha": 0.8, "c": 0.3})[-2]
-    assert _plain(drawn.layout.legend.title.text) == f"α = {alpha:.2f}, c = 0.300{note}"
+    assert _plain(drawn.layout.legend.title.text) == f"α = {alpha:.2f}, c = 0.300"
+    below = next(a.text for a in drawn.layout.annotations if "Best k" in a.text)  # the ★'s α: under the charts
+    assert _plain(below).endswith(note)
     longer = [RunSummary(drafter="n-gram lookup (2-3)", k="k = 2 (adaptive)", k_value=2, k_schedule="heuristic",
                          tokens_per_pass=4.4, speedup=2.1)]
     k, tpp, speedup, alpha, c, fig, _ = why.from_history(longer)  # adaptive k grew past its start: 4.4 needs k >= 4

@@ -40,14 +40,14 @@ def test_the_stars_alpha_is_said_beside_it_with_why_the_live_cards_differs():
     assert alpha == why.run_alpha(4, 2.2) == pytest.approx(0.57, abs=0.005)  # not the card's 0.91
     assert expected_tokens_per_pass(alpha, 4) == pytest.approx(2.2, abs=0.02)
     title = _plain(fig.layout.legend.title.text)
-    assert title.startswith(f"α = {alpha:.2f}, c = ")
-    assert ("★'s α: the one that gives its 2.20 tokens/pass at k = 4 by the formula. The Live card's α (accepted ÷ "
-            "judged drafts) differs when passes draft fewer than k.") in title
-    # the star stands right under that line: the legend's first entry after its title is the run
+    assert title.startswith(f"α = {alpha:.2f}, c = ") and "★'s α" not in title  # 5 lines there squeezed the plots
+    below = _plain(next(a.text for a in fig.layout.annotations if "Best k" in a.text))  # under the charts
+    assert below.endswith("★'s α: the one that gives its 2.20 tokens/pass at k = 4 by the formula. The Live card's "
+                          "α (accepted ÷ judged drafts) differs when passes draft fewer than k.")
     assert [t.name for t in fig.data if t.marker.symbol == "star"][0] == "your run"
     # the user moves α away: the line no longer claims it is the run's
     moved = why.whatif(0.5, 0.0, 1, "4", "2.2", "1.4", None)
-    assert "★'s α" not in _plain(moved.layout.legend.title.text)
+    assert "★'s α" not in _plain(next(a.text for a in moved.layout.annotations if "Best k" in a.text))
     assert why.alpha_note(0.57, None) is None
 
 
@@ -114,8 +114,8 @@ def test_the_star_carries_the_runs_recorded_95_percent_ranges_as_error_bars():
     assert fig.layout.yaxis.range[1] >= 4.0  # the bar's top stays on the chart
     assert "The ★'s bars: its 95% ranges, as the Live cards show them." in hint
     few = dataclasses.replace(ranged, tokens_per_pass_spread="1.75–4.00; 5 passes: too few to tell")
-    assert "The ★'s bars: its 95% ranges, as the Live cards show them; 5 passes: too few to tell." in why.from_history(
-        [few])[-1]
+    said = "The ★'s bars: its 95% ranges, as the Live cards show them; 5 passes: too few to tell."
+    assert said in why.from_history([few])[-1]
     one = dataclasses.replace(ranged, tokens_per_pass_interval=None, tokens_per_pass_spread="one pass: no spread",
                               speedup=None, speedup_interval=None, speedup_note="too short")
     k, tpp, speedup, *_, fig, hint = why.from_history([one])
@@ -126,3 +126,17 @@ def test_the_star_carries_the_runs_recorded_95_percent_ranges_as_error_bars():
     # a typed range that does not hold its figure is no range; a typed figure without one has none
     assert why.run_point("4", "2.5 (3.0–4.0)", "")["tokens_per_pass_range"] is None
     assert why.controls.split_range("2 (x)") == ("2 (x)", None)
+
+
+def test_a_long_legend_grows_the_figure_so_the_plots_keep_their_height():
+    """A trial at 1400 px: the ★'s α note (5 lines at the head of the legend) left each plot 134 px tall. The note
+    now stands under the charts, and the figure grows by its legend's height (legend_px)."""
+    from app.why.figures import LEGEND_LINE_PX, LEGEND_ROW_PX, legend_px
+
+    fig = why.whatif(0.72, 0.0, 1, "4", "2.88 (1.75–4.00)", "1.40 (1.21–1.62)", None)
+    title = fig.layout.legend.title.text
+    assert title == "α = 0.72, c = 0.000 (n-gram lookup<br>≈ 0, not measured)"
+    # 5 names, two a row: (1 line, 1 line), (2 lines: "speedup, paper<br>(verification = 1 step)", 1), (1): 4 lines
+    assert legend_px(title, [t.to_plotly_json() for t in fig.data]) == (2 + 4) * LEGEND_LINE_PX + 3 * LEGEND_ROW_PX
+    bare = why.whatif(0.72, 0.0, 1, "", "", "", None)
+    assert fig.layout.height - bare.layout.height >= LEGEND_LINE_PX  # the ★'s legend row (and its note below)

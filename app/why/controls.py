@@ -170,9 +170,8 @@ def whatif(alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept: dict
     noisy = noisy_c((measurement or {}).get("costs"))
     drawn = noisy and abs(c - measurement["costs"]["early-exit"]) < 5e-3  # the measured c drawn: say it is noise
     point = run_point(run_k, run_tpp, run_speedup)
-    notes = [f"measured c {noisy}: no finding, try the slider" if drawn else None, alpha_note(alpha, point)]
-    return whatif_figure(curves, point, int(batch or 1), "<br>".join(n for n in notes if n) or None,
-                         c_words(c, measurement))
+    noise = f"measured c {noisy}: no finding, try the slider" if drawn else None
+    return whatif_figure(curves, point, int(batch or 1), noise, c_words(c, measurement), alpha_note(alpha, point))
 
 
 def run_alpha(k, tokens_per_pass) -> float:
@@ -187,8 +186,9 @@ def run_alpha(k, tokens_per_pass) -> float:
 
 
 def alpha_note(alpha: float, run: dict | None) -> str | None:
-    """The line beside α at the head of the what-if legend, over the ★ (``run``: :func:`run_point`'s) while α is the
-    run's own (:func:`run_alpha`): which α this is and why the Live card's differs; None for any other α."""
+    """The note under the what-if charts (it stood at the head of the legend, 5 lines that squeezed the plots) while
+    α is the ★'s own (``run``: :func:`run_point`'s; :func:`run_alpha`): which α this is and why the Live card's
+    differs; None for any other α."""
     if run is None or abs(alpha - run_alpha(run["k"], run["tokens_per_pass"])) > 5e-3:
         return None
     return (f"★'s α: the one that gives its {run['tokens_per_pass']:.2f} tokens/pass at k = {run['k']:g} by the "

@@ -239,8 +239,22 @@ def best_k_line(ks: list[int], speedups: list[float], name: str) -> str:
     return wrap_words(f"{name.capitalize()}: no k pays at {cost} (best k = {k} gives {top:.2f}×)")
 
 
+def best_notes(ks: list[int], curves: dict, below: str | None = None) -> str:
+    """The lines under the what-if charts: each speedup curve's best k (:func:`best_k_line`), or that the measured
+    one is too noisy to tell, "Press Measure" before a measurement, then ``below`` (the ★'s α), wrapped."""
+    best = [best_k_line(ks, series, name)
+            for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
+    if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
+        best = best[:1] + [wrap_words("Measured costs: too noisy to tell a best k (a verification timed below a "
+                                      "one-token step)")]
+    if not curves.get("measured"):
+        best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
+    best += [wrap_words(below)] if below else []
+    return "<br>".join(best)
+
+
 def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: str | None = None,
-                  c_words: str = "") -> go.Figure:
+                  c_words: str = "", below: str | None = None) -> go.Figure:
     """Left: expected tokens per pass against k at the chosen α (and the k+1 ceiling). Right: predicted speedup,
     the paper's (a verification costs one step) and, when measured, with the measured verification cost
     T(k+1) at ``batch``. ``run`` ({"k", "tokens_per_pass", "speedup"}) is marked on both. ``curves["k"]`` is
@@ -248,7 +262,9 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
     (:func:`app.figures.position_ticks`). The chart's title (α and c, then ``note``, e.g. that the measured c is
     noise, or which α the run's is: :func:`app.why.controls.alpha_note`) heads the legend (:func:`_title_legend`),
     with ``c_words`` in brackets after c (where c comes from: :func:`app.why.controls.c_words`; "" says nothing);
-    every text line fits a 400 px phone."""
+    ``below``: a note put under the charts, under the best-k lines (the ★'s α: it made the legend 7 lines high and
+    the plots 134 px at 1400 px). The figure grows by its legend's height (:func:`legend_px`), so each plot keeps
+    about 300 px however long the legend is. Every text line fits a 400 px phone."""
     layout = _layout(430)
     (a, _, _), (b, _, _) = _two_panels(layout, ("Expected tokens per target pass", "Predicted speedup"))
     ks = curves["k"]
@@ -276,14 +292,8 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
                      "line": {"color": COLORS["rejected"], "width": 3, "dash": "dash"}, "marker": {"size": 6},
                      "xaxis": f"x{b}", "yaxis": f"y{b}",
                      "hovertemplate": "k=%{x}: %{y:.2f}× (measured costs)<extra></extra>"})
-    best = [best_k_line(ks, series, name)
-            for series, name in ((curves["paper"], "paper"), (curves.get("measured"), "measured costs")) if series]
-    if noisy_measured(curves):  # a verification timed below a step: the measured curve is no finding
-        best = best[:1] + [wrap_words("Measured costs: too noisy to tell a best k (a verification timed below a "
-                                      "one-token step)")]
-    if not curves.get("measured"):
-        best.append("Press <b>Measure</b> for the curve with<br>measured verification costs")  # fits 400 px
-    _note_below(layout, b, "<br>".join(best), COLORS["baseline"])  # under the charts: a rising curve ends top right
+    # under the charts: a rising curve ends top right
+    _note_below(layout, b, best_notes(ks, curves, below), COLORS["baseline"])
     ceiling = max(tau + [2.0] + ([run["tokens_per_pass"]] if run and run.get("tokens_per_pass") else [])
                   + ([run["tokens_per_pass_range"][1]] if run and run.get("tokens_per_pass_range") else []))
     layout[f"yaxis{a}"]["range"] = [0, ceiling * 1.25]  # the k+1 line may leave the chart: E[tau] saturates
@@ -298,7 +308,23 @@ def whatif_figure(curves: dict, run: dict | None = None, batch: int = 1, note: s
     c_text = f"{curves['c']:.4f}" if 0 < curves["c"] < 5e-3 else f"{curves['c']:.3f}"  # an n-gram's 0.0003, not 0
     _title_legend(layout, f"α = {curves['alpha']:.2f}, c = {c_text}" + (f" ({c_words})" if c_words else "")
                   + (f"<br>{note}" if note else ""))
+    layout["height"] += legend_px(layout["legend"]["title"]["text"], data)
     return go.Figure({"data": data, "layout": layout})
+
+
+LEGEND_LINE_PX = 17  # one line of the what-if legend's title (13 px type) or of a name
+LEGEND_ROW_PX = 10  # between two rows of names
+
+
+def legend_px(title: str, data: list[dict]) -> int:
+    """The height in px of the what-if legend above the panels, as drawn wide (two names a row,
+    :func:`_title_legend`): ``title``'s lines (``<br>``) and the rows of the names of ``data`` shown in the legend
+    (a name of two lines makes its row two lines high). Plotly grows the top margin by this; the figure grows by it
+    too, so the plots keep their height."""
+    names = [t["name"] for t in data if t.get("showlegend", True) is not False and t.get("name")]
+    rows = [names[i:i + 2] for i in range(0, len(names), 2)]
+    lines = sum(max(n.count("<br>") + 1 for n in row) for row in rows)
+    return (title.count("<br>") + 1 + lines) * LEGEND_LINE_PX + len(rows) * LEGEND_ROW_PX
 
 
 RANGED_RUN = "± its 95% range"
