@@ -5,6 +5,8 @@ following the target and the boxes under Measure."""
 from __future__ import annotations
 
 import os
+import typing
+from types import SimpleNamespace
 
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
@@ -127,4 +129,8 @@ def test_the_line_is_said_again_when_the_tab_is_shown_and_on_a_timer_while_it_is
     assert switches == {"select", "load"}
     on = lambda value, index: plan.refresh_while_shown(gr.SelectData(None, {"value": value, "index": index}))  # noqa
     assert on("Why it works", 2).active is True and on("Live", 0).active is False
-    assert plan.refresh_while_shown(None, None).active is False
+    address = lambda query: plan.refresh_from_address(SimpleNamespace(query_params=query))  # noqa: E731
+    assert address({}).active is False and address({"tab": "why"}).active is True
+    # Gradio fills a select's data and a request only for parameters annotated with the classes themselves
+    assert typing.get_type_hints(plan.refresh_while_shown)["select"] is gr.SelectData
+    assert typing.get_type_hints(plan.refresh_from_address)["request"] is gr.Request

@@ -17,7 +17,7 @@ from app.why.controls import (DEFAULT_ALPHA, DEFAULT_C, KEPT, MAX_C, RUN_BOX_EMP
 from app.why.handlers import MEASURE_INPUTS, clicked, stop, stop_said
 from app.why.history import from_history, run_hint
 from app.why.offload import OFFLOAD_INFO, OFFLOAD_LABEL
-from app.why.plan import PLAN_REFRESH_S, plan_html, refresh_while_shown
+from app.why.plan import PLAN_REFRESH_S, plan_html, refresh_from_address, refresh_while_shown
 from app.why.weights import WEIGHTS_INFO, WEIGHTS_LABEL
 from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
@@ -185,7 +185,7 @@ def _wire_plan(plan: gr.HTML, settings: tuple, measuring, tab=None) -> None:
         triggers.append(tab.select)
         tabs.select(refresh_while_shown, outputs=[timer], queue=False, show_progress="hidden",
                     api_visibility="private")
-        gr.context.Context.root_block.load(refresh_while_shown, outputs=[timer], queue=False,
+        gr.context.Context.root_block.load(refresh_from_address, outputs=[timer], queue=False,
                                            show_progress="hidden", api_visibility="private")
     gr.on(triggers, plan_html, inputs=[target_box, offload, weights], outputs=[plan], queue=False,
           show_progress="hidden", api_visibility="private")

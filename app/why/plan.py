@@ -37,16 +37,18 @@ WHY_TAB = ("why", "Why it works")
 """The Why tab's id and label in the app's tabs (:mod:`app`'s demo)."""
 
 
-def refresh_while_shown(select: gr.SelectData | None = None, request: gr.Request | None = None) -> gr.Timer:
-    """The plan's timer (:data:`PLAN_REFRESH_S`) on while the Why tab is the one shown, off otherwise: at a tab's
-    select (``select``: which tab, its ``value`` or ``id``), or at page load (``select`` None) by the address's
-    ``tab`` (a link "?tab=why" opens the page on it)."""
-    if select is not None:
-        shown = str(select.value) in WHY_TAB or str(select.index) in WHY_TAB
-    else:
-        params = getattr(request, "query_params", None) or {}
-        shown = str(params.get("tab", "")).lower() == WHY_TAB[0]
-    return gr.Timer(active=shown)
+def refresh_while_shown(select: gr.SelectData) -> gr.Timer:
+    """The plan's timer (:data:`PLAN_REFRESH_S`) on while the Why tab is the one shown, off otherwise, at a tab's
+    select (``select``: which tab, its ``value`` or ``id``). Annotated with the class itself: Gradio fills only
+    such a parameter (with "gr.SelectData | None" the select came as None and the timer never started)."""
+    return gr.Timer(active=str(select.value) in WHY_TAB or str(select.index) in WHY_TAB)
+
+
+def refresh_from_address(request: gr.Request) -> gr.Timer:
+    """The plan's timer at page load: on when the address opens the page on the Why tab ("?tab=why"). A load event
+    has no select data: given a ``gr.SelectData`` parameter, Gradio fails building it."""
+    params = getattr(request, "query_params", None) or {}
+    return gr.Timer(active=str(params.get("tab", "")).lower() == WHY_TAB[0])
 
 
 def measure_seconds(probe: dict[int, float]) -> float:
