@@ -226,11 +226,18 @@ def latency_panel(spec: RunStats, base: RunStats) -> Panel:
                  _axis("tokens", rangemode="tozero", **count_ticks(int(top))))
 
 
+POSITION_BARS = "accepted ÷ judged at each position<br>error bars: 95% Wilson interval"
+"""The by-position chart's bar name (its legend's note): what a bar is and what its error bar is (each line fits a
+400 px phone, :data:`PHONE_LINE_CHARS`)."""
+
+
 def position_panel(spec: RunStats, base: RunStats) -> Panel:
-    """Per-position acceptance P(draft token i accepted | tokens before it accepted), i = 1..k, and α."""
+    """Per-position acceptance P(draft token i accepted | tokens before it accepted), i = 1..k, each bar with its
+    95% Wilson interval of accepted / judged at that position (:meth:`RunStats.position_intervals`; none where no
+    pass judged it), the counts in its hover, and α."""
     values = spec.per_position_acceptance
     x = list(range(1, len(values) + 1))
-    traces = [_bar(x, values, "acceptance by position", COLORS["accepted"], 0.7)]
+    traces = [_bar(x, values, POSITION_BARS, COLORS["accepted"], 0.7, **_position_spread(spec))]
     if spec.alpha is not None and x:
         traces.append(_line(x, [spec.alpha] * len(x), "α (all positions)", COLORS["expected"], 2, "dash"))
     _hover(traces, "position %{x}: %{y:.0%} (%{fullData.name})")
@@ -240,6 +247,22 @@ def position_panel(spec: RunStats, base: RunStats) -> Panel:
                      _axis("P(kept | earlier kept)", range=[0, 1.05]))
     return Panel("Acceptance by draft position", traces, _axis("position in the draft", **position_ticks(len(x))),
                  _axis("P(kept | earlier kept)", range=[0, 1.05]))
+
+
+def _position_spread(spec: RunStats) -> dict:
+    """The by-position bars' error bars (each position's Wilson interval, 0 where no pass judged it), and their hover:
+    the share, the counts and the interval ("position 2: 80% kept, 8 of 10 judged; 95% 49–94%")."""
+    up, down, words = [], [], []
+    for interval, kept, judged in zip(spec.position_intervals(), spec.position_accepted, spec.position_tried):
+        if interval is None:
+            up.append(0.0), down.append(0.0), words.append("no pass judged it")
+            continue
+        up.append(interval.high - interval.value), down.append(interval.value - interval.low)
+        words.append(f"{kept} of {judged} judged; 95% {interval.low:.0%}–{interval.high:.0%}")
+    return {"error_y": {"type": "data", "symmetric": False, "array": up, "arrayminus": down, "visible": bool(up),
+                        "color": "#24292f", "thickness": 1.5, "width": 4},
+            "text": words, "textposition": "none",
+            "hovertemplate": "position %{x}: %{y:.0%} kept, %{text}<extra></extra>"}
 
 
 POSITION_TICKS = 8

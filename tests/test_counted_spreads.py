@@ -131,3 +131,33 @@ def test_a_long_pane_spread_wraps_and_a_short_one_stays_on_one_line():
             in header)
     css = (Path(__file__).resolve().parents[1] / "assets" / "style.css").read_text()
     assert ".pane-figures { margin-left: auto; display: flex; flex-wrap: wrap;" in css
+
+
+def test_the_acceptance_by_position_bars_carry_their_wilson_intervals():
+    """A trial: the Live tab's "Acceptance by draft position" bars had no error bars, two of them at 1.0 after ~10
+    passes. Each bar now carries the 95% Wilson interval of accepted / judged at its position, the legend says what
+    the bars and the error bars are, and the hover gives the counts."""
+    from app import figures
+
+    passes = [(3, 3)] * 8 + [(3, 1), (3, 0)]  # positions judged: 10, 9, 8; accepted: 9, 8, 8
+    spec = _run(passes)
+    assert list(spec.position_tried) == [10, 9, 8] and list(spec.position_accepted) == [9, 8, 8]
+    intervals = spec.position_intervals()
+    assert [i.value for i in intervals] == pytest.approx([0.9, 8 / 9, 1.0])
+    assert [i.value for i in intervals] == pytest.approx(spec.per_position_acceptance)
+    assert (intervals[0].low, intervals[0].high) == (wilson_interval(9, 10).low, wilson_interval(9, 10).high)
+    assert intervals[2].high == 1.0 and intervals[2].low == pytest.approx(8 / (8 + Z95 ** 2))  # 8 of 8: keeps a width
+    bars = figures.position_panel(spec, _run([], run="baseline")).traces[0]
+    assert bars["type"] == "bar" and bars["y"] == spec.per_position_acceptance
+    assert bars["error_y"]["array"] == pytest.approx([i.high - i.value for i in intervals])
+    assert bars["error_y"]["arrayminus"] == pytest.approx([i.value - i.low for i in intervals])
+    assert bars["error_y"]["arrayminus"][2] == pytest.approx(1.0 - 8 / (8 + Z95 ** 2)) and bars["error_y"]["visible"]
+    assert bars["name"] == "accepted ÷ judged at each position<br>error bars: 95% Wilson interval"
+    assert all(len(line) <= figures.PHONE_LINE_CHARS for line in figures.visible_lines(bars["name"]))
+    assert bars["text"][0] == "9 of 10 judged; 95% 60%–98%" and bars["text"][2] == "8 of 8 judged; 95% 68%–100%"
+    assert "%{text}" in bars["hovertemplate"]
+    # a position no pass judged (drafted only after a rejection) has no interval and no error bar
+    unjudged = _run([(2, 0), (2, 0)])
+    assert list(unjudged.position_tried) == [2, 0] and unjudged.position_intervals()[1] is None
+    trace = figures.position_panel(unjudged, _run([], run="baseline")).traces[0]
+    assert trace["error_y"]["array"][1] == 0.0 and trace["text"][1] == "no pass judged it"

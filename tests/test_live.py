@@ -365,7 +365,7 @@ def test_figure_functions_return_the_expected_traces():
         figures.tokens_per_pass_figure: ["tokens per pass", "tokens/pass, running mean", "expected from α",
                                          "standard decoding (1)"],
         figures.latency_figure: ["speculative", "baseline"],
-        figures.position_figure: ["acceptance by position", "α (all positions)"],
+        figures.position_figure: [figures.POSITION_BARS, "α (all positions)"],
         figures.k_figure: ["drafted", "k"],
         figures.time_figure: ["prefill (one measurement)", "draft", "target forwards", "other"],
     }

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from specviz.core.counters import _LISTS, _SCALARS, Counters
 from specviz.core.events import PassEvent
 from specviz.measure.stats import (MIN_JUDGED_PASSES, Interval, _times, bootstrap_ratio_of_sums,
-                                   pass_share_interval, tokens_per_pass_interval)
+                                   pass_share_interval, tokens_per_pass_interval, wilson_interval)
 
 
 @dataclass
@@ -122,6 +122,13 @@ class RunStats(Counters):
         passes that judged a draft."""
         judged = [a + r for a, r in zip(self.pass_accepted, self.pass_rejections)]
         return pass_share_interval(self.pass_accepted, judged)
+
+    def position_intervals(self) -> list[Interval | None]:
+        """:attr:`per_position_acceptance` with each position's 95% Wilson interval
+        (:func:`~specviz.measure.stats.wilson_interval`): for position i = 1..max drafted, accepted at i out of the
+        passes whose target judged i (``position_accepted`` / ``position_tried``; a pass judges a position at most
+        once, so the passes are its trials). None at a position no pass judged (its bar reads 0.0)."""
+        return [wilson_interval(a, t) for a, t in zip(self.position_accepted, self.position_tried)]
 
     def tokens_per_pass_interval(self) -> Interval | None:
         """:attr:`tokens_per_pass` (emitted / passes, bonus included) with its 95% percentile-bootstrap interval
