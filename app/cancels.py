@@ -48,6 +48,13 @@ class CancelRegistry:
                 flag.set()
         return key, flag
 
+    def running(self, request) -> bool:
+        """Whether ``request``'s session has a run registered here (started, not finished: waiting for the device
+        or running); False without a session."""
+        key = session_key(request)
+        with self._lock:
+            return key is not None and key in self._flags
+
     def finish(self, key: str, flag: threading.Event) -> None:
         """Unregister a run that ended (a newer run of the session keeps its own flag)."""
         with self._lock:

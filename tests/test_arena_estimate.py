@@ -258,6 +258,18 @@ def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
     running = "Starting: 6 prompts × 2 methods …"
     assert matching.refresh(running, *preset, 16, "embedded") == gr.skip()
     assert matching.refresh(now16, *preset, 4000, "embedded") == gr.skip()  # the slider's own check says it
+    # an answer to a change sent before Run arena (the estimate still shown then) never covers the session's run
+    from types import SimpleNamespace
+
+    from app.arena.handlers import RUNS
+    page, other = SimpleNamespace(session_hash="page-a"), SimpleNamespace(session_hash="page-b")
+    key, flag = RUNS.start(page)
+    try:
+        assert matching.refresh_unless_running(page, now16, *preset, 16, "embedded") == gr.skip()
+        assert matching.MARK in matching.refresh_unless_running(other, now16, *preset, 16, "embedded")
+    finally:
+        RUNS.finish(key, flag)
+    assert matching.MARK in matching.refresh_unless_running(page, now16, *preset, 16, "embedded")
 
 
 def test_the_tokens_hint_says_what_the_estimate_says():
@@ -280,7 +292,7 @@ def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():
         arena_tab.build_tab("embedded")
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     wired = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets
-             if event == "input" and fn.fn is matching.refresh}
+             if event == "input" and fn.fn is matching.refresh_unless_running}
     assert set(wired) == {"arena-drafters", "arena-ks", "arena-source", "arena-prompt", "arena-category",
                           "arena-max-new-tokens", "arena-target"}
     for fn in wired.values():
@@ -290,16 +302,17 @@ def test_every_input_of_the_estimate_refreshes_the_status_outside_the_queue():
         assert fn.trigger_mode == "always_last"
     # the box's release is the clamp's alone ("is at most 512 here; using 512."): an estimate there would race it
     assert not [fn for fn in demo.fns.values() for t, event in fn.targets
-                if event == "release" and names.get(t) == "arena-max-new-tokens" and fn.fn is matching.refresh]
+                if event == "release" and names.get(t) == "arena-max-new-tokens"
+                and fn.fn is matching.refresh_unless_running]
 
 
 def _page_load_status(demo) -> str:
     """What the Arena's page-load refresh of ``demo`` (built with only the Arena tab) puts in its status: its
     function called with its inputs' values as the page starts (the status line, then the ticked defaults)."""
     loads = [fn for fn in demo.fns.values() for _, event in fn.targets
-             if event == "load" and fn.fn is matching.refresh]
+             if event == "load" and fn.fn is matching.refresh_unless_running]
     assert len(loads) == 1 and not loads[0].queue and not loads[0].preprocess
-    return loads[0].fn(*(block.value for block in loads[0].inputs))
+    return loads[0].fn(None, *(block.value for block in loads[0].inputs))  # no request: no session's run
 
 
 def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
@@ -340,10 +353,10 @@ def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_pa
     arena_tab = next(t for t in tabs.values() if t.elem_id == "tab-arena")
     selects = [fn for fn in demo.fns.values() for t, event in fn.targets if event == "select" and t == arena_tab._id]
     loads = [fn for fn in demo.fns.values() for _, event in fn.targets
-             if event == "load" and fn.fn is matching.refresh]
+             if event == "load" and fn.fn is matching.refresh_unless_running]
     assert len(selects) == 1 and len(loads) == 1
     select = selects[0]
-    assert select.fn is matching.refresh and not select.queue and not select.preprocess
+    assert select.fn is matching.refresh_unless_running and not select.queue and not select.preprocess
     assert [b._id for b in select.inputs] == [b._id for b in loads[0].inputs]
     assert [b.elem_id for b in select.inputs][0] == "arena-status" and select.outputs[0].elem_id == "arena-status"
     config = demo.get_config_file()  # the page's own config says the same
@@ -357,15 +370,15 @@ def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_pa
     monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
     monkeypatch.setattr(arena_costs.time, "time", lambda: 1187.0)
     values = [block.value for block in select.inputs]
-    shown = loads[0].fn(*values)  # the page load, before any Live run
+    shown = loads[0].fn(None, *values)  # the page load, before any Live run
     assert UNMEASURED in shown
     runs["embedded"] = [RunCosts(2.0, 593.0, None, live_costs.RECENT_RUNS, measured_at=1000.0)]  # a Live run since
-    opened = select.fn(shown, *values[1:])
+    opened = select.fn(None, shown, *values[1:])
     assert UNMEASURED not in opened and matching.MARK in opened
     assert ("6 prompts × 4 methods at 48 new tokens per run: about" in opened
             and "a rough estimate from 593 ms a token of standard decoding (the latest run of this model on this "
                 "server, 3 min 7 s ago)" in opened), opened
-    assert select.fn("Starting: 6 prompts × 4 methods …", *values[1:]) == gr.skip()  # a run's status stays
+    assert select.fn(None, "Starting: 6 prompts × 4 methods …", *values[1:]) == gr.skip()  # a run's status stays
 
 
 # --------------------------------------------- the load a cost was measured at

@@ -180,9 +180,12 @@ def _run_notes(s: dict) -> list[str]:
 def _race_on_device(job: Job, s: dict, shown: "_Progress"):
     """Wait for the device, then run :func:`_arena_work` in the job's thread, yielding status and partial
     results; returns the last result (None when stopped before any)."""
-    def waiting(place) -> tuple:
+    began = time.monotonic()
+
+    def waiting(place) -> tuple:  # the seconds change the line each second: an answer that covered it is redrawn
         return _outputs(status=render.status_html(
-            f"Waiting for the device… ({place.holder or 'another run holds it'})", "wait"))
+            f"Waiting for the device… ({place.holder or 'another run holds it'}; "
+            f"{time.monotonic() - began:.0f} s so far)", "wait"))
 
     if not (yield from relay(job.turn(), waiting)):
         return None

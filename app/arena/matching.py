@@ -140,9 +140,20 @@ def refresh(shown, drafters, ks, source, prompt, category, max_new_tokens, targe
     return settings_status(drafters, ks, source, prompt, category, max_new_tokens, target)
 
 
+def refresh_unless_running(request: gr.Request, *values):
+    """:func:`refresh` of ``values`` (its arguments in order), or gr.skip() while ``request``'s session has an arena
+    run registered: ``shown`` was read when the change was sent, and an answer after Run arena was pressed must not
+    cover the run's status (a trial's page read "press Run arena to race them" for 400 s while its run waited for
+    the device)."""
+    from app.arena.handlers import RUNS  # the handlers import this module
+
+    return gr.skip() if RUNS.running(request) else refresh(*values)
+
+
 def wire_refresh(components: dict, tab: gr.Tab | None = None) -> None:
     """Make every input of :data:`REFRESH_INPUTS` after the status (``components``: name -> component) refresh the
-    status line (:func:`refresh`) when the visitor changes it (``input``, not ``change``: a value the app itself
+    status line (:func:`refresh`, unless the session's run is registered: :func:`refresh_unless_running`) when the
+    visitor changes it (``input``, not ``change``: a value the app itself
     sets, as the slider's clamp to 8 with its own status line, must not be answered by an estimate over that line),
     on page load (the defaults are ticked: the page said only :data:`READY` until the visitor changed
     something), and when the visitor opens the Arena's ``tab`` (its ``select``; a trial: after several Live runs the
@@ -159,10 +170,10 @@ def wire_refresh(components: dict, tab: gr.Tab | None = None) -> None:
     options = dict(inputs=inputs, outputs=[components["status"]], queue=False, preprocess=False,
                    show_progress="hidden", api_visibility="private")
     for name in REFRESH_INPUTS[1:]:
-        components[name].input(refresh, trigger_mode="always_last", **options)
-    gr.context.Context.root_block.load(refresh, **options)
+        components[name].input(refresh_unless_running, trigger_mode="always_last", **options)
+    gr.context.Context.root_block.load(refresh_unless_running, **options)
     if tab is not None:
-        tab.select(refresh, **options)
+        tab.select(refresh_unless_running, **options)
 
 
 def _pair(summary: list[dict]) -> tuple[dict, dict] | None:
