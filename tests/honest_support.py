@@ -22,6 +22,17 @@ class Tokens:
         return "".join(f"t{i}" for i in ids)
 
 
+class FixedShare:
+    """A stand-in for :class:`specviz.measure.machine.CpuShare` with a fixed share of other programs (None:
+    unknown)."""
+
+    def __init__(self, share):
+        self.share = share
+
+    def others(self):
+        return self.share
+
+
 def pass_event(run: str, index: int, emitted: tuple[int, ...], ms: float, draft: tuple[int, ...] = (), n: int = 0,
                finish: str | None = None, generated: int = 0) -> PassEvent:
     """Pass ``index`` of ``run`` ("speculative" or "baseline"; index 0 is the prefill) emitting the token ids

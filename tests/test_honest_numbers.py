@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 
 from app import inputs, live, render  # noqa: E402
 from app.records import RunSummary  # noqa: E402
-from honest_support import Tokens, paired_runs, pass_event, run_view, unlabelled  # noqa: E402
+from honest_support import FixedShare as _Share, Tokens, paired_runs, pass_event, run_view, unlabelled  # noqa: E402
 from specviz.core.events import Timings  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
@@ -235,15 +235,6 @@ def test_cpu_share_of_other_programs_is_a_fraction_or_unknown():
     if share._start is not None:  # 10 s of all CPUs' time earlier, 1 s of it busy and none of it ours
         assert 0.05 <= share.others() <= 0.2
 
-
-class _Share:
-    """A stand-in for CpuShare with a fixed share of other programs (None: unknown)."""
-
-    def __init__(self, share):
-        self.share = share
-
-    def others(self):
-        return self.share
 
 
 def test_the_busy_warning_after_a_run_reads_other_programs_share_not_the_load_average(monkeypatch):

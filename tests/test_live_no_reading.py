@@ -14,21 +14,12 @@ import pytest  # noqa: E402
 
 from app import estimates, render  # noqa: E402
 from app.render.stats import no_reading_sentence  # noqa: E402
-from honest_support import paired_runs, run_view  # noqa: E402
+from honest_support import FixedShare as _Share, paired_runs, run_view  # noqa: E402
 
 LOADED = ("faster than its 2.0 tokens per pass allow, so the machine's speed changed during the run: other programs "
           "used 45% of the CPUs during the run; run again when the machine is quieter")
 QUIET = "faster than its 2.0 tokens per pass allow, so the machine's speed changed during the run: run again to measure"
 
-
-class _Share:
-    """A stand-in for :class:`specviz.measure.machine.CpuShare` with a fixed share of other programs (None: unknown)."""
-
-    def __init__(self, share):
-        self.share = share
-
-    def others(self):
-        return self.share
 
 
 def _impossible_view(share):
