@@ -195,6 +195,19 @@ def test_a_busy_run_whose_interval_spans_one_is_too_noisy_and_keeps_its_number()
     assert busy.summary().speedup_reason == busy.noise_reason() and "45%" in busy.noise_reason()
 
 
+def test_a_faster_run_on_a_busy_machine_says_so_in_its_card_and_its_status_line():
+    """A trial read a large green "2.12× faster" with "other programs used 60%" in small print under it."""
+    spec, base = paired_runs(12, lambda i: 12.0 + (i % 3) * 0.3, lambda i: 10.0 + (i % 2) * 0.2)  # ~1.7x
+    busy = run_view(spec, base)
+    busy.cpu = _Share(0.6)
+    assert busy.judgement().verdict == "faster"
+    assert 'hero good busy sv-verdict' in busy.stats_html() and "⚠ measured on a busy machine" in busy.stats_html()
+    assert busy.status().count("measured on a busy machine: the speedup may be smaller on a quiet one") == 1
+    quiet = run_view(spec, base)
+    quiet.cpu = _Share(0.05)
+    assert "busy" not in quiet.status() and "sv-verdict-busy" not in quiet.stats_html()
+
+
 def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slower():
     """Seen in the browser: early exit measured 0.28–0.55× while other programs took 74% of the CPUs and read "too
     noisy to tell". Busy CPUs flatter the speculative run, so a slower one is shown slower, in red, with why."""

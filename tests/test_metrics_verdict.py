@@ -80,6 +80,26 @@ def test_a_live_speedup_above_its_tokens_per_pass_is_not_a_finding():
     assert fine.verdict == "faster" and fine.reason is None
 
 
+def test_a_faster_headline_on_a_busy_machine_warns_in_its_own_line():
+    """A trial read a large green "2.12× faster" and missed "other programs used 60% of the CPUs" in small print."""
+    from app.render.stats import verdict_card
+    from specviz.measure.stats import judge_speedup
+
+    spec_ms, spec_tokens, base_ms, base_tokens = [100.0] * 20, [3] * 20, [60.0] * 60, [1] * 60
+    busy = judge_speedup(spec_ms, spec_tokens, base_ms, base_tokens, disturbed="other programs used 60% of the CPUs")
+    card = verdict_card(busy)
+    assert busy.verdict == "faster" and busy.value == pytest.approx(1.8)
+    assert 'class="card hero good busy sv-verdict"' in card
+    assert ('<div class="sv-verdict-busy">⚠ measured on a busy machine (other programs used 60% of the CPUs), which '
+            'flatters speculation: on a quiet machine the gain may be smaller</div>') in card
+    shown = card.split("<details")[0]  # the warning line and the hover title, not the interval's line too
+    assert shown.count("other programs used 60%") == 2
+    quiet = verdict_card(judge_speedup(spec_ms, spec_tokens, base_ms, base_tokens))
+    assert "busy" not in quiet and 'class="card hero good sv-verdict"' in quiet
+    slower = verdict_card(judge_speedup(spec_ms, [1] * 20, base_ms, base_tokens, disturbed="other programs used 60%"))
+    assert "sv-verdict-busy" not in slower  # a loss on a busy machine is larger on a quiet one: no warning needed
+
+
 def test_an_interval_end_that_rounds_to_one_shows_which_side_of_one_it_is():
     """0.67–0.997 is wholly below 1 (slower); printed with two decimals it read "0.67–1.00", as if it touched 1."""
     from specviz.core.verdict import format_ratio, format_ratio_ends

@@ -242,7 +242,10 @@ class RunView:
             if self._done is None:
                 waited, parts = self._waited()
                 details = "; ".join([self._counts(reasons=True), *parts])
-                self._done = render.status_html(f"Done in {waited} ({details}) · {self.target_label}", "done",
+                judged = self.judgement()  # a faster verdict on a busy machine says so here too (verdict_card)
+                busy = f" · {render.BUSY_MACHINE}: the speedup may be smaller on a quiet one" if (
+                    judged is not None and judged.verdict == "faster" and self._busy is not None) else ""
+                self._done = render.status_html(f"Done in {waited} ({details}) · {self.target_label}{busy}", "done",
                                                 notes=self.notes)
             return self._done
         return render.status_html(f"Generating… {self._progress()} · both runs take turns on one device, each "

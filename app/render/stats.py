@@ -261,6 +261,16 @@ def no_reading_sentence(impossible: str | None, load: str | None = None) -> str:
     return f"{impossible}, so {SPEED_CHANGED}: {then}" if impossible else f"{SPEED_CHANGED}: {then}"
 
 
+BUSY_MACHINE = "measured on a busy machine"
+
+
+def busy_warning(reason: str) -> str:
+    """The warning a "faster" headline carries when other programs disturbed its timings (``reason``, what
+    disturbed them, :attr:`specviz.core.verdict.Verdict.reason`): "⚠ measured on a busy machine (other programs used
+    60% of the CPUs), which flatters speculation: on a quiet machine the gain may be smaller"."""
+    return f"⚠ {BUSY_MACHINE} ({reason}), which flatters speculation: on a quiet machine the gain may be smaller"
+
+
 def verdict_card(judgement, load: str | None = None) -> str:
     """The Live headline card (HTML) of a judged run (:class:`specviz.measure.stats.SpeedupJudgement` with an
     interval): the measured speedup large with its words ("2.51× faster", "0.62× the speed, slower"; "1.05× too
@@ -268,7 +278,8 @@ def verdict_card(judgement, load: str | None = None) -> str:
     (:data:`NO_READING`), puts the words first and the number small, as the end-to-end card does), under it the interval and what
     disturbed the timings ("95 % 1.48–3.98× · other programs used 74% of the CPUs"; for no reading, the interval and
     :func:`no_reading_sentence` of ``load``, the load measured during the run in words or None), and the long
-    explanation folded in a ``<details>`` element. Green for faster, red for slower, neutral otherwise."""
+    explanation folded in a ``<details>`` element. Green for faster, red for slower, neutral otherwise. A faster
+    verdict on a busy machine carries :func:`busy_warning` in its own line (class ``busy``)."""
     reading = judgement.reading
     cls = {"faster": "good", "slower": "bad", "too noisy to tell": "noisy", "not a finding": "noisy unfounded"}.get(
         reading.word, "neutral")
@@ -283,7 +294,13 @@ def verdict_card(judgement, load: str | None = None) -> str:
     said = reading.reason
     if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
         said = no_reading_sentence(judgement.impossible or reading.reason, load)
+    busy = reading.word == "faster" and bool(reading.reason)
+    if busy:  # a trial read a large green "2.12× faster" and missed the small "other programs used 60%" under it
+        cls += " busy"
+        said = None
     under = " · ".join(html.escape(part) for part in (span, said) if part)
+    if busy:
+        under += f'<div class="sv-verdict-busy">{html.escape(busy_warning(reading.reason))}</div>'
     why = [judgement.describe(), VERDICT_RULE, SPEEDUP_DEFINITION] + ([BUSY_NOTE] if reading.reason else [])
     details = ('<details class="sv-verdict-why"><summary>How this is judged</summary>'
                + "".join(f"<p>{html.escape(text)}</p>" for text in why) + "</details>")
