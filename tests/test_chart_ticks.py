@@ -234,4 +234,5 @@ def test_the_ceiling_note_fits_a_phone():
     late, early = ceiling_note(ks, 9, "1"), ceiling_note(ks, 5, "1")
     assert late["text"] == "k+1 goes on up<br>(to 17 at k = 16)" and late["xanchor"] == "right"
     assert early["xanchor"] == "left" and early["xshift"] == 6 and late["xshift"] == -6
+    assert late["yanchor"] == early["yanchor"] == "top"  # under the point: centred on it, it rose into the title
     assert max(len(line) for line in visible_lines(late["text"])) <= 18

@@ -184,10 +184,12 @@ the same 236 px."""
 def ceiling_note(ks: list[int], last: int, axis: str) -> dict:
     """The note where the k+1 line leaves the tokens-per-pass chart at k = ``last`` (of ``ks``; ``axis``: the
     chart's axis number): "k+1 goes on up / (to 17 at k = 16)" on two lines, beside the line's last point, on the
-    side with room (left of it past the middle of the k axis): on one line it ran past a 400 px phone's edge."""
+    side with room (left of it past the middle of the k axis): on one line it ran past a 400 px phone's edge. It hangs
+    down from that point (``yanchor`` top): centred on it, its first line rose into the panel's title where the
+    point is at the chart's top."""
     right = last > (ks[0] + ks[-1]) / 2
     return {"text": f"k+1 goes on up<br>(to {ks[-1] + 1} at k = {ks[-1]})", "x": last, "y": last + 1,
-            "xref": f"x{axis}", "yref": f"y{axis}", "xanchor": "right" if right else "left", "yanchor": "middle",
+            "xref": f"x{axis}", "yref": f"y{axis}", "xanchor": "right" if right else "left", "yanchor": "top",
             "align": "right" if right else "left", "showarrow": False, "xshift": -6 if right else 6,
             "font": {"size": 11, "color": COLORS["baseline"]}}
 
