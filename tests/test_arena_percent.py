@@ -79,3 +79,19 @@ def test_the_downloads_keep_the_acceptance_rate_a_fraction(tmp_path):
     assert written["ngram"]["acceptance_rate"] == "0.6875"  # 33 / 48, the number itself, not "69%"
     saved = json.loads(Path(json_path).read_text())
     assert {r["drafter"]: r.get("acceptance_rate") for r in saved["rows"]}["ngram"] == 0.6875
+
+
+def test_the_page_keeps_each_range_on_one_line_and_the_table_stays_plain():
+    """A trial read "60% (49–" / "70%)" in a narrow column: a browser may break a line after an en dash. The page's
+    cells join each range's dash to its end (a word joiner); a break before the bracket stays allowed."""
+    from app.arena.tables import WORD_JOINER, keep_ranges, shown_table
+
+    assert keep_ranges("60% (49–70%)") == "60% (49–\u206070%)"
+    assert keep_ranges("1.42× faster (1.31–1.55×)") == "1.42× faster (1.31–\u20601.55×)"
+    assert keep_ranges("–") == "–" and keep_ranges("standard – reference") == "standard – reference"
+    base, method = _rows()
+    plain, shown = arena_tab.table([base, method]), shown_table([base, method])
+    assert shown["headers"] == plain["headers"]
+    assert [[cell.replace(WORD_JOINER, "") for cell in line] for line in shown["data"]] == plain["data"]
+    acceptance = plain["headers"].index("Acceptance")
+    assert shown["data"][1][acceptance] == "69% (44–\u206092%)" and WORD_JOINER not in "".join(plain["data"][1])

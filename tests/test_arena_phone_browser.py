@@ -75,7 +75,8 @@ CARDS = """sel => { const v = document.querySelector(sel + ' .virtual-table-view
             rows: [...document.querySelectorAll(sel + ' div.virtual-row')].map(row => [...row.querySelectorAll(
                 ':scope > .body-cell')].map(cell => { const r = cell.getBoundingClientRect();
                 return {label: getComputedStyle(cell, '::before').content.replace(/^"|"$/g, ''),
-                        text: cell.innerText.trim(), left: r.left - box.left, right: box.right - r.right,
+                        text: cell.innerText.replace(/\u2060/g, '').trim(), left: r.left - box.left,
+                        right: box.right - r.right, joined: (cell.innerText.match(/–\u2060/g) || []).length,
                         cut: cell.scrollWidth - cell.clientWidth}; }))}; }"""
 """A script that reads a Dataframe (a selector) as a phone shows it: how far its box scrolls sideways (px), its header
 row's height, and for each row's cells the label shown above the value (its ::before text, "none" without), the
@@ -128,6 +129,8 @@ def test_on_a_phone_every_column_of_each_arena_table_is_a_labelled_cell_in_sight
         assert cells["ngram k=4", "Speedup, decode"] == "1.42× faster (1.31–1.55×)", cells
         assert cells["ngram k=4", "Same ids"] == "✓" and cells["ngram k=4", "Acceptance"] == "60% (49–70%)", cells
         assert cells["ngram k=4", "Tokens/pass"] == "2.10 (1.75–2.45)", cells
+        joined = {(row[1]["text"], c["label"]): c["joined"] for row in rows for c in row}
+        assert joined["ngram k=4", "Acceptance"] == 1  # the range's en dash joined to its end: one line, "(49–70%)"
         assert page.evaluate(STATUS_PLACE) == {"first": True, "below": True, "right": False}  # "at the top of the
         # results", under the slider on a phone
         calm = ("no reading: the machine's speed changed during the run (2.45× measured, 2.27–2.63×; faster than "

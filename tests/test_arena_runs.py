@@ -21,6 +21,7 @@ from torch_threads import torch_threads  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 from specviz.analysis.arena import run_arena, variants  # noqa: E402
+from specviz.analysis.arena_intervals import share_interval  # noqa: E402
 from specviz.analysis.arena_rows import CSV_COLUMNS, Variant, to_csv, to_json  # noqa: E402
 from specviz.core.costs import (expected_tokens_per_pass, predicted_speedup_measured,  # noqa: E402
                                 predicted_speedup_paper)
@@ -111,6 +112,9 @@ def test_row_metrics_are_in_range_and_follow_the_formulas(result):
             assert 0.0 < r["alpha"] < 1.0 and r["acceptance_rate"] <= r["alpha"]
             assert r["m"] > 0 and r["c"] > 0
             assert r["expected_tokens_per_pass"] == pytest.approx(expected_tokens_per_pass(r["alpha"], r["m"]))
+            low, high = r["expected_tokens_per_pass_low"], r["expected_tokens_per_pass_high"]  # at alpha's ends
+            assert low < r["expected_tokens_per_pass"] < high and low == pytest.approx(
+                expected_tokens_per_pass(share_interval(r, "alpha").low, r["m"]))
             assert r["predicted_speedup_paper"] == pytest.approx(predicted_speedup_paper(r["alpha"], r["m"], r["c"]))
             assert r["predicted_speedup_measured"] == pytest.approx(predicted_speedup_measured(
                 r["alpha"], r["m"], r["t_step_ms"], r["t_verify_ms"], r["t_draft_ms"]))

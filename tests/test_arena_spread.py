@@ -545,3 +545,16 @@ def test_tokens_per_pass_carries_the_live_tabs_interval_over_its_passes(monkeypa
     data = json.loads(json.dumps(to_json(result)))
     assert data["summary"][0]["tokens_per_pass_high"] == 2.875 and "tokens_per_pass_low" in data["definitions"]
     assert data["rows"][1]["pass_tokens"] == [3, 3, 2, 2]
+
+
+def test_the_expected_tokens_per_pass_carries_alphas_interval():
+    """The CSV's expected tokens per pass had no interval beside its α's: now E at α's two ends."""
+    from specviz.analysis.arena_rows import expected_spread
+    from specviz.core.costs import expected_tokens_per_pass
+
+    spread = expected_spread(expected_tokens_per_pass(0.5, 4), (0.4, 0.6), 4)
+    assert spread == {"expected_tokens_per_pass_low": pytest.approx(1.6496),
+                      "expected_tokens_per_pass_high": pytest.approx(2.3056)}
+    none = {"expected_tokens_per_pass_low": None, "expected_tokens_per_pass_high": None}
+    assert expected_spread(None, (0.4, 0.6), 4) == none  # a tree, the baseline
+    assert expected_spread(1.9, (0.5, 0.5), 4) == none  # no spread in α

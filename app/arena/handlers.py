@@ -21,7 +21,7 @@ from app.arena.files import write_files
 from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
-from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, table
+from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, shown_table, table
 from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, no_finding,
                                 noisy_count, noisy_rows)
 from app.device import CancelRegistry, Job, load_target, relay, session_key
@@ -70,8 +70,9 @@ def _failed(what: str, error: BaseException) -> tuple:
 
 
 def _result_outputs(result: ArenaResult, status: str):
-    return _outputs(status=status, summary=table(shown_rows(result.summary)),
-                    timings=table(shown_rows(result.summary), TIMING_COLUMNS), prompts=table(result.rows, PROMPT_COLUMNS),
+    return _outputs(status=status, summary=shown_table(shown_rows(result.summary)),
+                    timings=shown_table(shown_rows(result.summary), TIMING_COLUMNS),
+                    prompts=shown_table(result.rows, PROMPT_COLUMNS),
                     charts=arena_figure(result.summary), predictions=predictions_figure(result.summary))
 
 

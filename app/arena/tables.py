@@ -7,6 +7,7 @@ figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every c
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
@@ -193,6 +194,24 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
 
     return {"headers": [c[0] for c in columns],
             "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
+
+
+WORD_JOINER = "\u2060"
+_RANGE_DASH = re.compile(r"(?<=[\d%×])–(?=\d)")
+
+
+def keep_ranges(text: str) -> str:
+    """``text`` with a word joiner after each range's en dash, so that "49–70%" stays on one line (a browser may break
+    a line after an en dash: a trial read "60% (49–" / "70%)" in a narrow column); a break before the bracket stays
+    allowed."""
+    return _RANGE_DASH.sub("–" + WORD_JOINER, text)
+
+
+def shown_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
+    """:func:`table` as the page shows it: each range kept on one line (:func:`keep_ranges`). The downloads are
+    written from the rows, never from these cells."""
+    value = table(rows, columns)
+    return {"headers": value["headers"], "data": [[keep_ranges(cell) for cell in line] for line in value["data"]]}
 
 
 def empty_table(columns=SUMMARY_COLUMNS) -> dict:

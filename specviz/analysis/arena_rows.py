@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 
 from specviz.analysis.arena_intervals import alpha_ends, tokens_per_pass_spread
 from specviz.analysis.prompts import Prompt
-from specviz.core.costs import predicted_speedup_measured, predicted_speedup_paper
+from specviz.core.costs import expected_tokens_per_pass, predicted_speedup_measured, predicted_speedup_paper
 from specviz.core.counters import Counters, decode_speedup, speedup
 from specviz.core.engine import GenerationConfig
 from specviz.drafters.heads import DEFAULT_TREE_NODES
@@ -87,6 +87,9 @@ DEFINITIONS = {
                             "pass emitted (resampling the row's passes, pass_tokens; a pooled row: all its prompts' "
                             "passes), as the Live tab's card; empty for the baseline (one per pass) and with one pass"),
     "tokens_per_pass_high": "high end of that interval (see tokens_per_pass_low)",
+    "expected_tokens_per_pass_low": ("E[tokens per pass](alpha_low, m): the expected tokens per pass at the low end "
+                                     "of alpha's 95% interval over the row's passes; empty where alpha has none"),
+    "expected_tokens_per_pass_high": "E[tokens per pass](alpha_high, m) (see expected_tokens_per_pass_low)",
     "pass_drafted": ("per target pass after the prefill, in order: the drafted tokens it counted (a pooled row: its "
                      "rows' passes one after another); what the acceptance rate's and alpha's intervals resample"),
     "pass_accepted": "per pass (as pass_drafted): the drafted tokens it accepted",
@@ -105,7 +108,8 @@ has one cell per figure)."""
 CSV_COLUMNS = (
     "level", "category", "prompt_id", "drafter", "k", "prompts", "runs", "tokens", "passes", "drafted", "accepted",
     "rejections", "tree_passes", "tokens_per_pass", "tokens_per_pass_low", "tokens_per_pass_high", "acceptance_rate",
-    "alpha", "m", "expected_tokens_per_pass", "tokens_per_s",
+    "alpha", "m", "expected_tokens_per_pass", "expected_tokens_per_pass_low", "expected_tokens_per_pass_high",
+    "tokens_per_s",
     "baseline_tokens_per_s", "speedup", "speedup_low", "speedup_high", "decode_speedup", "decode_speedup_low",
     "decode_speedup_high", "tokens_per_s_low", "tokens_per_s_high", "baseline_tokens_per_s_low",
     "baseline_tokens_per_s_high", "predicted_speedup_paper", "predicted_speedup_paper_low",
@@ -254,6 +258,17 @@ def _has_spread(row: dict, *keys: str) -> bool:
     return any(row.get(f"{k}_low") is not None and row.get(f"{k}_high") is not None for k in keys)
 
 
+def expected_spread(expected: float | None, alpha: tuple[float, float] | None, m: float | None) -> dict:
+    """``{"expected_tokens_per_pass_low", "expected_tokens_per_pass_high"}``: E[tokens per pass](α, m) at the ends of
+    α's 95% interval (``alpha``, (low, high) from :func:`~specviz.analysis.arena_intervals.alpha_ends`; the formula
+    rises with α); both None where the row has no expectation (``expected`` None: a tree, the baseline) or α no
+    spread. E.g. α 0.50 (0.40–0.60), m 4: 1.94 (1.65–2.31)."""
+    if expected is None or alpha is None or not m or not alpha[0] < alpha[1]:
+        return {"expected_tokens_per_pass_low": None, "expected_tokens_per_pass_high": None}
+    return {"expected_tokens_per_pass_low": expected_tokens_per_pass(alpha[0], m),
+            "expected_tokens_per_pass_high": expected_tokens_per_pass(alpha[1], m)}
+
+
 def derived_spread(row: dict) -> dict:
     """The spread c and the two predictions inherit from their parts: T_step, T_verify and T_draft (their spreads),
     and for the predictions α's 95% interval too (:func:`~specviz.analysis.arena_intervals.alpha_ends`: the table's
@@ -265,11 +280,12 @@ def derived_spread(row: dict) -> dict:
 
     Returns:
         ``{"c_low", "c_high", "predicted_speedup_paper_low", ..., "predicted_speedup_measured_high"}`` (c a plain
-        ratio, the predictions × standard decoding); a pair is None where the figure is (a tree, the baseline) or
-        none of its parts has a spread.
+        ratio, the predictions × standard decoding) and :func:`expected_spread`'s pair; a pair is None where the
+        figure is (a tree, the baseline) or none of its parts has a spread.
     """
     out = dict.fromkeys(f"{k}_{end}" for k in DERIVED_SPREAD_FIGURES for end in ("low", "high"))
     m, alpha = row.get("m"), alpha_ends(row)
+    out |= expected_spread(row.get("expected_tokens_per_pass"), alpha, m)
     step, verify, draft = _ends(row, "t_step_ms"), _ends(row, "t_verify_ms"), _ends(row, "t_draft_ms")
     alpha_spread = alpha is not None and alpha[0] < alpha[1]
     c = None
