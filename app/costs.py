@@ -320,6 +320,15 @@ def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
     return update, gr.Timer(active=not done), tries
 
 
+def planned_estimate(costs: RunCosts, seconds: float, now: tuple[float, int] | None) -> Estimate:
+    """The :class:`~app.estimates.Estimate` of ``seconds`` planned from ``costs``: its range from ``costs.spread``,
+    moved once by the load changed since they were measured (``now``: other programs' (load, CPUs); None: unknown;
+    :func:`app.estimates.make_estimate`). One source for the plan's time (:func:`plan_text`) and a long prompt's
+    reading time (:func:`long_prompt_note`)."""
+    age = time.time() - costs.measured_at if costs.measured_at is not None else None
+    return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load, age)
+
+
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None, load=None) -> str:
     """"about 25 s (20–30 s) (from recent runs of this model on this server)" for a run of ``settings``
     (:func:`make_estimate` of ``costs.spread``, moved once by the load changed since the costs were measured; for
@@ -340,11 +349,9 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     now = estimates.machine_load() if load is NOW else load
     tokens = prompt_tokens if prompt_tokens is not None else estimated_prompt_tokens(settings)
     drafter = settings.drafter != "none"
-    age = time.time() - costs.measured_at if costs.measured_at is not None else None
 
     def planned(seconds: float) -> Estimate:
-        return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load,
-                             age)
+        return planned_estimate(costs, seconds, now)
 
     whole = planned(costs.run_s(tokens, settings.max_new_tokens, drafter))
     text = f"{whole.text('')} (from {costs.source})"
@@ -403,23 +410,26 @@ def _likely_answer(settings: Settings, costs: RunCosts) -> tuple[int, str] | Non
     return (costs.answer_tokens, "recent ones") if costs.answer_tokens is not None else None
 
 
-def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int) -> str:
+def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int, load=NOW) -> str:
     """The note before a prefill expected over :data:`LONG_PREFILL_S`: a prompt of :data:`LONG_PROMPT_TOKENS` or
     more is "a long prompt" (with the server's cap when it has one); a shorter one is slow to read because the machine
-    is slow or busy now, and is said so. "" when the prefill is short or its cost unknown."""
+    is slow or busy now, and is said so. "" when the prefill is short or its cost unknown. Its time carries the
+    plan's range ("take about 61 s (50–75 s) to read": :func:`planned_estimate`, ``load`` as :func:`plan_text`'s)."""
     if costs is None:
         return ""
     seconds = costs.prefill_s(prompt_tokens, settings.drafter != "none")
     if seconds <= LONG_PREFILL_S:
         return ""
+    took = planned_estimate(costs, seconds, load if load is not NOW else estimates.machine_load())
+    took = f"about {_seconds(seconds)}" if took.very_busy else took.text("")  # the busy sentence is the plan's
     runs = "both runs read it" if settings.drafter != "none" else "the target reads it"
     if prompt_tokens < LONG_PROMPT_TOKENS:
-        return (f"Reading the {prompt_tokens:,}-token prompt takes about {_seconds(seconds)} here ({runs}): the "
-                "machine is slow or busy now, so the first token appears late.")
+        return (f"Reading the {prompt_tokens:,}-token prompt takes {took} here ({runs}): the machine is slow or busy "
+                "now, so the first token appears late.")
     cap = (f" This server reads at most {settings.max_prompt_tokens:,} prompt tokens."
            if settings.max_prompt_tokens else "")
-    return (f"A long prompt: {prompt_tokens:,} tokens take about {_seconds(seconds)} to read before the first token "
-            f"appears ({runs}; a shorter prompt starts sooner).{cap}")
+    return (f"A long prompt: {prompt_tokens:,} tokens take {took} to read before the first token appears ({runs}; a "
+            f"shorter prompt starts sooner).{cap}")
 
 
 LONG_PROMPT_TOKENS = 512  # a prompt of this many tokens or more is called long

@@ -272,10 +272,10 @@ def test_a_long_prompt_is_announced_with_its_prefill_time_and_the_cap(monkeypatc
     before tokenizing says "about" (no chat template's tokens learned here)."""
     monkeypatch.setattr(live.costs, "_OVERHEAD", [])
     costs = live.RunCosts(prefill_ms_per_token=5.0, base_ms_per_token=100.0, spec_ms_per_token=None, source="x")
-    note = live.long_prompt_note(_settings(cap=2048), costs, 2000)
+    note = live.long_prompt_note(_settings(cap=2048), costs, 2000, load=None)
     assert "2,000 tokens take about 20 s" in note and note.endswith("This server reads at most 2,048 prompt tokens.")
-    assert "SPECVIZ" not in note + live.long_prompt_note(_settings(), costs, 2000)
-    assert live.long_prompt_note(_settings(), costs, 100) == ""  # 1 s: nothing to announce
+    assert "SPECVIZ" not in note + live.long_prompt_note(_settings(), costs, 2000, load=None)
+    assert live.long_prompt_note(_settings(), costs, 100, load=None) == ""  # 1 s: nothing to announce
     plan = live.plan_text(_settings(prompt="x" * 20_000), costs)  # ~5,000 tokens guessed from the characters
     assert "of it reading the about 5,000-token prompt" in plan
 
@@ -293,8 +293,8 @@ def test_an_ordinary_example_is_not_announced_as_a_long_prompt_after_short_runs(
     live.learn_costs("short-reads", view)
     costs = live.known_costs("short-reads")
     assert costs.prefill_fixed_ms == pytest.approx(60.0) and costs.prefill_ms_per_token == pytest.approx(24.0)
-    assert live.long_prompt_note(_settings(), costs, 113) == ""  # 2 x (60 + 113 x 24) ms = 5.5 s
-    assert "4,349 tokens take about 3 min 29 s" in live.long_prompt_note(_settings(), costs, 4349)
+    assert live.long_prompt_note(_settings(), costs, 113, load=None) == ""  # 2 x (60 + 113 x 24) ms = 5.5 s
+    assert "4,349 tokens take about 3 min" in live.long_prompt_note(_settings(), costs, 4349, load=None)  # 209 s
     # a run that read a long prompt tells the cost per token from then on
     long_view = run_view(spec, [dataclasses.replace(base[0], timings=Timings(0.0, 70_000.0, 0.0)), *base[1:]])
     long_view.prompt_tokens, long_view.ended = 4349, view.ended

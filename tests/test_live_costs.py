@@ -222,10 +222,23 @@ def test_a_short_prompt_slow_to_read_is_not_called_long_and_no_setting_is_named(
     """Trial: "A long prompt: 38 tokens take about …", pointing a visitor to the operator's SPECVIZ_MAX_PROMPT_TOKENS.
     Under 512 tokens the note says the machine is slow or busy; a long one names the server's cap only when set."""
     slow = live.RunCosts(200.0, 100.0, 60.0, source="x")  # 38 tokens: 2 x 7.6 s = 15.2 s
-    note = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 38)
+    note = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 38, load=None)
     assert note == ("Reading the 38-token prompt takes about 15 s here (both runs read it): the machine is slow or "
                     "busy now, so the first token appears late.")
-    long = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 600)
+    long = live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 600, load=None)
     assert long.startswith("A long prompt: 600 tokens take about") and "SPECVIZ" not in long + note
-    assert live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 20) == ""  # 8 s: not announced
+    assert live.long_prompt_note(_plan_settings("Say hi.", 8), slow, 20, load=None) == ""  # 8 s: not announced
+
+
+def test_a_long_prompts_reading_time_carries_the_plans_range():
+    """Trial: "takes about 61 s to read" with no range, beside a plan of "about 6 s (5–9 s)"; its range and the
+    load's move are the plan's own (app.costs.planned_estimate)."""
+    import time
+
+    costs = live.RunCosts(50.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2),
+                          measured_at=time.time() - 600)  # 600 tokens: 2 x 30 s
+    quiet = live.long_prompt_note(_plan_settings("Say hi.", 8), costs, 600, load=(0.0, 2))
+    assert quiet.startswith("A long prompt: 600 tokens take about 60 s (50–75 s) to read before the first token")
+    busy = live.long_prompt_note(_plan_settings("Say hi.", 8), costs, 600, load=(1.0, 2))  # 1.5x since measured
+    assert busy.startswith("A long prompt: 600 tokens take about 90 s (75–110 s) to read"), busy
     assert live.costs.LONG_PROMPT_TOKENS == 512
