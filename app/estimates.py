@@ -4,7 +4,7 @@ sentence with a wide range), the time a measurement has taken beside it (:func:`
 a measurement planned from forwards timed just now (:func:`fresh_estimate`).
 
 The load is other programs' (load, CPU count) now (:func:`machine_load`: the 5-minute load average less this
-process's own running threads). A cost keeps the load it was measured at, and an estimate moves only by the load
+process's own running threads, or the share of the CPUs other programs took over the last seconds where higher). A cost keeps the load it was measured at, and an estimate moves only by the load
 changed since (:func:`load_factor`): a cost measured on a busy machine already holds that load's slowness.
 
 Callers read the load as ``estimates.machine_load()``, the module's attribute, so one replacement here (a test's)
@@ -13,12 +13,16 @@ reaches every tab. What a run costs, and the Live tab's plan made of it, live in
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import os
+import threading
+import time
 from dataclasses import dataclass
 
 from app.render import seconds_text
+from specviz.measure.machine import cpu_snapshot, others_between
 
 _seconds = functools.partial(seconds_text, at_least=1)  # an estimate never reads "0 s"
 
@@ -55,13 +59,67 @@ def own_running_threads() -> int:
 def machine_load() -> tuple[float, int] | None:
     """(Other programs' load, the CPU count) now, from a measure that holds still from one minute to the next: the
     5-minute load average less this process's own running threads (:func:`own_running_threads`; the 1-minute
-    average jumped by 2x between two estimates a minute apart, and counts the app's own torch threads). None where
-    the OS has no load average."""
+    average jumped by 2x between two estimates a minute apart, and counts the app's own torch threads), raised to
+    the load other programs put on the CPUs over the last seconds where that is higher (:func:`recent_load`: the
+    average lags a load that just started; a trial's run took 23.8 s against "about 6 s (5–9 s)" planned with two
+    busy loops started just before). None where the OS has no load average."""
     try:
         five = os.getloadavg()[1]
     except (AttributeError, OSError):
         return None
-    return max(0.0, five - own_running_threads()), os.cpu_count() or 1
+    cpus = os.cpu_count() or 1
+    return max(0.0, five - own_running_threads(), recent_load(cpus) or 0.0), cpus
+
+
+RECENT_S = (3.0, 20.0)  # :func:`recent_load` reads a window of at least 3 s, reaching back at most 20 s
+SAMPLE_S = 2.0  # the CPU counters are read this often while the app runs (one small file read)
+
+
+class RecentShare:
+    """Other programs' share of the CPUs over the last seconds: a daemon thread keeps a :func:`cpu_snapshot` every
+    :data:`SAMPLE_S` seconds, of the last ``RECENT_S[1]`` seconds (started by the first question), and :meth:`share`
+    is the share between the oldest of them and now (None until one is ``RECENT_S[0]`` seconds old, or without
+    ``/proc/stat``)."""
+
+    def __init__(self) -> None:
+        self._samples: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def _keep(self, now: float) -> None:
+        snapshot = cpu_snapshot()
+        with self._lock:
+            if snapshot is not None:
+                self._samples.append((now, snapshot))
+            while self._samples and now - self._samples[0][0] > RECENT_S[1]:
+                self._samples.popleft()
+
+    def _run(self) -> None:
+        while True:
+            self._keep(time.monotonic())
+            time.sleep(SAMPLE_S)
+
+    def share(self) -> float | None:
+        """Other programs' share (0..1) of all CPUs' time over the last :data:`RECENT_S` seconds; None when unknown."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="specviz-cpu-share", daemon=True)
+                self._thread.start()
+            now = time.monotonic()
+            oldest = next((snap for at, snap in self._samples if now - at <= RECENT_S[1]), None)
+            old_enough = bool(self._samples) and now - self._samples[0][0] >= RECENT_S[0]
+        return others_between(oldest, cpu_snapshot()) if old_enough else None
+
+
+_RECENT = RecentShare()
+
+
+def recent_load(cpus: int) -> float | None:
+    """Other programs' load over the last seconds, as a load average counts it: their share of the CPUs
+    (:class:`RecentShare`) times ``cpus`` (2.0 for two busy loops on 2 CPUs; it cannot see more than ``cpus``);
+    None when unknown."""
+    share = _RECENT.share()
+    return None if share is None else share * cpus
 
 
 def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:

@@ -219,9 +219,12 @@ def test_the_machines_load_is_read_the_same_way_for_every_tab(monkeypatch):
     monkeypatch.setattr(estimates.os, "getloadavg", lambda: (15.5, 12.5, 10.0))
     monkeypatch.setattr(estimates.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(estimates, "own_running_threads", lambda: 2)
+    monkeypatch.setattr(estimates, "recent_load", lambda cpus: None)  # the last seconds' share: unknown
     assert arena_costs.machine_load() == estimates.machine_load() == (10.5, 2)
     monkeypatch.setattr(estimates, "own_running_threads", lambda: 20)
     assert estimates.machine_load() == (0.0, 2)
+    monkeypatch.setattr(estimates, "recent_load", lambda cpus: 1.5)  # a load that just started: the average lags
+    assert estimates.machine_load() == (1.5, 2)
 
     def no_load():
         raise OSError
@@ -229,6 +232,30 @@ def test_the_machines_load_is_read_the_same_way_for_every_tab(monkeypatch):
     monkeypatch.setattr(estimates.os, "getloadavg", no_load)
     assert arena_costs.machine_load() is None
     assert estimates.own_running_threads() >= 1  # this thread, running the test
+
+
+def test_the_load_of_the_last_seconds_is_other_programs_share_of_the_cpus(monkeypatch):
+    """Trial: "about 6 s (5–9 s)" planned, 23.8 s taken, two busy loops started just before (the 5-minute average
+    lags). RecentShare reads other programs' share of the CPUs between its oldest kept sample (at most 20 s old, at
+    least 3 s) and now."""
+    clock, counters = [100.0], [(0.0, 0.0, 0.0)]  # (all CPUs' time, busy time, this process's time) in s
+    monkeypatch.setattr(estimates.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(estimates, "cpu_snapshot", lambda: counters[0])
+    recent = estimates.RecentShare()
+    recent._thread = object()  # no sampling thread: the test keeps the samples itself
+    recent._keep(clock[0])
+    clock[0], counters[0] = 102.0, (4.0, 3.0, 1.0)
+    assert recent.share() is None  # 2 s of samples: too short to tell
+    recent._keep(clock[0])
+    clock[0], counters[0] = 104.0, (8.0, 7.0, 1.0)  # 8 s of CPU time (2 CPUs x 4 s), 7 busy, 1 of it ours
+    assert recent.share() == pytest.approx(0.75)
+    for step in range(12):  # the next 24 s: other programs take both CPUs, the first samples drop out
+        recent._keep(clock[0])
+        clock[0] += 2.0
+        counters[0] = tuple(v + d for v, d in zip(counters[0], (4.0, 4.0, 0.0)))
+    assert recent.share() == pytest.approx(1.0) and len(recent._samples) == 11
+    monkeypatch.setattr(estimates, "_RECENT", recent)
+    assert estimates.recent_load(2) == pytest.approx(2.0)  # two busy loops on 2 CPUs
 
 
 def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):

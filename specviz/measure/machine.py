@@ -44,27 +44,36 @@ class CpuShare:
 
     @staticmethod
     def _snapshot() -> tuple[float, float, float] | None:
-        """(all CPUs' time, their busy time, this process's CPU time), in seconds; None without /proc/stat."""
-        try:
-            with open("/proc/stat", encoding="ascii") as stat:
-                ticks = [int(v) for v in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-            hertz = os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError, AttributeError):
-            return None
-        own = os.times()
-        total = sum(ticks) / hertz
-        return total, total - (ticks[3] + ticks[4]) / hertz, own.user + own.system
+        return cpu_snapshot()
 
     def others(self) -> float | None:
         """The share (0..1) of all CPUs' time used by other processes since the start; None when unknown or when
         too little time passed to tell (under 0.2 s of CPU time)."""
-        now = self._snapshot()
-        if now is None or self._start is None:
-            return None
-        total, busy, own = (b - a for a, b in zip(self._start, now))
-        if total < 0.2:
-            return None
-        return min(1.0, max(0.0, (busy - own) / total))
+        return others_between(self._start, self._snapshot())
+
+
+def cpu_snapshot() -> tuple[float, float, float] | None:
+    """(all CPUs' time, their busy time, this process's CPU time), in seconds; None without /proc/stat."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            ticks = [int(v) for v in stat.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+        hertz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    own = os.times()
+    total = sum(ticks) / hertz
+    return total, total - (ticks[3] + ticks[4]) / hertz, own.user + own.system
+
+
+def others_between(start: tuple[float, float, float] | None, end: tuple[float, float, float] | None) -> float | None:
+    """The share (0..1) of all CPUs' time other processes used between two :func:`cpu_snapshot` readings; None when
+    either is unknown or under 0.2 s of CPU time lies between them."""
+    if start is None or end is None:
+        return None
+    total, busy, own = (b - a for a, b in zip(start, end))
+    if total < 0.2:
+        return None
+    return min(1.0, max(0.0, (busy - own) / total))
 
 
 def busy_machine_warning(cpu: CpuShare | None = None) -> str | None:
