@@ -176,6 +176,15 @@ def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_p
     code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads), "--tree", "5",
                                    "--temperature", "0.8")
     assert code == 0 and records[0]["tree_nodes"] == 0 and "greedy-only" in err
+    wide = ("--drafter", "eagle", "--heads", str(heads), "--k", "4", "--tree", "40", "--confidence", "0", "--compare")
+    code, records, err = _generate(capsys, tiny_model_dir, *wide, "--tree-width", "6")
+    assert code == 0 and records[0]["compare"]["ids_identical"], err
+    # width 3 offers at most 3 + 9 + 9 + 9 = 30 candidates at k = 4; width 6 fills 40 nodes where a pass drafts 4 deep
+    assert 30 * records[0]["tree_passes"] < records[0]["tree_nodes_verified"] <= 40 * records[0]["tree_passes"]
+    code, records, err = _generate(capsys, tiny_model_dir, *wide)
+    assert code == 0 and records[0]["tree_nodes_verified"] <= 30 * records[0]["tree_passes"]
+    code, _, err = _generate(capsys, tiny_model_dir, *wide, "--tree-width", "0")
+    assert code == 2 and "tree-width" in err
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--tree", "4")
     assert code == 2 and "--tree applies to --drafter eagle or medusa" in err
     drafted = {}

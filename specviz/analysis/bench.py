@@ -93,6 +93,7 @@ class BenchSettings:
     use_chat_template: bool = True
     heads_path: str | None = None  # eagle / medusa head file (default: the shipped one)
     tree_nodes: int = 10  # nodes of the tree for "eagle:tree" / "medusa:tree"
+    tree_width: int = 3  # the tree's nodes expanded per depth, and candidates taken from each
     min_confidence: float | None = None  # eagle / medusa confidence gate (None: the drafters' default)
     head_weights: str | None = None  # eagle / medusa / distilled weights while drafting: int8 / float (None: int8 on the CPU)
     window: int | None = None  # lookahead's W, N and G (None: the defaults of specviz.drafters.lookahead)
@@ -332,6 +333,7 @@ def make_drafters(target, settings: BenchSettings, progress: Progress | None = N
                                          ngram_max=settings.ngram_max, ngram_min=settings.ngram_min,
                                          heads_path=settings.heads_path,
                                          tree_nodes=settings.tree_nodes if v.tree else 0,
+                                         tree_width=settings.tree_width,
                                          min_confidence=settings.min_confidence, lookup=v.lookup,
                                          head_weights=settings.head_weights,
                                          window=settings.window, ngram=settings.ngram,

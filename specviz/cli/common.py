@@ -110,7 +110,8 @@ def _make_drafter(key: str, args, target):
     _check_exit_layer(args, target)
     return make_drafter(key, target, draft_spec=args.draft_model, exit_layer=args.exit_layer,
                         ngram_max=args.ngram_max, ngram_min=args.ngram_min, heads_path=args.heads,
-                        tree_nodes=args.tree, min_confidence=args.confidence, head_weights=args.head_weights,
+                        tree_nodes=args.tree, tree_width=getattr(args, "tree_width", 3),
+                        min_confidence=args.confidence, head_weights=args.head_weights,
                         lookup=bool(getattr(args, "lookup", False)), window=args.window, ngram=args.ngram,
                         candidates=args.candidates, seed=getattr(args, "seed", 0) or 0, progress=_log)
 

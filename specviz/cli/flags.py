@@ -7,6 +7,8 @@ import argparse
 
 from specviz.cli.common import MAX_K, UsageError, _drafter_keys
 
+MAX_TREE_NODES = 128  # --tree: the largest draft tree the CLI takes (the app's slider stops at 32)
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors ("error: ...", exit 2) instead of the usage block."""
@@ -160,8 +162,11 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="n-gram lookup: shortest suffix looked up (default 1); not lookahead's --ngram")
     p.add_argument("--heads", metavar="FILE", help="head file for --drafter eagle|medusa, or draft-model file for "
                                                    "distilled (default: the shipped file for the embedded model)")
-    p.add_argument("--tree", type=_int_in("tree", 0, 32), default=0, metavar="N",
+    p.add_argument("--tree", type=_int_in("tree", 0, MAX_TREE_NODES), default=0, metavar="N",
                    help="eagle/medusa: draft a tree of N nodes in greedy mode (0 = a chain, the default)")
+    p.add_argument("--tree-width", type=_int_in("tree-width", 1, 16), default=3, metavar="W",
+                   help="eagle/medusa trees: nodes expanded per depth, and candidates taken from each (default 3; "
+                        "wider trees need more --tree nodes to use it)")
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
                    metavar="P", help="eagle/medusa/distilled: stop drafting where the draft's cumulative probability "
                                      "falls below P (0 = always k tokens; default: the drafters' own default)")

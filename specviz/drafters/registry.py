@@ -28,6 +28,8 @@ class DrafterOptions:
         heads_path: a head file for ``eagle`` / ``medusa``, or a draft-model file for ``distilled`` (None: the
             shipped one made for this target).
         tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
+        tree_width: a tree's nodes expanded per depth and candidates taken from each (EAGLE-2's top-k; default 3:
+            :class:`specviz.drafters.heads.TreeSettings`).
         min_confidence: ``eagle`` / ``medusa`` / ``distilled``: the confidence gate in [0, 1) (None: the drafter's
             default; 0 for ``distilled``).
         lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
@@ -52,6 +54,7 @@ class DrafterOptions:
     ngram_min: int = 1
     heads_path: str | None = None
     tree_nodes: int = 0
+    tree_width: int = 3
     min_confidence: float | None = None
     lookup: bool = False
     window: int | None = None
@@ -270,7 +273,7 @@ def _heads(kind: str) -> Factory:
             raise HeadsError(f"No trained {kind} heads fit {target.label}: the shipped heads are for the embedded "
                              f"SmolLM2-135M-Instruct. Train them with `python -m specviz train {kind} --target ...`.")
         head = load_heads(path, target.model, kind, head_weights_for(target.model, o.head_weights))
-        tree = TreeSettings(max_nodes=o.tree_nodes) if o.tree_nodes else None
+        tree = TreeSettings(max_nodes=o.tree_nodes, branch=o.tree_width, width=o.tree_width) if o.tree_nodes else None
         gate = DEFAULT_MIN_CONFIDENCE if o.min_confidence is None else float(o.min_confidence)
         cls = EagleDrafter if kind == "eagle" else MedusaDrafter
         return cls(target.model, head, tree, min_confidence=gate, lookup=o.lookup)
