@@ -558,3 +558,17 @@ def test_the_expected_tokens_per_pass_carries_alphas_interval():
     none = {"expected_tokens_per_pass_low": None, "expected_tokens_per_pass_high": None}
     assert expected_spread(None, (0.4, 0.6), 4) == none  # a tree, the baseline
     assert expected_spread(1.9, (0.5, 0.5), 4) == none  # no spread in α
+
+
+def test_the_definitions_lead_with_a_short_summary_and_fold_the_rest():
+    """A trial found the Arena's definitions (about 400 words under the tables) too much to read: a lead of a few
+    sentences stays open, each part is folded under its own summary."""
+    import re
+
+    lead = arena_tab.NOTE.split("<details>")[0]
+    words = len(re.sub(r"<[^>]+>", " ", lead).split())
+    assert 30 < words < 80, words
+    assert [m for m in re.findall(r"<summary><b>([^<]+)</b></summary>", arena_tab.NOTE)] == [
+        "How ratios are formed", "The speedup's range and its words", "Tokens/pass, acceptance, α and the predictions",
+        "The other figures' ranges"]
+    assert arena_tab.NOTE.count("<details>") == arena_tab.NOTE.count("</details>") == 4
