@@ -92,6 +92,17 @@ def test_generate_streams_both_runs_with_charts_and_stats(page):
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
 
+    # a phone: each card's definition in two lines until one is tapped (a trial scrolled 8.5k px of definitions)
+    heights = "() => [...document.querySelectorAll('#stats .card-def')].map(d => d.getBoundingClientRect().height)"
+    wide = page.evaluate(heights)
+    page.set_viewport_size({"width": 400, "height": 900})
+    page.wait_for_function("() => window.innerWidth === 400")
+    line = page.eval_on_selector("#stats .card-def", "d => parseFloat(getComputedStyle(d).lineHeight)")
+    assert max(page.evaluate(heights)) <= 2 * line + 1 < max(wide), (line, wide)
+    page.locator("#stats .card-def").nth(0).click()
+    assert max(page.evaluate(heights)) > 2 * line + 1  # all shown in full
+    page.set_viewport_size({"width": 1280, "height": 900})
+
 
 def test_stop_cancels_and_frees_the_device(page):
     from app import device
