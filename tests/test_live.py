@@ -468,6 +468,8 @@ def test_a_cut_prompt_keeps_its_warning_in_the_phone_status_through_the_run(tiny
     first_pane = next(i for i, p in enumerate(out["all_spec-output"]) if "pane-empty" not in p)
     assert live.READING_PANE.replace("’", "'")[:20] in out["all_spec-output"][0]
     assert out["all_baseline-output"][0] == out["all_spec-output"][0] and first_pane >= 1
+    assert html.escape(live.run.READING_STATS) in out["all_stats"][0]  # not an earlier run's cards, nor its charts
+    assert "Decoding speedup" in out["stats"]
     monkeypatch.delenv("SPECVIZ_MAX_PROMPT_TOKENS")
     whole = drain(live.generate(_args(target=str(tiny_model_dir), max_new_tokens=6)))
     assert whole["run-progress"] and not any("Prompt cut" in p for p in whole["all_run-progress"] if p)

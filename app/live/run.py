@@ -47,6 +47,9 @@ CHART_INTERVAL_S = 3.0  # charts (with the draft tree and heads' table): at most
 # over 0.31 s without them); the end state draws them once more, complete
 WHAT = "another session is generating"  # what visitors in line are told a Live run is doing
 READING_PANE = "Reading the prompt… this run's tokens appear here as soon as it is read."
+READING_STATS = "This run's figures appear here once its tokens stream; the earlier runs' stay in the history below."
+"""The cards' place while a run reads its prompt: a trial read the previous run's "0.44× the speed, slower" under the
+next run's "Reading the prompt…", with another drafter already chosen."""
 
 
 def generate(values: Mapping[str, object], history: list[RunSummary] | None = None, request: gr.Request = None):
@@ -120,7 +123,8 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     _warn_long_prompt(view, note)
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids), load=NOW))
     waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
-    yield Frame(waiting, waiting, status=reading(), cut=view.cut).values()
+    yield Frame(waiting, waiting, stats=render.placeholder_html(READING_STATS), status=reading(), tree="", heads="",
+                cut=view.cut, hide_charts=True).values()  # nor its figures
     view.cpu = CpuShare()
     stream = job.stream(_engine_events(settings, target, drafter, prompt_ids, job.cancel))
     try:
