@@ -51,7 +51,9 @@ LONG_PREFILL_S = 10.0  # an expected prefill longer than this is announced befor
 CHARS_PER_TOKEN = 4.0  # for an estimate before the prompt is tokenized (English text, BPE)
 SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as this share of the baseline's
 STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampling, bookkeeping, the page)
-COST_RUNS = 3  # estimates use the median of this many latest runs of a target
+COST_RUNS = 3  # estimates use the median of this many latest runs of a target (of each drafter, for its own cost)
+KEPT_RUNS = 24  # the latest runs kept per target, of every drafter
+OTHER_DRAFTER_SPREAD = (0.5, 2.5)  # a plan for a drafter not run here yet, from other drafters' runs: at least this
 PREFILL_SAMPLE_TOKENS = 256  # a run's prefill tells the cost per prompt token from this many prompt tokens on; a
 # shorter one is mostly a forward's fixed cost, and read per token it makes a long prompt look minutes long
 
@@ -85,6 +87,7 @@ class RunCosts:
     # planned from several runs: the median of those that did (None: none did)
     answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
     measured_at: float | None = field(default=None, compare=False)  # when measured (time.time() s; None: unknown)
+    drafter: str | None = None  # the drafter of the run measured (its decoding cost is that drafter's); None: a step
     measured_load: tuple[float, int] | None = field(default=None, compare=False)  # other programs' load while
     # measured: (load, the CPU count), from :func:`app.estimates.machine_load`; None: unknown. The step costs
     # already hold that load's slowness, so an estimate widens only for the load added since
@@ -129,6 +132,7 @@ def costs_of_run(view: RunView) -> RunCosts | None:
     return RunCosts((b.prefill_ms - fixed) / view.prompt_tokens, step * scale, spec, RECENT_RUNS,
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
                     answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else (),
+                    drafter=view.settings.drafter if view.spec is not None else None,
                     measured_load=estimates.machine_load())
 
 
@@ -147,38 +151,55 @@ def learn_costs(target: str, view: RunView) -> None:
         with _COSTS_LOCK:
             runs = _COSTS.setdefault(target, [])
             runs.append(costs)
-            del runs[:-COST_RUNS]
+            del runs[:-KEPT_RUNS]
 
 
-def known_costs(target: str) -> RunCosts | None:
+def known_costs(target: str, drafter: str | None = None) -> RunCosts | None:
     """The costs to plan a run of ``target`` with: the median of its latest runs (their load while measured: the
     median of those known), else the costs derived from a one-token step measured here (:func:`tuned_costs`), else
-    None."""
+    None. With ``drafter`` (a registry key) the speculative run's cost per token and the range come from the latest
+    runs of that drafter, kept apart (:data:`COST_RUNS` each); where it has none, from the others' with the range
+    widened to at least :data:`OTHER_DRAFTER_SPREAD` and the source saying so (a drafter's decoding may cost a third
+    of another's: a trial's estimate after n-gram runs was a third of an early-exit run's time)."""
     with _COSTS_LOCK:
-        runs = list(_COSTS.get(target, ()))
+        kept = list(_COSTS.get(target, ()))
         tuned = _TUNED.get(target)
-    if not runs:
+    if not kept:
         return tuned
-
-    def median(values):
-        values = sorted(v for v in values if v is not None)
-        return values[len(values) // 2] if values else None
-
-    base = median(r.base_ms_per_token for r in runs)
-    spec = median(r.spec_ms_per_token for r in runs)
-    per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
-    middle = median(per_token)
-    spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
+    runs = kept[-COST_RUNS:]
+    own = [r for r in kept if drafter is not None and r.drafter == drafter][-COST_RUNS:]
+    spec, spread = _decoding_costs(own or runs)
+    source = runs[-1].source
+    if drafter not in (None, "none") and not own:
+        spread = (min(spread[0], OTHER_DRAFTER_SPREAD[0]), max(spread[1], OTHER_DRAFTER_SPREAD[1]))
+        source = f"{source}, with other drafters"
     loads = sorted((r.measured_load for r in runs if r.measured_load is not None), key=lambda load: load[0])
-    long_reads = [r for r in runs if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS]
-    per_token = median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
+    long_reads = [r for r in kept if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS][-COST_RUNS:]
+    per_token = _median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
     if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
-        per_token = max(median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
-    return RunCosts(per_token, base, spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
-                    runs[-1].source, spread, prefill_fixed_ms=median(r.prefill_fixed_ms for r in runs),
-                    answer_tokens=median(r.answer_tokens for r in runs),
-                    answers=tuple(answer for r in runs for answer in r.answers), measured_at=runs[-1].measured_at,
+        per_token = max(_median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
+    return RunCosts(per_token, _median(r.base_ms_per_token for r in runs),
+                    spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
+                    source, spread, prefill_fixed_ms=_median(r.prefill_fixed_ms for r in runs),
+                    answer_tokens=_median(r.answer_tokens for r in runs),
+                    answers=tuple(answer for r in kept for answer in r.answers), measured_at=runs[-1].measured_at,
                     measured_load=loads[len(loads) // 2] if loads else None)
+
+
+def _median(values):
+    """The median (the upper one of an even count) of ``values`` that are not None; None when none is."""
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
+def _decoding_costs(runs: list[RunCosts]) -> tuple[float | None, tuple[float, float]]:
+    """(the speculative run's ms per token, the range's factors) from ``runs``: the median of their speculative
+    costs, and how far their whole decoding costs per token (baseline plus speculative) lie from their median, at
+    least :data:`MIN_SPREAD`."""
+    per_token = [r.base_ms_per_token + (r.spec_ms_per_token or SPEC_SHARE * r.base_ms_per_token) for r in runs]
+    middle = _median(per_token)
+    spread = (min(MIN_SPREAD[0], min(per_token) / middle), max(MIN_SPREAD[1], max(per_token) / middle))
+    return _median(r.spec_ms_per_token for r in runs), spread
 
 
 def newest_run(target: str) -> RunCosts | None:

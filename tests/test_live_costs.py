@@ -242,3 +242,24 @@ def test_a_long_prompts_reading_time_carries_the_plans_range():
     busy = live.long_prompt_note(_plan_settings("Say hi.", 8), costs, 600, load=(1.0, 2))  # 1.5x since measured
     assert busy.startswith("A long prompt: 600 tokens take about 90 s (75–110 s) to read"), busy
     assert live.costs.LONG_PROMPT_TOKENS == 512
+
+
+def test_a_drafters_plan_reads_its_own_runs_and_widens_for_one_not_run_yet(monkeypatch):
+    """Trial: after n-gram runs an early-exit run took 41 s against "about 24 s (11–30 s)": a drafter's decoding may
+    cost several times another's. Each drafter's speculative cost and range come from its own latest runs; a drafter
+    not run here yet is planned from the others' with a range of at least 0.5–2.5x, and the source says so."""
+    def run(drafter, spec):
+        return live.RunCosts(2.0, 100.0, spec, source=live.costs.RECENT_RUNS, drafter=drafter)
+
+    monkeypatch.setattr(live.costs, "_COSTS", {"t": [run("early-exit", 300.0), run("ngram", 40.0), run("ngram", 50.0),
+                                                     run("ngram", 45.0)]})
+    early, ngram = live.known_costs("t", "early-exit"), live.known_costs("t", "ngram")
+    assert (early.spec_ms_per_token, early.spread) == (300.0, live.costs.MIN_SPREAD)
+    assert ngram.spec_ms_per_token == 45.0 and ngram.source == live.costs.RECENT_RUNS
+    eagle = live.known_costs("t", "eagle")
+    assert eagle.spec_ms_per_token == 45.0 and eagle.spread == live.costs.OTHER_DRAFTER_SPREAD
+    assert eagle.source == f"{live.costs.RECENT_RUNS}, with other drafters"
+    assert live.known_costs("t", "none").spread == live.known_costs("t").spread == live.costs.MIN_SPREAD
+    settings = _plan_settings("Say hi.", 40)
+    assert live.plan_text(settings, early, 10, load=None) == f"about 16 s (13–20 s) (from {live.costs.RECENT_RUNS})"
+    assert live.plan_text(settings, ngram, 10, load=None) == f"about 6 s (5–7 s) (from {live.costs.RECENT_RUNS})"

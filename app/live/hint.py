@@ -33,7 +33,7 @@ def tokens_hint(*values):
         settings = parse_settings(named)
     except Exception:  # noqa: BLE001 - a value Generate would refuse: Generate says why, the line stays
         return gr.skip()
-    info = tokens_info(settings, known_costs(costs_key(settings)), load=NOW)
+    info = tokens_info(settings, known_costs(costs_key(settings), settings.drafter), load=NOW)
     return gr.skip() if info is None else gr.update(info=info)
 
 

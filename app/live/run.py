@@ -92,7 +92,7 @@ def _run(settings: Settings, history: list[RunSummary], job: Job, clicked: float
     """:func:`generate` once the inputs are valid and the job made: wait for the device, then the run; any failure
     is one message."""
     try:
-        plan = plan_text(settings, known_costs(costs_key(settings)), load=NOW)
+        plan = plan_text(settings, known_costs(costs_key(settings), settings.drafter), load=NOW)
 
         def waiting(place) -> tuple:
             return status_only(planned_status(settings, plan, place.ahead, place.holder))
@@ -115,7 +115,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         return
     settings, target, drafter = loaded
     key = costs_key(settings)
-    costs = known_costs(key) or (None if zerogpu.active() else  # no forward here on ZeroGPU
+    costs = known_costs(key, settings.drafter) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                  tuned_costs(key, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
     view.clicked, view.obtained = clicked, obtained
