@@ -95,3 +95,12 @@ def test_the_page_keeps_each_range_on_one_line_and_the_table_stays_plain():
     assert [[cell.replace(WORD_JOINER, "") for cell in line] for line in shown["data"]] == plain["data"]
     acceptance = plain["headers"].index("Acceptance")
     assert shown["data"][1][acceptance] == "69% (44–\u206092%)" and WORD_JOINER not in "".join(plain["data"][1])
+
+
+def test_the_live_cards_keep_each_range_on_one_line_as_sent():
+    """Trial: "7.6 s verify (99.9%; 99.8–" / "100.0%)" in a Live card. The cards the page is sent join each range's
+    dash to its end, as the Arena's cells do (one function: app.render.markup.keep_ranges)."""
+    from app.live.outputs import Frame
+
+    sent = Frame(stats='<div class="card-extra">verify (99.9%; 99.8–100.0%)</div>').values()[3]
+    assert sent == '<div class="card-extra">verify (99.9%; 99.8–\u2060100.0%)</div>'

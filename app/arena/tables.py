@@ -7,11 +7,11 @@ figure shown with its spread (:func:`speedup_cell`, :func:`timed_cell`), every c
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
                                 no_reading_words, range_text, speedup_reading, spread_text)
+from app.render.markup import WORD_JOINER, keep_ranges  # noqa: F401 (WORD_JOINER: the tests')
 from app.render.stats import counted_spread
 from specviz.analysis.arena_intervals import (OVER_COUNTS, OVER_PASSES, SHARE_COUNTS, share_basis,  # noqa: F401
                                               share_interval)
@@ -194,17 +194,6 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
 
     return {"headers": [c[0] for c in columns],
             "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
-
-
-WORD_JOINER = "\u2060"
-_RANGE_DASH = re.compile(r"(?<=[\d%×])–(?=\d)")
-
-
-def keep_ranges(text: str) -> str:
-    """``text`` with a word joiner after each range's en dash, so that "49–70%" stays on one line (a browser may break
-    a line after an en dash: a trial read "60% (49–" / "70%)" in a narrow column); a break before the bracket stays
-    allowed."""
-    return _RANGE_DASH.sub("–" + WORD_JOINER, text)
 
 
 def shown_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:

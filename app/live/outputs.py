@@ -18,6 +18,7 @@ from app.endings import Endings
 from app.inputs import Settings
 from app.live.view import RunView
 from app.messages import report
+from app.render.markup import keep_ranges
 from app.records import RunSummary
 from specviz.drafters.suffix import SuffixStore
 
@@ -81,7 +82,8 @@ class Frame:
         else:
             chart = gr.update(value=self.figure, visible=True) if self.figure is not None else None
         progress = None if self.status is None else progress_html(self.status, self.cut)
-        parts = (self.spec, self.base, chart, self.stats, self.status, self.history, self.state,
+        stats = None if self.stats is None else keep_ranges(self.stats)  # "(99.8–100.0%)" on one line
+        parts = (self.spec, self.base, chart, stats, self.status, self.history, self.state,
                  _shown(self.tree), _shown(self.heads), progress)
         return tuple(gr.skip() if part is None else part for part in parts)
 

@@ -4,6 +4,19 @@ Pure: no Gradio."""
 from __future__ import annotations
 
 import html
+import re
+
+
+WORD_JOINER = "\u2060"
+_RANGE_DASH = re.compile(r"(?<=[\d%×])–(?=\d)")
+
+
+def keep_ranges(text: str) -> str:
+    """``text`` (plain or HTML) with a word joiner after each range's en dash, so that "49–70%" stays on one line (a
+    browser may break a line after an en dash: trials read "60% (49–" / "70%)" in the Arena's cells and "(99.8–" /
+    "100.0%)" in the Live cards); a break before the bracket stays allowed. Display only: downloads keep plain
+    figures."""
+    return _RANGE_DASH.sub("–" + WORD_JOINER, text)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
