@@ -56,7 +56,7 @@ def test_an_ngram_run_is_drawn_at_the_lookups_c_not_the_sliders_default():
     lookup."""
     *_, c, fig, _ = why.from_history([NGRAM_RUN])  # before any measurement: ≈ 0, said not measured
     assert c == 0.0
-    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.000 (n-gram lookup ≈ 0, not measured)")
+    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.000 (a free draft, as n-gram lookup's ≈ 0)")
     *_, c, fig, _ = why.from_history([NGRAM_RUN], 0.05, 1, MEASURED)  # measured: the lookup's own c
     assert c == 0.0003
     assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.0003 (n-gram lookup, measured)")
@@ -135,7 +135,7 @@ def test_a_long_legend_grows_the_figure_so_the_plots_keep_their_height():
 
     fig = why.whatif(0.72, 0.0, 1, "4", "2.88 (1.75–4.00)", "1.40 (1.21–1.62)", None)
     title = fig.layout.legend.title.text
-    assert title == "α = 0.72, c = 0.000 (n-gram lookup<br>≈ 0, not measured)"
+    assert title == "α = 0.72, c = 0.000 (a free draft,<br>as n-gram lookup's ≈ 0)"
     # 5 names, two a row: (1 line, 1 line), (2 lines: "speedup, paper<br>(verification = 1 step)", 1), (1): 4 lines
     assert legend_px(title, [t.to_plotly_json() for t in fig.data]) == (2 + 4) * LEGEND_LINE_PX + 3 * LEGEND_ROW_PX
     bare = why.whatif(0.72, 0.0, 1, "", "", "", None)

@@ -197,15 +197,16 @@ def alpha_note(alpha: float, run: dict | None) -> str | None:
 
 def c_words(c: float, measurement: dict | None) -> str:
     """What the drawn draft cost ``c`` is, for the what-if title: "n-gram lookup, measured" or "early exit,
-    measured" when it is a drafter's cost the last ``measurement`` timed (:func:`measured_c`), "n-gram lookup ≈ 0,
-    not measured" for 0 before any measurement (a Live n-gram run sets it: :func:`app.why.history.run_c`), "a
-    default, not measured" for :data:`DEFAULT_C` before one; "" for a c set by hand."""
+    measured" when it is a drafter's cost the last ``measurement`` timed (:func:`measured_c`), "a free draft, as
+    n-gram lookup's ≈ 0" for 0 before any measurement (a Live n-gram run sets it, :func:`app.why.history.run_c`, and
+    so may a visitor: a trial typed −2, clamped to 0, and read "n-gram lookup" with no n-gram run), "a default, not
+    measured" for :data:`DEFAULT_C` before one; "" for a c set by hand."""
     costs = (measurement or {}).get("costs") or {}
     for key, words in (("ngram", "n-gram lookup"), ("early-exit", "early exit")):
         if key in costs and abs(c - measured_c(costs, key)) < 5e-4:
             return f"{words}, measured"
     if not costs and c == 0:
-        return "n-gram lookup ≈ 0, not measured"
+        return "a free draft, as n-gram lookup's ≈ 0"
     return "a default, not measured" if not costs and abs(c - DEFAULT_C) < 1e-9 else ""
 
 
