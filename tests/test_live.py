@@ -1208,6 +1208,12 @@ def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary(tiny_model
     assert stopped.startswith('<div class="status-notice" data-box="stop">') and "Nothing is running." in stopped
     assert stopped.endswith(done) and live.stop_now(me)[4] == stopped
     assert live.stop_run([], me)[4] == {"__type__": "update"}  # the result stays as it is
+    from app.live.controls import _view_of
+
+    view = _view_of(me)  # as a run stopped earlier: a second Stop says so too (a trial's changed nothing on the page)
+    view.cancelled, view.stopped_at = True, view.ended
+    again = live.stop_now(me)[4]
+    assert "Nothing is running." in again and again.endswith(view.status()) and "Stopped after" in again
     live.release_session(me)
 
 

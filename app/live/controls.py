@@ -54,7 +54,8 @@ def stop_now(request: gr.Request = None, sent=False):
     view = _view_of(request)
     if view is None:
         return status_only(status)
-    if not flagged and not view.cancelled:  # it had ended: "Nothing is running." above its summary, which stays
+    if not flagged:  # it had ended (on its own, or stopped before: a trial's second Stop changed nothing on the
+        # page): "Nothing is running." above its summary, which stays
         return status_only(nothing_to_stop(view.status(), "stop"), view.cut)
     view.mark_stopped()
     return status_only(view.status() if view.cancelled else status, view.cut)
