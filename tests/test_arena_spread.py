@@ -16,6 +16,8 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 import pytest  # noqa: E402
 
+from app.figures import NOTE_HEADROOM  # noqa: E402
+
 from app import arena as arena_tab  # noqa: E402
 from app.arena.verdicts import speedup_reading  # noqa: E402
 from specviz.analysis.arena import variants  # noqa: E402
@@ -425,7 +427,7 @@ def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
     base = dict(row("standard", arena_tab.BASELINE, 1.0, 1.0), decode_speedup_low=None, decode_speedup_high=None)
     rows = [base, row("ngram k=4", "ngram", 1.3, 1.7), row("early-exit k=4", "early-exit", 0.64, 9.6)]
     for figure, axis in ((arena_tab.arena_figure(rows), "yaxis4"), (arena_tab.predictions_figure(rows), "yaxis")):
-        assert list(figure.layout[axis].range) == [0, pytest.approx(1.7 * 1.1)]  # ngram's spread, to 1.7, stays whole
+        assert list(figure.layout[axis].range) == [0, pytest.approx(1.7 * NOTE_HEADROOM)]  # ngram, to 1.7: whole
         notes = [a.text for a in figure.layout.annotations]
         assert "a spread runs off the top (to 9.60× <br>for early-exit k=4, qa)" in notes  # lines for a phone
     calm = [base, row("ngram k=4", "ngram", 1.3, 1.7)]
@@ -433,7 +435,7 @@ def test_a_spread_far_above_the_bars_runs_off_the_top_and_is_said():
     # a prediction marker's spread counts as a bar's: far above, it runs off the top too, and the note says so
     wide = [base, dict(calm[1], predicted_speedup_measured_low=0.9, predicted_speedup_measured_high=8.0)]
     figure = arena_tab.predictions_figure(wide)
-    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.7 * 1.1)]
+    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.7 * NOTE_HEADROOM)]
     assert "a spread runs off the top (to 8.00× <br>for ngram k=4, qa)" in [a.text for a in figure.layout.annotations]
     assert not any("runs off" in a.text for a in arena_tab.predictions_figure(calm).layout.annotations)
 
