@@ -408,6 +408,8 @@ def test_the_rejection_chart_has_a_narrow_layout_with_upright_labels_and_wrapped
     top = figure.layout.yaxis.range[1]
     assert all(n["ayref"] == "y" and n["ay"] > top for n in notes)
     assert notes[1]["ay"] > notes[0]["ay"]  # the second mark stands above the first, never on it
+    shift = classroom.figures.NARROW_MARK_SHIFT_PX  # and apart sideways, each toward its own bar's side
+    assert sorted((notes[0]["ax"], notes[1]["ax"])) == [-shift, shift] and notes[0]["ax"] != 0
     assert narrow["margin"] == {"t": classroom.figures.NARROW_TOP_PX} and narrow["height"] > figure.layout.height
     stepper.goto(Step(1, "decide"))  # before the recovered token is drawn: the rejected guess's mark only
     assert len(classroom.rejection_chart(stepper).layout.meta["sv_narrow"]["annotations"]) == 1

@@ -30,6 +30,7 @@ def _labels(ids, rec: Recording) -> list[str]:
 
 MARK_HEADROOM = 1.6  # the probability axis' top over the tallest bar: room for the ✗ / ★ marks above it
 MARK_ROOM_PX = 64  # the top margin's growth when the axis stops at 1 and a mark stands above the plot
+TITLE_TOP_PX = 12  # the rejection chart's title hangs this far below the figure's top (a trial saw a mark over it)
 
 
 def probability_range(tallest: float) -> tuple[float, int]:
@@ -83,8 +84,10 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
            "the recovered token is drawn from the residual")
     title = f"At the rejection:<br>{_subtitle(why)}"  # two short lines fit a phone
     top, room = probability_range(max(heights + [0.05]))
-    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": 380 + room,
-              "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left"}, "annotations": notes,
+    height = 380 + room  # the title pinned to the top: centred in a top margin grown for the marks, it met them
+    layout = {"template": "plotly_white", "font": {"family": FONT, "size": 13}, "height": height,
+              "title": {"text": title, "font": {"size": 15}, "x": 0.01, "xanchor": "left", "yref": "container",
+                        "y": 1 - TITLE_TOP_PX / height, "yanchor": "top"}, "annotations": notes,
               "margin": {"l": 55, "r": MODEBAR_MARGIN_PX, "t": 70 + room, "b": 20}, "barmode": "group",
               "modebar": MODEBAR,
               "xaxis": {"automargin": True, "tickangle": -30 if len(x) > 6 else 0},
@@ -92,7 +95,8 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
               # inside the plot's top right, above the small bars (the most probable tokens come first)
               "legend": {"orientation": "v", "y": 1, "yanchor": "top", "x": 1, "xanchor": "right",
                          "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 12}}}
-    narrow = narrow_layout([(x[ids.index(t)], heights[ids.index(t)], text, color) for t, text, color in marks], top)
+    narrow = narrow_layout([(x[ids.index(t)], heights[ids.index(t)], text, color) for t, text, color in marks], top,
+                           [ids.index(t) for t, _, _ in marks])
     narrow["title"]["text"] = "At the rejection:<br>" + _subtitle(wrap_words(why, NARROW_TITLE_CHARS))
     layout["meta"] = {"sv_narrow": narrow}
     return go.Figure({"data": traces, "layout": layout})
@@ -105,22 +109,30 @@ NARROW_LEGEND_PX = 84  # the legend's top there, under the title's three lines (
 NARROW_PLOT_PX = 190  # about the plot's height there (under the upright token labels)
 NARROW_MARK_CHARS = 11  # the longest line of a mark there ("★ recovered"; "✗ drafted" / "(rejected)")
 NARROW_MARK_PX = (20, 52)  # the marks' centres above the plot's top edge: the first (the rejected guess), the second
+NARROW_MARK_SHIFT_PX = 22  # two marks' words stand this far apart sideways, each toward its own bar's side
 
 
-def narrow_layout(marks: list[tuple[str, float, str, str]], top: float) -> dict:
+def narrow_layout(marks: list[tuple[str, float, str, str]], top: float, places: list[int] | None = None) -> dict:
     """The parts of the rejection chart's layout that replace the wide ones where the chart is drawn narrower than
     assets/head.html's STACK_BELOW_PX (a 400 px phone: a plot about 240 px wide). There ten token labels at -30°
     overlapped and a mark's one-line words ("✗ drafted (rejected)", 150 px) lay across the neighbouring bars, so:
     the token labels stand upright-turned (-90°) in smaller type, the legend sits in a row under the title, and
     each mark (``marks``: (x label, bar height, words, colour), the rejected guess first) is wrapped at its spaces
     (:func:`app.figures.wrap_words`) and stands above the plot, its arrow down to its bar. ``top`` is the
-    probability axis' top. A dict of layout keys; a dict value is merged into the wide layout's own key."""
+    probability axis' top. ``places``: the marks' bar positions (left to right); two marks' words then stand
+    :data:`NARROW_MARK_SHIFT_PX` apart sideways, each toward its own bar's side (at 400 px the upper mark's arrow ran
+    through the lower mark's words over neighbouring bars). A dict of layout keys; a dict value is merged into the
+    wide layout's own key."""
     per_px = top / NARROW_PLOT_PX
+    sides = [0] * len(marks)
+    if places is not None and len(places) == 2 and places[0] != places[1]:
+        sides = [-1, 1] if places[0] < places[1] else [1, -1]
     notes = []
-    for (x, height, text, color), lift in zip(marks, NARROW_MARK_PX):
+    for (x, height, text, color), lift, side in zip(marks, NARROW_MARK_PX, sides):
         lines = wrap_words(text, NARROW_MARK_CHARS).split("<br>")
         notes.append({"x": x, "y": height, "text": "<br>".join(f"<b>{line}</b>" for line in lines),
-                      "showarrow": True, "arrowhead": 2, "ax": 0, "ayref": "y", "ay": top + lift * per_px,
+                      "showarrow": True, "arrowhead": 2, "ax": side * NARROW_MARK_SHIFT_PX, "ayref": "y",
+                      "ay": top + lift * per_px,
                       "font": {"color": color, "size": 12}, "arrowcolor": color})
     container_y = lambda px: 1 - px / NARROW_HEIGHT_PX  # noqa: E731 - px from the figure's top, as Plotly's 0..1
     return {"height": NARROW_HEIGHT_PX, "annotations": notes,
