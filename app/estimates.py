@@ -4,7 +4,8 @@ sentence with a wide range), the time a measurement has taken beside it (:func:`
 a measurement planned from forwards timed just now (:func:`fresh_estimate`).
 
 The load is other programs' (load, CPU count) now (:func:`machine_load`: the 5-minute load average less this
-process's own running threads, or the share of the CPUs other programs took over the last seconds where higher). A cost keeps the load it was measured at, and an estimate moves only by the load
+process's own running threads, or the share of the CPUs other programs took over the last seconds where
+higher). A cost keeps the load it was measured at, and an estimate moves only by the load
 changed since (:func:`load_factor`): a cost measured on a busy machine already holds that load's slowness.
 
 Callers read the load as ``estimates.machine_load()``, the module's attribute, so one replacement here (a test's)

@@ -556,7 +556,7 @@ def test_a_predicted_range_far_above_the_points_is_cut_at_the_charts_top_and_sai
                 "verify_ms": 121.4}
 
     figure = batching.sweep_figure({"k": 4, "rows": [row(1, 1.3, 1.6), row(2, 1.03, 7.28)]})
-    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.6 * NOTE_HEADROOM)]  # B = 1's range, to 1.6, stays whole
+    assert list(figure.layout.yaxis.range) == [0, pytest.approx(1.6 * NOTE_HEADROOM)]  # B = 1's range, to 1.6: whole
     notes = [a.text for a in figure.layout.annotations]
     assert "a predicted range runs off the top (to 7.28× at B = 2)" in notes
     calm = batching.sweep_figure({"k": 4, "rows": [row(1, 1.3, 1.6), row(2, 1.03, 2.0)]})  # within 2x: as before

@@ -56,7 +56,8 @@ def test_an_ngram_run_is_drawn_at_the_lookups_c_not_the_sliders_default():
     lookup."""
     *_, c, fig, _ = why.from_history([NGRAM_RUN])  # before any measurement: ≈ 0, said not measured
     assert c == 0.0
-    assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.000 (a free draft, as n-gram lookup's ≈ 0)")
+    title = _plain(fig.layout.legend.title.text)
+    assert title.startswith("α = 0.57, c = 0.000 (a free draft, as n-gram lookup's ≈ 0)")
     *_, c, fig, _ = why.from_history([NGRAM_RUN], 0.05, 1, MEASURED)  # measured: the lookup's own c
     assert c == 0.0003
     assert _plain(fig.layout.legend.title.text).startswith("α = 0.57, c = 0.0003 (n-gram lookup, measured)")

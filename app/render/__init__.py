@@ -19,7 +19,8 @@ from app.render.markup import elapsed_text, plural, scroll_box, seconds_text, st
 from app.render.pane import (KIND_LABELS, SUFFIX_SOURCES, Pane, _detail_title, legend_html, pane_header, pane_html,
                              placeholder_html, text_html, token_html)
 from app.render.stats import (BUSY_MACHINE, BUSY_NOTE, END_TO_END_DEFINITION, LOOKAHEAD_DEFINITION, ONE_MEASUREMENT,
-                              ONE_PASS, RATES_DEFINITION, SPEEDUP_DEFINITION, TOKENS_PER_PASS_DEFINITION, TTFT_DEFINITION,
+                              ONE_PASS, RATES_DEFINITION, SPEEDUP_DEFINITION, TOKENS_PER_PASS_DEFINITION,
+                              TTFT_DEFINITION,
                               TOO_FEW_PASSES, VERDICT_RULE, Comparison, compare_outputs, counted_html, counted_spread,
                               expected_text, fmt_ms, largest_ms,
                               lookahead_cards, rate_pair_html, speedup_cards, spread_html, spread_text, stats_html,
