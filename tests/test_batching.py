@@ -62,15 +62,26 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
 
 
 def test_the_check_shows_its_statistics(tiny_model_dir):
-    out = _last(batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 30, False, str(tiny_model_dir), "")))
+    out = _last(batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 100, False, str(tiny_model_dir), "")))
     status, lesson, chart, stats = out
-    assert "Checked in" in status and "30 standard and 30 speculative" in status, status
+    assert "Checked in" in status and "100 standard" in status and "100 speculative" in status, status
     for test in ("standard vs the exact law", "speculative vs the exact law", "standard vs speculative"):
         assert test in stats, stats
     assert chart["visible"] is True
     proposed = int(stats.split("The drafter proposed ")[1].split(" ")[0])
     if proposed == 0:  # n-gram lookup found nothing to propose on this prompt: the lesson must not claim a pass
         assert "nothing" in lesson.lower() or "no draft" in lesson.lower(), lesson
+
+
+def test_a_check_whose_n_is_too_few_for_its_prompt_says_so_before_sampling(tiny_model_dir):
+    """A trial ran N = 20, the box's least, for 96 s and read only then "Raise N to 36 or more". The target's law of
+    the first tokens (a few forwards) tells ahead: here the likeliest first token has p = 0.87 and the second most
+    likely pair after it p = 0.059, so 85 counted runs (5 / 0.059) of about 98 per side."""
+    status = _last(batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 30, False, str(tiny_model_dir),
+                                                     "")))[0]
+    assert "N = 30 runs per side is too few for this prompt at temperature 1" in status, status
+    assert "(p = 0.059), expected at least 5 times, so about N = 98 runs per side" in status
+    assert status.endswith("Raise N to 98 or more; nothing was sampled.</span></div>") and "Checked" not in status
 
 
 @pytest.mark.parametrize("args, words", [

@@ -12,7 +12,7 @@ from app.batching.shared import Models, drafter_factory, parse_models
 from app.device import Job, load_target
 from app.estimates import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
-from specviz.analysis.batching import sampling_check
+from specviz.analysis.batching import MIN_EXPECTED, first_token_law, pairs_needed, sampling_check
 from specviz.core.engine import GenerationConfig
 from specviz.core.verify import SamplingConfig
 
@@ -91,6 +91,10 @@ def check_work(job: Job, c: CheckSettings) -> dict:
         raise InputError(f"The prompt has {len(prompt):,} tokens; {loaded.label} reads at most {window:,}.")
     config = GenerationConfig(max_new_tokens=CHECK_TOKENS, k=CHECK_K,
                               sampling=SamplingConfig(temperature=c.temperature, seed=0))
+    job.say(("progress", (0.0, "Reading the target's law of the first tokens, to see whether N is enough…")))
+    too_few = too_few_ahead(c, *first_token_law(loaded, prompt, config), loaded.tokenizer)
+    if too_few:
+        raise InputError(too_few)
     shown = CheckProgress(c.n, lambda fraction, message: job.say(("progress", (fraction, message))))
     shown.start()
     result = sampling_check(loaded, prompt, config, make, n=c.n, batch=CHECK_BATCH, broken=c.broken,
@@ -99,6 +103,27 @@ def check_work(job: Job, c: CheckSettings) -> dict:
                   first_text=loaded.tokenizer.decode([result["first"]]),
                   labels=pair_labels(loaded.tokenizer, result))
     return result
+
+
+def too_few_ahead(c: CheckSettings, first: int, share: float, exact: dict, tokenizer) -> str:
+    """Before sampling, the sentence that N runs per side (``c.n``) cannot be tested on this prompt and temperature:
+    the likeliest first token ``first`` (probability ``share``) and the exact law after it (``exact``, from
+    :func:`specviz.analysis.batching.first_token_law`) need more (:func:`~specviz.analysis.batching.pairs_needed`);
+    "" when N is enough or the law too narrow to tell (the result then says why). A trial ran N = 20, the box's
+    least, for 96 s and read only then "Raise N to 36 or more"."""
+    needed = pairs_needed(exact, share)
+    if needed is None or c.n >= needed[1]:
+        return ""
+    second = sorted(exact, key=lambda pair: -exact[pair])[1]
+    pair = "“" + tokenizer.decode(list(second)).replace("\n", "⏎") + "”"
+    head = (f"N = {c.n} runs per side is too few for this prompt at temperature {c.temperature:g}: after its likeliest "
+            f"first token (p = {share:.2f}) the chi-square test needs the second most likely pair, {pair} "
+            f"(p = {exact[second]:.3f}), expected at least {MIN_EXPECTED} times, so about "
+            f"N = {needed[1]:,} runs per side")
+    if needed[1] <= MAX_N:
+        return f"{head}. Raise N to {needed[1]:,} or more; nothing was sampled."
+    return (f"{head}, more than this check allows ({MAX_N:,}). Pick a prompt or a temperature that makes the two "
+            "likeliest pairs more frequent; nothing was sampled.")
 
 
 class CheckProgress:

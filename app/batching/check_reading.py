@@ -4,11 +4,9 @@ runs they need (:func:`runs_needed`), the lesson (:func:`check_lesson`) and the 
 
 from __future__ import annotations
 
-import math
-
 from app import render
 from app.batching.check_job import CHECK_TOKENS, MAX_N
-from specviz.analysis.batching import MIN_EXPECTED
+from specviz.analysis.batching import MIN_EXPECTED, pairs_needed
 
 LEVEL = 0.01  # the tests' significance level
 
@@ -53,13 +51,9 @@ def runs_needed(result: dict) -> tuple[int, int] | None:
     expected at least :data:`MIN_EXPECTED` times among the counted runs, so the second most likely pair (probability
     p2) needs 5 / p2 counted runs; N scales that by the share of runs counted (the side with fewer). None when the
     exact law has fewer than two pairs."""
-    ranked = sorted(result["exact"].values(), reverse=True)
-    if len(ranked) < 2 or ranked[1] <= 0:
-        return None
-    need = math.ceil(MIN_EXPECTED / ranked[1] - 1e-9)
     shares = [counted(result, side) / result["n"] for side in ("standard", "speculative")]
     share = min(shares) if min(shares) > 0 else max(max(shares), 1 / result["n"])
-    return need, math.ceil(need / share - 1e-9)
+    return pairs_needed(result["exact"], share)
 
 
 def too_few_sentence(result: dict) -> str:

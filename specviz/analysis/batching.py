@@ -25,6 +25,7 @@ makes the test fail: the check can tell a wrong sampler from a right one.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
@@ -346,19 +347,46 @@ JOINT_MIN_P = 0.004  # second tokens rarer than this are left out of the exact l
 JOINT_CHUNK = 32  # rows per batched forward of the exact law
 
 
+def _next_probs(target, rows: list[list[int]], prompt_len: int, config: GenerationConfig) -> torch.Tensor:
+    """The target's sampling law of the token after each of ``rows`` (token id lists, a prompt of ``prompt_len``
+    then generated tokens), after the run's logits processors: (len(rows), vocab) probabilities."""
+    vocab = min(target.vocab_size, getattr(target, "num_token_ids", None) or target.vocab_size)
+    ids = torch.tensor(rows, dtype=torch.long, device=target.device)
+    with torch.inference_mode():
+        logits = target.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].float()
+    logits = restrict_vocab(logits, vocab)
+    return process_logits(apply_processors(logits, config.sampling, rows, prompt_len), config.sampling)
+
+
+def first_token_law(target, prompt: list[int], config: GenerationConfig) -> tuple[int, float, dict]:
+    """Before sampling: (the likeliest first token, its probability, the exact law of the two tokens after it,
+    :func:`_joint_two`): what a check of this prompt and temperature will count, for planning its N ahead
+    (:func:`pairs_needed`). A few forwards."""
+    law = _next_probs(target, [prompt], len(prompt), config)[0]
+    first = int(torch.argmax(law))
+    return first, float(law[first]), _joint_two(target, prompt, first, config)
+
+
+def pairs_needed(exact: dict, share: float) -> tuple[int, int] | None:
+    """(counted runs, N runs per side) the goodness of fit needs: two pairs of the exact law ``exact`` expected at
+    least :data:`MIN_EXPECTED` times among the counted runs, so the second most likely pair (probability p2) needs
+    MIN_EXPECTED / p2 counted runs, and N that over ``share``, the part of the runs counted (their first token the
+    counted one). None when the law has fewer than two pairs or ``share`` is 0. E.g. p2 = 0.18, share 0.75: (28,
+    38)."""
+    ranked = sorted(exact.values(), reverse=True)
+    if len(ranked) < 2 or ranked[1] <= 0 or share <= 0:
+        return None
+    need = math.ceil(MIN_EXPECTED / ranked[1] - 1e-9)
+    return need, math.ceil(need / share - 1e-9)
+
+
 def _joint_two(target, prompt: list[int], first: int, config: GenerationConfig) -> dict[tuple[int, int], float]:
     """The target's exact probabilities of the two tokens after ``first`` (the prefill's token), after the run's
     logits processors (each position sees the text before it, as the engine applies them). Pairs whose second
     token has probability below :data:`JOINT_MIN_P` are left out (see there); the third token's law is computed
     for every kept second token at once, :data:`JOINT_CHUNK` rows per forward."""
-    vocab = min(target.vocab_size, getattr(target, "num_token_ids", None) or target.vocab_size)
-
     def probs(rows: list[list[int]]) -> torch.Tensor:
-        ids = torch.tensor(rows, dtype=torch.long, device=target.device)
-        with torch.inference_mode():
-            logits = target.model(input_ids=ids, use_cache=False, logits_to_keep=1).logits[:, -1].float()
-        logits = restrict_vocab(logits, vocab)
-        return process_logits(apply_processors(logits, config.sampling, rows, len(prompt)), config.sampling)
+        return _next_probs(target, rows, len(prompt), config)
 
     p2, joint = probs([prompt + [first]])[0], {}
     seconds = torch.nonzero(p2 >= JOINT_MIN_P).flatten().tolist()
