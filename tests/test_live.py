@@ -1211,9 +1211,10 @@ def test_stop_with_nothing_running_says_so_and_keeps_the_last_summary(tiny_model
     from app.live.controls import _view_of
 
     view = _view_of(me)  # as a run stopped earlier: a second Stop says so too (a trial's changed nothing on the page)
-    view.cancelled, view.stopped_at = True, view.ended
+    view.cancelled, view.stopped_at, view.stop_shown = True, view.ended, True
     again = live.stop_now(me)[4]
     assert "Nothing is running." in again and again.endswith(view.status()) and "Stopped after" in again
+    assert live.stop_run([], me)[4] == {"__type__": "update"}  # the second handler keeps that line (a trial's did not)
     live.release_session(me)
 
 

@@ -78,9 +78,10 @@ def stop_run(history: list[RunSummary] | None = None, request: gr.Request = None
     """The Stop button: cancel the session's run (:func:`stop`), wait for its handler to end
     (:func:`_wait_for_the_run`), and show what it made so far as its result (:func:`stopped_view`); without a view,
     the status :func:`stop_now` gave stays. Returns a tuple in :data:`app.live.defaults.OUTPUTS` order."""
-    RUNS.cancel(request)
+    flagged = RUNS.cancel(request)
     _wait_for_the_run(request)
-    if _view_of(request) is None:
+    view = _view_of(request)
+    if view is None or (not flagged and view.stop_shown):  # a Stop after the stopped result: stop_now's line stays
         return status_only(None)
     return stopped_view(history, request)
 
@@ -106,6 +107,7 @@ def stopped_view(history: list[RunSummary] | None = None, request: gr.Request = 
         view.in_history = True
         add_to_history(history, view)
         keep_good(key, view)
+    view.stop_shown = True
     if view.empty:  # stopped while the prompt was read: nothing was measured, so no figures and no history row
         return blank("Stopped before the first token: nothing was generated or measured.", view.status(),
                      history_html(history), history, cut=view.cut)

@@ -58,6 +58,7 @@ class RunView:
     clicked: float | None = None  # time.monotonic() when Generate's handler began (None: the runs' start)
     obtained: float | None = None  # time.monotonic() when this run got the device (None: not known, no wait named)
     in_history: bool = False  # a stopped run's row was added to the history (Stop's handlers add it once)
+    stop_shown: bool = False  # a stopped run's result was drawn (a later Stop keeps its "Nothing is running." line)
     precision: str = ""  # what the target computes in ("bfloat16", "float32 · int8 weights"), for the comparison
     _judged: tuple = (None, None)  # (pass counts, SpeedupJudgement) of the latest judgement
     _done: str | None = None  # the finished run's status, as first drawn ("Done in ...": the wait ends there)
