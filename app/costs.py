@@ -31,7 +31,7 @@ import gradio as gr
 
 from app import device, estimates
 from app.device import load_target
-from app.estimates import MIN_SPREAD, NOW, PROBE_SPREAD, Estimate, make_estimate, span_text
+from app.estimates import MIN_SPREAD, NOW, PROBE_SPREAD, Estimate, is_busy, make_estimate, span_text
 from app.inputs import Settings
 from app.messages import log_failure
 from app.render import seconds_text
@@ -364,7 +364,9 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     :attr:`RunCosts.answers`), the plan says both: "up to about 8 min (4–11 min) … if it writes all 1,024 tokens;
     most answers end sooner (this prompt's ended after 123 tokens here: about 20 s (15–25 s))"; this prompt's own
     answer length when a recent run read it, else the median of the recent answers. Without one, a cap of
-    :data:`LONG_CAP_TOKENS` or more says only that an answer ending sooner takes less."""
+    :data:`LONG_CAP_TOKENS` or more says only that an answer ending sooner takes less. A busy machine (other
+    programs' load above :data:`app.estimates.BUSY_PER_CPU` per CPU) is named after the source: "(from …; the machine
+    is busy now: load 1.9 on 2 CPUs)"."""
     if costs is None:
         return ""
     now = estimates.machine_load() if load is NOW else load
@@ -375,7 +377,9 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
         return planned_estimate(costs, seconds, now)
 
     whole = planned(costs.run_s(tokens, settings.max_new_tokens, drafter))
-    text = f"{whole.text('')} (from {costs.source})"
+    busy = f"; the machine is busy now: load {now[0]:.1f} on {now[1]} CPUs" if (
+        is_busy(now) and not whole.very_busy) else ""  # as the Arena's plan says it (a trial saw no word of it)
+    text = f"{whole.text('')} (from {costs.source}{busy})"
     prefill = planned(costs.prefill_s(tokens, drafter))
     if prefill.seconds > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
         text += (f", {prefill.text('') if not prefill.very_busy else span_text(prefill.low, prefill.high)} of it "

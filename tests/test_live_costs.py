@@ -263,3 +263,13 @@ def test_a_drafters_plan_reads_its_own_runs_and_widens_for_one_not_run_yet(monke
     settings = _plan_settings("Say hi.", 40)
     assert live.plan_text(settings, early, 10, load=None) == f"about 16 s (13–20 s) (from {live.costs.RECENT_RUNS})"
     assert live.plan_text(settings, ngram, 10, load=None) == f"about 6 s (5–7 s) (from {live.costs.RECENT_RUNS})"
+
+
+def test_a_plan_on_a_busy_machine_names_the_load():
+    """A second trial: two CPU hogs running, the Live plan read "about 10 s (8–18 s) (from recent runs …)" with no
+    word of the load, where the Arena's says "with the machine as busy as now (load …)"."""
+    settings = _plan_settings("Say hi.", 40)
+    costs = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(1.9, 2))
+    assert live.plan_text(settings, costs, 10, load=(1.9, 2)).endswith(
+        "(from x; the machine is busy now: load 1.9 on 2 CPUs)")
+    assert live.plan_text(settings, costs, 10, load=(0.4, 2)).endswith("(from x)")  # quiet: nothing to name
