@@ -30,6 +30,7 @@ def _labels(ids, rec: Recording) -> list[str]:
 
 MARK_HEADROOM = 1.6  # the probability axis' top over the tallest bar: room for the ✗ / ★ marks above it
 MARK_ROOM_PX = 64  # the top margin's growth when the axis stops at 1 and a mark stands above the plot
+WIDE_MARK_SHIFT_PX = 50  # two marks' words stand this far to each side of their bars, away from each other
 TITLE_TOP_PX = 12  # the rejection chart's title hangs this far below the figure's top (a trial saw a mark over it)
 
 
@@ -75,11 +76,14 @@ def rejection_figure(dist: Distributions, rec: Recording, reveal: bool = True) -
                        "name": "residual norm(max(0, p − q))", "marker": {"color": COLORS["accepted"]}})
     heights = [max(t["y"][j] for t in traces) for j in range(len(x))]
     notes, marks = [], [(dist.drafted_id, "✗ drafted (rejected)", COLORS["rejected"]), *_choice_mark(dist, reveal)]
-    for token, text, color in marks:
-        j = ids.index(token)
+    places = [ids.index(token) for token, _, _ in marks]
+    for (token, text, color), j in zip(marks, places):
         shift = 18 if token == dist.drafted_id and dist.drafted_id != dist.chosen_id and len(marks) > 1 else 0
+        side = 0 if len(set(places)) < 2 else (1 if j == max(places) else -1)  # words off the other mark's bar
+        # (a trial read "★ target's top choice" across the draft's bar beside it)
         notes.append({"x": x[j], "y": heights[j], "text": f"<b>{text}</b>", "showarrow": True, "arrowhead": 2,
-                      "ax": 0, "ay": -28 - shift, "font": {"color": color, "size": 13}, "arrowcolor": color})
+                      "ax": side * WIDE_MARK_SHIFT_PX, "ay": -28 - shift, "font": {"color": color, "size": 13},
+                      "arrowcolor": color})
     why = ("the target's top choice replaces the guess" if dist.residual is None else
            "the recovered token is drawn from the residual")
     title = f"At the rejection:<br>{_subtitle(why)}"  # two short lines fit a phone
