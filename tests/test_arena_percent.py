@@ -84,7 +84,8 @@ def test_the_downloads_keep_the_acceptance_rate_a_fraction(tmp_path):
 def test_the_page_keeps_each_range_on_one_line_and_the_table_stays_plain():
     """A trial read "60% (49–" / "70%)" in a narrow column: a browser may break a line after an en dash. The page's
     cells join each range's dash to its end (a word joiner); a break before the bracket stays allowed."""
-    from app.arena.tables import WORD_JOINER, keep_ranges, shown_table
+    from app.arena.tables import shown_table
+    from app.render.markup import WORD_JOINER, keep_ranges
 
     assert keep_ranges("60% (49–70%)") == "60% (49–\u206070%)"
     assert keep_ranges("1.42× faster (1.31–1.55×)") == "1.42× faster (1.31–\u20601.55×)"

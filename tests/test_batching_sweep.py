@@ -79,6 +79,13 @@ def test_sampling_check_passes_a_right_sampler_and_catches_a_broken_one(tiny_tar
     assert sum(right["speculative"].values()) > 100
     broken = batching.sampling_check(tiny_target, prompt, config, make, n=400, broken=True)
     assert broken["broken"] and broken["fit_speculative"][1] < 0.01
+    # the law read before sampling (the app's check of N) is the one the test uses, not read twice
+    first, share, exact = batching.first_token_law(tiny_target, prompt, config)
+    assert first == right["first"] and exact == right["exact"] and 0 < share <= 1
+    again = batching.sampling_check(tiny_target, prompt, config, make, n=400, law=(first, {"marker": 1.0}))
+    assert again["exact"] == {"marker": 1.0}  # reused as given
+    other = batching.sampling_check(tiny_target, prompt, config, make, n=400, law=(first + 1, {"marker": 1.0}))
+    assert other["exact"] == right["exact"]  # another first token: read afresh
 
 
 def test_sampling_check_needs_a_temperature(tiny_target):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
                                 no_reading_words, range_text, speedup_reading, spread_text)
-from app.render.markup import WORD_JOINER, keep_ranges  # noqa: F401 (WORD_JOINER: the tests')
+from app.render.markup import keep_ranges
 from app.render.stats import counted_spread
 from specviz.analysis.arena_intervals import (OVER_COUNTS, OVER_PASSES, SHARE_COUNTS, share_basis,  # noqa: F401
                                               share_interval)

@@ -92,13 +92,14 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     config = GenerationConfig(max_new_tokens=CHECK_TOKENS, k=CHECK_K,
                               sampling=SamplingConfig(temperature=c.temperature, seed=0))
     job.say(("progress", (0.0, "Reading the target's law of the first tokens, to see whether N is enough…")))
-    too_few = too_few_ahead(c, *first_token_law(loaded, prompt, config), loaded.tokenizer)
+    first, share, exact = first_token_law(loaded, prompt, config)
+    too_few = too_few_ahead(c, first, share, exact, loaded.tokenizer)
     if too_few:
         raise InputError(too_few)
     shown = CheckProgress(c.n, lambda fraction, message: job.say(("progress", (fraction, message))))
     shown.start()
     result = sampling_check(loaded, prompt, config, make, n=c.n, batch=CHECK_BATCH, broken=c.broken,
-                            cancel=job.should_stop, progress=shown.batch_done)
+                            cancel=job.should_stop, progress=shown.batch_done, law=(first, exact))
     result.update(tally=dict(tally), label=loaded.label, temperature=c.temperature,
                   first_text=loaded.tokenizer.decode([result["first"]]),
                   labels=pair_labels(loaded.tokenizer, result))

@@ -435,13 +435,15 @@ def _chi_square(observed: dict, expected: dict, n: int) -> tuple[float, float, i
 
 def sampling_check(target, prompt: list[int], config: GenerationConfig, make_drafter: Callable[[], Drafter], *,
                    n: int = 200, batch: int = 16, broken: bool = False, cancel=None,
-                   progress: Callable[[str, int], None] | None = None) -> dict:
+                   progress: Callable[[str, int], None] | None = None, law: tuple[int, dict] | None = None) -> dict:
     """The sampling-law check of the module docstring. ``progress(side, runs done)``, if given, is called after
     each batch of ``batch`` runs, ``side`` "standard" (all n first) then "speculative".
 
     Returns ``{"n", "first", "standard", "speculative" (counts of (t2, t3) pairs), "exact" (probabilities),
     "fit_standard", "fit_speculative" (chi-square stat, p, dof against the exact law), "homogeneity" (stat, p,
-    dof between the two samples), "broken"}``. Raises ValueError in greedy mode (there is nothing to sample).
+    dof between the two samples), "broken"}``. ``law``: (first token, its exact law) already read
+    (:func:`first_token_law`), used when the most frequent first token is that one instead of read again. Raises
+    ValueError in greedy mode (there is nothing to sample).
     """
     if config.sampling.greedy:
         raise ValueError("The sampling check needs a temperature above 0.")
@@ -455,7 +457,7 @@ def sampling_check(target, prompt: list[int], config: GenerationConfig, make_dra
     first = max(firsts, key=lambda t: sum(1 for s in standard + speculative if s[0] == t))
     std = _pair_counts(standard, first)
     spec = _pair_counts(speculative, first)
-    exact = _joint_two(target, prompt, first, config)
+    exact = law[1] if law is not None and law[0] == first else _joint_two(target, prompt, first, config)
     return {"n": n, "first": first, "standard": std, "speculative": spec, "exact": exact, "broken": broken,
             "fit_standard": _chi_square(std, exact, sum(std.values())),
             "fit_speculative": _chi_square(spec, exact, sum(spec.values())),
