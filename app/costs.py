@@ -463,14 +463,15 @@ LONG_PROMPT_TOKENS = 512  # a prompt of this many tokens or more is called long
 def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     """(T(1) ms, T(``wide``) / ``wide`` ms per token after ``wide`` cached tokens) of ``loaded``'s target, timed here
     (:func:`specviz.analysis.arena.probe_forward_ms`) at the thread counts its runs use: the per-machine tuning's
-    choice for a one-token step and for a wider forward (``model._specviz_threads``, :mod:`specviz.measure.tuning`), else
+    choice for a one-token step and for a wider forward (:func:`specviz.core.kv.chosen_threads`: within a busy machine's cap), else
     torch's current count. (Timed at another count the figures mislead: on two busy cores a two-thread step took
     1.5 s where the one-thread step the runs use took 0.1 s.)"""
     import torch
 
+    from specviz.core.kv import chosen_threads
     from specviz.measure.grid import probe_forward_ms
 
-    choice = getattr(loaded.model, "_specviz_threads", None) or (torch.get_num_threads(),) * 2
+    choice = chosen_threads(loaded.model) or (torch.get_num_threads(),) * 2
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(choice[0])

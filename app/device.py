@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
 from app import render, zerogpu
+from app.estimates import start_sampling, threads_for_run
 from app.cancels import LOCAL_PREFIX, CancelRegistry, session_key  # noqa: F401 - the tabs import them from here
 from specviz.core.events import RunCancelled
 from specviz.runtime.policy import current_policy
@@ -198,7 +199,8 @@ class Job:
     def turn(self) -> Iterator[Waiting]:
         """Wait for the device. Yields a :class:`Waiting` while in line (the first one at once, then about every
         half second); returns True once the device is held, False when the job was cancelled first
-        (``held = yield from job.turn()``)."""
+        (``held = yield from job.turn()``). Once held, the job's thread count is set for the CPUs other programs
+        leave free now (:func:`app.estimates.threads_for_run`)."""
         timeout = 0.0  # the first try does not wait: a visitor in line sees their place at once
         while not DEVICE.acquire(self.owner, self.what, timeout=timeout):
             timeout = LINE_POLL_S
@@ -206,6 +208,8 @@ class Job:
                 return False
             own = self._registry is not None and DEVICE.held_by(self.session)  # a page's Live run, then its Arena
             yield Waiting(DEVICE.ahead(self.owner), OWN_RUN if own else DEVICE.holder)
+        if not zerogpu.active():  # a GPU worker's threads are not this process's
+            threads_for_run()  # fewer threads beside other programs' work, fixed for the whole job
         return True
 
     def call(self, fn: Callable[..., T], *args, stoppable: bool = False, **kwargs) -> Iterator[object]:
@@ -481,6 +485,7 @@ def preload(spec: str = "embedded", then: Callable[[object], None] | None = None
     Returns the thread (already started). Logs the operator policy in force and how long each part took; a model
     that cannot be loaded is logged as a warning, not raised, and so is a failure of ``then``."""
     log.info("%s", current_policy().describe())
+    start_sampling()  # the machine's load, read from now on: the first run's plan and threads have seconds of it
 
     def work() -> None:
         from specviz.measure.tuning import MEASURING, MEASURING_WEIGHTS

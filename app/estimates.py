@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from app.render import seconds_text
-from specviz.measure.machine import cpu_snapshot, others_between
+from specviz.measure.machine import cpu_snapshot, others_between, procs_running
 
 _seconds = functools.partial(seconds_text, at_least=1)  # an estimate never reads "0 s"
 
@@ -58,22 +58,24 @@ def own_running_threads() -> int:
 
 
 def machine_load() -> tuple[float, int] | None:
-    """(Other programs' load, the CPU count) now, from a measure that holds still from one minute to the next: the
-    5-minute load average less this process's own running threads (:func:`own_running_threads`; the 1-minute
-    average jumped by 2x between two estimates a minute apart, and counts the app's own torch threads), raised to
-    the load other programs put on the CPUs over the last seconds where that is higher (:func:`recent_load`: the
-    average lags a load that just started; a trial's run took 23.8 s against "about 6 s (5–9 s)" planned with two
-    busy loops started just before). None where the OS has no load average."""
+    """(Other programs' load, the CPU count) now: their threads running or waiting for a CPU, sampled every
+    :data:`SAMPLE_S` seconds over the last seconds (:func:`recent_load`: the 5-minute load average lagged a load
+    that just started, a trial's run taking 23.8 s against "about 6 s (5–9 s)" planned with two busy loops started
+    just before, and stayed high for minutes after one ended, inflating the next estimates); before the sampling
+    has its first seconds, the 5-minute load average less this process's own running threads
+    (:func:`own_running_threads`: the average counts the app's own torch threads). None where the OS has no load
+    average."""
     try:
         five = os.getloadavg()[1]
     except (AttributeError, OSError):
         return None
     cpus = os.cpu_count() or 1
-    return max(0.0, five - own_running_threads(), recent_load(cpus) or 0.0), cpus
+    recent = recent_load(cpus)
+    return (max(0.0, five - own_running_threads()) if recent is None else recent), cpus
 
 
 RECENT_S = (3.0, 20.0)  # :func:`recent_load` reads a window of at least 3 s, reaching back at most 20 s
-SAMPLE_S = 2.0  # the CPU counters are read this often while the app runs (one small file read)
+SAMPLE_S = 1.0  # the CPU counters and runnable threads are read this often while the app runs (a few small files)
 
 
 class RecentShare:
@@ -88,39 +90,114 @@ class RecentShare:
         self._thread: threading.Thread | None = None
 
     def _keep(self, now: float) -> None:
-        snapshot = cpu_snapshot()
+        snapshot, runnable = cpu_snapshot(), others_runnable()
         with self._lock:
             if snapshot is not None:
-                self._samples.append((now, snapshot))
+                self._samples.append((now, snapshot, runnable))
             while self._samples and now - self._samples[0][0] > RECENT_S[1]:
                 self._samples.popleft()
+
+    def start(self) -> None:
+        """Start sampling (once; :meth:`share` and :meth:`runnable` start it too)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="specviz-cpu-share", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
         while True:
             self._keep(time.monotonic())
             time.sleep(SAMPLE_S)
 
-    def share(self) -> float | None:
-        """Other programs' share (0..1) of all CPUs' time over the last :data:`RECENT_S` seconds; None when unknown."""
+    def share(self, back_s: float = RECENT_S[1]) -> float | None:
+        """Other programs' share (0..1) of all CPUs' time since the oldest sample of the last ``back_s`` seconds
+        (at most :data:`RECENT_S`'s longer end); None when unknown (no sample yet at least ``RECENT_S[0]`` s old
+        within ``back_s``)."""
+        self.start()
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="specviz-cpu-share", daemon=True)
-                self._thread.start()
             now = time.monotonic()
-            oldest = next((snap for at, snap in self._samples if now - at <= RECENT_S[1]), None)
-            old_enough = bool(self._samples) and now - self._samples[0][0] >= RECENT_S[0]
-        return others_between(oldest, cpu_snapshot()) if old_enough else None
+            oldest = next(((at, snap) for at, snap, _ in self._samples if now - at <= min(back_s, RECENT_S[1])), None)
+        if oldest is None or now - oldest[0] < RECENT_S[0]:
+            return None
+        return others_between(oldest[1], cpu_snapshot())
+
+    def runnable(self, back_s: float = RECENT_S[1]) -> float | None:
+        """Other programs' threads running or waiting for a CPU (:func:`others_runnable`), the mean of the samples
+        of the last ``back_s`` seconds (a load average without its lag); None when unknown (no samples reaching
+        back ``RECENT_S[0]`` s within ``back_s``). Unlike :meth:`share` it sees more load than there are CPUs, and
+        a busy loop counts 1 whether or not this process's run takes its CPU from it."""
+        self.start()
+        with self._lock:
+            now = time.monotonic()
+            kept = [(at, n) for at, _, n in self._samples if now - at <= min(back_s, RECENT_S[1]) and n is not None]
+        if not kept or now - kept[0][0] < RECENT_S[0]:
+            return None
+        return sum(n for _, n in kept) / len(kept)
 
 
 _RECENT = RecentShare()
 
 
+def others_runnable() -> float | None:
+    """Other programs' threads running or waiting for a CPU now: the machine's (:func:`procs_running`) less this
+    process's own (:func:`own_running_threads`); None where unknown."""
+    running = procs_running()
+    return None if running is None else max(0.0, float(running - own_running_threads()))
+
+
 def recent_load(cpus: int) -> float | None:
-    """Other programs' load over the last seconds, as a load average counts it: their share of the CPUs
-    (:class:`RecentShare`) times ``cpus`` (2.0 for two busy loops on 2 CPUs; it cannot see more than ``cpus``);
-    None when unknown."""
+    """Other programs' load over the last seconds, as a load average counts it: their runnable threads
+    (:meth:`RecentShare.runnable`), the higher of the last :data:`THREADS_WINDOW_S` seconds' mean (a load that just
+    started) and the last ``RECENT_S[1]`` seconds'; where those are unknown, their share of the CPUs times ``cpus``
+    (:meth:`RecentShare.share`: 2.0 for two busy loops on 2 CPUs); None when unknown."""
+    means = [m for m in (_RECENT.runnable(THREADS_WINDOW_S), _RECENT.runnable()) if m is not None]
+    if means:
+        return max(means)
     share = _RECENT.share()
     return None if share is None else share * cpus
+
+
+ENV_BUSY_THREADS = "SPECVIZ_BUSY_THREADS"
+"""Set to 0 to keep the tuned thread counts on a busy machine (:func:`threads_for_run`; the tests do)."""
+THREADS_WINDOW_S = 6.0  # a run's threads follow other programs' share of the CPUs over about the last this many s
+THREADS_PROBE_S = 0.5  # ... watched this long first when no share is known yet (the first run after start-up)
+
+
+def threads_for_run() -> int | None:
+    """Cap the thread count of the run about to start (:func:`specviz.core.kv.set_thread_limit`) at the CPUs other
+    programs leave free now (:func:`specviz.measure.machine.threads_beside`, their share over the last
+    :data:`THREADS_WINDOW_S` seconds, or :data:`THREADS_PROBE_S` watched now); returns the cap (None: none). Called
+    when a job takes the device (:meth:`app.device.Job.turn`), so a run's baseline and speculative forwards share
+    it. ``SPECVIZ_BUSY_THREADS=0`` turns it off."""
+    from specviz.core.kv import set_thread_limit
+    from specviz.measure.machine import CpuShare, threads_beside
+
+    if os.environ.get(ENV_BUSY_THREADS, "1").strip() == "0":
+        set_thread_limit(None)
+        return None
+    share = _RECENT.share(THREADS_WINDOW_S)
+    if share is None:
+        probe = CpuShare()
+        time.sleep(THREADS_PROBE_S)
+        share = probe.others()
+    cpus = os.cpu_count() or 1
+    cap = threads_beside(None if share is None else share * cpus, cpus)
+    set_thread_limit(cap)
+    return cap
+
+
+def threads_note(model) -> str:
+    """The run's note when the cap of :func:`threads_for_run` lowers ``model``'s tuned threads: "other programs are
+    using the CPUs: this run uses 1 torch thread of the 2 tuned here (two would wait on each other beside them)";
+    "" otherwise."""
+    from specviz.core.kv import chosen_threads
+
+    tuned, used = getattr(model, "_specviz_threads", None), chosen_threads(model)
+    if not tuned or used == tuned:
+        return ""
+    threads = max(used)
+    return (f"other programs are using the CPUs: this run uses {threads} torch thread{'' if threads == 1 else 's'} "
+            f"of the {max(tuned)} tuned here, which is faster beside them")
 
 
 def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:
@@ -144,13 +221,20 @@ def load_factor(now: tuple[float, int] | None, measured: tuple[float, int] | Non
     return min(max(busy_factor(*now) / busy_factor(*measured), LOAD_FACTOR_LIMITS[0]), LOAD_FACTOR_LIMITS[1])
 
 
-LOAD_WINDOW_S = 300.0
-"""The window of the load average the load is read from (:func:`machine_load`: its 5-minute figure). A cost
-measured less than this long ago ran on the machine as it is now: its slowness is already in it, and the two load
-readings, sharing most of their window, differ by the average's lag, not by a change (:func:`make_estimate`). Seen
-on the project's 2-core VM beside a benchmark: the start-up timed 109.4 ms a token with its load read as 0.36 (the
-average still catching up, less the app's own running thread), the Arena then read load 2.7 and planned 1.99x that,
-about 12 min; its standard runs took 109.2 ms a token, the race 331 s."""
+LOAD_WINDOW_S = RECENT_S[1]
+"""A cost measured less than this long ago ran on the machine as it is now: the two load readings share their
+samples (:func:`recent_load`), so they differ by the samples' noise, not by a change, and :func:`make_estimate` keeps
+the cost's middle. When the load was the 5-minute average this was 300 s, its lag: seen on the project's 2-core VM
+beside a benchmark, the start-up timed 109.4 ms a token with its load read as 0.36 (the average still catching up),
+the Arena then read load 2.7 and planned 1.99x that, about 12 min; its standard runs took 109.2 ms a token, the race
+331 s. With the load sampled as it is now, an older cost moves with the load changed since: one measured a minute
+earlier on a quiet machine keeping its middle beside two new busy loops planned half the time taken."""
+
+
+def start_sampling() -> None:
+    """Start reading the machine's load (:class:`RecentShare`) now, so that the first run's plan and thread count
+    have seconds of samples (the app's start-up calls it)."""
+    _RECENT.start()
 
 
 def rough_time(seconds: float) -> str:

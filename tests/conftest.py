@@ -18,6 +18,9 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 # Start-up tuning of threads and kernels (specviz.measure.tuning) would change the shared models' settings between tests;
 # tests/test_tuning.py turns it on where it is the subject.
 os.environ["SPECVIZ_TUNE"] = "0"
+# Likewise the app's cap on threads beside other programs' work (app.estimates.threads_for_run): a test's threads
+# must not follow the other tests' load.
+os.environ["SPECVIZ_BUSY_THREADS"] = "0"
 # SPECVIZ_CACHE_DIR is deliberately left alone: the embedded model is converted once per machine into the
 # user's cache (~/.cache/specviz), as `make model` does, and reused by every later run.
 

@@ -241,6 +241,7 @@ def test_the_load_of_the_last_seconds_is_other_programs_share_of_the_cpus(monkey
     clock, counters = [100.0], [(0.0, 0.0, 0.0)]  # (all CPUs' time, busy time, this process's time) in s
     monkeypatch.setattr(estimates.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(estimates, "cpu_snapshot", lambda: counters[0])
+    monkeypatch.setattr(estimates, "others_runnable", lambda: None)  # unknown: the share decides
     recent = estimates.RecentShare()
     recent._thread = object()  # no sampling thread: the test keeps the samples itself
     recent._keep(clock[0])
@@ -256,6 +257,40 @@ def test_the_load_of_the_last_seconds_is_other_programs_share_of_the_cpus(monkey
     assert recent.share() == pytest.approx(1.0) and len(recent._samples) == 11
     monkeypatch.setattr(estimates, "_RECENT", recent)
     assert estimates.recent_load(2) == pytest.approx(2.0)  # two busy loops on 2 CPUs
+
+
+def test_the_load_of_the_last_seconds_counts_other_programs_runnable_threads(monkeypatch):
+    """The 5-minute average lagged a load that had just started and stayed high for minutes after one ended (an
+    Arena planned 65 s after a run under load, and took 18 s). The load is other programs' runnable threads sampled
+    each second: the higher of the last 6 s's mean and the last 20 s's, and it sees more load than CPUs."""
+    clock, runnable = [100.0], [0.0]
+    monkeypatch.setattr(estimates.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(estimates, "cpu_snapshot", lambda: (clock[0], 0.0, 0.0))
+    monkeypatch.setattr(estimates, "others_runnable", lambda: runnable[0])
+    recent = estimates.RecentShare()
+    recent._thread = object()  # no sampling thread: the test keeps the samples itself
+    monkeypatch.setattr(estimates, "_RECENT", recent)
+
+    def seconds(n: int, load: float) -> None:
+        runnable[0] = load
+        for _ in range(n):
+            recent._keep(clock[0])
+            clock[0] += 1.0
+
+    seconds(2, 0.0)
+    assert recent.runnable() is None and estimates.recent_load(2) is None  # under 3 s of samples
+    seconds(18, 0.0)
+    seconds(4, 3.0)  # three busy loops started 4 s ago
+    assert recent.runnable(6.0) == pytest.approx(2.0) and recent.runnable() == pytest.approx(0.6)  # 12/6, 12/20
+    assert estimates.recent_load(2) == pytest.approx(2.0)  # the last seconds' mean: a load that just started
+    seconds(30, 3.0)
+    assert estimates.recent_load(2) == pytest.approx(3.0)  # more than the CPUs
+    seconds(4, 0.0)  # they ended 4 s ago: the 20 s mean still holds most of them
+    assert estimates.recent_load(2) == pytest.approx(2.4)  # 16 of the last 20 samples at 3
+    seconds(20, 0.0)
+    assert estimates.recent_load(2) == pytest.approx(0.0)  # 20 s later the load is gone, not minutes later
+    monkeypatch.setattr(estimates.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    assert estimates.machine_load()[0] == pytest.approx(0.0)  # the lagging average is not read beside samples
 
 
 def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
@@ -458,7 +493,8 @@ CODE_EDIT_TOKENS = [52, 40, 51, 39, 64, 61]  # the suite's six code-edit prompts
 
 
 def test_a_cost_measured_minutes_ago_already_holds_the_load_of_now():
-    """The default Arena from the start-up's cost measured 60 s before, load 2.7 now. Per prompt 10 prompt reads
+    """The default Arena from the start-up's cost measured 10 s before (the trial's was 60 s, under the 5-minute
+    average's window; the load is now sampled, and that window is 20 s), load 2.7 now. Per prompt 10 prompt reads
     (9 timed runs and the untimed prefill) and 47 tokens x 109.38 ms x (5 + 4 x 1.2649) = 51.715 s: 6 x 51.715 +
     10 x (6 x 0.10858 + 0.008424 x 307) + the warm-up (5 reads of 52 tokens 2.733 s, 7 tokens x 109.38 ms x 6.0596
     4.639 s) = 350.04 s: the measured 331 s lies 6% below it. Under LOAD_WINDOW_S the load change (1.99x) widens the
@@ -467,19 +503,19 @@ def test_a_cost_measured_minutes_ago_already_holds_the_load_of_now():
     machine now (load 0, 0.85x) widens the low end only: 192.8-682.5 s, drawn in to 210.3-630.9 s."""
     from app.arena.progress import LOAD_WINDOW_S
 
-    recent = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=60.0)
+    recent = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=10.0)
     e = recent.estimate
     assert (e.seconds, e.low, e.high, e.factor) == (pytest.approx(350.04, abs=0.01), pytest.approx(265.38, abs=0.01),
                                                     pytest.approx(796.14, abs=0.01), 1.0)
     assert e.low < 331.0 < e.seconds  # the race it planned took 331 s
     assert recent.range_text() == (
         "about 6 min (4–13 min) in all with the machine as busy as now (load 2.7 on 2 CPUs; its step time, measured "
-        "60 s ago, already ran beside it), less if runs stop early at the end-of-sequence token")
+        "10 s ago, already ran beside it), less if runs stop early at the end-of-sequence token")
     old = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=LOAD_WINDOW_S + 300)
     assert (old.estimate.seconds, old.estimate.factor) == (pytest.approx(697.11, abs=0.01),
                                                            pytest.approx(1.9915, abs=1e-4))
     assert "1.99x the time measured at load 0.4" in old.range_text()
-    quieter = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(0.0, 2), age_s=60.0).estimate
+    quieter = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(0.0, 2), age_s=10.0).estimate
     assert (quieter.seconds, quieter.low, quieter.high) == (pytest.approx(350.04, abs=0.01),
                                                             pytest.approx(210.30, abs=0.01),
                                                             pytest.approx(630.90, abs=0.01))
@@ -535,7 +571,7 @@ def test_a_methods_share_is_the_one_the_latest_arena_run_measured(monkeypatch):
     methods = [("ngram", "4"), ("ngram", "auto"), ("early-exit", "4"), ("early-exit", "auto")]
     assert arena_costs.method_shares("embedded", methods) == [shares[("ngram", "4")], shares[("early-exit", "4")]]
     assert arena_costs.method_shares("gpt2", methods) == []
-    planned = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=60.0,
+    planned = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=10.0,
                        measured=list(shares.values()))
     assert planned.estimate.seconds == pytest.approx(401.56, abs=0.01)
     assert planned.basis_text().endswith(

@@ -204,17 +204,18 @@ def test_a_plan_on_a_very_busy_machine_is_one_plain_sentence():
     assert busy == live.plan_text(settings, costs, 10, load=(12.0, 2))  # the same inputs, the same words
 
 
-def test_a_plan_from_a_cost_measured_minutes_ago_keeps_its_middle():
+def test_a_plan_from_a_cost_measured_seconds_ago_keeps_its_middle_and_a_minute_ago_moves():
     """Trial: estimates far too high after the load average caught up with a load the measured step already ran
-    beside. A cost under LOAD_WINDOW_S old keeps its middle; the load change (1.5x here) widens the range only."""
+    beside. A cost under LOAD_WINDOW_S (20 s: the sampled load's window) old keeps its middle; the load change (1.5x
+    here) widens the range only. A minute old, the load is sampled anew, and the plan moves with it."""
     import time
 
     settings = _plan_settings("Say hi.", 40)
     recent = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2),
-                           measured_at=time.time() - 60)
+                           measured_at=time.time() - 10)
     assert live.plan_text(settings, recent, 10, load=(1.0, 2)) == "about 6 s (5–12 s) (from x)"  # 6.28 s; x 1.875
     old = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2),
-                        measured_at=time.time() - 600)
+                        measured_at=time.time() - 60)
     assert live.plan_text(settings, old, 10, load=(1.0, 2)) == "about 9 s (8–12 s) (from x)"  # moved: 1.5x
 
 

@@ -206,6 +206,9 @@ def _arena_work(job: Job, s: dict) -> ArenaResult | None:
     say_progress(0.0, f"Loading the target {s['target']}…")
     loaded = load_target(s["target"], progress=lambda message: say_progress(0.0, message))
     check_exit_layer(s["exit_layer"], loaded)
+    threads = estimates.threads_note(loaded.model)  # fewer threads beside other programs (set by job.turn)
+    if threads:
+        job.say(("note", threads))
     if "model" in s["drafters"] or "bf16" in s["drafters"]:
         say_progress(0.0, "Loading the draft model…")
     generation = dict(s.get("generation") or {})
@@ -244,6 +247,9 @@ class _Progress:
             self.message = message  # the status names the same run as the progress bar
             if self.pace is not None:
                 self.pace.started(self.fraction, message)
+            return self._status(now)
+        if kind == "note":
+            self.notes.append(payload)
             return self._status(now)
         if kind == "partial" and payload.rows:
             self.result = payload

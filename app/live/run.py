@@ -22,7 +22,7 @@ from app.endings import until_stopped
 from app.inputs import HEAD_DRAFTERS, Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
 from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
                        settled_after_prefill, tuned_costs)
-from app.estimates import NOW
+from app.estimates import NOW, threads_note
 from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only, stopped_in_queue)
 from app.live.view import RunView, head_accuracy
@@ -118,6 +118,9 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
     costs = known_costs(key, settings.drafter) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                  tuned_costs(key, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
+    threads = threads_note(target.model)  # fewer threads beside other programs (set by job.turn)
+    if threads:
+        view.notes.append(threads)
     view.clicked, view.obtained = clicked, obtained
     note = long_prompt_note(settings, costs, len(prompt_ids))
     _warn_long_prompt(view, note)

@@ -214,10 +214,33 @@ def note_capture() -> None:
     _CAPTURES[0] += 1
 
 
+_THREAD_LIMIT: list[int | None] = [None]
+
+
+def set_thread_limit(threads: int | None) -> None:
+    """Cap every tuned forward's thread count (``model._specviz_threads``) at ``threads`` from now on (None: no
+    cap), as the app does for a run beside other programs' work (:func:`app.estimates.threads_for_run`): two
+    OpenMP threads on two CPUs, one of them shared with another program, wait on each other at every operation.
+    A model without a tuned choice keeps torch's count. Thread counts change float rounding, so a cap is set
+    between runs, never inside one (a run's baseline and speculative forwards must share it)."""
+    _THREAD_LIMIT[0] = None if threads is None else max(1, int(threads))
+
+
+def chosen_threads(model: torch.nn.Module) -> tuple[int, int] | None:
+    """The (one-token, several-token) thread counts ``model``'s forwards use: its tuned choice
+    (``model._specviz_threads``, set by :mod:`specviz.measure.tuning`) within the cap of :func:`set_thread_limit`;
+    None when the model carries no choice (torch's count is used as it is)."""
+    choice = getattr(model, "_specviz_threads", None)
+    if not choice:
+        return None
+    limit = _THREAD_LIMIT[0]
+    return choice if limit is None else (min(choice[0], limit), min(choice[1], limit))
+
+
 def _use_threads(model: torch.nn.Module, new_tokens: int) -> None:
     """Set torch's thread count to the one measured fastest for this forward's size, when the model carries a
-    choice (``model._specviz_threads`` = (one-token, several-token) threads, set by :mod:`specviz.measure.tuning`)."""
-    choice = getattr(model, "_specviz_threads", None)
+    choice (:func:`chosen_threads`)."""
+    choice = chosen_threads(model)
     if choice:
         wanted = choice[0] if new_tokens == 1 else choice[1]
         if torch.get_num_threads() != wanted:

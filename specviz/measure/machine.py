@@ -9,6 +9,7 @@ of the CPUs above which its ratios are not read.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import statistics
@@ -65,6 +66,19 @@ def cpu_snapshot() -> tuple[float, float, float] | None:
     return total, total - (ticks[3] + ticks[4]) / hertz, own.user + own.system
 
 
+def procs_running() -> int | None:
+    """The machine's threads running or waiting for a CPU now (``procs_running`` of ``/proc/stat``, the count the
+    load average averages); None where unknown."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            for line in stat:
+                if line.startswith("procs_running "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def others_between(start: tuple[float, float, float] | None, end: tuple[float, float, float] | None) -> float | None:
     """The share (0..1) of all CPUs' time other processes used between two :func:`cpu_snapshot` readings; None when
     either is unknown or under 0.2 s of CPU time lies between them."""
@@ -74,6 +88,27 @@ def others_between(start: tuple[float, float, float] | None, end: tuple[float, f
     if total < 0.2:
         return None
     return min(1.0, max(0.0, (busy - own) / total))
+
+
+SHARED_CPU = 0.6
+"""Other programs' work, in CPUs, from which a CPU counts as taken for a run's threads (:func:`threads_beside`).
+Measured 2026-12-07 on the project's 2-core AVX2 VM, the embedded model in int4, 64 tokens of standard decoding,
+median of 4 runs: quiet, 2 threads 2.4 s and 1 thread 3.1 s; beside one busy loop 8.8 s and 3.1 s; beside two,
+10-20 s and 5.5 s; beside a loop busy a quarter of the time 2.8 s and 4.6 s (float32 alike: 3.5 / 4.1 quiet, 13.8 /
+4.3 beside one loop)."""
+
+
+def threads_beside(others: float | None, cpus: int) -> int | None:
+    """The most torch threads a run should use beside ``others`` CPUs' worth of other programs' work (their share
+    of the CPUs times ``cpus``; None: unknown) on ``cpus`` CPUs: the CPUs they leave free, a CPU counted as taken
+    from :data:`SHARED_CPU` of one's work, at least 1; None when they leave every CPU free (or when unknown: no cap).
+    E.g. 2 CPUs: others 0.5 -> None, 0.6 -> 1, 2.0 -> 1. An OpenMP thread that shares its CPU stalls the others at
+    every operation, so fewer threads on free CPUs run faster (measured: :data:`SHARED_CPU`)."""
+    if others is None or cpus <= 1:
+        return None
+    taken = math.floor(max(0.0, others) + (1.0 - SHARED_CPU) + 1e-9)  # a CPU from SHARED_CPU of one's work
+    free = cpus - taken
+    return None if free >= cpus else max(1, free)
 
 
 def busy_machine_warning(cpu: CpuShare | None = None) -> str | None:
