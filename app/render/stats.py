@@ -190,12 +190,28 @@ def counted_html(value: float | None, interval, stats, *, percent: bool = False)
     return f'{shown} <small class="spread">({html.escape(counted_spread(interval, stats, percent=percent))})</small>'
 
 
+PENDING = "…"
+"""What a figure shows while the run it measures has not made the pass it needs yet."""
+
+
+def prefill_included_html(stats) -> str:
+    """A run's rate with the prefill included and its spread (:meth:`RunStats.rate`), "32.5 <small>(30.1–34.0)
+    </small>"; :data:`PENDING` while the run is still going and has made no pass after its prefill (its rate would
+    be 1 token ÷ the prefill's time, a figure of nothing yet); a run that ended with its prefill keeps that rate,
+    its whole run."""
+    if not stats.passes and stats.finish_reason is None:
+        return PENDING
+    return spread_html(stats.tokens_per_s, stats.rate())
+
+
 def rate_pair_html(spec, base, decode: bool = True) -> str:
     """Both runs' rates with their spreads, "41.2 (38.0–44.1) vs 30.1 (29.0–31.3)": after the prefill
-    (``decode``, :meth:`~specviz.measure.run_stats.RunStats.decode_rate`) or with it (:meth:`RunStats.rate`)."""
+    (``decode``, :meth:`~specviz.measure.run_stats.RunStats.decode_rate`) or with it (:func:`prefill_included_html`,
+    :data:`PENDING` for a run whose first pass is not done)."""
     def one(stats) -> str:
-        value = stats.decode_tokens_per_s if decode else stats.tokens_per_s
-        return spread_html(value, stats.decode_rate() if decode else stats.rate())
+        if not decode:
+            return prefill_included_html(stats)
+        return spread_html(stats.decode_tokens_per_s, stats.decode_rate())
 
     return f"{one(spec)} <small>vs</small> {one(base)}"
 
@@ -419,7 +435,7 @@ def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: boo
         cards.append(_card("Tokens/s after the prefill", spread_html(base.decode_tokens_per_s, base.decode_rate()),
                            "tokens after the first ÷ time after the prefill, own clock (the pane's figure); in "
                            "brackets its 95% bootstrap interval over the run's passes",
-                           f"prefill included: {spread_html(base.tokens_per_s, base.rate())}", cls="hero"))
+                           f"prefill included: {prefill_included_html(base)}", cls="hero"))
         cards.append(_card("Time to first token", ttft_html(base), TTFT_DEFINITION))
         cards.append(_card("Finish reason", esc(base.finish_reason or "…"), "eos, stop string or length"))
         cards.append(_card("Standard decoding only", "no comparison", "drafter “none” runs the target alone, one "
