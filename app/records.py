@@ -55,6 +55,8 @@ class RunSummary:
             itself was cut, or nothing was stopped). A trial read "48 (stopped)" for a run that had made all 48.
         settings: the generation settings off their defaults, in words ("" when none).
         weights: the target's weight format ("float32", "bfloat16", "int8", "int4"; the Live tab's "Weights").
+        busy_share: other programs' share of the CPUs during the runs (in [0, 1]) when it was above
+            :data:`specviz.measure.machine.CONTENDED_SHARE` (a busy machine, which flatters speculation); else None.
     """
 
     drafter: str = "none"
@@ -86,6 +88,7 @@ class RunSummary:
     cut_base_tokens: int | None = None
     settings: str = ""
     weights: str = "float32"
+    busy_share: float | None = None
 
     @property
     def tokens_text(self) -> str:

@@ -355,7 +355,8 @@ class RunView:
             speedup_reason=self.noise_reason(),
             identical=self.comparison().identical if settings.greedy else None,  # sampling: ids may differ
             stopped=self.cancelled, cut_base_tokens=b.generated if self._cut_baseline_only() else None,
-            settings=settings.settings_changed, weights=settings.weights)
+            settings=settings.settings_changed, weights=settings.weights,
+            busy_share=self._busy if spec else None)  # set by the judgement above
 
     def _cut_baseline_only(self) -> bool:
         """Stop came after the speculative run had finished (its own finish reason kept: :meth:`mark_stopped`

@@ -43,6 +43,26 @@ def history_speedup(row: RunSummary) -> str:
     return html.escape(note or "–")
 
 
+BUSY_MARK = "⚠ busy"
+"""The history's mark on a run measured on a busy machine (:attr:`app.records.RunSummary.busy_share`)."""
+
+
+def busy_title(share: float) -> str:
+    """The hover title of :data:`BUSY_MARK` for other programs' ``share`` of the CPUs (in [0, 1]) during a run."""
+    return (f"Measured on a busy machine: other programs used {share:.0%} of the CPUs during the run. They slow a "
+            "one-token step more than a wide pass, so the ratio flatters speculation: on a quiet machine a gain may "
+            "be smaller, a loss larger.")
+
+
+def history_busy(row: RunSummary) -> str:
+    """The speedup cell's busy mark (HTML) under the speedup, with :func:`busy_title` on hover (and on a tap:
+    ``assets/head.html``); "" for a run measured on a quiet machine (``busy_share`` None)."""
+    if row.busy_share is None:
+        return ""
+    title = html.escape(busy_title(row.busy_share), quote=True)
+    return f'<br><small class="hist-busy" title="{title}" style="white-space: nowrap">{html.escape(BUSY_MARK)}</small>'
+
+
 def history_rate(row: RunSummary, key: str) -> str:
     """The history's tokens/s cell (HTML) for ``key`` ("spec_tps" or "base_tps", after the prefill): the rate with
     its bootstrap interval over the run's passes under it ("20.4" over "(18.1–22.0)", ``<key>_interval``: (low,
@@ -130,7 +150,8 @@ def history_html(history: list[RunSummary]) -> str:
     tab's results column at a 1400 px window (``assets/style.css``, ``.history``); below 640 px the header row is
     hidden and each run is a grid of labelled cells (:func:`_labelled`), so a 400 px phone shows every figure under
     its own name without scrolling sideways. When a shown speedup interval was cut at its run's tokens per pass,
-    the title's note says what its :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`)."""
+    the title's note says what its :data:`CUT_MARK` means (:func:`app.render.stats.cut_words`). A run measured on a
+    busy machine carries :data:`BUSY_MARK` under its speedup (:func:`history_busy`)."""
     if not history:
         return ""
     head = "<tr>" + "".join(f"<th>{h}</th>" for h, _ in HISTORY_COLUMNS) + "</tr>"
@@ -149,7 +170,7 @@ def history_html(history: list[RunSummary]) -> str:
         cells += [f"<td>{history_counted(row.acceptance, row.acceptance_spread, percent=True)}</td>",
                   f"<td>{history_counted(row.tokens_per_pass, row.tokens_per_pass_spread)}</td>"]
         cells += [f"<td>{history_rate(row, key)}</td>" for key in ("spec_tps", "base_tps")]
-        cells += [f'<td class="hist-speedup">{history_speedup(row)}</td>', f"<td>{same}</td>"]
+        cells += [f'<td class="hist-speedup">{history_speedup(row)}{history_busy(row)}</td>', f"<td>{same}</td>"]
         rows.append("<tr>" + "".join(_labelled(cell, label) for cell, (_, label) in zip(cells, HISTORY_COLUMNS))
                     + "</tr>")
     cut = f" · {CUT_MARK} {cut_words()}" if any(r.speedup is not None and r.speedup_cut_at is not None
