@@ -338,7 +338,8 @@ def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
     cells = re.findall(r"<td>(.*?)</td>", batching.check_stats_html(result))
     assert [cells[i] for i in (2, 3, 4, 7, 8, 9, 12, 13, 14)] == ["1.2", "3", "= 0.75", "2.0", "3", "= 0.57",
                                                                   "1.1", "4", "= 0.89"]
-    assert "p = 0.75 and p = 0.57; between them p = 0.89" in batching.check_lesson(result)
+    assert ("standard p = 0.75, speculative p = 0.57: each above 0.01, where only a p below it rejects; between them "
+            "p = 0.89 (above 0.01: no evidence of a difference)") in batching.check_lesson(result)
     layout = batching.check_figure(result).layout
     # one x scale: 0 to the largest bar or marker of either panel (the standard side's 70 runs) plus 8 %
     assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 70 * 1.08))
@@ -353,6 +354,30 @@ def test_a_tested_check_prints_its_p_values_and_both_charts_share_one_scale():
                           (NAN, NAN, 0))
     layout = batching.check_figure(small).layout
     assert tuple(layout.xaxis.range) == tuple(layout.xaxis2.range) == pytest.approx((0, 7 * 1.08))
+
+
+def test_each_p_in_the_verdict_line_carries_the_rule_that_reads_it():
+    """A new-user trial read "p = 0.04" as a failure: the rule "p below 0.01 rejects" sat only in the small print.
+    The lesson's verdict line says beside each p which side of 0.01 it is and what that means."""
+    from app.batching.check_reading import p_verdict
+
+    assert p_verdict(0.04) == "p = 0.04 (above 0.01: no evidence of a difference)"
+    assert p_verdict(0.004) == "p = 0.004 (below 0.01: evidence of a difference)"
+    assert p_verdict(0.0001) == "p < 0.001 (below 0.01: evidence of a difference)"
+    assert p_verdict(NAN) == "p = –"
+    counts = {(2, 3): 70, (4, 5): 45, (6, 7): 15, (8, 9): 5, (10, 11): 45}
+    spec_fails = _check_result(counts, counts, ((1.2, 0.75, 3), (14.0, 0.004, 3)), (9.0, 0.04, 4), n=200)
+    assert batching.check_lesson(spec_fails).startswith(
+        "The speculative sample disagrees with the exact law (p = 0.004 (below 0.01: evidence of a difference)) "
+        "while the standard one agrees (p = 0.75 (above 0.01: no evidence of a difference))")
+    apart = _check_result(counts, counts, ((1.2, 0.75, 3), (2.0, 0.04, 3)), (14.0, 0.002, 4), n=200)
+    assert batching.check_lesson(apart).startswith(  # the fits agree, the samples differ: not "no evidence"
+        "Each sample agrees with the exact law (standard p = 0.75, speculative p = 0.04: each above 0.01, where only a "
+        "p below it rejects), but they differ from each other (p = 0.002 (below 0.01: evidence of a difference))")
+    broken = dict(spec_fails, broken=True)
+    assert batching.check_lesson(broken).startswith(
+        "Speculative vs the exact law: p = 0.004 (below 0.01: evidence of a difference): accepting every draft")
+    assert "<th>p (below 0.01 rejects)</th>" in batching.check_stats_html(spec_fails)
 
 
 def _spread_row(batch: int, forward_ms: list[tuple[float, float]], speedups=(1.5, 1.6, 1.7), tokens=(2.3, 2.3, 2.4)):

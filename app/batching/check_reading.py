@@ -25,6 +25,17 @@ def p_text(p: float) -> str:
     return f"p = {p:.3f}" if p < LEVEL else f"p = {p:.2f}"
 
 
+def p_verdict(p: float) -> str:
+    """A p-value with the rule that reads it beside it, so a p above the level does not read as a failure:
+    "p = 0.04 (above 0.01: no evidence of a difference)", "p = 0.004 (below 0.01: evidence of a difference)";
+    "p = –" for a test that did not run (nan)."""
+    if p != p:
+        return p_text(p)
+    side = "below" if p < LEVEL else "above"
+    found = "evidence of a difference" if p < LEVEL else "no evidence of a difference"
+    return f"{p_text(p)} ({side} {LEVEL:g}: {found})"
+
+
 def conditioning_line(result: dict) -> str:
     """What was counted, in one line."""
     return (f"Counted: the runs whose first token (the prefill's, which never meets the verifier) was the most "
@@ -88,25 +99,36 @@ def check_lesson(result: dict) -> str:
         return too_few_sentence(result)
     if result["broken"]:
         if fit_spec < LEVEL:
-            return (f"{p_text(fit_spec)}, below the 1% level the check tests at: accepting every draft makes the "
-                    "output follow the drafter, and the test catches it.")
-        return (f"{p_text(fit_spec)}: even the broken verifier passed here: the drafter's guesses happen to match "
-                "what the target samples, or N is too small to tell; pick a drafter that disagrees, or raise N.")
+            return (f"Speculative vs the exact law: {p_verdict(fit_spec)}: accepting every draft makes the output "
+                    "follow the drafter, and the test catches it.")
+        return (f"Speculative vs the exact law: {p_verdict(fit_spec)}: even the broken verifier passed here: the "
+                "drafter's guesses happen to match what the target samples, or N is too small to tell; pick a "
+                "drafter that disagrees, or raise N.")
     if fit_spec >= LEVEL and fit_std >= LEVEL:
-        counted_runs = min(counted(result, "standard"), counted(result, "speculative"))
-        return (f"No evidence of a difference: neither sample departs from the target's exact probabilities "
-                f"({p_text(fit_std)} and {p_text(fit_spec)}; between them "
-                f"{p_text(same) if testable(result['homogeneity']) else 'too few runs to compare'}). A test does not "
-                "prove "
-                f"equality: with {counted_runs} counted runs per side it would catch a gross error (as the broken "
-                "verifier shows) but not a small one; raise N to look closer.")
+        return _both_agree(result, fit_std, fit_spec, same)
     if fit_std >= LEVEL:
-        return (f"The speculative sample disagrees with the exact law ({p_text(fit_spec)}) while the standard one "
-                f"agrees ({p_text(fit_std)}): at the 1% level that happens by chance once in a hundred checks; "
+        return (f"The speculative sample disagrees with the exact law ({p_verdict(fit_spec)}) while the standard one "
+                f"agrees ({p_verdict(fit_std)}): at the 1% level that happens by chance once in a hundred checks; "
                 "run it again with a larger N, and if it persists the sampler is wrong.")
-    return (f"The standard sample disagrees with the exact law ({p_text(fit_std)}; the speculative one: "
-            f"{p_text(fit_spec)}): standard decoding samples the target directly, so this is one of the checks "
+    return (f"The standard sample disagrees with the exact law ({p_verdict(fit_std)}; the speculative one: "
+            f"{p_verdict(fit_spec)}): standard decoding samples the target directly, so this is one of the checks "
             "that fail by chance at the 1% level, or the exact law is off; run it again with a larger N.")
+
+
+def _both_agree(result: dict, fit_std: float, fit_spec: float, same: float) -> str:
+    """The lesson when neither sample departs from the exact law (both p at or above :data:`LEVEL`), with the
+    homogeneity test between them (``same``) read by the same rule."""
+    fits = (f"standard {p_text(fit_std)}, speculative {p_text(fit_spec)}: each above {LEVEL:g}, where only a p below it "
+            "rejects")
+    if testable(result["homogeneity"]) and same < LEVEL:
+        return (f"Each sample agrees with the exact law ({fits}), but they differ from each other "
+                f"({p_verdict(same)}): at the 1% level that happens by chance once in a hundred checks; run it "
+                "again with a larger N, and if it persists the sampler is wrong.")
+    between = p_verdict(same) if testable(result["homogeneity"]) else "too few runs to compare"
+    counted_runs = min(counted(result, "standard"), counted(result, "speculative"))
+    return (f"No evidence of a difference: neither sample departs from the target's exact probabilities ({fits}; "
+            f"between them {between}). A test does not prove equality: with {counted_runs} counted runs per side it "
+            "would catch a gross error (as the broken verifier shows) but not a small one; raise N to look closer.")
 
 
 def check_stats_html(result: dict) -> str:
@@ -134,7 +156,7 @@ def check_stats_html(result: dict) -> str:
                f"(each run drafts at most {render.plural(CHECK_TOKENS - 2, 'token')}, the second: a run makes "
                f"{CHECK_TOKENS} tokens and the last is the target's own)." if tally else "")
     table = (f"<table class='batching-stats'><tr><th>chi-square test</th><th>runs counted</th><th>χ²</th>"
-             f"<th>dof</th><th>p</th></tr>{body}</table>")
+             f"<th>dof</th><th>p (below {LEVEL:g} rejects)</th></tr>{body}</table>")
     return (render.scroll_box(table, "Chi-square tests") +
             f"<p class='batching-note'>{html.escape(conditioning_line(result))} {html.escape(drafted)} Cells "
             f"expected fewer than {MIN_EXPECTED} times are pooled into one; p below 0.01 rejects.</p>")
