@@ -19,6 +19,9 @@ from specviz.core.verify import SamplingConfig
 CHECK_PROMPT = "The sky is grey today. Write one sentence about the sea."
 CHECK_N, MIN_N, MAX_N = 200, 20, 1000
 N_FIELD = NumberField("N runs per side", MIN_N, MAX_N, True, CHECK_N)  # the N box's rule, named as its label
+N_INFO = ("The prompt decides the least N (the default one needs a few dozen at temperature 1): before sampling, the "
+          "check reads the target's law in seconds and says it if yours is too few.")
+"""The N box's info line: its range is not all it takes (a trial read 20–1000 and ran N = 20)."""
 CHECK_K = 4  # the check's runs make 3 tokens: the one drafted position is the second token
 CHECK_BATCH = 16  # rows per batched run of the check
 CHECK_TOKENS = 3

@@ -8,7 +8,7 @@ import gradio as gr
 from app import render
 from app.api_words import API
 from app.batching.check_handlers import CHECKS, on_check, stop_check
-from app.batching.check_job import CHECK_N, CHECK_PROMPT, MAX_N, MIN_N, N_FIELD
+from app.batching.check_job import CHECK_N, CHECK_PROMPT, MAX_N, MIN_N, N_FIELD, N_INFO
 from app.batching.shared import DEFAULT_DRAFTER, drafter_menu
 from app.batching.sweep_handlers import SWEEPS, on_measure, stop_sweep
 from app.batching.sweep_job import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, PROMPT_LENGTHS, REPEATS, SHORT
@@ -144,7 +144,8 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
             from app.drafter_about import add_about  # what the chosen drafter is and costs, under the menu
 
             add_about(check_drafter, "batching-check-drafter-about", DEFAULT_DRAFTER)
-            n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", elem_id="batching-check-n")
+            n = gr.Number(CHECK_N, label=f"{N_FIELD.name} ({MIN_N}–{MAX_N})", info=N_INFO,
+                          elem_id="batching-check-n")
             broken = gr.Checkbox(False, label="Accept every draft (a broken verifier)", elem_id="batching-check-broken")
             with gr.Row():
                 check_btn = gr.Button("Check", variant="primary", elem_id="batching-check", scale=2, min_width=100)
