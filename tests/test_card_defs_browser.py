@@ -69,3 +69,18 @@ def test_at_1400_px_a_definition_is_plain_text(browser):
         assert page.evaluate(ATTRS) == [[None, None, None]] * 2
     finally:
         page.context.close()
+
+
+def test_on_a_phone_toasts_sit_at_the_bottom_not_over_the_tab_bar(browser):
+    """Gradio's toast container (.toast-wrap, fixed at the top) moves to the window's bottom at 400 px; at 1400 px
+    it stays where Gradio puts it."""
+    where = ("() => { const r = document.getElementById('toasts').getBoundingClientRect(); "
+             "return [Math.round(r.top), Math.round(r.bottom)]; }")
+    for width, expected in ((400, (788 - 40, 788)), (1400, (12, 52))):
+        page = _page(browser, width)
+        try:
+            page.evaluate("() => document.body.insertAdjacentHTML('beforeend', '<div class=\"toast-wrap\" "
+                          "id=\"toasts\" style=\"position: fixed; top: 12px; height: 40px\"></div>')")
+            assert tuple(page.evaluate(where)) == expected, width
+        finally:
+            page.context.close()
