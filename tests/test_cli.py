@@ -195,7 +195,7 @@ def test_head_drafters_and_tree_flags(capsys, tiny_model_dir, tiny_target, tmp_p
         drafted[gate] = records[0]["drafted"]
     assert drafted["0.999"] < drafted["0"] / 2  # the gate leaves out the unsure guesses
     code, _, err = _generate(capsys, tiny_model_dir, "--drafter", "ngram", "--confidence", "0.2")
-    assert code == 2 and "--confidence applies to --drafter eagle, medusa or distilled, not ngram" in err
+    assert code == 2 and "--confidence applies to --drafter eagle, medusa, distilled or model, not ngram" in err
     code, records, err = _generate(capsys, tiny_model_dir, "--drafter", "eagle", "--heads", str(heads), "--lookup",
                                    "--compare")
     assert code == 0 and records[0]["lookup"] is True and records[0]["compare"]["ids_identical"]

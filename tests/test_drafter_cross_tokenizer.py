@@ -324,3 +324,17 @@ def test_the_arena_shows_the_note(tiny_target, tiny_other_vocab_dir):
                        GenerationConfig(max_new_tokens=6), draft_spec=str(tiny_other_vocab_dir), warmup_tokens=0)
     assert any("re-tokenized" in note for note in result.notes) and to_json(result)["notes"] == result.notes
     assert result.ids_identical is True
+
+
+def test_a_draft_models_confidence_gate_reaches_it_and_a_retokenizing_draft_refuses_one(tiny_target, tiny_draft_dir,
+                                                                                         tiny_other_vocab_dir):
+    """The 'model' drafter takes the confidence gate (the Live tab's control, ``--confidence``): a draft model with
+    the target's tokenizer drafts with it (None: 0, always k); one with another tokenizer has no gate, and a gate
+    above 0 is one sentence, not a silently ignored setting."""
+    assert make_drafter("model", tiny_target, draft_spec=str(tiny_draft_dir), min_confidence=0.3).min_confidence == 0.3
+    assert make_drafter("model", tiny_target, draft_spec=str(tiny_draft_dir)).min_confidence == 0.0
+    assert isinstance(make_drafter("model", tiny_target, draft_spec=str(tiny_other_vocab_dir), min_confidence=0.0),
+                      CrossTokenizerDrafter)
+    with pytest.raises(ValueError, match="The confidence gate needs a draft model with the target's tokenizer") as err:
+        make_drafter("model", tiny_target, draft_spec=str(tiny_other_vocab_dir), min_confidence=0.2)
+    assert "\n" not in str(err.value) and str(err.value).endswith("set the gate to 0.")

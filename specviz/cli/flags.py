@@ -168,7 +168,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="eagle/medusa trees: nodes expanded per depth, and candidates taken from each (default 3; "
                         "wider trees need more --tree nodes to use it)")
     p.add_argument("--confidence", type=_float("confidence", lambda v: 0 <= v < 1, "in [0, 1)"), default=None,
-                   metavar="P", help="eagle/medusa/distilled: stop drafting where the draft's cumulative probability "
+                   metavar="P", help="eagle/medusa/distilled/model: stop drafting where the draft's cumulative probability "
                                      "falls below P (0 = always k tokens; default: the drafters' own default)")
     p.add_argument("--head-weights", default="auto", choices=("auto", "int8", "float"),
                    help="eagle/medusa/distilled: the trained drafter's weights while drafting (default auto: int8 on the CPU, "

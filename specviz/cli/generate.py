@@ -273,7 +273,7 @@ def _check_generate_flags(args) -> None:
     if args.tree and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--tree applies to --drafter eagle or medusa, not {args.drafter}")
     if args.confidence is not None and args.drafter not in GATED_KEYS:
-        raise UsageError(f"--confidence applies to --drafter eagle, medusa or distilled, not {args.drafter}")
+        raise UsageError(f"--confidence applies to --drafter eagle, medusa, distilled or model, not {args.drafter}")
     if args.lookup and args.drafter not in HEAD_KEYS:
         raise UsageError(f"--lookup applies to --drafter eagle or medusa (n-gram lookup alone is --drafter ngram), "
                          f"not {args.drafter}")
@@ -365,7 +365,7 @@ def _generate_record(args, target, drafter, result, stats, seed: int) -> dict:
     record["path"] = result.forward_path  # the engine's forward path and what it promises (graphs or eager)
     record["temperature"] = args.temperature
     if args.drafter in GATED_KEYS:
-        record["min_confidence"] = drafter.min_confidence
+        record["min_confidence"] = getattr(drafter, "min_confidence", 0.0)  # a re-tokenizing draft model: none
     if args.drafter in HEAD_KEYS:
         record["lookup"] = args.lookup
         record["copied_passes"] = drafter.copied_passes

@@ -30,8 +30,9 @@ class DrafterOptions:
         tree_nodes: ``eagle`` / ``medusa``: 0 drafts a chain; N > 0 a tree of N nodes in greedy mode.
         tree_width: a tree's nodes expanded per depth and candidates taken from each (EAGLE-2's top-k; default 3:
             :class:`specviz.drafters.heads.TreeSettings`).
-        min_confidence: ``eagle`` / ``medusa`` / ``distilled``: the confidence gate in [0, 1) (None: the drafter's
-            default; 0 for ``distilled``).
+        min_confidence: ``eagle`` / ``medusa`` / ``distilled`` / ``model``: the confidence gate in [0, 1) (None:
+            the drafter's default: 0.15 for the heads, 0 for the draft models; a ``model`` draft with another
+            tokenizer takes none).
         lookup: ``eagle`` / ``medusa``: try n-gram lookup first each pass.
         window / ngram / candidates: ``lookahead``: W, N and G (None: the defaults of
             :mod:`specviz.drafters.lookahead`).
@@ -142,7 +143,7 @@ def describe(key: str) -> str:
 
 
 HEAD_KEYS = ("eagle", "medusa")  # the drafters with trained heads: trees, the confidence gate, lookup first
-GATED_KEYS = (*HEAD_KEYS, "distilled")  # the drafters with a confidence gate (--confidence)
+GATED_KEYS = (*HEAD_KEYS, "distilled", "model")  # the drafters with a confidence gate (--confidence)
 VARIANT_SUFFIXES = ("tree", "lookup")  # "eagle:tree", "eagle:lookup", "eagle:tree:lookup" (bench, arena)
 
 
@@ -241,9 +242,10 @@ def _bf16(target, o: DrafterOptions) -> Drafter:
 def _draft_model(target, o: DrafterOptions) -> Drafter:
     """The draft model, loaded on the target's device and in its dtype, then in ``o.draft_weights`` where given
     (:func:`specviz.runtime.weights.with_weights`: float32 loads only; raises WeightsError, a ValueError, in one
-    sentence otherwise, or for int8/int4 off the CPU). The target's tokenizer: a :class:`ModelDrafter`; another
-    tokenizer: a :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for
-    the target)."""
+    sentence otherwise, or for int8/int4 off the CPU). The target's tokenizer: a :class:`ModelDrafter` with the
+    confidence gate ``o.min_confidence`` (None: 0, always k); another tokenizer: a
+    :class:`~specviz.drafters.cross_tokenizer.CrossTokenizerDrafter` (its text is re-tokenized for the target), which
+    has no gate: a gate above 0 raises ValueError (one sentence)."""
     from specviz.runtime.models import check_same_vocabulary, load_model, same_vocabulary
     from specviz.runtime.weights import with_weights
 
@@ -252,12 +254,16 @@ def _draft_model(target, o: DrafterOptions) -> Drafter:
     draft = load_model(o.draft_spec.strip(), device=target.device, dtype=target.dtype, progress=o.progress)
     if o.draft_weights:
         draft = with_weights(draft, o.draft_weights.strip().lower(), progress=o.progress)
+    gate = 0.0 if o.min_confidence is None else float(o.min_confidence)
     if not same_vocabulary(target, draft):
+        if gate > 0:
+            raise ValueError(f"The confidence gate needs a draft model with the target's tokenizer; {draft.label} "
+                             f"has another (its drafts are re-tokenized): set the gate to 0.")
         from specviz.drafters.cross_tokenizer import cross_tokenizer_drafter
 
         return cross_tokenizer_drafter(target, draft)
     check_same_vocabulary(target, draft)
-    return ModelDrafter(draft.model, f"draft model {draft.label}")
+    return ModelDrafter(draft.model, f"draft model {draft.label}", min_confidence=gate)
 
 
 def _heads(kind: str) -> Factory:
@@ -320,9 +326,9 @@ _BUILT_IN = (
                   "one future token (shipped for the embedded SmolLM2-135M-Instruct).", _heads("medusa"),
                   cost="four small heads and the LM head, once per pass (int8 weights on the CPU)."),
     DrafterChoice("distilled", "Distilled draft (trained)", "A few layers of the target's width trained on its "
-                  "outputs, sharing its embedding and LM head.",
-                  _distilled, cost="its layers per drafted token (int8); about 1 drafted token in 6 accepted at "
-                  "k = 4: on 2 cores 1.15x at k = 1, 1.08x at k = 4."),
+                  "outputs, sharing its embedding and LM head; gated at 0.2 in Live, always k in the Arena and CLI.",
+                  _distilled, cost="its layers per drafted token (int8); at k = 4 on 2 cores 1.16x gated, 1.00x "
+                  "ungated."),
     DrafterChoice("lookahead", "Lookahead decoding (no draft)", "The target guesses ahead by Jacobi iteration and "
                   "verifies n-grams it produced, in the same forward (W window, N n-gram size, G candidates).",
                   _lookahead, cost="no draft model; every target forward is wider."),
