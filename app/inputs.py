@@ -41,6 +41,11 @@ MAX_TREE_NODES = 32  # the "Tree nodes" slider's top
 MAX_CONFIDENCE = 0.95  # the "Confidence gate" slider's top
 MAX_NEW_TOKENS_HINT = "the server's limit, set by the operator with SPECVIZ_MAX_NEW_TOKENS"  # who caps it
 HEAD_DRAFTERS = HEAD_KEYS  # the drafters with trained heads: trees, the confidence gate, lookup first
+GATED_DRAFTERS = (*HEAD_KEYS, "distilled", "model")  # the drafters the Live tab's confidence gate reaches
+DISTILLED_GATE = 0.2
+"""The distilled draft model's confidence gate in the Live tab (and the Generate API) unless the visitor sets one:
+measured 1.16x standard decoding at k = 4 on a 2-core CPU, against 1.00x without it (docs/heads.md, "a confidence
+gate for the distilled draft model"); the CLI, the bench, the Arena and the Classroom draft it ungated (always k)."""
 TREE_SAMPLING_NOTE = "Trees are greedy-only: this sampling run (temperature > 0) drafts a chain."
 LOOKAHEAD_DEFAULTS = (DEFAULT_WINDOW, DEFAULT_NGRAM, DEFAULT_CANDIDATES)  # W, N, G (a measured sweep, docs)
 MAX_WINDOW, MAX_NGRAM, MAX_CANDIDATES = 16, 8, 16  # the lookahead sliders' tops (N-1 <= MAX_K)
@@ -97,7 +102,7 @@ class Settings:
     notes: tuple[str, ...] = ()  # what was changed in the input (cleaned, cut), said in the status
     max_prompt_tokens: int | None = None  # the operator's cap (SPECVIZ_MAX_PROMPT_TOKENS); None: the window only
     tree_nodes: int = 0  # eagle / medusa: nodes of a draft tree (0 = a chain)
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE  # eagle / medusa: the confidence gate (0 = always k tokens)
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE  # GATED_DRAFTERS: the confidence gate (0 = always k tokens)
     lookup: bool = False  # eagle / medusa: n-gram lookup first, the head when nothing repeats
     # the logits processors (specviz.core.verify.SamplingConfig; target and draft alike) and stop token ids
     min_p: float = 0.0
@@ -144,6 +149,12 @@ class Settings:
         return self.temperature == 0
 
     @property
+    def gate(self) -> float:
+        """The confidence gate in [0, 1) the run's drafter drafts with: ``min_confidence`` for
+        :data:`GATED_DRAFTERS`, 0 (always k) for the others."""
+        return self.min_confidence if self.drafter in GATED_DRAFTERS else 0.0
+
+    @property
     def drafted_tree_nodes(self) -> int:
         """The tree size the drafter gets: ``tree_nodes`` in greedy mode, 0 (a chain) when sampling."""
         return self.tree_nodes if self.greedy else 0
@@ -185,23 +196,35 @@ def _drafter(value, draft_model) -> tuple[str, str | None]:
     return drafter, spec
 
 
+def default_gate(drafter: str) -> float:
+    """The confidence gate a drafter runs with in the Live tab when none is given: the heads'
+    :data:`~specviz.drafters.heads.DEFAULT_MIN_CONFIDENCE` (0.15) for eagle and medusa, :data:`DISTILLED_GATE` (0.2)
+    for the distilled draft model, 0 (always k) for any other drafter (a ``model`` draft model: nothing measured)."""
+    if drafter in HEAD_DRAFTERS:
+        return DEFAULT_MIN_CONFIDENCE
+    return DISTILLED_GATE if drafter == "distilled" else 0.0
+
+
 def _head_options(drafter: str, values: Mapping[str, object], temperature: float,
                   notes: list[str], fit_whole: bool = False) -> tuple[int, float, bool]:
-    """(tree nodes, confidence gate, lookup first) for the head drafters (eagle, medusa), from ``values``'
-    ``tree_nodes``, ``confidence`` and ``lookup``; the defaults for the others. A tree with sampling adds
+    """(tree nodes, confidence gate, lookup first) from ``values``' ``tree_nodes``, ``confidence`` and ``lookup``:
+    the gate for :data:`GATED_DRAFTERS` (None or "" = :func:`default_gate`), trees and lookup for the head drafters
+    (eagle, medusa); (0, :func:`default_gate`, False) for the others. A tree with sampling adds
     :data:`TREE_SAMPLING_NOTE` to ``notes``; ``fit_whole``: a fraction of tree nodes runs rounded, said in
     ``notes`` (:func:`whole_setting`)."""
     tree_nodes, confidence = values["tree_nodes"], values["confidence"]
+    gate = default_gate(drafter)
+    if drafter not in GATED_DRAFTERS:
+        return 0, gate, False
+    if confidence not in (None, ""):
+        gate = float(number(confidence, "Confidence gate", 0, MAX_CONFIDENCE, False))
     if drafter not in HEAD_DRAFTERS:
-        return 0, DEFAULT_MIN_CONFIDENCE, False
+        return 0, gate, False
     nodes = 0
     if tree_nodes not in (None, ""):
         nodes = whole_setting(tree_nodes, "Tree nodes", (0, MAX_TREE_NODES), notes if fit_whole else None)
         if nodes and temperature > 0:
             notes.append(TREE_SAMPLING_NOTE)
-    gate = DEFAULT_MIN_CONFIDENCE
-    if confidence not in (None, ""):
-        gate = float(number(confidence, "Confidence gate", 0, MAX_CONFIDENCE, False))
     return nodes, gate, bool(values["lookup"])
 
 
@@ -328,9 +351,10 @@ EMPTY_TARGET_NOTE = "The target model was empty, so the embedded default (SmolLM
 def parse_settings(values: Mapping[str, object], policy: Policy | None = None, fit_layer: bool = False,
                    fit_whole: bool = False) -> Settings:
     """Check every input of a generation, given by name in ``values`` (:data:`SETTING_NAMES`; the optional ones at
-    :data:`OPTIONAL_SETTINGS` when left out, :func:`setting_values`). ``tree_nodes``, ``confidence`` (the confidence
-    gate, in [0, 0.95]; None or "" = the default) and ``lookup`` (n-gram lookup first) count only for the head
-    drafters (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
+    :data:`OPTIONAL_SETTINGS` when left out, :func:`setting_values`). ``confidence`` (the confidence gate, in [0, 0.95];
+    None or "" = the drafter's default, :func:`default_gate`) counts for :data:`GATED_DRAFTERS` (eagle, medusa, the
+    distilled and ``model`` draft models); ``tree_nodes`` and ``lookup`` (n-gram lookup first) for the head drafters
+    (eagle, medusa). ``min_p`` .. ``stop_token_ids``: the generation settings
     (:func:`parse_generation_settings`). ``window``, ``ngram``, ``candidates``: lookahead's W, N and G
     (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``weights``: the target's weight
     format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the environment's

@@ -238,14 +238,46 @@ def test_confidence_gate_input_is_checked_and_shown_in_the_k_label(tiny_model_di
     assert inputs.parse_settings({**args, "drafter": "eagle", "confidence": 0.3}).min_confidence == 0.3
     assert inputs.parse_settings({**args, "drafter": "eagle", "confidence": ""}).min_confidence == \
         inputs.DEFAULT_MIN_CONFIDENCE
-    assert inputs.parse_settings({**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == \
-        inputs.DEFAULT_MIN_CONFIDENCE  # only the head drafters have a gate
+    assert inputs.parse_settings({**args, "drafter": "ngram", "confidence": 0.3}).min_confidence == 0.0  # no gate
     for bad in (1.0, -0.1, "x"):
         with pytest.raises(inputs.InputError, match="Confidence gate"):
             inputs.parse_settings({**args, "drafter": "medusa", "confidence": bad})
     out = _run(tiny_model_dir, drafter="eagle", k=3, confidence=0.9)
     _greedy_identical(out)
     assert "gate 0.9" in out["spec-output"]
+
+
+@pytest.fixture
+def shipped_distilled(tmp_path, tiny_target, monkeypatch):
+    """A distilled draft model for the tiny target (its layers 0 and 2, noised, over every second token id), in a
+    folder that stands in for ``assets/drafters`` (``specviz.drafters.distilled.DRAFTERS_DIR``)."""
+    import specviz.drafters.distilled as distilled
+
+    draft = distilled.DraftModel(tiny_target.model, [0, 2], torch.arange(0, tiny_target.vocab_size, 2))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in draft.trainable():
+            p.add_(0.02 * torch.randn_like(p))
+    distilled.save_draft_model(draft, tmp_path / "tiny-distilled.safetensors", tiny_target.model, {})
+    monkeypatch.setattr(distilled, "DRAFTERS_DIR", tmp_path)
+    return tmp_path
+
+
+def test_the_distilled_draft_runs_gated_by_default_with_the_baselines_ids(tiny_model_dir, shipped_distilled, events):
+    """Live's distilled draft with its default gate (0.2, the confidence slider left out): greedy ids equal the
+    baseline's, passes draft fewer than k where the draft is unsure (fewer drafted than with the gate at 0), and the
+    pane header, the history and the acceptance card say the gate."""
+    out = _run(tiny_model_dir, drafter="distilled", k=4)
+    _greedy_identical(out)
+    gated = [len(e.draft_ids) for e in events if e.kind == "pass"]
+    assert 0 < sum(gated) < 4 * len(gated) and min(gated) < 4
+    assert "k = 4 · confidence gate 0.2" in out["spec-output"] and "confidence gate 0.2" in out["history"]
+    assert f"{sum(gated) / len(gated):.1f} per pass: the confidence gate 0.2" in out["stats"]
+    events.clear()
+    ungated = _run(tiny_model_dir, drafter="distilled", k=4, confidence=0)
+    _greedy_identical(ungated)
+    assert ungated["history-state"][0].identical and "confidence gate" not in ungated["spec-output"]
+    assert sum(len(e.draft_ids) for e in events if e.kind == "pass") > sum(gated)
 
 
 def test_drafter_menu_and_tree_control():

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from app import costs  # noqa: F401 - the run-cost service, shared with the Arena
 from app.live import controls, defaults, layout, outputs, run, view, warmup  # noqa: F401 - the parts
-from app.live.controls import (PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen,
+from app.live.controls import (PRESET_CHOICES, drafter_changed, gate_chosen, k_chosen, lookahead_k, preset_chosen,
                                release_session, stop, stop_now, stop_run, stopped_view)
 from app.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, RECENT_RUNS, RunCosts,
                        costs_of_run, default_max_new_tokens, derived_default_tokens, known_costs, learn_costs,
@@ -51,7 +51,7 @@ from app.live.view import K_CUT_NAME, PASSES, RunView, k_label, mark_budget_cuts
 from app.live.warmup import STARTUP_TOKENS, warm_up
 
 __all__ = [
-    "PRESET_CHOICES", "drafter_changed", "k_chosen", "lookahead_k", "preset_chosen", "release_session", "stop",
+    "PRESET_CHOICES", "drafter_changed", "gate_chosen", "k_chosen", "lookahead_k", "preset_chosen", "release_session", "stop",
     "stop_now", "stop_run", "stopped_view", "COST_RUNS", "DEFAULT_RUN_S", "LONG_PREFILL_S", "MIN_DEFAULT_TOKENS", "MIN_SPREAD",
     "PROBE_SPREAD", "RECENT_RUNS", "RunCosts", "costs_of_run", "default_max_new_tokens", "derived_default_tokens",
     "known_costs", "learn_costs", "long_prompt_note", "page_default_tokens", "plan_text", "settle_prefill_note",

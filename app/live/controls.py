@@ -2,7 +2,7 @@
 result so far, :func:`stopped_view`),
 a closed browser tab (:func:`release_session`), and the controls that follow each other: a real pair picked
 (:func:`preset_chosen`), the drafter menu (:func:`drafter_changed`: which options show), lookahead's k = N−1
-(:func:`lookahead_k`) and the visitor's own k (:func:`k_chosen`)."""
+(:func:`lookahead_k`), the visitor's own k (:func:`k_chosen`) and own confidence gate (:func:`gate_chosen`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import gradio as gr
 
 from app import render
 from app.device import session_key
-from app.inputs import HEAD_DRAFTERS, MAX_NGRAM
+from app.inputs import GATED_DRAFTERS, HEAD_DRAFTERS, MAX_CONFIDENCE, MAX_NGRAM, default_gate
 from app.live.outputs import (ENDED, _GOOD, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, add_to_history, blank, final,
                               stopped_in_queue,
                               history_html, keep_good, status_only, stopped_status)
@@ -137,21 +137,27 @@ def preset_chosen(key: str):
     return chosen.target, "model", gr.update(value=chosen.draft, visible=True)
 
 
-def drafter_changed(drafter: str, ngram=None, chosen_k=None):
-    """Show the draft-model box for 'model', the exit layer for 'early-exit', the tree size, the confidence
-    gate and lookup first for the head drafters (eagle, medusa), and W, N, G for lookahead; k only matters with a
-    drafter that takes it (lookahead's is N-1, shown on the k slider from ``ngram``; leaving lookahead puts back
-    ``chosen_k``, the visitor's last own k). Outputs: draft model, exit layer, tree nodes, confidence gate, lookup
-    first, k, adaptive k, window, n-gram size, candidates."""
-    heads, lookahead = drafter in HEAD_DRAFTERS, drafter == "lookahead"
+def drafter_changed(drafter: str, ngram=None, chosen_k=None, chosen_gate=None):
+    """Show the draft-model box for 'model', the exit layer for 'early-exit', the confidence gate for the drafters it
+    reaches (:data:`app.inputs.GATED_DRAFTERS`: eagle, medusa, the distilled and 'model' draft models), the tree size
+    and lookup first for the head drafters (eagle, medusa), and W, N, G for lookahead; k only matters with a drafter
+    that takes it (lookahead's is N-1, shown on the k slider from ``ngram``; leaving lookahead puts back
+    ``chosen_k``, the visitor's last own k). The gate moves to the drafter's own default
+    (:func:`app.inputs.default_gate`: 0.15 for the heads, 0.2 for the distilled draft, 0 for 'model') unless the
+    visitor set one (``chosen_gate``, kept by :func:`gate_chosen`), which stays. Outputs: draft model, exit layer,
+    tree nodes, confidence gate, lookup first, k, adaptive k, window, n-gram size, candidates."""
+    heads, lookahead, gated = drafter in HEAD_DRAFTERS, drafter == "lookahead", drafter in GATED_DRAFTERS
     head_only = gr.update(visible=heads, interactive=heads)
     lookahead_only = gr.update(visible=lookahead, interactive=lookahead)
+    own_gate = default_gate(drafter) if chosen_gate is None else chosen_gate
+    gate = gr.update(value=own_gate, visible=True, interactive=True) if gated else gr.update(visible=False,
+                                                                                           interactive=False)
     own_k = gr.update(interactive=drafter not in ("none", "lookahead"))
     k = lookahead_k(ngram) if lookahead else own_k if chosen_k is None else \
         gr.update(value=chosen_k, interactive=drafter != "none")
     schedule = gr.update(interactive=drafter != "none")  # lookahead: fixed, or auto (whole passes gated)
     return (gr.update(visible=drafter == "model"), gr.update(visible=drafter == "early-exit"),
-            head_only, head_only, head_only, k, schedule, lookahead_only, lookahead_only, lookahead_only)
+            head_only, gate, head_only, k, schedule, lookahead_only, lookahead_only, lookahead_only)
 
 
 def lookahead_k(ngram, drafter: str = "lookahead"):
@@ -174,3 +180,17 @@ def k_chosen(value):
     if typed != typed:
         return gr.skip()
     return int(round(min(max(typed, 1), MAX_K)))
+
+
+def gate_chosen(value):
+    """The visitor's own confidence gate after an edit of its slider, for :func:`drafter_changed` to keep across a
+    change of drafter: ``value`` (the raw payload, perhaps typed out of range) as a float within
+    0..:data:`app.inputs.MAX_CONFIDENCE`, as the slider clamps it; no change for an empty box or anything that is not
+    a number."""
+    try:
+        typed = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return gr.skip()
+    if typed != typed:
+        return gr.skip()
+    return min(max(typed, 0.0), MAX_CONFIDENCE)

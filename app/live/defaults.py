@@ -9,7 +9,6 @@ from pathlib import Path
 
 from app.inputs import LOOKAHEAD_DEFAULTS, SETTING_NAMES
 from specviz.analysis.prompts import FIRST_EXAMPLE, example_prompt
-from specviz.drafters.heads import DEFAULT_MIN_CONFIDENCE
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -38,7 +37,7 @@ DEFAULTS = {
     "stop_strings": "",
     "chat_template": True,
     "tree_nodes": 0,
-    "confidence": DEFAULT_MIN_CONFIDENCE,
+    "confidence": None,  # the drafter's own gate (app.inputs.default_gate: 0.15 heads, 0.2 distilled, 0 model)
     "lookup": False,
     "min_p": 0.0,
     "repetition_penalty": 1.0,

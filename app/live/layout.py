@@ -12,10 +12,12 @@ import gradio as gr
 
 from app import render
 from app.api_words import API
-from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, HEAD_DRAFTERS, MAX_CANDIDATES, MAX_CONFIDENCE,
-                        MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
-                        PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, parse_exit_layer, parse_k_schedule)
-from app.live.controls import PRESET_CHOICES, drafter_changed, k_chosen, lookahead_k, preset_chosen, stop_now, stop_run
+from app.inputs import (EXIT_LAYER, FREQUENCY_PENALTY, GATED_DRAFTERS, HEAD_DRAFTERS, MAX_CANDIDATES,
+                        MAX_CONFIDENCE, MAX_NEW_TOKENS_HINT, MAX_NGRAM, MAX_TREE_NODES, MAX_WINDOW, MIN_P, NO_REPEAT_NGRAM_SIZE,
+                        PRESENCE_PENALTY, REPETITION_PENALTY, SEED, TOP_K, default_gate, parse_exit_layer,
+                        parse_k_schedule)
+from app.live.controls import (PRESET_CHOICES, drafter_changed, gate_chosen, k_chosen, lookahead_k, preset_chosen,
+                               stop_now, stop_run)
 from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES
 from app.live.default_tokens import wire_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
@@ -66,7 +68,8 @@ def _prompt_controls(ui: dict, d: dict) -> None:
 
 def _drafter_controls(ui: dict, d: dict) -> None:
     """The drafter menu (read from the registry now) and what each drafter takes: a draft model, an exit layer,
-    the head drafters' tree, confidence gate and lookup first, and k (with adaptive k)."""
+    the head drafters' tree and lookup first, the confidence gate (:data:`GATED_DRAFTERS`; the drafter's own default,
+    :func:`gate_value`) and k (with adaptive k)."""
     gr.HTML('<a class="sv-jump" href="#prompt-column">↑ Prompt and Generate</a>', elem_id="jump-generate",
             elem_classes=["sv-one-column"])
     ui["drafter"] = gr.Dropdown([(c.label, c.key) for c in choices()], value=d["drafter"], label="Drafter",
@@ -89,12 +92,10 @@ def _drafter_controls(ui: dict, d: dict) -> None:
                                  info="EAGLE / Medusa: draft a tree of candidates (depth ≤ k) and verify it in one "
                                       "target pass. Greedy only: at temperature > 0 the drafter drafts a chain.",
                                  visible=heads, interactive=heads)
-    ui["confidence"] = gr.Slider(0, MAX_CONFIDENCE, value=d["confidence"], step=0.05,
-                                 label="Confidence gate (0 = always k)", elem_id="confidence",
-                                 info="EAGLE / Medusa: stop drafting where the head's own probability of the whole "
-                                      "guess so far drops below this; an unsure pass drafts fewer tokens, or none. "
-                                      "The output stays exact.",
-                                 visible=heads, interactive=heads)
+    gated = d["drafter"] in GATED_DRAFTERS
+    ui["confidence"] = gr.Slider(0, MAX_CONFIDENCE, value=gate_value(d), step=0.05,
+                                 label="Confidence gate (0 = always k)", elem_id="confidence", info=GATE_INFO,
+                                 visible=gated, interactive=gated)
     ui["lookup"] = gr.Checkbox(d["lookup"], label="Lookup first (copy repeated text, else the head)",
                                elem_id="lookup-first",
                                info="EAGLE / Medusa: each pass, n-gram lookup looks for the text's last 2-3 tokens "
@@ -111,6 +112,21 @@ def _drafter_controls(ui: dict, d: dict) -> None:
                                 info="adaptive: +1 after a fully accepted pass, −1 after a rejection. auto: each "
                                      "pass's k, 0 included, chosen from this run's measured costs and acceptance "
                                      "(lookahead: a full pass or a plain step).")
+
+
+GATE_INFO = ("Stop drafting where the draft's own probability of the whole guess so far drops below this: an "
+             "unsure pass drafts fewer than k tokens, or none. Default 0.15 for EAGLE / Medusa, 0.2 for the "
+             "distilled draft (faster on a CPU), 0 for a draft model. The output stays exact.")
+"""The confidence gate's note under its label (:func:`app.inputs.default_gate` gives the defaults it names)."""
+
+
+def gate_value(d: dict) -> float:
+    """The confidence gate slider's first value: ``d["confidence"]`` when given (an override of
+    :data:`DEFAULTS`), else the page's drafter's own default (:func:`app.inputs.default_gate`), or the heads' 0.15
+    for a drafter without a gate (the slider is hidden then; API clients that leave the gate out send it)."""
+    if d.get("confidence") is not None:
+        return float(d["confidence"])
+    return default_gate(d["drafter"] if d["drafter"] in GATED_DRAFTERS else HEAD_DRAFTERS[0])
 
 
 def _lookahead_controls(ui: dict, d: dict) -> None:
@@ -360,7 +376,10 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     chosen_k = gr.State(d["k"] if d else DEFAULTS["k"])  # the visitor's own k, put back when lookahead is left
     ui["k"].input(k_chosen, inputs=[ui["k"]], outputs=[chosen_k], queue=False, preprocess=False,
                   api_visibility="private")
-    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"], chosen_k],
+    chosen_gate = gr.State((d or DEFAULTS)["confidence"])  # the visitor's own gate (None: each drafter's default)
+    ui["confidence"].input(gate_chosen, inputs=[ui["confidence"]], outputs=[chosen_gate], queue=False,
+                           preprocess=False, api_visibility="private")
+    ui["drafter"].change(drafter_changed, inputs=[ui["drafter"], ui["ngram"], chosen_k, chosen_gate],
                          outputs=[ui[name] for name in ("draft_model", "exit_layer", "tree_nodes", "confidence",
                                                         "lookup", "k", "adaptive_k", "window", "ngram",
                                                         "candidates")],

@@ -19,7 +19,8 @@ import gradio as gr
 from app import device, render, zerogpu
 from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.endings import until_stopped
-from app.inputs import HEAD_DRAFTERS, Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer, parse_settings
+from app.inputs import (GATED_DRAFTERS, Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer,
+                        parse_settings)
 from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
                        settled_after_prefill, tuned_costs)
 from app.estimates import NOW, threads_note
@@ -213,9 +214,11 @@ def costs_key(settings: Settings) -> str:
 
 def _new_drafter(settings: Settings, target, say, session: str | None = None):
     """A fresh drafter for ``settings`` (registry key and options) drafting for ``target``; suffix decoding shares
-    the browser session's store of earlier outputs (:func:`_suffix_store`). The confidence gate goes to the head
-    drafters only, whose controls set it (the distilled draft has one too, off unless asked: None keeps its own)."""
-    gate = settings.min_confidence if settings.drafter in HEAD_DRAFTERS else None
+    the browser session's store of earlier outputs (:func:`_suffix_store`). The confidence gate
+    (:attr:`app.inputs.Settings.gate`) goes to the drafters the Live tab's gate control reaches
+    (:data:`app.inputs.GATED_DRAFTERS`: eagle, medusa, the distilled and 'model' draft models; 0 = always k); the
+    others get None (their factory's own: none)."""
+    gate = settings.gate if settings.drafter in GATED_DRAFTERS else None
     return make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
                         tree_nodes=settings.drafted_tree_nodes, min_confidence=gate,
                         lookup=settings.lookup, window=settings.window, ngram=settings.ngram,

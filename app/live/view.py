@@ -82,9 +82,8 @@ class RunView:
         elif self.spec is not None:
             if event.tree is not None:
                 if self.trees is None:
-                    gate = (self.settings.min_confidence or 0.0) if self.settings.drafter in HEAD_DRAFTERS else 0.0
                     self.trees = TreeView(self.spec.tokenizer, max_nodes=self.settings.drafted_tree_nodes or 0,
-                                          gate=gate)
+                                          gate=self.settings.gate)
                 self.trees.add(event, self.spec.output_ids)  # before the pane: its ids end at the tree's root
             if event.lookahead is not None or (self.settings.drafter == "lookahead" and event.kind == "pass"):
                 if self.lookahead is None:  # also counts plain steps (passes without a lookahead branch)
@@ -185,7 +184,7 @@ class RunView:
         header = render.pane_header(f"Speculative · {name}", subtitle, figures)
         if CONFIDENCE_GATE in subtitle:  # the gate explains itself on hover, as in the history's k cell
             header = header.replace('<span class="pane-sub">',
-                                    f'<span class="pane-sub" title="{html.escape(CONFIDENCE_GATE_TITLE)}">', 1)
+                                    f'<span class="pane-sub" title="{html.escape(gate_title(self.settings))}">', 1)
         return render.pane_html(header, self.spec.html(), done=self.spec.finished)
 
     def base_html(self) -> str:
@@ -201,7 +200,7 @@ class RunView:
         judged = self.judgement()
         load = self.load_words() if judged is not None and judged.verdict == "not a finding" else None
         cards = render.stats_html(spec, self.base_stats, self.comparison(), greedy=self.settings.greedy,
-                                  stopped=self.cancelled, judgement=judged, load=load)
+                                  stopped=self.cancelled, judgement=judged, load=load, gate=self.settings.gate)
         changed = self.settings.settings_changed
         if not changed:
             return cards
@@ -442,8 +441,9 @@ def _rate_figure(stats: RunStats) -> tuple:
 
 def k_label(settings: Settings) -> str:
     """How the run drafts, for the pane header and the history: "k = 4 (adaptive) · tree of 10 nodes, depth ≤ k ·
-    confidence gate 0.15 · lookup first" ("" for standard decoding; the history explains the gate on hover,
-    :data:`app.render.history.CONFIDENCE_GATE_TITLE`)."""
+    confidence gate 0.15 · lookup first" ("" for standard decoding); the gate of any drafter that has one
+    (:attr:`app.inputs.Settings.gate`: the heads, the distilled draft's "k = 4 · confidence gate 0.2"); the history
+    explains the gate on hover, :data:`app.render.history.CONFIDENCE_GATE_TITLE`."""
     if settings.drafter == "none":
         return ""
     label = {"fixed": f"k = {settings.k}", "heuristic": f"k = {settings.k} (adaptive)",
@@ -452,14 +452,27 @@ def k_label(settings: Settings) -> str:
         label += f" · tree of {render.plural(settings.drafted_tree_nodes, 'node')}, depth ≤ k"
     elif settings.tree_nodes:
         label += " · chain (trees are greedy-only)"
-    if settings.drafter in HEAD_DRAFTERS and settings.min_confidence > 0:
-        label += f" · {CONFIDENCE_GATE} {settings.min_confidence:g}"
+    if settings.gate > 0:  # the heads' and the draft models' (a trial: "6 of 32 drafted" under a bare "k = 4")
+        label += f" · {CONFIDENCE_GATE} {settings.gate:g}"
     if settings.lookup:
         label += " · lookup first"
     if settings.drafter == "lookahead":  # k is the candidates' length, N-1; k = auto only gates whole passes
         label = f"k = {settings.k} (N−1)" + (" or a plain step (auto)" if settings.k_schedule == "auto" else "")
         label += f" · W = {settings.window}, N = {settings.ngram}, G = {settings.candidates}"
     return label
+
+
+DRAFT_GATE_TITLE = ("Confidence gate P: the draft model stops drafting where its own probability of the draft so far "
+                    "drops below P, so an unsure pass drafts fewer than k tokens, or none (a lower P drafts longer "
+                    "and risks more rejected tokens)")
+"""The pane header's hover title of "confidence gate 0.2" for a draft model (distilled, 'model'); the heads' is
+:data:`app.render.history.CONFIDENCE_GATE_TITLE`."""
+
+
+def gate_title(settings: Settings) -> str:
+    """The hover title of the k label's confidence gate: the heads' words for eagle and medusa, a draft model's
+    (:data:`DRAFT_GATE_TITLE`) for the others."""
+    return CONFIDENCE_GATE_TITLE if settings.drafter in HEAD_DRAFTERS else DRAFT_GATE_TITLE
 
 
 def head_accuracy(drafter) -> HeadAccuracy | None:

@@ -382,6 +382,21 @@ TOKENS_PER_PASS_DEFINITION = ("emitted ÷ target passes, bonus included; expecte
 the run's mean chain m for k: a pass may draft fewer than k, a tree offers its depth, lookahead its kept candidate;
 :func:`specviz.core.counters.chain_tokens`)."""
 
+def drafted_text(spec, gate: float = 0.0) -> str:
+    """The acceptance card's counts: "6 of 32 drafted"; a tree's "accepted of drafted" with its nodes per tree; with
+    a confidence gate ``gate`` > 0 (chains), the drafted tokens per pass and the gate that cut them: "6 of 32
+    drafted, 1.2 per pass: the confidence gate 0.2 ends a draft where the draft is unsure" (a trial read "6 of 32
+    drafted" under "k = 4" and could not tell why fewer than k were drafted)."""
+    if spec.tree_passes:
+        return (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
+                f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)")
+    counts = f"{spec.accepted} of {spec.drafted} drafted"
+    if gate <= 0 or not spec.passes:
+        return counts
+    return (f"{counts}, {spec.drafted / spec.passes:.1f} per pass: the confidence gate {gate:g} ends a draft where "
+            "the draft is unsure")
+
+
 _CHAIN_OF = {"tree": "a tree's depth", "lookahead": "the kept candidate's tokens, k = N−1 at most"}
 
 
@@ -401,18 +416,17 @@ def expected_text(spec) -> str:
 
 
 def stats_html(spec, base, comparison: Comparison, *, greedy: bool, stopped: bool = False, judgement=None,
-               load: str | None = None) -> str:
+               load: str | None = None, gate: float = 0.0) -> str:
     """The figures of a run (spec RunStats or None when there was no drafter, baseline RunStats), each card
     with its definition underneath. ``stopped``: the user stopped the run, so an output check that found no
     difference reads "so far" instead of waiting for the end. ``judgement``: the decoding speedup's, ``load``: the
-    load measured during the runs in words (see :func:`speedup_cards`)."""
+    load measured during the runs in words (see :func:`speedup_cards`). ``gate``: the run's confidence gate in
+    [0, 1) (0: none), said beside the drafted count (:func:`drafted_text`)."""
     esc = html.escape
     cards = []
     if spec is not None:
         cards.extend(speedup_cards(spec, base, judgement, load))
-        drafted_what = (f"{spec.accepted} accepted of {spec.drafted} drafted; tree passes count every node verified "
-                        f"({_fmt(spec.mean_nodes_per_tree, '{:.1f}')} per tree)" if spec.tree_passes
-                        else f"{spec.accepted} of {spec.drafted} drafted")
+        drafted_what = drafted_text(spec, gate)
         cards.append(_card("Acceptance rate", counted_html(spec.acceptance_rate, spec.acceptance_interval(), spec,
                                                            percent=True),
                            "accepted ÷ drafted (bonus excluded); only committed drafts count: drafts after the end "
