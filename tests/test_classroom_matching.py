@@ -34,6 +34,11 @@ def test_the_distilled_walkthrough_is_the_poor_one_with_another_drafter():
     assert {f: well_settings[f] for f in same} == {f: poor_settings[f] for f in same}  # prompt, k, T, seed, tokens
     assert "early exit" in well["description"] and "but most are still rejected" in well["description"]
     assert "better matched than the early exit, not well matched" in well["description"]
+    # it replays the draft without the Live tab's default gate, and says so: every pass drafts its whole k (4, then
+    # fewer only where max new tokens leaves no room), so each pass shows how far q follows p
+    assert "without the confidence gate the Live tab gives this drafter by default (0.2" in well["description"]
+    events = rf.load(classroom.recording_path(WELL)).recording.events
+    assert all(len(e.draft_ids) == e.k for e in events if e.kind == "pass") and events[1].k == 4
     ids = [w["id"] for w in classroom.load_walkthroughs()]
     assert ids.index(WELL) == ids.index(POOR) + 1  # side by side in the menu
 
