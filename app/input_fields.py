@@ -234,9 +234,9 @@ def empty_notice(field: NumberField) -> tuple[float | int, str]:
 def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:
     """What the early-exit layer box says when left (as :func:`number_notice`): :func:`fit_exit_layer` against the
     real layer count of the target ``target_spec`` names ("" means embedded) when it is known without loading
-    anything (:func:`target_layers`), so the toast says what the run will do ("The early-exit layer must be 0 (half
-    the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 100). Using
-    29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond any model's uses 0.
+    anything (:func:`target_layers`), so its status line says what the run will do ("The early-exit layer must be 0
+    (half the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 100).
+    Using 29."; below 1: 0, the default). Unknown, only the box's own range is known: a number beyond any model's uses 0.
     None for a value the run accepts or an empty box. Never raises."""
     if value is None or value == "":
         return None
@@ -268,7 +268,7 @@ def target_layers(target_spec: str | None) -> tuple[int | None, str | None]:
 
 def fit_exit_layer(value, layers: int | None = None, label: str | None = None) -> tuple[int | None, str | None]:
     """The early-exit layer a run uses for the box's ``value``, and why when it is not what was typed: one rule
-    for the toast when the box is left (:func:`exit_layer_notice`) and for the Live run, so both do the same.
+    for the box's status line when it is left (:func:`exit_layer_notice`) and for the Live run, so both do the same.
 
     Args:
         value: the box's payload: None, "" or 0 mean the default (half the target's layers).
@@ -366,8 +366,8 @@ def check_exit_layer(layer: int | None, target) -> None:
 def fit_loaded_exit_layer(layer: int | None, target) -> tuple[int | None, str | None]:
     """The early-exit layer a run uses once its target is loaded, and the note that says so when it is not the
     layer asked for: :func:`fit_exit_layer` against the loaded ``target``'s own layers (its ``num_layers`` and
-    ``label``), the rule the box's toast follows when it is left (:func:`exit_layer_notice`), so a run does what
-    the toast said even where the target's layers were unknown before loading.
+    ``label``), the rule the box's status line follows when it is left (:func:`exit_layer_notice`), so a run does
+    what that line said even where the target's layers were unknown before loading.
 
     Args:
         layer: the parsed layer (:func:`parse_exit_layer`; None: the default, half the target's layers).
@@ -377,7 +377,7 @@ def fit_loaded_exit_layer(layer: int | None, target) -> tuple[int | None, str | 
         (layer, note): the layer asked for and None when ``target`` has it (1 .. layers − 1; None stays None);
         else its nearest layer (above its last layer but one: that one; below 1: None, the default) and the note
         "The early-exit layer must be 0 (half the target's layers) or a layer from 1 to 29 for SmolLM2-135M-Instruct,
-        which has 30 layers (got 100). Using 29." for the status and a toast.
+        which has 30 layers (got 100). Using 29." for the status.
 
     Raises:
         InputError: a layer asked of a target with fewer than 2 layers (none to exit after):

@@ -70,7 +70,7 @@ weights in the operator's format, :func:`parse_weights`)."""
 
 def fit_settings_exit_layer(settings: Settings, target) -> tuple[Settings, str | None]:
     """``settings`` with its early-exit layer fitted to the loaded ``target`` (:func:`fit_loaded_exit_layer`), the
-    note added to ``settings.notes`` (said in every status of the run) and returned for a toast; ``settings`` itself
+    note added to ``settings.notes`` (said in every status of the run) and returned; ``settings`` itself
     and None when nothing changed. Raises InputError as :func:`fit_loaded_exit_layer` does."""
     layer, note = fit_loaded_exit_layer(settings.exit_layer, target)
     if note is None:
@@ -359,7 +359,7 @@ def parse_settings(values: Mapping[str, object], policy: Policy | None = None, f
     (:func:`_with_lookahead`; its k becomes N-1: fixed, or gated with k = auto). ``weights``: the target's weight
     format (:func:`parse_weights`; left out: the operator's). ``policy`` defaults to the environment's
     (:func:`specviz.runtime.policy.current_policy`). ``fit_layer``: an early-exit layer outside the target's layers
-    (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's toast names,
+    (as far as they are known before loading, :func:`target_layers`) is replaced by the one its box's status line names,
     with the same sentence as a note (:func:`fit_exit_layer`), not refused. ``fit_whole``: a fraction typed for k,
     max new tokens, tree nodes or lookahead's W, N and G within their range runs rounded (halves up), with the
     sentence their box says as a note (:func:`whole_setting`), not refused.

@@ -1,12 +1,13 @@
 """What a visitor reads when something goes wrong, and what the operator's log records.
 
 :func:`message_for` turns any exception into one sentence (never a stack trace); :func:`log_failure` logs a
-failed run; :func:`report` does both, shows a toast when asked, and returns the error status line. Every tab
-uses these three; :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range, and
+failed run; :func:`report` does both and returns the error status line. Every tab uses these three;
+:func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range, and
 :func:`tell_when_invalid` when a number box is left with a value its run would refuse (:func:`enter_commits_js`: or
-when Enter is pressed in it). A
-stopped run (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends
-it quietly, so it never reaches here.
+when Enter is pressed in it). Each sentence is said once, in the status line of the tab it concerns, and not also as a
+toast: a toast could outlive its cause, and said the same sentence twice. A stopped run
+(:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends it quietly,
+so it never reaches here.
 """
 
 from __future__ import annotations
@@ -55,20 +56,9 @@ def log_failure(what: str, error: BaseException) -> None:
         log.error("%s failed:\n%s", what, "".join(traceback.format_exception(error)))
 
 
-BOX_TOAST_S = 5
-"""How long the toast about a box's value stays (Gradio's default is 10 s): its sentence also stays in the status,
-and at 400 px the toast covered the top of the page meanwhile (a trial)."""
-
-
-def warn(message: str, duration: float | None = 10) -> None:
-    """A toast for the visitor, ``duration`` seconds (None: until closed); outside a request, a Python
-    ``UserWarning``."""
-    gr.Warning(html.escape(message), duration=duration)
-
-
 def clamped(value, name: str, low: float, high: float, hint: str = "", whole: bool = False) -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
-    payload), a toast and an info status line that say which value runs use (:func:`app.inputs.clamp_notice`), and
+    payload), an info status line that says which value runs use (:func:`app.inputs.clamp_notice`), and
     the slider set to it; for a box left empty or with what is not a number, which the page put back to its earlier
     value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad": false}``; ``{"ignore": true}``: an empty value
     the page is putting back, said by the put-back's own release, :func:`kept_js`), the same with
@@ -87,18 +77,17 @@ def clamped(value, name: str, low: float, high: float, hint: str = "", whole: bo
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
-    gr.Info(html.escape(message), duration=BOX_TOAST_S)
     return gr.update(value=used), render.status_html(message, "info")
 
 
 def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str = "") -> None:
     """Say so when a number typed into ``slider``'s box is out of its range. Gradio's slider sends its ``release``
     event with the typed number when the box is left and then quietly sets itself to the nearest end; this listener
-    reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a toast and a line
-    above what ``status`` shows (:func:`clamped`, :func:`kept_status`: a run's summary stays under it); a later value
-    of the box's own that the run takes removes that line. Queued, one release of the box at a time and in the order
-    sent (its own concurrency group of 1; each takes a millisecond), so that a release answered late cannot undo a
-    later one. Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the
+    reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a line above
+    what ``status`` shows, and no toast (:func:`clamped`, :func:`kept_status`: a run's summary stays under it); a
+    later value of the box's own that the run takes removes that line. Queued, one release of the box at a time and in
+    the order sent (its own concurrency group of 1; each takes a millisecond), so that a release answered late cannot
+    undo a later one. Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the
     pointer's, with the old value), and with Gradio's default ("once") the typed number's release was dropped while
     that one was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
     low, high = slider.minimum, slider.maximum
@@ -151,11 +140,11 @@ RELEASE_TRIGGER_MODE = "multiple"
 
 def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     """The handler of :func:`tell_when_invalid`: for a value its run would refuse (``value``: the box's raw payload),
-    a warning toast and an info status line with the Run path's own message and the value used instead
+    an info status line with the Run path's own message and the value used instead
     (:func:`app.inputs.number_notice`; the early-exit layer: :func:`app.inputs.exit_layer_notice`, against the layers
     of ``target``, the tab's target spec, when they are known without loading it), and the box set to it; for an
-    emptied box, its default put back and said in the status line (:func:`app.inputs.empty_notice`, no toast: the run
-    would have used it anyway); (skip, skip) for a value the run accepts. Never raises."""
+    emptied box, its default put back and said in the status line (:func:`app.inputs.empty_notice`); (skip, skip)
+    for a value the run accepts. Never raises."""
     try:
         if value is None or value == "":
             used, message = empty_notice(field)
@@ -170,7 +159,6 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
-    warn(message, BOX_TOAST_S)
     return gr.update(value=used), render.status_html(message, "info")
 
 
@@ -291,7 +279,7 @@ def kept_or_refused(value, kept, field: NumberField) -> tuple:
     over with letters, sent as ``{"letters": true}`` by :func:`_keep_blur_js`) is set back to ``kept``, the last
     value the run accepted ("N runs per side was empty; kept 50.", or "... was not a number; kept 50." for letters,
     :func:`app.inputs.kept_notice`); a number outside the box's range is set to the nearest end ("N runs per
-    side is at most 1000 here; using 1000.", :func:`app.inputs.clamp_notice`); each as an info toast and status line.
+    side is at most 1000 here; using 1000.", :func:`app.inputs.clamp_notice`); each as an info status line.
     Anything else (no earlier value known, a fraction in a whole-number box) as :func:`refused`. Never raises."""
     letters = isinstance(value, dict) and bool(value.get("letters"))  # letters typed: the box was left empty
     if letters:
@@ -307,7 +295,6 @@ def kept_or_refused(value, kept, field: NumberField) -> tuple:
     if found is None:
         return refused(value, field)
     used, message = found
-    gr.Info(html.escape(message))
     return gr.update(value=used), render.status_html(message, "info")
 
 
@@ -325,12 +312,12 @@ def accepted_value(value, field: NumberField):
 def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None,
                       keep: bool = False) -> None:
     """Check a number box when it is left, not only when Run is pressed: a value its run would refuse (``field``'s
-    range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a toast and a line
-    in ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
+    range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a line in
+    ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
     gets its default back, said in ``status`` (:func:`refused`). ``target``: the tab's target model box, read along
     for the early-exit layer (:data:`app.inputs.EXIT_LAYER`), checked against that model's own layers when they are
-    known without loading it (:func:`specviz.runtime.models.layer_count`; nothing is loaded here). The raw payload is read
-    (preprocess off: no Gradio check runs first); queued, so that the toast can show; no concurrency limit (it does
+    known without loading it (:func:`specviz.runtime.models.layer_count`; nothing is loaded here). The raw payload is
+    read (preprocess off: no Gradio check runs first); queued, as a slider's release is; no concurrency limit (it does
     no work).
 
     ``keep``: the box remembers the last value the run accepts (a ``gr.State``, set on each change) and an emptied
@@ -402,11 +389,8 @@ def _same_number(value, shown: str | None) -> bool:
         return True
 
 
-def report(what: str, error: BaseException, toast: bool = True) -> str:
-    """Log ``error`` (see :func:`log_failure`), show its message as a toast when ``toast``, and return the
-    message as an error status line (HTML)."""
+def report(what: str, error: BaseException) -> str:
+    """Log ``error`` (see :func:`log_failure`) and return its message as an error status line (HTML): every caller
+    shows it in its tab's status line, so no toast says it again (a toast outlived the failure it named)."""
     log_failure(what, error)
-    message = message_for(error)
-    if toast:
-        warn(message)
-    return render.status_html(message, "error")
+    return render.status_html(message_for(error), "error")

@@ -1,8 +1,8 @@
 """The Arena tab's handler called directly as a generator (drained by arena_support.drain): a table, both charts
 and both files; the benchmark suite's categories; a clear message for each bad input; max new tokens clamped to the
 slider and said; Stop, and what a stopped race keeps and says; the pace the status gives; the pooled rows as two
-tables; the downloads' verdicts, notes and wall time; and, in a browser, the toasts of refused runs. run_arena on
-tiny models: test_arena_runs.py; the spread of its figures: test_arena_spread.py."""
+tables; the downloads' verdicts, notes and wall time; and, in a browser, refused runs said in the status line with
+no toast. run_arena on tiny models: test_arena_runs.py; the spread of its figures: test_arena_spread.py."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest  # noqa: E402
 
 from arena_support import drain  # noqa: E402
 from browser_support import open_page, requires_chromium  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 
 from app import arena as arena_tab  # noqa: E402
 
@@ -86,8 +87,10 @@ def test_the_arena_categories_are_the_benchmark_suites():
     ({"exit_layer": 9}, "early-exit layer"),
 ])
 def test_bad_input_gives_a_message(tiny_model_dir, change, words):
+    """One sentence in the status line, and no toast saying it again."""
     args = GOOD | {"target": str(tiny_model_dir), "max_new_tokens": 4} | change
-    out = drain(arena_tab.run(**args))
+    with no_toast():
+        out = drain(arena_tab.run(**args))
     assert "status-error" in out["arena-status"] and re.search(words, out["arena-status"], re.I)
     assert "Traceback" not in out["arena-status"] and "arena-csv" not in out
 
@@ -108,16 +111,17 @@ def test_arena_and_why_follow_the_operator_policy(monkeypatch, tmp_path):
 
     monkeypatch.setenv("SPECVIZ_PUBLIC", "1")
     folder = str(tmp_path)
-    arena_out = list(arena_tab.run(["ngram"], [4], "prompt", "Hello there", None, 8, folder, "", 0, 0.0, 0, True))
+    with no_toast():  # said in each tab's status line only
+        arena_out = list(arena_tab.run(["ngram"], [4], "prompt", "Hello there", None, 8, folder, "", 0, 0.0, 0, True))
+        why_out = list(why_tab.measure(folder, 0, 0.8, 4, 2.0, 1.2))
     assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in arena_out[-1])
-    why_out = list(why_tab.measure(folder, 0, 0.8, 4, 2.0, 1.2))
     assert any("SPECVIZ_ALLOW_LOCAL_PATHS" in str(part) for part in why_out[-1])
 
 
 def test_a_max_new_tokens_outside_the_slider_is_clamped_and_said(tiny_model_dir):
     """Seen in the browser: 3 typed into the max-new-tokens box (the slider's range is 8..256) stood there with no
     message. The Run path keeps to the slider's range too: a number outside it runs at the nearest end, and the run's
-    status and a toast say so in the slider's own words (app.inputs.clamp_notice)."""
+    status says so in the slider's own words (app.inputs.clamp_notice), with no toast repeating it."""
     said = arena_tab.max_new_tokens_used(3)[1]  # its wording: tests/test_messages.py
     assert arena_tab.max_new_tokens_used(3) == (8, said) and "8" in said
     assert arena_tab.max_new_tokens_used("300") == (256, arena_tab.max_new_tokens_used(10 ** 6)[1])
@@ -126,15 +130,16 @@ def test_a_max_new_tokens_outside_the_slider_is_clamped_and_said(tiny_model_dir)
     with pytest.raises(ValueError, match="Max new tokens per run must be a whole number"):
         arena_tab.max_new_tokens_used(12.5)
     args = GOOD | {"target": str(tiny_model_dir), "drafters": ["ngram"], "ks": ["2"], "max_new_tokens": 3}
-    out = drain(arena_tab.run(**args))
+    with no_toast():
+        out = drain(arena_tab.run(**args))
     assert "Done" in out["arena-status"] and said in out["arena-status"]
     with open(out["arena-json"], encoding="utf-8") as f:
         assert json.load(f)["settings"]["max_new_tokens"] == 8
 
 
 def test_run_closes_earlier_toasts_and_enter_commits_a_number_box():
-    """The Run button closes the toasts on the page before its run is sent (an earlier attempt's warnings neither
-    stay nor come back grouped with this run's), and Enter in a number box of the controls commits it as leaving
+    """The Run button closes the toasts on the page before its run is sent (Gradio's own: one left from earlier
+    neither stays nor comes back grouped with a later one; the app's sentences go to the status line), and Enter in a number box of the controls commits it as leaving
     it does (a blur event: the clamp and its message at once). Both are client-side; the browser test below
     watches them work."""
     import gradio as gr
@@ -152,21 +157,17 @@ def _toasts(page) -> list[str]:
     return [" ".join(t.inner_text().split()) for t in page.query_selector_all(".toast-body")]
 
 
-def _settled_toasts(page, expected: list[str], timeout_ms: int = 5_000) -> list[str]:
-    """The toasts once they equal ``expected`` (a closed toast fades out for a moment first), or as they are after
-    ``timeout_ms``."""
-    for _ in range(timeout_ms // 250):
-        if _toasts(page) == expected:
-            break
-        page.wait_for_timeout(250)
-    return _toasts(page)
+def _status(page) -> str:
+    return " ".join(page.locator("#arena-status").inner_text().split())
 
 
 @requires_chromium
 @pytest.mark.parametrize("width", [1400, 400])
-def test_in_a_browser_enter_says_the_clamp_and_a_new_run_shows_only_its_own_warning(app_url, browser, width):
+def test_in_a_browser_the_clamp_and_refused_runs_are_said_in_the_status_and_no_toast(app_url, browser, width):
     """Seen in the browser: after Enter the box kept 3 unannounced, and a second refused Run showed "Warning (2)" with
-    the first attempt's message again. Neither needs a model run: both refusals happen before the device."""
+    the first attempt's message again, beside the status line that said the same sentence. Now the clamp and each
+    refused Run are said in the status line alone, the latest in place of the earlier, and no toast shows (none
+    that could outlive its cause). Neither needs a model run: both refusals happen before the device."""
     page = open_page(browser, {"width": width, "height": 900})
     try:
         page.goto(app_url, wait_until="load")
@@ -178,25 +179,26 @@ def test_in_a_browser_enter_says_the_clamp_and_a_new_run_shows_only_its_own_warn
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('at least 8')",
                                timeout=20_000)
         assert box.input_value() == "8" and box.evaluate("(el) => el === document.activeElement")
-        assert arena_tab.max_new_tokens_used(3)[1] in " ".join(_toasts(page))
+        assert arena_tab.max_new_tokens_used(3)[1] in _status(page)
+        page.wait_for_timeout(1_000)  # a toast would have come with the status or right after it
+        assert _toasts(page) == []
         for label in ("N-gram prompt lookup", "Self-speculation"):  # untick both default drafters
             page.locator("#arena-drafters label", has_text=label).first.click()
         page.locator("#arena-run").click()
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('at least one drafter')",
                                timeout=20_000)
-        shown = ["Warning × Pick at least one drafter."]
-        assert _settled_toasts(page, shown) == shown  # the Info toast closed by Run
+        assert "Pick at least one drafter." in _status(page)
         page.locator("#arena-drafters label", has_text="N-gram prompt lookup").first.click()
         for k in ("4", "auto"):  # untick both default k's
             page.locator("#arena-ks label", has_text=k).first.click()
         page.locator("#arena-run").click()
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('draft length k')",
                                timeout=20_000)
-        shown = ["Warning × Pick at least one draft length k."]
-        assert _settled_toasts(page, shown) == shown  # not "Warning (2)" with the old message again
+        said = _status(page)
+        assert "Pick at least one draft length k." in said and "at least one drafter" not in said  # replaced
         page.wait_for_timeout(1_000)
-        assert _toasts(page) == shown  # and none comes back
-        page.screenshot(path=f"/tmp/arena-toasts-{width}.png", full_page=False)
+        assert _toasts(page) == []  # neither refusal as a toast, nor the clamp before them
+        page.screenshot(path=f"/tmp/arena-no-toasts-{width}.png", full_page=False)
     finally:
         page.context.close()
 

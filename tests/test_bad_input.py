@@ -17,6 +17,7 @@ import pytest  # noqa: E402
 
 from app import device, inputs, live  # noqa: E402
 from drain_support import last_values  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 from specviz.runtime import models  # noqa: E402
 from specviz.cli import main  # noqa: E402
 from specviz.runtime.models import (ModelLoadError, PromptTooLongError, context_window, encode_prompt, fit_prompt,  # noqa: E402
@@ -54,7 +55,7 @@ def run(**kwargs) -> dict:
 def fails_with(words: str, **kwargs) -> str:
     """Run the handler, expect an error status containing ``words``; returns the status."""
     started = time.monotonic()
-    with pytest.warns(UserWarning):  # gr.Warning outside a request: the toast becomes a Python warning
+    with no_toast():
         out = run(**kwargs)
     status = html.unescape(out["status"])
     assert "status-error" in status and words in status, status
@@ -183,7 +184,7 @@ def test_a_fraction_for_k_or_max_new_tokens_runs_what_its_box_shows_and_says_so(
 
 def test_session_usable_after_bad_numbers(tiny_model_dir):
     for change in ({"k": 99}, {"top_p": -1}, {"max_new_tokens": -5}):
-        with pytest.warns(UserWarning):
+        with no_toast():
             run(**_args(tiny_model_dir, **change))
     still_usable(tiny_model_dir)
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from drain_support import last_output, last_values
+from toast_support import no_toast
 from specviz.cli import main
 from specviz.core import generation_settings as gs
 from specviz.core.verify import SamplingConfig, apply_processors, process_logits
@@ -204,7 +205,7 @@ def test_live_handler_with_a_penalty_matches_its_baseline_and_differs_from_no_pe
 def test_live_bad_generation_settings_give_one_sentence(tiny_model_dir, change, words):
     from app import live
 
-    with pytest.warns(UserWarning):
+    with no_toast():
         out = _drain_live(live.generate(_live_args(target=str(tiny_model_dir), max_new_tokens=4, **change)))
     assert words in out["status"] and "status-error" in out["status"] and "Traceback" not in out["status"]
 
@@ -256,7 +257,7 @@ def test_arena_passes_the_repetition_penalty_and_min_p(tiny_model_dir):
     assert data["ids_identical"] is True
     with open(last["arena-csv"], encoding="utf-8") as f:
         assert all(r["ids_identical"] in ("true", "") for r in csv.DictReader(f))
-    with pytest.warns(UserWarning):
+    with no_toast():
         bad = last_output(arena_tab.run(**(args | {"repetition_penalty": -1})))
     assert "Repetition penalty must be between" in str(bad[0])
 

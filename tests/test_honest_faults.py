@@ -23,6 +23,7 @@ from honest_support import Tokens, paired_runs, unlabelled  # noqa: E402
 from specviz.core.events import PositionDetail  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ readable output
@@ -78,8 +79,8 @@ def test_k_and_n_typed_out_of_range_are_read_as_the_slider_clamps_them():
 
 def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     """Gradio's slider quietly sets a number typed beyond its end to that end when the box is left (its release event
-    carries the typed number first). Every slider a visitor can type into answers that event with a toast and a
-    status line naming the value runs use; a value in range changes nothing. No other listener a slider triggers
+    carries the typed number first). Every slider a visitor can type into answers that event with a status line
+    naming the value runs use (no toast); a value in range changes nothing. No other listener a slider triggers
     runs Gradio's range check (it would answer a typed 0 for k with a server error and a traceback in the log)."""
     from app import arena, batching, classroom
     from specviz.runtime.policy import current_policy
@@ -97,8 +98,9 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
 
     for elem_id, slider in sliders.items():
         fn = released[elem_id]
-        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
-        box, status = typed(fn, slider.maximum + 1000)
+        assert fn.queue and not fn.preprocess, elem_id  # queued, in order; the raw number is read
+        with no_toast():
+            box, status = typed(fn, slider.maximum + 1000)
         assert box["value"] == slider.maximum and "status-info" in status and " is at most " in status, elem_id
         box, status = typed(fn, slider.minimum - 1)
         assert box["value"] == slider.minimum and " is at least " in status, elem_id
@@ -132,7 +134,7 @@ def _said(notice: tuple) -> str:
 def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
     """A number box (top-k, seed, min-p, the penalties, no-repeat n-gram size, early-exit layer, N runs) is checked
     when it is left, not only when Run is pressed: the Run path's own message, the value used instead (the box is set
-    to it) in a warning toast and the status line; silence for a value a run accepts. The raw payload is read
+    to it) in the status line, and no toast; silence for a value a run accepts. The raw payload is read
     (preprocess off), so no Gradio check runs first, and nothing raises."""
     from app import batching
 
@@ -156,23 +158,24 @@ def test_number_boxes_left_with_a_value_a_run_refuses_say_so_in_every_tab():
             "classroom-seed", "classroom-exit-layer", "why-exit-layer", "batching-check-n"} <= set(left)
     for elem_id, box in boxes.items():
         fn = left[elem_id]
-        assert fn.queue and not fn.preprocess, elem_id  # the queue carries the toast; the raw number is read
+        assert fn.queue and not fn.preprocess, elem_id  # queued; the raw number is read
         if elem_id == "batching-check-n":  # keeps its earlier value, said as a slider's box: tests/test_messages.py
             assert fn.fn(-1000)[0]["value"] == batching.check_job.MIN_N
             continue
-        with pytest.warns(UserWarning, match="Using"):  # gr.Warning outside a request
+        with no_toast():
             update, status = fn.fn(-1000)
         assert "status-info" in status and " must be " in status and "Using" in status, elem_id
         assert update["value"] == inputs.number_notice(-1000, *_field_of(elem_id))[0], elem_id  # the lowest
         assert all(v == {"__type__": "update"} for v in fn.fn(box.value)), elem_id  # its default: silent
-    update, status = left["batching-check-n"].fn(10 ** 9)  # an info, no warning toast
+    with no_toast():
+        update, status = left["batching-check-n"].fn(10 ** 9)  # an info line
     assert update["value"] == batching.MAX_N
     assert "N runs per side is at most 1000 here; using 1000." in status
     assert batching.N_FIELD.name in "N runs per side (20–1000)"
-    with pytest.warns(UserWarning):
+    with no_toast():
         update, status = left["top-k"].fn(-3)
     assert update["value"] == 0 and _said(notice) in status
-    with pytest.warns(UserWarning):
+    with no_toast():
         update, status = left["arena-min-p"].fn(5)
     assert update["value"] == 0.99 and _said(inputs.number_notice(5, inputs.MIN_P)) in status
 
@@ -211,7 +214,7 @@ def test_the_early_exit_layer_box_is_checked_against_the_loaded_target_when_left
                                           ("arena-exit-layer", "arena-status", "arena-target")):
         fn = left[elem_id]  # the box, the status it says its sentence over, the target box
         assert [names[block._id] for block in fn.inputs] == [elem_id, status_id, target_id]
-        with pytest.warns(UserWarning, match="Using 3"):
+        with no_toast():
             update, status = fn.fn(100, None, spec)
         assert update["value"] == 3 and _said(fit(100)) in status
         assert all(v == {"__type__": "update"} for v in fn.fn(2, None, spec))
@@ -235,10 +238,10 @@ def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_conf
     left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
     for elem_id in ("exit-layer", "arena-exit-layer"):
         fn = left[elem_id]
-        with pytest.warns(UserWarning, match="Using 5"):
+        with no_toast():
             update, status = fn.fn(100, None, spec)
         assert update["value"] == 5 and said(100) in status
-        with pytest.warns(UserWarning, match="Using 5"):
+        with no_toast():
             update, status = fn.fn(6, None, f" {spec} ")
         assert update["value"] == 5 and said(6) in status
         assert all(v == {"__type__": "update"} for v in fn.fn(5, None, spec))  # its last layer but one: passes
@@ -250,16 +253,13 @@ def test_the_early_exit_layer_box_knows_an_unloaded_targets_layers_from_its_conf
 
 def test_an_emptied_number_box_gets_its_default_back_and_says_so():
     """A Seed or N box emptied and left is set back to the default a run would use, and the status line says so
-    (no toast: nothing was refused)."""
-    import warnings
-
+    (no toast)."""
     from app import batching
 
     demo = build_demo(max_new_tokens=40)
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     left = {names[t]: fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a toast outside a request is a UserWarning
+    with no_toast():
         update, status = left["batching-check-n"].fn(None)
         assert update["value"] == batching.CHECK_N == 200
         assert _said(inputs.empty_notice(batching.N_FIELD)) in status  # wording: tests/test_messages.py
@@ -354,12 +354,12 @@ def test_a_failed_run_keeps_the_previous_good_result_in_both_panes(tiny_model_di
     me = FakeRequest("keeps-its-result")
     good = last_values(live.generate({**_GOOD, "target": str(tiny_model_dir)}, history=[], request=me), live.OUTPUTS)
     assert "Done in" in good["status"] and 'data-kind=' in good["spec-output"]
-    with pytest.warns(UserWarning):
+    with no_toast():
         failed = last_output(live.generate({**_GOOD, "target": "/no/such/folder"}, history=[], request=me))
     spec, base, _, stats, status = failed[:5]
     assert spec == good["spec-output"] and base == good["baseline-output"] and stats == good["stats"]
     assert "status-error" in status and "no such local folder" in status
-    with pytest.warns(UserWarning):
+    with no_toast():
         bad_input = last_output(live.generate({**_GOOD, "prompt": " "}, history=[], request=me))
     assert bad_input[0] == good["spec-output"] and "prompt is empty" in bad_input[4]
     live.release_session(me)

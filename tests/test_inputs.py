@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from app import inputs
+from toast_support import no_toast
 
 TARGET = SimpleNamespace(num_layers=30, label="SmolLM2-135M-Instruct")
 
@@ -28,7 +29,7 @@ def test_a_layer_beyond_the_loaded_target_takes_its_last_layer_but_one_and_says_
     assert inputs.fit_loaded_exit_layer(30, TARGET) == (29, _note(30))
     assert inputs.fit_loaded_exit_layer(100, TARGET) == (29, _note(100))
     assert "1 to 29 for SmolLM2-135M-Instruct, which has 30 layers (got 30)" in _note(30)  # the target's own bound
-    # the same sentence as the box's toast when the target's layers are known before the run
+    # the same sentence as the box's status line when the target's layers are known before the run
     assert inputs.fit_exit_layer(100, 30, TARGET.label) == inputs.fit_loaded_exit_layer(100, TARGET)
 
 
@@ -84,10 +85,10 @@ def test_a_sampling_box_left_out_of_range_says_the_setting_its_range_and_the_val
     from app import messages
 
     assert inputs.number_notice(typed, field) == (used, message)
-    with pytest.warns(UserWarning, match=r"must be between"):  # the toast (outside a request: a UserWarning)
+    with no_toast():
         box, status = messages.refused(typed, field)
     assert box["value"] == used and type(box["value"]) is type(used)  # the box is set to the value runs use
-    assert message in status  # and the status line says the same sentence
+    assert message in status  # the status line says the sentence, once (no toast)
 
 
 def test_a_repetition_penalty_of_0_is_refused_by_the_run_with_the_hint_that_1_is_off():

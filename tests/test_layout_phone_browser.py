@@ -10,7 +10,7 @@ slider's label stays one line with its number box beside it, at both widths. At 
 two columns: examples under the controls, panes
 side by side, charts three to a row (the phone's page widened to a desktop: the charts go back side by side), the
 history fits (no shade), the Arena's two tables fit without a shade, and a max new tokens typed above its end is
-said (a toast and the status) as well as clamped. The
+said (in the status, with no toast) as well as clamped. The
 Classroom at 400 px: its stage right after the walkthrough menu, a recorded run ready to step with no model work, and
 its chart tapped with no Plotly toolbar over it (the toolbar back beside the chart, clear of it, at 1400 px). The Live
 panel's inputs are found by their labels alone (get_by_label("Target model")).
@@ -125,27 +125,28 @@ def _temperature_label_on_one_line(page) -> None:
 
 
 def _max_new_tokens_typed_too_high_is_said(page) -> None:
-    """Typed above the slider's end and the box left: Gradio clamps it, and a toast and the status say so."""
+    """Typed above the slider's end and the box left: Gradio clamps it, and the status says so (no toast)."""
     box = page.locator("#max-new-tokens input[type=number]")
     top = box.get_attribute("max")
     box.fill(str(int(top) + 4000))
     box.press("Tab")
     said = f"Max new tokens is at most {top} here"
     page.wait_for_function("(s) => document.getElementById('status').innerText.includes(s)", arg=said, timeout=10_000)
-    page.wait_for_selector(f".toast-body:has-text('{said}')", timeout=10_000)
     assert box.input_value() == top
+    page.wait_for_timeout(1_000)  # a toast would have come with the status or right after it
+    assert page.locator(".toast-body").count() == 0
 
 
 SAMPLING_TYPOS = {"#top-k": ("-3", "0", "Top-k must be between 0 and 1,000,000 (got -3). Using 0."),
                   "#repetition-penalty": ("0", "1", "Repetition penalty must be between 0.01 and 10 (got 0; 1 is off). "
                                                     "Using 1 (off).")}
 """Number boxes of "Sampling and stopping" typed out of range (seen set quietly by a new-user check): what each is
-set to, and the sentence the status and a toast give."""
+set to, and the sentence the status gives (no toast)."""
 
 
 def _sampling_boxes_typed_out_of_range_are_said(page, shot: str) -> None:
-    """Each box of :data:`SAMPLING_TYPOS`, typed and left: set to the value runs use, said in the status and a toast
-    (one sentence naming the setting, its range and the value used)."""
+    """Each box of :data:`SAMPLING_TYPOS`, typed and left: set to the value runs use, said in the status (one
+    sentence naming the setting, its range and the value used), with no toast."""
     accordion = page.get_by_text("Sampling and stopping").first
     if not page.locator("#top-k input").first.is_visible():
         accordion.click()
@@ -156,8 +157,9 @@ def _sampling_boxes_typed_out_of_range_are_said(page, shot: str) -> None:
         box.press("Tab")
         page.wait_for_function("(s) => document.getElementById('status').innerText.includes(s)", arg=said,
                                timeout=10_000)
-        page.wait_for_selector(f".toast-body:has-text('{said.split(' (got')[0]}')", timeout=10_000)
         assert box.input_value() == used, selector
+    page.wait_for_timeout(1_000)
+    assert page.locator(".toast-body").count() == 0
     page.locator("#status").screenshot(path=str(SHOTS / shot))
 
 

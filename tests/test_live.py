@@ -19,6 +19,7 @@ from app import DEFAULTS, build_demo, device, figures, inputs, live, render  # n
 from drain_support import is_update, last_output, last_values  # noqa: E402
 from specviz.core.events import PassEvent, PositionDetail, Timings  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ hand-made events
@@ -512,18 +513,19 @@ def test_the_k_schedule_input_is_checked():
 
 @pytest.mark.parametrize("typed, used, shown", [(9, 3, "3"), (-2, 2, "0 (half the target&#x27;s layers)"),
                                                  (10 ** 5, 3, "3")])
-def test_an_early_exit_layer_out_of_range_runs_with_the_layer_its_toast_names(tiny_model_dir, typed, used, shown):
-    """Seen in the browser: exit layer 99, then Generate, toasted "... Using 29." and the run was refused anyway.
-    Whatever is typed out of range, the run uses the layer the box's toast names, and its status says the same
+def test_an_early_exit_layer_out_of_range_runs_with_the_layer_its_box_names(tiny_model_dir, typed, used, shown):
+    """Seen in the browser: exit layer 99, then Generate, said "... Using 29." and the run was refused anyway.
+    Whatever is typed out of range, the run uses the layer the box's own sentence names, and its status says the same
     sentence (below 1, above the target's layers and beyond any model's alike)."""
     spec = str(tiny_model_dir)  # 4 layers: exits after 1..3; the default is half, layer 2
-    toast = inputs.exit_layer_notice(typed, spec)
-    assert toast is not None and toast[1].endswith(f"(got {typed}). Using {shown.replace('&#x27;', chr(39))}.")
+    notice = inputs.exit_layer_notice(typed, spec)
+    assert notice is not None and notice[1].endswith(f"(got {typed}). Using {shown.replace('&#x27;', chr(39))}.")
     layers, label = inputs.target_layers(spec)  # the target's own bound: the sentence's wording, tests/test_messages.py
-    assert layers == 4 and toast[1] == inputs.fit_exit_layer(typed, layers, label)[1]
-    out = drain(live.generate(_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
+    assert layers == 4 and notice[1] == inputs.fit_exit_layer(typed, layers, label)[1]
+    with no_toast():
+        out = drain(live.generate(_args(target=spec, drafter="early-exit", exit_layer=typed, max_new_tokens=5)))
     assert "Done in" in out["status"] and "status-error" not in out["status"]
-    assert html.escape(toast[1]) in out["status"]  # the toast's own sentence, said in the run's status
+    assert html.escape(notice[1]) in out["status"]  # the box's own sentence, said in the run's status
     assert f"layer {used}/4" in out["spec-output"]
 
 
@@ -532,11 +534,15 @@ def test_an_early_exit_layer_beyond_a_target_whose_layers_were_unknown_is_fitted
     """A target whose layer count is unknown before loading (a hub model not in the local cache) cannot be checked
     when the box is left; once loaded, the run fits the layer the same way, with the same sentence, not refuses."""
     monkeypatch.setattr(inputs, "target_layers", lambda spec: (None, None))
-    with pytest.warns(UserWarning, match="Using 3"):
+    with no_toast():
         out = drain(live.generate(_args(target=str(tiny_model_dir), drafter="early-exit", exit_layer=9,
                                           max_new_tokens=5)))
     assert "Done in" in out["status"] and "layer 3/4" in out["spec-output"]
     assert "or a layer from 1 to 3 for " in out["status"] and "(got 9). Using 3." in out["status"]
+    statuses = [s for s in out["all_status"] if isinstance(s, str)]
+    first = next(i for i, s in enumerate(statuses) if "(got 9). Using 3." in s)  # said once the target is loaded,
+    assert first > 0 and any("Loading the target" in s for s in statuses[:first])  # not before: layers unknown
+    assert all("(got 9). Using 3." in s for s in statuses[first:])  # and in every status from then on
 
 
 @pytest.mark.parametrize("change, words", [
@@ -545,7 +551,7 @@ def test_an_early_exit_layer_beyond_a_target_whose_layers_were_unknown_is_fitted
 ])
 def test_generate_bad_input_gives_a_message_and_the_session_stays_usable(tiny_model_dir, change, words):
     change.setdefault("target", str(tiny_model_dir))
-    with pytest.warns(UserWarning):
+    with no_toast():
         out = drain(live.generate(_args(**change)))
     assert words in out["status"] and "status-error" in out["status"]
     assert "Traceback" not in out["status"]

@@ -29,6 +29,7 @@ from specviz.core.engine import GenerationConfig, collect, standard_generate  # 
 from specviz.core.events import PassEvent, PositionDetail, Timings, TreeRecord  # noqa: E402
 from specviz.drafters.networks import new_eagle_head, new_medusa_heads, save_heads  # noqa: E402
 from test_live import FakeTokenizer, _args, drain  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 
 PROMPT = "The quick brown fox"
 NEW_TOKENS = 20
@@ -190,7 +191,7 @@ def test_medusa_tree_keeps_the_output_and_shows_both(tiny_model_dir, shipped):
 
 def test_a_target_without_heads_gets_a_clear_message(tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", tmp_path)  # no head files at all
-    with pytest.warns(UserWarning):
+    with no_toast():
         out = _run(tiny_model_dir, drafter="eagle", tree_nodes=4)
     status = out["status"]
     assert "status-error" in status and "No trained eagle heads fit" in status
@@ -202,7 +203,7 @@ def test_a_target_without_heads_gets_a_clear_message(tiny_model_dir, tmp_path, m
 
 
 def test_heads_of_another_target_are_not_used(tiny_draft_dir, shipped):
-    with pytest.warns(UserWarning):
+    with no_toast():
         out = _run(tiny_draft_dir, drafter="medusa")
     assert "No trained medusa heads fit" in out["status"]
 
@@ -455,7 +456,7 @@ def test_arena_without_heads_and_with_sampling(tiny_model_dir, tmp_path, monkeyp
     from arena_support import drain as arena_drain
 
     monkeypatch.setattr(specviz.drafters.networks, "HEADS_DIR", tmp_path)
-    with pytest.warns(UserWarning):
+    with no_toast():
         out = arena_drain(arena_tab.run(**ARENA, drafters=["ngram", "medusa:tree"], target=str(tiny_model_dir)))
     assert "status-error" in out["arena-status"] and "No trained medusa heads fit" in out["arena-status"]
     assert "Traceback" not in out["arena-status"]

@@ -23,6 +23,7 @@ from app import device, live  # noqa: E402
 from app.messages import message_for  # noqa: E402
 from drain_support import settled  # noqa: E402
 from specviz.runtime import models  # noqa: E402
+from toast_support import no_toast  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,7 +152,7 @@ def test_a_failing_run_leaves_the_other_sessions_alone(tiny_model_dir, monkeypat
     monkeypatch.setattr(live.run, "standard_generate", sometimes_broken)
     sessions = [Session(f"s{i}", **_args(tiny_model_dir, max_new_tokens=7 if i == 1 else 6,
                                          prompt=f"The quick brown fox {i}")) for i in range(3)]
-    with pytest.warns(UserWarning):
+    with no_toast():
         for session in sessions:
             session.start()
         for session in sessions:

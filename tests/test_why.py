@@ -19,6 +19,7 @@ from drain_support import last_output, last_values  # noqa: E402
 from specviz.core.costs import expected_tokens_per_pass, interpolate, predicted_speedup_paper  # noqa: E402
 from specviz.measure.costs import alpha_for_tokens_per_pass, measure_draft_costs, whatif_curves  # noqa: E402
 from specviz.measure.grid import measure_forward_grid  # noqa: E402
+from toast_support import no_toast, toasts_shown  # noqa: E402
 
 
 def test_forward_grid_has_a_time_per_batch_and_token_count(tiny_target):
@@ -266,11 +267,15 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
 
 
 def test_measure_handler_bad_target_gives_a_message():
-    out = last_output(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
+    """A target that cannot be loaded, or none typed: one sentence in the Measure status, the tab's own line, and
+    no toast repeating it."""
+    with no_toast():
+        out = last_output(why.measure("/no/such/folder", 0, 0.7, 0, 0, 0))
     assert "status-error" in out[0] and "no such local folder" in out[0]
     assert not device.DEVICE.locked
-    out = last_output(why.measure("  ", 0, 0.7, 0, 0, 0))
-    assert "status-error" in out[0]
+    with no_toast():
+        out = last_output(why.measure("  ", 0, 0.7, 0, 0, 0))
+    assert "status-error" in out[0] and "Give a target model: 'embedded', a hub id" in html.unescape(out[0])
 
 
 def test_a_point_far_below_less_work_but_with_overlapping_repeats_says_so():
@@ -532,14 +537,14 @@ def test_stop_after_a_batch_size_finished_says_what_had_been_measured(tiny_model
 
 def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(tiny_model_dir, monkeypatch):
     """Measure refused an early-exit layer beyond the loaded target (check_exit_layer) where Live fits it: now c is
-    timed at the target's last layer but one, and a toast and every status from then on say so. The tiny target
-    has 4 layers: layer 100 becomes 3."""
+    timed at the target's last layer but one, and every status from then on says so (no toast besides). The tiny
+    target has 4 layers: layer 100 becomes 3."""
     import specviz.measure.grid
 
     monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
-    layers, toasts = [], []
+    layers = []
     real_costs = why.handlers.measure_draft_costs
 
     def costs(loaded, step_ms, exit_layer=None, **kwargs):
@@ -547,11 +552,11 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
         return real_costs(loaded, step_ms, exit_layer=exit_layer, **kwargs)
 
     monkeypatch.setattr(why.handlers, "measure_draft_costs", costs)
-    monkeypatch.setattr(why.handlers, "warn", toasts.append)
-    statuses = [out[0] for out in why.measure(str(tiny_model_dir), 100, 0.7, "", "", "")
-                if isinstance(out[0], str)]
-    assert layers == [3] and not device.DEVICE.locked
-    assert len(toasts) == 1 and toasts[0].endswith("which has 4 layers (got 100). Using 3.")
+    with toasts_shown() as toasts:
+        statuses = [out[0] for out in why.measure(str(tiny_model_dir), 100, 0.7, "", "", "")
+                    if isinstance(out[0], str)]
+    assert layers == [3] and not device.DEVICE.locked and toasts == []
+    assert "which has 4 layers (got 100). Using 3." in html.unescape(statuses[-1])
     # done, or info where the tiny target's two token counts came out within noise of each other (the flag is
     # the grid's own reading of the timings, which this test does not control)
     flagged = "Within noise of" in statuses[-1] or "faster than possible" in statuses[-1]

@@ -16,6 +16,7 @@ import pytest  # noqa: E402
 
 from app import messages, why  # noqa: E402
 from app.why.layout import WHATIF_STATUS_ID  # noqa: E402
+from toast_support import toasts_shown  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +28,10 @@ def tab():
 
 
 @pytest.fixture
-def toasts(monkeypatch):
-    """Every toast the handlers show (gr.Info, gr.Warning, app.messages.warn), as their text."""
-    shown = []
-
-    def show(message, *_, **__):  # the toast's duration and title are not what these tests read
-        shown.append(message)
-
-    monkeypatch.setattr(gr, "Info", show)
-    monkeypatch.setattr(gr, "Warning", show)
-    monkeypatch.setattr(messages, "warn", show)
-    return shown
+def toasts():
+    """Every toast the handlers show (gr.Info, gr.Warning), as their text."""
+    with toasts_shown() as shown:
+        yield shown
 
 
 def _said(update) -> str:

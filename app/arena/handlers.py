@@ -8,7 +8,6 @@ the end (also after a Stop: they then hold the prompts that finished). Every out
 from __future__ import annotations
 
 import dataclasses
-import html
 import logging
 import time
 
@@ -65,7 +64,7 @@ def _outputs(status=None, summary=None, timings=None, prompts=None, charts=None,
 
 
 def _failed(what: str, error: BaseException) -> tuple:
-    """The output tuple of a failed run: a toast, and the message in the status line (:func:`app.messages.report`)."""
+    """The output tuple of a failed run: the message in the status line (:func:`app.messages.report`)."""
     return _outputs(status=report(what, error))
 
 
@@ -116,7 +115,7 @@ def clicked(progress=gr.Progress(), request: gr.Request = None, **values):
 
 
 def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None):
-    """The Run button's work on ``inputs``: check them (a bad one: a toast and the status say it), wait for the
+    """The Run button's work on ``inputs``: check them (a bad one: the status says it), wait for the
     device, load, race every method on every prompt; yields :data:`OUTPUTS` tuples (the tables and charts after
     each prompt, the files at the end). ``request``: the session whose Stop or closed tab ends the run."""
     try:
@@ -165,11 +164,9 @@ def _estimate_words(rough: ArenaEstimate | None) -> str:
 
 def _run_notes(s: dict) -> list[str]:
     """The notes under the status for the checked settings ``s`` (:func:`parse_inputs`): values used instead of the
-    ones given (each also a toast, as the slider's own check says it), trees drafting chains when sampling, and the
+    ones given (in the slider's own words, app.messages.clamped), trees drafting chains when sampling, and the
     generation settings every run uses."""
     notes = list(s["notices"])  # e.g. a max new tokens typed outside the slider's range: the value this run uses
-    for notice in notes:
-        gr.Info(html.escape(notice))  # as the slider's own check says it (app.messages.clamped)
     trees = [d for d in s["drafters"] if d.endswith(f":{TREE_SUFFIX}")]
     notes += [TREE_NOTE] if trees and s["temperature"] > 0 else []
     changed = settings_summary(SamplingConfig(repetition_penalty=s["generation"]["repetition_penalty"],

@@ -80,10 +80,9 @@ CLEAR_TOASTS_JS = ("(...inputs) => { " + set_mark(ARENA_MARK) + "document.queryS
                    "if (box && (box.top < 0 || box.top > window.innerHeight - 40)) "
                    "status.scrollIntoView({block: 'start', behavior: 'smooth'}); return inputs; }")
 """Run arena's client side, before the run is sent: close every toast on the page (their own close buttons), so
-that the warnings of an earlier attempt (a refused input, a failed run) neither stay beside this run nor come back
-inside its toasts (Gradio adds a new warning to the open group of older ones: "Warning (2)"); this run's own
-toasts arrive after it. The status line, where the run's progress is said, is scrolled into sight when it is out
-of it (a trial at 1400 x 900 pressed Run arena and saw nothing change). It also marks the page as having sent a
+that one left from earlier (Gradio's own: the app's sentences go to the status line, never to a toast) neither stays
+beside this run nor comes back grouped with a later one ("Warning (2)"). The status line, where the run's progress
+is said, is scrolled into sight when it is out of it (a trial at 1400 x 900 pressed Run arena and saw nothing change). It also marks the page as having sent a
 run (:data:`ARENA_MARK`, for a Stop while the run waits in Gradio's queue). Returns the inputs unchanged."""
 
 ENTER_COMMITS_JS = enter_commits_js("#arena-controls")

@@ -124,8 +124,8 @@ def on_device(work: Callable[[Job], object], what: str, width: int):
 
 
 def failed(error: BaseException) -> str:
-    """The error status of a failed classroom run (logged; no toast: the tab's status line says it)."""
-    return report("classroom run", error, toast=False)
+    """The error status of a failed classroom run (logged; the tab's status line says it)."""
+    return report("classroom run", error)
 
 
 def record_settings(settings: Settings, say: Callable[[str], None] = lambda message: None, cancel=None):

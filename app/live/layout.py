@@ -453,7 +453,7 @@ The other tabs' boxes are left alone."""
 
 def _wire_helpers(ui: dict, d: dict) -> None:
     """Enter in a number box of the controls (:data:`ENTER_COMMITS_JS`), numbers typed out of a slider's range (max new tokens and :data:`CLAMPED_SLIDERS`: the box is set to the value
-    runs use, and a toast and the status say so) and number boxes left with a value a run would refuse
+    runs use, and the status says so) and number boxes left with a value a run would refuse
     (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
     the derived default on each page load; the empty-prompt banner goes once the prompt is typed
     (:func:`app.live.prompt_check.wire_prompt_check`)."""

@@ -123,7 +123,7 @@ def blank(message: str, status: str, history: str | None = None, state: list[Run
 
 
 def failed(what: str, error: BaseException, session: str | None = None) -> tuple:
-    """Say what went wrong (a toast and the status line). The session's previous good result (its last finished
+    """Say what went wrong (in the status line). The session's previous good result (its last finished
     or stopped run) stays in both panes, the stats and the charts; without one the panes say there is no result
     (see :func:`blank`)."""
     status = report(what, error)

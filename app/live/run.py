@@ -9,7 +9,6 @@ tokens per forward). On ZeroGPU the runs happen in the GPU worker (:func:`gpu_ev
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 from collections.abc import Mapping
@@ -27,7 +26,6 @@ from app.estimates import NOW, threads_note
 from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only, stopped_in_queue)
 from app.live.view import RunView, head_accuracy
-from app.messages import warn
 from app.weights_setting import in_chosen_weights, operator_weights
 from app.records import RunSummary
 from specviz.measure.machine import CpuShare
@@ -124,7 +122,8 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         view.notes.append(threads)
     view.clicked, view.obtained = clicked, obtained
     note = long_prompt_note(settings, costs, len(prompt_ids))
-    _warn_long_prompt(view, note)
+    if note:  # a long prefill, announced before it starts: in every status of the run
+        view.notes.append(note)
     reading = _reading_status(view, len(prompt_ids), plan_text(settings, costs, len(prompt_ids), load=NOW))
     waiting = render.placeholder_html(READING_PANE)  # not an earlier run's text or message while this one reads
     yield Frame(waiting, waiting, stats=render.placeholder_html(READING_STATS), status=reading(), tree="", heads="",
@@ -145,13 +144,6 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         # skips can be put back by the browser to its value from a message before the last (seen: the every-pass
         # draft tree, sent one message earlier, replaced by the latest streamed pass once the history row arrived)
         yield final(view, history_html(history), history)
-
-
-def _warn_long_prompt(view: RunView, note: str) -> None:
-    """Announce a long prefill before it starts: a toast, and a note in every status of the run."""
-    if note:
-        gr.Warning(html.escape(note))
-        view.notes.append(note)
 
 
 class _Loading:
@@ -176,17 +168,16 @@ def _load(settings: Settings, job: Job):
     """Load the target and make the drafter in the job's threads, yielding the loading status; returns (settings,
     target, drafter or None), or None when the run was stopped meanwhile (a load cannot be interrupted: it finishes
     in its thread, which keeps the device until then). An early-exit layer the loaded target lacks (its layers were
-    unknown before loading) is replaced by its nearest layer, said in a note (:func:`app.inputs.fit_settings_exit_layer`),
-    as the box's toast would have said."""
+    unknown before loading) is replaced by its nearest layer, said in a note under the status from then on
+    (:func:`app.inputs.fit_settings_exit_layer`), as the box's own line in the status would have said."""
 
     loading = _Loading(settings)
     yield loading.show(clear=True)  # an earlier run's draft tree and heads' table go
     target = yield from relay(job.call(target_in_weights, settings, progress=job.say), loading.show)
     if job.cancelled:
         return None
-    settings, note = fit_settings_exit_layer(settings, target)
-    if note is not None:
-        warn(note)  # the toast the box would have shown, had the target's layers been known when it was left
+    settings, _ = fit_settings_exit_layer(settings, target)
+    loading.notes = settings.notes  # the fitted layer's note: under this status already, and every later one
     check_settings_vocab(settings, target)
     if settings.drafter == "none":
         return settings, target, None
@@ -246,9 +237,7 @@ def precision_of(target) -> str:
 def _open_view(settings: Settings, target, drafter, session: str) -> tuple[RunView, list[int]]:
     """Fit the prompt into the target's window (a note says what was cut) and make the run's view, kept for
     Stop under ``session``. Returns (view, prompt ids)."""
-    prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)
-    if note:
-        gr.Info(html.escape(note))
+    prompt_ids, note, cut = fit_prompt_for(settings, target, drafter)  # the note: in every status of the run
     engine = path_label(target)  # "eager" says nothing the forward's own path has not said
     label = f"{target.label} · {forward_path(target.model)}" + ("" if engine == "eager" else f" · {engine}")
     view = RunView(settings, label, getattr(drafter, "name", "none"),

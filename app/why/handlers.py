@@ -19,7 +19,7 @@ from app.estimates import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, p
 from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.endings import FLAGGED, Endings, until_stopped
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
-from app.messages import report, warn
+from app.messages import report
 from app.stop_marks import stopped_in_queue
 from app.why.cards import summary_html
 from app.why.controls import DEFAULT_C, c_top, measured_c, run_point, whatif
@@ -148,7 +148,7 @@ def clicked(progress=gr.Progress(), request: gr.Request = None, **values):
 
 
 def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Request = None):
-    """The Measure button's work on ``inputs``: check them (a bad one: a toast and the status say it), wait for the
+    """The Measure button's work on ``inputs``: check them (a bad one: the status says it), wait for the
     device, measure, and yield :data:`OUTPUTS` tuples: the status while measuring, then the chart, the cards, the
     measurement, c (the early-exit drafter's), the batch choices and the what-if chart. ``request``: the session
     whose Stop or closed tab ends the measurement: once flagged, the handler ends on its own within a tick and
@@ -157,7 +157,6 @@ def measure_from(inputs: MeasureInputs, progress=gr.Progress(), request: gr.Requ
         spec, layer = _measure_inputs(inputs.target, inputs.exit_layer)
     except (InputError, PolicyError) as error:
         RUNS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
-        warn(str(error))
         yield _out(status=render.status_html(str(error), "error"))
         return
     job = device.start(RUNS, request, f"the forward-time curve is being measured on '{spec}'")
@@ -214,9 +213,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
         elif item is not None and item[0] == "remaining":  # seconds still to go, timed by the offloaded part
             left = now - started + item[1]
             state["estimate"], state["last"] = make_estimate(left, left * MIN_SPREAD[0], left * MIN_SPREAD[1]), 0.0
-        elif item is not None and item[0] == "note":  # the early-exit layer was fitted to the target: a toast, and
-            warn(item[1])  # the status says it until the end
-            state["note"], state["last"] = f" {item[1]}", 0.0
+        elif item is not None and item[0] == "note":  # the early-exit layer fitted to the target: said in every
+            state["note"], state["last"] = f" {item[1]}", 0.0  # status from now on, the final one too (_measured)
         elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
             fraction, state["message"] = item[1]
             progress(fraction, desc=state["message"])
