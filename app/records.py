@@ -18,6 +18,9 @@ class RunSummary:
     Attributes:
         drafter: the drafter's name as its pane shows it ("n-gram", "lookahead (W=3, N=3, G=2)"), "none" for
             standard decoding alone.
+        drafter_key: the drafter's registry key ("eagle", "distilled", :attr:`app.inputs.Settings.drafter`; "none"
+            for standard decoding alone): what the k cell's confidence gate is, the heads' or a draft model's
+            (:func:`app.render.history.gate_title`).
         k: how the run drafts, in words for the k column ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k", ""
             without a drafter).
         k_value: the run's configured draft length k (lookahead: N−1), None without a drafter.
@@ -60,6 +63,7 @@ class RunSummary:
     """
 
     drafter: str = "none"
+    drafter_key: str = "none"
     k: str = ""
     k_value: int | None = None
     k_schedule: str = ""

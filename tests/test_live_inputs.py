@@ -233,11 +233,38 @@ def test_the_confidence_gate_in_a_runs_label_says_what_it_is():
     assert label == "k = 4 · confidence gate 0.15", label
     from app.records import RunSummary
 
-    row = RunSummary(drafter="EAGLE head", k=label)
+    row = RunSummary(drafter="EAGLE head", drafter_key="eagle", k=label)
     table = render.history_html([row])
     title = html.escape(render.history.CONFIDENCE_GATE_TITLE)
     assert f'<span title="{title}">confidence gate 0.15</span>' in table
     assert "its own probability of the guess so far drops below P" in render.history.CONFIDENCE_GATE_TITLE
+
+
+@pytest.mark.parametrize("drafter, confidence, words", [
+    ("eagle", 0.15, "the head stops drafting where its own probability of the guess so far drops below P"),
+    ("medusa", 0.3, "the head stops drafting where its own probability of the guess so far drops below P"),
+    ("distilled", 0.2, "the draft model stops drafting where its own probability of the draft so far drops below P"),
+])
+def test_a_runs_gate_is_explained_in_its_drafters_words_in_the_pane_and_in_the_history(drafter, confidence, words):
+    """A draft-model run's history row (distilled, 'model') said on hover that "the head stops drafting", while its
+    pane header named the draft model. Both now read one source, :func:`app.render.history.gate_title`: the heads'
+    words for eagle and medusa, the draft model's for the others; the row keeps its drafter's key for it."""
+    from honest_support import Tokens, paired_runs
+
+    settings = inputs.parse_settings({**DEFAULTS, "prompt": "x", "drafter": drafter, "confidence": confidence})
+    view = live.RunView(settings, "tiny", drafter, render.Pane(Tokens()), render.Pane(Tokens(), separators=False),
+                        prompt_tokens=10)
+    spec, base = paired_runs(3, lambda i: 40.0, lambda i: 30.0)
+    for event in [*spec, *base]:
+        view.add(event)
+    row = view.summary()
+    assert row.drafter_key == drafter and row.k == f"k = 4 · confidence gate {confidence:g}"
+    title = html.escape(render.history.gate_title(drafter))
+    assert words in render.history.gate_title(drafter)
+    assert f'<span title="{title}">confidence gate {confidence:g}</span>' in render.history_html([row])
+    assert f'<span class="pane-sub" title="{title}">' in view.spec_html()  # the pane header: the same words
+    assert render.history.gate_title("model") == render.history.gate_title("distilled")  # a draft model too
+    assert render.history.gate_title("model") != render.history.gate_title("eagle")
 
 
 def test_the_api_page_names_generates_parameters_in_their_order():

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from app import estimates, render
 from app.figures import dashboard_figure
-from app.inputs import HEAD_DRAFTERS, Settings
+from app.inputs import Settings
 from app.lookahead_view import LookaheadView
 from app.records import RunSummary
-from app.render.history import CONFIDENCE_GATE, CONFIDENCE_GATE_TITLE
+from app.render.history import CONFIDENCE_GATE, gate_title
 from app.render.stats import no_reading_sentence
 from app.tree_view import HeadAccuracy, TreeView
 from specviz.measure.machine import CONTENDED_SHARE, CpuShare  # above that share: a run's ratio is not judged
@@ -183,8 +183,8 @@ class RunView:
         name, subtitle = pane_title(self.drafter_name, self.settings)
         header = render.pane_header(f"Speculative · {name}", subtitle, figures)
         if CONFIDENCE_GATE in subtitle:  # the gate explains itself on hover, as in the history's k cell
-            header = header.replace('<span class="pane-sub">',
-                                    f'<span class="pane-sub" title="{html.escape(gate_title(self.settings))}">', 1)
+            title = html.escape(gate_title(self.settings.drafter))
+            header = header.replace('<span class="pane-sub">', f'<span class="pane-sub" title="{title}">', 1)
         return render.pane_html(header, self.spec.html(), done=self.spec.finished)
 
     def base_html(self) -> str:
@@ -332,7 +332,8 @@ class RunView:
         found = judged is not None and judged.finding
         spec = self.spec is not None
         return RunSummary(
-            drafter=self.drafter_name if spec else "none", k=k_label(settings),
+            drafter=self.drafter_name if spec else "none", drafter_key=settings.drafter if spec else "none",
+            k=k_label(settings),
             k_value=settings.k if spec else None, k_schedule=settings.k_schedule if spec else "",
             lookahead=(settings.window, settings.ngram, settings.candidates)
             if spec and settings.drafter == "lookahead" else None,
@@ -443,7 +444,7 @@ def k_label(settings: Settings) -> str:
     """How the run drafts, for the pane header and the history: "k = 4 (adaptive) · tree of 10 nodes, depth ≤ k ·
     confidence gate 0.15 · lookup first" ("" for standard decoding); the gate of any drafter that has one
     (:attr:`app.inputs.Settings.gate`: the heads, the distilled draft's "k = 4 · confidence gate 0.2"); the history
-    explains the gate on hover, :data:`app.render.history.CONFIDENCE_GATE_TITLE`."""
+    explains the gate on hover in the drafter's words, :func:`app.render.history.gate_title`."""
     if settings.drafter == "none":
         return ""
     label = {"fixed": f"k = {settings.k}", "heuristic": f"k = {settings.k} (adaptive)",
@@ -460,19 +461,6 @@ def k_label(settings: Settings) -> str:
         label = f"k = {settings.k} (N−1)" + (" or a plain step (auto)" if settings.k_schedule == "auto" else "")
         label += f" · W = {settings.window}, N = {settings.ngram}, G = {settings.candidates}"
     return label
-
-
-DRAFT_GATE_TITLE = ("Confidence gate P: the draft model stops drafting where its own probability of the draft so far "
-                    "drops below P, so an unsure pass drafts fewer than k tokens, or none (a lower P drafts longer "
-                    "and risks more rejected tokens)")
-"""The pane header's hover title of "confidence gate 0.2" for a draft model (distilled, 'model'); the heads' is
-:data:`app.render.history.CONFIDENCE_GATE_TITLE`."""
-
-
-def gate_title(settings: Settings) -> str:
-    """The hover title of the k label's confidence gate: the heads' words for eagle and medusa, a draft model's
-    (:data:`DRAFT_GATE_TITLE`) for the others."""
-    return CONFIDENCE_GATE_TITLE if settings.drafter in HEAD_DRAFTERS else DRAFT_GATE_TITLE
 
 
 def head_accuracy(drafter) -> HeadAccuracy | None:

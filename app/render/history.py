@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import re
 
+from app.inputs import HEAD_DRAFTERS
 from app.render.markup import scroll_box
 from app.render.stats import NO_READING, cut_words
 from app.records import NO_INTERVAL, RunSummary
@@ -106,22 +107,36 @@ def history_k(k: str) -> str:
 
 
 CONFIDENCE_GATE = "confidence gate"
-"""The k label's name for a head drafter's gate (:func:`app.live.view.k_label`: "confidence gate 0.15")."""
+"""The k label's name for a drafter's gate (:func:`app.live.view.k_label`: "confidence gate 0.15"): the heads' and
+the draft models' (distilled, 'model')."""
 CONFIDENCE_GATE_TITLE = ("Confidence gate P: the head stops drafting where its own probability of the guess so far "
                          "drops below P (a lower P drafts longer and risks more rejected tokens)")
-"""The hover title of the k cell's "confidence gate 0.15" part (the drafter's ``--confidence P``, README)."""
+"""The hover title of "confidence gate 0.15" for the trained heads (eagle, medusa; the drafter's ``--confidence P``,
+README); a draft model's: :data:`DRAFT_GATE_TITLE`. Chosen by :func:`gate_title`."""
+DRAFT_GATE_TITLE = ("Confidence gate P: the draft model stops drafting where its own probability of the draft so far "
+                    "drops below P, so an unsure pass drafts fewer than k tokens, or none (a lower P drafts longer "
+                    "and risks more rejected tokens)")
+"""The hover title of "confidence gate 0.2" for a draft model (distilled, 'model'). Chosen by :func:`gate_title`."""
 
 
-def _history_k_cell(k: str) -> str:
-    """The history's k cell (HTML) for the label ``k``: on one line ("k = 2 or step (auto)"); in a label of several
-    parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · confidence gate 0.15") only the first, k itself, stays
-    on one line, and the rest wraps as text does (a tree run's label would otherwise widen the table past its panel);
-    the confidence gate's part explains itself on hover (:data:`CONFIDENCE_GATE_TITLE`)."""
+def gate_title(drafter: str) -> str:
+    """The hover title of a run's confidence gate for the drafter key ``drafter``: the heads' words for eagle and
+    medusa (:data:`CONFIDENCE_GATE_TITLE`), a draft model's (:data:`DRAFT_GATE_TITLE`) for the others. The one
+    source of both the pane header's title (:mod:`app.live.view`) and the history's k cell's."""
+    return CONFIDENCE_GATE_TITLE if drafter in HEAD_DRAFTERS else DRAFT_GATE_TITLE
+
+
+def _history_k_cell(k: str, drafter: str) -> str:
+    """The history's k cell (HTML) for the label ``k`` of a run by the drafter key ``drafter``: on one line ("k = 2
+    or step (auto)"); in a label of several parts ("k = 4 (adaptive) · tree of 10 nodes, depth ≤ k · confidence gate
+    0.15") only the first, k itself, stays on one line, and the rest wraps as text does (a tree run's label would
+    otherwise widen the table past its panel); the confidence gate's part explains itself on hover in the drafter's
+    words (:func:`gate_title`: heads or draft model)."""
     first, *rest = [html.escape(part) for part in k.split(" · ")]
     if not rest:
         return f'<td class="hist-k" style="white-space: nowrap">{first}</td>'
-    rest = [f'<span title="{html.escape(CONFIDENCE_GATE_TITLE)}">{part}</span>' if part.startswith(CONFIDENCE_GATE)
-            else part for part in rest]
+    title = html.escape(gate_title(drafter))
+    rest = [f'<span title="{title}">{part}</span>' if part.startswith(CONFIDENCE_GATE) else part for part in rest]
     return f'<td class="hist-k"><span style="white-space: nowrap">{first}</span> · {" · ".join(rest)}</td>'
 
 
@@ -161,7 +176,7 @@ def history_html(history: list[RunSummary]) -> str:
         if row.stopped:
             same = "✓ so far" if row.identical is None and row.temperature == 0 else same
         cells = [f'<td class="hist-drafter">{html.escape(str(row.drafter))}</td>',  # wide enough: style.css
-                 _history_k_cell(history_k(str(row.k or "–")))]
+                 _history_k_cell(history_k(str(row.k or "–")), row.drafter_key)]
         cells += [f"<td>{html.escape(str(v))}</td>" for v in (
             f"{row.temperature:g}" + (f" · seed {row.seed}" if row.seed is not None else "")
             + (f" · {row.settings}" if row.settings else "")
