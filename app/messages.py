@@ -5,7 +5,8 @@ failed run; :func:`report` does both and returns the error status line. Every ta
 :func:`tell_when_clamped` says so when a number typed into a slider's box is out of its range, and
 :func:`tell_when_invalid` when a number box is left with a value its run would refuse (:func:`enter_commits_js`: or
 when Enter is pressed in it). Each sentence is said once, in the status line of the tab it concerns, and not also as a
-toast: a toast could outlive its cause, and said the same sentence twice. A stopped run
+toast (a toast could outlive its cause, and said the same sentence twice), except a slider's clamp
+(:data:`CLAMP_TOAST_S`). A stopped run
 (:class:`specviz.core.events.RunCancelled`) is not an error: the device runner (:mod:`app.device`) ends it quietly,
 so it never reaches here.
 """
@@ -56,12 +57,21 @@ def log_failure(what: str, error: BaseException) -> None:
         log.error("%s failed:\n%s", what, "".join(traceback.format_exception(error)))
 
 
+CLAMP_TOAST_S = 5
+"""How long the toast of a slider's clamp (:func:`clamped`) stays, the one toast the app keeps besides its status
+line: Gradio clamps a slider's value in the browser, so a run started at once (k = -3, Enter, Generate) gets the
+clamped value with no note of its own, and its first status replaces the line that said the clamp (a browser test:
+tests/test_live_browser.py, k typed out of range with Enter). 5 s, not Gradio's 10: at 400 px the toast covers the
+top of the page meanwhile (a trial)."""
+
+
 def clamped(value, name: str, low: float, high: float, hint: str = "", whole: bool = False) -> tuple:
     """The handler of :func:`tell_when_clamped`: for a number typed outside [low, high] (``value``: the slider's raw
-    payload), an info status line that says which value runs use (:func:`app.inputs.clamp_notice`), and
-    the slider set to it; for a box left empty or with what is not a number, which the page put back to its earlier
-    value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad": false}``; ``{"ignore": true}``: an empty value
-    the page is putting back, said by the put-back's own release, :func:`kept_js`), the same with
+    payload), an info status line and a short toast (:data:`CLAMP_TOAST_S`) that say which value runs use
+    (:func:`app.inputs.clamp_notice`), and the slider set to it; for a box left empty or with what is not a number,
+    which the page put back to its earlier value (:func:`enter_commits_js`; ``value``: ``{"kept": 4, "bad":
+    false}``; ``{"ignore": true}``: an empty value the page is putting back, said by the put-back's own release,
+    :func:`kept_js`), the same with
     :func:`app.inputs.kept_notice` ("Draft length k was empty; kept 4."); for an emptied box the page could not put
     back (a slider without an elem_id), which the slider reads as 0 and clamps, :func:`app.inputs.emptied_slider_notice`
     ("... was empty; using 1."); with ``whole`` (a slider of whole steps) a fraction is said and rounded too; (skip,
@@ -77,6 +87,7 @@ def clamped(value, name: str, low: float, high: float, hint: str = "", whole: bo
     if found is None:
         return gr.skip(), gr.skip()
     used, message = found
+    gr.Info(html.escape(message), duration=CLAMP_TOAST_S)
     return gr.update(value=used), render.status_html(message, "info")
 
 
@@ -84,7 +95,7 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     """Say so when a number typed into ``slider``'s box is out of its range. Gradio's slider sends its ``release``
     event with the typed number when the box is left and then quietly sets itself to the nearest end; this listener
     reads that raw number (preprocess off: Gradio's range check would refuse it) and answers with a line above
-    what ``status`` shows, and no toast (:func:`clamped`, :func:`kept_status`: a run's summary stays under it); a
+    what ``status`` shows, and a short toast (:func:`clamped`, :func:`kept_status`: a run's summary stays under it); a
     later value of the box's own that the run takes removes that line. Queued, one release of the box at a time and in
     the order sent (its own concurrency group of 1; each takes a millisecond), so that a release answered late cannot
     undo a later one. Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the

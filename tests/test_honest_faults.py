@@ -23,7 +23,7 @@ from honest_support import Tokens, paired_runs, unlabelled  # noqa: E402
 from specviz.core.events import PositionDetail  # noqa: E402
 from specviz.core.verdict import format_apart  # noqa: E402
 from specviz.measure.run_stats import RunStats  # noqa: E402
-from toast_support import no_toast  # noqa: E402
+from toast_support import no_toast, toasts_shown  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------ readable output
@@ -80,7 +80,8 @@ def test_k_and_n_typed_out_of_range_are_read_as_the_slider_clamps_them():
 def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     """Gradio's slider quietly sets a number typed beyond its end to that end when the box is left (its release event
     carries the typed number first). Every slider a visitor can type into answers that event with a status line
-    naming the value runs use (no toast); a value in range changes nothing. No other listener a slider triggers
+    naming the value runs use, and a short toast with the same sentence (app.messages.CLAMP_TOAST_S: a run started
+    at once replaces the status line); a value in range changes nothing. No other listener a slider triggers
     runs Gradio's range check (it would answer a typed 0 for k with a server error and a traceback in the log)."""
     from app import arena, batching, classroom
     from specviz.runtime.policy import current_policy
@@ -99,9 +100,13 @@ def test_numbers_typed_out_of_a_sliders_range_are_said_in_every_tab():
     for elem_id, slider in sliders.items():
         fn = released[elem_id]
         assert fn.queue and not fn.preprocess, elem_id  # queued, in order; the raw number is read
-        with no_toast():
+        with toasts_shown() as toasts:
             box, status = typed(fn, slider.maximum + 1000)
         assert box["value"] == slider.maximum and "status-info" in status and " is at most " in status, elem_id
+        if elem_id not in ("why-alpha", "why-c"):  # the Why tab's what-if sliders: their own line, no toast
+            assert len(toasts) == 1 and toasts[0] in status, (elem_id, toasts)  # the same sentence
+        else:
+            assert toasts == [], elem_id
         box, status = typed(fn, slider.minimum - 1)
         assert box["value"] == slider.minimum and " is at least " in status, elem_id
         assert all(v == {"__type__": "update"} for v in typed(fn, slider.maximum)), elem_id  # in range: no change
