@@ -379,21 +379,37 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     whole = planned(costs.run_s(tokens, settings.max_new_tokens, drafter))
     busy = f"; the machine is busy now: load {now[0]:.1f} on {now[1]} CPUs" if (
         is_busy(now) and not whole.very_busy) else ""  # as the Arena's plan says it (a trial saw no word of it)
-    text = f"{whole.text('')} (from {costs.source}{busy})"
+    said = f"may take {span_text(whole.low, whole.high)}" if whole.very_busy else whole.text("")
+    text = f"{said} (from {costs.source}{busy})"
     prefill = planned(costs.prefill_s(tokens, drafter))
     if prefill.seconds > LONG_PREFILL_S:  # the same factors on both: the whole run's range holds its reading's
         text += (f", {prefill.text('') if not prefill.very_busy else span_text(prefill.low, prefill.high)} of it "
                  f"reading the {'' if prompt_tokens is not None else 'about '}{tokens:,}-token prompt")
-    if whole.very_busy:
-        text += "; fewer new tokens make it shorter"
-    cap = f"{settings.max_new_tokens:,} token{'' if settings.max_new_tokens == 1 else 's'}"
     likely = _likely_answer(settings, costs)
+    sooner = None
     if likely is not None and likely[0] < settings.max_new_tokens:
         answer, whose = likely
-        sooner = planned(costs.run_s(tokens, answer, drafter))
-        return (f"up to {text} if it writes all {cap}; most answers end sooner ({whose} ended after {answer:,} "
-                f"token{'' if answer == 1 else 's'} here: {sooner.text('')})")
-    if settings.max_new_tokens >= LONG_CAP_TOKENS:
+        took = planned(costs.run_s(tokens, answer, drafter))
+        took = span_text(took.low, took.high) if took.very_busy else took.text("")
+        sooner = f"most answers end sooner ({whose} ended after {answer:,} token{'' if answer == 1 else 's'} here: {took})"
+    return _whole_plan(text, whole, settings.max_new_tokens, sooner)
+
+
+def _whole_plan(text: str, whole: Estimate, max_new_tokens: int, sooner: str | None) -> str:
+    """:func:`plan_text`'s sentence from its parts: ``text`` ("about 25 s (20–30 s) (from …)", or on a very busy
+    machine "may take 15–60 s (from …)"), ``whole`` the whole run's estimate, ``sooner`` what a likely shorter answer
+    takes (None: none known). A very busy machine's lead comes first, and the advice last: "the machine is very busy
+    now (load 4 on 2 CPUs): writing all 100 tokens may take 15–60 s (from …); most answers end sooner (…: 7–29 s);
+    fewer new tokens make it shorter" (a trial read the busy sentence set inside "up to … if it writes all")."""
+    cap = f"{max_new_tokens:,} token{'' if max_new_tokens == 1 else 's'}"
+    long = max_new_tokens >= LONG_CAP_TOKENS
+    if whole.very_busy:
+        what = f"writing all {cap} " if sooner or long else "this "
+        after = f"; {sooner}" if sooner else " (an answer that ends sooner takes less)" if long else ""
+        return f"{whole.busy_lead}: {what}{text}{after}; fewer new tokens make it shorter"
+    if sooner:
+        return f"up to {text} if it writes all {cap}; {sooner}"
+    if long:
         return f"up to {text} if it writes all {cap} (an answer that ends sooner takes less)"
     return text
 

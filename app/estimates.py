@@ -188,8 +188,8 @@ def threads_for_run() -> int | None:
 
 def threads_note(model) -> str:
     """The run's note when the cap of :func:`threads_for_run` lowers ``model``'s tuned threads: "other programs are
-    using the CPUs: this run uses 1 torch thread of the 2 tuned here (two would wait on each other beside them)";
-    "" otherwise."""
+    using the CPUs: this run uses 1 torch thread of the 2 tuned here, which is faster beside them. Sums round …"
+    (a trial saw the same greedy prompt end at 42 tokens on 2 threads and at 60 on 1, in int4); "" otherwise."""
     from specviz.core.kv import chosen_threads
 
     tuned, used = getattr(model, "_specviz_threads", None), chosen_threads(model)
@@ -197,7 +197,8 @@ def threads_note(model) -> str:
         return ""
     threads = max(used)
     return (f"other programs are using the CPUs: this run uses {threads} torch thread{'' if threads == 1 else 's'} "
-            f"of the {max(tuned)} tuned here, which is faster beside them")
+            f"of the {max(tuned)} tuned here, which is faster beside them. Sums round by thread count, so greedy text "
+            f"can differ from a {max(tuned)}-thread run's; both runs here share it, so they stay identical")
 
 
 def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:
@@ -279,12 +280,17 @@ class Estimate:
         """Whether the machine is too busy now to estimate well (:data:`VERY_BUSY_PER_CPU`)."""
         return is_busy(self.load, VERY_BUSY_PER_CPU)
 
+    @property
+    def busy_lead(self) -> str:
+        """ "the machine is very busy now (load 12 on 2 CPUs)": how a very busy machine's estimate begins."""
+        return f"the machine is very busy now (load {self.load[0]:.0f} on {self.load[1]} CPUs)"
+
     def text(self, shorter: str = SHORTER) -> str:
         """ "about 12 min (9–16 min)"; on a very busy machine a plain sentence: "the machine is very busy now (load
         12 on 2 CPUs): this may take 10–40 min; fewer tokens or prompts make it shorter" (``shorter``: what to do)."""
         if self.very_busy:
-            return (f"the machine is very busy now (load {self.load[0]:.0f} on {self.load[1]} CPUs): this may take "
-                    f"{span_text(self.low, self.high)}" + (f"; {shorter}" if shorter else ""))
+            return (f"{self.busy_lead}: this may take {span_text(self.low, self.high)}"
+                    + (f"; {shorter}" if shorter else ""))
         middle, span = rough_time(self.seconds), span_text(self.low, self.high)
         return f"about {middle}" if span == middle else f"about {middle} ({span})"
 

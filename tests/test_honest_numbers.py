@@ -525,6 +525,12 @@ def test_a_speedup_interval_is_cut_at_what_its_tokens_per_pass_allow():
     assert cut.cut_at == pytest.approx(3.06) and inside.cut_at is None
     assert "95 % 1.72–3.06× (top cut at its 3.06 tokens per pass: no faster is possible)" in verdict_card(cut)
     assert "top cut" not in verdict_card(inside)
+    # a value within the margin above the tokens per pass is the top: the words say so (a trial read "1.23× … 0.92–
+    # 1.23× (top cut at its 1.18 tokens per pass: no faster is possible)" as a contradiction)
+    over = above_possible(SpeedupJudgement("too noisy", 1.23, Interval(1.23, 0.92, 1.60), 17), 1.18)
+    assert (over.interval.high, over.cut_at) == (1.23, 1.18)
+    assert ("95 % 0.92–1.23× (top cut at the measured 1.23×, within timing noise of its 1.18 tokens per pass, which "
+            "no speedup can pass)") in verdict_card(over)
 
 
 def test_the_history_marks_an_interval_cut_at_its_tokens_per_pass():

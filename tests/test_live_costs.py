@@ -204,6 +204,22 @@ def test_a_plan_on_a_very_busy_machine_is_one_plain_sentence():
     assert busy == live.plan_text(settings, costs, 10, load=(12.0, 2))  # the same inputs, the same words
 
 
+def test_a_very_busy_plan_leads_with_the_load_and_keeps_the_likely_answer_in_one_sentence():
+    """Trial: "up to the machine is very busy now (load 4 on 2 CPUs): this may take 15–60 s (from …); fewer new
+    tokens make it shorter if it writes all 100 tokens; most answers end sooner (…: the machine is very busy now …)".
+    The lead comes first, each time is a range, and the advice ends the sentence."""
+    prompt = "What are three good habits for keeping a garden?"
+    mine = live.costs.prompt_key(prompt)
+    costs = live.RunCosts(2.0, 100.0, 60.0, source="x", answer_tokens=50, answers=((mine, 42),))
+    plan = live.plan_text(_plan_settings(prompt, 100), costs, 10, load=(12.0, 2))
+    assert plan == ("the machine is very busy now (load 12 on 2 CPUs): writing all 100 tokens may take 10–30 s "
+                    "(from x); most answers end sooner (this prompt's ended after 42 tokens here: 4–13 s); fewer "
+                    "new tokens make it shorter")
+    assert live.plan_text(_plan_settings(prompt, 40), costs, 10, load=(12.0, 2)) == (
+        "the machine is very busy now (load 12 on 2 CPUs): this may take 4–13 s (from x); fewer new tokens make it "
+        "shorter")
+
+
 def test_a_plan_from_a_cost_measured_seconds_ago_keeps_its_middle_and_a_minute_ago_moves():
     """Trial: estimates far too high after the load average caught up with a load the measured step already ran
     beside. A cost under LOAD_WINDOW_S (20 s: the sampled load's window) old keeps its middle; the load change (1.5x

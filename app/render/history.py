@@ -32,7 +32,7 @@ def history_speedup(row: RunSummary) -> str:
         text = html.escape(f"{format_ratio(value)}×{spread}")
         if not cut:
             return text
-        return f'<span class="hist-cut" title="{html.escape(cut_words(row.speedup_cut_at), quote=True)}">{text}</span>'
+        return f'<span class="hist-cut" title="{html.escape(cut_words(row.speedup_cut_at, value), quote=True)}">{text}</span>'
     note, measured = row.speedup_note, row.speedup_measured
     if note in ("too noisy", "not a finding") and measured is not None:
         reason = f": {row.speedup_reason}" if row.speedup_reason else ""

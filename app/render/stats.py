@@ -242,11 +242,18 @@ VERDICT_RULE = ("How it is read: the whole interval above 1 is faster, below 1 s
                 "to tell. The number is shown in every case.")
 
 
-def cut_words(cut_at: float | None = None) -> str:
+def cut_words(cut_at: float | None = None, value: float | None = None) -> str:
     """Why a decoding speedup's interval ends where it does, when its top was cut
     (:attr:`specviz.measure.stats.SpeedupJudgement.cut_at`, the tokens per pass it was cut at): "top cut at its 3.06
     tokens per pass: no faster is possible"; without ``cut_at``, "top cut at its tokens per pass: …" (a table's
-    footnote, each row holding its own). The words of the Live card and of the run history's footnote."""
+    footnote, each row holding its own). Where the measured ``value`` itself lies above them (within
+    :data:`specviz.measure.stats.IMPOSSIBLE_MARGIN`, the timings' noise; the top is then the value): "top cut at the
+    measured 1.23×, within timing noise of its 1.18 tokens per pass, which no speedup can pass" (a trial read "1.23×
+    … 0.92–1.23× (top cut at its 1.18 tokens per pass: no faster is possible)" as a contradiction). The words of
+    the Live card and of the run history's footnote and hover."""
+    if cut_at is not None and value is not None and round(value, 2) > round(cut_at, 2):
+        return (f"top cut at the measured {value:.2f}×, within timing noise of its {cut_at:.2f} tokens per pass, "
+                "which no speedup can pass")
     at = f"{cut_at:.2f} " if cut_at is not None else ""
     return f"top cut at its {at}tokens per pass: no faster is possible"
 
@@ -306,7 +313,7 @@ def verdict_card(judgement, load: str | None = None) -> str:
                   f'<small class="sv-verdict-figure">({reading.shown()}× measured)</small>')
     span = reading.span()
     if judgement.cut_at is not None:  # a trial read "3.96× / 95 % 3.07–3.96×" as a quietly clipped interval
-        span += f" ({cut_words(judgement.cut_at)})"
+        span += f" ({cut_words(judgement.cut_at, judgement.value)})"
     said = reading.reason
     if reading.word == "not a finding":  # a trial met the words alone with no idea what to do next
         said = no_reading_sentence(judgement.impossible or reading.reason, load)
