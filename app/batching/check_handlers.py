@@ -31,16 +31,16 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
         c = form.parse()
     except (InputError, PolicyError) as error:
         CHECKS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
-        yield _check_out(status=report("checking the sampling check's inputs", error))
+        yield _check_cleared(report("checking the sampling check's inputs", error))
         return
     job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
     shown = JobStatus(progress, lambda status: _check_out(status=status), "Checking")
     cpu = CpuShare()
     try:
         if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
-            yield _check_out(status=render.status_html(stopped_in_queue("check", reached=True), "info"))
+            yield _check_cleared(render.status_html(stopped_in_queue("check", reached=True), "info"))
             return
-        yield _check_out(status=render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
+        yield _check_cleared(render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(check_work, job, c, stoppable=True), shown.show)
@@ -63,6 +63,14 @@ def _check_out(status=None, lesson=None, chart=None, stats=None) -> tuple:
     """An output tuple in :data:`CHECK_OUTPUTS` order; None leaves a component as it is."""
     values = (status, lesson, None if chart is None else gr.update(value=chart, visible=True), stats)
     return tuple(gr.skip() if v is None else v for v in values)
+
+
+def _check_cleared(status: str) -> tuple:
+    """An output tuple that shows ``status`` and hides an earlier check's verdict, chart and table: a trial ran N =
+    200, then N = 20, and read the refusal of N = 20 right above the N = 200 verdict, charts and chi-square table,
+    with nothing saying they were the earlier check's (the Live tab likewise hides its cards while a new run reads
+    its prompt). Yielded by each new press of Check, refused or started."""
+    return status, "", gr.update(value=None, visible=False), ""
 
 
 def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None) -> tuple:

@@ -11,9 +11,9 @@ from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
 from app.batching.sweep_figures import sweep_figure
 from app.batching.sweep_files import write_sweep_files
-from app.batching.sweep_job import REPEATS, SweepForm, sweep_work
+from app.batching.sweep_job import DEFAULT_K, REPEATS, SweepForm, sweep_work
 from app.batching.sweep_lesson import sweep_lesson
-from app.batching.sweep_reading import disturbance, grid_timings, sweep_table
+from app.batching.sweep_reading import disturbance, empty_table, grid_timings, sweep_table
 from app.device import CancelRegistry, relay, session_key
 from app.inputs import InputError
 from app.messages import report
@@ -33,6 +33,15 @@ def _sweep_out(status=None, lesson=None, chart=None, table=None, csv_file=None, 
     return tuple(gr.skip() if v is None else v for v in values)
 
 
+def _sweep_cleared(status: str, k: int = DEFAULT_K) -> tuple:
+    """An output tuple that shows ``status`` and clears an earlier sweep's lesson, chart, table (its headers for
+    ``k``) and downloads, so that a refused or new sweep never sits above the results of the one before it with
+    nothing saying whose they are (as the check, :func:`app.batching.check_handlers._check_cleared`). Yielded by
+    each new press of Measure, refused or started."""
+    hidden = gr.update(value=None, visible=False)
+    return status, "", hidden, empty_table(k), hidden, hidden
+
+
 def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None):
     """The Measure button: validate the form, wait for the device, run the sweep there; yields
     :data:`SWEEP_OUTPUTS` tuples (status updates, then the table, chart, lesson and both files, also after a Stop)."""
@@ -40,15 +49,15 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
         s = form.parse()
     except (InputError, PolicyError) as error:
         SWEEPS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
-        yield _sweep_out(status=report("checking the batching inputs", error))
+        yield _sweep_cleared(report("checking the batching inputs", error))
         return
     job = device.start(SWEEPS, request, f"the batch-size sweep is running on '{s.models.target}'")
     shown = SweepStatus(progress, lambda status: _sweep_out(status=status), "Measuring")
     try:
         if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
-            yield _sweep_out(status=render.status_html(stopped_in_queue("sweep", reached=True), "info"))
+            yield _sweep_cleared(render.status_html(stopped_in_queue("sweep", reached=True), "info"), s.k)
             return
-        yield _sweep_out(status=render.status_html("Starting the batch-size sweep…", "busy"))
+        yield _sweep_cleared(render.status_html("Starting the batch-size sweep…", "busy"), s.k)
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(sweep_work, job, s, stoppable=True), shown.show)
