@@ -180,7 +180,9 @@ def test_a_prediction_above_the_tokens_per_pass_is_noise_in_the_table_and_chart(
     assert batching.noisy_prediction(rows[0], rows) and not batching.noisy_prediction(rows[1], rows)
     table = batching.sweep_table({"k": 4, "rows": rows})
     column = table["headers"].index("Predicted (model)")
-    assert [r[column] for r in table["data"]] == ["too noisy (3.74)", "0.84"]
+    assert [r[column] for r in table["data"]] == [
+        "left out, too noisy: it came out 3.74×, above the 2.33 tokens per pass at B = 1 it is made from, which no "
+        "machine allows", "0.84"]
     traces = {t.name: t for t in batching.sweep_figure({"k": 4, "rows": rows}).data}
     assert list(traces["predicted from B = 1 and T(B, n)"].x) == [2]
     assert list(traces["predicted: too noisy (its timings disagree)"].x) == [1]

@@ -38,9 +38,9 @@ SWEEP_NOTE = (
     "Live headline). "
     "<b>Pass cost</b> = T(B, k+1) ÷ T(B, 1) from the runs' own forwards. <b>Predicted (model)</b>: a model's "
     "estimate, not a measurement, = tokens per pass at B = 1 × T(B, 1) ÷ (T(B, k+1) + B × drafting per row), T from "
-    "the forward grid when timed; in brackets the same over its inputs' spread (“too noisy” above the tokens per "
-    "pass: the grid timed a pass cheaper than a step; “not readable” with the pass costs when other programs "
-    "disturbed the sweep). <b>KV cache</b>: the batch's keys and values at its longest "
+    "the forward grid when timed; in brackets the same over its inputs' spread (“left out, too noisy” with why, "
+    "no number, where the pass cost it reads was timed below one step or far from the sweep's own; “not readable” "
+    "with the pass costs when other programs disturbed the sweep). <b>KV cache</b>: the batch's keys and values at its longest "
     "row's end.</div>"
 )
 CHECK_NOTE = (

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from app.batching.shared import figure_layout, two_panels
 from app.batching.sweep_job import REPEATS
 from app.batching.sweep_reading import (crossover, disturbance, impossible, noisy_prediction, predicted_cell,
-                                        speedup_text, unreadable_costs, verdict)
+                                        prediction_noise, speedup_text, unreadable_costs, verdict)
 from app.figures import COLORS, WIDE_SPREAD, off_the_top
 from specviz.analysis.batching import BATCH_SIZES, repeat_speedups, repeat_values, spread_cell
 
@@ -39,13 +39,13 @@ def sweep_figure(result: dict) -> go.Figure:
     unsure = [r for r in predicted if unreadable or noisy_prediction(r, result["rows"])]
     predicted = [r for r in predicted if r not in unsure]
     if unsure:
-        why = (f"not readable: {unreadable}" if unreadable else
-               "too noisy: its forward timings put a pass below a step or far from the sweep's own pass cost")
+        whys = [f"left out of the curve, too noisy: {prediction_noise(r, result['rows'])}" for r in unsure]
+        why = f"not readable: {unreadable}" if unreadable else "%{text}"  # a noisy point: its own reason
         data.append({"type": "scatter", "mode": "markers", "x": [r["batch"] for r in unsure],
-                     "y": [r["predicted"] for r in unsure],
+                     "y": [r["predicted"] for r in unsure], "text": None if unreadable else whys,
                      "name": f"predicted: {'not readable' if unreadable else 'too noisy (its timings disagree)'}",
                      "marker": {"size": 8, "symbol": "diamond-open", "color": COLORS["other"]},
-                     "hovertemplate": f"B = %{{x}}: predicted %{{y:.2f}}×, {why}<extra></extra>"})
+                     "hovertemplate": f"B = %{{x}}: predicted %{{y:.2f}}× (a model), {why}<extra></extra>"})
     if predicted:
         data.append({"type": "scatter", "mode": "lines+markers", "x": [r["batch"] for r in predicted],
                      "y": [r["predicted"] for r in predicted], "name": "predicted from B = 1 and T(B, n)",

@@ -124,20 +124,36 @@ def unreadable_costs(result: dict) -> str | None:
 # --------------------------------------------------------------------------------------------------------- the table
 
 
-def noisy_prediction(row: dict, rows: list[dict]) -> bool:
-    """Whether a row's predicted speedup is too noisy to show as a prediction: it is above the B = 1 tokens per pass
-    it is made from (by more than 5 %: the forward grid timed a pass over k+1 tokens per row cheaper than a one-token
-    step, which no machine does), or the grid's pass cost T(B, k+1) / T(B, 1) and the one the sweep itself measured
+def prediction_noise(row: dict, rows: list[dict]) -> str | None:
+    """Why a row's predicted speedup is too noisy to show as a prediction, in words for its cell and the chart's
+    hover, or None where it can be shown. The model divides B = 1's tokens per pass by the pass cost T(B, k+1) /
+    T(B, 1) the forward grid timed before the sweep (``predicted_pass_cost``). Too noisy: the prediction is above
+    the B = 1 tokens per pass it is made from (by more than 5 %: the grid timed a pass over k+1 tokens per row cheaper
+    than a one-token step, which no machine does), or the grid's pass cost and the one the sweep itself measured
     (the table's) differ by more than :data:`COST_DISAGREEMENT` times (the machine's speed changed between the two
-    timings, e.g. another program took a core: a contention that makes one-token steps several times slower)."""
+    timings, e.g. another program took a core: a contention that makes one-token steps several times slower).
+    "the pass cost it reads was timed at 4.20 steps before the sweep, the sweep's own at 1.10 (the machine's speed
+    changed between them)", "the pass cost it reads was timed at 0.62 steps, cheaper than one step, which no machine
+    does", or without the grid's pass cost (a file from before it was kept) "it came out 3.74×, above the 2.33
+    tokens per pass at B = 1 it is made from, which no machine allows"."""
     first = next((r for r in rows if r["batch"] == 1 and r.get("tokens_per_pass")), None)
     predicted = row.get("predicted")
     if predicted is None or first is None:
-        return False
-    if predicted > first["tokens_per_pass"] * 1.05:
-        return True
+        return None
     grid, sweep = row.get("predicted_pass_cost"), row.get("pass_cost")
-    return bool(grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT)
+    if predicted > first["tokens_per_pass"] * 1.05:
+        return (f"the pass cost it reads was timed at {grid:.2f} steps, cheaper than one step, which no machine does"
+                if grid else f"it came out {predicted:.2f}×, above the {first['tokens_per_pass']:.2f} tokens per pass "
+                "at B = 1 it is made from, which no machine allows")
+    if grid and sweep and max(grid / sweep, sweep / grid) > COST_DISAGREEMENT:
+        return (f"the pass cost it reads was timed at {grid:.2f} steps before the sweep, the sweep's own at "
+                f"{sweep:.2f} (the machine's speed changed between them)")
+    return None
+
+
+def noisy_prediction(row: dict, rows: list[dict]) -> bool:
+    """Whether a row's predicted speedup is too noisy to show as a prediction (:func:`prediction_noise` says why)."""
+    return prediction_noise(row, rows) is not None
 
 
 def predicted_cell(row: dict) -> str:
@@ -208,6 +224,15 @@ def prediction_cell(row: dict, unreadable: str | None = None) -> str:
     return f"{cell}, not readable: {unreadable}" if unreadable and row.get("predicted") is not None else cell
 
 
+def predicted_column_cell(row: dict, rows: list[dict], unreadable: str | None = None) -> str:
+    """The Predicted (model) column's cell: :func:`prediction_cell`; where the prediction is too noisy
+    (:func:`prediction_noise`) no number, but that it was left out and why: "left out, too noisy: the pass cost it
+    reads was timed at 4.20 steps before the sweep, the sweep's own at 1.10 (...)". A trial read "too noisy (0.28)"
+    beside a measured 1.06× and could not tell what 0.28 was (the model's speedup from such a pass cost)."""
+    why = prediction_noise(row, rows)
+    return f"left out, too noisy: {why}" if why else prediction_cell(row, unreadable)
+
+
 def pass_cost_cell(row: dict, unreadable: str | None = None) -> str:
     """A row's pass cost T(B, k+1) / T(B, 1) in steps with its repeats' range, "1.14 (1.12–1.18)"; where the sweep's
     pass costs cannot be read (``unreadable``: :func:`unreadable_costs`'s reason) with why after it: "1.14
@@ -226,8 +251,7 @@ def sweep_columns(k: int, rows: list[dict] = (), busy: bool = False,
         ("Standard tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),
         ("Speculative tok/s", lambda r: spread_cell(r, "speculative_tps", ".1f")),
         ("Speedup (repeats)", lambda r: speedup_text(r, busy)),
-        (PREDICTED_HEADER, lambda r: (f"too noisy ({r['predicted']:.2f})" if noisy_prediction(r, rows)
-                                      else prediction_cell(r, unreadable))),
+        (PREDICTED_HEADER, lambda r: predicted_column_cell(r, rows, unreadable)),
         ("Tokens/pass", lambda r: spread_cell(r, "tokens_per_pass", ".2f")),
         ("T(B,1) ms", lambda r: spread_cell(r, "step_ms", ".1f")),
         (f"T(B,{k + 1}) ms", lambda r: spread_cell(r, "verify_ms", ".1f")),
