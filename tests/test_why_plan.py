@@ -88,7 +88,8 @@ BUSY = (2.0, 2)  # two busy loops on the 2 CPUs: a run gets half the machine (bu
 def test_the_line_follows_the_machines_load(monkeypatch):
     """A trial: the line read the same on a quiet machine and beside two busy loops on its 2 CPUs. The load now
     (machine_load, read at each call) moves the estimate: an old probe's middle and range by the load's factor, a
-    probe of the last 5 minutes (its load already in its timing, the average lagging) its range on the slow side."""
+    probe of the last 20 s (its load already in its timing: the load's samples are shared) its range on the slow
+    side."""
     probe = {1: 40.0, max(TOKEN_COUNTS): 200.0}
     seconds = why.measure_seconds(probe)
     monkeypatch.setattr(plan, "_PROBES", {"embedded": (probe, plan.time.time() - 3600.0, QUIET)})  # an hour ago
@@ -102,7 +103,7 @@ def test_the_line_follows_the_machines_load(monkeypatch):
     assert why.plan_html("embedded") != why.plan_html("embedded", load=QUIET)
     assert f"about {rough_time(2 * seconds)} ({span_text(2 * seconds * 0.7, 2 * seconds * 1.6)})" in \
         why.plan_html("embedded")
-    monkeypatch.setattr(plan, "_PROBES", {"embedded": (probe, plan.time.time() - 60.0, QUIET)})  # a minute ago
+    monkeypatch.setattr(plan, "_PROBES", {"embedded": (probe, plan.time.time() - 10.0, QUIET)})  # 10 s ago
     recent, _ = why.planned("embedded")
     assert recent.seconds == pytest.approx(seconds)  # 0.7–3.2 of it, drawn in to MAX_WIDTH (3x) in logs
     assert recent.high / recent.low == pytest.approx(3.0) and recent.high > 1.4 * quiet.high  # 123 s, not 85 s

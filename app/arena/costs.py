@@ -125,6 +125,7 @@ def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:
 
 
 def machine_load() -> tuple[float, int] | None:
-    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.estimates.machine_load`: the 5-minute
-    load average less this process's running threads); None where the OS has no load average."""
+    """Other programs' (load, CPU count) now, as every tab reads it (:func:`app.estimates.machine_load`: their
+    runnable threads sampled over the last seconds, or before the first samples the 5-minute load average less this
+    process's running threads); None where the OS has no load average."""
     return estimates.machine_load()
