@@ -169,17 +169,21 @@ def lookahead_k(ngram, drafter: str = "lookahead"):
     return gr.update(value=n - 1, interactive=False) if drafter == "lookahead" else gr.skip()
 
 
+def _typed_number(value) -> float | None:
+    """A slider's raw payload as a float; None for an empty box, NaN or anything that is not a number."""
+    try:
+        typed = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if typed != typed else typed
+
+
 def k_chosen(value):
     """The visitor's own k after an edit of the k slider, for :func:`drafter_changed` to put back: ``value`` (the
     raw payload, perhaps typed out of range) as an int within 1..MAX_K, as the slider clamps it; no change for an
     empty box or anything that is not a number."""
-    try:
-        typed = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return gr.skip()
-    if typed != typed:
-        return gr.skip()
-    return int(round(min(max(typed, 1), MAX_K)))
+    typed = _typed_number(value)
+    return gr.skip() if typed is None else int(round(min(max(typed, 1), MAX_K)))
 
 
 def gate_chosen(value):
@@ -187,10 +191,5 @@ def gate_chosen(value):
     change of drafter: ``value`` (the raw payload, perhaps typed out of range) as a float within
     0..:data:`app.inputs.MAX_CONFIDENCE`, as the slider clamps it; no change for an empty box or anything that is not
     a number."""
-    try:
-        typed = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return gr.skip()
-    if typed != typed:
-        return gr.skip()
-    return min(max(typed, 0.0), MAX_CONFIDENCE)
+    typed = _typed_number(value)
+    return gr.skip() if typed is None else min(max(typed, 0.0), MAX_CONFIDENCE)
