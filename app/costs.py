@@ -391,7 +391,8 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
         answer, whose = likely
         took = planned(costs.run_s(tokens, answer, drafter))
         took = span_text(took.low, took.high) if took.very_busy else took.text("")
-        sooner = f"most answers end sooner ({whose} ended after {answer:,} token{'' if answer == 1 else 's'} here: {took})"
+        tokens_said = f"{answer:,} token{'' if answer == 1 else 's'}"
+        sooner = f"most answers end sooner ({whose} ended after {tokens_said} here: {took})"
     return _whole_plan(text, whole, settings.max_new_tokens, sooner)
 
 

@@ -3,10 +3,11 @@
 sentence with a wide range), the time a measurement has taken beside it (:func:`progress_text`), and the estimate of
 a measurement planned from forwards timed just now (:func:`fresh_estimate`).
 
-The load is other programs' (load, CPU count) now (:func:`machine_load`: the 5-minute load average less this
-process's own running threads, or the share of the CPUs other programs took over the last seconds where
-higher). A cost keeps the load it was measured at, and an estimate moves only by the load
-changed since (:func:`load_factor`): a cost measured on a busy machine already holds that load's slowness.
+The load is other programs' (load, CPU count) now (:func:`machine_load`: their runnable threads sampled each second
+over the last seconds; before the first samples, the 5-minute load average less this process's own running
+threads). A job's torch threads are capped at the CPUs other programs leave free (:func:`threads_for_run`). A
+cost keeps the load it was measured at, and an estimate moves only by the load changed since (:func:`load_factor`):
+a cost measured on a busy machine already holds that load's slowness.
 
 Callers read the load as ``estimates.machine_load()``, the module's attribute, so one replacement here (a test's)
 reaches every tab. What a run costs, and the Live tab's plan made of it, live in :mod:`app.costs`.
@@ -228,8 +229,8 @@ samples (:func:`recent_load`), so they differ by the samples' noise, not by a ch
 the cost's middle. When the load was the 5-minute average this was 300 s, its lag: seen on the project's 2-core VM
 beside a benchmark, the start-up timed 109.4 ms a token with its load read as 0.36 (the average still catching up),
 the Arena then read load 2.7 and planned 1.99x that, about 12 min; its standard runs took 109.2 ms a token, the race
-331 s. With the load sampled as it is now, an older cost moves with the load changed since: one measured a minute
-earlier on a quiet machine keeping its middle beside two new busy loops planned half the time taken."""
+331 s. With the load sampled as it is now, an older cost moves with the load changed since (a trial had a quiet
+cost keep its middle beside two busy loops started just before: "about 10 s (8–18 s)" planned, 25.6 s taken)."""
 
 
 def start_sampling() -> None:
