@@ -8,7 +8,10 @@ Where the figures come from:
   threads the runs use), before any run of a target; the app's start-up times them and then makes a short real run
   (:func:`app.live.warmup.warm_up`);
 - every finished run's own costs (:func:`learn_costs`, :func:`costs_of_run`): the median of the latest
-  :data:`COST_RUNS` runs of a target plans the next (:func:`known_costs`).
+  :data:`COST_RUNS` runs of a target plans the next (:func:`known_costs`);
+- for a drafter not run here yet, its decoding time as a share of standard decoding's (:mod:`app.shares`, read by
+  the Arena's estimate too): measured by an Arena or Live run here, else on the CPU its prior measured on the
+  project's CPU.
 
 :func:`settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced
 by the time the prefill took as soon as both runs have read the prompt (:func:`settled_after_prefill`), and at the
@@ -29,12 +32,13 @@ from typing import TYPE_CHECKING
 
 import gradio as gr
 
-from app import device, estimates
+from app import device, estimates, shares
 from app.device import load_target
 from app.estimates import MIN_SPREAD, NOW, PROBE_SPREAD, Estimate, is_busy, make_estimate, span_text
 from app.inputs import Settings
 from app.messages import log_failure
 from app.render import seconds_text
+from app.shares import Method, MethodShare
 from specviz.runtime.policy import current_policy
 
 if TYPE_CHECKING:  # the Live tab's run view; only read here, so the Arena can use this module too
@@ -53,7 +57,8 @@ SPEC_SHARE = 0.8  # before a speculative run was measured: its decoding taken as
 STEP_OVERHEAD = 1.2  # a decoding step's wall time over its forward alone (sampling, bookkeeping, the page)
 COST_RUNS = 3  # estimates use the median of this many latest runs of a target (of each drafter, for its own cost)
 KEPT_RUNS = 24  # the latest runs kept per target, of every drafter
-OTHER_DRAFTER_SPREAD = (0.5, 2.5)  # a plan for a drafter not run here yet, from other drafters' runs: at least this
+OTHER_DRAFTER_SPREAD = (0.5, 2.5)  # a plan for a drafter not run here yet, with no share known (app.shares: none
+# measured here, no prior on this device), from other drafters' runs: at least this
 PREFILL_SAMPLE_TOKENS = 256  # a run's prefill tells the cost per prompt token from this many prompt tokens on; a
 # shorter one is mostly a forward's fixed cost, and read per token it makes a long prompt look minutes long
 
@@ -142,7 +147,8 @@ def prompt_key(prompt: str) -> int:
 
 
 def learn_costs(target: str, view: RunView) -> None:
-    """Keep a finished run's costs for the estimates of the next runs of ``target``."""
+    """Keep a finished run's costs for the estimates of the next runs of ``target``, and its drafter's share of
+    standard decoding's time (:func:`app.shares.learn_shares`, under its method: :func:`app.shares.live_method`)."""
     costs = costs_of_run(view)
     learn_prompt_overhead(view.settings.prompt, view.prompt_tokens,
                           getattr(view.settings, "max_prompt_tokens", None))
@@ -152,25 +158,41 @@ def learn_costs(target: str, view: RunView) -> None:
             runs = _COSTS.setdefault(target, [])
             runs.append(costs)
             del runs[:-KEPT_RUNS]
+        share = shares.run_share(costs.spec_ms_per_token, costs.base_ms_per_token)
+        method = shares.live_method(view.settings) if share is not None else None
+        if method is not None:  # the Arena's estimate reads it too
+            shares.learn_shares(target, {method: share})
 
 
-def known_costs(target: str, drafter: str | None = None) -> RunCosts | None:
+def known_costs(target: str, drafter: str | None = None, method: Method | None = None) -> RunCosts | None:
     """The costs to plan a run of ``target`` with: the median of its latest runs (their load while measured: the
     median of those known), else the costs derived from a one-token step measured here (:func:`tuned_costs`), else
     None. With ``drafter`` (a registry key) the speculative run's cost per token and the range come from the latest
-    runs of that drafter, kept apart (:data:`COST_RUNS` each); where it has none, from the others' with the range
-    widened to at least :data:`OTHER_DRAFTER_SPREAD` and the source saying so (a drafter's decoding may cost a third
-    of another's: a trial's estimate after n-gram runs was a third of an early-exit run's time)."""
+    runs of that drafter, kept apart (:data:`COST_RUNS` each). Where it has none, from its share of standard
+    decoding's time (:func:`app.shares.share_for` of ``method``, the run's drafter and k as the Arena names them,
+    :func:`app.shares.live_method`: measured by an Arena or Live run here, else on the CPU the drafter's prior measured
+    on the project's CPU; :func:`_with_share`); else from the others' runs with the range widened to at least
+    :data:`OTHER_DRAFTER_SPREAD` and the source saying so (a drafter's decoding may cost several times another's: a
+    trial's estimate after n-gram runs was a third of an early-exit run's time)."""
     with _COSTS_LOCK:
         kept = list(_COSTS.get(target, ()))
         tuned = _TUNED.get(target)
-    if not kept:
-        return tuned
-    runs = kept[-COST_RUNS:]
     own = [r for r in kept if drafter is not None and r.drafter == drafter][-COST_RUNS:]
+    share = shares.share_for(target, method) if drafter not in (None, "none") and not own else None
+    if not kept:
+        return _with_share(tuned, share, tuned.spread) if tuned is not None and share is not None else tuned
+    costs = _median_costs(kept, tuned, own, widen=drafter not in (None, "none") and not own and share is None)
+    return _with_share(costs, share, _base_spread(kept[-COST_RUNS:])) if share is not None else costs
+
+
+def _median_costs(kept: list[RunCosts], tuned: RunCosts | None, own: list[RunCosts], widen: bool) -> RunCosts:
+    """:func:`known_costs`' figures from the ``kept`` runs (newest last): the medians of the latest
+    :data:`COST_RUNS`, the speculative run's cost and range from ``own`` (a drafter's own runs; [] : all runs');
+    ``widen``: the range widened to at least :data:`OTHER_DRAFTER_SPREAD`, the source saying "with other drafters"."""
+    runs = kept[-COST_RUNS:]
     spec, spread = _decoding_costs(own or runs)
     source = runs[-1].source
-    if drafter not in (None, "none") and not own:
+    if widen:
         spread = (min(spread[0], OTHER_DRAFTER_SPREAD[0]), max(spread[1], OTHER_DRAFTER_SPREAD[1]))
         source = f"{source}, with other drafters"
     loads = sorted((r.measured_load for r in runs if r.measured_load is not None), key=lambda load: load[0])
@@ -184,6 +206,28 @@ def known_costs(target: str, drafter: str | None = None) -> RunCosts | None:
                     answer_tokens=_median(r.answer_tokens for r in runs),
                     answers=tuple(answer for r in kept for answer in r.answers), measured_at=runs[-1].measured_at,
                     measured_load=loads[len(loads) // 2] if loads else None)
+
+
+def _base_spread(runs: list[RunCosts]) -> tuple[float, float]:
+    """How far ``runs``' baseline costs per token lie from their median (factors), at least :data:`MIN_SPREAD`."""
+    base = [r.base_ms_per_token for r in runs]
+    middle = _median(base)
+    return min(MIN_SPREAD[0], min(base) / middle), max(MIN_SPREAD[1], max(base) / middle)
+
+
+def _with_share(costs: RunCosts, share: MethodShare, base_spread: tuple[float, float]) -> RunCosts:
+    """``costs`` with the speculative run's decoding at ``share`` of the baseline's (its ms per token: the share
+    times the baseline's), the range the baseline's (``base_spread``) times the share's on the whole decoding
+    ((1 + low) / (1 + share) .. (1 + high) / (1 + share)), and the source saying where the share comes from: a run
+    here, or the drafter's prior (:data:`app.shares.PRIOR_WORDS`). E.g. 100 ms a token, the early exit's prior 3.1
+    (2.6-4.2), base spread (0.85, 1.25): 310 ms a token, range (0.746, 1.585)."""
+    whole = 1.0 + share.share
+    spread = (base_spread[0] * (1.0 + share.low) / whole, base_spread[1] * (1.0 + share.high) / whole)
+    words = f"its decoding {shares.share_words(share)} standard decoding's time"
+    said = (f"{shares.PRIOR_WORDS}: {words}" if isinstance(share, shares.PriorShare)
+            else f"this drafter's share from its latest run here: {words}")
+    return replace(costs, spec_ms_per_token=share.share * costs.base_ms_per_token, source=f"{costs.source}; {said}",
+                   spread=(min(1.0, spread[0]), max(1.0, spread[1])))
 
 
 def _median(values):

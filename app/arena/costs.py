@@ -11,8 +11,9 @@ or the forwards the start-up timed (:func:`app.costs.tuned_costs`). A start-up f
 thus replaced as soon as a run measured the machine as it is now (seen: 39 ms a token planned, 215-243 ms measured).
 
 Each arena run also leaves its methods' decoding time as a share of standard decoding's (:func:`learn_arena`,
-:func:`method_shares`): the next estimate takes a method's measured share where it has one (the untrained early exit
-at k = 4 took 3.1x a standard run's time, n-gram lookup 0.6x: one constant for both misplaced either).
+:func:`method_shares`), kept with the Live runs' in :mod:`app.shares`: the next estimate takes a method's share
+measured here where it has one (the untrained early exit at k = 4 took 3.1x a standard run's time, n-gram lookup
+0.6x: one constant for both misplaced either), else on the CPU its prior measured on the project's CPU.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ import time
 from typing import Sequence
 
 from app import costs as live
-from app import estimates
+from app import estimates, shares as method_store
 from app.costs import RunCosts
 from app.estimates import MIN_SPREAD
-from app.arena.progress import MethodShare
+from app.shares import MethodShare
 from app.render import seconds_text
 from specviz.analysis.arena_rows import BASELINE
 
@@ -35,7 +36,6 @@ LIVE_RUN = "the latest run of this model on this server"
 STARTUP = "forwards timed on this machine"
 
 _ARENA: dict[str, RunCosts] = {}  # target spec -> the latest arena run's standard decoding costs
-_SHARES: dict[str, dict[tuple[str, str], MethodShare]] = {}  # target spec -> (drafter, k) -> its latest share
 _LOCK = threading.Lock()
 
 
@@ -62,14 +62,13 @@ def arena_costs(target: str, rows: Sequence[dict], prefill: RunCosts | None = No
 
 def learn_arena(target: str, rows: Sequence[dict], load: tuple[float, int] | None = None) -> None:
     """Keep an arena run's costs (:func:`arena_costs`, ``load``: other programs' load during the run) and its
-    methods' shares (:func:`shares_of_rows`, each replacing that method's earlier one) for the next estimate of
-    ``target``; no costs without a measured baseline."""
+    methods' shares (:func:`shares_of_rows`, each replacing that method's earlier one, Live runs' included:
+    :func:`app.shares.learn_shares`) for the next estimates of ``target``; no costs without a measured baseline."""
     costs = arena_costs(target, rows, live.known_costs(target), load=load)
-    shares = shares_of_rows(rows)
     with _LOCK:
         if costs is not None:
             _ARENA[target] = costs
-        _SHARES.setdefault(target, {}).update(shares)
+    method_store.learn_shares(target, shares_of_rows(rows))
 
 
 def shares_of_rows(rows: Sequence[dict]) -> dict[tuple[str, str], MethodShare]:
@@ -95,11 +94,12 @@ def shares_of_rows(rows: Sequence[dict]) -> dict[tuple[str, str], MethodShare]:
 
 
 def method_shares(target: str, methods: Sequence[tuple[str, str]]) -> list[MethodShare]:
-    """The shares the latest arena runs of ``target`` measured (:func:`learn_arena`) for those of ``methods``
-    ((drafter, k label) pairs: ("ngram", "4"), ("early-exit", "auto")) that have one, in their order; [] before any."""
-    with _LOCK:
-        known = dict(_SHARES.get(target, {}))
-    return [known[m] for m in methods if m in known]
+    """The shares of those of ``methods`` ((drafter, k label) pairs: ("ngram", "4"), ("early-exit", "auto")) that
+    have one, in their order (:func:`app.shares.share_for`, as the Live tab's plan reads them): measured by the
+    latest arena run (:func:`learn_arena`) or Live run of ``target`` here, else on the CPU the method's prior (a
+    :class:`app.shares.PriorShare`); [] where none has."""
+    found = (method_store.share_for(target, m) for m in methods)
+    return [share for share in found if share is not None]
 
 
 def chosen_costs(target: str, now: float | None = None) -> RunCosts | None:

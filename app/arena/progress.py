@@ -2,8 +2,9 @@
 left and the whole run's length estimated from that prompt's measured rate (:class:`ArenaPace`). Before that, a
 rough range from the newest step cost this process measured for the target in the format the arena runs
 (:func:`estimate`: prompts x methods x max new tokens x that cost; :mod:`app.arena.costs` picks it; nothing is
-timed for it), each method's run at the share of a standard run's time the latest arena run here measured for it
-(:func:`app.arena.costs.method_shares`), a method not measured yet at :data:`METHOD_TIME`: one middle figure with
+timed for it), each method's run at the share of a standard run's time the latest arena or Live run here measured
+for it, else on the CPU at its prior measured on the project's CPU (:func:`app.arena.costs.method_shares`, read from
+:mod:`app.shares` as the Live tab's plan reads it), any other method at :data:`METHOD_TIME`: one middle figure with
 its range, moved by the load changed since an older cost was measured and said plainly on a very busy machine
 (:func:`app.estimates.make_estimate`, shared with the other tabs), or, where nothing was measured, that there is
 none. Pure bookkeeping: the handler feeds it the job's progress messages and the prompts finished; a test passes its
@@ -14,12 +15,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 from app.costs import tokens_about
 from app.estimates import (BUSY_PER_CPU, LOAD_WINDOW_S, SHORTER, Estimate, busy_factor, is_busy,  # noqa: F401 - shared
                            load_factor, make_estimate)
 from app.render import seconds_text
+from app.shares import MethodShare, PriorShare  # noqa: F401 - MethodShare re-exported (its home was here)
 from specviz.analysis.arena_rows import WARMUP_TOKENS
 
 METHOD_TIME = (0.5, 3.2)
@@ -43,22 +45,14 @@ BUSY_SHARE = BUSY_PER_CPU
 MIDDLE_SHARE = math.sqrt(METHOD_TIME[0] * METHOD_TIME[1])
 """A drafter's run's share of a standard run's time for the middle figure: the middle of :data:`METHOD_TIME`."""
 STOPS_EARLY = "less if runs stop early at the end-of-sequence token"
-class MethodShare(NamedTuple):
-    """A method's decoding time as a share of standard decoding's for as many tokens: ``share`` (1 / its decoding
-    speedup), ``low``–``high`` its range (the ends of the speedup's spread, inverted); :data:`METHOD_TIME` for a
-    method not measured yet."""
-
-    share: float
-    low: float
-    high: float
 
 
 @dataclass(frozen=True)
 class ArenaEstimate:
     """A whole arena run's length before its first prompt is measured: ``estimate`` (:class:`app.estimates.Estimate`,
-    seconds) when every run writes all its max new tokens, each method's run at its measured share of a standard
-    run's time (``measured``: how many of the ``methods`` had one) or, not measured, at :data:`MIDDLE_SHARE` for the
-    middle figure and at :data:`METHOD_TIME`'s ends for the range, with the cost's spread; from ``ms_per_token``
+    seconds) when every run writes all its max new tokens, each method's run at its known share of a standard
+    run's time (``measured``: the ``methods``' shares known, measured here or a :class:`app.shares.PriorShare`) or,
+    none known, at :data:`MIDDLE_SHARE` for the middle figure and at :data:`METHOD_TIME`'s ends for the range, with the cost's spread; from ``ms_per_token``
     (standard decoding's wall-clock ms per token, from ``source``, in words); ``measured_load``: other programs'
     (load, CPUs) then (None: unknown); ``age_s``: how long ago the cost was measured (None: unknown), under
     :data:`LOAD_WINDOW_S` the load change widens the range only."""
@@ -103,18 +97,32 @@ class ArenaEstimate:
 
     def basis_text(self) -> str:
         """What the estimate rests on, in words: "a rough estimate from 109 ms a token of standard decoding (…),
-        each drafter's run taken as 0.5–3.2 times a standard run's time" or, with shares measured here, "…, 2 of 4
-        methods' runs at the share of a standard run's time the latest arena run here measured (0.59–1.28), the
-        others taken as 0.5–3.2 times"."""
+        each drafter's run taken as 0.5–3.2 times a standard run's time" or, with shares known, "…, 2 of 4 methods'
+        runs at the share of a standard run's time the latest runs here measured (0.59–1.28), 1 planned from its
+        measured cost on the project's CPU, not yet run here (3.1 times), the others taken as 0.5–3.2 times"
+        (a :class:`app.shares.PriorShare` is a prior)."""
         basis = f"a rough estimate from {self.ms_per_token:.0f} ms a token of standard decoding ({self.source}), "
         prior = f"{METHOD_TIME[0]:g}–{METHOD_TIME[1]:g} times a standard run's time"
         if not self.measured:
             return basis + f"each drafter's run taken as {prior}"
-        shares = sorted(m.share for m in self.measured)
-        said = f"{shares[0]:.2f}" if len(shares) == 1 else f"{shares[0]:.2f}–{shares[-1]:.2f}"
+        here = [m for m in self.measured if not isinstance(m, PriorShare)]
+        cpu = [m for m in self.measured if isinstance(m, PriorShare)]
+        parts = [f"{len(here)} of {self.methods} methods' runs at the share of a standard run's time the latest runs "
+                 f"here measured ({_shares_span(here)})"] if here else []
+        if cpu:
+            count = f"{len(cpu)}" if here else f"{len(cpu)} of {self.methods} methods' runs"
+            own = "its" if len(cpu) == 1 else "their"
+            parts.append(f"{count} planned from {own} measured cost on the project's CPU, not yet run here "
+                         f"({_shares_span(cpu)} times a standard run's time)")
         rest = "" if len(self.measured) >= self.methods else f", the others taken as {prior}"
-        return (basis + f"{len(self.measured)} of {self.methods} methods' runs at the share of a standard run's time "
-                f"the latest arena run here measured ({said}){rest}")
+        return basis + ", ".join(parts) + rest
+
+
+def _shares_span(shares: Sequence[MethodShare]) -> str:
+    """ "0.59" for one share (or equal ones), "0.59–3.57" from the lowest to the highest of several."""
+    values = sorted(m.share for m in shares)
+    low, high = f"{values[0]:.2f}", f"{values[-1]:.2f}"
+    return low if low == high else f"{low}–{high}"
 
 
 def _runs_s(costs: StepCosts, prompt_tokens: int, new_tokens: int, standard: int, shares: Sequence[float]) -> float:
@@ -134,8 +142,8 @@ def estimate(costs: StepCosts | None, prompt_tokens: Sequence[int], methods: int
     first prompt (``warmup_tokens`` new tokens at most), then per prompt an untimed prefill and B, m1, B, …, B.
 
     From ``costs`` (:func:`app.arena.costs.chosen_costs`: standard decoding's ms per token measured here and a
-    prompt's read) and each method's share of a standard run's time: ``measured`` for the methods the latest arena
-    run here measured (:func:`app.arena.costs.method_shares`, at most ``methods``), the others at
+    prompt's read) and each method's share of a standard run's time: ``measured`` for the methods with a share
+    known (:func:`app.arena.costs.method_shares`, at most ``methods``: measured here, or a CPU prior), the others at
     :data:`MIDDLE_SHARE` for the middle figure and :data:`METHOD_TIME`'s ends for the range; the range times the
     costs' ``spread``, drawn in and moved by the load as :func:`app.estimates.make_estimate` does (``load``: other
     programs' (load, CPUs) now; ``costs.measured_load``: then), except for a cost measured ``age_s`` < 
@@ -171,8 +179,8 @@ def rough_estimate(s: dict, now: float | None = None, load=NOW) -> ArenaEstimate
     """:func:`estimate` for the checked arena settings ``s`` (:func:`app.arena.settings.parse_inputs`: its
     ``prompts``, ``drafters`` x ``ks`` methods, ``max_new_tokens`` and ``target``), from the newest cost this process
     measured for the target in the format the arena runs (:func:`app.arena.costs.chosen_costs`; ``now``: time.time()
-    s; nothing is timed here) and the methods' shares the latest arena runs here measured
-    (:func:`app.arena.costs.method_shares`), each prompt's tokens counted before tokenizing
+    s; nothing is timed here) and the methods' shares known (:func:`app.arena.costs.method_shares`: measured by the
+    latest arena or Live runs here, else on the CPU their priors), each prompt's tokens counted before tokenizing
     (:func:`app.costs.tokens_about`), for the load now (``load``: (load, CPUs) or None; by default
     :func:`app.arena.costs.machine_load`); None when nothing was measured."""
     from app.arena.costs import chosen_costs, machine_load, method_shares

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.costs import known_costs, tokens_info
+from app.costs import tokens_info
 from app.estimates import NOW
 from app.inputs import parse_settings
 from app.live.defaults import INPUTS
-from app.live.run import costs_key
+from app.live.run import planned_costs
 
 SHORT_PROMPT = "?"
 """The prompt a plan reads while the prompt box is empty (one token: the estimate of a short prompt)."""
@@ -33,7 +33,7 @@ def tokens_hint(*values):
         settings = parse_settings(named)
     except Exception:  # noqa: BLE001 - a value Generate would refuse: Generate says why, the line stays
         return gr.skip()
-    info = tokens_info(settings, known_costs(costs_key(settings), settings.drafter), load=NOW)
+    info = tokens_info(settings, planned_costs(settings), load=NOW)
     return gr.skip() if info is None else gr.update(info=info)
 
 

@@ -28,6 +28,7 @@ from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, 
 from app.live.view import RunView, head_accuracy
 from app.weights_setting import in_chosen_weights, operator_weights
 from app.records import RunSummary
+from app.shares import live_method
 from specviz.measure.machine import CpuShare
 from specviz.runtime.compiled import forward_path
 from specviz.core.engine import speculative_generate, standard_generate
@@ -91,7 +92,7 @@ def _run(settings: Settings, history: list[RunSummary], job: Job, clicked: float
     """:func:`generate` once the inputs are valid and the job made: wait for the device, then the run; any failure
     is one message."""
     try:
-        plan = plan_text(settings, known_costs(costs_key(settings), settings.drafter), load=NOW)
+        plan = plan_text(settings, planned_costs(settings), load=NOW)
 
         def waiting(place) -> tuple:
             return status_only(planned_status(settings, plan, place.ahead, place.holder))
@@ -114,7 +115,7 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         return
     settings, target, drafter = loaded
     key = costs_key(settings)
-    costs = known_costs(key, settings.drafter) or (None if zerogpu.active() else  # no forward here on ZeroGPU
+    costs = planned_costs(settings) or (None if zerogpu.active() else  # no forward here on ZeroGPU
                                  tuned_costs(key, target))  # the device is held here
     view, prompt_ids = _open_view(settings, target, drafter, job.session)  # its clock starts after the timing
     threads = threads_note(target.model)  # fewer threads beside other programs (set by job.turn)
@@ -201,6 +202,13 @@ def costs_key(settings: Settings) -> str:
     if settings.weights == operator_weights():
         return settings.target
     return f"{settings.target} · {settings.weights} weights"
+
+
+def planned_costs(settings: Settings):
+    """The costs a Live run of ``settings`` is planned with (:class:`app.costs.RunCosts` or None): those kept under
+    :func:`costs_key`, for its drafter and its method as the Arena names it (:func:`app.costs.known_costs`,
+    :func:`app.shares.live_method`)."""
+    return known_costs(costs_key(settings), settings.drafter, live_method(settings))
 
 
 def _new_drafter(settings: Settings, target, say, session: str | None = None):
