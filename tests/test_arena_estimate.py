@@ -7,6 +7,7 @@ model runs, nothing is timed."""
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 from types import SimpleNamespace
 
@@ -18,7 +19,7 @@ import pytest  # noqa: E402
 from app.arena import matching  # noqa: E402
 from app.arena.progress import MIDDLE_SHARE, UNMEASURED, ArenaPace, estimate, rough_estimate  # noqa: E402
 from app.arena.settings import choose_prompts  # noqa: E402
-from app import estimates  # noqa: E402
+from app import estimates, shares  # noqa: E402
 from app.live import costs as live_costs  # noqa: E402
 from app.costs import RunCosts  # noqa: E402
 
@@ -28,6 +29,9 @@ LOGGED = RunCosts(prefill_ms_per_token=3.815569208984016, base_ms_per_token=129.
 """The embedded model's costs as the app logged them after its start-up run on the project's 2-core VM
 (2026-12-05 03:08, app.live.warmup: "costs: RunCosts(...)"), while a training job shared the machine."""
 QA_TOKENS = [17, 19, 16, 19, 17, 18]  # the suite's six qa prompts: 68, 77, 64, 77, 68, 70 characters / 4
+PRESET_PRIORS = [shares.CPU_PRIORS[("early-exit", "4")], shares.CPU_PRIORS[("distilled", "4")]]
+"""The matching preset's two methods (the early exit and the distilled draft at k = 4) before either ran here: their
+shares measured on the project's CPU, 3.1 (2.6-4.2) and 0.95 (0.74-1.08)."""
 
 
 def test_the_estimate_adds_every_run_by_hand():
@@ -67,8 +71,9 @@ def test_the_matching_preset_from_the_costs_the_app_logged():
 
 
 def test_the_preset_and_the_run_read_the_costs_kept_for_the_target(monkeypatch):
-    """rough_estimate reads app.costs (nothing is timed); without costs for a target there is no number. On a
-    quiet machine (the load read here is pinned: this one may be busy)."""
+    """rough_estimate reads app.costs (nothing is timed) and the two methods' priors (neither ran here: 3.1 and 0.95
+    of a standard run's time); without costs for a target there is no number. On a quiet machine (the load read here
+    is pinned: this one may be busy)."""
     from app.arena import costs as arena_costs
 
     _stores(monkeypatch, {}, {"embedded": LOGGED})
@@ -77,9 +82,9 @@ def test_the_preset_and_the_run_read_the_costs_kept_for_the_target(monkeypatch):
     settings = {"prompts": choose_prompts("category", "", "qa"), "drafters": ["early-exit", "distilled"],
                 "ks": ["4"], "max_new_tokens": 48, "target": "embedded"}
     assert [max(1, round(len(p["prompt"]) / 4)) for p in settings["prompts"]] == QA_TOKENS
-    assert rough_estimate(settings) == estimate(LOGGED, QA_TOKENS, 2, 48)
+    assert rough_estimate(settings) == estimate(LOGGED, QA_TOKENS, 2, 48, measured=PRESET_PRIORS)
     status = matching.status(48, "embedded")
-    assert "at 48 new tokens per run, about 4 min (2–7 min) in all on a quiet machine" in status
+    assert "at 48 new tokens per run, about 5 min (3–7 min) in all on a quiet machine" in status
     assert "130 ms a token of standard decoding" in status and "Run arena" in status
     assert "about" in matching.status("not a number", "embedded")  # the slider's default then
     assert rough_estimate({**settings, "target": "gpt2"}) is None
@@ -114,11 +119,15 @@ STARTUP = RunCosts(2.0, 39.0, None, "forwards timed on this machine", (0.7, 1.6)
 
 
 def _stores(monkeypatch, runs: dict, tuned: dict) -> None:
+    """The Live tab's ``runs`` and ``tuned`` costs, no arena run and no share measured here; the runs decode on the
+    CPU (the project's: its drafters' priors apply, :data:`app.shares.CPU_PRIORS`)."""
     from app.arena import costs as arena_costs
 
     monkeypatch.setattr(live_costs, "_COSTS", runs)
     monkeypatch.setattr(live_costs, "_TUNED", tuned)
     monkeypatch.setattr(arena_costs, "_ARENA", {})
+    monkeypatch.setattr(shares, "_MEASURED", {})
+    monkeypatch.setattr(shares, "on_cpu", lambda: True)
 
 
 def test_the_newest_cost_of_the_arenas_own_format_is_chosen(monkeypatch):
@@ -295,8 +304,9 @@ def test_the_load_of_the_last_seconds_counts_other_programs_runnable_threads(mon
 
 def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
     """After the preset's button, 48 -> 16 new tokens re-says the estimate at 16 (the trial's status stayed at 48
-    until Run); the early exit alone: (6 x 15 x 3.2649 + 7 x 2.2649) x 0.229 + 0.916 = 71.84 s in the middle; a
-    run's status or a number outside the slider is left alone."""
+    until Run); the early exit alone, at its prior's 3.1 (2.6-4.2) of a standard run's time: (6 x 15 x 5.1 + 7 x 4.1)
+    x 0.229 + 0.916 = 112.60 s in the middle, 101.50 x 0.85 = 86.27 s to 137.03 x 1.25 = 171.29 s; a run's status or
+    a number outside the slider is left alone."""
     from app.arena import costs as arena_costs
 
     _stores(monkeypatch, {}, {})
@@ -307,13 +317,15 @@ def test_the_status_follows_max_new_tokens_and_the_drafters(monkeypatch):
     monkeypatch.setattr(arena_costs.time, "time", lambda: 2100.0)
     preset = ([matching.POOR, matching.WELL], [matching.K], "category", "", "qa")
     shown = matching.refresh(matching.status(48, "embedded"), *preset, 48, "embedded")
-    assert "at 48 new tokens per run, about 6 min (4–12 min) in all on a quiet machine" in shown
+    assert "at 48 new tokens per run, about 8 min (6–11 min) in all on a quiet machine" in shown
     now16 = matching.refresh(shown, *preset, 16, "embedded")
-    assert "at 16 new tokens per run, about 2 min (1–4 min) in all on a quiet machine" in now16
+    assert "at 16 new tokens per run, about 3 min (2–4 min) in all on a quiet machine" in now16
     assert "229 ms a token of standard decoding (the latest arena run of this model here, 100 s ago)" in now16
     one = matching.refresh(now16, [matching.POOR], [matching.K], "category", "", "qa", 16, "embedded")
-    assert ("6 prompts × 1 method at 16 new tokens per run: about 70 s (45 s – 2 min) in all on a quiet machine, "
+    assert ("6 prompts × 1 method at 16 new tokens per run: about 115 s (1–3 min) in all on a quiet machine, "
             "less if runs stop early at the end-of-sequence token; a rough estimate from 229 ms") in one
+    assert ("1 of 1 methods' runs planned from its measured cost on the project's CPU, not yet run here (3.10 times a "
+            "standard run's time)") in html.unescape(one)
     assert matching.MARK in one
     assert UNMEASURED in matching.refresh(one, *preset[:4], "qa", 16, "gpt2")
     assert matching.READY in matching.refresh(one, [], [matching.K], "category", "", "qa", 16, "embedded")
@@ -380,7 +392,9 @@ def _page_load_status(demo) -> str:
 def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
     """The trial's page said only "Pick drafters, k and prompts, then press Run arena." while two drafters, k = {4,
     auto} and a 6-prompt category were ticked: the page load says their estimate (6 prompts x 4 methods at 48 new
-    tokens, 229 ms a token: about 11 min), or in one sentence that no step time is measured yet."""
+    tokens, 229 ms a token; n-gram at k = 4 and auto and the early exit at k = 4 at their priors measured on the
+    project's CPU, 0.8, 0.8 and 3.1 of a standard run's time, the early exit at k = auto at 1.2649: about 12 min), or
+    in one sentence that no step time is measured yet."""
     from app import arena as arena_tab
     from app.arena import costs as arena_costs
 
@@ -398,9 +412,11 @@ def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
     monkeypatch.setattr(arena_costs.time, "time", lambda: 2100.0)
     shown = _page_load_status(demo)
     assert matching.READY not in shown and matching.MARK in shown
-    assert ("6 prompts × 4 methods at 48 new tokens per run: about 11 min (7–22 min) in all on a quiet machine, "
+    assert ("6 prompts × 4 methods at 48 new tokens per run: about 12 min (8–20 min) in all on a quiet machine, "
             "less if runs stop early at the end-of-sequence token; a rough estimate from 229 ms a token of standard "
-            "decoding (the latest arena run of this model here, 100 s ago)") in shown
+            "decoding (the latest arena run of this model here, 100 s ago), 3 of 4 methods' runs planned from their "
+            "measured cost on the project's CPU, not yet run here (0.80–3.10 times a standard run's time), the others "
+            "taken as 0.5–3.2 times a standard run's time") in html.unescape(shown)
 
 def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_page_load(monkeypatch):
     """A trial: after several Live runs, the Arena tab still said the page load's "no step time measured for this
@@ -463,7 +479,7 @@ def test_every_cost_record_keeps_the_load_it_was_measured_at(monkeypatch):
                 "ks": ["4"], "max_new_tokens": 48, "target": "embedded"}
     monkeypatch.setattr(live_costs, "_OVERHEAD", [])
     rough = rough_estimate(settings, now=2100.0, load=(2.0, 2))
-    assert rough.estimate.factor == 1.0 and rough.estimate.seconds == pytest.approx(364.14, abs=0.01)  # 229 ms
+    assert rough.estimate.factor == 1.0 and rough.estimate.seconds == pytest.approx(464.74, abs=0.01)  # 229 ms
 
     def view():
         base = SimpleNamespace(prefill_ms=50.0, elapsed_ms=1250.0, emitted=12, generated=12, finish_reason="length")
@@ -534,7 +550,7 @@ def test_the_choice_reads_the_age_of_the_newest_cost(monkeypatch):
                 "ks": ["4"], "max_new_tokens": 48, "target": "embedded"}
     rough = rough_estimate(settings, now=1010.0, load=(2.9, 2))
     assert rough.age_s == 10.0 and rough.estimate.factor == 1.0
-    assert rough.estimate.seconds == pytest.approx(estimate(live, QA_TOKENS, 2, 48).estimate.seconds)
+    assert rough.estimate.seconds == pytest.approx(estimate(live, QA_TOKENS, 2, 48, measured=PRESET_PRIORS).estimate.seconds)
     assert "measured 10 s ago, already ran beside it" in rough.range_text()
     assert rough_estimate(settings, now=1900.0, load=(2.9, 2)).estimate.factor == pytest.approx(2.45 / 1.45)  # 15 min old
 
@@ -553,31 +569,31 @@ exit's second prompt a little faster)."""
 def test_a_methods_share_is_the_one_the_latest_arena_run_measured(monkeypatch):
     """n-gram k=4: 1 / 1.70 = 0.588, range 1 / 4.69 = 0.213 to 1 / 0.86 = 1.163; the early exit k=4 over two prompts:
     the median (upper) of 1 / 0.28 = 3.571 and 1 / 0.30 = 3.333 is 3.571, range 1 / 0.33 = 3.030 to 1 / 0.22 =
-    4.545 (at least 0.85-1.25x its share: 3.036 is above 3.030, so 3.030 stays). The default Arena then plans those
-    two at their shares and k = auto's two at 1.2649: 47 x 109.38 ms x (5 + 0.588 + 3.571 + 2 x 1.2649) = 65.08 s a
-    prompt, 401.56 s in all (350.04 s with every method at 1.2649)."""
+    4.545 (at least 0.85-1.25x its share: 3.036 is above 3.030, so 3.030 stays). The default Arena on a GPU (where
+    the CPU's priors do not apply) then plans those two at their shares and k = auto's two at 1.2649: 47 x 109.38 ms
+    x (5 + 0.588 + 3.571 + 2 x 1.2649) = 65.08 s a prompt, 401.56 s in all (350.04 s with every method at 1.2649)."""
     from app.arena import costs as arena_costs
     from app.arena.progress import MethodShare
 
-    shares = arena_costs.shares_of_rows(ARENA_ROWS)
-    assert shares[("ngram", "4")] == pytest.approx(MethodShare(0.5882, 0.2132, 1.1628), abs=1e-4)
-    assert shares[("early-exit", "4")] == pytest.approx(MethodShare(3.5714, 3.0303, 4.5455), abs=1e-4)
-    assert set(shares) == {("ngram", "4"), ("early-exit", "4")}  # the baseline is no method
+    measured = arena_costs.shares_of_rows(ARENA_ROWS)
+    assert measured[("ngram", "4")] == pytest.approx(MethodShare(0.5882, 0.2132, 1.1628), abs=1e-4)
+    assert measured[("early-exit", "4")] == pytest.approx(MethodShare(3.5714, 3.0303, 4.5455), abs=1e-4)
+    assert set(measured) == {("ngram", "4"), ("early-exit", "4")}  # the baseline is no method
     _stores(monkeypatch, {"embedded": [dataclasses.replace(MEASURED_HERE, measured_at=1000.0)]}, {})
-    monkeypatch.setattr(arena_costs, "_SHARES", {})
+    monkeypatch.setattr(shares, "on_cpu", lambda: False)
     monkeypatch.setattr(live_costs, "_OVERHEAD", [])
     monkeypatch.setattr(arena_costs.time, "time", lambda: 1030.0)
     arena_costs.learn_arena("embedded", ARENA_ROWS, (2.7, 2))
     methods = [("ngram", "4"), ("ngram", "auto"), ("early-exit", "4"), ("early-exit", "auto")]
-    assert arena_costs.method_shares("embedded", methods) == [shares[("ngram", "4")], shares[("early-exit", "4")]]
+    assert arena_costs.method_shares("embedded", methods) == [measured[("ngram", "4")], measured[("early-exit", "4")]]
     assert arena_costs.method_shares("gpt2", methods) == []
     planned = estimate(MEASURED_HERE, CODE_EDIT_TOKENS, 4, 48, load=(2.7, 2), age_s=10.0,
-                       measured=list(shares.values()))
+                       measured=list(measured.values()))
     assert planned.estimate.seconds == pytest.approx(401.56, abs=0.01)
     assert planned.basis_text().endswith(
-        "2 of 4 methods' runs at the share of a standard run's time the latest arena run here measured "
+        "2 of 4 methods' runs at the share of a standard run's time the latest runs here measured "
         "(0.59–3.57), the others taken as 0.5–3.2 times a standard run's time")
     settings = {"prompts": choose_prompts("category", "", "code-edit"), "drafters": ["ngram", "early-exit"],
                 "ks": ["4", "auto"], "max_new_tokens": 48, "target": "embedded"}
-    assert rough_estimate(settings, now=1060.0, load=(2.7, 2)).measured == (shares[("ngram", "4")],
-                                                                              shares[("early-exit", "4")])
+    assert rough_estimate(settings, now=1060.0, load=(2.7, 2)).measured == (measured[("ngram", "4")],
+                                                                              measured[("early-exit", "4")])
