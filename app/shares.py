@@ -58,8 +58,8 @@ CPU_PRIORS: dict[tuple[str, str | None], PriorShare] = {
     # (drafter, k label; None: any k, where the docs measured little difference between k's): the share of standard
     # decoding's time (1 / decoding speedup) on the project's 2-core CPU, with a range holding the spread measured.
     # docs/heads.md, "The distilled draft model (2026-12-05)", both benches: the untrained early exit at 0.32x and
-    # 0.34x (each drafted token 0.61 of a target step, 2 % accepted); an Arena run here measured 0.28-0.30x
-    # (app/arena/costs.py); a trial's run took 0.25x
+    # 0.34x (each drafted token 0.61 of a target step, 2 % accepted); the default Arena's rows 0.28-0.30x
+    # (tests/test_arena_estimate.py); a trial's Live run 0.25x, and one on a busy machine (load 7) 0.26x
     ("early-exit", "4"): PriorShare(3.1, 2.6, 4.2),
     # docs/benchmarks.md, "Benchmark results": 1.21x (0.91-2.09x by category) at k = 4, and its trained-drafters
     # table 1.21x; docs/performance-journal.md sections 12 and 17, k = auto: 1.38x and 1.23x (0.99-1.83x)
