@@ -94,8 +94,10 @@ def test_any_error_becomes_one_sentence_for_the_visitor():
 
 
 def _arena_row(drift: float | None, speedup: float, low: float | None, high: float | None) -> dict:
-    """A method's pooled Arena row at 1.5 tokens per pass, its decoding speedup spanning [low, high]."""
+    """A method's pooled Arena row at 1.5 tokens per pass (30 tokens in 20 passes after the prefill), its decoding
+    speedup spanning [low, high]."""
     return {"variant": "ngram k=4", "drafter": "ngram", "baseline_drift": drift, "tokens_per_pass": 1.5,
+            "emitted_after_prefill": 30, "passes": 20,
             "decode_speedup": speedup, "decode_speedup_low": low, "decode_speedup_high": high}
 
 
@@ -113,20 +115,25 @@ def test_an_arena_speedup_cell_and_its_noise_words_read_the_one_rule():
     assert speedup_cell(_arena_row(0.36, 1.45, 1.24, 1.69), "decode_speedup") == "1.45× faster (1.24–1.69×)"
     assert speedup_cell(_arena_row(0.12, 1.45, 1.35, 1.51), "decode_speedup") == "1.45× faster (1.35–1.51×)"
     impossible = _arena_row(0.09, 3.56, 3.40, 3.71)
-    # timings its tokens per pass cannot give: said calmly, what happened and what to do, the ratio kept as detail
+    # timings its tokens per pass cannot give: said calmly, what happened and what to do, the ratio kept as detail;
+    # beside baselines 9% apart the machine held steady, so the cause named is the short run's coarse timing
     assert speedup_cell(impossible, "decode_speedup") == (
-        "no reading: the machine's speed changed during the run (3.56× measured, 3.40–3.71×; faster than its 1.5 "
-        "tokens per pass allow); run again")
+        "no reading: a run too short to time (3.56× measured, 3.40–3.71×; faster than its 1.5 tokens per pass allow; "
+        "30 tokens in 20 passes timed, baselines 9% apart); a longer run or more prompts would read it")
     assert verdicts.noise_text(impossible) == (
-        "no reading: the machine's speed changed during the run (faster than its 1.5 tokens per pass allow); run again")
+        "no reading: a run too short to time (faster than its 1.5 tokens per pass allow; 30 tokens in 20 passes "
+        "timed, baselines 9% apart); a longer run or more prompts would read it")
+    # baselines 16% apart: the machine's speed did change, and that is the cause named
     assert speedup_cell(impossible | {"baseline_drift": 0.16}, "decode_speedup") == (
         "no reading: the machine's speed changed during the run (3.56× measured, 3.40–3.71×; faster than its 1.5 "
         "tokens per pass allow; baselines drifted 16% apart); run again")
     assert verdicts.noise_text(_arena_row(0.31, 1.2, None, None)) == (
         "no reading: the machine's speed changed during the run (baselines drifted 31% apart); run again")
+    # no two baselines to tell which: both causes named, and what reads either
     assert speedup_cell(_arena_row(None, 3.56, None, None), "decode_speedup") == (
-        "3.56 (one run: no spread), no reading: the machine's speed changed during the run (faster than its 1.5 "
-        "tokens per pass allow); run again")
+        "3.56 (one run: no spread), no reading: a run too short to time, or the machine's speed changed during the "
+        "run (faster than its 1.5 tokens per pass allow; 30 tokens in 20 passes timed); run again, longer or on more "
+        "prompts")
     assert "not a finding" not in speedup_cell(impossible, "decode_speedup") + verdicts.noise_text(impossible)
     assert speedup_cell(_arena_row(None, 1.5, None, None), "decode_speedup") == "1.50 (one run: no spread)"
     assert speedup_cell(_arena_row(0.31, 1.2, None, None), "decode_speedup") == (  # the cell says what noise_text says

@@ -11,10 +11,11 @@ DECODE = "decode_speedup"  # the cells' wording: tests/test_messages.py; here, w
 
 
 def _row(variant: str, drafter: str, drift: float | None, speedup: float = 1.07) -> dict:
-    """A pooled row; a method's decoding speedup spans its ratios against two baselines ``drift`` apart (high ÷ low
-    = 1 + drift, as measured rows have it)."""
+    """A pooled row (30 tokens in 20 passes after the prefill: 1.5 tokens per pass); a method's decoding speedup
+    spans its ratios against two baselines ``drift`` apart (high ÷ low = 1 + drift, as measured rows have it)."""
     row = {"level": "category", "category": "chat", "variant": variant, "drafter": drafter, "baseline_drift": drift,
-           "decode_speedup": speedup, "tokens_per_pass": 1.5, "acceptance_rate": 0.4, "tokens_per_s": 10.0,
+           "decode_speedup": speedup, "tokens_per_pass": 1.5, "emitted_after_prefill": 30, "passes": 20,
+           "acceptance_rate": 0.4, "tokens_per_s": 10.0,
            "predicted_speedup_paper": 1.2, "predicted_speedup_measured": 1.1, "tree_passes": 0}
     if drift is not None and drafter != arena.BASELINE:
         row |= {"decode_speedup_low": speedup / (1 + drift) ** 0.5, "decode_speedup_high": speedup * (1 + drift) ** 0.5}
@@ -40,7 +41,7 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
     assert [(v.word, v.value, f"{v.low:.2f}–{v.high:.2f}") for v in map(speedup_reading, rows[1:])] == [
         (NOISY, 1.07, "0.92–1.25"), (FASTER, 1.07, "1.04–1.10"), (FASTER, 1.45, "1.24–1.69")]
     assert bars[("ngram k=4", "y")].marker.pattern.shape is None  # tokens per pass is a count, not a timing
-    assert any("hatched bars: too noisy to tell" in a.text and "or no reading (the machine's speed changed)" in a.text
+    assert any("hatched bars: too noisy to tell" in a.text and "or no reading (too short, or the speed changed)" in a.text
                for a in figure.layout.annotations)
     predicted = arena.predictions_figure(rows).data[0]
     assert list(predicted.marker.pattern.shape) == ["/", "", ""]
@@ -48,8 +49,11 @@ def test_noisy_arena_bars_are_hatched_and_say_so():
 
 def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
     """Issue 34: an interval wholly above 1 is never "too noisy to tell"; a speedup above its tokens per pass is no
-    finding and says that reason, in the table, the hover and the downloads alike: calmly, as "no reading: the
-    machine's speed changed during the run (...); run again" (a trial read "not a finding" as alarming)."""
+    finding and says that reason, in the table, the hover and the downloads alike: calmly, with the cause its
+    timings support: beside baselines 9% apart, "no reading: a run too short to time (...); a longer run or more
+    prompts would read it"; beside baselines 16% apart, "no reading: the machine's speed changed during the run
+    (...); run again" (a trial read "not a finding" as alarming, and a short race's "the machine's speed changed"
+    beside baselines 6% apart as a claim nothing showed)."""
     impossible = _row("ngram k=4", "ngram", 0.09, speedup=3.56)  # 1.5 tokens per pass cannot give 3.56x
     impossible |= {"decode_speedup_low": 3.40, "decode_speedup_high": 3.71}
     possible = _row("eagle k=4", "eagle", None, speedup=1.5)  # no pair of baselines: no spread to tell
@@ -59,8 +63,8 @@ def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
     read = speedup_reading(impossible)
     assert (read.word, read.value, read.low, read.high) == (NOT_FINDING, 3.56, 3.40, 3.71)
     assert cells[1][column] == arena.speedup_cell(impossible, DECODE) == (
-        "no reading: the machine's speed changed during the run (3.56× measured, 3.40–3.71×; faster than its 1.5 "
-        "tokens per pass allow); run again")
+        "no reading: a run too short to time (3.56× measured, 3.40–3.71×; faster than its 1.5 tokens per pass allow; "
+        "30 tokens in 20 passes timed, baselines 9% apart); a longer run or more prompts would read it")
     assert cells[2][column] == "1.50 (one run: no spread)" and cells[0][column] == "1.07 (reference)"
     assert arena.noisy_rows(rows) == 1
     speed = {(t.name, t.yaxis): t for t in arena.arena_figure(rows).data}[("ngram k=4", "y4")]
@@ -68,7 +72,8 @@ def test_an_arena_speedup_above_its_tokens_per_pass_is_impossible_and_marked():
         and NOISY not in speed.text[0]
     noise = {r["variant"]: r["noise"] for r in arena.with_verdicts(rows)}  # the downloads say what the page says
     assert noise["ngram k=4"] == noise_text(impossible) == (
-        "no reading: the machine's speed changed during the run (faster than its 1.5 tokens per pass allow); run again")
+        "no reading: a run too short to time (faster than its 1.5 tokens per pass allow; 30 tokens in 20 passes "
+        "timed, baselines 9% apart); a longer run or more prompts would read it")
     drifted = impossible | {"baseline_drift": 0.16}
     assert arena.table([drifted])["data"][0][column] == arena.speedup_cell(drifted, DECODE)
     assert arena.speedup_cell(drifted, DECODE) == (
@@ -128,8 +133,17 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
     impossible = _row("ngram k=5", "ngram", 0.05, speedup=2.5) | {"prompt_id": "p1"}  # above its 1.5 tokens per pass
     both = arena.handlers._no_finding_kinds(one + [impossible])
     assert both == ("2 too noisy to tell: ratios against the standard runs of its prompt on both sides of 1; "
-                    "1 no reading: the machine's speed changed during the run, a speedup more than 5% above its "
-                    "tokens per pass, or baselines more than 15% apart with no ratios to read"), both
+                    "1 no reading: a run too short to time (a speedup more than 5% above its tokens per pass beside "
+                    "baselines within 15%)"), both
+    # each cause of no reading counted apart: baselines 31% apart with no spread, and no drift measured at all
+    drifted = _row("ngram k=6", "ngram", 0.31) | {"prompt_id": "p1", "decode_speedup_low": None,
+                                                  "decode_speedup_high": None}
+    unknown = _row("ngram k=7", "ngram", None, speedup=2.5) | {"prompt_id": "p1"}
+    assert arena.handlers._no_finding_kinds([impossible, drifted, unknown, impossible]) == (
+        "2 no reading: a run too short to time (a speedup more than 5% above its tokens per pass beside baselines "
+        "within 15%); 1 no reading: the machine's speed changed during the run (baselines more than 15% apart); "
+        "1 no reading: a run too short to time, or the machine's speed changed during the run (a speedup more than "
+        "5% above its tokens per pass, no two baselines to tell which)")
     assert "pair" not in status
 
 
@@ -159,6 +173,7 @@ def _trial_rows() -> list[dict]:
                       "decode_speedup": 1.02, "decode_speedup_low": 0.80, "decode_speedup_high": 1.30,
                       "speedup": 1.01, "speedup_low": 0.82, "speedup_high": 1.25},
             common | {"drafter": "ngram", "variant": "ngram k=4", "baseline_drift": 0.05, "tokens_per_pass": 2.9,
+                      "emitted_after_prefill": 26, "passes": 9,
                       "decode_speedup": 3.12, "decode_speedup_low": 3.02, "decode_speedup_high": 3.17,
                       "speedup": 2.78, "speedup_low": 2.71, "speedup_high": 2.86},
             common | {"drafter": "model", "variant": "model k=4", "baseline_drift": 0.290571, "tokens_per_pass": 1.8,
@@ -188,10 +203,13 @@ def test_one_rule_reads_every_cell_chart_file_and_the_status(tmp_path, monkeypat
     assert model[decode] == "0.74× the speed, slower (0.65–0.83×)"
     assert model[end] == "0.76× the speed, slower (0.67–0.86×)"
     assert model[drift] == "29% unsteady"
-    assert ngram[decode] == ("no reading: the machine's speed changed during the run (3.12× measured, 3.02–3.17×; "
-                             "faster than its 2.9 tokens per pass allow); run again")
-    assert ngram[end] == ("no reading: the machine's speed changed during the run (2.78× measured, 2.71–2.86×; its "
-                          "decoding speedup (3.12×) faster than its 2.9 tokens per pass allow); run again")
+    # baselines 5% apart: the machine held steady, so the short run's coarse timing is the cause named
+    assert ngram[decode] == ("no reading: a run too short to time (3.12× measured, 3.02–3.17×; faster than its 2.9 "
+                             "tokens per pass allow; 26 tokens in 9 passes timed, baselines 5% apart); a longer run "
+                             "or more prompts would read it")
+    assert ngram[end] == ("no reading: a run too short to time (2.78× measured, 2.71–2.86×; its decoding speedup "
+                          "(3.12×) faster than its 2.9 tokens per pass allow; 26 tokens in 9 passes timed, baselines "
+                          "5% apart); a longer run or more prompts would read it")
     assert eagle[decode] == "too noisy to tell: 1.02× measured (0.80–1.30×)"
     assert eagle[end] == "too noisy to tell: 1.01× measured (0.82–1.25×)"
     assert not any(word in cell for row in table["data"][1:3] for cell in (row[decode], row[end])
@@ -214,8 +232,9 @@ def test_one_rule_reads_every_cell_chart_file_and_the_status(tmp_path, monkeypat
     assert [(line["level"], line["drafter"], line["baseline_drift"], line["noisy"]) for line in lines] == [
         (level, drafter, shown, noisy) for level in ("prompt", "category") for drafter, shown, noisy in (
             ("none", "0.05", ""), ("eagle", "0.04", "true"), ("ngram", "0.05", "true"), ("model", "0.290571", "false"))]
-    assert lines[2]["noise"] == ("no reading: the machine's speed changed during the run (faster than its 2.9 "
-                                 "tokens per pass allow); run again") and lines[3]["noise"] == ""
+    assert lines[2]["noise"] == ("no reading: a run too short to time (faster than its 2.9 tokens per pass allow; "
+                                 "26 tokens in 9 passes timed, baselines 5% apart); a longer run or more prompts "
+                                 "would read it") and lines[3]["noise"] == ""
 
     monkeypatch.setattr(arena.handlers, "busy_machine_warning", lambda cpu=None: None)
     done = SimpleNamespace(ids_identical=True, rows=rows, summary=pooled, stopped=False, environment={"target": {"label": "T"}},
@@ -223,6 +242,5 @@ def test_one_rule_reads_every_cell_chart_file_and_the_status(tmp_path, monkeypat
     status = arena.plain_status(arena._done_status(done, 30.0))  # the words the page shows
     assert status.startswith("✓ Done: 1 prompt × 3 methods and standard decoding in 30 s")
     assert ("2 of 3 methods no finding (1 too noisy to tell: ratios against the standard runs of its prompt on "
-            "both sides of 1; 1 no reading: the machine's speed changed during the run, a speedup more than 5% above "
-            "its tokens per pass, or baselines more than 15% apart with no ratios to read): read those ratios as "
-            "noise") in status, status
+            "both sides of 1; 1 no reading: a run too short to time (a speedup more than 5% above its tokens per "
+            "pass beside baselines within 15%)): read those ratios as noise") in status, status

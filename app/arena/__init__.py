@@ -18,7 +18,8 @@ One module per concern; every name other code uses is importable from ``app.aren
   all above 1 read faster, all below slower, on both sides too noisy to tell when those baselines drifted above
   :data:`NOISY_DRIFT` or spread widely), and
   whether a row is a finding at all is one function's (:func:`app.arena.verdicts.no_finding`: not where its
-  baselines drifted above :data:`NOISY_DRIFT` or its decoding speedup exceeds its tokens per pass: "no reading"),
+  baselines drifted above :data:`NOISY_DRIFT` or its decoding speedup exceeds its tokens per pass: "no reading",
+  with the cause its evidence supports, :func:`app.arena.verdicts.no_reading_words`),
   read alike by the tables (both speedups), the charts' hatching, the downloads' ``noisy`` and the status's count.
 - :mod:`app.arena.tables`: every speedup shown carries its spread, its ratio against each of those baseline runs
   alone (:func:`speedup_cell`); so do the other timed figures, tokens/s, T_step, T_verify, T_draft, c and the

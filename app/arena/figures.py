@@ -85,7 +85,7 @@ def _noise_marks(rows: list[dict]) -> dict:
 
 
 HATCHED_NOTE = ("hatched bars: too noisy to tell (ratios against<br>its prompt's standard runs on both sides of "
-                "1),<br>or no reading (the machine's speed changed)")
+                "1),<br>or no reading (too short, or the speed changed)")
 """The note under the Arena's charts when a bar is hatched, in lines short enough for a phone-wide chart."""
 
 SPREAD_NOTE = "error bars: its ratio against each standard run<br>of its prompt, widened by their own spread"

@@ -19,8 +19,9 @@ FILE_DEFINITIONS = {
     "noisy": "true where the page marks the row noisy: the standard runs beside it more than "
              f"{NOISY_DRIFT:.0%} apart, or a decoding speedup above its tokens per pass; no finding",
     "noise": "why a row is no finding, in the page's words: too noisy to tell (its ratios on both sides of 1) or "
-             "no reading (the machine's speed changed during the run: faster than its tokens per pass allow, or "
-             "baselines drifted apart; run again)",
+             "no reading (faster than its tokens per pass allow, or baselines drifted apart), with the cause its "
+             "timings support: a run too short to time where its baselines agree (a longer run or more prompts "
+             "would read it), the machine's speed changed during the run where they drifted apart (run again)",
     "status": "the status line the page showed at the end, in words",
 }
 """What the downloads add to :data:`specviz.analysis.arena_rows.DEFINITIONS`."""

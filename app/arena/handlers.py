@@ -21,7 +21,7 @@ from app.arena.matching import sentence as matching_sentence
 from app.arena.progress import UNMEASURED, ArenaEstimate, ArenaPace, rough_estimate
 from app.arena.settings import TREE_NOTE, ArenaInputs, parse_inputs
 from app.arena.tables import PROMPT_COLUMNS, TIMING_COLUMNS, shown_table, table
-from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_READING, NOISY_DRIFT, SPEED_CHANGED, no_finding,
+from app.arena.verdicts import (EITHER, NO_READING, SHORT_RUN, SPEED_CHANGED, cause_rule, no_finding, no_reading_cause,
                                 noisy_count, noisy_rows)
 from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.inputs import InputError, check_exit_layer
@@ -291,17 +291,18 @@ def _show_result(result: ArenaResult | None, job: Job, seconds: float, notes: li
 
 
 def _no_finding_kinds(rows: list[dict]) -> str:
-    """Which kinds of no finding a run's rows hold, each with its reason and, when both occur, its count (a trial:
-    "too noisy to tell ...; or not a finding ..." did not say which applied): "too noisy to tell: ratios against the
-    standard runs of its prompt on both sides of 1", "no reading: the machine's speed changed during the run, a
-    speedup more than 5% above its tokens per pass, or baselines more than 15% apart with no ratios to read", or
-    "1 too noisy to tell: ...;
-    2 no reading: ..."."""
+    """Which kinds of no finding a run's rows hold, each with its reason and, when several occur, its count (a trial:
+    "too noisy to tell ...; or not a finding ..." did not say which applied); a row of no reading is counted under
+    the cause its evidence supports (:func:`app.arena.verdicts.no_reading_cause`, with its rule,
+    :func:`app.arena.verdicts.cause_rule`): "too noisy to tell: ratios against the standard runs of its prompt on
+    both sides of 1", "no reading: a run too short to time (a speedup more than 5% above its tokens per pass beside
+    baselines within 15%)", "no reading: the machine's speed changed during the run (baselines more than 15%
+    apart)", or "1 too noisy to tell: ...; 2 no reading: ..."."""
     found = [no_finding(r) for r in rows]  # the one rule (app.arena.verdicts.no_finding), as noisy_rows counts
-    kinds = [(found.count(NOISY), f"{NOISY}: ratios against the standard runs of its prompt on both sides of 1"),
-             (found.count(NO_READING), f"{NO_READING}: {SPEED_CHANGED}, a speedup more than "
-                                       f"{IMPOSSIBLE_MARGIN:.0%} above its tokens per pass, or baselines more than "
-                                       f"{NOISY_DRIFT:.0%} apart with no ratios to read")]
+    causes = [no_reading_cause(r) for r, kind in zip(rows, found) if kind == NO_READING]
+    kinds = [(found.count(NOISY), f"{NOISY}: ratios against the standard runs of its prompt on both sides of 1")]
+    kinds += [(causes.count(cause), f"{NO_READING}: {cause} ({cause_rule(cause)})")
+              for cause in (SHORT_RUN, SPEED_CHANGED, EITHER)]
     present = [(n, words) for n, words in kinds if n]
     return "; ".join(words if len(present) == 1 else f"{n} {words}" for n, words in present)
 

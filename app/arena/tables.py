@@ -69,10 +69,11 @@ def speedup_cell(row: dict, key: str) -> str:
     :func:`speedup_reading` under the row's one verdict (:func:`no_finding`): "1.23× faster (1.15–1.31×)"; "too noisy
     to tell: 1.05× measured (0.90–1.25×), baselines drifted 36% apart"; for a row of no reading (timings its tokens
     per pass cannot give, or baselines more than 15% apart with no spread to read) the words first, the ratio kept in
-    the brackets (:func:`no_reading_words`): "no reading: the machine's speed changed during the run (3.12× measured,
-    3.02–3.17×; faster than its 2.9 tokens per pass allow); run again", in both speedup cells of the row; "1.00 (reference)" for standard
-    decoding, "1.23 (one run: no spread)" where none can be told (the no-reading sentence after it for a row of no
-    reading); "–" without a ratio."""
+    the brackets (:func:`no_reading_words`, its cause as the timings support it): "no reading: a run too short to
+    time (3.12× measured, 3.02–3.17×; faster than its 2.9 tokens per pass allow; 24 tokens in 9 passes timed,
+    baselines 5% apart); a longer run or more prompts would read it", in both speedup cells of the row; "1.00
+    (reference)" for standard decoding, "1.23 (one run: no spread)" where none can be told (the no-reading sentence
+    after it for a row of no reading); "–" without a ratio."""
     value = row.get(key)
     if value is None:
         return "–"
@@ -178,8 +179,9 @@ def timed_cell(row: dict, key: str, decimals: int) -> str:
 
 def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     """A gr.Dataframe value ({"headers", "data"}) of ``rows`` with ``columns`` formatted as text; a speedup
-    carries its spread, and a decoding speedup above what its tokens per pass allow reads "no reading: the machine's
-    speed changed during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures
+    carries its spread, and a decoding speedup above what its tokens per pass allow reads "no reading: a run too
+    short to time (…); a longer run or more prompts would read it" or "no reading: the machine's speed changed
+    during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures
     (:func:`timed_cell`), the counted shares (:func:`share_cell`) and tokens per pass (:func:`tokens_per_pass_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
         if key == "baseline_drift" and r.get("drafter") == BASELINE:
@@ -210,7 +212,7 @@ def empty_table(columns=SUMMARY_COLUMNS) -> dict:
 
 CARD_WIDE_KEYS = SPEEDUP_KEYS
 """The columns whose cells take a phone card's whole width (:func:`card_css`): a speedup's cell may be a sentence
-("no reading: the machine's speed changed during the run (...); run again")."""
+("no reading: a run too short to time (...); a longer run or more prompts would read it")."""
 
 
 def _css_text(text: str) -> str:

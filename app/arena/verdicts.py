@@ -1,9 +1,11 @@
 """How the Arena reads a pooled or per-prompt row: the spread of its ratios and timings in words, and whether its
 speedup is a finding or not. One function decides that for a row, :func:`no_finding` (too noisy to tell: its decoding
-ratios across 1; or no reading: the machine's speed changed during the run, so faster than its tokens per pass allow,
-or its baselines more than :data:`NOISY_DRIFT` apart); the table's cells (:func:`speedup_reading`, both speedups of
-the row), the chart's hatching, the downloads' ``noisy`` column and the status's count all read it. The words for why
-are in one place, :func:`noise_text` and :func:`no_reading_words`."""
+ratios across 1; or no reading: faster than its tokens per pass allow, or its baselines more than
+:data:`NOISY_DRIFT` apart); the table's cells (:func:`speedup_reading`, both speedups of the row), the chart's
+hatching, the downloads' ``noisy`` column and the status's count all read it. The words for why are in one place,
+:func:`noise_text` and :func:`no_reading_words`, which name the cause the row's evidence supports
+(:func:`no_reading_cause`): the machine's speed changed where its baselines drifted apart, a run too short to time
+where they agree."""
 
 from __future__ import annotations
 
@@ -64,9 +66,9 @@ def no_finding(row: dict) -> str | None:
     """THE rule for a row (one prompt's or a pooled one): whether a method's timings are a finding. None for a finding
     (and for standard decoding, the reference); :data:`NOISY` ("too noisy to tell") where its decoding speedup's
     ratios against the standard runs of its prompt lie on both sides of 1 (wide, or beside baselines more than
-    :data:`NOISY_DRIFT` apart); :data:`NO_READING` ("no reading") where the machine's speed changed during the run:
-    a decoding speedup above its tokens per pass (:func:`_impossible`), or baselines more than :data:`NOISY_DRIFT`
-    apart with no spread to read. Ratios wholly on one side of 1 keep their verdict however far the baselines
+    :data:`NOISY_DRIFT` apart); :data:`NO_READING` ("no reading") for a decoding speedup above its tokens per pass
+    (:func:`_impossible`), or baselines more than :data:`NOISY_DRIFT` apart with no spread to read (its cause in
+    words: :func:`no_reading_cause`). Ratios wholly on one side of 1 keep their verdict however far the baselines
     drifted (a method slower than both the fast and the slow baseline is slower: issue 34's rule, the Live tab's
     too). The table, the chart's hatching, the downloads' ``noisy`` and the status's count all read this."""
     if row.get("drafter") == BASELINE:
@@ -101,13 +103,81 @@ def impossible_words(row: dict, key: str = "decode_speedup") -> str | None:
 
 
 
+SHORT_RUN = "a run too short to time"
+"""The cause of a speedup of no reading whose baselines agree (within :data:`NOISY_DRIFT`): the machine held
+steady, so what broke the bound is the coarse timing of few tokens in few passes (a trial's short race read "the
+machine's speed changed" beside baselines 6% apart)."""
+LONGER = "a longer run or more prompts would read it"
+EITHER = f"{SHORT_RUN}, or {SPEED_CHANGED}"
+"""The cause where no two baselines tell which: the speedup broke its bound, nothing says whether the machine moved."""
+RUN_LONGER = f"{RUN_AGAIN}, longer or on more prompts"
+
+
+def no_reading_cause(row: dict) -> str:
+    """Which cause the evidence supports for a row of no reading (:func:`no_finding`), in the page's words:
+    :data:`SPEED_CHANGED` where its baselines lie more than :data:`NOISY_DRIFT` apart (:func:`drift_words`);
+    :data:`SHORT_RUN` where they agree within it, so only its decoding speedup above its tokens per pass is left
+    (:func:`_impossible`: the timing of few passes is too coarse); :data:`EITHER` where no two baselines gave a
+    drift to tell which."""
+    if drift_words(row):
+        return SPEED_CHANGED
+    return SHORT_RUN if row.get("baseline_drift") is not None else EITHER
+
+
+def timed_words(row: dict) -> str | None:
+    """What a method's row timed after the prefill, in words: "24 tokens in 11 passes timed" (its
+    ``emitted_after_prefill`` and ``passes``; a pooled row adds "over 3 prompts"); None without those counts."""
+    tokens, passes = row.get("emitted_after_prefill"), row.get("passes")
+    if tokens is None or passes is None:
+        return None
+    prompts = row.get("prompts") or 1
+    over = f" over {render.plural(prompts, 'prompt')}" if prompts > 1 else ""
+    return f"{render.plural(tokens, 'token')} in {render.plural(passes, 'pass', 'passes')} timed{over}"
+
+
+def agree_words(row: dict) -> str | None:
+    """"baselines 4% apart" where the standard runs beside a method agree (within :data:`NOISY_DRIFT`), else None
+    (drifted apart: :func:`drift_words`; no drift measured)."""
+    drift = row.get("baseline_drift")
+    return f"baselines {drift:.0%} apart" if drift is not None and drift <= NOISY_DRIFT else None
+
+
 def no_reading_words(row: dict, measured: str = "", key: str = "decode_speedup") -> str:
-    """Why a method's decoding speedup is no reading, in one plain sentence with its detail in brackets: "no
-    reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines drifted
-    16% apart); run again"; ``measured`` (the ratio ``key`` as measured, "2.45× measured, 2.27–2.63×") leads the
-    brackets where given. A trial read the rule's "not a finding: ..." in the table's large type as alarming."""
-    detail = "; ".join(w for w in (measured, impossible_words(row, key), drift_words(row)) if w)
-    return f"{NO_READING}: {SPEED_CHANGED}" + (f" ({detail})" if detail else "") + f"; {RUN_AGAIN}"
+    """Why a method's decoding speedup is no reading, in one plain sentence: the cause the evidence supports
+    (:func:`no_reading_cause`), its detail in brackets, what to do. ``measured`` (the ratio ``key`` as measured,
+    "2.45× measured, 2.27–2.63×") leads the brackets where given:
+
+    - baselines agree: "no reading: a run too short to time (faster than its 2.1 tokens per pass allow; 24 tokens
+      in 11 passes timed, baselines 4% apart); a longer run or more prompts would read it";
+    - baselines drifted: "no reading: the machine's speed changed during the run (faster than its 2.1 tokens per
+      pass allow; baselines drifted 16% apart); run again";
+    - no drift measured: "no reading: a run too short to time, or the machine's speed changed during the run
+      (faster than its 2.1 tokens per pass allow; 24 tokens in 11 passes timed); run again, longer or on more
+      prompts".
+
+    THE one place for these words (the table's cells, the chart's hover, the downloads' ``noise``). A trial read the
+    rule's "not a finding: ..." in the table's large type as alarming, and then a short race's "the machine's speed
+    changed" beside baselines 6% apart as a claim nothing showed."""
+    cause = no_reading_cause(row)
+    if cause == SPEED_CHANGED:
+        parts, then = (measured, impossible_words(row, key), drift_words(row)), RUN_AGAIN
+    else:
+        counted = ", ".join(w for w in (timed_words(row), agree_words(row)) if w)
+        parts, then = (measured, impossible_words(row, key), counted), LONGER if cause == SHORT_RUN else RUN_LONGER
+    detail = "; ".join(w for w in parts if w)
+    return f"{NO_READING}: {cause}" + (f" ({detail})" if detail else "") + f"; {then}"
+
+
+def cause_rule(cause: str) -> str:
+    """The rule behind each cause of no reading (:func:`no_reading_cause`), for a status that counts rows: "a
+    speedup more than 5% above its tokens per pass beside baselines within 15%" (:data:`SHORT_RUN`), "baselines
+    more than 15% apart" (:data:`SPEED_CHANGED`), "a speedup more than 5% above its tokens per pass, no two
+    baselines to tell which" (:data:`EITHER`)."""
+    above = f"a speedup more than {IMPOSSIBLE_MARGIN:.0%} above its tokens per pass"
+    if cause == SPEED_CHANGED:
+        return f"baselines more than {NOISY_DRIFT:.0%} apart"
+    return f"{above} beside baselines within {NOISY_DRIFT:.0%}" if cause == SHORT_RUN else (
+        f"{above}, no two baselines to tell which")
 
 
 def noise_text(row: dict) -> str:
@@ -115,10 +185,11 @@ def noise_text(row: dict) -> str:
     downloads' ``noise`` column); "" for a finding or the reference row:
 
     - "too noisy to tell: its ratios on both sides of 1; baselines drifted 36% apart" (a spread across 1 only);
-    - "no reading: the machine's speed changed during the run (faster than its 2.1 tokens per pass allow; baselines
-      drifted 16% apart); run again" (impossible timings, whatever the spread);
+    - "no reading: a run too short to time (faster than its 2.1 tokens per pass allow; 24 tokens in 11 passes timed,
+      baselines 4% apart); a longer run or more prompts would read it" (impossible timings, whatever the spread,
+      beside baselines that agree);
     - "no reading: the machine's speed changed during the run (baselines drifted 29% apart); run again" (baselines
-      more than :data:`NOISY_DRIFT` apart, its ratios on one side of 1 or no spread to read):
+      more than :data:`NOISY_DRIFT` apart, with impossible timings or no spread to read):
       :func:`no_reading_words`.
 
     Which one: :func:`no_finding`.
@@ -153,8 +224,8 @@ def _noisy(row: dict) -> bool:
 
 def _noise_word(row: dict) -> str:
     """The hover's words on a bar, :func:`noise_text` in brackets: "(too noisy to tell: its ratios on both sides of
-    1; baselines drifted 36% apart)", "(no reading: the machine's speed changed during the run (faster than its 2.1
-    tokens per pass allow); run again)" or ""."""
+    1; baselines drifted 36% apart)", "(no reading: a run too short to time (faster than its 2.1 tokens per pass
+    allow; 24 tokens in 11 passes timed, baselines 4% apart); a longer run or more prompts would read it)" or ""."""
     text = noise_text(row)
     return f"({text})" if text else ""
 
