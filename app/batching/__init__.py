@@ -33,8 +33,11 @@ The modules, each part's from its inputs to its buttons:
 - ``sweep_job``: the sweep's form and settings, its prompts, time estimate and the job itself.
 - ``sweep_reading`` (verdicts and the table), ``sweep_lesson``, ``sweep_figures``, ``sweep_files`` (CSV, JSON).
 - ``sweep_handlers``: Measure and Stop.
-- ``check_job``: the check's form and settings and the job; ``check_reading`` (the tests read, the lesson, the
-  statistics), ``check_figures``, ``check_handlers`` (Check and Stop).
+- ``check_job``: the check's form and settings, its time law (:func:`check_seconds`) and the job;
+  ``check_reading`` (the tests read, the lesson, the statistics), ``check_figures``, ``check_handlers`` (Check and
+  Stop).
+- ``plan``: each part's estimate before the press, from the costs already measured for the target
+  (:func:`app.batching.plan.check_plan`, :func:`app.batching.plan.sweep_plan`), said in its status line.
 
 Figures are pure functions of the results; nothing here imports another tab.
 """

@@ -9,6 +9,7 @@ import gradio as gr
 from app import device, render
 from app.batching.check_figures import check_figure
 from app.batching.check_job import CheckForm, CheckSettings, check_work
+from app.batching.plan import pressed_check_plan
 from app.batching.check_reading import check_lesson, check_stats_html
 from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
@@ -35,12 +36,17 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
         return
     job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
     shown = JobStatus(progress, lambda status: _check_out(status=status), "Checking")
+    plan = pressed_check_plan(c)  # until the first batch is done (app.batching.plan)
+    if plan is not None:
+        shown.planned(plan.estimate, f"planned from {plan.source()}")
     cpu = CpuShare()
     try:
         if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
             yield _check_cleared(render.status_html(stopped_in_queue("check", reached=True), "info"))
             return
-        yield _check_cleared(render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs…", "busy"))
+        planned = "" if plan is None else plan.short_text()
+        yield _check_cleared(render.status_html(f"Starting: {c.n} standard and {c.n} speculative runs"
+                                                + (f"; {planned}" if planned else "") + "…", "busy"))
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(check_work, job, c, stoppable=True), shown.show)

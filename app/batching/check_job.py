@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from app.batching.shared import Models, drafter_factory, parse_models
+from app.batching.shared import ASSUMED_TOKENS_PER_PASS, Models, batched_forward_ms, drafter_factory, parse_models
 from app.device import Job, load_target
 from app.estimates import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
-from specviz.analysis.batching import MIN_EXPECTED, first_token_law, pairs_needed, sampling_check
+from specviz.analysis.batching import JOINT_CHUNK, MIN_EXPECTED, first_token_law, pairs_needed, sampling_check
 from specviz.core.engine import GenerationConfig
 from specviz.core.verify import SamplingConfig
 
@@ -25,6 +25,7 @@ N_INFO = ("The prompt decides the least N (the default one needs a few dozen at 
 CHECK_K = 4  # the check's runs make 3 tokens: the one drafted position is the second token
 CHECK_BATCH = 16  # rows per batched run of the check
 CHECK_TOKENS = 3
+FIRST_BATCH = "the time left follows once the first batch is done"
 
 
 # ------------------------------------------------------------------------------------------------------------ inputs
@@ -77,10 +78,36 @@ def parse_check(prompt, temperature, drafter, n, broken, target, draft_model) ->
 # -------------------------------------------------------------------------------------------------------------- work
 
 
+def check_seconds(probe: dict[int, float], n: int, prompt_len: int) -> float:
+    """About how long a check of ``n`` runs per side takes (seconds) on a prompt of ``prompt_len`` tokens, from a
+    probe (ms of one forward over n new tokens at batch 1; before the press, measured costs in that form:
+    :func:`app.batching.plan.costs_probe`), each forward by the tab's law
+    (:func:`app.batching.shared.batched_forward_ms`). First the law of the first tokens: a forward of the prompt, one
+    of the prompt and its first token, and one of :data:`~specviz.analysis.batching.JOINT_CHUNK` rows for the third
+    token's law (the most one forward reads; a law with fewer second tokens reads fewer rows). Then, per side,
+    ceil(n / :data:`CHECK_BATCH`) batches, each a prefill of its rows and, after it, :data:`CHECK_TOKENS` - 1 tokens:
+    one-token steps on the standard side, passes of :data:`CHECK_K` + 1 tokens per row on the speculative side at
+    :data:`~app.batching.shared.ASSUMED_TOKENS_PER_PASS` tokens per pass. E.g. T(1) = 48 ms, 5 ms a token of a wide
+    forward, n = 200, 43 prompt tokens: 7.6 s of law, 45.0 s standard, 49.7 s speculative, 102.3 s in all."""
+    def forward(rows: int, tokens: int) -> float:
+        return batched_forward_ms(probe, rows, tokens)
+
+    total = forward(1, prompt_len) + forward(1, prompt_len + 1) + forward(JOINT_CHUNK, prompt_len + 2)
+    after = CHECK_TOKENS - 1
+    for start in range(0, n, CHECK_BATCH):
+        rows = min(CHECK_BATCH, n - start)
+        standard = forward(rows, prompt_len) + after * forward(rows, 1)
+        speculative = forward(rows, prompt_len) + after / ASSUMED_TOKENS_PER_PASS * forward(rows, CHECK_K + 1)
+        total += standard + speculative
+    return total / 1000.0
+
+
 def check_work(job: Job, c: CheckSettings) -> dict:
     """In the job's thread: load, encode the prompt, run the sampling check (the job's flag stops it before its
     next forward). Returns sampling_check's result with "labels" (pair -> text), "first_text", "tally" (what the
-    drafter proposed) and "label" added."""
+    drafter proposed) and "label" added. Once the first batch is done the job says ("estimate", None): the status
+    drops the estimate planned before the press (:mod:`app.batching.plan`) for the rate measured
+    (:class:`CheckProgress`)."""
     from specviz.runtime.models import context_window, encode_prompt
 
     job.say(("progress", (0.0, f"Loading the target {c.models.target}…")))
@@ -100,9 +127,15 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     if too_few:
         raise InputError(too_few)
     shown = CheckProgress(c.n, lambda fraction, message: job.say(("progress", (fraction, message))))
+
+    def batch_done(side: str, runs: int) -> None:
+        if not any(shown.done.values()):  # the first batch: the measured rate takes over from the plan
+            job.say(("estimate", None))
+        shown.batch_done(side, runs)
+
     shown.start()
     result = sampling_check(loaded, prompt, config, make, n=c.n, batch=CHECK_BATCH, broken=c.broken,
-                            cancel=job.should_stop, progress=shown.batch_done, law=(first, exact))
+                            cancel=job.should_stop, progress=batch_done, law=(first, exact))
     result.update(tally=dict(tally), label=loaded.label, temperature=c.temperature,
                   first_text=loaded.tokenizer.decode([result["first"]]),
                   labels=pair_labels(loaded.tokenizer, result))
@@ -183,7 +216,7 @@ class CheckProgress:
         done = self.done
         counts = f"standard {done['standard']} of {self.n}, speculative {done['speculative']} of {self.n} done"
         left = self.estimate_left()
-        when = f"{left.text()} left" if left is not None else "the time left follows once the first batch is done"
+        when = f"{left.text()} left" if left is not None else FIRST_BATCH
         return f"sampling {side} runs, {CHECK_BATCH} at a time: {counts}; {when}"
 
 

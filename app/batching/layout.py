@@ -9,6 +9,7 @@ from app import render
 from app.api_words import API
 from app.batching.check_handlers import CHECKS, on_check, stop_check
 from app.batching.check_job import CHECK_N, CHECK_PROMPT, MAX_N, MIN_N, N_FIELD, N_INFO
+from app.batching.plan import CHECK_LEAD, SWEEP_LEAD, check_plan_status, refresh, sweep_plan_status
 from app.batching.shared import DEFAULT_DRAFTER, drafter_menu
 from app.batching.sweep_handlers import SWEEPS, on_measure, stop_sweep
 from app.batching.sweep_job import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, PROMPT_LENGTHS, REPEATS, SHORT
@@ -63,7 +64,10 @@ in the box after Enter with no word until the next click (tests/test_slider_boxe
 
 def build_tab(target: str = "embedded") -> None:
     """Lay out the Batching tab inside the current ``gr.Tab`` and wire its events; ``target`` is the default
-    target of both parts."""
+    target of both parts. Each part's status plans its run before the press (:mod:`app.batching.plan`), again on
+    the page's load, when the tab is opened (its ``select``; built outside a tab, not) and when an input the plan
+    follows changes (:func:`wire_plans`)."""
+    tab = gr.context.Context.block if isinstance(gr.context.Context.block, gr.Tab) else None
     gr.HTML(INTRO, elem_id="batching-intro")
     with gr.Accordion("Target and draft model", open=False, elem_id="batching-models"):
         with gr.Row():
@@ -71,9 +75,48 @@ def build_tab(target: str = "embedded") -> None:
                                     info="'embedded', a hub id or a local folder")
             draft_model = gr.Textbox("", label="Draft model (for the 'Draft model' drafter)",
                                      elem_id="batching-draft-model", placeholder="hub id or local folder")
-    _sweep_section(target_box, draft_model)
-    _check_section(target_box, draft_model)
+    sweep = _sweep_section(target_box, draft_model)
+    check = _check_section(target_box, draft_model)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
+    wire_plans(sweep, check, tab)
+
+
+def refresh_sweep(request: gr.Request, shown, *values):
+    """The sweep's status planned again for ``values`` (:data:`SWEEP_PLAN_INPUTS`' values:
+    :func:`app.batching.plan.refresh` of :func:`app.batching.plan.sweep_plan_status`), or gr.skip() while the session's
+    sweep is registered (waiting or running: its own status stands)."""
+    return gr.skip() if SWEEPS.running(request) else refresh(shown, values, SWEEP_LEAD, sweep_plan_status)
+
+
+def refresh_check(request: gr.Request, shown, *values):
+    """The check's status planned again for ``values`` (:data:`CHECK_PLAN_INPUTS`' values), as
+    :func:`refresh_sweep` does for the sweep."""
+    return gr.skip() if CHECKS.running(request) else refresh(shown, values, CHECK_LEAD, check_plan_status)
+
+
+SWEEP_PLAN_INPUTS = ("drafter", "k", "max_new_tokens", "batch_sizes", "prompt_length", "predicted", "target",
+                     "draft_model")
+"""What the sweep's plan reads, in :func:`app.batching.plan.sweep_plan_status`'s order (SweepForm's fields)."""
+CHECK_PLAN_INPUTS = ("target", "prompt", "n")
+"""What the check's plan reads, in :func:`app.batching.plan.check_plan_status`'s order."""
+
+
+def wire_plans(sweep: dict, check: dict, tab: gr.Tab | None = None) -> None:
+    """Make each part's status say its plan (:func:`refresh_sweep`, :func:`refresh_check`; ``sweep`` and ``check``:
+    name -> component, "status" and the inputs its plan reads) on the page's load, when the tab is opened (``tab``'s
+    ``select``: Live runs since the page's load count) and on the visitor's change of an input it reads (``input``,
+    not ``change``: a value the app sets, as a slider's clamp with its own status line, is not answered over that
+    line), in the browser's round trip, outside the queue (it reads measured costs and the load, nothing more); raw
+    values (preprocess off), so a number out of range reaches the plan, which leaves it to its own check."""
+    for part, names, handler in ((sweep, SWEEP_PLAN_INPUTS, refresh_sweep), (check, CHECK_PLAN_INPUTS, refresh_check)):
+        inputs = [part["status"]] + [part[name] for name in names]
+        options = dict(inputs=inputs, outputs=[part["status"]], queue=False, preprocess=False,
+                       show_progress="hidden", api_visibility="private")
+        for name in names:
+            part[name].input(handler, trigger_mode="always_last", **options)
+        gr.context.Context.root_block.load(handler, **options)
+        if tab is not None:
+            tab.select(handler, **options)
 
 
 def release_session(request: gr.Request = None) -> None:
@@ -82,8 +125,9 @@ def release_session(request: gr.Request = None) -> None:
     CHECKS.cancel_session(request)
 
 
-def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
-    """The speculation × batch size part: its controls, results and events."""
+def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
+    """The speculation × batch size part: its controls, results and events. Returns its form's components and its
+    status (name -> component), for its plan (:func:`wire_plans`)."""
     gr.HTML("<h3 class='batching-heading'>Speculation × batch size</h3>")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="batching-controls"):
@@ -105,9 +149,8 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                                         min_width=100)  # with Stop beside it in the 300 px column
                 stop_btn = gr.Button("Stop", variant="stop", elem_id="batching-stop", scale=1, min_width=80)
         with gr.Column(scale=3, min_width=600, elem_id="batching-results"):
-            status = gr.HTML(render.status_html("Pick a drafter, k and batch sizes, then press Measure: a few forwards "
-                                                "are timed first to tell how long it will take.", "info"),
-                             elem_id="batching-status")
+            status = gr.HTML(sweep_plan_status(DEFAULT_DRAFTER, DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, list(BATCH_SIZES), SHORT,
+                                          True, target_box.value, ""), elem_id="batching-status")
             lesson = gr.HTML("", elem_id="batching-lesson")
             chart = gr.Plot(elem_id="batching-chart", show_label=False, visible=False)
             table = gr.Dataframe(empty_table(), label="Per batch size", interactive=False, elem_id="batching-table",
@@ -129,10 +172,12 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                    api_name="batching_stop", api_description=API["batching_stop"])
     tell_when_clamped(max_new, status, "Max new tokens per row")
     tell_when_clamped(k, status, "Draft length k")
+    return {**form, "status": status}
 
 
-def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
-    """The sampling-law check part: its controls, results and events."""
+def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
+    """The sampling-law check part: its controls, results and events. Returns its status and the inputs its plan
+    reads (name -> component), for its plan (:func:`wire_plans`)."""
     gr.HTML("<h3 class='batching-heading'>Does speculative sampling keep the target's distribution?</h3>")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=300, elem_id="batching-check-controls"):
@@ -152,7 +197,7 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
                 check_stop = gr.Button("Stop", variant="stop", elem_id="batching-check-stop", scale=1,
                                        min_width=80)
         with gr.Column(scale=3, min_width=600, elem_id="batching-check-results"):
-            check_status = gr.HTML(render.status_html("Press Check to sample both ways and test them.", "info"),
+            check_status = gr.HTML(check_plan_status(target_box.value, CHECK_PROMPT, CHECK_N),
                                    elem_id="batching-check-status")
             check_lesson_box = gr.HTML("", elem_id="batching-check-lesson")
             check_chart = gr.Plot(elem_id="batching-check-chart", show_label=False, visible=False)
@@ -171,3 +216,4 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> None:
     tell_when_clamped(temperature, check_status, "Temperature")
     from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
     tell_when_invalid(n, check_status, N_FIELD, keep=True)  # an emptied box keeps its earlier N
+    return {"status": check_status, "target": target_box, "prompt": prompt, "n": n}

@@ -17,6 +17,16 @@ from specviz.runtime.policy import current_policy
 
 DEFAULT_DRAFTER = "ngram"
 STATUS_INTERVAL_S = 1.0
+ASSUMED_TOKENS_PER_PASS = 1.5  # for the estimates only, before anything was accepted
+
+
+def batched_forward_ms(probe: dict[int, float], rows: int, tokens: int) -> float:
+    """The ms of one forward of ``rows`` rows × ``tokens`` new tokens, from a probe (ms of one forward over n new
+    tokens at batch 1, at least two n: :func:`specviz.measure.grid.probe_forward_ms`, or measured costs put in that
+    form, :func:`app.batching.plan.costs_probe`): max(T(1), rows · tokens · t), t = the widest forward's ms per
+    token (memory-bound below, compute-bound above). The law of every estimate of this tab."""
+    wide = max(probe)
+    return max(probe[min(probe)], rows * tokens * probe[wide] / wide)
 
 
 # ------------------------------------------------------------------------------------------------------------ models
@@ -96,12 +106,19 @@ on a machine getting busier is expected; once the run is past it, :func:`app.est
 class JobStatus:
     """Turns a job's messages into the progress bar (``gr.Progress`` works in the handler's thread only) and a
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
-    estimate with its range (or, once passed, that it was: :func:`app.estimates.progress_text`). ``out(status)``
-    makes the handler's output tuple."""
+    estimate with its range (or, once passed, that it was: :func:`app.estimates.progress_text`), and what it was made
+    from (``words``). ``out(status)`` makes the handler's output tuple. Until the job says its own estimate, the
+    one planned before the press may stand in (:meth:`planned`); an ("estimate", None) item drops it."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
         self.progress, self.out, self.verb = progress, out, verb
         self.started, self.last, self.message, self.estimate = time.monotonic(), 0.0, "", None
+        self.words = ESTIMATE_WORDS
+
+    def planned(self, estimate, words: str) -> None:
+        """Show ``estimate`` (an :class:`app.estimates.Estimate` planned before the press, None: none), said as
+        ``words`` (what it was planned from), until the job's own estimate replaces it."""
+        self.estimate, self.words = estimate, words
 
     def waiting(self, place) -> tuple:
         """The status while in line for the device."""
@@ -112,6 +129,7 @@ class JobStatus:
         kind, payload = item if item is not None else ("tick", None)
         if kind == "estimate":  # seconds from the probe: its range and the load now, read once (app.estimates)
             self.estimate, self.last = (fresh_estimate(payload) if payload is not None else None), 0.0
+            self.words = ESTIMATE_WORDS
         elif kind == "progress":
             fraction, message = payload
             self.progress(fraction, desc=message)
@@ -122,7 +140,7 @@ class JobStatus:
             return None
         self.last = now
         seconds = now - self.started
-        took = f"{seconds:.0f} s" if self.estimate is None else progress_text(seconds, self.estimate, ESTIMATE_WORDS)
+        took = f"{seconds:.0f} s" if self.estimate is None else progress_text(seconds, self.estimate, self.words)
         return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy"))
 
 

@@ -7,6 +7,7 @@ import time
 import gradio as gr
 
 from app import device, render
+from app.batching.plan import pressed_sweep_plan
 from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
 from app.batching.sweep_figures import sweep_figure
@@ -53,11 +54,15 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
         return
     job = device.start(SWEEPS, request, f"the batch-size sweep is running on '{s.models.target}'")
     shown = SweepStatus(progress, lambda status: _sweep_out(status=status), "Measuring")
+    plan = pressed_sweep_plan(s)  # until the probe's estimate (app.batching.plan)
+    if plan is not None:
+        shown.planned(plan.estimate, f"planned from {plan.source()}")
     try:
         if job.cancelled:  # Stop was pressed while it waited in Gradio's queue (app.stop_marks)
             yield _sweep_cleared(render.status_html(stopped_in_queue("sweep", reached=True), "info"), s.k)
             return
-        yield _sweep_cleared(render.status_html("Starting the batch-size sweep…", "busy"), s.k)
+        planned = "" if plan is None else f"; {plan.short_text()}"
+        yield _sweep_cleared(render.status_html(f"Starting the batch-size sweep{planned}…", "busy"), s.k)
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(sweep_work, job, s, stoppable=True), shown.show)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from app.batching.shared import Models, drafter_factory, parse_models
+from app.batching.shared import ASSUMED_TOKENS_PER_PASS, Models, batched_forward_ms, drafter_factory, parse_models
 from app.device import Job, load_target
 from app.inputs import InputError, number
 from specviz.analysis.batching import BATCH_SIZES, SweepOptions, batch_sweep
@@ -25,7 +25,6 @@ SHORT, LONG = "short", "long"
 LONG_PROMPT_TOKENS = 1000  # "long prompts": example prompts joined to about this many tokens each
 PROMPT_LENGTHS = (("short prompts (the examples, ~50 tokens)", SHORT), ("long prompts (~1,000 tokens)", LONG))
 PROBE_WIDE = 64  # tokens of the probe's wide forward (its per-token cost prices the prefills and wide passes)
-ASSUMED_TOKENS_PER_PASS = 1.5  # for the estimate only, before anything was accepted
 
 
 # ------------------------------------------------------------------------------------------------------------ inputs
@@ -128,14 +127,12 @@ def check_room(loaded, prompts: list[list[int]], s: SweepSettings) -> None:
 
 def sweep_seconds(probe: dict[int, float], s: SweepSettings, prompt_len: int) -> float:
     """About how long the sweep takes (seconds), from a probe (ms of one forward over n new tokens at batch 1,
-    at least two n). A forward of b rows × n tokens costs max(T(1), b·n·t), t = the widest probe's ms per token
-    (memory-bound below, compute-bound above); each repeat prefills b rows twice, decodes standard (one token per
-    step) and speculative (:data:`ASSUMED_TOKENS_PER_PASS` tokens per pass); the grid adds its own estimate."""
-    wide = max(probe)
-    step, per_token = probe[min(probe)], probe[wide] / wide
-
+    at least two n; before the press, measured costs in that form: :func:`app.batching.plan.costs_probe`). A
+    forward of b rows × n tokens costs max(T(1), b·n·t), t = the widest probe's ms per token
+    (:func:`app.batching.shared.batched_forward_ms`); each repeat prefills b rows twice, decodes standard (one token
+    per step) and speculative (:data:`ASSUMED_TOKENS_PER_PASS` tokens per pass); the grid adds its own estimate."""
     def forward(b: int, n: int) -> float:
-        return max(step, b * n * per_token)
+        return batched_forward_ms(probe, b, n)
 
     total = 0.0
     for b in s.batch_sizes:
