@@ -26,6 +26,14 @@ of a wide forward, the wide range of one timed probe."""
 QUIET = (0.0, 2)  # other programs' load now: none, on 2 CPUs
 
 
+@pytest.fixture(autouse=True)
+def nothing_learned(monkeypatch):
+    """No sweep or check timed here before each test (app.batching.shared keeps the latest per target)."""
+    from app.batching import shared
+
+    monkeypatch.setattr(shared, "_TIMED", {})
+
+
 def test_measured_costs_become_the_probe_the_in_run_estimate_reads():
     probe = plan.costs_probe(STARTUP)
     assert probe == {1: 48.0, 64: 320.0}
@@ -96,6 +104,7 @@ def _text(status: str) -> str:
 
 def test_the_status_plans_the_run_or_says_nothing_was_measured(monkeypatch):
     monkeypatch.setattr(estimates, "machine_load", lambda: QUIET)
+    monkeypatch.setattr(measured, "tuned_or_none", lambda target: None)
     monkeypatch.setattr(measured, "known_costs", lambda target, drafter=None: None)
     assert _text(plan.check_plan_status("embedded", "Hello", 200)) == (
         "ℹ Press Check to sample both ways and test them: no forward of this model has been timed here yet, so there "
@@ -103,7 +112,7 @@ def test_the_status_plans_the_run_or_says_nothing_was_measured(monkeypatch):
     assert _text(plan.sweep_plan_status("ngram", 4, 24, [1, 4], "short", False, "embedded", "")) == (
         "ℹ Pick a drafter, k and batch sizes, then press Measure: no forward of this model has been timed here yet, "
         "so there is no estimate before the run; a few forwards are timed at its start to tell how long it will take.")
-    monkeypatch.setattr(measured, "known_costs", lambda target, drafter=None: STARTUP if target == "embedded" else None)
+    monkeypatch.setattr(measured, "tuned_or_none", lambda target: STARTUP if target == "embedded" else None)
     monkeypatch.setattr(measured, "tokens_about", lambda prompt: 43)
     monkeypatch.setattr(plan.time, "time", lambda: 1125.0)
     assert _text(plan.check_plan_status("embedded", "Hello", 200)) == (
@@ -117,6 +126,7 @@ def test_the_status_plans_the_run_or_says_nothing_was_measured(monkeypatch):
 
 
 def test_a_change_replans_only_a_status_that_says_what_a_press_would_do(monkeypatch):
+    monkeypatch.setattr(measured, "tuned_or_none", lambda target: None)
     monkeypatch.setattr(measured, "known_costs", lambda target, drafter=None: None)
     waiting = plan.check_plan_status("embedded", "Hello", 200)
     again = plan.refresh(waiting, ("embedded", "Hello", 100), plan.CHECK_LEAD, plan.check_plan_status)
@@ -154,7 +164,7 @@ def test_pressing_check_or_measure_says_the_plan_while_it_starts(tiny_model_dir,
     from app import batching, device
 
     target = str(tiny_model_dir)
-    monkeypatch.setattr(measured, "known_costs", lambda spec, drafter=None: STARTUP if spec == target else None)
+    monkeypatch.setattr(measured, "tuned_or_none", lambda spec: STARTUP if spec == target else None)
     monkeypatch.setattr(measured, "tokens_about", lambda prompt: 43)
     monkeypatch.setattr(estimates, "machine_load", lambda: QUIET)
     checking = batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 40, False, target, ""))
@@ -166,3 +176,40 @@ def test_pressing_check_or_measure_says_the_plan_while_it_starts(tiny_model_dir,
     measuring.close()
     assert _text(starting[0]) == "Starting the batch-size sweep; planned: about 20 s (14–35 s) in all…"
     assert not device.DEVICE.locked
+
+
+def test_the_plan_rests_on_the_latest_run_here_then_the_start_up_forwards_then_live_runs(monkeypatch):
+    """A start-up on a busy moment times slow forwards (seen: 492 ms a step, 22.6 ms a token: a check of N = 48
+    planned at about 2 min took 36 s): the latest run of the same part here comes first. A check of 40 runs that
+    took 36 s on a 43-token prompt read 5,313.7 tokens (check_seconds at 1 ms a token): 6.8 ms a token, and the
+    same check is planned at its 36 s; the sweep's first forwards plan the next sweep."""
+    from app.batching import shared
+    from app.batching.check_job import CheckSettings, learn_check
+    from app.batching.shared import LATEST_SWEEP, Models, learn_timing, timing_costs
+
+    live = RunCosts(20.9, 81.0, 45.0, RECENT_RUNS, MIN_SPREAD, measured_at=1000.0, measured_load=(0.0, 2))
+    monkeypatch.setattr(measured, "tuned_or_none", lambda target: STARTUP if target == "embedded" else None)
+    monkeypatch.setattr(measured, "known_costs", lambda target, drafter=None: live)
+    monkeypatch.setattr(measured, "tokens_about", lambda prompt: 43)
+    monkeypatch.setattr(estimates, "machine_load", lambda: QUIET)
+    assert plan.planning_costs(" embedded ", "check") == (STARTUP, "48 ms a one-token step and 5.0 ms a token of a "
+                                                                   "wide forward")
+    assert plan.planning_costs("another/model", "check")[0] is live
+    assert check_job.check_seconds({1: 1.0, 2: 2.0}, 40, 43) == pytest.approx(5.3136667, abs=1e-6)
+    monkeypatch.setattr(shared.time, "time", lambda: 1000.0)  # when the check ended
+    learn_check(CheckSettings(Models("embedded", "ngram"), "Hello", 1.0, 40, False), 43, 36.0)
+    learn_timing("embedded", "sweep", timing_costs(52.0, 4.9, LATEST_SWEEP, PROBE_SPREAD),
+                 "52 ms a one-token step and 4.9 ms a token of a wide forward")
+    monkeypatch.setattr(plan.time, "time", lambda: 1030.0)  # 30 s later (the same clock: the patch is time's own)
+    assert _text(plan.check_plan_status("embedded", "Hello", 40)) == (
+        "ℹ Press Check to sample both ways and test them: 40 runs per side, 3 batches of up to 16: about 35 s (30–45 "
+        "s), planned from 6.8 ms a token its forwards read (the latest check of this model here, 30 s ago); the time "
+        "left follows once the first batch is done.")
+    assert plan.check_plan(plan.planning_costs("embedded", "check"), 40, 43, load=QUIET).estimate.seconds == (
+        pytest.approx(36.0))
+    assert "planned from 52 ms a one-token step and 4.9 ms a token of a wide forward (the first forwards of the " \
+           "latest sweep of this model here, 30 s ago)" in _text(
+               plan.sweep_plan_status("ngram", 4, 24, [1, 4], "short", False, "embedded", ""))
+    assert plan.check_plan(live, 48, 43, load=QUIET, now=1030.0).text().endswith(
+        "planned from 81 ms a one-token step and 20.9 ms a token of a wide forward (recent runs of this model on this "
+        "server, 30 s ago)")

@@ -8,7 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from app.batching.shared import ASSUMED_TOKENS_PER_PASS, Models, batched_forward_ms, drafter_factory, parse_models
+from app.batching.shared import (ASSUMED_TOKENS_PER_PASS, LATEST_CHECK, Models, batched_forward_ms, drafter_factory,
+                                 learn_timing, parse_models, timing_costs)
 from app.device import Job, load_target
 from app.estimates import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
@@ -122,6 +123,7 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     config = GenerationConfig(max_new_tokens=CHECK_TOKENS, k=CHECK_K,
                               sampling=SamplingConfig(temperature=c.temperature, seed=0))
     job.say(("progress", (0.0, "Reading the target's law of the first tokens, to see whether N is enough…")))
+    began = time.monotonic()
     first, share, exact = first_token_law(loaded, prompt, config)
     too_few = too_few_ahead(c, first, share, exact, loaded.tokenizer)
     if too_few:
@@ -136,10 +138,21 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     shown.start()
     result = sampling_check(loaded, prompt, config, make, n=c.n, batch=CHECK_BATCH, broken=c.broken,
                             cancel=job.should_stop, progress=batch_done, law=(first, exact))
+    learn_check(c, len(prompt), time.monotonic() - began)
     result.update(tally=dict(tally), label=loaded.label, temperature=c.temperature,
                   first_text=loaded.tokenizer.decode([result["first"]]),
                   labels=pair_labels(loaded.tokenizer, result))
     return result
+
+
+def learn_check(c: CheckSettings, prompt_len: int, seconds: float) -> None:
+    """Keep what a finished check of ``c`` on a ``prompt_len``-token prompt took (``seconds``, from its law of the
+    first tokens to its last batch) for the next check's plan (:mod:`app.batching.plan`): the ms a token its
+    forwards read, its seconds over the tokens :func:`check_seconds` counts (its law at 1 ms a token), so the same
+    check is planned at the time it took, its range :data:`app.estimates.MIN_SPREAD`."""
+    per_token = seconds / check_seconds({1: 1.0, 2: 2.0}, c.n, prompt_len)  # both in s: the ratio is ms a token
+    learn_timing(c.models.target, "check", timing_costs(per_token, per_token, LATEST_CHECK, MIN_SPREAD),
+                 f"{per_token:.1f} ms a token its forwards read")
 
 
 def too_few_ahead(c: CheckSettings, first: int, share: float, exact: dict, tokenizer) -> str:

@@ -1,15 +1,16 @@
 """The Batching tab's estimates before a press: how long a Check (:func:`check_plan`) or a Measure
 (:func:`sweep_plan`) should take, said in the part's status line from the page's load on and again whenever an
-input they follow changes (:func:`check_plan_status`, :func:`sweep_plan_status`, wired by :func:`app.batching.layout.wire_plans`).
+input they follow changes (:func:`check_plan_status`, :func:`sweep_plan_status`, wired by
+:func:`app.batching.layout.wire_plans`).
 
-They are planned from the costs this process already measured for the target (:func:`app.costs.known_costs`: the
-recent Live runs of it here, else the forwards the start-up timed; nothing is timed for them), put in the form of
-the probe a sweep times at its start (:func:`costs_probe`: the one-token step and a wide forward's cost per token)
-and run through the same law as the run's own estimate (:func:`app.batching.check_job.check_seconds`,
-:func:`app.batching.sweep_job.sweep_seconds`). The range is the costs' spread (wide from the start-up's forwards
-alone: :data:`app.estimates.PROBE_SPREAD`), moved by the load changed since they were measured
-(:func:`app.costs.planned_estimate`). Where nothing was measured for the target the status says so
-(:data:`UNMEASURED`), with no number.
+They are planned from what this process already timed of the target (:func:`planning_costs`: the latest run of
+the same part here, else the forwards the start-up timed, else its recent Live runs; nothing is timed for them), put
+in the form of the probe a sweep times at its start (:func:`costs_probe`: the one-token step and a wide forward's
+cost per token) and run through the same law as the run's own estimate
+(:func:`app.batching.check_job.check_seconds`, :func:`app.batching.sweep_job.sweep_seconds`). The range is the
+costs' spread (wide from forwards timed alone: :data:`app.estimates.PROBE_SPREAD`; :data:`app.estimates.MIN_SPREAD`
+from a finished check), moved by the load changed since they were measured (:func:`app.costs.planned_estimate`).
+Where nothing was measured for the target the status says so (:data:`UNMEASURED`), with no number.
 
 Once the run's own estimate exists (the sweep's probe, the check's first batch) it takes over: until then the
 running status keeps the plan (:meth:`app.batching.shared.JobStatus.planned`)."""
@@ -24,6 +25,7 @@ import gradio as gr
 from app import costs as measured
 from app import estimates, render
 from app.batching.check_job import CHECK_BATCH, FIRST_BATCH, N_FIELD, check_seconds
+from app.batching.shared import learned_timing
 from app.batching.sweep_job import LONG_PROMPT_TOKENS, PROBE_WIDE, SweepSettings, parse_sweep, sweep_seconds
 from app.costs import RunCosts, planned_estimate
 from app.estimates import Estimate
@@ -41,6 +43,29 @@ SMALLER_N = "a smaller N makes it shorter"
 FEWER_SIZES = "fewer batch sizes or new tokens make it shorter"
 
 
+def planning_costs(target: str, part: str) -> tuple[RunCosts, str] | None:
+    """(The costs a plan of ``part``, "check" or "sweep", of ``target`` rests on, those costs in words): what the
+    latest run of that part timed here (:func:`app.batching.shared.learned_timing`: a sweep's first forwards, a
+    check's ms a token), else the forwards the start-up timed (:func:`app.costs.tuned_or_none`: the one-token step and
+    a forward of 256 tokens, the two figures the tab's law reads), else the recent Live runs'
+    (:func:`app.costs.known_costs`: batch-1 decoding on the wall clock, rendering included, and short prompts'
+    reads), else None (nothing measured). A start-up on a busy moment times slow forwards: seen on this project's
+    shared 2-core VM, 492 ms a step and 22.6 ms a token planned a check of N = 48 at about 2 min (2–4 min), which
+    took 36 s; the next check is planned from that one."""
+    target = str(target or "").strip()
+    learned = learned_timing(target, part)
+    if learned is not None:
+        return learned
+    costs = measured.tuned_or_none(target) or measured.known_costs(target)
+    return None if costs is None else (costs, costs_words(costs))
+
+
+def costs_words(costs: RunCosts) -> str:
+    """"48 ms a one-token step and 5.0 ms a token of a wide forward": the law's inputs in ``costs``."""
+    return (f"{costs.base_ms_per_token:.0f} ms a one-token step and {costs.prefill_ms_per_token:.1f} ms a token of a "
+            "wide forward")
+
+
 def costs_probe(costs: RunCosts) -> dict[int, float]:
     """Measured ``costs`` in the form of a probe (ms of one forward over n new tokens at batch 1, as
     :func:`specviz.measure.grid.probe_forward_ms` gives): {1: the one-token step (``base_ms_per_token``),
@@ -52,11 +77,12 @@ def costs_probe(costs: RunCosts) -> dict[int, float]:
 @dataclass(frozen=True)
 class Plan:
     """A run's length planned before the press: ``estimate`` (seconds, with its range and the load now), the
-    ``costs`` it was planned from, ``what`` the run does in words, ``shorter`` what makes it shorter (said on a very
-    busy machine) and ``now`` (time.time() s) for how old the costs are."""
+    ``costs`` it was planned from and ``words``, those costs in words; ``what`` the run does in words, ``shorter``
+    what makes it shorter (said on a very busy machine) and ``now`` (time.time() s) for how old the costs are."""
 
     estimate: Estimate
     costs: RunCosts
+    words: str
     what: str
     shorter: str
     now: float
@@ -66,8 +92,7 @@ class Plan:
         this machine, 2 min 5 s ago)"."""
         c = self.costs
         ago = "" if c.measured_at is None else f", {seconds_text(max(0.0, self.now - c.measured_at), at_least=1)} ago"
-        return (f"{c.base_ms_per_token:.0f} ms a one-token step and {c.prefill_ms_per_token:.1f} ms a token of a wide "
-                f"forward ({c.source}{ago})")
+        return f"{self.words} ({c.source}{ago})"
 
     def short_text(self) -> str:
         """The estimate alone, as the running status says it before the run's own: "planned: about 100 s (70 s –
@@ -93,18 +118,22 @@ def refresh(shown, values: tuple, lead: str, status_of) -> str | dict:
     return status_of(*values)
 
 
-def _plan(costs: RunCosts | None, seconds_of, what: str, shorter: str, load, now: float | None) -> Plan | None:
-    """A :class:`Plan` of ``seconds_of(probe)`` seconds for ``costs`` (None without costs)."""
-    if costs is None:
+def _plan(known, seconds_of, what: str, shorter: str, load, now: float | None) -> Plan | None:
+    """A :class:`Plan` of ``seconds_of(probe)`` seconds for ``known`` (costs, or (costs, their words) as
+    :func:`planning_costs` gives them; None: no plan)."""
+    if known is None:
         return None
+    costs, words = known if isinstance(known, tuple) else (known, costs_words(known))
     seconds = seconds_of(costs_probe(costs))
     load = estimates.machine_load() if load is estimates.NOW else load
-    return Plan(planned_estimate(costs, seconds, load), costs, what, shorter, time.time() if now is None else now)
+    return Plan(planned_estimate(costs, seconds, load), costs, words, what, shorter,
+                time.time() if now is None else now)
 
 
-def check_plan(costs: RunCosts | None, n: int, prompt_tokens: int, load=None, now: float | None = None) -> Plan | None:
+def check_plan(costs, n: int, prompt_tokens: int, load=None, now: float | None = None) -> Plan | None:
     """The plan of a check of ``n`` runs per side on a prompt of about ``prompt_tokens`` tokens, from ``costs``
-    (:func:`app.costs.known_costs` of the target; None: nothing measured, no plan) by
+    (:class:`app.costs.RunCosts`, or (costs, their words): :func:`planning_costs` of the target; None: nothing
+    measured, no plan) by
     :func:`app.batching.check_job.check_seconds`. ``load``: other programs' (load, CPUs) now
     (:data:`app.estimates.NOW` reads it; None: unknown); ``now``: time.time() s (a test's own)."""
     batches = -(-n // CHECK_BATCH)
@@ -112,8 +141,7 @@ def check_plan(costs: RunCosts | None, n: int, prompt_tokens: int, load=None, no
     return _plan(costs, lambda probe: check_seconds(probe, n, prompt_tokens), what, SMALLER_N, load, now)
 
 
-def sweep_plan(costs: RunCosts | None, s: SweepSettings, prompt_tokens: int, load=None,
-               now: float | None = None) -> Plan | None:
+def sweep_plan(costs, s: SweepSettings, prompt_tokens: int, load=None, now: float | None = None) -> Plan | None:
     """The plan of the sweep ``s`` on prompts of about ``prompt_tokens`` tokens each, from ``costs`` (as
     :func:`check_plan`) by :func:`app.batching.sweep_job.sweep_seconds` (its predicted curve's grid included when
     ticked): "5 batch sizes (B = 1, 2, 4, 8, 16) at 24 new tokens per row, with the predicted curve: about …"."""
@@ -136,13 +164,14 @@ def sweep_prompt_tokens(s: SweepSettings) -> int:
 def pressed_check_plan(c) -> Plan | None:
     """The plan of the check ``c`` (:class:`app.batching.check_job.CheckSettings`) as Check is pressed (the load
     now): what its running status says until its first batch is done. None without measured costs."""
-    return check_plan(measured.known_costs(c.models.target), c.n, measured.tokens_about(c.prompt), load=estimates.NOW)
+    return check_plan(planning_costs(c.models.target, "check"), c.n, measured.tokens_about(c.prompt),
+                      load=estimates.NOW)
 
 
 def pressed_sweep_plan(s: SweepSettings) -> Plan | None:
     """The plan of the sweep ``s`` as Measure is pressed: what its running status says until its probe's estimate.
     None without measured costs."""
-    return sweep_plan(measured.known_costs(s.models.target), s, sweep_prompt_tokens(s), load=estimates.NOW)
+    return sweep_plan(planning_costs(s.models.target, "sweep"), s, sweep_prompt_tokens(s), load=estimates.NOW)
 
 
 def check_plan_status(target, prompt, n) -> str:
@@ -153,7 +182,7 @@ def check_plan_status(target, prompt, n) -> str:
         runs = int(N_FIELD.parse(n))
     except InputError:
         return render.status_html(f"{CHECK_LEAD}.", "info")
-    plan = check_plan(measured.known_costs(str(target or "").strip()), runs, measured.tokens_about(str(prompt or "")),
+    plan = check_plan(planning_costs(target, "check"), runs, measured.tokens_about(str(prompt or "")),
                       load=estimates.NOW)
     said = UNMEASURED if plan is None else plan.text()
     return render.status_html(f"{CHECK_LEAD}: {said}; {FIRST_BATCH}.", "info")
@@ -167,6 +196,6 @@ def sweep_plan_status(drafter, k, max_new_tokens, batch_sizes, prompt_length, pr
         s = parse_sweep(drafter, k, max_new_tokens, batch_sizes, prompt_length, predicted, target, draft_model)
     except (InputError, PolicyError):
         return render.status_html(f"{SWEEP_LEAD}: {SWEEP_PROBE}.", "info")
-    plan = sweep_plan(measured.known_costs(s.models.target), s, sweep_prompt_tokens(s), load=estimates.NOW)
+    plan = sweep_plan(planning_costs(s.models.target, "sweep"), s, sweep_prompt_tokens(s), load=estimates.NOW)
     said = UNMEASURED if plan is None else plan.text()
     return render.status_html(f"{SWEEP_LEAD}: {said}; {SWEEP_PROBE}.", "info")

@@ -4,11 +4,13 @@ lesson's paragraph and the two-panel figure frame."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-from app import device, render
+from app import device, estimates, render
+from app.costs import RunCosts
 from app.estimates import fresh_estimate, progress_text
 from app.figures import FONT, MODEBAR, MODEBAR_MARGIN_PX
 from app.inputs import InputError, check_models, text
@@ -59,6 +61,37 @@ def parse_models(target, drafter, draft_model) -> Models:
     draft = draft if drafter == "model" else None
     check_models(spec, draft, current_policy())  # the operator's model policy (specviz.runtime.policy)
     return Models(spec, drafter, draft)
+
+
+# -------------------------------------------------------------------------------------------- what the runs timed
+
+
+LATEST_SWEEP = "the first forwards of the latest sweep of this model here"
+LATEST_CHECK = "the latest check of this model here"
+_TIMED: dict[tuple[str, str], tuple[RunCosts, str]] = {}  # (target spec, "sweep" or "check") -> its latest timing
+_TIMED_LOCK = threading.Lock()
+
+
+def learn_timing(target: str, part: str, costs: RunCosts, words: str) -> None:
+    """Keep what a sweep or a check (``part``) of ``target`` timed, as ``costs`` (a one-token step and a wide
+    forward's ms per token, the law's inputs: :func:`batched_forward_ms`) said as ``words`` ("52 ms a one-token step
+    and 4.9 ms a token of a wide forward"), for the next plan of that part (:mod:`app.batching.plan`); it replaces
+    the one before. Shared by every session of this process (a job run in a ZeroGPU worker keeps it there)."""
+    with _TIMED_LOCK:
+        _TIMED[(target, part)] = (costs, words)
+
+
+def learned_timing(target: str, part: str) -> tuple[RunCosts, str] | None:
+    """The latest timing :func:`learn_timing` kept for ``part`` of ``target``, None before any."""
+    with _TIMED_LOCK:
+        return _TIMED.get((target, part))
+
+
+def timing_costs(step_ms: float, per_token_ms: float, source: str, spread: tuple[float, float]) -> RunCosts:
+    """A timing as :class:`app.costs.RunCosts` (the one-token step ``step_ms``, a wide forward's ``per_token_ms``),
+    measured now at the load of now, from ``source``, its range ``spread``."""
+    return RunCosts(per_token_ms, step_ms, None, source, spread, measured_at=time.time(),
+                    measured_load=estimates.machine_load())
 
 
 # ---------------------------------------------------------------------------------------------------------- drafters

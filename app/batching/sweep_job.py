@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from app.batching.shared import ASSUMED_TOKENS_PER_PASS, Models, batched_forward_ms, drafter_factory, parse_models
+from app.batching.shared import (ASSUMED_TOKENS_PER_PASS, LATEST_SWEEP, Models, batched_forward_ms, drafter_factory,
+                                 learn_timing, parse_models, timing_costs)
+from app.estimates import PROBE_SPREAD
 from app.device import Job, load_target
 from app.inputs import InputError, number
 from specviz.analysis.batching import BATCH_SIZES, SweepOptions, batch_sweep
@@ -193,6 +195,9 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
     say(0.0, "Timing a few forwards for the estimate…")
     probe = probe_forward_ms(loaded, (1, s.k + 1, PROBE_WIDE))
     job.say(("estimate", sweep_seconds(probe, s, prompt_len)))
+    step, per_token = probe[1], probe[PROBE_WIDE] / PROBE_WIDE  # the next sweep's plan (app.batching.plan)
+    learn_timing(s.models.target, "sweep", timing_costs(step, per_token, LATEST_SWEEP, PROBE_SPREAD),
+                 f"{step:.0f} ms a one-token step and {per_token:.1f} ms a token of a wide forward")
     grid, share, cpu = None, 0.0, CpuShare()  # other programs' share of the CPUs from here to the sweep's end
     if s.predicted:
         whole = sweep_seconds(probe, s, prompt_len)
