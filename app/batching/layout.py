@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app import render
 from app.api_words import API
 from app.batching.check_handlers import CHECKS, on_check, stop_check
 from app.batching.check_job import CHECK_N, CHECK_PROMPT, MAX_N, MIN_N, N_FIELD, N_INFO
