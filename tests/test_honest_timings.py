@@ -365,3 +365,25 @@ def test_the_max_new_tokens_line_follows_the_latest_costs_and_the_sliders_value(
     hints = [d for d in demo.config["dependencies"] if d.get("outputs") == [box] and not d.get("js")]
     triggers = {t[1] for d in hints for t in d["targets"]}
     assert {"load", "change", "then"} <= triggers  # on load, on a new value, after each run and Stop
+    elements = {c["id"]: c.get("props", {}).get("elem_id") or c.get("props", {}).get("label")
+                for c in demo.config["components"]}
+    sources = {elements.get(t[0]) for d in hints for t in d["targets"] if t[1] == "change"}
+    assert "confidence" in sources  # the gate moves to a drafter's default in its own event: the line re-plans
+
+
+def test_the_line_before_generate_names_the_distilled_drafts_prior_at_its_gate(monkeypatch):
+    from app.live.defaults import INPUTS
+    from app.live.hint import tokens_hint
+    import app.estimates
+    from app import shares
+
+    monkeypatch.setattr(live.costs, "_COSTS", {})
+    monkeypatch.setattr(live.costs, "_TUNED", {"embedded": live.RunCosts(0.0, 100.0, 60.0, source="a step",
+                                                                         spread=(1.0, 1.0))})
+    monkeypatch.setattr(app.estimates, "machine_load", lambda: None)
+    monkeypatch.setattr(shares, "on_cpu", lambda: True)
+    monkeypatch.setattr(shares, "_MEASURED", {})
+    values = {**DEFAULTS, "prompt": "", "max_new_tokens": 48, "drafter": "distilled", "confidence": 0.2}
+    assert shares.PRIOR_WORDS in tokens_hint(*[values[n] for n in INPUTS])["info"]  # the Live gate's own prior
+    values["confidence"] = 0.15  # the heads' gate, still on the slider in the drafter's change: no method named
+    assert shares.PRIOR_WORDS not in tokens_hint(*[values[n] for n in INPUTS])["info"]

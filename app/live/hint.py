@@ -3,8 +3,8 @@
 about 20 s" for the whole session while its runs took 10 s, and saw no time at all for 1,024 new tokens until it
 pressed Generate.
 
-The line follows the slider's value, the drafter and the weight format (what a run's plan reads besides the
-prompt's length), and every run's end, finished or stopped (its costs join the estimate, :func:`app.costs.learn_costs`).
+The line follows the slider's value, the settings that name the run's method and the weight format (what a run's
+plan reads besides the prompt's length), and every run's end, finished or stopped (its costs join the estimate, :func:`app.costs.learn_costs`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,14 @@ from app.estimates import NOW
 from app.inputs import parse_settings
 from app.live.defaults import INPUTS
 from app.live.run import planned_costs
+
+PLAN_INPUTS = ("drafter", "weights", "confidence", "k", "adaptive_k", "tree_nodes", "lookup", "exit_layer", "window",
+               "ngram", "candidates")
+"""The controls besides the slider whose change moves the plan: what names the run's method (its drafter, gate, k,
+tree, lookup first, exit layer, lookahead's W, N, G; :func:`app.shares.live_method`) and the weight format. The
+gate matters on its own: a drafter's change moves the gate slider to that drafter's default in a second event, and
+a line read with the previous drafter's gate named no method (a trial read "with other drafters" before pressing
+and the drafter's own prior after)."""
 
 SHORT_PROMPT = "?"
 """The prompt a plan reads while the prompt box is empty (one token: the estimate of a short prompt)."""
@@ -39,7 +47,7 @@ def tokens_hint(*values):
 
 def wire_tokens_hint(ui: dict, ended: list) -> None:
     """Keep ``ui["max_new_tokens"]``'s info line current (:func:`tokens_hint`): on page load, on a change of the
-    slider (a typed, dragged or derived value), the drafter or the weight format, and after each event of ``ended``
+    slider (a typed, dragged or derived value), of :data:`PLAN_INPUTS`, and after each event of ``ended``
     (Generate's and Stop's last events). In the browser's round trip, outside the queue: it reads measured costs and
     the load average, nothing more. Raw values (preprocess off), as the slider's other listeners: a number typed out
     of its range must not raise Gradio's range error. ``always_last``: while the visitor types 1024, the answer for
@@ -50,7 +58,7 @@ def wire_tokens_hint(ui: dict, ended: list) -> None:
                    api_visibility="private")
     gr.context.Context.root_block.load(tokens_hint, **options)
     box.change(tokens_hint, trigger_mode="always_last", **options)
-    for name in ("drafter", "weights"):
+    for name in PLAN_INPUTS:
         if name in ui:
             ui[name].change(tokens_hint, **options)
     for event in ended:
