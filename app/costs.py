@@ -226,6 +226,8 @@ def _with_share(costs: RunCosts, share: MethodShare, base_spread: tuple[float, f
     words = f"its decoding {shares.share_words(share)} standard decoding's time"
     said = (f"{shares.PRIOR_WORDS}: {words}" if isinstance(share, shares.PriorShare)
             else f"this drafter's share from its latest run here: {words}")
+    if isinstance(share, shares.ScaledPrior):
+        said += f" ({shares.SCALED_WORDS})"
     return replace(costs, spec_ms_per_token=share.share * costs.base_ms_per_token, source=f"{costs.source}; {said}",
                    spread=(min(1.0, spread[0]), max(1.0, spread[1])))
 

@@ -48,11 +48,19 @@ class PriorShare(MethodShare):
     __slots__ = ()
 
 
+class ScaledPrior(PriorShare):
+    """A :class:`PriorShare` measured on float32 weights, grown for int8 or int4 ones (:data:`DEARER_VERIFY`)."""
+
+    __slots__ = ()
+
+
 Method = tuple[str, str]
 """(drafter, k label): the registry key or the Arena's variant ("eagle:lookup"), and "4", "auto" or "adaptive"."""
 
 PRIOR_WORDS = "planned from this drafter's measured cost on the project's CPU, not yet run here"
 """What a plan from :data:`CPU_PRIORS` says of its source."""
+SCALED_WORDS = "measured on float32 weights, grown for these weights' dearer verification"
+"""What a plan from a :class:`ScaledPrior` adds."""
 
 CPU_PRIORS: dict[tuple[str, str | None], PriorShare] = {
     # (drafter, k label; None: any k, where the docs measured little difference between k's): the share of standard
@@ -96,6 +104,23 @@ CPU_PRIORS: dict[tuple[str, str | None], PriorShare] = {
     ("bf16", "4"): PriorShare(1.41, 1.27, 1.56),
 }
 
+INT4_PRIORS: dict[tuple[str, str | None], PriorShare] = {
+    # docs/heads.md, "Head weights in int8", on int4 weights, paired: EAGLE alone at k = 3 and 4, 0.96-1.10x
+    # (quartiles 0.84-1.22x); docs/heads.md, "the best trained drafter", unpaired: 0.92x
+    ("eagle", None): PriorShare(0.98, 0.82, 1.2),
+    # the same runs, lookup first: 1.08-1.21x (quartiles 0.89-1.47x); unpaired 1.02x
+    ("eagle:lookup", None): PriorShare(0.9, 0.68, 1.12),
+}
+"""Priors measured on int4 weights (the CPU's measured default here), which replace :data:`CPU_PRIORS`' there."""
+
+DEARER_VERIFY = (1.3, 1.7)
+"""How a float32 prior grows on int8 or int4 weights (its middle, its high end): their verification is dearer in
+one-token steps (docs/heads.md, "the best trained drafter": a k = 4 EAGLE pass costs 1.40 steps on float32 weights
+and 2.34 on int4, x1.67; docs/weights.md: T(5)/T(1) 0.95-0.98 on float32 and bfloat16, 1.86-1.90 on int8 and int4),
+and EAGLE's share went from 0.75 to 0.98 (x1.3). A trial on int4 weights saw the early exit at 5.1x, its float32
+prior 3.1x (2.6-4.2x)."""
+DEARER_FORMATS = ("int8", "int4")
+
 _MEASURED: dict[str, dict[Method, MethodShare]] = {}  # target key -> method -> its latest share measured here
 _LOCK = threading.Lock()
 
@@ -113,18 +138,39 @@ def measured_share(target: str, method: Method | None) -> MethodShare | None:
         return _MEASURED.get(target, {}).get(method) if method is not None else None
 
 
-def prior_share(method: Method | None) -> PriorShare | None:
+def prior_share(method: Method | None, weights: str = "float32") -> PriorShare | None:
     """``method``'s prior from :data:`CPU_PRIORS` (its own k's entry, else its any-k entry) where the runs decode
-    on the CPU (:func:`on_cpu`); None on a GPU, for an unknown method or a k not measured."""
+    on the CPU (:func:`on_cpu`), for targets in the weight format ``weights``: on int4 its entry in
+    :data:`INT4_PRIORS` where there is one, else on int8 or int4 the float32 prior grown by :data:`DEARER_VERIFY`
+    (a :class:`ScaledPrior`). None on a GPU, for an unknown method or a k not measured."""
     if method is None or not on_cpu():
         return None
-    return CPU_PRIORS.get(method) or CPU_PRIORS.get((method[0], None))
+    if weights == "int4":
+        measured = INT4_PRIORS.get(method) or INT4_PRIORS.get((method[0], None))
+        if measured is not None:
+            return measured
+    prior = CPU_PRIORS.get(method) or CPU_PRIORS.get((method[0], None))
+    if prior is None or weights not in DEARER_FORMATS:
+        return prior
+    middle, high = DEARER_VERIFY
+    return ScaledPrior(prior.share * middle, prior.low, prior.high * high)
+
+
+def key_weights(target: str) -> str:
+    """The weight format of the runs kept under ``target`` (a key of :func:`app.live.run.costs_key`: "embedded ·
+    int4 weights" names it; a bare spec runs in the operator's format, :func:`app.weights_setting.operator_weights`)."""
+    from app.weights_setting import operator_weights
+
+    head, sep, tail = target.rpartition(" · ")
+    if sep and tail.endswith(" weights"):
+        return tail.removesuffix(" weights")
+    return operator_weights()
 
 
 def share_for(target: str, method: Method | None) -> MethodShare | None:
     """``method``'s share for a run of ``target``: measured here (:func:`measured_share`), else its prior on the
-    CPU (:func:`prior_share`, a :class:`PriorShare`), else None."""
-    return measured_share(target, method) or prior_share(method)
+    CPU in the runs' weight format (:func:`prior_share`, :func:`key_weights`; a :class:`PriorShare`), else None."""
+    return measured_share(target, method) or prior_share(method, key_weights(target))
 
 
 def on_cpu() -> bool:

@@ -128,6 +128,7 @@ def _stores(monkeypatch, runs: dict, tuned: dict) -> None:
     monkeypatch.setattr(arena_costs, "_ARENA", {})
     monkeypatch.setattr(shares, "_MEASURED", {})
     monkeypatch.setattr(shares, "on_cpu", lambda: True)
+    monkeypatch.setattr(shares, "key_weights", lambda target: "float32")  # the priors' own format
 
 
 def test_the_newest_cost_of_the_arenas_own_format_is_chosen(monkeypatch):

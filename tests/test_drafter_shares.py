@@ -34,6 +34,10 @@ def stores(monkeypatch):
     monkeypatch.setattr(shares, "_MEASURED", {})
     monkeypatch.setattr(shares, "on_cpu", lambda: True)
     monkeypatch.setattr(arena_costs, "machine_load", lambda: None)
+    import app.weights_setting
+
+    monkeypatch.setattr(app.weights_setting, "_MEASURED", {})  # float32, the priors' format, unless a key names one
+    monkeypatch.delenv(app.weights_setting.ENV_WEIGHTS, raising=False)
 
 
 def _settings(drafter: str, **values):
@@ -146,3 +150,23 @@ def test_before_any_run_the_start_ups_timed_step_takes_the_prior_too(stores):
     assert early.spread == (pytest.approx(0.6146, abs=1e-4), pytest.approx(2.0293, abs=1e-4))
     assert early.source == f"forwards timed on this machine; {PRIOR}"
     assert _planned("none")[1] is live.costs._TUNED["t"]  # standard decoding alone: no drafter's share
+
+
+def test_on_int4_weights_a_prior_is_int4s_own_or_grown_for_its_dearer_verification(stores):
+    """On int4 weights (a key naming them, or the operator's format) EAGLE reads its prior measured on int4 (0.98,
+    0.82-1.2: docs/heads.md, 0.96-1.10x paired), and the early exit its float32 prior grown by DEARER_VERIFY: 3.1 x 1.3
+    = 4.03, its high end 4.2 x 1.7 = 7.14, which holds the 5.1x a trial measured on int4; the source says so.
+    Float32 and bfloat16 keys keep the float32 priors."""
+    assert shares.key_weights("t · int4 weights") == "int4" and shares.key_weights("t") == "float32"
+    assert shares.share_for("t · int4 weights", ("eagle", "4")) == (0.98, 0.82, 1.2)
+    grown = shares.share_for("t · int4 weights", ("early-exit", "4"))
+    assert isinstance(grown, shares.ScaledPrior)
+    assert grown == (pytest.approx(4.03), 2.6, pytest.approx(7.14)) and grown.low < 5.1 < grown.high
+    assert shares.share_for("t · int8 weights", ("ngram", "4")) == (pytest.approx(1.04), 0.45, pytest.approx(1.87))
+    assert shares.share_for("t · bfloat16 weights", ("early-exit", "4")) == (3.1, 2.6, 4.2)
+    assert shares.share_for("t", ("eagle", "4")) == (0.75, 0.62, 1.06)
+    live.costs._COSTS["t · int4 weights"] = _ngram_runs()
+    early = live.known_costs("t · int4 weights", "early-exit", ("early-exit", "4"))
+    assert early.spec_ms_per_token == pytest.approx(403.0)
+    assert early.source.endswith("its decoding 4x (2.6–7.1x) standard decoding's time (measured on float32 weights, "
+                                 "grown for these weights' dearer verification)")

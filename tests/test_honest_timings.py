@@ -383,6 +383,7 @@ def test_the_line_before_generate_names_the_distilled_drafts_prior_at_its_gate(m
     monkeypatch.setattr(app.estimates, "machine_load", lambda: None)
     monkeypatch.setattr(shares, "on_cpu", lambda: True)
     monkeypatch.setattr(shares, "_MEASURED", {})
+    monkeypatch.setattr(shares, "key_weights", lambda target: "float32")
     values = {**DEFAULTS, "prompt": "", "max_new_tokens": 48, "drafter": "distilled", "confidence": 0.2}
     assert shares.PRIOR_WORDS in tokens_hint(*[values[n] for n in INPUTS])["info"]  # the Live gate's own prior
     values["confidence"] = 0.15  # the heads' gate, still on the slider in the drafter's change: no method named
