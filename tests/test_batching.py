@@ -27,8 +27,10 @@ def _last(gen) -> tuple:
 def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
     out = _last(batching.measure(batching.SweepForm("ngram", 2, 6, [1, 2], batching.SHORT, True, str(tiny_model_dir),
                                                    "")))
-    status, lesson, chart, table, csv_file, json_file = out
+    status, shown, chart, table, csv_file, json_file = out
     assert "Measured B = 1, 2" in status, status
+    assert shown["visible"] is True  # the lesson's block, hidden while it was empty
+    lesson = shown["value"]
     assert [row[0] for row in table["data"]] == ["1", "2"]  # one row per batch size
     # the lesson reads the cause off the numbers (the pass cost: near 1, or N steps at the smallest B, "already" when
     # every repeat says it is not nearly free), or says the repeats disagree (a busy machine), or that impossible
@@ -64,6 +66,8 @@ def test_a_sweep_shows_its_table_chart_lesson_and_files(tiny_model_dir):
 def test_the_check_shows_its_statistics(tiny_model_dir):
     out = _last(batching.check(batching.CheckForm("Hello there", 1.0, "ngram", 100, False, str(tiny_model_dir), "")))
     status, lesson, chart, stats = out
+    assert lesson["visible"] is stats["visible"] is True  # hidden while they were empty
+    lesson, stats = lesson["value"], stats["value"]
     assert "Checked in" in status and "100 standard" in status and "100 speculative" in status, status
     for test in ("standard vs the exact law", "speculative vs the exact law", "standard vs speculative"):
         assert test in stats, stats
@@ -156,6 +160,7 @@ def test_a_sweep_other_programs_disturbed_reads_no_pass_cost_and_each_speedup_by
     # the status line warns with the same reason; the JSON keeps the share and the same lesson
     result = dict(busy, stopped=False, max_new_tokens=8, label="tiny", settings={}, environment={})
     status, shown_lesson = batching._swept(result, 12.0)[:2]
+    shown_lesson = shown_lesson["value"]
     assert "warning: other programs used 45% of this machine" in status and "smaller on a quiet machine" in status
     assert "1.60× faster (1.60–1.60×)" in shown_lesson and "speculation pays at B" not in shown_lesson
     saved = batching.sweep_json(result)

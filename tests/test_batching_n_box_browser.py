@@ -43,3 +43,22 @@ def test_the_n_box_keeps_its_earlier_value_and_says_its_range(page):
     box.press("Enter")  # emptied, no letters
     page.wait_for_selector("#batching-check-status >> text=N runs per side was empty; kept 50.", timeout=30_000)
     assert page.get_by_text("set back to its default").count() == 0
+
+
+def test_a_refused_check_leaves_no_gap_under_its_status(page):
+    """A trial pressed Check with N = 20, too few for the default prompt: the refusal stood about 100 px above the
+    check's notes, over the emptied verdict and table. The check hides them (app.batching.check_handlers
+    ._check_cleared), so the notes follow the status at the column's usual gap."""
+    page.get_by_role("tab", name="Batching").click()
+    page.wait_for_selector("#batching-check-n input[type=number]")
+    page.wait_for_function("() => window.svEnterCommits && window.svEnterCommits.size > 0")  # the page-load script
+    box = page.locator("#batching-check-n input[type=number]").first
+    box.fill("20")
+    box.press("Enter")
+    page.locator("#batching-check").click()
+    page.wait_for_selector("#batching-check-status >> text=nothing was sampled", timeout=120_000)
+    gap = page.evaluate("""() => document.getElementById('batching-check-note').getBoundingClientRect().top
+        - document.getElementById('batching-check-status').getBoundingClientRect().bottom""")
+    assert 0 <= gap <= 30, gap
+    for hidden in ("batching-check-lesson", "batching-check-stats"):
+        assert page.locator(f"#{hidden}").is_hidden(), hidden

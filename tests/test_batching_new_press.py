@@ -41,10 +41,11 @@ def test_a_check_refused_before_sampling_hides_the_earlier_checks_verdict_chart_
     assert "Checked in" in done["batching-check-status"]["value"]
     assert "standard vs speculative" in done["batching-check-stats"]["value"]  # the earlier check's table
     assert done["batching-check-chart"]["visible"] is True and done["batching-check-lesson"]["value"]
+    assert done["batching-check-lesson"]["visible"] is done["batching-check-stats"]["visible"] is True
     refused = _check(30, tiny_model_dir, done)  # too few for this prompt: refused after reading the first tokens
     status = refused["batching-check-status"]["value"]
     assert "Raise N to 98 or more; nothing was sampled." in status and "Checked" not in status, status
-    assert refused["batching-check-lesson"]["value"] == "" and refused["batching-check-stats"]["value"] == ""
+    assert refused["batching-check-lesson"] == refused["batching-check-stats"] == {"value": "", "visible": False}
     assert refused["batching-check-chart"]["visible"] is False
     invalid = _check(5, tiny_model_dir, done)  # refused by the form itself, before the device
     assert "N runs per side must be between 20 and 1000 (got 5)" in invalid["batching-check-status"]["value"]
@@ -60,7 +61,8 @@ def test_a_check_that_starts_hides_the_earlier_one_before_its_first_sample(tiny_
     running.close()
     status, lesson, chart, stats = first
     assert "Starting: 100 standard and 100 speculative runs" in status
-    assert lesson == "" and stats == "" and chart["visible"] is False and chart["value"] is None
+    assert lesson["visible"] is stats["visible"] is chart["visible"] is False  # hidden, as before any check
+    assert lesson["value"] == stats["value"] == "" and chart["value"] is None
 
 
 def test_a_sweep_refused_or_started_clears_the_earlier_sweeps_results(tiny_model_dir):
@@ -73,13 +75,14 @@ def test_a_sweep_refused_or_started_clears_the_earlier_sweeps_results(tiny_model
                                                                str(tiny_model_dir), "")), done)
     assert "k (draft length)" in refused["batching-status"]["value"]
     assert refused["batching-table"]["value"]["data"] == [[""] * 10]  # the empty table, its headers kept
-    assert refused["batching-lesson"]["value"] == ""
+    assert refused["batching-lesson"] == {"value": "", "visible": False}
     assert [refused[n]["visible"] for n in ("batching-chart", "batching-csv", "batching-json")] == [False] * 3
     running = batching.measure(batching.SweepForm("ngram", 3, 6, [1], batching.SHORT, False, str(tiny_model_dir), ""))
     started = next(running)
     running.close()
     status, lesson, chart, table, csv_file, json_file = started
-    assert "Starting the batch-size sweep" in status and lesson == "" and chart["visible"] is False
+    assert "Starting the batch-size sweep" in status and lesson == {"__type__": "update", "value": "", "visible": False}
+    assert chart["visible"] is False
     assert "T(B,4) ms" in table["headers"] and table["data"] == [[""] * 10]  # headers for the new k = 3
     assert csv_file["visible"] is False and json_file["visible"] is False
     assert not device.DEVICE.locked

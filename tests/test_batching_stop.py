@@ -35,7 +35,8 @@ def _check_stopped_after_b1(out: tuple) -> None:
     status, lesson, chart, table, csv_file, json_file = out
     assert "Stopped after B = 1 (" in status and "not measured: B = 2, 4." in status, status
     assert "hold the finished sizes" in status
-    assert [row[0] for row in table["data"]] == ["1"] and chart["visible"] is True and lesson
+    assert [row[0] for row in table["data"]] == ["1"] and chart["visible"] is True
+    assert lesson["visible"] is True and lesson["value"]
     with open(json_file["value"]) as f:
         saved = json.load(f)
     assert saved["stopped"] is True and [r["batch"] for r in saved["rows"]] == [1]

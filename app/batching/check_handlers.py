@@ -66,8 +66,11 @@ def on_check(progress=gr.Progress(), request: gr.Request = None, **controls):
 
 
 def _check_out(status=None, lesson=None, chart=None, stats=None) -> tuple:
-    """An output tuple in :data:`CHECK_OUTPUTS` order; None leaves a component as it is."""
-    values = (status, lesson, None if chart is None else gr.update(value=chart, visible=True), stats)
+    """An output tuple in :data:`CHECK_OUTPUTS` order; None leaves a component as it is; a chart given is shown, and
+    so is a lesson or table that is not empty (:func:`_check_cleared` hides them)."""
+    values = (status, None if lesson is None else gr.update(value=lesson, visible=bool(lesson)),
+              None if chart is None else gr.update(value=chart, visible=True),
+              None if stats is None else gr.update(value=stats, visible=bool(stats)))
     return tuple(gr.skip() if v is None else v for v in values)
 
 
@@ -75,8 +78,11 @@ def _check_cleared(status: str) -> tuple:
     """An output tuple that shows ``status`` and hides an earlier check's verdict, chart and table: a trial ran N =
     200, then N = 20, and read the refusal of N = 20 right above the N = 200 verdict, charts and chi-square table,
     with nothing saying they were the earlier check's (the Live tab likewise hides its cards while a new run reads
-    its prompt). Yielded by each new press of Check, refused or started."""
-    return status, "", gr.update(value=None, visible=False), ""
+    its prompt). Yielded by each new press of Check, refused or started. Each is hidden, not only emptied: an empty
+    lesson and table still took their blocks' height and gaps, about 100 px between a refusal and the check's notes
+    at 1400 px (a trial)."""
+    return (status, gr.update(value="", visible=False), gr.update(value=None, visible=False),
+            gr.update(value="", visible=False))
 
 
 def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None) -> tuple:

@@ -150,7 +150,7 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
         with gr.Column(scale=3, min_width=600, elem_id="batching-results"):
             status = gr.HTML(sweep_plan_status(DEFAULT_DRAFTER, DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, list(BATCH_SIZES), SHORT,
                                           True, target_box.value, ""), elem_id="batching-status")
-            lesson = gr.HTML("", elem_id="batching-lesson")
+            lesson = gr.HTML("", elem_id="batching-lesson", visible=False)  # shown with a sweep's lesson
             chart = gr.Plot(elem_id="batching-chart", show_label=False, visible=False)
             table = gr.Dataframe(empty_table(), label="Per batch size", interactive=False, elem_id="batching-table",
                                  elem_classes=["sv-wide-table", "sv-wrap-cells"], wrap=True)
@@ -198,9 +198,9 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
         with gr.Column(scale=3, min_width=600, elem_id="batching-check-results"):
             check_status = gr.HTML(check_plan_status(target_box.value, CHECK_PROMPT, CHECK_N),
                                    elem_id="batching-check-status")
-            check_lesson_box = gr.HTML("", elem_id="batching-check-lesson")
+            check_lesson_box = gr.HTML("", elem_id="batching-check-lesson", visible=False)  # shown with a result
             check_chart = gr.Plot(elem_id="batching-check-chart", show_label=False, visible=False)
-            stats = gr.HTML("", elem_id="batching-check-stats")
+            stats = gr.HTML("", elem_id="batching-check-stats", visible=False)
             gr.HTML(CHECK_NOTE, elem_id="batching-check-note")
     form = {"prompt": prompt, "temperature": temperature, "drafter": check_drafter, "n": n, "broken": broken,
             "target": target_box, "draft_model": draft_model}  # CheckForm's fields

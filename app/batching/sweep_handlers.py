@@ -28,9 +28,10 @@ SWEEPS = CancelRegistry()  # this tab's sweeps, one per session
 
 
 def _sweep_out(status=None, lesson=None, chart=None, table=None, csv_file=None, json_file=None) -> tuple:
-    """An output tuple in :data:`SWEEP_OUTPUTS` order; None leaves a component as it is."""
-    values = (status, lesson, None if chart is None else gr.update(value=chart, visible=True), table, csv_file,
-              json_file)
+    """An output tuple in :data:`SWEEP_OUTPUTS` order; None leaves a component as it is; a chart given is shown, and
+    so is a lesson that is not empty (:func:`_sweep_cleared` hides them)."""
+    values = (status, None if lesson is None else gr.update(value=lesson, visible=bool(lesson)),
+              None if chart is None else gr.update(value=chart, visible=True), table, csv_file, json_file)
     return tuple(gr.skip() if v is None else v for v in values)
 
 
@@ -38,9 +39,11 @@ def _sweep_cleared(status: str, k: int = DEFAULT_K) -> tuple:
     """An output tuple that shows ``status`` and clears an earlier sweep's lesson, chart, table (its headers for
     ``k``) and downloads, so that a refused or new sweep never sits above the results of the one before it with
     nothing saying whose they are (as the check, :func:`app.batching.check_handlers._check_cleared`). Yielded by
-    each new press of Measure, refused or started."""
+    each new press of Measure, refused or started. The lesson is hidden, not only emptied, as the check's
+    (:func:`app.batching.check_handlers._check_cleared`: an empty block keeps its height and gaps); the empty table
+    keeps its headers."""
     hidden = gr.update(value=None, visible=False)
-    return status, "", hidden, empty_table(k), hidden, hidden
+    return status, gr.update(value="", visible=False), hidden, empty_table(k), hidden, hidden
 
 
 def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None):
