@@ -187,19 +187,46 @@ def threads_for_run() -> int | None:
     return cap
 
 
-def threads_note(model) -> str:
-    """The run's note when the cap of :func:`threads_for_run` lowers ``model``'s tuned threads: "other programs are
-    using the CPUs: this run uses 1 torch thread of the 2 tuned here, which is faster beside them. Sums round …"
-    (a trial saw the same greedy prompt end at 42 tokens on 2 threads and at 60 on 1, in int4); "" otherwise."""
+THREADS_EFFECTS = {
+    "run": ("this run", "Sums round by thread count, so greedy text can differ from a {tuned}-thread run's; both runs "
+            "here share it, so they stay identical"),
+    "recording": ("this run", "Sums round by thread count, so greedy text can differ from a {tuned}-thread run's, "
+                  "such as a walkthrough's shipped recording"),
+    "measurement": ("this measurement", "Every forward it times shares it, so the curve's points and c compare with "
+                    "each other; on a quiet machine the {tuned} threads may time them shorter"),
+    "check": ("this check", "Its standard and speculative runs share it, so both samples are drawn alike"),
+    "sweep": ("this sweep", "All the sweep's timings share it, standard and speculative at every batch size, so its "
+              "speedups compare like with like; on a quiet machine the {tuned} threads may time them shorter"),
+}
+"""What runs under the cap of :func:`threads_for_run`, and what sharing it means there, by the work a tab runs (the
+keys of :func:`threads_note`): one place for every tab's wording of the cap. Live and the Arena run baselines beside
+speculative runs ("run"); the Classroom records one run ("recording") or runs a what-if pair ("run"); the Why tab
+times the forward curve ("measurement"); the Batching tab samples ("check") and times batches ("sweep")."""
+
+
+def threads_note(model, work: str = "run") -> str:
+    """The note under a tab's status when the cap of :func:`threads_for_run` lowers ``model``'s tuned threads:
+    "other programs are using the CPUs: this run uses 1 torch thread of the 2 tuned here, which is faster beside them.
+    Sums round …" (a trial saw the same greedy prompt end at 42 tokens on 2 threads and at 60 on 1, in int4); "" when
+    it does not (no cap, or a model without tuned threads). ``work``: what runs under it, a key of
+    :data:`THREADS_EFFECTS` (its subject and what sharing the cap means there). Call it in the job's thread, after
+    :meth:`app.device.Job.turn` set the cap. Raises KeyError for an unknown ``work``."""
     from specviz.core.kv import chosen_threads
 
+    if work not in THREADS_EFFECTS:  # a caller's typo fails with or without a cap
+        raise KeyError(work)
     tuned, used = getattr(model, "_specviz_threads", None), chosen_threads(model)
     if not tuned or used == tuned:
         return ""
-    threads = max(used)
-    return (f"other programs are using the CPUs: this run uses {threads} torch thread{'' if threads == 1 else 's'} "
-            f"of the {max(tuned)} tuned here, which is faster beside them. Sums round by thread count, so greedy text "
-            f"can differ from a {max(tuned)}-thread run's; both runs here share it, so they stay identical")
+    return threads_note_text(max(used), max(tuned), work)
+
+
+def threads_note_text(threads: int, tuned: int, work: str) -> str:
+    """:func:`threads_note`'s sentence for ``threads`` torch threads used of ``tuned`` tuned, for ``work`` (a key of
+    :data:`THREADS_EFFECTS`). Raises KeyError for an unknown ``work``."""
+    subject, effect = THREADS_EFFECTS[work]
+    return (f"other programs are using the CPUs: {subject} uses {threads} torch thread{'' if threads == 1 else 's'} "
+            f"of the {tuned} tuned here, which is faster beside them. " + effect.format(tuned=tuned))
 
 
 def is_busy(load: tuple[float, int] | None, per_cpu: float = BUSY_PER_CPU) -> bool:

@@ -287,7 +287,7 @@ def test_a_recorded_run_offers_its_download(monkeypatch):
     from app import classroom
 
     rec = copy.deepcopy(greedy_recording())
-    monkeypatch.setattr(classroom.running, "on_device", lambda work, what, width: _done((rec, "", 0)))
+    monkeypatch.setattr(classroom.running, "on_device", lambda work, what, width, notes=None: _done((rec, "", 0)))
     out = list(classroom.record("Hello", "ngram", 0, "", 3, 0.0, 0, 8, "embedded"))
     stepper, status, *_, download = out[-1]
     assert "Recorded" in status and download["value"].endswith("specviz-run.json.gz")

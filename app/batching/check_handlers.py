@@ -50,7 +50,7 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
         result = None
         if (yield from relay(job.turn(), shown.waiting)):
             result = yield from relay(job.call(check_work, job, c, stoppable=True), shown.show)
-        yield _checked(result, c, time.monotonic() - shown.started, cpu)
+        yield _checked(result, c, time.monotonic() - shown.started, cpu, shown.notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _check_out(status=report("sampling check", error))
     finally:
@@ -85,15 +85,17 @@ def _check_cleared(status: str) -> tuple:
             gr.update(value="", visible=False))
 
 
-def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None) -> tuple:
-    """The check's final outputs, or "Stopped." (``cpu``: started with the check, for the busy warning)."""
+def _checked(result: dict | None, c: CheckSettings, seconds: float, cpu: CpuShare | None = None,
+             notes=()) -> tuple:
+    """The check's final outputs, or "Stopped." (``cpu``: started with the check, for the busy warning; ``notes``:
+    under the status, e.g. the thread cap's, :func:`app.batching.shared.say_threads`)."""
     if result is None:
-        return _check_out(status=render.status_html("Stopped.", "info"))
+        return _check_out(status=render.status_html("Stopped.", "info", notes=notes))
     busy = busy_machine_warning(cpu)
     verifier = "a broken verifier that accepts every draft" if c.broken else "the rejection-sampling verifier"
     status = render.status_html(f"Checked in {seconds:.0f} s on {result['label']}: {c.n} standard and {c.n} "
                                 f"speculative runs at temperature {c.temperature:g}, {verifier}."
-                                + (f" · {busy}" if busy else ""), "done")
+                                + (f" · {busy}" if busy else ""), "done", notes=notes)
     return _check_out(status, lesson_html(check_lesson(result)), check_figure(result), check_stats_html(result))
 
 

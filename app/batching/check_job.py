@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from app.batching.shared import (ASSUMED_TOKENS_PER_PASS, LATEST_CHECK, Models, batched_forward_ms, drafter_factory,
-                                 learn_timing, parse_models, timing_costs)
+                                 learn_timing, parse_models, say_threads, timing_costs)
 from app.device import Job, load_target
 from app.estimates import MIN_SPREAD, PROBE_SPREAD, make_estimate
 from app.inputs import InputError, NumberField, number, text
@@ -108,11 +108,13 @@ def check_work(job: Job, c: CheckSettings) -> dict:
     next forward). Returns sampling_check's result with "labels" (pair -> text), "first_text", "tally" (what the
     drafter proposed) and "label" added. Once the first batch is done the job says ("estimate", None): the status
     drops the estimate planned before the press (:mod:`app.batching.plan`) for the rate measured
-    (:class:`CheckProgress`)."""
+    (:class:`CheckProgress`). Says ("note", text) when other programs' work caps the threads
+    (:func:`app.batching.shared.say_threads`)."""
     from specviz.runtime.models import context_window, encode_prompt
 
     job.say(("progress", (0.0, f"Loading the target {c.models.target}…")))
     loaded = load_target(c.models.target, progress=lambda message: job.say(("progress", (0.0, message))))
+    say_threads(job, loaded, "check")
     tally: dict = {}
     make = drafter_factory(c.models, loaded, tally)
     tally.clear()  # the factory's first drafter only proved it can be made

@@ -141,11 +141,14 @@ class JobStatus:
     status line about every :data:`STATUS_INTERVAL_S` seconds: the step, the seconds so far and, once known, the
     estimate with its range (or, once passed, that it was: :func:`app.estimates.progress_text`), and what it was made
     from (``words``). ``out(status)`` makes the handler's output tuple. Until the job says its own estimate, the
-    one planned before the press may stand in (:meth:`planned`); an ("estimate", None) item drops it."""
+    one planned before the press may stand in (:meth:`planned`); an ("estimate", None) item drops it. A ("note", text)
+    from the job (the thread cap's: :func:`say_threads`) joins :attr:`notes`, which stand under every status from then
+    on, the final one's too."""
 
     def __init__(self, progress, out: Callable[[str], tuple], verb: str) -> None:
         self.progress, self.out, self.verb = progress, out, verb
         self.started, self.last, self.message, self.estimate = time.monotonic(), 0.0, "", None
+        self.notes: list[str] = []
         self.words = ESTIMATE_WORDS
 
     def planned(self, estimate, words: str) -> None:
@@ -163,6 +166,8 @@ class JobStatus:
         if kind == "estimate":  # seconds from the probe: its range and the load now, read once (app.estimates)
             self.estimate, self.last = (fresh_estimate(payload) if payload is not None else None), 0.0
             self.words = ESTIMATE_WORDS
+        elif kind == "note":
+            self.notes, self.last = [*self.notes, payload], 0.0
         elif kind == "progress":
             fraction, message = payload
             self.progress(fraction, desc=message)
@@ -174,7 +179,16 @@ class JobStatus:
         self.last = now
         seconds = now - self.started
         took = f"{seconds:.0f} s" if self.estimate is None else progress_text(seconds, self.estimate, self.words)
-        return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy"))
+        return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy", notes=self.notes))
+
+
+def say_threads(job, loaded, work: str) -> None:
+    """In the job's thread, once ``loaded`` (the target) is loaded: say ("note", text) through ``job`` when other
+    programs' work caps its threads (:func:`app.estimates.threads_note` for ``work``, "check" or "sweep"); nothing
+    without a cap."""
+    note = estimates.threads_note(loaded.model, work)  # fewer threads beside other programs (set by job.turn)
+    if note:
+        job.say(("note", note))
 
 
 def lesson_html(sentence: str) -> str:

@@ -71,7 +71,7 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
             result = yield from relay(job.call(sweep_work, job, s, stoppable=True), shown.show)
         if result is None:  # stopped, and the sweep's own result did not come back: what it showed stands in
             result = shown.kept()
-        yield _swept(result, time.monotonic() - shown.started)
+        yield _swept(result, time.monotonic() - shown.started, shown.notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
         yield _sweep_out(status=report("batch sweep", error))
     finally:
@@ -118,7 +118,7 @@ class SweepStatus(JobStatus):
         sizes = ", ".join(str(r["batch"]) for r in self.partial["rows"])
         now = f"; {self.message}" if self.message else ""
         status = render.status_html(f"{self.verb}… B = {sizes} done ({time.monotonic() - self.started:.0f} s)"
-                                    f"{now}", "busy")
+                                    f"{now}", "busy", notes=self.notes)
         return _sweep_out(status, chart=sweep_figure(self.partial), table=sweep_table(self.partial))
 
 
@@ -175,24 +175,25 @@ def _files(result: dict) -> tuple:
     return gr.update(value=csv_path, visible=True), gr.update(value=json_path, visible=True)
 
 
-def _nothing_swept(result: dict | None, seconds: float) -> tuple:
+def _nothing_swept(result: dict | None, seconds: float, notes=()) -> tuple:
     """The outputs of a sweep a Stop ended before any batch size was measured: the predicted curve's timings it
     kept, in the status and both downloads (:func:`grid_stopped_text`, :func:`grid_timed_text`), or why there is
-    nothing to show."""
+    nothing to show; ``notes`` under the status."""
     grid = (result or {}).get("grid")
     if not grid or not grid_timings(grid, result["k"])[0]:
         text = (grid_stopped_text(result, seconds) if grid and grid.get("stopped") else
                 "Stopped before the first batch size finished: nothing to show.")
-        return _sweep_out(status=render.status_html(text, "info"))
+        return _sweep_out(status=render.status_html(text, "info", notes=notes))
     result["wall_s"] = round(seconds, 1)
     text = grid_stopped_text(result, seconds) if grid.get("stopped") else grid_timed_text(result, seconds)
-    return _sweep_out(render.status_html(text, "info"), None, None, None, *_files(result))
+    return _sweep_out(render.status_html(text, "info", notes=notes), None, None, None, *_files(result))
 
 
-def _swept(result: dict | None, seconds: float) -> tuple:
-    """The final outputs: table, chart, lesson and files; or what a Stop before any batch size kept."""
+def _swept(result: dict | None, seconds: float, notes=()) -> tuple:
+    """The final outputs: table, chart, lesson and files; or what a Stop before any batch size kept. ``notes``: under
+    the status (the thread cap's: :func:`app.batching.shared.say_threads`, every timing of the sweep shares it)."""
     if result is None or not result["rows"]:
-        return _nothing_swept(result, seconds)
+        return _nothing_swept(result, seconds, notes)
     result["wall_s"] = round(seconds, 1)
     busy = disturbance(result)
     sizes = ", ".join(str(r["batch"]) for r in result["rows"])
@@ -202,7 +203,7 @@ def _swept(result: dict | None, seconds: float) -> tuple:
             "B, medians.")
     status = render.status_html(head + (f" · warning: {busy}: a gain may be smaller on a quiet machine" if busy
                                         else ""),
-                                "info" if result["stopped"] else "done")
+                                "info" if result["stopped"] else "done", notes=notes)
     return _sweep_out(status, lesson_html(sweep_lesson(result)), sweep_figure(result), sweep_table(result),
                       *_files(result))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from app.batching.shared import (ASSUMED_TOKENS_PER_PASS, LATEST_SWEEP, Models, batched_forward_ms, drafter_factory,
-                                 learn_timing, parse_models, timing_costs)
+                                 learn_timing, parse_models, say_threads, timing_costs)
 from app.estimates import PROBE_SPREAD
 from app.device import Job, load_target
 from app.inputs import InputError, number
@@ -176,8 +176,9 @@ def phase_message(phase: str, message: str) -> str:
 
 def sweep_work(job: Job, s: SweepSettings) -> dict:
     """In the job's thread: load, encode, probe (the estimate), the grid (when asked) and the sweep. Says
-    ("progress", (fraction, message)), ("estimate", seconds) and, after each finished batch size, ("partial", the
-    result so far, "stopped" False) through the job. Returns batch_sweep's result with "settings", "environment",
+    ("progress", (fraction, message)), ("estimate", seconds), ("note", text) when other programs' work caps the threads
+    (:func:`app.batching.shared.say_threads`) and, after each finished batch size, ("partial", the result so far,
+    "stopped" False) through the job. Returns batch_sweep's result with "settings", "environment",
     "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of the CPUs while the grid and the
     sweep were timed, :class:`CpuShare`; None where unknown) added. Once the grid is timed it says ("grid", those
     keys): the timings a Stop before the first batch size finished keeps. A Stop while the grid is timed ends the
@@ -188,6 +189,7 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
 
     say(0.0, f"Loading the target {s.models.target}…")
     loaded = load_target(s.models.target, progress=lambda message: say(0.0, message))
+    say_threads(job, loaded, "sweep")  # every timing below shares the cap
     make = drafter_factory(s.models, loaded)
     prompts = sweep_prompts(loaded.tokenizer, s.long_prompts, max(s.batch_sizes))
     check_room(loaded, prompts, s)

@@ -16,6 +16,7 @@ from app.classroom.recordings import opened, recording_meta, summary
 from app.classroom.stepping import stop_playing
 from app.classroom.walkthroughs import DEFAULTS, FIELDS, STEP_MAX_NEW_TOKENS, recorded_menu, walkthrough_settings
 from app.device import Job, load_target, relay, waiting_status
+from app.estimates import threads_note
 from app.inputs import InputError, Settings, fit_prompt_for, fit_settings_exit_layer, parse_settings
 from app.messages import report
 from specviz.analysis.recording import RecordingFile
@@ -46,15 +47,20 @@ def parse(values: Mapping[str, object], *, limit: int = STEP_MAX_NEW_TOKENS) -> 
                                repetition_penalty=repetition_penalty))
 
 
-def _prepare(settings: Settings, say: Callable[[str], None]):
+def _prepare(settings: Settings, say: Callable[[object], None], work: str = "run"):
     """Load the target and a fresh drafter, and encode the prompt: (target, drafter, prompt ids, note, settings
     as run). An
     early-exit layer the loaded target lacks is fitted to its layers, as in Live
     (:func:`app.inputs.fit_settings_exit_layer`): the note says so, before the prompt's note ("" when neither has
-    one). Raises InputError for a target with no layer to exit after, or a prompt that does not fit."""
+    one). When other programs' work caps the threads, ``say`` gets ("note", the cap's note for ``work``:
+    :func:`app.estimates.threads_note`; :func:`on_device` keeps it under every status). Raises InputError for a target
+    with no layer to exit after, or a prompt that does not fit."""
 
     say(f"Loading the target {settings.target}…")
     target = load_target(settings.target, progress=say)
+    threads = threads_note(target.model, work)  # fewer threads beside other programs (set by job.turn)
+    if threads:
+        say(("note", threads))
     settings, layer_note = fit_settings_exit_layer(settings, target)
     say("Preparing the drafter…")
     drafter = make_drafter(settings.drafter, target, draft_spec=settings.draft_model, exit_layer=settings.exit_layer,
@@ -97,14 +103,17 @@ def _run_pair(target, drafter, prompt_ids, config, cancel) -> tuple[list, list]:
     return spec, base
 
 
-def on_device(work: Callable[[Job], object], what: str, width: int):
+def on_device(work: Callable[[Job], object], what: str, width: int, notes: list[str] | None = None):
     """Run ``work(job)`` on the device in a job's thread; yield output tuples of ``width`` with the status second
-    (the place in line while waiting, then the latest message ``work`` gave :meth:`Job.say`, every 0.25 s).
-    Returns ``work``'s result, or None when the run was cancelled (the handler went away: ``work`` passes the job's
-    flag to the engine, which then starts no other forward); re-raises its error."""
+    (the place in line while waiting, then the latest message ``work`` gave :meth:`Job.say`, every 0.25 s; a
+    ("note", text) it gave, such as the thread cap's (:func:`_prepare`), stands under each status from then on and is
+    added to ``notes``, for the caller's final status). Returns ``work``'s result, or None when the run was cancelled
+    (the handler went away: ``work`` passes the job's flag to the engine, which then starts no other forward);
+    re-raises its error."""
     skip = gr.skip()
     job = Job(what, session="classroom")
     latest, started = ["Starting…"], time.monotonic()
+    said = notes if notes is not None else []
 
     def status(html_status: str) -> tuple:
         return (skip, html_status) + (skip,) * (width - 2)
@@ -112,7 +121,9 @@ def on_device(work: Callable[[Job], object], what: str, width: int):
     def show(item) -> tuple:
         if isinstance(item, str):
             latest[0] = item
-        return status(render.status_html(f"{latest[0]} ({time.monotonic() - started:.0f} s)", "busy"))
+        elif isinstance(item, tuple) and item[0] == "note" and item[1] not in said:
+            said.append(item[1])
+        return status(render.status_html(f"{latest[0]} ({time.monotonic() - started:.0f} s)", "busy", notes=said))
 
     try:
         if not (yield from relay(job.turn(), lambda place: status(waiting_status(place.ahead, place.holder)))):
@@ -128,11 +139,12 @@ def failed(error: BaseException) -> str:
     return report("classroom run", error)
 
 
-def record_settings(settings: Settings, say: Callable[[str], None] = lambda message: None, cancel=None):
+def record_settings(settings: Settings, say: Callable[[object], None] = lambda message: None, cancel=None):
     """Record one run with ``settings`` (loads the target and the drafter): (Recording, note on the layer and the
-    prompt, the early-exit layer it ran at: the asked one fitted to the target's layers).
+    prompt, the early-exit layer it ran at: the asked one fitted to the target's layers). ``say`` gets the progress
+    lines and the thread cap's ("note", text) (:func:`_prepare`).
     ``cancel``: the job's flag (RunCancelled before the next forward once it is set)."""
-    target_model, drafter_obj, prompt_ids, note, settings = _prepare(settings, say)
+    target_model, drafter_obj, prompt_ids, note, settings = _prepare(settings, say, "recording")
     say("Recording the run…")
     recorder = Recorder(target_model, drafter_obj, prompt_ids, settings.config(), cancel=cancel)
     for event in recorder.events():
@@ -153,10 +165,11 @@ def record(*fields):
     Yields (stepper state, status, progress, caption, table, chart, output, download)."""
     skip = gr.skip()
     values = dict(zip(FIELDS, fields))
+    notes: list[str] = []  # the thread cap's, said while the run records (on_device)
     try:
         settings = parse(values)
         recorded = yield from on_device(functools.partial(_record_work, settings),
-                                        "the classroom is recording a run", 8)
+                                        "the classroom is recording a run", 8, notes)
     except Exception as error:  # noqa: BLE001 - any failure is a message, the tab stays usable
         yield (skip, failed(error), skip, skip, skip, skip, skip, skip)
         return
@@ -165,8 +178,8 @@ def record(*fields):
     recording, note, values["exit_layer"] = recorded  # the file names the layer the run used
     file = RecordingFile(recording, recording_meta(values))
     stepper, status, *rest = opened(file, "Recorded")
-    if note:
-        status = render.status_html(f"Recorded: {summary(recording)}.", "done", notes=[note])
+    if note or notes:
+        status = render.status_html(f"Recorded: {summary(recording)}.", "done", notes=[note, *notes])
     yield (stepper, status, *rest)
 
 

@@ -24,6 +24,7 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
     """"Run what-if": one greedy run at ``k_max`` and its baseline, then the prediction for every k.
     Yields (what-if state, status, chart, result, re-run button)."""
     skip = gr.skip()
+    notes: list[str] = []  # the thread cap's, said while the pair runs (on_device)
     try:
         k_max = number(k_max, "Largest k", 2, MAX_K, True)  # our sentence for an empty box, never a TypeError
         if drafter == "lookahead":
@@ -34,7 +35,7 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
                   "k": k_max, "temperature": 0.0, "seed": seed, "max_new_tokens": tokens, "target": target}
         settings = parse(values, limit=WHATIF_MAX_NEW_TOKENS)
         pair = yield from on_device(functools.partial(whatif_work, settings, k_max),
-                                    "the classroom is measuring what-if k", 5)
+                                    "the classroom is measuring what-if k", 5, notes)
         if pair is None:  # cancelled: the handler is gone
             return
         result = analyze(*pair, k_max)  # off the device: the next run in line need not wait for the bootstrap
@@ -42,7 +43,7 @@ def whatif_run(prompt, drafter, exit_layer, draft_model, seed, target, k_max, to
         yield (skip, failed(error), skip, skip, skip)
         return
     state = {"result": result, "settings": settings, "checks": {}}
-    yield (state, whatif_status(result), gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
+    yield (state, whatif_status(result, notes), gr.update(value=whatif_figure(result), visible=True), whatif_html(result),
            rerun_button(result))
 
 
@@ -60,19 +61,21 @@ def whatif_rerun(state):
                                         "already shown, so there is nothing to re-run.", "info"), skip, skip, skip)
         return
     settings = dataclasses.replace(state["settings"], k=k)
+    notes: list[str] = []  # the thread cap's, said while the pair runs (on_device)
     try:
         pair = yield from on_device(functools.partial(rerun_work, settings, k),
-                                    "the classroom is checking a prediction", 5)
+                                    "the classroom is checking a prediction", 5, notes)
     except Exception as error:  # noqa: BLE001
         yield (skip, failed(error), skip, skip, skip)
         return
     if pair is None:  # cancelled: the handler is gone
         return
-    yield _checked(state, result, k, *pair)
+    yield _checked(state, result, k, *pair, notes=notes)
 
 
-def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list) -> tuple:
-    """The re-run's outputs: the prediction at ``k`` beside the measured speedup of ``spec`` over ``base``."""
+def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list, notes=()) -> tuple:
+    """The re-run's outputs: the prediction at ``k`` beside the measured speedup of ``spec`` over ``base``; ``notes``
+    under the status (the thread cap's)."""
     predicted = result.at(k)
     tokens = spec[-1].num_generated
     check = {
@@ -96,6 +99,6 @@ def _checked(state: dict, result: WhatIf, k: int, spec: list, base: list) -> tup
     state = {**state, "checks": checks}
     said = (f"k = {k}: predicted {plain_range(predicted.speedup, check['ranges'].get('predicted'))}, measured "
             f"{plain_range(check['measured'], None)} (one run; decoding, prefill excluded).")
-    status = render.status_html(said, "done")
+    status = render.status_html(said, "done", notes=notes)
     return (state, status, gr.update(value=whatif_figure(result, checks), visible=True), whatif_html(result, check),
             gr.skip())

@@ -152,8 +152,9 @@ def whatif_html(result: WhatIf, check: dict | None = None) -> str:
     return f'<div class="wi-result">{"".join(lines)}</div>'
 
 
-def whatif_status(result: WhatIf) -> str:
-    """The status line after a what-if (HTML): what it was predicted from and what checks it next."""
+def whatif_status(result: WhatIf, notes=()) -> str:
+    """The status line after a what-if (HTML): what it was predicted from and what checks it next; ``notes`` under
+    it (the thread cap's: :func:`app.classroom.running.on_device`)."""
     said = f"Predicted from one greedy run at k = {result.k_max} ({result.tokens} tokens"
     if result.spread is not None:
         said += f", {result.spread.passes} passes"
@@ -166,4 +167,4 @@ def whatif_status(result: WhatIf) -> str:
         said += f"Re-run at k = {result.recommended.k} to check the prediction."
     if result.spread is not None and result.spread.too_few:
         said += " Too few passes to tell the k apart: allow more tokens."
-    return render.status_html(said, "done")
+    return render.status_html(said, "done", notes=notes)

@@ -15,7 +15,7 @@ import time
 import gradio as gr
 
 from app import device, render
-from app.estimates import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text
+from app.estimates import MIN_SPREAD, Estimate, fresh_estimate, make_estimate, progress_text, threads_note
 from app.device import CancelRegistry, Job, load_target, relay, session_key
 from app.endings import FLAGGED, Endings, until_stopped
 from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_exit_layer
@@ -196,8 +196,10 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
     """Wait for the device, then run :func:`_measure_work` in the job's thread on ``work`` (spec, early-exit layer,
     offload, weights), feeding the progress bar, ``finished`` (the batch sizes done, for Stop) and a "Measuring…"
     status about every :data:`STATUS_INTERVAL_S` seconds, and, once the job is flagged, :data:`app.endings.FLAGGED`
-    every tick (the handler ends at it); returns the measurement (None when stopped while waiting)."""
-    state = {"message": "", "last": 0.0, "estimate": None, "note": ""}
+    every tick (the handler ends at it); returns the measurement (None when stopped while waiting). The thread cap's
+    note (``("threads", text)`` from the job: :func:`app.estimates.threads_note`) stands under every status from then
+    on."""
+    state = {"message": "", "last": 0.0, "estimate": None, "note": "", "notes": []}
 
     def waiting(place) -> tuple:
         return _out(status=render.status_html(f"Waiting for the device… ({place.holder or 'another run holds it'})",
@@ -215,6 +217,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
             state["estimate"], state["last"] = make_estimate(left, left * MIN_SPREAD[0], left * MIN_SPREAD[1]), 0.0
         elif item is not None and item[0] == "note":  # the early-exit layer fitted to the target: said in every
             state["note"], state["last"] = f" {item[1]}", 0.0  # status from now on, the final one too (_measured)
+        elif item is not None and item[0] == "threads":  # fewer threads beside other programs: under every status
+            state["notes"], state["last"] = [item[1]], 0.0
         elif item is not None:  # ("progress", (fraction, message)): gr.Progress works in the handler's thread only
             fraction, state["message"] = item[1]
             progress(fraction, desc=state["message"])
@@ -225,7 +229,8 @@ def _measure_on_device(job: Job, work: tuple[str, int | None, bool, bool], progr
             return None
         state["last"] = now
         return _out(status=render.status_html(
-            _measuring(state["message"], now - started, state["estimate"]) + state["note"], "busy"))
+            _measuring(state["message"], now - started, state["estimate"]) + state["note"], "busy",
+            notes=state["notes"]))
 
     if not (yield from relay(job.turn(), waiting)):
         return None
@@ -253,8 +258,8 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
     (:func:`app.inputs.fit_loaded_exit_layer`) and the note is said at once (``("note", text)`` to the job). Returns
     {"grid", "costs" (None when stopped), "label", "note" (the layer's note or None), "offload" (with ``offload``
     and a completed grid: :func:`_offload_work`'s, else None), "weights" (with ``weights`` and a completed grid:
-    :func:`_weights_work`'s, else None)}. Raises InputError for a target with no layer to
-    exit after."""
+    :func:`_weights_work`'s, else None), "threads" (the thread cap's note, :func:`app.estimates.threads_note`, said at
+    once as ``("threads", text)``; "" without a cap)}. Raises InputError for a target with no layer to exit after."""
 
     def say(fraction: float, message: str) -> None:
         job.say(("progress", (fraction, message)))
@@ -264,6 +269,9 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
     layer, note = fit_loaded_exit_layer(layer, loaded)  # out of the target's range: its nearest layer, said
     if note:
         job.say(("note", note))
+    threads = threads_note(loaded.model, "measurement")  # fewer threads beside other programs (set by job.turn)
+    if threads:
+        job.say(("threads", threads))
     say(0.0, "Timing a first forward…")
     probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
     remember_probe(spec, probe)  # the next estimate before a press (app.why.plan) reads it
@@ -278,7 +286,8 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
                                     step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
     curves = _offload_work(job, spec) if offload and costs is not None else None
     formats = _weights_work(job, loaded, grid) if weights and costs is not None and not job.should_stop() else None
-    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves, "weights": formats}
+    return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves, "weights": formats,
+            "threads": threads}
 
 
 def _offload_work(job: Job, spec: str) -> dict | None:
@@ -345,7 +354,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
         f"uses these costs; c is set to {whose}.{again_text}" + (f" {flagged}" if flagged else "")
-        + (f" · {busy}" if busy else ""), "info" if flagged else "done")
+        + (f" · {busy}" if busy else ""), "info" if flagged else "done", notes=[measurement.get("threads") or ""])
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))
     cards = summary_html(grid, costs, lookahead_settings(history))
