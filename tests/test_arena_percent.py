@@ -98,6 +98,23 @@ def test_the_page_keeps_each_range_on_one_line_and_the_table_stays_plain():
     assert shown["data"][1][acceptance] == "69% (44–\u206092%)" and WORD_JOINER not in "".join(plain["data"][1])
 
 
+def test_the_page_keeps_each_hyphenated_name_whole():
+    """At 1400 px the timings table's Method column showed "early-" / "exit" / "k=auto": the page's name columns (a
+    prompt, a category, a method) join a hyphen to the rest of its word; the other cells and the plain table keep
+    theirs."""
+    from app.arena.tables import PROMPT_COLUMNS, shown_table
+    from app.render.markup import WORD_JOINER, keep_names
+
+    assert keep_names("early-exit k=auto") == "early-\u2060exit k=auto" and keep_names("k=4 - 2") == "k=4 - 2"
+    base, method = _rows()
+    row = dict(method, variant="early-exit k=4", category="code-edit", prompt_id="code-edit-1")
+    shown, plain = shown_table([row], PROMPT_COLUMNS), arena_tab.table([row], PROMPT_COLUMNS)
+    cells = dict(zip(shown["headers"], shown["data"][0]))
+    assert (cells["Prompt"], cells["Category"], cells["Method"]) == (
+        "code-\u2060edit-\u20601", "code-\u2060edit", "early-\u2060exit k=4")
+    assert [cell.replace(WORD_JOINER, "") for cell in shown["data"][0]] == plain["data"][0]
+
+
 def test_the_live_cards_keep_each_range_on_one_line_as_sent():
     """Trial: "7.6 s verify (99.9%; 99.8–" / "100.0%)" in a Live card. The cards the page is sent join each range's
     dash to its end, as the Arena's cells do (one function: app.render.markup.keep_ranges)."""

@@ -38,7 +38,15 @@ def _row(variant: str, drafter: str, speedup: float, low: float | None, high: fl
             "tokens_per_s": 12.5, "decode_speedup": speedup, "decode_speedup_low": low, "decode_speedup_high": high,
             "speedup": speedup * 0.95, "baseline_drift": drift, "ids_identical": True if method else None,
             "predicted_speedup_paper": 1.6 if method else None,
-            "predicted_speedup_measured": 1.3 if method else None, "tree_passes": 0}
+            "predicted_speedup_measured": 1.3 if method else None, "tree_passes": 0, **(WIDE if method else {})}
+
+
+WIDE = {"t_step_ms": 68.8, "t_step_ms_low": 53.4, "t_step_ms_high": 85.8, "t_verify_ms": 137.7,
+        "t_verify_ms_low": 108.2, "t_verify_ms_high": 189.3, "t_draft_ms": 163.8, "t_draft_ms_low": 118.9,
+        "t_draft_ms_high": 262.3, "c": 0.0005, "c_low": 0.00023, "c_high": 0.00088, "tokens_per_s_low": 7.0,
+        "tokens_per_s_high": 16.1}
+"""The widest timings a trial's Arena race showed (the embedded model, 2 drafters at k = 4 and auto, on a busy
+2-CPU machine): its timings table scrolled sideways at 1400 px, by 174 px."""
 
 
 ROWS = [_row("standard", BASELINE, 1.0, None, None, 0.04),
@@ -166,7 +174,10 @@ def test_the_phone_labels_are_the_columns_headers_and_a_speedup_spans_its_card()
 
 @requires_chromium
 @pytest.mark.parametrize("width", [1400])
-def test_on_a_desktop_the_summary_table_fits_without_a_sideways_scroll(app_url, browser, monkeypatch, width):
+def test_on_a_desktop_both_pooled_tables_fit_without_a_sideways_scroll(app_url, browser, monkeypatch, width):
+    """The summary and, with a trial's widest timings (:data:`WIDE`), the timings table: Gradio sized each column 16
+    px wider than its cells need (style.css pads its sizing copy as the shown cells), which put the timings table's
+    c column out of sight at 1400 px."""
     monkeypatch.setattr(handlers, "race", _finished)
     page = open_page(browser, {"width": width, "height": 1000})
     try:
@@ -182,5 +193,15 @@ def test_on_a_desktop_the_summary_table_fits_without_a_sideways_scroll(app_url, 
         shown = page.evaluate(CARDS, "#arena-table")  # a table: its header row, no card labels
         assert shown["header"] > 0 and shown["scroll"] <= 0, shown
         assert {c["label"] for row in shown["rows"] for c in row} == {"none"}, shown["rows"]
+        page.locator("#arena-timings").screenshot(path=str(SHOTS / "desktop-arena-timings.png"))
+        headers = _headers(page, "#arena-timings")
+        assert all(h["right"] <= h["width"] + 1 for h in headers), headers
+        assert [" ".join(h["text"].split()) for h in headers] == [header for header, _, _ in TIMING_COLUMNS]
+        timings = page.evaluate(CARDS, "#arena-timings")
+        assert timings["header"] > 0 and timings["scroll"] <= 0, timings
+        cells = {(row[1]["text"], header): c for row in timings["rows"]
+                 for c, (header, _, _) in zip(row, TIMING_COLUMNS)}
+        assert cells["early-exit k=4", "c"]["text"] == "0.00050 (0.00023–0.00088)" and all(
+            c["cut"] <= 0 for c in cells.values()), cells
     finally:
         page.context.close()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from app.arena.verdicts import (NO_PASS_SPREAD, NO_READING, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, no_finding,
                                 no_reading_words, range_text, speedup_reading, spread_text)
-from app.render.markup import keep_ranges
+from app.render.markup import keep_names, keep_ranges
 from app.render.stats import counted_spread
 from specviz.analysis.arena_intervals import (OVER_COUNTS, OVER_PASSES, SHARE_COUNTS, share_basis,  # noqa: F401
                                               share_interval)
@@ -198,11 +198,20 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
             "data": [[cell(r, key, decimals) for _, key, decimals in columns] for r in rows]}
 
 
+NAME_KEYS = ("prompt_id", "category", "variant")
+"""The columns of names (a prompt, a category, a method) whose hyphenated words the page keeps whole
+(:func:`shown_table`)."""
+
+
 def shown_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
-    """:func:`table` as the page shows it: each range kept on one line (:func:`keep_ranges`). The downloads are
-    written from the rows, never from these cells."""
+    """:func:`table` as the page shows it: each range kept on one line (:func:`keep_ranges`), and in the columns of
+    :data:`NAME_KEYS` each hyphenated name whole (:func:`keep_names`: "early-exit", not "early-" / "exit"). The
+    downloads are written from the rows, never from these cells."""
     value = table(rows, columns)
-    return {"headers": value["headers"], "data": [[keep_ranges(cell) for cell in line] for line in value["data"]]}
+    names = {i for i, (_, key, _) in enumerate(columns) if key in NAME_KEYS}
+    return {"headers": value["headers"],
+            "data": [[keep_ranges(keep_names(cell) if i in names else cell) for i, cell in enumerate(line)]
+                     for line in value["data"]]}
 
 
 def empty_table(columns=SUMMARY_COLUMNS) -> dict:

@@ -19,6 +19,16 @@ def keep_ranges(text: str) -> str:
     return _RANGE_DASH.sub("–" + WORD_JOINER, text)
 
 
+_NAME_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+
+
+def keep_names(text: str) -> str:
+    """``text`` with a word joiner after each hyphen inside a word, so that a name such as "early-exit" or
+    "code-edit" is never split at its hyphen in a narrow table column (at 1400 px the Arena's timings table showed
+    "early-" / "exit" / "k=auto"). Display only, as :func:`keep_ranges`."""
+    return _NAME_HYPHEN.sub("-" + WORD_JOINER, text)
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``n`` and ``word`` in agreement: "1 prompt", "3 prompts" (``many``: an irregular plural)."""
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
