@@ -333,20 +333,22 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
 
     ``keep``: the box remembers the last value the run accepts (a ``gr.State``, set on each change) and an emptied
     box gets that value back, not the default, and a number out of range is said as a slider's is
-    (:func:`kept_or_refused`)."""
+    (:func:`kept_or_refused`); its sentence replaces the status line, marked as the box's as the others are
+    (:func:`kept_status`, which a phone's page reads to show it under the box: assets/head.html)."""
+    tag = box.elem_id or field.name
     if keep:
         kept = gr.State(box.value)
         box.change(lambda value: accepted_value(value, field), inputs=[box], outputs=[kept], preprocess=False,
                    queue=False, show_progress="hidden", api_visibility="private")
-        box.blur(lambda value, earlier=None: kept_or_refused(value, earlier, field), inputs=[box, kept],
-                 outputs=[box, status], preprocess=False, show_progress="hidden", concurrency_limit=None,
-                 api_visibility="private", js=_keep_blur_js(box.elem_id) if box.elem_id else None)
+        box.blur(lambda value, earlier=None: kept_status(kept_or_refused(value, earlier, field), None, tag),
+                 inputs=[box, kept], outputs=[box, status], preprocess=False, show_progress="hidden",
+                 concurrency_limit=None, api_visibility="private",
+                 js=_keep_blur_js(box.elem_id) if box.elem_id else None)
         if box.elem_id:
             gr.context.Context.root_block.load(None, js=_keep_letters_js(box.elem_id), queue=False,
                                                api_visibility="private")
         return
     inputs = [box, status] if target is None else [box, status, target]
-    tag = box.elem_id or field.name
 
     def said(value, current=None, spec=None):
         return kept_status(refused(value, field, parse, spec), current, tag, value)
