@@ -224,11 +224,14 @@ def _using(value, field: NumberField) -> str:
     return f"{_bound(value, field.integer)}{note}"
 
 
-def empty_notice(field: NumberField) -> tuple[float | int, str]:
+def empty_notice(field: NumberField, letters: bool = False) -> tuple[float | int, str]:
     """What an emptied number box says when it is left: (its default, put back in the box; "Seed: the box was left
-    empty, so it is set back to its default, 0."). A run reads an empty box as the default too; this shows it."""
+    empty, so it is set back to its default, 0.", or with ``letters`` (what was typed was no number: the browser
+    empties such a box) "Seed was not a number, so it is set back to its default, 0."). A run reads an empty box
+    as the default too; this shows it."""
     default = int(field.default) if field.integer else field.default
-    return default, f"{field.name}: the box was left empty, so it is set back to its default, {_using(default, field)}."
+    what = f"{field.name} was not a number" if letters else f"{field.name}: the box was left empty"
+    return default, f"{what}, so it is set back to its default, {_using(default, field)}."
 
 
 def exit_layer_notice(value, target_spec: str | None = None) -> tuple[int, str] | None:

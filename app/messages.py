@@ -156,9 +156,10 @@ def refused(value, field: NumberField, parse=None, target=None) -> tuple:
     of ``target``, the tab's target spec, when they are known without loading it), and the box set to it; for an
     emptied box, its default put back and said in the status line (:func:`app.inputs.empty_notice`); (skip, skip)
     for a value the run accepts. Never raises."""
+    letters = isinstance(value, dict) and bool(value.get("letters"))  # letters typed: the box was left empty
     try:
-        if value is None or value == "":
-            used, message = empty_notice(field)
+        if letters or value is None or value == "":
+            used, message = empty_notice(field, letters)
             return gr.update(value=used), render.status_html(message, "info")
         if field is EXIT_LAYER:
             found = exit_layer_notice(value, target)
@@ -333,20 +334,23 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
 
     ``keep``: the box remembers the last value the run accepts (a ``gr.State``, set on each change) and an emptied
     box gets that value back, not the default, and a number out of range is said as a slider's is
-    (:func:`kept_or_refused`); its sentence replaces the status line, marked as the box's as the others are
-    (:func:`kept_status`, which a phone's page reads to show it under the box: assets/head.html)."""
+    (:func:`kept_or_refused`). Either way the sentence stands above the status the tab showed, marked as the box's
+    (:func:`kept_status`, which a phone's page reads to show it under the box: assets/head.html), and goes when the
+    box is left with another value (a trial typed 0, read "using 20", typed 100 and still read "using 20"). Letters
+    typed in the box are said as "not a number", not as an empty box (:func:`_keep_letters_js`)."""
     tag = box.elem_id or field.name
+    letters = dict(js=_keep_blur_js(box.elem_id)) if box.elem_id else {}
+    if box.elem_id:
+        gr.context.Context.root_block.load(None, js=_keep_letters_js(box.elem_id), queue=False,
+                                           api_visibility="private")
     if keep:
         kept = gr.State(box.value)
         box.change(lambda value: accepted_value(value, field), inputs=[box], outputs=[kept], preprocess=False,
                    queue=False, show_progress="hidden", api_visibility="private")
-        box.blur(lambda value, earlier=None: kept_status(kept_or_refused(value, earlier, field), None, tag),
-                 inputs=[box, kept], outputs=[box, status], preprocess=False, show_progress="hidden",
-                 concurrency_limit=None, api_visibility="private",
-                 js=_keep_blur_js(box.elem_id) if box.elem_id else None)
-        if box.elem_id:
-            gr.context.Context.root_block.load(None, js=_keep_letters_js(box.elem_id), queue=False,
-                                               api_visibility="private")
+        box.blur(lambda value, earlier=None, current=None: kept_status(kept_or_refused(value, earlier, field), current,
+                                                                       tag, value),
+                 inputs=[box, kept, status], outputs=[box, status], preprocess=False, show_progress="hidden",
+                 concurrency_limit=None, api_visibility="private", **letters)
         return
     inputs = [box, status] if target is None else [box, status, target]
 
@@ -354,7 +358,14 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
         return kept_status(refused(value, field, parse, spec), current, tag, value)
 
     box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
-             concurrency_limit=None, api_visibility="private")
+             concurrency_limit=None, api_visibility="private", **letters)
+
+
+def leading_notice(current) -> str:
+    """The sentence about a box on top of the status ``current`` (HTML; :func:`kept_status`), "" when none: a
+    status that is planned again (:func:`app.batching.plan.refresh`) keeps it on top until the box changes it."""
+    found = _NOTICE.match(current) if isinstance(current, str) else None
+    return current[:found.end()] if found else ""
 
 
 _NOTICE = re.compile(r'^<div class="status-notice" data-box="([^"]*)"(?: data-used="([^"]*)")?>.*?</div></div>',

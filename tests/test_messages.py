@@ -8,7 +8,7 @@ an emptied box, the early-exit layer), the Arena's max-new-tokens notice, and :f
 
 from __future__ import annotations
 
-from app import inputs
+from app import inputs, messages, render
 from app.batching.check_job import N_FIELD
 from app.messages import message_for
 
@@ -357,6 +357,32 @@ def test_the_batching_n_box_is_wired_to_keep_its_earlier_value():
     names = {block._id: getattr(block, "elem_id", None) for block in demo.blocks.values()}
     left = [fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"
             and names[t] == "batching-check-n"]
-    assert len(left) == 1 and len(left[0].inputs) == 2  # the box and the value it kept
-    box, status = left[0].fn(None, 77)
-    assert box["value"] == 77 and "N runs per side was empty; kept 77." in status
+    assert len(left) == 1 and len(left[0].inputs) == 3  # the box, the value it kept and the status it stands above
+    box, status = left[0].fn(None, 77, "<p>the plan</p>")
+    assert box["value"] == 77 and "N runs per side was empty; kept 77." in status and status.endswith("<p>the plan</p>")
+
+
+def test_letters_in_a_box_that_takes_its_default_back_are_said_as_no_number():
+    """Chromium empties a number box typed over with letters; the page sends {"letters": true} (a trial read "Seed:
+    the box was left empty" after typing "abc")."""
+    assert inputs.empty_notice(inputs.SEED, letters=True) == (
+        0, "Seed was not a number, so it is set back to its default, 0.")
+    update, status = messages.refused({"letters": True}, inputs.SEED)
+    assert update["value"] == 0 and "Seed was not a number, so it is set back to its default, 0." in status
+
+
+def test_a_kept_boxs_sentence_goes_when_the_box_is_left_with_another_value_and_a_new_plan_keeps_it_on_top():
+    """The Batching N box (keep): 0 says "using 20" above the plan; the plan, planned again for 20 on the box's
+    change, keeps the sentence on top; 100 typed and left takes it away (a trial read "using 20" beside 100)."""
+    from app.batching.check_job import N_FIELD as N
+    from app.batching.plan import refresh
+
+    plan = render.status_html("Press Check: about 30 s", "info")
+    update, status = messages.kept_status(messages.kept_or_refused(0, 200, N), plan, "batching-n", 0)
+    assert update["value"] == 20 and "using 20" in status and status.endswith(plan)
+    replanned = refresh(status, (), "Press Check", lambda: render.status_html("Press Check: about 9 s", "info"))
+    assert messages.leading_notice(replanned) and "using 20" in replanned and replanned.endswith(
+        render.status_html("Press Check: about 9 s", "info"))
+    after = messages.kept_status(messages.kept_or_refused(100, 20, N), replanned, "batching-n", 100)
+    assert after[1] == render.status_html("Press Check: about 9 s", "info")
+    assert messages.leading_notice(plan) == ""

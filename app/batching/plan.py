@@ -30,6 +30,7 @@ from app.batching.sweep_job import LONG_PROMPT_TOKENS, PROBE_WIDE, SweepSettings
 from app.costs import RunCosts, planned_estimate
 from app.estimates import Estimate
 from app.inputs import InputError
+from app.messages import leading_notice
 from app.render import seconds_text
 from specviz.analysis.prompts import EXAMPLE_PROMPTS, load_prompts
 from specviz.runtime.policy import PolicyError
@@ -112,10 +113,11 @@ class Plan:
 def refresh(shown, values: tuple, lead: str, status_of) -> str | dict:
     """On a change of an input a part's plan follows: ``status_of(*values)`` (:func:`check_plan_status` or
     :func:`sweep_plan_status`) while the status ``shown`` (its HTML) only says what a press would do (it begins with
-    ``lead``: :data:`CHECK_LEAD` or :data:`SWEEP_LEAD`); gr.skip() for a run's progress, its results or a refusal."""
+    ``lead``: :data:`CHECK_LEAD` or :data:`SWEEP_LEAD`), under a box's sentence on top of it
+    (:func:`app.messages.leading_notice`); gr.skip() for a run's progress, its results or a refusal."""
     if lead not in str(shown or ""):
         return gr.skip()
-    return status_of(*values)
+    return leading_notice(shown) + status_of(*values)  # a box's sentence on top stays until the box changes it
 
 
 def _plan(known, seconds_of, what: str, shorter: str, load, now: float | None) -> Plan | None:
