@@ -337,7 +337,8 @@ def test_cost_cards_carry_the_spread_of_their_per_repeat_ratios():
     html = why.summary_html(grid, costs, lookahead=[(3, 3, 2)])
     assert "5 tokens for the price of 1.05; repeats 1.05–1.06" in html  # batch 1: 104.75 / 100
     # batch 16, rounds: (290 + 190/4) / 150 = 2.25, 350 / 200 = 1.75, (310 + 210/4) / 260 = 1.39
-    assert "5 tokens for the price of 1.75; repeats 1.39–2.25" in html
+    assert "5 tokens for the price of 1.75; repeats 1.39–2.25; not nearly free here: this step reads so few" in html
+    assert "1.05–1.06; not nearly free" not in html  # batch 1 is the flat part: the heading holds there
     assert "first 15 layers, 1 token ÷ a target step; repeats 0.49–0.58; n-gram lookup: 0.0002" in html
     # lookahead W=3, N=3, G=2: 11 tokens, T(11) = T(8) + 3/8 (T(16) − T(8)) per round
     assert "T(11)/T(1) (interpolated); it pays only above 1.14 tokens per pass; repeats 1.13–1.17" in html

@@ -41,6 +41,11 @@ NOISY_TAG = ": too noisy to tell"
 """Put after a card's unit when its repeats spread too far (:func:`app.why.noise.spread_too_wide`): the number is
 kept, labelled as :func:`_noisy_card` labels a noisy cost ratio."""
 ONE_STEP = " (the same as one step within noise: the flat part of the curve)"
+NOT_FREE = 1.5
+"""A k = 4 verification at or above this many one-token steps is said not to be nearly free (:data:`NOT_FREE_WORDS`):
+the intro's heading holds where a step waits on memory; a trial on int4 weights read 2.61 steps under it."""
+NOT_FREE_WORDS = ("; not nearly free here: this step reads so few bytes (or the machine is so busy) that the "
+                  "arithmetic of 5 tokens shows, so drafts must be accepted more often to pay")
 """Said of a cost ratio whose repeats straddle 1 narrowly (the rule's "about the same")."""
 
 
@@ -122,7 +127,7 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
                 continue
             cards.append((f"Verifying k=4 (batch {batch})", f"{cost:.2f} <small>steps</small>",
                           f"T(5)/T(1): 5 tokens for the price of {cost:.2f}{ONE_STEP if read.word == SAME else ''}"
-                          + _ratio_spread(grid, batch, 5)))
+                          + _ratio_spread(grid, batch, 5) + (NOT_FREE_WORDS if cost >= NOT_FREE else "")))
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
         span = costs.get("early-exit_range")
