@@ -225,6 +225,8 @@ def test_a_slower_run_during_which_other_programs_took_the_cpus_still_reads_slow
     row = busy.summary()
     assert row.speedup == pytest.approx(judged.value) and row.speedup_note is None
     assert row.speedup_reason is None and "0.5" in unlabelled(render.history_html([row]))
+    # its Done line says the busy machine too, as the card and the history's mark do (a trial read it only there)
+    assert "measured on a busy machine (other programs used 74% of the CPU)" in busy.status()
 
 
 def test_the_busy_reason_follows_the_latest_judgement():

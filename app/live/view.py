@@ -242,9 +242,10 @@ class RunView:
             if self._done is None:
                 waited, parts = self._waited()
                 details = "; ".join([self._counts(reasons=True), *parts])
-                judged = self.judgement()  # a faster verdict on a busy machine says so here too (verdict_card)
-                busy = f" · {render.BUSY_MACHINE}: the speedup may be smaller on a quiet one" if (
-                    judged is not None and judged.verdict == "faster" and self._busy is not None) else ""
+                judged = self.judgement()  # a verdict on a busy machine says so here too (verdict_card, the history)
+                busy = "" if judged is None or self._busy is None else (
+                    f" · {render.BUSY_MACHINE}: the speedup may be smaller on a quiet one" if judged.verdict == "faster"
+                    else f" · {render.BUSY_MACHINE} (other programs used {self._busy:.0%} of the CPU)")
                 self._done = render.status_html(f"Done in {waited} ({details}) · {self.target_label}{busy}", "done",
                                                 notes=self.notes)
             return self._done
