@@ -24,6 +24,7 @@ QUIET = (0.0, 2)  # other programs' (load, CPUs): nothing else running
 def _nothing_timed(monkeypatch):
     """Each test starts with nothing timed in this process (the stores are the process's, shared by sessions)."""
     monkeypatch.setattr(plan, "_PROBES", {})
+    monkeypatch.setattr(plan, "_TOOK", {})
     monkeypatch.setattr(costs, "_TUNED", {})
     monkeypatch.setattr(plan, "machine_load", lambda: QUIET)
 
@@ -51,6 +52,23 @@ def test_a_measure_of_the_target_gives_the_estimate_from_the_one_formula():
     assert "Measure takes minutes" in why.plan_html("org/other-model", load=QUIET)
     line = why.plan_html(" embedded ", True, True, load=QUIET)
     assert line.endswith(", plus the offloaded curve and the weight formats (said once it runs).</div>")
+
+
+def test_the_next_plan_learns_how_long_the_last_measure_took_against_its_plan():
+    """A trial: a Measure planned at about 80 s took 107 s, and the line after it still read "about 55 s". The last
+    Measure's time over its own plan (1.34 here) scales the next plan from its probe, said in the source; a ratio
+    within 10 % of 1 changes nothing, and one beyond the limits is held at them."""
+    probe = {1: 40.0, max(TOKEN_COUNTS): 200.0}
+    seconds = why.measure_seconds(probe)
+    why.remember_probe("embedded", probe)
+    plan.remember_took("embedded", 1.34 * seconds, seconds)
+    estimate, source = why.planned("embedded", QUIET)
+    assert estimate.seconds == pytest.approx(1.34 * seconds)
+    assert source == "from the first forwards of the last Measure here, which took 1.3× the time they planned"
+    plan.remember_took("embedded", 1.05 * seconds, seconds)
+    assert why.planned("embedded", QUIET)[0].seconds == pytest.approx(seconds)
+    plan.remember_took("embedded", 10 * seconds, seconds)
+    assert why.planned("embedded", QUIET)[0].seconds == pytest.approx(plan.TOOK_LIMITS[1] * seconds)
 
 
 def test_the_start_ups_timed_forwards_give_it_before_any_measure():

@@ -27,7 +27,7 @@ from app.why.figures import forward_figure
 from app.why.history import latest_run, lookahead_settings, run_c
 from app.why.noise import _times, impossible_text, within_noise_text
 from app.why.offload import ROUNDS, WARMUP, add_offload_lines, measure_offloaded, offload_html
-from app.why.plan import measure_seconds, remember_probe
+from app.why.plan import measure_seconds, remember_probe, remember_took
 from app.why.weights import ROUNDS as FORMAT_ROUNDS, WARMUP as FORMAT_WARMUP
 from app.why.weights import measure_formats, weights_figure, weights_html
 from specviz.measure.costs import measure_draft_costs
@@ -273,6 +273,7 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
     if threads:
         job.say(("threads", threads))
     say(0.0, "Timing a first forward…")
+    began = time.monotonic()
     probe = probe_forward_ms(loaded, (1, max(TOKEN_COUNTS)))
     remember_probe(spec, probe)  # the next estimate before a press (app.why.plan) reads it
     job.say(("estimate", measure_seconds(probe)))
@@ -284,6 +285,7 @@ def _measure_work(job: Job, spec: str, layer: int | None, offload: bool = False,
         first = min(grid["ms"])
         costs = measure_draft_costs(loaded, grid["step_ms"], exit_layer=layer,
                                     step_repeats=grid.get("samples", {}).get(first, {}).get(1, ()))
+        remember_took(spec, time.monotonic() - began, measure_seconds(probe))  # the next plan learns its miss
     curves = _offload_work(job, spec) if offload and costs is not None else None
     formats = _weights_work(job, loaded, grid) if weights and costs is not None and not job.should_stop() else None
     return {"grid": grid, "costs": costs, "label": loaded.label, "note": note, "offload": curves, "weights": formats,

@@ -64,12 +64,27 @@ def remember_probe(spec: str, probe: dict[int, float]) -> None:
         _PROBES[spec] = (dict(probe), time.time(), machine_load())
 
 
+TOOK_LIMITS = (0.5, 4.0)
+"""How far the last Measure's time over its plan (:func:`remember_took`) moves the next plan, at most."""
+_TOOK: dict[str, float] = {}  # target spec -> the last whole Measure's seconds over the seconds its probe planned
+
+
+def remember_took(spec: str, took_s: float, planned_s: float) -> None:
+    """Keep how long the last whole Measure of ``spec`` took (``took_s``, its grid and the drafters' c, from its
+    first forward on) over what its own probe planned (``planned_s``, :func:`measure_seconds`): the next plan from
+    that probe is scaled by it (a trial: a Measure planned at about 80 s took 107 s, and the line after it still
+    read "about 55 s")."""
+    if took_s > 0 and planned_s > 0:
+        with _LOCK:
+            _TOOK[spec] = min(max(took_s / planned_s, TOOK_LIMITS[0]), TOOK_LIMITS[1])
+
+
 def _known_probe(spec: str) -> tuple[dict[int, float], float | None, tuple[float, int] | None, str] | None:
     """(probe, when timed or None, load then, where it comes from in words) for ``spec``, or None: nothing timed."""
     with _LOCK:
         kept = _PROBES.get(spec)
     if kept is not None:
-        return (*kept, "from the first forwards of the last Measure here")
+        return (*kept, "from the first forwards of the last Measure here")  # scaled in planned() by its time taken
     tuned = tuned_or_none(spec)
     if tuned is None:
         return None
@@ -88,6 +103,11 @@ def planned(spec: str, load=NOW) -> tuple[Estimate, str] | None:
         return None
     probe, when, measured_load, source = known
     seconds = measure_seconds(probe)
+    with _LOCK:
+        took = _TOOK.get(spec) if spec in _PROBES else None
+    if took is not None and abs(took - 1.0) >= 0.1:
+        seconds *= took
+        source = f"{source}, which took {took:.1f}× the time they planned"
     now = machine_load() if load is NOW else load
     age = time.time() - when if when is not None else None
     return make_estimate(seconds, seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1], now, measured_load,
