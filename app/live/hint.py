@@ -4,7 +4,8 @@ about 20 s" for the whole session while its runs took 10 s, and saw no time at a
 pressed Generate.
 
 The line follows the slider's value, the settings that name the run's method and the weight format (what a run's
-plan reads besides the prompt's length), and every run's end, finished or stopped (its costs join the estimate, :func:`app.costs.learn_costs`).
+plan reads besides the prompt's length), and every run's end, finished or stopped (its costs join the estimate,
+:func:`app.costs.learn_costs`).
 """
 
 from __future__ import annotations

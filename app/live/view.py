@@ -243,8 +243,9 @@ class RunView:
                 waited, parts = self._waited()
                 details = "; ".join([self._counts(reasons=True), *parts])
                 judged = self.judgement()  # a verdict on a busy machine says so here too (verdict_card, the history)
+                faster = judged is not None and judged.verdict == "faster"
                 busy = "" if judged is None or self._busy is None else (
-                    f" · {render.BUSY_MACHINE}: the speedup may be smaller on a quiet one" if judged.verdict == "faster"
+                    f" · {render.BUSY_MACHINE}: the speedup may be smaller on a quiet one" if faster
                     else f" · {render.BUSY_MACHINE} (other programs used {self._busy:.0%} of the CPU)")
                 self._done = render.status_html(f"Done in {waited} ({details}) · {self.target_label}{busy}", "done",
                                                 notes=self.notes)
