@@ -190,6 +190,8 @@ def threads_for_run() -> int | None:
 THREADS_EFFECTS = {
     "run": ("this run", "Sums round by thread count, so greedy text can differ from a {tuned}-thread run's; both runs "
             "here share it, so they stay identical"),
+    "race": ("this race", "Sums round by thread count, so greedy text can differ from a {tuned}-thread run's; every "
+             "method's runs and baselines here share it, so each matches its baseline"),
     "recording": ("this run", "Sums round by thread count, so greedy text can differ from a {tuned}-thread run's, "
                   "such as a walkthrough's shipped recording"),
     "measurement": ("this measurement", "Every forward it times shares it, so the curve's points and c compare with "
@@ -199,9 +201,10 @@ THREADS_EFFECTS = {
               "speedups compare like with like; on a quiet machine the {tuned} threads may time them shorter"),
 }
 """What runs under the cap of :func:`threads_for_run`, and what sharing it means there, by the work a tab runs (the
-keys of :func:`threads_note`): one place for every tab's wording of the cap. Live and the Arena run baselines beside
-speculative runs ("run"); the Classroom records one run ("recording") or runs a what-if pair ("run"); the Why tab
-times the forward curve ("measurement"); the Batching tab samples ("check") and times batches ("sweep")."""
+keys of :func:`threads_note`): one place for every tab's wording of the cap. Live runs a baseline beside a
+speculative run ("run"), the Arena every method's runs and baselines ("race"); the Classroom records one run
+("recording") or runs a what-if pair ("run"); the Why tab times the forward curve ("measurement"); the Batching tab
+samples ("check") and times batches ("sweep")."""
 
 
 def threads_note(model, work: str = "run") -> str:

@@ -94,13 +94,15 @@ def test_the_classroom_says_the_cap_when_recording_and_in_the_what_if(capped, ti
 
 
 def test_one_wording_for_every_tab():
-    """Every tab's note starts alike and names its own work; Live's and the Arena's note reads as before."""
-    for work, subject in (("run", "run"), ("recording", "run"), ("measurement", "measurement"), ("check", "check"),
+    """Every tab's note starts alike and names its own work; Live's note reads as before; the Arena's names a race."""
+    for work, subject in (("run", "run"), ("race", "race"), ("recording", "run"), ("measurement", "measurement"), ("check", "check"),
                           ("sweep", "sweep")):
         assert estimates.threads_note_text(1, 2, work).startswith(HEAD.format(subject))
     assert estimates.threads_note_text(1, 2, "run") == (
         "other programs are using the CPUs: this run uses 1 torch thread of the 2 tuned here, which is faster beside "
         "them. Sums round by thread count, so greedy text can differ from a 2-thread run's; both runs here share it, "
         "so they stay identical")
+    assert estimates.threads_note_text(1, 2, "race").endswith(
+        "every method's runs and baselines here share it, so each matches its baseline")  # a race has more than two
     assert estimates.threads_note_text(3, 4, "sweep").startswith(
         "other programs are using the CPUs: this sweep uses 3 torch threads of the 4 tuned here")

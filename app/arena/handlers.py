@@ -203,7 +203,7 @@ def _arena_work(job: Job, s: dict) -> ArenaResult | None:
     say_progress(0.0, f"Loading the target {s['target']}…")
     loaded = load_target(s["target"], progress=lambda message: say_progress(0.0, message))
     check_exit_layer(s["exit_layer"], loaded)
-    threads = estimates.threads_note(loaded.model)  # fewer threads beside other programs (set by job.turn)
+    threads = estimates.threads_note(loaded.model, "race")  # fewer threads beside other programs (set by job.turn)
     if threads:
         job.say(("note", threads))
     if "model" in s["drafters"] or "bf16" in s["drafters"]:
