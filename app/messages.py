@@ -322,7 +322,7 @@ def accepted_value(value, field: NumberField):
 
 
 def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse=None, target=None,
-                      keep: bool = False) -> None:
+                      keep: bool = False):
     """Check a number box when it is left, not only when Run is pressed: a value its run would refuse (``field``'s
     range, or ``parse``, the Run path's own parser, e.g. :func:`app.inputs.parse_exit_layer`) gets a line in
     ``status`` with the Run path's message and the value used instead, and the box is set to it; an emptied box
@@ -337,7 +337,8 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
     (:func:`kept_or_refused`). Either way the sentence stands above the status the tab showed, marked as the box's
     (:func:`kept_status`, which a phone's page reads to show it under the box: assets/head.html), and goes when the
     box is left with another value (a trial typed 0, read "using 20", typed 100 and still read "using 20"). Letters
-    typed in the box are said as "not a number", not as an empty box (:func:`_keep_letters_js`)."""
+    typed in the box are said as "not a number", not as an empty box (:func:`_keep_letters_js`). Returns the blur
+    event (a caller chains what follows the settled value with ``.then``)."""
     tag = box.elem_id or field.name
     letters = dict(js=_keep_blur_js(box.elem_id)) if box.elem_id else {}
     if box.elem_id:
@@ -347,18 +348,17 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
         kept = gr.State(box.value)
         box.change(lambda value: accepted_value(value, field), inputs=[box], outputs=[kept], preprocess=False,
                    queue=False, show_progress="hidden", api_visibility="private")
-        box.blur(lambda value, earlier=None, current=None: kept_status(kept_or_refused(value, earlier, field), current,
-                                                                       tag, value),
-                 inputs=[box, kept, status], outputs=[box, status], preprocess=False, show_progress="hidden",
-                 concurrency_limit=None, api_visibility="private", **letters)
-        return
+        return box.blur(lambda value, earlier=None, current=None: kept_status(kept_or_refused(value, earlier, field),
+                                                                              current, tag, value),
+                        inputs=[box, kept, status], outputs=[box, status], preprocess=False, show_progress="hidden",
+                        concurrency_limit=None, api_visibility="private", **letters)
     inputs = [box, status] if target is None else [box, status, target]
 
     def said(value, current=None, spec=None):
         return kept_status(refused(value, field, parse, spec), current, tag, value)
 
-    box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
-             concurrency_limit=None, api_visibility="private", **letters)
+    return box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
+                    concurrency_limit=None, api_visibility="private", **letters)
 
 
 def leading_notice(current) -> str:

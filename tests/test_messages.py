@@ -358,6 +358,8 @@ def test_the_batching_n_box_is_wired_to_keep_its_earlier_value():
     left = [fn for fn in demo.fns.values() for t, event in fn.targets if event == "blur"
             and names[t] == "batching-check-n"]
     assert len(left) == 1 and len(left[0].inputs) == 3  # the box, the value it kept and the status it stands above
+    after = [d for d in demo.config["dependencies"] if d.get("trigger_after") == left[0]._id]
+    assert len(after) == 1 and after[0]["targets"][0][1] == "then"  # the plan, made again for the settled N
     box, status = left[0].fn(None, 77, "<p>the plan</p>")
     assert box["value"] == 77 and "N runs per side was empty; kept 77." in status and status.endswith("<p>the plan</p>")
 

@@ -64,7 +64,8 @@ def test_the_next_plan_learns_how_long_the_last_measure_took_against_its_plan():
     plan.remember_took("embedded", 1.34 * seconds, seconds)
     estimate, source = why.planned("embedded", QUIET)
     assert estimate.seconds == pytest.approx(1.34 * seconds)
-    assert source == "from the first forwards of the last Measure here, which took 1.3× the time they planned"
+    assert source == ("from the first forwards of the last Measure here, scaled to the time that Measure took (1.3× "
+                      "what its first forwards planned)")
     plan.remember_took("embedded", 1.05 * seconds, seconds)
     assert why.planned("embedded", QUIET)[0].seconds == pytest.approx(seconds)
     plan.remember_took("embedded", 10 * seconds, seconds)

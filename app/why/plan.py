@@ -107,7 +107,7 @@ def planned(spec: str, load=NOW) -> tuple[Estimate, str] | None:
         took = _TOOK.get(spec) if spec in _PROBES else None
     if took is not None and abs(took - 1.0) >= 0.1:
         seconds *= took
-        source = f"{source}, which took {took:.1f}× the time they planned"
+        source = f"{source}, scaled to the time that Measure took ({took:.1f}× what its first forwards planned)"
     now = machine_load() if load is NOW else load
     age = time.time() - when if when is not None else None
     return make_estimate(seconds, seconds * PROBE_SPREAD[0], seconds * PROBE_SPREAD[1], now, measured_load,
