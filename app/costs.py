@@ -256,6 +256,14 @@ def newest_run(target: str) -> RunCosts | None:
         return runs[-1] if runs else None
 
 
+def as_probe(costs: RunCosts, wide: int) -> dict[int, float]:
+    """``costs`` in the form of a probe (ms of one forward over n new tokens at batch 1, as
+    :func:`specviz.measure.grid.probe_forward_ms` gives): {1: the one-token step, ``wide``: that many tokens at a wide
+    forward's cost per token, never below one step}. E.g. 48 ms a step, 5 ms a token, wide 64: {1: 48.0, 64: 320.0}.
+    The Why and Batching tabs plan a press from it before their own probe."""
+    return {1: costs.base_ms_per_token, wide: max(costs.base_ms_per_token, wide * costs.prefill_ms_per_token)}
+
+
 def tuned_or_none(spec: str) -> RunCosts | None:
     """The costs :func:`tuned_costs` measured for ``spec``, None when it has not yet: nothing is timed here."""
     with _COSTS_LOCK:

@@ -68,11 +68,9 @@ def costs_words(costs: RunCosts) -> str:
 
 
 def costs_probe(costs: RunCosts) -> dict[int, float]:
-    """Measured ``costs`` in the form of a probe (ms of one forward over n new tokens at batch 1, as
-    :func:`specviz.measure.grid.probe_forward_ms` gives): {1: the one-token step (``base_ms_per_token``),
-    :data:`~app.batching.sweep_job.PROBE_WIDE`: that many tokens at a wide forward's cost per token
-    (``prefill_ms_per_token``)}. E.g. 48 ms a step and 5 ms a token: {1: 48.0, 64: 320.0}."""
-    return {1: costs.base_ms_per_token, PROBE_WIDE: PROBE_WIDE * costs.prefill_ms_per_token}
+    """Measured ``costs`` as the probe a sweep times at its start (:func:`app.costs.as_probe` at
+    :data:`~app.batching.sweep_job.PROBE_WIDE` tokens)."""
+    return measured.as_probe(costs, PROBE_WIDE)
 
 
 @dataclass(frozen=True)

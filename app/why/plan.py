@@ -16,7 +16,7 @@ import time
 
 import gradio as gr
 
-from app.costs import tuned_or_none
+from app.costs import as_probe, tuned_or_none
 from app.estimates import NOW, PROBE_SPREAD, Estimate, machine_load, make_estimate
 from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds
 
@@ -88,8 +88,7 @@ def _known_probe(spec: str) -> tuple[dict[int, float], float | None, tuple[float
     tuned = tuned_or_none(spec)
     if tuned is None:
         return None
-    wide = max(TOKEN_COUNTS)  # a wide forward's cost per token, as the start-up timed it, at the grid's widest n
-    probe = {1: tuned.base_ms_per_token, wide: max(tuned.base_ms_per_token, wide * tuned.prefill_ms_per_token)}
+    probe = as_probe(tuned, max(TOKEN_COUNTS))  # a wide forward's cost per token, at the grid's widest n
     return probe, tuned.measured_at, tuned.measured_load, "from forwards the app timed on this machine"
 
 
