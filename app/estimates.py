@@ -224,6 +224,30 @@ def threads_note(model, work: str = "run") -> str:
     return threads_note_text(max(used), max(tuned), work)
 
 
+THREADS_DEFINITION = ("the torch threads the timings ran under: tuned (the most the target's forwards were tuned to "
+                      "use here; null: no tuned choice, torch's own count), used (the most they used, under the cap "
+                      "set when other programs are using the CPUs), capped (used below tuned) and note (the sentence "
+                      "the page showed under its status; empty without a cap)")
+"""What a download's ``threads`` record (:func:`threads_record`) holds, for its definitions."""
+
+
+def threads_record(model, work: str = "run") -> dict:
+    """The thread cap a job's timings ran under, for its downloaded record (a JSON's ``threads``,
+    :data:`THREADS_DEFINITION`): ``{"tuned": 2, "used": 1, "capped": True, "note": "other programs are using the
+    CPUs: this sweep uses 1 torch thread of the 2 tuned here, …"}``; without a cap ``used`` equals ``tuned`` and the
+    note is ""; a model without tuned threads gives ``tuned`` None and torch's own count as ``used``. Call it where
+    :func:`threads_note` is called (the job's thread, after the cap was set). Raises KeyError for an unknown
+    ``work``."""
+    import torch
+
+    from specviz.core.kv import chosen_threads
+
+    note = threads_note(model, work)
+    tuned, used = getattr(model, "_specviz_threads", None), chosen_threads(model)
+    return {"tuned": max(tuned) if tuned else None, "used": max(used) if used else torch.get_num_threads(),
+            "capped": bool(note), "note": note}
+
+
 def threads_note_text(threads: int, tuned: int, work: str) -> str:
     """:func:`threads_note`'s sentence for ``threads`` torch threads used of ``tuned`` tuned, for ``work`` (a key of
     :data:`THREADS_EFFECTS`). Raises KeyError for an unknown ``work``."""

@@ -100,7 +100,8 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     the order sent (its own concurrency group of 1; each takes a millisecond), so that a release answered late cannot
     undo a later one. Every release is sent (``trigger_mode="multiple"``): the click into the box already sends one (the
     pointer's, with the old value), and with Gradio's default ("once") the typed number's release was dropped while
-    that one was still queued, as on a busy machine: k = 99 then ran k = 16 without a word."""
+    that one was still queued, as on a busy machine: k = 99 then ran k = 16 without a word. Returns the release event
+    (a caller chains what follows the settled value with ``.then``)."""
     low, high = slider.minimum, slider.maximum
     tag = slider.elem_id or name
     whole = float(slider.step or 0).is_integer() and float(low).is_integer()  # k, max new tokens: whole steps
@@ -108,7 +109,7 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     def said(value, current=None):
         return kept_status(clamped(value, name, low, high, hint, whole), current, tag, value)
 
-    slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
+    return slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
                    concurrency_limit=1, concurrency_id=f"release-{tag}", api_visibility="private",
                    trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
 
@@ -413,8 +414,10 @@ def _same_number(value, shown: str | None) -> bool:
         return True
 
 
-def report(what: str, error: BaseException) -> str:
+def report(what: str, error: BaseException, notes=()) -> str:
     """Log ``error`` (see :func:`log_failure`) and return its message as an error status line (HTML): every caller
-    shows it in its tab's status line, so no toast says it again (a toast outlived the failure it named)."""
+    shows it in its tab's status line, so no toast says it again (a toast outlived the failure it named). ``notes``:
+    the running status's notes, kept under the message where a run failed after showing part of its timings (the
+    thread cap's, :func:`app.estimates.threads_note`: no timing stands without it); none for a refusal."""
     log_failure(what, error)
-    return render.status_html(message_for(error), "error")
+    return render.status_html(message_for(error), "error", notes=notes)

@@ -9,6 +9,7 @@ import re
 
 from app.arena.verdicts import NOISY_DRIFT, _noisy, noise_text
 from app.downloads import write_csv_and_json
+from app.estimates import THREADS_DEFINITION
 from specviz.analysis.arena_rows import BASELINE, ArenaResult, to_csv, to_json
 
 
@@ -23,6 +24,7 @@ FILE_DEFINITIONS = {
              "timings support: a run too short to time where its baselines agree (a longer run or more prompts "
              "would read it), the machine's speed changed during the run where they drifted apart (run again)",
     "status": "the status line the page showed at the end, in words",
+    "threads": THREADS_DEFINITION + "; every method's runs and baselines share it",
 }
 """What the downloads add to :data:`specviz.analysis.arena_rows.DEFINITIONS`."""
 
@@ -50,12 +52,15 @@ def write_files(result: ArenaResult, folder: str | None = None, *, wall_s: float
     The files carry what the page shows: every row's noise verdict (:data:`VERDICT_COLUMNS`), and in the JSON the
     ``notes`` shown under the status, the status itself in words (``status``, HTML) and ``wall_s``: the seconds the
     status gives (from the Run click: waiting for the device and loading the target included); ``race_wall_s`` is the
-    arena after loading (:attr:`ArenaResult.wall_s`, which ``wall_s`` was before: 32.6 s beside a status's 50 s)."""
+    arena after loading (:attr:`ArenaResult.wall_s`, which ``wall_s`` was before: 32.6 s beside a status's 50 s);
+    ``threads``: the thread cap its timings ran under (:func:`app.estimates.threads_record`, kept in the result's
+    environment by the job; None where unknown)."""
     shown = dataclasses.replace(result, rows=with_verdicts(result.rows), summary=with_verdicts(result.summary))
     data = to_json(shown)
     data["race_wall_s"] = round(result.wall_s, 1)
     data["wall_s"] = round(result.wall_s if wall_s is None else wall_s, 1)
     data["notes"] = list(dict.fromkeys([*notes, *result.notes]))
     data["status"] = plain_status(status) if status else ""
+    data["threads"] = result.environment.get("threads")  # the cap the timings ran under (app.estimates.threads_record)
     data["definitions"] = {**data.get("definitions", {}), **FILE_DEFINITIONS}
     return write_csv_and_json("arena", to_csv(shown, VERDICT_COLUMNS), data, folder)

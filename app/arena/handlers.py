@@ -63,9 +63,10 @@ def _outputs(status=None, summary=None, timings=None, prompts=None, charts=None,
     return tuple(skip if v is None else v for v in values)
 
 
-def _failed(what: str, error: BaseException) -> tuple:
-    """The output tuple of a failed run: the message in the status line (:func:`app.messages.report`)."""
-    return _outputs(status=report(what, error))
+def _failed(what: str, error: BaseException, notes=()) -> tuple:
+    """The output tuple of a failed run: the message in the status line (:func:`app.messages.report`), with
+    ``notes``, the running status's (the thread cap's among them), under it: the prompts it showed stay."""
+    return _outputs(status=report(what, error, notes))
 
 
 def _result_outputs(result: ArenaResult, status: str):
@@ -149,7 +150,7 @@ def race(inputs: ArenaInputs, progress=gr.Progress(), request: gr.Request = None
             learn_arena(s["target"], result.rows, estimates.machine_load())
         yield from _show_result(result, job, time.monotonic() - started, notes, cpu, pace)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        yield _failed("arena", error)
+        yield _failed("arena", error, notes)
     finally:
         job.release()  # also when Gradio closes this handler: the arena stops before its next target forward
 
@@ -203,9 +204,9 @@ def _arena_work(job: Job, s: dict) -> ArenaResult | None:
     say_progress(0.0, f"Loading the target {s['target']}…")
     loaded = load_target(s["target"], progress=lambda message: say_progress(0.0, message))
     check_exit_layer(s["exit_layer"], loaded)
-    threads = estimates.threads_note(loaded.model, "race")  # fewer threads beside other programs (set by job.turn)
-    if threads:
-        job.say(("note", threads))
+    threads = estimates.threads_record(loaded.model, "race")  # fewer threads beside other programs (set by job.turn)
+    if threads["note"]:
+        job.say(("note", threads["note"]))
     if "model" in s["drafters"] or "bf16" in s["drafters"]:
         say_progress(0.0, "Loading the draft model…")
     generation = dict(s.get("generation") or {})
@@ -216,6 +217,7 @@ def _arena_work(job: Job, s: dict) -> ArenaResult | None:
     for result in iter_arena(loaded, s["prompts"], s["drafters"], s["ks"], config, say_progress, job.should_stop,
                              draft_spec=s["draft_spec"], exit_layer=s["exit_layer"],
                              use_chat_template=s["chat_template"]):
+        result.environment["threads"] = threads  # the cap every timing ran under, for the JSON (app.arena.files)
         # a snapshot: the worker extends the rows again while the handler renders these
         job.say(("partial", dataclasses.replace(result, rows=list(result.rows), summary=list(result.summary))))
     return result

@@ -52,7 +52,7 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
             result = yield from relay(job.call(check_work, job, c, stoppable=True), shown.show)
         yield _checked(result, c, time.monotonic() - shown.started, cpu, shown.notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        yield _check_out(status=report("sampling check", error))
+        yield _check_out(status=report("sampling check", error, shown.notes))  # what it showed keeps the cap's note
     finally:
         job.release()
 

@@ -107,16 +107,18 @@ def wire_plans(sweep: dict, check: dict, tab: gr.Tab | None = None) -> None:
     not ``change``: a value the app sets, as a slider's clamp with its own status line, is not answered over that
     line), in the browser's round trip, outside the queue (it reads measured costs and the load, nothing more); raw
     values (preprocess off), so a number out of range reaches the plan, which leaves it to its own check. After a
-    box's own check when it is left (``part["left"]``, the N box's), the plan is made again for the value the box
-    settled on, under its sentence (a trial read "using 20" above a plan of 200 runs, then no plan after 100)."""
+    box's own check when it is left (``part["left"]``, a list: the N box's blur, the sweep's k and max new tokens
+    releases), the plan is made again for the value the box settled on, under its sentence (a trial read "using 20"
+    above a plan of 200 runs, then no plan after 100; another read "using 4." for max new tokens per row above a plan
+    of 24, or of 2, or with no number)."""
     for part, names, handler in ((sweep, SWEEP_PLAN_INPUTS, refresh_sweep), (check, CHECK_PLAN_INPUTS, refresh_check)):
         inputs = [part["status"]] + [part[name] for name in names]
         options = dict(inputs=inputs, outputs=[part["status"]], queue=False, preprocess=False,
                        show_progress="hidden", api_visibility="private")
         for name in names:
             part[name].input(handler, trigger_mode="always_last", **options)
-        if "left" in part:  # the box's sentence settled its value: planned for that value, under the sentence
-            part["left"].then(handler, **options)
+        for left in part.get("left", ()):  # the box's sentence settled its value: planned for it, under the sentence
+            left.then(handler, **options)
         gr.context.Context.root_block.load(handler, **options)
         if tab is not None:
             tab.select(handler, **options)
@@ -173,9 +175,8 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
     mark_while_sent(sweeping, SWEEP_MARK)  # Stop then also reaches a sweep still in Gradio's queue
     stop_btn.click(stop_sweep, inputs=[status], js=stop_sent_js(SWEEP_MARK, 1), outputs=[status], queue=False,
                    api_name="batching_stop", api_description=API["batching_stop"])
-    tell_when_clamped(max_new, status, "Max new tokens per row")
-    tell_when_clamped(k, status, "Draft length k")
-    return {**form, "status": status}
+    left = [tell_when_clamped(max_new, status, "Max new tokens per row"), tell_when_clamped(k, status, "Draft length k")]
+    return {**form, "status": status, "left": left}
 
 
 def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
@@ -219,4 +220,4 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
     tell_when_clamped(temperature, check_status, "Temperature")
     from app.messages import tell_when_invalid  # the N box checked when left, with the Run path's name and limits
     left = tell_when_invalid(n, check_status, N_FIELD, keep=True)  # an emptied box keeps its earlier N
-    return {"status": check_status, "target": target_box, "prompt": prompt, "n": n, "left": left}
+    return {"status": check_status, "target": target_box, "prompt": prompt, "n": n, "left": [left]}

@@ -182,13 +182,14 @@ class JobStatus:
         return self.out(render.status_html(f"{self.verb}… {self.message} ({took})", "busy", notes=self.notes))
 
 
-def say_threads(job, loaded, work: str) -> None:
+def say_threads(job, loaded, work: str) -> dict:
     """In the job's thread, once ``loaded`` (the target) is loaded: say ("note", text) through ``job`` when other
     programs' work caps its threads (:func:`app.estimates.threads_note` for ``work``, "check" or "sweep"); nothing
-    without a cap."""
-    note = estimates.threads_note(loaded.model, work)  # fewer threads beside other programs (set by job.turn)
-    if note:
-        job.say(("note", note))
+    without a cap. Returns the cap's record for the downloads (:func:`app.estimates.threads_record`)."""
+    record = estimates.threads_record(loaded.model, work)  # fewer threads beside other programs (set by job.turn)
+    if record["note"]:
+        job.say(("note", record["note"]))
+    return record
 
 
 def lesson_html(sentence: str) -> str:

@@ -12,6 +12,7 @@ from app.batching.sweep_lesson import sweep_lesson
 from app.batching.sweep_reading import (IMPOSSIBLE_COST, NOISY_SPREAD, crossover, disturbance, grid_figures,
                                         verdict)
 from app.downloads import write_csv_and_json
+from app.estimates import THREADS_DEFINITION
 from specviz.analysis.batching import REPEATED_FIGURES, repeat_speedups, repeat_values
 from specviz.measure.machine import CONTENDED_SHARE
 
@@ -43,6 +44,7 @@ DEFINITIONS = {
                                      "_min / _max: its repeats' range; empty: not timed",
     "grid_too_noisy": f"the grid timed a pass below {IMPOSSIBLE_COST:g} one-token steps, or more work faster than "
                       "less: noise",
+    "threads": THREADS_DEFINITION + "; every timing of the sweep, the predicted curve's included, shares it",
     "note": "empty for a sweep that ran to its end; after a Stop, what this batch size misses (its measured speedup, "
             "its predicted-curve timings)",
 }
@@ -133,7 +135,8 @@ def sweep_csv(result: dict) -> str:
 def sweep_json(result: dict) -> dict:
     """Everything needed to read and reproduce the sweep: settings, versions, machine, device, definitions, the
     measured rows, the forward grid (if timed) and its T(B, 1), T(B, k+1) per batch size (``grid_timings``,
-    :func:`grid_figures`); after a Stop, what is missing (``missing``, ``stop_note``)."""
+    :func:`grid_figures`); after a Stop, what is missing (``missing``, ``stop_note``); the thread cap its timings ran
+    under (``threads``: :func:`app.estimates.threads_record`; None in a result that predates it)."""
     env, settings = result.get("environment", {}), result.get("settings") or {}
     return {"benchmark": "batching", "settings": settings, "k": result["k"],
             "max_new_tokens": result.get("max_new_tokens", settings.get("max_new_tokens")), "repeats": REPEATS,
@@ -143,7 +146,7 @@ def sweep_json(result: dict) -> dict:
             "missing": missing(result), "grid_timings": grid_figures(result.get("grid"), result["k"]),
             "crossover": None if disturbance(result) else (crossover(result["rows"]) or {}).get("batch"),
             "lesson": sweep_lesson(result),
-            "other_programs_cpu_share": result.get("cpu_others"),
+            "other_programs_cpu_share": result.get("cpu_others"), "threads": result.get("threads"),
             "rows": csv_rows(result), "grid": result.get("grid"), "wall_s": result.get("wall_s")}
 
 

@@ -73,7 +73,7 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
             result = shown.kept()
         yield _swept(result, time.monotonic() - shown.started, shown.notes)
     except Exception as error:  # noqa: BLE001 - any failure becomes a message, the session stays usable
-        yield _sweep_out(status=report("batch sweep", error))
+        yield _sweep_out(status=report("batch sweep", error, shown.notes))  # sizes shown keep the cap's note
     finally:
         job.release()  # also when Gradio closes this handler: the sweep stops before its next forward
 

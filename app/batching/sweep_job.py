@@ -181,7 +181,8 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
     "stopped" False) through the job. Returns batch_sweep's result with "settings", "environment",
     "device", "grid", "prompt_tokens" and "cpu_others" (other programs' share of the CPUs while the grid and the
     sweep were timed, :class:`CpuShare`; None where unknown) added. Once the grid is timed it says ("grid", those
-    keys): the timings a Stop before the first batch size finished keeps. A Stop while the grid is timed ends the
+    keys): the timings a Stop before the first batch size finished keeps. "threads": the thread cap every timing ran
+    under (:func:`app.estimates.threads_record`). A Stop while the grid is timed ends the
     grid (its ``"stopped"`` True; the batch sizes it finished kept), and the sweep then measures no batch size."""
 
     def say(fraction: float, message: str) -> None:
@@ -189,7 +190,7 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
 
     say(0.0, f"Loading the target {s.models.target}…")
     loaded = load_target(s.models.target, progress=lambda message: say(0.0, message))
-    say_threads(job, loaded, "sweep")  # every timing below shares the cap
+    threads = say_threads(job, loaded, "sweep")  # every timing below shares the cap; the JSON records it
     make = drafter_factory(s.models, loaded)
     prompts = sweep_prompts(loaded.tokenizer, s.long_prompts, max(s.batch_sizes))
     check_room(loaded, prompts, s)
@@ -210,7 +211,7 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
                                     progress=lambda f, m: say(share * f, phase_message(predicted_phase(s.k), m)),
                                     should_stop=job.should_stop)
     about = dict(settings=asdict(s), environment=environment(loaded), device=device_name(loaded),
-                 label=loaded.label, prompt_tokens=[len(p) for p in prompts],
+                 label=loaded.label, prompt_tokens=[len(p) for p in prompts], threads=threads,
                  grid=None if grid is None else {"ms": grid["ms"], "spread": grid.get("spread"),
                                                   "impossible": grid.get("impossible"), "prompt_len": prompt_len,
                                                   "stopped": grid["stopped"]})

@@ -119,16 +119,24 @@ def edited_note_html(walkthrough: dict, shown: bool) -> str:
     return note_html(walkthrough) + f'<div class="cr-note cr-edited">{html.escape(said)}</div>'
 
 
+NUMBER_SETTINGS = ("exit_layer", "k", "temperature", "seed", "max_new_tokens", "repetition_penalty")
+"""The settings typed into number boxes. One left empty, or typed over with letters (the browser empties a number box
+then), holds no value yet: its check puts one back when the box is left, and :func:`settings_edited` decides the note
+from that value (a trial typed "abc" in Seed, got the same 0 back and read that the settings had changed)."""
+
+
 def settings_edited(walkthrough_id: str, stepper, *fields):
     """A setting was changed by hand (``fields`` in :data:`FIELDS` order; ``stepper``: the run on the stage, or
     None). The menu keeps the selected walkthrough, the name of the run on the stage, until another run opens (Record
     run: :func:`recorded_menu`; the menu; a file), so a run is never shown under another run's name; the note says
     plainly when the settings are no longer the walkthrough's (:func:`edited_note_html`) and is the plain note again
-    when they are. Returns the note (HTML), or ``gr.skip()`` when no walkthrough is selected ("Custom")."""
+    when they are. Returns the note (HTML), or ``gr.skip()`` when no walkthrough is selected ("Custom") or a number
+    box is empty (:data:`NUMBER_SETTINGS`: called again with the value its check settles on)."""
     walkthrough = {w["id"]: w for w in load_walkthroughs()}.get(walkthrough_id)
-    if walkthrough is None:
+    values = dict(zip(FIELDS, fields))
+    if walkthrough is None or any(values.get(name) in (None, "") for name in NUMBER_SETTINGS):
         return gr.skip()
-    if matches(walkthrough, dict(zip(FIELDS, fields))):
+    if matches(walkthrough, values):
         return note_html(walkthrough)
     return edited_note_html(walkthrough, stepper is not None)
 

@@ -105,15 +105,18 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
                         concurrency_limit=None, **QUIET).then(**follows, queue=False, **QUIET).then(
         None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS, **QUIET)
     _wire_stepping(ui, views)
-    for box in settings:  # a hand edit away from the walkthrough's settings is said in its note; preprocess off:
-        # a number typed out of a slider's range arrives before the slider clamps it (Gradio's range check would
-        # answer with a server error), and settings_edited compares the raw values as numbers
-        box.input(settings_edited, inputs=[ui["walkthrough"], ui["stepper"], *settings], outputs=[ui["note"]],
-                  queue=False, preprocess=False, **QUIET)
+    # a hand edit away from the walkthrough's settings is said in its note; preprocess off: a number typed out of a
+    # slider's range arrives before the slider clamps it (Gradio's range check would answer with a server error), and
+    # settings_edited compares the raw values as numbers
+    edited = {"fn": settings_edited, "inputs": [ui["walkthrough"], ui["stepper"], *settings], "outputs": [ui["note"]],
+              "queue": False, "preprocess": False, **QUIET}
+    for box in settings:
+        box.input(**edited)
     ui["drafter"].change(drafter_changed, inputs=[ui["drafter"]], outputs=[ui["exit_layer"], ui["draft_model"]],
                          queue=False, **QUIET)
     ui["present"].change(None, inputs=[ui["present"]], js=PRESENT_JS, **QUIET)
-    _wire_checks(ui)
+    for check in _wire_checks(ui):  # the note again once a box's check settled its value ("abc" in Seed: 0 back)
+        check.then(**edited)
     ui["share_btn"].click(**share, **QUIET).then(None, inputs=[ui["share"]], outputs=[ui["share"]], js=ABSOLUTE_JS,
                                                  **QUIET)
     _wire_whatif(ui)
@@ -128,21 +131,24 @@ def wire(ui: dict, tabs: gr.Tabs | None) -> None:
     gr.context.Context.root_block.load(load, outputs=load_outputs, queue=False, **QUIET)
 
 
-def _wire_checks(ui: dict) -> None:
+def _wire_checks(ui: dict) -> list:
     """A setting's box committed (left, or Enter: :data:`ENTER_COMMITS_JS`) with a value runs would not use: a
     slider's number out of range is set to the nearest end and said (:func:`app.messages.tell_when_clamped`), a number
     box a run would refuse is set to the value used and said (:func:`app.messages.tell_when_invalid`), in the other
-    tabs' words. Nothing is said while a box is being typed into."""
+    tabs' words. Nothing is said while a box is being typed into. Returns the checks' events, one a box (the caller
+    chains what reads the settled value)."""
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
-    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens")
-    tell_when_clamped(ui["k"], ui["status"], "Draft length k")
-    tell_when_clamped(ui["temperature"], ui["status"], "Temperature")
+    checks = [tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens"),
+              tell_when_clamped(ui["k"], ui["status"], "Draft length k"),
+              tell_when_clamped(ui["temperature"], ui["status"], "Temperature")]
     from app.inputs import EXIT_LAYER, REPETITION_PENALTY, SEED, parse_exit_layer  # number boxes, checked when left
     from app.messages import tell_when_invalid
-    tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer, target=ui["target"])
-    tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY)
+    checks.append(tell_when_invalid(ui["exit_layer"], ui["status"], EXIT_LAYER, parse_exit_layer,
+                                    target=ui["target"]))
+    checks.append(tell_when_invalid(ui["repetition_penalty"], ui["status"], REPETITION_PENALTY))
     if "seed" in ui:
-        tell_when_invalid(ui["seed"], ui["status"], SEED)
+        checks.append(tell_when_invalid(ui["seed"], ui["status"], SEED))
+    return checks
 
 
 def _wire_stepping(ui: dict, views: list) -> None:
