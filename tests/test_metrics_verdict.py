@@ -108,8 +108,11 @@ def test_an_interval_end_that_rounds_to_one_shows_which_side_of_one_it_is():
     assert below.word == "slower" and below.span() == "95 % 0.67–0.997×"
     across = read_speedup(0.82, 0.67, 1.004, level=0.95)
     assert across.word == "too noisy to tell" and across.span() == "95 % 0.67–1.004×"
-    assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× the speed, slower · range 0.99–0.9996×"
-    assert format_ratio(1.0) == "1.00" and format_ratio(0.82) == "0.82" and format_ratio(0.999999) == "≈1"
+    # a trial's Arena read "0.9996×": at most three decimals, the nearest such figure on the value's side of 1
+    assert read_speedup(0.997, 0.99, 0.9996).headline() == "0.997× the speed, slower · range 0.99–0.999×"
+    assert read_speedup(1.02, 1.0003, 1.05).cell() == "1.02× faster (1.001–1.05×)"
+    assert format_ratio(1.0) == "1.00" and format_ratio(0.82) == "0.82" and format_ratio(0.999999) == "0.999"
+    assert format_ratio(0.9996) == "0.999" and format_ratio(1.0004) == "1.001" and format_ratio(0.9994) == "0.999"
     assert format_ratio_ends(1.3, 2.0) == ("1.30", "2.00")
 
 

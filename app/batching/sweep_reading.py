@@ -167,7 +167,7 @@ def predicted_cell(row: dict) -> str:
         return f"{value:.2f}"
     if low == high:
         return f"{value:.2f} (all inputs one sample)"
-    return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high, 2, 4))})"  # an end near 1: its side shown
+    return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high))})"  # an end near 1: its side shown
 
 
 def grid_figures(grid: dict | None, k: int) -> list[dict]:

@@ -37,7 +37,7 @@ from specviz.core.drafting import Drafter
 from specviz.core.engine import GenerationConfig, generate_batch
 from specviz.core.events import BatchStep
 from specviz.core.kv import check_cancel
-from specviz.core.verdict import format_apart
+from specviz.core.verdict import format_apart, format_ratio_ends
 from specviz.core.verify import apply_processors, process_logits, restrict_vocab
 
 BATCH_SIZES = (1, 2, 4, 8, 16)
@@ -308,13 +308,13 @@ def format_sweep(result: dict) -> str:
         if len(ups) == 1:
             return f"{r['speedup']:.2f} ({ONE_SAMPLE})"
         low, high = min(ups + [r["speedup"]]), max(ups + [r["speedup"]])
-        return f"{r['speedup']:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+        return f"{r['speedup']:.2f} ({'–'.join(format_ratio_ends(low, high))})"
 
     def predicted(r: dict) -> str:
         value, low, high = r.get("predicted"), r.get("predicted_low"), r.get("predicted_high")
         if value is None or low is None or high is None:
             return "-" if value is None else f"{value:.2f}"
-        return f"{value:.2f} ({'–'.join(format_apart(low, high, 2, 4))})"
+        return f"{value:.2f} ({'–'.join(format_ratio_ends(low, high))})"
 
     columns = [("B", lambda r: str(r["batch"])),
                ("std tok/s", lambda r: spread_cell(r, "standard_tps", ".1f")),

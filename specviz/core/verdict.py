@@ -40,18 +40,21 @@ def format_apart(a: float, b: float, decimals: int = 2, most: int = 6) -> tuple[
     return x, y
 
 
-def format_ratio(value: float, decimals: int = 2, most: int = 4) -> str:
+def format_ratio(value: float, decimals: int = 2, most: int = 3) -> str:
     """A ratio read against 1 as text, with ``decimals`` decimals, or more (up to ``most``) where it would print
     as 1 without being 1, since which side of 1 it lies on decides its verdict: 0.82 -> "0.82", 0.997 -> "0.997",
-    1.004 -> "1.004", 1.0 -> "1.00"; "≈1" where even ``most`` decimals print 1 (0.99999 -> "≈1")."""
+    1.004 -> "1.004", 1.0 -> "1.00". Where even ``most`` decimals print 1, the nearest figure of ``most`` decimals
+    on the value's own side of 1: 0.9996 -> "0.999", 1.0002 -> "1.001" (a trial read "0.9996×": four decimals say
+    nothing a reader needs beyond the side of 1, which these keep)."""
     for places in range(decimals, max(decimals, most) + 1):
         text = f"{value:.{places}f}"
         if value == 1.0 or text != f"{1.0:.{places}f}":
             return text
-    return "≈1"
+    step = 10.0 ** -places
+    return f"{1.0 - step if value < 1.0 else 1.0 + step:.{places}f}"
 
 
-def format_ratio_ends(low: float, high: float, decimals: int = 2, most: int = 6) -> tuple[str, str]:
+def format_ratio_ends(low: float, high: float, decimals: int = 2, most: int = 3) -> tuple[str, str]:
     """An interval of a ratio as two texts that read apart (:func:`format_apart`) and each on its own side of 1
     (:func:`format_ratio`), so the printed range agrees with the verdict read from it: (0.67, 0.997) ->
     ("0.67", "0.997") (wholly below 1: slower), (0.67, 1.004) -> ("0.67", "1.004") (across 1)."""
