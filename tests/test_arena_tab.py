@@ -220,13 +220,17 @@ def test_the_pooled_rows_fit_a_desktop_page_as_two_tables():
     """A new-user check measured the one 19-column summary table at about 1,671 px, a sideways scroll on a 1400 px
     desktop: the pooled rows are two tables now, what each method did (speedups, acceptance, the check) and the
     rates, predictions and timings behind them; every column is in one of them, each once but Category and Method,
-    and the per-prompt table keeps them all."""
+    and the per-prompt table keeps them all but the category, which its prompt's id names."""
     summary = [c[0] for c in arena_tab.SUMMARY_COLUMNS]
     timings = [c[0] for c in arena_tab.TIMING_COLUMNS]
     assert summary[:2] == timings[:2] == ["Category", "Method"] and summary[-1] == "Same ids"
     assert len(summary) <= 10 and len(timings) <= 11
     assert set(summary[2:]).isdisjoint(timings[2:])
-    assert {c[0] for c in arena_tab.PROMPT_COLUMNS} == (set(summary) | set(timings) | {"Prompt"}) - {"Prompts"}
+    # the per-prompt table names the prompt once: its id names its category ("code-edit-3"; a trial's phone card
+    # read "code-edit-3" above "code-edit")
+    assert {c[0] for c in arena_tab.PROMPT_COLUMNS} == (set(summary) | set(timings) | {"Prompt"}) - {"Prompts",
+                                                                                                    "Category"}
+    assert [c[0] for c in arena_tab.PROMPT_COLUMNS][:2] == ["Prompt", "Method"]
     assert arena_tab.OUTPUTS[1:3] == ("arena-table", "arena-timings")
     out = arena_tab._outputs(summary="s", timings="t")
     assert out[1:3] == ("s", "t")

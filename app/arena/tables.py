@@ -40,9 +40,12 @@ TIMING_COLUMNS = (  # the rates, the predictions and the timings they are made f
 page (one table of all 19 columns was about 1,670 px wide)."""
 _ALL_COLUMNS = {c[1]: c for c in SUMMARY_COLUMNS + TIMING_COLUMNS}
 PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(_ALL_COLUMNS[key] for key in (  # one table, in an accordion
-    "category", "variant", "decode_speedup", "baseline_drift", "speedup", "runs", "tokens", "tokens_per_pass",
+    "variant", "decode_speedup", "baseline_drift", "speedup", "runs", "tokens", "tokens_per_pass",
     "acceptance_rate", "alpha", "tokens_per_s", "predicted_speedup_paper", "predicted_speedup_measured",
     "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical"))
+"""The per-prompt rows' columns: every pooled column but Category and Prompts, after the prompt's id, which names its
+category ("code-edit-3"; a typed prompt "your-prompt"): a trial's 400 px card read the prompt and its category
+twice, "code-edit-3" above "code-edit". The downloads keep each row's category."""
 
 
 def _cell(value, decimals: int | str | None) -> str:
