@@ -392,10 +392,10 @@ def _page_load_status(demo) -> str:
 
 def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
     """The trial's page said only "Pick drafters, k and prompts, then press Run arena." while two drafters, k = {4,
-    auto} and a 6-prompt category were ticked: the page load says their estimate (6 prompts x 4 methods at 48 new
-    tokens, 229 ms a token; n-gram at k = 4 and auto and the early exit at k = 4 at their priors measured on the
-    project's CPU, 0.8, 0.8 and 3.1 of a standard run's time, the early exit at k = auto at 1.2649: about 12 min), or
-    in one sentence that no step time is measured yet."""
+    auto} and a 6-prompt category were ticked: the page load says their estimate (now k = 4 alone: 6 prompts x 2
+    methods at 48 new tokens, 229 ms a token; n-gram and the early exit at k = 4 at their priors measured on the
+    project's CPU, 0.8 and 3.1 of a standard run's time: about 8 min, long, so with the quickest way down), or in one
+    sentence that no step time is measured yet."""
     from app import arena as arena_tab
     from app.arena import costs as arena_costs
 
@@ -404,7 +404,7 @@ def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
     _stores(monkeypatch, {}, {})
     monkeypatch.setattr(live_costs, "_OVERHEAD", [])
     assert _page_load_status(demo) == (
-        '<div class="status status-info" role="status"><span class="status-text">ℹ 6 prompts × 4 methods at 48 new '
+        '<div class="status status-info" role="status"><span class="status-text">ℹ 6 prompts × 2 methods at 48 new '
         "tokens per run: no step time measured for this model here yet, so no estimate: the time left follows once "
         "the first prompt is measured; press Run arena to race them.</span></div>")
     arena_costs._ARENA["embedded"] = RunCosts(2.0, 229.0, None, arena_costs.ARENA_RUN, (0.85, 1.25),
@@ -413,11 +413,12 @@ def test_the_page_load_says_the_estimate_for_the_ticked_defaults(monkeypatch):
     monkeypatch.setattr(arena_costs.time, "time", lambda: 2100.0)
     shown = _page_load_status(demo)
     assert matching.READY not in shown and matching.MARK in shown
-    assert ("6 prompts × 4 methods at 48 new tokens per run: about 12 min (8–20 min) in all on a quiet machine, "
-            "less if runs stop early at the end-of-sequence token; a rough estimate from 229 ms a token of standard "
-            "decoding (the latest arena run of this model here, 100 s ago), 3 of 4 methods' runs planned from their "
-            "measured cost on the project's CPU, not yet run here (0.80–3.10 times a standard run's time), the others "
-            "taken as 0.5–3.2 times a standard run's time") in html.unescape(shown)
+    assert ("6 prompts × 2 methods at 48 new tokens per run: about 8 min (6–11 min) in all on a quiet machine, "
+            "less if runs stop early at the end-of-sequence token. That is long (over 5 min at its middle); quickest "
+            "way down: one prompt (Prompts: “One prompt (typed below)”), about 85 s (1–2 min). This is a rough "
+            "estimate from 229 ms a token of standard decoding (the latest arena run of this model here, 100 s ago), "
+            "2 of 2 methods' runs planned from their measured cost on the project's CPU, not yet run here (0.80–3.10 "
+            "times a standard run's time); press Run arena to race them") in html.unescape(shown)
 
 def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_page_load(monkeypatch):
     """A trial: after several Live runs, the Arena tab still said the page load's "no step time measured for this
@@ -454,10 +455,10 @@ def test_opening_the_arena_tab_re_says_the_estimate_from_a_live_run_since_the_pa
     runs["embedded"] = [RunCosts(2.0, 593.0, None, live_costs.RECENT_RUNS, measured_at=1000.0)]  # a Live run since
     opened = select.fn(None, shown, *values[1:])
     assert UNMEASURED not in opened and matching.MARK in opened
-    assert ("6 prompts × 4 methods at 48 new tokens per run: about" in opened
+    assert ("6 prompts × 2 methods at 48 new tokens per run: about" in opened
             and "a rough estimate from 593 ms a token of standard decoding (the latest run of this model on this "
                 "server, 3 min 7 s ago)" in opened), opened
-    assert select.fn(None, "Starting: 6 prompts × 4 methods …", *values[1:]) == gr.skip()  # a run's status stays
+    assert select.fn(None, "Starting: 6 prompts × 2 methods …", *values[1:]) == gr.skip()  # a run's status stays
 
 
 # --------------------------------------------- the load a cost was measured at

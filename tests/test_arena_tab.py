@@ -202,7 +202,7 @@ def test_in_a_browser_the_clamp_and_refused_runs_are_said_in_the_status_and_no_t
         assert "Pick at least one drafter." in _status(page)
         assert _settled_toasts(page, []) == []  # the clamp's toast closed by Run, and none for the refusal
         page.locator("#arena-drafters label", has_text="N-gram prompt lookup").first.click()
-        for k in ("4", "auto"):  # untick both default k's
+        for k in ("4",):  # untick the default k
             page.locator("#arena-ks label", has_text=k).first.click()
         page.locator("#arena-run").click()
         page.wait_for_function("document.querySelector('#arena-status').innerText.includes('draft length k')",

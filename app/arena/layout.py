@@ -230,7 +230,7 @@ def build_tab(target: str = "embedded") -> None:
     tell_when_invalid(repetition_penalty, status, REPETITION_PENALTY)
     tell_when_invalid(min_p, status, MIN_P)
     matching.wire(matching_btn, [drafters, ks, source, category, temperature, status],  # PRESET_OUTPUTS' order
-                  [max_new_tokens, target_box])
+                  [max_new_tokens, target_box, prompt])
     matching.wire_refresh({"status": status, "drafters": drafters, "ks": ks, "source": source, "prompt": prompt,
                            "category": category, "max_new_tokens": max_new_tokens, "target": target_box}, tab)
     source.change(source_changed, inputs=[source], outputs=[prompt, category], queue=False,

@@ -20,6 +20,7 @@ import gradio as gr
 from app import render
 from app.arena.progress import UNMEASURED, rough_estimate
 from app.arena.settings import DEFAULT_MAX_NEW_TOKENS, categories, choose_prompts, max_new_tokens_used
+from app.arena.shorter import quicker
 from app.arena.tables import share_cell, share_interval, speedup_cell
 from app.arena.verdicts import NO_SPREAD, noise_text, speedup_reading
 from app.inputs import InputError
@@ -54,21 +55,25 @@ def preset(offered: list[str]) -> dict:
             "category": CATEGORY if CATEGORY in offered else offered[0], "temperature": 0.0}
 
 
-def status(max_new_tokens=None, target=None) -> str:
+def status(max_new_tokens=None, target=None, prompt: str = "") -> str:
     """The status line once the preset is set: what it ticked, to press Run arena, and the race's rough length
     at ``max_new_tokens`` (the slider's value; its default when missing or not a number) for
     ``target`` (:func:`app.arena.progress.rough_estimate`, from the step cost measured here), or that there is none
-    before the first prompt is measured."""
+    before the first prompt is measured. A long plan names what shortens it (:func:`app.arena.shorter.quicker`,
+    the comparison's two drafters and k kept; ``prompt``: the Prompt box's text, for one prompt)."""
     try:
         tokens = max_new_tokens_used(max_new_tokens)[0]
     except InputError:
         tokens = DEFAULT_MAX_NEW_TOKENS
     prompts = choose_prompts("category", "", preset(categories())["category"])
-    rough = rough_estimate({"prompts": prompts, "drafters": [POOR, WELL], "ks": [K], "max_new_tokens": tokens,
-                            "target": str(target or "embedded").strip()})
+    s = {"prompts": prompts, "drafters": [POOR, WELL], "ks": [K], "max_new_tokens": tokens,
+         "target": str(target or "embedded").strip()}
+    rough = rough_estimate(s)
     if rough is None:
         return render.status_html(f"{INFO} ({UNMEASURED}).", "info")
-    return render.status_html(f"{INFO} (at {tokens} new tokens per run, {rough.range_text()}; {rough.basis_text()}; "
+    hint = quicker(s, prompt, methods=False)
+    return render.status_html(f"{INFO} (at {tokens} new tokens per run, {rough.range_text(not hint)}"
+                              + (f". {hint}. This is " if hint else "; ") + f"{rough.basis_text()}; "
                               "the time left shows once the first prompt is measured).", "info")
 
 
@@ -76,11 +81,11 @@ PRESET_OUTPUTS = ("drafters", "ks", "source", "category", "temperature", "status
 """What :func:`chosen` sets, in order (the Arena's controls, then its status line)."""
 
 
-def chosen(max_new_tokens=None, target=None) -> tuple:
+def chosen(max_new_tokens=None, target=None, prompt="") -> tuple:
     """The preset's button: the values of :data:`PRESET_OUTPUTS` (:func:`preset` on the suite's categories, then
-    :func:`status` for the page's max new tokens and target)."""
+    :func:`status` for the page's max new tokens, target and Prompt box)."""
     values = preset(categories())
-    return (*(values[name] for name in PRESET_OUTPUTS[:-1]), status(max_new_tokens, target))
+    return (*(values[name] for name in PRESET_OUTPUTS[:-1]), status(max_new_tokens, target, str(prompt or "")))
 
 
 def wire(button, outputs: list, inputs: list | None = None) -> None:
@@ -106,7 +111,7 @@ def settings_status(drafters, ks, source, prompt, category, max_new_tokens, targ
     chosen = preset(categories())
     if (sorted(drafters), ks, source, category) == (sorted(chosen["drafters"]), chosen["ks"], chosen["source"],
                                                     chosen["category"]):
-        return status(max_new_tokens, target)
+        return status(max_new_tokens, target, str(prompt or ""))
     try:
         prompts = choose_prompts(str(source or ""), str(prompt or ""), str(category or ""))
         tokens = max_new_tokens_used(max_new_tokens)[0]
@@ -116,10 +121,14 @@ def settings_status(drafters, ks, source, prompt, category, max_new_tokens, targ
         return render.status_html(READY, "info")
     what = (f"{render.plural(len(prompts), 'prompt')} × {render.plural(len(drafters) * len(ks), 'method')} at "
             f"{tokens} new tokens per run")
-    rough = rough_estimate({"prompts": prompts, "drafters": drafters, "ks": ks, "max_new_tokens": tokens,
-                            "target": str(target or "embedded").strip()})
-    said = UNMEASURED if rough is None else f"{rough.range_text()}; {rough.basis_text()}"
-    return render.status_html(f"{what}: {said}; {MARK} to race them.", "info")
+    s = {"prompts": prompts, "drafters": drafters, "ks": ks, "max_new_tokens": tokens,
+         "target": str(target or "embedded").strip()}
+    rough = rough_estimate(s)
+    if rough is None:
+        return render.status_html(f"{what}: {UNMEASURED}; {MARK} to race them.", "info")
+    hint = quicker(s, str(prompt or ""))  # a long plan: what shortens it most, and to what
+    said = f"{rough.range_text(False)}. {hint}. This is " if hint else f"{rough.range_text()}; "
+    return render.status_html(f"{what}: {said}{rough.basis_text()}; {MARK} to race them.", "info")
 
 
 REFRESH_INPUTS = ("status", "drafters", "ks", "source", "prompt", "category", "max_new_tokens", "target")

@@ -65,14 +65,15 @@ class ArenaEstimate:
     measured: tuple[MethodShare, ...] = ()
     age_s: float | None = None
 
-    def range_text(self) -> str:
+    def range_text(self, shorter: bool = True) -> str:
         """ "about 4 min (2–6 min) in all on a quiet machine, less if runs stop early at the end-of-sequence token";
         busy: "… in all with the machine as busy as now (load 3 on 2 CPUs; 1.5x the time measured at load 1), …";
         very busy: "the machine is very busy now (load 12 on 2 CPUs): this may take 10–40 min in all, less if runs
-        stop early …; fewer tokens or prompts make it shorter"."""
+        stop early …; fewer tokens or prompts make it shorter" (``shorter`` False: without that last clause, for a
+        status that names the change and its figure, :func:`app.arena.shorter.quicker`)."""
         e = self.estimate
         if e.very_busy:
-            return f"{e.text('')} in all, {STOPS_EARLY}; {SHORTER}"
+            return f"{e.text('')} in all, {STOPS_EARLY}" + (f"; {SHORTER}" if shorter else "")
         return f"{e.text()} in all {self.load_text()}, {STOPS_EARLY}"
 
     def load_text(self) -> str:

@@ -16,7 +16,11 @@ from specviz.runtime.policy import current_policy
 
 K_CHOICES = ("1", "2", "4", "8", AUTO)
 DEFAULT_DRAFTERS = ("ngram", "early-exit")
-DEFAULT_KS = ("4", AUTO)
+DEFAULT_KS = ("4",)
+"""k = 4 alone: with n-gram lookup and the early exit, 6 prompts x 2 methods at 48 new tokens, which the plan put at
+about 70 s (45 s – 2 min) on the project's 2-core CPU at its start-up's 33 ms step (int4), against 110 s with k = auto
+too; at 124 ms a step, measured beside two other jobs, 4 min against 7 (docs/app.md, Arena). k = auto is one tick
+away."""
 DEFAULT_MAX_NEW_TOKENS = 48
 MIN_NEW_TOKENS, MAX_NEW_TOKENS = 8, 256  # the max-new-tokens slider's range, which runs keep to (max_new_tokens_used)
 MAX_NEW_TOKENS_NAME = "Max new tokens per run"  # its label, the name its messages give
