@@ -335,15 +335,36 @@ def test_cost_cards_carry_the_spread_of_their_per_repeat_ratios():
                                             pytest.approx(110.0 / 104)]
     costs = {"early-exit": 0.53, "early-exit_range": (0.49, 0.58), "ngram": 0.0002, "early_exit_layer": 15}
     html = why.summary_html(grid, costs, lookahead=[(3, 3, 2)])
-    assert "5 tokens for the price of 1.05; repeats 1.05–1.06" in html  # batch 1: 104.75 / 100
+    # the figure is the median of the rounds' ratios (1.061, 1.055, 1.058), the range's own source
+    assert ("T(5)/T(1) (the median of 3 repeats, each timed T(5) and T(1) in the same round): 5 tokens for the price "
+            "of 1.06; repeats 1.05–1.06") in html
     # batch 16, rounds: (290 + 190/4) / 150 = 2.25, 350 / 200 = 1.75, (310 + 210/4) / 260 = 1.39
     assert "5 tokens for the price of 1.75; repeats 1.39–2.25; not nearly free here: this step reads so few" in html
     assert "1.05–1.06; not nearly free" not in html  # batch 1 is the flat part: the heading holds there
     assert "first 15 layers, 1 token ÷ a target step; repeats 0.49–0.58; n-gram lookup: 0.0002" in html
     # lookahead W=3, N=3, G=2: 11 tokens, T(11) = T(8) + 3/8 (T(16) − T(8)) per round
-    assert "T(11)/T(1) (interpolated); it pays only above 1.14 tokens per pass; repeats 1.13–1.17" in html
+    assert ("T(11)/T(1) (interpolated; the median of 3 repeats, each timed T(11) and T(1) in the same round); it pays "
+            "only above 1.14 tokens per pass; repeats 1.13–1.17") in html
     single = dict(grid, samples={b: {n: t[:1] for n, t in row.items()} for b, row in samples.items()})
     assert "one repeat: no spread" in why.summary_html(single, None)
+
+
+def test_the_verify_card_s_figure_lies_in_the_range_shown_with_it():
+    """A trial's k = 4 card read 1.65 steps beside "repeats 1.73–1.85": the figure was the ratio of the median curve,
+    whose T(4), T(8) and T(1) medians came from different rounds, the range the rounds' own ratios. Both now come from
+    the rounds: the figure is their median, said in a few words; the median curve's ratio (1.675 here) is used only
+    without per-repeat samples."""
+    samples = {1: {1: [100.0, 100.0, 90.0], 4: [150.0, 170.0, 160.0], 8: [260.0, 190.0, 180.0]}}
+    ms = {1: {n: sorted(t)[1] for n, t in samples[1].items()}}
+    grid = {"ms": ms, "samples": samples, "param_bytes": 1e8, "impossible": []}
+    assert why.round_ratios(grid, 1, 5) == [pytest.approx(1.775), pytest.approx(1.75), pytest.approx(1.8333, abs=1e-4)]
+    html = why.summary_html(grid, None)
+    assert ("<div class='card-value'>1.77 <small>steps</small></div><div class='card-def'>T(5)/T(1) (the median of 3 "
+            "repeats, each timed T(5) and T(1) in the same round): 5 tokens for the price of 1.77; repeats "
+            "1.75–1.83") in html
+    assert "1.68" not in html and "1.67" not in html
+    bare = why.summary_html(dict(grid, samples={}), None)  # no per-repeat samples: the median curve, said so
+    assert "1.68 <small>steps</small>" in bare and "T(5)/T(1) (the median curve): 5 tokens for the price of 1.68" in bare
 
 
 def test_draft_costs_give_the_range_over_repeats(tiny_target):

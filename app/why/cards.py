@@ -5,6 +5,7 @@ rule every tab uses (:func:`cost_reading`) with the spread of its repeats."""
 from __future__ import annotations
 
 import html
+import statistics
 
 from app.why.noise import noisy_c, possible_curve, spread_noise_text, spread_too_wide
 from specviz.core.costs import interpolate
@@ -26,13 +27,15 @@ def _lookahead_cards(grid: dict, batch: int, settings, latest: bool) -> list[tup
         how = "measured" if cost["measured"] else "extrapolated" if cost["extrapolated"] else "interpolated"
         whose = "your latest Live run" if latest and i == 0 else "the default"
         label = f"Lookahead pass (W={w}, N={n}, G={g})"
-        head = f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, T({cost['tokens']})/T(1) ({how})"
-        read = cost_reading(grid, batch, cost["tokens"], cost["ratio"])
+        ratio = repeats_ratio(grid, batch, cost["tokens"], cost["ratio"])
+        head = (f"{whose}: 1 + W(N−1) + G(N−1) = {cost['tokens']} tokens in one forward, T({cost['tokens']})/T(1) "
+                f"({how}; {_source(grid, batch, cost['tokens'])})")
+        read = cost_reading(grid, batch, cost["tokens"], ratio)
         if not read.finding:  # more tokens timed cheaper than one, or repeats far apart across one step: noise
             cards.append(_noisy_card(label, read, head))
             continue
-        cards.append((label, f"{cost['ratio']:.2f} <small>steps</small>",
-                      f"{head}{ONE_STEP if read.word == SAME else ''}; it pays only above {cost['ratio']:.2f} "
+        cards.append((label, f"{ratio:.2f} <small>steps</small>",
+                      f"{head}{ONE_STEP if read.word == SAME else ''}; it pays only above {ratio:.2f} "
                       "tokens per pass" + _ratio_spread(grid, batch, cost["tokens"])))
     return cards
 
@@ -86,6 +89,23 @@ def round_ratios(grid: dict, batch: int, n: float) -> list[float]:
     return [interpolate(curve, n) / curve[1] for curve in curves if curve[1] > 0]
 
 
+def repeats_ratio(grid: dict, batch: int, n: float, curve_ratio: float) -> float:
+    """A card's T(n)/T(1) at ``batch``: the median of the per-repeat ratios (:func:`round_ratios`), the same source
+    as the range printed beside it (:func:`_ratio_spread`), so the figure lies within it; ``curve_ratio`` (the
+    ratio of the median curve) without per-repeat samples. A trial's k = 4 card read 1.65 steps, the median curve's
+    ratio, beside "repeats 1.73–1.85": the medians of T(5) and T(1) came from different rounds."""
+    ratios = round_ratios(grid, batch, n)
+    return statistics.median(ratios) if ratios else curve_ratio
+
+
+def _source(grid: dict, batch: int, n: float) -> str:
+    """Where a card's ratio comes from, in a few words (:func:`repeats_ratio`)."""
+    count = len(round_ratios(grid, batch, n))
+    if count > 1:
+        return f"the median of {count} repeats, each timed T({n:g}) and T(1) in the same round"
+    return "one repeat" if count == 1 else "the median curve"
+
+
 def _ratio_spread(grid: dict, batch: int, n: float) -> str:
     """"; repeats a–b" for T(n)/T(1) at ``batch``: the lowest and highest of the per-repeat ratios
     (:func:`round_ratios`); "; one repeat: no spread" with a single repeat, "" without per-repeat samples."""
@@ -120,13 +140,14 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
     for batch in dict.fromkeys((first, last)):
         row = ms[batch]
         if 1 in row and len(row) > 1:
-            cost = interpolate(row, 5) / row[1]
+            cost = repeats_ratio(grid, batch, 5, interpolate(row, 5) / row[1])
             read = cost_reading(grid, batch, 5, cost)
+            what = f"T(5)/T(1) ({_source(grid, batch, 5)})"
             if not read.finding:
-                cards.append(_noisy_card(f"Verifying k=4 (batch {batch})", read, "T(5)/T(1)"))
+                cards.append(_noisy_card(f"Verifying k=4 (batch {batch})", read, what))
                 continue
             cards.append((f"Verifying k=4 (batch {batch})", f"{cost:.2f} <small>steps</small>",
-                          f"T(5)/T(1): 5 tokens for the price of {cost:.2f}{ONE_STEP if read.word == SAME else ''}"
+                          f"{what}: 5 tokens for the price of {cost:.2f}{ONE_STEP if read.word == SAME else ''}"
                           + _ratio_spread(grid, batch, 5) + (NOT_FREE_WORDS if cost >= NOT_FREE else "")))
     if costs:
         layer = int(costs.get("early_exit_layer", 0))
