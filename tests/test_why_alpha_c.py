@@ -72,13 +72,39 @@ def test_an_ngram_run_is_drawn_at_the_lookups_c_not_the_sliders_default():
 def test_measure_sets_c_to_the_marked_ngram_runs_lookup_and_says_so(monkeypatch):
     monkeypatch.setattr(handlers, "forward_figure", lambda grid: None)
     monkeypatch.setattr(handlers, "summary_html", lambda grid, costs, lookahead=(): "")
-    out = handlers._measured(MEASURED, 12.0, 0.57, "4", "2.2", "1.4", history=[NGRAM_RUN])
+    out = handlers._measured(MEASURED, 12.0, 0.57, "4", "2.2", "1.4", history=[NGRAM_RUN], press=handlers.Press(c=0.0))
     assert out[handlers.OUTPUTS.index("why-c")]["value"] == 0.0003
-    assert "c is set to your latest Live run's n-gram lookup's." in html.unescape(out[0])
+    assert ("c (the draft's cost per token ÷ a target step) moved from 0 to 0.0003: your latest Live run's n-gram "
+            "lookup's cost measured here (the lookup alone, microseconds), so the what-if draws that run's drafter."
+            in html.unescape(out[0]))
     assert "(n-gram lookup, measured)" in _plain(out[-1].layout.legend.title.text)
-    out = handlers._measured(MEASURED, 12.0, 0.57, "", "", "")  # no Live run: the early exit's, as before
+    out = handlers._measured(MEASURED, 12.0, 0.57, "", "", "", press=handlers.Press(c=0.05))  # no Live run: the early exit's
     assert out[handlers.OUTPUTS.index("why-c")]["value"] == 0.52
-    assert "c is set to the early-exit drafter's." in html.unescape(out[0])
+    layers = int(MEASURED["costs"]["early_exit_layer"])
+    # a trial: Measure moved c from the slider's 0.05 to the early exit's with no word, and the best k fell to 1
+    assert (f"c (the draft's cost per token ÷ a target step) moved from 0.05 to 0.52: the early exit's cost measured "
+            f"here (a draft of the target's first {layers} layers), so the what-if draws a drafter this machine "
+            "timed; a draft this dear pays only at a small k (type another c to try a cheaper draft)."
+            in html.unescape(out[0]))
+    again = handlers._measured(MEASURED, 12.0, 0.57, "", "", "", press=handlers.Press(c="0.52"))  # c already the early exit's
+    assert (f"c (the draft's cost per token ÷ a target step) stays at 0.52: the early exit's cost measured here (a "
+            f"draft of the target's first {layers} layers)." in html.unescape(again[0]))
+    unknown = handlers._measured(MEASURED, 12.0, 0.57, "", "", "")  # an API call without c: "is now"
+    assert "c (the draft's cost per token ÷ a target step) is now 0.52: " in html.unescape(unknown[0])
+
+
+def test_measure_sends_the_c_it_found_and_the_layer_box_names_c_plainly():
+    import gradio as gr
+    from app.why.layout import EXIT_LAYER_INFO
+
+    assert handlers.MEASURE_INPUTS[-1] == "c"  # last: API calls by position before it still work
+    with gr.Blocks() as demo:
+        why.build_tab()
+    boxes = {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+    assert boxes["why-exit-layer"].label == "Early-exit layer (sets the draft cost c; 0 = half the layers)"
+    assert boxes["why-exit-layer"].info == EXIT_LAYER_INFO and "cost per token ÷ a target step" in EXIT_LAYER_INFO
+    measure = next(fn for fn in demo.fns.values() if fn.api_name == "why_measure")
+    assert [b.elem_id for b in measure.inputs][-1] == "why-c"
 
 
 def test_the_lookups_c_card_gives_its_range_and_what_it_times(tiny_target):

@@ -210,6 +210,34 @@ def c_words(c: float, measurement: dict | None) -> str:
     return "a default, not measured" if not costs and abs(c - DEFAULT_C) < 1e-9 else ""
 
 
+def c_change_text(before, after: float, key: str, costs: dict) -> str:
+    """What Measure did to the what-if's draft cost c, in one sentence for its status: ``before`` the slider's raw
+    value when Measure was pressed (None or no number: unknown), ``after`` the measured c it now holds, ``key`` whose
+    ("early-exit", or "ngram" for the latest Live run's n-gram lookup), ``costs``
+    (:func:`specviz.measure.costs.measure_draft_costs`'s, with "early_exit_layer"). E.g. "c (the draft's cost per
+    token ÷ a target step) moved from 0.05 to 0.52: the early exit's cost measured here (a draft of the target's
+    first 15 layers), so the what-if draws a drafter this machine timed; a draft this dear pays only at a small k
+    (type another c to try a cheaper draft)." A trial's c changed with no word of it, and the chart's best k fell
+    to 1."""
+    shown = f"{after:.3g}"
+    if key == "ngram":
+        whose = "your latest Live run's n-gram lookup's cost measured here (the lookup alone, microseconds)"
+        why = "so the what-if draws that run's drafter"
+    else:
+        layers = int(costs.get("early_exit_layer") or 0)
+        whose = ("the early exit's cost measured here (a draft of the target's first "
+                 f"{layers} layers)" if layers else "the early exit's cost measured here")
+        why = ("so the what-if draws a drafter this machine timed; a draft this dear pays only at a small k (type "
+               "another c to try a cheaper draft)" if after >= 0.2 else "so the what-if draws a drafter this machine "
+               "timed")
+    old = _number(before)
+    what = "c (the draft's cost per token ÷ a target step)"
+    if old is not None and f"{old:.3g}" == shown:  # as the sentence writes them: 0 and 0.0003 differ
+        return f"{what} stays at {shown}: {whose}."
+    moved = f"moved from {old:.3g} to {shown}" if old is not None else f"is now {shown}"
+    return f"{what} {moved}: {whose}, {why}."
+
+
 def measured_c(costs: dict, key: str) -> float:
     """A drafter's measured c as the slider is set to it (``key``: "early-exit" or "ngram" of
     :func:`specviz.measure.costs.measure_draft_costs`): early exit's to 3 decimals, the n-gram lookup's (a few

@@ -22,7 +22,7 @@ from app.inputs import InputError, check_models, fit_loaded_exit_layer, parse_ex
 from app.messages import report
 from app.stop_marks import stopped_in_queue
 from app.why.cards import summary_html
-from app.why.controls import DEFAULT_C, c_top, measured_c, run_point, whatif
+from app.why.controls import DEFAULT_C, c_change_text, c_top, measured_c, run_point, whatif
 from app.why.figures import forward_figure
 from app.why.history import latest_run, lookahead_settings, run_c
 from app.why.noise import _times, impossible_text, within_noise_text
@@ -114,8 +114,10 @@ class MeasureInputs:
     the early-exit layer box (0 or empty: half the layers), α and the three run boxes (their text, for the what-if
     chart drawn at the end) and the Live tab's run history (None without one), which names the lookahead settings
     whose pass cost the cards show (:func:`app.why.history.lookahead_settings`), and ``offload``: whether to also
-    time the target with its layers offloaded (:mod:`app.why.offload`; off by default), and ``weights``: whether to
-    also time the step in each weight format (:mod:`app.why.weights`; off by default)."""
+    time the target with its layers offloaded (:mod:`app.why.offload`; off by default), ``weights``: whether to
+    also time the step in each weight format (:mod:`app.why.weights`; off by default), and ``c``: the what-if's draft
+    cost as the press found it (None: unknown), which the status names when Measure changes it
+    (:func:`app.why.controls.c_change_text`)."""
 
     target: str | None
     exit_layer: object
@@ -126,6 +128,7 @@ class MeasureInputs:
     history: list[dict] | None = None
     offload: bool = False
     weights: bool = False
+    c: object = None
 
 
 MEASURE_INPUTS = tuple(field.name for field in dataclasses.fields(MeasureInputs))
@@ -183,7 +186,7 @@ def _measure_job(job: Job, inputs: MeasureInputs, target: tuple[str, int | None]
                                                     progress, started, finished)
         if measurement is not None:  # None: stopped while waiting for the device (Stop's status says so)
             yield _measured(measurement, time.monotonic() - started, inputs.alpha, inputs.run_k, inputs.run_tpp,
-                            inputs.run_speedup, history=inputs.history, cpu=cpu)
+                            inputs.run_speedup, history=inputs.history, press=Press(cpu, inputs.c))
     except Exception as error:  # noqa: BLE001 - any failure becomes a message
         yield _out(status=report("measurement", error))
     finally:
@@ -327,18 +330,29 @@ def _weights_work(job: Job, loaded, grid: dict) -> dict | None:
     return measure_formats(loaded, grid.get("copy_bandwidth_gbs"), say, job.should_stop)
 
 
+@dataclasses.dataclass(frozen=True)
+class Press:
+    """What a Measure press found besides its inputs, for its finished status: ``cpu``, other programs' share of the
+    CPUs while it ran (None: unknown), and ``c``, the what-if's draft cost when it was pressed (None: unknown)."""
+
+    cpu: CpuShare | None = None
+    c: object = None
+
+
 def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_speedup, history=None,
-              cpu: CpuShare | None = None) -> tuple:
+              press: Press = Press()) -> tuple:
     """The outputs of a finished measurement: status, forward chart, summary cards, the state, c (set to the Live
     tab's latest run's drafter's when this tab measures it, an n-gram lookup's (:func:`app.why.history.run_c`), else
     to the early-exit drafter's, the slider's end moved to hold it: :func:`c_top`), the batch choices and the what-if
     chart with the measured costs. ``history``: the Live tab's runs (None without them), which also name the
-    lookahead settings whose pass cost the cards show (:func:`app.why.history.lookahead_settings`)."""
+    lookahead settings whose pass cost the cards show (:func:`app.why.history.lookahead_settings`). ``press``: the
+    CPUs' load while it ran and c as the press found it; the status says from what to what c moved, and why
+    (:func:`c_change_text`)."""
     grid, costs = measurement["grid"], measurement["costs"]
     ngram = run_c(latest_run(history), measurement) if costs else None
     c = ngram if ngram is not None else measured_c(costs, "early-exit") if costs else None
-    whose = "your latest Live run's n-gram lookup's" if ngram is not None else "the early-exit drafter's"
-    busy = busy_machine_warning(cpu)
+    changed = "" if c is None else " " + c_change_text(press.c, c, "early-exit" if ngram is None else "ngram", costs)
+    busy = busy_machine_warning(press.cpu)
     again = grid.get("remeasured") or []
     counts = grid.get("measurements") or {}
     again_text = (f" Batch size{'s' if len(again) > 1 else ''} {', '.join(map(str, again))} measured again "
@@ -355,7 +369,7 @@ def _measured(measurement: dict, seconds: float, alpha, run_k, run_tpp, run_spee
     status = render.status_html(
         f"{fitted}Measured in {seconds:.0f} s on {measurement['label']} ({grid['settings']['repeats']} "
         f"repeats per point, median; prompt of {grid['settings']['prompt_len']} tokens). The what-if chart now "
-        f"uses these costs; c is set to {whose}.{again_text}" + (f" {flagged}" if flagged else "")
+        f"uses these costs.{changed}{again_text}" + (f" {flagged}" if flagged else "")
         + (f" · {busy}" if busy else ""), "info" if flagged else "done", notes=[measurement.get("threads") or ""])
     figure = whatif(alpha, c if c is not None else DEFAULT_C, 1, run_k, run_tpp, run_speedup, measurement)
     offload_text = offload_html(offload, alpha, run_point(run_k, run_tpp, run_speedup))

@@ -108,6 +108,10 @@ def _tell_typed_nonsense(sliders: tuple[gr.Slider, gr.Slider], run_boxes: tuple,
 ENTER_COMMITS_JS = enter_commits_js("#why-controls")
 """Enter in the measurement column's early-exit layer box commits it as leaving it does (its check says -3 or 1e9
 at once, as in the other tabs); scoped to that column: the what-if boxes answer Enter themselves."""
+EXIT_LAYER_INFO = ("Measure times a draft made of the target's first this many layers and sets the what-if's draft "
+                   "cost c (its cost per token ÷ a target step) to it")
+"""The early-exit layer box's info: what the layer is for, in the glossary's terms (a trial's reader met "Early-exit
+layer for c" without knowing c)."""
 
 
 def build_tab(history: gr.State | None = None, target: str = "embedded") -> None:
@@ -121,8 +125,8 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
         with gr.Column(scale=1, min_width=300, elem_id="why-controls"):
             target_box = gr.Textbox(target, label="Target model", elem_id="why-target",
                                     info="'embedded', a hub id or a local folder")
-            exit_layer = gr.Number(0, label="Early-exit layer for c (0 = half the layers)",
-                                   elem_id="why-exit-layer")
+            exit_layer = gr.Number(0, label="Early-exit layer (sets the draft cost c; 0 = half the layers)",
+                                   info=EXIT_LAYER_INFO, elem_id="why-exit-layer")
             offload = gr.Checkbox(False, label=OFFLOAD_LABEL, info=OFFLOAD_INFO, elem_id="why-offload")
             weights = gr.Checkbox(False, label=WEIGHTS_LABEL, info=WEIGHTS_INFO, elem_id="why-weights")
             with gr.Row():
@@ -159,7 +163,7 @@ def build_tab(history: gr.State | None = None, target: str = "embedded") -> None
             whatif_chart = gr.Plot(whatif(DEFAULT_ALPHA, DEFAULT_C, 1, None, None, None, None),
                                    elem_id="why-whatif-chart", show_label=False)
     sent = dict(zip(MEASURE_INPUTS, [target_box, exit_layer, alpha, run_k, run_tpp, run_speedup, history,
-                                          offload, weights]))
+                                          offload, weights, c]))
     measuring = _wire_measure((measure_btn, stop_btn), sent, [status, chart, summary, weights_chart, measurement, c,
                                                              batch, whatif_chart])
     controls = [alpha, c, batch, run_k, run_tpp, run_speedup, measurement, kept]
