@@ -93,6 +93,8 @@ class RunCosts:
     answers: tuple[tuple[int, int], ...] = ()  # (prompt key, answer tokens) of the recent runs that ended on their own
     measured_at: float | None = field(default=None, compare=False)  # when measured (time.time() s; None: unknown)
     drafter: str | None = None  # the drafter of the run measured (its decoding cost is that drafter's); None: a step
+    method: Method | None = None  # the run's method as the Arena names it (:func:`app.shares.live_method`: drafter
+    # variant and k label); None: standard decoding, a step, or a drafter setting the Arena does not run
     measured_load: tuple[float, int] | None = field(default=None, compare=False)  # other programs' load while
     # measured: (load, the CPU count), from :func:`app.estimates.machine_load`; None: unknown. The step costs
     # already hold that load's slowness, so an estimate widens only for the load added since
@@ -138,6 +140,7 @@ def costs_of_run(view: RunView) -> RunCosts | None:
                     prefill_fixed_ms=fixed, prompt_tokens=view.prompt_tokens, answer_tokens=answer,
                     answers=((prompt_key(view.settings.prompt), answer),) if answer is not None else (),
                     drafter=view.settings.drafter if view.spec is not None else None,
+                    method=shares.live_method(view.settings) if view.spec is not None else None,
                     measured_load=estimates.machine_load())
 
 
@@ -168,7 +171,8 @@ def known_costs(target: str, drafter: str | None = None, method: Method | None =
     """The costs to plan a run of ``target`` with: the median of its latest runs (their load while measured: the
     median of those known), else the costs derived from a one-token step measured here (:func:`tuned_costs`), else
     None. With ``drafter`` (a registry key) the speculative run's cost per token and the range come from the latest
-    runs of that drafter, kept apart (:data:`COST_RUNS` each). Where it has none, from its share of standard
+    runs of the same ``method`` (:func:`_own_runs`: drafter variant and k label; of ``drafter`` where ``method`` is
+    None), kept apart (:data:`COST_RUNS` each). Where it has none, from its share of standard
     decoding's time (:func:`app.shares.share_for` of ``method``, the run's drafter and k as the Arena names them,
     :func:`app.shares.live_method`: measured by an Arena or Live run here, else on the CPU the drafter's prior measured
     on the project's CPU; :func:`_with_share`); else from the others' runs with the range widened to at least
@@ -177,12 +181,24 @@ def known_costs(target: str, drafter: str | None = None, method: Method | None =
     with _COSTS_LOCK:
         kept = list(_COSTS.get(target, ()))
         tuned = _TUNED.get(target)
-    own = [r for r in kept if drafter is not None and r.drafter == drafter][-COST_RUNS:]
+    own = _own_runs(kept, drafter, method)
     share = shares.share_for(target, method) if drafter not in (None, "none") and not own else None
     if not kept:
         return _with_share(tuned, share, tuned.spread) if tuned is not None and share is not None else tuned
     costs = _median_costs(kept, tuned, own, widen=drafter not in (None, "none") and not own and share is None)
     return _with_share(costs, share, _base_spread(kept[-COST_RUNS:])) if share is not None else costs
+
+
+def _own_runs(kept: list[RunCosts], drafter: str | None, method: Method | None) -> list[RunCosts]:
+    """The latest :data:`COST_RUNS` of ``kept`` (newest last) that ran ``method`` (drafter variant and k label, as
+    the Arena names it: an EAGLE run at k = 8 does not plan one at k = 4); where ``method`` is None (a setting the
+    Arena does not run: a draft model of the visitor's choice, an early exit at a layer of its choice), those of
+    ``drafter`` that had no method either. [] without ``drafter``."""
+    if drafter is None:
+        return []
+    if method is not None:
+        return [r for r in kept if r.method == method][-COST_RUNS:]
+    return [r for r in kept if r.drafter == drafter and r.method is None][-COST_RUNS:]
 
 
 def _median_costs(kept: list[RunCosts], tuned: RunCosts | None, own: list[RunCosts], widen: bool) -> RunCosts:

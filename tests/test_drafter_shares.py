@@ -5,6 +5,7 @@ n-gram lookup's about 0.8x. Pure arithmetic on recorded costs: no model runs, no
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import os
 
@@ -48,9 +49,10 @@ def _settings(drafter: str, **values):
 
 
 def _ngram_runs() -> list:
-    """Three n-gram runs here: 100 ms a token of standard decoding, 60 of n-gram lookup's (0.6x), 2 ms a prompt
+    """Three n-gram runs at k = 4 here: 100 ms a token of standard decoding, 60 of n-gram lookup's (0.6x), 2 ms a prompt
     token."""
-    return [live.RunCosts(2.0, 100.0, 60.0, live.costs.RECENT_RUNS, drafter="ngram") for _ in range(3)]
+    return [live.RunCosts(2.0, 100.0, 60.0, live.costs.RECENT_RUNS, drafter="ngram", method=("ngram", "4"))
+            for _ in range(3)]
 
 
 def _planned(drafter: str):
@@ -96,9 +98,32 @@ def test_after_the_drafters_own_run_its_own_figure_wins(stores):
     assert early.spec_ms_per_token == pytest.approx(357.14, abs=0.01)
     assert early.source == (f"{live.costs.RECENT_RUNS}; this drafter's share from its latest run here: its decoding "
                             "3.6x (3–4.5x) standard decoding's time")
-    live.costs._COSTS["t"].append(live.RunCosts(2.0, 100.0, 380.0, live.costs.RECENT_RUNS, drafter="early-exit"))
+    live.costs._COSTS["t"].append(live.RunCosts(2.0, 100.0, 380.0, live.costs.RECENT_RUNS, drafter="early-exit",
+                                                method=("early-exit", "4")))
     own = _planned("early-exit")[1]
     assert (own.spec_ms_per_token, own.spread, own.source) == (380.0, live.costs.MIN_SPREAD, live.costs.RECENT_RUNS)
+
+
+def test_a_live_run_at_one_k_does_not_plan_another_k(stores):
+    """A trial: an EAGLE run at k = 8 then planned a run at k = 4 (the runs were matched by drafter). Each run is
+    kept under its method as the Arena names it (drafter variant and k label): the k = 8 run's 150 ms a token plans
+    only k = 8; k = 4 falls back as before, to EAGLE's share (its prior on the CPU here: 0.75, 75 ms a token), and
+    lookup first is another method again (its prior 0.65). A run the Arena does not name (a draft model of the
+    visitor's choice) is still matched by its drafter."""
+    live.costs._COSTS["t"] = _ngram_runs()
+    view = run_view(*paired_runs(10, lambda i: 300.0, lambda i: 100.0), drafter="eagle")
+    view.settings = dataclasses.replace(view.settings, k=8)
+    view.ended = view.started + 0.3
+    live.learn_costs("t", view)
+    assert live.costs._COSTS["t"][-1].method == ("eagle", "8") == shares.live_method(view.settings)
+    eight = live.known_costs("t", "eagle", ("eagle", "8"))
+    assert eight.spec_ms_per_token == pytest.approx(150.0) and eight.source == live.costs.RECENT_RUNS
+    four = live.known_costs("t", "eagle", ("eagle", "4"))
+    assert four.spec_ms_per_token == pytest.approx(75.0) and shares.PRIOR_WORDS in four.source
+    lookup = live.known_costs("t", "eagle", ("eagle:lookup", "8"))
+    assert lookup.spec_ms_per_token == pytest.approx(65.0)
+    live.costs._COSTS["t"].append(live.RunCosts(2.0, 100.0, 220.0, live.costs.RECENT_RUNS, drafter="model"))
+    assert live.known_costs("t", "model", None).spec_ms_per_token == 220.0
 
 
 def test_the_arena_and_the_live_plan_read_one_share(stores):
