@@ -383,18 +383,26 @@ def derived_info(value: int, seconds: float | None = None) -> str:
 
 
 def tokens_info(settings: Settings, costs: RunCosts | None, load=None) -> str | None:
+    """The info line of :func:`tokens_plan` (None without costs)."""
+    plan = tokens_plan(settings, costs, load)
+    return None if plan is None else plan[0]
+
+
+def tokens_plan(settings: Settings, costs: RunCosts | None, load=None) -> tuple[str, str] | None:
     """The Live tab's max-new-tokens info line for ``settings`` at the latest measured ``costs``
     (:func:`known_costs`), before Generate: "512 new tokens at the latest measured speed: up to about 3 min (…)
     (from recent runs of this model on this server) if it writes all 512 tokens (…)" (:func:`plan_text`; ``load``
     as there); "Set to 48 on load: …; any number up to the slider's end works" while the slider holds the default
-    derived on load (:func:`derived_default_tokens`). None without costs (the line stays as it is)."""
+    derived on load (:func:`derived_default_tokens`); with it, the plan's short form (:func:`run_plan`: one estimate
+    for both), which the Live tab's ready status carries. None without costs (the line stays as it is)."""
     if costs is None:
         return None
     n = settings.max_new_tokens
-    plan = plan_text(settings, costs, load=load)
+    plan, short = run_plan(settings, costs, load=load)
     if _DEFAULT_TOKENS.get(settings.target) == n:
-        return f"Set to {n} on load; at the latest measured speed: {plan}; any number up to the slider's end works"
-    return f"{n:,} new token{'' if n == 1 else 's'} at the latest measured speed: {plan}"
+        return (f"Set to {n} on load; at the latest measured speed: {plan}; any number up to the slider's end works",
+                short)
+    return f"{n:,} new token{'' if n == 1 else 's'} at the latest measured speed: {plan}", short
 
 
 def retry_default_tokens(spec: str, fallback: int, shown, tries: int):
@@ -415,13 +423,31 @@ def planned_estimate(costs: RunCosts, seconds: float, now: tuple[float, int] | N
     """The :class:`~app.estimates.Estimate` of ``seconds`` planned from ``costs``: its range from ``costs.spread``,
     moved once by the load changed since they were measured (``now``: other programs' (load, CPUs); None: unknown;
     :func:`app.estimates.make_estimate`). One source for the plan's time (:func:`plan_text`) and a long prompt's
-    reading time (:func:`long_prompt_note`)."""
-    age = time.time() - costs.measured_at if costs.measured_at is not None else None
-    return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load, age)
+    reading time (:func:`long_prompt_note`).
+
+    Its middle is the stored costs' own at any age (they are taken as measured now): the load change since only
+    widens the range on its side. A trial on a busy machine read one prompt's plan as 17 s, then 8 s (7–10 s) after
+    a page reload, then 16 s (the run took 14.5 s): the same stored runs, planned within 20 s of the run's end (the
+    middle kept) and then a minute later, moved by the ratio of two noisy load readings (the one taken as the run
+    ended counted the browser drawing the run's last frames). The same stored measurements now give the same middle
+    before and after a reload. On a very busy machine (:data:`app.estimates.VERY_BUSY_PER_CPU`) the load change still
+    moves it (a plain sentence with a wide range: load 12 on 2 CPUs, 6 s measured quiet, "may take 15–50 s")."""
+    kept = not is_busy(now, estimates.VERY_BUSY_PER_CPU)  # the middle is the stored costs' own (see above) ...
+    return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load,
+                         age_s=0.0 if kept else None)  # ... unless the machine is very busy now: then it moves
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None, load=None) -> str:
-    """"about 25 s (20–30 s) (from recent runs of this model on this server)" for a run of ``settings``
+    """The plan's sentence of :func:`run_plan` ("" without costs)."""
+    return run_plan(settings, costs, prompt_tokens, load)[0] if costs is not None else ""
+
+
+def run_plan(settings: Settings, costs: RunCosts, prompt_tokens: int | None = None, load=None) -> tuple[str, str]:
+    """(the plan's sentence, its short form) from one estimate. The short form is the whole run's time for
+    max new tokens, with its range: "48 new tokens: about 25 s (20–30 s)" ("up to about …" when an answer may end
+    sooner; "may take 15–60 s" on a very busy machine), for the Live tab's ready status.
+
+    The sentence: "about 25 s (20–30 s) (from recent runs of this model on this server)" for a run of ``settings``
     (:func:`make_estimate` of ``costs.spread``, moved once by the load changed since the costs were measured; for
     costs measured under :data:`app.estimates.LOAD_WINDOW_S` ago that change only widens the range), with
     the prefill named when it takes over :data:`LONG_PREFILL_S`; "" without costs. ``prompt_tokens`` None: counted
@@ -437,8 +463,6 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
     :data:`LONG_CAP_TOKENS` or more says only that an answer ending sooner takes less. A busy machine (other
     programs' load above :data:`app.estimates.BUSY_PER_CPU` per CPU) is named after the source: "(from …; the machine
     is busy now: load 1.9 on 2 CPUs)"."""
-    if costs is None:
-        return ""
     now = estimates.machine_load() if load is NOW else load
     tokens = prompt_tokens if prompt_tokens is not None else estimated_prompt_tokens(settings)
     drafter = settings.drafter != "none"
@@ -463,7 +487,10 @@ def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | N
         took = span_text(took.low, took.high) if took.very_busy else took.text("")
         tokens_said = f"{answer:,} token{'' if answer == 1 else 's'}"
         sooner = f"most answers end sooner ({whose} ended after {tokens_said} here: {took})"
-    return _whole_plan(text, whole, settings.max_new_tokens, sooner)
+    n = settings.max_new_tokens
+    short = (f"may take {span_text(whole.low, whole.high)}" if whole.very_busy else
+             ("up to " if sooner or n >= LONG_CAP_TOKENS else "") + whole.text(""))
+    return _whole_plan(text, whole, n, sooner), f"{n:,} new token{'' if n == 1 else 's'}: {short}"
 
 
 def _whole_plan(text: str, whole: Estimate, max_new_tokens: int, sooner: str | None) -> str:

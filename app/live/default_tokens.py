@@ -22,10 +22,12 @@ KEPT_JS = "() => { window.svTokensKept = true; }"
 APPLY_JS = """(offered, shown) => {
   if (!offered || offered.value == null || window.svTokensKept) return undefined;
   if (Number(shown) !== Number(offered.fallback)) return undefined;
-  return {__type__: 'update', value: offered.value, info: offered.info};
+  return {__type__: 'update', value: offered.value};
 }"""
 """The browser's step after the server offered a default (:func:`offer`; ``shown``: the slider's value now): the
-slider update, or undefined (Gradio leaves the slider as it is) once Generate was pressed or the box was touched
+slider's new value (its info line then comes from the value's change, :func:`app.live.hint.plan_hint`: one plan, not
+a second estimate from the load's costs, which a reload showed as another time for the same runs), or undefined
+(Gradio leaves the slider as it is) once Generate was pressed or the box was touched
 (``window.svTokensKept``) or it shows another value than the page's fallback."""
 
 

@@ -13,9 +13,10 @@ from specviz.analysis.prompts import FIRST_EXAMPLE, example_prompt
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 OUTPUTS = ("spec-output", "baseline-output", "charts", "stats", "status", "history", "history-state", "draft-tree",
-           "head-accuracy", "run-progress")
+           "head-accuracy", "run-progress", "max-new-tokens")
 """What :func:`app.live.run.generate` yields, in order (the components' elem_ids); "run-progress" is the status's
-compact copy under the Generate button (:func:`app.live.outputs.progress_html`)."""
+compact copy under the Generate button (:func:`app.live.outputs.progress_html`); "max-new-tokens" the slider, whose
+info line a finished run's last message updates (its plan from the costs the run measured; never its value)."""
 
 INPUTS = SETTING_NAMES
 """The controls a run reads, by name (:data:`app.inputs.SETTING_NAMES`): the Generate button sends their values in

@@ -5,17 +5,23 @@ pressed Generate.
 
 The line follows the slider's value, the settings that name the run's method and the weight format (what a run's
 plan reads besides the prompt's length), and every run's end, finished or stopped (its costs join the estimate,
-:func:`app.costs.learn_costs`).
+:func:`app.costs.learn_costs`): a finished run's line comes in its own last message, the one that says "Done in"
+(a trial saw it a few seconds after Done, from a second round trip). The ready status beside Generate carries the
+same plan's short form ("48 new tokens: about 14 s (12–17 s)", :func:`plan_hint`): a visitor reads the status by
+the button, and a trial saw only "Ready" there.
 """
 
 from __future__ import annotations
 
+import json
+
 import gradio as gr
 
-from app.costs import tokens_info
+from app.costs import tokens_plan
 from app.estimates import NOW
 from app.inputs import parse_settings
 from app.live.defaults import INPUTS
+from app.live.prompt_check import READY_MARK, with_plan
 from app.live.run import planned_costs
 
 PLAN_INPUTS = ("drafter", "weights", "confidence", "k", "adaptive_k", "tree_nodes", "lookup", "exit_layer", "window",
@@ -30,37 +36,66 @@ SHORT_PROMPT = "?"
 """The prompt a plan reads while the prompt box is empty (one token: the estimate of a short prompt)."""
 
 
-def tokens_hint(*values):
-    """The max-new-tokens slider's update (its ``info`` only, :func:`app.costs.tokens_info`) for the Live tab's
-    controls ``values`` (raw, in the order of :data:`app.live.defaults.INPUTS`); an empty prompt is planned as
-    :data:`SHORT_PROMPT`. gr.skip() while the inputs are not a run's (a number typed out of range, say: its own
-    check says so) or no cost of the target is known yet."""
+def plan_of(values) -> tuple[str, str] | None:
+    """(the slider's info line, the plan's short form) for the Live tab's controls ``values`` (raw, in the order of
+    :data:`app.live.defaults.INPUTS`), from one estimate (:func:`app.costs.tokens_plan`); an empty prompt is planned
+    as :data:`SHORT_PROMPT`. None while the inputs are not a run's (a number typed out of range, say: its own check
+    says so) or no cost of the target is known yet."""
     named = dict(zip(INPUTS, values))
     if not str(named.get("prompt") or "").strip():
         named["prompt"] = SHORT_PROMPT
     try:
         settings = parse_settings(named)
     except Exception:  # noqa: BLE001 - a value Generate would refuse: Generate says why, the line stays
-        return gr.skip()
-    info = tokens_info(settings, planned_costs(settings), load=NOW)
-    return gr.skip() if info is None else gr.update(info=info)
+        return None
+    return tokens_plan(settings, planned_costs(settings), load=NOW)
+
+
+def tokens_hint(*values):
+    """The max-new-tokens slider's update (its ``info`` only, :func:`plan_of`) for the controls ``values``;
+    gr.skip() where there is no plan."""
+    plan = plan_of(values)
+    return gr.skip() if plan is None else gr.update(info=plan[0])
+
+
+def plan_hint(*values):
+    """:func:`tokens_hint` and the ready status: (slider update, status) for the controls ``values`` followed by the
+    status as shown. A status that holds the ready line (:func:`app.live.prompt_check.with_plan`) carries the plan's
+    short form there; any other status (a run's, a failed run's) stays. One estimate gives both (:func:`plan_of`)."""
+    *controls, status = values
+    plan = plan_of(controls)
+    if plan is None:
+        return gr.skip(), gr.skip()
+    ready = with_plan(status, plan[1])
+    return gr.update(info=plan[0]), gr.skip() if ready is None else ready
 
 
 def wire_tokens_hint(ui: dict, ended: list) -> None:
-    """Keep ``ui["max_new_tokens"]``'s info line current (:func:`tokens_hint`): on page load, on a change of the
-    slider (a typed, dragged or derived value), of :data:`PLAN_INPUTS`, and after each event of ``ended``
-    (Generate's and Stop's last events). In the browser's round trip, outside the queue: it reads measured costs and
-    the load average, nothing more. Raw values (preprocess off), as the slider's other listeners: a number typed out
-    of its range must not raise Gradio's range error. ``always_last``: while the visitor types 1024, the answer for
-    "102" cannot land after the one for "1024"."""
-    inputs = [ui[name] for name in INPUTS]
+    """Keep ``ui["max_new_tokens"]``'s info line and the ready status (``ui["status"]``) current
+    (:func:`plan_hint`): on page load, on a change of the slider (a typed, dragged or derived value), of
+    :data:`PLAN_INPUTS`, and after each event of ``ended`` (Stop's last events; a finished run's own last message
+    carries its line: :func:`app.live.run.generate_on_device`). In the browser's round trip, outside the queue: it
+    reads measured costs and the load average, nothing more. Raw values (preprocess off), as the slider's other
+    listeners: a number typed out of its range must not raise Gradio's range error. ``always_last``: while the
+    visitor types 1024, the answer for "102" cannot land after the one for "1024". After each, the browser keeps the
+    ready status with its plan (``window.svReadyStatus``, :data:`KEEP_READY_JS`) for the prompt box's banner clearing
+    (:func:`app.live.prompt_check.clears_js`)."""
+    inputs = [ui[name] for name in INPUTS] + [ui["status"]]
     box = ui["max_new_tokens"]
-    options = dict(inputs=inputs, outputs=[box], queue=False, preprocess=False, show_progress="hidden",
-                   api_visibility="private")
-    gr.context.Context.root_block.load(tokens_hint, **options)
-    box.change(tokens_hint, trigger_mode="always_last", **options)
+    options = dict(inputs=inputs, outputs=[box, ui["status"]], queue=False, preprocess=False,
+                   show_progress="hidden", api_visibility="private")
+    keep = dict(js=KEEP_READY_JS, inputs=[ui["status"]], queue=False, show_progress="hidden", api_visibility="private")
+    gr.context.Context.root_block.load(plan_hint, **options).then(None, **keep)
+    box.change(plan_hint, trigger_mode="always_last", **options).then(None, **keep)
     for name in PLAN_INPUTS:
         if name in ui:
-            ui[name].change(tokens_hint, **options)
+            ui[name].change(plan_hint, **options).then(None, **keep)
     for event in ended:
-        event.then(tokens_hint, **options)
+        event.then(plan_hint, **options).then(None, **keep)
+
+
+KEEP_READY_JS = f"""(status) => {{
+  if (status && status.includes({json.dumps(READY_MARK)})) window.svReadyStatus = status;
+}}"""
+"""The browser's step after each plan: the latest ready status with its plan, for
+:func:`app.live.prompt_check.clears_js` to put back when the empty-prompt banner goes."""

@@ -343,7 +343,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     tokens). Generate sends the controls of :data:`INPUTS` by name, then the history (the API's parameters, named,
     in the order positional clients send them); :func:`_generate_clicked` makes them one mapping."""
     outputs = [ui["spec_out"], ui["base_out"], ui["charts"], ui["stats"], ui["status"], ui["history_out"], history,
-               ui["tree_out"], ui["heads_out"], ui["progress"]]  # the order of OUTPUTS
+               ui["tree_out"], ui["heads_out"], ui["progress"], ui["max_new_tokens"]]  # the order of OUTPUTS
     # on the click itself, in the browser: the status and its copy under the button say the run was sent, before the
     # server's first message (on a busy server it took seconds; on a phone nothing in sight changed meanwhile). Wired
     # first: the browser runs a click's listeners in turn, each streamed one to its end
@@ -368,7 +368,7 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     stopped = first.then(stop_run, inputs=[history], outputs=outputs, queue=True, show_progress="hidden",
                          concurrency_limit=None, api_name="stop", api_description=API["stop"])
     stopped.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
-    wire_tokens_hint(ui, [run, stopped])  # the max-new-tokens line follows the costs the run measured
+    wire_tokens_hint(ui, [stopped])  # the max-new-tokens line follows Stop (a finished run's last message has it)
     # preprocess off on listeners a slider triggers: a number typed out of its range reaches them before the slider
     # clamps it, and Gradio's range check would answer with a server error; these handlers parse the raw number
     ui["ngram"].change(lookahead_k, inputs=[ui["ngram"], ui["drafter"]], outputs=[ui["k"]], queue=False,

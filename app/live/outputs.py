@@ -61,6 +61,7 @@ class Frame:
         tree, heads: the draft tree and the Medusa heads' table (HTML): shown when given HTML, hidden when "".
         cut: the prompt's cut (:attr:`RunView.cut`), kept as a warning in the phone status (:func:`progress_html`).
         hide_charts: hide the charts (a blank result has none).
+        tokens_info: the max-new-tokens slider's info line (:func:`app.costs.tokens_info`; its value is never sent).
     """
 
     spec: str | None = None
@@ -74,6 +75,7 @@ class Frame:
     heads: str | None = None
     cut: str = ""
     hide_charts: bool = False
+    tokens_info: str | None = None
 
     def values(self) -> tuple:
         """The output tuple, in :data:`app.live.defaults.OUTPUTS` order (``gr.skip()`` for each part left None)."""
@@ -84,7 +86,8 @@ class Frame:
         progress = None if self.status is None else progress_html(self.status, self.cut)
         stats = None if self.stats is None else keep_ranges(self.stats)  # "(99.8–100.0%)" on one line
         parts = (self.spec, self.base, chart, stats, self.status, self.history, self.state,
-                 _shown(self.tree), _shown(self.heads), progress)
+                 _shown(self.tree), _shown(self.heads), progress,
+                 None if self.tokens_info is None else gr.update(info=self.tokens_info))
         return tuple(gr.skip() if part is None else part for part in parts)
 
 
@@ -142,14 +145,16 @@ def keep_good(session: str, view: RunView) -> None:
             _GOOD[session] = view
 
 
-def final(view: RunView, history: str | None = None, state: list[RunSummary] | None = None) -> tuple:
+def final(view: RunView, history: str | None = None, state: list[RunSummary] | None = None,
+          tokens_info: str | None = None) -> tuple:
     """Everything a finished (or stopped) run shows: panes, charts, stats, status, the whole draft tree; with the
-    history table's HTML (``history``) and the session's rows (``state``) when given."""
+    history table's HTML (``history``), the session's rows (``state``) and the max-new-tokens slider's info line
+    (``tokens_info``: the next run's plan, from the costs this run measured) when given."""
     spec, base, figure, stats = view.spec_html(), view.base_html(), view.figure(), view.stats_html()
     tree, heads = view.tree_html(every_pass=True), view.heads_html()
     # the status last: its "Done in" counts the drawing of everything above (the time the visitor waits for it)
     return Frame(spec, base, figure, stats, view.status(), history, state, tree=tree, heads=heads,
-                 cut=view.cut).values()
+                 cut=view.cut, tokens_info=tokens_info).values()
 
 
 def planned_status(settings: Settings, plan: str, ahead: int, holder: str = "") -> str:

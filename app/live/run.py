@@ -21,7 +21,7 @@ from app.endings import until_stopped
 from app.inputs import (GATED_DRAFTERS, Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer,
                         parse_settings)
 from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
-                       settled_after_prefill, tuned_costs)
+                       settled_after_prefill, tokens_info, tuned_costs)
 from app.estimates import NOW, threads_note
 from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only, stopped_in_queue)
@@ -144,7 +144,8 @@ def generate_on_device(settings: Settings, history: list[RunSummary], job: Job, 
         # the whole end state in the handler's last message, history row included: a component that message
         # skips can be put back by the browser to its value from a message before the last (seen: the every-pass
         # draft tree, sent one message earlier, replaced by the latest streamed pass once the history row arrived)
-        yield final(view, history_html(history), history)
+        # the max-new-tokens line's next plan, from the costs just learned, in the same message as "Done in"
+        yield final(view, history_html(history), history, tokens_info(settings, planned_costs(settings), load=NOW))
 
 
 class _Loading:
