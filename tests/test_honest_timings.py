@@ -362,9 +362,12 @@ def test_the_max_new_tokens_line_follows_the_latest_costs_and_the_sliders_value(
 
     demo = build_demo()
     box = next(c["id"] for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "max-new-tokens")
-    hints = [d for d in demo.config["dependencies"] if d.get("outputs") == [box] and not d.get("js")]
+    status = next(c["id"] for c in demo.config["components"] if c.get("props", {}).get("elem_id") == "status")
+    hints = [d for d in demo.config["dependencies"] if d.get("outputs") == [box, status] and not d.get("js")]
     triggers = {t[1] for d in hints for t in d["targets"]}
-    assert {"load", "change", "then"} <= triggers  # on load, on a new value, after each run and Stop
+    assert {"load", "change", "then"} <= triggers  # on load, on a new value, after Stop (with the ready status)
+    runs = [d for d in demo.config["dependencies"] if d.get("api_name") == "generate"]
+    assert len(runs) == 1 and runs[0]["outputs"][-1] == box  # a finished run's own last message carries the line
     elements = {c["id"]: c.get("props", {}).get("elem_id") or c.get("props", {}).get("label")
                 for c in demo.config["components"]}
     sources = {elements.get(t[0]) for d in hints for t in d["targets"] if t[1] == "change"}

@@ -453,6 +453,20 @@ def test_generate_on_a_tiny_model_folder(tiny_model_dir, tiny_draft_dir):
     assert "<table" in out["history"]
 
 
+def test_a_finished_runs_last_message_carries_the_next_plan_under_max_new_tokens(tiny_model_dir, monkeypatch):
+    """Trial: the line under Max new tokens changed a few seconds after "Done in" (a second round trip after the run's
+    event ended). The run's own last message, the one with "Done in", carries the line, planned from the costs this
+    run just measured (the only run kept here); earlier messages leave it as it is, and never touch its value."""
+    monkeypatch.setattr(live.costs, "_COSTS", {})
+    messages = list(live.generate(_args(target=str(tiny_model_dir), drafter="ngram", max_new_tokens=12, k=2)))
+    index = live.OUTPUTS.index("max-new-tokens")
+    assert "Done in" in messages[-1][live.OUTPUTS.index("status")]
+    line = messages[-1][index]
+    assert set(line) == {"__type__", "info"} and line["info"].startswith("12 new tokens at the latest measured speed: ")
+    assert f"(from {live.costs.RECENT_RUNS}" in line["info"]
+    assert all(message[index] == {"__type__": "update"} for message in messages[:-1])
+
+
 def test_a_cut_prompt_keeps_its_warning_in_the_phone_status_through_the_run(tiny_model_dir, monkeypatch):
     """The short status under Generate (the phone's) keeps the cut from the run's own fit (``RunView.cut``) from the
     first status to the final one; a whole prompt shows none."""
