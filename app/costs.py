@@ -430,11 +430,11 @@ def planned_estimate(costs: RunCosts, seconds: float, now: tuple[float, int] | N
     a page reload, then 16 s (the run took 14.5 s): the same stored runs, planned within 20 s of the run's end (the
     middle kept) and then a minute later, moved by the ratio of two noisy load readings (the one taken as the run
     ended counted the browser drawing the run's last frames). The same stored measurements now give the same middle
-    before and after a reload. On a very busy machine (:data:`app.estimates.VERY_BUSY_PER_CPU`) the load change still
-    moves it (a plain sentence with a wide range: load 12 on 2 CPUs, 6 s measured quiet, "may take 15–50 s")."""
-    kept = not is_busy(now, estimates.VERY_BUSY_PER_CPU)  # the middle is the stored costs' own (see above) ...
+    before and after a reload. On a very busy machine too: a run measured there took 17.9 s where the plan moved by
+    the load read before it said "may take 28–95 s" (load 10 on 2 CPUs); its range is then at least
+    :data:`app.estimates.VERY_BUSY_WIDTH` about that middle."""
     return make_estimate(seconds, seconds * costs.spread[0], seconds * costs.spread[1], now, costs.measured_load,
-                         age_s=0.0 if kept else None)  # ... unless the machine is very busy now: then it moves
+                         age_s=0.0)  # the middle is the stored costs' own, whatever their age: see above
 
 
 def plan_text(settings: Settings, costs: RunCosts | None, prompt_tokens: int | None = None, load=None) -> str:

@@ -194,15 +194,15 @@ def test_the_plan_counts_the_chat_templates_tokens_and_says_about_before_tokeniz
 
 
 def test_a_plan_on_a_very_busy_machine_is_one_plain_sentence():
-    """The load changed since the costs were measured widens the plan's range on its side; a very busy machine moves
-    it and is said so."""
+    """The load changed since the costs were measured widens the plan's range on its side (its middle is the stored
+    costs'); a very busy machine is said so."""
     settings = _plan_settings("Say hi.", 40)
     costs = live.RunCosts(2.0, 100.0, 60.0, source="x", spread=(0.85, 1.25), measured_load=(0.0, 2))
     assert live.plan_text(settings, costs, 10) == "about 6 s (5–8 s) (from x)"  # 6.28 s x 0.85 to x 1.25
     assert live.plan_text(settings, costs, 10, load=(1.0, 2)) == "about 6 s (5–12 s) (from x)"  # 1.5x: the range
-    busy = live.plan_text(settings, costs, 10, load=(12.0, 2))  # 7x, bounded to 4x: 25.1 s
-    assert busy == ("the machine is very busy now (load 12 on 2 CPUs): this may take 15–50 s (from x); fewer new "
-                    "tokens make it shorter")
+    busy = live.plan_text(settings, costs, 10, load=(12.0, 2))  # 7x, bounded to 4x: the high end 31.4 s, drawn in
+    assert busy == ("the machine is very busy now (load 12 on 2 CPUs): this may take 4–18 s (from x); fewer new "
+                    "tokens make it shorter")  # to a width of 4 about the stored 6.28 s
     assert busy == live.plan_text(settings, costs, 10, load=(12.0, 2))  # the same inputs, the same words
 
 
