@@ -341,7 +341,7 @@ def test_the_max_new_tokens_line_follows_the_latest_costs_and_the_sliders_value(
 
     monkeypatch.setattr(app.estimates, "machine_load", lambda: None)  # the page's hint reads a quiet machine (a
     # fresh clone's run under load 6 read "the machine is very busy now ..."; that sentence has its own tests)
-    assert tokens_hint(*[values[n] for n in INPUTS]) == {"__type__": "update"}  # nothing measured: the line stays
+    assert tokens_hint(*[values[n] for n in INPUTS]) == {"__type__": "update", "info": ""}  # nothing measured: none
     live.costs._TUNED["embedded"] = live.RunCosts(0.0, 100.0, 60.0, source="a step", spread=(1.0, 1.0))
     # before Generate, a time for 1,024 tokens: 1,023 x 160 ms = 164 s, on a quiet machine (load None)
     assert live.costs.tokens_info(_settings(max_new_tokens=1024), live.known_costs("embedded")) == (

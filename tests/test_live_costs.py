@@ -323,3 +323,6 @@ def test_the_ready_status_and_the_tokens_line_carry_one_plan(monkeypatch):
 
     done = render.status_html("Done in 6.1 s.", "done")
     assert hint.plan_hint(*controls, done)[1] == {"__type__": "update"}  # not a ready status: it stays
+    monkeypatch.setattr(live.costs, "_COSTS", {})  # nothing measured for these settings: no line, plain "Ready"
+    monkeypatch.setattr(live.costs, "_TUNED", {})
+    assert hint.plan_hint(*controls, status) == ({"__type__": "update", "info": ""}, prompt_check.READY)

@@ -40,13 +40,14 @@ def offer(update, fallback: int) -> dict | None:
     return {"value": int(update["value"]), "info": update.get("info"), "fallback": int(fallback)}
 
 
-def wire_default_tokens(box: gr.Slider, spec: str, fallback: int) -> None:
+def wire_default_tokens(box: gr.Slider, spec: str, fallback: int) -> list:
     """On page load, and on each tick of a retry timer (every :data:`app.costs.DEFAULT_TOKENS_RETRY_S` s, at most
     :data:`app.costs.DEFAULT_TOKENS_TRIES` ticks: a page opened while the start-up still measured), ask the server
     for the derived default of ``box`` (the max-new-tokens slider; ``spec``: the target; ``fallback``: the value
     the page opened with) into a hidden holder, then apply it in the browser (:data:`APPLY_JS`). Raw values
     (preprocess off): while a visitor types into the box, the slider holds the typed number, and Gradio's range
-    check refused a tick reading 99999 with a raw error toast."""
+    check refused a tick reading 99999 with a raw error toast. Returns the browser steps that apply it, for the plan
+    to follow them (:func:`app.live.hint.plan_after`)."""
     from gradio.context import Context
 
     held = gr.JSON(None, visible=False, elem_id="max-new-tokens-offered")
@@ -62,6 +63,7 @@ def wire_default_tokens(box: gr.Slider, spec: str, fallback: int) -> None:
         update, timer, tries = costs.retry_default_tokens(spec, fallback, shown, tries)
         return offer(update, fallback), timer, tries
 
-    Context.root_block.load(loaded, inputs=[box], outputs=[held], **options).then(None, **apply)
+    applied = [Context.root_block.load(loaded, inputs=[box], outputs=[held], **options).then(None, **apply)]
     timer, tries = gr.Timer(costs.DEFAULT_TOKENS_RETRY_S), gr.State(0)
-    timer.tick(ticked, inputs=[box, tries], outputs=[held, timer, tries], **options).then(None, **apply)
+    applied.append(timer.tick(ticked, inputs=[box, tries], outputs=[held, timer, tries], **options).then(None, **apply))
+    return applied

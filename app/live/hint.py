@@ -36,11 +36,16 @@ SHORT_PROMPT = "?"
 """The prompt a plan reads while the prompt box is empty (one token: the estimate of a short prompt)."""
 
 
+NO_PLAN = ("", "")
+""":func:`plan_of` for a run's inputs with no cost of its target (or of this weight format) known yet: the line goes
+(its earlier plan was for other settings: a page read "12 new tokens …" under a box set to 20, then int8 weights)."""
+
+
 def plan_of(values) -> tuple[str, str] | None:
     """(the slider's info line, the plan's short form) for the Live tab's controls ``values`` (raw, in the order of
     :data:`app.live.defaults.INPUTS`), from one estimate (:func:`app.costs.tokens_plan`); an empty prompt is planned
-    as :data:`SHORT_PROMPT`. None while the inputs are not a run's (a number typed out of range, say: its own check
-    says so) or no cost of the target is known yet."""
+    as :data:`SHORT_PROMPT`. :data:`NO_PLAN` where no cost of the target is known yet; None while the inputs are not
+    a run's (a number typed out of range, say: its own check says so, and the line stays)."""
     named = dict(zip(INPUTS, values))
     if not str(named.get("prompt") or "").strip():
         named["prompt"] = SHORT_PROMPT
@@ -48,12 +53,12 @@ def plan_of(values) -> tuple[str, str] | None:
         settings = parse_settings(named)
     except Exception:  # noqa: BLE001 - a value Generate would refuse: Generate says why, the line stays
         return None
-    return tokens_plan(settings, planned_costs(settings), load=NOW)
+    return tokens_plan(settings, planned_costs(settings), load=NOW) or NO_PLAN
 
 
 def tokens_hint(*values):
-    """The max-new-tokens slider's update (its ``info`` only, :func:`plan_of`) for the controls ``values``;
-    gr.skip() where there is no plan."""
+    """The max-new-tokens slider's update (its ``info`` only, :func:`plan_of`: "" for :data:`NO_PLAN`) for the
+    controls ``values``; gr.skip() while they are not a run's."""
     plan = plan_of(values)
     return gr.skip() if plan is None else gr.update(info=plan[0])
 
@@ -61,7 +66,8 @@ def tokens_hint(*values):
 def plan_hint(*values):
     """:func:`tokens_hint` and the ready status: (slider update, status) for the controls ``values`` followed by the
     status as shown. A status that holds the ready line (:func:`app.live.prompt_check.with_plan`) carries the plan's
-    short form there; any other status (a run's, a failed run's) stays. One estimate gives both (:func:`plan_of`)."""
+    short form there (plain "Ready" for :data:`NO_PLAN`); any other status (a run's, a failed run's) stays. One
+    estimate gives both (:func:`plan_of`)."""
     *controls, status = values
     plan = plan_of(controls)
     if plan is None:
@@ -80,18 +86,33 @@ def wire_tokens_hint(ui: dict, ended: list) -> None:
     visitor types 1024, the answer for "102" cannot land after the one for "1024". After each, the browser keeps the
     ready status with its plan (``window.svReadyStatus``, :data:`KEEP_READY_JS`) for the prompt box's banner clearing
     (:func:`app.live.prompt_check.clears_js`)."""
-    inputs = [ui[name] for name in INPUTS] + [ui["status"]]
-    box = ui["max_new_tokens"]
-    options = dict(inputs=inputs, outputs=[box, ui["status"]], queue=False, preprocess=False,
-                   show_progress="hidden", api_visibility="private")
-    keep = dict(js=KEEP_READY_JS, inputs=[ui["status"]], queue=False, show_progress="hidden", api_visibility="private")
+    options, keep = _plan_options(ui)
     gr.context.Context.root_block.load(plan_hint, **options).then(None, **keep)
-    box.change(plan_hint, trigger_mode="always_last", **options).then(None, **keep)
+    ui["max_new_tokens"].change(plan_hint, trigger_mode="always_last", **options).then(None, **keep)
     for name in PLAN_INPUTS:
         if name in ui:
             ui[name].change(plan_hint, **options).then(None, **keep)
-    for event in ended:
+    plan_after(ui, ended)
+
+
+def plan_after(ui: dict, events: list) -> None:
+    """Make the plan again (:func:`plan_hint`) after each of ``events``: Stop's result, and the browser step that
+    puts the derived default of max new tokens into the slider (:func:`app.live.default_tokens.wire_default_tokens`:
+    a value set by a browser-only step fires no change event, so a reloaded page kept the setter's own line, a
+    second estimate from other costs)."""
+    options, keep = _plan_options(ui)
+    for event in events:
         event.then(plan_hint, **options).then(None, **keep)
+
+
+def _plan_options(ui: dict) -> tuple[dict, dict]:
+    """The listener options of :func:`plan_hint` (raw controls and the status in, the slider and the status out, no
+    queue) and of its browser step :data:`KEEP_READY_JS`."""
+    inputs = [ui[name] for name in INPUTS] + [ui["status"]]
+    options = dict(inputs=inputs, outputs=[ui["max_new_tokens"], ui["status"]], queue=False, preprocess=False,
+                   show_progress="hidden", api_visibility="private")
+    keep = dict(js=KEEP_READY_JS, inputs=[ui["status"]], queue=False, show_progress="hidden", api_visibility="private")
+    return options, keep
 
 
 KEEP_READY_JS = f"""(status) => {{

@@ -21,7 +21,7 @@ from app.live.controls import (PRESET_CHOICES, drafter_changed, gate_chosen, k_c
 from app.costs import DEFAULT_TOKENS_RETRY_S, DEFAULT_TOKENS_TRIES
 from app.live.default_tokens import wire_default_tokens
 from app.live.defaults import DEFAULTS, INPUTS, example_labels, load_examples
-from app.live.hint import wire_tokens_hint
+from app.live.hint import plan_after, wire_tokens_hint
 from app.live.prompt_check import READY, wire_prompt_check
 from app.live.outputs import BASE_PLACEHOLDER, SPEC_PLACEHOLDER, progress_html
 from app.live.run import generate
@@ -476,7 +476,8 @@ def _wire_helpers(ui: dict, d: dict) -> None:
                                                                           ui["draft_model"]],
                             queue=False, api_visibility="private")
     if d["max_new_tokens"] == DEFAULTS["max_new_tokens"]:  # set in the browser only while the visitor has not
-        wire_default_tokens(ui["max_new_tokens"], d["target"], d["max_new_tokens"])  # pressed Generate nor typed
+        applied = wire_default_tokens(ui["max_new_tokens"], d["target"], d["max_new_tokens"])  # pressed Generate
+        plan_after(ui, applied)  # nor typed; the line and the ready status then plan the value set
 
 
 CLAMPED_SLIDERS = {"k": "Draft length k", "tree_nodes": "Tree nodes", "confidence": "The confidence gate",

@@ -36,14 +36,14 @@ def ready_status(plan: str) -> str:
 
 def with_plan(status, plan: str) -> str | None:
     """``status`` (the Live status's HTML) with its ready line, :data:`READY` or an earlier :func:`ready_status`,
-    replaced by ``ready_status(plan)`` (a box's notice above it stays); None when it holds no ready line (a run's
-    status, a failed run's banner: they stay as they are)."""
+    replaced by ``ready_status(plan)`` (:data:`READY` for a ``plan`` of ""; a box's notice above it stays); None when
+    it holds no ready line (a run's status, a failed run's banner: they stay as they are)."""
     if not isinstance(status, str):
         return None
     found = _READY_LINE.search(status)
     if found is None:
         return None
-    return status[:found.start()] + ready_status(plan) + status[found.end():]
+    return status[:found.start()] + (ready_status(plan) if plan else READY) + status[found.end():]
 
 
 def clears_js() -> str:
