@@ -11,7 +11,8 @@ from specviz.measure.costs import lookahead_cost_line
 from specviz.measure.kernel import _fmt
 
 
-HEAD_TARGETS = {"eagle_chain_k4_tokens_per_pass": 2.5, "tree_tokens_per_pass": 3.0, "best_trained_speedup": 1.5}
+HEAD_TARGETS = {"eagle_chain_k4_tokens_per_pass": 2.5, "tree_tokens_per_pass": 3.0, "medusa_k4_tokens_per_pass": 1.8,
+                "best_trained_speedup": 1.5}
 OPEN_ENDED = ("chat", "qa", "math", "translation")  # categories where the output is not copied from the prompt
 
 
@@ -39,14 +40,18 @@ def head_targets(overall: dict, per_category: dict) -> dict | None:
 
     chain = methods.get("ours/eagle@k4", {}).get("tokens_per_pass")
     tree_value, tree_name = best({n: f for n, f in trained.items() if ":tree" in n}, "tokens_per_pass")
+    medusa_value, medusa_name = best({n: f for n, f in trained.items() if n.startswith("ours/medusa")
+                                      and n.endswith("@k4")}, "tokens_per_pass")
     speed_value, speed_name = best(trained, "speedup")
     out = {
         "eagle_chain_k4_tokens_per_pass": {"value": chain, "goal": HEAD_TARGETS["eagle_chain_k4_tokens_per_pass"]},
         "tree_tokens_per_pass": {"value": tree_value, "method": tree_name, "goal": HEAD_TARGETS["tree_tokens_per_pass"]},
+        "medusa_k4_tokens_per_pass": {"value": medusa_value, "method": medusa_name,
+                                      "goal": HEAD_TARGETS["medusa_k4_tokens_per_pass"]},
         "best_trained_speedup": {"value": speed_value, "method": speed_name, "goal": HEAD_TARGETS["best_trained_speedup"]},
         "vs_ngram_by_category": {},
     }
-    for target in ("eagle_chain_k4_tokens_per_pass", "tree_tokens_per_pass", "best_trained_speedup"):
+    for target in HEAD_TARGETS:
         value = out[target]["value"]
         out[target]["met"] = None if value is None else value >= out[target]["goal"]
     for category, summary in per_category.items():
@@ -124,6 +129,7 @@ def format_bench(result: dict) -> str:
                      + (f", head weights {weights}:" if weights else ":"))
         for key, label in (("eagle_chain_k4_tokens_per_pass", "EAGLE chain k=4 tokens/pass"),
                            ("tree_tokens_per_pass", "best tree tokens/pass"),
+                           ("medusa_k4_tokens_per_pass", "Medusa k=4 tokens/pass"),
                            ("best_trained_speedup", "best trained speedup")):
             fig = targets[key]
             met = "-" if fig["met"] is None else ("met" if fig["met"] else "NOT met")
