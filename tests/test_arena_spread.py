@@ -65,8 +65,8 @@ def test_one_slow_baseline_run_weighs_only_on_the_methods_beside_it(monkeypatch)
     assert arena_tab.noisy_rows(list(rows.values())) == 2  # no spread to read here: the drift decides
     drift = arena_tab.SUMMARY_COLUMNS.index(("Baseline drift", "baseline_drift", "%"))
     cells = arena_tab.table(list(rows.values()))["data"]
-    assert cells[2][drift] == "400% unsteady" and cells[1][drift] == "0%"  # ngram k=4 beside the slow run; k=2 not
-    assert cells[0][drift] == "400% (its runs apart)"  # the reference: all its runs, no noisy flag
+    assert cells[2][drift] == "400% unsteady (the 2 beside it)" and cells[1][drift] == "0% (the 2 beside it)"  # ngram k=4 beside the slow run; k=2 not
+    assert cells[0][drift] == "400% unsteady (all 5 standard runs)"  # the reference: all its runs, the same line
 
 
 def _rows_measured_by(monkeypatch, fake_run) -> dict:

@@ -147,17 +147,28 @@ def test_the_arena_status_counts_noisy_methods_in_words_that_agree(monkeypatch):
     assert "pair" not in status
 
 
-def test_the_reference_row_says_its_drift_is_its_runs_apart_not_noisy():
-    """The standard row's Baseline drift is how far all its runs lie apart ("230% (its runs apart)"), next to its
-    "1.00 (reference)"; a method's row whose baselines drifted says they were unsteady."""
-    rows = [_row("standard", arena.BASELINE, 2.3, speedup=1.0), _row("ngram k=4", "ngram", 0.36),
-            _row("eagle k=4", "eagle", 0.05)]
-    headers = arena.table(rows)["headers"]
-    drift, speedup = headers.index("Baseline drift"), headers.index("Speedup, decode")
-    cells = arena.table(rows)["data"]
-    assert [r[drift] for r in cells] == ["230% (its runs apart)", "36% unsteady", "5%"]
-    assert cells[0][speedup] == "1.00 (reference)"
-    assert arena.reference_drift_cell(None) == "–"
+def test_every_drift_cell_is_one_measure_and_names_the_runs_it_spans():
+    """Baseline drift is fastest ÷ slowest standard run − 1 on every row, "unsteady" above 15% on every row, with the
+    runs it spans in brackets: a trial's per-prompt cards read the standard row's "188% (its runs apart)" beside a
+    method's "92% unsteady" and could not tell why they differed (all the prompt's standard runs against the 2
+    beside the method). Pooled rows give their worst prompt's."""
+    prompt = {"level": "prompt", "prompt_id": "code-edit-4"}
+    rows = [_row("standard", arena.BASELINE, 1.88) | prompt | {"runs": 3, "tokens": 48},
+            _row("ngram k=4", "ngram", 0.92) | prompt | {"runs": 1, "tokens": 16},
+            _row("eagle k=4", "eagle", 0.04) | prompt | {"runs": 1, "tokens": 16}]
+    headers = arena.table(rows, arena.PROMPT_COLUMNS)["headers"]
+    drift, tokens, runs = (headers.index(h) for h in ("Baseline drift", "Tokens per run", "Runs"))
+    cells = arena.table(rows, arena.PROMPT_COLUMNS)["data"]
+    assert [r[drift] for r in cells] == ["188% unsteady (all 3 standard runs)", "92% unsteady (the 2 beside it)",
+                                         "4% (the 2 beside it)"]
+    assert [(r[tokens], r[runs]) for r in cells] == [("16", "3"), ("16", "1"), ("16", "1")]
+    pooled = [_row("standard", arena.BASELINE, 2.3, speedup=1.0) | {"runs": 12, "tokens": 170},
+              _row("ngram k=4", "ngram", 0.05) | {"runs": 6, "tokens": 96}]
+    assert [arena.drift_cell(r) for r in pooled] == ["230% unsteady (all standard runs, worst prompt)",
+                                                     "5% (the 2 beside it, worst prompt)"]
+    assert [arena.table(pooled, arena.TIMING_COLUMNS)["data"][i][2] for i in (0, 1)] == ["14.2 (mean)", "16"]
+    assert arena.table(pooled)["data"][0][2] == "1.00 (reference)"
+    assert arena.drift_cell({"baseline_drift": None}) == "–"
 
 
 def _trial_rows() -> list[dict]:
@@ -202,7 +213,7 @@ def test_one_rule_reads_every_cell_chart_file_and_the_status(tmp_path, monkeypat
     eagle, ngram, model = table["data"][1:]
     assert model[decode] == "0.74× the speed, slower (0.65–0.83×)"
     assert model[end] == "0.76× the speed, slower (0.67–0.86×)"
-    assert model[drift] == "29% unsteady"
+    assert model[drift] == "29% unsteady (the 2 beside it)"
     # baselines 5% apart: the machine held steady, so the short run's coarse timing is the cause named
     assert ngram[decode] == ("no reading: a run too short to time (3.12× measured, 3.02–3.17×; faster than its 2.9 "
                              "tokens per pass allow; 26 tokens in 9 passes timed, baselines 5% apart); a longer run "

@@ -46,7 +46,7 @@ from app.arena.settings import (DEFAULT_DRAFTERS, DEFAULT_KS, DEFAULT_MAX_NEW_TO
                                 MAX_NEW_TOKENS_NAME, MIN_NEW_TOKENS, RUN_INPUTS, SOURCES, SUITE_INFO, TREE_NOTE,
                                 ArenaInputs, categories, category_choices, choose_prompts, drafter_choices,
                                 max_new_tokens_used, parse_inputs, suite)
-from app.arena.tables import (PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, empty_table, reference_drift_cell,
+from app.arena.tables import (PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, drift_cell, empty_table,
                               speedup_cell, table, timed_cell)
 from app.arena.verdicts import (IMPOSSIBLE_MARGIN, NO_PASS_SPREAD, NO_SPREAD, NOISY_DRIFT, SPEEDUP_KEYS, noisy_count,
                                 noisy_rows, range_text, speedup_reading, spread_text)
@@ -61,8 +61,8 @@ __all__ = [
     "SPREAD_NOTE", "SPREAD_PANELS", "STATUS_INTERVAL_S", "SUITE_INFO", "SUMMARY_COLUMNS", "TIMED_KEYS",
     "TIMING_COLUMNS", "TREE_NOTE", "VERDICT_COLUMNS", "ArenaInputs", "InputError", "_done_status", "_outputs",
     "_prediction_word", "arena_figure", "build_tab", "categories", "category_choices", "choose_prompts", "clicked",
-    "drafter_choices", "empty_table", "max_new_tokens_used", "noisy_count", "noisy_rows", "parse_inputs",
-    "plain_status", "predictions_figure", "preset_chosen", "race", "range_text", "reference_drift_cell",
+    "drafter_choices", "drift_cell", "empty_table", "max_new_tokens_used", "noisy_count", "noisy_rows", "parse_inputs",
+    "plain_status", "predictions_figure", "preset_chosen", "race", "range_text",
     "release_session", "run", "shown_rows", "source_changed", "speedup_cell", "speedup_reading", "spread_bars",
     "spread_text", "stop", "suite", "table", "timed_cell", "variant_colors", "with_verdicts", "write_files",
 ]

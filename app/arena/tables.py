@@ -31,16 +31,19 @@ SUMMARY_COLUMNS = (  # (header, key, decimals or None for text): what each metho
 beside it (a trial found the speedup out of sight at the right of a sideways-scrolling table on a 400 px phone; below
 640 px each row is now a card of labelled cells in this order, :func:`card_css`)."""
 TIMING_COLUMNS = (  # the rates, the predictions and the timings they are made from, with the runs they come from
-    ("Category", "category", None), ("Method", "variant", None), ("Runs", "runs", 0), ("Tokens", "tokens", 0),
+    ("Category", "category", None), ("Method", "variant", None), ("Tokens per run", "tokens_per_run", 0),
+    ("Runs", "runs", 0),
     ("Tokens/s", "tokens_per_s", 1), ("Predicted, paper", "predicted_speedup_paper", 2),
     ("Predicted, measured costs", "predicted_speedup_measured", 2), ("T_step ms", "t_step_ms", 1),
     ("T_verify ms", "t_verify_ms", 1), ("T_draft ms", "t_draft_ms", 1), ("c", "c", 3),
 )
 """The pooled rows are shown as two tables, :data:`SUMMARY_COLUMNS` and these, each narrow enough for a 1400 px
-page (one table of all 19 columns was about 1,670 px wide)."""
+page (one table of all 19 columns was about 1,670 px wide). Tokens are counted per run (:func:`tokens_per_run_cell`)
+beside the runs pooled in the row: a trial's standard row read "Tokens 48 · Runs 3" (its three runs added) beside a
+method's "Tokens 16 · Runs 1", and could not tell that every run made 16."""
 _ALL_COLUMNS = {c[1]: c for c in SUMMARY_COLUMNS + TIMING_COLUMNS}
 PROMPT_COLUMNS = (("Prompt", "prompt_id", None),) + tuple(_ALL_COLUMNS[key] for key in (  # one table, in an accordion
-    "variant", "decode_speedup", "baseline_drift", "speedup", "runs", "tokens", "tokens_per_pass",
+    "variant", "decode_speedup", "baseline_drift", "speedup", "tokens_per_run", "runs", "tokens_per_pass",
     "acceptance_rate", "alpha", "tokens_per_s", "predicted_speedup_paper", "predicted_speedup_measured",
     "t_step_ms", "t_verify_ms", "t_draft_ms", "c", "ids_identical"))
 """The per-prompt rows' columns: every pooled column but Category and Prompts, after the prompt's id, which names its
@@ -55,16 +58,45 @@ def _cell(value, decimals: int | str | None) -> str:
         return "✓" if value else "✗ differs"
     if decimals is None:
         return str(value)
-    if decimals == "%":  # a drift: "4%", and "31% unsteady" above NOISY_DRIFT (the machine's speed changed)
-        return f"{value:.0%}" + (" unsteady" if value > NOISY_DRIFT else "")
+    if decimals == "%":  # a share shown in percent
+        return f"{value:.0%}"
     return f"{value:.{decimals}f}"
 
 
-def reference_drift_cell(drift: float | None) -> str:
-    """The standard-decoding row's Baseline drift cell: how far its own runs' decoding rates lie apart, "230% (its
-    runs apart)", with no "noisy" flag (that marks a method's ratio; this row is the reference, 1 by definition);
-    "–" without two runs."""
-    return "–" if drift is None else f"{drift:.0%} (its runs apart)"
+def _drifted(drift: float) -> str:
+    """A baseline drift in percent, "unsteady" after it above :data:`NOISY_DRIFT` (the machine's speed changed)."""
+    return f"{drift:.0%}" + (" unsteady" if drift > NOISY_DRIFT else "")
+
+
+def drift_cell(row: dict) -> str:
+    """A row's Baseline drift cell: one measure on every row, fastest ÷ slowest decoding rate of standard-decoding
+    runs − 1, with which runs it spans in brackets, as they differ by row: a method's row the 2 standard runs timed
+    beside it ("92% unsteady (the 2 beside it)"), the standard row all the standard runs of its prompt ("188%
+    unsteady (all 3 standard runs)"), so never less than a method's of that prompt (a trial read 188% beside 92%
+    and could not tell why); a pooled row (category, "all") its worst prompt's ("…, worst prompt"). "unsteady" above
+    :data:`NOISY_DRIFT` on every row; "–" without two runs."""
+    drift = row.get("baseline_drift")
+    if drift is None:
+        return "–"
+    pooled = row.get("level", "prompt") != "prompt"
+    if row.get("drafter") == BASELINE:
+        runs = row.get("runs")
+        which = ("all standard runs, worst prompt" if pooled or not runs else f"all {runs} standard runs")
+    else:
+        which = "the 2 beside it, worst prompt" if pooled else "the 2 beside it"
+    return f"{_drifted(drift)} ({which})"
+
+
+def tokens_per_run_cell(row: dict) -> str:
+    """Tokens generated per run pooled in the row (``tokens`` / ``runs``, prefill's first token included): "16" on a
+    method's prompt row (one run) and on the standard row beside it (its 3 runs of 16 each), so both read in one
+    unit beside Runs; a mean of runs that differ (EOS, sampling) with one decimal, "14.5 (mean)"; "–" without
+    both counts."""
+    tokens, runs = row.get("tokens"), row.get("runs")
+    if tokens is None or not runs:
+        return "–"
+    per_run = tokens / runs
+    return f"{per_run:.0f}" if per_run == int(per_run) else f"{per_run:.1f} (mean)"
 
 
 def speedup_cell(row: dict, key: str) -> str:
@@ -187,8 +219,10 @@ def table(rows: list[dict], columns=SUMMARY_COLUMNS) -> dict:
     during the run (…); run again" (:func:`speedup_cell`); so do the other timed figures
     (:func:`timed_cell`), the counted shares (:func:`share_cell`) and tokens per pass (:func:`tokens_per_pass_cell`)."""
     def cell(r: dict, key: str, decimals) -> str:
-        if key == "baseline_drift" and r.get("drafter") == BASELINE:
-            return reference_drift_cell(r.get(key))
+        if key == "baseline_drift":
+            return drift_cell(r)
+        if key == "tokens_per_run":
+            return tokens_per_run_cell(r)
         if key in SPEEDUP_KEYS:
             return speedup_cell(r, key)
         if key in SHARE_COUNTS:
