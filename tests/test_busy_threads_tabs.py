@@ -55,7 +55,7 @@ def _statuses(outputs, at: int = 0) -> list[str]:
 def test_the_why_measurement_says_the_cap(capped, tiny_model_dir, monkeypatch):
     import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))  # a small grid: the note is what is tested here
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     statuses = _statuses(why.measure(str(tiny_model_dir), 2, 0.7, "", "", ""))

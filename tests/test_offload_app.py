@@ -95,7 +95,7 @@ def _measure(tiny_model_dir, monkeypatch, **named) -> dict:
     import specviz.measure.grid
     from app import why
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2, 4))
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     return drain_measure(str(tiny_model_dir), **named)

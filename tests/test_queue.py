@@ -290,7 +290,7 @@ def _tab_run(tab: str, model_dir) -> tuple:
 def test_closing_a_tab_handler_stops_its_run_before_the_next_forward(tiny_model_dir, tab, monkeypatch):
     import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     forwards = _Forwards(models.load_model(str(tiny_model_dir)).model, delay_s=0.03)
     try:
         gen, running = _tab_run(tab, tiny_model_dir)

@@ -62,7 +62,7 @@ def _measure(tiny_model_dir, monkeypatch, **named) -> dict:
     from app import why
     from app.why import weights
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2, 4))
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     monkeypatch.setattr(weights, "ROUNDS", 2)

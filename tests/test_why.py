@@ -251,7 +251,7 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     import specviz.measure.grid
     from app import estimates
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(estimates, "machine_load", lambda: (0.2, 2))  # a quiet machine (this one may be busy)
     last = last_values(why.measure(str(tiny_model_dir), 2, 0.7, 4, 2.0, 1.5), why.OUTPUTS, every=True, sized=True)
     assert not device.DEVICE.locked
@@ -261,6 +261,7 @@ def test_measure_handler_on_a_tiny_model_folder(tiny_model_dir, monkeypatch):
     fig = last["why-chart"]
     assert isinstance(fig, go.Figure) and {t.name for t in fig.data} >= {"batch 1", "batch 4", "batch 16"}
     assert "Weights read per forward" in last["why-summary"] and "12.5" in last["why-summary"]
+    assert "the ceiling for reading weights; repeats 12.0–13.0 GB/s" in last["why-summary"]
     grid = last["why-measurement"]["grid"]
     assert set(grid["ms"]) == {1, 4, 16} and all(len(row) == 6 for row in grid["ms"].values())
     assert 0 < last["why-c"] and isinstance(last["why-whatif-chart"], go.Figure)
@@ -347,6 +348,38 @@ def test_cost_cards_carry_the_spread_of_their_per_repeat_ratios():
             "only above 1.14 tokens per pass; repeats 1.13–1.17") in html
     single = dict(grid, samples={b: {n: t[:1] for n, t in row.items()} for b, row in samples.items()})
     assert "one repeat: no spread" in why.summary_html(single, None)
+
+
+def test_the_copy_bandwidth_card_gives_its_repeats_range_and_the_heading_claims_nothing():
+    """A trial's "Memory copy bandwidth 18.6 GB/s" card showed no spread beside cards that gave theirs, under the
+    heading "Why verification is nearly free." right above a k = 4 card at 2.28 steps, "not nearly free here". The
+    card now gives its repeats' range (too noisy to tell when they lie more than 2× apart, "repeats not kept" for a
+    grid from before the range was kept); the heading asks when verification is nearly free."""
+    samples = {1: {1: [98.0, 100.0, 104.0], 4: [103.0, 104.0, 108.0]}}
+    grid = {"ms": {1: {1: 100.0, 4: 104.0}}, "samples": samples, "param_bytes": 1e8, "impossible": [],
+            "copy_bandwidth_gbs": 18.6, "copy_bandwidth_range": (17.94, 19.21)}
+    html = why.summary_html(grid, None)
+    assert ("<div class='card-value'>18.6 <small>GB/s</small></div><div class='card-def'>read + written by a large "
+            "tensor copy: the ceiling for reading weights; repeats 17.9–19.2 GB/s</div>") in html
+    noisy = why.summary_html(dict(grid, copy_bandwidth_range=(6.0, 19.2)), None)
+    assert ("18.6 <small>GB/s: too noisy to tell</small>" in noisy
+            and "weights; too noisy to tell: repeats 6.0–19.2 GB/s, 3.2× apart" in noisy)
+    assert "weights; repeats not kept: no spread" in why.summary_html(dict(grid, copy_bandwidth_range=None), None)
+    assert "<b>When is verification nearly free?</b> Where the step waits on memory." in why.INTRO
+    assert "Why verification is nearly free" not in why.INTRO
+
+
+def test_the_grid_keeps_the_copy_bandwidth_repeats_range(tiny_target, monkeypatch):
+    import specviz.measure.grid
+
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [19.2, 17.9, 18.6, 18.1, 19.0])
+    grid = measure_forward_grid(tiny_target, token_counts=(1, 2), batch_sizes=(1,), repeats=1, warmup=0,
+                                bandwidth=True)
+    assert grid["copy_bandwidth_gbs"] == 18.6 and grid["copy_bandwidth_range"] == (17.9, 19.2)
+    from specviz.measure.machine import copy_bandwidth_repeats
+
+    rates = copy_bandwidth_repeats(tiny_target.device, megabytes=1, repeats=3)  # a real copy, 1 MB
+    assert len(rates) == 3 and all(rate > 0 for rate in rates)
 
 
 def test_the_verify_card_s_figure_lies_in_the_range_shown_with_it():
@@ -519,7 +552,7 @@ def test_stop_after_a_batch_size_finished_says_what_had_been_measured(tiny_model
     handler is driven by hand on the tiny target and stopped once batch 4 has started, as Gradio closes it on Stop."""
     import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(why.handlers, "STATUS_INTERVAL_S", 0.0)  # a status for every step: stop at batch 4
     running = why.measure(str(tiny_model_dir), 2, 0.7, "", "", "")
     seen = []
@@ -563,7 +596,7 @@ def test_an_early_exit_layer_the_target_lacks_is_fitted_and_said_when_measuring(
     target has 4 layers: layer 100 becomes 3."""
     import specviz.measure.grid
 
-    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_gbs", lambda device: 12.5)  # skip the 512 MB copy
+    monkeypatch.setattr(specviz.measure.grid, "copy_bandwidth_repeats", lambda device: [12.0, 12.5, 13.0])
     monkeypatch.setattr(why.handlers, "TOKEN_COUNTS", (1, 2))  # a small grid: the layer is what is tested here
     monkeypatch.setattr(why.handlers, "BATCH_SIZES", (1,))
     layers = []

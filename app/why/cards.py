@@ -115,6 +115,22 @@ def _ratio_spread(grid: dict, batch: int, n: float) -> str:
     return f"; repeats {min(ratios):.2f}–{max(ratios):.2f}" if ratios else ""
 
 
+def bandwidth_card(grid: dict) -> tuple[str, str, str]:
+    """The memory copy bandwidth card (label, value, note) of ``grid`` (GB/s, the median of its repeats), with the
+    repeats' range ("; repeats 17.9–19.2 GB/s"), marked too noisy to tell when they spread too far
+    (:func:`app.why.noise.spread_too_wide`), or "; repeats not kept: no spread" for a grid that kept no range (one
+    measured before it was kept). A trial's card read "18.6 GB/s" with no spread beside cards that gave theirs."""
+    span = grid.get("copy_bandwidth_range")
+    noisy = span is not None and spread_too_wide(span[0], span[1])
+    what = "read + written by a large tensor copy: the ceiling for reading weights"
+    if noisy:
+        what += f"; {spread_noise_text(span[0], span[1], ' GB/s')}"
+    else:
+        what += f"; repeats {span[0]:.1f}–{span[1]:.1f} GB/s" if span else "; repeats not kept: no spread"
+    return ("Memory copy bandwidth",
+            f"{grid['copy_bandwidth_gbs']:.1f} <small>GB/s{NOISY_TAG if noisy else ''}</small>", what)
+
+
 def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
     """Cards: weights read per forward, the one-token step and its GB/s, the copy bandwidth, the cost of a
     k=4 verification at batch 1 and the largest batch, the measured c of the drafters, and a full lookahead pass's
@@ -135,8 +151,7 @@ def summary_html(grid: dict, costs: dict | None, lookahead=()) -> str:
                       + (f"; {spread_noise_text(spread[0], spread[1], ' ms')}" if noisy else
                          f"; repeats {spread[0]:.1f}–{spread[1]:.1f} ms" if spread else "")))
     if grid.get("copy_bandwidth_gbs"):
-        cards.append(("Memory copy bandwidth", f"{grid['copy_bandwidth_gbs']:.1f} <small>GB/s</small>",
-                      "read + written by a large tensor copy: the ceiling for reading weights"))
+        cards.append(bandwidth_card(grid))
     for batch in dict.fromkeys((first, last)):
         row = ms[batch]
         if 1 in row and len(row) > 1:

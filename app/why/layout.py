@@ -23,15 +23,19 @@ from specviz.measure.grid import BATCH_SIZES, IMPOSSIBLE_MARGIN, TOKEN_COUNTS
 
 
 INTRO = (
-    "<div class='why-intro'><p><b>Why verification is nearly free.</b> Generating one token with a large model "
-    "reads every weight from memory once; the arithmetic for that one token is tiny, so the step waits on memory. "
-    "Feeding the target k+1 tokens at once reads the same weights once and does k+1 times the arithmetic "
-    "<i>for free</i> while the arithmetic units are idle anyway: the flat part of the curve below. Where the curve "
+    "<div class='why-intro'><p><b>When is verification nearly free?</b> Where the step waits on memory. "
+    "Generating one token with a large model reads every weight from memory once; the arithmetic for that one token "
+    "is tiny. Feeding the target k+1 tokens at once reads the same weights once and does k+1 times the arithmetic "
+    "<i>for free</i> while the arithmetic units are idle anyway: the flat part of the curve below. A small model or "
+    "a busy CPU may have no flat part: the Verifying k=4 card below says which this machine shows. Where the curve "
     "bends up, the arithmetic units are full, each extra token costs real time, and drafting more stops paying: "
     "that is why k cannot grow forever.</p><p><b>Batching uses the same slack.</b> A server that already decodes 16 "
     "requests at once has filled the arithmetic units with the batch, so its curve bends much earlier and "
     "verification stops being free: serving stacks tune speculation and batching together.</p></div>"
 )
+"""The tab's lead: its heading asks the question rather than claims the answer, as the measured cards may contradict it
+(a trial read "Why verification is nearly free." right above "Verifying k=4 (batch 1) 2.28 steps … not nearly free
+here")."""
 
 
 WHATIF_STATUS_ID = "why-whatif-status"

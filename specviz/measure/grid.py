@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from specviz.core.kv import Clock, new_cache, rollback_cache
-from specviz.measure.machine import copy_bandwidth_gbs
+from specviz.measure.machine import copy_bandwidth_repeats
 from specviz.measure.stats import faster_than_possible
 
 
@@ -70,7 +70,8 @@ def measure_forward_grid(target, options: GridOptions | None = None, *, progress
         repeats, "samples": {batch: {n: [ms of repeat 1, 2, ...]}} (repeat i of every n timed in the same round),
         "impossible": [{"batch", "n", "than_batch", "than_n"}], "remeasured": [batch sizes measured again],
         "measurements": {batch: times measured}, "param_bytes", "gbs": {batch: {n: GB/s}}, "step_ms", "verify_cost":
-        {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (or None), "settings", "wall_s",
+        {k: T(k+1)/T(1) at batch 1, for measured k+1}, "copy_bandwidth_gbs" (the median of its repeats, or None),
+        "copy_bandwidth_range" ((slowest, fastest) repeat's GB/s, or None), "settings", "wall_s",
         "stopped"}``; GB/s = weight bytes read per forward / its time.
 
     Args:
@@ -102,7 +103,7 @@ def measure_forward_grid(target, options: GridOptions | None = None, *, progress
         "spread": {b: {n: (min(t), max(t)) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
         "samples": {b: {n: list(t) for n, t in grid.samples[b].items() if n in ms[b]} for b in ms},
         "impossible": impossible, "remeasured": remeasured, "measurements": dict(grid.measurements),
-        "copy_bandwidth_gbs": copy_bandwidth_gbs(target.device) if o.bandwidth and not grid.stopped else None,
+        **_bandwidth(target.device if o.bandwidth and not grid.stopped else None),
         "settings": {"prompt_len": o.prompt_len, "repeats": o.repeats, "warmup": o.warmup, "seed": o.seed},
         "stopped": grid.stopped,
     }
@@ -289,3 +290,12 @@ def grid_seconds(probe: dict[int, float], *, prompt_len: int = 64, token_counts:
         total += b * prompt_len * per_token
         total += (warmup + repeats) * sum(max(step, b * n * per_token) for n in token_counts)
     return total / 1000.0
+
+
+def _bandwidth(device) -> dict:
+    """``{"copy_bandwidth_gbs", "copy_bandwidth_range"}``: the median GB/s of :func:`copy_bandwidth_repeats` on
+    ``device`` and its (lowest, highest) repeat; both None for no ``device`` (not asked, or the grid stopped)."""
+    if device is None:
+        return {"copy_bandwidth_gbs": None, "copy_bandwidth_range": None}
+    rates = copy_bandwidth_repeats(device)
+    return {"copy_bandwidth_gbs": statistics.median(rates), "copy_bandwidth_range": (min(rates), max(rates))}

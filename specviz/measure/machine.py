@@ -161,16 +161,24 @@ def environment(target=None) -> dict:
     return info
 
 
-def copy_bandwidth_gbs(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
-    """Memory bandwidth in GB/s from a large tensor copy, counting bytes read + written (median of repeats)."""
+def copy_bandwidth_repeats(device: torch.device, megabytes: int = 256, repeats: int = 5) -> list[float]:
+    """Memory bandwidth in GB/s of each of ``repeats`` copies of a ``megabytes`` MB float32 tensor on ``device``
+    (after one warm-up copy), counting bytes read + written; a list of ``repeats`` floats, in the order timed."""
     n = megabytes * 1024 * 1024 // 4
     src = torch.ones(n, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     clock = Clock(device)
     dst.copy_(src)  # warm-up: page in both buffers
-    times = []
+    rates = []
     for _ in range(repeats):
         t0 = clock.now_ms()
         dst.copy_(src)
-        times.append((clock.now_ms() - t0) / 1000.0)
-    return 2 * src.numel() * src.element_size() / statistics.median(times) / 1e9
+        seconds = (clock.now_ms() - t0) / 1000.0
+        rates.append(2 * src.numel() * src.element_size() / seconds / 1e9 if seconds > 0 else math.inf)
+    return rates
+
+
+def copy_bandwidth_gbs(device: torch.device, megabytes: int = 256, repeats: int = 5) -> float:
+    """Memory bandwidth in GB/s from a large tensor copy, counting bytes read + written: the median of
+    :func:`copy_bandwidth_repeats`."""
+    return statistics.median(copy_bandwidth_repeats(device, megabytes, repeats))
