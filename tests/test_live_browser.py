@@ -114,11 +114,14 @@ def test_stop_cancels_and_frees_the_device(page):
     page.wait_for_selector("#spec-output span[data-kind=target]", timeout=GENERATION_TIMEOUT_MS)
     page.click("#generate")  # again while the run goes: Gradio drops the click, and a note says why (a trial)
     note = page.wait_for_function("() => document.getElementById('sv-run-going')?.textContent",
-                                  timeout=20_000).json_value()  # read in the page at once: it goes after 6 s (a
-    # fresh clone under load 6 found it, then timed out before the next step of the wait)
+                                  timeout=20_000).json_value()
     assert "A run is going: press Stop" in note
     assert "Starting" not in page.inner_text("#status")
     page.wait_for_selector("#spec-output span[data-pass='3']", timeout=GENERATION_TIMEOUT_MS)  # passes to count
+    # the note stays while the run goes (a trial missed it when it went after 6 s), right under the buttons
+    below = page.evaluate("() => document.getElementById('sv-run-going').getBoundingClientRect().top - "
+                          "document.getElementById('generate').getBoundingClientRect().bottom")
+    assert 0 <= below < 40, below
     page.click("#stop")
     page.wait_for_selector("#status .status-info:has-text('Stopped')", timeout=20_000)
     deadline = time.monotonic() + 15

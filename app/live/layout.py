@@ -398,9 +398,10 @@ def starting_js() -> str:
     """Generate's browser-side answer: a function giving the status line and its compact copy under the button
     (:func:`app.live.outputs.progress_html`, the copy a narrow screen shows in sight of the button) saying
     :data:`STARTING`, at once, with no round trip. While a run of this page is going (marked here, cleared by
-    :data:`RUN_ENDED_JS`) Gradio drops the click, so the status is left as it is and a note under the buttons says
-    :data:`RUN_GOING` for 6 s (a trial pressed Generate with new settings during a run and nothing said why nothing
-    happened)."""
+    :data:`RUN_ENDED_JS`) Gradio drops the click, so the status is left as it is and a note right under the buttons
+    (at 400 px too, above the status) says :data:`RUN_GOING` until the run ends (a trial pressed Generate with new
+    settings during a run and nothing said why nothing happened; a later one, double-clicking then clicking once
+    more, missed the note, which then went after 6 s)."""
     status = render.status_html(STARTING, "busy")
     return f"""(status, progress) => {{
   if (window.svLiveRunning) {{
@@ -413,11 +414,7 @@ def starting_js() -> str:
       note.className = 'sv-run-going';
       buttons.insertAdjacentElement('afterend', note);
     }}
-    if (note) {{
-      note.textContent = {json.dumps(RUN_GOING)};
-      clearTimeout(window.svRunGoingTimer);
-      window.svRunGoingTimer = setTimeout(() => note.remove(), 6000);
-    }}
+    if (note) note.textContent = {json.dumps(RUN_GOING)};  // stays until the run ends (RUN_ENDED_JS)
     return [status, progress];
   }}
   window.svLiveRunning = true;
