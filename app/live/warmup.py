@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 
+from app import estimates, zerogpu
 from app.device import DEVICE, LOCAL_PREFIX, Job
 from app.inputs import parse_settings
 from app import costs
@@ -36,12 +37,16 @@ def warm_up(spec: str, loaded, defaults: dict) -> float | None:
     (nothing representative ran: the costs then come from the timed forwards alone). Raises what a run raises
     (bad defaults: ValueError)."""
     wall_s = None
+    cap = None if zerogpu.active() else estimates.threads_for_run()  # as a run's job sets it (app.device.Job.turn):
+    # the start-up holds the device without a job, and its forwards were timed at the tuned threads beside another
+    # program's work (a trial: 1321 ms a step, its runs then took 78 ms a token at the capped count)
     if str(defaults.get("prompt", "")).strip():
         values = {**defaults, "target": spec, "max_new_tokens": min(STARTUP_TOKENS, int(defaults["max_new_tokens"]))}
         settings = parse_settings({name: values[name] for name in INPUTS}, fit_layer=True)
         began = time.monotonic()
         costs.tuned_costs(spec, loaded)  # timed before the run: its wall clock (the costs' scale) is the run's own
-        log.info("start-up: forwards of %s timed in %.1f s", spec, time.monotonic() - began)
+        log.info("start-up: forwards of %s timed in %.1f s (threads capped at %s)", spec, time.monotonic() - began,
+                 cap)
         wall_s = _run_giving_way(settings)
     else:
         costs.tuned_costs(spec, loaded)

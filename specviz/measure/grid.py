@@ -256,24 +256,31 @@ def below_less_work(ms: dict[int, dict[int, float]], flagged: Iterable[tuple[int
 
 @torch.inference_mode()
 def probe_forward_ms(target, token_counts: Sequence[int] = (1, 16), *, prompt_len: int = 16, repeats: int = 2,
-                     seed: int = 0) -> dict[int, float]:
+                     seed: int = 0, budget_ms: float = 0.0, max_repeats: int = 0) -> dict[int, float]:
     """A quick cost probe (a second or so on a small CPU): the median ms of one target forward over n new tokens
     after a cached ``prompt_len``-token prompt of random ids (batch 1), for each n of ``token_counts``; one
-    untimed warm-up forward, then ``repeats`` timed ones per n, the cache rolled back after each."""
+    untimed warm-up round (the first forwards after a load or a thread-count change run cold: a trial's start-up
+    read a one-token step at 1.3 s where runs took 0.08 s), then ``repeats`` timed rounds, the cache rolled back
+    after each forward. With ``budget_ms``, more rounds follow while the timed rounds so far took less than it, up
+    to ``max_repeats`` rounds in all: a median of more forwards, so one stalled forward on a shared CPU does not set
+    it (two timed forwards made the median their mean)."""
     counts = sorted({int(n) for n in token_counts})
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, int(target.vocab_size), (1, prompt_len + counts[-1]), generator=gen).to(target.device)
     clock, cache = Clock(target.device), new_cache(target.model)
     _forward(target.model, ids[:, :prompt_len], cache)
     times: dict[int, list[float]] = {n: [] for n in counts}
-    for i in range(1 + repeats):
+    spent, rounds = 0.0, 0
+    while rounds < 1 + repeats or (spent < budget_ms and rounds < 1 + max(repeats, max_repeats)):
         for n in counts:
             t0 = clock.now_ms()
             _forward(target.model, ids[:, prompt_len:prompt_len + n], cache)
             elapsed = clock.now_ms() - t0
             rollback_cache(cache, prompt_len)
-            if i:
+            if rounds:
                 times[n].append(elapsed)
+                spent += elapsed
+        rounds += 1
     return {n: statistics.median(t) for n, t in times.items()}
 
 
