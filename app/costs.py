@@ -6,7 +6,8 @@ Where the figures come from:
 
 - :func:`tuned_costs`: forwards timed here (:func:`timed_forwards`: the one-token step and a wide forward, at the
   threads the runs use), before any run of a target; the app's start-up times them and then makes a short real run
-  (:func:`app.live.warmup.warm_up`);
+  (:func:`app.live.warmup.warm_up`); forwards a tab times later (:func:`note_forwards`: the Why tab's Measure, a
+  Batching sweep) replace them: the newest measurement plans (:func:`newest_costs` for the Why and Batching plans);
 - every finished run's own costs (:func:`learn_costs`, :func:`costs_of_run`): the median of the latest
   :data:`COST_RUNS` runs of a target plans the next (:func:`known_costs`);
 - for a drafter not run here yet, its decoding time as a share of standard decoding's (:mod:`app.shares`, read by
@@ -169,8 +170,9 @@ def learn_costs(target: str, view: RunView) -> None:
 
 def known_costs(target: str, drafter: str | None = None, method: Method | None = None) -> RunCosts | None:
     """The costs to plan a run of ``target`` with: the median of its latest runs (their load while measured: the
-    median of those known), else the costs derived from a one-token step measured here (:func:`tuned_costs`), else
-    None. With ``drafter`` (a registry key) the speculative run's cost per token and the range come from the latest
+    median of those known; the prefill's cost per token floored by a wide forward's only when that was timed after
+    the latest run), else the costs of the newest forwards timed here (:func:`tuned_or_none`: the start-up's, or a
+    Why Measure's or Batching sweep's since), else None. With ``drafter`` (a registry key) the speculative run's cost per token and the range come from the latest
     runs of the same ``method`` (:func:`_own_runs`: drafter variant and k label; of ``drafter`` where ``method`` is
     None), kept apart (:data:`COST_RUNS` each). Where it has none, from its share of standard
     decoding's time (:func:`app.shares.share_for` of ``method``, the run's drafter and k as the Arena names them,
@@ -214,8 +216,11 @@ def _median_costs(kept: list[RunCosts], tuned: RunCosts | None, own: list[RunCos
     loads = sorted((r.measured_load for r in runs if r.measured_load is not None), key=lambda load: load[0])
     long_reads = [r for r in kept if (r.prompt_tokens or 0) >= PREFILL_SAMPLE_TOKENS][-COST_RUNS:]
     per_token = _median(r.prefill_ms_per_token for r in long_reads) if long_reads else None
-    if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor
-        per_token = max(_median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if tuned else 0.0)
+    if per_token is None:  # only short prompts read: a rough figure; a wide forward's, when larger, is the floor,
+        # if timed after the latest run (an older one is not the machine now: a start-up's 28.6 ms a token, timed
+        # at the wrong threads, planned a run of 6.5 s at 9-13 s after that run)
+        newer = tuned is not None and (tuned.measured_at or 0.0) > (runs[-1].measured_at or 0.0)
+        per_token = max(_median(r.prefill_ms_per_token for r in runs), tuned.prefill_ms_per_token if newer else 0.0)
     return RunCosts(per_token, _median(r.base_ms_per_token for r in runs),
                     spec if spec is not None else (tuned.spec_ms_per_token if tuned else None),
                     source, spread, prefill_fixed_ms=_median(r.prefill_fixed_ms for r in runs),
@@ -280,10 +285,47 @@ def as_probe(costs: RunCosts, wide: int) -> dict[int, float]:
     return {1: costs.base_ms_per_token, wide: max(costs.base_ms_per_token, wide * costs.prefill_ms_per_token)}
 
 
+STARTUP_FORWARDS = "forwards timed on this machine"
+"""The source of :func:`tuned_costs`' figures, in words (the start-up's forwards)."""
+
+
 def tuned_or_none(spec: str) -> RunCosts | None:
-    """The costs :func:`tuned_costs` measured for ``spec``, None when it has not yet: nothing is timed here."""
+    """The newest forwards timed of ``spec`` in this process (:func:`tuned_costs` at the start-up, or a tab's later
+    ones: :func:`note_forwards`), None when none were: nothing is timed here."""
     with _COSTS_LOCK:
         return _TUNED.get(spec)
+
+
+def _forward_costs(step_ms: float, per_token_ms: float, source: str, at: float | None = None) -> RunCosts:
+    """Costs from a timed one-token step (``step_ms``, its forward alone: a run's step is :data:`STEP_OVERHEAD`
+    times it) and a wide forward's ``per_token_ms``, range :data:`PROBE_SPREAD`, measured at ``at`` (time.time() s;
+    None: now) under the load of now."""
+    return RunCosts(per_token_ms, step_ms * STEP_OVERHEAD, None, source, PROBE_SPREAD,
+                    measured_at=time.time() if at is None else at, measured_load=estimates.machine_load())
+
+
+def note_forwards(spec: str, step_ms: float, per_token_ms: float, source: str, at: float | None = None) -> RunCosts:
+    """Keep forwards a tab timed of ``spec`` (the Why tab's Measure, a Batching sweep's probe: a one-token step of
+    ``step_ms`` and a wide forward's ``per_token_ms``, ``source`` in words, ``at`` time.time() s or None: now) in
+    place of older ones: the newest forwards plan what rests on them (:func:`tuned_or_none`, :func:`newest_costs`).
+    A start-up's probe 11 minutes old had planned Batching at 14–47 min after the Why tab had timed the forwards 18
+    times faster. Returns the costs kept."""
+    costs = _forward_costs(step_ms, per_token_ms, source, at)
+    with _COSTS_LOCK:
+        older = _TUNED.get(spec)
+        if older is None or (older.measured_at or 0.0) <= costs.measured_at:
+            _TUNED[spec] = costs
+    return costs
+
+
+def newest_costs(spec: str) -> RunCosts | None:
+    """The newest measurement of ``spec``'s costs in this process, for a plan that reads a step and a wide
+    forward's cost per token (the Why and Batching tabs'): the newest forwards timed (:func:`tuned_or_none`: the
+    start-up's, a Why Measure's, a Batching sweep's) or the Live runs' (:func:`known_costs` of the latest runs, as
+    of the latest one's end), whichever was measured last; None when neither exists. Its ``source`` says which."""
+    tuned, runs = tuned_or_none(spec), known_costs(spec)  # the latter is the former where no run ended yet
+    found = [c for c in (tuned, runs) if c is not None]
+    return max(found, key=lambda c: c.measured_at if c.measured_at is not None else float("-inf"), default=None)
 
 
 def tuned_costs(spec: str, loaded) -> RunCosts:
@@ -291,17 +333,17 @@ def tuned_costs(spec: str, loaded) -> RunCosts:
     (:func:`timed_forwards`, a second or two): the one-token step T(1), and a forward of
     :data:`PREFILL_SAMPLE_TOKENS` tokens, the width a long prompt is read in, per token (a narrow forward's cost
     per token is several times a prefill's: read so, a 2,185-token prompt was planned at minutes and read in
-    seconds). Call it while holding the device (the app's
-    start-up does, :func:`app.live.warmup.warm_up`). Remembered per spec; a later call returns the remembered costs."""
+    seconds). Call it while holding the device (the app's start-up does, :func:`app.live.warmup.warm_up`, with the
+    threads capped as a run's job caps them). Remembered per spec; a later call returns the newest forwards timed
+    (these, or a tab's since: :func:`note_forwards`)."""
     with _COSTS_LOCK:
         if spec in _TUNED:
             return _TUNED[spec]
     step, wide = timed_forwards(loaded, PREFILL_SAMPLE_TOKENS)
-    costs = RunCosts(wide, step * STEP_OVERHEAD, None, "forwards timed on this machine", PROBE_SPREAD,
-                     measured_at=time.time(), measured_load=estimates.machine_load())
+    costs = _forward_costs(step, wide, STARTUP_FORWARDS)
     with _COSTS_LOCK:
-        _TUNED[spec] = costs
-    return costs
+        _TUNED.setdefault(spec, costs)
+        return _TUNED[spec]
 
 
 def default_max_new_tokens(costs: RunCosts | None, cap: int, fallback: int) -> int:
@@ -574,12 +616,19 @@ def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: 
 LONG_PROMPT_TOKENS = 512  # a prompt of this many tokens or more is called long
 
 
+STEP_PROBE_BUDGET_MS = 1500.0  # the start-up's one-token step is timed in rounds until this much was timed ...
+STEP_PROBE_ROUNDS = 15  # ... at most this many (at least three), its median kept
+
+
 def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     """(T(1) ms, T(``wide``) / ``wide`` ms per token after ``wide`` cached tokens) of ``loaded``'s target, timed here
-    (:func:`specviz.analysis.arena.probe_forward_ms`) at the thread counts its runs use: the per-machine tuning's
-    choice for a one-token step and for a wider forward (:func:`specviz.core.kv.chosen_threads`: within a busy machine's cap), else
-    torch's current count. (Timed at another count the figures mislead: on two busy cores a two-thread step took
-    1.5 s where the one-thread step the runs use took 0.1 s.)"""
+    (:func:`specviz.measure.grid.probe_forward_ms`, each after an untimed warm-up forward; the step the median of
+    up to :data:`STEP_PROBE_ROUNDS` within :data:`STEP_PROBE_BUDGET_MS`) at the thread counts its runs use: the
+    per-machine tuning's choice for a one-token step and for a wider forward (:func:`specviz.core.kv.chosen_threads`:
+    within a busy machine's cap, which the caller sets first as a run's job does:
+    :func:`app.estimates.threads_for_run`), else torch's current count. (Timed at another count the figures mislead:
+    on two busy cores a two-thread step took 1.5 s where the one-thread step the runs use took 0.1 s; a start-up
+    that timed before any cap was set read 1321 ms a step where its runs took 78 ms.)"""
     import torch
 
     from specviz.core.kv import chosen_threads
@@ -589,7 +638,8 @@ def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(choice[0])
-        step = probe_forward_ms(loaded, (1,))[1]
+        step = probe_forward_ms(loaded, (1,), repeats=3, budget_ms=STEP_PROBE_BUDGET_MS,
+                                max_repeats=STEP_PROBE_ROUNDS)[1]
         torch.set_num_threads(choice[1])
         per_token = probe_forward_ms(loaded, (wide,), prompt_len=wide)[wide] / wide  # after a cached chunk, as a
         # long prompt's later chunks are read

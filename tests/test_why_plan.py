@@ -78,7 +78,7 @@ def test_the_start_ups_timed_forwards_give_it_before_any_measure():
     widest = max(TOKEN_COUNTS)
     seconds = why.measure_seconds({1: 30.0, widest: widest * 2.0})
     estimate, source = why.planned("embedded", QUIET)
-    assert estimate.seconds == pytest.approx(seconds) and source == "from forwards the app timed on this machine"
+    assert estimate.seconds == pytest.approx(seconds) and source == "from forwards timed on this machine"
     busy = why.plan_html("embedded", load=(12.0, 2))  # very busy: its own plain sentence, the range widened
     assert "Measure: the machine is very busy now (load 12 on 2 CPUs): this may take " in busy
 

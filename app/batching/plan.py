@@ -3,8 +3,9 @@
 input they follow changes (:func:`check_plan_status`, :func:`sweep_plan_status`, wired by
 :func:`app.batching.layout.wire_plans`).
 
-They are planned from what this process already timed of the target (:func:`planning_costs`: the latest run of
-the same part here, else the forwards the start-up timed, else its recent Live runs; nothing is timed for them), put
+They are planned from the newest measurement this process holds of the target (:func:`planning_costs`: the latest
+run of the same part here, the forwards timed by the start-up, the Why tab or a sweep, or its recent Live runs,
+whichever was measured last; nothing is timed for them), put
 in the form of the probe a sweep times at its start (:func:`costs_probe`: the one-token step and a wide forward's
 cost per token) and run through the same law as the run's own estimate
 (:func:`app.batching.check_job.check_seconds`, :func:`app.batching.sweep_job.sweep_seconds`). The range is the
@@ -45,19 +46,19 @@ FEWER_SIZES = "fewer batch sizes or new tokens make it shorter"
 
 
 def planning_costs(target: str, part: str) -> tuple[RunCosts, str] | None:
-    """(The costs a plan of ``part``, "check" or "sweep", of ``target`` rests on, those costs in words): what the
-    latest run of that part timed here (:func:`app.batching.shared.learned_timing`: a sweep's first forwards, a
-    check's ms a token), else the forwards the start-up timed (:func:`app.costs.tuned_or_none`: the one-token step and
-    a forward of 256 tokens, the two figures the tab's law reads), else the recent Live runs'
-    (:func:`app.costs.known_costs`: batch-1 decoding on the wall clock, rendering included, and short prompts'
-    reads), else None (nothing measured). A start-up on a busy moment times slow forwards: seen on this project's
-    shared 2-core VM, 492 ms a step and 22.6 ms a token planned a check of N = 48 at about 2 min (2–4 min), which
-    took 36 s; the next check is planned from that one."""
+    """(The costs a plan of ``part``, "check" or "sweep", of ``target`` rests on, those costs in words): the newest
+    measurement of them in this process, whichever it is: what the latest run of that part timed here
+    (:func:`app.batching.shared.learned_timing`: a sweep's first forwards, a check's ms a token), or the newest
+    forwards timed or Live runs of the target (:func:`app.costs.newest_costs`: the start-up's forwards, the Why
+    tab's Measure, a sweep's, the Live runs': batch-1 decoding on the wall clock, rendering included); None when
+    nothing was measured. A trial planned a sweep at 14–47 min from a start-up's 1321 ms a step, 11 minutes old,
+    after the Why tab and Live runs had measured 73–78 ms a step; on this project's shared 2-core VM a start-up on a
+    busy moment timed 492 ms a step and planned a check of N = 48 at about 2 min (2–4 min), which took 36 s."""
     target = str(target or "").strip()
     learned = learned_timing(target, part)
-    if learned is not None:
+    costs = measured.newest_costs(target)
+    if learned is not None and (costs is None or (learned[0].measured_at or 0.0) >= (costs.measured_at or 0.0)):
         return learned
-    costs = measured.tuned_or_none(target) or measured.known_costs(target)
     return None if costs is None else (costs, costs_words(costs))
 
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from app.batching.shared import (ASSUMED_TOKENS_PER_PASS, LATEST_SWEEP, Models, batched_forward_ms, drafter_factory,
                                  learn_timing, parse_models, say_threads, timing_costs)
+from app.costs import note_forwards
 from app.estimates import PROBE_SPREAD
 from app.device import Job, load_target
 from app.inputs import InputError, number
@@ -199,8 +200,10 @@ def sweep_work(job: Job, s: SweepSettings) -> dict:
     probe = probe_forward_ms(loaded, (1, s.k + 1, PROBE_WIDE))
     job.say(("estimate", sweep_seconds(probe, s, prompt_len)))
     step, per_token = probe[1], probe[PROBE_WIDE] / PROBE_WIDE  # the next sweep's plan (app.batching.plan)
-    learn_timing(s.models.target, "sweep", timing_costs(step, per_token, LATEST_SWEEP, PROBE_SPREAD),
+    timing = timing_costs(step, per_token, LATEST_SWEEP, PROBE_SPREAD)
+    learn_timing(s.models.target, "sweep", timing,
                  f"{step:.0f} ms a one-token step and {per_token:.1f} ms a token of a wide forward")
+    note_forwards(s.models.target, step, per_token, LATEST_SWEEP, at=timing.measured_at)  # the other tabs' plans
     grid, share, cpu = None, 0.0, CpuShare()  # other programs' share of the CPUs from here to the sweep's end
     if s.predicted:
         whole = sweep_seconds(probe, s, prompt_len)

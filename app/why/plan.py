@@ -4,8 +4,10 @@ only after pressing it) and updated as the target and the two boxes under it cha
 One formula: :func:`measure_seconds` (the grid's :func:`specviz.measure.grid.grid_seconds` plus
 :data:`ESTIMATE_EXTRA_S`) gives both this line and the status's estimate once Measure has timed its first forwards
 (:mod:`app.why.handlers`). Before that press, the one-token step and the per-token cost of a wide forward come from
-the latest Measure of the same target in this process (:func:`remember_probe`), else from the forwards the app's
-start-up timed (:func:`app.costs.tuned_or_none`); with neither, the line says only that it takes minutes. The range
+the newest measurement of the same target in this process: the latest Measure's first forwards
+(:func:`remember_probe`), or, where newer, forwards another tab timed or the Live runs' costs
+(:func:`app.costs.newest_costs`: the start-up's forwards, a Batching sweep's, the Live runs'), its source named;
+with none, the line says only that it takes minutes. The range
 and the machine's load it moves with are :mod:`app.estimates`'.
 """
 
@@ -16,7 +18,7 @@ import time
 
 import gradio as gr
 
-from app.costs import as_probe, tuned_or_none
+from app.costs import as_probe, newest_costs, note_forwards
 from app.estimates import NOW, PROBE_SPREAD, Estimate, machine_load, make_estimate
 from specviz.measure.grid import BATCH_SIZES, TOKEN_COUNTS, grid_seconds
 
@@ -25,6 +27,8 @@ _PROBES: dict[str, tuple[dict[int, float], float, tuple[float, int] | None]] = {
 """Target spec -> (its latest Measure's probe: ms of one forward over n new tokens, when it was timed (time.time()
 s), other programs' load then); shared by every session of this process."""
 _LOCK = threading.Lock()
+LAST_MEASURE = "the first forwards of the last Measure here"
+"""Where a plan from the Why tab's own last probe comes from, in words."""
 EXTRA_WORDS = {"offload": "the offloaded curve", "weights": "the weight formats"}
 """The boxes under Measure whose extra time no estimate holds (timed by rounds once they run), as the line names
 them."""
@@ -59,9 +63,12 @@ def measure_seconds(probe: dict[int, float]) -> float:
 
 
 def remember_probe(spec: str, probe: dict[int, float]) -> None:
-    """Keep ``probe`` (the first forwards a Measure of ``spec`` timed) for the next estimate before a press."""
+    """Keep ``probe`` (the first forwards a Measure of ``spec`` timed) for the next estimate before a press, and as
+    the newest forwards timed of ``spec`` for the other tabs' plans (:func:`app.costs.note_forwards`)."""
+    wide = max(probe)
+    kept = note_forwards(spec, probe[min(probe)], probe[wide] / wide, LAST_MEASURE)
     with _LOCK:
-        _PROBES[spec] = (dict(probe), time.time(), machine_load())
+        _PROBES[spec] = (dict(probe), kept.measured_at, machine_load())
 
 
 TOOK_LIMITS = (0.5, 4.0)
@@ -80,16 +87,18 @@ def remember_took(spec: str, took_s: float, planned_s: float) -> None:
 
 
 def _known_probe(spec: str) -> tuple[dict[int, float], float | None, tuple[float, int] | None, str] | None:
-    """(probe, when timed or None, load then, where it comes from in words) for ``spec``, or None: nothing timed."""
+    """(probe, when timed or None, load then, where it comes from in words) for ``spec``, or None: nothing timed.
+    The newest measurement wins: the last Measure's own probe here, unless forwards timed since (a Batching sweep's)
+    or Live runs ended since (:func:`app.costs.newest_costs`) are newer."""
     with _LOCK:
         kept = _PROBES.get(spec)
-    if kept is not None:
-        return (*kept, "from the first forwards of the last Measure here")  # scaled in planned() by its time taken
-    tuned = tuned_or_none(spec)
-    if tuned is None:
+    newest = newest_costs(spec)
+    if kept is not None and (newest is None or newest.measured_at is None or kept[1] >= newest.measured_at):
+        return (*kept, f"from {LAST_MEASURE}")  # scaled in planned() by its time taken
+    if newest is None:
         return None
-    probe = as_probe(tuned, max(TOKEN_COUNTS))  # a wide forward's cost per token, at the grid's widest n
-    return probe, tuned.measured_at, tuned.measured_load, "from forwards the app timed on this machine"
+    probe = as_probe(newest, max(TOKEN_COUNTS))  # a wide forward's cost per token, at the grid's widest n
+    return probe, newest.measured_at, newest.measured_load, f"from {newest.source}"
 
 
 def planned(spec: str, load=NOW) -> tuple[Estimate, str] | None:
@@ -103,7 +112,7 @@ def planned(spec: str, load=NOW) -> tuple[Estimate, str] | None:
     probe, when, measured_load, source = known
     seconds = measure_seconds(probe)
     with _LOCK:
-        took = _TOOK.get(spec) if spec in _PROBES else None
+        took = _TOOK.get(spec) if source == f"from {LAST_MEASURE}" else None  # that Measure's own miss
     if took is not None and abs(took - 1.0) >= 0.1:
         seconds *= took
         source = f"{source}, scaled to the time that Measure took ({took:.1f}× what its first forwards planned)"
