@@ -156,8 +156,8 @@ def test_the_newest_cost_of_the_arenas_own_format_is_chosen(monkeypatch):
 def test_a_newer_live_run_replaces_an_older_arena_run_and_the_median(monkeypatch):
     """Live runs of the same format at 39 ms (the start-up's run), 120 ms and 190 ms (newest, 2500 s): their median
     says 120, the newest 190; newer than the arena's 229 ms (2000 s), the Live run's 190 ms is chosen, its prompt
-    read as the Live tab plans it (their short prompts' median 1.5 ms a token, floored by the start-up's wide
-    forward: 2.0), its spread at least (0.85, 1.25)."""
+    read as the Live tab plans it (their short prompts' median 1.5 ms a token: the start-up's wide forward, 2.0,
+    timed before them, no longer floors it), its spread at least (0.85, 1.25)."""
     from app.arena import costs as arena_costs
 
     runs = [RunCosts(1.0, 39.0, None, live_costs.RECENT_RUNS, measured_at=1200.0),
@@ -167,7 +167,7 @@ def test_a_newer_live_run_replaces_an_older_arena_run_and_the_median(monkeypatch
     assert live_costs.known_costs("embedded").base_ms_per_token == 120.0
     arena_costs._ARENA["embedded"] = arena_costs.arena_costs("embedded", TRIAL_ROWS, STARTUP, now=2000.0)
     chosen = arena_costs.chosen_costs("embedded", now=2530.0)
-    assert (chosen.base_ms_per_token, chosen.prefill_ms_per_token, chosen.spread) == (190.0, 2.0, (0.85, 1.25))
+    assert (chosen.base_ms_per_token, chosen.prefill_ms_per_token, chosen.spread) == (190.0, 1.5, (0.85, 1.25))
     assert chosen.source == "the latest run of this model on this server, 30 s ago"
 
 

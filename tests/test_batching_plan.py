@@ -28,10 +28,13 @@ QUIET = (0.0, 2)  # other programs' load now: none, on 2 CPUs
 
 @pytest.fixture(autouse=True)
 def nothing_learned(monkeypatch):
-    """No sweep or check timed here before each test (app.batching.shared keeps the latest per target)."""
+    """No sweep, check, Live run or forwards timed here before each test (app.batching.shared keeps the latest per
+    target; app.costs the Live runs and the newest forwards, which a plan takes when they are newer)."""
     from app.batching import shared
 
     monkeypatch.setattr(shared, "_TIMED", {})
+    monkeypatch.setattr(measured, "_COSTS", {})
+    monkeypatch.setattr(measured, "_TUNED", {})
 
 
 def test_measured_costs_become_the_probe_the_in_run_estimate_reads():
