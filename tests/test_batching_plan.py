@@ -79,9 +79,11 @@ def test_a_check_planned_from_recent_live_runs_is_narrower():
 
 
 def test_a_very_busy_machine_gets_the_plain_sentence_and_what_makes_it_shorter():
+    """The stored costs' middle is kept at load 12 on 2 CPUs (app.costs.planned_estimate: a load reading only widens
+    the range, at least VERY_BUSY_WIDTH about the middle), so the sentence gives a range without a middle."""
     made = plan.check_plan(STARTUP, 200, 43, load=(12.0, 2), now=1125.0)
     assert made.text() == ("200 runs per side, 13 batches of up to 16: the machine is very busy now (load 12 on 2 "
-                           "CPUs): this may take 4–14 min, planned from 48 ms a one-token step and 5.0 ms a token of a "
+                           "CPUs): this may take 1–5 min, planned from 48 ms a one-token step and 5.0 ms a token of a "
                            "wide forward (forwards timed on this machine, 2 min 5 s ago); a smaller N makes it "
                            "shorter")
 
