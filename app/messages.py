@@ -109,9 +109,11 @@ def tell_when_clamped(slider: gr.Slider, status: gr.HTML, name: str, hint: str =
     def said(value, current=None):
         return kept_status(clamped(value, name, low, high, hint, whole), current, tag, value)
 
-    return slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False, show_progress="hidden",
-                   concurrency_limit=1, concurrency_id=f"release-{tag}", api_visibility="private",
-                   trigger_mode=RELEASE_TRIGGER_MODE, js=kept_js(slider.elem_id) if slider.elem_id else None)
+    released = slider.release(said, inputs=[slider, status], outputs=[slider, status], preprocess=False,
+                              show_progress="hidden", concurrency_limit=1, concurrency_id=f"release-{tag}",
+                              api_visibility="private", trigger_mode=RELEASE_TRIGGER_MODE,
+                              js=kept_js(slider.elem_id) if slider.elem_id else None)
+    return _settled_after(released, slider.elem_id)
 
 
 def kept_js(elem_id: str) -> str:
@@ -130,6 +132,7 @@ def kept_js(elem_id: str) -> str:
     sentence twice)."""
     box = json.dumps(f"#{elem_id} input[type=number]")
     return f"""(value, ...rest) => {{
+  {settling_js(elem_id)}
   const box = document.querySelector({box});
   const emptied = box && box.dataset.svEmptied;
   if (!emptied) {{
@@ -279,6 +282,7 @@ def _keep_blur_js(elem_id: str) -> str:
     where letters were typed goes as ``{"letters": true}`` (:func:`kept_or_refused` says "was not a number")."""
     box = json.dumps(f"#{elem_id} input[type=number]")
     return f"""(value, ...rest) => {{
+  {settling_js(elem_id)}
   const box = document.querySelector({box});
   const letters = box && box.dataset.svLetters === 'bad';
   if (box) box.dataset.svLetters = '';
@@ -349,17 +353,76 @@ def tell_when_invalid(box: gr.Number, status: gr.HTML, field: NumberField, parse
         kept = gr.State(box.value)
         box.change(lambda value: accepted_value(value, field), inputs=[box], outputs=[kept], preprocess=False,
                    queue=False, show_progress="hidden", api_visibility="private")
-        return box.blur(lambda value, earlier=None, current=None: kept_status(kept_or_refused(value, earlier, field),
+        left = box.blur(lambda value, earlier=None, current=None: kept_status(kept_or_refused(value, earlier, field),
                                                                               current, tag, value),
                         inputs=[box, kept, status], outputs=[box, status], preprocess=False, show_progress="hidden",
                         concurrency_limit=None, api_visibility="private", **letters)
+        return _settled_after(left, box.elem_id)
     inputs = [box, status] if target is None else [box, status, target]
 
     def said(value, current=None, spec=None):
         return kept_status(refused(value, field, parse, spec), current, tag, value)
 
-    return box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
+    left = box.blur(said, inputs=inputs, outputs=[box, status], preprocess=False, show_progress="hidden",
                     concurrency_limit=None, api_visibility="private", **letters)
+    return _settled_after(left, box.elem_id)
+
+
+SETTLE_WAIT_MS = 4000
+"""How long a run's button waits at most for the boxes' checks in flight (:func:`settled_inputs_js`): each takes a
+millisecond on the server and one round trip; a check older than this is taken as lost (its mark then stops
+counting)."""
+
+
+def settling_js(elem_id: str) -> str:
+    """The JS statement that marks the box ``elem_id``'s check as in flight (``window.svSettling[elem_id]``: how
+    many, and since when), run in the browser side of its blur or release (:func:`kept_js`, :func:`_keep_blur_js`);
+    :func:`_settled_after` clears it once the check's answer is on the page."""
+    key = json.dumps(elem_id)
+    return (f"{{ const s = (window.svSettling = window.svSettling || {{}}); "
+            f"s[{key}] = {{n: ((s[{key}] || {{}}).n || 0) + 1, at: Date.now()}}; }}")
+
+
+def _settled_after(event, elem_id: str | None):
+    """Clear the in-flight mark of box ``elem_id``'s check (:func:`settling_js`) once ``event`` (its blur or
+    release) has ended and its answer is on the page. Returns ``event`` (callers chain what follows it)."""
+    if elem_id:
+        key = json.dumps(elem_id)
+        event.then(None, js=f"() => {{ const s = window.svSettling || {{}}; "
+                            f"if (s[{key}] && --s[{key}].n <= 0) delete s[{key}]; }}",
+                   queue=False, show_progress="hidden", api_visibility="private")
+    return event
+
+
+def settled_inputs_js(inputs: list, js: str | None = None) -> str:
+    """The browser side of a run's button whose event reads ``inputs`` (components, in the event's order; with
+    ``inputs_kwargs``, its values' order): first ``js`` (an earlier browser side that returns its inputs, e.g.
+    :func:`app.stop_marks.sent_js`), then, while a box's check is in flight (:func:`settling_js`: the box was left by
+    the very press of the button, whose mousedown blurs it), it waits for that check's answer (at most
+    :data:`SETTLE_WAIT_MS`) and sends the value the box settled on, read from the page, in place of the one typed.
+
+    Without it one press did not start a run: the button's event carried the typed value (N = 3) while the box's own
+    check, sent at the mousedown, was still on its round trip; the run refused 3, and the check's answer (built on the
+    status before the press) then replaced that refusal with "N runs per side is at least 20 here; using 20." (a
+    trial, measured: the Check button did not move between mousedown and click). Now the check's answer lands first
+    and the run gets 20 (its status then replaces the box's sentence)."""
+    ids = json.dumps([getattr(c, "elem_id", None) for c in inputs])
+    first = js or "(...args) => args"
+    return f"""async (...args) => {{
+  let out = await ({first})(...args);
+  const ids = {ids}, limit = {SETTLE_WAIT_MS}, started = Date.now();
+  const live = () => Object.entries(window.svSettling || {{}}).filter(([, m]) => Date.now() - m.at < limit);
+  const waited = ids.map((id, i) => (id && (window.svSettling || {{}})[id] ? i : -1)).filter((i) => i >= 0);
+  if (!live().length) return out;
+  while (live().length && Date.now() - started < limit) await new Promise((r) => setTimeout(r, 25));
+  await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));  // the answer drawn in the box
+  out = [...out];
+  for (const i of waited) {{
+    const box = document.querySelector('#' + ids[i] + ' input[type=number]');
+    if (box && box.value !== '' && Number.isFinite(Number(box.value))) out[i] = Number(box.value);
+  }}
+  return out;
+}}"""
 
 
 def leading_notice(current) -> str:

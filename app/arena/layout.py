@@ -17,7 +17,7 @@ from app.arena.tables import PROMPT_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, ca
 from app.arena.verdicts import IMPOSSIBLE_MARGIN, NOISY_DRIFT
 from app.drafter_about import add_about
 from app.inputs import EXIT_LAYER, MIN_P, REPETITION_PENALTY, SEED, parse_exit_layer
-from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from app.messages import enter_commits_js, settled_inputs_js, tell_when_clamped, tell_when_invalid
 from app.stop_marks import mark_while_sent, set_mark, stop_sent_js
 from specviz.runtime.presets import PRESETS
 
@@ -221,7 +221,8 @@ def build_tab(target: str = "embedded") -> None:
     # the handler's first message ("Starting: ...") comes at once
     running = run_btn.click(clicked, inputs_kwargs=dict(zip(RUN_INPUTS, inputs, strict=True)), outputs=outputs,
                             api_name="arena", api_description=API["arena"], show_progress="hidden",
-                            show_progress_on=[status], concurrency_limit=4, concurrency_id="arena", js=CLEAR_TOASTS_JS)
+                            show_progress_on=[status], concurrency_limit=4, concurrency_id="arena",
+                            js=settled_inputs_js(inputs, CLEAR_TOASTS_JS))  # a box left by this press: its value
     mark_while_sent(running, ARENA_MARK)
     gr.context.Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
     # the status twice: the shown line (kept under "Nothing is running.") and, in its place, the page's mark

@@ -9,7 +9,7 @@ import gradio as gr
 from app import device, render
 from app.batching.check_figures import check_figure
 from app.batching.check_job import CheckForm, CheckSettings, check_work
-from app.batching.plan import pressed_check_plan
+from app.batching.plan import pressed_check_plan, refusal_status
 from app.batching.check_reading import check_lesson, check_stats_html
 from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
@@ -32,7 +32,7 @@ def check(form: CheckForm, progress=gr.Progress(), request: gr.Request = None):
         c = form.parse()
     except (InputError, PolicyError) as error:
         CHECKS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
-        yield _check_cleared(report("checking the sampling check's inputs", error))
+        yield _check_cleared(refusal_status("checking the sampling check's inputs", error))
         return
     job = device.start(CHECKS, request, f"a sampling check is running on '{c.models.target}'")
     shown = JobStatus(progress, lambda status: _check_out(status=status), "Checking")

@@ -13,7 +13,7 @@ from app.batching.shared import DEFAULT_DRAFTER, drafter_menu
 from app.batching.sweep_handlers import SWEEPS, on_measure, stop_sweep
 from app.batching.sweep_job import DEFAULT_K, DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, PROMPT_LENGTHS, REPEATS, SHORT
 from app.batching.sweep_reading import NOISY_SPREAD, empty_table
-from app.messages import enter_commits_js, tell_when_clamped
+from app.messages import enter_commits_js, settled_inputs_js, tell_when_clamped
 from app.stop_marks import mark_while_sent, sent_js, stop_sent_js
 from specviz.analysis.batching import BATCH_SIZES
 from specviz.core.engine import MAX_K
@@ -171,7 +171,8 @@ def _sweep_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
                                  outputs=[status, lesson, chart, table, csv_file, json_file],
                                  api_name="batching_measure", api_description=API["batching_measure"],
                                  show_progress="full", show_progress_on=[status],
-                                 concurrency_limit=4, concurrency_id="arena", js=sent_js(SWEEP_MARK))
+                                 concurrency_limit=4, concurrency_id="arena",
+                                 js=settled_inputs_js(list(form.values()), sent_js(SWEEP_MARK)))
     mark_while_sent(sweeping, SWEEP_MARK)  # Stop then also reaches a sweep still in Gradio's queue
     stop_btn.click(stop_sweep, inputs=[status], js=stop_sent_js(SWEEP_MARK, 1), outputs=[status], queue=False,
                    api_name="batching_stop", api_description=API["batching_stop"])
@@ -213,7 +214,7 @@ def _check_section(target_box: gr.Textbox, draft_model: gr.Textbox) -> dict:
                                outputs=[check_status, check_lesson_box, check_chart, stats], api_name="batching_check",
                                api_description=API["batching_check"], show_progress="full",
                                show_progress_on=[check_status], concurrency_limit=4, concurrency_id="arena",
-                               js=sent_js(CHECK_MARK))
+                               js=settled_inputs_js(list(form.values()), sent_js(CHECK_MARK)))
     mark_while_sent(checking, CHECK_MARK)
     check_stop.click(stop_check, inputs=[check_status], js=stop_sent_js(CHECK_MARK, 1), outputs=[check_status],
                      queue=False, api_name="batching_check_stop", api_description=API["batching_check_stop"])

@@ -31,7 +31,7 @@ from app.batching.sweep_job import LONG_PROMPT_TOKENS, PROBE_WIDE, SweepSettings
 from app.costs import RunCosts, planned_estimate
 from app.estimates import Estimate
 from app.inputs import InputError
-from app.messages import leading_notice
+from app.messages import leading_notice, report
 from app.render import seconds_text
 from specviz.analysis.prompts import EXAMPLE_PROMPTS, load_prompts
 from specviz.runtime.policy import PolicyError
@@ -109,12 +109,26 @@ class Plan:
         return f"{said}; {self.shorter}" if self.estimate.very_busy else said
 
 
+REFUSAL_MARK = "data-sv-refusal"
+"""The attribute that marks a status as a press's refusal of the form's values (:func:`refusal_status`)."""
+
+
+def refusal_status(what: str, error: BaseException) -> str:
+    """The status of a press whose form was refused (``error``, an InputError or PolicyError; ``what`` names the
+    check for the log): :func:`app.messages.report`'s error line, marked (:data:`REFUSAL_MARK`) so that a change of
+    the inputs plans the run again in its place (:func:`refresh`)."""
+    return report(what, error).replace("<div ", f'<div {REFUSAL_MARK}="1" ', 1)
+
+
 def refresh(shown, values: tuple, lead: str, status_of) -> str | dict:
     """On a change of an input a part's plan follows: ``status_of(*values)`` (:func:`check_plan_status` or
     :func:`sweep_plan_status`) while the status ``shown`` (its HTML) only says what a press would do (it begins with
     ``lead``: :data:`CHECK_LEAD` or :data:`SWEEP_LEAD`), under a box's sentence on top of it
-    (:func:`app.messages.leading_notice`); gr.skip() for a run's progress, its results or a refusal."""
-    if lead not in str(shown or ""):
+    (:func:`app.messages.leading_notice`), or is a press's refusal of the form (:func:`refusal_status`: a trial
+    unticked every batch size, read "Pick at least one batch size." at Measure, ticked B = 1 again and the warning
+    stayed, with no plan); gr.skip() for a run's progress, its results or its failure."""
+    said = str(shown or "")
+    if lead not in said and REFUSAL_MARK not in said:
         return gr.skip()
     return leading_notice(shown) + status_of(*values)  # a box's sentence on top stays until the box changes it
 

@@ -7,7 +7,7 @@ import time
 import gradio as gr
 
 from app import device, render
-from app.batching.plan import pressed_sweep_plan
+from app.batching.plan import pressed_sweep_plan, refusal_status
 from app.batching.shared import JobStatus, lesson_html
 from app.messages import NOTHING_RUNNING
 from app.batching.sweep_figures import sweep_figure
@@ -53,7 +53,7 @@ def measure(form: SweepForm, progress=gr.Progress(), request: gr.Request = None)
         s = form.parse()
     except (InputError, PolicyError) as error:
         SWEEPS.take_queued(request)  # a Stop pressed while this one was queued is spent: the next one runs as asked
-        yield _sweep_cleared(report("checking the batching inputs", error))
+        yield _sweep_cleared(refusal_status("checking the batching inputs", error))
         return
     job = device.start(SWEEPS, request, f"the batch-size sweep is running on '{s.models.target}'")
     shown = SweepStatus(progress, lambda status: _sweep_out(status=status), "Measuring")

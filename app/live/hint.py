@@ -22,6 +22,7 @@ from app.estimates import NOW
 from app.inputs import parse_settings
 from app.live.defaults import INPUTS
 from app.live.prompt_check import READY_MARK, with_plan
+from app.messages import SETTLE_WAIT_MS
 from app.live.run import planned_costs
 
 PLAN_INPUTS = ("drafter", "weights", "confidence", "k", "adaptive_k", "tree_nodes", "lookup", "exit_layer", "window",
@@ -100,19 +101,33 @@ def plan_after(ui: dict, events: list) -> None:
     puts the derived default of max new tokens into the slider (:func:`app.live.default_tokens.wire_default_tokens`:
     a value set by a browser-only step fires no change event, so a reloaded page kept the setter's own line, a
     second estimate from other costs)."""
-    options, keep = _plan_options(ui)
+    options, keep = _plan_options(ui, guarded=False)  # an event's end: its answer is on the page
     for event in events:
         event.then(plan_hint, **options).then(None, **keep)
 
 
-def _plan_options(ui: dict) -> tuple[dict, dict]:
+def _plan_options(ui: dict, guarded: bool = True) -> tuple[dict, dict]:
     """The listener options of :func:`plan_hint` (raw controls and the status in, the slider and the status out, no
-    queue) and of its browser step :data:`KEEP_READY_JS`."""
+    queue; ``guarded``: the status left alone while a box's check is in flight, :data:`UNSETTLED_STATUS_JS`) and of
+    its browser step :data:`KEEP_READY_JS`."""
     inputs = [ui[name] for name in INPUTS] + [ui["status"]]
     options = dict(inputs=inputs, outputs=[ui["max_new_tokens"], ui["status"]], queue=False, preprocess=False,
-                   show_progress="hidden", api_visibility="private")
+                   show_progress="hidden", api_visibility="private",
+                   js=UNSETTLED_STATUS_JS if guarded else None)
     keep = dict(js=KEEP_READY_JS, inputs=[ui["status"]], queue=False, show_progress="hidden", api_visibility="private")
     return options, keep
+
+
+UNSETTLED_STATUS_JS = f"""(...args) => {{
+  const limit = {SETTLE_WAIT_MS};
+  const busy = Object.values(window.svSettling || {{}}).some((m) => Date.now() - m.at < limit);
+  return busy ? [...args.slice(0, -1), null] : args;
+}}"""
+"""The plan's browser side (:func:`plan_hint`): while a box's check is in flight (:func:`app.messages.settling_js`)
+the status goes as null, so that the plan leaves the status alone (the slider's line still follows); the check's
+own answer is followed by a plan of its own (:func:`app.live.layout._wire_helpers`). A plan read the status before
+that answer landed and wrote it back after: a trial typed -3 for k after 2.5 and kept reading "must be a whole
+number (got 2.5); using 3." under a box of 1, and on a fresh page read no sentence at all for -3."""
 
 
 KEEP_READY_JS = f"""(status) => {{

@@ -25,7 +25,7 @@ from app.live.hint import plan_after, wire_tokens_hint
 from app.live.prompt_check import READY, wire_prompt_check
 from app.live.outputs import BASE_PLACEHOLDER, SPEC_PLACEHOLDER, progress_html
 from app.live.run import generate
-from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
+from app.messages import enter_commits_js, settled_inputs_js, tell_when_clamped, tell_when_invalid
 from app.weights_setting import DEFAULT_WEIGHTS, decided_weights, default_reason, operator_weights
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
@@ -354,7 +354,8 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     run = ui["generate"].click(_generate_clicked, inputs_kwargs=named, outputs=outputs, api_name="generate",
                                api_description=API["generate"],
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
-                               concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+                               concurrency_id="generate",  # a queued visitor sees "queue: 3/5"
+                               js=settled_inputs_js(list(named.values())))  # a box this press left: its settled value
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # Stop: first a light answer (the flag, the frozen view's status line), then the whole result once the run has
     # ended (queued, so that the history's change reaches the Why tab: from a queue-free event it did not, and a
@@ -454,15 +455,16 @@ def _wire_helpers(ui: dict, d: dict) -> None:
     (:data:`CHECKED_NUMBERS`, the same), the "Output only" view, and, when max new tokens was left at its default,
     the derived default on each page load; the empty-prompt banner goes once the prompt is typed
     (:func:`app.live.prompt_check.wire_prompt_check`)."""
-    tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)
+    checks = [tell_when_clamped(ui["max_new_tokens"], ui["status"], "Max new tokens", hint=MAX_NEW_TOKENS_HINT)]
     wire_prompt_check(ui)  # the empty-prompt banner goes once the prompt is not
     for name, label in CLAMPED_SLIDERS.items():
-        tell_when_clamped(ui[name], ui["status"], label)
+        checks.append(tell_when_clamped(ui[name], ui["status"], label))
     for name, field in CHECKED_NUMBERS.items():
         if name in ui:
             layer = field is EXIT_LAYER  # checked against the target's layer count (its config, without loading)
-            tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
-                              target=ui.get("target") if layer else None)
+            checks.append(tell_when_invalid(ui[name], ui["status"], field, parse_exit_layer if layer else None,
+                                            target=ui.get("target") if layer else None))
+    plan_after(ui, checks)  # a plan sent while a check was in flight left the status alone (UNSETTLED_STATUS_JS)
     from gradio.context import Context
 
     Context.root_block.load(None, js=ENTER_COMMITS_JS, queue=False, api_visibility="private")
