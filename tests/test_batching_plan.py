@@ -136,9 +136,24 @@ def test_a_change_replans_only_a_status_that_says_what_a_press_would_do(monkeypa
     waiting = plan.check_plan_status("embedded", "Hello", 200)
     again = plan.refresh(waiting, ("embedded", "Hello", 100), plan.CHECK_LEAD, plan.check_plan_status)
     assert again == waiting  # nothing measured yet: the same sentence
-    for shown in ("<div>Checked in 96 s on SmolLM2 …</div>", "<div>N runs per side must be at least 20.</div>", None):
+    for shown in ("<div>Checked in 96 s on SmolLM2 …</div>", "<div>⚠ Something went wrong (RuntimeError: x).</div>",
+                  None):
         assert plan.refresh(shown, ("embedded", "Hello", 100), plan.CHECK_LEAD, plan.check_plan_status) == {
-            "__type__": "update"}  # gr.skip(): a run's status, its results or a refusal stay
+            "__type__": "update"}  # gr.skip(): a run's status, its results or its failure stay
+
+
+def test_a_refusal_of_the_form_is_planned_over_when_an_input_changes(monkeypatch):
+    """A trial unticked every batch size, pressed Measure, ticked B = 1 again: the warning stayed, with no plan."""
+    from app.inputs import InputError
+
+    monkeypatch.setattr(measured, "tuned_or_none", lambda target: None)
+    monkeypatch.setattr(measured, "known_costs", lambda target, drafter=None: None)
+    refused = plan.refusal_status("checking the batching inputs", InputError("Pick at least one batch size."))
+    assert "⚠ Pick at least one batch size." in refused and plan.REFUSAL_MARK in refused
+    values = ("ngram", 4, 24, [1], "short", True, "embedded", "")
+    again = plan.refresh(refused, values, plan.SWEEP_LEAD, plan.sweep_plan_status)
+    assert again == plan.sweep_plan_status(*values) and "Pick at least one" not in again
+    assert f"{plan.SWEEP_LEAD}: {plan.UNMEASURED}" in html.unescape(again)
 
 
 def test_the_running_status_keeps_the_plan_until_the_run_has_its_own(monkeypatch):

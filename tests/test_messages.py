@@ -359,7 +359,10 @@ def test_the_batching_n_box_is_wired_to_keep_its_earlier_value():
             and names[t] == "batching-check-n"]
     assert len(left) == 1 and len(left[0].inputs) == 3  # the box, the value it kept and the status it stands above
     after = [d for d in demo.config["dependencies"] if d.get("trigger_after") == left[0]._id]
-    assert len(after) == 1 and after[0]["targets"][0][1] == "then"  # the plan, made again for the settled N
+    planned = [d for d in after if d["outputs"]]  # besides the browser step that ends the check's in-flight mark
+    assert len(planned) == 1 and planned[0]["targets"][0][1] == "then"  # the plan, made again for the settled N
+    cleared = [d for d in after if not d["outputs"]]
+    assert len(cleared) == 1 and "svSettling" in cleared[0]["js"] and "batching-check-n" in cleared[0]["js"]
     box, status = left[0].fn(None, 77, "<p>the plan</p>")
     assert box["value"] == 77 and "N runs per side was empty; kept 77." in status and status.endswith("<p>the plan</p>")
 
@@ -388,3 +391,19 @@ def test_a_kept_boxs_sentence_goes_when_the_box_is_left_with_another_value_and_a
     after = messages.kept_status(messages.kept_or_refused(100, 20, N), replanned, "batching-n", 100)
     assert after[1] == render.status_html("Press Check: about 9 s", "info")
     assert messages.leading_notice(plan) == ""
+
+
+def test_a_run_button_sends_the_value_a_box_its_press_left_settled_on():
+    """One press of Check after N = 3 typed without Enter sent 3 (refused) while the box's check was on its round trip
+    (a trial): the button's browser side now waits for checks in flight and sends the box's settled value, by index
+    of the event's inputs; the box's check marks itself in flight (its blur's browser side) and is cleared after."""
+    import gradio as gr
+
+    with gr.Blocks():
+        a, n = gr.Textbox(elem_id="prompt-x"), gr.Number(50, elem_id="n-x")
+        js = messages.settled_inputs_js([a, n], "(...args) => { window.svMark = true; return args; }")
+    assert js.startswith("async (...args) =>") and '["prompt-x", "n-x"]' in js
+    assert f"limit = {messages.SETTLE_WAIT_MS}" in js and "window.svMark = true" in js
+    assert "window.svSettling" in messages.settling_js("n-x") and '"n-x"' in messages.settling_js("n-x")
+    assert messages.settling_js("n-x") in messages._keep_blur_js("n-x")
+    assert messages.settling_js("draft-length") in messages.kept_js("draft-length")
