@@ -239,6 +239,11 @@ def _slider_boxes_js(flag: str) -> str:
   document.addEventListener('blur', (ev) => {{
     const box = ev.target;
     if (!sliderBox(box)) return;
+    const block = box.closest('.block[id]');  // its check in flight from now on: before the clamp's change event
+    if (block) {{
+      const s = (window.svSettling = window.svSettling || {{}}), m = s[block.id] || {{n: 0}};
+      s[block.id] = {{n: m.n + 1, at: Date.now(), early: (m.early || 0) + 1}};
+    }}
     const kept = box.dataset.svKept;
     const letters = box.dataset.svLetters;
     box.dataset.svLetters = '';
@@ -377,10 +382,12 @@ counting)."""
 def settling_js(elem_id: str) -> str:
     """The JS statement that marks the box ``elem_id``'s check as in flight (``window.svSettling[elem_id]``: how
     many, and since when), run in the browser side of its blur or release (:func:`kept_js`, :func:`_keep_blur_js`);
-    :func:`_settled_after` clears it once the check's answer is on the page."""
+    :func:`_settled_after` clears it once the check's answer is on the page. A slider's box is marked earlier, as it
+    is left (:func:`_slider_boxes_js`, ``early``: its release then counts no second time): the slider's clamp fires
+    its change before the release, and a plan sent on that change wrote an older sentence back (a busy trial)."""
     key = json.dumps(elem_id)
-    return (f"{{ const s = (window.svSettling = window.svSettling || {{}}); "
-            f"s[{key}] = {{n: ((s[{key}] || {{}}).n || 0) + 1, at: Date.now()}}; }}")
+    return (f"{{ const s = (window.svSettling = window.svSettling || {{}}), m = s[{key}] || {{n: 0}}; "
+            f"if (m.early) {{ m.early -= 1; m.at = Date.now(); }} else s[{key}] = {{n: m.n + 1, at: Date.now()}}; }}")
 
 
 def _settled_after(event, elem_id: str | None):

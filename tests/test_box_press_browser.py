@@ -58,6 +58,7 @@ def test_a_newer_sentence_about_k_replaces_the_older_one_and_stays(app_url, brow
         page.goto(app_url, wait_until="load")
         page.wait_for_function("() => window.svEnterCommits && window.svEnterCommits.size > 0")
         box = page.locator("#draft-length input[type=number]").first
+        assert box.evaluate("b => b.closest('.block[id]').id") == "draft-length"  # where its early mark is kept
         said = {"2.5": "Draft length k must be a whole number (got 2.5); using 3.",
                 "-3": "Draft length k is at least 1 here; using 1."}
         for typed in ("-3", "2.5", "-3"):
