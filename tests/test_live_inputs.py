@@ -181,12 +181,12 @@ def test_no_event_but_a_button_press_reads_a_slider_through_gradios_range_check(
     assert ("tab-live", "button.click", ["draft-length", "temperature", "top-p", "max-new-tokens", "tree-nodes",
                                          "confidence", "lookahead-window", "lookahead-ngram",
                                          "lookahead-candidates"]) in checked  # Generate's, the one Live has
-    # the Why and Classroom tabs: only Measure, Record run and Run what-if (each parses what it reads with our
+    # the Why and Classroom tabs: only Measure (alpha, and c to say what it moves), Record run and Run what-if (each parses what it reads with our
     # sentences); the Live history's change (c), the share link's events and the kept numbers' then read raw
     classroom = ["classroom-k", "classroom-temperature", "classroom-max-new-tokens"]
     assert sorted((tab, ids) for tab, _, ids in checked if tab in ("tab-why", "tab-classroom")) == [
         ("tab-classroom", classroom), ("tab-classroom", ["whatif-kmax", "whatif-tokens"]),
-        ("tab-why", ["why-alpha"])]
+        ("tab-why", ["why-alpha", "why-c"])]  # Measure reads c too, to say from what value it moves it
     assert any(tab == "tab-why" and event == "state.change" and ids == ["why-c"] and not pre
                for tab, event, ids, pre in events)
 
