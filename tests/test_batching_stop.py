@@ -358,7 +358,9 @@ def test_a_stop_while_the_sweep_or_check_waits_in_the_queue_keeps_it_from_runnin
         stop_dep = next(d for d in deps if d.get("api_name") == api)
         assert stop_dep["js"] == stop_sent_js(mark, 1) and len(stop_dep["inputs"]) == 1 and stop_dep["queue"] is False
         sent = next(d for d in deps if d.get("api_name") == start)["js"]
-        assert sent == f"(...args) => {{ window.{mark} = true; return args; }}"  # on the run's own event
+        # on the run's own event, first thing; then the wait for a box's check in flight (app.messages.settled_inputs_js)
+        assert sent.startswith("async (...args) => {\n  let out = await ((...args) => { window." + mark + " = true; "
+                               "return args; })(...args);") and "window.svSettling" in sent
         assert sum(f"window.{mark} = false" in (d.get("js") or "") for d in deps) == 1  # cleared once it ended
 
     me = type("R", (), {"session_hash": "batching-queued"})()
