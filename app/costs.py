@@ -1,5 +1,5 @@
 """What a Live run costs here, learned from this process's own runs: the status says before a run how long it should
-take (:func:`plan_text`), a long prefill is announced with its expected time (:func:`long_prompt_note`), and the
+take (:func:`plan_text`), a long prefill is announced with its expected time (:func:`app.prefill_notes.long_prompt_note`), and the
 default max new tokens is derived once from the measured step cost (:func:`derived_default_tokens`).
 
 Where the figures come from:
@@ -14,8 +14,8 @@ Where the figures come from:
   the Arena's estimate too): measured by an Arena or Live run here, else on the CPU its prior measured on the
   project's CPU.
 
-:func:`settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced
-by the time the prefill took as soon as both runs have read the prompt (:func:`settled_after_prefill`), and at the
+:func:`app.prefill_notes.settle_prefill_note`: an estimate said before a long prefill ("take about 2 min 47 s to read") is replaced
+by the time the prefill took as soon as both runs have read the prompt (:func:`app.prefill_notes.settled_after_prefill`), and at the
 latest when the run ends, so no estimate is left under "Done in 28.6 s".
 
 The stores (:data:`_COSTS`, :data:`_TUNED`, :data:`_DEFAULT_TOKENS`) are shared by every session of this process.
@@ -465,7 +465,7 @@ def planned_estimate(costs: RunCosts, seconds: float, now: tuple[float, int] | N
     """The :class:`~app.estimates.Estimate` of ``seconds`` planned from ``costs``: its range from ``costs.spread``,
     moved once by the load changed since they were measured (``now``: other programs' (load, CPUs); None: unknown;
     :func:`app.estimates.make_estimate`). One source for the plan's time (:func:`plan_text`) and a long prompt's
-    reading time (:func:`long_prompt_note`).
+    reading time (:func:`app.prefill_notes.long_prompt_note`).
 
     Its middle is the stored costs' own at any age (they are taken as measured now): the load change since only
     widens the range on its side. A trial on a busy machine read one prompt's plan as 17 s, then 8 s (7–10 s) after
@@ -591,29 +591,6 @@ def _likely_answer(settings: Settings, costs: RunCosts) -> tuple[int, str] | Non
     return (costs.answer_tokens, "recent ones") if costs.answer_tokens is not None else None
 
 
-def long_prompt_note(settings: Settings, costs: RunCosts | None, prompt_tokens: int, load=NOW) -> str:
-    """The note before a prefill expected over :data:`LONG_PREFILL_S`: a prompt of :data:`LONG_PROMPT_TOKENS` or
-    more is "a long prompt" (with the server's cap when it has one); a shorter one is slow to read because the machine
-    is slow or busy now, and is said so. "" when the prefill is short or its cost unknown. Its time carries the
-    plan's range ("take about 61 s (50–75 s) to read": :func:`planned_estimate`, ``load`` as :func:`plan_text`'s)."""
-    if costs is None:
-        return ""
-    seconds = costs.prefill_s(prompt_tokens, settings.drafter != "none")
-    if seconds <= LONG_PREFILL_S:
-        return ""
-    took = planned_estimate(costs, seconds, load if load is not NOW else estimates.machine_load())
-    took = f"about {_seconds(seconds)}" if took.very_busy else took.text("")  # the busy sentence is the plan's
-    runs = "both runs read it" if settings.drafter != "none" else "the target reads it"
-    if prompt_tokens < LONG_PROMPT_TOKENS:
-        return (f"Reading the {prompt_tokens:,}-token prompt takes {took} here ({runs}): the machine is slow or busy "
-                "now, so the first token appears late.")
-    cap = (f" This server reads at most {settings.max_prompt_tokens:,} prompt tokens."
-           if settings.max_prompt_tokens else "")
-    return (f"A long prompt: {prompt_tokens:,} tokens take {took} to read before the first token appears ({runs}; a "
-            f"shorter prompt starts sooner).{cap}")
-
-
-LONG_PROMPT_TOKENS = 512  # a prompt of this many tokens or more is called long
 
 
 STEP_PROBE_BUDGET_MS = 1500.0  # the start-up's one-token step is timed in rounds until this much was timed ...
@@ -646,31 +623,3 @@ def timed_forwards(loaded, wide: int) -> tuple[float, float]:
     finally:
         torch.set_num_threads(before)
     return step, per_token
-
-
-def settled_after_prefill(events, view, note: str):
-    """``events`` (a run's stream: engine events, or None while it computes) passed through; once ``view`` holds
-    both runs' prefills (the consumer folds each event in before asking for the next), ``note`` is settled
-    (:func:`settle_prefill_note`): the prefill's estimate leaves the status as soon as its measured time is known."""
-    for event in events:
-        yield event
-        if note and event is not None and view.base_stats.prefill_ms > 0 and (
-                view.spec is None or view.spec_stats.prefill_ms > 0):
-            settle_prefill_note(view, note)
-            note = ""
-
-
-def settle_prefill_note(view, note: str) -> None:
-    """Replace ``note`` (the estimate said before a long prefill) in ``view.notes`` by the time the prefill took
-    (both runs' prefills on their own clocks, ms from :class:`specviz.measure.run_stats.RunStats`), or drop it when no
-    prefill finished (the run was stopped while reading). No-op when ``note`` is not there."""
-    if not note or note not in view.notes:
-        return
-    ms = view.base_stats.prefill_ms + (view.spec_stats.prefill_ms if view.spec is not None else 0.0)
-    index = view.notes.index(note)
-    if ms <= 0:
-        del view.notes[index]
-        return
-    runs = "both runs" if view.spec is not None else "the target"
-    view.notes[index] = (f"The {view.prompt_tokens:,}-token prompt was read in {ms / 1000.0:.1f} s ({runs}; "
-                         "the prefill).")

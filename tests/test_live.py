@@ -1194,7 +1194,7 @@ def test_a_rejected_end_of_turn_is_struck_through_and_never_breaks_the_line():
 def test_the_reading_status_calls_a_prompt_long_only_when_it_is():
     """A trial saw every run's status say "a long prompt takes a while on a CPU", a 113-token one's too: the clause
     comes from LONG_PROMPT_TOKENS (512) on."""
-    from app.costs import LONG_PROMPT_TOKENS
+    from app.prefill_notes import LONG_PROMPT_TOKENS
     from app.live.run import _reading_status
 
     view = live.RunView(inputs.parse_settings(_args()), "x", "ngram", None, None)

@@ -262,7 +262,8 @@ def test_a_long_prompts_reading_time_carries_the_plans_range():
     assert quiet.startswith("A long prompt: 600 tokens take about 60 s (50–75 s) to read before the first token")
     busy = live.long_prompt_note(_plan_settings("Say hi.", 8), costs, 600, load=(1.0, 2))  # 1.5x since measured:
     assert busy.startswith("A long prompt: 600 tokens take about 60 s (50–110 s) to read"), busy  # the range grows
-    assert live.costs.LONG_PROMPT_TOKENS == 512
+    from app.prefill_notes import LONG_PROMPT_TOKENS
+    assert LONG_PROMPT_TOKENS == 512
 
 
 def test_a_drafters_plan_reads_its_own_runs_and_widens_for_one_not_run_yet(monkeypatch):

@@ -20,8 +20,8 @@ from app.device import LOCAL_PREFIX, Job, load_target, relay, session_key
 from app.endings import until_stopped
 from app.inputs import (GATED_DRAFTERS, Settings, check_settings_vocab, fit_prompt_for, fit_settings_exit_layer,
                         parse_settings)
-from app.costs import (LONG_PROMPT_TOKENS, known_costs, learn_costs, long_prompt_note, plan_text, settle_prefill_note,
-                       settled_after_prefill, tokens_info, tuned_costs)
+from app.costs import known_costs, learn_costs, plan_text, tokens_info, tuned_costs
+from app.prefill_notes import LONG_PROMPT_TOKENS, long_prompt_note, settle_prefill_note, settled_after_prefill
 from app.estimates import NOW, threads_note
 from app.live.outputs import (ENDED, _SUFFIX_STORES, _VIEWS, _VIEWS_LOCK, RUNS, Frame, add_to_history, failed, final,
                               history_html, keep_good, planned_status, status_only, stopped_in_queue)
