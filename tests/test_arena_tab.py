@@ -149,7 +149,8 @@ def test_run_closes_earlier_toasts_and_enter_commits_a_number_box():
     with gr.Blocks() as demo:
         arena_tab.build_tab("embedded")
     js = {fn.api_name: fn.js for fn in demo.fns.values() if fn.js}
-    assert js["arena"] == arena_tab.CLEAR_TOASTS_JS and "toast-close" in arena_tab.CLEAR_TOASTS_JS
+    assert js["arena"].startswith(f"async (...args) => {{\n  let out = await ({arena_tab.CLEAR_TOASTS_JS})(...args);")
+    assert "toast-close" in arena_tab.CLEAR_TOASTS_JS and "window.svSettling" in js["arena"]  # then a box's check waited
     assert arena_tab.ENTER_COMMITS_JS in js.values() and "#arena-controls" in arena_tab.ENTER_COMMITS_JS
 
 

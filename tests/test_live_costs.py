@@ -307,6 +307,8 @@ def test_the_ready_status_and_the_tokens_line_carry_one_plan(monkeypatch):
     monkeypatch.setattr(live.costs, "_COSTS", {"embedded": [live.RunCosts(
         2.0, 100.0, 60.0, live.costs.RECENT_RUNS, measured_load=None, drafter="ngram", method=("ngram", "4"))] * 3})
     monkeypatch.setattr(live.costs, "_DEFAULT_TOKENS", {})
+    monkeypatch.setattr(live.costs, "_TUNED", {})  # no forwards timed: an earlier test's, newer than these runs,
+    # would set the prefill's floor (app.costs: the newest measurement wins)
     monkeypatch.setattr(hint, "NOW", None)
     values = {**live.DEFAULTS, "target": "embedded", "prompt": "Say hi.", "drafter": "ngram", "k": 4,
               "max_new_tokens": 40, "weights": live.layout.operator_weights()}

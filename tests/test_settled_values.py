@@ -78,6 +78,8 @@ def test_each_classroom_box_check_is_followed_by_the_note_for_the_settled_value(
                            ("classroom-repetition-penalty", "blur"), ("classroom-k", "release"),
                            ("classroom-temperature", "release"), ("classroom-max-new-tokens", "release")):
         ((check, after),) = _dependencies(demo, elem_id, event)
+        after = [d for d in after if demo.fns[d["id"]].fn is not None]  # the browser's own step (the check's
+        # in-flight mark cleared: app.messages.settled_inputs_js) runs no server function
         fns = [demo.fns[d["id"]].fn for d in after]
         assert fns == [classroom.settings_edited], elem_id
         (outputs,) = [[demo.blocks[o].elem_id for o in d["outputs"]] for d in after]
@@ -111,6 +113,7 @@ def test_the_sweep_is_planned_again_for_the_value_its_clamp_settled_on(monkeypat
         build_tab()
     for elem_id in ("batching-max-new-tokens", "batching-k"):
         ((release, after),) = _dependencies(demo, elem_id, "release")
+        after = [d for d in after if demo.fns[d["id"]].fn is not None]  # the in-flight mark's browser step left out
         assert [demo.fns[d["id"]].fn for d in after] == [refresh_sweep], elem_id
         assert [demo.blocks[i].elem_id for i in after[0]["inputs"]][:4] == ["batching-status", "batching-drafter",
                                                                            "batching-k", "batching-max-new-tokens"]

@@ -26,6 +26,7 @@ def _nothing_timed(monkeypatch):
     monkeypatch.setattr(plan, "_PROBES", {})
     monkeypatch.setattr(plan, "_TOOK", {})
     monkeypatch.setattr(costs, "_TUNED", {})
+    monkeypatch.setattr(costs, "_COSTS", {})  # no Live runs: an earlier test's would be the newest measurement
     monkeypatch.setattr(plan, "machine_load", lambda: QUIET)
 
 

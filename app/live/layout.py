@@ -25,7 +25,7 @@ from app.live.hint import plan_after, wire_tokens_hint
 from app.live.prompt_check import READY, wire_prompt_check
 from app.live.outputs import BASE_PLACEHOLDER, SPEC_PLACEHOLDER, progress_html
 from app.live.run import generate
-from app.messages import enter_commits_js, settled_inputs_js, tell_when_clamped, tell_when_invalid
+from app.messages import enter_commits_js, tell_when_clamped, tell_when_invalid
 from app.weights_setting import DEFAULT_WEIGHTS, decided_weights, default_reason, operator_weights
 from specviz.core.engine import MAX_K
 from specviz.drafters.registry import choices
@@ -354,8 +354,9 @@ def _wire(ui: dict, history: gr.State, d: dict | None = None) -> None:
     run = ui["generate"].click(_generate_clicked, inputs_kwargs=named, outputs=outputs, api_name="generate",
                                api_description=API["generate"],
                                show_progress="minimal", show_progress_on=[ui["status"]], concurrency_limit=8,
-                               concurrency_id="generate",  # a queued visitor sees "queue: 3/5"
-                               js=settled_inputs_js(list(named.values())))  # a box this press left: its settled value
+                               concurrency_id="generate")  # a queued visitor sees "queue: 3/5"
+    # the typed values go as sent: the run fits a fraction or an out-of-range k itself and says so in its own status
+    # (app.inputs.whole_setting), so Generate needs no wait for a box's check (app.messages.settled_inputs_js)
     run.then(None, js=RUN_ENDED_JS, queue=False, show_progress="hidden", api_visibility="private")
     # Stop: first a light answer (the flag, the frozen view's status line), then the whole result once the run has
     # ended (queued, so that the history's change reaches the Why tab: from a queue-free event it did not, and a
