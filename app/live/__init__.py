@@ -38,7 +38,8 @@ from app.live.controls import (PRESET_CHOICES, drafter_changed, gate_chosen, k_c
                                release_session, stop, stop_now, stop_run, stopped_view)
 from app.costs import (COST_RUNS, DEFAULT_RUN_S, LONG_PREFILL_S, MIN_DEFAULT_TOKENS, RECENT_RUNS, RunCosts,
                        costs_of_run, default_max_new_tokens, derived_default_tokens, known_costs, learn_costs,
-                       page_default_tokens, plan_text, timed_forwards, tuned_costs)
+                       page_default_tokens, plan_text, tuned_costs)
+from app.forward_timing import timed_forwards
 from app.prefill_notes import long_prompt_note, settle_prefill_note, settled_after_prefill
 from app.estimates import MIN_SPREAD, PROBE_SPREAD
 from app.live.defaults import ASSETS, DEFAULTS, FIRST_EXAMPLE, INPUTS, OUTPUTS, example_labels, load_examples
