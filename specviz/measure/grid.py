@@ -259,8 +259,7 @@ def probe_forward_ms(target, token_counts: Sequence[int] = (1, 16), *, prompt_le
                      seed: int = 0, budget_ms: float = 0.0, max_repeats: int = 0) -> dict[int, float]:
     """A quick cost probe (a second or so on a small CPU): the median ms of one target forward over n new tokens
     after a cached ``prompt_len``-token prompt of random ids (batch 1), for each n of ``token_counts``; one
-    untimed warm-up round (the first forwards after a load or a thread-count change run cold: a trial's start-up
-    read a one-token step at 1.3 s where runs took 0.08 s), then ``repeats`` timed rounds, the cache rolled back
+    untimed warm-up round (the first forwards after a load or a thread-count change run cold), then ``repeats`` timed rounds, the cache rolled back
     after each forward. With ``budget_ms``, more rounds follow while the timed rounds so far took less than it, up
     to ``max_repeats`` rounds in all: a median of more forwards, so one stalled forward on a shared CPU does not set
     it (two timed forwards made the median their mean)."""
